@@ -1,0 +1,284 @@
+"""The `nightowl` command. A thin layer: parse options, call the engine, print.
+
+Heavy modules (engine, paramiko, jinja2, networkx, pydantic) are imported inside
+the commands so `nightowl --help` answers at once.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+
+from nightowl import __version__
+from nightowl.cli.exit import EXIT_HELP, ExitStatus, status_for
+
+DEFAULT_OUT = Path(os.environ.get("NIGHTOWL_OUT", "~/.local/state/nightowl/bundles")).expanduser()
+FORMAT_OPTION = click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text",
+                             show_default=True, help="text for people, json for scripts (CONTRACT s4)")
+OUT_OPTION = click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path),
+                          default=DEFAULT_OUT, show_default=True,
+                          help="where bundles go (env NIGHTOWL_OUT)")
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]}, epilog=EXIT_HELP)
+@click.version_option(__version__, prog_name="nightowl")
+def main() -> None:
+    """nightowl: incident runbooks for GPU servers and LLM-serving fleets.
+
+    Runs read-only collectors (nvidia-smi, kernel log, engine metrics, NCCL logs) on hosts,
+    walks a decision tree, prints the verdict with its evidence and the first action,
+    and saves an evidence bundle before anyone restarts anything.
+    """
+
+
+def fail(message: str, status: ExitStatus = ExitStatus.USAGE) -> None:
+    click.echo(f"nightowl: {message}", err=True)
+    sys.exit(int(status))
+
+
+def load_runbook_or_exit(name: str) -> Any:
+    from nightowl import runbooks
+    from nightowl.engine.validate import RunbookInvalid
+
+    try:
+        return runbooks.load(name)
+    except FileNotFoundError as exc:
+        fail(str(exc))
+    except RunbookInvalid as exc:
+        fail(f"invalid runbook:\n{exc}")
+    return None
+
+
+def parse_params(pairs: tuple[str, ...]) -> dict[str, Any]:
+    import yaml
+
+    params: dict[str, Any] = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            fail(f"--param expects KEY=VALUE, got {pair!r}")
+        params[key] = yaml.safe_load(value)
+    return params
+
+
+def run_and_report(loaded: Any, transports: dict[str, Any], params: dict[str, Any], fmt: str,
+                   out_dir: Path, allow_invasive: bool, forks: int = 16) -> ExitStatus:
+    from nightowl.collectors import get_collector
+    from nightowl.engine.bundle import triage_summary
+    from nightowl.engine.runner import RunOptions
+    from nightowl.engine.session import Interrupted, run_runbook
+    from nightowl.postmortem import render_bundle
+
+    defaults = {k: p.default for k, p in loaded.runbook.parameters.items()}
+    unknown = set(params) - set(defaults)
+    if unknown:
+        fail(f"runbook {loaded.id} has no parameter {', '.join(sorted(unknown))}")
+    options = RunOptions(params={**defaults, **params}, allow_invasive=allow_invasive)
+    try:
+        runs, bundle = run_runbook(loaded, transports, get_collector, options, out_dir, forks=forks,
+                                   render_postmortem=render_bundle)
+    except Interrupted as exc:
+        click.echo(f"nightowl: interrupted; partial bundle saved at {exc.bundle}", err=True)
+        sys.exit(int(ExitStatus.INTERRUPTED))
+    summary = triage_summary(loaded.id, bundle.name, bundle, runs)
+    from nightowl.cli.render import json_report, text_report
+
+    click.echo(json_report(summary) if fmt == "json" else text_report(summary))
+    return status_for(summary["hosts"])
+
+
+@main.command()
+@FORMAT_OPTION
+@OUT_OPTION
+@click.option("--case", default="xid79-fallen-off-bus", show_default=True,
+              help="which bundled recorded host to replay (see fixtures/hosts/)")
+def demo(fmt: str, out_dir: Path, case: str) -> None:
+    """Run the xid runbook on a bundled recorded incident host.
+
+    The host is a real incident from a public bug report: a GPU that fell off the
+    bus (Xid 79) and an nvidia-smi that can no longer read it. Prints the verdict,
+    why, the first action and the bundle path.
+    """
+    from nightowl.paths import data_dir
+
+    host_dir = data_dir("fixtures") / "hosts" / case
+    if not host_dir.is_dir():
+        fail(f"no recorded host {case!r} in {host_dir.parent}")
+    loaded = load_runbook_or_exit("xid")
+    from nightowl.transports.replay import ReplayTransport
+
+    transports = {case: lambda: ReplayTransport(host_dir, case)}
+    sys.exit(int(run_and_report(loaded, transports, {}, fmt, out_dir, allow_invasive=False)))
+
+
+@main.command(epilog=EXIT_HELP)
+@click.argument("runbook")
+@click.option("--host", "hosts", multiple=True, metavar="SPEC",
+              help="host to run on: `local`, `ssh://user@host:port?jump=bastion`, or a name from ~/.ssh/config")
+@click.option("--replay", "replays", multiple=True, type=click.Path(exists=True, file_okay=False, path_type=Path),
+              help="recorded host directory (CONTRACT s5) to run on instead of a live host; a bundle works too")
+@click.option("--param", "params", multiple=True, metavar="KEY=VALUE", help="runbook parameter")
+@click.option("--allow-invasive", is_flag=True, help="also run collectors that load GPUs or the network")
+@click.option("--known-hosts", type=click.Path(dir_okay=False, path_type=Path), help="known_hosts for SSH")
+@click.option("--ssh-config", type=click.Path(dir_okay=False, path_type=Path), help="ssh_config to resolve names")
+@click.option("--accept-new", is_flag=True, help="accept and record unknown SSH host keys (never changed ones)")
+@FORMAT_OPTION
+@OUT_OPTION
+def triage(runbook: str, hosts: tuple[str, ...], replays: tuple[Path, ...], params: tuple[str, ...],
+           allow_invasive: bool, known_hosts: Path | None, ssh_config: Path | None, accept_new: bool,
+           fmt: str, out_dir: Path) -> None:
+    """Run RUNBOOK on live hosts (--host) or recorded ones (--replay).
+
+    Only read-only collectors run unless --allow-invasive is given. The evidence
+    bundle is written before the verdict is printed.
+    """
+    if not hosts and not replays:
+        fail("give at least one --host or --replay")
+    loaded = load_runbook_or_exit(runbook)
+    transports = replay_transports(replays)
+    ssh_options = ssh_options_from(known_hosts, ssh_config, accept_new) if any(h != "local" for h in hosts) else None
+    for spec in hosts:
+        transports[spec] = _opener(spec, ssh_options)
+    sys.exit(int(run_and_report(loaded, transports, parse_params(params), fmt, out_dir, allow_invasive)))
+
+
+def _opener(spec: str, ssh_options: Any) -> Any:
+    from nightowl.transports import open_transport
+
+    return lambda: open_transport(spec, ssh_options)
+
+
+def replay_transports(replays: tuple[Path, ...]) -> dict[str, Any]:
+    """Recorded hosts: a host directory, or a bundle (every host in its hosts/)."""
+    from nightowl.transports.replay import ReplayTransport
+
+    transports: dict[str, Any] = {}
+    for directory in replays:
+        host_dirs = sorted(p for p in (directory / "hosts").iterdir() if p.is_dir()) \
+            if (directory / "hosts").is_dir() else [directory]
+        for host_dir in host_dirs:
+            transports[host_dir.name] = (lambda d=host_dir: ReplayTransport(d, d.name))
+    return transports
+
+
+def ssh_options_from(known_hosts: Path | None, ssh_config: Path | None, accept_new: bool) -> Any:
+    from nightowl.transports.ssh import SSHOptions
+
+    return SSHOptions(known_hosts=known_hosts, ssh_config=ssh_config,
+                      host_key_policy="accept-new" if accept_new else "strict")
+
+
+@main.command("parse")
+@click.argument("kind", metavar="KIND")
+@click.argument("file", type=click.File("r", errors="replace"))
+def parse_cmd(kind: str, file: Any) -> None:
+    """Parse a saved command output (FILE, or - for stdin) and print JSON.
+
+    KIND is one of the collector kinds: nvidia-smi, kernel-log, nccl-log, nccl-tests,
+    metrics, engine-log, nvidia-smi-query, nvlink, gpu-topology, dcgmi-diag.
+    """
+    from nightowl.collectors import UnknownCollector, available_kinds, get_collector
+    from nightowl.collectors.base import to_jsonable
+
+    try:
+        collector = get_collector(kind)
+    except (UnknownCollector, ModuleNotFoundError):
+        fail(f"unknown kind {kind!r}; one of: {', '.join(available_kinds())}")
+    text = file.read()
+    try:
+        result = to_jsonable(collector.parse(text))
+    except Exception as exc:  # noqa: BLE001 - the contract promises JSON whenever the file was read
+        result = {"kind": kind, "warnings": [f"parser failed: {type(exc).__name__}: {exc}"]}
+    click.echo(json.dumps(result, indent=2, default=str))
+
+
+@main.command()
+@click.argument("file", required=False, type=click.File("r", errors="replace"), default="-")
+@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
+def xid(file: Any, fmt: str) -> None:
+    """Explain the Xid/SXid events of a kernel log (FILE or stdin).
+
+    One line per event: time, PCI address, code, meaning and NVIDIA's documented
+    first action. Unknown codes say "look up", never "ignore".
+    Example: dmesg -T | nightowl xid
+    """
+    from nightowl.collectors import kernel_log, xid_catalog
+    from nightowl.collectors.base import to_jsonable
+
+    result = to_jsonable(kernel_log.parse(file.read()))
+    rows = [xid_catalog.explain(e) for e in result["events"] if e["kind"] in ("xid", "sxid", "fallen_off_bus")]
+    if fmt == "json":
+        click.echo(json.dumps({"events": rows, "warnings": result["warnings"]}, indent=2, default=str))
+        return
+    if not rows:
+        click.echo("no Xid or SXid events found")
+    for row in rows:
+        code = f"{row['kind'].upper()} {row['code']}" if row.get("code") is not None else row["kind"]
+        count = f" (x{row['count']})" if row.get("count", 1) and row.get("count", 1) > 1 else ""
+        click.echo(f"{row.get('time') or '-'}  {row.get('pci') or '-'}  {code}{count}  "
+                   f"{row.get('mnemonic') or '?'}: {row.get('meaning') or 'unknown code'}  "
+                   f"-> {row['action']}: {row['first_step']}")
+
+
+@main.command()
+@click.argument("runbook")
+@click.option("--host", "hosts", multiple=True, required=True, metavar="SPEC", help="host spec(s)")
+@click.option("--allow-invasive", is_flag=True, help="plan invasive collectors too")
+@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
+def plan(runbook: str, hosts: tuple[str, ...], allow_invasive: bool, fmt: str) -> None:
+    """Dry run: the graph, and per host the exact commands RUNBOOK would run. Connects to nothing."""
+    from nightowl.collectors import get_collector
+    from nightowl.engine.mermaid import to_mermaid
+    from nightowl.engine.session import plan as plan_steps
+
+    loaded = load_runbook_or_exit(runbook)
+    steps = plan_steps(loaded, get_collector, allow_invasive)
+    if fmt == "json":
+        click.echo(json.dumps({"runbook": loaded.id, "hosts": [{"host": h, "steps": steps} for h in hosts]},
+                              indent=2))
+        return
+    click.echo(to_mermaid(loaded.runbook))
+    for host in hosts:
+        click.echo(f"{host}:")
+        for step in steps:
+            note = " (skipped: invasive, needs --allow-invasive)" if step["skipped"] else ""
+            alternatives = "  |or|  ".join(" ".join(argv) for argv in step["commands"])
+            click.echo(f"  [{step['node']}] {step['collector']}: {alternatives}  (timeout {step['timeout']}s){note}")
+
+
+@main.command()
+@click.argument("bundle", type=click.Path(exists=True, file_okay=False, path_type=Path))
+@click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path), help="write here, not stdout")
+@click.option("--template", help="template name in templates/ or a path to a Jinja2 file")
+@click.option("--verify", is_flag=True, help="re-hash the bundle against its manifest; exit 1 on any change")
+def postmortem(bundle: Path, output: Path | None, template: str | None, verify: bool) -> None:
+    """Render the postmortem draft (Markdown) of BUNDLE."""
+    if verify:
+        from nightowl.engine.bundle import verify_bundle
+
+        problems = verify_bundle(bundle)
+        for problem in problems:
+            click.echo(problem)
+        click.echo("bundle verified: every file matches its manifest hash" if not problems else
+                   f"{len(problems)} problem(s)")
+        sys.exit(int(ExitStatus.ACTION_NEEDED if problems else ExitStatus.OK))
+    from nightowl.postmortem import render_bundle
+
+    text = render_bundle(bundle, template)
+    if output:
+        output.write_text(text)
+        click.echo(f"wrote {output}")
+    else:
+        click.echo(text, nl=False)
+
+
+from nightowl.cli.runbook_cmd import runbook_group  # noqa: E402
+from nightowl.cli.sweep_cmd import sweep  # noqa: E402
+
+main.add_command(runbook_group)
+main.add_command(sweep)

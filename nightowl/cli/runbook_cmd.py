@@ -1,0 +1,115 @@
+"""`nightowl runbook ...`: authoring commands."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import click
+
+from nightowl.cli.exit import ExitStatus
+
+
+@click.group("runbook")
+def runbook_group() -> None:
+    """Author runbooks: list, show, validate, graph (Mermaid), test (rehearse)."""
+
+
+@runbook_group.command("list")
+def list_cmd() -> None:
+    """List the built-in runbooks."""
+    import yaml
+
+    from nightowl import runbooks
+
+    for name, path in runbooks.builtin_paths().items():
+        try:
+            title = (yaml.safe_load(path.read_text()) or {}).get("title", "")
+        except yaml.YAMLError:
+            title = "(invalid YAML)"
+        click.echo(f"{name:<20} {title}")
+
+
+@runbook_group.command("show")
+@click.argument("runbook")
+def show_cmd(runbook: str) -> None:
+    """Print a runbook's YAML (built-in name or path)."""
+    from nightowl import runbooks
+
+    try:
+        click.echo(runbooks.resolve(runbook).read_text(), nl=False)
+    except (FileNotFoundError, OSError) as exc:
+        click.echo(f"nightowl: {exc}", err=True)
+        sys.exit(int(ExitStatus.USAGE))
+
+
+@runbook_group.command("validate")
+@click.argument("paths", nargs=-1)
+def validate_cmd(paths: tuple[str, ...]) -> None:
+    """Check runbooks (schema, graph, expressions, facts); no PATHS checks the built-ins.
+
+    Each problem is printed as FILE:LINE: [node NODE] MESSAGE; exit 2 if any.
+    """
+    from nightowl import runbooks
+    from nightowl.engine.validate import RunbookInvalid
+
+    targets = list(paths) or [str(p) for p in runbooks.builtin_paths().values()]
+    bad = 0
+    for target in targets:
+        try:
+            loaded = runbooks.load(target)
+        except FileNotFoundError as exc:
+            click.echo(f"{target}: {exc}", err=True)
+            bad += 1
+            continue
+        except RunbookInvalid as exc:
+            click.echo(str(exc), err=True)
+            bad += 1
+            continue
+        click.echo(f"ok  {loaded.path}  ({len(loaded.runbook.nodes)} nodes)")
+    sys.exit(int(ExitStatus.USAGE if bad else ExitStatus.OK))
+
+
+@runbook_group.command("graph")
+@click.argument("runbook")
+@click.option("--path", "bundle", type=click.Path(exists=True, file_okay=False, path_type=Path),
+              help="a bundle: mark the path its first host (or --host) took")
+@click.option("--host", help="which host of the bundle")
+def graph_cmd(runbook: str, bundle: Path | None, host: str | None) -> None:
+    """Draw RUNBOOK as a Mermaid flowchart."""
+    from nightowl.cli.main import load_runbook_or_exit
+    from nightowl.engine.mermaid import to_mermaid
+
+    loaded = load_runbook_or_exit(runbook)
+    path = None
+    if bundle is not None:
+        hosts = json.loads((bundle / "verdicts.json").read_text())["hosts"]
+        chosen = [h for h in hosts if host is None or h["host"] == host]
+        if not chosen:
+            click.echo(f"nightowl: no host {host!r} in {bundle}", err=True)
+            sys.exit(int(ExitStatus.USAGE))
+        path = chosen[0]["path"]
+    click.echo(to_mermaid(loaded.runbook, path), nl=False)
+
+
+@runbook_group.command("test")
+@click.argument("runbooks_", metavar="[RUNBOOK]...", nargs=-1)
+def test_cmd(runbooks_: tuple[str, ...]) -> None:
+    """Rehearse runbooks on recorded hosts (fixtures/rehearsals/RUNBOOK.yaml); exit 1 on a miss."""
+    from nightowl import runbooks
+    from nightowl.rehearse import rehearsal_cases, rehearse
+
+    names = list(runbooks_) or list(runbooks.builtin_paths())
+    failed = total = 0
+    for name in names:
+        for case in rehearsal_cases(name):
+            total += 1
+            result = rehearse(name, case)
+            mark = "PASS" if result.passed else "FAIL"
+            click.echo(f"{mark}  {name}: {result.name} -> {result.verdict}")
+            for problem in result.problems:
+                click.echo(f"      {problem}")
+            failed += not result.passed
+    click.echo(f"{total - failed} passed, {failed} failed")
+    sys.exit(int(ExitStatus.ACTION_NEEDED if failed else ExitStatus.OK))

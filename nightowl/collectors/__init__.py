@@ -1,0 +1,41 @@
+"""Registry of collectors by their contract kind; modules load lazily."""
+
+from __future__ import annotations
+
+import importlib
+
+from nightowl.collectors.base import Collector, fact_namespace
+
+# kind -> module that defines COLLECTOR (kinds are the `nightowl parse` kinds, CONTRACT s3/s5)
+MODULES: dict[str, str] = {
+    "nvidia-smi": "nightowl.collectors.nvidia_smi",
+    "kernel-log": "nightowl.collectors.kernel_log",
+    "nccl-log": "nightowl.collectors.nccl_log",
+    "nccl-tests": "nightowl.collectors.nccl_tests",
+    "metrics": "nightowl.collectors.prometheus",
+    "engine-log": "nightowl.collectors.engine_log",
+    "nvidia-smi-query": "nightowl.collectors.nvidia_smi_query",
+    "nvlink": "nightowl.collectors.nvlink",
+    "gpu-topology": "nightowl.collectors.gpu_topology",
+    "dcgmi-diag": "nightowl.collectors.dcgmi",
+}
+
+
+class UnknownCollector(KeyError):
+    pass
+
+
+def get_collector(kind: str) -> Collector:
+    module_name = MODULES.get(kind)
+    if module_name is None:
+        raise UnknownCollector(kind)
+    module = importlib.import_module(module_name)
+    collector: Collector = module.COLLECTOR
+    return collector
+
+
+def available_kinds() -> list[str]:
+    return sorted(MODULES)
+
+
+__all__ = ["Collector", "MODULES", "UnknownCollector", "available_kinds", "fact_namespace", "get_collector"]

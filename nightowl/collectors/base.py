@@ -1,0 +1,67 @@
+"""What a collector is: the commands it may run, and a pure parser of their output.
+
+Parsing never runs commands and running never parses, so a live run, a replay
+of a saved bundle and a unit test all go through the same ``parse``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Any, Callable
+
+
+def to_jsonable(value: Any) -> Any:
+    """Turn a parse result (dataclasses, tuples, dicts) into plain JSON types."""
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {f.name: to_jsonable(getattr(value, f.name)) for f in dataclasses.fields(value)}
+    if isinstance(value, dict):
+        return {str(k): to_jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [to_jsonable(v) for v in value]
+    return value
+
+
+def _plain_facts(result: Any) -> dict[str, Any]:
+    facts = to_jsonable(result)
+    return facts if isinstance(facts, dict) else {"value": facts}
+
+
+@dataclass(frozen=True)
+class Collector:
+    """One kind of evidence.
+
+    ``commands`` is both what runs and the declaration of everything this
+    collector may ever run: alternatives tried in order until one exits 0
+    (``journalctl -k`` then ``dmesg -T``). The engine refuses any other argv.
+    ``facts`` turns the parse result into the facts runbook conditions read:
+    the contract JSON plus derived, named conveniences.
+    """
+
+    kind: str
+    commands: tuple[tuple[str, ...], ...]
+    parse: Callable[[str], Any]
+    facts: Callable[[Any], dict[str, Any]] = _plain_facts
+    timeout: float = 15.0
+    invasive: bool = False
+    sudo: bool = False
+    description: str = ""
+
+    @property
+    def namespace(self) -> str:
+        """Name of this collector's facts inside runbook expressions."""
+        return fact_namespace(self.kind)
+
+
+def fact_namespace(kind: str) -> str:
+    return kind.replace("-", "_")
+
+
+def safe_parse(collector: Collector, text: str) -> tuple[dict[str, Any], str | None]:
+    """Parse and derive facts; a parser bug becomes a recorded error, never a traceback."""
+    try:
+        result = collector.parse(text)
+        return collector.facts(result), None
+    except Exception as exc:  # noqa: BLE001 - any parser failure is evidence, not a crash
+        error = f"{collector.kind} parser failed: {type(exc).__name__}: {exc}"
+        return {"kind": collector.kind, "warnings": [error]}, error

@@ -1,0 +1,187 @@
+"""Evidence bundles (CONTRACT section 5), written so a crash never leaves a half bundle.
+
+Everything goes to a hidden temporary folder next to the destination; ``finish``
+writes the JSON files and renames it into place. Raw outputs are written the
+moment each command returns, so an interrupted run still keeps them (marked
+partial).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import secrets
+import threading
+import time
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any, Callable
+
+from nightowl.engine.runner import HostRun
+from nightowl.transports.base import CommandResult
+
+
+def new_run_id(runbook_id: str) -> str:
+    stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+    return f"{stamp}-{runbook_id}-{secrets.token_hex(3)}"
+
+
+def host_dirname(host: str) -> str:
+    return re.sub(r"[^A-Za-z0-9._-]", "_", host) or "_"
+
+
+def sha256_file(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+class BundleWriter:
+    def __init__(self, out_dir: Path, runbook_id: str, run_id: str | None = None,
+                 redact: Callable[[str], str] | None = None) -> None:
+        self.run_id = run_id or new_run_id(runbook_id)
+        self.runbook_id = runbook_id
+        self.out_dir = Path(out_dir)
+        self.out_dir.mkdir(parents=True, exist_ok=True)
+        self.final_path = self.out_dir / self.run_id
+        self.tmp_path = self.out_dir / f".{self.run_id}.partial"
+        self.tmp_path.mkdir(mode=0o700)
+        os.chmod(self.tmp_path, 0o700)
+        self.started = time.time()
+        self.commands: list[dict[str, Any]] = []
+        self._taken: dict[tuple[str, str], int] = {}
+        self._lock = threading.Lock()
+        self._redact = redact or (lambda text: text)
+
+    def host_dir(self, host: str) -> Path:
+        path = self.tmp_path / "hosts" / host_dirname(host)
+        path.mkdir(parents=True, exist_ok=True, mode=0o700)
+        return path
+
+    def record_command(self, host: str, kind: str, result: CommandResult, keep_output: bool) -> str | None:
+        """Write a command's output now; only the output the run used is kept as ``<kind>.out``."""
+        entry: dict[str, Any] = {
+            "host": host, "kind": kind, "argv": list(result.argv), "start": result.started,
+            "duration": round(result.duration, 4), "exit_code": result.rc, "timed_out": result.timed_out,
+            "error": result.error, "bytes": len(result.stdout.encode()),
+            "truncated_bytes": result.stdout_truncated_bytes,
+            "sha256": hashlib.sha256(result.stdout.encode()).hexdigest(), "file": None,
+        }
+        rel: str | None = None
+        if keep_output:
+            with self._lock:
+                stem = self._next_stem(host, kind)
+            folder = self.host_dir(host)
+            (folder / f"{stem}.out").write_text(self._redact(result.stdout))
+            if result.stderr:
+                (folder / f"{stem}.err").write_text(self._redact(result.stderr))
+            if result.rc is not None:
+                (folder / f"{stem}.rc").write_text(f"{result.rc}\n")
+            if result.timed_out:
+                (folder / f"{stem}.timeout").write_text(f"{result.duration:.3f}\n")
+            rel = f"hosts/{host_dirname(host)}/{stem}.out"
+            entry["file"] = rel
+        with self._lock:
+            self.commands.append(entry)
+        return rel
+
+    def _next_stem(self, host: str, kind: str) -> str:
+        """``kind`` the first time; on a second take rename to ``kind.1`` and use ``kind.2``."""
+        count = self._taken.get((host, kind), 0) + 1
+        self._taken[(host, kind)] = count
+        if count == 1:
+            return kind
+        folder = self.host_dir(host)
+        if count == 2:
+            for ext in ("out", "err", "rc", "timeout"):
+                old = folder / f"{kind}.{ext}"
+                if old.exists():
+                    old.rename(folder / f"{kind}.1.{ext}")
+        return f"{kind}.{count}"
+
+    def add_file(self, name: str, text: str) -> None:
+        (self.tmp_path / name).write_text(text)
+
+    def mark_unreachable(self, host: str, reason: str) -> None:
+        (self.host_dir(host) / "unreachable").write_text(reason + "\n")
+
+    def finish(self, runs: list[HostRun], partial: bool = False,
+               render_postmortem: Callable[[Path], str] | None = None,
+               extra: dict[str, Any] | None = None) -> Path:
+        for run in runs:
+            if run.status == "unreachable":
+                self.mark_unreachable(run.host, run.error or "unreachable")
+        summary = triage_summary(self.runbook_id, self.run_id, self.final_path, runs)
+        self._write_json("verdicts.json", summary)
+        self._write_json("trace.json", trace_document(self.runbook_id, self.run_id, runs))
+        manifest = {
+            "run_id": self.run_id, "runbook": self.runbook_id, "started": self.started,
+            "finished": time.time(), "partial": partial, "commands": self.commands, **(extra or {}),
+        }
+        self._write_json("manifest.json", manifest)
+        if render_postmortem is not None:
+            (self.tmp_path / "postmortem.md").write_text(render_postmortem(self.tmp_path))
+        manifest["files"] = self._file_hashes()
+        self._write_json("manifest.json", manifest)
+        os.replace(self.tmp_path, self.final_path)
+        return self.final_path
+
+    def _file_hashes(self) -> list[dict[str, Any]]:
+        files = []
+        for path in sorted(self.tmp_path.rglob("*")):
+            if path.is_file() and path.name != "manifest.json":
+                rel = path.relative_to(self.tmp_path).as_posix()
+                files.append({"path": rel, "bytes": path.stat().st_size, "sha256": sha256_file(path)})
+        return files
+
+    def _write_json(self, name: str, data: Any) -> None:
+        (self.tmp_path / name).write_text(json.dumps(data, indent=2, default=str) + "\n")
+
+
+def host_entry(run: HostRun) -> dict[str, Any]:
+    return {"host": run.host, "status": run.status, "verdict": run.verdict, "path": run.path,
+            "error": run.error, "duration": round(run.duration, 3)}
+
+
+def triage_summary(runbook_id: str, run_id: str, bundle: Path | None, runs: list[HostRun]) -> dict[str, Any]:
+    """The JSON of CONTRACT section 4 (``triage --format json``)."""
+    return {"runbook": runbook_id, "run_id": run_id, "bundle": str(bundle) if bundle else None,
+            "hosts": [host_entry(r) for r in runs]}
+
+
+def trace_document(runbook_id: str, run_id: str, runs: list[HostRun]) -> dict[str, Any]:
+    hosts = []
+    for run in runs:
+        collectors = {
+            c.kind: {"status": c.status, "reason": c.reason, "file": c.file, "parse_error": c.parse_error,
+                     "attempts": [list(a.argv) for a in c.attempts]}
+            for c in run.collections.values()
+        }
+        hosts.append({"host": run.host, "status": run.status, "error": run.error, "started": run.started,
+                      "duration": run.duration, "path": run.path,
+                      "nodes": [asdict(v) for v in run.visits], "collectors": collectors})
+    return {"runbook": runbook_id, "run_id": run_id, "hosts": hosts}
+
+
+def verify_bundle(bundle: Path) -> list[str]:
+    """Re-hash every file the manifest lists; report changed, missing and unlisted files."""
+    manifest_path = Path(bundle) / "manifest.json"
+    if not manifest_path.exists():
+        return [f"missing: manifest.json in {bundle}"]
+    listed = {f["path"]: f["sha256"] for f in json.loads(manifest_path.read_text()).get("files", [])}
+    problems = []
+    for rel, digest in listed.items():
+        path = Path(bundle) / rel
+        if not path.exists():
+            problems.append(f"missing: {rel}")
+        elif sha256_file(path) != digest:
+            problems.append(f"changed: {rel}")
+    for path in sorted(Path(bundle).rglob("*")):
+        rel = path.relative_to(bundle).as_posix()
+        if path.is_file() and rel != "manifest.json" and rel not in listed:
+            problems.append(f"not in manifest: {rel}")
+    return problems

@@ -1,0 +1,127 @@
+"""Conditions and summaries: Jinja2 in an immutable sandbox with strict undefined."""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from typing import Any
+
+from jinja2 import StrictUndefined, TemplateSyntaxError, meta, nodes
+from jinja2.sandbox import ImmutableSandboxedEnvironment
+
+# Names every expression may read besides collector namespaces.
+BUILTIN_NAMES = frozenset({"status", "params", "host", "true", "false", "none", "True", "False", "None"})
+
+# Node types whose value is a bool by construction; anything else could yield a list or a string.
+_BOOLEAN_ROOTS = (nodes.Compare, nodes.Not, nodes.Test)
+
+
+class ExpressionError(Exception):
+    pass
+
+
+@lru_cache(maxsize=1)
+def environment() -> ImmutableSandboxedEnvironment:
+    return ImmutableSandboxedEnvironment(undefined=StrictUndefined, autoescape=False)
+
+
+def check_condition(source: str) -> set[str]:
+    """Validate a condition statically; return the top-level names it reads."""
+    if "{{" in source or "{%" in source:
+        raise ExpressionError("a condition is a bare expression: remove the {{ }} / {% %}")
+    env = environment()
+    try:
+        tree = env.parse("{{ (" + source + ") }}")
+    except TemplateSyntaxError as exc:
+        raise ExpressionError(f"syntax error: {exc.message}") from exc
+    root = _expression_root(tree)
+    if not _is_boolean(root):
+        raise ExpressionError(
+            "condition does not yield a bool: compare it (e.g. `| length > 0`, `== 'ok'`, `in`)"
+        )
+    return set(meta.find_undeclared_variables(tree))
+
+
+def template_names(source: str) -> set[str]:
+    env = environment()
+    try:
+        tree = env.parse(source)
+    except TemplateSyntaxError as exc:
+        raise ExpressionError(f"template syntax error: {exc.message}") from exc
+    return set(meta.find_undeclared_variables(tree))
+
+
+def _expression_root(tree: nodes.Template) -> nodes.Node:
+    output = tree.body[0]
+    assert isinstance(output, nodes.Output)
+    return output.nodes[0]
+
+
+def _is_boolean(node: nodes.Node) -> bool:
+    if isinstance(node, _BOOLEAN_ROOTS):
+        return True
+    if isinstance(node, (nodes.And, nodes.Or)):
+        return _is_boolean(node.left) and _is_boolean(node.right)
+    if isinstance(node, nodes.Const):
+        return isinstance(node.value, bool)
+    return False
+
+
+def evaluate_condition(source: str, context: dict[str, Any]) -> bool:
+    """Evaluate a condition; raises ExpressionError for missing facts or a non-bool."""
+    try:
+        value = environment().compile_expression(source, undefined_to_none=False)(**context)
+    except ExpressionError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - undefined facts, type errors in user expressions
+        raise ExpressionError(f"{type(exc).__name__}: {exc}") from exc
+    if not isinstance(value, bool):
+        raise ExpressionError(f"condition yielded {type(value).__name__}, not bool")
+    return value
+
+
+def evaluate_value(source: str, context: dict[str, Any]) -> Any:
+    try:
+        return environment().compile_expression(source, undefined_to_none=False)(**context)
+    except Exception as exc:  # noqa: BLE001
+        raise ExpressionError(f"{type(exc).__name__}: {exc}") from exc
+
+
+def render(source: str, context: dict[str, Any]) -> str:
+    try:
+        return environment().from_string(source).render(**context)
+    except Exception as exc:  # noqa: BLE001
+        raise ExpressionError(f"{type(exc).__name__}: {exc}") from exc
+
+
+def fact_paths(source: str) -> list[str]:
+    """Dotted fact paths an expression reads (``kernel_log.xid_codes``), for the trace."""
+    try:
+        tree = environment().parse("{{ (" + source + ") }}")
+    except TemplateSyntaxError:
+        return []
+    paths: list[str] = []
+    for node in tree.find_all((nodes.Getattr, nodes.Name)):
+        dotted = _dotted(node)
+        if dotted and not any(p.startswith(dotted + ".") or p == dotted for p in paths):
+            paths = [p for p in paths if not dotted.startswith(p + ".")] + [dotted]
+    return paths
+
+
+def _dotted(node: nodes.Node) -> str | None:
+    if isinstance(node, nodes.Name):
+        return node.name
+    if isinstance(node, nodes.Getattr):
+        inner = _dotted(node.node)
+        return f"{inner}.{node.attr}" if inner else None
+    return None
+
+
+def resolve_path(path: str, context: dict[str, Any]) -> Any:
+    """Value at a dotted path, or None when any step is missing."""
+    value: Any = context
+    for part in path.split("."):
+        if isinstance(value, dict) and part in value:
+            value = value[part]
+        else:
+            return None
+    return value

@@ -1,0 +1,300 @@
+"""Walk a runbook on one host: collect lazily, decide, conclude, and trace it all.
+
+The engine knows nothing about GPUs: collectors arrive through ``lookup``
+(kind -> object with kind, commands, parse, facts, timeout, invasive).
+"""
+
+from __future__ import annotations
+
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any, Callable, Protocol
+
+from nightowl.engine.expressions import (
+    ExpressionError,
+    evaluate_condition,
+    evaluate_value,
+    fact_paths,
+    render,
+    resolve_path,
+)
+from nightowl.engine.model import Node
+from nightowl.engine.validate import LoadedRunbook
+from nightowl.transports.base import CommandResult, Transport, TransportError
+
+TRACE_LIST_CAP = 25  # values recorded in the trace are trimmed; the raw output is in the bundle
+
+
+class CollectorLike(Protocol):
+    kind: str
+    commands: tuple[tuple[str, ...], ...]
+    timeout: float
+    invasive: bool
+
+    def parse(self, text: str) -> Any: ...
+    def facts(self, result: Any) -> dict[str, Any]: ...
+
+
+class Recorder(Protocol):
+    def record_command(self, host: str, kind: str, result: CommandResult, keep_output: bool) -> str | None:
+        """Store one command's output; return its path inside the bundle when kept."""
+
+
+@dataclass
+class CollectorRun:
+    kind: str
+    namespace: str
+    status: str  # ok | timed_out | error | no_data | skipped
+    reason: str | None = None
+    facts: dict[str, Any] | None = None
+    parse_error: str | None = None
+    file: str | None = None
+    attempts: list[CommandResult] = field(default_factory=list)
+
+
+@dataclass
+class NodeVisit:
+    node: str
+    kind: str
+    status: str
+    started: float
+    duration: float = 0.0
+    collectors: dict[str, str] = field(default_factory=dict)
+    conditions: list[dict[str, Any]] = field(default_factory=list)
+    next: str | None = None
+
+
+@dataclass
+class HostRun:
+    host: str
+    status: str = "ok"  # ok | unreachable | incomplete
+    verdict: dict[str, Any] | None = None
+    path: list[str] = field(default_factory=list)
+    visits: list[NodeVisit] = field(default_factory=list)
+    collections: dict[str, CollectorRun] = field(default_factory=dict)
+    error: str | None = None
+    started: float = 0.0
+    duration: float = 0.0
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    params: dict[str, Any] = field(default_factory=dict)
+    allow_invasive: bool = False
+    concurrency: int = 4  # collectors of one node run side by side
+
+
+def namespace_of(kind: str) -> str:
+    return kind.replace("-", "_")
+
+
+def parse_output(collector: CollectorLike, text: str) -> tuple[dict[str, Any], str | None]:
+    """Parse and derive facts; a parser bug becomes a recorded error, never a traceback."""
+    try:
+        return collector.facts(collector.parse(text)), None
+    except Exception as exc:  # noqa: BLE001 - odd output is evidence, not a crash
+        error = f"{collector.kind} parser failed: {type(exc).__name__}: {exc}"
+        return {"kind": collector.kind, "warnings": [error]}, error
+
+
+class HostRunner:
+    def __init__(
+        self,
+        loaded: LoadedRunbook,
+        transport: Transport,
+        lookup: Callable[[str], CollectorLike],
+        recorder: Recorder,
+        options: RunOptions,
+    ) -> None:
+        self.loaded = loaded
+        self.transport = transport
+        self.lookup = lookup
+        self.recorder = recorder
+        self.options = options
+        self.run = HostRun(host=transport.host)
+        # "replay" hosts hold one recording per kind: no fallback commands to try.
+        self.single_attempt = bool(getattr(transport, "recorded", False))
+
+    # -- collecting -----------------------------------------------------------------
+    def _collect_one(self, kind: str) -> CollectorRun:
+        collector = self.lookup(kind)
+        run = CollectorRun(kind=kind, namespace=namespace_of(kind), status="error")
+        if collector.invasive and not self.options.allow_invasive:
+            run.status, run.reason = "skipped", "invasive collector: needs --allow-invasive"
+            return run
+        commands = collector.commands[:1] if self.single_attempt else collector.commands
+        chosen: CommandResult | None = None
+        for argv in commands:
+            result = self.transport.run(argv, collector.timeout, kind=kind)
+            run.attempts.append(result)
+            if result.ok or result.timed_out:
+                chosen = result
+                break
+            if chosen is None and result.stdout.strip():
+                chosen = result  # a failing nvidia-smi still prints why
+        chosen = chosen or run.attempts[-1]
+        for attempt in run.attempts:
+            run.file = self.recorder.record_command(self.run.host, kind, attempt, attempt is chosen) or run.file
+        run.status, run.reason = _status_of(chosen)
+        text = chosen.stdout if chosen.stdout.strip() else ""
+        if text:
+            run.facts, run.parse_error = parse_output(collector, text)
+            if run.parse_error and run.status == "ok":
+                run.status, run.reason = "error", run.parse_error
+        return run
+
+    def _collect(self, kinds: list[str]) -> None:
+        todo = [k for k in dict.fromkeys(kinds) if k not in self.run.collections]
+        if not todo:
+            return
+        workers = max(1, min(self.options.concurrency, len(todo)))
+        with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="collect") as pool:
+            for run in pool.map(self._collect_one, todo):
+                self.run.collections[run.kind] = run
+
+    # -- deciding -------------------------------------------------------------------
+    def context(self) -> dict[str, Any]:
+        ctx: dict[str, Any] = {
+            "params": dict(self.options.params),
+            "host": self.run.host,
+            "status": {c.namespace: c.status for c in self.run.collections.values()},
+        }
+        for c in self.run.collections.values():
+            ctx[c.namespace] = c.facts if c.facts is not None else {}
+        return ctx
+
+    def _decide(self, node: Node, visit: NodeVisit) -> str:
+        ctx = self.context()
+        for branch in node.decide or []:
+            record: dict[str, Any] = {"when": branch.when, "goto": branch.goto,
+                                      "reads": {p: _trim(resolve_path(p, ctx)) for p in fact_paths(branch.when)}}
+            try:
+                record["value"] = evaluate_condition(branch.when, ctx)
+            except ExpressionError as exc:
+                record["value"], record["error"] = False, str(exc)
+            visit.conditions.append(record)
+            if record["value"]:
+                return branch.goto
+        assert node.default is not None
+        return node.default
+
+    def _conclude(self, node_id: str, node: Node) -> dict[str, Any]:
+        spec = node.verdict
+        assert spec is not None
+        ctx = self.context()
+        try:
+            summary = render(spec.summary, ctx).strip()
+        except ExpressionError as exc:
+            summary = f"{spec.summary.strip()} (summary could not be filled in: {exc})"
+        gpus: Any = None
+        if spec.gpus:
+            try:
+                gpus = evaluate_value(spec.gpus, ctx)
+            except ExpressionError:
+                gpus = None
+        return {
+            "id": spec.id,
+            "severity": spec.severity,
+            "action": spec.action,
+            "summary": " ".join(summary.split()),
+            "evidence": self._evidence(spec.evidence, ctx),
+            "gpus": list(gpus) if isinstance(gpus, (list, tuple)) else gpus,
+            "node": node_id,
+        }
+
+    def _evidence(self, declared: list[str], ctx: dict[str, Any]) -> list[dict[str, Any]]:
+        items = []
+        for path in declared:
+            items.append({"fact": path, "value": _trim(resolve_path(path, ctx)), "source": self._source(path)})
+        for visit in self.run.visits:
+            for cond in visit.conditions:
+                if cond.get("value"):
+                    sources = sorted({s for p in cond["reads"] if (s := self._source(p))})
+                    items.append({"fact": f"{visit.node}: {cond['when']}", "value": cond["reads"],
+                                  "source": ", ".join(sources) or None})
+        return items
+
+    def _source(self, fact_path: str) -> str | None:
+        head, _, rest = fact_path.partition(".")
+        if head == "status":
+            head = rest.partition(".")[0]
+        for c in self.run.collections.values():
+            if c.namespace == head:
+                return c.file or "manifest.json"
+        return None
+
+    # -- walking --------------------------------------------------------------------
+    def execute(self) -> HostRun:
+        run = self.run
+        run.started = time.time()
+        t0 = time.monotonic()
+        try:
+            self.transport.connect()
+        except TransportError as exc:
+            run.status, run.error = "unreachable", str(exc)
+            run.duration = time.monotonic() - t0
+            return run
+        try:
+            self._walk()
+        finally:
+            self.transport.close()
+            run.duration = time.monotonic() - t0
+        return run
+
+    def _walk(self) -> None:
+        nodes = self.loaded.runbook.nodes
+        node_id: str | None = self.loaded.runbook.entry
+        while node_id is not None:
+            node = nodes[node_id]
+            visit = NodeVisit(node=node_id, kind=node.kind, status="ok", started=time.time())
+            self.run.path.append(node_id)
+            self.run.visits.append(visit)
+            t0 = time.monotonic()
+            next_id: str | None = None
+            if node.collect is not None:
+                self._collect(node.collect)
+                visit.collectors = {k: self.run.collections[k].status for k in node.collect}
+                statuses = set(visit.collectors.values())
+                visit.status = "ok" if statuses <= {"ok"} else _worst(statuses)
+                next_id = node.next
+            elif node.decide is not None:
+                next_id = self._decide(node, visit)
+                if any("error" in c for c in visit.conditions):
+                    visit.status = "error"
+            else:
+                self.run.verdict = self._conclude(node_id, node)
+            visit.next = next_id
+            visit.duration = time.monotonic() - t0
+            node_id = next_id
+        if self.run.collections and not any(c.facts for c in self.run.collections.values()):
+            self.run.status = "incomplete"
+            self.run.error = "every collector failed: " + "; ".join(
+                f"{c.kind}: {c.reason}" for c in self.run.collections.values())
+            self.run.verdict = None
+
+
+def _status_of(result: CommandResult) -> tuple[str, str | None]:
+    if result.timed_out:
+        return "timed_out", f"timed out after {result.duration:.1f}s"
+    if result.rc is None:
+        return "error", result.error or "no exit status"
+    if result.rc != 0:
+        first = (result.stderr.strip() or result.stdout.strip()).splitlines()[:1]
+        return "error", f"exit {result.rc}" + (f": {first[0][:200]}" if first else "")
+    if not result.stdout.strip():
+        return "no_data", "empty output"
+    return "ok", None
+
+
+_SEVERITY = ["ok", "skipped", "no_data", "error", "timed_out"]
+
+
+def _worst(statuses: set[str]) -> str:
+    return max(statuses, key=lambda s: _SEVERITY.index(s) if s in _SEVERITY else 0)
+
+
+def _trim(value: Any) -> Any:
+    if isinstance(value, list) and len(value) > TRACE_LIST_CAP:
+        return [*value[:TRACE_LIST_CAP], f"... {len(value) - TRACE_LIST_CAP} more"]
+    return value

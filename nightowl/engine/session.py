@@ -1,0 +1,85 @@
+"""Run one runbook over many hosts and write the bundle: the engine's front door.
+
+Usable from Python without the CLI::
+
+    runs, bundle = run_runbook(loaded, {"gpu-17": transport}, get_collector, RunOptions(), Path("bundles"))
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+from nightowl.engine.bundle import BundleWriter
+from nightowl.engine.runner import CollectorLike, HostRun, HostRunner, RunOptions
+from nightowl.engine.validate import LoadedRunbook
+from nightowl.transports.base import Transport
+
+
+class Interrupted(Exception):
+    """Raised after a partial bundle was saved because the run was interrupted."""
+
+    def __init__(self, runs: list[HostRun], bundle: Path) -> None:
+        super().__init__(f"interrupted; partial bundle at {bundle}")
+        self.runs = runs
+        self.bundle = bundle
+
+
+def run_runbook(
+    loaded: LoadedRunbook,
+    transports: Mapping[str, Callable[[], Transport]],
+    lookup: Callable[[str], CollectorLike],
+    options: RunOptions,
+    out_dir: Path,
+    forks: int = 16,
+    on_host_done: Callable[[HostRun], None] | None = None,
+    render_postmortem: Callable[[Path], str] | None = None,
+    redact: Callable[[str], str] | None = None,
+    extra_manifest: dict[str, Any] | None = None,
+) -> tuple[list[HostRun], Path]:
+    """Run on every host (bounded concurrency), in the order given; write one bundle."""
+    writer = BundleWriter(out_dir, loaded.id, redact=redact)
+    writer.add_file("runbook.yaml", loaded.path.read_text())
+    names = list(transports)
+    results: dict[str, HostRun] = {}
+
+    def one(name: str) -> HostRun:
+        try:
+            transport = transports[name]()
+        except Exception as exc:  # noqa: BLE001 - a bad spec is this host's problem, not the sweep's
+            run = HostRun(host=name, status="unreachable", error=f"cannot open transport: {exc}")
+        else:
+            transport.host = name
+            run = HostRunner(loaded, transport, lookup, writer, options).execute()
+        results[name] = run
+        if on_host_done:
+            on_host_done(run)
+        return run
+
+    pool = ThreadPoolExecutor(max_workers=max(1, min(forks, len(names) or 1)), thread_name_prefix="host")
+    try:
+        list(pool.map(one, names))
+    except KeyboardInterrupt:
+        pool.shutdown(wait=False, cancel_futures=True)
+        done = [results[n] for n in names if n in results]
+        bundle = writer.finish(done, partial=True, render_postmortem=render_postmortem, extra=extra_manifest)
+        raise Interrupted(done, bundle) from None
+    pool.shutdown(wait=True)
+    runs = [results[n] for n in names]
+    bundle = writer.finish(runs, render_postmortem=render_postmortem, extra=extra_manifest)
+    return runs, bundle
+
+
+def plan(loaded: LoadedRunbook, lookup: Callable[[str], CollectorLike], allow_invasive: bool) -> list[dict[str, Any]]:
+    """Every command the runbook may run, per collect node; connects to nothing."""
+    steps = []
+    for node_id, node in loaded.runbook.nodes.items():
+        for kind in node.collect or []:
+            collector = lookup(kind)
+            skipped = collector.invasive and not allow_invasive
+            steps.append({"node": node_id, "collector": kind, "invasive": collector.invasive,
+                          "skipped": skipped, "timeout": collector.timeout,
+                          "commands": [list(argv) for argv in collector.commands]})
+    return steps

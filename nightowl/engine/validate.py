@@ -1,0 +1,213 @@
+"""Load a runbook and validate it in passes, each error naming file, line and node.
+
+Passes (after StackStorm Orquesta): YAML, schema, graph, expressions, facts.
+A later pass runs only when the earlier ones found nothing, since e.g. a
+graph check on a schema-broken runbook only produces noise.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from nightowl.engine.expressions import BUILTIN_NAMES, ExpressionError, check_condition, template_names
+from nightowl.engine.model import Node, Runbook
+from nightowl.engine.yamlines import YamlError, line_of, load_with_lines
+
+
+@dataclass(frozen=True)
+class Issue:
+    file: str
+    line: int | None
+    node: str | None
+    message: str
+
+    def __str__(self) -> str:
+        where = f"{self.file}:{self.line}" if self.line else self.file
+        node = f" [node {self.node}]" if self.node else ""
+        return f"{where}:{node} {self.message}"
+
+
+class RunbookInvalid(Exception):
+    def __init__(self, issues: list[Issue]) -> None:
+        super().__init__("\n".join(str(i) for i in issues))
+        self.issues = issues
+
+
+@dataclass
+class LoadedRunbook:
+    runbook: Runbook
+    path: Path
+    lines: dict[tuple[Any, ...], int]
+    graph: Any  # networkx.DiGraph
+    collected_before: dict[str, frozenset[str]] = field(default_factory=dict)
+
+    @property
+    def id(self) -> str:
+        return self.runbook.id
+
+    def node_line(self, node_id: str) -> int | None:
+        return line_of(self.lines, ("nodes", node_id))
+
+
+def load_runbook(path: Path, known_collectors: Iterable[str] | None = None) -> LoadedRunbook:
+    """Load and validate; raise RunbookInvalid listing every problem found."""
+    path = Path(path)
+    name = str(path)
+    try:
+        text = path.read_text()
+    except OSError as exc:
+        raise RunbookInvalid([Issue(name, None, None, f"cannot read: {exc.strerror}")]) from exc
+    try:
+        data, lines = load_with_lines(text)
+    except YamlError as exc:
+        raise RunbookInvalid([Issue(name, exc.line, None, exc.message)]) from exc
+    runbook = _schema_pass(name, data, lines)
+    loaded = LoadedRunbook(runbook, path, lines, graph=None)
+    issues = _graph_pass(loaded)
+    if not issues:
+        issues = _collector_pass(loaded, known_collectors) + _expression_pass(loaded)
+    if not issues:
+        issues = _facts_pass(loaded, known_collectors)
+    if issues:
+        raise RunbookInvalid(issues)
+    return loaded
+
+
+def _schema_pass(name: str, data: Any, lines: dict[tuple[Any, ...], int]) -> Runbook:
+    if not isinstance(data, dict):
+        raise RunbookInvalid([Issue(name, 1, None, "a runbook is a mapping with id, title, entry, nodes")])
+    try:
+        return Runbook.model_validate(data)
+    except ValidationError as exc:
+        issues = []
+        for err in exc.errors():
+            loc = tuple(err["loc"])
+            node = str(loc[1]) if len(loc) > 1 and loc[0] == "nodes" else None
+            where = ".".join(str(p) for p in loc)
+            issues.append(Issue(name, line_of(lines, loc), node, f"{where}: {err['msg']}"))
+        raise RunbookInvalid(issues) from exc
+
+
+def _graph_pass(loaded: LoadedRunbook) -> list[Issue]:
+    import networkx as nx  # lazy: keeps `nightowl --help` fast
+
+    rb, name = loaded.runbook, str(loaded.path)
+    issues: list[Issue] = []
+    graph = nx.DiGraph()
+    for node_id, node in rb.nodes.items():
+        graph.add_node(node_id, kind=node.kind)
+    if rb.entry not in rb.nodes:
+        issues.append(Issue(name, line_of(loaded.lines, ("entry",)), None, f"entry {rb.entry!r} is not a node"))
+    for node_id, node in rb.nodes.items():
+        for target in node.targets():
+            if target not in rb.nodes:
+                issues.append(Issue(name, _target_line(loaded, node_id, node, target), node_id,
+                                    f"target {target!r} does not exist"))
+            else:
+                graph.add_edge(node_id, target)
+    loaded.graph = graph
+    if issues:
+        return issues
+    for cycle_edge in _first_cycle(graph):
+        issues.append(Issue(name, loaded.node_line(cycle_edge), cycle_edge, "node is part of a cycle"))
+        break
+    reachable = nx.descendants(graph, rb.entry) | {rb.entry}
+    for node_id in rb.nodes:
+        if node_id not in reachable:
+            issues.append(Issue(name, loaded.node_line(node_id), node_id, "node is unreachable from the entry"))
+    for node_id, node in rb.nodes.items():
+        if node.kind != "verdict" and graph.out_degree(node_id) == 0:
+            issues.append(Issue(name, loaded.node_line(node_id), node_id, "path ends here without a verdict"))
+    return issues
+
+
+def _first_cycle(graph: Any) -> list[str]:
+    import networkx as nx
+
+    try:
+        return [edge[0] for edge in nx.find_cycle(graph)]
+    except nx.NetworkXNoCycle:
+        return []
+
+
+def _target_line(loaded: LoadedRunbook, node_id: str, node: Node, target: str) -> int | None:
+    base = ("nodes", node_id)
+    if node.next == target:
+        return line_of(loaded.lines, (*base, "next"))
+    for index, branch in enumerate(node.decide or []):
+        if branch.goto == target:
+            return line_of(loaded.lines, (*base, "decide", index, "goto"))
+    return line_of(loaded.lines, (*base, "default"))
+
+
+def _collector_pass(loaded: LoadedRunbook, known: Iterable[str] | None) -> list[Issue]:
+    if known is None:
+        return []
+    known_set = set(known)
+    issues = []
+    for node_id, node in loaded.runbook.nodes.items():
+        for index, kind in enumerate(node.collect or []):
+            if kind not in known_set:
+                line = line_of(loaded.lines, ("nodes", node_id, "collect", index))
+                issues.append(Issue(str(loaded.path), line, node_id, f"unknown collector {kind!r}"))
+    return issues
+
+
+def _expressions_of(node: Node) -> Iterable[tuple[tuple[Any, ...], str, bool]]:
+    """(relative path, source, is_condition) for every expression a node holds."""
+    for index, branch in enumerate(node.decide or []):
+        yield ("decide", index, "when"), branch.when, True
+    if node.verdict is not None:
+        yield ("verdict", "summary"), node.verdict.summary, False
+        if node.verdict.gpus:
+            yield ("verdict", "gpus"), "(" + node.verdict.gpus + ") is not none", True
+
+
+def _expression_pass(loaded: LoadedRunbook) -> list[Issue]:
+    issues = []
+    for node_id, node in loaded.runbook.nodes.items():
+        for rel, source, is_condition in _expressions_of(node):
+            try:
+                check_condition(source) if is_condition else template_names(source)
+            except ExpressionError as exc:
+                line = line_of(loaded.lines, ("nodes", node_id, *rel))
+                issues.append(Issue(str(loaded.path), line, node_id, f"{rel[-1]}: {exc}"))
+    return issues
+
+
+def _facts_pass(loaded: LoadedRunbook, known: Iterable[str] | None) -> list[Issue]:
+    """A condition may read only facts that every path to it has collected."""
+    import networkx as nx
+
+    rb, graph = loaded.runbook, loaded.graph
+    namespace_of = {kind: kind.replace("-", "_") for node in rb.nodes.values() for kind in node.collect or []}
+    all_namespaces = set(namespace_of.values()) | {k.replace("-", "_") for k in (known or [])}
+    before: dict[str, frozenset[str]] = {}
+    after: dict[str, frozenset[str]] = {}
+    for node_id in nx.topological_sort(graph):
+        preds = list(graph.predecessors(node_id))
+        have = frozenset.intersection(*(after[p] for p in preds)) if preds else frozenset()
+        before[node_id] = have
+        collected = {namespace_of[k] for k in rb.nodes[node_id].collect or []}
+        after[node_id] = have | collected
+    loaded.collected_before = before
+    issues = []
+    for node_id, node in rb.nodes.items():
+        reads: list[tuple[tuple[Any, ...], set[str]]] = []
+        for rel, source, is_condition in _expressions_of(node):
+            names = check_condition(source) if is_condition else template_names(source)
+            reads.append((rel, names))
+        for index, fact_path in enumerate(node.verdict.evidence if node.verdict else []):
+            reads.append((("verdict", "evidence", index), {fact_path.split(".")[0]}))
+        for rel, names in reads:
+            for name in sorted(names - BUILTIN_NAMES - before[node_id]):
+                problem = (f"reads {name!r}, which not every path to this node collects"
+                           if name in all_namespaces else f"reads unknown name {name!r}")
+                line = line_of(loaded.lines, ("nodes", node_id, *rel))
+                issues.append(Issue(str(loaded.path), line, node_id, problem))
+    return issues

@@ -1,0 +1,15 @@
+"""Where the bundled runbooks, templates and fixtures live (wheel or source tree)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+_PACKAGE = Path(__file__).resolve().parent
+
+
+def data_dir(name: str) -> Path:
+    """``runbooks``, ``templates`` or ``fixtures``: inside the wheel, else the checkout."""
+    installed = _PACKAGE / "_data" / name
+    if installed.is_dir():
+        return installed
+    return _PACKAGE.parent / name

@@ -1,0 +1,53 @@
+"""The one interface every transport (local, ssh, replay) implements."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Protocol, Sequence
+
+
+@dataclass(frozen=True)
+class CommandResult:
+    """What running one argv on one host produced.
+
+    ``rc`` is None when the command never produced an exit status (timed out,
+    could not be started, transport failure); ``error`` then says why.
+    """
+
+    argv: tuple[str, ...]
+    rc: int | None
+    stdout: str
+    stderr: str
+    started: float  # epoch seconds
+    duration: float  # seconds
+    timed_out: bool = False
+    error: str | None = None
+    stdout_truncated_bytes: int = 0
+    extra: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def ok(self) -> bool:
+        return self.rc == 0 and not self.timed_out and self.error is None
+
+
+class TransportError(Exception):
+    """The host itself cannot be reached (refused, timed out, auth, host key).
+
+    Raised by ``connect``; a transport that raised it is ``unreachable`` for the
+    rest of the run.
+    """
+
+
+class Transport(Protocol):
+    """Runs argv lists on one host. Never raises for a failing command."""
+
+    host: str
+
+    def connect(self) -> None:
+        """Open the connection (no-op for local/replay); raise TransportError."""
+
+    def run(self, argv: Sequence[str], timeout: float, kind: str | None = None) -> CommandResult:
+        """Run one argv with a deadline. ``kind`` names the collector (replay uses it)."""
+
+    def close(self) -> None:
+        """Release the connection."""

@@ -1,0 +1,579 @@
+"""SSH transport on paramiko: one connection per host, one channel per command.
+
+Why it looks the way it does (see shared/domain/peers-runbook-engines.md):
+
+* Host keys follow OpenSSH, never paramiko's AutoAdd/Warning policies (st2#6386,
+  fabric#2071): ``strict`` refuses a host whose key is not in known_hosts, ``accept-new``
+  appends an unknown key (under a lock), and a *changed* or revoked key always fails.
+* Every step has a deadline (parallel-ssh#133, testinfra#716, pyinfra PR #1679,
+  asyncssh#260): TCP connect, SSH banner and key exchange, authentication (also through a
+  jump host, since we dial the direct-tcpip channel ourselves), and each command.
+* One connection per host, channels capped below sshd's ``MaxSessions`` (asyncssh#779).
+* argv is quoted with ``shlex.join`` for the remote shell, so no inventory, alert or
+  runbook value can reach that shell unquoted.
+
+paramiko is imported inside functions: ``nightowl --help`` must not pay for it.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import re
+import select
+import shlex
+import socket
+import threading
+import time
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal, Sequence
+
+from nightowl.transports.base import CommandResult, TransportError
+from nightowl.transports.hostspec import HostSpec, known_hosts_name
+
+if TYPE_CHECKING:
+    import paramiko
+
+HostKeyPolicy = Literal["strict", "accept-new"]
+# The reason a host is unreachable: TransportError messages start with one of these.
+REASONS = ("refused", "timed out", "auth failed", "host key mismatch", "unknown host key", "dns", "ssh error")
+# OpenSSH's default identities, tried when no IdentityFile is configured (ssh(1) -i).
+DEFAULT_IDENTITIES = ("id_ed25519", "id_ecdsa", "id_rsa")
+# known_hosts stores RSA keys as "ssh-rsa"; these are the signature algorithms that verify them.
+RSA_HOSTKEY_ALGORITHMS = ("rsa-sha2-512", "rsa-sha2-256", "ssh-rsa")
+READ_CHUNK = 65536
+
+
+@dataclass(frozen=True)
+class SSHOptions:
+    """How to reach hosts; shared by every SSHTransport of a run."""
+
+    known_hosts: Path | None = None  # None: ~/.ssh/known_hosts
+    ssh_config: Path | None = None  # None: ~/.ssh/config (used by hostspec, not here)
+    host_key_policy: HostKeyPolicy = "strict"
+    connect_timeout: float = 10.0
+    banner_timeout: float = 10.0  # SSH banner, and again for the key exchange
+    auth_timeout: float = 10.0
+    output_cap_bytes: int = 8 * 1024 * 1024
+    identity_files: tuple[Path, ...] = ()
+    use_agent: bool = True
+    look_for_keys: bool = True  # ~/.ssh/id_* when no identity file is configured, as ssh does
+    sudo: bool = False  # wrap every command in `sudo -n --` (run(sudo=...) decides per command)
+    max_sessions: int = 8  # concurrent channels per connection; sshd's MaxSessions default is 10
+
+    def known_hosts_path(self) -> Path:
+        return self.known_hosts if self.known_hosts is not None else Path.home() / ".ssh" / "known_hosts"
+
+
+class SSHConnectError(TransportError):
+    """A host could not be reached; ``str(error)`` is ``"<reason>: <detail>"``."""
+
+    def __init__(self, reason: str, detail: str) -> None:
+        assert reason in REASONS, reason
+        super().__init__(f"{reason}: {detail}")
+        self.reason = reason
+        self.detail = detail
+
+
+# ---------------------------------------------------------------------------- known_hosts
+
+
+@dataclass
+class _KnownKey:
+    patterns: tuple[str, ...]
+    key_type: str
+    blob: bytes
+    revoked: bool = False
+
+    def matches_host(self, name: str) -> bool:
+        """OpenSSH host matching: hashed entries, globs and ``!negation``."""
+        from paramiko.hostkeys import HostKeys
+
+        matched = False
+        for pattern in self.patterns:
+            negated = pattern.startswith("!")
+            pattern = pattern[1:] if negated else pattern
+            if pattern.startswith("|1|"):
+                hit = HostKeys.hash_host(name, pattern) == pattern
+            else:
+                hit = _openssh_glob(pattern).fullmatch(name.lower()) is not None
+            if hit and negated:
+                return False
+            matched = matched or hit
+        return matched
+
+
+@dataclass
+class KnownHosts:
+    """A known_hosts file, read the way OpenSSH reads it (markers, hashes, patterns)."""
+
+    path: Path
+    entries: list[_KnownKey] = field(default_factory=list)
+
+    @classmethod
+    def load(cls, path: Path) -> KnownHosts:
+        known = cls(path)
+        if path.is_file():
+            for line in path.read_text(errors="replace").splitlines():
+                entry = _parse_known_line(line)
+                if entry is not None:
+                    known.entries.append(entry)
+        return known
+
+    def for_host(self, name: str) -> list[_KnownKey]:
+        return [e for e in self.entries if e.matches_host(name)]
+
+    def verdict(self, name: str, key_type: str, blob: bytes) -> tuple[str, str]:
+        """("ok"|"unknown"|"mismatch", detail) for the key a server presented."""
+        entries = self.for_host(name)
+        if any(e.revoked and e.blob == blob for e in entries):
+            return "mismatch", f"the {key_type} key of {name} is marked @revoked in {self.path}"
+        current = [e for e in entries if not e.revoked]
+        if any(e.key_type == key_type and e.blob == blob for e in current):
+            return "ok", ""
+        if any(e.key_type == key_type for e in current):
+            return "mismatch", (f"the {key_type} key of {name} differs from the one in {self.path} "
+                                "(changed host key or man in the middle)")
+        others = sorted({e.key_type for e in current})
+        also = f"; known types for it: {', '.join(others)}" if others else ""
+        return "unknown", f"no {key_type} key for {name} in {self.path}{also}"
+
+    def known_types(self, name: str) -> list[str]:
+        return [e.key_type for e in self.for_host(name) if not e.revoked]
+
+    def append(self, name: str, key_type: str, key_base64: str) -> None:
+        """Add one line, serialised across threads and processes (pyinfra locks this too)."""
+        with _KNOWN_HOSTS_LOCK:
+            self.path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o600)
+            with os.fdopen(fd, "r+b") as handle:
+                fcntl.flock(handle, fcntl.LOCK_EX)
+                handle.seek(0, os.SEEK_END)
+                needs_newline = handle.tell() > 0 and not _ends_with_newline(handle)
+                line = f"{name} {key_type} {key_base64}\n"
+                handle.write((("\n" if needs_newline else "") + line).encode())
+                handle.flush()
+            self.entries.append(_KnownKey((name,), key_type, _b64decode(key_base64)))
+
+
+_KNOWN_HOSTS_LOCK = threading.Lock()
+
+
+@lru_cache(maxsize=4096)
+def _openssh_glob(pattern: str) -> re.Pattern[str]:
+    """known_hosts patterns: only ``*`` and ``?`` are wild (``[`` is literal, as in ``[host]:port``)."""
+    parts = (".*" if ch == "*" else "." if ch == "?" else re.escape(ch) for ch in pattern.lower())
+    return re.compile("".join(parts))
+
+
+def _ends_with_newline(handle: Any) -> bool:
+    handle.seek(-1, os.SEEK_END)
+    last = handle.read(1)
+    handle.seek(0, os.SEEK_END)
+    return bool(last == b"\n")
+
+
+def _b64decode(text: str) -> bytes:
+    import base64
+    import binascii
+
+    try:
+        return base64.b64decode(text, validate=True)
+    except (binascii.Error, ValueError):
+        return b""
+
+
+def _parse_known_line(line: str) -> _KnownKey | None:
+    fields = line.split()
+    if not fields or fields[0].startswith("#"):
+        return None
+    revoked = False
+    if fields[0].startswith("@"):
+        if fields[0] != "@revoked":  # @cert-authority: certificates are not supported; skip
+            return None
+        revoked, fields = True, fields[1:]
+    if len(fields) < 3:
+        return None
+    blob = _b64decode(fields[2])
+    return _KnownKey(tuple(fields[0].split(",")), fields[1], blob, revoked) if blob else None
+
+
+# ---------------------------------------------------------------------------- transport
+
+
+class SSHTransport:
+    """Transport over one SSH connection (optionally through jump hosts)."""
+
+    def __init__(self, spec: HostSpec, options: SSHOptions | None = None) -> None:
+        if spec.is_local:
+            raise ValueError("SSHTransport cannot reach 'local'; use the local transport")
+        self.spec = spec
+        self.host = spec.name
+        self.options = options or SSHOptions()
+        self._transport: paramiko.Transport | None = None
+        self._jump: SSHTransport | None = None
+        self._agent: Any = None
+        self._sessions = threading.BoundedSemaphore(max(1, self.options.max_sessions))
+        self._lock = threading.Lock()
+
+    # -- connection ---------------------------------------------------------------
+
+    def connect(self) -> None:
+        with self._lock:
+            if self._transport is not None and self._transport.is_active():
+                return
+            sock = self._open_socket()
+            try:
+                transport = self._handshake(sock)
+                self._transport = transport
+                self._verify_host_key(transport)
+                self._authenticate(transport)
+            except BaseException:
+                self._close_locked()
+                try:
+                    sock.close()
+                except Exception:  # noqa: BLE001, S110 - best effort after a failure
+                    pass
+                raise
+
+    def _open_socket(self) -> Any:
+        if self.spec.jump is not None:
+            return self._open_via_jump(self.spec.jump)
+        target = f"{self.spec.hostname}:{self.spec.port}"
+        timeout = self.options.connect_timeout
+        try:
+            infos = socket.getaddrinfo(self.spec.hostname, self.spec.port, type=socket.SOCK_STREAM)
+        except socket.gaierror as exc:
+            raise SSHConnectError("dns", f"cannot resolve {self.spec.hostname!r}: {exc.strerror}") from None
+        errors: list[OSError] = []
+        for family, kind, proto, _, address in infos:
+            sock = socket.socket(family, kind, proto)
+            sock.settimeout(timeout)
+            try:
+                sock.connect(address)
+                return sock
+            except OSError as exc:
+                sock.close()
+                errors.append(exc)
+        raise _socket_error(errors[-1] if errors else OSError("no address"), target, timeout)
+
+    def _open_via_jump(self, jump: HostSpec) -> Any:
+        import paramiko
+
+        self._jump = SSHTransport(jump, self.options)
+        try:
+            self._jump.connect()
+        except SSHConnectError as exc:
+            raise SSHConnectError(exc.reason, f"jump host {jump.describe()}: {exc.detail}") from None
+        assert self._jump._transport is not None
+        target = (self.spec.hostname, self.spec.port)
+        where = f"{self.spec.hostname}:{self.spec.port} via {jump.describe()}"
+        try:
+            return self._jump._transport.open_channel(
+                "direct-tcpip", target, ("127.0.0.1", 0), timeout=self.options.connect_timeout
+            )
+        except paramiko.ChannelException as exc:
+            text = str(exc.text).lower()
+            reason = "refused" if "refused" in text else "dns" if "name or service" in text else "ssh error"
+            raise SSHConnectError(reason, f"{where}: jump host says: {exc.text}") from None
+        except paramiko.SSHException as exc:
+            reason = "timed out" if "timeout" in str(exc).lower() else "ssh error"
+            raise SSHConnectError(reason, f"{where}: {exc}") from None
+
+    def _handshake(self, sock: Any) -> paramiko.Transport:
+        import paramiko
+
+        where = self.spec.describe()
+        _quiet_paramiko_logs()
+        transport = paramiko.Transport(sock)
+        transport.banner_timeout = self.options.banner_timeout
+        transport.handshake_timeout = self.options.banner_timeout
+        transport.auth_timeout = self.options.auth_timeout
+        self._prefer_known_key_types(transport)
+        limit = self.options.banner_timeout
+        try:
+            # start_client returns quietly when its timeout passes; host_key tells us kex finished.
+            transport.start_client(timeout=2 * limit)
+            if transport.host_key is None:
+                raise TimeoutError
+        except (paramiko.SSHException, TimeoutError) as exc:
+            transport.close()
+            if _caused_by_timeout(exc):
+                step = "key exchange" if transport.remote_version else "SSH banner"
+                raise SSHConnectError("timed out", f"{where}: no {step} within {limit:g}s") from None
+            raise SSHConnectError("ssh error", f"{where}: handshake failed: {exc or type(exc).__name__}") from None
+        except (EOFError, OSError) as exc:
+            transport.close()
+            raise SSHConnectError("ssh error", f"{where}: connection closed during handshake ({exc!r})") from None
+        return transport
+
+    def _known_hosts(self) -> KnownHosts:
+        return KnownHosts.load(self.options.known_hosts_path())
+
+    def _host_key_name(self) -> str:
+        return known_hosts_name(self.spec.hostname, self.spec.port)
+
+    def _prefer_known_key_types(self, transport: paramiko.Transport) -> None:
+        """Ask for the key types known_hosts holds first, as OpenSSH does."""
+        known = self._known_hosts().known_types(self._host_key_name())
+        preferred: list[str] = []
+        for key_type in known:
+            preferred += RSA_HOSTKEY_ALGORITHMS if key_type == "ssh-rsa" else [key_type]
+        options = transport.get_security_options()
+        available = list(options.key_types)
+        first = [k for k in dict.fromkeys(preferred) if k in available]
+        if first:
+            options.key_types = first + [k for k in available if k not in first]
+
+    def _verify_host_key(self, transport: paramiko.Transport) -> None:
+        key = transport.get_remote_server_key()
+        name = self._host_key_name()
+        known = self._known_hosts()
+        verdict, detail = known.verdict(name, key.get_name(), key.asbytes())
+        if verdict == "ok":
+            return
+        if verdict == "mismatch":
+            raise SSHConnectError("host key mismatch", detail)
+        if self.options.host_key_policy != "accept-new":
+            raise SSHConnectError("unknown host key", f"{detail} (strict host key checking)")
+        known.append(name, key.get_name(), key.get_base64())
+
+    def _authenticate(self, transport: paramiko.Transport) -> None:
+        import paramiko
+
+        user = self.spec.login_user()
+        where = self.spec.describe()
+        identities, notes = self._identities()
+        tried: list[str] = []
+        for label, key in identities:
+            tried.append(label)
+            try:
+                transport.auth_publickey(user, key)
+            except paramiko.AuthenticationException as exc:
+                if "timeout" in str(exc).lower():
+                    raise SSHConnectError(
+                        "timed out", f"{where}: authentication took over {self.options.auth_timeout:g}s"
+                    ) from None
+                continue
+            except (paramiko.SSHException, EOFError, OSError) as exc:
+                notes.append(f"server closed authentication: {exc}")
+                break
+            if transport.is_authenticated():
+                return
+        detail = f"tried {', '.join(tried)}" if tried else "no usable key (no identity file, agent empty)"
+        extra = f"; {'; '.join(notes)}" if notes else ""
+        raise SSHConnectError("auth failed", f"{where}: server refused publickey for {user!r}: {detail}{extra}")
+
+    def _identities(self) -> tuple[list[tuple[str, Any]], list[str]]:
+        """Keys to offer, in order: the host's identity, configured ones, agent, defaults."""
+        import paramiko
+
+        paths = [p for p in (self.spec.identity_file, *self.options.identity_files) if p is not None]
+        if not paths and self.options.look_for_keys:
+            ssh_dir = Path.home() / ".ssh"
+            paths = [ssh_dir / n for n in DEFAULT_IDENTITIES if (ssh_dir / n).is_file()]
+        keys: list[tuple[str, Any]] = []
+        notes: list[str] = []
+        for path in dict.fromkeys(Path(os.path.expanduser(str(p))) for p in paths):
+            try:
+                keys.append((str(path), paramiko.PKey.from_path(str(path))))
+            except paramiko.PasswordRequiredException:
+                notes.append(f"{path} needs a passphrase (load it into ssh-agent)")
+            except (OSError, paramiko.SSHException, ValueError) as exc:
+                notes.append(f"cannot load {path}: {exc}")
+        if self.options.use_agent and os.environ.get("SSH_AUTH_SOCK"):
+            try:
+                self._agent = self._agent or paramiko.Agent()
+                keys += [(f"agent key {k.get_name()}", k) for k in self._agent.get_keys()]
+            except (paramiko.SSHException, OSError) as exc:
+                notes.append(f"ssh-agent unusable: {exc}")
+        return keys, notes
+
+    # -- commands -------------------------------------------------------------------
+
+    def run(
+        self, argv: Sequence[str], timeout: float, kind: str | None = None, *, sudo: bool | None = None
+    ) -> CommandResult:
+        """Run one argv on the shared connection; never raises for a failing command."""
+        argv = tuple(str(arg) for arg in argv)
+        started, clock = time.time(), time.monotonic()
+        deadline = clock + max(0.0, timeout)
+        command = shlex.join(argv)
+        if sudo if sudo is not None else self.options.sudo:
+            command = f"sudo -n -- {command}"
+        extra = {"remote_command": command}
+
+        def fail(error: str, timed_out: bool = False) -> CommandResult:
+            return CommandResult(argv, None, "", "", started, time.monotonic() - clock, timed_out, error,
+                                 extra=extra)
+
+        if not argv:
+            return fail("empty argv")
+        transport = self._transport
+        if transport is None or not transport.is_active():
+            return fail("not connected" if transport is None else f"connection lost: {_lost(transport)}")
+        if not self._sessions.acquire(timeout=max(0.0, deadline - time.monotonic())):
+            return fail(f"timed out after {timeout:g}s waiting for a free SSH session", timed_out=True)
+        try:
+            return self._run_channel(transport, command, argv, started, clock, deadline, timeout, extra)
+        finally:
+            self._sessions.release()
+
+    def _run_channel(
+        self, transport: paramiko.Transport, command: str, argv: tuple[str, ...], started: float,
+        clock: float, deadline: float, timeout: float, extra: dict[str, str],
+    ) -> CommandResult:
+        out = _CappedBuffer(self.options.output_cap_bytes)
+        err = _CappedBuffer(self.options.output_cap_bytes)
+        error: str | None = None
+        timed_out = False
+        channel = None
+        try:
+            channel = transport.open_session(timeout=max(0.1, deadline - time.monotonic()))
+            channel.exec_command(command)
+            timed_out = not _pump(channel, out, err, deadline)
+        except Exception as exc:  # noqa: BLE001 - a failing command must become a result
+            error = f"ssh error: {type(exc).__name__}: {exc}"
+        rc: int | None = None
+        if timed_out:
+            _kill_remote(channel)
+            error = f"timed out after {timeout:g}s"
+        elif channel is not None and error is None:
+            rc = channel.exit_status if channel.exit_status >= 0 else None
+            if rc is None:
+                error = (f"connection lost: {_lost(transport)}" if not transport.is_active()
+                         else "no exit status (the command was killed by a signal?)")
+        if channel is not None:
+            channel.close()
+        if err.dropped:
+            extra["stderr_truncated_bytes"] = str(err.dropped)
+        return CommandResult(
+            argv=argv, rc=rc, stdout=out.text(), stderr=err.text(), started=started,
+            duration=time.monotonic() - clock, timed_out=timed_out, error=error,
+            stdout_truncated_bytes=out.dropped, extra=extra,
+        )
+
+    def close(self) -> None:
+        with self._lock:
+            self._close_locked()
+
+    def _close_locked(self) -> None:
+        if self._transport is not None:
+            self._transport.close()
+            self._transport = None
+        if self._jump is not None:
+            self._jump.close()
+            self._jump = None
+        if self._agent is not None:
+            self._agent.close()
+            self._agent = None
+
+    def __enter__(self) -> SSHTransport:
+        self.connect()
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+
+class _CappedBuffer:
+    """Keeps the first ``cap`` bytes and counts the rest."""
+
+    def __init__(self, cap: int) -> None:
+        self.cap = cap
+        self.chunks: list[bytes] = []
+        self.kept = 0
+        self.dropped = 0
+
+    def add(self, data: bytes) -> None:
+        room = self.cap - self.kept
+        if room > 0:
+            self.chunks.append(data[:room])
+            self.kept += min(room, len(data))
+        self.dropped += max(0, len(data) - max(room, 0))
+
+    def text(self) -> str:
+        return b"".join(self.chunks).decode("utf-8", errors="replace")
+
+
+def _pump(channel: Any, out: _CappedBuffer, err: _CappedBuffer, deadline: float) -> bool:
+    """Read both streams until EOF and exit status; False when the deadline passed first."""
+    while True:
+        _drain(channel, out, err)
+        if channel.eof_received or channel.closed:
+            done = channel.status_event.wait(max(0.0, deadline - time.monotonic()))
+            _drain(channel, out, err)
+            return done
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            return False
+        # Channel.fileno() is a pipe paramiko sets on data, on stderr data and on EOF.
+        select.select([channel], [], [], min(remaining, 1.0))
+
+
+def _drain(channel: Any, out: _CappedBuffer, err: _CappedBuffer) -> None:
+    while channel.recv_ready():
+        out.add(channel.recv(READ_CHUNK))
+    while channel.recv_stderr_ready():
+        err.add(channel.recv_stderr(READ_CHUNK))
+
+
+def _kill_remote(channel: Any) -> None:
+    """Ask sshd to SIGKILL the command's process group (RFC 4254 6.9 "signal" request).
+
+    paramiko has no public call for it; OpenSSH honours it since 7.9. Closing the channel
+    alone leaves a non-tty command running on the host.
+    """
+    if channel is None or channel.closed:
+        return
+    try:
+        from paramiko.common import cMSG_CHANNEL_REQUEST
+        from paramiko.message import Message
+
+        message = Message()
+        message.add_byte(cMSG_CHANNEL_REQUEST)
+        message.add_int(channel.remote_chanid)
+        message.add_string("signal")
+        message.add_boolean(False)
+        message.add_string("KILL")
+        channel.transport._send_user_message(message)
+    except Exception:  # noqa: BLE001, S110 - best effort: the channel is closed next anyway
+        pass
+
+
+@lru_cache(maxsize=1)
+def _quiet_paramiko_logs() -> None:
+    """paramiko logs every failed handshake with a traceback; the reason string says it better.
+
+    A NullHandler only stops Python's last-resort stderr printing; an application that
+    configures logging still receives paramiko's records.
+    """
+    import logging
+
+    logging.getLogger("paramiko").addHandler(logging.NullHandler())
+
+
+def _lost(transport: Any) -> str:
+    exc = transport.get_exception() if transport is not None else None
+    return f"{type(exc).__name__}: {exc}" if exc is not None else "the server closed the connection"
+
+
+def _caused_by_timeout(exc: BaseException) -> bool:
+    seen: BaseException | None = exc
+    for _ in range(5):
+        if seen is None:
+            return False
+        if isinstance(seen, (TimeoutError, socket.timeout)):
+            return True
+        seen = seen.__cause__ or seen.__context__
+    return False
+
+
+def _socket_error(exc: OSError, target: str, timeout: float) -> SSHConnectError:
+    if isinstance(exc, ConnectionRefusedError):
+        return SSHConnectError("refused", f"{target}: connection refused (nothing listens on that port)")
+    if isinstance(exc, (TimeoutError, socket.timeout)):
+        return SSHConnectError("timed out", f"{target}: no TCP connection within {timeout:g}s")
+    return SSHConnectError("ssh error", f"{target}: cannot connect: {exc}")

@@ -1,0 +1,122 @@
+"""nvidia-smi-query collector (`--query-gpu ... --format=csv`)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from nightowl.collectors import get_collector
+from nightowl.collectors.nvidia_smi_query import COLLECTOR, DEFAULT_FIELDS, facts, parse
+from tests.helpers import ROOT, assert_subset, load_cases
+
+CASES = load_cases("nvidia-smi-query")
+SAMPLES = [(ROOT / case["input"]).read_text() for _, case in CASES]
+
+
+@pytest.mark.parametrize(("name", "case"), CASES, ids=[name for name, _ in CASES])
+def test_case(name: str, case: dict) -> None:
+    result = parse((ROOT / case["input"]).read_text())
+    assert_subset(result.to_jsonable(), case["expected"])
+    derived = facts(result)
+    json.dumps(derived)
+    assert_subset(derived, case.get("facts", {}))
+
+
+def test_every_query_sample_has_a_case() -> None:
+    inputs = {case["input"] for _, case in CASES}
+    for path in (ROOT / "fixtures/corpus/gpu").glob("nvsmi-query-gpu-csv-*"):
+        assert f"fixtures/corpus/gpu/{path.name}" in inputs
+
+
+def test_collector_fixes_the_field_list() -> None:
+    collector = get_collector("nvidia-smi-query")
+    assert collector is COLLECTOR
+    (argv,) = collector.commands
+    assert argv[0] == "nvidia-smi" and argv[-1] == "--format=csv,noheader,nounits"
+    assert argv[1] == "--query-gpu=" + ",".join(DEFAULT_FIELDS)
+
+
+ROWS = [
+    [
+        "0",
+        "00000000:18:00.0",
+        "NVIDIA H100 80GB HBM3",
+        "GPU-b42d",
+        "565.57.01",
+        "30",
+        "97",
+        "81559",
+        "100",
+        "0",
+    ]
+    + ["0x0000000000000080", "4", "5", "16", "16"],
+    ["1", "00000000:2A:00.0", "NVIDIA H100 80GB HBM3", "GPU-c111", "565.57.01", "31", "3", "81559", "1", "2"]
+    + ["0x0000000000000001", "1", "5", "16", "16"],
+    ["2", "00000000:3A:00.0", "[Unknown Error]", "[N/A]", "565.57.01", "ERR!", "[N/A]", "81559", "1", "[N/A]"]
+    + ["[N/A]", "[N/A]", "[N/A]", "16", "16"],
+]
+NOHEADER = "".join(", ".join(row) + "\n" for row in ROWS)
+
+
+def test_noheader_nounits_uses_the_collector_fields() -> None:
+    result = parse(NOHEADER)
+    assert result.header is False and result.fields == DEFAULT_FIELDS and result.gpu_count == 3
+    first, second, third = result.gpus
+    assert first["pci.bus_id"] == "00000000:18:00.0" and first["driver_version"] == "565.57.01"
+    assert first["clocks_event_reasons.active"] == 0x80 and first["memory.total"] == 81559
+    assert third["name"] is None and third["temperature.gpu"] is None and third["uuid"] is None
+    assert [(e.pci, e.index, e.field) for e in result.errors] == [
+        ("0000:3a:00", 2, "name"),
+        ("0000:3a:00", 2, "temperature.gpu"),
+    ]
+    derived = facts(result)
+    assert derived["hw_slowdown_gpus"] == ["0000:18:00"]  # 0x80 = hw_power_brake_slowdown
+    assert derived["pcie_degraded_gpus"] == ["0000:18:00"]  # gen 4 of 5 at 97 %; GPU 1 idle is not counted
+    assert derived["dram_uncorrectable_volatile_gpus"] == ["0000:2a:00"]
+    assert derived["gpus_with_field_errors"] == ["0000:3a:00"]
+
+
+def test_header_with_units_in_values() -> None:
+    text = (
+        "index, pci.bus_id, memory.total [MiB], utilization.gpu [%], gpu_recovery_action\n"
+        "0, 00000000:04:00.0, 81559 MiB, 12 %, None\n1, 00000000:05:00.0, 81559 MiB, 0 %, Reset\n"
+    )
+    result = parse(text)
+    assert result.units == {"memory.total": "MiB", "utilization.gpu": "%"}
+    assert result.gpus[0]["memory.total"] == 81559 and result.gpus[0]["utilization.gpu"] == 12
+    assert facts(result)["recovery_actions"] == {"0000:05:00": "Reset"}
+
+
+def test_tool_failure_and_garbage() -> None:
+    result = parse("No devices were found\n")
+    assert result.gpu_count == 0 and result.errors[0].message == "No devices were found"
+    garbage = parse('{\n  "a": 1,\n}\nsome, words, here\n')
+    assert garbage.gpus == () and garbage.warnings
+
+
+def _check(text: str) -> None:
+    result = parse(text)
+    assert result.kind == "nvidia-smi-query"
+    assert not any("parser error" in w for w in result.warnings)
+    json.dumps(facts(result))
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.text())
+def test_random_text(text: str) -> None:
+    _check(text)
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.binary(max_size=1000))
+def test_random_bytes(data: bytes) -> None:
+    _check(data.decode("utf-8", errors="replace"))
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.sampled_from([*SAMPLES, NOHEADER]), st.integers(0, 600), st.integers(0, 600))
+def test_truncated_samples(sample: str, start: int, length: int) -> None:
+    _check(sample[start : start + length])

@@ -1,0 +1,167 @@
+"""The engine on generic collectors: it knows nothing about GPUs, so neither do these tests."""
+
+from __future__ import annotations
+
+import json
+import stat
+import sys
+import textwrap
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from nightowl.engine.bundle import verify_bundle
+from nightowl.engine.runner import RunOptions
+from nightowl.engine.session import plan, run_runbook
+from nightowl.engine.validate import load_runbook
+from nightowl.transports.local import LocalTransport
+from nightowl.transports.replay import ReplayTransport
+
+
+@dataclass(frozen=True)
+class LineCounter:
+    """Counts lines of its command's output."""
+
+    kind: str
+    commands: tuple[tuple[str, ...], ...]
+    timeout: float = 5.0
+    invasive: bool = False
+    description: str = ""
+    calls: list[str] = field(default_factory=list)
+
+    def parse(self, text: str) -> dict[str, Any]:
+        self.calls.append(text)
+        if "CRASH" in text:
+            raise ValueError("parser bug")
+        return {"kind": self.kind, "warnings": [], "lines": len(text.splitlines())}
+
+    def facts(self, result: Any) -> dict[str, Any]:
+        return result
+
+
+PY = sys.executable
+COLLECTORS = {
+    "three-lines": LineCounter("three-lines", ((PY, "-c", "print('a\\nb\\nc')"),)),
+    "hangs": LineCounter("hangs", ((PY, "-c", "import time; time.sleep(30)"),), timeout=0.5),
+    "missing": LineCounter("missing", (("/nonexistent/tool",), (PY, "-c", "print('fallback')"))),
+    "crashes-parser": LineCounter("crashes-parser", ((PY, "-c", "print('CRASH')"),)),
+    "loads-gpu": LineCounter("loads-gpu", ((PY, "-c", "print('x')"),), invasive=True),
+}
+
+RUNBOOK = """\
+id: generic
+title: generic
+parameters:
+  want: {default: 3}
+entry: gather
+nodes:
+  gather:
+    collect: [three-lines, hangs, missing, crashes-parser, loads-gpu]
+    next: judge
+  judge:
+    decide:
+      - when: "status.hangs == 'timed_out' and three_lines.lines == params.want"
+        goto: hung
+      - when: "three_lines.nonexistent == 1"
+        goto: never
+    default: fine
+  hung:
+    verdict:
+      id: hung
+      severity: critical
+      action: escalate
+      summary: "the tool hung; {{ three_lines.lines }} lines; fallback said {{ missing.lines }} line"
+      evidence: [three_lines.lines, status.hangs]
+  never:
+    verdict: {id: never, severity: ok, action: none, summary: x}
+  fine:
+    verdict: {id: fine, severity: ok, action: none, summary: fine}
+"""
+
+
+def load(tmp_path: Path, text: str = RUNBOOK):
+    path = tmp_path / "generic.yaml"
+    path.write_text(textwrap.dedent(text))
+    return load_runbook(path, known_collectors=COLLECTORS)
+
+
+def test_walk_statuses_trace_and_bundle(tmp_path: Path) -> None:
+    loaded = load(tmp_path)
+    runs, bundle = run_runbook(loaded, {"box": lambda: LocalTransport("box")}, COLLECTORS.__getitem__,
+                               RunOptions(params={"want": 3}), tmp_path / "out")
+    run = runs[0]
+    assert run.status == "ok"
+    assert run.path == ["gather", "judge", "hung"]
+    statuses = {k: c.status for k, c in run.collections.items()}
+    assert statuses == {"three-lines": "ok", "hangs": "timed_out", "missing": "ok",
+                        "crashes-parser": "error", "loads-gpu": "skipped"}
+    assert "parser bug" in run.collections["crashes-parser"].parse_error
+    assert run.verdict["summary"] == "the tool hung; 3 lines; fallback said 1 line"
+    assert run.verdict["evidence"][0] == {"fact": "three_lines.lines", "value": 3,
+                                          "source": "hosts/box/three-lines.out"}
+    # bundle layout (CONTRACT s5)
+    host_dir = bundle / "hosts" / "box"
+    assert (host_dir / "three-lines.out").read_text() == "a\nb\nc\n"
+    assert (host_dir / "hangs.timeout").exists()
+    assert not (bundle.parent / f".{bundle.name}.partial").exists()
+    assert stat.S_IMODE(bundle.stat().st_mode) == 0o700
+    manifest = json.loads((bundle / "manifest.json").read_text())
+    argvs = [c["argv"][0] for c in manifest["commands"] if c["kind"] == "missing"]
+    assert argvs == ["/nonexistent/tool", PY]  # every attempt is in the manifest
+    assert verify_bundle(bundle) == []
+    trace = json.loads((bundle / "trace.json").read_text())
+    judge = trace["hosts"][0]["nodes"][1]
+    assert judge["conditions"][0]["reads"] == {"status.hangs": "timed_out", "three_lines.lines": 3,
+                                               "params.want": 3}
+    assert judge["conditions"][0]["value"] is True
+    verdicts = json.loads((bundle / "verdicts.json").read_text())
+    assert verdicts["hosts"][0]["verdict"]["id"] == "hung"
+
+
+def test_condition_on_missing_fact_is_false_and_recorded(tmp_path: Path) -> None:
+    loaded = load(tmp_path)
+    runs, _ = run_runbook(loaded, {"box": lambda: LocalTransport("box")}, COLLECTORS.__getitem__,
+                          RunOptions(params={"want": 99}), tmp_path / "out")
+    judge = runs[0].visits[1]
+    assert runs[0].path[-1] == "fine"
+    assert judge.conditions[1]["value"] is False and "nonexistent" in judge.conditions[1]["error"]
+
+
+def test_replay_of_a_bundle_reaches_the_same_verdict(tmp_path: Path) -> None:
+    loaded = load(tmp_path)
+    _, bundle = run_runbook(loaded, {"box": lambda: LocalTransport("box")}, COLLECTORS.__getitem__,
+                            RunOptions(params={"want": 3}), tmp_path / "out")
+    runs, _ = run_runbook(loaded, {"box": lambda: ReplayTransport(bundle / "hosts" / "box")},
+                          COLLECTORS.__getitem__, RunOptions(params={"want": 3}), tmp_path / "out2")
+    assert runs[0].path == ["gather", "judge", "hung"]
+    assert runs[0].collections["hangs"].status == "timed_out"
+
+
+def test_unreachable_host_and_every_collector_failed(tmp_path: Path) -> None:
+    loaded = load(tmp_path)
+    empty = tmp_path / "empty-host"
+    empty.mkdir()
+    transports = {"gone": lambda: ReplayTransport(tmp_path / "nowhere"),
+                  "empty": lambda: ReplayTransport(empty)}
+    runs, bundle = run_runbook(loaded, transports, COLLECTORS.__getitem__, RunOptions(), tmp_path / "out")
+    assert [r.status for r in runs] == ["unreachable", "incomplete"]
+    assert runs[0].verdict is None and "no recorded host" in runs[0].error
+    assert runs[1].verdict is None and "every collector failed" in runs[1].error
+    assert (bundle / "hosts" / "gone" / "unreachable").exists()
+
+
+def test_plan_lists_commands_and_marks_invasive(tmp_path: Path) -> None:
+    steps = plan(load(tmp_path), COLLECTORS.__getitem__, allow_invasive=False)
+    by_kind = {s["collector"]: s for s in steps}
+    assert by_kind["loads-gpu"]["skipped"] is True
+    assert by_kind["missing"]["commands"][0] == ["/nonexistent/tool"]
+
+
+def test_engine_imports_nothing_gpu_or_cli() -> None:
+    import subprocess
+
+    code = ("import sys, nightowl.engine.session, nightowl.engine.validate;"
+            "bad=[m for m in sys.modules if m.startswith(('nightowl.collectors','nightowl.cli','click'))];"
+            "print(bad)")
+    out = subprocess.run([PY, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
+    assert out == "[]"

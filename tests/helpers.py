@@ -1,0 +1,50 @@
+"""Shared test helpers: pyinfra-style cases (one JSON file per captured output)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+CASES = ROOT / "tests" / "collectors" / "cases"
+
+
+def load_cases(kind: str) -> list[tuple[str, dict[str, Any]]]:
+    """Cases of one parse kind: tests/collectors/cases/<kind>/<case>.json.
+
+    Each case is {"input": "<path relative to repo root>", "expected": {...}}; ``expected``
+    is a subset of the parse result, written by reading the sample, not by running the parser.
+    """
+    folder = CASES / kind
+    return [(p.stem, json.loads(p.read_text())) for p in sorted(folder.glob("*.json"))]
+
+
+def assert_subset(actual: Any, expected: Any, where: str = "$") -> None:
+    """Every key/value in ``expected`` is present and equal in ``actual``.
+
+    Lists compare element-wise with the same length unless ``expected`` is a dict
+    {"__len__": n, "__items__": {index: subset}} for long lists.
+    """
+    if isinstance(expected, dict) and "__len__" in expected:
+        assert isinstance(actual, list), f"{where}: expected list, got {type(actual).__name__}"
+        assert len(actual) == expected["__len__"], f"{where}: length {len(actual)} != {expected['__len__']}"
+        for index, sub in expected.get("__items__", {}).items():
+            assert_subset(actual[int(index)], sub, f"{where}[{index}]")
+        return
+    if isinstance(expected, dict):
+        assert isinstance(actual, dict), f"{where}: expected object, got {actual!r}"
+        for key, sub in expected.items():
+            assert key in actual, f"{where}: missing key {key!r}"
+            assert_subset(actual[key], sub, f"{where}.{key}")
+        return
+    if isinstance(expected, list):
+        assert isinstance(actual, list), f"{where}: expected list, got {actual!r}"
+        assert len(actual) == len(expected), f"{where}: length {len(actual)} != {len(expected)}: {actual!r}"
+        for index, (a, e) in enumerate(zip(actual, expected)):
+            assert_subset(a, e, f"{where}[{index}]")
+        return
+    if isinstance(expected, float) and isinstance(actual, (int, float)):
+        assert abs(actual - expected) <= 1e-6 * max(1.0, abs(expected)), f"{where}: {actual!r} != {expected!r}"
+        return
+    assert actual == expected, f"{where}: {actual!r} != {expected!r}"
