@@ -46,10 +46,12 @@ def rehearse(runbook_id: str, case: dict[str, Any], out_dir: Path | None = None)
 
     loaded = runbooks.load(runbook_id)
     hosts = case["hosts"] if "hosts" in case else [case["host"]]
-    transports = {h: (lambda d=data_dir("fixtures") / "hosts" / h, n=h: ReplayTransport(d, n)) for h in hosts}
+    hosts_dir = data_dir("fixtures") / "hosts"
+    transports = {h: (lambda d=hosts_dir / h, n=h: ReplayTransport(d, n)) for h in hosts}
     defaults = {k: p.default for k, p in loaded.runbook.parameters.items()}
-    options = RunOptions(params={**defaults, **case.get("params", {})},
-                         allow_invasive=case.get("allow_invasive", False))
+    options = RunOptions(
+        params={**defaults, **case.get("params", {})}, allow_invasive=case.get("allow_invasive", False)
+    )
     with tempfile.TemporaryDirectory() as tmp:
         runs, _ = run_runbook(loaded, transports, get_collector, options, out_dir or Path(tmp))
     expect = case.get("expect", {})
@@ -67,5 +69,11 @@ def rehearse(runbook_id: str, case: dict[str, Any], out_dir: Path | None = None)
     for gpu in expect.get("gpus", []):
         if gpu not in (verdict.get("gpus") or []):
             problems.append(f"gpu {gpu} not named in verdict gpus {verdict.get('gpus')}")
-    return RehearsalResult(runbook_id, case.get("name", hosts[0]), not problems, tuple(problems),
-                           verdict.get("id"), tuple(run.path))
+    return RehearsalResult(
+        runbook_id,
+        case.get("name", hosts[0]),
+        not problems,
+        tuple(problems),
+        verdict.get("id"),
+        tuple(run.path),
+    )

@@ -41,10 +41,12 @@ def assert_subset(actual: Any, expected: Any, where: str = "$") -> None:
     if isinstance(expected, list):
         assert isinstance(actual, list), f"{where}: expected list, got {actual!r}"
         assert len(actual) == len(expected), f"{where}: length {len(actual)} != {len(expected)}: {actual!r}"
-        for index, (a, e) in enumerate(zip(actual, expected)):
+        for index, (a, e) in enumerate(zip(actual, expected, strict=True)):
             assert_subset(a, e, f"{where}[{index}]")
         return
     if isinstance(expected, float) and isinstance(actual, (int, float)):
-        assert abs(actual - expected) <= 1e-6 * max(1.0, abs(expected)), f"{where}: {actual!r} != {expected!r}"
+        assert abs(actual - expected) <= 1e-6 * max(1.0, abs(expected)), (
+            f"{where}: {actual!r} != {expected!r}"
+        )
         return
     assert actual == expected, f"{where}: {actual!r} != {expected!r}"

@@ -24,8 +24,10 @@ def test_local_runs_argv_without_shell() -> None:
 
 def test_local_timeout_kills_the_process_tree(tmp_path: Path) -> None:
     pidfile = tmp_path / "child.pid"
-    script = (f"import subprocess,sys,time; p=subprocess.Popen([sys.executable,'-c','import time; time.sleep(60)']);"
-              f"open({str(pidfile)!r},'w').write(str(p.pid)); time.sleep(60)")
+    script = (
+        f"import subprocess,sys,time; p=subprocess.Popen([sys.executable,'-c','import time; time.sleep(60)']);"
+        f"open({str(pidfile)!r},'w').write(str(p.pid)); time.sleep(60)"
+    )
     t0 = time.monotonic()
     result = LocalTransport().run([sys.executable, "-c", script], timeout=1.0)
     assert result.timed_out and result.rc is None

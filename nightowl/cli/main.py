@@ -18,11 +18,22 @@ from nightowl import __version__
 from nightowl.cli.exit import EXIT_HELP, ExitStatus, status_for
 
 DEFAULT_OUT = Path(os.environ.get("NIGHTOWL_OUT", "~/.local/state/nightowl/bundles")).expanduser()
-FORMAT_OPTION = click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text",
-                             show_default=True, help="text for people, json for scripts (CONTRACT s4)")
-OUT_OPTION = click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path),
-                          default=DEFAULT_OUT, show_default=True,
-                          help="where bundles go (env NIGHTOWL_OUT)")
+FORMAT_OPTION = click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["text", "json"]),
+    default="text",
+    show_default=True,
+    help="text for people, json for scripts (CONTRACT s4)",
+)
+OUT_OPTION = click.option(
+    "--out",
+    "out_dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=DEFAULT_OUT,
+    show_default=True,
+    help="where bundles go (env NIGHTOWL_OUT)",
+)
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]}, epilog=EXIT_HELP)
@@ -66,8 +77,15 @@ def parse_params(pairs: tuple[str, ...]) -> dict[str, Any]:
     return params
 
 
-def run_and_report(loaded: Any, transports: dict[str, Any], params: dict[str, Any], fmt: str,
-                   out_dir: Path, allow_invasive: bool, forks: int = 16) -> ExitStatus:
+def run_and_report(
+    loaded: Any,
+    transports: dict[str, Any],
+    params: dict[str, Any],
+    fmt: str,
+    out_dir: Path,
+    allow_invasive: bool,
+    forks: int = 16,
+) -> ExitStatus:
     from nightowl.collectors import get_collector
     from nightowl.engine.bundle import triage_summary
     from nightowl.engine.runner import RunOptions
@@ -80,8 +98,9 @@ def run_and_report(loaded: Any, transports: dict[str, Any], params: dict[str, An
         fail(f"runbook {loaded.id} has no parameter {', '.join(sorted(unknown))}")
     options = RunOptions(params={**defaults, **params}, allow_invasive=allow_invasive)
     try:
-        runs, bundle = run_runbook(loaded, transports, get_collector, options, out_dir, forks=forks,
-                                   render_postmortem=render_bundle)
+        runs, bundle = run_runbook(
+            loaded, transports, get_collector, options, out_dir, forks=forks, render_postmortem=render_bundle
+        )
     except Interrupted as exc:
         click.echo(f"nightowl: interrupted; partial bundle saved at {exc.bundle}", err=True)
         sys.exit(int(ExitStatus.INTERRUPTED))
@@ -95,8 +114,12 @@ def run_and_report(loaded: Any, transports: dict[str, Any], params: dict[str, An
 @main.command()
 @FORMAT_OPTION
 @OUT_OPTION
-@click.option("--case", default="xid79-fallen-off-bus", show_default=True,
-              help="which bundled recorded host to replay (see fixtures/hosts/)")
+@click.option(
+    "--case",
+    default="xid79-fallen-off-bus",
+    show_default=True,
+    help="which bundled recorded host to replay (see fixtures/hosts/)",
+)
 def demo(fmt: str, out_dir: Path, case: str) -> None:
     """Run the xid runbook on a bundled recorded incident host.
 
@@ -118,20 +141,43 @@ def demo(fmt: str, out_dir: Path, case: str) -> None:
 
 @main.command(epilog=EXIT_HELP)
 @click.argument("runbook")
-@click.option("--host", "hosts", multiple=True, metavar="SPEC",
-              help="host to run on: `local`, `ssh://user@host:port?jump=bastion`, or a name from ~/.ssh/config")
-@click.option("--replay", "replays", multiple=True, type=click.Path(exists=True, file_okay=False, path_type=Path),
-              help="recorded host directory (CONTRACT s5) to run on instead of a live host; a bundle works too")
+@click.option(
+    "--host",
+    "hosts",
+    multiple=True,
+    metavar="SPEC",
+    help="host to run on: `local`, `ssh://user@host:port?jump=bastion`, or a name from ~/.ssh/config",
+)
+@click.option(
+    "--replay",
+    "replays",
+    multiple=True,
+    type=click.Path(exists=True, file_okay=False, path_type=Path),
+    help="recorded host directory (CONTRACT s5) to run on instead of a live host; a bundle works too",
+)
 @click.option("--param", "params", multiple=True, metavar="KEY=VALUE", help="runbook parameter")
 @click.option("--allow-invasive", is_flag=True, help="also run collectors that load GPUs or the network")
 @click.option("--known-hosts", type=click.Path(dir_okay=False, path_type=Path), help="known_hosts for SSH")
-@click.option("--ssh-config", type=click.Path(dir_okay=False, path_type=Path), help="ssh_config to resolve names")
-@click.option("--accept-new", is_flag=True, help="accept and record unknown SSH host keys (never changed ones)")
+@click.option(
+    "--ssh-config", type=click.Path(dir_okay=False, path_type=Path), help="ssh_config to resolve names"
+)
+@click.option(
+    "--accept-new", is_flag=True, help="accept and record unknown SSH host keys (never changed ones)"
+)
 @FORMAT_OPTION
 @OUT_OPTION
-def triage(runbook: str, hosts: tuple[str, ...], replays: tuple[Path, ...], params: tuple[str, ...],
-           allow_invasive: bool, known_hosts: Path | None, ssh_config: Path | None, accept_new: bool,
-           fmt: str, out_dir: Path) -> None:
+def triage(
+    runbook: str,
+    hosts: tuple[str, ...],
+    replays: tuple[Path, ...],
+    params: tuple[str, ...],
+    allow_invasive: bool,
+    known_hosts: Path | None,
+    ssh_config: Path | None,
+    accept_new: bool,
+    fmt: str,
+    out_dir: Path,
+) -> None:
     """Run RUNBOOK on live hosts (--host) or recorded ones (--replay).
 
     Only read-only collectors run unless --allow-invasive is given. The evidence
@@ -141,7 +187,9 @@ def triage(runbook: str, hosts: tuple[str, ...], replays: tuple[Path, ...], para
         fail("give at least one --host or --replay")
     loaded = load_runbook_or_exit(runbook)
     transports = replay_transports(replays)
-    ssh_options = ssh_options_from(known_hosts, ssh_config, accept_new) if any(h != "local" for h in hosts) else None
+    ssh_options = (
+        ssh_options_from(known_hosts, ssh_config, accept_new) if any(h != "local" for h in hosts) else None
+    )
     for spec in hosts:
         transports[spec] = _opener(spec, ssh_options)
     sys.exit(int(run_and_report(loaded, transports, parse_params(params), fmt, out_dir, allow_invasive)))
@@ -159,18 +207,24 @@ def replay_transports(replays: tuple[Path, ...]) -> dict[str, Any]:
 
     transports: dict[str, Any] = {}
     for directory in replays:
-        host_dirs = sorted(p for p in (directory / "hosts").iterdir() if p.is_dir()) \
-            if (directory / "hosts").is_dir() else [directory]
+        host_dirs = (
+            sorted(p for p in (directory / "hosts").iterdir() if p.is_dir())
+            if (directory / "hosts").is_dir()
+            else [directory]
+        )
         for host_dir in host_dirs:
-            transports[host_dir.name] = (lambda d=host_dir: ReplayTransport(d, d.name))
+            transports[host_dir.name] = lambda d=host_dir: ReplayTransport(d, d.name)
     return transports
 
 
 def ssh_options_from(known_hosts: Path | None, ssh_config: Path | None, accept_new: bool) -> Any:
     from nightowl.transports.ssh import SSHOptions
 
-    return SSHOptions(known_hosts=known_hosts, ssh_config=ssh_config,
-                      host_key_policy="accept-new" if accept_new else "strict")
+    return SSHOptions(
+        known_hosts=known_hosts,
+        ssh_config=ssh_config,
+        host_key_policy="accept-new" if accept_new else "strict",
+    )
 
 
 @main.command("parse")
@@ -211,7 +265,9 @@ def xid(file: Any, fmt: str) -> None:
     from nightowl.collectors.base import to_jsonable
 
     result = to_jsonable(kernel_log.parse(file.read()))
-    rows = [xid_catalog.explain(e) for e in result["events"] if e["kind"] in ("xid", "sxid", "fallen_off_bus")]
+    rows = [
+        xid_catalog.explain(e) for e in result["events"] if e["kind"] in ("xid", "sxid", "fallen_off_bus")
+    ]
     if fmt == "json":
         click.echo(json.dumps({"events": rows, "warnings": result["warnings"]}, indent=2, default=str))
         return
@@ -220,9 +276,11 @@ def xid(file: Any, fmt: str) -> None:
     for row in rows:
         code = f"{row['kind'].upper()} {row['code']}" if row.get("code") is not None else row["kind"]
         count = f" (x{row['count']})" if row.get("count", 1) and row.get("count", 1) > 1 else ""
-        click.echo(f"{row.get('time') or '-'}  {row.get('pci') or '-'}  {code}{count}  "
-                   f"{row.get('mnemonic') or '?'}: {row.get('meaning') or 'unknown code'}  "
-                   f"-> {row['action']}: {row['first_step']}")
+        click.echo(
+            f"{row.get('time') or '-'}  {row.get('pci') or '-'}  {code}{count}  "
+            f"{row.get('mnemonic') or '?'}: {row.get('meaning') or 'unknown code'}  "
+            f"-> {row['action']}: {row['first_step']}"
+        )
 
 
 @main.command()
@@ -239,8 +297,11 @@ def plan(runbook: str, hosts: tuple[str, ...], allow_invasive: bool, fmt: str) -
     loaded = load_runbook_or_exit(runbook)
     steps = plan_steps(loaded, get_collector, allow_invasive)
     if fmt == "json":
-        click.echo(json.dumps({"runbook": loaded.id, "hosts": [{"host": h, "steps": steps} for h in hosts]},
-                              indent=2))
+        click.echo(
+            json.dumps(
+                {"runbook": loaded.id, "hosts": [{"host": h, "steps": steps} for h in hosts]}, indent=2
+            )
+        )
         return
     click.echo(to_mermaid(loaded.runbook))
     for host in hosts:
@@ -248,12 +309,16 @@ def plan(runbook: str, hosts: tuple[str, ...], allow_invasive: bool, fmt: str) -
         for step in steps:
             note = " (skipped: invasive, needs --allow-invasive)" if step["skipped"] else ""
             alternatives = "  |or|  ".join(" ".join(argv) for argv in step["commands"])
-            click.echo(f"  [{step['node']}] {step['collector']}: {alternatives}  (timeout {step['timeout']}s){note}")
+            click.echo(
+                f"  [{step['node']}] {step['collector']}: {alternatives}  (timeout {step['timeout']}s){note}"
+            )
 
 
 @main.command()
 @click.argument("bundle", type=click.Path(exists=True, file_okay=False, path_type=Path))
-@click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path), help="write here, not stdout")
+@click.option(
+    "-o", "--output", type=click.Path(dir_okay=False, path_type=Path), help="write here, not stdout"
+)
 @click.option("--template", help="template name in templates/ or a path to a Jinja2 file")
 @click.option("--verify", is_flag=True, help="re-hash the bundle against its manifest; exit 1 on any change")
 def postmortem(bundle: Path, output: Path | None, template: str | None, verify: bool) -> None:
@@ -264,8 +329,11 @@ def postmortem(bundle: Path, output: Path | None, template: str | None, verify: 
         problems = verify_bundle(bundle)
         for problem in problems:
             click.echo(problem)
-        click.echo("bundle verified: every file matches its manifest hash" if not problems else
-                   f"{len(problems)} problem(s)")
+        click.echo(
+            "bundle verified: every file matches its manifest hash"
+            if not problems
+            else f"{len(problems)} problem(s)"
+        )
         sys.exit(int(ExitStatus.ACTION_NEEDED if problems else ExitStatus.OK))
     from nightowl.postmortem import render_bundle
 

@@ -73,8 +73,12 @@ def validate_cmd(paths: tuple[str, ...]) -> None:
 
 @runbook_group.command("graph")
 @click.argument("runbook")
-@click.option("--path", "bundle", type=click.Path(exists=True, file_okay=False, path_type=Path),
-              help="a bundle: mark the path its first host (or --host) took")
+@click.option(
+    "--path",
+    "bundle",
+    type=click.Path(exists=True, file_okay=False, path_type=Path),
+    help="a bundle: mark the path its first host (or --host) took",
+)
 @click.option("--host", help="which host of the bundle")
 def graph_cmd(runbook: str, bundle: Path | None, host: str | None) -> None:
     """Draw RUNBOOK as a Mermaid flowchart."""

@@ -12,32 +12,69 @@ from nightowl.cli.exit import EXIT_HELP, ExitStatus, status_for
 
 
 @click.command(epilog=EXIT_HELP)
-@click.option("--inventory", type=click.Path(exists=True, dir_okay=False, path_type=Path),
-              help="YAML host list or an Ansible INI/YAML inventory")
-@click.option("--local", "local_only", is_flag=True, help="run on this node only (for a DaemonSet/cron/Slurm)")
+@click.option(
+    "--inventory",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="YAML host list or an Ansible INI/YAML inventory",
+)
+@click.option(
+    "--local", "local_only", is_flag=True, help="run on this node only (for a DaemonSet/cron/Slurm)"
+)
 @click.option("--runbook", default="node-health", show_default=True)
 @click.option("--limit", help="host name pattern (fnmatch) or label=value")
 @click.option("--forks", default=32, show_default=True, help="hosts run at once")
 @click.option("--param", "params", multiple=True, metavar="KEY=VALUE")
-@click.option("--format", "fmt", type=click.Choice(["table", "text", "json", "prometheus"]), default="table",
-              show_default=True)
-@click.option("--textfile", type=click.Path(dir_okay=False, path_type=Path),
-              help="also write the Prometheus textfile here (node-exporter textfile collector)")
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["table", "text", "json", "prometheus"]),
+    default="table",
+    show_default=True,
+)
+@click.option(
+    "--textfile",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="also write the Prometheus textfile here (node-exporter textfile collector)",
+)
 @click.option("--known-hosts", type=click.Path(dir_okay=False, path_type=Path))
 @click.option("--ssh-config", type=click.Path(dir_okay=False, path_type=Path))
 @click.option("--accept-new", is_flag=True, help="accept and record unknown host keys")
 @click.option("--allow-invasive", is_flag=True)
-@click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path), default=None,
-              help="where the sweep bundle goes")
-def sweep(inventory: Path | None, local_only: bool, runbook: str, limit: str | None, forks: int,
-          params: tuple[str, ...], fmt: str, textfile: Path | None, known_hosts: Path | None,
-          ssh_config: Path | None, accept_new: bool, allow_invasive: bool, out_dir: Path | None) -> None:
+@click.option(
+    "--out",
+    "out_dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    help="where the sweep bundle goes",
+)
+def sweep(
+    inventory: Path | None,
+    local_only: bool,
+    runbook: str,
+    limit: str | None,
+    forks: int,
+    params: tuple[str, ...],
+    fmt: str,
+    textfile: Path | None,
+    known_hosts: Path | None,
+    ssh_config: Path | None,
+    accept_new: bool,
+    allow_invasive: bool,
+    out_dir: Path | None,
+) -> None:
     """Run a runbook on every host of an inventory, concurrently, into one bundle.
 
     Prints one row per host (verdict, action, GPUs, duration), JSON, or a Prometheus
     textfile; exit status tells a cron job whether any node needs action.
     """
-    from nightowl.cli.main import DEFAULT_OUT, _opener, fail, load_runbook_or_exit, parse_params, ssh_options_from
+    from nightowl.cli.main import (
+        DEFAULT_OUT,
+        _opener,
+        fail,
+        load_runbook_or_exit,
+        parse_params,
+        ssh_options_from,
+    )
 
     if not inventory and not local_only:
         fail("give --inventory FILE or --local")
@@ -58,7 +95,9 @@ def sweep(inventory: Path | None, local_only: bool, runbook: str, limit: str | N
         options = ssh_options_from(known_hosts, ssh_config, accept_new)
         for host in hosts:
             transports[host.name] = _spec_opener(host, options)
-    summary = _run(loaded, transports, parse_params(params), out_dir or DEFAULT_OUT, allow_invasive, forks, fmt)
+    summary = _run(
+        loaded, transports, parse_params(params), out_dir or DEFAULT_OUT, allow_invasive, forks, fmt
+    )
     if textfile:
         from nightowl.cli.render_fleet import prometheus_textfile
 
@@ -81,8 +120,15 @@ def _spec_opener(host: Any, options: Any) -> Any:
     return open_host
 
 
-def _run(loaded: Any, transports: dict[str, Any], params: dict[str, Any], out_dir: Path, allow_invasive: bool,
-         forks: int, fmt: str) -> dict[str, Any]:
+def _run(
+    loaded: Any,
+    transports: dict[str, Any],
+    params: dict[str, Any],
+    out_dir: Path,
+    allow_invasive: bool,
+    forks: int,
+    fmt: str,
+) -> dict[str, Any]:
     from nightowl.cli.render import json_report, text_report
     from nightowl.cli.render_fleet import fleet_table, prometheus_textfile
     from nightowl.collectors import get_collector
@@ -95,13 +141,19 @@ def _run(loaded: Any, transports: dict[str, Any], params: dict[str, Any], out_di
     progress, advance = _progress(len(transports), fmt)
     try:
         with progress:
-            runs, bundle = run_runbook(loaded, transports, get_collector, options, out_dir, forks=forks,
-                                       on_host_done=advance)
+            runs, bundle = run_runbook(
+                loaded, transports, get_collector, options, out_dir, forks=forks, on_host_done=advance
+            )
     except Interrupted as exc:
         click.echo(f"nightowl: interrupted; partial bundle saved at {exc.bundle}", err=True)
         sys.exit(int(ExitStatus.INTERRUPTED))
     summary = triage_summary(loaded.id, bundle.name, bundle, runs)
-    render = {"json": json_report, "prometheus": prometheus_textfile, "text": text_report, "table": fleet_table}
+    render = {
+        "json": json_report,
+        "prometheus": prometheus_textfile,
+        "text": text_report,
+        "table": fleet_table,
+    }
     click.echo(render[fmt](summary), nl=fmt != "prometheus")
     return summary
 
@@ -115,7 +167,13 @@ def _progress(total: int, fmt: str) -> tuple[Any, Any]:
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
 
-    progress = Progress("sweep", BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                        console=Console(stderr=True), transient=True)
+    progress = Progress(
+        "sweep",
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=Console(stderr=True),
+        transient=True,
+    )
     task = progress.add_task("hosts", total=total)
     return progress, (lambda _run: progress.advance(task))

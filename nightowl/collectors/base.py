@@ -7,8 +7,9 @@ of a saved bundle and a unit test all go through the same ``parse``.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 
 def to_jsonable(value: Any) -> Any:

@@ -506,7 +506,7 @@ class _Builder:
                 status_name=f"IBV_WC_{name}" if name else None,
                 vendor_err=_int(match.group("vendor")),
                 opcode=_int(match.group("opcode")),
-                peer=match.group("peer"),
+                peer=re.sub(r"<\d+>$", "", match.group("peer")) if match.group("peer") else None,
                 hca=match.group("hca"),
                 host=host,
             )
@@ -517,6 +517,8 @@ class _Builder:
             for kind, pattern in table:
                 if pattern.search(text):
                     self.add_error(index, NcclError(kind, _clip(text), host, rank))
+                    if kind == "ibverbs_missing":
+                        self.ib_unavailable = self.ib_unavailable or "libibverbs missing"
                     break
 
     def add_error(self, index: int, error: NcclError, collapse: bool = True) -> None:
@@ -770,6 +772,8 @@ def facts(result: NcclLogResult) -> dict[str, Any]:
     timeout_ranks |= {p.rank for p in result.progress if p.timed_out}
     data["timeout_ranks"] = sorted(timeout_ranks)
     data["error_kinds"] = sorted({e.kind for e in result.errors})
+    data["uses_loopback"] = "lo" in result.interfaces
+    data["loopback_only"] = bool(result.interfaces) and all(name == "lo" for name in result.interfaces)
     return data
 
 

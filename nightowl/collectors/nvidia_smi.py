@@ -289,6 +289,7 @@ def raw_value(node: Node | None, *paths: Path) -> str | None:
     return None
 
 
+GPU_KEY = "__gpu__"  # key of a GPU block; canon() never yields it, so "Gpu : 0 %" cannot collide
 _BANNER = re.compile(r"^=+\s*NVSMI LOG\s*=+$")
 _GPU_HEADER = re.compile(r"^GPU\s+(?P<pci>[0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-7])$")
 # "Key   : value": the key holds no colon and is followed by blanks then a colon, so
@@ -322,21 +323,24 @@ def build_text_tree(lines: Iterable[str]) -> tuple[Node, list[str]]:
         header = _GPU_HEADER.match(body)
         key_value = None if header else _KEY_VALUE.match(body)
         if header:
-            node = Node("gpu", body, header.group("pci"))
+            node = Node(GPU_KEY, body, header.group("pci"))
         elif key_value:
             node = Node(canon(key_value.group("key")), key_value.group("key"), key_value.group("value") or "")
         else:
             node = Node(canon(body), body, None)
         stack[-1][1].children.append(node)
         stack.append((indent, node))
-    unread = [n.label for n in _walk(root) if n.value is None and not n.children and n.key != "gpu"]
+    unread = [n.label for n in _walk(root) if n.value is None and not n.children and n.key != GPU_KEY]
     return root, unread
 
 
 def _walk(node: Node) -> Iterable[Node]:
-    for child in node.children:
-        yield child
-        yield from _walk(child)
+    """Every node below ``node`` in document order (iterative: pasted text can nest arbitrarily deep)."""
+    pending = list(reversed(node.children))
+    while pending:
+        current = pending.pop()
+        yield current
+        pending.extend(reversed(current.children))
 
 
 def _element_to_node(element: Any) -> Node:
@@ -344,7 +348,7 @@ def _element_to_node(element: Any) -> Node:
     children = [_element_to_node(child) for child in element]
     text = (element.text or "").strip()
     if tag == "gpu":
-        return Node("gpu", tag, element.get("id") or "", children)
+        return Node(GPU_KEY, tag, element.get("id") or "", children)
     return Node(canon(tag), tag, None if children else text, children)
 
 
@@ -372,7 +376,7 @@ def build_xml_tree_leniently(text: str) -> Node:
         else:
             id_match = _ID_ATTRIBUTE.search(attributes or "")
             node = Node(
-                "gpu" if tag == "gpu" else canon(tag),
+                GPU_KEY if tag == "gpu" else canon(tag),
                 tag,
                 (id_match.group(1) if id_match else "") if tag == "gpu" else None,
             )
@@ -380,7 +384,7 @@ def build_xml_tree_leniently(text: str) -> Node:
             if not self_closing:
                 stack.append(node)
     for node in _walk(root):
-        if node.key != "gpu" and not node.children:
+        if node.key != GPU_KEY and not node.children:
             node.value = "".join(texts.get(id(node), [])).strip()
     # The document element (nvidia_smi_log) becomes the root, as with ElementTree.
     document = root.child(("nvidia_smi_log",))
@@ -397,8 +401,8 @@ def build_xml_tree(text: str) -> tuple[Node, list[str]]:
         from defusedxml import ElementTree
 
         return _element_to_node(ElementTree.fromstring(document)), []
-    except Exception as exc:  # noqa: BLE001 - ParseError, DefusedXmlException, ...: fall back, never raise
-        warning = f"XML not well formed ({type(exc).__name__}: {exc}); read leniently"
+    except Exception as exc:  # noqa: BLE001 - ParseError, DefusedXmlException, RecursionError: fall back
+        warning = f"XML not read strictly ({type(exc).__name__}: {exc}); read leniently"
         return build_xml_tree_leniently(document), [warning]
 
 
@@ -646,17 +650,17 @@ def _first_float(gpu: Node, paths: Sequence[Path]) -> float | None:
 
 
 def _field_errors(gpu: Node, pci: str | None) -> list[GpuError]:
+    """One entry per value that reads as an error, named by its label path ("PCI > ... > Host Max")."""
     errors = []
-
-    def visit(node: Node, labels: tuple[str, ...]) -> None:
-        for child in node.children:
-            path = (*labels, child.label)
-            if child.value is not None and is_error_value(child.value):
-                name = " > ".join(path)
-                errors.append(GpuError(pci=pci, message=f"{name}: {child.value.strip()}", field=name))
-            visit(child, path)
-
-    visit(gpu, ())
+    pending: list[tuple[Node, tuple[str, ...]]] = [
+        (child, (child.label,)) for child in reversed(gpu.children)
+    ]
+    while pending:
+        node, labels = pending.pop()
+        if node.value is not None and is_error_value(node.value):
+            name = " > ".join(labels)
+            errors.append(GpuError(pci=pci, message=f"{name}: {node.value.strip()}", field=name))
+        pending.extend((child, (*labels, child.label)) for child in reversed(node.children))
     return errors
 
 
@@ -820,7 +824,7 @@ def _unplaced(root: Node) -> tuple[UnplacedCounter, ...]:
 def _from_tree(
     root: Node, source_format: str, warnings: list[str], tool_errors: list[GpuError]
 ) -> NvidiaSmiResult:
-    gpu_nodes = [n for n in root.children if n.key == "gpu"]
+    gpu_nodes = [n for n in root.children if n.key == GPU_KEY]
     headerless = not gpu_nodes and any(n.key in GPU_SECTION_KEYS for n in root.children)
     if headerless:
         gpu_nodes = [root]

@@ -374,7 +374,8 @@ def judge(events: Iterable[Mapping[str, Any]], policy: Mapping[int, tuple[str, s
     gpu_actions: dict[str, str] = {}
     for pci, gpu_events in by_gpu.items():
         action = _judge_gpu(pci or "unknown GPU", gpu_events, policy or {}, reasons)
-        gpu_actions[pci or "unknown"] = action
+        if action is not None:
+            gpu_actions[pci or "unknown"] = action
     overall = strictest(gpu_actions.values())
     return {
         "action": overall,
@@ -386,7 +387,7 @@ def judge(events: Iterable[Mapping[str, Any]], policy: Mapping[int, tuple[str, s
 
 def _judge_gpu(
     where: str, events: list[Mapping[str, Any]], policy: Mapping[int, tuple[str, str]], reasons: list[str]
-) -> str:
+) -> str | None:
     xids = [e for e in events if e.get("kind") == "xid" and isinstance(e.get("code"), int)]
     codes = {int(e["code"]) for e in xids}
     causes = {int(e["caused_by_xid"]) for e in xids if isinstance(e.get("caused_by_xid"), int)}
@@ -410,7 +411,7 @@ def _judge_gpu(
             reasons.append(f"Xid {code}{origin} on {where}: {label} -> {action}")
         actions.append(action)
     actions.extend(_judge_other_kinds(where, events, codes, reasons))
-    return strictest(actions)
+    return strictest(actions) if actions else None
 
 
 def _judge_other_kinds(where: str, events: list[Mapping[str, Any]], codes: set[int], reasons: list[str]) -> list[str]:

@@ -15,9 +15,10 @@ import re
 import secrets
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import asdict
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from nightowl.engine.runner import HostRun
 from nightowl.transports.base import CommandResult
@@ -41,8 +42,13 @@ def sha256_file(path: Path) -> str:
 
 
 class BundleWriter:
-    def __init__(self, out_dir: Path, runbook_id: str, run_id: str | None = None,
-                 redact: Callable[[str], str] | None = None) -> None:
+    def __init__(
+        self,
+        out_dir: Path,
+        runbook_id: str,
+        run_id: str | None = None,
+        redact: Callable[[str], str] | None = None,
+    ) -> None:
         self.run_id = run_id or new_run_id(runbook_id)
         self.runbook_id = runbook_id
         self.out_dir = Path(out_dir)
@@ -65,11 +71,18 @@ class BundleWriter:
     def record_command(self, host: str, kind: str, result: CommandResult, keep_output: bool) -> str | None:
         """Write a command's output now; only the output the run used is kept as ``<kind>.out``."""
         entry: dict[str, Any] = {
-            "host": host, "kind": kind, "argv": list(result.argv), "start": result.started,
-            "duration": round(result.duration, 4), "exit_code": result.rc, "timed_out": result.timed_out,
-            "error": result.error, "bytes": len(result.stdout.encode()),
+            "host": host,
+            "kind": kind,
+            "argv": list(result.argv),
+            "start": result.started,
+            "duration": round(result.duration, 4),
+            "exit_code": result.rc,
+            "timed_out": result.timed_out,
+            "error": result.error,
+            "bytes": len(result.stdout.encode()),
             "truncated_bytes": result.stdout_truncated_bytes,
-            "sha256": hashlib.sha256(result.stdout.encode()).hexdigest(), "file": None,
+            "sha256": hashlib.sha256(result.stdout.encode()).hexdigest(),
+            "file": None,
         }
         rel: str | None = None
         if keep_output:
@@ -109,9 +122,13 @@ class BundleWriter:
     def mark_unreachable(self, host: str, reason: str) -> None:
         (self.host_dir(host) / "unreachable").write_text(reason + "\n")
 
-    def finish(self, runs: list[HostRun], partial: bool = False,
-               render_postmortem: Callable[[Path], str] | None = None,
-               extra: dict[str, Any] | None = None) -> Path:
+    def finish(
+        self,
+        runs: list[HostRun],
+        partial: bool = False,
+        render_postmortem: Callable[[Path], str] | None = None,
+        extra: dict[str, Any] | None = None,
+    ) -> Path:
         for run in runs:
             if run.status == "unreachable":
                 self.mark_unreachable(run.host, run.error or "unreachable")
@@ -119,12 +136,17 @@ class BundleWriter:
         self._write_json("verdicts.json", summary)
         self._write_json("trace.json", trace_document(self.runbook_id, self.run_id, runs))
         manifest = {
-            "run_id": self.run_id, "runbook": self.runbook_id, "started": self.started,
-            "finished": time.time(), "partial": partial, "commands": self.commands, **(extra or {}),
+            "run_id": self.run_id,
+            "runbook": self.runbook_id,
+            "started": self.started,
+            "finished": time.time(),
+            "partial": partial,
+            "commands": self.commands,
+            **(extra or {}),
         }
         self._write_json("manifest.json", manifest)
         if render_postmortem is not None:
-            (self.tmp_path / "postmortem.md").write_text(render_postmortem(self.tmp_path))
+            (self.tmp_path / "postmortem.md").write_text(_safe_render(render_postmortem, self.tmp_path))
         manifest["files"] = self._file_hashes()
         self._write_json("manifest.json", manifest)
         os.replace(self.tmp_path, self.final_path)
@@ -142,28 +164,60 @@ class BundleWriter:
         (self.tmp_path / name).write_text(json.dumps(data, indent=2, default=str) + "\n")
 
 
+def _safe_render(render: Callable[[Path], str], folder: Path) -> str:
+    """A broken template must not cost the evidence: the bundle is still written."""
+    try:
+        return render(folder)
+    except Exception as exc:  # noqa: BLE001
+        return f"# Postmortem draft\n\nThe draft could not be rendered: {type(exc).__name__}: {exc}\n"
+
+
 def host_entry(run: HostRun) -> dict[str, Any]:
-    return {"host": run.host, "status": run.status, "verdict": run.verdict, "path": run.path,
-            "error": run.error, "duration": round(run.duration, 3)}
+    return {
+        "host": run.host,
+        "status": run.status,
+        "verdict": run.verdict,
+        "path": run.path,
+        "error": run.error,
+        "duration": round(run.duration, 3),
+    }
 
 
 def triage_summary(runbook_id: str, run_id: str, bundle: Path | None, runs: list[HostRun]) -> dict[str, Any]:
     """The JSON of CONTRACT section 4 (``triage --format json``)."""
-    return {"runbook": runbook_id, "run_id": run_id, "bundle": str(bundle) if bundle else None,
-            "hosts": [host_entry(r) for r in runs]}
+    return {
+        "runbook": runbook_id,
+        "run_id": run_id,
+        "bundle": str(bundle) if bundle else None,
+        "hosts": [host_entry(r) for r in runs],
+    }
 
 
 def trace_document(runbook_id: str, run_id: str, runs: list[HostRun]) -> dict[str, Any]:
     hosts = []
     for run in runs:
         collectors = {
-            c.kind: {"status": c.status, "reason": c.reason, "file": c.file, "parse_error": c.parse_error,
-                     "attempts": [list(a.argv) for a in c.attempts]}
+            c.kind: {
+                "status": c.status,
+                "reason": c.reason,
+                "file": c.file,
+                "parse_error": c.parse_error,
+                "attempts": [list(a.argv) for a in c.attempts],
+            }
             for c in run.collections.values()
         }
-        hosts.append({"host": run.host, "status": run.status, "error": run.error, "started": run.started,
-                      "duration": run.duration, "path": run.path,
-                      "nodes": [asdict(v) for v in run.visits], "collectors": collectors})
+        hosts.append(
+            {
+                "host": run.host,
+                "status": run.status,
+                "error": run.error,
+                "started": run.started,
+                "duration": run.duration,
+                "path": run.path,
+                "nodes": [asdict(v) for v in run.visits],
+                "collectors": collectors,
+            }
+        )
     return {"runbook": runbook_id, "run_id": run_id, "hosts": hosts}
 
 

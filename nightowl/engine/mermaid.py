@@ -18,7 +18,7 @@ def _label(text: str) -> str:
 
 
 def to_mermaid(runbook: Runbook, path: list[str] | None = None) -> str:
-    taken = set(zip(path or [], (path or [])[1:]))
+    taken = set(zip(path or [], (path or [])[1:], strict=False))
     lines = ["flowchart TD"]
     for node_id, node in runbook.nodes.items():
         left, right = _SHAPES[node.kind]

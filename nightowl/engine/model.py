@@ -9,8 +9,15 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 Severity = Literal["ok", "info", "warning", "critical"]
 # CONTRACT section 4: the first thing a person should do.
 Action = Literal[
-    "none", "restart-app", "reset-gpu", "drain-and-reset", "reboot-node", "hardware-ticket",
-    "reconfigure", "scale-out", "escalate",
+    "none",
+    "restart-app",
+    "reset-gpu",
+    "drain-and-reset",
+    "reboot-node",
+    "hardware-ticket",
+    "reconfigure",
+    "scale-out",
+    "escalate",
 ]
 
 

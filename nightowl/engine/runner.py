@@ -7,9 +7,10 @@ The engine knows nothing about GPUs: collectors arrive through ``lookup``
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any, Callable, Protocol
+from typing import Any, Protocol
 
 from nightowl.engine.expressions import (
     ExpressionError,
@@ -135,7 +136,9 @@ class HostRunner:
                 chosen = result  # a failing nvidia-smi still prints why
         chosen = chosen or run.attempts[-1]
         for attempt in run.attempts:
-            run.file = self.recorder.record_command(self.run.host, kind, attempt, attempt is chosen) or run.file
+            run.file = (
+                self.recorder.record_command(self.run.host, kind, attempt, attempt is chosen) or run.file
+            )
         run.status, run.reason = _status_of(chosen)
         text = chosen.stdout if chosen.stdout.strip() else ""
         if text:
@@ -167,8 +170,11 @@ class HostRunner:
     def _decide(self, node: Node, visit: NodeVisit) -> str:
         ctx = self.context()
         for branch in node.decide or []:
-            record: dict[str, Any] = {"when": branch.when, "goto": branch.goto,
-                                      "reads": {p: _trim(resolve_path(p, ctx)) for p in fact_paths(branch.when)}}
+            record: dict[str, Any] = {
+                "when": branch.when,
+                "goto": branch.goto,
+                "reads": {p: _trim(resolve_path(p, ctx)) for p in fact_paths(branch.when)},
+            }
             try:
                 record["value"] = evaluate_condition(branch.when, ctx)
             except ExpressionError as exc:
@@ -206,13 +212,20 @@ class HostRunner:
     def _evidence(self, declared: list[str], ctx: dict[str, Any]) -> list[dict[str, Any]]:
         items = []
         for path in declared:
-            items.append({"fact": path, "value": _trim(resolve_path(path, ctx)), "source": self._source(path)})
+            items.append(
+                {"fact": path, "value": _trim(resolve_path(path, ctx)), "source": self._source(path)}
+            )
         for visit in self.run.visits:
             for cond in visit.conditions:
                 if cond.get("value"):
                     sources = sorted({s for p in cond["reads"] if (s := self._source(p))})
-                    items.append({"fact": f"{visit.node}: {cond['when']}", "value": cond["reads"],
-                                  "source": ", ".join(sources) or None})
+                    items.append(
+                        {
+                            "fact": f"{visit.node}: {cond['when']}",
+                            "value": cond["reads"],
+                            "source": ", ".join(sources) or None,
+                        }
+                    )
         return items
 
     def _source(self, fact_path: str) -> str | None:
@@ -270,7 +283,8 @@ class HostRunner:
         if self.run.collections and not any(c.facts for c in self.run.collections.values()):
             self.run.status = "incomplete"
             self.run.error = "every collector failed: " + "; ".join(
-                f"{c.kind}: {c.reason}" for c in self.run.collections.values())
+                f"{c.kind}: {c.reason}" for c in self.run.collections.values()
+            )
             self.run.verdict = None
 
 

@@ -72,14 +72,23 @@ def run_runbook(
     return runs, bundle
 
 
-def plan(loaded: LoadedRunbook, lookup: Callable[[str], CollectorLike], allow_invasive: bool) -> list[dict[str, Any]]:
+def plan(
+    loaded: LoadedRunbook, lookup: Callable[[str], CollectorLike], allow_invasive: bool
+) -> list[dict[str, Any]]:
     """Every command the runbook may run, per collect node; connects to nothing."""
     steps = []
     for node_id, node in loaded.runbook.nodes.items():
         for kind in node.collect or []:
             collector = lookup(kind)
             skipped = collector.invasive and not allow_invasive
-            steps.append({"node": node_id, "collector": kind, "invasive": collector.invasive,
-                          "skipped": skipped, "timeout": collector.timeout,
-                          "commands": [list(argv) for argv in collector.commands]})
+            steps.append(
+                {
+                    "node": node_id,
+                    "collector": kind,
+                    "invasive": collector.invasive,
+                    "skipped": skipped,
+                    "timeout": collector.timeout,
+                    "commands": [list(argv) for argv in collector.commands],
+                }
+            )
     return steps

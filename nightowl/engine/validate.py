@@ -102,12 +102,20 @@ def _graph_pass(loaded: LoadedRunbook) -> list[Issue]:
     for node_id, node in rb.nodes.items():
         graph.add_node(node_id, kind=node.kind)
     if rb.entry not in rb.nodes:
-        issues.append(Issue(name, line_of(loaded.lines, ("entry",)), None, f"entry {rb.entry!r} is not a node"))
+        issues.append(
+            Issue(name, line_of(loaded.lines, ("entry",)), None, f"entry {rb.entry!r} is not a node")
+        )
     for node_id, node in rb.nodes.items():
         for target in node.targets():
             if target not in rb.nodes:
-                issues.append(Issue(name, _target_line(loaded, node_id, node, target), node_id,
-                                    f"target {target!r} does not exist"))
+                issues.append(
+                    Issue(
+                        name,
+                        _target_line(loaded, node_id, node, target),
+                        node_id,
+                        f"target {target!r} does not exist",
+                    )
+                )
             else:
                 graph.add_edge(node_id, target)
     loaded.graph = graph
@@ -119,7 +127,9 @@ def _graph_pass(loaded: LoadedRunbook) -> list[Issue]:
     reachable = nx.descendants(graph, rb.entry) | {rb.entry}
     for node_id in rb.nodes:
         if node_id not in reachable:
-            issues.append(Issue(name, loaded.node_line(node_id), node_id, "node is unreachable from the entry"))
+            issues.append(
+                Issue(name, loaded.node_line(node_id), node_id, "node is unreachable from the entry")
+            )
     for node_id, node in rb.nodes.items():
         if node.kind != "verdict" and graph.out_degree(node_id) == 0:
             issues.append(Issue(name, loaded.node_line(node_id), node_id, "path ends here without a verdict"))
@@ -206,8 +216,11 @@ def _facts_pass(loaded: LoadedRunbook, known: Iterable[str] | None) -> list[Issu
             reads.append((("verdict", "evidence", index), {fact_path.split(".")[0]}))
         for rel, names in reads:
             for name in sorted(names - BUILTIN_NAMES - before[node_id]):
-                problem = (f"reads {name!r}, which not every path to this node collects"
-                           if name in all_namespaces else f"reads unknown name {name!r}")
+                problem = (
+                    f"reads {name!r}, which not every path to this node collects"
+                    if name in all_namespaces
+                    else f"reads unknown name {name!r}"
+                )
                 line = line_of(loaded.lines, ("nodes", node_id, *rel))
                 issues.append(Issue(str(loaded.path), line, node_id, problem))
     return issues

@@ -17,7 +17,7 @@ def open_transport(spec: str, ssh_options: Any = None) -> Transport:
     if spec.startswith("replay:"):
         from nightowl.transports.replay import ReplayTransport
 
-        return ReplayTransport(Path(spec[len("replay:"):]))
+        return ReplayTransport(Path(spec[len("replay:") :]))
     from nightowl.transports.hostspec import parse_host_spec
     from nightowl.transports.ssh import SSHOptions, SSHTransport
 

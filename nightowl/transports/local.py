@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import subprocess
 import time
-from typing import Sequence
+from collections.abc import Sequence
 
 from nightowl.transports.base import CommandResult
 
@@ -17,10 +18,8 @@ def _kill_tree(pid: int) -> None:
     except psutil.NoSuchProcess:
         return
     for proc in [*parent.children(recursive=True), parent]:
-        try:
+        with contextlib.suppress(psutil.NoSuchProcess):
             proc.kill()
-        except psutil.NoSuchProcess:
-            pass
 
 
 class LocalTransport:
@@ -59,7 +58,13 @@ class LocalTransport:
         return self._result(argv_t, proc.returncode, out, err, started, t0)
 
     def _result(
-        self, argv: tuple[str, ...], rc: int | None, out: bytes, err: bytes, started: float, t0: float,
+        self,
+        argv: tuple[str, ...],
+        rc: int | None,
+        out: bytes,
+        err: bytes,
+        started: float,
+        t0: float,
         timed_out: bool = False,
     ) -> CommandResult:
         dropped = max(0, len(out) - self.output_cap_bytes)

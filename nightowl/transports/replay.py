@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import time
 from collections import defaultdict
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 from nightowl.transports.base import CommandResult, TransportError
 
@@ -49,11 +49,14 @@ class ReplayTransport:
         started = time.time()
         stem = self._stem(kind) if kind else None
         if stem is None:
-            return CommandResult(tuple(argv), None, "", "", started, 0.0,
-                                 error=f"not recorded: {kind or ' '.join(argv)}")
+            return CommandResult(
+                tuple(argv), None, "", "", started, 0.0, error=f"not recorded: {kind or ' '.join(argv)}"
+            )
         out, err = self._read(stem, "out") or "", self._read(stem, "err") or ""
         if self._read(stem, "timeout") is not None:
-            return CommandResult(tuple(argv), None, out, err, started, timeout, timed_out=True, error="timed out")
+            return CommandResult(
+                tuple(argv), None, out, err, started, timeout, timed_out=True, error="timed out"
+            )
         rc_text = (self._read(stem, "rc") or "0").strip()
         rc = int(rc_text) if rc_text.lstrip("-").isdigit() else 0
         return CommandResult(tuple(argv), rc, out, err, started, 0.0)

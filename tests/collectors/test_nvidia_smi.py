@@ -247,6 +247,18 @@ def test_many_error_fields_mark_gpu_unreadable() -> None:
     assert derived["gpus_missing_or_unreadable"] == ["0000:18:00"]
 
 
+def test_grep_of_utilization_is_not_a_gpu_header() -> None:
+    result = parse("        Gpu                               : 0 %\n")
+    assert result.gpus == () and result.errors == () and result.gpu_count is None
+
+
+def test_deep_nesting_does_not_overflow() -> None:
+    text = "".join(" " * depth + "Section\n" for depth in range(3000))
+    assert not any("parser error" in w for w in parse(text).warnings)
+    xml = "<nvidia_smi_log>" + "<a>" * 3000 + "</a>" * 3000 + "</nvidia_smi_log>"
+    assert "read leniently" in parse(xml).warnings[0]
+
+
 def test_not_nvidia_smi_output() -> None:
     result = parse("hello world\nthis: is not it\n")
     assert result.gpu_count is None and result.gpus == () and result.errors == ()

@@ -87,18 +87,31 @@ def load(tmp_path: Path, text: str = RUNBOOK):
 
 def test_walk_statuses_trace_and_bundle(tmp_path: Path) -> None:
     loaded = load(tmp_path)
-    runs, bundle = run_runbook(loaded, {"box": lambda: LocalTransport("box")}, COLLECTORS.__getitem__,
-                               RunOptions(params={"want": 3}), tmp_path / "out")
+    runs, bundle = run_runbook(
+        loaded,
+        {"box": lambda: LocalTransport("box")},
+        COLLECTORS.__getitem__,
+        RunOptions(params={"want": 3}),
+        tmp_path / "out",
+    )
     run = runs[0]
     assert run.status == "ok"
     assert run.path == ["gather", "judge", "hung"]
     statuses = {k: c.status for k, c in run.collections.items()}
-    assert statuses == {"three-lines": "ok", "hangs": "timed_out", "missing": "ok",
-                        "crashes-parser": "error", "loads-gpu": "skipped"}
+    assert statuses == {
+        "three-lines": "ok",
+        "hangs": "timed_out",
+        "missing": "ok",
+        "crashes-parser": "error",
+        "loads-gpu": "skipped",
+    }
     assert "parser bug" in run.collections["crashes-parser"].parse_error
     assert run.verdict["summary"] == "the tool hung; 3 lines; fallback said 1 line"
-    assert run.verdict["evidence"][0] == {"fact": "three_lines.lines", "value": 3,
-                                          "source": "hosts/box/three-lines.out"}
+    assert run.verdict["evidence"][0] == {
+        "fact": "three_lines.lines",
+        "value": 3,
+        "source": "hosts/box/three-lines.out",
+    }
     # bundle layout (CONTRACT s5)
     host_dir = bundle / "hosts" / "box"
     assert (host_dir / "three-lines.out").read_text() == "a\nb\nc\n"
@@ -111,8 +124,11 @@ def test_walk_statuses_trace_and_bundle(tmp_path: Path) -> None:
     assert verify_bundle(bundle) == []
     trace = json.loads((bundle / "trace.json").read_text())
     judge = trace["hosts"][0]["nodes"][1]
-    assert judge["conditions"][0]["reads"] == {"status.hangs": "timed_out", "three_lines.lines": 3,
-                                               "params.want": 3}
+    assert judge["conditions"][0]["reads"] == {
+        "status.hangs": "timed_out",
+        "three_lines.lines": 3,
+        "params.want": 3,
+    }
     assert judge["conditions"][0]["value"] is True
     verdicts = json.loads((bundle / "verdicts.json").read_text())
     assert verdicts["hosts"][0]["verdict"]["id"] == "hung"
@@ -120,8 +136,13 @@ def test_walk_statuses_trace_and_bundle(tmp_path: Path) -> None:
 
 def test_condition_on_missing_fact_is_false_and_recorded(tmp_path: Path) -> None:
     loaded = load(tmp_path)
-    runs, _ = run_runbook(loaded, {"box": lambda: LocalTransport("box")}, COLLECTORS.__getitem__,
-                          RunOptions(params={"want": 99}), tmp_path / "out")
+    runs, _ = run_runbook(
+        loaded,
+        {"box": lambda: LocalTransport("box")},
+        COLLECTORS.__getitem__,
+        RunOptions(params={"want": 99}),
+        tmp_path / "out",
+    )
     judge = runs[0].visits[1]
     assert runs[0].path[-1] == "fine"
     assert judge.conditions[1]["value"] is False and "nonexistent" in judge.conditions[1]["error"]
@@ -129,10 +150,20 @@ def test_condition_on_missing_fact_is_false_and_recorded(tmp_path: Path) -> None
 
 def test_replay_of_a_bundle_reaches_the_same_verdict(tmp_path: Path) -> None:
     loaded = load(tmp_path)
-    _, bundle = run_runbook(loaded, {"box": lambda: LocalTransport("box")}, COLLECTORS.__getitem__,
-                            RunOptions(params={"want": 3}), tmp_path / "out")
-    runs, _ = run_runbook(loaded, {"box": lambda: ReplayTransport(bundle / "hosts" / "box")},
-                          COLLECTORS.__getitem__, RunOptions(params={"want": 3}), tmp_path / "out2")
+    _, bundle = run_runbook(
+        loaded,
+        {"box": lambda: LocalTransport("box")},
+        COLLECTORS.__getitem__,
+        RunOptions(params={"want": 3}),
+        tmp_path / "out",
+    )
+    runs, _ = run_runbook(
+        loaded,
+        {"box": lambda: ReplayTransport(bundle / "hosts" / "box")},
+        COLLECTORS.__getitem__,
+        RunOptions(params={"want": 3}),
+        tmp_path / "out2",
+    )
     assert runs[0].path == ["gather", "judge", "hung"]
     assert runs[0].collections["hangs"].status == "timed_out"
 
@@ -141,8 +172,10 @@ def test_unreachable_host_and_every_collector_failed(tmp_path: Path) -> None:
     loaded = load(tmp_path)
     empty = tmp_path / "empty-host"
     empty.mkdir()
-    transports = {"gone": lambda: ReplayTransport(tmp_path / "nowhere"),
-                  "empty": lambda: ReplayTransport(empty)}
+    transports = {
+        "gone": lambda: ReplayTransport(tmp_path / "nowhere"),
+        "empty": lambda: ReplayTransport(empty),
+    }
     runs, bundle = run_runbook(loaded, transports, COLLECTORS.__getitem__, RunOptions(), tmp_path / "out")
     assert [r.status for r in runs] == ["unreachable", "incomplete"]
     assert runs[0].verdict is None and "no recorded host" in runs[0].error
@@ -160,8 +193,10 @@ def test_plan_lists_commands_and_marks_invasive(tmp_path: Path) -> None:
 def test_engine_imports_nothing_gpu_or_cli() -> None:
     import subprocess
 
-    code = ("import sys, nightowl.engine.session, nightowl.engine.validate;"
-            "bad=[m for m in sys.modules if m.startswith(('nightowl.collectors','nightowl.cli','click'))];"
-            "print(bad)")
+    code = (
+        "import sys, nightowl.engine.session, nightowl.engine.validate;"
+        "bad=[m for m in sys.modules if m.startswith(('nightowl.collectors','nightowl.cli','click'))];"
+        "print(bad)"
+    )
     out = subprocess.run([PY, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
     assert out == "[]"

@@ -104,7 +104,7 @@ class Fleet:
     # -- lifecycle -----------------------------------------------------------------
 
     def start(self) -> Fleet:
-        for sub in ("keys", "bin", "hosts", "run"):
+        for sub in ("keys", "bin", "hosts", "run", "home"):
             (self.root / sub).mkdir(parents=True, exist_ok=True)
         self.ssh_config.write_text("")
         _ensure_privsep_dir()
@@ -262,7 +262,9 @@ class Fleet:
             f"MaxStartups {self.max_startups}",
             f"MaxSessions {self.max_sessions}",
             "LogLevel INFO",
-            f"SetEnv PATH={path} NIGHTOWL_FLEET={self.root}",
+            # HOME points at an empty folder so the login shell reads no ~/.bashrc: a developer's
+            # shell start-up (pyenv, conda...) neither slows every command nor rewrites PATH.
+            f"SetEnv PATH={path} HOME={self.root / 'home'} NIGHTOWL_FLEET={self.root}",
         ]
         for name in names:
             if self._fault(name) == Fault.REJECTED_KEY:

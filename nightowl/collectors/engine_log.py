@@ -1,0 +1,608 @@
+"""`engine-log`: start-up and runtime log of vLLM, SGLang, TGI (or TensorRT-LLM) (CONTRACT s3).
+
+The command reads the systemd unit ``vllm``; the unit name (or a container to read with
+``docker logs`` / ``kubectl logs``) is meant to become a collector parameter.
+
+How the OOM phase is found (decision-trees.md 1.1): start-up goes through the phases of
+``ENGINE_PHASES`` in order and logs a marker (``MARKERS``) when one completes. A process that
+died did so in the phase AFTER the last completed marker, unless the traceback itself names the
+phase (``TRACEBACK_HINTS``; the earliest phase named wins, since an outer frame such as
+``profile_run`` contains inner ones such as ``_dummy_sampler_run``) or the error message is
+phase-specific (``FAILURES``: KV admission, TGI warm-up, SGLang pool). Multi-process engines
+(V1 ``(EngineCore_DP0 pid=...)``, ``(Worker_TP0 ...)``, Ray workers) interleave their output and
+the API process ends with a generic "Engine core initialization failed", so the whole log is
+searched, never only its tail. The first failure in the log is reported (later ones are usually
+other ranks hitting the same wall).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any, NamedTuple
+
+from nightowl.collectors.base import Collector, to_jsonable
+
+KIND = "engine-log"
+ENGINE_UNIT = "vllm"  # to become a parameter (unit, or container for docker/kubectl logs)
+
+# Global order of phases; ``runtime`` follows ``ready``, ``host`` is the container/kernel OOM killer.
+PHASE_ORDER = ("device-init", "weights", "profiling", "kv-cache", "cuda-graph", "sampler-warmup", "ready")
+OOM_PHASES = (*PHASE_ORDER[:-1], "runtime", "host")
+
+# Which phases each engine goes through (DT = /work/shared/domain/decision-trees.md).
+ENGINE_PHASES: dict[str, tuple[str, ...]] = {
+    # DT 1.1 (V1; V0 has no sampler warm-up, an OOM right after capture is still reported as it)
+    "vllm": PHASE_ORDER,
+    # DT 1.5: no profiling forward pass, the pool is sized from free memory after weights
+    "sglang": ("device-init", "weights", "kv-cache", "cuda-graph", "ready"),
+    # DT 1.6: warm-up prefill of max-batch-prefill-tokens, then KV blocks, then graphs
+    "tgi": ("device-init", "weights", "profiling", "kv-cache", "cuda-graph", "ready"),
+    "tensorrt-llm": ("device-init", "weights", "kv-cache", "ready"),  # [M]
+}
+
+
+class Marker(NamedTuple):
+    engine: str | None  # None: generic (uvicorn), says nothing about the engine
+    phase: str
+    # "end": the phase completed; "start": it began (so the one before completed);
+    # "during": a sub-step of that phase is running (implies nothing about earlier phases)
+    edge: str
+    pattern: re.Pattern[str]
+    source: str
+
+
+def _m(engine: str | None, phase: str, edge: str, pattern: str, source: str) -> Marker:
+    return Marker(engine, phase, edge, re.compile(pattern), source)
+
+
+MARKERS: tuple[Marker, ...] = (
+    # vLLM V0 and V1 (same text in both unless noted); corpus = fixtures/corpus/serving/
+    _m("vllm", "weights", "start", r"Starting to load model", "DT 1.1 row 1 [P]"),
+    _m("vllm", "weights", "start", r"Loading (?:safetensors|pt) checkpoint shards", "DT 1.1 row 1 [P]"),
+    _m("vllm", "weights", "end", r"Loading (?:safetensors|pt) checkpoint shards:\s*100%", "DT 1.1 row 1"),
+    _m("vllm", "weights", "end", r"Loading weights took [\d.]+ ?s", "DT 1.1 row 1 [P]; corpus aiperf449"),
+    _m("vllm", "weights", "end", r"Model loading took [\d.]+ ?GiB", "DT 1.1 row 1 [P]"),
+    _m("vllm", "weights", "end", r"Loading model weights took [\d.]+ ?GB", "V0 model_runner; corpus 12330"),
+    _m("vllm", "profiling", "start", r"torch\.compile takes? [\d.]+ ?s in total", "DT 1.1 row 2 [S]"),
+    _m("vllm", "profiling", "start", r"Dynamo bytecode transform time", "V1 backends.py; corpus aiperf449"),
+    _m("vllm", "cuda-graph", "during", r"Profiling CUDA graph memory", "DT 1.1 row 3a (v0.21+) [S]"),
+    _m("vllm", "profiling", "during", r"Estimated CUDA graph memory", "DT 1.1 row 3a (v0.21+) [S]"),
+    _m("vllm", "profiling", "end", r"Available KV cache memory: -?[\d.]+ ?GiB", "DT 1.1 row 3 [P]"),
+    _m("vllm", "profiling", "end", r"Memory profiling takes [\d.]+ seconds", "V0 worker.py; corpus 12330"),
+    _m("vllm", "profiling", "end", r"Memory profiling results:", "V0 worker.py; corpus 10517"),
+    _m("vllm", "profiling", "end", r"the rest of the memory reserved for KV Cache", "V0 worker.py; corpus"),
+    _m("vllm", "kv-cache", "end", r"GPU blocks: \d+", "V0 executor '# GPU blocks'; corpus 12330"),
+    _m("vllm", "kv-cache", "end", r"GPU KV cache size: [\d,]+ tokens", "DT 1.1 row 4 [P]"),
+    _m("vllm", "kv-cache", "end", r"Maximum concurrency for [\d,]+ tokens per request", "DT 1.1 row 4 [P]"),
+    _m("vllm", "kv-cache", "end", r"num_gpu_blocks is: \d+", "V1 metrics.py; corpus aiperf449"),
+    _m("vllm", "cuda-graph", "start", r"Capturing cudagraphs for decoding", "V0 model_runner; corpus 11251"),
+    _m("vllm", "cuda-graph", "start", r"Capturing the model for CUDA graphs", "V0 model_runner; corpus 7593"),
+    _m("vllm", "cuda-graph", "start", r"Capturing CUDA graphs? \(", "DT 1.1 row 6 tqdm [P]"),
+    _m("vllm", "cuda-graph", "end", r"Graph capturing finished in \d+ secs?", "DT 1.1 row 6 [P]"),
+    _m("vllm", "ready", "end", r"init engine \(profile, create kv cache, warmup model\) took", "DT 1.1 r8"),
+    _m("vllm", "ready", "end", r"init engine took", "DT 1.1 row 8 [S]"),
+    _m("vllm", "ready", "end", r"Starting vLLM API server", "DT 1.1 row 8 [S]"),
+    _m("vllm", "ready", "end", r"Avg prompt throughput: ", "periodic stats line; corpus pr21809, pr37307"),
+    _m("vllm", "ready", "end", r"is preempted by PreemptionMode", "V0 scheduler warning; corpus limo29"),
+    # SGLang (DT 1.5 [S observed logs; P messages in source])
+    _m("sglang", "weights", "start", r"Load weight begin", "DT 1.5"),
+    _m("sglang", "weights", "end", r"Load weight end", "DT 1.5; corpus sglang 7691"),
+    _m("sglang", "kv-cache", "end", r"KV Cache is allocated|Memory pool end", "DT 1.5"),
+    _m("sglang", "kv-cache", "end", r"max_total_num_tokens=\d+", "DT 1.5 scheduler summary line"),
+    _m("sglang", "cuda-graph", "start", r"Capture cuda graph begin", "DT 1.5"),
+    _m("sglang", "cuda-graph", "end", r"Capture cuda graph end", "DT 1.5"),
+    _m("sglang", "ready", "end", r"The server is fired up and ready to roll", "DT 1.5"),
+    _m("sglang", "ready", "end", r"(?:Prefill|Decode) batch[.,] ", "runtime batch line; corpus sglang 10053"),
+    # TGI (DT 1.6 [P @db931fc] unless noted)
+    _m("tgi", "weights", "start", r"Starting shard|Waiting for shard to be ready", "launcher [M]"),
+    _m("tgi", "weights", "end", r"Shard ready in", "launcher [M]"),
+    _m("tgi", "profiling", "start", r"Warming up model", "DT 1.6 router; corpus tgi 2744"),
+    _m("tgi", "kv-cache", "end", r"KV-cache blocks: \d+", "DT 1.6 server"),
+    _m("tgi", "kv-cache", "end", r"Setting max batch total tokens to \d+", "DT 1.6 router; corpus tgi 2744"),
+    _m("tgi", "cuda-graph", "start", r"Cuda Graphs are enabled for sizes", "DT 1.6 server"),
+    _m("tgi", "ready", "end", r"router/src/server\.rs:\d+: (?:Connected|Success)", "router; corpus tgi 1374"),
+    # TensorRT-LLM PyTorch backend (github NVIDIA/TensorRT-LLM issue 6281 [S]; KV lines [M])
+    _m("tensorrt-llm", "weights", "start", r"Loading safetensors weights in parallel", "TRT-LLM issue 6281"),
+    _m("tensorrt-llm", "weights", "start", r"Loading weights concurrently", "TRT-LLM issue 6281"),
+    _m("tensorrt-llm", "kv-cache", "end", r"for max tokens in paged KV cache", "TRT-LLM executor [M]"),
+    # generic HTTP front ends: the server took requests, so start-up was over
+    _m(None, "ready", "end", r"Application startup complete", "uvicorn"),
+    _m(None, "ready", "end", r'"(?:POST|GET) /v1/\S+ HTTP/[\d.]+" 200', "uvicorn access log; corpus"),
+)
+
+
+class Hint(NamedTuple):
+    phase: str
+    pattern: re.Pattern[str]
+    source: str
+
+
+# Function names / messages inside an OOM traceback that name the phase (vLLM source names).
+TRACEBACK_HINTS: tuple[Hint, ...] = (
+    Hint("device-init", re.compile(r"\binit_device\b"), "vllm gpu_worker.init_device [P]"),
+    Hint("weights", re.compile(r"\b(?:load_model|load_weights|load_single_module)\b"),
+         "vllm worker.load_model; TRT-LLM load_single_module (issue 6281); corpus 14095"),
+    Hint("profiling",
+         re.compile(r"\b(?:profile_run|determine_available_memory|determine_num_available_blocks)\b"),
+         "DT 1.1 row 3 [P]"),
+    Hint("kv-cache", re.compile(r"\b(?:initialize_kv_cache|_initialize_kv_caches|initialize_cache)\b"),
+         "vllm V0/V1 cache init [P]"),
+    Hint("cuda-graph", re.compile(r"\bcapture_model\b|Capture cuda graph failed|cuda graph warmup failed"),
+         "DT 1.1 row 6, 1.5, 1.6"),
+    Hint("sampler-warmup",
+         re.compile(r"_dummy_sampler_run|sampling_metadata=dummy_metadata|warming up sampler"),
+         "DT 1.1 row 7 [P]; corpus 27508"),
+    Hint("runtime", re.compile(r"\b(?:run_engine_loop|engine_step|run_busy_loop|step_with_batch_queue)\b"
+                               r"|batch\{batch_size=\d+\}:(?:prefill|decode)"),
+         "V0 mp engine loop (corpus 9290), V1 core busy loop, TGI batch span (corpus tgi 1374)"),
+)
+
+
+class Failure(NamedTuple):
+    kind: str  # cuda-oom | kv-admission | engine-oom | gpu-occupied | host-oom-kill
+    phase: str | None  # None: found from hints and markers
+    pattern: re.Pattern[str]
+    source: str
+
+
+FAILURES: tuple[Failure, ...] = (
+    Failure("gpu-occupied", "device-init",
+            re.compile(r"Free memory on device .*on startup is less than desired GPU memory utilization"),
+            "DT 1.1 row 0 [P]"),
+    Failure("kv-admission", "kv-cache", re.compile(r"No available memory for the cache blocks"),
+            "DT 1.2 [P]; corpus 27508"),
+    Failure("kv-admission", "kv-cache",
+            re.compile(r"max seq len \(\d+\).*(?:larger than the available KV cache memory"
+                       r"|larger than the maximum number of tokens that can be stored in KV cache)"),
+            "DT 1.2 [P] (V1); corpus 10517 (V0)"),
+    Failure("cuda-oom", "sampler-warmup", re.compile(r"out of memory occurred when warming up sampler"),
+            "DT 1.1 row 7 [P]"),
+    Failure("engine-oom", "profiling", re.compile(r"Not enough memory to handle \d+ prefill tokens"),
+            "DT 1.6 TGI warm-up [P]; corpus tgi 1067"),
+    Failure("engine-oom", "kv-cache", re.compile(r"Not enough memory to handle max_total_tokens"),
+            "DT 1.6 TGI router [P]"),
+    Failure("engine-oom", "kv-cache",
+            re.compile(r"Not enough memory\. Please try to increase --mem-fraction-static"),
+            "DT 1.5 SGLang [P]"),
+    Failure("host-oom-kill", "host",
+            re.compile(r"OOMKilled|Out of memory: Kill|oom-kill|Memory cgroup out of memory"
+                       r"|invoked oom-killer"),
+            "DT 1.7 [M]"),
+    Failure("cuda-oom", None,
+            re.compile(r"(?:CUDA|HIP) out of memory|OutOfMemoryError|CUDA (?:runtime )?error.*out of memory"
+                       r"|Error Code 2: OutOfMemory"),
+            "PyTorch caching allocator message; TRT-LLM cudaMalloc errors"),
+)
+
+
+class ErrorClass(NamedTuple):
+    kind: str
+    pattern: re.Pattern[str]
+    source: str
+
+
+ERROR_CLASSES: tuple[ErrorClass, ...] = (
+    ErrorClass("driver-too-old", re.compile(
+        r"driver version is insufficient|NVIDIA driver on your system is too old", re.I),
+        "CUDA runtime / PyTorch messages [M]"),
+    ErrorClass("hub-unreachable", re.compile(
+        r"couldn't connect to '?https?://(?:huggingface\.co|hf\.co)|LocalEntryNotFoundError"
+        r"|outgoing traffic has been disabled|Cannot find the requested files in the (?:local|disk) cache"
+        r"|offline mode is enabled|(?:huggingface\.co|hf\.co).*(?:Max retries exceeded|Failed to establish"
+        r"|NameResolution|timed out)", re.I), "huggingface_hub messages [M]"),
+    ErrorClass("hub-auth", re.compile(
+        r"GatedRepoError|401 Client Error|Access to model .* is restricted|trying to access a gated repo"),
+        "huggingface_hub messages [M]"),
+    ErrorClass("unsupported-architecture", re.compile(
+        r"architectures? \[.*\] (?:are|is) not supported|is not supported for now"
+        r"|does not recognize this architecture|Unsupported model architecture", re.I),
+        "vLLM registry / transformers messages [M]"),
+    ErrorClass("unsupported-gpu", re.compile(
+        r"no kernel image is available for execution on the device"
+        r"|compute capability.*(?:not supported|at least)", re.I), "CUDA / vLLM messages [M]"),
+    ErrorClass("port-in-use", re.compile(r"Address already in use|\[Errno 98\]"), "OS error text [M]"),
+    ErrorClass("nccl", re.compile(
+        r"NCCL error|nccl(?:InternalError|SystemError|UnhandledCudaError|InvalidUsage|RemoteError)"
+        r"|ncclCommInitRank.*fail", re.I), "NCCL / ProcessGroupNCCL messages [M]"),
+    ErrorClass("shm-bus-error", re.compile(r"\bBus error\b"), "DT 1.7: tiny /dev/shm shows as Bus error [M]"),
+    ErrorClass("engine-core-failed", re.compile(
+        r"EngineCore failed to start|Engine core initialization failed|Engine process failed to start"),
+        "DT 1.1: V1 API process after an EngineCore error [S]; corpus 17431"),
+    ErrorClass("req-slots-exhausted", re.compile(r"alloc_req_slots runs out of memory"),
+               "SGLang request pool; corpus sglang 10408"),
+)
+
+ENGINE_SIGNATURES: tuple[tuple[str, re.Pattern[str]], ...] = (
+    ("vllm", re.compile(r"vllm|VllmWorker|EngineCore|PreemptionMode", re.I)),
+    ("sglang", re.compile(r"sglang|mem-fraction-static|alloc_req_slots|#running-req|\bDP\d+ TP\d+\]", re.I)),
+    ("tgi", re.compile(r"text[_-]generation|max[_-]batch[_-](?:prefill|total)[_-]tokens"
+                       r"|max batch total tokens")),
+    ("tensorrt-llm", re.compile(r"TensorRT-LLM|TRT-LLM|tensorrt_llm")),
+)
+
+VERSION_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
+    ("vllm", re.compile(r"vLLM API server version v?(\d[\w.+-]*)")),  # corpus 27466
+    ("vllm", re.compile(r"Initializing an? (?:V1 )?LLM engine \(v(\d[\w.+-]*)\)")),  # engine banner [S]
+    ("sglang", re.compile(r"sglang(?:==| version:? ?v?)(\d[\w.+-]*)", re.I)),  # [M]
+    ("tensorrt-llm", re.compile(r"TensorRT-LLM version: ?v?(\d[\w.+-]*)")),  # [M]
+)
+
+_SIZE = r"(-?[\d.]+)\s*(bytes|B|KiB|MiB|GiB|TiB|KB|MB|GB|TB)\b"
+# PyTorch, SGLang and TGI print binary sizes; "GB" in their logs means GiB as well.
+_GIB_PER_UNIT = {"bytes": 2**-30, "B": 2**-30, "KiB": 2**-20, "KB": 2**-20, "MiB": 2**-10, "MB": 2**-10,
+                 "GiB": 1.0, "GB": 1.0, "TiB": 1024.0, "TB": 1024.0}
+OOM_FIELDS: tuple[tuple[str, re.Pattern[str]], ...] = (  # PyTorch OOM message, torch >= 2.1 wording
+    ("tried_gib", re.compile(r"Tried to allocate " + _SIZE)),
+    ("total_gib", re.compile(r"total capac\w* of " + _SIZE)),  # TGI 1.3 era torch spells "capacty"
+    ("free_gib", re.compile(r"of which " + _SIZE + r" is free")),
+    ("process_in_use_gib", re.compile(r"(?:this process|Process \d+) has " + _SIZE + r" memory in use")),
+    ("allocated_by_pytorch_gib",
+     re.compile(r"Of the allocated memory " + _SIZE + r" is allocated by PyTorch")),
+    ("private_pools_gib", re.compile(r"with " + _SIZE + r" allocated in private pools")),
+    ("reserved_unallocated_gib", re.compile(_SIZE + r" is reserved by PyTorch but unallocated")),
+)
+# torch < 2.1: "(GPU 0; 79.15 GiB total capacity; 70.1 GiB already allocated; 2.19 MiB free;
+# 75.3 GiB reserved in total by PyTorch)" [M]
+OLD_OOM = re.compile(r"\(GPU (\d+); " + _SIZE + r" total capacity; " + _SIZE + r" already allocated; "
+                     + _SIZE + r" free; " + _SIZE + r" reserved in total by PyTorch")
+OOM_GPU = re.compile(r"\bGPU (\d+)\b")
+
+
+class Value(NamedTuple):
+    field: str
+    pattern: re.Pattern[str]
+    source: str
+
+
+# Numbers logged at start-up; the last occurrence wins (the most recent start).
+KV_VALUES: tuple[Value, ...] = (
+    Value("gpu_blocks", re.compile(r"GPU blocks: (\d+)"), "V0 executor; corpus 12330, 10517"),
+    Value("cpu_blocks", re.compile(r"CPU blocks: (\d+)"), "V0 executor; corpus"),
+    Value("gpu_blocks", re.compile(r"num_gpu_blocks is: (\d+)"), "V1; corpus aiperf449"),
+    Value("tokens", re.compile(r"GPU KV cache size: ([\d,]+) tokens"), "DT 1.1 row 4 [P]"),
+    Value("tokens_per_request", re.compile(r"Maximum concurrency for ([\d,]+) tokens per request"), "DT 1.1"),
+    Value("max_concurrency", re.compile(r"Maximum concurrency for [\d,]+ tokens per request: ([\d.]+)x"),
+          "DT 1.1"),
+    Value("kv_cache_gib", re.compile(r"Available KV cache memory: (-?[\d.]+) ?GiB"), "DT 1.1 row 3 [P]"),
+    Value("kv_cache_gib", re.compile(r"reserved for KV Cache is (-?[\d.]+) ?GiB"), "V0 worker.py; corpus"),
+    Value("kv_cache_gib", re.compile(r"kv_cache_size=(-?[\d.]+) ?GiB"), "V0 worker.py; corpus 10517"),
+    Value("tokens", re.compile(r"KV Cache is allocated\. #tokens: (\d+)"), "DT 1.5 SGLang"),
+    Value("tokens", re.compile(r"max_total_num_tokens=(\d+)"), "DT 1.5 SGLang"),
+    Value("tokens", re.compile(r"is larger than the profiled value (-?\d+)"), "SGLang; corpus sglang 7691"),
+    Value("tokens", re.compile(r"Setting max batch total tokens to (\d+)"), "DT 1.6 TGI; corpus tgi 2744"),
+    Value("gpu_blocks", re.compile(r"KV-cache blocks: (\d+)"), "DT 1.6 TGI"),
+    Value("block_size", re.compile(r"KV-cache blocks: \d+, size: (\d+)"), "DT 1.6 TGI"),
+    Value("kv_cache_gib", re.compile(r"Allocated ([\d.]+) GiB for max tokens in paged KV cache"),
+          "TRT-LLM [M]"),
+    Value("tokens", re.compile(r"for max tokens in paged KV cache \((\d+)\)"), "TRT-LLM [M]"),
+    Value("gpu_blocks", re.compile(r"Number of blocks in KV cache primary pool: (\d+)"), "TRT-LLM [M]"),
+)
+SETTINGS: tuple[Value, ...] = (
+    Value("weights_gib", re.compile(r"Model loading took ([\d.]+) ?GiB"), "DT 1.1 row 1"),
+    Value("weights_gib", re.compile(r"Loading model weights took ([\d.]+) ?GB"), "V0; corpus 12330"),
+    Value("weights_gib", re.compile(r"model weights take ([\d.]+) ?GiB"), "V0 worker.py; corpus 11251"),
+    Value("weights_gib", re.compile(r"Load weight end\..*mem usage=([\d.]+) ?GB"), "DT 1.5 SGLang"),
+    Value("total_gpu_gib", re.compile(r"total_gpu_memory[ =]\(?([\d.]+) ?GiB"), "V0 worker.py; corpus"),
+    Value("gpu_memory_utilization", re.compile(
+        r"gpu[_ ]memory[_ ]utilization[`'\"]?\s*(?:[:=]\s*|\(\s*)([01](?:\.\d+)?)\b", re.I),
+        "vLLM args dict / profile lines; corpus 27466, 10517, 11251"),
+    Value("gpu_memory_utilization", re.compile(r"--gpu-memory-utilization[= ]([01](?:\.\d+)?)\b"), "CLI"),
+    Value("mem_fraction_static", re.compile(r"mem[_-]fraction[_-]static['\"]?\s*[:= ]\s*([01](?:\.\d+)?)\b"),
+          "SGLang server args [M]"),
+    Value("max_model_len", re.compile(r"Using max model len (\d+)"), "vLLM; corpus 27466"),
+    Value("max_model_len", re.compile(r"'max_model_len': (\d+)"), "vLLM non-default args; corpus 27466"),
+    Value("max_model_len", re.compile(r"--max-model-len[= ](\d+)"), "CLI"),
+    Value("exit_code", re.compile(r"exited with code (\d+)"), "docker compose; corpus scalellm 38"),
+    Value("exit_code", re.compile(r"exit ?code[\"']?\s*[:=]?\s*(\d+)", re.I), "docker/k8s status [M]"),
+    Value("exit_code", re.compile(r"code=exited, status=(\d+)"), "systemd [M]"),
+    Value("preemptions_total", re.compile(r"total_num_cumulative_preemption=(\d+)"), "V0 scheduler; corpus"),
+)
+KILLED = re.compile(r"\bKilled\b(?! process)|status=9/KILL|\bSIGKILL\b")  # shell / systemd / k8s wording
+KV_TOO_SMALL: tuple[Value, ...] = (
+    Value("max_model_len", re.compile(r"max seq len \((\d+)\)"), "DT 1.2 [P]; corpus 10517"),
+    Value("kv_tokens", re.compile(r"maximum number of tokens that can be stored in KV cache \((\d+)\)"),
+          "V0 message; corpus 10517"),
+    Value("estimated_max_len", re.compile(r"estimated maximum model length is (\d+)"), "DT 1.2 V1 [P]"),
+    Value("needed_gib", re.compile(r"\(([\d.]+) GiB KV cache is needed"), "DT 1.2 V1 [P]"),
+    Value("available_gib", re.compile(r"available KV cache memory \(([\d.]+) GiB\)"), "DT 1.2 V1 [P]"),
+)
+STATS = (  # periodic load lines: vLLM loggers (V0 "Pending", V1 "Waiting"), SGLang batch lines
+    ("running", re.compile(r"Running: (\d+) reqs|#running-req: (\d+)")),
+    ("waiting", re.compile(r"(?:Waiting|Pending): (\d+) reqs|#queue-req: (\d+)")),
+    ("kv_cache_usage", re.compile(r"GPU KV cache usage: ([\d.]+)%|token usage: ([\d.]+)")),
+    ("prefix_cache_hit_rate", re.compile(r"[Pp]refix cache hit rate: ([\d.]+)%")),
+)
+
+
+@dataclass(frozen=True)
+class OOM:
+    phase: str | None
+    tried_gib: float | None
+    free_gib: float | None
+    total_gib: float | None
+    kind: str
+    gpu: int | None = None
+    process_in_use_gib: float | None = None
+    allocated_by_pytorch_gib: float | None = None
+    private_pools_gib: float | None = None
+    reserved_unallocated_gib: float | None = None
+    # DT 1.4 runtime row: reserved-but-unallocated >= the failed request -> fragmentation
+    fragmentation: bool | None = None
+    text: str = ""
+
+
+@dataclass(frozen=True)
+class KVCache:
+    gpu_blocks: int | None
+    tokens: int | None
+    max_concurrency: float | None
+    cpu_blocks: int | None = None
+    block_size: int | None = None
+    tokens_per_request: int | None = None
+    kv_cache_gib: float | None = None
+
+
+@dataclass(frozen=True)
+class KVTooSmall:
+    max_model_len: int | None
+    kv_tokens: int | None
+    estimated_max_len: int | None
+    needed_gib: float | None = None
+    available_gib: float | None = None
+
+
+@dataclass(frozen=True)
+class EngineError:
+    kind: str
+    text: str
+
+
+@dataclass(frozen=True)
+class EngineLog:
+    kind: str = KIND
+    engine: str | None = None
+    version: str | None = None
+    last_phase: str | None = None
+    oom: OOM | None = None
+    kv_cache: KVCache | None = None
+    in_progress_phase: str | None = None
+    kv_too_small: KVTooSmall | None = None
+    errors: tuple[EngineError, ...] = ()
+    exit_code: int | None = None
+    killed: bool = False
+    gpu_memory_utilization: float | None = None
+    mem_fraction_static: float | None = None
+    max_model_len: int | None = None
+    weights_gib: float | None = None
+    total_gpu_gib: float | None = None
+    preemptions_total: int | None = None
+    last_stats: dict[str, float | None] | None = None
+    warnings: tuple[str, ...] = ()
+
+
+def parse(text: str) -> EngineLog:
+    """Engine log text -> contract result; never raises, unreadable input yields nulls."""
+    lines = text.splitlines()
+    engine = _engine(lines)
+    completed, in_progress = _progress(lines)
+    oom = _first_failure(lines, engine, completed, in_progress)
+    if oom is not None and oom.phase is not None and _failed_within(oom.phase, completed):
+        completed = _previous_phase(engine, oom.phase)  # e.g. "# GPU blocks" logged, admission failed
+    settings = _values(lines, SETTINGS)
+    kv = _values(lines, KV_VALUES)
+    too_small = _values(lines, KV_TOO_SMALL)
+    warnings = []
+    if text.strip() and engine is None and completed is None and oom is None and not settings:
+        warnings.append("no engine, start-up phase or failure line recognised")
+    return EngineLog(
+        engine=engine,
+        version=_version(lines),
+        last_phase=completed,
+        oom=oom,
+        kv_cache=KVCache(**{f: kv.get(f) for f in KVCache.__dataclass_fields__}) if kv else None,
+        in_progress_phase=in_progress if in_progress != completed else None,
+        kv_too_small=KVTooSmall(**{f: too_small.get(f) for f in KVTooSmall.__dataclass_fields__})
+        if too_small else None,
+        errors=_errors(lines),
+        exit_code=settings.get("exit_code"),
+        killed=any(KILLED.search(line) for line in lines),
+        gpu_memory_utilization=settings.get("gpu_memory_utilization"),
+        mem_fraction_static=settings.get("mem_fraction_static"),
+        max_model_len=settings.get("max_model_len"),
+        weights_gib=settings.get("weights_gib"),
+        total_gpu_gib=settings.get("total_gpu_gib"),
+        preemptions_total=settings.get("preemptions_total"),
+        last_stats=_last_stats(lines),
+        warnings=tuple(warnings),
+    )
+
+
+def _failed_within(phase: str, completed: str | None) -> bool:
+    """The failure hit a phase the markers call completed: that phase did not complete after all."""
+    if phase not in PHASE_ORDER or completed is None:
+        return False
+    return PHASE_ORDER.index(phase) <= PHASE_ORDER.index(completed)
+
+
+def _engine(lines: list[str]) -> str | None:
+    """The engine whose signatures and markers appear on most lines; a tie means unknown."""
+    votes: dict[str, int] = {}
+    for line in lines:
+        for engine, pattern in ENGINE_SIGNATURES:
+            if pattern.search(line):
+                votes[engine] = votes.get(engine, 0) + 1
+        for marker in MARKERS:
+            if marker.engine and marker.pattern.search(line):
+                votes[marker.engine] = votes.get(marker.engine, 0) + 1
+    ranked = sorted(votes.items(), key=lambda item: -item[1])
+    if not ranked or (len(ranked) > 1 and ranked[0][1] == ranked[1][1]):
+        return None
+    return ranked[0][0]
+
+
+def _progress(lines: list[str]) -> tuple[str | None, str | None]:
+    """(last completed phase, phase seen running after it) from the markers anywhere in the log."""
+    completed = -1
+    running = -1  # phase of the latest start/during marker
+    for line in lines:
+        for marker in MARKERS:
+            if not marker.pattern.search(line):
+                continue
+            index = PHASE_ORDER.index(marker.phase)
+            if marker.edge == "end":
+                completed = max(completed, index)
+                continue
+            if marker.edge == "start":
+                completed = max(completed, index - 1)
+            running = index
+    in_progress = PHASE_ORDER[running] if running > completed else None
+    return (PHASE_ORDER[completed] if completed >= 0 else None), in_progress
+
+
+def _next_phase(engine: str | None, completed: str | None) -> str | None:
+    if completed is None:
+        return None
+    sequence = ENGINE_PHASES.get(engine or "vllm", PHASE_ORDER)
+    later = [p for p in sequence if PHASE_ORDER.index(p) > PHASE_ORDER.index(completed)]
+    return later[0] if later else "runtime"
+
+
+def _previous_phase(engine: str | None, phase: str) -> str | None:
+    sequence = ENGINE_PHASES.get(engine or "vllm", PHASE_ORDER)
+    earlier = [p for p in sequence if PHASE_ORDER.index(p) < PHASE_ORDER.index(phase)]
+    return earlier[-1] if earlier else None
+
+
+def _hinted_phase(lines: list[str]) -> str | None:
+    """Earliest phase named by a traceback frame or message anywhere in the log."""
+    named = {hint.phase for hint in TRACEBACK_HINTS for line in lines if hint.pattern.search(line)}
+    return next((phase for phase in OOM_PHASES if phase in named), None)
+
+
+def _first_failure(lines: list[str], engine: str | None, completed: str | None,
+                   in_progress: str | None) -> OOM | None:
+    for line in lines:
+        for failure in FAILURES:
+            if failure.pattern.search(line):
+                phase = failure.phase or _hinted_phase(lines) or in_progress or _next_phase(engine, completed)
+                return _oom_from_line(line, failure.kind, phase)
+    return None
+
+
+def _gib(number: str, unit: str) -> float | None:
+    try:
+        return float(number) * _GIB_PER_UNIT[unit]
+    except (ValueError, KeyError):
+        return None
+
+
+def _oom_from_line(line: str, kind: str, phase: str | None) -> OOM:
+    sizes: dict[str, float | None] = {}
+    for name, pattern in OOM_FIELDS:
+        match = pattern.search(line)
+        sizes[name] = _gib(match.group(1), match.group(2)) if match else None
+    old = OLD_OOM.search(line)
+    if old and sizes["total_gib"] is None:
+        total, allocated, free, reserved = (_gib(old.group(i), old.group(i + 1)) for i in (2, 4, 6, 8))
+        sizes.update(total_gib=total, free_gib=free, allocated_by_pytorch_gib=allocated)
+        if reserved is not None and allocated is not None:
+            sizes["reserved_unallocated_gib"] = reserved - allocated
+    gpu = OOM_GPU.search(line) if kind == "cuda-oom" else None
+    tried, spare = sizes["tried_gib"], sizes["reserved_unallocated_gib"]
+    return OOM(
+        phase=phase,
+        kind=kind,
+        gpu=int(gpu.group(1)) if gpu else None,
+        fragmentation=(spare >= tried) if tried is not None and spare is not None else None,
+        text=line.strip()[:400],
+        **sizes,
+    )
+
+
+def _number(text: str) -> int | float | None:
+    cleaned = text.replace(",", "")
+    try:
+        return int(cleaned)
+    except ValueError:
+        try:
+            return float(cleaned)
+        except ValueError:
+            return None
+
+
+def _values(lines: list[str], table: tuple[Value, ...]) -> dict[str, Any]:
+    found: dict[str, Any] = {}
+    for line in lines:
+        for value in table:
+            match = value.pattern.search(line)
+            if match:
+                number = _number(match.group(1))
+                if number is not None:
+                    found[value.field] = number
+    if "gpu_memory_utilization" in found:
+        found["gpu_memory_utilization"] = float(found["gpu_memory_utilization"])
+    return found
+
+
+def _version(lines: list[str]) -> str | None:
+    version = None
+    for line in lines:
+        for _, pattern in VERSION_PATTERNS:
+            match = pattern.search(line)
+            if match:
+                version = match.group(1).rstrip(".,")
+    return version
+
+
+def _errors(lines: list[str]) -> tuple[EngineError, ...]:
+    seen: dict[str, EngineError] = {}
+    for line in lines:
+        for error in ERROR_CLASSES:
+            if error.kind not in seen and error.pattern.search(line):
+                seen[error.kind] = EngineError(error.kind, line.strip()[:400])
+    return tuple(seen.values())
+
+
+def _last_stats(lines: list[str]) -> dict[str, float | None] | None:
+    """Load figures of the last periodic stats line (usage and hit rate as 0-1 fractions)."""
+    for line in reversed(lines):
+        values: dict[str, float | None] = {}
+        for name, pattern in STATS:
+            match = pattern.search(line)
+            number = next((g for g in match.groups() if g is not None), None) if match else None
+            values[name] = float(number) if number is not None else None
+        if values["running"] is not None and values["kv_cache_usage"] is not None:
+            if "GPU KV cache usage" in line and values["kv_cache_usage"] is not None:
+                values["kv_cache_usage"] = values["kv_cache_usage"] / 100.0
+            if values["prefix_cache_hit_rate"] is not None:
+                values["prefix_cache_hit_rate"] = values["prefix_cache_hit_rate"] / 100.0
+            return values
+    return None
+
+
+def facts(result: EngineLog) -> dict[str, Any]:
+    """Contract JSON plus `oom_phase`, `oom_kind`, `has_oom`, `fragmentation`, `kv_admission_failed`,
+    `error_kinds`, `kv_tokens`, `kv_max_concurrency`."""
+    out: dict[str, Any] = to_jsonable(result)
+    oom = result.oom
+    out["has_oom"] = oom is not None
+    out["oom_phase"] = oom.phase if oom else None
+    out["oom_kind"] = oom.kind if oom else None
+    out["fragmentation"] = oom.fragmentation if oom else None
+    out["kv_admission_failed"] = bool(oom and oom.kind == "kv-admission") or result.kv_too_small is not None
+    out["error_kinds"] = [error.kind for error in result.errors]
+    out["kv_tokens"] = result.kv_cache.tokens if result.kv_cache else None
+    out["kv_max_concurrency"] = result.kv_cache.max_concurrency if result.kv_cache else None
+    return out
+
+
+COLLECTOR = Collector(
+    kind=KIND,
+    commands=(("journalctl", "-u", ENGINE_UNIT, "--no-pager", "-n", "5000"),),
+    parse=parse,
+    facts=facts,
+    timeout=20.0,
+    invasive=False,
+    description="Serving engine log (vLLM, SGLang, TGI): start-up phase reached, OOM phase, KV-cache size",
+)

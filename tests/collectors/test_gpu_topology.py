@@ -1,0 +1,97 @@
+"""gpu-topology collector: one JSON case per captured sample, plus tab layouts and NIC legends."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from nightowl.collectors import get_collector
+from nightowl.collectors.gpu_topology import COLLECTOR, facts, parse
+from tests.helpers import ROOT, assert_subset, load_cases
+
+CASES = load_cases("gpu-topology")
+SAMPLES = [(ROOT / case["input"]).read_text() for _, case in CASES]
+
+
+@pytest.mark.parametrize(("name", "case"), CASES, ids=[name for name, _ in CASES])
+def test_case(name: str, case: dict) -> None:
+    result = parse((ROOT / case["input"]).read_text())
+    data = result.to_jsonable()
+    derived = facts(result)
+    json.dumps(derived)
+    assert {key: derived[key] for key in data} == data
+    assert_subset(derived, case["expected"])
+
+
+def test_every_topo_sample_has_a_case() -> None:
+    inputs = {case["input"] for _, case in CASES}
+    samples = sorted((ROOT / "fixtures/corpus/gpu").glob("topo-*"))
+    assert [p.name for p in samples if f"fixtures/corpus/gpu/{p.name}" not in inputs] == []
+
+
+def test_collector() -> None:
+    assert get_collector("gpu-topology") is COLLECTOR
+    assert COLLECTOR.commands == (("nvidia-smi", "topo", "-m"),)
+
+
+# Tab-separated as nvidia-smi prints it: double tabs leave empty cells, NIC rows have no affinity.
+TABBED = (
+    "\tGPU0\tGPU1\tGPU2\tNIC0\tCPU Affinity\tNUMA Affinity\tGPU NUMA ID\n"
+    "GPU0\t X \tNV18\tNV17\tPXB\t0-55\t0\t\tN/A\n"
+    "GPU1\tNV18\t X \tSYS\tSYS\t56-111\t1\t\tN/A\n"
+    "GPU2\tNV17\tSYS\t X \tSYS\t56-111\t1\t\tN/A\n"
+    "NIC0\tPXB\tSYS\tSYS\t X \n\nLegend:\n\n  X    = Self\n  NV#  = Connection traversing a bonded set of # NVLinks\n"
+    "\nNIC Legend:\n\n  NIC0: mlx5_0\n"
+)
+
+
+def test_tabbed_matrix_with_nic_legend_and_a_pcie_pair() -> None:
+    derived = facts(parse(TABBED))
+    assert derived["warnings"] == []
+    assert derived["devices"][3] == {"name": "NIC0", "type": "nic", "device": "mlx5_0"}
+    assert derived["cpu_affinity"] == {"GPU0": "0-55", "GPU1": "56-111", "GPU2": "56-111"}
+    assert derived["numa_affinity"] == {"GPU0": "0", "GPU1": "1", "GPU2": "1"}
+    assert derived["gpu_numa_id"] == {"GPU0": None, "GPU1": None, "GPU2": None}
+    assert derived["matrix"]["NIC0"] == {"GPU0": "PXB", "GPU1": "SYS", "GPU2": "SYS", "NIC0": "X"}
+    assert derived["gpu_pairs_without_nvlink"] == [{"a": "GPU1", "b": "GPU2", "link": "SYS"}]
+    assert derived["nvlink_all_pairs"] is False
+    assert derived["nvlink_min_bonded"] == 17
+
+
+def test_full_nvlink_mesh() -> None:
+    text = "        GPU0    GPU1    CPU Affinity\nGPU0     X      NV6     0-23\nGPU1    NV6      X      0-23\n"
+    derived = facts(parse(text))
+    assert derived["nvlink_all_pairs"] is True and derived["gpu_pairs_without_nvlink"] == []
+
+
+def test_not_topology_output() -> None:
+    derived = facts(parse("nothing here\n"))
+    assert derived["devices"] == [] and derived["nvlink_all_pairs"] is None and derived["warnings"]
+
+
+def _check(text: str) -> None:
+    result = parse(text)
+    assert result.kind == "gpu-topology"
+    json.dumps(facts(result))
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.text())
+def test_random_text(text: str) -> None:
+    _check(text)
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.binary(max_size=2000))
+def test_random_bytes(data: bytes) -> None:
+    _check(data.decode("utf-8", errors="replace"))
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.sampled_from(SAMPLES + [TABBED]), st.floats(0, 1), st.floats(0, 1))
+def test_truncated_samples(sample: str, start: float, length: float) -> None:
+    begin = int(len(sample) * start * 0.3)
+    _check(sample[begin : begin + int(len(sample) * length)])

@@ -1,0 +1,58 @@
+"""At 3 a.m. `nightowl --help` must answer at once: heavy imports stay lazy."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+HEAVY = (
+    "paramiko",
+    "jinja2",
+    "networkx",
+    "pydantic",
+    "yaml",
+    "rich",
+    "prometheus_client",
+    "psutil",
+    "defusedxml",
+    "nightowl.engine",
+    "nightowl.collectors.kernel_log",
+)
+
+
+def test_help_imports_nothing_heavy() -> None:
+    code = (
+        "import sys\n"
+        "from nightowl.cli.main import main\n"
+        "try:\n    main(['--help'])\nexcept SystemExit:\n    pass\n"
+        f"print([m for m in {HEAVY!r} if m in sys.modules])\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip().splitlines()[-1] == "[]"
+
+
+def test_every_command_has_help() -> None:
+    from click.testing import CliRunner
+
+    from nightowl.cli.main import main
+
+    runner = CliRunner()
+    names = list(main.commands)
+    assert {"demo", "parse", "xid", "triage", "sweep", "postmortem", "runbook", "plan"} <= set(names)
+    for name in names:
+        result = runner.invoke(main, [name, "--help"])
+        assert result.exit_code == 0, name
+        assert len(result.output.splitlines()) > 3, name
+    for sub in main.commands["runbook"].commands:  # type: ignore[attr-defined]
+        result = runner.invoke(main, ["runbook", sub, "--help"])
+        assert result.exit_code == 0 and "Usage" in result.output
+
+
+def test_readme_mentions_every_command() -> None:
+    from pathlib import Path
+
+    from nightowl.cli.main import main
+
+    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
+    for name in main.commands:
+        assert f"nightowl {name}" in readme, f"README does not show `nightowl {name}`"
