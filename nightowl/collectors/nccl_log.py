@@ -59,7 +59,6 @@ VERSION = re.compile(r"NCCL version (?P<version>\d+\.\d+\.\d+)")
 USING_NETWORK = re.compile(r"^Using (?:internal )?[Nn]etwork (?P<network>.+?)\s*$")
 NET_PLUGIN_LOADED = re.compile(r"NET/Plugin\s*: ?Loaded net plugin (?P<name>.+?)\s*$")
 IB_NO_DEVICE = re.compile(r"NET/IB\s*: No device found")
-IB_DISABLED_BY_ENV = re.compile(r"NCCL_IB_DISABLE set by environment to 1")
 IB_USING = re.compile(r"^NET/IB\s*: Using (?P<devices>\[.*?)(?:\s*;\s*OOB (?P<oob>\S+))?\s*$")
 IB_DEVICE = re.compile(r"\[(?P<index>\d+)\](?P<name>[\w.\-]+):(?P<port>\d+)/(?P<link>\w+)")
 IB_SIDEBAND = re.compile(r"^NET/IB\s*: Using interface (?P<name>\S+) for sideband")
@@ -385,6 +384,8 @@ class _Builder:
         env = ENV_SETTING.match(msg)
         if env:
             self.result.env[env.group("name")] = env.group("value")
+            if env.group("name") == "NCCL_IB_DISABLE" and env.group("value") == "1":
+                self.ib_unavailable = self.ib_unavailable or "NCCL_IB_DISABLE=1"
             return
         for handler in (self._network, self._ib, self._interfaces, self._channel, self._comm):
             if handler(index, line):
@@ -405,9 +406,6 @@ class _Builder:
             return True
         if IB_NO_DEVICE.search(line.msg):
             self.ib_unavailable = self.ib_unavailable or "NET/IB : No device found"
-            return True
-        if IB_DISABLED_BY_ENV.search(line.msg):
-            self.ib_unavailable = self.ib_unavailable or "NCCL_IB_DISABLE=1"
             return True
         return False
 
@@ -564,6 +562,18 @@ def _work_fields(work: str) -> dict[str, str]:
     return {m.group("key"): m.group("value").strip() for m in WORK_FIELD.finditer(work)}
 
 
+def _already_seen(timeout: WatchdogTimeout, seen: list[WatchdogTimeout]) -> bool:
+    """Same rank, collective and elapsed time; a PG tag missing on one copy does not make it new."""
+    for earlier in seen:
+        same = (earlier.rank, earlier.seq, earlier.op, earlier.timeout_ms, earlier.ran_ms) == (
+            timeout.rank, timeout.seq, timeout.op, timeout.timeout_ms, timeout.ran_ms
+        )
+        if same and (earlier.pg is None or timeout.pg is None or earlier.pg == timeout.pg):
+            earlier.pg = earlier.pg if earlier.pg is not None else timeout.pg
+            return True
+    return False
+
+
 def _watchdogs(joined: str, line_of: Any, builder: _Builder) -> None:
     seen: list[WatchdogTimeout] = []
     matched = 0
@@ -580,7 +590,7 @@ def _watchdogs(joined: str, line_of: Any, builder: _Builder) -> None:
             numel_out=_int(fields.get("NumelOut")),
         )
         matched += 1
-        if timeout in seen:  # the same timeout is printed again inside the exception text
+        if _already_seen(timeout, seen):  # the same timeout is printed again inside the exception text
             continue
         seen.append(timeout)
         text = " ".join(match.group(0).split())
@@ -726,7 +736,7 @@ def parse(text: str) -> NcclLogResult:
     result.collective_mismatch = collective_mismatch(result.watchdog_timeouts)
     recognised += len(result.watchdog_timeouts) + len(result.progress) + len(result.dist_backend_errors)
     recognised += len(result.fr_dump_ranks)
-    if joined.strip() and recognised == 0 and not result.errors and result.version is None:
+    if joined.strip() and not recognised and not result.errors and not result.warnings and result.version is None:
         result.warnings.append("no NCCL or ProcessGroupNCCL lines recognised")
     return result
 

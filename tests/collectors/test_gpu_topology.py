@@ -43,7 +43,8 @@ TABBED = (
     "GPU0\t X \tNV18\tNV17\tPXB\t0-55\t0\t\tN/A\n"
     "GPU1\tNV18\t X \tSYS\tSYS\t56-111\t1\t\tN/A\n"
     "GPU2\tNV17\tSYS\t X \tSYS\t56-111\t1\t\tN/A\n"
-    "NIC0\tPXB\tSYS\tSYS\t X \n\nLegend:\n\n  X    = Self\n  NV#  = Connection traversing a bonded set of # NVLinks\n"
+    "NIC0\tPXB\tSYS\tSYS\t X \n\nLegend:\n\n  X    = Self\n"
+    "  NV#  = Connection traversing a bonded set of # NVLinks\n"
     "\nNIC Legend:\n\n  NIC0: mlx5_0\n"
 )
 
@@ -62,7 +63,11 @@ def test_tabbed_matrix_with_nic_legend_and_a_pcie_pair() -> None:
 
 
 def test_full_nvlink_mesh() -> None:
-    text = "        GPU0    GPU1    CPU Affinity\nGPU0     X      NV6     0-23\nGPU1    NV6      X      0-23\n"
+    text = (
+        "        GPU0    GPU1    CPU Affinity\n"
+        "GPU0     X      NV6     0-23\n"
+        "GPU1    NV6      X      0-23\n"
+    )
     derived = facts(parse(text))
     assert derived["nvlink_all_pairs"] is True and derived["gpu_pairs_without_nvlink"] == []
 

@@ -47,7 +47,7 @@ node1:100:200 [0] NCCL INFO Channel 00/0 : 1[1] -> 0[0] [receive] via NET/AWS Li
 node1:100:200 [0] NCCL INFO Channel 01/0 : 0[0] -> 1[1] via P2P/direct pointer/read
 node1:100:200 [0] NCCL INFO Channel 02/0 : 0[0] -> 1[1] via SHM/direct
 node1:100:200 [0] NCCL INFO ncclCommInitRank comm 0x55d0 rank 0 nranks 2 cudaDev 0 nvmlDev 0 busId 1b000 commId 0xabc - Init COMPLETE
-node2:300:400 [0] NCCL INFO ncclCommInitRank comm 0x77e0 rank 1 nranks 2 cudaDev 0 nvmlDev 0 busId 10000001a000 commId 0xabc - Init START
+node2:300:400 [0] NCCL INFO ncclCommInitRank comm 0x77e0 rank 1 nranks 2 cudaDev 0 nvmlDev 0 busId 11a000 commId 0xabc - Init START
 """
 
 
@@ -62,7 +62,7 @@ def test_new_init_lines_rank_table_and_plugin_network() -> None:
         result["ranks"],
         [
             {"rank": 0, "host": "node1", "pid": 100, "bus_id": "0000:1b:00", "comm_id": "0xabc", "init_complete": True},
-            {"rank": 1, "host": "node2", "pid": 300, "bus_id": "1000:1a:00", "init_complete": False},
+            {"rank": 1, "host": "node2", "pid": 300, "bus_id": "0001:1a:00", "init_complete": False},
         ],
     )
     assert result["init_complete_ranks"] == [0]

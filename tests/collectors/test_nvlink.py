@@ -144,7 +144,11 @@ def test_random_bytes(data: bytes) -> None:
 
 
 @settings(max_examples=150, deadline=None)
-@given(st.sampled_from(SAMPLES + [MIXED, DCGMI_ERRORS, DCGMI_STATUS_SWITCH]), st.floats(0, 1), st.floats(0, 1))
+@given(
+    st.sampled_from(SAMPLES + [MIXED, DCGMI_ERRORS, DCGMI_STATUS_SWITCH]),
+    st.floats(0, 1),
+    st.floats(0, 1),
+)
 def test_truncated_samples(sample: str, start: float, length: float) -> None:
     begin = int(len(sample) * start * 0.3)
     _check(sample[begin : begin + int(len(sample) * length)])

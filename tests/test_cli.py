@@ -1,0 +1,217 @@
+"""One test per command, through click's runner, on real recorded outputs."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from nightowl.cli.main import main
+from nightowl.paths import data_dir
+
+HOSTS = data_dir("fixtures") / "hosts"
+CORPUS = data_dir("fixtures") / "corpus"
+
+
+def invoke(*args: str, input: str | None = None):
+    return CliRunner().invoke(main, list(args), input=input, catch_exceptions=False)
+
+
+def test_version() -> None:
+    result = invoke("--version")
+    assert result.exit_code == 0 and "nightowl" in result.output
+
+
+def test_demo_text_and_json(tmp_path: Path) -> None:
+    result = invoke("demo", "--out", str(tmp_path))
+    assert result.exit_code == 1  # a host needs action
+    assert "gpu-fell-off-bus" in result.output and "first action: reboot-node" in result.output
+    data = json.loads(invoke("demo", "--out", str(tmp_path), "--format", "json").output)
+    host = data["hosts"][0]
+    assert host["verdict"]["action"] == "reboot-node" and host["status"] == "ok"
+    assert host["path"] == ["collect", "gpu-visible", "gpu-fell-off-bus"]
+    bundle = Path(data["bundle"])
+    for name in ("manifest.json", "trace.json", "verdicts.json", "postmortem.md", "runbook.yaml"):
+        assert (bundle / name).is_file(), name
+    assert (bundle / "hosts" / "xid79-fallen-off-bus" / "kernel-log.out").is_file()
+
+
+def test_parse_kernel_log_from_stdin() -> None:
+    text = (HOSTS / "xid79-fallen-off-bus" / "kernel-log.out").read_text()
+    result = invoke("parse", "kernel-log", "-", input=text)
+    data = json.loads(result.output)
+    assert data["kind"] == "kernel-log"
+    assert [e["code"] for e in data["events"] if e["kind"] == "xid"] == [79]
+
+
+def test_parse_nvidia_smi_file() -> None:
+    result = invoke("parse", "nvidia-smi", str(CORPUS / "gpu" / "nvsmi-unable-device-handle-unknown-error.txt"))
+    data = json.loads(result.output)
+    assert result.exit_code == 0 and data["errors"][0]["pci"] == "0000:0b:00"
+
+
+def test_parse_garbage_is_json_with_warnings() -> None:
+    result = invoke("parse", "nvidia-smi", "-", input="\x00\x01 garbage <gpu>\n")
+    assert result.exit_code == 0
+    assert json.loads(result.output)["kind"] == "nvidia-smi"
+
+
+def test_parse_unknown_kind_and_unreadable_file(tmp_path: Path) -> None:
+    assert invoke("parse", "nope", "-", input="").exit_code == 2
+    assert CliRunner().invoke(main, ["parse", "kernel-log", str(tmp_path / "missing")]).exit_code == 2
+
+
+def test_xid_command_lines() -> None:
+    text = (CORPUS / "gpu" / "xid48-xid64-dbe-rminitadapter-syslog-gpuop1146.txt").read_text()
+    result = invoke("xid", input=text)
+    lines = [line for line in result.output.splitlines() if line.strip()]
+    assert len(lines) == 2
+    assert "0000:07:00" in lines[0] and "48" in lines[0]
+    assert "64" in lines[1]
+    data = json.loads(invoke("xid", "--format", "json", input=text).output)
+    assert [e["code"] for e in data["events"]] == [48, 64]
+
+
+def test_xid_unknown_code_says_look_up() -> None:
+    line = "[ 10.0] NVRM: Xid (PCI:0000:3b:00): 999, pid=1, name=x, something new\n"
+    result = invoke("xid", "--format", "json", input=line)
+    event = json.loads(result.output)["events"][0]
+    assert event["action"] == "escalate"
+    assert "look" in event["first_step"].lower()
+
+
+def test_triage_replay_several_hosts_and_exit_codes(tmp_path: Path) -> None:
+    result = invoke("triage", "xid", "--replay", str(HOSTS / "healthy-l40s"), "--out", str(tmp_path),
+                    "--format", "json")
+    assert result.exit_code == 0
+    assert json.loads(result.output)["hosts"][0]["verdict"]["id"] == "healthy"
+    result = invoke("triage", "xid", "--replay", str(HOSTS / "healthy-l40s"),
+                    "--replay", str(HOSTS / "unreachable-node"), "--out", str(tmp_path), "--format", "json")
+    assert result.exit_code == 3
+    hosts = json.loads(result.output)["hosts"]
+    assert [h["status"] for h in hosts] == ["ok", "unreachable"]
+    result = invoke("triage", "xid", "--replay", str(HOSTS / "healthy-l40s"),
+                    "--replay", str(HOSTS / "xid48-xid64-dbe"), "--out", str(tmp_path))
+    assert result.exit_code == 1
+
+
+def test_triage_replay_of_a_bundle(tmp_path: Path) -> None:
+    first = json.loads(invoke("demo", "--out", str(tmp_path), "--format", "json").output)
+    again = json.loads(invoke("triage", "xid", "--replay", first["bundle"], "--out", str(tmp_path),
+                              "--format", "json").output)
+    assert again["hosts"][0]["verdict"]["id"] == "gpu-fell-off-bus"
+    assert again["hosts"][0]["host"] == "xid79-fallen-off-bus"
+
+
+def test_triage_param_and_usage_errors(tmp_path: Path) -> None:
+    result = invoke("triage", "xid", "--replay", str(HOSTS / "healthy-l40s"), "--param", "expected_gpus=8",
+                    "--out", str(tmp_path), "--format", "json")
+    assert json.loads(result.output)["hosts"][0]["verdict"]["id"] == "gpu-missing"
+    assert invoke("triage", "xid", "--out", str(tmp_path)).exit_code == 2
+    assert invoke("triage", "nosuch", "--host", "local").exit_code == 2
+    assert invoke("triage", "xid", "--replay", str(HOSTS / "healthy-l40s"), "--param", "bogus=1",
+                  "--out", str(tmp_path)).exit_code == 2
+
+
+def test_triage_invalid_runbook_names_file_and_line(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("id: x\ntitle: t\nentry: a\nnodes:\n  a:\n    verdict: {id: v, severity: ok, action: nap, summary: s}\n")
+    result = CliRunner().invoke(main, ["triage", str(bad), "--host", "local"])
+    assert result.exit_code == 2
+    assert f"{bad}:6" in result.output
+
+
+def test_triage_local_host_never_hangs(tmp_path: Path) -> None:
+    """On this GPU-less machine the collectors fail; the run still ends with a bundle."""
+    result = invoke("triage", "xid", "--host", "local", "--out", str(tmp_path), "--format", "json")
+    assert result.exit_code in (0, 1, 3)
+    data = json.loads(result.output)
+    assert Path(data["bundle"]).is_dir()
+
+
+def test_plan_connects_to_nothing() -> None:
+    result = invoke("plan", "xid", "--host", "ssh://root@gpu-17:22", "--format", "json")
+    steps = json.loads(result.output)["hosts"][0]["steps"]
+    assert ["nvidia-smi", "-q", "-x"] in [argv for s in steps for argv in s["commands"]]
+    text = invoke("plan", "xid", "--host", "gpu-17").output
+    assert "flowchart TD" in text and "journalctl -k" in text
+
+
+def test_postmortem_and_verify(tmp_path: Path) -> None:
+    bundle = Path(json.loads(invoke("demo", "--out", str(tmp_path), "--format", "json").output)["bundle"])
+    text = invoke("postmortem", str(bundle)).output
+    assert "## Decision path" in text and "gpu-fell-off-bus" in text
+    manifest = json.loads((bundle / "manifest.json").read_text())
+    digests = {f["path"]: f["sha256"] for f in manifest["files"]}
+    assert digests["hosts/xid79-fallen-off-bus/kernel-log.out"] in text
+    assert invoke("postmortem", "--verify", str(bundle)).exit_code == 0
+    (bundle / "hosts" / "xid79-fallen-off-bus" / "kernel-log.out").write_text("tampered\n")
+    (bundle / "hosts" / "xid79-fallen-off-bus" / "nvidia-smi.out").unlink()
+    result = invoke("postmortem", "--verify", str(bundle))
+    assert result.exit_code == 1
+    assert "changed: hosts/xid79-fallen-off-bus/kernel-log.out" in result.output
+    assert "missing: hosts/xid79-fallen-off-bus/nvidia-smi.out" in result.output
+    out = tmp_path / "draft.md"
+    assert invoke("postmortem", str(bundle), "-o", str(out)).exit_code == 0 and out.read_text().startswith("#")
+
+
+def test_runbook_commands(tmp_path: Path) -> None:
+    assert "xid" in invoke("runbook", "list").output
+    assert "entry:" in invoke("runbook", "show", "xid").output
+    assert invoke("runbook", "validate").exit_code == 0
+    broken = tmp_path / "cycle.yaml"
+    broken.write_text("id: c\ntitle: c\nentry: a\nnodes:\n  a:\n    collect: [kernel-log]\n    next: b\n"
+                      "  b:\n    collect: [nvidia-smi]\n    next: a\n")
+    result = CliRunner().invoke(main, ["runbook", "validate", str(broken)])
+    assert result.exit_code == 2 and "cycle" in result.output and str(broken) in result.output
+    graph = invoke("runbook", "graph", "xid").output
+    assert graph.startswith("flowchart TD") and "n_gpu_visible" in graph
+
+
+def test_runbook_graph_marks_bundle_path(tmp_path: Path) -> None:
+    bundle = json.loads(invoke("demo", "--out", str(tmp_path), "--format", "json").output)["bundle"]
+    graph = invoke("runbook", "graph", "xid", "--path", bundle).output
+    assert "class n_collect,n_gpu_visible,n_gpu_fell_off_bus taken" in graph
+    assert "linkStyle" in graph
+
+
+def test_runbook_test_rehearses(tmp_path: Path) -> None:
+    result = invoke("runbook", "test", "xid")
+    assert result.exit_code == 0 and " 0 failed" in result.output
+
+
+def test_interrupted_run_keeps_a_partial_bundle(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from nightowl.engine import runner
+
+    def interrupt(self):  # noqa: ANN001, ANN202
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(runner.HostRunner, "execute", interrupt)
+    result = CliRunner().invoke(main, ["demo", "--out", str(tmp_path)])
+    assert result.exit_code == 130
+    bundles = [p for p in tmp_path.iterdir() if not p.name.startswith(".")]
+    assert len(bundles) == 1
+    assert json.loads((bundles[0] / "manifest.json").read_text())["partial"] is True
+
+
+def test_bundled_data_ships_in_the_wheel(tmp_path: Path) -> None:
+    """`pip install .` (not only -e) carries runbooks, templates and fixtures."""
+    import subprocess
+    import sys
+
+    if shutil.which("git") is None:
+        pytest.skip("git missing")
+    root = Path(__file__).resolve().parent.parent
+    out = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q",
+                          "-w", str(tmp_path), str(root)], capture_output=True, text=True)
+    if out.returncode != 0:
+        pytest.skip(f"cannot build a wheel offline here: {out.stderr[-300:]}")
+    import zipfile
+
+    names = zipfile.ZipFile(next(tmp_path.glob("*.whl"))).namelist()
+    assert "nightowl/_data/runbooks/xid.yaml" in names
+    assert "nightowl/_data/templates/postmortem.md.j2" in names
+    assert "nightowl/_data/fixtures/hosts/xid79-fallen-off-bus/kernel-log.out" in names
