@@ -6,7 +6,7 @@ import importlib
 
 from nightowl.collectors.base import Collector, fact_namespace
 
-# kind -> module that defines COLLECTOR (kinds are the `nightowl parse` kinds, CONTRACT s3/s5)
+# kind -> module that defines COLLECTOR (or "module:ATTRIBUTE") (kinds are the `nightowl parse` kinds, CONTRACT s3/s5)
 MODULES: dict[str, str] = {
     "nvidia-smi": "nightowl.collectors.nvidia_smi",
     "kernel-log": "nightowl.collectors.kernel_log",
@@ -16,6 +16,7 @@ MODULES: dict[str, str] = {
     "engine-log": "nightowl.collectors.engine_log",
     "nvidia-smi-query": "nightowl.collectors.nvidia_smi_query",
     "nvlink": "nightowl.collectors.nvlink",
+    "nvlink-errors": "nightowl.collectors.nvlink:ERRORS_COLLECTOR",
     "gpu-topology": "nightowl.collectors.gpu_topology",
     "dcgmi-diag": "nightowl.collectors.dcgmi",
 }
@@ -29,8 +30,9 @@ def get_collector(kind: str) -> Collector:
     module_name = MODULES.get(kind)
     if module_name is None:
         raise UnknownCollector(kind)
+    module_name, _, attribute = module_name.partition(":")
     module = importlib.import_module(module_name)
-    collector: Collector = module.COLLECTOR
+    collector: Collector = getattr(module, attribute or "COLLECTOR")
     return collector
 
 

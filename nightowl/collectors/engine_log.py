@@ -435,6 +435,9 @@ def _engine(lines: list[str]) -> str | None:
         for marker in MARKERS:
             if marker.engine and marker.pattern.search(line):
                 votes[marker.engine] = votes.get(marker.engine, 0) + 1
+        for engine, pattern in VERSION_PATTERNS:
+            if pattern.search(line):
+                votes[engine] = votes.get(engine, 0) + 1
     ranked = sorted(votes.items(), key=lambda item: -item[1])
     if not ranked or (len(ranked) > 1 and ranked[0][1] == ranked[1][1]):
         return None

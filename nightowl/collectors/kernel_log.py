@@ -28,6 +28,7 @@ MAX_DISTINCT_EVENTS = 20_000  # a safety cap; a real log has tens to hundreds
 MAX_LINES_PER_EVENT = 32  # continuation lines kept per (collapsed) event
 MAX_WARNINGS = 20
 _CACHE_LIMIT = 8192  # classified messages remembered (bursts repeat the same message)
+_SEEN_LIMIT = 4 * MAX_DISTINCT_EVENTS  # line texts remembered for the burst fast path
 
 EVENT_KINDS = ("xid", "sxid", "fallen_off_bus", "gpu_reset_required", "oom_kill", "pcie_aer", "other_nvrm")
 
@@ -50,12 +51,14 @@ class KernelLogResult:
 
 # --- where a message starts -------------------------------------------------------------------
 # Messages we read, found anywhere in a line; what precedes is the timestamp/host/tag prefix.
+# (Plain literals: an optional group here makes every search several times slower.)
 _ANCHOR = re.compile(
-    r"NVRM: |SXid \(|Xid \(|XidCriticalError|(?:Memory cgroup )?[Oo]ut of memory|AER: |PCIe Bus Error"
+    r"NVRM: |SXid \(|Xid \(|XidCriticalError|Out of memory|out of memory|AER: |PCIe Bus Error"
     r"|available PCIe bandwidth"
 )
 # "pcieport 0000:00:02.0: " before an AER/bandwidth message: part of the message, not of the prefix.
 _DEVICE_TAIL = re.compile(r"(\S+ [0-9a-fA-F]{4,8}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]:\s)")
+_OOM_CGROUP = re.compile(r"Memory cgroup $")
 _NVSWITCH_DEVICE = re.compile(r"(nvidia-nvswitch\d+):\s*$")
 
 # --- timestamps (decision: a yearless or non-English time stays as written) -------------------
@@ -147,16 +150,14 @@ _IGNORE = _Classified("ignore")
 
 @dataclass
 class _Draft:
-    """A message being assembled: its first line and the lines that continue it."""
+    """A message that more lines may continue (a block opener or an AER report)."""
 
     prefix: str
     message: str
+    tail: str = ""  # the line from the message on, as read (the burst fast path's key)
     continuation: list[str] = field(default_factory=list)
     details: list[str] = field(default_factory=list)  # AER detail lines (kept as `lines`)
-
-    @property
-    def is_aer(self) -> bool:
-        return "AER: " in self.message or self.message.startswith("PCIe Bus Error") or " PCIe Bus Error" in self.message
+    is_aer: bool = False
 
 
 # --- timestamps -----------------------------------------------------------------------------------
@@ -331,8 +332,14 @@ def classify(message: str) -> _Classified:
 
 # --- the streaming parser -----------------------------------------------------------------------------
 class _Parser:
+    """Line-by-line state. Most messages are emitted at once; only a message that more lines may
+    continue (a block opener, an AER report) waits in ``pending`` for the next line."""
+
     def __init__(self) -> None:
         self.events: dict[tuple[Any, ...], dict[str, Any]] = {}
+        # A line's text from the message on -> its event, or what else it was (prelude, serial).
+        # parse_lines looks repeats up here instead of parsing them again.
+        self.seen: dict[str, dict[str, Any] | _Classified] = {}
         self.pending: _Draft | None = None
         self.cache: dict[str, _Classified] = {}
         self.prelude: dict[str, Any] | None = None
@@ -344,10 +351,12 @@ class _Parser:
         self.extra_warnings = 0
         self.dropped_events = 0
         self.lines_read = 0
-        self.nonblank_lines = 0
+        self.saw_text = False
 
     def feed(self, line: str) -> None:
-        self.lines_read += 1
+        """The general path for one line (``parse_lines`` short-cuts repeats of known messages)."""
+        if not self.saw_text and line.strip():
+            self.saw_text = True
         match = _ANCHOR.search(line)
         if match is None:
             self._feed_plain(line)
@@ -355,21 +364,21 @@ class _Parser:
         start = match.start()
         prefix, message = line[:start], line[start:].rstrip()
         if not message.startswith(("NVRM", "SXid", "Xid")):
-            device = _DEVICE_TAIL.search(prefix)
+            device = _DEVICE_TAIL.search(prefix) or _OOM_CGROUP.search(prefix)
             if device is not None:
                 prefix, message = prefix[: device.start()], prefix[device.start():] + message
-        self.nonblank_lines += 1
-        pending = self.pending
-        if pending is not None:
-            if self._continues(pending, prefix, message):
-                return
-            self._flush()
-        self.pending = _Draft(prefix, message)
+        if self._continues(prefix, message):
+            return
+        self._flush()
+        is_aer = ("AER: " in message or "PCIe Bus Error" in message) and not message.startswith("NVRM")
+        draft = _Draft(prefix, message, line[start:], is_aer=is_aer)
+        if is_aer or (message.startswith("NVRM: ") and _BLOCK_OPENER.search(message)):
+            self.pending = draft
+        else:
+            self._handle(draft, cacheable=True)
 
     def _feed_plain(self, line: str) -> None:
         """A line without any message we read: an AER detail line, or the end of a pending message."""
-        if line.strip():
-            self.nonblank_lines += 1
         pending = self.pending
         if pending is None:
             return
@@ -381,17 +390,22 @@ class _Parser:
             return
         self._flush()
 
-    @staticmethod
-    def _continues(pending: _Draft, prefix: str, message: str) -> bool:
-        """Whether ``message`` continues the pending one, and if so record it."""
+    def _continues(self, prefix: str, message: str) -> bool:
+        """Whether ``message`` continues the message before it; if so it is recorded there."""
+        pending = self.pending
         if message.startswith("NVRM: ") and not message.startswith("NVRM: Xid"):
             body = message[6:].strip()
             indented = bool(prefix) and prefix.isspace()  # continuation lines carry no timestamp
-            opened = _BLOCK_CONTINUATION.match(body) is not None and _BLOCK_OPENER.search(pending.message)
-            if indented or opened:
-                pending.continuation.append(body)
+            if pending is not None:
+                opened = _BLOCK_CONTINUATION.match(body) is not None and _BLOCK_OPENER.search(pending.message)
+                if indented or opened:
+                    pending.continuation.append(body)
+                    return True
+            elif indented and self.last_event is not None:
+                self._add_lines(self.last_event, [body])
                 return True
-        if pending.is_aer and _AER_DETAIL.search(message) and not _AER_RECEIVED.search(message):
+        if pending is not None and pending.is_aer and _AER_DETAIL.search(message) \
+                and not _AER_RECEIVED.search(message):
             if len(pending.details) < MAX_LINES_PER_EVENT:
                 pending.details.append(message.strip())
             return True
@@ -399,8 +413,10 @@ class _Parser:
 
     def _flush(self) -> None:
         draft, self.pending = self.pending, None
-        if draft is None:
-            return
+        if draft is not None:
+            self._handle(draft, cacheable=False)
+
+    def _handle(self, draft: _Draft, cacheable: bool) -> None:
         message = draft.message
         if draft.continuation:
             message = " ".join([message, *draft.continuation])
@@ -411,32 +427,51 @@ class _Parser:
                 self.cache.clear()
             self.cache[message] = found
         role = found.role
+        remember = cacheable and draft.tail.startswith(("NVRM: ", "SXid (")) and len(self.seen) < _SEEN_LIMIT
         if role == "event":
-            self._emit(found, draft)
-        elif role == "prelude":
-            self.prelude = {"pci": found.pci, "uuid": found.text}
-        elif role == "board_serial":
-            if self.prelude is not None:
-                self.prelude["board_serial"] = found.text
-        elif role == "gpu_serial":
-            last = self.last_event
-            if last is not None and last.get("pci") == found.pci:
-                last.setdefault("board_serial", found.text)
-        elif role == "sxid_detail":
-            self._sxid_detail(found, draft)
+            event = self._emit(found, draft)
+            if remember and event is not None and not draft.details:
+                self.seen[draft.tail] = event
+        elif role in ("prelude", "board_serial", "gpu_serial", "sxid_detail"):
+            self.note(found, draft.prefix)
+            if remember:
+                self.seen[draft.tail] = found
         elif role == "bandwidth":
             self._bandwidth(found.text)
         elif role == "unreadable":
             self._warn(f"unreadable Xid/SXid line: {message[:200]}")
 
+    def note(self, found: _Classified, prefix: str) -> None:
+        """A line that adds to an event rather than being one: keep what it says."""
+        if found.role == "sxid_detail":
+            self._sxid_detail(found, prefix)
+        elif found.role == "prelude":
+            self.prelude = {"pci": found.pci, "uuid": found.text}
+        elif found.role == "board_serial":
+            if self.prelude is not None:
+                self.prelude["board_serial"] = found.text
+        elif found.role == "gpu_serial":
+            last = self.last_event
+            if last is not None and last.get("pci") == found.pci:
+                last.setdefault("board_serial", found.text)
+
+    def repeat(self, event: dict[str, Any], prefix: str) -> None:
+        """Another occurrence of a known event (its prelude and lines were kept at the first one)."""
+        event["count"] += 1
+        event["_last_prefix"] = prefix
+        self.last_event = event
+        if self.prelude is not None:
+            self.drop_prelude_of(event)
+
+    def drop_prelude_of(self, event: dict[str, Any]) -> None:
+        if self.prelude is not None and self.prelude["pci"] == event["pci"]:
+            self.prelude = None
+
     def _emit(self, found: _Classified, draft: _Draft) -> dict[str, Any] | None:
         key = found.key
         event = self.events.get(key)
         if event is not None:
-            event["count"] += 1
-            event["_last_prefix"] = draft.prefix
-            self._add_lines(event, draft.details)
-            self.last_event = event
+            self.repeat(event, draft.prefix)
             return event
         if len(self.events) >= MAX_DISTINCT_EVENTS:
             self.dropped_events += 1
@@ -483,13 +518,13 @@ class _Parser:
         kept = event.setdefault("lines", [])
         kept.extend(lines[: max(0, MAX_LINES_PER_EVENT - len(kept))])
 
-    def _sxid_detail(self, found: _Classified, draft: _Draft) -> None:
+    def _sxid_detail(self, found: _Classified, prefix: str) -> None:
         owner = self.sxid_last.get((found.pci, found.code))
         if owner is not None:
             self._add_lines(owner, [found.text])
             return
         # A "Severity"/"Data" line whose report we did not see: keep it as its own event.
-        self._emit(_Classified("event", "sxid", found.code, found.pci, text=found.text), draft)
+        self._emit(_Classified("event", "sxid", found.code, found.pci, text=found.text), _Draft(prefix, found.text))
 
     def _bandwidth(self, message: str) -> None:
         match = _BANDWIDTH.search(message)
@@ -521,7 +556,7 @@ class _Parser:
             warnings.append(f"{self.extra_warnings} more unreadable lines not listed")
         if self.dropped_events:
             warnings.append(f"{self.dropped_events} events beyond {MAX_DISTINCT_EVENTS} distinct ones not kept")
-        if self.nonblank_lines == 0:
+        if not self.saw_text:
             warnings.append("empty input: no kernel log lines")
         return KernelLogResult(
             events=events, warnings=warnings, driver_version=self.driver_version,
@@ -530,10 +565,39 @@ class _Parser:
 
 
 def parse_lines(lines: Iterable[str]) -> KernelLogResult:
-    """Parse a kernel log line by line (an open file works); memory grows with distinct events only."""
+    """Parse a kernel log line by line (an open file works); memory grows with distinct events only.
+
+    The loop is the hot path of a 100 MB log: lines that cannot matter are skipped with substring
+    tests, and a repeat of a message already seen (an Xid burst) only bumps its event's count.
+    """
     parser = _Parser()
+    seen = parser.seen
+    lines_read = 0
     for line in lines:
+        lines_read += 1
+        pos = line.find("NVRM: ")
+        if pos < 0:
+            pos = line.find("SXid (")
+        if pos < 0:
+            if parser.pending is None and "Xid" not in line and "AER" not in line and "PCIe" not in line \
+                    and "of memory" not in line:
+                if not parser.saw_text and line.strip():
+                    parser.saw_text = True
+                continue
+        elif parser.pending is None and (line[0] not in " \t" or not line[:pos].isspace()):
+            known = seen.get(line[pos:])
+            if known is not None:
+                if known.__class__ is dict:  # inlined parser.repeat(): this is the hottest line
+                    known["count"] += 1  # type: ignore[index]
+                    known["_last_prefix"] = line[:pos]  # type: ignore[index]
+                    parser.last_event = known  # type: ignore[assignment]
+                    if parser.prelude is not None:
+                        parser.drop_prelude_of(known)  # type: ignore[arg-type]
+                else:
+                    parser.note(known, line[:pos])  # type: ignore[arg-type]
+                continue
         parser.feed(line)
+    parser.lines_read = lines_read
     return parser.finish()
 
 

@@ -67,7 +67,9 @@ SOCKET_USING = re.compile(r"^NET/Socket\s*: Using (?P<list>\[.+)$")
 LEGACY_NET_USING = re.compile(r"^NET\s*: Using interface (?P<list>\S+)")
 INTERFACE = re.compile(r"(?:\[\d+\])?(?P<name>[A-Za-z][\w.\-@]*):(?P<address>[^\s<]+)<\d+>")
 CHANNEL_VIA = re.compile(r"^(?:Channel|Ring|Tree)\b.*?\bvia (?P<via>.+?)\s*$")
-COMM_LINE = re.compile(r"\bcomm (?P<ptr>0x[0-9a-fA-F]+) rank (?P<rank>\d+) nranks (?P<nranks>\d+)(?P<rest>.*)$")
+COMM_LINE = re.compile(
+    r"\bcomm (?P<ptr>0x[0-9a-fA-F]+) rank (?P<rank>\d+) nranks (?P<nranks>\d+)(?P<rest>.*)$"
+)
 COMM_FIELDS = {
     "cuda_dev": re.compile(r"\bcudaDev (\d+)"),
     "nvml_dev": re.compile(r"\bnvmlDev (\d+)"),
@@ -92,23 +94,45 @@ TRANSPORTS: tuple[tuple[re.Pattern[str], str], ...] = (
 # "Got completion ..." in its four generations: old (no peer), 2.1x "from peer X with error N",
 # 2.19 "with status=N ... vendor err N", 2.2x "with status=NAME(N) opcode=NAME(N) vendor_err=N ... hca D".
 IB_COMPLETION = re.compile(
-    r"Got completion (?:from peer (?P<peer>\S+) )?with (?:error (?P<error>\d+)|status=(?:[A-Z_]+\()?(?P<status>\d+)\)?)"
+    r"Got completion (?:from peer (?P<peer>\S+) )?"
+    r"with (?:error (?P<error>\d+)|status=(?:[A-Z_]+\()?(?P<status>\d+)\)?)"
     r"[,\s]*opcode[= ](?:[A-Z_]+\()?(?P<opcode>\d+)\)?.*?vendor[ _]err[= ]?(?P<vendor>\d+)"
     r"(?:.*?\bhca (?P<hca>[\w.\-]+))?"
 )
 # enum ibv_wc_status, rdma-core libibverbs/verbs.h (values 0..21).
 IBV_WC_STATUS = (
-    "SUCCESS", "LOC_LEN_ERR", "LOC_QP_OP_ERR", "LOC_EEC_OP_ERR", "LOC_PROT_ERR", "WR_FLUSH_ERR",
-    "MW_BIND_ERR", "BAD_RESP_ERR", "LOC_ACCESS_ERR", "REM_INV_REQ_ERR", "REM_ACCESS_ERR", "REM_OP_ERR",
-    "RETRY_EXC_ERR", "RNR_RETRY_EXC_ERR", "LOC_RDD_VIOL_ERR", "REM_INV_RD_REQ_ERR", "REM_ABORT_ERR",
-    "INV_EECN_ERR", "INV_EEC_STATE_ERR", "FATAL_ERR", "RESP_TIMEOUT_ERR", "GENERAL_ERR",
+    "SUCCESS",
+    "LOC_LEN_ERR",
+    "LOC_QP_OP_ERR",
+    "LOC_EEC_OP_ERR",
+    "LOC_PROT_ERR",
+    "WR_FLUSH_ERR",
+    "MW_BIND_ERR",
+    "BAD_RESP_ERR",
+    "LOC_ACCESS_ERR",
+    "REM_INV_REQ_ERR",
+    "REM_ACCESS_ERR",
+    "REM_OP_ERR",
+    "RETRY_EXC_ERR",
+    "RNR_RETRY_EXC_ERR",
+    "LOC_RDD_VIOL_ERR",
+    "REM_INV_RD_REQ_ERR",
+    "REM_ABORT_ERR",
+    "INV_EECN_ERR",
+    "INV_EEC_STATE_ERR",
+    "FATAL_ERR",
+    "RESP_TIMEOUT_ERR",
+    "GENERAL_ERR",
 )
 
 # Failure classification. A line gets at most one "cause" (the first match) and one "wrapper"
 # (the error code NCCL/PyTorch reports on top of it). Sources: NCCL misc/socket.cc, ibvwrap.cc,
 # proxy.cc, net_ib; PyTorch ProcessGroupNCCL.cpp messages; corpus samples named per row.
 CAUSE_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
-    ("ib_completion", re.compile(r"Got completion (?:from peer \S+ )?with (?:error|status)")),  # nccl-tests_24, alpaca_207
+    (
+        "ib_completion",
+        re.compile(r"Got completion (?:from peer \S+ )?with (?:error|status)"),
+    ),  # nccl-tests_24, alpaca_207
     ("ibv_failed", re.compile(r"Call to ibv_\w+ failed|\bibv_\w+ failed")),  # nccl_562
     ("ibverbs_missing", re.compile(r"Failed to open libibverbs")),  # nccl_857
     ("no_route", re.compile(r"No route to host")),  # sglang_3820
@@ -116,7 +140,10 @@ CAUSE_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("connection_reset", re.compile(r"Connection reset by peer|Broken pipe")),  # nccl_2076, nccl_795
     ("connection_aborted", re.compile(r"Software caused connection abort")),  # nccl-tests_166
     ("connection_closed", re.compile(r"Connection closed by (?:remote )?peer")),  # nccl-tests_15, _166
-    ("connect_timeout", re.compile(r"Connection timed out|[Cc]onnect timeout")),  # nccl-tests_15, oneflow_3586
+    (
+        "connect_timeout",
+        re.compile(r"Connection timed out|[Cc]onnect timeout"),
+    ),  # nccl-tests_15, oneflow_3586
     ("net_plugin_error", re.compile(r"NET/\w+ Request \S+ completed with error")),  # nccl_1928 (aws-ofi-nccl)
     ("proxy_failed", re.compile(r"\[Proxy Service \d+\] Failed to execute operation")),  # nccl_795
     ("socket_recv_failed", re.compile(r"Socket recv failed|Call to recv from \S+ failed")),  # nccl-tests_166
@@ -156,7 +183,9 @@ LAST_ERROR = re.compile(r"Last error:\s*(?P<text>.*)$")
 THROWN_TYPE = re.compile(r"instance of '(?P<exc>[\w:.]+)'\s*$")
 WHAT = re.compile(r"^what\(\):\s*(?P<msg>.+)$")
 # Flight-recorder dump announced by a rank (ProcessGroupNCCL.cpp, PyTorch 2.4+; corpus pr137523).
-FR_DUMP = re.compile(RANK_TAG + r"\s+(?:ProcessGroupNCCL preparing to dump debug info|Received a dump signal)")
+FR_DUMP = re.compile(
+    RANK_TAG + r"\s+(?:ProcessGroupNCCL preparing to dump debug info|Received a dump signal)"
+)
 
 MAX_TEXT = 400  # error texts are evidence, not whole log lines of megabytes
 
@@ -300,7 +329,7 @@ def _strip_prefixes(raw: str) -> Line:
             if match and match.end() > 0:
                 if "rank" in pattern.groupindex and match.group("rank") is not None:
                     rank_hint = int(match.group("rank"))
-                text = text[match.end():]
+                text = text[match.end() :]
                 changed = True
     return Line(text.rstrip(), rank_hint)
 
@@ -426,7 +455,11 @@ class _Builder:
         return False
 
     def _interfaces(self, index: int, line: NcclLine) -> bool:
-        for pattern, source in ((BOOTSTRAP_USING, "bootstrap"), (SOCKET_USING, "socket"), (LEGACY_NET_USING, "legacy")):
+        for pattern, source in (
+            (BOOTSTRAP_USING, "bootstrap"),
+            (SOCKET_USING, "socket"),
+            (LEGACY_NET_USING, "legacy"),
+        ):
             match = pattern.match(line.msg)
             if match:
                 self._add_interfaces(match.group("list"), source)
@@ -526,7 +559,9 @@ class _Builder:
             same_source = (last.host, last.rank) == (error.host, error.rank)
             if last.kind == error.kind and same_source and index - last_index <= 1:
                 return
-        if any(e.kind == error.kind and e.text == error.text and e.host == error.host for _, e in self.errors):
+        if any(
+            e.kind == error.kind and e.text == error.text and e.host == error.host for _, e in self.errors
+        ):
             return
         self.errors.append((index, error))
 
@@ -566,7 +601,11 @@ def _already_seen(timeout: WatchdogTimeout, seen: list[WatchdogTimeout]) -> bool
     """Same rank, collective and elapsed time; a PG tag missing on one copy does not make it new."""
     for earlier in seen:
         same = (earlier.rank, earlier.seq, earlier.op, earlier.timeout_ms, earlier.ran_ms) == (
-            timeout.rank, timeout.seq, timeout.op, timeout.timeout_ms, timeout.ran_ms
+            timeout.rank,
+            timeout.seq,
+            timeout.op,
+            timeout.timeout_ms,
+            timeout.ran_ms,
         )
         if same and (earlier.pg is None or timeout.pg is None or earlier.pg == timeout.pg):
             earlier.pg = earlier.pg if earlier.pg is not None else timeout.pg
@@ -736,7 +775,13 @@ def parse(text: str) -> NcclLogResult:
     result.collective_mismatch = collective_mismatch(result.watchdog_timeouts)
     recognised += len(result.watchdog_timeouts) + len(result.progress) + len(result.dist_backend_errors)
     recognised += len(result.fr_dump_ranks)
-    if joined.strip() and not recognised and not result.errors and not result.warnings and result.version is None:
+    if (
+        joined.strip()
+        and not recognised
+        and not result.errors
+        and not result.warnings
+        and result.version is None
+    ):
         result.warnings.append("no NCCL or ProcessGroupNCCL lines recognised")
     return result
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import math
 import re
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -25,11 +26,14 @@ KIND = "nccl-tests"
 # OpenMPI --tag-output "[1,0]<stdout>:", srun --label "0: " (launcher prefixes, not nccl-tests text).
 PREFIX = re.compile(r"^(?:\[\d+,\d+\]<std(?:out|err)>:|\d+: (?=[#\s\d]))")
 TESTS_VERSION = re.compile(
-    r"^# nccl-tests version (?P<version>\S+)(?: nccl-headers=(?P<headers>\d+))?(?: nccl-library=(?P<library>\d+))?"
+    r"^# nccl-tests version (?P<version>\S+)"
+    r"(?: nccl-headers=(?P<headers>\d+))?(?: nccl-library=(?P<library>\d+))?"
 )
 TEST_STARTING = re.compile(r"^# Collective test starting: (?P<name>\S+)")
 PERF_BINARY = re.compile(r"\b(?P<name>[a-z_]+?)_perf(?:_mpi)?\b")
-CONFIG = re.compile(r"^# nThread (?P<nthreads>\d+) nGpus (?P<ngpus>\d+) minBytes (?P<min>\d+) maxBytes (?P<max>\d+)")
+CONFIG = re.compile(
+    r"^# nThread (?P<nthreads>\d+) nGpus (?P<ngpus>\d+) minBytes (?P<min>\d+) maxBytes (?P<max>\d+)"
+)
 # "#  Rank  0 Group  0 Pid 1623025 on    host device  0 [0x1b] NVIDIA H100 80GB HBM3"; since 2.18 the
 # bracket holds "dddd:bb:dd" (util.cu writeDeviceReport).
 DEVICE = re.compile(
@@ -134,8 +138,10 @@ def _wrong(token: Any) -> int | None:
     return None if value is None else int(round(value))
 
 
-def nccl_version_string(code: int) -> str:
+def nccl_version_string(code: int) -> str | None:
     """NCCL_VERSION_CODE -> ``2.29.7``: major*10000+minor*100+patch since 2.9, *1000 before."""
+    if code <= 0:
+        return None
     if code >= 20900:
         return f"{code // 10000}.{code % 10000 // 100}.{code % 100}"
     return f"{code // 1000}.{code % 1000 // 100}.{code % 100}"
@@ -164,11 +170,14 @@ class _Layout:
 
 def _placement(tokens: list[str], per_iter: bool) -> Placement:
     placement = Placement(
-        time_us=_number(tokens[0]), algbw=_number(tokens[1]), busbw=_number(tokens[2]), wrong=_wrong(tokens[3])
+        time_us=_number(tokens[0]),
+        algbw=_number(tokens[1]),
+        busbw=_number(tokens[2]),
+        wrong=_wrong(tokens[3]),
     )
     if per_iter and len(tokens) >= 8:
         keys = ("min_us", "max_us", "p99_us", "cv_pct")
-        placement.per_iter = {key: _number(tok) for key, tok in zip(keys, tokens[4:8])}
+        placement.per_iter = {key: _number(tok) for key, tok in zip(keys, tokens[4:8], strict=True)}
     return placement
 
 
@@ -189,7 +198,10 @@ def parse_row(line: str, layout: _Layout) -> Row | None:
             return None
         root, rest = int(float(rest[0])), rest[1:]
     if len(rest) == 2 * width:
-        out_place, in_place = _placement(rest[:width], layout.per_iter), _placement(rest[width:], layout.per_iter)
+        out_place, in_place = (
+            _placement(rest[:width], layout.per_iter),
+            _placement(rest[width:], layout.per_iter),
+        )
     elif len(rest) == width:  # trace replay prints only the in-place half (util.cu NullBody)
         out_place, in_place = None, _placement(rest, layout.per_iter)
     else:
@@ -297,47 +309,89 @@ def _on_avg_busbw(match: re.Match[str], result: NcclTestsResult) -> None:
 # --------------------------------------------------------------------------------------------
 
 
+def _dict(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
+def _list(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else []
+
+
+def _int_or_none(value: Any) -> int | None:
+    number = _number(value) if not isinstance(value, bool) else None
+    return None if number is None else int(number)
+
+
 def _json_placement(data: Any) -> Placement | None:
     if not isinstance(data, dict):
         return None
     time_us = data.get("time", data.get("cpu_time"))
-    return Placement(_number(time_us), _number(data.get("alg_bw")), _number(data.get("bus_bw")), _wrong(data.get("nwrong")))
+    return Placement(
+        _number(time_us), _number(data.get("alg_bw")), _number(data.get("bus_bw")), _wrong(data.get("nwrong"))
+    )
+
+
+def _json_device(dev: Any) -> Device | None:
+    dev = _dict(dev)
+    rank, device = _int_or_none(dev.get("rank")), _int_or_none(dev.get("device"))
+    if rank is None or device is None:
+        return None
+    bus_id, pci_bus = _device_bus(str(dev.get("device_hex", "")))
+    info = dev.get("device_info")
+    return Device(
+        rank,
+        str(dev.get("hostname")),
+        device,
+        bus_id,
+        pci_bus,
+        info if isinstance(info, str) else None,
+        _int_or_none(dev.get("pid")),
+        _int_or_none(dev.get("group")),
+    )
+
+
+def _json_row(item: Any) -> Row | None:
+    item = _dict(item)
+    size, count = _int_or_none(item.get("size")), _int_or_none(item.get("count"))
+    if size is None or count is None:
+        return None
+    root = _int_or_none(str(item.get("root", "")).strip())
+    return Row(
+        size,
+        count,
+        str(item.get("type")),
+        str(item.get("redop")),
+        root,
+        _json_placement(item.get("out_of_place")),
+        _json_placement(item.get("in_place")),
+    )
 
 
 def _parse_json(document: dict[str, Any], result: NcclTestsResult) -> None:
-    args = document.get("args")
-    if isinstance(args, list) and args and isinstance(args[0], str):
+    args = _list(document.get("args"))
+    if args and isinstance(args[0], str):
         result.collective = _collective(args[0])
-    if isinstance(document.get("nccl_version"), int):
-        result.nccl_version = nccl_version_string(document["nccl_version"])
-    config = document.get("config") if isinstance(document.get("config"), dict) else {}
-    result.nthreads = config.get("nthreads") if isinstance(config.get("nthreads"), int) else None
-    result.ngpus = config.get("ngpus") if isinstance(config.get("ngpus"), int) else None
-    for dev in config.get("devices") or []:
-        if isinstance(dev, dict) and isinstance(dev.get("rank"), int):
-            bus_id, pci_bus = _device_bus(str(dev.get("device_hex", "")))
-            result.devices.append(
-                Device(dev["rank"], str(dev.get("hostname")), int(dev.get("device") or 0), bus_id, pci_bus,
-                       dev.get("device_info"), dev.get("pid"), dev.get("group"))
-            )
-    for item in document.get("results") or []:
-        try:
-            root = _number(str(item.get("root", "")).strip())
-            result.rows.append(
-                Row(int(item["size"]), int(item["count"]), str(item["type"]), str(item["redop"]),
-                    None if root is None else int(root),
-                    _json_placement(item.get("out_of_place")), _json_placement(item.get("in_place")))
-            )
-        except (KeyError, TypeError, ValueError, AttributeError):
+    result.nccl_version = (
+        nccl_version_string(document["nccl_version"]) if _int_or_none(document.get("nccl_version")) else None
+    )
+    config = _dict(document.get("config"))
+    result.nthreads, result.ngpus = _int_or_none(config.get("nthreads")), _int_or_none(config.get("ngpus"))
+    for dev in _list(config.get("devices")):
+        device = _json_device(dev)
+        if device is not None:
+            result.devices.append(device)
+    for item in _list(document.get("results")):
+        row = _json_row(item)
+        if row is None:
             result.warnings.append(f"unreadable JSON result: {str(item)[:200]}")
-    oob = document.get("out_of_bounds")
-    avg = document.get("average_bus_bandwidth")
+        else:
+            result.rows.append(row)
+    oob, avg = document.get("out_of_bounds"), document.get("average_bus_bandwidth")
     if isinstance(oob, dict) or isinstance(avg, dict):
-        count = oob.get("count") if isinstance(oob, dict) else None
         result.footers.append(
-            Footer(count if isinstance(count, int) else None, _number(avg.get("bandwidth")) if isinstance(avg, dict) else None)
+            Footer(_int_or_none(_dict(oob).get("count")), _number(_dict(avg).get("bandwidth")))
         )
-    result.errors.extend(str(e) for e in document.get("errors") or [] if e)
+    result.errors.extend(str(e) for e in _list(document.get("errors")) if e)
 
 
 def _json_document(text: str) -> dict[str, Any] | None:
@@ -383,18 +437,24 @@ def _derive(result: NcclTestsResult) -> None:
                 f"{len(result.footers)} result footers (several independent runs, e.g. nccl-tests built "
                 "without MPI=1 under mpirun); avg_busbw is the lowest, out_of_bounds the sum"
             )
-    keys = [(r.size, r.type, r.redop, r.root) for r in result.rows]
-    duplicated = sorted({key[0] for key in keys if keys.count(key) > 1})
+    seen = Counter((r.size, r.type, r.redop, r.root) for r in result.rows)
+    duplicated = sorted({key[0] for key, times in seen.items() if times > 1})
     if duplicated:
         result.warnings.append(f"duplicate rows for sizes {duplicated} (several runs interleaved); all kept")
-    wrongs = [p.wrong for r in result.rows for p in (r.out_of_place, r.in_place) if p is not None and p.wrong is not None]
+    wrongs = [
+        p.wrong
+        for r in result.rows
+        for p in (r.out_of_place, r.in_place)
+        if p is not None and p.wrong is not None
+    ]
     result.wrong_total = sum(wrongs) if wrongs else None
     measured = [r for r in result.rows if _row_min_busbw(r) is not None]
     if measured:
         result.min_busbw_row = min(measured, key=lambda r: _row_min_busbw(r) or 0.0)
         largest = max(r.size for r in result.rows)
         result.max_size_busbw = next(
-            (_row_busbw(r) for r in reversed(result.rows) if r.size == largest and _row_busbw(r) is not None), None
+            (_row_busbw(r) for r in reversed(result.rows) if r.size == largest and _row_busbw(r) is not None),
+            None,
         )
 
 
@@ -451,7 +511,14 @@ def judge_busbw(result: Any, baseline: Any, tolerance: float = DEFAULT_TOLERANCE
         ratio = max(values) / expected
         worst = ratio if worst is None else min(worst, ratio)
         if ratio < threshold:
-            below.append({"size": row.get("size"), "busbw": max(values), "expected": expected, "ratio": round(ratio, 4)})
+            below.append(
+                {
+                    "size": row.get("size"),
+                    "busbw": max(values),
+                    "expected": expected,
+                    "ratio": round(ratio, 4),
+                }
+            )
     status = "unknown" if compared == 0 else ("slow" if below else "ok")
     return {
         "status": status,

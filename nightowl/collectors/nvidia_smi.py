@@ -969,11 +969,22 @@ def facts(result: NvidiaSmiResult) -> dict[str, Any]:
             if g.recovery_action is not None and g.recovery_action.lower() != "none"
         },
         gpu_names=sorted({g.name for g in gpus if g.name}),
+        sku_judgement=_sku_judgement(result),
         unplaced_uncorrectable_total=sum(
             c.value for c in result.unplaced_counters if c.value and "uncorrectable" in canon(c.field)
         ),
     )
     return data
+
+
+def _sku_judgement(result: NvidiaSmiResult) -> dict[str, Any]:
+    """GPU count against the SKU profile of the first named GPU (unknown SKU: cannot judge)."""
+    from nightowl.collectors.sku_profiles import judge
+
+    names = [g.name for g in result.gpus if g.name]
+    if not names:
+        return {"status": "cannot-judge", "sku": None, "reasons": ["no GPU name in the output"]}
+    return judge(names[0], gpu_count=result.gpu_count)
 
 
 COLLECTOR = Collector(

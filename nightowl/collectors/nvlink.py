@@ -337,7 +337,18 @@ def facts(result: NvlinkResult) -> dict[str, Any]:
     data["min_speed_gbps"] = min(speeds) if speeds else None
     data["gpu_count"] = len(result.gpus)
     data["partial_gpus"] = [gpu.index for gpu in result.gpus if gpu.partial]
+    data["sku_judgement"] = _sku_judgement(result, data["links_up_per_gpu"])
     return data
+
+
+def _sku_judgement(result: NvlinkResult, links_up_per_gpu: dict[str, int]) -> dict[str, Any]:
+    """Links up per GPU against the SKU's expectation (an H100 PCIe is not judged as an SXM)."""
+    from nightowl.collectors.sku_profiles import judge
+
+    names = [gpu.name for gpu in result.gpus if gpu.name]
+    if not names or not links_up_per_gpu:
+        return {"status": "cannot-judge", "sku": None, "reasons": ["no GPU name or no complete link list"]}
+    return judge(names[0], links_up_per_gpu=links_up_per_gpu)
 
 
 COLLECTOR = Collector(
@@ -348,7 +359,6 @@ COLLECTOR = Collector(
     timeout=20.0,
     description="NVLink link state and speed per GPU (nvidia-smi nvlink -s)",
 )
-
 
 
 def parse_errors(text: str) -> NvlinkResult:

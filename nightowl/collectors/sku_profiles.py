@@ -33,78 +33,215 @@ class SkuProfile:
 # Order matters: the first profile whose pattern matches wins, so specific names come first.
 PROFILES: tuple[SkuProfile, ...] = (
     SkuProfile(
-        "A100-SXM4-40GB", (r"A100-SXM4?-40GB",), (4, 8), (12,), 4, 16, 40, 25.0,
-        "[DS] A100: NVLink3 12 links/600 GB/s, PCIe Gen4, HGX 4- or 8-GPU; [C] topo-m-dgx-a100 NV12",
+        sku="A100-SXM4-40GB",
+        name_patterns=(r"A100-SXM4?-40GB",),
+        gpus_per_node=(4, 8),
+        nvlink_links_per_gpu=(12,),
+        pcie_gen=4,
+        pcie_width=16,
+        memory_gib=40,
+        nvlink_gbps_per_link=25.0,
+        source="[DS] A100: NVLink3 12 links/600 GB/s, PCIe Gen4, HGX 4- or 8-GPU; [C] topo-m-dgx-a100 NV12",
     ),
     SkuProfile(
-        "A100-SXM4-80GB", (r"A100-SXM4?-80GB",), (4, 8), (12,), 4, 16, 80, 25.0,
-        "[DS] as A100-SXM4-40GB; [C] nvsmi-table-a100-sxm4-80gb-x4-555 (4-GPU board)",
+        sku="A100-SXM4-80GB",
+        name_patterns=(r"A100-SXM4?-80GB",),
+        gpus_per_node=(4, 8),
+        nvlink_links_per_gpu=(12,),
+        pcie_gen=4,
+        pcie_width=16,
+        memory_gib=80,
+        nvlink_gbps_per_link=25.0,
+        source="[DS] as A100-SXM4-40GB; [C] nvsmi-table-a100-sxm4-80gb-x4-555 (4-GPU board)",
     ),
     SkuProfile(
-        "A100-PCIE", (r"A100-PCIE", r"A100 80GB PCIe"), None, (0, 12), 4, 16, None, 25.0,
-        "[DS] A100 PCIe: Gen4 x16, optional NVLink bridge (600 GB/s = 12 links) [M: link count]; "
-        "[C] nvsmi-table-a100-80gb-pcie",
+        sku="A100-PCIE",
+        name_patterns=(r"A100-PCIE", r"A100 80GB PCIe"),
+        gpus_per_node=None,
+        nvlink_links_per_gpu=(0, 12),
+        pcie_gen=4,
+        pcie_width=16,
+        memory_gib=None,
+        nvlink_gbps_per_link=25.0,
+        source=(
+            "[DS] A100 PCIe: Gen4 x16, optional NVLink bridge (600 GB/s = 12 links) [M: link count]; "
+            "[C] nvsmi-table-a100-80gb-pcie"
+        ),
     ),
     SkuProfile(
-        "A800-SXM4-80GB", (r"A800-SXM4?-80GB",), (8,), (8,), 4, 16, 80, 25.0,
-        "[M] A800 SXM: NVLink limited to 400 GB/s (8 links); [C] 8x A800 in xid13 sample",
+        sku="A800-SXM4-80GB",
+        name_patterns=(r"A800-SXM4?-80GB",),
+        gpus_per_node=(8,),
+        nvlink_links_per_gpu=(8,),
+        pcie_gen=4,
+        pcie_width=16,
+        memory_gib=80,
+        nvlink_gbps_per_link=25.0,
+        source="[M] A800 SXM: NVLink limited to 400 GB/s (8 links); [C] 8x A800 in xid13 sample",
     ),
     SkuProfile(
-        "H100-NVL", (r"H100 NVL",), None, (0, 12), 5, 16, 94, None,
-        "[DS] H100 NVL: Gen5 x16, 94 GB, NVLink bridge 600 GB/s [M: 12 links]; "
-        "[C] dcgmi nvlink status of 2321 lists 18 slots",
+        sku="H100-NVL",
+        name_patterns=(r"H100 NVL",),
+        gpus_per_node=None,
+        nvlink_links_per_gpu=(0, 12),
+        pcie_gen=5,
+        pcie_width=16,
+        memory_gib=94,
+        nvlink_gbps_per_link=None,
+        source=(
+            "[DS] H100 NVL: Gen5 x16, 94 GB, NVLink bridge 600 GB/s [M: 12 links]; "
+            "[C] dcgmi nvlink status of 2321 lists 18 slots"
+        ),
     ),
     SkuProfile(
-        "H100-PCIE", (r"H100 PCIe",), None, (0, 12), 5, 16, 80, None,
-        "[DS] H100 PCIe: Gen5 x16, NVLink bridge optional; "
-        "[P] AzNHC #162: NCv5 H100 PCIe uses 12 of 18 links",
+        sku="H100-PCIE",
+        name_patterns=(r"H100 PCIe",),
+        gpus_per_node=None,
+        nvlink_links_per_gpu=(0, 12),
+        pcie_gen=5,
+        pcie_width=16,
+        memory_gib=80,
+        nvlink_gbps_per_link=None,
+        source=(
+            "[DS] H100 PCIe: Gen5 x16, NVLink bridge optional; "
+            "[P] AzNHC #162: NCv5 H100 PCIe uses 12 of 18 links"
+        ),
     ),
     SkuProfile(
-        "H100-SXM", (r"H100 80GB HBM3$", r"H100[- ]SXM5?"), (4, 8), (18,), 5, 16, 80, 26.562,
-        "[DS] H100 SXM5: NVLink4 18 links/900 GB/s (also [P] decision-trees.md 5.4), HGX 4- or 8-GPU; "
-        "[C] nvlink-e-h100-18links, nvsmi-q-h100 (Gen5 x16), nvsmi-table-h100-sxm-x8; [M] 26.562 GB/s",
+        sku="H100-SXM",
+        name_patterns=(r"H100 80GB HBM3$", r"H100[- ]SXM5?"),
+        gpus_per_node=(4, 8),
+        nvlink_links_per_gpu=(18,),
+        pcie_gen=5,
+        pcie_width=16,
+        memory_gib=80,
+        nvlink_gbps_per_link=26.562,
+        source=(
+            "[DS] H100 SXM5: NVLink4 18 links/900 GB/s (also [P] decision-trees.md 5.4), HGX 4- or 8-GPU; "
+            "[C] nvlink-e-h100-18links, nvsmi-q-h100 (Gen5 x16), nvsmi-table-h100-sxm-x8; "
+            "[M] 26.562 GB/s"
+        ),
     ),
     SkuProfile(
-        "H200-NVL", (r"H200 NVL",), None, (0, 18), 5, 16, 141, None,
-        "[M] H200 NVL: Gen5 x16, 2- or 4-way NVLink bridge 900 GB/s",
+        sku="H200-NVL",
+        name_patterns=(r"H200 NVL",),
+        gpus_per_node=None,
+        nvlink_links_per_gpu=(0, 18),
+        pcie_gen=5,
+        pcie_width=16,
+        memory_gib=141,
+        nvlink_gbps_per_link=None,
+        source="[M] H200 NVL: Gen5 x16, 2- or 4-way NVLink bridge 900 GB/s",
     ),
     SkuProfile(
-        "H200-SXM", (r"H200$", r"H200[- ]SXM", r"H200 141GB"), (4, 8), (18,), 5, 16, 141, 26.562,
-        "[DS] H200 SXM: NVLink 900 GB/s (18 links), HGX 4- or 8-GPU; [C] nvsmi-q-h200 (Gen5 x16, 143771 MiB)",
+        sku="H200-SXM",
+        name_patterns=(r"H200$", r"H200[- ]SXM", r"H200 141GB"),
+        gpus_per_node=(4, 8),
+        nvlink_links_per_gpu=(18,),
+        pcie_gen=5,
+        pcie_width=16,
+        memory_gib=141,
+        nvlink_gbps_per_link=26.562,
+        source=(
+            "[DS] H200 SXM: NVLink 900 GB/s (18 links), HGX 4- or 8-GPU; "
+            "[C] nvsmi-q-h200 (Gen5 x16, 143771 MiB)"
+        ),
     ),
     SkuProfile(
-        "B200", (r"(?<!G)B200$", r"(?<!G)B200[- ]SXM"), (8,), (18,), None, None, 180, None,
-        "[DS] HGX B200: 8 GPUs, NVLink5 1.8 TB/s (18 links); [M] host PCIe generation and memory size",
+        sku="B200",
+        name_patterns=(r"(?<!G)B200$", r"(?<!G)B200[- ]SXM"),
+        gpus_per_node=(8,),
+        nvlink_links_per_gpu=(18,),
+        pcie_gen=None,
+        pcie_width=None,
+        memory_gib=180,
+        nvlink_gbps_per_link=None,
+        source=(
+            "[DS] HGX B200: 8 GPUs, NVLink5 1.8 TB/s (18 links); [M] host PCIe generation and memory size"
+        ),
     ),
     SkuProfile(
-        "GB200", (r"GB200",), (4,), (18,), None, None, 186, 53.125,
-        "[C] nvlink-s-gb200: 18 links at 53.125 GB/s; "
-        "[M] 4 GPUs per NVL72 compute tray, NVLink-C2C host link",
+        sku="GB200",
+        name_patterns=(r"GB200",),
+        gpus_per_node=(4,),
+        nvlink_links_per_gpu=(18,),
+        pcie_gen=None,
+        pcie_width=None,
+        memory_gib=186,
+        nvlink_gbps_per_link=53.125,
+        source=(
+            "[C] nvlink-s-gb200: 18 links at 53.125 GB/s; "
+            "[M] 4 GPUs per NVL72 compute tray, NVLink-C2C host link"
+        ),
     ),
     SkuProfile(
-        "GB300", (r"GB300",), (4,), (18,), None, None, 288, None,
-        "[C] nvlink-e-gb300 (name only); [M] 4 GPUs per compute tray, 18 links, 288 GB",
+        sku="GB300",
+        name_patterns=(r"GB300",),
+        gpus_per_node=(4,),
+        nvlink_links_per_gpu=(18,),
+        pcie_gen=None,
+        pcie_width=None,
+        memory_gib=288,
+        nvlink_gbps_per_link=None,
+        source="[C] nvlink-e-gb300 (name only); [M] 4 GPUs per compute tray, 18 links, 288 GB",
     ),
     SkuProfile(
-        "L40S", (r"L40S",), None, (0,), 4, 16, 48, None,
-        "[DS] L40S: no NVLink, PCIe Gen4 x16, 48 GB; [C] nvsmi-q-l40s (Max Gen 4, 16x, 46068 MiB)",
+        sku="L40S",
+        name_patterns=(r"L40S",),
+        gpus_per_node=None,
+        nvlink_links_per_gpu=(0,),
+        pcie_gen=4,
+        pcie_width=16,
+        memory_gib=48,
+        nvlink_gbps_per_link=None,
+        source="[DS] L40S: no NVLink, PCIe Gen4 x16, 48 GB; [C] nvsmi-q-l40s (Max Gen 4, 16x, 46068 MiB)",
     ),
     SkuProfile(
-        "L40", (r"L40$",), None, (0,), 4, 16, 48, None,
-        "[M] L40: no NVLink, PCIe Gen4 x16, 48 GB",
+        sku="L40",
+        name_patterns=(r"L40$",),
+        gpus_per_node=None,
+        nvlink_links_per_gpu=(0,),
+        pcie_gen=4,
+        pcie_width=16,
+        memory_gib=48,
+        nvlink_gbps_per_link=None,
+        source="[M] L40: no NVLink, PCIe Gen4 x16, 48 GB",
     ),
     SkuProfile(
-        "V100-SXM2", (r"V100-SXM2",), (4, 8), (6,), 3, 16, None, 25.781,
-        "[DS] V100 SXM2: NVLink2 6 links/300 GB/s, Gen3 x16; [C] nvsmi-q-v100 (Max Gen 3), table x8; "
-        "[M] 25.781 GB/s",
+        sku="V100-SXM2",
+        name_patterns=(r"V100-SXM2",),
+        gpus_per_node=(4, 8),
+        nvlink_links_per_gpu=(6,),
+        pcie_gen=3,
+        pcie_width=16,
+        memory_gib=None,
+        nvlink_gbps_per_link=25.781,
+        source=(
+            "[DS] V100 SXM2: NVLink2 6 links/300 GB/s, Gen3 x16; "
+            "[C] nvsmi-q-v100 (Max Gen 3), table x8; [M] 25.781 GB/s"
+        ),
     ),
     SkuProfile(
-        "V100-PCIE", (r"V100-PCIE",), None, (0,), 3, 16, None, None,
-        "[DS] V100 PCIe: no NVLink, Gen3 x16; [C] nvsmi-table-row-power-ERR-v100-pcie",
+        sku="V100-PCIE",
+        name_patterns=(r"V100-PCIE",),
+        gpus_per_node=None,
+        nvlink_links_per_gpu=(0,),
+        pcie_gen=3,
+        pcie_width=16,
+        memory_gib=None,
+        nvlink_gbps_per_link=None,
+        source="[DS] V100 PCIe: no NVLink, Gen3 x16; [C] nvsmi-table-row-power-ERR-v100-pcie",
     ),
     SkuProfile(
-        "T4", (r"Tesla T4",), None, (0,), 3, 16, 16, None,
-        "[DS] T4: Gen3 x16, 16 GB, no NVLink; [C] nvsmi-qx-tesla-t4 (x8 current in a VM)",
+        sku="T4",
+        name_patterns=(r"Tesla T4",),
+        gpus_per_node=None,
+        nvlink_links_per_gpu=(0,),
+        pcie_gen=3,
+        pcie_width=16,
+        memory_gib=16,
+        nvlink_gbps_per_link=None,
+        source="[DS] T4: Gen3 x16, 16 GB, no NVLink; [C] nvsmi-qx-tesla-t4 (x8 current in a VM)",
     ),
 )
 
@@ -129,10 +266,11 @@ def _link_counts(links_up_per_gpu: Any) -> dict[str, int]:
     """Accept {gpu: n}, [n, ...] or a single n (the same for every GPU)."""
     if links_up_per_gpu is None:
         return {}
+    items: list[tuple[Any, Any]]
     if isinstance(links_up_per_gpu, dict):
-        items = links_up_per_gpu.items()
+        items = list(links_up_per_gpu.items())
     elif isinstance(links_up_per_gpu, (list, tuple)):
-        items = enumerate(links_up_per_gpu)
+        items = list(enumerate(links_up_per_gpu))
     else:
         items = [("all", links_up_per_gpu)]
     return {str(gpu): int(count) for gpu, count in items if isinstance(count, int)}

@@ -140,9 +140,9 @@ class HostRunner:
                 self.recorder.record_command(self.run.host, kind, attempt, attempt is chosen) or run.file
             )
         run.status, run.reason = _status_of(chosen)
-        text = chosen.stdout if chosen.stdout.strip() else ""
-        if text:
-            run.facts, run.parse_error = parse_output(collector, text)
+        # Empty output that exited 0 is still a fact ("no NVRM line this boot"), so parse it.
+        if chosen.stdout.strip() or chosen.rc == 0:
+            run.facts, run.parse_error = parse_output(collector, chosen.stdout)
             if run.parse_error and run.status == "ok":
                 run.status, run.reason = "error", run.parse_error
         return run

@@ -27,8 +27,12 @@ LOCAL_NAMES = frozenset({"local"})
 # Jump chains longer than this are almost certainly a ProxyJump loop in the config.
 MAX_JUMP_DEPTH = 8
 # URL query keys a spec may carry, and the HostSpec field each fills.
-URL_QUERY_KEYS = {"jump": "jump", "identity": "identity_file", "identity_file": "identity_file",
-                  "profile": "profile"}
+URL_QUERY_KEYS = {
+    "jump": "jump",
+    "identity": "identity_file",
+    "identity_file": "identity_file",
+    "profile": "profile",
+}
 
 # A host name or address: no whitespace, no shell or URL metacharacters, not an option.
 _HOSTNAME_RE = re.compile(r"^(?!-)[A-Za-z0-9_.%:-]+$")
@@ -98,10 +102,7 @@ def _parse(text: str, ssh_config: Path | None, depth: int) -> HostSpec:
         return local_spec(written)
     if depth > MAX_JUMP_DEPTH:
         raise ValueError(f"jump host chain deeper than {MAX_JUMP_DEPTH} at {written!r} (a ProxyJump loop?)")
-    if "://" in written:
-        parts = _split_url(written)
-    else:
-        parts = _split_short(written)
+    parts = _split_url(written) if "://" in written else _split_short(written)
     return _resolve(written, parts, ssh_config, depth)
 
 

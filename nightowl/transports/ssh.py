@@ -17,6 +17,7 @@ paramiko is imported inside functions: ``nightowl --help`` must not pay for it.
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import os
 import re
@@ -25,10 +26,11 @@ import shlex
 import socket
 import threading
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, Sequence
+from typing import TYPE_CHECKING, Any, Literal
 
 from nightowl.transports.base import CommandResult, TransportError
 from nightowl.transports.hostspec import HostSpec, known_hosts_name
@@ -134,8 +136,10 @@ class KnownHosts:
         if any(e.key_type == key_type and e.blob == blob for e in current):
             return "ok", ""
         if any(e.key_type == key_type for e in current):
-            return "mismatch", (f"the {key_type} key of {name} differs from the one in {self.path} "
-                                "(changed host key or man in the middle)")
+            return "mismatch", (
+                f"the {key_type} key of {name} differs from the one in {self.path} "
+                "(changed host key or man in the middle)"
+            )
         others = sorted({e.key_type for e in current})
         also = f"; known types for it: {', '.join(others)}" if others else ""
         return "unknown", f"no {key_type} key for {name} in {self.path}{also}"
@@ -232,10 +236,8 @@ class SSHTransport:
                 self._authenticate(transport)
             except BaseException:
                 self._close_locked()
-                try:
+                with contextlib.suppress(Exception):  # best effort after a failure
                     sock.close()
-                except Exception:  # noqa: BLE001, S110 - best effort after a failure
-                    pass
                 raise
 
     def _open_socket(self) -> Any:
@@ -275,9 +277,10 @@ class SSHTransport:
                 "direct-tcpip", target, ("127.0.0.1", 0), timeout=self.options.connect_timeout
             )
         except paramiko.ChannelException as exc:
-            text = str(exc.text).lower()
-            reason = "refused" if "refused" in text else "dns" if "name or service" in text else "ssh error"
-            raise SSHConnectError(reason, f"{where}: jump host says: {exc.text}") from None
+            # paramiko keeps only the code: 2 is OPEN_CONNECT_FAILED (RFC 4254 5.1), the jump host
+            # could not open TCP to the target (refused, unreachable or not resolvable from there).
+            reason = "refused" if exc.code == 2 else "ssh error"
+            raise SSHConnectError(reason, f"{where}: jump host says: {exc.text} (code {exc.code})") from None
         except paramiko.SSHException as exc:
             reason = "timed out" if "timeout" in str(exc).lower() else "ssh error"
             raise SSHConnectError(reason, f"{where}: {exc}") from None
@@ -303,10 +306,14 @@ class SSHTransport:
             if _caused_by_timeout(exc):
                 step = "key exchange" if transport.remote_version else "SSH banner"
                 raise SSHConnectError("timed out", f"{where}: no {step} within {limit:g}s") from None
-            raise SSHConnectError("ssh error", f"{where}: handshake failed: {exc or type(exc).__name__}") from None
+            raise SSHConnectError(
+                "ssh error", f"{where}: handshake failed: {exc or type(exc).__name__}"
+            ) from None
         except (EOFError, OSError) as exc:
             transport.close()
-            raise SSHConnectError("ssh error", f"{where}: connection closed during handshake ({exc!r})") from None
+            raise SSHConnectError(
+                "ssh error", f"{where}: connection closed during handshake ({exc!r})"
+            ) from None
         return transport
 
     def _known_hosts(self) -> KnownHosts:
@@ -364,7 +371,9 @@ class SSHTransport:
                 return
         detail = f"tried {', '.join(tried)}" if tried else "no usable key (no identity file, agent empty)"
         extra = f"; {'; '.join(notes)}" if notes else ""
-        raise SSHConnectError("auth failed", f"{where}: server refused publickey for {user!r}: {detail}{extra}")
+        raise SSHConnectError(
+            "auth failed", f"{where}: server refused publickey for {user!r}: {detail}{extra}"
+        )
 
     def _identities(self) -> tuple[list[tuple[str, Any]], list[str]]:
         """Keys to offer, in order: the host's identity, configured ones, agent, defaults."""
@@ -406,8 +415,9 @@ class SSHTransport:
         extra = {"remote_command": command}
 
         def fail(error: str, timed_out: bool = False) -> CommandResult:
-            return CommandResult(argv, None, "", "", started, time.monotonic() - clock, timed_out, error,
-                                 extra=extra)
+            return CommandResult(
+                argv, None, "", "", started, time.monotonic() - clock, timed_out, error, extra=extra
+            )
 
         if not argv:
             return fail("empty argv")
@@ -422,8 +432,15 @@ class SSHTransport:
             self._sessions.release()
 
     def _run_channel(
-        self, transport: paramiko.Transport, command: str, argv: tuple[str, ...], started: float,
-        clock: float, deadline: float, timeout: float, extra: dict[str, str],
+        self,
+        transport: paramiko.Transport,
+        command: str,
+        argv: tuple[str, ...],
+        started: float,
+        clock: float,
+        deadline: float,
+        timeout: float,
+        extra: dict[str, str],
     ) -> CommandResult:
         out = _CappedBuffer(self.options.output_cap_bytes)
         err = _CappedBuffer(self.options.output_cap_bytes)
@@ -431,7 +448,7 @@ class SSHTransport:
         timed_out = False
         channel = None
         try:
-            channel = transport.open_session(timeout=max(0.1, deadline - time.monotonic()))
+            channel = _open_session(transport, deadline)
             channel.exec_command(command)
             timed_out = not _pump(channel, out, err, deadline)
         except Exception as exc:  # noqa: BLE001 - a failing command must become a result
@@ -443,16 +460,26 @@ class SSHTransport:
         elif channel is not None and error is None:
             rc = channel.exit_status if channel.exit_status >= 0 else None
             if rc is None:
-                error = (f"connection lost: {_lost(transport)}" if not transport.is_active()
-                         else "no exit status (the command was killed by a signal?)")
+                error = (
+                    f"connection lost: {_lost(transport)}"
+                    if not transport.is_active()
+                    else "no exit status (the command was killed by a signal?)"
+                )
         if channel is not None:
             channel.close()
         if err.dropped:
             extra["stderr_truncated_bytes"] = str(err.dropped)
         return CommandResult(
-            argv=argv, rc=rc, stdout=out.text(), stderr=err.text(), started=started,
-            duration=time.monotonic() - clock, timed_out=timed_out, error=error,
-            stdout_truncated_bytes=out.dropped, extra=extra,
+            argv=argv,
+            rc=rc,
+            stdout=out.text(),
+            stderr=err.text(),
+            started=started,
+            duration=time.monotonic() - clock,
+            timed_out=timed_out,
+            error=error,
+            stdout_truncated_bytes=out.dropped,
+            extra=extra,
         )
 
     def close(self) -> None:
@@ -496,6 +523,25 @@ class _CappedBuffer:
 
     def text(self) -> str:
         return b"".join(self.chunks).decode("utf-8", errors="replace")
+
+
+def _open_session(transport: Any, deadline: float) -> Any:
+    """Open a session channel, retrying while sshd still counts sessions we just closed.
+
+    sshd frees a session slot only after it processes our CLOSE (and, for a timed-out
+    command, only once that command exits), so a full ``MaxSessions`` is usually transient.
+    """
+    import paramiko
+
+    pause = 0.02
+    while True:
+        try:
+            return transport.open_session(timeout=max(0.1, deadline - time.monotonic()))
+        except paramiko.ChannelException:
+            if time.monotonic() + pause >= deadline:
+                raise
+            time.sleep(pause)
+            pause = min(pause * 2, 0.5)
 
 
 def _pump(channel: Any, out: _CappedBuffer, err: _CappedBuffer, deadline: float) -> bool:

@@ -199,7 +199,7 @@ def test_truncated_samples(sample: str, start: float, length: float) -> None:
 @settings(max_examples=60, deadline=None)
 @given(
     st.sampled_from(SAMPLES + [FULL_3X]),
-    st.text(alphabet="|+-: \n{}[]\"", max_size=40),
+    st.text(alphabet='|+-: \n{}[]"', max_size=40),
     st.integers(0, 5000),
 )
 def test_samples_with_junk_inserted(sample: str, junk: str, at: int) -> None:

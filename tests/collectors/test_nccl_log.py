@@ -1,5 +1,7 @@
 """nccl-log collector: one JSON case per corpus sample, plus format variants not in the corpus."""
 
+# ruff: noqa: E501 - log and table lines are kept verbatim, one per source line
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -61,7 +63,14 @@ def test_new_init_lines_rank_table_and_plugin_network() -> None:
     assert_subset(
         result["ranks"],
         [
-            {"rank": 0, "host": "node1", "pid": 100, "bus_id": "0000:1b:00", "comm_id": "0xabc", "init_complete": True},
+            {
+                "rank": 0,
+                "host": "node1",
+                "pid": 100,
+                "bus_id": "0000:1b:00",
+                "comm_id": "0xabc",
+                "init_complete": True,
+            },
             {"rank": 1, "host": "node2", "pid": 300, "bus_id": "0001:1a:00", "init_complete": False},
         ],
     )
@@ -76,13 +85,26 @@ def test_new_init_lines_rank_table_and_plugin_network() -> None:
             "h:1:2 [0] transport/net_ib/p2p.cc:200 NCCL WARN NET/IB: Got completion from peer 10.0.0.2<5000> "
             "with status=IBV_WC_RETRY_EXC_ERR(12) opcode=IBV_WC_RDMA_WRITE(1) vendor_err=129  localGid ::ffff:10.0.0.1 "
             "remoteGids ::ffff:10.0.0.2 hca mlx5_3",
-            {"status": 12, "status_name": "IBV_WC_RETRY_EXC_ERR", "opcode": 1, "vendor_err": 129,
-             "peer": "10.0.0.2", "hca": "mlx5_3", "host": "h"},
+            {
+                "status": 12,
+                "status_name": "IBV_WC_RETRY_EXC_ERR",
+                "opcode": 1,
+                "vendor_err": 129,
+                "peer": "10.0.0.2",
+                "hca": "mlx5_3",
+                "host": "h",
+            },
         ),
         (  # NCCL 2.19-era numeric status
             "h:1:2 [0] transport/net_ib.cc:1 NCCL WARN NET/IB : Got completion from peer 10.0.0.3<1> with status=5 "
             "opcode=0 len=0 vendor err 249 (Recv) hca mlx5_0",
-            {"status": 5, "status_name": "IBV_WC_WR_FLUSH_ERR", "opcode": 0, "vendor_err": 249, "hca": "mlx5_0"},
+            {
+                "status": 5,
+                "status_name": "IBV_WC_WR_FLUSH_ERR",
+                "opcode": 0,
+                "vendor_err": 249,
+                "hca": "mlx5_0",
+            },
         ),
     ],
 )
@@ -193,7 +215,11 @@ def test_random_bytes(data: bytes) -> None:
 
 
 @FAST
-@given(st.sampled_from(SAMPLES), st.integers(min_value=0, max_value=5000), st.integers(min_value=0, max_value=5000))
+@given(
+    st.sampled_from(SAMPLES),
+    st.integers(min_value=0, max_value=5000),
+    st.integers(min_value=0, max_value=5000),
+)
 def test_truncated_samples(path: Path, start: int, length: int) -> None:
     text = path.read_text()
     assert facts_of(text[start : start + length])["kind"] == "nccl-log"

@@ -1,0 +1,1 @@
+"""Tests of the SSH transport against a fleet of real OpenSSH servers on loopback."""

@@ -18,6 +18,7 @@ Usage::
 
 from __future__ import annotations
 
+import contextlib
 import enum
 import getpass
 import os
@@ -58,6 +59,7 @@ class Fault(str, enum.Enum):
 
     REFUSED = "refused"  # an address with nothing listening
     SILENT = "silent"  # accepts TCP, never sends an SSH banner
+    BLACKHOLE = "blackhole"  # TCP connect never completes (accept queue full: SYNs are dropped)
     WRONG_HOST_KEY = "wrong-host-key"  # a real sshd, but known_hosts holds another key for it
     REJECTED_KEY = "rejected-key"  # a real sshd that refuses the client key on this address
     HANG = "hang"  # every command sleeps for an hour
@@ -66,7 +68,7 @@ class Fault(str, enum.Enum):
     @property
     def served(self) -> bool:
         """Whether a real sshd answers on this host's address."""
-        return self not in (Fault.REFUSED, Fault.SILENT)
+        return self not in (Fault.REFUSED, Fault.SILENT, Fault.BLACKHOLE)
 
 
 HostSource = Path | str | Fault | None
@@ -87,7 +89,10 @@ class Fleet:
         max_sessions: int = 10,
     ) -> None:
         self.root = Path(root) / "fleet"
-        self.hosts = dict(hosts)
+        # A recording of an unreachable host (CONTRACT s5 `unreachable` file) gets nothing listening.
+        self.hosts = {
+            name: Fault.REFUSED if _recorded_unreachable(source) else source for name, source in hosts.items()
+        }
         self.user = user or getpass.getuser()
         self.standins = tuple(dict.fromkeys(standins))
         self.max_startups = max_startups
@@ -143,13 +148,23 @@ class Fleet:
         ip, port = self.addresses[name]
         return f"ssh://{self.user}@{ip}:{port}"
 
+    @property
+    def sshd_count(self) -> int:
+        return len(self._sshd)
+
     def host_dir(self, name: str) -> Path:
         """This host's served directory (a copy of the recording; safe to write into)."""
         return self.root / "hosts" / self._ips[name]
 
     def set_output(
-        self, name: str, kind: str, *, out: str | bytes | None = None, err: str | None = None,
-        rc: int | None = None, sleep: float | None = None,
+        self,
+        name: str,
+        kind: str,
+        *,
+        out: str | bytes | None = None,
+        err: str | None = None,
+        rc: int | None = None,
+        sleep: float | None = None,
     ) -> None:
         """Change what ``kind`` answers on one host (takes effect for the next command)."""
         folder = self.host_dir(name)
@@ -195,7 +210,7 @@ class Fleet:
         shutil.rmtree(folder, ignore_errors=True)
         source = self.hosts[name]
         if isinstance(source, (str, Path)) and not isinstance(source, Fault):
-            shutil.copytree(source, folder)
+            shutil.copytree(source, folder, copy_function=shutil.copyfile)  # writable copies
         else:
             folder.mkdir(parents=True)
         if source == Fault.HANG:
@@ -209,8 +224,8 @@ class Fleet:
             ip = self._ips[name]
             if fault == Fault.REFUSED:
                 self.addresses[name] = (ip, _free_port([ip]))
-            elif fault == Fault.SILENT:
-                listener = _SilentListener(ip)
+            elif fault in (Fault.SILENT, Fault.BLACKHOLE):
+                listener = _SilentListener(ip, blackhole=fault == Fault.BLACKHOLE)
                 self._silent.append(listener)
                 self.addresses[name] = (ip, listener.port)
 
@@ -226,15 +241,24 @@ class Fleet:
             with open(log, "wb") as log_file:
                 process = subprocess.Popen(
                     [str(SSHD), "-D", "-e", "-f", str(config)],
-                    stdin=subprocess.DEVNULL, stdout=log_file, stderr=log_file, start_new_session=True,
+                    stdin=subprocess.DEVNULL,
+                    stdout=log_file,
+                    stderr=log_file,
+                    start_new_session=True,
                 )
-            if _wait_listening(process, [(ip, port) for ip in ips]) and b"Bind to port" not in log.read_bytes():
+            if (
+                _wait_listening(process, [(ip, port) for ip in ips])
+                and b"Bind to port" not in log.read_bytes()
+            ):
                 self._sshd.append(process)
                 for name in names:
                     self.addresses[name] = (self._ips[name], port)
                 return
             _stop_process_tree(process)
-            if process.returncode not in (None, 0, -signal.SIGTERM) and b"Bind to port" not in log.read_bytes():
+            if (
+                process.returncode not in (None, 0, -signal.SIGTERM)
+                and b"Bind to port" not in log.read_bytes()
+            ):
                 raise RuntimeError(f"sshd failed to start:\n{log.read_text(errors='replace')}")
         raise RuntimeError(f"sshd could not bind a free port on {ips}")
 
@@ -301,7 +325,8 @@ def _standin_script(hosts_dir: Path) -> str:
                 f'for a in "$@"; do case "$a" in {arg_glob}) kind={kind}; break 2 ;; esac; done'
             )
     body = "\n".join(
-        f"  {command})\n    " + "\n    ".join(steps[:-1] + [steps[-1] + " ;;"]) for command, steps in cases.items()
+        f"  {command})\n    " + "\n    ".join(steps[:-1] + [steps[-1] + " ;;"])
+        for command, steps in cases.items()
     )
     return f"""#!/bin/sh
 # Stand-in written by tests/ssh/fleet.py: serves this host's recorded output for one kind.
@@ -324,7 +349,8 @@ found=
 for suffix in out err rc sleep bytes timeout; do [ -e "$base.$suffix" ] && found=1; done
 [ -n "$found" ] || base="$dir/default"
 secs=
-if [ -e "$base.timeout" ]; then secs={HANG_SECONDS}; elif [ -e "$base.sleep" ]; then read -r secs < "$base.sleep"; fi
+if [ -e "$base.timeout" ]; then secs={HANG_SECONDS}
+elif [ -e "$base.sleep" ]; then read -r secs < "$base.sleep"; fi
 case "$secs" in
   '') ;;
   *[!0-9]*) sleep "$secs" ;;
@@ -347,18 +373,29 @@ exit 0
 
 
 class _SilentListener:
-    """Accepts TCP connections and never says a word (a hung daemon, a firewall tarpit)."""
+    """Accepts TCP connections and never says a word (a hung daemon, a firewall tarpit).
 
-    def __init__(self, ip: str) -> None:
-        self.sock = socket.create_server((ip, 0), backlog=64)
+    As a black hole it never accepts: one connection fills its zero-length accept queue,
+    after which Linux drops every SYN, so a client's TCP connect times out.
+    """
+
+    def __init__(self, ip: str, blackhole: bool = False) -> None:
+        self.sock = socket.create_server((ip, 0), backlog=0 if blackhole else 64)
         self.port: int = self.sock.getsockname()[1]
         self.conns: list[socket.socket] = []
         self._stopped = threading.Event()
-        self._thread = threading.Thread(target=self._serve, name=f"silent-{ip}", daemon=True)
+        if blackhole:
+            self.conns.append(socket.create_connection((ip, self.port), timeout=2))
+        self._thread = threading.Thread(
+            target=self._serve, args=(blackhole,), name=f"silent-{ip}", daemon=True
+        )
         self._thread.start()
 
-    def _serve(self) -> None:
+    def _serve(self, blackhole: bool) -> None:
         while not self._stopped.is_set():
+            if blackhole:
+                self._stopped.wait(0.2)
+                continue
             ready, _, _ = select.select([self.sock], [], [], 0.2)
             if ready:
                 conn, _ = self.sock.accept()
@@ -369,6 +406,12 @@ class _SilentListener:
         self._thread.join(timeout=2)
         for conn in [*self.conns, self.sock]:
             conn.close()
+
+
+def _recorded_unreachable(source: HostSource) -> bool:
+    if source is None or isinstance(source, Fault):
+        return False
+    return (Path(source) / "unreachable").exists()
 
 
 def _loopback(n: int) -> str:
@@ -415,8 +458,21 @@ def _wait_listening(process: subprocess.Popen[bytes], addresses: list[tuple[str,
 def _keygen(path: Path) -> None:
     if not path.exists():
         subprocess.run(
-            [SSH_KEYGEN, "-q", "-t", "ed25519", "-N", "", "-C", f"nightowl-fleet-{path.name}", "-f", str(path)],
-            check=True, stdin=subprocess.DEVNULL, capture_output=True,
+            [
+                SSH_KEYGEN,
+                "-q",
+                "-t",
+                "ed25519",
+                "-N",
+                "",
+                "-C",
+                f"nightowl-fleet-{path.name}",
+                "-f",
+                str(path),
+            ],
+            check=True,
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
         )
 
 
@@ -442,7 +498,5 @@ def _stop_process_tree(process: subprocess.Popen[bytes]) -> None:
             process.kill()
             process.wait()
     for child in children:
-        try:
+        with contextlib.suppress(psutil.Error):
             child.kill()
-        except psutil.Error:
-            pass
