@@ -18,6 +18,7 @@ as ``ssh`` would resolve them.
 
 from __future__ import annotations
 
+import ast
 import re
 import shlex
 from dataclasses import dataclass, field, replace
@@ -296,7 +297,7 @@ def _ini_line(
         key, equals, value = line.partition("=")
         if not equals or not key.strip():
             raise InventoryError(where.at(number, f"[{name}:vars] expects key=value, got {line!r}"))
-        group.vars[key.strip()] = value.strip()
+        group.vars[key.strip()] = _ini_value(value.strip())
         return
     try:
         tokens = shlex.split(line, comments=True)
@@ -314,6 +315,16 @@ def _ini_line(
         pattern = port_match.group(1)
         host_vars.setdefault("ansible_port", port_match.group(2))
     _add_hosts(group, pattern, host_vars, number, where)
+
+
+def _ini_value(value: str) -> str:
+    """Ansible reads a quoted INI value as the string inside the quotes."""
+    if len(value) >= 2 and value[0] == value[-1] and value[0] in "'\"":
+        try:
+            return str(ast.literal_eval(value))
+        except (ValueError, SyntaxError):
+            return value[1:-1]
+    return value
 
 
 def _flatten_groups(groups: dict[str, _Group], where: _Where) -> list[_Entry]:

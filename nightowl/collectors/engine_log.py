@@ -126,8 +126,8 @@ TRACEBACK_HINTS: tuple[Hint, ...] = (
     Hint("profiling",
          re.compile(r"\b(?:profile_run|determine_available_memory|determine_num_available_blocks)\b"),
          "DT 1.1 row 3 [P]"),
-    Hint("kv-cache", re.compile(r"\b(?:initialize_kv_cache|_initialize_kv_caches|initialize_cache)\b"),
-         "vllm V0/V1 cache init [P]"),
+    # not `_initialize_kv_caches`: in V0 and V1 that wrapper also runs profiling, capture and warm-up
+    Hint("kv-cache", re.compile(r"\b(?:initialize_kv_cache|initialize_cache)\b"), "vllm cache init [P]"),
     Hint("cuda-graph", re.compile(r"\bcapture_model\b|Capture cuda graph failed|cuda graph warmup failed"),
          "DT 1.1 row 6, 1.5, 1.6"),
     Hint("sampler-warmup",

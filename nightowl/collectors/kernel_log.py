@@ -62,19 +62,29 @@ _OOM_CGROUP = re.compile(r"Memory cgroup $")
 _NVSWITCH_DEVICE = re.compile(r"(nvidia-nvswitch\d+):\s*$")
 
 # --- timestamps (decision: a yearless or non-English time stays as written) -------------------
-_SYSLOG_TIME = re.compile(r"^\s*(\S+\s+\d{1,2}\s+\d{1,2}:\d\d:\d\d(?:\.\d+)?)\s")  # Mar 29 15:38:59, lis 12 ...
+_SYSLOG_TIME = re.compile(
+    r"^\s*(\S+\s+\d{1,2}\s+\d{1,2}:\d\d:\d\d(?:\.\d+)?)\s"
+)  # Mar 29 15:38:59, lis 12 ...
 _ISO_TIME = re.compile(r"(\d{4}-\d\d-\d\d)[T ](\d\d:\d\d:\d\d)(?:[.,](\d+))?(Z|[+-]\d\d:?\d\d)?")
 _SLASH_TIME = re.compile(r"(\d{4})/(\d\d)/(\d\d)[ T](\d\d:\d\d:\d\d)")  # Go log package (device plugin)
 _BRACKET = re.compile(r"\[\s*([^\]]*?)\s*\]")
 _MONOTONIC = re.compile(r"\d+\.\d+")
-_DMESG_T = re.compile(r"(?:\S+\s+)?(\S+)\s+(\d{1,2})\s+(\d\d):(\d\d):(\d\d)\s+(\d{4})")  # Tue Mar  5 10:00:00 2024
-_MONTHS = {m: i for i, m in enumerate(
-    ("jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec"), start=1)}
+_DMESG_T = re.compile(
+    r"(?:\S+\s+)?(\S+)\s+(\d{1,2})\s+(\d\d):(\d\d):(\d\d)\s+(\d{4})"
+)  # Tue Mar  5 10:00:00 2024
+_MONTHS = {
+    m: i
+    for i, m in enumerate(
+        ("jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec"), start=1
+    )
+}
 
 # --- NVRM messages (text after "NVRM: ") -------------------------------------------------------
 _XID = re.compile(r"Xid \((?:PCI:)?(?P<pci>[^)]*)\):?\s*(?P<code>\d+)\b,?\s*(?P<rest>.*)$")
 _SXID = re.compile(r"SXid \((?:PCI:)?(?P<pci>[^)]*)\):?\s*(?P<code>\d+)\b,?\s*(?P<text>.*)$")
-_PID_NAME = re.compile(r"pid=(?P<pid>'?<unknown>'?|'?\d+'?),\s*name=(?P<name>[^,]*?)\s*(?:,\s*(?P<text>.*))?$")
+_PID_NAME = re.compile(
+    r"pid=(?P<pid>'?<unknown>'?|'?\d+'?),\s*name=(?P<name>[^,]*?)\s*(?:,\s*(?P<text>.*))?$"
+)
 _SXID_DETAIL = re.compile(r"(?:Severity \d+|Data \{)")  # continuation lines of an SXid report
 _SXID_SEVERITY = re.compile(r"(non-?fatal|fatal)\b", re.I)
 _CAUSED_BY = re.compile(r"caused by previous Xid (\d+)")
@@ -83,9 +93,10 @@ _BOARD_SERIAL = re.compile(r"GPU Board Serial Number:\s*(?P<serial>\S+)")
 _GPU_SERIAL = re.compile(r"GPU (?P<pci>[0-9a-fA-F:.]+): GPU serial number is (?P<serial>\w+)")
 _FALLEN_OFF_BUS = re.compile(r"fallen off the bus", re.I)
 _RESET_REQUIRED = re.compile(
-    r"NV_ERR_RESET_REQUIRED|\breset required\b|\brequires? (?:a )?(?:GPU )?reset\b|\bneeds? to be reset\b", re.I
+    r"NV_ERR_RESET_REQUIRED|\breset required\b|\brequires? (?:a )?(?:GPU )?reset\b|\bneeds? to be reset\b",
+    re.I,
 )
-_DRIVER_VERSION = re.compile(r"loading NVIDIA UNIX .*?Kernel Module\s+(?P<version>\d+\.\d+(?:\.\d+)?)")
+_DRIVER_VERSION = re.compile(r"loading NVIDIA .*?Kernel Module.*?\s(?P<version>\d+\.\d+(?:\.\d+)?)(?:\s|$)")
 # Multi-line NVRM messages printed as several lines: the opener, then lines that continue it
 # (NVSentinel #155 fallen-off-the-bus block; the crash-dump banner).
 _BLOCK_OPENER = re.compile(r"The NVIDIA GPU \S+\s*$|crash dump has been created")
@@ -121,8 +132,9 @@ _AER_DETAIL = re.compile(
     r"|error_detected|AER-aware|TLP Header|AER:\s+(?!.*error(?: message)? received)"
 )
 _BANDWIDTH = re.compile(
-    r"(?P<pci>[0-9a-fA-F]{4,8}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]): (?P<available>[\d.]+ [GMT]b/s) available "
-    r"PCIe bandwidth, limited by (?P<limited_by>.+?) link at (?P<at>\S+) \(capable of (?P<capable>[\d.]+ [GMT]b/s)"
+    r"(?P<pci>[0-9a-fA-F]{4,8}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]): "
+    r"(?P<available>[\d.]+ [GMT]b/s) available PCIe bandwidth, limited by (?P<limited_by>.+?) "
+    r"link at (?P<at>\S+) \(capable of (?P<capable>[\d.]+ [GMT]b/s)"
 )
 _PLUGIN_XID = re.compile(r"XidCriticalError: Xid=(?P<code>\d+) on Device=(?P<uuid>[^,\s]+)")
 
@@ -182,8 +194,14 @@ def _dmesg_t(inside: str) -> str | None:
     if month is None:
         return None
     try:
-        stamp = datetime(int(match.group(6)), month, int(match.group(2)),
-                         int(match.group(3)), int(match.group(4)), int(match.group(5)))
+        stamp = datetime(
+            int(match.group(6)),
+            month,
+            int(match.group(2)),
+            int(match.group(3)),
+            int(match.group(4)),
+            int(match.group(5)),
+        )
     except ValueError:
         return None
     return stamp.isoformat()
@@ -239,7 +257,11 @@ def _classify_xid(body: str) -> _Classified:
     text = rest
     owner = _PID_NAME.match(rest)
     if owner is not None:
-        pid, process, text = _pid(owner.group("pid")), _process(owner.group("name")), owner.group("text") or ""
+        pid, process, text = (
+            _pid(owner.group("pid")),
+            _process(owner.group("name")),
+            owner.group("text") or "",
+        )
     extras: list[tuple[str, Any]] = []
     if code == 154:
         extras.append(("recovery_action", xid_catalog.recovery_name(text)))
@@ -248,7 +270,9 @@ def _classify_xid(body: str) -> _Classified:
     caused_by = _CAUSED_BY.search(text)
     if caused_by is not None:
         extras.append(("caused_by_xid", int(caused_by.group(1))))
-    return _Classified("event", "xid", code, normalize_pci(match.group("pci")), pid, process, text, tuple(extras))
+    return _Classified(
+        "event", "xid", code, normalize_pci(match.group("pci")), pid, process, text, tuple(extras)
+    )
 
 
 def _classify_sxid(body: str) -> _Classified:
@@ -260,7 +284,9 @@ def _classify_sxid(body: str) -> _Classified:
     if _SXID_DETAIL.match(text):
         return _Classified("sxid_detail", "sxid", code, pci, text=text)
     severity = _SXID_SEVERITY.match(text)
-    extras = (("severity", "fatal" if severity.group(1).lower() == "fatal" else "nonfatal"),) if severity else ()
+    extras = (
+        (("severity", "fatal" if severity.group(1).lower() == "fatal" else "nonfatal"),) if severity else ()
+    )
     return _Classified("event", "sxid", code, pci, text=text, extras=extras)
 
 
@@ -275,7 +301,9 @@ def _classify_nvrm(body: str) -> _Classified:
         return _Classified("board_serial", text=serial.group("serial"))
     gpu_serial = _GPU_SERIAL.match(body)
     if gpu_serial is not None:
-        return _Classified("gpu_serial", pci=normalize_pci(gpu_serial.group("pci")), text=gpu_serial.group("serial"))
+        return _Classified(
+            "gpu_serial", pci=normalize_pci(gpu_serial.group("pci")), text=gpu_serial.group("serial")
+        )
     if _FALLEN_OFF_BUS.search(body):
         return _Classified("event", "fallen_off_bus", pci=find_pci(body), text=body)
     if _RESET_REQUIRED.search(body):
@@ -323,8 +351,9 @@ def classify(message: str) -> _Classified:
         oom = _OOM_KILL.search(message)
         if oom is None:
             return _IGNORE
-        return _Classified("event", "oom_kill", pid=int(oom.group("pid")), process=oom.group("name"),
-                           text=message.strip())
+        return _Classified(
+            "event", "oom_kill", pid=int(oom.group("pid")), process=oom.group("name"), text=message.strip()
+        )
     if "available PCIe bandwidth" in message:
         return _Classified("bandwidth", text=message.strip()) if _BANDWIDTH.search(message) else _IGNORE
     return _classify_aer(message.strip())
@@ -366,7 +395,7 @@ class _Parser:
         if not message.startswith(("NVRM", "SXid", "Xid")):
             device = _DEVICE_TAIL.search(prefix) or _OOM_CGROUP.search(prefix)
             if device is not None:
-                prefix, message = prefix[: device.start()], prefix[device.start():] + message
+                prefix, message = prefix[: device.start()], prefix[device.start() :] + message
         if self._continues(prefix, message):
             return
         self._flush()
@@ -384,7 +413,7 @@ class _Parser:
             return
         if pending.is_aer and _AER_DETAIL.search(line):
             device = _DEVICE_TAIL.search(line)
-            detail = line[device.start():] if device else line
+            detail = line[device.start() :] if device else line
             if len(pending.details) < MAX_LINES_PER_EVENT:
                 pending.details.append(detail.strip())
             return
@@ -404,8 +433,12 @@ class _Parser:
             elif indented and self.last_event is not None:
                 self._add_lines(self.last_event, [body])
                 return True
-        if pending is not None and pending.is_aer and _AER_DETAIL.search(message) \
-                and not _AER_RECEIVED.search(message):
+        if (
+            pending is not None
+            and pending.is_aer
+            and _AER_DETAIL.search(message)
+            and not _AER_RECEIVED.search(message)
+        ):
             if len(pending.details) < MAX_LINES_PER_EVENT:
                 pending.details.append(message.strip())
             return True
@@ -477,8 +510,15 @@ class _Parser:
             self.dropped_events += 1
             return None
         time, monotonic = parse_time(draft.prefix)
-        event = {"kind": found.kind, "code": found.code, "pci": found.pci, "time": time, "pid": found.pid,
-                 "process": found.process, "text": found.text}
+        event = {
+            "kind": found.kind,
+            "code": found.code,
+            "pci": found.pci,
+            "time": time,
+            "pid": found.pid,
+            "process": found.process,
+            "text": found.text,
+        }
         event.update(found.extras)
         event.update(count=1, first_time=time, last_time=time, _last_prefix=None)
         if monotonic is not None and monotonic != time:
@@ -524,7 +564,9 @@ class _Parser:
             self._add_lines(owner, [found.text])
             return
         # A "Severity"/"Data" line whose report we did not see: keep it as its own event.
-        self._emit(_Classified("event", "sxid", found.code, found.pci, text=found.text), _Draft(prefix, found.text))
+        self._emit(
+            _Classified("event", "sxid", found.code, found.pci, text=found.text), _Draft(prefix, found.text)
+        )
 
     def _bandwidth(self, message: str) -> None:
         match = _BANDWIDTH.search(message)
@@ -534,8 +576,11 @@ class _Parser:
         if pci is None or pci in self.bandwidth or len(self.bandwidth) >= MAX_DISTINCT_EVENTS:
             return
         self.bandwidth[pci] = {
-            "pci": pci, "available": match.group("available"), "limited_by": match.group("limited_by"),
-            "limiting_pci": normalize_pci(match.group("at")), "capable": match.group("capable"),
+            "pci": pci,
+            "available": match.group("available"),
+            "limited_by": match.group("limited_by"),
+            "limiting_pci": normalize_pci(match.group("at")),
+            "capable": match.group("capable"),
         }
 
     def _warn(self, text: str) -> None:
@@ -555,12 +600,17 @@ class _Parser:
         if self.extra_warnings:
             warnings.append(f"{self.extra_warnings} more unreadable lines not listed")
         if self.dropped_events:
-            warnings.append(f"{self.dropped_events} events beyond {MAX_DISTINCT_EVENTS} distinct ones not kept")
+            warnings.append(
+                f"{self.dropped_events} events beyond {MAX_DISTINCT_EVENTS} distinct ones not kept"
+            )
         if not self.saw_text:
             warnings.append("empty input: no kernel log lines")
         return KernelLogResult(
-            events=events, warnings=warnings, driver_version=self.driver_version,
-            pcie_bandwidth_limited=list(self.bandwidth.values()), lines_read=self.lines_read,
+            events=events,
+            warnings=warnings,
+            driver_version=self.driver_version,
+            pcie_bandwidth_limited=list(self.bandwidth.values()),
+            lines_read=self.lines_read,
         )
 
 
@@ -579,8 +629,13 @@ def parse_lines(lines: Iterable[str]) -> KernelLogResult:
         if pos < 0:
             pos = line.find("SXid (")
         if pos < 0:
-            if parser.pending is None and "Xid" not in line and "AER" not in line and "PCIe" not in line \
-                    and "of memory" not in line:
+            if (
+                parser.pending is None
+                and "Xid" not in line
+                and "AER" not in line
+                and "PCIe" not in line
+                and "of memory" not in line
+            ):
                 if not parser.saw_text and line.strip():
                     parser.saw_text = True
                 continue
@@ -669,7 +724,9 @@ def facts(result: KernelLogResult | Mapping[str, Any]) -> dict[str, Any]:
     xids = [e for e in events if e["kind"] == "xid" and isinstance(e.get("code"), int)]
     codes = sorted({e["code"] for e in xids})
     recovery, recovery_by_gpu = _recovery_by_gpu(xids)
-    fallen = [e["pci"] for e in events if e["kind"] == "fallen_off_bus" or (e["kind"] == "xid" and e["code"] == 79)]
+    fallen = [
+        e["pci"] for e in events if e["kind"] == "fallen_off_bus" or (e["kind"] == "xid" and e["code"] == 79)
+    ]
     reset_gpus = [e["pci"] for e in events if e["kind"] == "gpu_reset_required"]
     reset_gpus += [pci for pci, value in recovery_by_gpu.items() if value in ("gpu-reset", "drain-and-reset")]
     return {
@@ -685,13 +742,17 @@ def facts(result: KernelLogResult | Mapping[str, Any]) -> dict[str, Any]:
         "recovery_action": recovery,
         "recovery_actions_by_gpu": recovery_by_gpu,
         "recovery_action_gpus": sorted(pci for pci, value in recovery_by_gpu.items() if value != "none"),
-        "catalog_action": xid_catalog.strictest(xid_catalog.action_for(e["code"], e.get("text")) for e in xids),
+        "catalog_action": xid_catalog.strictest(
+            xid_catalog.action_for(e["code"], e.get("text")) for e in xids
+        ),
         "unknown_xid_codes": [code for code in codes if xid_catalog.lookup(code) is None],
         "app_xid_repeating_gpus": _app_xid_repeating_gpus(xids),
         "nvlink_xid_codes": [code for code in codes if code in xid_catalog.NVLINK_CODES],
         "oom_kills": sum(e.get("count", 1) for e in events if e["kind"] == "oom_kill"),
         "pcie_aer_count": sum(e.get("count", 1) for e in events if e["kind"] == "pcie_aer"),
-        "pcie_bandwidth_limited_devices": _sorted_pcis(d.get("pci") for d in data.get("pcie_bandwidth_limited") or []),
+        "pcie_bandwidth_limited_devices": _sorted_pcis(
+            d.get("pci") for d in data.get("pcie_bandwidth_limited") or []
+        ),
         "primary_xids": _primary_xids(xids),
         "xid_judgement": xid_catalog.judge(events),
     }
@@ -709,5 +770,6 @@ COLLECTOR = Collector(
     timeout=20.0,
     invasive=False,
     sudo=False,
-    description="kernel log of the current boot: NVIDIA Xid/SXid events, GPUs off the bus, PCIe AER, OOM kills",
+    description="kernel log of the current boot: NVIDIA Xid/SXid events, GPUs off the bus, PCIe AER, "
+    "OOM kills",
 )

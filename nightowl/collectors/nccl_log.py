@@ -188,6 +188,7 @@ FR_DUMP = re.compile(
 )
 
 MAX_TEXT = 400  # error texts are evidence, not whole log lines of megabytes
+MAX_ITEMS = 500  # distinct errors / WARN texts kept; a storm of unique messages must not flood the facts
 
 
 # --------------------------------------------------------------------------------------------
@@ -400,12 +401,16 @@ class _Builder:
         self.ib_unavailable: str | None = None
         self.socket_line: int | None = None
         self.errors: list[tuple[int, NcclError]] = []
+        self.error_keys: set[tuple[str, str, str | None]] = set()
+        self.warn_texts: set[str] = set()
+        self.dropped_errors = 0
 
     # -- NCCL INFO/WARN ---------------------------------------------------------------------
     def nccl(self, index: int, line: NcclLine) -> None:
         msg = line.msg
         if line.level == "WARN":
-            if msg and msg not in self.result.warnings_nccl:
+            if msg and msg not in self.warn_texts and len(self.warn_texts) < MAX_ITEMS:
+                self.warn_texts.add(msg)
                 self.result.warnings_nccl.append(msg)
             return
         if RETURN_CHAIN.match(msg):
@@ -553,15 +558,21 @@ class _Builder:
                     break
 
     def add_error(self, index: int, error: NcclError, collapse: bool = True) -> None:
-        if collapse and self.errors:
+        if collapse and error.host is None and self.errors:
             last_index, last = self.errors[-1]
-            # One failure spread over consecutive lines (exception + its explanation) is one error.
-            same_source = (last.host, last.rank) == (error.host, error.rank)
-            if last.kind == error.kind and same_source and index - last_index <= 1:
+            # An exception and its explanation on the next line (PyTorch, not NCCL) are one error.
+            if (last.kind, last.host, last.rank) == (
+                error.kind,
+                None,
+                error.rank,
+            ) and index - last_index <= 1:
                 return
-        if any(
-            e.kind == error.kind and e.text == error.text and e.host == error.host for _, e in self.errors
-        ):
+        key = (error.kind, error.text, error.host)
+        if key in self.error_keys:
+            return
+        self.error_keys.add(key)
+        if len(self.errors) >= MAX_ITEMS:
+            self.dropped_errors += 1
             return
         self.errors.append((index, error))
 
@@ -580,6 +591,10 @@ class _Builder:
             text = f"NCCL uses the Socket transport: {self.ib_unavailable}"
             self.errors.append((self.socket_line, NcclError("socket_fallback", text)))
         result.errors = [error for _, error in sorted(self.errors, key=lambda pair: pair[0])]
+        if self.dropped_errors:
+            result.warnings.append(
+                f"{self.dropped_errors} more distinct errors not listed (limit {MAX_ITEMS})"
+            )
         return result
 
 

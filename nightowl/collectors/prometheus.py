@@ -144,7 +144,7 @@ def parse(text: str) -> MetricsScrape:
     by_name: dict[str, list[Sample]] = {}
     for sample in samples:
         by_name.setdefault(sample.name, []).append(sample)
-    scalars = {name: _scalar(name, by_name) for name in SCALAR_FIELDS}
+    scalars: dict[str, Any] = {name: _scalar(name, by_name) for name in SCALAR_FIELDS}
     return MetricsScrape(
         engine=_engine(declared | set(by_name)),
         histograms={name: _histogram(name, by_name) for name in HISTOGRAMS},
@@ -224,7 +224,7 @@ def _aliases(field_name: str) -> Iterable[Alias]:
 def _scalar(field_name: str, by_name: dict[str, list[Sample]]) -> float | None:
     for alias in _aliases(field_name):
         found = by_name.get(alias.metric + "_total") or by_name.get(alias.metric)
-        values = [s.value for s in found or () if not math.isnan(s.value)]
+        values = [s.value for s in found or () if math.isfinite(s.value)]
         if values:
             return max(values) if field_name in MAX_OVER_LABEL_SETS else math.fsum(values)
     return None
@@ -241,7 +241,9 @@ def _histogram(field_name: str, by_name: dict[str, list[Sample]]) -> Histogram |
 
 
 def _sum_or_none(samples: list[Sample]) -> float | None:
-    return math.fsum(s.value for s in samples) if samples else None
+    """Sum over label sets; NaN/Inf samples are skipped (JSON cannot carry them)."""
+    values = [s.value for s in samples if math.isfinite(s.value)]
+    return math.fsum(values) if values else None
 
 
 def _summed_buckets(samples: list[Sample]) -> tuple[tuple[float | str, float], ...]:
@@ -251,6 +253,8 @@ def _summed_buckets(samples: list[Sample]) -> tuple[tuple[float | str, float], .
         try:
             upper = bound(sample.labels.get("le", ""))
         except ValueError:
+            continue
+        if not math.isfinite(sample.value) or math.isnan(upper):
             continue
         per_bound[upper] = per_bound.get(upper, 0.0) + sample.value
     return tuple((bound_label(upper), count) for upper, count in sorted(per_bound.items()))

@@ -38,7 +38,12 @@ class XidEntry:
 
 
 def _row(
-    code: int, mnemonic: str | None, meaning: str, bucket: str, investigatory: str | None, source: str,
+    code: int,
+    mnemonic: str | None,
+    meaning: str,
+    bucket: str,
+    investigatory: str | None,
+    source: str,
     source_date: str = CATALOG_DATE,
 ) -> XidEntry:
     return XidEntry(code, mnemonic, meaning, bucket, investigatory, source, source_date)
@@ -46,81 +51,274 @@ def _row(
 
 # code, mnemonic, meaning, immediate bucket, investigatory bucket, source (tag per column).
 _ROWS: tuple[XidEntry, ...] = (
-    _row(13, "GR_EXCEPTION", "graphics/SM engine exception (bad instruction or address in a kernel)",
-         "RESTART_APP", "WORKFLOW_XID_13", f"[P] bucket {_TREES}; [P] investigatory {_PEERS}; [M] meaning"),
-    _row(31, "FIFO_ERROR_MMU_ERR_FLT", "GPU memory page fault (illegal address)",
-         "RESTART_APP", "WORKFLOW_XID_31", f"[P] bucket {_TREES}; [P] investigatory {_PEERS}; [M] meaning"),
-    _row(43, "RESETCHANNEL_VERIF_ERROR", "GPU stopped processing a channel (follows an application fault)",
-         "IGNORE", "CONTACT_SUPPORT", f"[P] bucket {_TREES}; [P] investigatory {_PEERS}; [M] meaning"),
-    _row(45, "PREEMPTIVE_REMOVAL", "preemptive cleanup of channels after an earlier error",
-         "WORKFLOW_XID_45", "solo: restart fabric manager, else follow the other Xid",
-         f"[P] bucket {_TREES}; [P] investigatory {_PEERS}"),
+    _row(
+        13,
+        "GR_EXCEPTION",
+        "graphics/SM engine exception (bad instruction or address in a kernel)",
+        "RESTART_APP",
+        "WORKFLOW_XID_13",
+        f"[P] bucket {_TREES}; [P] investigatory {_PEERS}; [M] meaning",
+    ),
+    _row(
+        31,
+        "FIFO_ERROR_MMU_ERR_FLT",
+        "GPU memory page fault (illegal address)",
+        "RESTART_APP",
+        "WORKFLOW_XID_31",
+        f"[P] bucket {_TREES}; [P] investigatory {_PEERS}; [M] meaning",
+    ),
+    _row(
+        43,
+        "RESETCHANNEL_VERIF_ERROR",
+        "GPU stopped processing a channel (follows an application fault)",
+        "IGNORE",
+        "CONTACT_SUPPORT",
+        f"[P] bucket {_TREES}; [P] investigatory {_PEERS}; [M] meaning",
+    ),
+    _row(
+        45,
+        "PREEMPTIVE_REMOVAL",
+        "preemptive cleanup of channels after an earlier error",
+        "WORKFLOW_XID_45",
+        "solo: restart fabric manager, else follow the other Xid",
+        f"[P] bucket {_TREES}; [P] investigatory {_PEERS}",
+    ),
     _row(46, "GPU_TIMEOUT_ERROR", "GPU stopped processing", "RESET_GPU", None, f"[P] {_TREES}"),
-    _row(48, "GPU_ECC_DBE", "uncorrectable (double-bit) DRAM ECC error",
-         "WORKFLOW_XID_48", "WORKFLOW_XID_48", f"[P] bucket {_TREES}; [S] pairing with 63/64 (3.4)"),
+    _row(
+        48,
+        "GPU_ECC_DBE",
+        "uncorrectable (double-bit) DRAM ECC error",
+        "WORKFLOW_XID_48",
+        "WORKFLOW_XID_48",
+        f"[P] bucket {_TREES}; [S] pairing with 63/64 (3.4)",
+    ),
     # 3.6 of decision-trees routes 54 to CHECK_MECHANICALS; the meaning is background knowledge.
-    _row(54, None, "auxiliary power is not connected to the GPU board", "CHECK_MECHANICALS", None,
-         "[P] bucket decision-trees.md 3.6; [M] meaning"),
+    _row(
+        54,
+        None,
+        "auxiliary power is not connected to the GPU board",
+        "CHECK_MECHANICALS",
+        None,
+        "[P] bucket decision-trees.md 3.6; [M] meaning",
+    ),
     # 3.2 gives UNEXPECTED_ERR_REPORT_ISSUE; the sheet marks 61 "Unused" with CONTACT_SUPPORT (2.2).
-    _row(61, "PMU_BREAKPOINT", "internal micro-controller breakpoint/warning (catalog marks it unused)",
-         "UNEXPECTED_ERR_REPORT_ISSUE", None, f"[P] {_TREES}; [P] {_PEERS}"),
-    _row(62, "PMU_HALT_ERROR", "internal micro-controller halt", "RESET_GPU", "CONTACT_SUPPORT",
-         f"[P] {_TREES}; [P] investigatory {_PEERS}"),
-    _row(63, "INFOROM_DRAM_RETIREMENT_EVENT", "row remap (Ampere+) or page retirement (Volta) recorded",
-         "IGNORE", "IGNORE", f"[P] {_TREES}; [P] investigatory {_PEERS}"),
-    _row(64, "INFOROM_DRAM_RETIREMENT_FAILURE", "row remap or page retirement failed",
-         "RESET_GPU", "CONTACT_SUPPORT", f"[P] {_TREES}; [P] investigatory {_PEERS}"),
-    _row(68, "NVDEC0_ERROR", "video decoder exception", "RESTART_APP", "CONTACT_SUPPORT",
-         f"[P] {_TREES}; [P] investigatory {_PEERS}"),
+    _row(
+        61,
+        "PMU_BREAKPOINT",
+        "internal micro-controller breakpoint/warning (catalog marks it unused)",
+        "UNEXPECTED_ERR_REPORT_ISSUE",
+        None,
+        f"[P] {_TREES}; [P] {_PEERS}",
+    ),
+    _row(
+        62,
+        "PMU_HALT_ERROR",
+        "internal micro-controller halt",
+        "RESET_GPU",
+        "CONTACT_SUPPORT",
+        f"[P] {_TREES}; [P] investigatory {_PEERS}",
+    ),
+    _row(
+        63,
+        "INFOROM_DRAM_RETIREMENT_EVENT",
+        "row remap (Ampere+) or page retirement (Volta) recorded",
+        "IGNORE",
+        "IGNORE",
+        f"[P] {_TREES}; [P] investigatory {_PEERS}",
+    ),
+    _row(
+        64,
+        "INFOROM_DRAM_RETIREMENT_FAILURE",
+        "row remap or page retirement failed",
+        "RESET_GPU",
+        "CONTACT_SUPPORT",
+        f"[P] {_TREES}; [P] investigatory {_PEERS}",
+    ),
+    _row(
+        68,
+        "NVDEC0_ERROR",
+        "video decoder exception",
+        "RESTART_APP",
+        "CONTACT_SUPPORT",
+        f"[P] {_TREES}; [P] investigatory {_PEERS}",
+    ),
     _row(69, None, "graphics engine class error", "RESTART_APP", "CHECK_APP/CUDA", f"[P] {_PEERS}"),
-    _row(74, "NVLINK_ERROR", "NVLink error", "WORKFLOW_NVLINK_ERR", "CONTACT_SUPPORT",
-         f"[P] {_TREES}; [S] runbook note; [P] investigatory {_PEERS}"),
-    _row(79, "GPU_HAS_FALLEN_OFF_THE_BUS", "GPU lost on PCIe (fallen off the bus)",
-         "RESTART_BM", "CONTACT_SUPPORT", f"[P] {_TREES}; [P] investigatory {_PEERS}"),
-    _row(92, "EXCESSIVE_SBE_INTERRUPTS", "high single-bit ECC error rate", "IGNORE", "CONTACT_SUPPORT",
-         f"[P] {_TREES}; [P] investigatory {_PEERS}"),
-    _row(94, "CONTAINED_ERROR", "uncorrectable memory error contained to one context",
-         "RESTART_APP", "IGNORE (sympathetic)", f"[P] {_TREES}; [P] investigatory {_PEERS}"),
-    _row(95, "UNCONTAINED_ERROR", "uncorrectable memory error NOT contained: every process on the GPU is hit",
-         "RESET_GPU", "IGNORE (sympathetic)", f"[P] {_TREES}; [P] investigatory {_PEERS}"),
-    _row(109, "CTXSW_TIMEOUT_ERROR", "context-switch timeout", "RESET_GPU", "CONTACT_SUPPORT",
-         f"[P] {_TREES}; [P] investigatory {_PEERS}"),
-    _row(119, "GSP_RPC_TIMEOUT", "GSP firmware RPC timeout", "RESET_GPU", "INVESTIGATE_SW",
-         f"[P] {_TREES}; [P] investigatory {_PEERS}"),
-    _row(120, "GSP_ERROR", "GSP firmware error", "RESET_GPU", "INVESTIGATE_SW",
-         f"[P] {_TREES}; [P] investigatory {_PEERS}"),
-    _row(136, "ALI_TRAINING_FAIL", "NVLink link training failure", "RESET_GPU", "INVESTIGATE_LINK_SI",
-         f"[P] {_TREES}; [P] investigatory {_PEERS}"),
-    _row(140, "UNRECOVERABLE_ECC_ERROR_ESCAPE", "ECC error escaped containment", "RESET_GPU",
-         "CONTACT_SUPPORT", f"[P] {_TREES}; [P] investigatory {_PEERS}"),
-    _row(143, "GPU_INIT_ERROR", "GPU initialization failure", "RESET_GPU", "CONTACT_SUPPORT",
-         f"[P] {_TREES}; [P] investigatory {_PEERS}"),
+    _row(
+        74,
+        "NVLINK_ERROR",
+        "NVLink error",
+        "WORKFLOW_NVLINK_ERR",
+        "CONTACT_SUPPORT",
+        f"[P] {_TREES}; [S] runbook note; [P] investigatory {_PEERS}",
+    ),
+    _row(
+        79,
+        "GPU_HAS_FALLEN_OFF_THE_BUS",
+        "GPU lost on PCIe (fallen off the bus)",
+        "RESTART_BM",
+        "CONTACT_SUPPORT",
+        f"[P] {_TREES}; [P] investigatory {_PEERS}",
+    ),
+    _row(
+        92,
+        "EXCESSIVE_SBE_INTERRUPTS",
+        "high single-bit ECC error rate",
+        "IGNORE",
+        "CONTACT_SUPPORT",
+        f"[P] {_TREES}; [P] investigatory {_PEERS}",
+    ),
+    _row(
+        94,
+        "CONTAINED_ERROR",
+        "uncorrectable memory error contained to one context",
+        "RESTART_APP",
+        "IGNORE (sympathetic)",
+        f"[P] {_TREES}; [P] investigatory {_PEERS}",
+    ),
+    _row(
+        95,
+        "UNCONTAINED_ERROR",
+        "uncorrectable memory error NOT contained: every process on the GPU is hit",
+        "RESET_GPU",
+        "IGNORE (sympathetic)",
+        f"[P] {_TREES}; [P] investigatory {_PEERS}",
+    ),
+    _row(
+        109,
+        "CTXSW_TIMEOUT_ERROR",
+        "context-switch timeout",
+        "RESET_GPU",
+        "CONTACT_SUPPORT",
+        f"[P] {_TREES}; [P] investigatory {_PEERS}",
+    ),
+    _row(
+        119,
+        "GSP_RPC_TIMEOUT",
+        "GSP firmware RPC timeout",
+        "RESET_GPU",
+        "INVESTIGATE_SW",
+        f"[P] {_TREES}; [P] investigatory {_PEERS}",
+    ),
+    _row(
+        120,
+        "GSP_ERROR",
+        "GSP firmware error",
+        "RESET_GPU",
+        "INVESTIGATE_SW",
+        f"[P] {_TREES}; [P] investigatory {_PEERS}",
+    ),
+    _row(
+        136,
+        "ALI_TRAINING_FAIL",
+        "NVLink link training failure",
+        "RESET_GPU",
+        "INVESTIGATE_LINK_SI",
+        f"[P] {_TREES}; [P] investigatory {_PEERS}",
+    ),
+    _row(
+        140,
+        "UNRECOVERABLE_ECC_ERROR_ESCAPE",
+        "ECC error escaped containment",
+        "RESET_GPU",
+        "CONTACT_SUPPORT",
+        f"[P] {_TREES}; [P] investigatory {_PEERS}",
+    ),
+    _row(
+        143,
+        "GPU_INIT_ERROR",
+        "GPU initialization failure",
+        "RESET_GPU",
+        "CONTACT_SUPPORT",
+        f"[P] {_TREES}; [P] investigatory {_PEERS}",
+    ),
     # NVLink5 (Blackwell) unit errors; severity is decoded per sub-code, the log text says Fatal/Nonfatal.
-    _row(144, "NVLINK_SAW_ERROR", "NVLink5 SAW unit error", "WORKFLOW_NVLINK5_ERR", "Xid 144-150 decode sheet",
-         f"[P] {_TREES}; [P] {_PEERS}"),
-    _row(145, "NVLINK_RLW_ERROR", "NVLink5 RLW unit error", "WORKFLOW_NVLINK5_ERR", "Xid 144-150 decode sheet",
-         f"[P] {_TREES}; [P] {_PEERS}"),
-    _row(146, "NVLINK_TLW_ERROR", "NVLink5 TLW unit error", "WORKFLOW_NVLINK5_ERR", "Xid 144-150 decode sheet",
-         f"[P] {_TREES}; [P] {_PEERS}"),
-    _row(147, "NVLINK_TREX_ERROR", "NVLink5 TREX unit error (not expected in production)",
-         "WORKFLOW_NVLINK5_ERR", "Xid 144-150 decode sheet", f"[P] {_TREES}; [P] {_PEERS}"),
-    _row(148, "NVLINK_NVLPW_CTRL_ERROR", "NVLink5 NVLPW_CTRL unit error", "WORKFLOW_NVLINK5_ERR",
-         "Xid 144-150 decode sheet", f"[P] {_TREES}; [P] {_PEERS}"),
-    _row(149, "NVLINK_NETIR_ERROR", "NVLink5 NETIR unit error (link events, link down)",
-         "WORKFLOW_NVLINK5_ERR", "Xid 144-150 decode sheet", f"[P] {_TREES}; [P] {_PEERS}"),
-    _row(150, "NVLINK_MSE_ERROR", "NVLink5 MSE unit error (MSE watchdog)", "WORKFLOW_NVLINK5_ERR",
-         "Xid 144-150 decode sheet", f"[P] {_TREES}; [P] {_PEERS}"),
-    _row(154, "GPU_RECOVERY_ACTION_CHANGED", "driver-declared recovery action changed (follow the action named)",
-         "XID_154", None, f"[P] {_TREES}; [P] decision-trees.md 3.3; [P] {_PEERS}"),
+    _row(
+        144,
+        "NVLINK_SAW_ERROR",
+        "NVLink5 SAW unit error",
+        "WORKFLOW_NVLINK5_ERR",
+        "Xid 144-150 decode sheet",
+        f"[P] {_TREES}; [P] {_PEERS}",
+    ),
+    _row(
+        145,
+        "NVLINK_RLW_ERROR",
+        "NVLink5 RLW unit error",
+        "WORKFLOW_NVLINK5_ERR",
+        "Xid 144-150 decode sheet",
+        f"[P] {_TREES}; [P] {_PEERS}",
+    ),
+    _row(
+        146,
+        "NVLINK_TLW_ERROR",
+        "NVLink5 TLW unit error",
+        "WORKFLOW_NVLINK5_ERR",
+        "Xid 144-150 decode sheet",
+        f"[P] {_TREES}; [P] {_PEERS}",
+    ),
+    _row(
+        147,
+        "NVLINK_TREX_ERROR",
+        "NVLink5 TREX unit error (not expected in production)",
+        "WORKFLOW_NVLINK5_ERR",
+        "Xid 144-150 decode sheet",
+        f"[P] {_TREES}; [P] {_PEERS}",
+    ),
+    _row(
+        148,
+        "NVLINK_NVLPW_CTRL_ERROR",
+        "NVLink5 NVLPW_CTRL unit error",
+        "WORKFLOW_NVLINK5_ERR",
+        "Xid 144-150 decode sheet",
+        f"[P] {_TREES}; [P] {_PEERS}",
+    ),
+    _row(
+        149,
+        "NVLINK_NETIR_ERROR",
+        "NVLink5 NETIR unit error (link events, link down)",
+        "WORKFLOW_NVLINK5_ERR",
+        "Xid 144-150 decode sheet",
+        f"[P] {_TREES}; [P] {_PEERS}",
+    ),
+    _row(
+        150,
+        "NVLINK_MSE_ERROR",
+        "NVLink5 MSE unit error (MSE watchdog)",
+        "WORKFLOW_NVLINK5_ERR",
+        "Xid 144-150 decode sheet",
+        f"[P] {_TREES}; [P] {_PEERS}",
+    ),
+    _row(
+        154,
+        "GPU_RECOVERY_ACTION_CHANGED",
+        "driver-declared recovery action changed (follow the action named)",
+        "XID_154",
+        None,
+        f"[P] {_TREES}; [P] decision-trees.md 3.3; [P] {_PEERS}",
+    ),
     _row(155, "NVLINK_SW_DEFINED_ERROR", "NVLink software-defined error", "RESET_GPU", None, f"[P] {_TREES}"),
     _row(156, "RESOURCE_RETIREMENT_EVENT", "resource retirement event", "RESET_GPU", None, f"[P] {_TREES}"),
     _row(157, "RESOURCE_RETIREMENT_FAILURE", "resource retirement failure", "IGNORE", None, f"[P] {_TREES}"),
     _row(158, "GPU_FATAL_TIMEOUT", "GPU fatal timeout", "RESET_GPU", None, f"[P] {_TREES}"),
     # Newer than the embedded sheets: bucket names as NVSentinel's mapper knows them (2.2 notes).
-    _row(163, None, "power smoothing event", "RECOVER_FEATURE_RESET_GPU", None,
-         f"[S] {_PEERS} notes (NVSentinel common.go)", SURVEY_DATE),
-    _row(168, None, "reduced memory capacity", "WORKFLOW_XID_168", None,
-         f"[S] {_PEERS} notes (NVSentinel common.go)", SURVEY_DATE),
+    _row(
+        163,
+        None,
+        "power smoothing event",
+        "RECOVER_FEATURE_RESET_GPU",
+        None,
+        f"[S] {_PEERS} notes (NVSentinel common.go)",
+        SURVEY_DATE,
+    ),
+    _row(
+        168,
+        None,
+        "reduced memory capacity",
+        "WORKFLOW_XID_168",
+        None,
+        f"[S] {_PEERS} notes (NVSentinel common.go)",
+        SURVEY_DATE,
+    ),
 )
 
 CATALOG: dict[int, XidEntry] = {row.code: row for row in _ROWS}
@@ -128,8 +326,15 @@ CATALOG: dict[int, XidEntry] = {row.code: row for row in _ROWS}
 # CONTRACT section 4 actions from least to most drastic. `escalate` (a person must look, we cannot
 # name the fix) outranks every software/reset action but not a known reboot or hardware replacement.
 ACTION_ORDER: tuple[str, ...] = (
-    "none", "restart-app", "scale-out", "reconfigure", "reset-gpu", "drain-and-reset", "escalate",
-    "reboot-node", "hardware-ticket",
+    "none",
+    "restart-app",
+    "scale-out",
+    "reconfigure",
+    "reset-gpu",
+    "drain-and-reset",
+    "escalate",
+    "reboot-node",
+    "hardware-ticket",
 )
 
 # Catalog bucket -> CONTRACT action. Sources: decision-trees.md 3.1 (bucket list and meanings),
@@ -169,8 +374,11 @@ RECOVERY_PATTERNS: tuple[tuple[re.Pattern[str], str], ...] = (
 RECOVERY_ORDER: tuple[str, ...] = ("none", "drain-p2p", "gpu-reset", "drain-and-reset", "node-reboot")
 # Drain P2P has no action of its own in CONTRACT s4: draining peers is the first half of drain-and-reset.
 RECOVERY_TO_ACTION: dict[str, str] = {
-    "none": "none", "drain-p2p": "drain-and-reset", "gpu-reset": "reset-gpu",
-    "drain-and-reset": "drain-and-reset", "node-reboot": "reboot-node",
+    "none": "none",
+    "drain-p2p": "drain-and-reset",
+    "gpu-reset": "reset-gpu",
+    "drain-and-reset": "drain-and-reset",
+    "node-reboot": "reboot-node",
 }
 
 _LAST_PARENTHESISED = re.compile(r".*\(([^()]*)\)")
@@ -184,7 +392,8 @@ FIRST_STEP_BY_ACTION: dict[str, str] = {
     "different applications",
     "scale-out": "add capacity",
     "reconfigure": "update the driver / firmware, then retry",
-    "reset-gpu": "reset the GPU (nvidia-smi -r after stopping its processes); if it recurs reboot, then replace",
+    "reset-gpu": "reset the GPU (nvidia-smi -r after stopping its processes); if it recurs reboot, "
+    "then replace",
     "drain-and-reset": "drain the GPU's peer-to-peer / NVLink users, then reset the GPU; if it recurs, "
     "reboot and open a hardware ticket",
     "escalate": "collect nvidia-bug-report.sh output and escalate to NVIDIA support",
@@ -198,7 +407,8 @@ FIRST_STEP_BY_BUCKET: dict[str, str] = {
     "WORKFLOW_XID_45": "act on the Xid it follows; if it is alone, restart nvidia-fabricmanager",
     "WORKFLOW_XID_48": "reset the GPU (drain first if Xid 63/64 came with it); check SRAM Threshold "
     "Exceeded and run field diagnostics if set",
-    "WORKFLOW_NVLINK_ERR": "check nvidia-smi nvlink -s / -e, then reset the GPU or reboot; replace if it recurs",
+    "WORKFLOW_NVLINK_ERR": "check nvidia-smi nvlink -s / -e, then reset the GPU or reboot; "
+    "replace if it recurs",
     "WORKFLOW_NVLINK5_ERR": "check nvidia-smi nvlink -s / -e and follow the Xid 154 that accompanies it; "
     "fatal: drain and reset",
 }
@@ -208,7 +418,9 @@ FIRST_STEP_BY_CODE: dict[int, str] = {
     94: "restart the application that was hit; the GPU keeps running",
     95: "stop every process on the GPU and reset it (nvidia-smi -r); if it recurs reboot, then replace",
 }
-UNKNOWN_FIRST_STEP = "look up this code in NVIDIA's Xid catalog; collect nvidia-bug-report.sh output and escalate"
+UNKNOWN_FIRST_STEP = (
+    "look up this code in NVIDIA's Xid catalog; collect nvidia-bug-report.sh output and escalate"
+)
 
 
 def lookup(code: int) -> XidEntry | None:
@@ -299,11 +511,26 @@ def _first_step(code: int | None, entry: XidEntry | None, action: str, text: str
 
 # Kernel-log event kinds other than xid: what they mean and the action they imply.
 _KIND_EXPLAINED: dict[str, tuple[str, str, str]] = {
-    "fallen_off_bus": ("GPU fell off the bus (no Xid line)", "reboot-node", FIRST_STEP_BY_BUCKET["RESTART_BM"]),
-    "gpu_reset_required": ("driver reports the GPU needs a reset", "reset-gpu", FIRST_STEP_BY_ACTION["reset-gpu"]),
-    "oom_kill": ("the kernel killed a process: host out of memory", "none", "check the process's memory limit"),
-    "pcie_aer": ("PCIe Advanced Error Reporting event", "none",
-                 "watch the link; uncorrected or repeating errors: check riser, slot and cabling"),
+    "fallen_off_bus": (
+        "GPU fell off the bus (no Xid line)",
+        "reboot-node",
+        FIRST_STEP_BY_BUCKET["RESTART_BM"],
+    ),
+    "gpu_reset_required": (
+        "driver reports the GPU needs a reset",
+        "reset-gpu",
+        FIRST_STEP_BY_ACTION["reset-gpu"],
+    ),
+    "oom_kill": (
+        "the kernel killed a process: host out of memory",
+        "none",
+        "check the process's memory limit",
+    ),
+    "pcie_aer": (
+        "PCIe Advanced Error Reporting event",
+        "none",
+        "watch the link; uncorrected or repeating errors: check riser, slot and cabling",
+    ),
     "other_nvrm": ("NVIDIA driver message", "none", "read it alongside the Xids around it"),
 }
 
@@ -316,10 +543,14 @@ def explain(event: Mapping[str, Any]) -> dict[str, Any]:
     base = {"time": event.get("time"), "pci": event.get("pci"), "kind": kind, "code": code}
     if kind == "sxid":
         fatal = event.get("severity") == "fatal"
-        return {**base, "mnemonic": None, "meaning": "NVSwitch error (SXid); not in the GPU Xid catalog",
-                "action": "escalate" if fatal else "none",
-                "first_step": "look up this SXid in NVIDIA's NVSwitch error list; check nvidia-fabricmanager "
-                "logs and nvidia-smi nvlink -s"}
+        return {
+            **base,
+            "mnemonic": None,
+            "meaning": "NVSwitch error (SXid); not in the GPU Xid catalog",
+            "action": "escalate" if fatal else "none",
+            "first_step": "look up this SXid in NVIDIA's NVSwitch error list; check nvidia-fabricmanager "
+            "logs and nvidia-smi nvlink -s",
+        }
     if kind != "xid" or not isinstance(code, int):
         meaning, action, step = _KIND_EXPLAINED.get(str(kind), ("kernel event", "none", ""))
         return {**base, "mnemonic": None, "meaning": meaning, "action": action, "first_step": step}
@@ -353,12 +584,16 @@ def load_policy(path: str) -> dict[int, tuple[str, str]]:
         except (TypeError, ValueError):
             raise ValueError(f"{path}: override key {raw_code!r} is not a Xid code") from None
         if not isinstance(spec, dict) or spec.get("action") not in ACTION_ORDER:
-            raise ValueError(f"{path}: override for Xid {code} needs an action, one of {', '.join(ACTION_ORDER)}")
+            raise ValueError(
+                f"{path}: override for Xid {code} needs an action, one of {', '.join(ACTION_ORDER)}"
+            )
         policy[code] = (str(spec["action"]), str(spec.get("reason") or "site policy"))
     return policy
 
 
-def judge(events: Iterable[Mapping[str, Any]], policy: Mapping[int, tuple[str, str]] | None = None) -> dict[str, Any]:
+def judge(
+    events: Iterable[Mapping[str, Any]], policy: Mapping[int, tuple[str, str]] | None = None
+) -> dict[str, Any]:
     """One action for a kernel log's events, with the reasons a runbook can show.
 
     Pairing rules (decision-trees.md 3.4): 48 with 63/64 -> drain-and-reset, 48 alone -> reset-gpu;
@@ -396,17 +631,23 @@ def _judge_gpu(
     for code in sorted(codes | causes):
         texts = [e.get("text") for e in xids if e["code"] == code] or [None]
         if code in SYMPATHETIC_CODES and primaries:
-            reasons.append(f"Xid {code} on {where} is sympathetic to Xid {', '.join(map(str, sorted(primaries)))}")
+            reasons.append(
+                f"Xid {code} on {where} is sympathetic to Xid {', '.join(map(str, sorted(primaries)))}"
+            )
             continue
         if code in policy:
             action, why = policy[code]
             reasons.append(f"Xid {code} on {where}: site policy -> {action}: {why}")
         elif code == 48 and codes & {63, 64}:
             action = "drain-and-reset"
-            reasons.append(f"Xid 48 with Xid {', '.join(map(str, sorted(codes & {63, 64})))} on {where} -> {action}")
+            reasons.append(
+                f"Xid 48 with Xid {', '.join(map(str, sorted(codes & {63, 64})))} on {where} -> {action}"
+            )
         else:
             action = strictest(action_for(code, text) for text in texts)
-            label = "not in the catalog" if lookup(code) is None else f"catalog {lookup(code).immediate_action}"  # type: ignore[union-attr]
+            label = (
+                "not in the catalog" if lookup(code) is None else f"catalog {lookup(code).immediate_action}"
+            )  # type: ignore[union-attr]
             origin = " (named as the cause of Xid 45)" if code in causes and code not in codes else ""
             reasons.append(f"Xid {code}{origin} on {where}: {label} -> {action}")
         actions.append(action)
@@ -414,7 +655,9 @@ def _judge_gpu(
     return strictest(actions) if actions else None
 
 
-def _judge_other_kinds(where: str, events: list[Mapping[str, Any]], codes: set[int], reasons: list[str]) -> list[str]:
+def _judge_other_kinds(
+    where: str, events: list[Mapping[str, Any]], codes: set[int], reasons: list[str]
+) -> list[str]:
     actions: list[str] = []
     kinds = {e.get("kind") for e in events}
     if "fallen_off_bus" in kinds and 79 not in codes:
@@ -423,9 +666,13 @@ def _judge_other_kinds(where: str, events: list[Mapping[str, Any]], codes: set[i
     if "gpu_reset_required" in kinds:
         reasons.append(f"driver says {where} needs a reset -> reset-gpu")
         actions.append("reset-gpu")
-    fatal_sxids = sorted({e.get("code") for e in events if e.get("kind") == "sxid" and e.get("severity") == "fatal"})
+    fatal_sxids = sorted(
+        {e.get("code") for e in events if e.get("kind") == "sxid" and e.get("severity") == "fatal"}
+    )
     if fatal_sxids:
-        reasons.append(f"fatal NVSwitch SXid {', '.join(map(str, fatal_sxids))} on {where}: not in the Xid "
-                       "catalog -> escalate")
+        reasons.append(
+            f"fatal NVSwitch SXid {', '.join(map(str, fatal_sxids))} on {where}: not in the Xid "
+            "catalog -> escalate"
+        )
         actions.append("escalate")
     return actions

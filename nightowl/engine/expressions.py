@@ -9,7 +9,7 @@ from jinja2 import StrictUndefined, TemplateSyntaxError, meta, nodes
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
 # Names every expression may read besides collector namespaces.
-BUILTIN_NAMES = frozenset({"status", "params", "host", "true", "false", "none", "True", "False", "None"})
+BUILTIN_NAMES = frozenset({"status", "params", "host", "hosts", "unreachable_hosts", "true", "false", "none", "True", "False", "None"})
 
 # Node types whose value is a bool by construction; anything else could yield a list or a string.
 _BOOLEAN_ROOTS = (nodes.Compare, nodes.Not, nodes.Test)

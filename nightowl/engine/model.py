@@ -84,6 +84,9 @@ class Runbook(Strict):
     id: str
     title: str
     description: str = ""
+    scope: Literal["host", "job"] = Field(
+        default="host", description="host: one run per host; job: one run over all hosts together"
+    )
     parameters: dict[str, Parameter] = Field(default_factory=dict)
     entry: str
     nodes: dict[str, Node]

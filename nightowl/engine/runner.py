@@ -52,6 +52,7 @@ class CollectorRun:
     parse_error: str | None = None
     file: str | None = None
     attempts: list[CommandResult] = field(default_factory=list)
+    text: str = field(default="", repr=False)
 
 
 @dataclass
@@ -120,32 +121,7 @@ class HostRunner:
     # -- collecting -----------------------------------------------------------------
     def _collect_one(self, kind: str) -> CollectorRun:
         collector = self.lookup(kind)
-        run = CollectorRun(kind=kind, namespace=namespace_of(kind), status="error")
-        if collector.invasive and not self.options.allow_invasive:
-            run.status, run.reason = "skipped", "invasive collector: needs --allow-invasive"
-            return run
-        commands = collector.commands[:1] if self.single_attempt else collector.commands
-        chosen: CommandResult | None = None
-        for argv in commands:
-            result = self.transport.run(argv, collector.timeout, kind=kind)
-            run.attempts.append(result)
-            if result.ok or result.timed_out:
-                chosen = result
-                break
-            if chosen is None and result.stdout.strip():
-                chosen = result  # a failing nvidia-smi still prints why
-        chosen = chosen or run.attempts[-1]
-        for attempt in run.attempts:
-            run.file = (
-                self.recorder.record_command(self.run.host, kind, attempt, attempt is chosen) or run.file
-            )
-        run.status, run.reason = _status_of(chosen)
-        # Empty output that exited 0 is still a fact ("no NVRM line this boot"), so parse it.
-        if chosen.stdout.strip() or chosen.rc == 0:
-            run.facts, run.parse_error = parse_output(collector, chosen.stdout)
-            if run.parse_error and run.status == "ok":
-                run.status, run.reason = "error", run.parse_error
-        return run
+        return collect_on(self.transport, collector, self.recorder, self.options, self.single_attempt)
 
     def _collect(self, kinds: list[str]) -> None:
         todo = [k for k in dict.fromkeys(kinds) if k not in self.run.collections]
@@ -269,7 +245,7 @@ class HostRunner:
                 self._collect(node.collect)
                 visit.collectors = {k: self.run.collections[k].status for k in node.collect}
                 statuses = set(visit.collectors.values())
-                visit.status = "ok" if statuses <= {"ok"} else _worst(statuses)
+                visit.status = "ok" if statuses <= {"ok"} else worst_status(statuses)
                 next_id = node.next
             elif node.decide is not None:
                 next_id = self._decide(node, visit)
@@ -288,6 +264,44 @@ class HostRunner:
             self.run.verdict = None
 
 
+def collect_on(
+    transport: Transport,
+    collector: CollectorLike,
+    recorder: Recorder,
+    options: RunOptions,
+    single_attempt: bool = False,
+    keep_text: bool = False,
+) -> CollectorRun:
+    """Run one collector on one host: fallbacks in order, every attempt recorded, output parsed."""
+    kind = collector.kind
+    run = CollectorRun(kind=kind, namespace=namespace_of(kind), status="error")
+    if collector.invasive and not options.allow_invasive:
+        run.status, run.reason = "skipped", "invasive collector: needs --allow-invasive"
+        return run
+    commands = collector.commands[:1] if single_attempt else collector.commands
+    chosen: CommandResult | None = None
+    for argv in commands:
+        result = transport.run(argv, collector.timeout, kind=kind)
+        run.attempts.append(result)
+        if result.ok or result.timed_out:
+            chosen = result
+            break
+        if chosen is None and result.stdout.strip():
+            chosen = result  # a failing nvidia-smi still prints why
+    chosen = chosen or run.attempts[-1]
+    for attempt in run.attempts:
+        run.file = recorder.record_command(transport.host, kind, attempt, attempt is chosen) or run.file
+    run.status, run.reason = _status_of(chosen)
+    if keep_text:
+        run.text = chosen.stdout
+    # Empty output that exited 0 is still a fact ("no NVRM line this boot"), so parse it.
+    if chosen.stdout.strip() or chosen.rc == 0:
+        run.facts, run.parse_error = parse_output(collector, chosen.stdout)
+        if run.parse_error and run.status == "ok":
+            run.status, run.reason = "error", run.parse_error
+    return run
+
+
 def _status_of(result: CommandResult) -> tuple[str, str | None]:
     if result.timed_out:
         return "timed_out", f"timed out after {result.duration:.1f}s"
@@ -304,7 +318,7 @@ def _status_of(result: CommandResult) -> tuple[str, str | None]:
 _SEVERITY = ["ok", "skipped", "no_data", "error", "timed_out"]
 
 
-def _worst(statuses: set[str]) -> str:
+def worst_status(statuses: set[str]) -> str:
     return max(statuses, key=lambda s: _SEVERITY.index(s) if s in _SEVERITY else 0)
 
 

@@ -58,6 +58,8 @@ def run_runbook(
             on_host_done(run)
         return run
 
+    if loaded.runbook.scope == "job":
+        return _run_job(loaded, transports, lookup, options, writer, render_postmortem, extra_manifest)
     pool = ThreadPoolExecutor(max_workers=max(1, min(forks, len(names) or 1)), thread_name_prefix="host")
     try:
         list(pool.map(one, names))
@@ -70,6 +72,32 @@ def run_runbook(
     runs = [results[n] for n in names]
     bundle = writer.finish(runs, render_postmortem=render_postmortem, extra=extra_manifest)
     return runs, bundle
+
+
+def _run_job(
+    loaded: LoadedRunbook,
+    transports: Mapping[str, Callable[[], Transport]],
+    lookup: Callable[[str], CollectorLike],
+    options: RunOptions,
+    writer: BundleWriter,
+    render_postmortem: Callable[[Path], str] | None,
+    extra_manifest: dict[str, Any] | None,
+) -> tuple[list[HostRun], Path]:
+    from nightowl.engine.job import JobRunner
+
+    members = []
+    for name, opener in transports.items():
+        transport = opener()
+        transport.host = name
+        members.append(transport)
+    runner = JobRunner(loaded, members, lookup, writer, options)
+    try:
+        runs = runner.execute_job()
+    except KeyboardInterrupt:
+        runs = list(runner.member_runs.values())
+        bundle = writer.finish(runs, partial=True, render_postmortem=render_postmortem, extra=extra_manifest)
+        raise Interrupted(runs, bundle) from None
+    return runs, writer.finish(runs, render_postmortem=render_postmortem, extra=extra_manifest)
 
 
 def plan(

@@ -133,7 +133,7 @@ def _monotonic(ordered: list[tuple[float, float]]) -> list[tuple[float, float]]:
     return fixed
 
 
-def window_mean(window: HistogramDelta | Mapping[str, Any] | None) -> float | None:
+def window_mean(window: HistogramDelta | Mapping[str, Any] | Any | None) -> float | None:
     """Mean observation in a window: delta(_sum) / delta(_count); None with no observations.
 
     Means are additive across queue/prefill/decode, percentiles are not (decision-trees.md 2.2).

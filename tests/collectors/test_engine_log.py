@@ -104,8 +104,16 @@ def test_traceback_names_the_phase() -> None:
         OOM_LINE,
     ])
     assert parse(in_profile).oom.phase == "profiling"  # the outer frame wins over _dummy_sampler_run
-    capture = "  File \"/vllm/v1/worker/gpu_model_runner.py\", line 3300, in capture_model\n"
-    assert parse(capture + OOM_LINE).oom.phase == "cuda-graph"
+    capture = "\n".join([
+        '  File "/vllm/v1/engine/core.py", line 92, in __init__',
+        "    self._initialize_kv_caches(vllm_config)",
+        '  File "/vllm/v1/engine/core.py", line 207, in _initialize_kv_caches',
+        "    self.model_executor.initialize_from_config(kv_cache_configs)",
+        '  File "/vllm/v1/worker/gpu_worker.py", line 340, in compile_or_warm_up_model',
+        '  File "/vllm/v1/worker/gpu_model_runner.py", line 3300, in capture_model',
+        OOM_LINE,
+    ])
+    assert parse(capture).oom.phase == "cuda-graph"  # the wrapper _initialize_kv_caches names no phase
 
 
 def test_v021_cuda_graph_memory_profiling_oom() -> None:

@@ -1,0 +1,111 @@
+"""Runbooks over a group of hosts (``scope: job``): the ranks of one training or TP/PP job.
+
+Every collect node runs on every member at once. A collector's facts are parsed from the
+members' outputs taken together (so a multi-rank NCCL log reads as one job), and each
+member's own facts stay readable as ``hosts[<host>].<namespace>``. One verdict for the job;
+it names the host to act on, and every member's entry carries it.
+"""
+
+from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, Callable
+
+from nightowl.engine.runner import (
+    CollectorLike,
+    CollectorRun,
+    HostRun,
+    HostRunner,
+    Recorder,
+    RunOptions,
+    collect_on,
+    namespace_of,
+    parse_output,
+    worst_status,
+)
+from nightowl.engine.validate import LoadedRunbook
+from nightowl.transports.base import Transport, TransportError
+
+
+class JobRunner(HostRunner):
+    def __init__(
+        self,
+        loaded: LoadedRunbook,
+        transports: list[Transport],
+        lookup: Callable[[str], CollectorLike],
+        recorder: Recorder,
+        options: RunOptions,
+    ) -> None:
+        super().__init__(loaded, transports[0], lookup, recorder, options)
+        self.members = transports
+        self.member_runs = {t.host: HostRun(host=t.host) for t in transports}
+        self.reachable: list[Transport] = []
+        self.run = HostRun(host="job")
+
+    def _connect(self, transport: Transport) -> None:
+        try:
+            transport.connect()
+            self.reachable.append(transport)
+        except TransportError as exc:
+            run = self.member_runs[transport.host]
+            run.status, run.error = "unreachable", str(exc)
+
+    def execute_job(self) -> list[HostRun]:
+        import time
+
+        t0 = time.monotonic()
+        self.run.started = time.time()
+        with ThreadPoolExecutor(max_workers=min(32, len(self.members)), thread_name_prefix="connect") as pool:
+            list(pool.map(self._connect, self.members))
+        self.reachable.sort(key=self.members.index)
+        try:
+            if self.reachable:
+                self._walk()
+        finally:
+            for transport in self.reachable:
+                transport.close()
+        for transport in self.reachable:
+            member = self.member_runs[transport.host]
+            member.path, member.visits, member.verdict = self.run.path, self.run.visits, self.run.verdict
+            if self.run.status != "ok":
+                member.status, member.error = self.run.status, self.run.error
+            elif member.collections and not any(c.facts for c in member.collections.values()):
+                member.status, member.error = "incomplete", "every collector failed on this host"
+        for member in self.member_runs.values():
+            member.started, member.duration = self.run.started, time.monotonic() - t0
+        return [self.member_runs[t.host] for t in self.members]
+
+    def _collect_one(self, kind: str) -> CollectorRun:
+        collector = self.lookup(kind)
+
+        def on_member(transport: Transport) -> CollectorRun:
+            single = bool(getattr(transport, "recorded", False))
+            run = collect_on(transport, collector, self.recorder, self.options, single, keep_text=True)
+            self.member_runs[transport.host].collections[kind] = run
+            return run
+
+        with ThreadPoolExecutor(max_workers=min(32, len(self.reachable)), thread_name_prefix="member") as pool:
+            per_member = list(pool.map(on_member, self.reachable))
+        merged = CollectorRun(kind=kind, namespace=namespace_of(kind), status="ok")
+        merged.status = worst_status({r.status for r in per_member})
+        reasons = [f"{t.host}: {r.reason}" for t, r in zip(self.reachable, per_member, strict=True) if r.reason]
+        merged.reason = "; ".join(reasons) or None
+        merged.file = ", ".join(r.file for r in per_member if r.file) or None
+        texts = [r.text for r in per_member if r.facts is not None]
+        if texts:
+            joined = "".join(t if t.endswith("\n") or not t else t + "\n" for t in texts)
+            merged.facts, merged.parse_error = parse_output(collector, joined)
+        for run in per_member:
+            run.text = ""  # merged; do not keep big logs twice
+        return merged
+
+    def context(self) -> dict[str, Any]:
+        ctx = super().context()
+        ctx["host"] = None
+        ctx["hosts"] = {
+            host: {c.namespace: c.facts or {} for c in run.collections.values()}
+            for host, run in self.member_runs.items()
+            if run.status != "unreachable"
+        }
+        ctx["unreachable_hosts"] = [h for h, r in self.member_runs.items() if r.status == "unreachable"]
+        return ctx

@@ -1,0 +1,77 @@
+"""Runbooks over a group of hosts: merged facts, per-host facts, one verdict for the job."""
+
+from __future__ import annotations
+
+import json
+import textwrap
+from pathlib import Path
+
+from nightowl.engine.runner import RunOptions
+from nightowl.engine.session import run_runbook
+from nightowl.engine.validate import load_runbook
+from nightowl.transports.replay import ReplayTransport
+from tests.engine.test_runner import LineCounter
+
+COLLECTORS = {"ranks": LineCounter("ranks", (("cat", "/var/log/ranks.log"),))}
+
+JOB = """\
+id: job
+title: job
+scope: job
+entry: gather
+nodes:
+  gather:
+    collect: [ranks]
+    next: judge
+  judge:
+    decide:
+      - when: "unreachable_hosts | length > 0"
+        goto: member-lost
+      - when: "ranks.lines != 4"
+        goto: odd
+    default: straggler
+  member-lost:
+    verdict: {id: member-lost, severity: critical, action: escalate, summary: "lost {{ unreachable_hosts }}"}
+  odd:
+    verdict: {id: odd, severity: ok, action: none, summary: "{{ ranks.lines }}"}
+  straggler:
+    verdict:
+      id: straggler
+      severity: warning
+      action: drain-and-reset
+      summary: >
+        {% for h, f in hosts | dictsort %}{% if f.ranks.lines == 1 %}pull {{ h }}{% endif %}{% endfor %}
+      gpus: "[hosts['b'].ranks.lines]"
+"""
+
+
+def test_job_merges_outputs_and_names_the_host(tmp_path: Path) -> None:
+    path = tmp_path / "job.yaml"
+    path.write_text(textwrap.dedent(JOB))
+    loaded = load_runbook(path, known_collectors=COLLECTORS)
+    for host, lines in (("a", 3), ("b", 1)):
+        (tmp_path / host).mkdir()
+        (tmp_path / host / "ranks.out").write_text("".join(f"{host} rank {i}\n" for i in range(lines)))
+    transports = {h: (lambda d=tmp_path / h: ReplayTransport(d)) for h in ("a", "b")}
+    runs, bundle = run_runbook(loaded, transports, COLLECTORS.__getitem__, RunOptions(), tmp_path / "out")
+    assert [r.host for r in runs] == ["a", "b"]
+    assert {r.verdict["id"] for r in runs} == {"straggler"}
+    assert runs[0].verdict["summary"] == "pull b"
+    assert runs[0].verdict["gpus"] == [1]
+    assert (bundle / "hosts" / "a" / "ranks.out").read_text().count("\n") == 3
+    assert (bundle / "hosts" / "b" / "ranks.out").read_text() == "b rank 0\n"
+    verdicts = json.loads((bundle / "verdicts.json").read_text())
+    assert [h["path"] for h in verdicts["hosts"]] == [["gather", "judge", "straggler"]] * 2
+
+
+def test_job_with_an_unreachable_member(tmp_path: Path) -> None:
+    path = tmp_path / "job.yaml"
+    path.write_text(textwrap.dedent(JOB))
+    loaded = load_runbook(path, known_collectors=COLLECTORS)
+    (tmp_path / "a").mkdir()
+    (tmp_path / "a" / "ranks.out").write_text("x\n")
+    transports = {"a": lambda: ReplayTransport(tmp_path / "a"), "gone": lambda: ReplayTransport(tmp_path / "no")}
+    runs, _ = run_runbook(loaded, transports, COLLECTORS.__getitem__, RunOptions(), tmp_path / "out")
+    assert [r.status for r in runs] == ["ok", "unreachable"]
+    assert runs[0].verdict["id"] == "member-lost" and "gone" in runs[0].verdict["summary"]
+    assert runs[1].verdict is None

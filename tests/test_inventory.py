@@ -1,0 +1,211 @@
+"""Inventories: nightowl YAML, Ansible INI and YAML as they are, errors with file:line, --limit."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from nightowl.inventory import InventoryError, expand_host_range, limit, load_inventory
+from nightowl.transports.hostspec import HostSpec
+from tests.helpers import ROOT
+
+INVENTORIES = ROOT / "fixtures" / "inventory"
+
+
+@pytest.fixture
+def empty_config(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.setenv("HOME", str(tmp_path))
+    path = tmp_path / "ssh_config"
+    path.write_text("")
+    return path
+
+
+def load(name: str, ssh_config: Path) -> dict[str, HostSpec]:
+    return {h.name: h for h in load_inventory(INVENTORIES / name, ssh_config)}
+
+
+def summary(host: HostSpec) -> tuple[object, ...]:
+    jump = host.jump.describe() if host.jump else None
+    return (host.kind, host.hostname, host.port, host.user, jump, host.profile, host.groups)
+
+
+def test_nightowl_yaml(empty_config: Path) -> None:
+    hosts = load("fleet.yaml", empty_config)
+    assert list(hosts) == [
+        "gpu-01",
+        "ssh://root@gpu-02:2222?jump=bastion",
+        "admin@gpu-03:2200",
+        "gpu-04",
+        "gpu-05",
+        "local",
+    ]
+    assert summary(hosts["gpu-01"]) == ("ssh", "gpu-01", 22, "ops", None, None, ())
+    # a spec string keeps what it says over `defaults:`
+    assert summary(hosts["ssh://root@gpu-02:2222?jump=bastion"]) == (
+        "ssh",
+        "gpu-02",
+        2222,
+        "root",
+        "ops@bastion:22",
+        None,
+        (),
+    ) or summary(hosts["ssh://root@gpu-02:2222?jump=bastion"])[:4] == ("ssh", "gpu-02", 2222, "root")
+    assert summary(hosts["admin@gpu-03:2200"])[:4] == ("ssh", "gpu-03", 2200, "admin")
+    assert summary(hosts["gpu-04"]) == ("ssh", "10.0.4.4", 2204, "ops", None, "h100-sxm", ())
+    assert hosts["gpu-04"].labels == {"site": "ams1", "rack": "r12", "sku": "h100"}
+    assert summary(hosts["gpu-05"]) == ("ssh", "10.0.4.5", 22, "root", "ops@bastion:2222", "a100-sxm4", ())
+    assert hosts["local"].is_local
+
+
+def test_ansible_ini(empty_config: Path) -> None:
+    hosts = load("ansible-hosts.ini", empty_config)
+    assert list(hosts) == [
+        "login-01",
+        "gpu-h100-01",
+        "gpu-h100-02",
+        "gpu-h100-03",
+        "gpu-h100-09",
+        "gpu-a100-a",
+    ]
+    bastion = "jump@bastion.example:2222"
+    assert summary(hosts["login-01"]) == ("ssh", "10.0.0.2", 22, None, None, None, ())
+    # host vars beat group vars; the child group h100 beats its parent gpu
+    assert summary(hosts["gpu-h100-02"]) == (
+        "ssh",
+        "gpu-h100-02",
+        22,
+        "root",
+        bastion,
+        "h100-sxm",
+        ("gpu", "h100"),
+    )
+    assert summary(hosts["gpu-h100-09"]) == (
+        "ssh",
+        "10.1.0.9",
+        2209,
+        "ubuntu",
+        bastion,
+        "h100-sxm",
+        ("gpu", "h100"),
+    )
+    assert summary(hosts["gpu-a100-a"]) == (
+        "ssh",
+        "10.2.0.1",
+        2201,
+        "ubuntu",
+        bastion,
+        "a100-sxm4",
+        ("a100", "gpu"),
+    )
+
+
+def test_ansible_yaml_matches_the_ini(empty_config: Path) -> None:
+    ini = load("ansible-hosts.ini", empty_config)
+    yaml_hosts = load("ansible-hosts.yaml", empty_config)
+    for name in ("gpu-h100-01", "gpu-h100-03", "gpu-h100-09", "gpu-a100-a"):
+        assert summary(yaml_hosts[name]) == summary(ini[name]), name
+    assert yaml_hosts["login-01"].user == "admin"  # `all: vars:` applies to every host
+    assert yaml_hosts["gpu-a100-a"].labels == {"rack": "r7"}
+    assert yaml_hosts["this-node"].is_local and yaml_hosts["this-node"].groups == ("local_checks",)
+
+
+def test_ini_without_sections_and_bare_names(tmp_path: Path, empty_config: Path) -> None:
+    path = tmp_path / "hosts"
+    path.write_text("gpu-01 ansible_host=10.0.0.1 ansible_port=2201\ngpu-02\n")
+    hosts = load_inventory(path, empty_config)
+    assert [(h.name, h.hostname, h.port) for h in hosts] == [
+        ("gpu-01", "10.0.0.1", 2201),
+        ("gpu-02", "gpu-02", 22),
+    ]
+    path.write_text("gpu-01\ngpu-02\n")
+    assert [h.name for h in load_inventory(path, empty_config)] == ["gpu-01", "gpu-02"]
+
+
+def test_names_resolve_through_ssh_config(tmp_path: Path) -> None:
+    config = tmp_path / "ssh_config"
+    config.write_text("Host gpu-01\n  HostName 10.7.0.1\n  User fleet\n  ProxyJump bastion\n")
+    inventory = tmp_path / "inv.yaml"
+    inventory.write_text("hosts:\n  - gpu-01\n  - {name: gpu-01-root, address: gpu-01, user: root}\n")
+    first, second = load_inventory(inventory, config)
+    assert (first.hostname, first.user, first.jump and first.jump.hostname) == (
+        "10.7.0.1",
+        "fleet",
+        "bastion",
+    )
+    assert (second.name, second.hostname, second.user) == ("gpu-01-root", "10.7.0.1", "root")
+
+
+@pytest.mark.parametrize(
+    ("name", "line", "message"),
+    [
+        ("broken-unknown-key.yaml", 4, "unknown host key 'adress'"),
+        ("broken-port.yaml", 3, "port 'ssh' is not 1-65535"),
+        ("broken-duplicate.yaml", 4, "'gpu-01' listed twice (first on line 2)"),
+        ("broken-spec.yaml", 3, "whitespace"),
+        ("broken-syntax.yaml", 4, "invalid YAML"),
+        ("broken-line.ini", 3, "expected key=value"),
+        ("broken-section.ini", 3, "invalid section header"),
+    ],
+)
+def test_errors_name_file_and_line(empty_config: Path, name: str, line: int, message: str) -> None:
+    with pytest.raises(InventoryError) as caught:
+        load_inventory(INVENTORIES / name, empty_config)
+    assert str(caught.value).startswith(f"{INVENTORIES / name}:{line}: ")
+    assert message in str(caught.value)
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("hosts: []\nextra: 1\n", ":2: unknown key 'extra'"),
+        ("hosts:\n  - 42\n", ":2: a host is a spec string or a mapping"),
+        ("hosts:\n  - {user: root}\n", ":2: a host mapping needs `name` or `address`"),
+        ("hosts:\n  - {name: a, labels: [x]}\n", ":2: host 'a': labels must be a mapping"),
+        ("all:\n  hosts: [a, b]\n", ":2: group 'all': hosts must be a mapping"),
+        ("all:\n  host:\n    a:\n", ":2: group 'all': unknown key 'host'"),
+        ("all:\n  hosts:\n    gpu-[5:1]:\n", ":3: host range '[5:1]' is empty"),
+        ("[]\n", "expected `hosts:`"),
+    ],
+)
+def test_structural_errors(tmp_path: Path, empty_config: Path, text: str, message: str) -> None:
+    path = tmp_path / "inv.yaml"
+    path.write_text(text)
+    with pytest.raises(InventoryError, match=message.replace("[", r"\[").replace("]", r"\]")):
+        load_inventory(path, empty_config)
+
+
+def test_missing_file(tmp_path: Path) -> None:
+    with pytest.raises(InventoryError, match="cannot read inventory"):
+        load_inventory(tmp_path / "nope.yaml")
+
+
+def test_host_ranges() -> None:
+    assert expand_host_range("gpu-[01:03]") == ["gpu-01", "gpu-02", "gpu-03"]
+    assert expand_host_range("n[0:20:10]") == ["n0", "n10", "n20"]
+    assert expand_host_range("rack[a:b]-[1:2]") == ["racka-1", "racka-2", "rackb-1", "rackb-2"]
+    assert expand_host_range("plain") == ["plain"]
+
+
+def test_limit_by_name_label_group_and_exclusion(empty_config: Path) -> None:
+    fleet = load_inventory(INVENTORIES / "fleet.yaml", empty_config)
+    ansible = load_inventory(INVENTORIES / "ansible-hosts.ini", empty_config)
+
+    def names(hosts: list[HostSpec]) -> list[str]:
+        return [h.name for h in hosts]
+
+    assert names(limit(fleet, "gpu-0[45]")) == ["gpu-04", "gpu-05"]
+    assert names(limit(fleet, "sku=h100")) == ["gpu-04"]
+    assert names(limit(fleet, "rack=r1*")) == ["gpu-04", "gpu-05"]
+    assert names(limit(fleet, "profile=a100*")) == ["gpu-05"]
+    assert names(limit(fleet, "site=ams1,!gpu-0[1-4]")) == [
+        "ssh://root@gpu-02:2222?jump=bastion",
+        "admin@gpu-03:2200",
+        "gpu-05",
+    ]
+    assert names(limit(ansible, "group=a100")) == ["gpu-a100-a"]
+    assert names(limit(ansible, "h100,!gpu-h100-0[12]")) == ["gpu-h100-03", "gpu-h100-09"]
+    assert names(limit(ansible, "!gpu")) == ["login-01"]
+    assert limit(fleet, "nothing-matches") == []
+    with pytest.raises(ValueError, match="empty"):
+        limit(fleet, " , ")
