@@ -195,7 +195,7 @@ def _nightowl_yaml(data: dict[str, Any], where: _Where, ssh_config: Path | None)
                 )
             if not item.get("name") and not item.get("address"):
                 raise InventoryError(where.at(line, "a host mapping needs `name` or `address`"))
-            labels = {**(defaults.get("labels") or {}), **(item.get("labels") or {})}
+            labels = {**_mapping(defaults, "labels", where, line), **_mapping(item, "labels", where, line)}
             values = {**defaults, **item, "labels": labels}
             values.setdefault("address", values.get("name"))
             values["name"] = str(values.get("name") or values["address"])
@@ -454,6 +454,14 @@ def _build(entry: _Entry, where: _Where, ssh_config: Path | None) -> HostSpec:
         labels=_labels(values, entry, where),
         profile=_text(values, "profile") or spec.profile,
     )
+
+
+def _mapping(values: dict[str, Any], key: str, where: _Where, line: int | None) -> dict[str, Any]:
+    value = values.get(key) or {}
+    if not isinstance(value, dict):
+        name = values.get("name") or values.get("address") or "defaults"
+        raise InventoryError(where.at(line, f"host {name!r}: {key} must be a mapping of name: value"))
+    return value
 
 
 def _text(values: dict[str, Any], key: str) -> str | None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import sys
 from pathlib import Path
 from typing import Any
@@ -287,15 +288,16 @@ def xid(file: Any, fmt: str) -> None:
 @click.argument("runbook")
 @click.option("--host", "hosts", multiple=True, required=True, metavar="SPEC", help="host spec(s)")
 @click.option("--allow-invasive", is_flag=True, help="plan invasive collectors too")
+@click.option("--param", "params", multiple=True, metavar="KEY=VALUE", help="runbook parameter")
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
-def plan(runbook: str, hosts: tuple[str, ...], allow_invasive: bool, fmt: str) -> None:
+def plan(runbook: str, hosts: tuple[str, ...], allow_invasive: bool, params: tuple[str, ...], fmt: str) -> None:
     """Dry run: the graph, and per host the exact commands RUNBOOK would run. Connects to nothing."""
     from nightowl.collectors import get_collector
     from nightowl.engine.mermaid import to_mermaid
     from nightowl.engine.session import plan as plan_steps
 
     loaded = load_runbook_or_exit(runbook)
-    steps = plan_steps(loaded, get_collector, allow_invasive)
+    steps = plan_steps(loaded, get_collector, allow_invasive, parse_params(params))
     if fmt == "json":
         click.echo(
             json.dumps(
@@ -307,8 +309,10 @@ def plan(runbook: str, hosts: tuple[str, ...], allow_invasive: bool, fmt: str) -
     for host in hosts:
         click.echo(f"{host}:")
         for step in steps:
-            note = " (skipped: invasive, needs --allow-invasive)" if step["skipped"] else ""
-            alternatives = "  |or|  ".join(" ".join(argv) for argv in step["commands"])
+            note = ""
+            if step["skipped"]:
+                note = " (skipped: invasive, needs --allow-invasive)" if step["invasive"] else " (skipped: unset parameter)"
+            alternatives = "  |or|  ".join(shlex.join(argv) for argv in step["commands"] or step["declared"])
             click.echo(
                 f"  [{step['node']}] {step['collector']}: {alternatives}  (timeout {step['timeout']}s){note}"
             )

@@ -12,6 +12,7 @@ MODULES: dict[str, str] = {
     "kernel-log": "nightowl.collectors.kernel_log",
     "nccl-log": "nightowl.collectors.nccl_log",
     "nccl-tests": "nightowl.collectors.nccl_tests",
+    "nccl-tests-run": "nightowl.collectors.nccl_tests:RUN_COLLECTOR",
     "metrics": "nightowl.collectors.prometheus",
     "engine-log": "nightowl.collectors.engine_log",
     "nvidia-smi-query": "nightowl.collectors.nvidia_smi_query",

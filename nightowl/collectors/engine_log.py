@@ -13,6 +13,15 @@ phase-specific (``FAILURES``: KV admission, TGI warm-up, SGLang pool). Multi-pro
 the API process ends with a generic "Engine core initialization failed", so the whole log is
 searched, never only its tail. The first failure in the log is reported (later ones are usually
 other ranks hitting the same wall).
+
+``last_phase`` takes the values of ``PHASE_ORDER``: ``ready`` means start-up finished (engine
+init done, API up, or the log shows served requests), so an OOM after it is ``runtime``. When a
+failure hits a phase whose end marker was already logged (V0 prints "# GPU blocks" and then
+refuses the max length), that phase is not counted as completed. ``oom`` also covers the
+non-CUDA refusals that end start-up for lack of memory; its extra ``kind`` says which:
+``cuda-oom``, ``kv-admission``, ``engine-oom`` (TGI/SGLang messages), ``gpu-occupied``,
+``host-oom-kill``. Exit code 137 alone sets ``exit_code``/``killed``, not ``oom``: only an
+OOM-kill record makes it a host OOM (decision-trees.md 1.7).
 """
 
 from __future__ import annotations
@@ -406,7 +415,7 @@ def parse(text: str) -> EngineLog:
         if too_small else None,
         errors=_errors(lines),
         exit_code=settings.get("exit_code"),
-        killed=any(KILLED.search(line) for line in lines),
+        killed=any(KILLED.search(line) for line in lines) or bool(oom and oom.kind == "host-oom-kill"),
         gpu_memory_utilization=settings.get("gpu_memory_utilization"),
         mem_fraction_static=settings.get("mem_fraction_static"),
         max_model_len=settings.get("max_model_len"),

@@ -623,35 +623,31 @@ def parse_lines(lines: Iterable[str]) -> KernelLogResult:
     parser = _Parser()
     seen = parser.seen
     lines_read = 0
+    saw_text = False
     for line in lines:
         lines_read += 1
-        pos = line.find("NVRM: ")
-        if pos < 0:
-            pos = line.find("SXid (")
-        if pos < 0:
-            if (
-                parser.pending is None
-                and "Xid" not in line
-                and "AER" not in line
-                and "PCIe" not in line
-                and "of memory" not in line
-            ):
-                if not parser.saw_text and line.strip():
-                    parser.saw_text = True
-                continue
-        elif parser.pending is None and (line[0] not in " \t" or not line[:pos].isspace()):
-            known = seen.get(line[pos:])
-            if known is not None:
-                if known.__class__ is dict:  # inlined parser.repeat(): this is the hottest line
-                    known["count"] += 1  # type: ignore[index]
-                    known["_last_prefix"] = line[:pos]  # type: ignore[index]
-                    parser.last_event = known  # type: ignore[assignment]
-                    if parser.prelude is not None:
-                        parser.drop_prelude_of(known)  # type: ignore[arg-type]
-                else:
-                    parser.note(known, line[:pos])  # type: ignore[arg-type]
-                continue
+        if "NVRM" in line or "Xid" in line:
+            pos = line.find("NVRM: ")
+            if pos < 0:
+                pos = line.find("SXid (")
+            if pos >= 0 and parser.pending is None and (line[0] not in " \t" or not line[:pos].isspace()):
+                known = seen.get(line[pos:])
+                if known is not None:
+                    if known.__class__ is dict:  # inlined parser.repeat(): this is the hottest line
+                        known["count"] += 1  # type: ignore[index]
+                        known["_last_prefix"] = line[:pos]  # type: ignore[index]
+                        parser.last_event = known  # type: ignore[assignment]
+                        if parser.prelude is not None:
+                            parser.drop_prelude_of(known)  # type: ignore[arg-type]
+                    else:
+                        parser.note(known, line[:pos])  # type: ignore[arg-type]
+                    continue
+        elif parser.pending is None and "AER" not in line and "PCIe" not in line and "of memory" not in line:
+            if not saw_text and not line.isspace() and line:
+                saw_text = True
+            continue
         parser.feed(line)
+    parser.saw_text = parser.saw_text or saw_text
     parser.lines_read = lines_read
     return parser.finish()
 

@@ -849,13 +849,12 @@ def facts(result: NcclLogResult) -> dict[str, Any]:
 
 COLLECTOR = Collector(
     kind=KIND,
-    # The log path is a runbook parameter (the engine substitutes it); this is the default path.
-    commands=(("cat", "/var/log/nightowl/nccl.log"),),
+    # The log path is the runbook parameter `nccl_log` (one argv element; "--" keeps it a path).
+    commands=(("cat", "--", "{nccl_log}"),),
     parse=parse,
     facts=facts,
     description=(
-        "Reads an NCCL_DEBUG=INFO / PyTorch ProcessGroupNCCL log (path given by the runbook parameter; "
-        "default /var/log/nightowl/nccl.log): init completion per rank, network and transports, NCCL WARNs, "
+        "Reads an NCCL_DEBUG=INFO / PyTorch ProcessGroupNCCL log (path: runbook parameter nccl_log): init completion per rank, network and transports, NCCL WARNs, "
         "IB completion errors, watchdog timeouts and per-rank progress."
     ),
 )

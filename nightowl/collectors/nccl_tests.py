@@ -549,11 +549,19 @@ def facts(result: NcclTestsResult) -> dict[str, Any]:
 
 COLLECTOR = Collector(
     kind=KIND,
-    commands=(("all_reduce_perf", "-b", "8", "-e", "8G", "-f", "2", "-g", "1"),),
+    # Reading a saved result is not invasive; the path is the runbook parameter `nccl_tests_file`.
+    commands=(("cat", "--", "{nccl_tests_file}"),),
+    parse=parse,
+    facts=facts,
+    description="Reads a saved nccl-tests *_perf output: busbw, #wrong and out-of-bounds per message size.",
+)
+
+RUN_COLLECTOR = Collector(
+    kind="nccl-tests-run",
+    commands=(("all_reduce_perf", "-b", "8", "-e", "8G", "-f", "2", "-g", "{gpus_per_node}"),),
     parse=parse,
     facts=facts,
     timeout=600.0,
     invasive=True,
-    description="Runs nccl-tests all_reduce_perf (loads GPUs and network; --allow-invasive) and reads busbw, "
-    "#wrong and out-of-bounds per message size.",
+    description="Runs nccl-tests all_reduce_perf (occupies the GPUs and the network: --allow-invasive only).",
 )

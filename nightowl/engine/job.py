@@ -19,10 +19,10 @@ from nightowl.engine.runner import (
     Recorder,
     RunOptions,
     collect_on,
-    namespace_of,
     parse_output,
     worst_status,
 )
+from nightowl.engine.model import split_entry
 from nightowl.engine.validate import LoadedRunbook
 from nightowl.transports.base import Transport, TransportError
 
@@ -75,18 +75,20 @@ class JobRunner(HostRunner):
             member.started, member.duration = self.run.started, time.monotonic() - t0
         return [self.member_runs[t.host] for t in self.members]
 
-    def _collect_one(self, kind: str) -> CollectorRun:
+    def _collect_one(self, entry: str) -> CollectorRun:
+        kind, namespace = split_entry(entry)
         collector = self.lookup(kind)
 
         def on_member(transport: Transport) -> CollectorRun:
             single = bool(getattr(transport, "recorded", False))
             run = collect_on(transport, collector, self.recorder, self.options, single, keep_text=True)
-            self.member_runs[transport.host].collections[kind] = run
+            run.namespace = namespace
+            self.member_runs[transport.host].collections[entry] = run
             return run
 
         with ThreadPoolExecutor(max_workers=min(32, len(self.reachable)), thread_name_prefix="member") as pool:
             per_member = list(pool.map(on_member, self.reachable))
-        merged = CollectorRun(kind=kind, namespace=namespace_of(kind), status="ok")
+        merged = CollectorRun(kind=kind, namespace=namespace, status="ok")
         merged.status = worst_status({r.status for r in per_member})
         reasons = [f"{t.host}: {r.reason}" for t, r in zip(self.reachable, per_member, strict=True) if r.reason]
         merged.reason = "; ".join(reasons) or None

@@ -40,9 +40,22 @@ class VerdictSpec(Strict):
     gpus: str | None = Field(default=None, description="expression giving the GPUs concerned")
 
 
+def split_entry(entry: str) -> tuple[str, str]:
+    """A collect entry ``kind`` or ``kind:label`` -> (kind, fact namespace).
+
+    ``metrics:after`` takes the metrics collector a second time, as ``metrics_after``.
+    """
+    kind, _, label = entry.partition(":")
+    namespace = kind.replace("-", "_") + (f"_{label.replace('-', '_')}" if label else "")
+    return kind, namespace
+
+
 class Node(Strict):
     title: str | None = None
     collect: list[str] | None = None
+    wait: float | str | None = Field(
+        default=None, description="seconds (or a parameter name) to wait before collecting, e.g. a scrape window"
+    )
     next: str | None = None
     decide: list[Branch] | None = None
     default: str | None = None

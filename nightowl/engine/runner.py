@@ -6,6 +6,7 @@ The engine knows nothing about GPUs: collectors arrive through ``lookup``
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -20,7 +21,7 @@ from nightowl.engine.expressions import (
     render,
     resolve_path,
 )
-from nightowl.engine.model import Node
+from nightowl.engine.model import Node, split_entry
 from nightowl.engine.validate import LoadedRunbook
 from nightowl.transports.base import CommandResult, Transport, TransportError
 
@@ -119,18 +120,28 @@ class HostRunner:
         self.single_attempt = bool(getattr(transport, "recorded", False))
 
     # -- collecting -----------------------------------------------------------------
-    def _collect_one(self, kind: str) -> CollectorRun:
-        collector = self.lookup(kind)
-        return collect_on(self.transport, collector, self.recorder, self.options, self.single_attempt)
+    def _collect_one(self, entry: str) -> CollectorRun:
+        kind, namespace = split_entry(entry)
+        run = collect_on(self.transport, self.lookup(kind), self.recorder, self.options, self.single_attempt)
+        run.namespace = namespace
+        return run
 
-    def _collect(self, kinds: list[str]) -> None:
-        todo = [k for k in dict.fromkeys(kinds) if k not in self.run.collections]
+    def _collect(self, entries: list[str]) -> None:
+        todo = [e for e in dict.fromkeys(entries) if e not in self.run.collections]
         if not todo:
             return
         workers = max(1, min(self.options.concurrency, len(todo)))
         with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="collect") as pool:
-            for run in pool.map(self._collect_one, todo):
-                self.run.collections[run.kind] = run
+            for entry, run in zip(todo, pool.map(self._collect_one, todo), strict=True):
+                self.run.collections[entry] = run
+
+    def _wait(self, wait: float | str | None) -> None:
+        """Pause between two takes (a scrape window); recorded hosts replay without waiting."""
+        if wait is None or self.single_attempt:
+            return
+        seconds = self.options.params.get(wait) if isinstance(wait, str) else wait
+        if isinstance(seconds, (int, float)) and seconds > 0:
+            time.sleep(min(float(seconds), 3600.0))
 
     # -- deciding -------------------------------------------------------------------
     def context(self) -> dict[str, Any]:
@@ -242,6 +253,7 @@ class HostRunner:
             t0 = time.monotonic()
             next_id: str | None = None
             if node.collect is not None:
+                self._wait(node.wait)
                 self._collect(node.collect)
                 visit.collectors = {k: self.run.collections[k].status for k in node.collect}
                 statuses = set(visit.collectors.values())
@@ -264,6 +276,30 @@ class HostRunner:
             self.run.verdict = None
 
 
+_PLACEHOLDER = re.compile(r"\{([a-z_][a-z0-9_]*)\}")
+
+
+def placeholders(argv: tuple[str, ...]) -> list[str]:
+    return [m.group(1) for element in argv for m in _PLACEHOLDER.finditer(element)]
+
+
+def resolve_argv(argv: tuple[str, ...], params: dict[str, Any]) -> tuple[str, ...] | None:
+    """Fill ``{name}`` placeholders from runbook parameters; None if one is unset.
+
+    A value fills exactly the argv element it stands in (no shell ever sees it), and may not
+    start with "-", so a parameter can never smuggle in an option such as ``-r``.
+    """
+    filled = []
+    for element in argv:
+        names = _PLACEHOLDER.findall(element)
+        for name in names:
+            value = params.get(name)
+            if value is None or str(value).startswith("-"):
+                return None
+        filled.append(_PLACEHOLDER.sub(lambda m: str(params[m.group(1)]), element) if names else element)
+    return tuple(filled)
+
+
 def collect_on(
     transport: Transport,
     collector: CollectorLike,
@@ -278,7 +314,13 @@ def collect_on(
     if collector.invasive and not options.allow_invasive:
         run.status, run.reason = "skipped", "invasive collector: needs --allow-invasive"
         return run
-    commands = collector.commands[:1] if single_attempt else collector.commands
+    resolved = [argv for t in collector.commands if (argv := resolve_argv(t, options.params)) is not None]
+    if not resolved:
+        run.status, run.reason = "skipped", "needs runbook parameter(s): " + ", ".join(
+            sorted({n for t in collector.commands for n in placeholders(t)})
+        )
+        return run
+    commands = resolved[:1] if single_attempt else resolved
     chosen: CommandResult | None = None
     for argv in commands:
         result = transport.run(argv, collector.timeout, kind=kind)

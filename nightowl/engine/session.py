@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from nightowl.engine.bundle import BundleWriter
+from nightowl.engine.model import split_entry
 from nightowl.engine.runner import CollectorLike, HostRun, HostRunner, RunOptions
 from nightowl.engine.validate import LoadedRunbook
 from nightowl.transports.base import Transport
@@ -101,22 +102,31 @@ def _run_job(
 
 
 def plan(
-    loaded: LoadedRunbook, lookup: Callable[[str], CollectorLike], allow_invasive: bool
+    loaded: LoadedRunbook,
+    lookup: Callable[[str], CollectorLike],
+    allow_invasive: bool,
+    params: dict[str, Any] | None = None,
 ) -> list[dict[str, Any]]:
-    """Every command the runbook may run, per collect node; connects to nothing."""
+    """Every command the runbook may run, per collect node, parameters filled in; connects to nothing."""
+    from nightowl.engine.runner import resolve_argv
+
+    defaults = {k: p.default for k, p in loaded.runbook.parameters.items()}
+    values = {**defaults, **(params or {})}
     steps = []
     for node_id, node in loaded.runbook.nodes.items():
-        for kind in node.collect or []:
+        for entry in node.collect or []:
+            kind = split_entry(entry)[0]
             collector = lookup(kind)
-            skipped = collector.invasive and not allow_invasive
+            commands = [list(argv) for t in collector.commands if (argv := resolve_argv(t, values))]
             steps.append(
                 {
                     "node": node_id,
-                    "collector": kind,
+                    "collector": entry,
                     "invasive": collector.invasive,
-                    "skipped": skipped,
+                    "skipped": (collector.invasive and not allow_invasive) or not commands,
                     "timeout": collector.timeout,
-                    "commands": [list(argv) for argv in collector.commands],
+                    "commands": commands,
+                    "declared": [list(argv) for argv in collector.commands],
                 }
             )
     return steps

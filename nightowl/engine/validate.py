@@ -15,7 +15,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from nightowl.engine.expressions import BUILTIN_NAMES, ExpressionError, check_condition, template_names
-from nightowl.engine.model import Node, Runbook
+from nightowl.engine.model import Node, Runbook, split_entry
 from nightowl.engine.yamlines import YamlError, line_of, load_with_lines
 
 
@@ -161,7 +161,8 @@ def _collector_pass(loaded: LoadedRunbook, known: Iterable[str] | None) -> list[
     known_set = set(known)
     issues = []
     for node_id, node in loaded.runbook.nodes.items():
-        for index, kind in enumerate(node.collect or []):
+        for index, entry in enumerate(node.collect or []):
+            kind = split_entry(entry)[0]
             if kind not in known_set:
                 line = line_of(loaded.lines, ("nodes", node_id, "collect", index))
                 issues.append(Issue(str(loaded.path), line, node_id, f"unknown collector {kind!r}"))
@@ -195,7 +196,7 @@ def _facts_pass(loaded: LoadedRunbook, known: Iterable[str] | None) -> list[Issu
     import networkx as nx
 
     rb, graph = loaded.runbook, loaded.graph
-    namespace_of = {kind: kind.replace("-", "_") for node in rb.nodes.values() for kind in node.collect or []}
+    namespace_of = {entry: split_entry(entry)[1] for node in rb.nodes.values() for entry in node.collect or []}
     all_namespaces = set(namespace_of.values()) | {k.replace("-", "_") for k in (known or [])}
     before: dict[str, frozenset[str]] = {}
     after: dict[str, frozenset[str]] = {}

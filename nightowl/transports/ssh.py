@@ -537,8 +537,10 @@ def _open_session(transport: Any, deadline: float) -> Any:
     while True:
         try:
             return transport.open_session(timeout=max(0.1, deadline - time.monotonic()))
-        except paramiko.ChannelException:
-            if time.monotonic() + pause >= deadline:
+        except paramiko.SSHException:
+            # ChannelException, or the bare "Unable to open channel." a concurrent opener gets
+            # when another thread consumed the transport-wide saved exception first.
+            if not transport.is_active() or time.monotonic() + pause >= deadline:
                 raise
             time.sleep(pause)
             pause = min(pause * 2, 0.5)

@@ -35,7 +35,7 @@ def test_every_log_sample_has_a_case() -> None:
 
 def test_collector_declaration() -> None:
     assert COLLECTOR.kind == "nccl-log"
-    assert COLLECTOR.commands == (("cat", "/var/log/nightowl/nccl.log"),)
+    assert COLLECTOR.commands == (("cat", "--", "{nccl_log}"),)
     assert not COLLECTOR.invasive
 
 

@@ -45,9 +45,11 @@ def test_every_nccl_tests_sample_has_a_case() -> None:
 
 
 def test_collector_declaration() -> None:
-    assert COLLECTOR.kind == "nccl-tests"
-    assert COLLECTOR.invasive is True
-    assert COLLECTOR.commands == (("all_reduce_perf", "-b", "8", "-e", "8G", "-f", "2", "-g", "1"),)
+    from nightowl.collectors.nccl_tests import RUN_COLLECTOR
+
+    assert COLLECTOR.kind == "nccl-tests" and COLLECTOR.invasive is False  # reads a saved result
+    assert COLLECTOR.commands == (("cat", "--", "{nccl_tests_file}"),)
+    assert RUN_COLLECTOR.invasive is True and RUN_COLLECTOR.commands[0][0] == "all_reduce_perf"
 
 
 # --- table variants not in the corpus -------------------------------------------------------

@@ -119,7 +119,7 @@ class Fleet:
         self._write_standins()
         try:
             self._start_faults()
-            served = [name for name in self.hosts if self._fault(name) is None or self._fault(name).served]
+            served = [name for name in self.hosts if self.is_served(name)]
             for index, start in enumerate(range(0, len(served), MAX_ADDRESSES_PER_SSHD)):
                 self._start_sshd(index, served[start : start + MAX_ADDRESSES_PER_SSHD])
             self._write_known_hosts()
@@ -200,6 +200,11 @@ class Fleet:
         return path
 
     # -- internals -------------------------------------------------------------------
+
+    def is_served(self, name: str) -> bool:
+        """Whether a real sshd answers for this host (False for refused/silent/blackhole)."""
+        fault = self._fault(name)
+        return fault is None or fault.served
 
     def _fault(self, name: str) -> Fault | None:
         source = self.hosts[name]

@@ -7,6 +7,7 @@ import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
 import psutil
 import pytest
@@ -22,12 +23,12 @@ NVSMI = ("nvidia-smi", "-q")
 KERNEL_LOG = ("journalctl", "-k", "--no-pager")
 
 
-def open_host(fleet: Fleet, name: str, spec: str | None = None, **options: object) -> SSHTransport:
+def open_host(fleet: Fleet, name: str, spec: str | None = None, **options: Any) -> SSHTransport:
     host = parse_host_spec(spec or fleet.spec(name), fleet.ssh_config)
     return SSHTransport(host, fleet.options(**options))
 
 
-def connect_error(fleet: Fleet, name: str, **options: object) -> tuple[SSHConnectError, float]:
+def connect_error(fleet: Fleet, name: str, **options: Any) -> tuple[SSHConnectError, float]:
     transport = open_host(fleet, name, **options)
     started = time.monotonic()
     with pytest.raises(SSHConnectError) as caught:
@@ -40,7 +41,7 @@ def connect_error(fleet: Fleet, name: str, **options: object) -> tuple[SSHConnec
 
 
 def test_fleet_needs_several_sshd_for_its_hosts(fleet: Fleet) -> None:
-    served = [n for n, s in fleet.hosts.items() if not isinstance(s, Fault) or s.served]
+    served = [name for name in fleet.hosts if fleet.is_served(name)]
     assert len(served) > 16
     assert fleet.sshd_count == 2
 

@@ -1,0 +1,325 @@
+"""kernel-log collector: recorded cases, log formats, burst collapsing, facts, robustness."""
+
+from __future__ import annotations
+
+import io
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from nightowl.collectors import get_collector, kernel_log
+from nightowl.collectors.base import to_jsonable
+from tests.helpers import ROOT, assert_subset, load_cases
+
+CASES = load_cases("kernel-log")
+CONTRACT_KEYS = {"kind", "code", "pci", "time", "pid", "process", "text"}
+# Every kernel-log-like sample of the corpus must have a case (the brief's list of file families).
+KERNEL_LOG_SAMPLES = (
+    "dmesg-*",
+    "fallen-off-bus-*",
+    "gsp-*",
+    "xid*-*",
+    "k8s-device-plugin-*",
+    "nvlink-postrx-*",
+)
+
+
+def parsed(text: str) -> dict[str, Any]:
+    return to_jsonable(kernel_log.parse(text))
+
+
+def events_of(text: str) -> list[dict[str, Any]]:
+    return parsed(text)["events"]
+
+
+@pytest.mark.parametrize(("name", "case"), CASES, ids=[name for name, _ in CASES])
+def test_recorded_case(name: str, case: dict[str, Any]) -> None:
+    text = (ROOT / case["input"]).read_text(encoding="utf-8")
+    result = kernel_log.parse(text)
+    assert_subset(to_jsonable(result), case["expected"])
+    assert_subset(kernel_log.facts(result), case.get("facts", {}))
+
+
+@pytest.mark.parametrize(("name", "case"), CASES, ids=[name for name, _ in CASES])
+def test_recorded_case_events_keep_the_contract_shape(name: str, case: dict[str, Any]) -> None:
+    result = parsed((ROOT / case["input"]).read_text(encoding="utf-8"))
+    assert result["kind"] == "kernel-log"
+    assert isinstance(result["warnings"], list)
+    for event in result["events"]:
+        assert CONTRACT_KEYS <= set(event)
+        assert event["kind"] in kernel_log.EVENT_KINDS
+        assert event["count"] >= 1
+
+
+def test_every_kernel_log_sample_has_a_case() -> None:
+    corpus = ROOT / "fixtures" / "corpus" / "gpu"
+    samples = {
+        f"fixtures/corpus/gpu/{p.name}" for pattern in KERNEL_LOG_SAMPLES for p in corpus.glob(pattern)
+    }
+    covered = {case["input"] for _, case in CASES}
+    assert samples - covered == set()
+
+
+def test_collector_declaration() -> None:
+    collector = get_collector("kernel-log")
+    assert collector is kernel_log.COLLECTOR
+    assert collector.commands == (
+        ("journalctl", "-k", "-b", "--no-pager", "-o", "short-iso"),
+        ("dmesg", "-T"),
+        ("dmesg",),
+    )
+    assert collector.timeout == 20 and not collector.sudo and not collector.invasive
+
+
+# --- formats: each line is the same Xid in another prefix ------------------------------------------
+XID_MESSAGE = "NVRM: Xid (PCI:0000:3b:00): 95, pid=2345, name=python, Uncontained: FBHUB. RST: Yes, D-RST: No"
+
+
+@pytest.mark.parametrize(
+    ("prefix", "time"),
+    [
+        ("", None),
+        ("[  219.470994] ", "219.470994"),
+        ("[Tue Mar  5 10:00:00 2024] ", "2024-03-05T10:00:00"),
+        ("2024-03-05T10:00:00,123456+00:00 ", "2024-03-05T10:00:00.123456+00:00"),
+        ("kern  :err   : 2024-03-05T10:00:00,123456+0100 ", "2024-03-05T10:00:00.123456+01:00"),
+        ("2024-03-05T10:00:00+0000 gpu-node-7 kernel: ", "2024-03-05T10:00:00+00:00"),
+        ("Mar  5 10:00:00 gpu-node-7 kernel: ", "Mar  5 10:00:00"),
+        ("mar 05 10:00:00 węzeł kernel: ", "mar 05 10:00:00"),  # journald, Polish locale
+        ("paź 05 10:00:00 węzeł kernel: ", "paź 05 10:00:00"),
+        ("3月 05 10:00:00 ノード kernel: ", "3月 05 10:00:00"),
+        ("[Di Mär  5 10:00:00 2024] ", "Di Mär  5 10:00:00 2024"),  # not English: kept as written
+        ("10.0.0.7: kern: warning: [2024-03-05T10:00:00.291660856Z]: ", "2024-03-05T10:00:00.291660+00:00"),
+        ("kernel: ", None),
+    ],
+)
+def test_xid_line_in_every_format(prefix: str, time: str | None) -> None:
+    events = events_of(prefix + XID_MESSAGE)
+    assert_subset(
+        events,
+        [
+            {
+                "kind": "xid",
+                "code": 95,
+                "pci": "0000:3b:00",
+                "time": time,
+                "pid": 2345,
+                "process": "python",
+                "text": "Uncontained: FBHUB. RST: Yes, D-RST: No",
+            }
+        ],
+    )
+
+
+def test_syslog_with_monotonic_keeps_both_times() -> None:
+    line = "Dec  2 11:38:47 worker4 kernel: [  219.470994] " + XID_MESSAGE
+    assert_subset(events_of(line), [{"time": "Dec  2 11:38:47", "monotonic": "219.470994"}])
+
+
+def test_legacy_xid_without_pci_word_and_pid() -> None:
+    event = events_of("[ 12.3] NVRM: Xid (0000:01:00): 79, GPU has fallen off the bus.")[0]
+    assert_subset(event, {"code": 79, "pci": "0000:01:00", "pid": None, "process": None})
+
+
+def test_unknown_pid_and_name_are_null() -> None:
+    event = events_of("NVRM: Xid (PCI:0000:43:00): 13, pid='<unknown>', name=<unknown>, Graphics Exception")[
+        0
+    ]
+    assert_subset(event, {"pid": None, "process": None, "text": "Graphics Exception"})
+
+
+@pytest.mark.parametrize(
+    ("text", "action"),
+    [
+        ("GPU recovery action changed from 0x0 (None) to 0x2 (Node Reboot Required)", "node-reboot"),
+        ("GPU recovery action changed from 0x0 (None) to 0x1 (GPU Reset Required)", "gpu-reset"),
+        ("GPU recovery action changed from 0x0 (None) to 0x4 (Drain and Reset)", "drain-and-reset"),
+        ("GPU recovery action changed from 0x0 (None) to 0x3 (Drain P2P)", "drain-p2p"),
+        ("GPU recovery action changed from 0x1 (GPU Reset Required) to 0x0 (None)", "none"),
+    ],
+)
+def test_xid_154_recovery_action(text: str, action: str) -> None:
+    result = kernel_log.parse(f"NVRM: Xid (PCI:0000:3b:00): 154, {text}")
+    facts = kernel_log.facts(result)
+    assert facts["recovery_action"] == action
+    assert facts["recovery_action_gpus"] == ([] if action == "none" else ["0000:3b:00"])
+
+
+def test_strictest_recovery_action_wins() -> None:
+    log = "\n".join(
+        [
+            "NVRM: Xid (PCI:0000:3b:00): 154, GPU recovery action changed from 0x0 (None) to 0x2 (Node Reboot Required)",
+            "NVRM: Xid (PCI:0000:5a:00): 154, GPU recovery action changed from 0x0 (None) to 0x1 (GPU Reset Required)",
+        ]
+    )
+    facts = kernel_log.facts(kernel_log.parse(log))
+    assert facts["recovery_action"] == "node-reboot"
+    assert facts["recovery_actions_by_gpu"] == {"0000:3b:00": "node-reboot", "0000:5a:00": "gpu-reset"}
+    assert facts["xid_judgement"]["action"] == "reboot-node"
+
+
+def test_oom_kills_and_new_style_aer() -> None:
+    log = "\n".join(
+        [
+            "[ 13.0] Memory cgroup out of memory: Killed process 4242 (vllm) total-vm:1234kB, anon-rss:100kB",
+            "[ 14.0] Out of memory: Killed process 4243 (python3) total-vm:1234kB, anon-rss:100kB",
+            "[ 15.0] pcieport 0000:00:03.1: AER: Multiple Corrected error message received from 0000:01:00.0",
+            "[ 15.1] nvidia 0000:01:00.0: PCIe Bus Error: severity=Corrected, type=Physical Layer, (Receiver ID)",
+            "[ 15.2] nvidia 0000:01:00.0:   device [10de:2204] error status/mask=00000001/0000a000",
+            "[ 15.3] nvidia 0000:01:00.0:    [ 0] RxErr                  (First)",
+        ]
+    )
+    result = kernel_log.parse(log)
+    assert_subset(
+        to_jsonable(result)["events"],
+        [
+            {"kind": "oom_kill", "pid": 4242, "process": "vllm"},
+            {"kind": "oom_kill", "pid": 4243, "process": "python3"},
+            {"kind": "pcie_aer", "pci": "0000:01:00", "severity": "corrected", "lines": {"__len__": 3}},
+        ],
+    )
+    facts = kernel_log.facts(result)
+    assert (facts["oom_kills"], facts["pcie_aer_count"]) == (2, 1)
+
+
+def test_indented_continuation_joins_the_event_before_it() -> None:
+    log = "\n".join(
+        [
+            "[ 1.0] NVRM: Xid (PCI:0000:3b:00): 119, pid=1, name=a, Timeout waiting for RPC from GSP!",
+            "        NVRM: Expected function 76 (GSP_RM_CONTROL)",
+        ]
+    )
+    assert_subset(events_of(log), [{"code": 119, "lines": ["Expected function 76 (GSP_RM_CONTROL)"]}])
+
+
+# --- bursts ---------------------------------------------------------------------------------------------
+def test_identical_events_collapse_with_count_and_times() -> None:
+    lines = [f"[{100 + i}.000000] {XID_MESSAGE}" for i in range(1000)]
+    events = events_of("\n".join(lines))
+    assert_subset(
+        events, [{"code": 95, "count": 1000, "first_time": "100.000000", "last_time": "1099.000000"}]
+    )
+
+
+def test_different_processes_stay_apart_and_are_flagged() -> None:
+    log = "\n".join(
+        f"NVRM: Xid (PCI:0000:3b:00): 13, pid={pid}, name={name}, Graphics Exception"
+        for pid, name in ((1, "a"), (2, "b"), (2, "b"))
+    )
+    result = kernel_log.parse(log)
+    assert [e["count"] for e in result.events] == [1, 2]
+    assert kernel_log.facts(result)["app_xid_repeating_gpus"] == ["0000:3b:00"]
+
+
+def test_memory_is_bounded_by_distinct_events() -> None:
+    """800k Xid 95 lines with 29 distinct texts (NVSentinel #1120), scaled down: 29 events."""
+    distinct = [
+        f"[{{t}}.0] NVRM: Xid (PCI:0000:3b:00): 95, pid='<unknown>', name=<unknown>, unit {n}"
+        for n in range(29)
+    ]
+    stream = (distinct[i % 29].format(t=i) for i in range(50_000))
+    result = kernel_log.parse_lines(stream)
+    assert len(result.events) == 29
+    assert sum(e["count"] for e in result.events) == 50_000
+    assert result.lines_read == 50_000
+
+
+def test_parse_lines_streams_a_file_like_parse() -> None:
+    text = (ROOT / CASES[0][1]["input"]).read_text(encoding="utf-8")
+    for _, case in CASES:
+        text = (ROOT / case["input"]).read_text(encoding="utf-8")
+        assert to_jsonable(kernel_log.parse_lines(io.StringIO(text))) == to_jsonable(kernel_log.parse(text))
+
+
+def test_distinct_event_cap_warns(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(kernel_log, "MAX_DISTINCT_EVENTS", 5)
+    result = kernel_log.parse(
+        "\n".join(f"NVRM: Xid (PCI:0000:3b:00): 13, pid={i}, name=a, x" for i in range(8))
+    )
+    assert len(result.events) == 5
+    assert any("3 events beyond 5" in w for w in result.warnings)
+
+
+# --- facts ------------------------------------------------------------------------------------------------
+def test_facts_on_a_mixed_log() -> None:
+    log = "\n".join(
+        [
+            "NVRM: Xid (PCI:0000:5a:00): 48, pid='<unknown>', name=<unknown>, An uncorrectable double bit error",
+            "NVRM: Xid (PCI:0000:5a:00): 63, pid='<unknown>', name=<unknown>, Row Remapper: New row marked",
+            "NVRM: Xid (PCI:0000:5a:00): 45, pid=7, name=python, Ch 00000001",
+            "NVRM: Xid (PCI:0000:6b:00): 74, pid=8, name=python, NVLink: fatal error detected on link 3",
+            "NVRM: Xid (PCI:0000:6b:00): 999, pid=8, name=python, something new",
+        ]
+    )
+    facts = kernel_log.facts(kernel_log.parse(log))
+    assert_subset(
+        facts,
+        {
+            "xid_codes": [45, 48, 63, 74, 999],
+            "unknown_xid_codes": [999],
+            "nvlink_xid_codes": [74],
+            "primary_xids": [48, 63, 74, 999],
+            "xids_by_gpu": {"0000:5a:00": [45, 48, 63], "0000:6b:00": [74, 999]},
+            "catalog_action": "escalate",
+            "recovery_action": None,
+            "xid_judgement": {"gpu_actions": {"0000:5a:00": "drain-and-reset", "0000:6b:00": "escalate"}},
+        },
+    )
+
+
+def test_facts_accept_the_json_form() -> None:
+    result = kernel_log.parse(XID_MESSAGE)
+    assert kernel_log.facts(to_jsonable(result)) == kernel_log.facts(result)
+
+
+# --- robustness ---------------------------------------------------------------------------------------------
+def test_empty_input_warns() -> None:
+    result = parsed("")
+    assert result["events"] == [] and result["warnings"]
+
+
+def test_unreadable_xid_line_is_a_warning() -> None:
+    result = parsed("NVRM: Xid (PCI:0000:3b:00): garbage")
+    assert result["events"] == [] and "garbage" in result["warnings"][0]
+
+
+SAMPLE_TEXTS = [(ROOT / case["input"]).read_text(encoding="utf-8") for _, case in CASES]
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.text())
+def test_random_text_never_raises(text: str) -> None:
+    result = parsed(text)
+    assert result["kind"] == "kernel-log"
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.sampled_from(SAMPLE_TEXTS), st.integers(min_value=0, max_value=5000), st.integers(0, 5000))
+def test_truncated_samples_never_raise(text: str, start: int, length: int) -> None:
+    result = parsed(text[start : start + length])
+    assert result["kind"] == "kernel-log"
+    for event in result["events"]:
+        assert event["kind"] in kernel_log.EVENT_KINDS
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.binary(max_size=2000))
+def test_random_bytes_never_raise(data: bytes) -> None:
+    assert parsed(data.decode("utf-8", errors="replace"))["kind"] == "kernel-log"
+    assert kernel_log.facts(kernel_log.parse(data.decode("latin-1")))["kind"] == "kernel-log"
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.sampled_from([line for text in SAMPLE_TEXTS for line in text.splitlines()]), max_size=60))
+def test_shuffled_sample_lines_never_raise(lines: list[str]) -> None:
+    result = kernel_log.parse("\n".join(lines))
+    facts = kernel_log.facts(result)
+    assert facts["xid_judgement"]["action"] in ("none", *facts["xid_judgement"]["gpu_actions"].values())
+
+
+def test_cases_folder_only_holds_json() -> None:
+    folder = Path(__file__).parent / "cases" / "kernel-log"
+    assert all(p.suffix == ".json" for p in folder.iterdir())
