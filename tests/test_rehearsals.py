@@ -24,7 +24,7 @@ NOT_IN_CORPUS = {
             "uncorrectable-ecc-dbe", "uncontained-memory-error", "suspect-gpu", "unknown-xid",
             "xid-requires-reboot", "xid-check-mechanicals", "xid-report-to-vendor",
             "thermal-or-power-slowdown", "pcie-link-degraded", "not-enough-evidence"},
-    "node-health": {"no-evidence", "xid-reboot-node", "xid-hardware-check", "xid-escalate", "row-remap-failed",
+    "node-health": {"no-evidence", "app-xids-seen", "xid-reboot-node", "xid-hardware-check", "xid-escalate", "row-remap-failed",
                     "hw-slowdown", "pcie-degraded"},
 }
 

@@ -350,7 +350,8 @@ def postmortem(bundle: Path, output: Path | None, template: str | None, verify: 
 
 
 from nightowl.cli.runbook_cmd import runbook_group  # noqa: E402
-from nightowl.cli.sweep_cmd import sweep  # noqa: E402
+from nightowl.cli.sweep_cmd import check, sweep  # noqa: E402
 
 main.add_command(runbook_group)
 main.add_command(sweep)
+main.add_command(check)

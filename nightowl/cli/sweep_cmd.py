@@ -23,7 +23,8 @@ from nightowl.cli.exit import EXIT_HELP, ExitStatus, status_for
 @click.option("--runbook", default="node-health", show_default=True)
 @click.option("--limit", help="host name pattern (fnmatch) or label=value")
 @click.option("--forks", default=32, show_default=True, help="hosts run at once")
-@click.option("--param", "params", multiple=True, metavar="KEY=VALUE")
+@click.option("--param", "params", multiple=True, metavar="KEY=VALUE", help="runbook parameter")
+@click.option("--since", help='kernel-log evidence only since then (journalctl --since: "-2h", "2024-06-01")')
 @click.option(
     "--format",
     "fmt",
@@ -54,6 +55,7 @@ def sweep(
     limit: str | None,
     forks: int,
     params: tuple[str, ...],
+    since: str | None,
     fmt: str,
     textfile: Path | None,
     known_hosts: Path | None,
@@ -95,9 +97,10 @@ def sweep(
         options = ssh_options_from(known_hosts, ssh_config, accept_new)
         for host in hosts:
             transports[host.name] = _spec_opener(host, options)
-    summary = _run(
-        loaded, transports, parse_params(params), out_dir or DEFAULT_OUT, allow_invasive, forks, fmt
-    )
+    values = parse_params(params)
+    if since:
+        values["since"] = since
+    summary = _run(loaded, transports, values, out_dir or DEFAULT_OUT, allow_invasive, forks, fmt)
     if textfile:
         from nightowl.cli.render_fleet import prometheus_textfile
 
@@ -177,3 +180,21 @@ def _progress(total: int, fmt: str) -> tuple[Any, Any]:
     )
     task = progress.add_task("hosts", total=total)
     return progress, (lambda _run: progress.advance(task))
+
+
+@click.command(epilog=EXIT_HELP)
+@click.option("--runbook", default="node-health", show_default=True)
+@click.option("--param", "params", multiple=True, metavar="KEY=VALUE", help="runbook parameter")
+@click.option("--since", help="kernel-log evidence only since then (journalctl --since)")
+@click.option("--format", "fmt", type=click.Choice(["table", "text", "json", "prometheus"]), default="table",
+              show_default=True)
+@click.option("--textfile", type=click.Path(dir_okay=False, path_type=Path),
+              help="also write the Prometheus textfile here (node-exporter textfile collector)")
+@click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path), default=None)
+@click.pass_context
+def check(ctx: click.Context, runbook: str, params: tuple[str, ...], since: str | None, fmt: str,
+          textfile: Path | None, out_dir: Path | None) -> None:
+    """Check this node only (`sweep --local`): for a DaemonSet, a cron job or Slurm's HealthCheckProgram."""
+    ctx.invoke(sweep, inventory=None, local_only=True, runbook=runbook, limit=None, forks=1, params=params,
+               since=since, fmt=fmt, textfile=textfile, known_hosts=None, ssh_config=None, accept_new=False,
+               allow_invasive=False, out_dir=out_dir)

@@ -757,6 +757,9 @@ def facts(result: KernelLogResult | Mapping[str, Any]) -> dict[str, Any]:
 COLLECTOR = Collector(
     kind=KIND,
     commands=(
+        # `since` (runbook parameter, e.g. "-2h" or "2024-06-01 10:00") limits evidence to recent events,
+        # so a sweep does not re-report last month's Xid; the dmesg fallbacks cannot filter.
+        ("journalctl", "-k", "-b", "--no-pager", "-o", "short-iso", "--since={since}"),
         ("journalctl", "-k", "-b", "--no-pager", "-o", "short-iso"),
         ("dmesg", "-T"),
         ("dmesg",),

@@ -286,15 +286,17 @@ def placeholders(argv: tuple[str, ...]) -> list[str]:
 def resolve_argv(argv: tuple[str, ...], params: dict[str, Any]) -> tuple[str, ...] | None:
     """Fill ``{name}`` placeholders from runbook parameters; None if one is unset.
 
-    A value fills exactly the argv element it stands in (no shell ever sees it), and may not
-    start with "-", so a parameter can never smuggle in an option such as ``-r``.
+    A value fills exactly the argv element it stands in (no shell ever sees it); a value that
+    is a whole element may not start with "-", so a parameter can never smuggle in an option
+    such as ``-r`` (inside ``--since={since}`` it is only ever the option's value).
     """
     filled = []
     for element in argv:
         names = _PLACEHOLDER.findall(element)
+        whole = bool(_PLACEHOLDER.fullmatch(element))
         for name in names:
             value = params.get(name)
-            if value is None or str(value).startswith("-"):
+            if value is None or (whole and str(value).startswith("-")):
                 return None
         filled.append(_PLACEHOLDER.sub(lambda m: str(params[m.group(1)]), element) if names else element)
     return tuple(filled)

@@ -154,6 +154,15 @@ class KnownHosts:
             fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o600)
             with os.fdopen(fd, "r+b") as handle:
                 fcntl.flock(handle, fcntl.LOCK_EX)
+                handle.seek(0)
+                current = [
+                    _parse_known_line(raw) for raw in handle.read().decode(errors="replace").splitlines()
+                ]
+                blob = _b64decode(key_base64)
+                if any(
+                    e and e.key_type == key_type and e.blob == blob and e.matches_host(name) for e in current
+                ):
+                    return  # another thread or process recorded it meanwhile
                 handle.seek(0, os.SEEK_END)
                 needs_newline = handle.tell() > 0 and not _ends_with_newline(handle)
                 line = f"{name} {key_type} {key_base64}\n"
@@ -230,9 +239,10 @@ class SSHTransport:
                 return
             sock = self._open_socket()
             try:
-                transport = self._handshake(sock)
+                known = self._known_hosts()
+                transport = self._handshake(sock, known)
                 self._transport = transport
-                self._verify_host_key(transport)
+                self._verify_host_key(transport, known)
                 self._authenticate(transport)
             except BaseException:
                 self._close_locked()
@@ -285,7 +295,7 @@ class SSHTransport:
             reason = "timed out" if "timeout" in str(exc).lower() else "ssh error"
             raise SSHConnectError(reason, f"{where}: {exc}") from None
 
-    def _handshake(self, sock: Any) -> paramiko.Transport:
+    def _handshake(self, sock: Any, known: KnownHosts) -> paramiko.Transport:
         import paramiko
 
         where = self.spec.describe()
@@ -294,7 +304,7 @@ class SSHTransport:
         transport.banner_timeout = self.options.banner_timeout
         transport.handshake_timeout = self.options.banner_timeout
         transport.auth_timeout = self.options.auth_timeout
-        self._prefer_known_key_types(transport)
+        self._prefer_known_key_types(transport, known)
         limit = self.options.banner_timeout
         try:
             # start_client returns quietly when its timeout passes; host_key tells us kex finished.
@@ -322,11 +332,10 @@ class SSHTransport:
     def _host_key_name(self) -> str:
         return known_hosts_name(self.spec.hostname, self.spec.port)
 
-    def _prefer_known_key_types(self, transport: paramiko.Transport) -> None:
+    def _prefer_known_key_types(self, transport: paramiko.Transport, known: KnownHosts) -> None:
         """Ask for the key types known_hosts holds first, as OpenSSH does."""
-        known = self._known_hosts().known_types(self._host_key_name())
         preferred: list[str] = []
-        for key_type in known:
+        for key_type in known.known_types(self._host_key_name()):
             preferred += RSA_HOSTKEY_ALGORITHMS if key_type == "ssh-rsa" else [key_type]
         options = transport.get_security_options()
         available = list(options.key_types)
@@ -334,10 +343,9 @@ class SSHTransport:
         if first:
             options.key_types = first + [k for k in available if k not in first]
 
-    def _verify_host_key(self, transport: paramiko.Transport) -> None:
+    def _verify_host_key(self, transport: paramiko.Transport, known: KnownHosts) -> None:
         key = transport.get_remote_server_key()
         name = self._host_key_name()
-        known = self._known_hosts()
         verdict, detail = known.verdict(name, key.get_name(), key.asbytes())
         if verdict == "ok":
             return

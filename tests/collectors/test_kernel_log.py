@@ -67,6 +67,7 @@ def test_collector_declaration() -> None:
     collector = get_collector("kernel-log")
     assert collector is kernel_log.COLLECTOR
     assert collector.commands == (
+        ("journalctl", "-k", "-b", "--no-pager", "-o", "short-iso", "--since={since}"),
         ("journalctl", "-k", "-b", "--no-pager", "-o", "short-iso"),
         ("dmesg", "-T"),
         ("dmesg",),

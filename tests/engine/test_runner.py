@@ -212,6 +212,7 @@ def test_resolve_argv_fills_whole_elements_and_refuses_options() -> None:
     assert resolve_argv(("cat", "{path}"), {"path": None}) is None
     assert resolve_argv(("cat", "{path}"), {}) is None
     assert resolve_argv(("nvidia-smi", "{flag}"), {"flag": "-r"}) is None
+    assert resolve_argv(("journalctl", "--since={since}"), {"since": "-2h"}) == ("journalctl", "--since=-2h")
 
 
 def test_collector_with_unset_parameter_is_skipped(tmp_path: Path) -> None:

@@ -83,7 +83,7 @@ def test_one_connection_carries_concurrent_commands_beyond_max_sessions(fleet: F
     with open_host(fleet, "gpu-02") as transport:
         with ThreadPoolExecutor(max_workers=24) as pool:
             results = list(pool.map(lambda _: transport.run(NVSMI, timeout=15), range(24)))
-        links = [c for c in psutil.Process().net_connections("tcp") if c.raddr and c.raddr == (ip, port)]
+        links = [c for c in _tcp_connections(psutil.Process()) if c.raddr and tuple(c.raddr) == (ip, port)]
     (fleet.host_dir("gpu-02") / "nvidia-smi.sleep").unlink()
     assert [r.rc for r in results] == [0] * 24, [r.error for r in results if r.rc != 0]
     assert len({r.stdout for r in results}) == 1
@@ -191,10 +191,16 @@ def _kill_sshd_serving(local: tuple[str, int]) -> None:
         if process.info["name"] != "sshd":
             continue
         try:
-            if any(c.raddr and tuple(c.raddr) == tuple(local) for c in process.net_connections("tcp")):
+            if any(c.raddr and tuple(c.raddr) == tuple(local) for c in _tcp_connections(process)):
                 process.kill()
         except psutil.Error:
             continue
+
+
+def _tcp_connections(process: psutil.Process) -> list[Any]:
+    """psutil >= 6 renamed connections() to net_connections()."""
+    method = getattr(process, "net_connections", None) or process.connections
+    return list(method("tcp"))
 
 
 def test_run_before_connect_is_a_result(fleet: Fleet) -> None:
@@ -309,3 +315,17 @@ def test_stopping_a_fleet_leaves_no_process_behind(tmp_path: Path) -> None:
     assert not left, [p.info["cmdline"] for p in left]
     with socket.socket() as probe:  # the sshd port is free again
         probe.bind(small.addresses["stuck"])
+
+
+def test_inventory_written_by_the_fleet_reaches_its_hosts(fleet: Fleet, tmp_path: Path) -> None:
+    from nightowl.inventory import limit, load_inventory
+
+    inventory = fleet.write_inventory(tmp_path / "fleet.yaml", ["xid79", "gpu-03", "refused"])
+    hosts = load_inventory(inventory, fleet.ssh_config)
+    assert [h.name for h in hosts] == ["xid79", "gpu-03", "refused"]
+    (xid79,) = limit(hosts, "xid*")
+    with SSHTransport(xid79, fleet.options()) as transport:
+        result = transport.run(KERNEL_LOG, timeout=5)
+    assert result.stdout == (RECORDED / "xid79-fallen-off-bus" / "kernel-log.out").read_text()
+    with pytest.raises(SSHConnectError, match="^refused: "):
+        SSHTransport(hosts[2], fleet.options()).connect()
