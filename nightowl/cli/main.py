@@ -17,6 +17,7 @@ import click
 
 from nightowl import __version__
 from nightowl.cli.exit import EXIT_HELP, ExitStatus, status_for
+from nightowl.cli.options import SSHArgs, limit_options, ssh_options
 
 DEFAULT_OUT = Path(os.environ.get("NIGHTOWL_OUT", "~/.local/state/nightowl/bundles")).expanduser()
 FORMAT_OPTION = click.option(
@@ -86,6 +87,7 @@ def run_and_report(
     out_dir: Path,
     allow_invasive: bool,
     forks: int = 16,
+    limits: dict[str, float | None] | None = None,
 ) -> ExitStatus:
     from nightowl.collectors import get_collector
     from nightowl.engine.bundle import triage_summary
@@ -97,7 +99,7 @@ def run_and_report(
     unknown = set(params) - set(defaults)
     if unknown:
         fail(f"runbook {loaded.id} has no parameter {', '.join(sorted(unknown))}")
-    options = RunOptions(params={**defaults, **params}, allow_invasive=allow_invasive)
+    options = RunOptions(params={**defaults, **params}, allow_invasive=allow_invasive, **(limits or {}))
     try:
         runs, bundle = run_runbook(
             loaded, transports, get_collector, options, out_dir, forks=forks, render_postmortem=render_bundle
@@ -142,43 +144,19 @@ def demo(fmt: str, out_dir: Path, case: str) -> None:
 
 @main.command(epilog=EXIT_HELP)
 @click.argument("runbook")
-@click.option(
-    "--host",
-    "hosts",
-    multiple=True,
-    metavar="SPEC",
-    help="host to run on: `local`, `ssh://user@host:port?jump=bastion`, or a name from ~/.ssh/config",
-)
-@click.option(
-    "--replay",
-    "replays",
-    multiple=True,
-    type=click.Path(exists=True, file_okay=False, path_type=Path),
-    help="recorded host directory (CONTRACT s5) to run on instead of a live host; a bundle works too",
-)
+@click.option("--host", "hosts", multiple=True, metavar="SPEC",
+              help="host to run on: `local`, `ssh://user@host:port?jump=bastion`, or a name from ~/.ssh/config")
+@click.option("--replay", "replays", multiple=True, type=click.Path(exists=True, file_okay=False, path_type=Path),
+              help="recorded host directory (CONTRACT s5) to run on instead of a live host; a bundle works too")
 @click.option("--param", "params", multiple=True, metavar="KEY=VALUE", help="runbook parameter")
 @click.option("--allow-invasive", is_flag=True, help="also run collectors that load GPUs or the network")
-@click.option("--known-hosts", type=click.Path(dir_okay=False, path_type=Path), help="known_hosts for SSH")
-@click.option(
-    "--ssh-config", type=click.Path(dir_okay=False, path_type=Path), help="ssh_config to resolve names"
-)
-@click.option(
-    "--accept-new", is_flag=True, help="accept and record unknown SSH host keys (never changed ones)"
-)
+@ssh_options
+@limit_options
 @FORMAT_OPTION
 @OUT_OPTION
-def triage(
-    runbook: str,
-    hosts: tuple[str, ...],
-    replays: tuple[Path, ...],
-    params: tuple[str, ...],
-    allow_invasive: bool,
-    known_hosts: Path | None,
-    ssh_config: Path | None,
-    accept_new: bool,
-    fmt: str,
-    out_dir: Path,
-) -> None:
+def triage(runbook: str, hosts: tuple[str, ...], replays: tuple[Path, ...], params: tuple[str, ...],
+           allow_invasive: bool, ssh: SSHArgs, command_timeout: float | None, host_timeout: float | None,
+           fmt: str, out_dir: Path) -> None:
     """Run RUNBOOK on live hosts (--host) or recorded ones (--replay).
 
     Only read-only collectors run unless --allow-invasive is given. The evidence
@@ -188,12 +166,12 @@ def triage(
         fail("give at least one --host or --replay")
     loaded = load_runbook_or_exit(runbook)
     transports = replay_transports(replays)
-    ssh_options = (
-        ssh_options_from(known_hosts, ssh_config, accept_new) if any(h != "local" for h in hosts) else None
-    )
+    ssh_settings = ssh.options() if any(h != "local" for h in hosts) else None
     for spec in hosts:
-        transports[spec] = _opener(spec, ssh_options)
-    sys.exit(int(run_and_report(loaded, transports, parse_params(params), fmt, out_dir, allow_invasive)))
+        transports[spec] = _opener(spec, ssh_settings)
+    limits = {"command_timeout": command_timeout, "host_timeout": host_timeout}
+    sys.exit(int(run_and_report(loaded, transports, parse_params(params), fmt, out_dir, allow_invasive,
+                                limits=limits)))
 
 
 def _opener(spec: str, ssh_options: Any) -> Any:
@@ -216,16 +194,6 @@ def replay_transports(replays: tuple[Path, ...]) -> dict[str, Any]:
         for host_dir in host_dirs:
             transports[host_dir.name] = lambda d=host_dir: ReplayTransport(d, d.name)
     return transports
-
-
-def ssh_options_from(known_hosts: Path | None, ssh_config: Path | None, accept_new: bool) -> Any:
-    from nightowl.transports.ssh import SSHOptions
-
-    return SSHOptions(
-        known_hosts=known_hosts,
-        ssh_config=ssh_config,
-        host_key_policy="accept-new" if accept_new else "strict",
-    )
 
 
 @main.command("parse")

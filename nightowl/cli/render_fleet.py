@@ -30,6 +30,9 @@ def fleet_table(summary: dict[str, Any]) -> str:
     for h in summary["hosts"]:
         if h.get("error") and h["status"] != "ok":
             lines.append(f"  {h['host']}: {h['error']}")
+    for field, hosts in (summary.get("fleet") or {}).get("outliers", {}).items():
+        if hosts:
+            lines.append(f"differ from the rest on {field}: {', '.join(hosts)}")
     lines.append(f"bundle: {summary['bundle']}")
     return "\n".join(lines)
 

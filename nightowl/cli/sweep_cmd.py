@@ -1,4 +1,4 @@
-"""`nightowl sweep`: one runbook (default node-health) over every inventory host."""
+"""`nightowl sweep` and `nightowl check`: one runbook (default node-health) over many hosts."""
 
 from __future__ import annotations
 
@@ -9,98 +9,51 @@ from typing import Any
 import click
 
 from nightowl.cli.exit import EXIT_HELP, ExitStatus, status_for
+from nightowl.cli.options import SSHArgs, limit_options, ssh_options
+
+FORMATS = click.Choice(["table", "text", "json", "prometheus"])
 
 
 @click.command(epilog=EXIT_HELP)
-@click.option(
-    "--inventory",
-    type=click.Path(exists=True, dir_okay=False, path_type=Path),
-    help="YAML host list or an Ansible INI/YAML inventory",
-)
-@click.option(
-    "--local", "local_only", is_flag=True, help="run on this node only (for a DaemonSet/cron/Slurm)"
-)
+@click.option("--inventory", type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              help="YAML host list, or an Ansible INI/YAML inventory as it is")
+@click.option("--local", "local_only", is_flag=True, help="run on this node only (as `nightowl check`)")
 @click.option("--runbook", default="node-health", show_default=True)
-@click.option("--limit", help="host name pattern (fnmatch) or label=value")
+@click.option("--limit", help="hosts by name glob, label=value, group=NAME; commas for or, ! to exclude")
 @click.option("--forks", default=32, show_default=True, help="hosts run at once")
 @click.option("--param", "params", multiple=True, metavar="KEY=VALUE", help="runbook parameter")
 @click.option("--since", help='kernel-log evidence only since then (journalctl --since: "-2h", "2024-06-01")')
-@click.option(
-    "--format",
-    "fmt",
-    type=click.Choice(["table", "text", "json", "prometheus"]),
-    default="table",
-    show_default=True,
-)
-@click.option(
-    "--textfile",
-    type=click.Path(dir_okay=False, path_type=Path),
-    help="also write the Prometheus textfile here (node-exporter textfile collector)",
-)
-@click.option("--known-hosts", type=click.Path(dir_okay=False, path_type=Path))
-@click.option("--ssh-config", type=click.Path(dir_okay=False, path_type=Path))
-@click.option("--accept-new", is_flag=True, help="accept and record unknown host keys")
-@click.option("--allow-invasive", is_flag=True)
-@click.option(
-    "--out",
-    "out_dir",
-    type=click.Path(file_okay=False, path_type=Path),
-    default=None,
-    help="where the sweep bundle goes",
-)
-def sweep(
-    inventory: Path | None,
-    local_only: bool,
-    runbook: str,
-    limit: str | None,
-    forks: int,
-    params: tuple[str, ...],
-    since: str | None,
-    fmt: str,
-    textfile: Path | None,
-    known_hosts: Path | None,
-    ssh_config: Path | None,
-    accept_new: bool,
-    allow_invasive: bool,
-    out_dir: Path | None,
-) -> None:
+@click.option("--format", "fmt", type=FORMATS, default="table", show_default=True)
+@click.option("--textfile", type=click.Path(dir_okay=False, path_type=Path),
+              help="also write the Prometheus textfile here (node-exporter textfile collector)")
+@click.option("--allow-invasive", is_flag=True, help="also run collectors that load GPUs or the network")
+@ssh_options
+@limit_options
+@click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="where the sweep bundle goes")
+def sweep(inventory: Path | None, local_only: bool, runbook: str, limit: str | None, forks: int,
+          params: tuple[str, ...], since: str | None, fmt: str, textfile: Path | None, allow_invasive: bool,
+          ssh: SSHArgs, command_timeout: float | None, host_timeout: float | None, out_dir: Path | None) -> None:
     """Run a runbook on every host of an inventory, concurrently, into one bundle.
 
-    Prints one row per host (verdict, action, GPUs, duration), JSON, or a Prometheus
-    textfile; exit status tells a cron job whether any node needs action.
+    Prints one row per host (verdict, action, GPUs, duration) with the hosts that share a
+    verdict and the ones that differ from the rest, JSON (CONTRACT s4, hosts in inventory
+    order), or a node-exporter textfile. The exit status tells a cron job whether any node
+    needs action. Host keys are checked strictly against known_hosts unless --accept-new.
     """
-    from nightowl.cli.main import (
-        DEFAULT_OUT,
-        _opener,
-        fail,
-        load_runbook_or_exit,
-        parse_params,
-        ssh_options_from,
-    )
+    from nightowl.cli.main import DEFAULT_OUT, fail, load_runbook_or_exit, parse_params
 
     if not inventory and not local_only:
         fail("give --inventory FILE or --local")
     loaded = load_runbook_or_exit(runbook)
-    transports: dict[str, Any] = {}
-    if local_only:
-        transports["local"] = _opener("local", None)
-    else:
-        from nightowl.inventory import limit as limit_hosts
-        from nightowl.inventory import load_inventory
-
-        try:
-            hosts = load_inventory(inventory)
-        except (ValueError, OSError) as exc:
-            fail(str(exc))
-        if limit:
-            hosts = limit_hosts(hosts, limit)
-        options = ssh_options_from(known_hosts, ssh_config, accept_new)
-        for host in hosts:
-            transports[host.name] = _spec_opener(host, options)
+    transports = _local_transports() if local_only else _inventory_transports(inventory, limit, ssh)
+    if not transports:
+        fail(f"no host left in {inventory} after --limit {limit}")
     values = parse_params(params)
     if since:
         values["since"] = since
-    summary = _run(loaded, transports, values, out_dir or DEFAULT_OUT, allow_invasive, forks, fmt)
+    limits = {"command_timeout": command_timeout, "host_timeout": host_timeout}
+    summary = _run(loaded, transports, values, out_dir or DEFAULT_OUT, allow_invasive, forks, fmt, limits)
     if textfile:
         from nightowl.cli.render_fleet import prometheus_textfile
 
@@ -110,9 +63,31 @@ def sweep(
     sys.exit(int(status_for(summary["hosts"])))
 
 
-def _spec_opener(host: Any, options: Any) -> Any:
+def _local_transports() -> dict[str, Any]:
+    from nightowl.transports.local import LocalTransport
+
+    return {"local": lambda: LocalTransport("local")}
+
+
+def _inventory_transports(inventory: Path | None, limit: str | None, ssh: SSHArgs) -> dict[str, Any]:
+    from nightowl.cli.main import fail
+    from nightowl.inventory import limit as limit_hosts
+    from nightowl.inventory import load_inventory
+
+    assert inventory is not None
+    try:
+        hosts = load_inventory(inventory, ssh.ssh_config)
+        if limit:
+            hosts = limit_hosts(hosts, limit)
+    except (ValueError, OSError) as exc:
+        fail(str(exc))
+    options = ssh.options()
+    return {host.name: _opener(host, options) for host in hosts}
+
+
+def _opener(host: Any, options: Any) -> Any:
     def open_host() -> Any:
-        if getattr(host, "kind", "ssh") == "local":
+        if host.is_local:
             from nightowl.transports.local import LocalTransport
 
             return LocalTransport(host.name)
@@ -123,15 +98,8 @@ def _spec_opener(host: Any, options: Any) -> Any:
     return open_host
 
 
-def _run(
-    loaded: Any,
-    transports: dict[str, Any],
-    params: dict[str, Any],
-    out_dir: Path,
-    allow_invasive: bool,
-    forks: int,
-    fmt: str,
-) -> dict[str, Any]:
+def _run(loaded: Any, transports: dict[str, Any], params: dict[str, Any], out_dir: Path, allow_invasive: bool,
+         forks: int, fmt: str, limits: dict[str, float | None]) -> dict[str, Any]:
     from nightowl.cli.render import json_report, text_report
     from nightowl.cli.render_fleet import fleet_table, prometheus_textfile
     from nightowl.collectors import get_collector
@@ -140,25 +108,38 @@ def _run(
     from nightowl.engine.session import Interrupted, run_runbook
 
     defaults = {k: p.default for k, p in loaded.runbook.parameters.items()}
-    options = RunOptions(params={**defaults, **params}, allow_invasive=allow_invasive)
+    options = RunOptions(params={**defaults, **params}, allow_invasive=allow_invasive, **limits)
     progress, advance = _progress(len(transports), fmt)
     try:
         with progress:
-            runs, bundle = run_runbook(
-                loaded, transports, get_collector, options, out_dir, forks=forks, on_host_done=advance
-            )
+            runs, bundle = run_runbook(loaded, transports, get_collector, options, out_dir, forks=forks,
+                                       on_host_done=advance)
     except Interrupted as exc:
         click.echo(f"nightowl: interrupted; partial bundle saved at {exc.bundle}", err=True)
         sys.exit(int(ExitStatus.INTERRUPTED))
     summary = triage_summary(loaded.id, bundle.name, bundle, runs)
-    render = {
-        "json": json_report,
-        "prometheus": prometheus_textfile,
-        "text": text_report,
-        "table": fleet_table,
-    }
+    summary["fleet"] = fleet_facts(runs)
+    render = {"json": json_report, "prometheus": prometheus_textfile, "text": text_report, "table": fleet_table}
     click.echo(render[fmt](summary), nl=fmt != "prometheus")
     return summary
+
+
+def fleet_facts(runs: list[Any]) -> dict[str, Any]:
+    """Hosts that differ from the rest of the fleet on driver version or GPU count."""
+    from collections import Counter
+
+    seen: dict[str, dict[str, Any]] = {}
+    for run in runs:
+        smi = next((c.facts for c in run.collections.values() if c.kind == "nvidia-smi" and c.facts), None)
+        if smi:
+            seen[run.host] = {"driver_version": smi.get("driver_version"), "gpu_count": smi.get("gpu_count")}
+    outliers: dict[str, list[str]] = {}
+    for field in ("driver_version", "gpu_count"):
+        values = Counter(v[field] for v in seen.values() if v[field] is not None)
+        if len(values) > 1:
+            majority = values.most_common(1)[0][0]
+            outliers[field] = [h for h, v in seen.items() if v[field] not in (None, majority)]
+    return {"outliers": outliers, "values": seen}
 
 
 def _progress(total: int, fmt: str) -> tuple[Any, Any]:
@@ -170,14 +151,8 @@ def _progress(total: int, fmt: str) -> tuple[Any, Any]:
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
 
-    progress = Progress(
-        "sweep",
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        console=Console(stderr=True),
-        transient=True,
-    )
+    progress = Progress("sweep", BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                        console=Console(stderr=True), transient=True)
     task = progress.add_task("hosts", total=total)
     return progress, (lambda _run: progress.advance(task))
 
@@ -186,15 +161,17 @@ def _progress(total: int, fmt: str) -> tuple[Any, Any]:
 @click.option("--runbook", default="node-health", show_default=True)
 @click.option("--param", "params", multiple=True, metavar="KEY=VALUE", help="runbook parameter")
 @click.option("--since", help="kernel-log evidence only since then (journalctl --since)")
-@click.option("--format", "fmt", type=click.Choice(["table", "text", "json", "prometheus"]), default="table",
-              show_default=True)
+@click.option("--format", "fmt", type=FORMATS, default="table", show_default=True)
 @click.option("--textfile", type=click.Path(dir_okay=False, path_type=Path),
               help="also write the Prometheus textfile here (node-exporter textfile collector)")
+@limit_options
 @click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path), default=None)
 @click.pass_context
 def check(ctx: click.Context, runbook: str, params: tuple[str, ...], since: str | None, fmt: str,
-          textfile: Path | None, out_dir: Path | None) -> None:
+          textfile: Path | None, command_timeout: float | None, host_timeout: float | None,
+          out_dir: Path | None) -> None:
     """Check this node only (`sweep --local`): for a DaemonSet, a cron job or Slurm's HealthCheckProgram."""
     ctx.invoke(sweep, inventory=None, local_only=True, runbook=runbook, limit=None, forks=1, params=params,
-               since=since, fmt=fmt, textfile=textfile, known_hosts=None, ssh_config=None, accept_new=False,
-               allow_invasive=False, out_dir=out_dir)
+               since=since, fmt=fmt, textfile=textfile, allow_invasive=False, known_hosts=None,
+               ssh_config=None, accept_new=False, identities=(), connect_timeout=10.0,
+               command_timeout=command_timeout, host_timeout=host_timeout, out_dir=out_dir)

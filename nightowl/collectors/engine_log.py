@@ -1,7 +1,9 @@
 """`engine-log`: start-up and runtime log of vLLM, SGLang, TGI (or TensorRT-LLM) (CONTRACT s3).
 
-The command reads the systemd unit ``vllm``; the unit name (or a container to read with
-``docker logs`` / ``kubectl logs``) is meant to become a collector parameter.
+The log comes from whichever source the runbook parameters name, tried in order: a file
+(``{engine_log_file}``), a systemd unit (``{engine_unit}``), a Docker container (``{container}``,
+stderr folded in: vLLM logs to stderr), or a Kubernetes pod (``{pod}`` in ``{namespace}``), the
+previous container first since that is the one that died.
 
 How the OOM phase is found (decision-trees.md 1.1): start-up goes through the phases of
 ``ENGINE_PHASES`` in order and logs a marker (``MARKERS``) when one completes. A process that
@@ -33,7 +35,7 @@ from typing import Any, NamedTuple
 from nightowl.collectors.base import Collector, to_jsonable
 
 KIND = "engine-log"
-ENGINE_UNIT = "vllm"  # to become a parameter (unit, or container for docker/kubectl logs)
+LOG_LINES = "5000"
 
 # Global order of phases; ``runtime`` follows ``ready``, ``host`` is the container/kernel OOM killer.
 PHASE_ORDER = ("device-init", "weights", "profiling", "kv-cache", "cuda-graph", "sampler-warmup", "ready")
@@ -194,23 +196,28 @@ class ErrorClass(NamedTuple):
 ERROR_CLASSES: tuple[ErrorClass, ...] = (
     ErrorClass("driver-too-old", re.compile(
         r"driver version is insufficient|NVIDIA driver on your system is too old", re.I),
-        "CUDA runtime / PyTorch messages [M]"),
+        "CUDA runtime / PyTorch messages [M]; PyTorch wording seen in vllm-project/vllm#1772 [S]"),
     ErrorClass("hub-unreachable", re.compile(
         r"couldn't connect to '?https?://(?:huggingface\.co|hf\.co)|LocalEntryNotFoundError"
         r"|outgoing traffic has been disabled|Cannot find the requested files in the (?:local|disk) cache"
         r"|offline mode is enabled|(?:huggingface\.co|hf\.co).*(?:Max retries exceeded|Failed to establish"
-        r"|NameResolution|timed out)", re.I), "huggingface_hub messages [M]"),
+        r"|NameResolution|timed out)|OfflineModeIsEnabled", re.I),
+        "huggingface_hub messages [M]; OfflineModeIsEnabled in vllm-project/vllm#3719 [S]"),
     ErrorClass("hub-auth", re.compile(
         r"GatedRepoError|401 Client Error|Access to model .* is restricted|trying to access a gated repo"),
         "huggingface_hub messages [M]"),
     ErrorClass("unsupported-architecture", re.compile(
         r"architectures? \[.*\] (?:are|is) not supported|is not supported for now"
         r"|does not recognize this architecture|Unsupported model architecture", re.I),
-        "vLLM registry / transformers messages [M]"),
+        "vLLM registry / transformers messages [M]; vLLM wording in vllm-project/vllm#9515 [S]"),
     ErrorClass("unsupported-gpu", re.compile(
         r"no kernel image is available for execution on the device"
         r"|compute capability.*(?:not supported|at least)", re.I), "CUDA / vLLM messages [M]"),
-    ErrorClass("port-in-use", re.compile(r"Address already in use|\[Errno 98\]"), "OS error text [M]"),
+    ErrorClass("port-in-use", re.compile(r"Address already in use|\[Errno 98\]|\bEADDRINUSE\b", re.I),
+               "OS error text; uvicorn bind and torch TCPStore wording in vllm-project/vllm#7514, #11617 [S]"),
+    ErrorClass("gpu-unavailable", re.compile(
+        r"CUDA-capable device\(s\) is/are busy or unavailable|cudaErrorDevicesUnavailable"),
+        "CUDA runtime error text; corpus gpu cuda-busy-unavailable-traceback-gb200-dradriver982"),
     ErrorClass("nccl", re.compile(
         r"NCCL error|nccl(?:InternalError|SystemError|UnhandledCudaError|InvalidUsage|RemoteError)"
         r"|ncclCommInitRank.*fail", re.I), "NCCL / ProcessGroupNCCL messages [M]"),
@@ -611,7 +618,14 @@ def facts(result: EngineLog) -> dict[str, Any]:
 
 COLLECTOR = Collector(
     kind=KIND,
-    commands=(("journalctl", "-u", ENGINE_UNIT, "--no-pager", "-n", "5000"),),
+    commands=(
+        ("tail", "-n", LOG_LINES, "--", "{engine_log_file}"),
+        ("journalctl", "-u", "{engine_unit}", "--no-pager", "-n", LOG_LINES),
+        # positional arguments, never pasted into the script: the shell only folds stderr in
+        ("sh", "-c", 'exec docker logs --tail "$1" -- "$2" 2>&1', "docker-logs", LOG_LINES, "{container}"),
+        ("kubectl", "logs", "--previous", "--tail", LOG_LINES, "-n", "{namespace}", "{pod}"),
+        ("kubectl", "logs", "--tail", LOG_LINES, "-n", "{namespace}", "{pod}"),
+    ),
     parse=parse,
     facts=facts,
     timeout=20.0,

@@ -820,6 +820,21 @@ def _last_seq_per_rank(result: NcclLogResult) -> dict[int, int]:
     return seqs
 
 
+def ranks_seen(result: NcclLogResult) -> list[int]:
+    """Every rank this log speaks for (init lines, watchdog and progress lines, errors, dumps).
+
+    In a job run each member's own log gives ``hosts[h].nccl_log.ranks_seen``: which host holds a
+    rank, even when the lines (PyTorch's) carry no hostname.
+    """
+    seen = {r.rank for r in result.ranks}
+    seen |= {t.rank for t in result.watchdog_timeouts if t.rank is not None}
+    seen |= {p.rank for p in result.progress}
+    seen |= {e.rank for e in result.dist_backend_errors if e.rank is not None}
+    seen |= {e.rank for e in result.errors if e.rank is not None}
+    seen |= set(result.fr_dump_ranks)
+    return sorted(seen)
+
+
 def facts(result: NcclLogResult) -> dict[str, Any]:
     data: dict[str, Any] = to_jsonable(result)
     nranks = result.nranks
@@ -842,6 +857,7 @@ def facts(result: NcclLogResult) -> dict[str, Any]:
     timeout_ranks |= {p.rank for p in result.progress if p.timed_out}
     data["timeout_ranks"] = sorted(timeout_ranks)
     data["error_kinds"] = sorted({e.kind for e in result.errors})
+    data["ranks_seen"] = ranks_seen(result)
     data["uses_loopback"] = "lo" in result.interfaces
     data["loopback_only"] = bool(result.interfaces) and all(name == "lo" for name in result.interfaces)
     return data
@@ -854,7 +870,8 @@ COLLECTOR = Collector(
     parse=parse,
     facts=facts,
     description=(
-        "Reads an NCCL_DEBUG=INFO / PyTorch ProcessGroupNCCL log (path: runbook parameter nccl_log): init completion per rank, network and transports, NCCL WARNs, "
+        "Reads an NCCL_DEBUG=INFO / PyTorch ProcessGroupNCCL log (path: runbook parameter nccl_log): "
+        "init completion per rank, network and transports, NCCL WARNs, "
         "IB completion errors, watchdog timeouts and per-rank progress."
     ),
 )

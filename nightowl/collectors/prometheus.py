@@ -1,8 +1,8 @@
 """`metrics`: a Prometheus text scrape of vLLM, SGLang or TGI (CONTRACT s3).
 
-The command scrapes the default vLLM port on the host itself; the URL (port, path, scheme)
-is meant to become a collector parameter (SGLang serves on :30000, TGI on :80 behind its
-router), which is why it sits in one constant.
+The command scrapes ``{metrics_url}`` with curl on the host (the engine port is often not
+reachable from where nightowl runs); runbooks default it to ``METRICS_URL``, the vLLM port
+(SGLang serves on :30000, TGI on :80 behind its router).
 
 Engines renamed their metrics across releases; ``ALIASES`` maps every known name of a field to
 that field, newest name first. When a scrape carries both names (deprecation windows expose the
@@ -21,7 +21,7 @@ from nightowl.collectors.base import Collector, to_jsonable
 from nightowl.serving.histogram import bound, bound_label, quantile, window_mean
 
 KIND = "metrics"
-METRICS_URL = "http://127.0.0.1:8000/metrics"  # to become a parameter (engine port differs)
+METRICS_URL = "http://127.0.0.1:8000/metrics"  # default of the `metrics_url` runbook parameter
 
 HISTOGRAMS = ("ttft", "itl", "e2e", "queue", "prefill", "decode")
 LENGTH_HISTOGRAMS = ("prompt_tokens", "generation_tokens")  # extra: tokens per request
@@ -299,7 +299,7 @@ def facts(result: MetricsScrape) -> dict[str, Any]:
 
 COLLECTOR = Collector(
     kind=KIND,
-    commands=(("curl", "-sS", "--max-time", "5", METRICS_URL),),
+    commands=(("curl", "-sS", "--fail", "--max-time", "5", "--", "{metrics_url}"),),
     parse=parse,
     facts=facts,
     timeout=10.0,

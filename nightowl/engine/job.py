@@ -81,7 +81,9 @@ class JobRunner(HostRunner):
 
         def on_member(transport: Transport) -> CollectorRun:
             single = bool(getattr(transport, "recorded", False))
-            run = collect_on(transport, collector, self.recorder, self.options, single, keep_text=True)
+            run = collect_on(
+                transport, collector, self.recorder, self.options, single, keep_text=True, deadline=self.deadline
+            )
             run.namespace = namespace
             self.member_runs[transport.host].collections[entry] = run
             return run

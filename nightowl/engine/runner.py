@@ -86,6 +86,8 @@ class RunOptions:
     params: dict[str, Any] = field(default_factory=dict)
     allow_invasive: bool = False
     concurrency: int = 4  # collectors of one node run side by side
+    command_timeout: float | None = None  # caps every collector's own timeout
+    host_timeout: float | None = None  # the whole host; collectors left when it runs out are skipped
 
 
 def namespace_of(kind: str) -> str:
@@ -118,11 +120,13 @@ class HostRunner:
         self.run = HostRun(host=transport.host)
         # "replay" hosts hold one recording per kind: no fallback commands to try.
         self.single_attempt = bool(getattr(transport, "recorded", False))
+        self.deadline = time.monotonic() + options.host_timeout if options.host_timeout else None
 
     # -- collecting -----------------------------------------------------------------
     def _collect_one(self, entry: str) -> CollectorRun:
         kind, namespace = split_entry(entry)
-        run = collect_on(self.transport, self.lookup(kind), self.recorder, self.options, self.single_attempt)
+        run = collect_on(self.transport, self.lookup(kind), self.recorder, self.options, self.single_attempt,
+                         deadline=self.deadline)
         run.namespace = namespace
         return run
 
@@ -309,6 +313,7 @@ def collect_on(
     options: RunOptions,
     single_attempt: bool = False,
     keep_text: bool = False,
+    deadline: float | None = None,
 ) -> CollectorRun:
     """Run one collector on one host: fallbacks in order, every attempt recorded, output parsed."""
     kind = collector.kind
@@ -325,7 +330,13 @@ def collect_on(
     commands = resolved[:1] if single_attempt else resolved
     chosen: CommandResult | None = None
     for argv in commands:
-        result = transport.run(argv, collector.timeout, kind=kind)
+        timeout = _timeout_for(collector, options, deadline)
+        if timeout <= 0:
+            if not run.attempts:
+                run.status, run.reason = "skipped", "the host's deadline ran out before this collector"
+                return run
+            break
+        result = transport.run(argv, timeout, kind=kind)
         run.attempts.append(result)
         if result.ok or result.timed_out:
             chosen = result
@@ -344,6 +355,15 @@ def collect_on(
         if run.parse_error and run.status == "ok":
             run.status, run.reason = "error", run.parse_error
     return run
+
+
+def _timeout_for(collector: CollectorLike, options: RunOptions, deadline: float | None) -> float:
+    timeout = collector.timeout
+    if options.command_timeout is not None:
+        timeout = min(timeout, options.command_timeout)
+    if deadline is not None:
+        timeout = min(timeout, deadline - time.monotonic())
+    return timeout
 
 
 def _status_of(result: CommandResult) -> tuple[str, str | None]:

@@ -22,6 +22,7 @@ import fcntl
 import os
 import re
 import select
+import math
 import shlex
 import socket
 import threading
@@ -64,6 +65,9 @@ class SSHOptions:
     look_for_keys: bool = True  # ~/.ssh/id_* when no identity file is configured, as ssh does
     sudo: bool = False  # wrap every command in `sudo -n --` (run(sudo=...) decides per command)
     max_sessions: int = 8  # concurrent channels per connection; sshd's MaxSessions default is 10
+    # Wrap each command in coreutils `timeout`: sshd ignores signal requests for root sessions, so
+    # closing the channel alone would leave a hung nvidia-smi running on the node.
+    remote_timeout: bool = True
 
     def known_hosts_path(self) -> Path:
         return self.known_hosts if self.known_hosts is not None else Path.home() / ".ssh" / "known_hosts"
@@ -417,7 +421,10 @@ class SSHTransport:
         argv = tuple(str(arg) for arg in argv)
         started, clock = time.time(), time.monotonic()
         deadline = clock + max(0.0, timeout)
-        command = shlex.join(argv)
+        wrapped = argv
+        if self.options.remote_timeout and timeout > 0:
+            wrapped = ("timeout", "-k", "2", str(math.ceil(timeout) + 1), *argv)
+        command = shlex.join(wrapped)
         if sudo if sudo is not None else self.options.sudo:
             command = f"sudo -n -- {command}"
         extra = {"remote_command": command}

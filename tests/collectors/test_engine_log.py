@@ -51,7 +51,10 @@ def test_every_oom_sample_gets_a_phase() -> None:
 
 def test_collector_declaration() -> None:
     assert COLLECTOR.kind == "engine-log"
-    assert COLLECTOR.commands == (("journalctl", "-u", "vllm", "--no-pager", "-n", "5000"),)
+    sources = [argv[0] if argv[0] != "sh" else argv[2].split()[1] for argv in COLLECTOR.commands]
+    assert sources == ["tail", "journalctl", "docker", "kubectl", "kubectl"]
+    assert ("journalctl", "-u", "{engine_unit}", "--no-pager", "-n", "5000") in COLLECTOR.commands
+    assert "--previous" in COLLECTOR.commands[3]  # the container that died comes first
 
 
 def test_marker_table_is_consistent() -> None:

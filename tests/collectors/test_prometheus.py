@@ -34,7 +34,7 @@ def test_every_metrics_sample_has_a_case() -> None:
 def test_collector_declaration() -> None:
     assert COLLECTOR.kind == "metrics"
     assert COLLECTOR.invasive is False
-    assert COLLECTOR.commands == (("curl", "-sS", "--max-time", "5", "http://127.0.0.1:8000/metrics"),)
+    assert COLLECTOR.commands == (("curl", "-sS", "--fail", "--max-time", "5", "--", "{metrics_url}"),)
 
 
 def test_alias_table_rows_name_their_source() -> None:

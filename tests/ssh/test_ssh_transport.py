@@ -233,8 +233,8 @@ def test_sudo_wraps_the_quoted_command(fleet: Fleet) -> None:
     with open_host(fleet, "healthy", sudo=True) as transport:
         result = transport.run(["dmesg", "-T"], timeout=5)
         plain = transport.run(["dmesg", "-T"], timeout=5, sudo=False)
-    assert result.extra["remote_command"] == "sudo -n -- dmesg -T"
-    assert plain.extra["remote_command"] == "dmesg -T"
+    assert result.extra["remote_command"] == "sudo -n -- timeout -k 2 6 dmesg -T"
+    assert plain.extra["remote_command"] == "timeout -k 2 6 dmesg -T"
     assert plain.rc == 0 and result.rc is not None
 
 
@@ -329,3 +329,21 @@ def test_inventory_written_by_the_fleet_reaches_its_hosts(fleet: Fleet, tmp_path
     assert result.stdout == (RECORDED / "xid79-fallen-off-bus" / "kernel-log.out").read_text()
     with pytest.raises(SSHConnectError, match="^refused: "):
         SSHTransport(hosts[2], fleet.options()).connect()
+
+
+def test_timed_out_command_is_killed_on_the_host_too(fleet: Fleet, tmp_path: Path) -> None:
+    """sshd ignores signals for root sessions; the remote `timeout` wrapper ends the command."""
+    marker = f"nightowl-hang-{tmp_path.name}"
+    with open_host(fleet, "healthy") as transport:
+        result = transport.run(["sh", "-c", f"sleep 30; : {marker}"], timeout=1)
+    assert result.timed_out
+    import subprocess
+    import time
+
+    deadline = time.monotonic() + 8
+    while time.monotonic() < deadline:
+        ps = subprocess.run(["pgrep", "-f", marker], capture_output=True, text=True)
+        if ps.returncode != 0:
+            return
+        time.sleep(0.2)
+    raise AssertionError("the remote command outlived its deadline")

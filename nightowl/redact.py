@@ -1,0 +1,197 @@
+"""Keep secrets out of bundles, and names out of drafts that leave the team.
+
+``scrub_secrets`` runs on every raw output before it is written to a bundle (bearer tokens,
+passwords, API keys in command lines, environment dumps and logs). ``Redactor`` is for
+``postmortem --redact``: host names, IP addresses, serial numbers and GPU UUIDs become
+placeholders, the same original always getting the same placeholder across the whole draft.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+MASK = "[REDACTED]"
+
+# Values that say "no secret set": replacing them would hide a useful fact and protect nothing.
+_EMPTY_VALUES = frozenset({"", "none", "null", "nil", "''", '""', "<none>", "unset", "false"})
+
+# Words that make a key or variable name secret-bearing (HF_TOKEN, AWS_SECRET_ACCESS_KEY,
+# OPENAI_API_KEY, WANDB_API_KEY, DB_PASSWORD, client_secret, api-key ...).
+# The name must end with the word: max_num_batched_tokens, tokenizer and PWD are not secrets.
+_SECRET_NAME = (
+    r"[A-Za-z0-9_.-]*?(?:token|secret|passw(?:or)?d|passphrase|credentials?|apikey"
+    r"|(?:api|access|secret|private|auth|session|signing|encryption|master|license)[_-]?key)"
+    r"(?![A-Za-z0-9_])"
+)
+
+
+@dataclass(frozen=True)
+class SecretPattern:
+    name: str
+    pattern: re.Pattern[str]
+    source: str  # why this shape is a secret: where the format is documented
+
+
+def _p(name: str, regex: str, source: str, flags: int = 0) -> SecretPattern:
+    return SecretPattern(name, re.compile(regex, flags), source)
+
+
+# Token shapes recognised wherever they appear; group "secret" is what gets masked.
+TOKEN_SHAPES: tuple[SecretPattern, ...] = (
+    _p("pem-private-key", r"(?P<secret>-----BEGIN [A-Z ]*PRIVATE KEY-----[\s\S]*?-----END [A-Z ]*PRIVATE KEY-----)",
+       "RFC 7468 PEM private key blocks"),
+    _p("authorization-header", r"(?im)(?P<key>\b(?:proxy-)?authorization[\"']?\s*[:=]\s*[\"']?)(?P<secret>[^\r\n\"']+)",
+       "RFC 9110 s11.6.2 Authorization header (any scheme)"),
+    _p("bearer", r"(?i)(?P<key>\bbearer\s+)(?P<secret>[A-Za-z0-9._~+/=-]{8,})", "RFC 6750 bearer tokens"),
+    _p("huggingface", r"(?P<secret>\bhf_[A-Za-z0-9]{20,})", "Hugging Face user access tokens (hf_ prefix)"),
+    _p("aws-access-key-id", r"(?P<secret>\b(?:AKIA|ASIA|AGPA|AIDA|AROA|ANPA)[0-9A-Z]{16}\b)",
+       "AWS IAM unique ID prefixes (IAM user guide, reference_identifiers)"),
+    _p("github", r"(?P<secret>\b(?:gh[pousr]_[A-Za-z0-9]{30,}|github_pat_[A-Za-z0-9_]{30,}))",
+       "GitHub token prefixes (ghp_, gho_, ghu_, ghs_, ghr_, github_pat_)"),
+    _p("openai-style", r"(?P<secret>\bsk-(?:proj-|ant-)?[A-Za-z0-9_-]{20,})", "OpenAI / Anthropic sk- keys"),
+    _p("slack", r"(?P<secret>\bxox[abposr]-[A-Za-z0-9-]{10,})", "Slack token prefixes"),
+    _p("google-api-key", r"(?P<secret>\bAIza[0-9A-Za-z_-]{35})", "Google API keys"),
+    _p("jwt", r"(?P<secret>\beyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,})", "RFC 7519 JWTs"),
+    _p("url-userinfo", r"(?P<key>\b[a-z][a-z0-9+.-]*://[^\s:/@]+:)(?P<secret>[^\s@/]+)(?=@)",
+       "RFC 3986 s3.2.1 user:password@ in URLs"),
+)
+
+# name=value, name: value, "name": "value", 'name': 'value', --name value, --name=value.
+_ASSIGNMENT = re.compile(
+    r"(?P<key>(?P<q>[\"']?)\b" + _SECRET_NAME + r"(?P=q)\s*(?:=|:(?!//))\s*)"
+    r"(?P<secret>\"[^\"\n]*\"|'[^'\n]*'|[^\s,;&\"'}\])]+)",
+    re.IGNORECASE,
+)
+_CLI_FLAG = re.compile(
+    r"(?P<key>(?<![\w-])--?" + _SECRET_NAME + r"(?:=|\s+))(?P<secret>\"[^\"\n]*\"|'[^'\n]*'|[^\s\"']+)",
+    re.IGNORECASE,
+)
+
+
+def _mask(match: re.Match[str]) -> str:
+    secret = match.group("secret")
+    if secret.strip("\"'").strip().lower() in _EMPTY_VALUES or secret.lstrip("\"'").startswith(MASK[:-1]):
+        return match.group(0)
+    key = match.groupdict().get("key") or ""
+    quote = secret[0] if secret[:1] in "\"'" and secret[-1:] == secret[:1] and len(secret) > 1 else ""
+    return f"{key}{quote}{MASK}{quote}"
+
+
+def scrub_secrets(text: str) -> str:
+    """Mask secrets in command lines, environment dumps and logs. Idempotent; never raises."""
+    if not text:
+        return text
+    for shape in TOKEN_SHAPES:
+        text = shape.pattern.sub(_mask, text)
+    text = _CLI_FLAG.sub(_mask, text)
+    return _ASSIGNMENT.sub(_mask, text)
+
+
+# --- --redact: names, addresses, serials ---------------------------------------------------------
+_IPV4 = re.compile(r"(?<![\w.])(?:\d{1,3}\.){3}\d{1,3}(?![\w.]*\d)")
+# A v6 address has "::" or all eight groups; that keeps PCI addresses (0000:a1:00), MACs and
+# clock times (21:29:39) out.
+_IPV6 = re.compile(
+    r"(?<![\w:])(?:(?:[0-9A-Fa-f]{1,4}:){7}[0-9A-Fa-f]{1,4}"
+    r"|(?:[0-9A-Fa-f]{1,4}:){1,7}:(?:[0-9A-Fa-f]{1,4}(?::[0-9A-Fa-f]{1,4}){0,6})?"
+    r"|::(?:[0-9A-Fa-f]{1,4}:){0,6}[0-9A-Fa-f]{1,4})(?:%\w+)?(?![\w:])"
+)
+_GPU_UUID = re.compile(r"\b(?:GPU|MIG)-[0-9a-fA-F]{8}(?:-[0-9a-fA-F]{4}){3}-[0-9a-fA-F]{12}\b")
+_SERIAL = re.compile(
+    r"(?P<key>(?i:serial(?:[ _]?number)?)(?:\s*(?:is|:|=)\s*|>\s*|\s+))(?P<value>(?=[A-Za-z-]*\d)[A-Za-z0-9-]{6,})"
+)
+# Where logs name the host they came from (syslog/journal prefix, shell prompt, NCCL line prefix).
+_HOST_SOURCES = (
+    re.compile(
+        r"^\s*(?:[A-Z][a-z]{2}\s+\d{1,2}\s+\d\d:\d\d:\d\d(?:\.\d+)?|\d{4}-\d\d-\d\dT\S+)\s+"
+        r"(?P<host>[A-Za-z0-9][A-Za-z0-9._-]*)\s+[A-Za-z0-9_./-]+(?:\[\d+\])?:\s",
+        re.M,
+    ),
+    re.compile(r"\b[a-z_][a-z0-9_-]*@(?P<host>[A-Za-z0-9][A-Za-z0-9.-]*[A-Za-z0-9])(?=[:\s]|$)", re.M),
+    re.compile(r"^(?P<host>[A-Za-z][A-Za-z0-9.-]*):\d+:\d+ \[\d+\] NCCL ", re.M),
+)
+# Fully qualified names under suffixes that are hosts, not code (vllm.entrypoints.openai is code).
+_FQDN = re.compile(
+    r"(?<![\w.-])(?:[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?\.)+"
+    r"(?:com|net|org|io|ai|dev|cloud|internal|local|lan|corp|intra|svc|cluster\.local|home\.arpa)(?![\w-])"
+)
+_NOT_HOSTS = frozenset({"localhost", "kernel", "local", "unknown", "none", "null", "host"})
+_ALWAYS_KEPT_IPS = frozenset({"127.0.0.1", "0.0.0.0", "::1", "::"})
+
+
+@dataclass
+class Redactor:
+    """Consistent placeholders for one draft: ``host-1``, ``ip-1``, ``serial-1``, ``gpu-uuid-1``."""
+
+    hosts: list[str] = field(default_factory=list)
+    mapping: dict[str, str] = field(default_factory=dict)
+    _counters: dict[str, int] = field(default_factory=dict)
+
+    def learn_hosts(self, names: Iterable[str | None]) -> None:
+        for name in names:
+            for part in _host_parts(name):
+                if part not in self.hosts:
+                    self.hosts.append(part)
+
+    def learn_from_text(self, text: str) -> None:
+        """Host names the text itself reveals (log prefixes, prompts, FQDNs)."""
+        for pattern in _HOST_SOURCES:
+            self.learn_hosts(m.group("host") for m in pattern.finditer(text))
+        self.learn_hosts(m.group(0) for m in _FQDN.finditer(text))
+
+    def placeholder(self, original: str, kind: str) -> str:
+        if original not in self.mapping:
+            self._counters[kind] = self._counters.get(kind, 0) + 1
+            self.mapping[original] = f"{kind}-{self._counters[kind]}"
+        return self.mapping[original]
+
+    def apply(self, text: str) -> str:
+        self.learn_from_text(text)
+        text = _GPU_UUID.sub(lambda m: self.placeholder(m.group(0).lower(), "gpu-uuid"), text)
+        text = _SERIAL.sub(lambda m: m.group("key") + self.placeholder(m.group("value"), "serial"), text)
+        text = _IPV6.sub(lambda m: self._ip(m.group(0), "ipv6"), text)
+        text = _IPV4.sub(lambda m: self._ip(m.group(0), "ip"), text)
+        for name in sorted(self.hosts, key=len, reverse=True):
+            pattern = re.compile(r"(?<![A-Za-z0-9-])" + re.escape(name) + r"(?![A-Za-z0-9-])", re.IGNORECASE)
+            text = pattern.sub(lambda _m, n=name: self.placeholder(n.lower(), "host"), text)
+        return text
+
+    def _ip(self, candidate: str, kind: str) -> str:
+        try:
+            address = ipaddress.ip_address(candidate.split("%")[0])
+        except ValueError:
+            return candidate
+        if str(address) in _ALWAYS_KEPT_IPS:
+            return candidate
+        return self.placeholder(str(address), kind)
+
+
+def _host_parts(name: str | None) -> list[str]:
+    """A host spec or name -> the names to hide (``ssh://root@gpu-17.corp:22`` -> gpu-17.corp, gpu-17)."""
+    if not name:
+        return []
+    value = name.strip()
+    if "://" in value:
+        value = value.split("://", 1)[1]
+    value = value.rsplit("@", 1)[-1].split("/", 1)[0].split("?", 1)[0]
+    if value.startswith("["):  # [v6]:port: the IP pass handles it
+        return []
+    value = value.rsplit(":", 1)[0] if value.count(":") == 1 else value
+    if not value or value.lower() in _NOT_HOSTS or _looks_like_ip(value):
+        return []
+    parts = [value]
+    short = value.split(".", 1)[0]
+    if short != value and short.lower() not in _NOT_HOSTS and len(short) > 1:
+        parts.append(short)
+    return parts
+
+
+def _looks_like_ip(value: str) -> bool:
+    try:
+        ipaddress.ip_address(value)
+    except ValueError:
+        return False
+    return True
