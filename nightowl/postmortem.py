@@ -29,7 +29,7 @@ MAX_EVENTS_PER_SOURCE = 30  # timeline rows per raw file; the file itself holds 
 # against each other; a time without a year or written in seconds since boot is listed apart.
 CLOCK_NIGHTOWL = "nightowl (UTC)"
 CLOCK_HOST_UTC = "host log (UTC offset written)"
-CLOCK_HOST_LOCAL = "host log, local time (zone not recorded; placed as if UTC)"
+CLOCK_HOST_LOCAL = "host local time (zone not written; read as UTC)"
 CLOCK_HOST_NO_YEAR = "host log, no year written"
 CLOCK_HOST_BOOT = "host kernel, seconds since boot"
 
@@ -545,7 +545,7 @@ def impact(data: Bundle, placed: list[Moment]) -> list[str]:
         numbers.append(f"GPU(s) named by the verdicts: {', '.join(gpus)}.")
     for entry in hosts:
         host = entry["host"]
-        codes = Counter(f"{e['kind'].upper()} {e['code']}" for e, _ in kernel_events(data, host)
+        codes = Counter(f"{FAULT_KINDS[e['kind']]} {e['code']}" for e, _ in kernel_events(data, host)
                         if e.get("kind") in ("xid", "sxid") and e.get("code") is not None
                         for _ in range(int(e.get("count") or 1)))
         if codes:
@@ -680,7 +680,15 @@ def _environment(template: str | None, fmt: str) -> tuple[Any, str]:
         keep_trailing_newline=True,
     )
     env.filters["md_cell"] = lambda v: str(v).replace("|", "\\|").replace("\n", " ")
+    env.filters["code"] = _inline_code
     return env, name
+
+
+def _inline_code(text: Any) -> Any:
+    """HTML: escape, then show `backticked` spans as <code>."""
+    from markupsafe import Markup, escape
+
+    return Markup(re.sub(r"`([^`]+)`", r"<code>\1</code>", str(escape(text))))
 
 
 def _user_template_dirs() -> list[Path]:

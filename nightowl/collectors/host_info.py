@@ -33,7 +33,9 @@ SUFFIX_EXPONENT = {"": 0, "K": 1, "M": 2, "G": 3, "T": 4, "P": 5}
 _HUMAN = re.compile(r"^(?P<number>\d+(?:[.,]\d+)?)(?P<suffix>[KMGTP]?)(?P<si>i?B?)$", re.IGNORECASE)
 
 # Governor names of the Linux cpufreq subsystem (Documentation/admin-guide/pm/cpufreq.rst) [M].
-KNOWN_GOVERNORS = frozenset({"performance", "powersave", "ondemand", "conservative", "schedutil", "userspace"})
+KNOWN_GOVERNORS = frozenset(
+    {"performance", "powersave", "ondemand", "conservative", "schedutil", "userspace"}
+)
 
 
 @dataclass(frozen=True)
@@ -85,7 +87,9 @@ def parse_shm(text: str) -> ShmSize:
     lines = [line for line in text.splitlines() if line.strip() and not line.lstrip().startswith("$")]
     header_index = next((i for i, line in enumerate(lines) if _columns(line)[0] is not None), None)
     if header_index is None:
-        return ShmSize(warnings=("no df header line (1B-blocks / 1K-blocks / Size) found",) if text.strip() else ())
+        return ShmSize(
+            warnings=("no df header line (1B-blocks / 1K-blocks / Size) found",) if text.strip() else ()
+        )
     size_at, avail_at, mount_at, unit = _columns(lines[header_index])
     rows = [line.split() for line in lines[header_index + 1 :]]
     rows = [row for row in rows if mount_at is None or len(row) > mount_at]
@@ -99,8 +103,12 @@ def parse_shm(text: str) -> ShmSize:
     size = _human_bytes(row[size_at], unit) if size_at is not None and size_at < len(row) else None
     avail = _human_bytes(row[avail_at], unit) if avail_at is not None and avail_at < len(row) else None
     warnings = () if size is not None else (f"could not read a size from: {' '.join(row)}",)
-    return ShmSize(size_bytes=size, avail_bytes=avail,
-                   mounted_on=row[mount_at] if mount_at is not None else None, warnings=warnings)
+    return ShmSize(
+        size_bytes=size,
+        avail_bytes=avail,
+        mounted_on=row[mount_at] if mount_at is not None else None,
+        warnings=warnings,
+    )
 
 
 def shm_facts(result: ShmSize) -> dict[str, Any]:

@@ -16,7 +16,6 @@ import secrets
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -79,9 +78,9 @@ class BundleWriter:
             "exit_code": result.rc,
             "timed_out": result.timed_out,
             "error": result.error,
-            "bytes": len(result.stdout.encode()),
+            "bytes": len(raw := result.stdout.encode()),
             "truncated_bytes": result.stdout_truncated_bytes,
-            "sha256": hashlib.sha256(result.stdout.encode()).hexdigest(),
+            "sha256": hashlib.sha256(raw).hexdigest(),
             "file": None,
         }
         rel: str | None = None
@@ -214,7 +213,7 @@ def trace_document(runbook_id: str, run_id: str, runs: list[HostRun]) -> dict[st
                 "started": run.started,
                 "duration": run.duration,
                 "path": run.path,
-                "nodes": [asdict(v) for v in run.visits],
+                "nodes": [dict(vars(v)) for v in run.visits],
                 "collectors": collectors,
             }
         )

@@ -66,10 +66,20 @@ def _is_boolean(node: nodes.Node) -> bool:
     return False
 
 
+@lru_cache(maxsize=1024)
+def _compiled(source: str) -> Any:
+    return environment().compile_expression(source, undefined_to_none=False)
+
+
+@lru_cache(maxsize=512)
+def _template(source: str) -> Any:
+    return environment().from_string(source)
+
+
 def evaluate_condition(source: str, context: dict[str, Any]) -> bool:
     """Evaluate a condition; raises ExpressionError for missing facts or a non-bool."""
     try:
-        value = environment().compile_expression(source, undefined_to_none=False)(**context)
+        value = _compiled(source)(**context)
     except ExpressionError:
         raise
     except Exception as exc:  # noqa: BLE001 - undefined facts, type errors in user expressions
@@ -81,14 +91,14 @@ def evaluate_condition(source: str, context: dict[str, Any]) -> bool:
 
 def evaluate_value(source: str, context: dict[str, Any]) -> Any:
     try:
-        return environment().compile_expression(source, undefined_to_none=False)(**context)
+        return _compiled(source)(**context)
     except Exception as exc:  # noqa: BLE001
         raise ExpressionError(f"{type(exc).__name__}: {exc}") from exc
 
 
 def render(source: str, context: dict[str, Any]) -> str:
     try:
-        return environment().from_string(source).render(**context)
+        return _template(source).render(**context)
     except Exception as exc:  # noqa: BLE001
         raise ExpressionError(f"{type(exc).__name__}: {exc}") from exc
 

@@ -17,20 +17,23 @@ class YamlError(Exception):
 
 
 def load_with_lines(text: str) -> tuple[Any, dict[Path_, int]]:
-    """Parse ``text``; return the data and a map from key path to 1-based line."""
+    """Parse ``text`` once; return the data and a map from key path to 1-based line."""
+    loader_class = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml when present
+    loader = loader_class(text)
     try:
-        root = yaml.compose(text, Loader=yaml.SafeLoader)
+        root = loader.get_single_node()
+        data = loader.construct_document(root) if root is not None else None
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         line = mark.line + 1 if mark else None
         raise YamlError(f"invalid YAML: {exc.problem or exc}", line) from exc
     except yaml.YAMLError as exc:
         raise YamlError(f"invalid YAML: {exc}", None) from exc
+    finally:
+        loader.dispose()
     lines: dict[Path_, int] = {}
-    if root is None:
-        return None, lines
-    _record(root, (), lines)
-    data = yaml.safe_load(text)
+    if root is not None:
+        _record(root, (), lines)
     return data, lines
 
 

@@ -1,0 +1,57 @@
+"""`nightowl postmortem`: the draft of a bundle, or a check that the bundle is unchanged."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+
+from nightowl.cli.exit import ExitStatus
+
+
+@click.command()
+@click.argument("bundle", type=click.Path(exists=True, file_okay=False, path_type=Path))
+@click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path), help="write here, not stdout")
+@click.option(
+    "--template",
+    metavar="NAME|PATH",
+    help="a template name (looked up in $NIGHTOWL_TEMPLATES, ~/.config/nightowl/templates, then the "
+    "built-in templates/) or a path to a Jinja2 file",
+)
+@click.option("--format", "fmt", type=click.Choice(["md", "html"]), default="md", show_default=True,
+              help="md: Markdown with a Mermaid graph; html: one self-contained page, graph drawn as SVG")
+@click.option("--verify", is_flag=True, help="re-hash the bundle against its manifest; exit 1 on any change")
+@click.option("--redact", is_flag=True,
+              help="replace host names, IP addresses, serial numbers and GPU UUIDs by consistent placeholders")
+def postmortem(bundle: Path, output: Path | None, template: str | None, fmt: str, verify: bool,
+               redact: bool) -> None:
+    """Render the postmortem draft of BUNDLE (summary, impact, detection, timeline, decision path,
+    root-cause candidates, actions, evidence with sha256, open questions).
+
+    Every claim cites a file of the bundle; causes and actions are candidates for a person to
+    confirm. With --verify, prints every file changed, missing or not in the manifest.
+    """
+    if verify:
+        from nightowl.engine.bundle import verify_bundle
+
+        problems = verify_bundle(bundle)
+        for problem in problems:
+            click.echo(problem)
+        click.echo("bundle verified: every file matches its manifest hash" if not problems
+                   else f"{len(problems)} problem(s)")
+        sys.exit(int(ExitStatus.ACTION_NEEDED if problems else ExitStatus.OK))
+    from jinja2 import TemplateError
+
+    from nightowl.postmortem import render_bundle
+
+    try:
+        text = render_bundle(bundle, template, fmt=fmt, redact=redact)
+    except TemplateError as exc:
+        click.echo(f"nightowl: template {template or 'postmortem.' + fmt + '.j2'}: {exc}", err=True)
+        sys.exit(int(ExitStatus.USAGE))
+    if output:
+        output.write_text(text)
+        click.echo(f"wrote {output}")
+    else:
+        click.echo(text, nl=False)
