@@ -42,8 +42,15 @@ def bare_pool(fleet: Fleet, names: list[str], forks: int) -> float:
         client = paramiko.SSHClient()
         client.load_host_keys(str(fleet.known_hosts))
         client.set_missing_host_key_policy(paramiko.RejectPolicy())
-        client.connect(ip, port=port, username=fleet.user, key_filename=str(fleet.client_key),
-                       allow_agent=False, look_for_keys=False, timeout=10)
+        client.connect(
+            ip,
+            port=port,
+            username=fleet.user,
+            key_filename=str(fleet.client_key),
+            allow_agent=False,
+            look_for_keys=False,
+            timeout=10,
+        )
 
         def run(argv: tuple[str, ...]) -> None:
             _, stdout, stderr = client.exec_command(shlex.join(argv), timeout=20)
@@ -67,9 +74,23 @@ def nightowl_sweep(fleet: Fleet, names: list[str], forks: int, out: Path) -> tup
     from nightowl.cli.main import main
 
     inventory = fleet.write_inventory(out / "hosts.yaml", names)
-    args = ["sweep", "--inventory", str(inventory), "--known-hosts", str(fleet.known_hosts),
-            "--ssh-config", str(fleet.ssh_config), "--identity", str(fleet.client_key),
-            "--forks", str(forks), "--format", "json", "--out", str(out / "bundles")]
+    args = [
+        "sweep",
+        "--inventory",
+        str(inventory),
+        "--known-hosts",
+        str(fleet.known_hosts),
+        "--ssh-config",
+        str(fleet.ssh_config),
+        "--identity",
+        str(fleet.client_key),
+        "--forks",
+        str(forks),
+        "--format",
+        "json",
+        "--out",
+        str(out / "bundles"),
+    ]
     cpu0, started = time.process_time(), time.monotonic()
     result = CliRunner().invoke(main, args)
     wall, cpu = time.monotonic() - started, time.process_time() - cpu0

@@ -97,19 +97,21 @@ def parse_alertmanager(payload: Mapping[str, Any]) -> list[Alert]:
         if not isinstance(item, Mapping):
             continue
         labels = _strings(item.get("labels"))
-        alerts.append(Alert(
-            source="alertmanager",
-            status=str(item.get("status") or payload.get("status") or "firing"),
-            labels=labels,
-            annotations=_strings(item.get("annotations")),
-            starts_at=_time(item.get("startsAt")),
-            ends_at=_time(item.get("endsAt")),
-            fingerprint=str(item.get("fingerprint") or _label_fingerprint(labels)),
-            generator_url=item.get("generatorURL") or None,
-            external_url=payload.get("externalURL") or None,
-            receiver=payload.get("receiver") or None,
-            group_key=payload.get("groupKey") or None,
-        ))
+        alerts.append(
+            Alert(
+                source="alertmanager",
+                status=str(item.get("status") or payload.get("status") or "firing"),
+                labels=labels,
+                annotations=_strings(item.get("annotations")),
+                starts_at=_time(item.get("startsAt")),
+                ends_at=_time(item.get("endsAt")),
+                fingerprint=str(item.get("fingerprint") or _label_fingerprint(labels)),
+                generator_url=item.get("generatorURL") or None,
+                external_url=payload.get("externalURL") or None,
+                receiver=payload.get("receiver") or None,
+                group_key=payload.get("groupKey") or None,
+            )
+        )
     return alerts
 
 
@@ -117,9 +119,11 @@ def parse_pagerduty(payload: Mapping[str, Any]) -> list[Alert]:
     event = payload.get("event")
     if not isinstance(event, Mapping):
         raise ValueError("not a PagerDuty v3 webhook payload: no `event` object")
-    data = event.get("data") if isinstance(event.get("data"), Mapping) else {}
+    data: Mapping[str, Any] = event["data"] if isinstance(event.get("data"), Mapping) else {}
     event_type = str(event.get("event_type") or "")
-    status = "firing" if event_type in PAGERDUTY_FIRING else "resolved" if event_type in PAGERDUTY_RESOLVED else event_type
+    status = (
+        "firing" if event_type in PAGERDUTY_FIRING else "resolved" if event_type in PAGERDUTY_RESOLVED else event_type
+    )
     title = str(data.get("title") or data.get("summary") or "")
     labels = {
         "alertname": title,
@@ -131,16 +135,18 @@ def parse_pagerduty(payload: Mapping[str, Any]) -> list[Alert]:
         "incident_key": str(data.get("incident_key") or ""),
         "incident_number": str(data.get("number") or ""),
     }
-    return [Alert(
-        source="pagerduty",
-        status=status,
-        labels={k: v for k, v in labels.items() if v},
-        annotations={k: str(v) for k, v in (("summary", title), ("html_url", data.get("html_url"))) if v},
-        starts_at=_time(data.get("created_at") or event.get("occurred_at")),
-        ends_at=_time(event.get("occurred_at")) if status == "resolved" else None,
-        fingerprint=str(data.get("id") or event.get("id") or _label_fingerprint(labels)),
-        external_url=data.get("html_url") or None,
-    )]
+    return [
+        Alert(
+            source="pagerduty",
+            status=status,
+            labels={k: v for k, v in labels.items() if v},
+            annotations={k: str(v) for k, v in (("summary", title), ("html_url", data.get("html_url"))) if v},
+            starts_at=_time(data.get("created_at") or event.get("occurred_at")),
+            ends_at=_time(event.get("occurred_at")) if status == "resolved" else None,
+            fingerprint=str(data.get("id") or event.get("id") or _label_fingerprint(labels)),
+            external_url=data.get("html_url") or None,
+        )
+    ]
 
 
 def parse_payload(payload: Any) -> list[Alert]:
@@ -262,8 +268,11 @@ def _rule(item: Any, index: int, where: str) -> Rule:
         if not item.get(key):
             raise ConfigError(f"{here}: `{key}` is required")
     raw = item["match"]
-    texts = [f"{k}={v}" for k, v in raw.items()] if isinstance(raw, Mapping) else (
-        [raw] if isinstance(raw, str) else list(raw))
+    texts = (
+        [f"{k}={v}" for k, v in raw.items()]
+        if isinstance(raw, Mapping)
+        else ([raw] if isinstance(raw, str) else list(raw))
+    )
     try:
         matchers = tuple(Matcher.parse(str(t)) for t in texts)
         runbooks.resolve(str(item["runbook"]))
@@ -272,8 +281,14 @@ def _rule(item: Any, index: int, where: str) -> Rule:
     params = item.get("params") or {}
     if not isinstance(params, Mapping):
         raise ConfigError(f"{here}: params is a mapping")
-    return Rule(str(item.get("name") or f"rule-{index + 1}"), matchers, str(item["runbook"]), str(item["host"]),
-                dict(params), bool(item.get("on_resolved", False)))
+    return Rule(
+        str(item.get("name") or f"rule-{index + 1}"),
+        matchers,
+        str(item["runbook"]),
+        str(item["host"]),
+        dict(params),
+        bool(item.get("on_resolved", False)),
+    )
 
 
 def load_config(path: Path, out_dir: Path | None = None) -> ServeConfig:
@@ -287,9 +302,23 @@ def load_config(path: Path, out_dir: Path | None = None) -> ServeConfig:
         raise ConfigError(f"{where}: {exc}") from None
     if not isinstance(doc, Mapping):
         raise ConfigError(f"{where}: the config is a mapping")
-    known = {"rules", "out", "token", "token_file", "token_env", "pagerduty_secret", "pagerduty_secret_file",
-             "pagerduty_secret_env", "workers", "queue", "listen", "allow_invasive", "index_requires_token",
-             "known_hosts", "ssh_config"}
+    known = {
+        "rules",
+        "out",
+        "token",
+        "token_file",
+        "token_env",
+        "pagerduty_secret",
+        "pagerduty_secret_file",
+        "pagerduty_secret_env",
+        "workers",
+        "queue",
+        "listen",
+        "allow_invasive",
+        "index_requires_token",
+        "known_hosts",
+        "ssh_config",
+    }
     unknown = set(doc) - known
     if unknown:
         raise ConfigError(f"{where}: unknown key(s) {', '.join(sorted(unknown))}")
@@ -308,9 +337,13 @@ def load_config(path: Path, out_dir: Path | None = None) -> ServeConfig:
         raise ConfigError(f"{where}: workers must be 1-64 and queue 1-10000")
     out = out_dir or Path(str(doc.get("out") or "~/.local/state/nightowl/bundles")).expanduser()
     return ServeConfig(
-        rules=rules, out_dir=out, token=token,
+        rules=rules,
+        out_dir=out,
+        token=token,
         pagerduty_secrets=tuple(s.strip() for s in (secret or "").split(",") if s.strip()),
-        workers=workers, queue_size=queue_size, listen=str(doc.get("listen") or "127.0.0.1:9797"),
+        workers=workers,
+        queue_size=queue_size,
+        listen=str(doc.get("listen") or "127.0.0.1:9797"),
         allow_invasive=bool(doc.get("allow_invasive", False)),
         index_requires_token=bool(doc.get("index_requires_token", True)),
         known_hosts=Path(str(doc["known_hosts"])).expanduser() if doc.get("known_hosts") else None,
@@ -326,7 +359,7 @@ def _hostonly(value: str) -> str:
     """``10.0.0.5:9400`` -> ``10.0.0.5``, ``[fe80::1]:9400`` -> ``fe80::1``, ``gpu-17`` -> ``gpu-17``."""
     value = str(value)
     if value.startswith("[") and "]" in value:
-        return value[1:value.index("]")]
+        return value[1 : value.index("]")]
     return value.rsplit(":", 1)[0] if value.count(":") == 1 else value
 
 
@@ -360,7 +393,7 @@ def render_params(rule: Rule, alert: Alert) -> dict[str, Any]:
 def host_name(spec: str) -> str:
     """What the bundle calls the host: the directory of a replay, the host of a URL, else the spec."""
     if spec.startswith("replay:"):
-        return Path(spec[len("replay:"):]).name or spec
+        return Path(spec[len("replay:") :]).name or spec
     if "://" in spec:
         from urllib.parse import urlsplit
 

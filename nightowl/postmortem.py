@@ -45,17 +45,33 @@ FAULT_KINDS = {
 
 # Questions a careful engineer asks when a log shows these; each row names why.
 QUESTIONS_BY_EVENT: tuple[tuple[str, str, str], ...] = (
-    ("crash_dump", "The driver wrote a GPU crash dump: was `nvidia-bug-report.sh` run before the NVIDIA "
-     "module was unloaded or the node rebooted?", "the driver's own banner asks for it (kernel log)"),
-    ("fallen_off_bus", "Has this GPU or slot dropped off the bus before (earlier boots, other tickets)? "
-     "nightowl reads only the current boot's kernel log.", "NVIDIA Xid catalog: Xid 79 repeated on a slot "
-     "is a hardware ticket"),
-    ("pcie_aer", "Do the PCIe AER errors point at the same slot or riser as the GPU errors?",
-     "AER errors before an Xid 79 usually name the failing link"),
-    ("gpu_reset_required", "Was the GPU reset (or the node rebooted) after the driver asked for it, and did the "
-     "error come back?", "NVIDIA Xid 154 recovery actions"),
-    ("oom_kill", "Which process did the kernel OOM killer end, and was it the serving engine?",
-     "kernel OOM killer line"),
+    (
+        "crash_dump",
+        "The driver wrote a GPU crash dump: was `nvidia-bug-report.sh` run before the NVIDIA "
+        "module was unloaded or the node rebooted?",
+        "the driver's own banner asks for it (kernel log)",
+    ),
+    (
+        "fallen_off_bus",
+        "Has this GPU or slot dropped off the bus before (earlier boots, other tickets)? "
+        "nightowl reads only the current boot's kernel log.",
+        "NVIDIA Xid catalog: Xid 79 repeated on a slot is a hardware ticket",
+    ),
+    (
+        "pcie_aer",
+        "Do the PCIe AER errors point at the same slot or riser as the GPU errors?",
+        "AER errors before an Xid 79 usually name the failing link",
+    ),
+    (
+        "gpu_reset_required",
+        "Was the GPU reset (or the node rebooted) after the driver asked for it, and did the error come back?",
+        "NVIDIA Xid 154 recovery actions",
+    ),
+    (
+        "oom_kill",
+        "Which process did the kernel OOM killer end, and was it the serving engine?",
+        "kernel OOM killer line",
+    ),
 )
 
 _ENGINE_TIME = (  # (regex, clock): where engine logs write their time
@@ -162,8 +178,11 @@ class Bundle:
         return next((e for e in self.evidence if e.path == rel_path), None)
 
     def host_files(self, host: str, kind: str) -> list[dict[str, Any]]:
-        return [c for c in self.manifest.get("commands", []) if c.get("host") == host
-                and c.get("kind") == kind and c.get("file")]
+        return [
+            c
+            for c in self.manifest.get("commands", [])
+            if c.get("host") == host and c.get("kind") == kind and c.get("file")
+        ]
 
 
 def load(bundle: Path) -> Bundle:
@@ -292,7 +311,7 @@ def _event_text(event: dict[str, Any]) -> str:
 def _kernel_moments(data: Bundle, host: str) -> list[Moment]:
     moments: list[Moment] = []
     first_fault: float | None = None
-    for index, (event, rel) in enumerate(kernel_events(data, host)[: MAX_EVENTS_PER_SOURCE]):
+    for index, (event, rel) in enumerate(kernel_events(data, host)[:MAX_EVENTS_PER_SOURCE]):
         epoch, clock = _host_time(event.get("time"))
         fault = event.get("kind") in FAULT_KINDS or event.get("subkind") == "crash_dump"
         if fault and epoch is not None and first_fault is None:
@@ -303,10 +322,21 @@ def _kernel_moments(data: Bundle, host: str) -> list[Moment]:
             after_fault = first_fault is not None and epoch is not None and epoch > first_fault
             tag = "repair" if after_fault else "key moment"
             what = f"NVIDIA driver {event.get('driver_version') or ''} loaded" + (
-                " again after the fault" if after_fault else " (this boot)")
+                " again after the fault" if after_fault else " (this boot)"
+            )
         cite = data.cite(rel)
-        moments.append(Moment(epoch, str(event.get("time") or "(no time written)"), clock, tag, what, host,
-                              cite.id if cite else None, index))
+        moments.append(
+            Moment(
+                epoch,
+                str(event.get("time") or "(no time written)"),
+                clock,
+                tag,
+                what,
+                host,
+                cite.id if cite else None,
+                index,
+            )
+        )
     return moments
 
 
@@ -333,8 +363,9 @@ def _engine_moments(data: Bundle, host: str) -> list[Moment]:
             epoch = _epoch_of(written)[0] if clock != CLOCK_HOST_NO_YEAR else None
             tag = "repair" if ready and seen_fault else "key moment"
             seen_fault = seen_fault or fault
-            moments.append(Moment(epoch, written, clock, tag, f"engine log: {message}", host,
-                                  cite.id if cite else None, index))
+            moments.append(
+                Moment(epoch, written, clock, tag, f"engine log: {message}", host, cite.id if cite else None, index)
+            )
     return moments
 
 
@@ -364,19 +395,42 @@ def _metric_moments(data: Bundle, host: str) -> list[Moment]:
     scrapes = metric_scrapes(data, host)
     for index, scrape in enumerate(scrapes):
         cite = data.cite(scrape["file"])
-        shown = ", ".join(f"{k} {v:g}" if isinstance(v, (int, float)) else f"{k} {v}"
-                          for k, v in scrape["values"].items()) or "no serving metric found"
-        moments.append(Moment(scrape["start"], stamp(scrape["start"]), CLOCK_NIGHTOWL, "diagnosis",
-                              f"metrics scrape: {shown}", host, cite.id if cite else None, index))
-    for first, last in zip(scrapes, scrapes[1:]):
+        shown = (
+            ", ".join(f"{k} {v:g}" if isinstance(v, (int, float)) else f"{k} {v}" for k, v in scrape["values"].items())
+            or "no serving metric found"
+        )
+        moments.append(
+            Moment(
+                scrape["start"],
+                stamp(scrape["start"]),
+                CLOCK_NIGHTOWL,
+                "diagnosis",
+                f"metrics scrape: {shown}",
+                host,
+                cite.id if cite else None,
+                index,
+            )
+        )
+    for first, last in zip(scrapes, scrapes[1:], strict=False):
         if first["start"] is None or last["start"] is None:
             continue
-        changes = [f"{k} {first['values'][k]:g} → {last['values'][k]:g}" for k in METRIC_FIELDS
-                   if isinstance(first["values"].get(k), (int, float)) and isinstance(last["values"].get(k), (int, float))]
-        moments.append(Moment(last["start"], stamp(last["start"]), CLOCK_NIGHTOWL, "diagnosis",
-                              f"metric window of {_duration(last['start'] - first['start'])}: "
-                              + (", ".join(changes) or "no comparable values"), host,
-                              ", ".join(c.id for f in (first, last) if (c := data.cite(f["file"]))) or None))
+        changes = [
+            f"{k} {first['values'][k]:g} → {last['values'][k]:g}"
+            for k in METRIC_FIELDS
+            if isinstance(first["values"].get(k), (int, float)) and isinstance(last["values"].get(k), (int, float))
+        ]
+        moments.append(
+            Moment(
+                last["start"],
+                stamp(last["start"]),
+                CLOCK_NIGHTOWL,
+                "diagnosis",
+                f"metric window of {_duration(last['start'] - first['start'])}: "
+                + (", ".join(changes) or "no comparable values"),
+                host,
+                ", ".join(c.id for f in (first, last) if (c := data.cite(f["file"]))) or None,
+            )
+        )
     return moments
 
 
@@ -402,11 +456,22 @@ def _alert_moments(data: Bundle) -> list[Moment]:
     moments = []
     starts, _ = _epoch_of(alert.get("starts_at"))
     if starts is not None:
-        moments.append(Moment(starts, stamp(starts), clock, "detection", f"alert `{name}` started firing",
-                              None, manifest_cite, -3))
+        moments.append(
+            Moment(starts, stamp(starts), clock, "detection", f"alert `{name}` started firing", None, manifest_cite, -3)
+        )
     if alert.get("received_at") is not None:
-        moments.append(Moment(float(alert["received_at"]), stamp(float(alert["received_at"])), CLOCK_NIGHTOWL,
-                              "detection", f"nightowl received `{name}` from {source}", None, None, -2))
+        moments.append(
+            Moment(
+                float(alert["received_at"]),
+                stamp(float(alert["received_at"])),
+                CLOCK_NIGHTOWL,
+                "detection",
+                f"nightowl received `{name}` from {source}",
+                None,
+                None,
+                -2,
+            )
+        )
     ends, _ = _epoch_of(alert.get("ends_at"))
     if ends is not None and alert.get("status") == "resolved":
         moments.append(Moment(ends, stamp(ends), clock, "repair", f"alert `{name}` resolved", None, None, 9))
@@ -419,27 +484,70 @@ def _run_moments(data: Bundle) -> list[Moment]:
     trace_cite = data.cite("trace.json")
     moments = []
     if manifest.get("started") is not None:
-        moments.append(Moment(manifest["started"], stamp(manifest["started"]), CLOCK_NIGHTOWL, "diagnosis",
-                              f"nightowl started runbook `{manifest.get('runbook')}`", None, None, -1))
+        moments.append(
+            Moment(
+                manifest["started"],
+                stamp(manifest["started"]),
+                CLOCK_NIGHTOWL,
+                "diagnosis",
+                f"nightowl started runbook `{manifest.get('runbook')}`",
+                None,
+                None,
+                -1,
+            )
+        )
     for index, command in enumerate(manifest.get("commands", [])):
-        result = "timed out" if command.get("timed_out") else (
-            f"exit {command['exit_code']}" if command.get("exit_code") is not None else command.get("error") or "no exit")
+        result = (
+            "timed out"
+            if command.get("timed_out")
+            else (
+                f"exit {command['exit_code']}"
+                if command.get("exit_code") is not None
+                else command.get("error") or "no exit"
+            )
+        )
         cite = data.cite(command.get("file"))
-        moments.append(Moment(command.get("start"), stamp(command.get("start")), CLOCK_NIGHTOWL, "diagnosis",
-                              f"ran `{' '.join(command.get('argv') or [])}` → {result}, "
-                              f"{command.get('bytes', 0)} bytes", command.get("host"), cite.id if cite else None, index))
+        moments.append(
+            Moment(
+                command.get("start"),
+                stamp(command.get("start")),
+                CLOCK_NIGHTOWL,
+                "diagnosis",
+                f"ran `{' '.join(command.get('argv') or [])}` → {result}, {command.get('bytes', 0)} bytes",
+                command.get("host"),
+                cite.id if cite else None,
+                index,
+            )
+        )
     for host in data.trace.get("hosts", []):
         for visit in host.get("nodes", []):
             if visit.get("kind") == "verdict":
                 verdict = _verdict_of(data, host["host"]) or {}
-                moments.append(Moment(visit.get("started"), stamp(visit.get("started")), CLOCK_NIGHTOWL, "diagnosis",
-                                      f"verdict `{verdict.get('id', visit['node'])}` → first action "
-                                      f"{verdict.get('action', '?')}", host["host"],
-                                      verdicts_cite.id if verdicts_cite else None, 100))
+                moments.append(
+                    Moment(
+                        visit.get("started"),
+                        stamp(visit.get("started")),
+                        CLOCK_NIGHTOWL,
+                        "diagnosis",
+                        f"verdict `{verdict.get('id', visit['node'])}` → first action {verdict.get('action', '?')}",
+                        host["host"],
+                        verdicts_cite.id if verdicts_cite else None,
+                        100,
+                    )
+                )
             elif visit.get("kind") == "decide" and visit.get("next"):
-                moments.append(Moment(visit.get("started"), stamp(visit.get("started")), CLOCK_NIGHTOWL, "diagnosis",
-                                      f"decided at `{visit['node']}` → `{visit['next']}`", host["host"],
-                                      trace_cite.id if trace_cite else None, 50))
+                moments.append(
+                    Moment(
+                        visit.get("started"),
+                        stamp(visit.get("started")),
+                        CLOCK_NIGHTOWL,
+                        "diagnosis",
+                        f"decided at `{visit['node']}` → `{visit['next']}`",
+                        host["host"],
+                        trace_cite.id if trace_cite else None,
+                        50,
+                    )
+                )
     return moments
 
 
@@ -477,21 +585,37 @@ def decision_paths(data: Bundle) -> list[dict[str, Any]]:
         steps = []
         for visit in entry.get("nodes", []):
             node = data.runbook.nodes.get(visit["node"]) if data.runbook else None
-            step = {"node": visit["node"], "kind": visit.get("kind"), "title": getattr(node, "title", None),
-                    "status": visit.get("status"), "collectors": visit.get("collectors") or {}, "taken": None}
+            step = {
+                "node": visit["node"],
+                "kind": visit.get("kind"),
+                "title": getattr(node, "title", None),
+                "status": visit.get("status"),
+                "collectors": visit.get("collectors") or {},
+                "taken": None,
+            }
             for index, condition in enumerate(visit.get("conditions", [])):
                 if condition.get("value"):
                     branch = node.decide[index] if node and node.decide and index < len(node.decide) else None
-                    cites = sorted({c.id for p in condition.get("reads", {})
-                                    if (c := data.cite(_source_file(data, host, p)))})
-                    step["taken"] = {"when": condition["when"], "goto": condition.get("goto"),
-                                     "why": getattr(branch, "why", None), "cites": cites,
-                                     "reads": {k: _short(v) for k, v in condition.get("reads", {}).items()}}
+                    cites = sorted(
+                        {c.id for p in condition.get("reads", {}) if (c := data.cite(_source_file(data, host, p)))}
+                    )
+                    step["taken"] = {
+                        "when": condition["when"],
+                        "goto": condition.get("goto"),
+                        "why": getattr(branch, "why", None),
+                        "cites": cites,
+                        "reads": {k: _short(v) for k, v in condition.get("reads", {}).items()},
+                    }
             errors = [c for c in visit.get("conditions", []) if c.get("error")]
             step["errors"] = [f"`{c['when']}`: {c['error']}" for c in errors]
             if visit.get("kind") == "decide" and step["taken"] is None and visit.get("next"):
-                step["taken"] = {"when": "default", "goto": visit["next"], "why": "no condition held",
-                                 "cites": [], "reads": {}}
+                step["taken"] = {
+                    "when": "default",
+                    "goto": visit["next"],
+                    "why": "no condition held",
+                    "cites": [],
+                    "reads": {},
+                }
             steps.append(step)
         mermaid = to_mermaid(data.runbook, entry.get("path")) if data.runbook else None
         paths.append({"host": host, "path": entry.get("path", []), "steps": steps, "mermaid": mermaid})
@@ -513,56 +637,90 @@ def candidates(data: Bundle) -> tuple[list[dict[str, Any]], list[str]]:
             sources = [s.strip() for s in str(item.get("source") or "").split(",") if s.strip()]
             cites = [c for s in sources if (c := data.cite(s))]
             if cites:
-                support.append({"fact": item.get("fact"), "value": _short(item.get("value")),
-                                "cites": [c.id for c in cites], "files": [c.path for c in cites]})
+                support.append(
+                    {
+                        "fact": item.get("fact"),
+                        "value": _short(item.get("value")),
+                        "cites": [c.id for c in cites],
+                        "files": [c.path for c in cites],
+                    }
+                )
         if not support:
-            unbacked.append(f"{host}: the runbook concluded `{verdict.get('id')}` but cited no file of the bundle; "
-                            "confirm it by hand before acting on it.")
+            unbacked.append(
+                f"{host}: the runbook concluded `{verdict.get('id')}` but cited no file of the bundle; "
+                "confirm it by hand before acting on it."
+            )
             continue
-        catalog = []
+        catalog: list[dict[str, Any]] = []
         for event, rel in kernel_events(data, host):
             if event.get("kind") in ("xid", "sxid") and (cite := data.cite(rel)):
                 row = xid_catalog.explain(event)
-                line = (f"{FAULT_KINDS[row['kind']]} {row['code']}: {row.get('meaning')}; NVIDIA's first step: "
-                        f"{row.get('first_step') or row.get('action')}")
+                line = (
+                    f"{FAULT_KINDS[row['kind']]} {row['code']}: {row.get('meaning')}; NVIDIA's first step: "
+                    f"{row.get('first_step') or row.get('action')}"
+                )
                 if all(line != c["text"] for c in catalog):
                     catalog.append({"text": line, "cites": [cite.id]})
-        found.append({"host": host, "cites": sorted({i for s in support for i in s["cites"]}), "id": verdict.get("id"), "severity": verdict.get("severity"),
-                      "action": verdict.get("action"), "summary": verdict.get("summary"),
-                      "gpus": verdict.get("gpus") or [], "support": support, "catalog": catalog[:8],
-                      "verdict_cite": getattr(data.cite("verdicts.json"), "id", None)})
+        found.append(
+            {
+                "host": host,
+                "cites": sorted({i for s in support for i in s["cites"]}),
+                "id": verdict.get("id"),
+                "severity": verdict.get("severity"),
+                "action": verdict.get("action"),
+                "summary": verdict.get("summary"),
+                "gpus": verdict.get("gpus") or [],
+                "support": support,
+                "catalog": catalog[:8],
+                "verdict_cite": getattr(data.cite("verdicts.json"), "id", None),
+            }
+        )
     return found, unbacked
 
 
 def impact(data: Bundle, placed: list[Moment]) -> list[str]:
     """Numbers the evidence has, for the person who writes the impact section."""
     hosts = data.verdicts.get("hosts", [])
-    numbers = [f"{len(hosts)} host(s) examined; "
-               f"{sum(1 for h in hosts if (h.get('verdict') or {}).get('action') not in (None, 'none'))} need action; "
-               f"{sum(1 for h in hosts if not h.get('verdict'))} without a verdict."]
+    numbers = [
+        f"{len(hosts)} host(s) examined; "
+        f"{sum(1 for h in hosts if (h.get('verdict') or {}).get('action') not in (None, 'none'))} need action; "
+        f"{sum(1 for h in hosts if not h.get('verdict'))} without a verdict."
+    ]
     gpus = sorted({str(g) for h in hosts for g in ((h.get("verdict") or {}).get("gpus") or [])})
     if gpus:
         numbers.append(f"GPU(s) named by the verdicts: {', '.join(gpus)}.")
     for entry in hosts:
         host = entry["host"]
-        codes = Counter(f"{FAULT_KINDS[e['kind']]} {e['code']}" for e, _ in kernel_events(data, host)
-                        if e.get("kind") in ("xid", "sxid") and e.get("code") is not None
-                        for _ in range(int(e.get("count") or 1)))
+        codes = Counter(
+            f"{FAULT_KINDS[e['kind']]} {e['code']}"
+            for e, _ in kernel_events(data, host)
+            if e.get("kind") in ("xid", "sxid") and e.get("code") is not None
+            for _ in range(int(e.get("count") or 1))
+        )
         if codes:
-            numbers.append(f"{host}: kernel log lines per code: " + ", ".join(f"{k} ×{v}" for k, v in sorted(codes.items())))
+            numbers.append(
+                f"{host}: kernel log lines per code: " + ", ".join(f"{k} ×{v}" for k, v in sorted(codes.items()))
+            )
         for scrape in metric_scrapes(data, host)[-1:]:
             if scrape["values"]:
-                numbers.append(f"{host}: at the last scrape " + ", ".join(f"{k} = {v}" for k, v in scrape["values"].items()))
+                numbers.append(
+                    f"{host}: at the last scrape " + ", ".join(f"{k} = {v}" for k, v in scrape["values"].items())
+                )
         for command in data.host_files(host, "engine-log"):
             oom = (_parsed(data, command["file"], "engine-log") or {}).get("oom")
             if oom:
-                numbers.append(f"{host}: engine out of memory in phase {oom.get('phase')}: tried "
-                               f"{oom.get('tried_gib')} GiB with {oom.get('free_gib')} GiB free of {oom.get('total_gib')} GiB.")
+                numbers.append(
+                    f"{host}: engine out of memory in phase {oom.get('phase')}: tried "
+                    f"{oom.get('tried_gib')} GiB with {oom.get('free_gib')} GiB free of {oom.get('total_gib')} GiB."
+                )
     faults = [m for m in placed if m.tag == "key moment" and m.clock != CLOCK_NIGHTOWL]
     started = data.manifest.get("started")
     if faults and started:
         clock_note = " (host local time read as UTC)" if faults[0].clock == CLOCK_HOST_LOCAL else ""
-        numbers.append(f"From the first fault in the logs to nightowl's capture: {_duration(started - faults[0].epoch)}{clock_note}.")
+        numbers.append(
+            "From the first fault in the logs to nightowl's capture: "
+            f"{_duration(started - faults[0].epoch)}{clock_note}."
+        )
     return numbers
 
 
@@ -578,7 +736,8 @@ def detection(data: Bundle) -> dict[str, Any]:
         "received": stamp(float(received)) if received is not None else None,
         "captured": stamp(started),
         "fired_to_capture": _duration(started - starts) if starts is not None and started else None,
-        "summary": (alert.get("annotations") or {}).get("summary") or (alert.get("annotations") or {}).get("description"),
+        "summary": (alert.get("annotations") or {}).get("summary")
+        or (alert.get("annotations") or {}).get("description"),
     }
 
 
@@ -587,29 +746,41 @@ def open_questions(data: Bundle, placed: list[Moment], unplaced: list[Moment], u
     questions += unbacked
     clocks = {m.clock for m in placed + unplaced}
     if CLOCK_HOST_LOCAL in clocks:
-        questions.append("Host log times were written without a time zone and are placed as if UTC; confirm the "
-                         "host's zone before relating them to the alert and to nightowl's clock.")
+        questions.append(
+            "Host log times were written without a time zone and are placed as if UTC; confirm the "
+            "host's zone before relating them to the alert and to nightowl's clock."
+        )
     if clocks & {CLOCK_HOST_NO_YEAR, CLOCK_HOST_BOOT}:
-        questions.append("Some log times have no year or count seconds since boot; they are listed apart, in log "
-                         "order, not placed on the timeline.")
+        questions.append(
+            "Some log times have no year or count seconds since boot; they are listed apart, in log "
+            "order, not placed on the timeline."
+        )
     host_times = [m.epoch for m in placed if m.clock in (CLOCK_HOST_UTC, CLOCK_HOST_LOCAL) and m.epoch]
     started = data.manifest.get("started")
     if host_times and started and started - max(host_times) > 86400:
-        questions.append(f"The last host log entry is {_duration(started - max(host_times))} before nightowl's "
-                         "capture: is the log from an earlier boot, or was the bundle replayed from a recording?")
+        questions.append(
+            f"The last host log entry is {_duration(started - max(host_times))} before nightowl's "
+            "capture: is the log from an earlier boot, or was the bundle replayed from a recording?"
+        )
     for entry in data.trace.get("hosts", []):
         for kind, collector in (entry.get("collectors") or {}).items():
             if collector.get("status") not in ("ok", None):
-                questions.append(f"{entry['host']}: {kind} was {collector['status']}"
-                                 f"{': ' + collector['reason'] if collector.get('reason') else ''}; "
-                                 "what would it have shown?")
+                questions.append(
+                    f"{entry['host']}: {kind} was {collector['status']}"
+                    f"{': ' + collector['reason'] if collector.get('reason') else ''}; "
+                    "what would it have shown?"
+                )
         if entry.get("status") != "ok":
             questions.append(f"{entry['host']}: {entry.get('status')}: {entry.get('error') or 'no reason recorded'}.")
-    seen_kinds = {e.get("subkind") or e.get("kind") for h in data.verdicts.get("hosts", [])
-                  for e, _ in kernel_events(data, h["host"])}
+    seen_kinds = {
+        e.get("subkind") or e.get("kind")
+        for h in data.verdicts.get("hosts", [])
+        for e, _ in kernel_events(data, h["host"])
+    }
     questions += [q for kind, q, _why in QUESTIONS_BY_EVENT if kind in seen_kinds]
-    questions.append("Did anything change on these hosts shortly before the first event (driver, firmware, "
-                     "workload, configuration)?")
+    questions.append(
+        "Did anything change on these hosts shortly before the first event (driver, firmware, workload, configuration)?"
+    )
     if data.manifest.get("partial"):
         questions.append("The run was interrupted (partial bundle): which collectors did not run?")
     return questions
@@ -706,8 +877,9 @@ def render_bundle(bundle: Path, template: str | None = None, fmt: str = "md", re
     if fmt == "html":
         from markupsafe import Markup
 
-        context["svgs"] = {p["host"]: Markup(decision_svg(load_runbook_of(Path(bundle)), p["path"]))
-                           for p in context["paths"]}
+        context["svgs"] = {
+            p["host"]: Markup(decision_svg(load_runbook_of(Path(bundle)), p["path"])) for p in context["paths"]
+        }
     context["redacted"] = redact
     env, name = _environment(template, fmt)
     text = env.get_template(name).render(**context)
@@ -730,8 +902,11 @@ def redactor_for(bundle: Path) -> Any:
     alert = data.alert or {}
     labels = alert.get("labels") or {}
     redactor.learn_hosts([alert.get("host"), alert.get("host_spec")])
-    redactor.learn_hosts(str(v) for k, v in labels.items()
-                         if k.lower() in ("instance", "host", "hostname", "node", "nodename", "exported_instance", "pod"))
+    redactor.learn_hosts(
+        str(v)
+        for k, v in labels.items()
+        if k.lower() in ("instance", "host", "hostname", "node", "nodename", "exported_instance", "pod")
+    )
     return redactor
 
 
@@ -780,7 +955,7 @@ def decision_svg(runbook: Any, path: list[str] | None) -> str:
     if runbook is None:
         return "<p>(the bundle holds no readable runbook.yaml)</p>"
     taken_nodes = set(path or [])
-    taken_edges = set(zip(path or [], (path or [])[1:]))
+    taken_edges = set(zip(path or [], (path or [])[1:], strict=False))
     depth = _layers(runbook)
     rows: dict[int, list[str]] = {}
     for node_id in runbook.nodes:
@@ -790,42 +965,55 @@ def decision_svg(runbook: Any, path: list[str] | None) -> str:
         row.sort(key=lambda n: (n not in taken_nodes, list(runbook.nodes).index(n)))
     width = max(len(r) for r in rows.values()) * (NODE_W + GAP_X) + GAP_X
     height = (max(rows) + 1) * (NODE_H + GAP_Y) + GAP_Y
-    position = {n: (GAP_X + i * (NODE_W + GAP_X), GAP_Y // 2 + d * (NODE_H + GAP_Y))
-                for d, row in rows.items() for i, n in enumerate(row)}
-    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" class="decision-graph" width="{width}" height="{height}" '
-             f'viewBox="0 0 {width} {height}" font-family="sans-serif" font-size="11">',
-             '<defs><marker id="arrow" viewBox="0 0 10 10" refX="9" refY="5" markerWidth="7" markerHeight="7" '
-             'orient="auto-start-reverse"><path d="M 0 0 L 10 5 L 0 10 z" fill="#777"/></marker>'
-             '<marker id="arrow-taken" viewBox="0 0 10 10" refX="9" refY="5" markerWidth="7" markerHeight="7" '
-             f'orient="auto-start-reverse"><path d="M 0 0 L 10 5 L 0 10 z" fill="{TAKEN_STROKE}"/></marker></defs>']
+    position = {
+        n: (GAP_X + i * (NODE_W + GAP_X), GAP_Y // 2 + d * (NODE_H + GAP_Y))
+        for d, row in rows.items()
+        for i, n in enumerate(row)
+    }
+    parts = [
+        f'<svg xmlns="http://www.w3.org/2000/svg" class="decision-graph" width="{width}" height="{height}" '
+        f'viewBox="0 0 {width} {height}" font-family="sans-serif" font-size="11">',
+        '<defs><marker id="arrow" viewBox="0 0 10 10" refX="9" refY="5" markerWidth="7" markerHeight="7" '
+        'orient="auto-start-reverse"><path d="M 0 0 L 10 5 L 0 10 z" fill="#777"/></marker>'
+        '<marker id="arrow-taken" viewBox="0 0 10 10" refX="9" refY="5" markerWidth="7" markerHeight="7" '
+        f'orient="auto-start-reverse"><path d="M 0 0 L 10 5 L 0 10 z" fill="{TAKEN_STROKE}"/></marker></defs>',
+    ]
     edges = [(s, t) for s, n in runbook.nodes.items() for t in dict.fromkeys(n.targets()) if t in position]
     for source, target in sorted(edges, key=lambda e: e in taken_edges):  # taken edges drawn last, on top
-        (x1, y1), (x2, y2) = position[source], position[target]
-        x1, y1, x2, y2 = x1 + NODE_W / 2, y1 + NODE_H, x2 + NODE_W / 2, y2
+        (sx, sy), (tx, ty) = position[source], position[target]
+        x1, y1, x2, y2 = sx + NODE_W / 2, sy + NODE_H, tx + NODE_W / 2, ty
         taken = (source, target) in taken_edges
         stroke, w, marker = (TAKEN_STROKE, 3, "arrow-taken") if taken else ("#bbbbbb", 1, "arrow")
         mid = (y1 + y2) / 2
-        parts.append(f'<path class="edge{" taken" if taken else ""}" d="M {x1:.0f} {y1:.0f} C {x1:.0f} {mid:.0f}, '
-                     f'{x2:.0f} {mid:.0f}, {x2:.0f} {y2:.0f}" fill="none" stroke="{stroke}" stroke-width="{w}" '
-                     f'marker-end="url(#{marker})"/>')
+        parts.append(
+            f'<path class="edge{" taken" if taken else ""}" d="M {x1:.0f} {y1:.0f} C {x1:.0f} {mid:.0f}, '
+            f'{x2:.0f} {mid:.0f}, {x2:.0f} {y2:.0f}" fill="none" stroke="{stroke}" stroke-width="{w}" '
+            f'marker-end="url(#{marker})"/>'
+        )
     for node_id, node in runbook.nodes.items():
         x, y = position[node_id]
         taken = node_id in taken_nodes
         fill, stroke = (TAKEN_FILL, TAKEN_STROKE) if taken else (PLAIN_FILL, PLAIN_STROKE)
         label = f"{node.verdict.id} → {node.verdict.action}" if node.verdict else (node.title or node_id)
         radius = 20 if node.kind == "verdict" else 3
-        shape = (f'<polygon points="{x + 12},{y} {x + NODE_W - 12},{y} {x + NODE_W},{y + NODE_H / 2} '
-                 f'{x + NODE_W - 12},{y + NODE_H} {x + 12},{y + NODE_H} {x},{y + NODE_H / 2}"'
-                 if node.kind == "decide" else
-                 f'<rect x="{x}" y="{y}" width="{NODE_W}" height="{NODE_H}" rx="{radius}"')
-        parts.append(f'<g class="node{" taken" if taken else ""}" data-node="{escape(node_id)}">{shape} fill="{fill}" '
-                     f'stroke="{stroke}" stroke-width="{2 if taken else 1}"/>')
+        shape = (
+            f'<polygon points="{x + 12},{y} {x + NODE_W - 12},{y} {x + NODE_W},{y + NODE_H / 2} '
+            f'{x + NODE_W - 12},{y + NODE_H} {x + 12},{y + NODE_H} {x},{y + NODE_H / 2}"'
+            if node.kind == "decide"
+            else f'<rect x="{x}" y="{y}" width="{NODE_W}" height="{NODE_H}" rx="{radius}"'
+        )
+        parts.append(
+            f'<g class="node{" taken" if taken else ""}" data-node="{escape(node_id)}">{shape} fill="{fill}" '
+            f'stroke="{stroke}" stroke-width="{2 if taken else 1}"/>'
+        )
         lines = _wrap(label)
         top = y + NODE_H / 2 - (len(lines) - 1) * LINE_H / 2 + 4
         for i, line in enumerate(lines):
             weight = ' font-weight="bold"' if taken else ""
-            parts.append(f'<text x="{x + NODE_W / 2}" y="{top + i * LINE_H:.0f}" text-anchor="middle"{weight}>'
-                         f'{escape(line)}</text>')
+            parts.append(
+                f'<text x="{x + NODE_W / 2}" y="{top + i * LINE_H:.0f}" text-anchor="middle"{weight}>'
+                f"{escape(line)}</text>"
+            )
         parts.append("</g>")
     parts.append("</svg>")
     return "\n".join(parts)

@@ -41,22 +41,37 @@ def _p(name: str, regex: str, source: str, flags: int = 0) -> SecretPattern:
 
 # Token shapes recognised wherever they appear; group "secret" is what gets masked.
 TOKEN_SHAPES: tuple[SecretPattern, ...] = (
-    _p("pem-private-key", r"(?P<secret>-----BEGIN [A-Z ]*PRIVATE KEY-----[\s\S]*?-----END [A-Z ]*PRIVATE KEY-----)",
-       "RFC 7468 PEM private key blocks"),
-    _p("authorization-header", r"(?im)(?P<key>\b(?:proxy-)?authorization[\"']?\s*[:=]\s*[\"']?)(?P<secret>[^\r\n\"']+)",
-       "RFC 9110 s11.6.2 Authorization header (any scheme)"),
+    _p(
+        "pem-private-key",
+        r"(?P<secret>-----BEGIN [A-Z ]*PRIVATE KEY-----[\s\S]*?-----END [A-Z ]*PRIVATE KEY-----)",
+        "RFC 7468 PEM private key blocks",
+    ),
+    _p(
+        "authorization-header",
+        r"(?im)(?P<key>\b(?:proxy-)?authorization[\"']?\s*[:=]\s*[\"']?)(?P<secret>[^\r\n\"']+)",
+        "RFC 9110 s11.6.2 Authorization header (any scheme)",
+    ),
     _p("bearer", r"(?i)(?P<key>\bbearer\s+)(?P<secret>[A-Za-z0-9._~+/=-]{8,})", "RFC 6750 bearer tokens"),
     _p("huggingface", r"(?P<secret>\bhf_[A-Za-z0-9]{20,})", "Hugging Face user access tokens (hf_ prefix)"),
-    _p("aws-access-key-id", r"(?P<secret>\b(?:AKIA|ASIA|AGPA|AIDA|AROA|ANPA)[0-9A-Z]{16}\b)",
-       "AWS IAM unique ID prefixes (IAM user guide, reference_identifiers)"),
-    _p("github", r"(?P<secret>\b(?:gh[pousr]_[A-Za-z0-9]{30,}|github_pat_[A-Za-z0-9_]{30,}))",
-       "GitHub token prefixes (ghp_, gho_, ghu_, ghs_, ghr_, github_pat_)"),
+    _p(
+        "aws-access-key-id",
+        r"(?P<secret>\b(?:AKIA|ASIA|AGPA|AIDA|AROA|ANPA)[0-9A-Z]{16}\b)",
+        "AWS IAM unique ID prefixes (IAM user guide, reference_identifiers)",
+    ),
+    _p(
+        "github",
+        r"(?P<secret>\b(?:gh[pousr]_[A-Za-z0-9]{30,}|github_pat_[A-Za-z0-9_]{30,}))",
+        "GitHub token prefixes (ghp_, gho_, ghu_, ghs_, ghr_, github_pat_)",
+    ),
     _p("openai-style", r"(?P<secret>\bsk-(?:proj-|ant-)?[A-Za-z0-9_-]{20,})", "OpenAI / Anthropic sk- keys"),
     _p("slack", r"(?P<secret>\bxox[abposr]-[A-Za-z0-9-]{10,})", "Slack token prefixes"),
     _p("google-api-key", r"(?P<secret>\bAIza[0-9A-Za-z_-]{35})", "Google API keys"),
     _p("jwt", r"(?P<secret>\beyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,})", "RFC 7519 JWTs"),
-    _p("url-userinfo", r"(?P<key>\b[a-z][a-z0-9+.-]*://[^\s:/@]+:)(?P<secret>[^\s@/]+)(?=@)",
-       "RFC 3986 s3.2.1 user:password@ in URLs"),
+    _p(
+        "url-userinfo",
+        r"(?P<key>\b[a-z][a-z0-9+.-]*://[^\s:/@]+:)(?P<secret>[^\s@/]+)(?=@)",
+        "RFC 3986 s3.2.1 user:password@ in URLs",
+    ),
 )
 
 # name=value, name: value, "name": "value", 'name': 'value', --name value, --name=value.
@@ -156,7 +171,7 @@ class Redactor:
         text = _IPV4.sub(lambda m: self._ip(m.group(0), "ip"), text)
         for name in sorted(self.hosts, key=len, reverse=True):
             pattern = re.compile(r"(?<![A-Za-z0-9-])" + re.escape(name) + r"(?![A-Za-z0-9-])", re.IGNORECASE)
-            text = pattern.sub(lambda _m, n=name: self.placeholder(n.lower(), "host"), text)
+            text = pattern.sub(self.placeholder(name.lower(), "host"), text)
         return text
 
     def _ip(self, candidate: str, kind: str) -> str:

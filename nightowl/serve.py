@@ -65,20 +65,36 @@ class Capture:
         record = self.alert.record()
         for key in ("labels", "annotations"):
             record[key] = {k: scrub_secrets(v) for k, v in record[key].items()}
-        record.update(received_at=self.received_at, rule=self.rule, runbook=self.runbook, host=self.host,
-                      host_spec=self.host_spec,
-                      queued_s=round(self.started_at - self.received_at, 3) if self.started_at else None)
+        record.update(
+            received_at=self.received_at,
+            rule=self.rule,
+            runbook=self.runbook,
+            host=self.host,
+            host_spec=self.host_spec,
+            queued_s=round(self.started_at - self.received_at, 3) if self.started_at else None,
+        )
         return record
 
     def to_json(self) -> dict[str, Any]:
         return {
-            "alert": self.alert.name, "source": self.alert.source, "alert_status": self.alert.status,
-            "fingerprint": self.alert.fingerprint, "starts_at": self.alert.starts_at,
-            "dedupe_key": list(self.alert.dedupe_key), "received_at": self.received_at, "status": self.status,
-            "reason": self.reason, "rule": self.rule, "runbook": self.runbook, "host": self.host,
-            "bundle": self.bundle, "run_id": Path(self.bundle).name if self.bundle else None,
-            "verdict": self.verdict, "host_status": self.host_status,
-            "started_at": self.started_at, "finished_at": self.finished_at,
+            "alert": self.alert.name,
+            "source": self.alert.source,
+            "alert_status": self.alert.status,
+            "fingerprint": self.alert.fingerprint,
+            "starts_at": self.alert.starts_at,
+            "dedupe_key": list(self.alert.dedupe_key),
+            "received_at": self.received_at,
+            "status": self.status,
+            "reason": self.reason,
+            "rule": self.rule,
+            "runbook": self.runbook,
+            "host": self.host,
+            "bundle": self.bundle,
+            "run_id": Path(self.bundle).name if self.bundle else None,
+            "verdict": self.verdict,
+            "host_status": self.host_status,
+            "started_at": self.started_at,
+            "finished_at": self.finished_at,
         }
 
 
@@ -92,8 +108,11 @@ def plan_capture(alert: Alert, config: ServeConfig, received_at: float) -> Captu
     capture.rule, capture.runbook = rule.name, rule.runbook
     if alert.status != "firing" and not (alert.status == "resolved" and rule.on_resolved):
         capture.status = "ignored"
-        capture.reason = (f"{alert.status} alert; rule {rule.name} does not opt in (on_resolved: true)"
-                          if alert.status == "resolved" else f"event {alert.status} is neither firing nor resolved")
+        capture.reason = (
+            f"{alert.status} alert; rule {rule.name} does not opt in (on_resolved: true)"
+            if alert.status == "resolved"
+            else f"event {alert.status} is neither firing nor resolved"
+        )
         return capture
     try:
         capture.host_spec = render_host(rule, alert)
@@ -126,9 +145,17 @@ def run_capture(capture: Capture, config: ServeConfig, lookup: Callable[[str], A
         spec = str(capture.host_spec)
         ssh_options = None if spec == "local" or spec.startswith("replay:") else _ssh_options(config)
         transports = {str(capture.host): lambda: open_transport(spec, ssh_options)}
-        runs, bundle = run_runbook(loaded, transports, lookup or get_collector, options, config.out_dir, forks=1,
-                                   render_postmortem=render_bundle, redact=scrub_secrets,
-                                   extra_manifest={"alert": capture.manifest_alert()})
+        runs, bundle = run_runbook(
+            loaded,
+            transports,
+            lookup or get_collector,  # type: ignore[arg-type]
+            options,
+            config.out_dir,
+            forks=1,
+            render_postmortem=render_bundle,
+            redact=scrub_secrets,
+            extra_manifest={"alert": capture.manifest_alert()},
+        )
     except Exception as exc:  # noqa: BLE001 - the receiver keeps serving whatever one capture does
         capture.status, capture.reason = "failed", f"{type(exc).__name__}: {exc}"
     else:
@@ -144,7 +171,9 @@ def _ssh_options(config: ServeConfig) -> Any:
     return SSHOptions(known_hosts=config.known_hosts, ssh_config=config.ssh_config)
 
 
-def triage_alert_payload(payload: Any, config: ServeConfig, lookup: Callable[[str], Any] | None = None) -> list[Capture]:
+def triage_alert_payload(
+    payload: Any, config: ServeConfig, lookup: Callable[[str], Any] | None = None
+) -> list[Capture]:
     """`nightowl triage --alert FILE`: what the receiver would do with this payload, done now, in order."""
     received_at = time.time()
     results = []
@@ -157,8 +186,12 @@ def triage_alert_payload(payload: Any, config: ServeConfig, lookup: Callable[[st
 class Receiver:
     """The bounded queue, the worker pool, de-duplication and the journal, apart from HTTP."""
 
-    def __init__(self, config: ServeConfig, run: Callable[[Capture, ServeConfig], Capture] | None = None,
-                 log: Callable[[str], None] | None = None) -> None:
+    def __init__(
+        self,
+        config: ServeConfig,
+        run: Callable[[Capture, ServeConfig], Capture] | None = None,
+        log: Callable[[str], None] | None = None,
+    ) -> None:
         self.config = config
         self._run = run or run_capture
         self._log = log or (lambda _message: None)
@@ -198,21 +231,26 @@ class Receiver:
         with self._lock:
             if capture.status == "queued" and key in self._seen:
                 capture.status = "duplicate"
-                capture.reason = f"same fingerprint and start already received at {time.strftime('%H:%M:%S', time.gmtime(self._seen[key]))}Z"
+                first = time.strftime("%H:%M:%S", time.gmtime(self._seen[key]))
+                capture.reason = f"same fingerprint and start already received at {first}Z"
             elif capture.status == "queued":
                 try:
                     self._queue.put_nowait(capture)
                 except queue.Full:
                     capture.status = "not_captured"
-                    capture.reason = (f"queue full: {self._queue.qsize()} waiting and {self.busy} of "
-                                      f"{self.config.workers} worker(s) busy (raise `queue` or `workers`)")
+                    capture.reason = (
+                        f"queue full: {self._queue.qsize()} waiting and {self.busy} of "
+                        f"{self.config.workers} worker(s) busy (raise `queue` or `workers`)"
+                    )
                 else:
                     self._remember(key, capture.received_at)
             self.recent.append(capture)
         if capture.status != "queued":
             self._journal(capture)
-        self._log(f"{capture.alert.name} [{capture.alert.status}] -> {capture.status}"
-                  + (f": {capture.reason}" if capture.reason else f" ({capture.runbook} on {capture.host})"))
+        self._log(
+            f"{capture.alert.name} [{capture.alert.status}] -> {capture.status}"
+            + (f": {capture.reason}" if capture.reason else f" ({capture.runbook} on {capture.host})")
+        )
         return capture
 
     def _remember(self, key: tuple[str, ...], when: float) -> None:
@@ -276,7 +314,7 @@ class _Server(ThreadingHTTPServer):
 def make_server(receiver: Receiver, host: str = "127.0.0.1", port: int = 9797) -> ThreadingHTTPServer:
     import socket
 
-    server_class = _Server
+    server_class: type[ThreadingHTTPServer] = _Server
     if ":" in host:
         server_class = type("_Server6", (_Server,), {"address_family": socket.AF_INET6})
     return server_class((host.strip("[]"), port), make_handler(receiver))
@@ -292,8 +330,9 @@ def make_handler(receiver: Receiver) -> type[BaseHTTPRequestHandler]:
         def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - the stdlib's name
             return None
 
-        def _send(self, code: int, body: str, content_type: str = "application/json",
-                  headers: dict[str, str] | None = None) -> None:
+        def _send(
+            self, code: int, body: str, content_type: str = "application/json", headers: dict[str, str] | None = None
+        ) -> None:
             data = body.encode()
             self.send_response(code)
             self.send_header("Content-Type", f"{content_type}; charset=utf-8")
@@ -309,18 +348,32 @@ def make_handler(receiver: Receiver) -> type[BaseHTTPRequestHandler]:
 
         def _authorized(self) -> bool:
             scheme, _, offered = (self.headers.get("Authorization") or "").partition(" ")
-            return bool(config.token) and scheme.lower() == "bearer" and hmac.compare_digest(
-                offered.strip().encode(), str(config.token).encode())
+            return (
+                bool(config.token)
+                and scheme.lower() == "bearer"
+                and hmac.compare_digest(offered.strip().encode(), str(config.token).encode())
+            )
 
         def _deny(self) -> None:
-            self._json(401, {"error": "a valid bearer token is required"},
-                       headers={"WWW-Authenticate": 'Bearer realm="nightowl"'})
+            self._json(
+                401,
+                {"error": "a valid bearer token is required"},
+                headers={"WWW-Authenticate": 'Bearer realm="nightowl"'},
+            )
 
         def do_GET(self) -> None:  # noqa: N802 - the stdlib's name
             path = self.path.split("?", 1)[0]
             if path == "/healthz":
-                self._json(200, {"status": "ok", "waiting": receiver.waiting(), "queue": config.queue_size,
-                                 "busy": receiver.busy, "workers": config.workers})
+                self._json(
+                    200,
+                    {
+                        "status": "ok",
+                        "waiting": receiver.waiting(),
+                        "queue": config.queue_size,
+                        "busy": receiver.busy,
+                        "workers": config.workers,
+                    },
+                )
                 return
             if config.index_requires_token and not self._authorized():
                 self._deny()
@@ -362,7 +415,8 @@ def make_handler(receiver: Receiver) -> type[BaseHTTPRequestHandler]:
                 return
             body = self.rfile.read(int(length))
             if path == "/pagerduty" and not verify_pagerduty_signature(
-                    body, self.headers.get("X-PagerDuty-Signature"), config.pagerduty_secrets):
+                body, self.headers.get("X-PagerDuty-Signature"), config.pagerduty_secrets
+            ):
                 self._json(401, {"error": "missing or wrong X-PagerDuty-Signature"})
                 return
             try:
@@ -371,8 +425,18 @@ def make_handler(receiver: Receiver) -> type[BaseHTTPRequestHandler]:
                 self._json(400, {"error": str(exc)})
                 return
             results = receiver.submit(alerts)
-            self._json(200, {"alerts": [{k: c.to_json()[k] for k in ("alert", "fingerprint", "status", "reason",
-                                                                     "rule", "runbook", "host")} for c in results]})
+            self._json(
+                200,
+                {
+                    "alerts": [
+                        {
+                            k: c.to_json()[k]
+                            for k in ("alert", "fingerprint", "status", "reason", "rule", "runbook", "host")
+                        }
+                        for c in results
+                    ]
+                },
+            )
 
     return Handler
 
@@ -395,14 +459,25 @@ def index_page(captures: list[dict[str, Any]]) -> str:
             links = f'<a href="{base}.html">draft</a> · <a href="{base}.md">md</a>'
         received = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(float(c.get("received_at") or 0)))
         rows.append(
-            "<tr>" + "".join(f"<td>{escape(str(v))}</td>" for v in (
-                received + "Z", c.get("alert") or "", c.get("alert_status") or "", c.get("status") or "",
-                c.get("host") or "", c.get("runbook") or "",
-                f"{verdict.get('id')} → {verdict.get('action')}" if verdict else "", c.get("reason") or "",
-            )) + f"<td>{links}</td></tr>")
+            "<tr>"
+            + "".join(
+                f"<td>{escape(str(v))}</td>"
+                for v in (
+                    received + "Z",
+                    c.get("alert") or "",
+                    c.get("alert_status") or "",
+                    c.get("status") or "",
+                    c.get("host") or "",
+                    c.get("runbook") or "",
+                    f"{verdict.get('id')} → {verdict.get('action')}" if verdict else "",
+                    c.get("reason") or "",
+                )
+            )
+            + f"<td>{links}</td></tr>"
+        )
     body = "\n".join(rows) or '<tr><td colspan="9">no alert received yet</td></tr>'
     return (
-        "<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\"><title>nightowl captures</title>"
+        '<!DOCTYPE html><html lang="en"><head><meta charset="utf-8"><title>nightowl captures</title>'
         "<style>body{font-family:system-ui,sans-serif;margin:2rem}table{border-collapse:collapse}"
         "td,th{border:1px solid #ddd;padding:.2rem .5rem;text-align:left}</style></head><body>"
         "<h1>nightowl: recent captures</h1><table><tr><th>received (UTC)</th><th>alert</th><th>alert status</th>"

@@ -45,8 +45,6 @@ def assert_subset(actual: Any, expected: Any, where: str = "$") -> None:
             assert_subset(a, e, f"{where}[{index}]")
         return
     if isinstance(expected, float) and isinstance(actual, (int, float)):
-        assert abs(actual - expected) <= 1e-6 * max(1.0, abs(expected)), (
-            f"{where}: {actual!r} != {expected!r}"
-        )
+        assert abs(actual - expected) <= 1e-6 * max(1.0, abs(expected)), f"{where}: {actual!r} != {expected!r}"
         return
     assert actual == expected, f"{where}: {actual!r} != {expected!r}"

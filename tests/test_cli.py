@@ -84,41 +84,77 @@ def test_xid_unknown_code_says_look_up() -> None:
 
 
 def test_triage_replay_several_hosts_and_exit_codes(tmp_path: Path) -> None:
-    result = invoke("triage", "xid", "--replay", str(HOSTS / "healthy-l40s"), "--out", str(tmp_path),
-                    "--format", "json")
+    result = invoke(
+        "triage", "xid", "--replay", str(HOSTS / "healthy-l40s"), "--out", str(tmp_path), "--format", "json"
+    )
     assert result.exit_code == 0
     assert json.loads(result.output)["hosts"][0]["verdict"]["id"] == "healthy"
-    result = invoke("triage", "xid", "--replay", str(HOSTS / "healthy-l40s"),
-                    "--replay", str(HOSTS / "unreachable-node"), "--out", str(tmp_path), "--format", "json")
+    result = invoke(
+        "triage",
+        "xid",
+        "--replay",
+        str(HOSTS / "healthy-l40s"),
+        "--replay",
+        str(HOSTS / "unreachable-node"),
+        "--out",
+        str(tmp_path),
+        "--format",
+        "json",
+    )
     assert result.exit_code == 3
     hosts = json.loads(result.output)["hosts"]
     assert [h["status"] for h in hosts] == ["ok", "unreachable"]
-    result = invoke("triage", "xid", "--replay", str(HOSTS / "healthy-l40s"),
-                    "--replay", str(HOSTS / "xid48-xid64-dbe"), "--out", str(tmp_path))
+    result = invoke(
+        "triage",
+        "xid",
+        "--replay",
+        str(HOSTS / "healthy-l40s"),
+        "--replay",
+        str(HOSTS / "xid48-xid64-dbe"),
+        "--out",
+        str(tmp_path),
+    )
     assert result.exit_code == 1
 
 
 def test_triage_replay_of_a_bundle(tmp_path: Path) -> None:
     first = json.loads(invoke("demo", "--out", str(tmp_path), "--format", "json").output)
-    again = json.loads(invoke("triage", "xid", "--replay", first["bundle"], "--out", str(tmp_path),
-                              "--format", "json").output)
+    again = json.loads(
+        invoke("triage", "xid", "--replay", first["bundle"], "--out", str(tmp_path), "--format", "json").output
+    )
     assert again["hosts"][0]["verdict"]["id"] == "gpu-fell-off-bus"
     assert again["hosts"][0]["host"] == "xid79-fallen-off-bus"
 
 
 def test_triage_param_and_usage_errors(tmp_path: Path) -> None:
-    result = invoke("triage", "xid", "--replay", str(HOSTS / "healthy-l40s"), "--param", "expected_gpus=8",
-                    "--out", str(tmp_path), "--format", "json")
+    result = invoke(
+        "triage",
+        "xid",
+        "--replay",
+        str(HOSTS / "healthy-l40s"),
+        "--param",
+        "expected_gpus=8",
+        "--out",
+        str(tmp_path),
+        "--format",
+        "json",
+    )
     assert json.loads(result.output)["hosts"][0]["verdict"]["id"] == "gpu-missing"
     assert invoke("triage", "xid", "--out", str(tmp_path)).exit_code == 2
     assert invoke("triage", "nosuch", "--host", "local").exit_code == 2
-    assert invoke("triage", "xid", "--replay", str(HOSTS / "healthy-l40s"), "--param", "bogus=1",
-                  "--out", str(tmp_path)).exit_code == 2
+    assert (
+        invoke(
+            "triage", "xid", "--replay", str(HOSTS / "healthy-l40s"), "--param", "bogus=1", "--out", str(tmp_path)
+        ).exit_code
+        == 2
+    )
 
 
 def test_triage_invalid_runbook_names_file_and_line(tmp_path: Path) -> None:
     bad = tmp_path / "bad.yaml"
-    bad.write_text("id: x\ntitle: t\nentry: a\nnodes:\n  a:\n    verdict: {id: v, severity: ok, action: nap, summary: s}\n")
+    bad.write_text(
+        "id: x\ntitle: t\nentry: a\nnodes:\n  a:\n    verdict: {id: v, severity: ok, action: nap, summary: s}\n"
+    )
     result = CliRunner().invoke(main, ["triage", str(bad), "--host", "local"])
     assert result.exit_code == 2
     assert f"{bad}:6" in result.output
@@ -163,8 +199,10 @@ def test_runbook_commands(tmp_path: Path) -> None:
     assert "entry:" in invoke("runbook", "show", "xid").output
     assert invoke("runbook", "validate").exit_code == 0
     broken = tmp_path / "cycle.yaml"
-    broken.write_text("id: c\ntitle: c\nentry: a\nnodes:\n  a:\n    collect: [kernel-log]\n    next: b\n"
-                      "  b:\n    collect: [nvidia-smi]\n    next: a\n")
+    broken.write_text(
+        "id: c\ntitle: c\nentry: a\nnodes:\n  a:\n    collect: [kernel-log]\n    next: b\n"
+        "  b:\n    collect: [nvidia-smi]\n    next: a\n"
+    )
     result = CliRunner().invoke(main, ["runbook", "validate", str(broken)])
     assert result.exit_code == 2 and "cycle" in result.output and str(broken) in result.output
     graph = invoke("runbook", "graph", "xid").output
@@ -205,8 +243,22 @@ def test_bundled_data_ships_in_the_wheel(tmp_path: Path) -> None:
     if shutil.which("git") is None:
         pytest.skip("git missing")
     root = Path(__file__).resolve().parent.parent
-    out = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q",
-                          "-w", str(tmp_path), str(root)], capture_output=True, text=True)
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "--no-deps",
+            "--no-build-isolation",
+            "-q",
+            "-w",
+            str(tmp_path),
+            str(root),
+        ],
+        capture_output=True,
+        text=True,
+    )
     if out.returncode != 0:
         pytest.skip(f"cannot build a wheel offline here: {out.stderr[-300:]}")
     import zipfile

@@ -38,10 +38,12 @@ def test_daemonset_is_read_only_and_has_no_api_token() -> None:
 def _fake_bin(tmp_path: Path, verdict: str, action: str, rc: int) -> Path:
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
-    payload = {"runbook": "node-health", "hosts": [{"host": "local", "status": "ok",
-                                                    "verdict": {"id": verdict, "action": action}, "path": []}]}
+    payload = {
+        "runbook": "node-health",
+        "hosts": [{"host": "local", "status": "ok", "verdict": {"id": verdict, "action": action}, "path": []}],
+    }
     (bin_dir / "nightowl").write_text(f"#!/bin/sh\ncat <<'EOF'\n{json.dumps(payload)}\nEOF\nexit {rc}\n")
-    (bin_dir / "scontrol").write_text(f"#!/bin/sh\necho \"$@\" > {tmp_path / 'scontrol.args'}\n")
+    (bin_dir / "scontrol").write_text(f'#!/bin/sh\necho "$@" > {tmp_path / "scontrol.args"}\n')
     for tool in bin_dir.iterdir():
         tool.chmod(0o755)
     return bin_dir
@@ -49,15 +51,24 @@ def _fake_bin(tmp_path: Path, verdict: str, action: str, rc: int) -> Path:
 
 @pytest.mark.parametrize(
     ("verdict", "action", "rc", "drains"),
-    [("gpu-fell-off-bus", "reboot-node", 1, True), ("app-xids-seen", "none", 0, False),
-     ("xid-escalate", "escalate", 1, False), ("x", "none", 3, False)],
+    [
+        ("gpu-fell-off-bus", "reboot-node", 1, True),
+        ("app-xids-seen", "none", 0, False),
+        ("xid-escalate", "escalate", 1, False),
+        ("x", "none", 3, False),
+    ],
 )
 def test_slurm_wrapper_drains_only_when_the_action_needs_it(
     tmp_path: Path, verdict: str, action: str, rc: int, drains: bool
 ) -> None:
     bin_dir = _fake_bin(tmp_path, verdict, action, rc)
-    env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}", "SLURMD_NODENAME": "gpu-17",
-           "NIGHTOWL_OUT": str(tmp_path / "b"), "NIGHTOWL_TEXTFILE": str(tmp_path / "t.prom")}
+    env = {
+        **os.environ,
+        "PATH": f"{bin_dir}:{os.environ['PATH']}",
+        "SLURMD_NODENAME": "gpu-17",
+        "NIGHTOWL_OUT": str(tmp_path / "b"),
+        "NIGHTOWL_TEXTFILE": str(tmp_path / "t.prom"),
+    }
     result = subprocess.run(["bash", str(DEPLOY / "slurm" / "nightowl-healthcheck.sh")], env=env, timeout=30)
     assert result.returncode == 0
     args = tmp_path / "scontrol.args"

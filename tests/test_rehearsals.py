@@ -10,9 +10,7 @@ from nightowl.rehearse import rehearsal_cases, rehearse
 CASES = [(name, case) for name in runbooks.builtin_paths() for case in rehearsal_cases(name)]
 
 
-@pytest.mark.parametrize(
-    ("runbook", "case"), CASES, ids=[f"{n}:{c.get('name', c.get('host'))[:60]}" for n, c in CASES]
-)
+@pytest.mark.parametrize(("runbook", "case"), CASES, ids=[f"{n}:{c.get('name', c.get('host'))[:60]}" for n, c in CASES])
 def test_rehearsal(runbook: str, case: dict) -> None:
     result = rehearse(runbook, case)
     assert result.passed, f"{result.name}: {'; '.join(result.problems)} (path {result.path})"
@@ -20,12 +18,32 @@ def test_rehearsal(runbook: str, case: dict) -> None:
 
 # Verdicts no public report in the corpus shows; listed so a gap is a decision, not an accident.
 NOT_IN_CORPUS = {
-    "xid": {"recovery-node-reboot", "recovery-drain-and-reset", "row-remap-failed", "sram-threshold-exceeded",
-            "uncorrectable-ecc-dbe", "uncontained-memory-error", "suspect-gpu", "unknown-xid",
-            "xid-requires-reboot", "xid-check-mechanicals", "xid-report-to-vendor",
-            "thermal-or-power-slowdown", "pcie-link-degraded", "not-enough-evidence"},
-    "node-health": {"no-evidence", "app-xids-seen", "xid-reboot-node", "xid-hardware-check", "xid-escalate", "row-remap-failed",
-                    "hw-slowdown", "pcie-degraded"},
+    "xid": {
+        "recovery-node-reboot",
+        "recovery-drain-and-reset",
+        "row-remap-failed",
+        "sram-threshold-exceeded",
+        "uncorrectable-ecc-dbe",
+        "uncontained-memory-error",
+        "suspect-gpu",
+        "unknown-xid",
+        "xid-requires-reboot",
+        "xid-check-mechanicals",
+        "xid-report-to-vendor",
+        "thermal-or-power-slowdown",
+        "pcie-link-degraded",
+        "not-enough-evidence",
+    },
+    "node-health": {
+        "no-evidence",
+        "app-xids-seen",
+        "xid-reboot-node",
+        "xid-hardware-check",
+        "xid-escalate",
+        "row-remap-failed",
+        "hw-slowdown",
+        "pcie-degraded",
+    },
 }
 
 

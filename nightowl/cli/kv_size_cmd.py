@@ -75,7 +75,8 @@ def kv_size(config: Path, tp: int, dtype: str, max_model_len: int | None, gpu_me
 
 def _read_config(config: Path) -> dict[str, Any]:
     try:
-        text = click.get_text_stream("stdin").read() if str(config) == "-" else config.read_text()
+        with click.open_file(str(config)) as stream:  # "-" is stdin
+            text = stream.read()
         model = json.loads(text)
     except OSError as exc:
         raise click.UsageError(f"cannot read {config}: {exc.strerror}") from exc

@@ -144,19 +144,38 @@ def demo(fmt: str, out_dir: Path, case: str) -> None:
 
 @main.command(epilog=EXIT_HELP)
 @click.argument("runbook")
-@click.option("--host", "hosts", multiple=True, metavar="SPEC",
-              help="host to run on: `local`, `ssh://user@host:port?jump=bastion`, or a name from ~/.ssh/config")
-@click.option("--replay", "replays", multiple=True, type=click.Path(exists=True, file_okay=False, path_type=Path),
-              help="recorded host directory (CONTRACT s5) to run on instead of a live host; a bundle works too")
+@click.option(
+    "--host",
+    "hosts",
+    multiple=True,
+    metavar="SPEC",
+    help="host to run on: `local`, `ssh://user@host:port?jump=bastion`, or a name from ~/.ssh/config",
+)
+@click.option(
+    "--replay",
+    "replays",
+    multiple=True,
+    type=click.Path(exists=True, file_okay=False, path_type=Path),
+    help="recorded host directory (CONTRACT s5) to run on instead of a live host; a bundle works too",
+)
 @click.option("--param", "params", multiple=True, metavar="KEY=VALUE", help="runbook parameter")
 @click.option("--allow-invasive", is_flag=True, help="also run collectors that load GPUs or the network")
 @ssh_options
 @limit_options
 @FORMAT_OPTION
 @OUT_OPTION
-def triage(runbook: str, hosts: tuple[str, ...], replays: tuple[Path, ...], params: tuple[str, ...],
-           allow_invasive: bool, ssh: SSHArgs, command_timeout: float | None, host_timeout: float | None,
-           fmt: str, out_dir: Path) -> None:
+def triage(
+    runbook: str,
+    hosts: tuple[str, ...],
+    replays: tuple[Path, ...],
+    params: tuple[str, ...],
+    allow_invasive: bool,
+    ssh: SSHArgs,
+    command_timeout: float | None,
+    host_timeout: float | None,
+    fmt: str,
+    out_dir: Path,
+) -> None:
     """Run RUNBOOK on live hosts (--host) or recorded ones (--replay).
 
     Only read-only collectors run unless --allow-invasive is given. The evidence
@@ -170,8 +189,7 @@ def triage(runbook: str, hosts: tuple[str, ...], replays: tuple[Path, ...], para
     for spec in hosts:
         transports[spec] = _opener(spec, ssh_settings)
     limits = {"command_timeout": command_timeout, "host_timeout": host_timeout}
-    sys.exit(int(run_and_report(loaded, transports, parse_params(params), fmt, out_dir, allow_invasive,
-                                limits=limits)))
+    sys.exit(int(run_and_report(loaded, transports, parse_params(params), fmt, out_dir, allow_invasive, limits=limits)))
 
 
 def _opener(spec: str, ssh_options: Any) -> Any:
@@ -234,9 +252,7 @@ def xid(file: Any, fmt: str) -> None:
     from nightowl.collectors.base import to_jsonable
 
     result = to_jsonable(kernel_log.parse(file.read()))
-    rows = [
-        xid_catalog.explain(e) for e in result["events"] if e["kind"] in ("xid", "sxid", "fallen_off_bus")
-    ]
+    rows = [xid_catalog.explain(e) for e in result["events"] if e["kind"] in ("xid", "sxid", "fallen_off_bus")]
     if fmt == "json":
         click.echo(json.dumps({"events": rows, "warnings": result["warnings"]}, indent=2, default=str))
         return
@@ -267,11 +283,7 @@ def plan(runbook: str, hosts: tuple[str, ...], allow_invasive: bool, params: tup
     loaded = load_runbook_or_exit(runbook)
     steps = plan_steps(loaded, get_collector, allow_invasive, parse_params(params))
     if fmt == "json":
-        click.echo(
-            json.dumps(
-                {"runbook": loaded.id, "hosts": [{"host": h, "steps": steps} for h in hosts]}, indent=2
-            )
-        )
+        click.echo(json.dumps({"runbook": loaded.id, "hosts": [{"host": h, "steps": steps} for h in hosts]}, indent=2))
         return
     click.echo(to_mermaid(loaded.runbook))
     for host in hosts:
@@ -279,18 +291,18 @@ def plan(runbook: str, hosts: tuple[str, ...], allow_invasive: bool, params: tup
         for step in steps:
             note = ""
             if step["skipped"]:
-                note = " (skipped: invasive, needs --allow-invasive)" if step["invasive"] else " (skipped: unset parameter)"
+                note = (
+                    " (skipped: invasive, needs --allow-invasive)"
+                    if step["invasive"]
+                    else " (skipped: unset parameter)"
+                )
             alternatives = "  |or|  ".join(shlex.join(argv) for argv in step["commands"] or step["declared"])
-            click.echo(
-                f"  [{step['node']}] {step['collector']}: {alternatives}  (timeout {step['timeout']}s){note}"
-            )
+            click.echo(f"  [{step['node']}] {step['collector']}: {alternatives}  (timeout {step['timeout']}s){note}")
 
 
 @main.command()
 @click.argument("bundle", type=click.Path(exists=True, file_okay=False, path_type=Path))
-@click.option(
-    "-o", "--output", type=click.Path(dir_okay=False, path_type=Path), help="write here, not stdout"
-)
+@click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path), help="write here, not stdout")
 @click.option("--template", help="template name in templates/ or a path to a Jinja2 file")
 @click.option("--verify", is_flag=True, help="re-hash the bundle against its manifest; exit 1 on any change")
 def postmortem(bundle: Path, output: Path | None, template: str | None, verify: bool) -> None:
@@ -302,9 +314,7 @@ def postmortem(bundle: Path, output: Path | None, template: str | None, verify: 
         for problem in problems:
             click.echo(problem)
         click.echo(
-            "bundle verified: every file matches its manifest hash"
-            if not problems
-            else f"{len(problems)} problem(s)"
+            "bundle verified: every file matches its manifest hash" if not problems else f"{len(problems)} problem(s)"
         )
         sys.exit(int(ExitStatus.ACTION_NEEDED if problems else ExitStatus.OK))
     from nightowl.postmortem import render_bundle

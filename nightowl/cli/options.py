@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import click
 
@@ -38,22 +39,42 @@ def ssh_options(command: Callable[..., Any]) -> Callable[..., Any]:
     @functools.wraps(command)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         kwargs["ssh"] = SSHArgs(
-            kwargs.pop("known_hosts"), kwargs.pop("ssh_config"), kwargs.pop("accept_new"),
-            tuple(kwargs.pop("identities")), kwargs.pop("connect_timeout"),
+            kwargs.pop("known_hosts"),
+            kwargs.pop("ssh_config"),
+            kwargs.pop("accept_new"),
+            tuple(kwargs.pop("identities")),
+            kwargs.pop("connect_timeout"),
         )
         return command(*args, **kwargs)
 
     decorators = [
-        click.option("--known-hosts", type=click.Path(dir_okay=False, path_type=Path),
-                      help="known_hosts to check host keys against (default ~/.ssh/known_hosts)"),
-        click.option("--ssh-config", type=click.Path(dir_okay=False, path_type=Path),
-                     help="ssh_config that resolves host names (default ~/.ssh/config)"),
-        click.option("--accept-new", is_flag=True,
-                     help="accept and record unknown host keys (a changed key is always refused)"),
-        click.option("--identity", "identities", multiple=True, type=click.Path(dir_okay=False, path_type=Path),
-                     help="private key file (as ssh -i); agent and ~/.ssh keys are tried too"),
-        click.option("--connect-timeout", type=float, default=10.0, show_default=True,
-                     help="seconds for TCP connect, SSH banner and authentication each"),
+        click.option(
+            "--known-hosts",
+            type=click.Path(dir_okay=False, path_type=Path),
+            help="known_hosts to check host keys against (default ~/.ssh/known_hosts)",
+        ),
+        click.option(
+            "--ssh-config",
+            type=click.Path(dir_okay=False, path_type=Path),
+            help="ssh_config that resolves host names (default ~/.ssh/config)",
+        ),
+        click.option(
+            "--accept-new", is_flag=True, help="accept and record unknown host keys (a changed key is always refused)"
+        ),
+        click.option(
+            "--identity",
+            "identities",
+            multiple=True,
+            type=click.Path(dir_okay=False, path_type=Path),
+            help="private key file (as ssh -i); agent and ~/.ssh keys are tried too",
+        ),
+        click.option(
+            "--connect-timeout",
+            type=float,
+            default=10.0,
+            show_default=True,
+            help="seconds for TCP connect, SSH banner and authentication each",
+        ),
     ]
     for decorate in reversed(decorators):
         wrapper = decorate(wrapper)
@@ -62,7 +83,12 @@ def ssh_options(command: Callable[..., Any]) -> Callable[..., Any]:
 
 def limit_options(command: Callable[..., Any]) -> Callable[..., Any]:
     """--command-timeout and --host-timeout: a run never waits longer than the user allows."""
-    command = click.option("--command-timeout", type=float, default=None,
-                           help="cap on every command's own deadline, seconds")(command)
-    return click.option("--host-timeout", type=float, default=None,
-                        help="deadline for one host's whole run, seconds; later collectors are skipped")(command)
+    command = click.option(
+        "--command-timeout", type=float, default=None, help="cap on every command's own deadline, seconds"
+    )(command)
+    return click.option(
+        "--host-timeout",
+        type=float,
+        default=None,
+        help="deadline for one host's whole run, seconds; later collectors are skipped",
+    )(command)

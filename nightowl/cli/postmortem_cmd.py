@@ -19,13 +19,21 @@ from nightowl.cli.exit import ExitStatus
     help="a template name (looked up in $NIGHTOWL_TEMPLATES, ~/.config/nightowl/templates, then the "
     "built-in templates/) or a path to a Jinja2 file",
 )
-@click.option("--format", "fmt", type=click.Choice(["md", "html"]), default="md", show_default=True,
-              help="md: Markdown with a Mermaid graph; html: one self-contained page, graph drawn as SVG")
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["md", "html"]),
+    default="md",
+    show_default=True,
+    help="md: Markdown with a Mermaid graph; html: one self-contained page, graph drawn as SVG",
+)
 @click.option("--verify", is_flag=True, help="re-hash the bundle against its manifest; exit 1 on any change")
-@click.option("--redact", is_flag=True,
-              help="replace host names, IP addresses, serial numbers and GPU UUIDs by consistent placeholders")
-def postmortem(bundle: Path, output: Path | None, template: str | None, fmt: str, verify: bool,
-               redact: bool) -> None:
+@click.option(
+    "--redact",
+    is_flag=True,
+    help="replace host names, IP addresses, serial numbers and GPU UUIDs by consistent placeholders",
+)
+def postmortem(bundle: Path, output: Path | None, template: str | None, fmt: str, verify: bool, redact: bool) -> None:
     """Render the postmortem draft of BUNDLE (summary, impact, detection, timeline, decision path,
     root-cause candidates, actions, evidence with sha256, open questions).
 
@@ -38,8 +46,9 @@ def postmortem(bundle: Path, output: Path | None, template: str | None, fmt: str
         problems = verify_bundle(bundle)
         for problem in problems:
             click.echo(problem)
-        click.echo("bundle verified: every file matches its manifest hash" if not problems
-                   else f"{len(problems)} problem(s)")
+        click.echo(
+            "bundle verified: every file matches its manifest hash" if not problems else f"{len(problems)} problem(s)"
+        )
         sys.exit(int(ExitStatus.ACTION_NEEDED if problems else ExitStatus.OK))
     from jinja2 import TemplateError
 

@@ -13,9 +13,7 @@ def text_report(summary: dict[str, Any]) -> str:
     for host in summary["hosts"]:
         verdict = host.get("verdict")
         if not verdict:
-            lines.append(
-                f"\n{host['host']}: NO VERDICT ({host['status']}) {host.get('error') or ''}".rstrip()
-            )
+            lines.append(f"\n{host['host']}: NO VERDICT ({host['status']}) {host.get('error') or ''}".rstrip())
             lines.append(f"  path: {' -> '.join(host['path']) or '(none)'}")
             continue
         mark = _SEVERITY_MARK.get(verdict["severity"], verdict["severity"].upper())

@@ -15,8 +15,11 @@ FORMATS = click.Choice(["table", "text", "json", "prometheus"])
 
 
 @click.command(epilog=EXIT_HELP)
-@click.option("--inventory", type=click.Path(exists=True, dir_okay=False, path_type=Path),
-              help="YAML host list, or an Ansible INI/YAML inventory as it is")
+@click.option(
+    "--inventory",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="YAML host list, or an Ansible INI/YAML inventory as it is",
+)
 @click.option("--local", "local_only", is_flag=True, help="run on this node only (as `nightowl check`)")
 @click.option("--runbook", default="node-health", show_default=True)
 @click.option("--limit", help="hosts by name glob, label=value, group=NAME; commas for or, ! to exclude")
@@ -24,16 +27,37 @@ FORMATS = click.Choice(["table", "text", "json", "prometheus"])
 @click.option("--param", "params", multiple=True, metavar="KEY=VALUE", help="runbook parameter")
 @click.option("--since", help='kernel-log evidence only since then (journalctl --since: "-2h", "2024-06-01")')
 @click.option("--format", "fmt", type=FORMATS, default="table", show_default=True)
-@click.option("--textfile", type=click.Path(dir_okay=False, path_type=Path),
-              help="also write the Prometheus textfile here (node-exporter textfile collector)")
+@click.option(
+    "--textfile",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="also write the Prometheus textfile here (node-exporter textfile collector)",
+)
 @click.option("--allow-invasive", is_flag=True, help="also run collectors that load GPUs or the network")
 @ssh_options
 @limit_options
-@click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path), default=None,
-              help="where the sweep bundle goes")
-def sweep(inventory: Path | None, local_only: bool, runbook: str, limit: str | None, forks: int,
-          params: tuple[str, ...], since: str | None, fmt: str, textfile: Path | None, allow_invasive: bool,
-          ssh: SSHArgs, command_timeout: float | None, host_timeout: float | None, out_dir: Path | None) -> None:
+@click.option(
+    "--out",
+    "out_dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    help="where the sweep bundle goes",
+)
+def sweep(
+    inventory: Path | None,
+    local_only: bool,
+    runbook: str,
+    limit: str | None,
+    forks: int,
+    params: tuple[str, ...],
+    since: str | None,
+    fmt: str,
+    textfile: Path | None,
+    allow_invasive: bool,
+    ssh: SSHArgs,
+    command_timeout: float | None,
+    host_timeout: float | None,
+    out_dir: Path | None,
+) -> None:
     """Run a runbook on every host of an inventory, concurrently, into one bundle.
 
     Prints one row per host (verdict, action, GPUs, duration) with the hosts that share a
@@ -98,8 +122,16 @@ def _opener(host: Any, options: Any) -> Any:
     return open_host
 
 
-def _run(loaded: Any, transports: dict[str, Any], params: dict[str, Any], out_dir: Path, allow_invasive: bool,
-         forks: int, fmt: str, limits: dict[str, float | None]) -> dict[str, Any]:
+def _run(
+    loaded: Any,
+    transports: dict[str, Any],
+    params: dict[str, Any],
+    out_dir: Path,
+    allow_invasive: bool,
+    forks: int,
+    fmt: str,
+    limits: dict[str, float | None],
+) -> dict[str, Any]:
     from nightowl.cli.render import json_report, text_report
     from nightowl.cli.render_fleet import fleet_table, prometheus_textfile
     from nightowl.collectors import get_collector
@@ -112,8 +144,9 @@ def _run(loaded: Any, transports: dict[str, Any], params: dict[str, Any], out_di
     progress, advance = _progress(len(transports), fmt)
     try:
         with progress:
-            runs, bundle = run_runbook(loaded, transports, get_collector, options, out_dir, forks=forks,
-                                       on_host_done=advance)
+            runs, bundle = run_runbook(
+                loaded, transports, get_collector, options, out_dir, forks=forks, on_host_done=advance
+            )
     except Interrupted as exc:
         click.echo(f"nightowl: interrupted; partial bundle saved at {exc.bundle}", err=True)
         sys.exit(int(ExitStatus.INTERRUPTED))
@@ -151,8 +184,9 @@ def _progress(total: int, fmt: str) -> tuple[Any, Any]:
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
 
-    progress = Progress("sweep", BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                        console=Console(stderr=True), transient=True)
+    progress = Progress(
+        "sweep", BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), console=Console(stderr=True), transient=True
+    )
     task = progress.add_task("hosts", total=total)
     return progress, (lambda _run: progress.advance(task))
 
@@ -162,16 +196,44 @@ def _progress(total: int, fmt: str) -> tuple[Any, Any]:
 @click.option("--param", "params", multiple=True, metavar="KEY=VALUE", help="runbook parameter")
 @click.option("--since", help="kernel-log evidence only since then (journalctl --since)")
 @click.option("--format", "fmt", type=FORMATS, default="table", show_default=True)
-@click.option("--textfile", type=click.Path(dir_okay=False, path_type=Path),
-              help="also write the Prometheus textfile here (node-exporter textfile collector)")
+@click.option(
+    "--textfile",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="also write the Prometheus textfile here (node-exporter textfile collector)",
+)
 @limit_options
 @click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path), default=None)
 @click.pass_context
-def check(ctx: click.Context, runbook: str, params: tuple[str, ...], since: str | None, fmt: str,
-          textfile: Path | None, command_timeout: float | None, host_timeout: float | None,
-          out_dir: Path | None) -> None:
+def check(
+    ctx: click.Context,
+    runbook: str,
+    params: tuple[str, ...],
+    since: str | None,
+    fmt: str,
+    textfile: Path | None,
+    command_timeout: float | None,
+    host_timeout: float | None,
+    out_dir: Path | None,
+) -> None:
     """Check this node only (`sweep --local`): for a DaemonSet, a cron job or Slurm's HealthCheckProgram."""
-    ctx.invoke(sweep, inventory=None, local_only=True, runbook=runbook, limit=None, forks=1, params=params,
-               since=since, fmt=fmt, textfile=textfile, allow_invasive=False, known_hosts=None,
-               ssh_config=None, accept_new=False, identities=(), connect_timeout=10.0,
-               command_timeout=command_timeout, host_timeout=host_timeout, out_dir=out_dir)
+    ctx.invoke(
+        sweep,
+        inventory=None,
+        local_only=True,
+        runbook=runbook,
+        limit=None,
+        forks=1,
+        params=params,
+        since=since,
+        fmt=fmt,
+        textfile=textfile,
+        allow_invasive=False,
+        known_hosts=None,
+        ssh_config=None,
+        accept_new=False,
+        identities=(),
+        connect_timeout=10.0,
+        command_timeout=command_timeout,
+        host_timeout=host_timeout,
+        out_dir=out_dir,
+    )

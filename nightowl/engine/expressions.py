@@ -9,7 +9,9 @@ from jinja2 import StrictUndefined, TemplateSyntaxError, meta, nodes
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
 # Names every expression may read besides collector namespaces.
-BUILTIN_NAMES = frozenset({"status", "params", "host", "hosts", "unreachable_hosts", "true", "false", "none", "True", "False", "None"})
+BUILTIN_NAMES = frozenset(
+    {"status", "params", "host", "hosts", "unreachable_hosts", "true", "false", "none", "True", "False", "None"}
+)
 
 # Node types whose value is a bool by construction; anything else could yield a list or a string.
 _BOOLEAN_ROOTS = (nodes.Compare, nodes.Not, nodes.Test)
@@ -35,9 +37,7 @@ def check_condition(source: str) -> set[str]:
         raise ExpressionError(f"syntax error: {exc.message}") from exc
     root = _expression_root(tree)
     if not _is_boolean(root):
-        raise ExpressionError(
-            "condition does not yield a bool: compare it (e.g. `| length > 0`, `== 'ok'`, `in`)"
-        )
+        raise ExpressionError("condition does not yield a bool: compare it (e.g. `| length > 0`, `== 'ok'`, `in`)")
     return set(meta.find_undeclared_variables(tree))
 
 

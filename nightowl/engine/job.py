@@ -8,9 +8,11 @@ it names the host to act on, and every member's entry carries it.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Callable
+from typing import Any
 
+from nightowl.engine.model import split_entry
 from nightowl.engine.runner import (
     CollectorLike,
     CollectorRun,
@@ -22,7 +24,6 @@ from nightowl.engine.runner import (
     parse_output,
     worst_status,
 )
-from nightowl.engine.model import split_entry
 from nightowl.engine.validate import LoadedRunbook
 from nightowl.transports.base import Transport, TransportError
 

@@ -125,8 +125,9 @@ class HostRunner:
     # -- collecting -----------------------------------------------------------------
     def _collect_one(self, entry: str) -> CollectorRun:
         kind, namespace = split_entry(entry)
-        run = collect_on(self.transport, self.lookup(kind), self.recorder, self.options, self.single_attempt,
-                         deadline=self.deadline)
+        run = collect_on(
+            self.transport, self.lookup(kind), self.recorder, self.options, self.single_attempt, deadline=self.deadline
+        )
         run.namespace = namespace
         return run
 
@@ -203,9 +204,7 @@ class HostRunner:
     def _evidence(self, declared: list[str], ctx: dict[str, Any]) -> list[dict[str, Any]]:
         items = []
         for path in declared:
-            items.append(
-                {"fact": path, "value": _trim(resolve_path(path, ctx)), "source": self._source(path)}
-            )
+            items.append({"fact": path, "value": _trim(resolve_path(path, ctx)), "source": self._source(path)})
         for visit in self.run.visits:
             for cond in visit.conditions:
                 if cond.get("value"):
@@ -323,8 +322,10 @@ def collect_on(
         return run
     resolved = [argv for t in collector.commands if (argv := resolve_argv(t, options.params)) is not None]
     if not resolved:
-        run.status, run.reason = "skipped", "needs runbook parameter(s): " + ", ".join(
-            sorted({n for t in collector.commands for n in placeholders(t)})
+        run.status, run.reason = (
+            "skipped",
+            "needs runbook parameter(s): "
+            + ", ".join(sorted({n for t in collector.commands for n in placeholders(t)})),
         )
         return run
     commands = resolved[:1] if single_attempt else resolved

@@ -102,9 +102,7 @@ def _graph_pass(loaded: LoadedRunbook) -> list[Issue]:
     for node_id, node in rb.nodes.items():
         graph.add_node(node_id, kind=node.kind)
     if rb.entry not in rb.nodes:
-        issues.append(
-            Issue(name, line_of(loaded.lines, ("entry",)), None, f"entry {rb.entry!r} is not a node")
-        )
+        issues.append(Issue(name, line_of(loaded.lines, ("entry",)), None, f"entry {rb.entry!r} is not a node"))
     for node_id, node in rb.nodes.items():
         for target in node.targets():
             if target not in rb.nodes:
@@ -127,9 +125,7 @@ def _graph_pass(loaded: LoadedRunbook) -> list[Issue]:
     reachable = nx.descendants(graph, rb.entry) | {rb.entry}
     for node_id in rb.nodes:
         if node_id not in reachable:
-            issues.append(
-                Issue(name, loaded.node_line(node_id), node_id, "node is unreachable from the entry")
-            )
+            issues.append(Issue(name, loaded.node_line(node_id), node_id, "node is unreachable from the entry"))
     for node_id, node in rb.nodes.items():
         if node.kind != "verdict" and graph.out_degree(node_id) == 0:
             issues.append(Issue(name, loaded.node_line(node_id), node_id, "path ends here without a verdict"))

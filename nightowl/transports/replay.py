@@ -54,9 +54,7 @@ class ReplayTransport:
             )
         out, err = self._read(stem, "out") or "", self._read(stem, "err") or ""
         if self._read(stem, "timeout") is not None:
-            return CommandResult(
-                tuple(argv), None, out, err, started, timeout, timed_out=True, error="timed out"
-            )
+            return CommandResult(tuple(argv), None, out, err, started, timeout, timed_out=True, error="timed out")
         rc_text = (self._read(stem, "rc") or "0").strip()
         rc = int(rc_text) if rc_text.lstrip("-").isdigit() else 0
         return CommandResult(tuple(argv), rc, out, err, started, 0.0)

@@ -19,10 +19,10 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import math
 import os
 import re
 import select
-import math
 import shlex
 import socket
 import threading
@@ -159,13 +159,9 @@ class KnownHosts:
             with os.fdopen(fd, "r+b") as handle:
                 fcntl.flock(handle, fcntl.LOCK_EX)
                 handle.seek(0)
-                current = [
-                    _parse_known_line(raw) for raw in handle.read().decode(errors="replace").splitlines()
-                ]
+                current = [_parse_known_line(raw) for raw in handle.read().decode(errors="replace").splitlines()]
                 blob = _b64decode(key_base64)
-                if any(
-                    e and e.key_type == key_type and e.blob == blob and e.matches_host(name) for e in current
-                ):
+                if any(e and e.key_type == key_type and e.blob == blob and e.matches_host(name) for e in current):
                     return  # another thread or process recorded it meanwhile
                 handle.seek(0, os.SEEK_END)
                 needs_newline = handle.tell() > 0 and not _ends_with_newline(handle)
@@ -320,14 +316,10 @@ class SSHTransport:
             if _caused_by_timeout(exc):
                 step = "key exchange" if transport.remote_version else "SSH banner"
                 raise SSHConnectError("timed out", f"{where}: no {step} within {limit:g}s") from None
-            raise SSHConnectError(
-                "ssh error", f"{where}: handshake failed: {exc or type(exc).__name__}"
-            ) from None
+            raise SSHConnectError("ssh error", f"{where}: handshake failed: {exc or type(exc).__name__}") from None
         except (EOFError, OSError) as exc:
             transport.close()
-            raise SSHConnectError(
-                "ssh error", f"{where}: connection closed during handshake ({exc!r})"
-            ) from None
+            raise SSHConnectError("ssh error", f"{where}: connection closed during handshake ({exc!r})") from None
         return transport
 
     def _known_hosts(self) -> KnownHosts:
@@ -383,9 +375,7 @@ class SSHTransport:
                 return
         detail = f"tried {', '.join(tried)}" if tried else "no usable key (no identity file, agent empty)"
         extra = f"; {'; '.join(notes)}" if notes else ""
-        raise SSHConnectError(
-            "auth failed", f"{where}: server refused publickey for {user!r}: {detail}{extra}"
-        )
+        raise SSHConnectError("auth failed", f"{where}: server refused publickey for {user!r}: {detail}{extra}")
 
     def _identities(self) -> tuple[list[tuple[str, Any]], list[str]]:
         """Keys to offer, in order: the host's identity, configured ones, agent, defaults."""
@@ -430,9 +420,7 @@ class SSHTransport:
         extra = {"remote_command": command}
 
         def fail(error: str, timed_out: bool = False) -> CommandResult:
-            return CommandResult(
-                argv, None, "", "", started, time.monotonic() - clock, timed_out, error, extra=extra
-            )
+            return CommandResult(argv, None, "", "", started, time.monotonic() - clock, timed_out, error, extra=extra)
 
         if not argv:
             return fail("empty argv")

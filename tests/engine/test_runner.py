@@ -206,9 +206,14 @@ def test_resolve_argv_fills_whole_elements_and_refuses_options() -> None:
     from nightowl.engine.runner import resolve_argv
 
     assert resolve_argv(("cat", "--", "{path}"), {"path": "/var/log/a b; rm -rf /"}) == (
-        "cat", "--", "/var/log/a b; rm -rf /")
+        "cat",
+        "--",
+        "/var/log/a b; rm -rf /",
+    )
     assert resolve_argv(("journalctl", "--since={since}"), {"since": "2024-01-01"}) == (
-        "journalctl", "--since=2024-01-01")
+        "journalctl",
+        "--since=2024-01-01",
+    )
     assert resolve_argv(("cat", "{path}"), {"path": None}) is None
     assert resolve_argv(("cat", "{path}"), {}) is None
     assert resolve_argv(("nvidia-smi", "{flag}"), {"flag": "-r"}) is None
@@ -218,21 +223,33 @@ def test_resolve_argv_fills_whole_elements_and_refuses_options() -> None:
 def test_collector_with_unset_parameter_is_skipped(tmp_path: Path) -> None:
     text = RUNBOOK.replace("collect: [three-lines, hangs, missing, crashes-parser, loads-gpu]", "collect: [file]")
     text = text.replace("status.hangs == 'timed_out' and three_lines.lines == params.want", "status.file == 'skipped'")
-    text = text.replace('three_lines.nonexistent == 1', "params.want == 0")
-    text = text.replace("summary: \"the tool hung; {{ three_lines.lines }} lines; fallback said {{ missing.lines }} line\"",
-                        "summary: skipped")
+    text = text.replace("three_lines.nonexistent == 1", "params.want == 0")
+    text = text.replace(
+        'summary: "the tool hung; {{ three_lines.lines }} lines; fallback said {{ missing.lines }} line"',
+        "summary: skipped",
+    )
     text = text.replace("evidence: [three_lines.lines, status.hangs]", "evidence: [status.file]")
     collectors = {"file": LineCounter("file", (("cat", "--", "{path}"),))}
     path = tmp_path / "p.yaml"
     path.write_text(textwrap.dedent(text))
     loaded = load_runbook(path, known_collectors=collectors)
-    runs, _ = run_runbook(loaded, {"box": lambda: LocalTransport("box")}, collectors.__getitem__,
-                          RunOptions(params={"want": 3}), tmp_path / "out")
+    runs, _ = run_runbook(
+        loaded,
+        {"box": lambda: LocalTransport("box")},
+        collectors.__getitem__,
+        RunOptions(params={"want": 3}),
+        tmp_path / "out",
+    )
     assert runs[0].collections["file"].status == "skipped" and "path" in runs[0].collections["file"].reason
     target = tmp_path / "x.log"
     target.write_text("1\n2\n")
-    runs, _ = run_runbook(loaded, {"box": lambda: LocalTransport("box")}, collectors.__getitem__,
-                          RunOptions(params={"want": 3, "path": str(target)}), tmp_path / "out")
+    runs, _ = run_runbook(
+        loaded,
+        {"box": lambda: LocalTransport("box")},
+        collectors.__getitem__,
+        RunOptions(params={"want": 3, "path": str(target)}),
+        tmp_path / "out",
+    )
     assert runs[0].collections["file"].facts["lines"] == 2
 
 
@@ -245,8 +262,10 @@ def test_a_collector_taken_twice_numbers_its_files_and_replays(tmp_path: Path) -
             return {"kind": self.kind, "warnings": [], "value": int(text.strip())}
 
     script = tmp_path / "tick.py"
-    script.write_text(f"import pathlib; p=pathlib.Path({str(tmp_path / 'n')!r}); "
-                      "n=int(p.read_text()) if p.exists() else 0; p.write_text(str(n+1)); print(n+1)")
+    script.write_text(
+        f"import pathlib; p=pathlib.Path({str(tmp_path / 'n')!r}); "
+        "n=int(p.read_text()) if p.exists() else 0; p.write_text(str(n+1)); print(n+1)"
+    )
     collectors = {"tick": Ticker("tick", ((PY, str(script)),))}
     text = """\
     id: twice
@@ -276,13 +295,23 @@ def test_a_collector_taken_twice_numbers_its_files_and_replays(tmp_path: Path) -
     path.write_text(textwrap.dedent(text))
     loaded = load_runbook(path, known_collectors=collectors)
     del counter
-    runs, bundle = run_runbook(loaded, {"box": lambda: LocalTransport("box")}, collectors.__getitem__,
-                               RunOptions(params={"window": 0.2}), tmp_path / "out")
+    runs, bundle = run_runbook(
+        loaded,
+        {"box": lambda: LocalTransport("box")},
+        collectors.__getitem__,
+        RunOptions(params={"window": 0.2}),
+        tmp_path / "out",
+    )
     assert runs[0].verdict["summary"] == "1 -> 2"
     assert runs[0].visits[1].duration >= 0.2  # waited for the window
     host = bundle / "hosts" / "box"
     assert (host / "tick.1.out").read_text() == "1\n" and (host / "tick.2.out").read_text() == "2\n"
     assert not (host / "tick.out").exists()
-    replayed, _ = run_runbook(loaded, {"box": lambda: ReplayTransport(host)}, collectors.__getitem__,
-                              RunOptions(params={"window": 0.2}), tmp_path / "out2")
+    replayed, _ = run_runbook(
+        loaded,
+        {"box": lambda: ReplayTransport(host)},
+        collectors.__getitem__,
+        RunOptions(params={"window": 0.2}),
+        tmp_path / "out2",
+    )
     assert replayed[0].verdict["summary"] == "1 -> 2"

@@ -83,9 +83,7 @@ def test_unreachable_node(tmp_path: Path) -> None:
 
 
 def test_non_boolean_condition(tmp_path: Path) -> None:
-    issues = issues_of(
-        tmp_path, GOOD.replace('"kernel_log.xid_codes | length > 0"', '"kernel_log.xid_codes"')
-    )
+    issues = issues_of(tmp_path, GOOD.replace('"kernel_log.xid_codes | length > 0"', '"kernel_log.xid_codes"'))
     assert [(i.line, i.node) for i in issues] == [(10, "check")]
     assert "bool" in issues[0].message
 
@@ -96,9 +94,7 @@ def test_template_braces_rejected(tmp_path: Path) -> None:
 
 
 def test_fact_read_before_collected(tmp_path: Path) -> None:
-    issues = issues_of(
-        tmp_path, GOOD.replace("kernel_log.xid_codes | length > 0", "nvidia_smi.gpu_count > 0")
-    )
+    issues = issues_of(tmp_path, GOOD.replace("kernel_log.xid_codes | length > 0", "nvidia_smi.gpu_count > 0"))
     assert [(i.line, i.node) for i in issues] == [(10, "check")]
     assert "nvidia_smi" in issues[0].message and "not every path" in issues[0].message
 

@@ -251,19 +251,13 @@ class Fleet:
                     stderr=log_file,
                     start_new_session=True,
                 )
-            if (
-                _wait_listening(process, [(ip, port) for ip in ips])
-                and b"Bind to port" not in log.read_bytes()
-            ):
+            if _wait_listening(process, [(ip, port) for ip in ips]) and b"Bind to port" not in log.read_bytes():
                 self._sshd.append(process)
                 for name in names:
                     self.addresses[name] = (self._ips[name], port)
                 return
             _stop_process_tree(process)
-            if (
-                process.returncode not in (None, 0, -signal.SIGTERM)
-                and b"Bind to port" not in log.read_bytes()
-            ):
+            if process.returncode not in (None, 0, -signal.SIGTERM) and b"Bind to port" not in log.read_bytes():
                 raise RuntimeError(f"sshd failed to start:\n{log.read_text(errors='replace')}")
         raise RuntimeError(f"sshd could not bind a free port on {ips}")
 
@@ -330,8 +324,7 @@ def _standin_script(hosts_dir: Path) -> str:
                 f'for a in "$@"; do case "$a" in {arg_glob}) kind={kind}; break 2 ;; esac; done'
             )
     body = "\n".join(
-        f"  {command})\n    " + "\n    ".join(steps[:-1] + [steps[-1] + " ;;"])
-        for command, steps in cases.items()
+        f"  {command})\n    " + "\n    ".join(steps[:-1] + [steps[-1] + " ;;"]) for command, steps in cases.items()
     )
     return f"""#!/bin/sh
 # Stand-in written by tests/ssh/fleet.py: serves this host's recorded output for one kind.
@@ -391,9 +384,7 @@ class _SilentListener:
         self._stopped = threading.Event()
         if blackhole:
             self.conns.append(socket.create_connection((ip, self.port), timeout=2))
-        self._thread = threading.Thread(
-            target=self._serve, args=(blackhole,), name=f"silent-{ip}", daemon=True
-        )
+        self._thread = threading.Thread(target=self._serve, args=(blackhole,), name=f"silent-{ip}", daemon=True)
         self._thread.start()
 
     def _serve(self, blackhole: bool) -> None:

@@ -126,9 +126,7 @@ def test_jump_host_failures_keep_their_reason(fleet: Fleet) -> None:
         ("rejected-key", "auth failed", 2.0),
     ],
 )
-def test_fault_host_gives_its_reason_within_its_deadline(
-    fleet: Fleet, name: str, reason: str, deadline: float
-) -> None:
+def test_fault_host_gives_its_reason_within_its_deadline(fleet: Fleet, name: str, reason: str, deadline: float) -> None:
     error, took = connect_error(fleet, name, banner_timeout=1.5, connect_timeout=1.0)
     assert error.reason == reason
     assert str(error).startswith(f"{reason}: ")
@@ -136,9 +134,7 @@ def test_fault_host_gives_its_reason_within_its_deadline(
 
 
 def test_unknown_dns_name_is_reported_as_dns(fleet: Fleet) -> None:
-    transport = SSHTransport(
-        parse_host_spec("ssh://root@no-such-host.invalid:22", fleet.ssh_config), fleet.options()
-    )
+    transport = SSHTransport(parse_host_spec("ssh://root@no-such-host.invalid:22", fleet.ssh_config), fleet.options())
     with pytest.raises(SSHConnectError, match="^dns: "):
         transport.connect()
 
@@ -243,11 +239,7 @@ def test_sudo_wraps_the_quoted_command(fleet: Fleet) -> None:
 
 def _known_hosts_copy(fleet: Fleet, tmp_path: Path, keep: str | None = None) -> Path:
     ip, port = fleet.addresses[keep] if keep else ("", 0)
-    lines = [
-        line
-        for line in fleet.known_hosts.read_text().splitlines()
-        if keep and line.startswith(f"[{ip}]:{port} ")
-    ]
+    lines = [line for line in fleet.known_hosts.read_text().splitlines() if keep and line.startswith(f"[{ip}]:{port} ")]
     path = tmp_path / "known_hosts"
     path.write_text("".join(f"{line}\n" for line in lines))
     return path
@@ -306,9 +298,7 @@ def test_stopping_a_fleet_leaves_no_process_behind(tmp_path: Path) -> None:
         root = str(small.root)
     deadline = time.monotonic() + 3
     while time.monotonic() < deadline:
-        left = [
-            p for p in psutil.process_iter(["cmdline"]) if any(root in a for a in p.info["cmdline"] or ())
-        ]
+        left = [p for p in psutil.process_iter(["cmdline"]) if any(root in a for a in p.info["cmdline"] or ())]
         if not left:
             break
         time.sleep(0.1)

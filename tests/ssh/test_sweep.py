@@ -16,10 +16,26 @@ RECORDED = {"healthy": "healthy", "xid79": "gpu-fell-off-bus", "nvsmi-hung": "nv
 
 def sweep(fleet: Fleet, tmp_path: Path, names: list[str], *extra: str) -> tuple[int, str]:
     inventory = fleet.write_inventory(tmp_path / "hosts.yaml", names)
-    args = ["sweep", "--inventory", str(inventory), "--known-hosts", str(fleet.known_hosts),
-            "--ssh-config", str(fleet.ssh_config), "--identity", str(fleet.client_key),
-            "--connect-timeout", "2", "--command-timeout", "3", "--host-timeout", "8",
-            "--out", str(tmp_path / "bundles"), *extra]
+    args = [
+        "sweep",
+        "--inventory",
+        str(inventory),
+        "--known-hosts",
+        str(fleet.known_hosts),
+        "--ssh-config",
+        str(fleet.ssh_config),
+        "--identity",
+        str(fleet.client_key),
+        "--connect-timeout",
+        "2",
+        "--command-timeout",
+        "3",
+        "--host-timeout",
+        "8",
+        "--out",
+        str(tmp_path / "bundles"),
+        *extra,
+    ]
     result = CliRunner().invoke(main, args, catch_exceptions=False)
     return result.exit_code, result.output
 
@@ -36,8 +52,13 @@ def test_sweep_reaches_each_recorded_verdict_and_reports_each_fault(fleet: Fleet
     for name, verdict in RECORDED.items():
         assert hosts[name]["status"] == "ok", (name, hosts[name]["error"])
         assert hosts[name]["verdict"]["id"] == verdict
-    reasons = {"refused": "refused", "silent": "timed out", "wrong-host-key": "host key mismatch",
-               "rejected-key": "auth failed", "recorded-unreachable": "refused"}
+    reasons = {
+        "refused": "refused",
+        "silent": "timed out",
+        "wrong-host-key": "host key mismatch",
+        "rejected-key": "auth failed",
+        "recorded-unreachable": "refused",
+    }
     for name, reason in reasons.items():
         assert hosts[name]["status"] == "unreachable", hosts[name]
         assert hosts[name]["error"].startswith(reason), hosts[name]["error"]
@@ -78,9 +99,21 @@ def test_sweep_strict_host_keys_refuse_unknown_hosts(fleet: Fleet, tmp_path: Pat
     empty = tmp_path / "known_hosts"
     empty.write_text("")
     inventory = fleet.write_inventory(tmp_path / "hosts.yaml", ["gpu-08"])
-    base = ["sweep", "--inventory", str(inventory), "--known-hosts", str(empty), "--ssh-config",
-            str(fleet.ssh_config), "--identity", str(fleet.client_key), "--format", "json",
-            "--out", str(tmp_path / "b")]
+    base = [
+        "sweep",
+        "--inventory",
+        str(inventory),
+        "--known-hosts",
+        str(empty),
+        "--ssh-config",
+        str(fleet.ssh_config),
+        "--identity",
+        str(fleet.client_key),
+        "--format",
+        "json",
+        "--out",
+        str(tmp_path / "b"),
+    ]
     strict = json.loads(CliRunner().invoke(main, base).output)
     assert strict["hosts"][0]["status"] == "unreachable"
     assert strict["hosts"][0]["error"].startswith("unknown host key")

@@ -1,0 +1,135 @@
+"""`nightowl bundles`: the bundles in the output folder, newest first; `--prune AGE` deletes old ones."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import click
+
+from nightowl.cli.exit import ExitStatus
+
+_AGE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhdw])\s*$")
+_UNIT_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
+DEFAULT_OUT = Path(os.environ.get("NIGHTOWL_OUT", "~/.local/state/nightowl/bundles")).expanduser()
+
+
+def parse_age(text: str) -> float:
+    """``90m``, ``12h``, ``30d``, ``2w`` -> seconds."""
+    match = _AGE.match(text)
+    if match is None:
+        raise ValueError(f"age {text!r}: expected a number and a unit s, m, h, d or w (e.g. 30d)")
+    return float(match.group(1)) * _UNIT_SECONDS[match.group(2)]
+
+
+def _read(path: Path) -> Any:
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def bundle_rows(out_dir: Path) -> list[dict[str, Any]]:
+    """One row per bundle (a folder with a manifest.json), newest first."""
+    rows: list[dict[str, Any]] = []
+    if not out_dir.is_dir():
+        return rows
+    for folder in out_dir.iterdir():
+        if folder.name.startswith(".") or folder.is_symlink() or not (folder / "manifest.json").is_file():
+            continue
+        manifest = _read(folder / "manifest.json") or {}
+        verdicts = _read(folder / "verdicts.json") or {}
+        hosts = verdicts.get("hosts") or []
+        started = manifest.get("started")
+        rows.append(
+            {
+                "run_id": folder.name,
+                "path": str(folder),
+                "started": started if isinstance(started, (int, float)) else folder.stat().st_mtime,
+                "runbook": manifest.get("runbook") or verdicts.get("runbook"),
+                "hosts": [h.get("host") for h in hosts],
+                "verdicts": [(h.get("verdict") or {}).get("id") or f"({h.get('status')})" for h in hosts],
+                "actions": sorted({(h.get("verdict") or {}).get("action") or "-" for h in hosts}),
+                "alert": (manifest.get("alert") or {}).get("name") if isinstance(manifest.get("alert"), dict) else None,
+                "partial": bool(manifest.get("partial")),
+            }
+        )
+    return sorted(rows, key=lambda r: r["started"], reverse=True)
+
+
+def prune(out_dir: Path, max_age: float, dry_run: bool, now: float | None = None) -> list[str]:
+    """Delete bundles started more than ``max_age`` seconds ago, and stale unfinished ``.*.partial`` folders."""
+    now = time.time() if now is None else now
+    doomed = [Path(r["path"]) for r in bundle_rows(out_dir) if now - r["started"] > max_age]
+    if out_dir.is_dir():
+        doomed += [
+            p
+            for p in out_dir.glob(".*.partial")
+            if p.is_dir() and not p.is_symlink() and now - p.stat().st_mtime > max_age
+        ]
+    for path in doomed:
+        if not dry_run:
+            shutil.rmtree(path)
+    return [str(p) for p in doomed]
+
+
+def _when(epoch: float) -> str:
+    return time.strftime("%Y-%m-%d %H:%M:%SZ", time.gmtime(epoch))
+
+
+@click.command()
+@click.option(
+    "--out",
+    "out_dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=DEFAULT_OUT,
+    show_default=True,
+    help="where the bundles are (env NIGHTOWL_OUT)",
+)
+@click.option("--prune", "prune_age", metavar="AGE", help="delete bundles older than AGE (e.g. 30d, 12h, 90m)")
+@click.option("--dry-run", is_flag=True, help="with --prune: list what would be deleted, delete nothing")
+@click.option("--limit", default=20, show_default=True, help="how many bundles to list (0: all)")
+@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
+def bundles(out_dir: Path, prune_age: str | None, dry_run: bool, limit: int, fmt: str) -> None:
+    """List recent bundles: time, runbook, host, verdict, first action, the alert that started it.
+
+    With --prune AGE, delete bundles (and unfinished .partial folders) older than AGE first.
+    """
+    removed: list[str] = []
+    if prune_age:
+        try:
+            removed = prune(out_dir, parse_age(prune_age), dry_run)
+        except ValueError as exc:
+            click.echo(f"nightowl: {exc}", err=True)
+            sys.exit(int(ExitStatus.USAGE))
+    rows = bundle_rows(out_dir)
+    shown = rows[:limit] if limit > 0 else rows
+    if fmt == "json":
+        click.echo(
+            json.dumps(
+                {"out": str(out_dir), "bundles": shown, "pruned": removed, "dry_run": dry_run}, indent=2, default=str
+            )
+        )
+        return
+    for path in removed:
+        click.echo(f"{'would delete' if dry_run else 'deleted'} {path}")
+    if not rows:
+        click.echo(f"no bundles in {out_dir}")
+        return
+    click.echo(f"{'started (UTC)':20}  {'runbook':12}  {'host':24}  {'verdict':28}  {'action':16}  run")
+    for row in shown:
+        click.echo(
+            f"{_when(row['started']):20}  {str(row['runbook'] or '?'):12}  "
+            f"{', '.join(map(str, row['hosts'])) or '-':24}  {', '.join(row['verdicts']) or '-':28}  "
+            f"{', '.join(row['actions']):16}  {row['run_id']}"
+            + (f"  (alert {row['alert']})" if row["alert"] else "")
+            + ("  (partial)" if row["partial"] else "")
+        )
+    if len(rows) > len(shown):
+        click.echo(f"... {len(rows) - len(shown)} older bundle(s); --limit 0 lists all")

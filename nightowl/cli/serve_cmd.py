@@ -1,0 +1,81 @@
+"""`nightowl serve`: the alert receiver. Runs until interrupted (SIGINT or SIGTERM)."""
+
+from __future__ import annotations
+
+import signal
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import click
+
+from nightowl.cli.exit import ExitStatus
+
+
+def _listen(text: str) -> tuple[str, int]:
+    host, sep, port = text.rpartition(":")
+    if not sep or not port.isdigit():
+        raise click.BadParameter(f"{text!r}: expected HOST:PORT, e.g. 127.0.0.1:9797")
+    return host or "127.0.0.1", int(port)
+
+
+@click.command()
+@click.option(
+    "--config",
+    "config_path",
+    required=True,
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="YAML rules and settings (see fixtures/alerts/serve.yaml)",
+)
+@click.option("--listen", help="HOST:PORT to listen on (default: the config's, else 127.0.0.1:9797)")
+@click.option(
+    "--out",
+    "out_dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    help="where bundles go (default: the config's `out`)",
+)
+def serve(config_path: Path, listen: str | None, out_dir: Path | None) -> None:
+    """Receive Alertmanager and PagerDuty v3 webhooks and capture evidence at once.
+
+    \b
+    POST /alertmanager   Alertmanager webhook (Authorization: Bearer TOKEN)
+    POST /pagerduty      PagerDuty v3 webhook (bearer token as a custom header,
+                         and X-PagerDuty-Signature checked against the secret)
+    GET  /healthz        liveness and queue depth, no token needed
+    GET  /               recent captures with links to their postmortem drafts
+
+    Each firing alert that a rule matches runs that rule's runbook on the host it names; the
+    bundle keeps the alert in its manifest. Duplicate deliveries run once; resolved alerts are
+    ignored unless the rule says `on_resolved: true`; beyond `workers` running and `queue`
+    waiting, alerts are recorded as not captured, with the reason (<out>/captures.jsonl).
+    """
+    from nightowl.alerts import ConfigError, load_config
+    from nightowl.serve import Receiver, make_server
+
+    try:
+        config = load_config(config_path, out_dir)
+    except ConfigError as exc:
+        click.echo(f"nightowl: {exc}", err=True)
+        sys.exit(int(ExitStatus.USAGE))
+    host, port = _listen(listen or config.listen)
+    receiver = Receiver(config, log=lambda line: click.echo(f"{time.strftime('%H:%M:%S')} {line}", err=True))
+    server = make_server(receiver, host, port)
+    receiver.start()
+
+    def stop(_signum: int, _frame: Any) -> None:
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, stop)
+    click.echo(
+        f"nightowl serve: listening on http://{host}:{server.server_address[1]}/ "
+        f"({config.workers} worker(s), queue {config.queue_size}); bundles in {config.out_dir}",
+        err=True,
+    )
+    try:
+        server.serve_forever(poll_interval=0.5)
+    except KeyboardInterrupt:
+        click.echo("nightowl serve: stopping; waiting for running captures", err=True)
+    finally:
+        server.server_close()
+        receiver.stop()
