@@ -248,11 +248,11 @@ def _secret(doc: Mapping[str, Any], key: str, where: str, default_env: str | Non
             return path.read_text().strip() or None
         except OSError as exc:
             raise ConfigError(f"{where}: {key}_file: cannot read {path}: {exc}") from None
-    env = doc.get(f"{key}_env") or default_env
-    if env and os.environ.get(str(env)):
-        return os.environ[str(env)]
-    value = doc.get(key)
-    return str(value) if value else None
+    if doc.get(f"{key}_env"):
+        return os.environ.get(str(doc[f"{key}_env"])) or None
+    if doc.get(key):
+        return str(doc[key])
+    return os.environ.get(default_env) or None if default_env else None
 
 
 def _rule(item: Any, index: int, where: str) -> Rule:
@@ -373,7 +373,7 @@ def render_host(rule: Rule, alert: Alert) -> str:
     context = {"labels": alert.labels, "annotations": alert.annotations, "alert": alert.record()}
     spec = env.from_string(rule.host).render(**context).strip()
     literal_prefix = rule.host.split("{", 1)[0]
-    if not _SAFE_SPEC.match(spec) or spec.startswith("-") or ".." in spec.split("/"):
+    if not _SAFE_SPEC.match(spec) or host_name(spec).startswith("-") or ".." in spec.split("/"):
         raise ValueError(f"rule {rule.name}: host {spec!r} is not a host spec")
     for scheme in ("replay:", "local"):
         if spec.startswith(scheme) and not literal_prefix.startswith(scheme):

@@ -175,6 +175,9 @@ class Bundle:
         return alert if isinstance(alert, dict) else None
 
     def cite(self, rel_path: str | None) -> EvidenceFile | None:
+        if rel_path and rel_path.endswith(".out") and not (self.root / rel_path).exists():
+            first = rel_path[: -len(".out")] + ".1.out"  # see _renumbered
+            rel_path = first if (self.root / first).exists() else rel_path
         return next((e for e in self.evidence if e.path == rel_path), None)
 
     def host_files(self, host: str, kind: str) -> list[dict[str, Any]]:
@@ -185,11 +188,23 @@ class Bundle:
         ]
 
 
+def _renumbered(root: Path, manifest: dict[str, Any]) -> dict[str, Any]:
+    """A collector taken twice has its first output renamed ``<kind>.1.out`` after the manifest named it
+    ``<kind>.out`` (engine/bundle.py ``_next_stem``): point such entries at the file that exists."""
+    for command in manifest.get("commands", []):
+        rel = command.get("file")
+        if isinstance(rel, str) and rel.endswith(".out") and not (root / rel).exists():
+            first = rel[: -len(".out")] + ".1.out"
+            if (root / first).exists():
+                command["file"] = first
+    return manifest
+
+
 def load(bundle: Path) -> Bundle:
     root = Path(bundle)
     data = Bundle(
         root=root,
-        manifest=_read_json(root / "manifest.json") or {"commands": []},
+        manifest=_renumbered(root, _read_json(root / "manifest.json") or {"commands": []}),
         verdicts=_read_json(root / "verdicts.json") or {"hosts": []},
         trace=_read_json(root / "trace.json") or {"hosts": []},
         runbook=_load_runbook(root / "runbook.yaml"),
@@ -242,7 +257,13 @@ def _describe_commands(manifest: dict[str, Any]) -> dict[str, str]:
     for command in manifest.get("commands", []):
         if command.get("file"):
             argv = " ".join(command.get("argv") or [])
-            result = "timed out" if command.get("timed_out") else f"exit {command.get('exit_code')}"
+            result = (
+                "timed out"
+                if command.get("timed_out")
+                else f"exit {command['exit_code']}"
+                if command.get("exit_code") is not None
+                else command.get("error") or "no exit status"
+            )
             out[command["file"]] = f"{command.get('kind')}: `{argv}` ({result}, {stamp(command.get('start'))})"
     return out
 

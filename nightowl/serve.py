@@ -17,7 +17,7 @@ import threading
 import time
 from collections import OrderedDict, deque
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from html import escape
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -245,13 +245,15 @@ class Receiver:
                 else:
                     self._remember(key, capture.received_at)
             self.recent.append(capture)
-        if capture.status != "queued":
+            # What was decided at admission: a worker may take the capture the moment the lock is released.
+            admitted = replace(capture)
+        if admitted.status != "queued":
             self._journal(capture)
         self._log(
-            f"{capture.alert.name} [{capture.alert.status}] -> {capture.status}"
-            + (f": {capture.reason}" if capture.reason else f" ({capture.runbook} on {capture.host})")
+            f"{admitted.alert.name} [{admitted.alert.status}] -> {admitted.status}"
+            + (f": {admitted.reason}" if admitted.reason else f" ({admitted.runbook} on {admitted.host})")
         )
-        return capture
+        return admitted
 
     def _remember(self, key: tuple[str, ...], when: float) -> None:
         self._seen[key] = when

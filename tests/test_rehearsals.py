@@ -34,6 +34,11 @@ NOT_IN_CORPUS = {
         "pcie-link-degraded",
         "not-enough-evidence",
     },
+    "oom": {"cudagraph-capture-oom", "gpu-occupied-at-start", "gpu-oom-unplaced", "host-oom-during-load",
+            "not-enough-evidence", "runtime-activation-oom"},
+    "p99-regression": {"admission-cap", "batch-growth", "kv-capacity", "output-length-shift", "preemption",
+                       "prefix-cache-miss", "server-overhead"},
+    "nccl-hang": {"gdr-not-used", "rail-below-baseline"},
     "node-health": {
         "no-evidence",
         "app-xids-seen",

@@ -51,12 +51,27 @@ def bench() -> None:
 @bench.command(epilog=BENCH_EXIT_HELP)
 @click.argument("baseline", type=FILE)
 @click.argument("current", type=FILE)
-@click.option("--max-throughput-drop", default=10.0, show_default=True, metavar="PCT",
-              help="block when request or output-token throughput falls by more than this")
-@click.option("--max-ttft-rise", default=20.0, show_default=True, metavar="PCT",
-              help="block when the TTFT tail rises by more than this")
-@click.option("--max-itl-rise", default=15.0, show_default=True, metavar="PCT",
-              help="block when the ITL tail rises by more than this")
+@click.option(
+    "--max-throughput-drop",
+    default=10.0,
+    show_default=True,
+    metavar="PCT",
+    help="block when request or output-token throughput falls by more than this",
+)
+@click.option(
+    "--max-ttft-rise",
+    default=20.0,
+    show_default=True,
+    metavar="PCT",
+    help="block when the TTFT tail rises by more than this",
+)
+@click.option(
+    "--max-itl-rise",
+    default=15.0,
+    show_default=True,
+    metavar="PCT",
+    help="block when the ITL tail rises by more than this",
+)
 @click.option("--ttft-percentile", default=95.0, show_default=True, help="TTFT tail to gate on")
 @click.option("--itl-percentile", default=99.0, show_default=True, help="ITL tail to gate on")
 @click.option("--max-failed", default=0, show_default=True, help="failed requests allowed in CURRENT")
@@ -64,9 +79,20 @@ def bench() -> None:
 @click.option("--metrics-before", type=FILE, help="engine /metrics scraped before the CURRENT run")
 @click.option("--metrics-after", type=FILE, help="engine /metrics scraped after the CURRENT run (preemptions)")
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
-def compare(baseline: Path, current: Path, max_throughput_drop: float, max_ttft_rise: float, max_itl_rise: float,
-            ttft_percentile: float, itl_percentile: float, max_failed: int, max_preemptions: int,
-            metrics_before: Path | None, metrics_after: Path | None, fmt: str) -> None:
+def compare(
+    baseline: Path,
+    current: Path,
+    max_throughput_drop: float,
+    max_ttft_rise: float,
+    max_itl_rise: float,
+    ttft_percentile: float,
+    itl_percentile: float,
+    max_failed: int,
+    max_preemptions: int,
+    metrics_before: Path | None,
+    metrics_after: Path | None,
+    fmt: str,
+) -> None:
     """Gate CURRENT against BASELINE (saved outputs of vllm bench serve, benchmark_serving.py, SGLang
     bench_serving, or their --save-result JSON) and print what moved.
 
@@ -89,8 +115,9 @@ def compare(baseline: Path, current: Path, max_throughput_drop: float, max_ttft_
         max_preemptions=max_preemptions,
     )
     results = {name: parse(_read(path)) for name, path in (("baseline", baseline), ("current", current))}
-    comparison = run_compare(results["baseline"], results["current"], limits,
-                             current_preemptions=_preemptions(metrics_before, metrics_after))
+    comparison = run_compare(
+        results["baseline"], results["current"], limits, current_preemptions=_preemptions(metrics_before, metrics_after)
+    )
     if fmt == "json":
         payload: dict[str, Any] = to_json(comparison)
         payload["warnings"] = {name: list(result.warnings) for name, result in results.items()}
@@ -98,7 +125,10 @@ def compare(baseline: Path, current: Path, max_throughput_drop: float, max_ttft_
     else:
         click.echo(render_table(comparison))
     if comparison.gated_rows_compared == 0:
-        click.echo("nightowl: nothing both results show could be compared "
-                   f"(baseline: {results['baseline'].tool}, current: {results['current'].tool})", err=True)
+        click.echo(
+            "nightowl: nothing both results show could be compared "
+            f"(baseline: {results['baseline'].tool}, current: {results['current'].tool})",
+            err=True,
+        )
         raise SystemExit(ExitStatus.USAGE)
     raise SystemExit(ExitStatus.ACTION_NEEDED if comparison.blocked else ExitStatus.OK)

@@ -26,19 +26,37 @@ def _gib(value: float) -> str:
 
 
 @click.command()
-@click.option("--config", "config_path", required=True, type=click.Path(exists=True, dir_okay=False, path_type=Path),
-              help="the model's config.json")
+@click.option(
+    "--config",
+    "config_path",
+    required=True,
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="the model's config.json",
+)
 @click.option("--gpu", required=True, help="GPU model, e.g. H100-SXM, H200, A100-SXM4-80GB, L40S")
 @click.option("--tp", default=1, show_default=True, help="tensor-parallel size")
 @click.option("--batch", default=1, show_default=True, help="sequences decoded together")
 @click.option("--context", default=2048, show_default=True, help="tokens already in each sequence's KV cache")
 @click.option("--dtype", default=None, help="weight dtype (bf16, fp8, int4, ...); default: from config.json")
 @click.option("--kv-dtype", default="auto", show_default=True, help="KV-cache dtype (auto = model dtype, fp8)")
-@click.option("--weights-gib", type=float, default=None,
-              help="total weight size, for models config.json cannot be counted from (MLA, custom)")
+@click.option(
+    "--weights-gib",
+    type=float,
+    default=None,
+    help="total weight size, for models config.json cannot be counted from (MLA, custom)",
+)
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
-def floor(config_path: Path, gpu: str, tp: int, batch: int, context: int, dtype: str | None, kv_dtype: str,
-          weights_gib: float | None, fmt: str) -> None:
+def floor(
+    config_path: Path,
+    gpu: str,
+    tp: int,
+    batch: int,
+    context: int,
+    dtype: str | None,
+    kv_dtype: str,
+    weights_gib: float | None,
+    fmt: str,
+) -> None:
     """Decode floor: bytes each GPU reads per decode step (its share of the weights plus the KV
     cache of the batch) over the GPU's memory bandwidth, and the tokens per second that implies.
 
@@ -50,8 +68,9 @@ def floor(config_path: Path, gpu: str, tp: int, batch: int, context: int, dtype:
 
     config = _load_config(config_path)
     try:
-        result = decode_floor(config, gpu, tp=tp, batch=batch, context=context, dtype=dtype,
-                              kv_dtype=kv_dtype, weights_gib=weights_gib)
+        result = decode_floor(
+            config, gpu, tp=tp, batch=batch, context=context, dtype=dtype, kv_dtype=kv_dtype, weights_gib=weights_gib
+        )
     except (UnsupportedModel, ValueError) as exc:
         click.echo(f"nightowl: {exc}", err=True)
         raise SystemExit(ExitStatus.USAGE) from exc
@@ -64,8 +83,7 @@ def floor(config_path: Path, gpu: str, tp: int, batch: int, context: int, dtype:
         f"group           TP={result.tp}, batch {result.batch}, context {result.context} tokens",
         f"weights / GPU   {_gib(result.weight_bytes_per_gpu)} read per step",
         f"KV cache / GPU  {_gib(result.kv_bytes_per_gpu)} read per step",
-        f"floor           {result.step_seconds * 1000:.3f} ms per decode step "
-        f"(inter-token latency cannot be lower)",
+        f"floor           {result.step_seconds * 1000:.3f} ms per decode step (inter-token latency cannot be lower)",
         f"ceiling         {result.tokens_per_second:,.1f} tokens/s for the group, "
         f"{result.per_sequence_tokens_per_second:,.1f} per sequence",
     ]

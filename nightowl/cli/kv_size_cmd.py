@@ -125,7 +125,8 @@ def _text(result: dict[str, Any]) -> str:
         lines.append(f"MLA: every one of the {kv['tp']} GPUs holds the same latent "
                      f"({kv['bytes_per_token_all_ranks']:,} B per token over the group)")
     if "per_request_gib" in result:
-        lines.append(f"one request of {result['max_model_len']:,} tokens: {result['per_request_gib']:.2f} GiB of KV per GPU")
+        lines.append(f"one request of {result['max_model_len']:,} tokens: "
+                     f"{result['per_request_gib']:.2f} GiB of KV per GPU")
     budget = result.get("budget") or {}
     if "kv_cache_gib" in budget:
         if "requested_gib" in budget:

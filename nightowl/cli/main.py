@@ -327,9 +327,11 @@ def postmortem(bundle: Path, output: Path | None, template: str | None, verify: 
         click.echo(text, nl=False)
 
 
+from nightowl.cli.kv_size_cmd import kv_size  # noqa: E402
 from nightowl.cli.runbook_cmd import runbook_group  # noqa: E402
 from nightowl.cli.sweep_cmd import check, sweep  # noqa: E402
 
 main.add_command(runbook_group)
 main.add_command(sweep)
 main.add_command(check)
+main.add_command(kv_size)

@@ -15,11 +15,15 @@ MODULES: dict[str, str] = {
     "nccl-tests-run": "nightowl.collectors.nccl_tests:RUN_COLLECTOR",
     "metrics": "nightowl.collectors.prometheus",
     "engine-log": "nightowl.collectors.engine_log",
+    "container-state": "nightowl.collectors.container",
+    "metrics-window": "nightowl.collectors.metrics_window",
     "nvidia-smi-query": "nightowl.collectors.nvidia_smi_query",
     "nvlink": "nightowl.collectors.nvlink",
     "nvlink-errors": "nightowl.collectors.nvlink:ERRORS_COLLECTOR",
     "gpu-topology": "nightowl.collectors.gpu_topology",
     "dcgmi-diag": "nightowl.collectors.dcgmi",
+    "dcgmi-diag-drained": "nightowl.collectors.dcgmi:DRAINED_COLLECTOR",
+    "known-answer": "nightowl.collectors.known_answer",
 }
 
 

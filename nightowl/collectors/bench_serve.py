@@ -69,9 +69,7 @@ ROWS: tuple[Row, ...] = (
     _row("concurrency", r"Concurrency", "SGLang: mean requests in flight; corpus pr9812"),
 )
 TEXT_FIELDS = frozenset({"backend"})
-INTEGER_FIELDS = frozenset(
-    {"successful_requests", "failed_requests", "total_input_tokens", "total_output_tokens"}
-)
+INTEGER_FIELDS = frozenset({"successful_requests", "failed_requests", "total_input_tokens", "total_output_tokens"})
 
 # "Mean TTFT (ms):", "P99 ITL (ms):", "Median E2E Latency (ms):", "Mean E2EL (ms):"
 _LATENCY = re.compile(
@@ -90,9 +88,7 @@ LEGACY_ROWS: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("latency_per_output_token_s", re.compile(r"^\s*Average latency per output token:\s*([\d.]+)\s*s\b")),
 )
 _BANNER = re.compile(r"=+\s*Serving Benchmark Result\s*=+", re.IGNORECASE)
-_JSON_LATENCY_KEY = re.compile(
-    r"^(?P<stat>mean|median|std|max|min|p\d+(?:\.\d+)?)_(?P<metric>ttft|tpot|itl|e2el)_ms$"
-)
+_JSON_LATENCY_KEY = re.compile(r"^(?P<stat>mean|median|std|max|min|p\d+(?:\.\d+)?)_(?P<metric>ttft|tpot|itl|e2el)_ms$")
 JSON_KEYS = {  # --save-result keys [M: benchmark_serving.py]
     "completed": "successful_requests",
     "failed": "failed_requests",

@@ -543,3 +543,16 @@ COLLECTOR = Collector(
     timeout=120.0,
     description="DCGM level-1 diagnostics (deployment/software checks; levels 2+ are invasive)",
 )
+
+# DCGM diagnostics on a drained GPU (decision-trees.md 4.2 item 2, 4.4 active_diag): level 3 adds the
+# GEMM "diagnostic", targeted stress/power and memory bandwidth; level 4 adds memtest. Minutes of full
+# load: invasive, and only for GPUs already drained (the silent-corruption runbook checks that).
+DRAINED_COLLECTOR = Collector(
+    kind="dcgmi-diag-drained",
+    commands=(("dcgmi", "diag", "-r", "{dcgm_level}", "--json"),),
+    parse=parse,
+    facts=facts,
+    timeout=3600.0,
+    invasive=True,
+    description="DCGM level 3/4 diagnostics (GEMM, stress, memtest): minutes of full load, drained GPUs.",
+)

@@ -1,9 +1,9 @@
 """`engine-log`: start-up and runtime log of vLLM, SGLang, TGI (or TensorRT-LLM) (CONTRACT s3).
 
 The log comes from whichever source the runbook parameters name, tried in order: a file
-(``{engine_log_file}``), a systemd unit (``{engine_unit}``), a Docker container (``{container}``,
-stderr folded in: vLLM logs to stderr), or a Kubernetes pod (``{pod}`` in ``{namespace}``), the
-previous container first since that is the one that died.
+(``{engine_log_file}``), a Docker container (``{container}``, stderr folded in: vLLM logs to
+stderr), a Kubernetes pod (``{pod}`` in ``{namespace}``, the previous container first since that
+is the one that died), then a systemd unit (``{engine_unit}``).
 
 How the OOM phase is found (decision-trees.md 1.1): start-up goes through the phases of
 ``ENGINE_PHASES`` in order and logs a marker (``MARKERS``) when one completes. A process that
@@ -620,11 +620,12 @@ COLLECTOR = Collector(
     kind=KIND,
     commands=(
         ("tail", "-n", LOG_LINES, "--", "{engine_log_file}"),
-        ("journalctl", "-u", "{engine_unit}", "--no-pager", "-n", LOG_LINES),
         # positional arguments, never pasted into the script: the shell only folds stderr in
         ("sh", "-c", 'exec docker logs --tail "$1" -- "$2" 2>&1', "docker-logs", LOG_LINES, "{container}"),
         ("kubectl", "logs", "--previous", "--tail", LOG_LINES, "-n", "{namespace}", "{pod}"),
         ("kubectl", "logs", "--tail", LOG_LINES, "-n", "{namespace}", "{pod}"),
+        # last: journalctl exits 0 with "-- No entries --" for a unit that does not exist
+        ("journalctl", "-u", "{engine_unit}", "--no-pager", "-n", LOG_LINES),
     ),
     parse=parse,
     facts=facts,

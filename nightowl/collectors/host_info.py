@@ -30,12 +30,10 @@ GIB = 2**30
 BLOCK_HEADERS: dict[str, int] = {"1b-blocks": 1, "1k-blocks": 1024, "1024-blocks": 1024, "512-blocks": 512}
 # Suffixes of df -h (powers of 1024) and df -H (powers of 1000).
 SUFFIX_EXPONENT = {"": 0, "K": 1, "M": 2, "G": 3, "T": 4, "P": 5}
-_HUMAN = re.compile(r"^(?P<number>\d+(?:[.,]\d+)?)(?P<suffix>[KMGTP]?)(?P<si>i?B?)$", re.IGNORECASE)
+_HUMAN = re.compile(r"^(?P<number>\d+(?:[.,]\d+)?)(?P<suffix>[KMGTP]?)(?P<si>i?B?)$", re.IGNORECASE | re.ASCII)
 
 # Governor names of the Linux cpufreq subsystem (Documentation/admin-guide/pm/cpufreq.rst) [M].
-KNOWN_GOVERNORS = frozenset(
-    {"performance", "powersave", "ondemand", "conservative", "schedutil", "userspace"}
-)
+KNOWN_GOVERNORS = frozenset({"performance", "powersave", "ondemand", "conservative", "schedutil", "userspace"})
 
 
 @dataclass(frozen=True)
@@ -56,7 +54,7 @@ class CpuGovernor:
 
 def _human_bytes(text: str, unit: int | None) -> int | None:
     """A df cell -> bytes: a plain count of ``unit``-byte blocks, or a size with a suffix (df -h)."""
-    if unit is not None and text.isdigit():
+    if unit is not None and text.isascii() and text.isdigit():
         return int(text) * unit
     match = _HUMAN.match(text)
     if not match:
@@ -87,9 +85,7 @@ def parse_shm(text: str) -> ShmSize:
     lines = [line for line in text.splitlines() if line.strip() and not line.lstrip().startswith("$")]
     header_index = next((i for i, line in enumerate(lines) if _columns(line)[0] is not None), None)
     if header_index is None:
-        return ShmSize(
-            warnings=("no df header line (1B-blocks / 1K-blocks / Size) found",) if text.strip() else ()
-        )
+        return ShmSize(warnings=("no df header line (1B-blocks / 1K-blocks / Size) found",) if text.strip() else ())
     size_at, avail_at, mount_at, unit = _columns(lines[header_index])
     rows = [line.split() for line in lines[header_index + 1 :]]
     rows = [row for row in rows if mount_at is None or len(row) > mount_at]

@@ -112,7 +112,8 @@ def _error_text(document: dict[str, Any]) -> str | None:
 def _documents(text: str, result: KnownAnswerResult) -> list[Any]:
     """Every JSON value in the text, one after another; anything else becomes a warning."""
     decoder = json.JSONDecoder()
-    documents, position = [], 0
+    documents: list[Any] = []
+    position = 0
     while True:
         while position < len(text) and text[position].isspace():
             position += 1
@@ -206,30 +207,4 @@ COLLECTOR = Collector(
         "Known-answer probe: sends the fixed greedy prompt set (parameter probe_file or probe_body) to "
         "the replica's OpenAI-compatible endpoint (parameter endpoint); digests token ids or text."
     ),
-)
-
-
-def _dcgmi_parse(text: str) -> Any:
-    from nightowl.collectors import dcgmi
-
-    return dcgmi.parse(text)
-
-
-def _dcgmi_facts(result: Any) -> dict[str, Any]:
-    from nightowl.collectors import dcgmi
-
-    return dcgmi.facts(result)
-
-
-# DCGM diagnostics on a drained GPU (decision-trees.md 4.2 item 2, 4.4 active_diag): level 3 adds the
-# GEMM "diagnostic", targeted stress/power and memory bandwidth; level 4 adds memtest. Minutes of full
-# load: invasive. Parsed by the dcgmi-diag parser. (Belongs next to the dcgmi-diag collector.)
-DCGM_DRAINED_COLLECTOR = Collector(
-    kind="dcgmi-diag-drained",
-    commands=(("dcgmi", "diag", "-r", "{dcgm_level}", "--json"),),
-    parse=_dcgmi_parse,
-    facts=_dcgmi_facts,
-    timeout=3600.0,
-    invasive=True,
-    description="DCGM level 3/4 diagnostics (GEMM, stress, memtest): minutes of full load, drained GPUs.",
 )

@@ -135,10 +135,33 @@ class HostRunner:
         todo = [e for e in dict.fromkeys(entries) if e not in self.run.collections]
         if not todo:
             return
-        workers = max(1, min(self.options.concurrency, len(todo)))
-        with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="collect") as pool:
-            for entry, run in zip(todo, pool.map(self._collect_one, todo), strict=True):
-                self.run.collections[entry] = run
+        derived = [e for e in todo if getattr(self.lookup(split_entry(e)[0]), "inputs", None)]
+        commands = [e for e in todo if e not in derived]
+        if commands:
+            workers = max(1, min(self.options.concurrency, len(commands)))
+            with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="collect") as pool:
+                for entry, run in zip(commands, pool.map(self._collect_one, commands), strict=True):
+                    self.run.collections[entry] = run
+        for entry in derived:  # after the collectors whose facts they read
+            self.run.collections[entry] = self._derive_one(entry)
+
+    def _derive_one(self, entry: str) -> CollectorRun:
+        """A derived collector runs no command: it computes facts from namespaces collected before."""
+        kind, namespace = split_entry(entry)
+        collector: Any = self.lookup(kind)
+        run = CollectorRun(kind=kind, namespace=namespace, status="ok")
+        by_namespace = {c.namespace: c for c in self.run.collections.values()}
+        missing = [n for n in collector.inputs if not (by_namespace.get(n) and by_namespace[n].facts)]
+        if missing:
+            run.status, run.reason = "skipped", "needs facts from: " + ", ".join(missing)
+            return run
+        try:
+            run.facts = collector.derive({n: by_namespace[n].facts for n in collector.inputs})
+        except Exception as exc:  # noqa: BLE001 - a derivation bug is evidence, not a crash
+            run.status = "error"
+            run.reason = run.parse_error = f"{kind} failed: {type(exc).__name__}: {exc}"
+            run.facts = {"kind": kind, "warnings": [run.reason]}
+        return run
 
     def _wait(self, wait: float | str | None) -> None:
         """Pause between two takes (a scrape window); recorded hosts replay without waiting."""

@@ -72,8 +72,9 @@ def change_pct(baseline: float | None, current: float | None) -> float | None:
 def _throughput_row(label: str, baseline: float | None, current: float | None, limits: Limits) -> Row:
     change = change_pct(baseline, current)
     if change is None:
-        return Row(label, baseline, current, None, f"-{limits.throughput_drop_pct:g}%", "not-compared",
-                   "not in both results")
+        return Row(
+            label, baseline, current, None, f"-{limits.throughput_drop_pct:g}%", "not-compared", "not in both results"
+        )
     status = "block" if change < -limits.throughput_drop_pct else "ok"
     return Row(label, baseline, current, change, f"-{limits.throughput_drop_pct:g}%", status)
 
@@ -126,16 +127,26 @@ def compare(
     """Gate ``current`` against ``baseline``; ``*_preemptions`` come from engine metrics, not the benchmark."""
     limits = limits or Limits()
     rows = [
-        _throughput_row("request throughput (req/s)", baseline.request_throughput, current.request_throughput,
-                        limits),
-        _throughput_row("output token throughput (tok/s)", baseline.output_token_throughput,
-                        current.output_token_throughput, limits),
+        _throughput_row("request throughput (req/s)", baseline.request_throughput, current.request_throughput, limits),
+        _throughput_row(
+            "output token throughput (tok/s)", baseline.output_token_throughput, current.output_token_throughput, limits
+        ),
         _tail_row("ttft", limits.ttft_percentile, limits.ttft_rise_pct, baseline, current),
         _tail_row("itl", limits.itl_percentile, limits.itl_rise_pct, baseline, current),
-        _count_row("failed requests", baseline.failed_requests, current.failed_requests,
-                   limits.max_failed_requests, "the output has no 'Failed requests' row"),
-        _count_row("preemptions", baseline_preemptions, current_preemptions, limits.max_preemptions,
-                   "not measured: give the engine's metrics scraped before and after the run"),
+        _count_row(
+            "failed requests",
+            baseline.failed_requests,
+            current.failed_requests,
+            limits.max_failed_requests,
+            "the output has no 'Failed requests' row",
+        ),
+        _count_row(
+            "preemptions",
+            baseline_preemptions,
+            current_preemptions,
+            limits.max_preemptions,
+            "not measured: give the engine's metrics scraped before and after the run",
+        ),
     ]
     rows += _info_rows(baseline, current)
     blocked = any(row.status == "block" for row in rows)
@@ -143,8 +154,16 @@ def compare(
 
 
 def _info_rows(baseline: BenchResult, current: BenchResult) -> list[Row]:
-    rows = [Row("total token throughput (tok/s)", baseline.total_token_throughput, current.total_token_throughput,
-                change_pct(baseline.total_token_throughput, current.total_token_throughput), "", "info")]
+    rows = [
+        Row(
+            "total token throughput (tok/s)",
+            baseline.total_token_throughput,
+            current.total_token_throughput,
+            change_pct(baseline.total_token_throughput, current.total_token_throughput),
+            "",
+            "info",
+        )
+    ]
     for metric, stat, label in INFO_ROWS:
         before = baseline.latency_ms.get(metric, {}).get(stat)
         after = current.latency_ms.get(metric, {}).get(stat)
@@ -170,8 +189,7 @@ def render_table(comparison: Comparison) -> str:
         status = row.status.upper() if row.status == "block" else row.status
         table.append((row.metric, _cell(row.baseline), _cell(row.current), change, row.limit or "-", status))
     widths = [max(len(line[i]) for line in table) for i in range(len(header))]
-    lines = ["  ".join(cell.ljust(width) for cell, width in zip(line, widths, strict=True)).rstrip()
-             for line in table]
+    lines = ["  ".join(cell.ljust(width) for cell, width in zip(line, widths, strict=True)).rstrip() for line in table]
     lines += [f"  note: {row.metric}: {row.note}" for row in comparison.rows if row.note]
     lines += [f"  note: {note}" for note in comparison.notes]
     blocking = [row.metric for row in comparison.rows if row.status == "block"]

@@ -42,7 +42,9 @@ GB = 1e9
 # Peak HBM/GDDR bandwidth per GPU. [DS] NVIDIA/AMD product datasheet figure, from background knowledge
 # [M] unless a second source was checked ([S]: figure seen in a public spec table while writing this).
 GPU_BANDWIDTH: tuple[Bandwidth, ...] = (
-    Bandwidth("H100-SXM", 3.35 * TB, "datasheet", "[DS] H100 SXM5 80GB HBM3 3.35 TB/s [S: public H100/H200 spec tables]"),
+    Bandwidth(
+        "H100-SXM", 3.35 * TB, "datasheet", "[DS] H100 SXM5 80GB HBM3 3.35 TB/s [S: public H100/H200 spec tables]"
+    ),
     Bandwidth("H100-PCIE", 2.0 * TB, "datasheet", "[DS] H100 PCIe 80GB HBM2e 2.0 TB/s [M]"),
     Bandwidth("H100-NVL", 3.9 * TB, "datasheet", "[DS] H100 NVL 94GB HBM3 3.9 TB/s [M]"),
     Bandwidth("H200", 4.8 * TB, "datasheet", "[DS] H200 SXM 141GB HBM3e 4.8 TB/s [S: public H100/H200 spec tables]"),
@@ -170,7 +172,9 @@ def weight_dtype_bytes(config: dict[str, Any], dtype: str | None) -> float:
             return int(quant["bits"]) / 8
         name = str(_text(config).get("torch_dtype") or config.get("torch_dtype") or "").lower()
     if name not in WEIGHT_DTYPE_BYTES:
-        raise ValueError(f"unknown weight dtype {name or dtype!r}; pass --dtype (one of {', '.join(WEIGHT_DTYPE_BYTES)})")
+        raise ValueError(
+            f"unknown weight dtype {name or dtype!r}; pass --dtype (one of {', '.join(WEIGHT_DTYPE_BYTES)})"
+        )
     return float(WEIGHT_DTYPE_BYTES[name])
 
 
@@ -181,7 +185,7 @@ def _kv_bytes_per_gpu(config: dict[str, Any], tp: int, kv_dtype: str, batch: int
 
 
 def _kv_dtype(config: dict[str, Any], kv_dtype: str, weight_dtype: str | None) -> str:
-    """"auto" is the model dtype; without torch_dtype in config.json, a 16-bit --dtype stands in for it."""
+    """ "auto" is the model dtype; without torch_dtype in config.json, a 16-bit --dtype stands in for it."""
     if kv_dtype != "auto" or _text(config).get("torch_dtype") or config.get("torch_dtype"):
         return kv_dtype
     if weight_dtype and DTYPE_BYTES.get(weight_dtype.lower()) == 2:

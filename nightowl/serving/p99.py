@@ -146,8 +146,10 @@ def _component(name: str, before: Any, after: Any, restarted: bool) -> Component
     incident_mean, incident_estimated = _mean(window)
     baseline_p99 = quantile(0.99, before["buckets"]).value if before and not restarted else None
     incident_q = quantile(0.99, _get(window, "buckets") or ())
-    change = incident_mean - baseline_mean if incident_mean is not None and baseline_mean is not None else None
-    ratio = incident_mean / baseline_mean if change is not None and baseline_mean else None
+    change = ratio = None
+    if incident_mean is not None and baseline_mean is not None:
+        change = incident_mean - baseline_mean
+        ratio = incident_mean / baseline_mean if baseline_mean else None
     moved = bool(change is not None and change >= MIN_CHANGE_SECONDS and (ratio is None or ratio >= REGRESSION_RATIO))
     return ComponentChange(
         component=name,
@@ -324,6 +326,9 @@ def render_table(rows: list[dict[str, Any]]) -> str:
         text = f"{row['component']} {_seconds(base)} -> {_seconds(now)}"
         if change is not None:
             text += f" ({change:+.3f} s" + (f", x{row['ratio']:.1f}" if row["ratio"] else "") + ")"
+        if row["incident_p99"] is not None:
+            floor = ">= " if row["incident_p99_at_least"] else ""
+            text += f", p99 {_seconds(row['baseline_p99'])} -> {floor}{_seconds(row['incident_p99'])}"
         if row["estimated"]:
             text += " [estimated from buckets]"
         parts.append(text)

@@ -11,7 +11,8 @@ HOSTS = ROOT / "fixtures" / "hosts"
 
 # docker inspect of an exited webui container, pasted in AbdBarho/stable-diffusion-webui-docker#457
 # (the paste is cut after HostsPath, so it is not complete JSON).
-DOCKER_INSPECT_CUT = """docker inspect c35e838c9646ec13d3120dc96b930068b8afd4f20b9481bbdbddf01cffb4c1ca
+DOCKER_INSPECT_CUT = """\
+docker inspect c35e838c9646ec13d3120dc96b930068b8afd4f20b9481bbdbddf01cffb4c1ca
 [
     {
         "Id": "c35e838c9646ec13d3120dc96b930068b8afd4f20b9481bbdbddf01cffb4c1ca",
@@ -36,8 +37,9 @@ DOCKER_INSPECT_CUT = """docker inspect c35e838c9646ec13d3120dc96b930068b8afd4f20
             "FinishedAt": "2023-05-08T08:05:05.514785974Z"
         },
         "Image": "sha256:5f11d9aad2138498dc34135e99907ee1eb6499f35d57db82e6f4b64acfa88feb",
-        "ResolvConfPath": "/var/lib/docker/containers/c35e838c9646ec13d3120dc96b930068b8afd4f20b9481bbdbddf01cffb4c1ca/resolv.conf",
-"""
+        "ResolvConfPath": "/var/lib/docker/containers/c35e838c9646ec13d3120dc96b930068b8afd4f20b9481bbdbddf01cffb4c1ca/\
+resolv.conf",
+"""  # the \ joins the long path back into one line
 
 
 def test_docker_state_block_exit_137_without_oom_flag() -> None:

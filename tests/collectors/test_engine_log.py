@@ -52,9 +52,9 @@ def test_every_oom_sample_gets_a_phase() -> None:
 def test_collector_declaration() -> None:
     assert COLLECTOR.kind == "engine-log"
     sources = [argv[0] if argv[0] != "sh" else argv[2].split()[1] for argv in COLLECTOR.commands]
-    assert sources == ["tail", "journalctl", "docker", "kubectl", "kubectl"]
+    assert sources == ["tail", "docker", "kubectl", "kubectl", "journalctl"]
     assert ("journalctl", "-u", "{engine_unit}", "--no-pager", "-n", "5000") in COLLECTOR.commands
-    assert "--previous" in COLLECTOR.commands[3]  # the container that died comes first
+    assert "--previous" in COLLECTOR.commands[2]  # the container that died comes first
 
 
 def test_marker_table_is_consistent() -> None:

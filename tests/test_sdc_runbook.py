@@ -1,0 +1,125 @@
+"""runbooks/silent-corruption.yaml: suspects named, the exposure window stated, DCGM only with the flag,
+and the whole job run against loopback OpenAI-compatible replicas."""
+
+from __future__ import annotations
+
+import json
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from nightowl import runbooks
+from nightowl.collectors import get_collector
+from nightowl.engine.runner import HostRun, RunOptions
+from nightowl.engine.session import run_runbook
+from nightowl.rehearse import rehearsal_cases
+from nightowl.transports.base import CommandResult
+from nightowl.transports.local import LocalTransport
+from nightowl.transports.replay import ReplayTransport
+from tests.collectors.test_known_answer import PROBE, replica_servers
+from tests.helpers import ROOT
+
+HOSTS = ROOT / "fixtures" / "hosts"
+GOLDEN = "579d8c3f1cc9568858f388fde04a3bd7d6ab2dc512ff971bb186a06102f167d0"
+
+
+class RecordingReplay(ReplayTransport):
+    def __init__(self, directory: Path, host: str, ran: list[tuple[str, ...]]) -> None:
+        super().__init__(directory, host)
+        self.ran = ran
+
+    def run(self, argv: Sequence[str], timeout: float, kind: str | None = None) -> CommandResult:
+        self.ran.append(tuple(argv))
+        return super().run(argv, timeout, kind)
+
+
+class ReplicaHost(LocalTransport):
+    """A replica's host: the probe (curl) really runs, against this replica's loopback server;
+    every other collector finds nothing, as on a host without GPUs."""
+
+    def __init__(self, host: str, url: str) -> None:
+        super().__init__(host)
+        self.url = url
+
+    def run(self, argv: Sequence[str], timeout: float, kind: str | None = None) -> CommandResult:
+        if kind != "known-answer":
+            return CommandResult(tuple(argv), None, "", "", 0.0, 0.0, error=f"not on this test host: {kind}")
+        return super().run([self.url if a == "http://replica/v1/completions" else a for a in argv], timeout, kind)
+
+
+def run_job(transports: dict[str, Any], params: dict[str, Any], allow_invasive: bool = False) -> HostRun:
+    loaded = runbooks.load("silent-corruption")
+    defaults = {k: p.default for k, p in loaded.runbook.parameters.items()}
+    options = RunOptions(params={**defaults, **params}, allow_invasive=allow_invasive)
+    with tempfile.TemporaryDirectory() as tmp:
+        runs, _ = run_runbook(loaded, transports, get_collector, options, Path(tmp))
+    return runs[0]
+
+
+def replayed(names: list[str], ran: list[tuple[str, ...]]) -> dict[str, Any]:
+    return {h: (lambda h=h: RecordingReplay(HOSTS / h, h, ran)) for h in names}
+
+
+def test_three_loopback_replicas_one_answers_differently() -> None:
+    params = {
+        "endpoint": "http://replica/v1/completions",
+        "probe_body": json.dumps(PROBE),
+        "last_passing_probe": "2024-06-12 13:00 UTC",
+    }
+    with replica_servers([False, True, False]) as replicas:
+        names = ["replica-a", "replica-b", "replica-c"]
+        pairs = list(zip(names, replicas, strict=True))
+        run = run_job({n: (lambda n=n, r=r: ReplicaHost(n, r.url)) for n, r in pairs}, params)
+        healthy = {n: (lambda n=n, r=r: ReplicaHost(n, r.url)) for n, r in pairs if not r.faulty}
+        clean = run_job(healthy, params)
+    assert run.verdict is not None and run.verdict["id"] == "sdc-suspect-replica"
+    summary = run.verdict["summary"]
+    assert "on replica-b:" in summary and "replica-a" not in summary and "replica-c" not in summary
+    assert "since 2024-06-12 13:00 UTC" in summary
+    assert "--host replica-b --param replica_drained=true --allow-invasive" in summary
+    assert clean.verdict is not None and clean.verdict["id"] == "no-corruption-signal"
+
+
+@pytest.mark.parametrize(
+    ("fragment", "named", "not_named"),
+    [
+        ("one replica of three", ["on sdc-diverged:", "since 2024-06-12T13:00:00Z"], ["sdc-good-a", "sdc-good-b"]),
+        ("Xid 48 and Xid 64", ["Keep sdc-dbe drained: Xid 48, 64", "passing probe (time unknown"], ["sdc-good-a"]),
+        ("quality alert", ["Keep sdc-sram drained"], ["sdc-good-a"]),
+        ("nccl-tests wrong values", ["on sdc-wrong:"], ["sdc-good-a"]),
+        ("same wrong answer", ["All 2 replicas give the same answer"], []),
+        ("GPU Memory fails on GPU 0", ["sdc-drained-fail GPU 0 (GPU Memory)"], []),
+    ],
+)
+def test_summaries_name_the_replica_and_the_window(fragment: str, named: list[str], not_named: list[str]) -> None:
+    (case,) = [c for c in rehearsal_cases("silent-corruption") if fragment in c["name"]]
+    run = run_job(replayed(case["hosts"], []), case.get("params", {}), case.get("allow_invasive", False))
+    assert run.verdict is not None and run.verdict["id"] == case["expect"]["verdict"]
+    for text in named:
+        assert text in run.verdict["summary"], f"{text!r} not in {run.verdict['summary']!r}"
+    for text in not_named:
+        assert text not in run.verdict["summary"]
+
+
+def test_dcgm_runs_only_with_allow_invasive_and_only_on_one_drained_replica() -> None:
+    params = {"probe_file": "/etc/nightowl/probe.json", "golden_digest": GOLDEN, "replica_drained": True}
+    ran: list[tuple[str, ...]] = []
+    run = run_job(replayed(["sdc-drained-fail"], ran), params)
+    assert run.verdict is not None and run.verdict["id"] == "sdc-suspect-replica"
+    assert "DCGM was skipped" in run.verdict["summary"]
+    assert not any(argv[0] == "dcgmi" for argv in ran)
+
+    ran.clear()
+    run = run_job(replayed(["sdc-drained-fail"], ran), params, allow_invasive=True)
+    assert run.verdict is not None and run.verdict["id"] == "sdc-confirmed-gpu"
+    assert ("dcgmi", "diag", "-r", "3", "--json") in ran
+
+    # Not drained, or several replicas: never DCGM, even with the flag.
+    for hosts, drained in ((["sdc-drained-fail"], False), (["sdc-drained-fail", "sdc-good-a"], True)):
+        ran.clear()
+        run = run_job(replayed(hosts, ran), {**params, "replica_drained": drained}, allow_invasive=True)
+        assert run.verdict is not None and run.verdict["id"] == "sdc-suspect-replica"
+        assert not any(argv[0] == "dcgmi" for argv in ran)
