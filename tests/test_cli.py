@@ -267,3 +267,24 @@ def test_bundled_data_ships_in_the_wheel(tmp_path: Path) -> None:
     assert "nightowl/_data/runbooks/xid.yaml" in names
     assert "nightowl/_data/templates/postmortem.md.j2" in names
     assert "nightowl/_data/fixtures/hosts/xid79-fallen-off-bus/kernel-log.out" in names
+
+
+def test_triage_alert_payload(tmp_path: Path) -> None:
+    config = tmp_path / "serve.yaml"
+    config.write_text(
+        "token: test-token\n"
+        "rules:\n"
+        "  - name: gpu-xid\n"
+        "    match: [\"alertname=GpuXidErrors\"]\n"
+        "    runbook: xid\n"
+        f"    host: \"replay:{HOSTS}/{{{{ labels.Hostname }}}}\"\n"
+    )
+    payload = str(data_dir("fixtures") / "alerts" / "alertmanager-xid-firing.json")
+    result = invoke("triage", "--alert", payload, "--config", str(config), "--out", str(tmp_path), "--format", "json")
+    captures = json.loads(result.output)["captures"]
+    assert [c["status"] for c in captures] == ["captured", "captured", "ignored"]
+    assert [c["verdict"]["id"] for c in captures[:2]] == ["gpu-fell-off-bus", "dbe-with-row-remap"]
+    assert result.exit_code == 1
+    manifest = json.loads((Path(captures[0]["bundle"]) / "manifest.json").read_text())
+    assert manifest["alert"]["name"] == "GpuXidErrors"
+    assert invoke("triage", "--alert", payload, "--out", str(tmp_path)).exit_code == 2  # no --config

@@ -94,6 +94,7 @@ def run_and_report(
     from nightowl.engine.runner import RunOptions
     from nightowl.engine.session import Interrupted, run_runbook
     from nightowl.postmortem import render_bundle
+    from nightowl.redact import scrub_secrets
 
     defaults = {k: p.default for k, p in loaded.runbook.parameters.items()}
     unknown = set(params) - set(defaults)
@@ -102,7 +103,8 @@ def run_and_report(
     options = RunOptions(params={**defaults, **params}, allow_invasive=allow_invasive, **(limits or {}))
     try:
         runs, bundle = run_runbook(
-            loaded, transports, get_collector, options, out_dir, forks=forks, render_postmortem=render_bundle
+            loaded, transports, get_collector, options, out_dir, forks=forks, render_postmortem=render_bundle,
+            redact=scrub_secrets,
         )
     except Interrupted as exc:
         click.echo(f"nightowl: interrupted; partial bundle saved at {exc.bundle}", err=True)
@@ -143,7 +145,7 @@ def demo(fmt: str, out_dir: Path, case: str) -> None:
 
 
 @main.command(epilog=EXIT_HELP)
-@click.argument("runbook")
+@click.argument("runbook", required=False)
 @click.option(
     "--host",
     "hosts",
@@ -160,16 +162,22 @@ def demo(fmt: str, out_dir: Path, case: str) -> None:
 )
 @click.option("--param", "params", multiple=True, metavar="KEY=VALUE", help="runbook parameter")
 @click.option("--allow-invasive", is_flag=True, help="also run collectors that load GPUs or the network")
+@click.option("--alert", "alert_file", type=click.File("r"),
+              help="an Alertmanager or PagerDuty webhook payload (JSON): triage what its rules map it to")
+@click.option("--config", "alert_config", type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              help="with --alert: the `nightowl serve` rules file (alert -> runbook and host)")
 @ssh_options
 @limit_options
 @FORMAT_OPTION
 @OUT_OPTION
 def triage(
-    runbook: str,
+    runbook: str | None,
     hosts: tuple[str, ...],
     replays: tuple[Path, ...],
     params: tuple[str, ...],
     allow_invasive: bool,
+    alert_file: Any,
+    alert_config: Path | None,
     ssh: SSHArgs,
     command_timeout: float | None,
     host_timeout: float | None,
@@ -179,8 +187,13 @@ def triage(
     """Run RUNBOOK on live hosts (--host) or recorded ones (--replay).
 
     Only read-only collectors run unless --allow-invasive is given. The evidence
-    bundle is written before the verdict is printed.
+    bundle is written before the verdict is printed. With --alert FILE --config RULES,
+    the alert payload names the runbook and hosts, as `nightowl serve` would.
     """
+    if alert_file is not None:
+        sys.exit(int(triage_alert(alert_file, alert_config, fmt, out_dir)))
+    if runbook is None:
+        fail("give a RUNBOOK (or --alert FILE --config RULES)")
     if not hosts and not replays:
         fail("give at least one --host or --replay")
     loaded = load_runbook_or_exit(runbook)
@@ -190,6 +203,32 @@ def triage(
         transports[spec] = _opener(spec, ssh_settings)
     limits = {"command_timeout": command_timeout, "host_timeout": host_timeout}
     sys.exit(int(run_and_report(loaded, transports, parse_params(params), fmt, out_dir, allow_invasive, limits=limits)))
+
+
+def triage_alert(alert_file: Any, config_path: Path | None, fmt: str, out_dir: Path) -> ExitStatus:
+    """`triage --alert`: what the receiver does with a delivery, done now, in the foreground."""
+    from nightowl.alerts import ConfigError, load_config
+    from nightowl.serve import triage_alert_payload
+
+    if config_path is None:
+        fail("--alert needs --config RULES (the `nightowl serve` rules file)")
+    try:
+        payload = json.load(alert_file)
+        config = load_config(config_path, out_dir)
+    except (ValueError, ConfigError) as exc:
+        fail(str(exc))
+    results = [capture.to_json() for capture in triage_alert_payload(payload, config)]
+    if fmt == "json":
+        click.echo(json.dumps({"captures": results}, indent=2, default=str))
+    else:
+        for item in results:
+            verdict = item.get("verdict") or {}
+            click.echo(f"{item.get('alert') or '?'} -> {item.get('runbook') or '-'} on "
+                       f"{item.get('host') or '-'}: {item['status']}"
+                       + (f", {verdict.get('id')} -> {verdict.get('action')}" if verdict else "")
+                       + (f" ({item['reason']})" if item.get("reason") else "")
+                       + (f"\n  bundle: {item['bundle']}" if item.get("bundle") else ""))
+    return status_for([{"verdict": r.get("verdict")} for r in results if r.get("status") == "captured"])
 
 
 def _opener(spec: str, ssh_options: Any) -> Any:
@@ -300,38 +339,17 @@ def plan(runbook: str, hosts: tuple[str, ...], allow_invasive: bool, params: tup
             click.echo(f"  [{step['node']}] {step['collector']}: {alternatives}  (timeout {step['timeout']}s){note}")
 
 
-@main.command()
-@click.argument("bundle", type=click.Path(exists=True, file_okay=False, path_type=Path))
-@click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path), help="write here, not stdout")
-@click.option("--template", help="template name in templates/ or a path to a Jinja2 file")
-@click.option("--verify", is_flag=True, help="re-hash the bundle against its manifest; exit 1 on any change")
-def postmortem(bundle: Path, output: Path | None, template: str | None, verify: bool) -> None:
-    """Render the postmortem draft (Markdown) of BUNDLE."""
-    if verify:
-        from nightowl.engine.bundle import verify_bundle
-
-        problems = verify_bundle(bundle)
-        for problem in problems:
-            click.echo(problem)
-        click.echo(
-            "bundle verified: every file matches its manifest hash" if not problems else f"{len(problems)} problem(s)"
-        )
-        sys.exit(int(ExitStatus.ACTION_NEEDED if problems else ExitStatus.OK))
-    from nightowl.postmortem import render_bundle
-
-    text = render_bundle(bundle, template)
-    if output:
-        output.write_text(text)
-        click.echo(f"wrote {output}")
-    else:
-        click.echo(text, nl=False)
-
-
+from nightowl.cli.bundles_cmd import bundles  # noqa: E402
 from nightowl.cli.kv_size_cmd import kv_size  # noqa: E402
+from nightowl.cli.postmortem_cmd import postmortem  # noqa: E402
 from nightowl.cli.runbook_cmd import runbook_group  # noqa: E402
+from nightowl.cli.serve_cmd import serve  # noqa: E402
 from nightowl.cli.sweep_cmd import check, sweep  # noqa: E402
 
 main.add_command(runbook_group)
 main.add_command(sweep)
 main.add_command(check)
 main.add_command(kv_size)
+main.add_command(postmortem)
+main.add_command(serve)
+main.add_command(bundles)

@@ -138,6 +138,7 @@ def _run(
     from nightowl.engine.bundle import triage_summary
     from nightowl.engine.runner import RunOptions
     from nightowl.engine.session import Interrupted, run_runbook
+    from nightowl.redact import scrub_secrets
 
     defaults = {k: p.default for k, p in loaded.runbook.parameters.items()}
     options = RunOptions(params={**defaults, **params}, allow_invasive=allow_invasive, **limits)
@@ -145,7 +146,7 @@ def _run(
     try:
         with progress:
             runs, bundle = run_runbook(
-                loaded, transports, get_collector, options, out_dir, forks=forks, on_host_done=advance
+                loaded, transports, get_collector, options, out_dir, forks=forks, on_host_done=advance, redact=scrub_secrets
             )
     except Interrupted as exc:
         click.echo(f"nightowl: interrupted; partial bundle saved at {exc.bundle}", err=True)

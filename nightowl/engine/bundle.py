@@ -61,6 +61,7 @@ class BundleWriter:
         self._taken: dict[tuple[str, str], int] = {}
         self._lock = threading.Lock()
         self._redact = redact or (lambda text: text)
+        self.renamed: dict[str, str] = {}
 
     def host_dir(self, host: str) -> Path:
         path = self.tmp_path / "hosts" / host_dirname(host)
@@ -68,17 +69,22 @@ class BundleWriter:
         return path
 
     def record_command(self, host: str, kind: str, result: CommandResult, keep_output: bool) -> str | None:
-        """Write a command's output now; only the output the run used is kept as ``<kind>.out``."""
+        """Write a command's output now; only the output the run used is kept as ``<kind>.out``.
+
+        Secrets are scrubbed (``redact``) before anything is written, the manifest included, and
+        the manifest's sha256 is of what is stored.
+        """
+        stored = self._redact(result.stdout)
         entry: dict[str, Any] = {
             "host": host,
             "kind": kind,
-            "argv": list(result.argv),
+            "argv": [self._redact(arg) for arg in result.argv],
             "start": result.started,
             "duration": round(result.duration, 4),
             "exit_code": result.rc,
             "timed_out": result.timed_out,
-            "error": result.error,
-            "bytes": len(raw := result.stdout.encode()),
+            "error": self._redact(result.error) if result.error else None,
+            "bytes": len(raw := stored.encode()),
             "truncated_bytes": result.stdout_truncated_bytes,
             "sha256": hashlib.sha256(raw).hexdigest(),
             "file": None,
@@ -88,7 +94,7 @@ class BundleWriter:
             with self._lock:
                 stem = self._next_stem(host, kind)
             folder = self.host_dir(host)
-            (folder / f"{stem}.out").write_text(self._redact(result.stdout))
+            (folder / f"{stem}.out").write_text(stored)
             if result.stderr:
                 (folder / f"{stem}.err").write_text(self._redact(result.stderr))
             if result.rc is not None:
@@ -113,7 +119,24 @@ class BundleWriter:
                 old = folder / f"{kind}.{ext}"
                 if old.exists():
                     old.rename(folder / f"{kind}.1.{ext}")
+            base = f"hosts/{host_dirname(host)}/{kind}"
+            self.renamed[f"{base}.out"] = f"{base}.1.out"
+            for command in self.commands:
+                if command["file"] == f"{base}.out":
+                    command["file"] = f"{base}.1.out"
         return f"{kind}.{count}"
+
+    def _fix_renamed(self, runs: list[HostRun]) -> None:
+        """Point the runs at ``<kind>.1.out`` where a second take renamed the first output."""
+        if not self.renamed:
+            return
+        for run in runs:
+            for collection in run.collections.values():
+                if collection.file:
+                    collection.file = _renamed_in(collection.file, self.renamed)
+            for item in (run.verdict or {}).get("evidence", []):
+                if item.get("source"):
+                    item["source"] = _renamed_in(item["source"], self.renamed)
 
     def add_file(self, name: str, text: str) -> None:
         (self.tmp_path / name).write_text(text)
@@ -128,12 +151,13 @@ class BundleWriter:
         render_postmortem: Callable[[Path], str] | None = None,
         extra: dict[str, Any] | None = None,
     ) -> Path:
+        self._fix_renamed(runs)
         for run in runs:
             if run.status == "unreachable":
                 self.mark_unreachable(run.host, run.error or "unreachable")
         summary = triage_summary(self.runbook_id, self.run_id, self.final_path, runs)
         self._write_json("verdicts.json", summary)
-        self._write_json("trace.json", trace_document(self.runbook_id, self.run_id, runs))
+        self._write_json("trace.json", trace_document(self.runbook_id, self.run_id, runs, self._redact))
         manifest = {
             "run_id": self.run_id,
             "runbook": self.runbook_id,
@@ -160,7 +184,24 @@ class BundleWriter:
         return files
 
     def _write_json(self, name: str, data: Any) -> None:
-        (self.tmp_path / name).write_text(json.dumps(data, indent=2, default=str) + "\n")
+        # Facts were parsed from unscrubbed output, so every string is scrubbed on the way out
+        # (string by string: scrubbing the JSON text could break its quoting).
+        (self.tmp_path / name).write_text(json.dumps(_scrub(data, self._redact), indent=2, default=str) + "\n")
+
+
+def _scrub(value: Any, redact: Callable[[str], str]) -> Any:
+    if isinstance(value, str):
+        return redact(value)
+    if isinstance(value, dict):
+        return {key: _scrub(item, redact) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_scrub(item, redact) for item in value]
+    return value
+
+
+def _renamed_in(text: str, renamed: dict[str, str]) -> str:
+    """Rename inside a possibly comma-joined list of files (job runs cite one file per member)."""
+    return ", ".join(renamed.get(part, part) for part in text.split(", "))
 
 
 def _safe_render(render: Callable[[Path], str], folder: Path) -> str:
@@ -192,18 +233,20 @@ def triage_summary(runbook_id: str, run_id: str, bundle: Path | None, runs: list
     }
 
 
-def trace_document(runbook_id: str, run_id: str, runs: list[HostRun]) -> dict[str, Any]:
+def trace_document(
+    runbook_id: str, run_id: str, runs: list[HostRun], redact: Callable[[str], str] = str
+) -> dict[str, Any]:
     hosts = []
     for run in runs:
         collectors = {
-            c.kind: {
+            entry: {
                 "status": c.status,
                 "reason": c.reason,
                 "file": c.file,
                 "parse_error": c.parse_error,
-                "attempts": [list(a.argv) for a in c.attempts],
+                "attempts": [[redact(arg) for arg in a.argv] for a in c.attempts],
             }
-            for c in run.collections.values()
+            for entry, c in run.collections.items()
         }
         hosts.append(
             {

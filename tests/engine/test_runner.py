@@ -307,6 +307,11 @@ def test_a_collector_taken_twice_numbers_its_files_and_replays(tmp_path: Path) -
     host = bundle / "hosts" / "box"
     assert (host / "tick.1.out").read_text() == "1\n" and (host / "tick.2.out").read_text() == "2\n"
     assert not (host / "tick.out").exists()
+    manifest = json.loads((bundle / "manifest.json").read_text())
+    assert [c["file"] for c in manifest["commands"]] == ["hosts/box/tick.1.out", "hosts/box/tick.2.out"]
+    trace = json.loads((bundle / "trace.json").read_text())
+    assert trace["hosts"][0]["collectors"]["tick"]["file"] == "hosts/box/tick.1.out"
+    assert trace["hosts"][0]["collectors"]["tick:after"]["file"] == "hosts/box/tick.2.out"
     replayed, _ = run_runbook(
         loaded,
         {"box": lambda: ReplayTransport(host)},
@@ -315,3 +320,27 @@ def test_a_collector_taken_twice_numbers_its_files_and_replays(tmp_path: Path) -
         tmp_path / "out2",
     )
     assert replayed[0].verdict["summary"] == "1 -> 2"
+
+
+def test_secrets_never_reach_the_bundle(tmp_path: Path) -> None:
+    from nightowl.redact import scrub_secrets
+
+    secret = "hf_abcdefghijklmnopqrstuvwxyz0123456789"
+    collectors = {
+        "leaky": LineCounter("leaky", ((PY, "-c", f"print('HF_TOKEN={secret}')", f"--api-key={secret}"),))
+    }
+    text = RUNBOOK.replace("collect: [three-lines, hangs, missing, crashes-parser, loads-gpu]", "collect: [leaky]")
+    text = text.replace("status.hangs == 'timed_out' and three_lines.lines == params.want", "leaky.lines == 1")
+    text = text.replace("three_lines.nonexistent == 1", "params.want == 0")
+    text = text.replace('summary: "the tool hung; {{ three_lines.lines }} lines; fallback said {{ missing.lines }} line"',
+                        "summary: leaked")
+    text = text.replace("evidence: [three_lines.lines, status.hangs]", "evidence: [leaky.lines]")
+    path = tmp_path / "leak.yaml"
+    path.write_text(textwrap.dedent(text))
+    loaded = load_runbook(path, known_collectors=collectors)
+    _, bundle = run_runbook(loaded, {"box": lambda: LocalTransport("box")}, collectors.__getitem__,
+                            RunOptions(params={"want": 3}), tmp_path / "out", redact=scrub_secrets)
+    for file in bundle.rglob("*"):
+        if file.is_file():
+            assert secret not in file.read_text(), file
+    assert verify_bundle(bundle) == []
