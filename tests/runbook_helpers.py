@@ -2,29 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
-
-import pytest
-
-# kinds the runbooks of issue 8 collect, for as long as the registry does not list them yet
-PENDING_KINDS = {
-    "dev-shm": "nightowl.collectors.host_info:SHM_COLLECTOR",
-    "cpu-governor": "nightowl.collectors.host_info:GOVERNOR_COLLECTOR",
-    "bench-serve": "nightowl.collectors.bench_serve",
-    "container-state": "nightowl.collectors.container",
-}
-
-
-@pytest.fixture
-def registry(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    from nightowl.collectors import MODULES
-
-    for kind, module in PENDING_KINDS.items():
-        if kind not in MODULES:
-            monkeypatch.setitem(MODULES, kind, module)
-    yield
 
 
 def make_host(root: Path, name: str, files: dict[str, str]) -> Path:

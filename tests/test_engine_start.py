@@ -15,12 +15,11 @@ from nightowl import runbooks
 from nightowl.collectors.engine_log import ERROR_CLASSES, parse
 from nightowl.rehearse import rehearsal_cases, rehearse
 from tests.helpers import ROOT
-from tests.runbook_helpers import make_host, registry, run_on  # noqa: F401 - registry is a fixture
+from tests.runbook_helpers import make_host, run_on
 
 V1_PREFIX = "(EngineCore_DP0 pid=4242) ERROR 01-02 03:04:05 [core.py:700] "
 
 
-@pytest.mark.usefixtures("registry")
 @pytest.mark.parametrize("case", rehearsal_cases("engine-start"), ids=lambda c: c["name"][:50])
 def test_rehearsal(case: dict) -> None:
     result = rehearse("engine-start", case)
@@ -64,7 +63,6 @@ def test_rehearsal(case: dict) -> None:
         ("Fatal Python error: Bus error", "shm-bus-error"),
     ],
 )
-@pytest.mark.usefixtures("registry")
 def test_categories_from_composed_logs(tmp_path: Path, line: str, verdict: str) -> None:
     log = "INFO 01-02 03:04:00 [api_server.py:1000] vLLM API server version 0.9.0\n" + V1_PREFIX + line + "\n"
     host = make_host(tmp_path, "composed", {"engine-log.out": log})
@@ -73,7 +71,6 @@ def test_categories_from_composed_logs(tmp_path: Path, line: str, verdict: str) 
     assert result["action"] in ("reconfigure", "escalate")
 
 
-@pytest.mark.usefixtures("registry")
 def test_a_named_cause_outranks_the_exit_status(tmp_path: Path) -> None:
     log = V1_PREFIX + "OSError: [Errno 98] Address already in use\nvllm exited with code 1\n"
     host = make_host(tmp_path, "port", {"engine-log.out": log})
@@ -81,7 +78,6 @@ def test_a_named_cause_outranks_the_exit_status(tmp_path: Path) -> None:
     assert run_on("engine-start", host, {"exit_code": 137})[0]["id"] == "port-in-use"
 
 
-@pytest.mark.usefixtures("registry")
 def test_exit_1_without_a_recognised_error(tmp_path: Path) -> None:
     log = "INFO 01-02 03:04:00 [api_server.py:1000] vLLM API server version 0.9.0\nTraceback (most recent call last):\n"
     host = make_host(tmp_path, "exit1", {"engine-log.out": log})
@@ -90,7 +86,6 @@ def test_exit_1_without_a_recognised_error(tmp_path: Path) -> None:
     assert "no error line was recognised" in verdict["summary"]
 
 
-@pytest.mark.usefixtures("registry")
 def test_container_state_tells_oom_kill_from_external_kill(tmp_path: Path) -> None:
     # `docker inspect` shape (State.OOMKilled, State.ExitCode), composed; the log is the real ScaleLLM one
     log = (ROOT / "fixtures" / "hosts" / "engine-start-exit-137" / "engine-log.out").read_text()
@@ -103,7 +98,6 @@ def test_container_state_tells_oom_kill_from_external_kill(tmp_path: Path) -> No
     assert run_on("engine-start", host, {"container": "vllm"})[0]["id"] == "killed-exit-137"
 
 
-@pytest.mark.usefixtures("registry")
 def test_no_log_and_no_exit_status(tmp_path: Path) -> None:
     host = make_host(
         tmp_path, "nolog", {"engine-log.rc": "1\n", "engine-log.err": "-- No entries --\n", "container-state.rc": "1\n"}
@@ -132,7 +126,6 @@ def test_error_classes_carry_sources() -> None:
         assert needed in kinds
 
 
-@pytest.mark.usefixtures("registry")
 def test_every_verdict_is_rehearsed_or_composed_here() -> None:
     loaded = runbooks.load("engine-start")
     verdicts = {n.verdict.id for n in loaded.runbook.nodes.values() if n.verdict}

@@ -9,7 +9,7 @@ import pytest
 from nightowl import runbooks
 from nightowl.rehearse import rehearsal_cases, rehearse
 from tests.helpers import ROOT
-from tests.runbook_helpers import make_host, registry, run_on  # noqa: F401 - registry is a fixture
+from tests.runbook_helpers import make_host, run_on
 
 CORPUS = ROOT / "fixtures" / "corpus" / "gpu"
 H100_TABLE = (CORPUS / "nvsmi-table-h100-sxm-x8-565.txt").read_text()
@@ -29,14 +29,12 @@ TWO_ISLANDS = (
 )
 
 
-@pytest.mark.usefixtures("registry")
 @pytest.mark.parametrize("case", rehearsal_cases("preflight"), ids=lambda c: c["name"][:50])
 def test_rehearsal(case: dict) -> None:
     result = rehearse("preflight", case)
     assert result.passed, f"{result.problems} (path {result.path})"
 
 
-@pytest.mark.usefixtures("registry")
 def test_runbook_validates_and_names_a_fix_in_every_failing_verdict() -> None:
     loaded = runbooks.load("preflight")
     verdicts = {n.verdict.id: n.verdict for n in loaded.runbook.nodes.values() if n.verdict}
@@ -45,7 +43,6 @@ def test_runbook_validates_and_names_a_fix_in_every_failing_verdict() -> None:
             assert "Fix:" in verdict.summary or "nightowl triage" in verdict.summary, verdict_id
 
 
-@pytest.mark.usefixtures("registry")
 def test_tp_group_across_nvlink_islands(tmp_path: Path) -> None:
     host = make_host(tmp_path, "two-islands", {"nvidia-smi.out": H100_TABLE, "gpu-topology.out": TWO_ISLANDS})
     verdict, path = run_on("preflight", host, {"tp": 4})
@@ -56,7 +53,6 @@ def test_tp_group_across_nvlink_islands(tmp_path: Path) -> None:
     assert "GPU0-GPU4 SYS" in verdict["summary"]
 
 
-@pytest.mark.usefixtures("registry")
 def test_cpu_governor(tmp_path: Path) -> None:
     # the one word the kernel's scaling_governor file holds (composed: no corpus sample)
     host = make_host(tmp_path, "powersave", {"nvidia-smi.out": H100_TABLE, "cpu-governor.out": "powersave\n"})
@@ -69,7 +65,6 @@ def test_cpu_governor(tmp_path: Path) -> None:
     assert run_on("preflight", performance)[0]["id"] == "ready"
 
 
-@pytest.mark.usefixtures("registry")
 def test_docker_default_shm(tmp_path: Path) -> None:
     df = (
         "Filesystem     1K-blocks  Used Available Use% Mounted on\n"
@@ -80,7 +75,6 @@ def test_docker_default_shm(tmp_path: Path) -> None:
     assert verdict["id"] == "shm-too-small" and "--ipc=host" in verdict["summary"]
 
 
-@pytest.mark.usefixtures("registry")
 def test_version_comparison_is_numeric(tmp_path: Path) -> None:
     host = make_host(tmp_path, "h100", {"nvidia-smi.out": H100_TABLE})  # driver 565.57.01, CUDA 12.7
     assert run_on("preflight", host, {"min_driver": "565.57.1"})[0]["id"] == "ready"
@@ -89,7 +83,6 @@ def test_version_comparison_is_numeric(tmp_path: Path) -> None:
     assert run_on("preflight", host, {"min_cuda": 12.10})[0]["id"] == "ready"  # YAML reads 12.10 as 12.1
 
 
-@pytest.mark.usefixtures("registry")
 def test_nvidia_smi_missing_blocks_everything(tmp_path: Path) -> None:
     df = (ROOT / "fixtures" / "hosts" / "preflight-h100-ready" / "dev-shm.out").read_text()
     host = make_host(

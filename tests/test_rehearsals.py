@@ -39,6 +39,9 @@ NOT_IN_CORPUS = {
     "p99-regression": {"admission-cap", "batch-growth", "kv-capacity", "output-length-shift", "preemption",
                        "prefix-cache-miss", "server-overhead"},
     "nccl-hang": {"gdr-not-used", "rail-below-baseline"},
+    "preflight": {"tp-group-without-nvlink", "cpu-governor-not-performance"},
+    "engine-start": {"driver-older-than-runtime", "hub-unreachable", "architecture-not-supported", "port-in-use",
+                     "shm-bus-error", "host-oom-killed"},
     "node-health": {
         "no-evidence",
         "app-xids-seen",

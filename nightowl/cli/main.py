@@ -339,7 +339,9 @@ def plan(runbook: str, hosts: tuple[str, ...], allow_invasive: bool, params: tup
             click.echo(f"  [{step['node']}] {step['collector']}: {alternatives}  (timeout {step['timeout']}s){note}")
 
 
+from nightowl.cli.bench_cmd import bench  # noqa: E402
 from nightowl.cli.bundles_cmd import bundles  # noqa: E402
+from nightowl.cli.floor_cmd import floor  # noqa: E402
 from nightowl.cli.kv_size_cmd import kv_size  # noqa: E402
 from nightowl.cli.postmortem_cmd import postmortem  # noqa: E402
 from nightowl.cli.runbook_cmd import runbook_group  # noqa: E402
@@ -353,3 +355,5 @@ main.add_command(kv_size)
 main.add_command(postmortem)
 main.add_command(serve)
 main.add_command(bundles)
+main.add_command(bench)
+main.add_command(floor)

@@ -105,8 +105,6 @@ def test_unset_url_skips_the_collector() -> None:
     assert run.status == "skipped" and "metrics_url" in (run.reason or "")
 
 
-@pytest.mark.skipif("metrics-window" not in __import__("nightowl.collectors").collectors.MODULES,
-                    reason="waits for the derived-collector wiring (metrics-window in the registry)")
 def test_p99_runbook_live_over_loopback(server: tuple[str, Scrapes], tmp_path: Any) -> None:
     from nightowl import runbooks
     from nightowl.collectors import get_collector

@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import tempfile
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from nightowl import runbooks
-from nightowl.collectors import MODULES, get_collector
+from nightowl.collectors import get_collector
 from nightowl.engine.runner import RunOptions
 from nightowl.engine.session import run_runbook
 from nightowl.rehearse import rehearsal_cases, rehearse
@@ -18,13 +17,6 @@ from nightowl.transports.replay import ReplayTransport
 from tests.helpers import ROOT
 
 HOSTS = ROOT / "fixtures" / "hosts"
-
-
-@pytest.fixture(autouse=True)
-def container_state_registered(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    """The registry line for the new kind (a no-op once the registry carries it)."""
-    monkeypatch.setitem(MODULES, "container-state", "nightowl.collectors.container")
-    yield
 
 
 def verdict_of(host: str, **params: Any) -> dict[str, Any]:
