@@ -111,8 +111,7 @@ def main() -> None:
         path = Path(folder) / "kernel.log"
         size, distinct_lines = build_log(path, args.size_mb, args.filler)
         print(
-            f"log: {size / 1e6:.0f} MB from {distinct_lines} lines "
-            f"({args.filler} filler lines after each corpus line)"
+            f"log: {size / 1e6:.0f} MB from {distinct_lines} lines ({args.filler} filler lines after each corpus line)"
         )
         base_s, xid_lines = time_baseline(path)
         print(f"baseline per-line re.search: {base_s:.2f} s ({xid_lines} Xid lines)")

@@ -173,9 +173,7 @@ def expand_host_range(pattern: str) -> list[str]:
 def _nightowl_yaml(data: dict[str, Any], where: _Where, ssh_config: Path | None) -> list[HostSpec]:
     unknown = sorted(set(data) - {"hosts", "defaults"})
     if unknown:
-        raise InventoryError(
-            where.at(where.line(unknown[0]), f"unknown key {unknown[0]!r} (expected hosts, defaults)")
-        )
+        raise InventoryError(where.at(where.line(unknown[0]), f"unknown key {unknown[0]!r} (expected hosts, defaults)"))
     defaults = data.get("defaults") or {}
     if not isinstance(defaults, dict):
         raise InventoryError(where.at(where.line("defaults"), "`defaults:` must be a mapping"))
@@ -190,9 +188,7 @@ def _nightowl_yaml(data: dict[str, Any], where: _Where, ssh_config: Path | None)
         elif isinstance(item, dict):
             bad = sorted(set(item) - MAPPING_KEYS)
             if bad:
-                raise InventoryError(
-                    where.at(where.line("hosts", index, bad[0]), f"unknown host key {bad[0]!r}")
-                )
+                raise InventoryError(where.at(where.line("hosts", index, bad[0]), f"unknown host key {bad[0]!r}"))
             if not item.get("name") and not item.get("address"):
                 raise InventoryError(where.at(line, "a host mapping needs `name` or `address`"))
             labels = {**_mapping(defaults, "labels", where, line), **_mapping(item, "labels", where, line)}
@@ -200,9 +196,7 @@ def _nightowl_yaml(data: dict[str, Any], where: _Where, ssh_config: Path | None)
             values.setdefault("address", values.get("name"))
             values["name"] = str(values.get("name") or values["address"])
         else:
-            raise InventoryError(
-                where.at(line, f"a host is a spec string or a mapping, not {type(item).__name__}")
-            )
+            raise InventoryError(where.at(line, f"a host is a spec string or a mapping, not {type(item).__name__}"))
         specs.append(_build(_Entry(values["name"], line, values), where, ssh_config))
     _no_duplicates(specs, [where.line("hosts", i) for i in range(len(specs))], where)
     return specs
@@ -226,9 +220,7 @@ def _ansible_yaml(data: dict[str, Any], where: _Where) -> list[_Entry]:
     return _flatten_groups(groups, where)
 
 
-def _yaml_group(
-    name: str, body: Any, key_path: tuple[Any, ...], groups: dict[str, _Group], where: _Where
-) -> None:
+def _yaml_group(name: str, body: Any, key_path: tuple[Any, ...], groups: dict[str, _Group], where: _Where) -> None:
     group = groups.setdefault(name, _Group(line=where.line(*key_path)))
     if body is None:
         return
@@ -237,9 +229,7 @@ def _yaml_group(
     unknown = sorted(set(body) - {"hosts", "children", "vars"})
     if unknown:
         line = where.line(*key_path, unknown[0])
-        raise InventoryError(
-            where.at(line, f"group {name!r}: unknown key {unknown[0]!r} (hosts, children, vars)")
-        )
+        raise InventoryError(where.at(line, f"group {name!r}: unknown key {unknown[0]!r} (hosts, children, vars)"))
     for section in ("hosts", "children", "vars"):
         if body.get(section) is not None and not isinstance(body[section], dict):
             raise InventoryError(
@@ -256,9 +246,7 @@ def _yaml_group(
         _yaml_group(str(child), child_body, (*key_path, "children", child), groups, where)
 
 
-def _add_hosts(
-    group: _Group, pattern: str, host_vars: dict[str, Any], line: int | None, where: _Where
-) -> None:
+def _add_hosts(group: _Group, pattern: str, host_vars: dict[str, Any], line: int | None, where: _Where) -> None:
     try:
         names = expand_host_range(pattern)
     except ValueError as exc:
@@ -340,9 +328,7 @@ def _flatten_groups(groups: dict[str, _Group], where: _Where) -> list[_Entry]:
             raise InventoryError(where.at(groups[name].line, f"group {name!r} is its own ancestor"))
         if name not in depth_cache:
             ups = parents.get(name) or set()
-            depth_cache[name] = (
-                0 if name == "all" else 1 + max((depth(p, seen | {name}) for p in ups), default=0)
-            )
+            depth_cache[name] = 0 if name == "all" else 1 + max((depth(p, seen | {name}) for p in ups), default=0)
         return depth_cache[name]
 
     def ancestors(name: str) -> set[str]:
@@ -424,9 +410,7 @@ def _resolve_entries(entries: list[_Entry], where: _Where, ssh_config: Path | No
 def _build(entry: _Entry, where: _Where, ssh_config: Path | None) -> HostSpec:
     values = entry.values
     if values.get("connection") == "local":
-        return replace(
-            local_spec(entry.name), labels=_labels(values, entry, where), profile=_text(values, "profile")
-        )
+        return replace(local_spec(entry.name), labels=_labels(values, entry, where), profile=_text(values, "profile"))
     address = str(values.get("address") or entry.name)
     try:
         spec = parse_host_spec(address, ssh_config)
@@ -482,9 +466,7 @@ def _port(values: dict[str, Any], entry: _Entry, where: _Where) -> int | None:
 def _labels(values: dict[str, Any], entry: _Entry, where: _Where) -> dict[str, str]:
     labels = values.get("labels") or {}
     if not isinstance(labels, dict):
-        raise InventoryError(
-            where.at(entry.line, f"host {entry.name!r}: labels must be a mapping of name: value")
-        )
+        raise InventoryError(where.at(entry.line, f"host {entry.name!r}: labels must be a mapping of name: value"))
     return {str(k): "" if v is None else str(v) for k, v in labels.items()}
 
 
@@ -492,7 +474,5 @@ def _no_duplicates(specs: list[HostSpec], lines: list[int | None], where: _Where
     seen: dict[str, int | None] = {}
     for spec, line in zip(specs, lines, strict=False):
         if spec.name in seen:
-            raise InventoryError(
-                where.at(line, f"host {spec.name!r} listed twice (first on line {seen[spec.name]})")
-            )
+            raise InventoryError(where.at(line, f"host {spec.name!r} listed twice (first on line {seen[spec.name]})"))
         seen[spec.name] = line

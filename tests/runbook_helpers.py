@@ -2,8 +2,24 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
+
+from nightowl.transports.base import CommandResult
+from nightowl.transports.replay import ReplayTransport
+
+
+class RecordingReplay(ReplayTransport):
+    """A replayed host that also remembers every argv the engine asked it to run."""
+
+    def __init__(self, directory: Path, host: str, ran: list[tuple[str, ...]]) -> None:
+        super().__init__(directory, host)
+        self.ran = ran
+
+    def run(self, argv: Sequence[str], timeout: float, kind: str | None = None) -> CommandResult:
+        self.ran.append(tuple(argv))
+        return super().run(argv, timeout, kind)
 
 
 def make_host(root: Path, name: str, files: dict[str, str]) -> Path:

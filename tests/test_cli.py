@@ -275,9 +275,9 @@ def test_triage_alert_payload(tmp_path: Path) -> None:
         "token: test-token\n"
         "rules:\n"
         "  - name: gpu-xid\n"
-        "    match: [\"alertname=GpuXidErrors\"]\n"
+        '    match: ["alertname=GpuXidErrors"]\n'
         "    runbook: xid\n"
-        f"    host: \"replay:{HOSTS}/{{{{ labels.Hostname }}}}\"\n"
+        f'    host: "replay:{HOSTS}/{{{{ labels.Hostname }}}}"\n'
     )
     payload = str(data_dir("fixtures") / "alerts" / "alertmanager-xid-firing.json")
     result = invoke("triage", "--alert", payload, "--config", str(config), "--out", str(tmp_path), "--format", "json")

@@ -76,9 +76,7 @@ def test_forms(empty: Path, text: str, hostname: str, port: int, user: str | Non
 
 
 def test_url_options(empty: Path) -> None:
-    spec = parse_host_spec(
-        "ssh://root@gpu-17:2222?jump=ops@bastion:2022&identity=/keys/fleet&profile=h100-sxm", empty
-    )
+    spec = parse_host_spec("ssh://root@gpu-17:2222?jump=ops@bastion:2022&identity=/keys/fleet&profile=h100-sxm", empty)
     assert spec.jump == HostSpec(name="ops@bastion:2022", hostname="bastion", port=2022, user="ops")
     assert spec.identity_file == Path("/keys/fleet")
     assert spec.profile == "h100-sxm"

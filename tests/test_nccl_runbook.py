@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import shutil
 import tempfile
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -17,25 +16,12 @@ from nightowl.collectors.nccl_log import parse as nccl_parse
 from nightowl.engine.runner import HostRun, RunOptions
 from nightowl.engine.session import plan, run_runbook
 from nightowl.rehearse import rehearsal_cases
-from nightowl.transports.base import CommandResult
-from nightowl.transports.replay import ReplayTransport
 from tests.helpers import ROOT
+from tests.runbook_helpers import RecordingReplay
 
 HOSTS = ROOT / "fixtures" / "hosts"
 CORPUS = ROOT / "fixtures" / "corpus" / "nccl"
 LOG = {"nccl_log": "/var/log/job/nccl.log"}
-
-
-class RecordingReplay(ReplayTransport):
-    """A replayed member that also remembers every argv the engine asked it to run."""
-
-    def __init__(self, directory: Path, host: str, ran: list[tuple[str, ...]]) -> None:
-        super().__init__(directory, host)
-        self.ran = ran
-
-    def run(self, argv: Sequence[str], timeout: float, kind: str | None = None) -> CommandResult:
-        self.ran.append(tuple(argv))
-        return super().run(argv, timeout, kind)
 
 
 def run_job(

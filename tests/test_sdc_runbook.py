@@ -18,22 +18,12 @@ from nightowl.engine.session import run_runbook
 from nightowl.rehearse import rehearsal_cases
 from nightowl.transports.base import CommandResult
 from nightowl.transports.local import LocalTransport
-from nightowl.transports.replay import ReplayTransport
 from tests.collectors.test_known_answer import PROBE, replica_servers
 from tests.helpers import ROOT
+from tests.runbook_helpers import RecordingReplay
 
 HOSTS = ROOT / "fixtures" / "hosts"
 GOLDEN = "579d8c3f1cc9568858f388fde04a3bd7d6ab2dc512ff971bb186a06102f167d0"
-
-
-class RecordingReplay(ReplayTransport):
-    def __init__(self, directory: Path, host: str, ran: list[tuple[str, ...]]) -> None:
-        super().__init__(directory, host)
-        self.ran = ran
-
-    def run(self, argv: Sequence[str], timeout: float, kind: str | None = None) -> CommandResult:
-        self.ran.append(tuple(argv))
-        return super().run(argv, timeout, kind)
 
 
 class ReplicaHost(LocalTransport):

@@ -15,26 +15,67 @@ GIB = 2**30
 @click.command("kv-size")
 @click.argument("config", type=click.Path(dir_okay=False, path_type=Path, allow_dash=True))
 @click.option("--tp", type=click.IntRange(min=1), default=1, show_default=True, help="tensor parallel size")
-@click.option("--dtype", default="auto", show_default=True,
-              help="KV-cache dtype: auto (the model's torch_dtype), bf16, fp16, fp8, fp8_ds_mla, ...")
-@click.option("--max-model-len", type=click.IntRange(min=1), default=None,
-              help="tokens of the longest request (default: max_position_embeddings)")
-@click.option("--gpu-mem", type=click.FloatRange(min=0, min_open=True), default=None,
-              help="memory of one GPU, GiB (with --weights: budget as vLLM does)")
-@click.option("--util", type=click.FloatRange(0, 1, min_open=True), default=0.9, show_default=True,
-              help="vLLM --gpu-memory-utilization: a share of the WHOLE card")
+@click.option(
+    "--dtype",
+    default="auto",
+    show_default=True,
+    help="KV-cache dtype: auto (the model's torch_dtype), bf16, fp16, fp8, fp8_ds_mla, ...",
+)
+@click.option(
+    "--max-model-len",
+    type=click.IntRange(min=1),
+    default=None,
+    help="tokens of the longest request (default: max_position_embeddings)",
+)
+@click.option(
+    "--gpu-mem",
+    type=click.FloatRange(min=0, min_open=True),
+    default=None,
+    help="memory of one GPU, GiB (with --weights: budget as vLLM does)",
+)
+@click.option(
+    "--util",
+    type=click.FloatRange(0, 1, min_open=True),
+    default=0.9,
+    show_default=True,
+    help="vLLM --gpu-memory-utilization: a share of the WHOLE card",
+)
 @click.option("--weights", type=click.FloatRange(min=0), default=None, help="weights per GPU, GiB")
-@click.option("--non-kv", type=click.FloatRange(min=0), default=0.0, show_default=True,
-              help="activation peak + non-torch memory per GPU, GiB (vLLM logs both)")
-@click.option("--kv-gib", type=click.FloatRange(min=0), default=None,
-              help="KV memory available per GPU, GiB, as the engine logged it (instead of --gpu-mem)")
+@click.option(
+    "--non-kv",
+    type=click.FloatRange(min=0),
+    default=0.0,
+    show_default=True,
+    help="activation peak + non-torch memory per GPU, GiB (vLLM logs both)",
+)
+@click.option(
+    "--kv-gib",
+    type=click.FloatRange(min=0),
+    default=None,
+    help="KV memory available per GPU, GiB, as the engine logged it (instead of --gpu-mem)",
+)
 @click.option("--block-size", type=click.IntRange(min=1), default=16, show_default=True)
-@click.option("--max-num-batched-tokens", type=click.IntRange(min=1), default=None,
-              help="needed for sliding-window models (a request holds window + this many tokens)")
+@click.option(
+    "--max-num-batched-tokens",
+    type=click.IntRange(min=1),
+    default=None,
+    help="needed for sliding-window models (a request holds window + this many tokens)",
+)
 @click.option("--format", "output_format", type=click.Choice(["text", "json"]), default="text", show_default=True)
-def kv_size(config: Path, tp: int, dtype: str, max_model_len: int | None, gpu_mem: float | None, util: float,
-            weights: float | None, non_kv: float, kv_gib: float | None, block_size: int,
-            max_num_batched_tokens: int | None, output_format: str) -> None:
+def kv_size(
+    config: Path,
+    tp: int,
+    dtype: str,
+    max_model_len: int | None,
+    gpu_mem: float | None,
+    util: float,
+    weights: float | None,
+    non_kv: float,
+    kv_gib: float | None,
+    block_size: int,
+    max_num_batched_tokens: int | None,
+    output_format: str,
+) -> None:
     """KV-cache bytes per token per GPU for CONFIG (a config.json; - reads stdin).
 
     Standard, GQA/MQA, MLA (the latent is replicated on every TP rank) and sliding-window layers;
@@ -59,14 +100,22 @@ def kv_size(config: Path, tp: int, dtype: str, max_model_len: int | None, gpu_me
     if kv.sliding_window_layers and length and max_num_batched_tokens is None:
         raise click.UsageError("a sliding-window model needs --max-num-batched-tokens to size a request")
     result = _result(kv, length, block_size, max_num_batched_tokens)
-    budget = kv_gib if kv_gib is not None else (
-        gpu_mem * util - weights - non_kv if gpu_mem is not None and weights is not None else None
+    budget = (
+        kv_gib
+        if kv_gib is not None
+        else (gpu_mem * util - weights - non_kv if gpu_mem is not None and weights is not None else None)
     )
     if budget is not None and length:
         result["budget"] = _budget(kv, budget, length, block_size, max_num_batched_tokens)
     if gpu_mem is not None:
-        result["budget"] = {**result.get("budget", {}), "gpu_mem_gib": gpu_mem, "util": util,
-                            "requested_gib": gpu_mem * util, "weights_gib": weights, "non_kv_gib": non_kv}
+        result["budget"] = {
+            **result.get("budget", {}),
+            "gpu_mem_gib": gpu_mem,
+            "util": util,
+            "requested_gib": gpu_mem * util,
+            "weights_gib": weights,
+            "non_kv_gib": non_kv,
+        }
     if output_format == "json":
         click.echo(json.dumps(result, indent=2))
     else:
@@ -107,8 +156,12 @@ def _budget(kv: Any, kv_gib: float, length: int, block_size: int, batched: int |
 
     # the whole budget is KV here: the card-level arithmetic was done by the caller (or the engine)
     fit = max_concurrency(kv, kv_gib, 1.0, 0.0, length, 0.0, block_size, batched)
-    return {"kv_cache_gib": kv_gib, "gpu_blocks": fit.gpu_blocks, "kv_tokens": fit.kv_tokens,
-            "max_concurrency": fit.max_concurrency}
+    return {
+        "kv_cache_gib": kv_gib,
+        "gpu_blocks": fit.gpu_blocks,
+        "kv_tokens": fit.kv_tokens,
+        "max_concurrency": fit.max_concurrency,
+    }
 
 
 def _text(result: dict[str, Any]) -> str:
@@ -118,24 +171,39 @@ def _text(result: dict[str, Any]) -> str:
         f"{kv['kv_heads']} KV head(s), {kv['kv_heads_per_rank']} per GPU at TP={kv['tp']}, "
         f"head dim {kv['head_dim']}, {kv['dtype_bytes']} byte(s) per element",
         f"KV per token per GPU: {kv['bytes_per_token']:,} B ({kv['bytes_per_token'] / 1024:.1f} KiB)"
-        + (f" + {kv['sliding_bytes_per_token']:,} B in sliding-window layers (bounded per request)"
-           if kv["sliding_window_layers"] else ""),
+        + (
+            f" + {kv['sliding_bytes_per_token']:,} B in sliding-window layers (bounded per request)"
+            if kv["sliding_window_layers"]
+            else ""
+        ),
     ]
     if kv["layout"] == "mla" and kv["tp"] > 1:
-        lines.append(f"MLA: every one of the {kv['tp']} GPUs holds the same latent "
-                     f"({kv['bytes_per_token_all_ranks']:,} B per token over the group)")
+        lines.append(
+            f"MLA: every one of the {kv['tp']} GPUs holds the same latent "
+            f"({kv['bytes_per_token_all_ranks']:,} B per token over the group)"
+        )
     if "per_request_gib" in result:
-        lines.append(f"one request of {result['max_model_len']:,} tokens: "
-                     f"{result['per_request_gib']:.2f} GiB of KV per GPU")
+        lines.append(
+            f"one request of {result['max_model_len']:,} tokens: {result['per_request_gib']:.2f} GiB of KV per GPU"
+        )
     budget = result.get("budget") or {}
     if "kv_cache_gib" in budget:
         if "requested_gib" in budget:
-            lines.append(f"budget: {budget['gpu_mem_gib']} GiB x {budget['util']} = {budget['requested_gib']:.2f} GiB, "
-                         f"minus weights {budget['weights_gib']} GiB and non-KV {budget['non_kv_gib']} GiB")
-        lines.append(f"KV memory per GPU: {budget['kv_cache_gib']:.2f} GiB"
-                     + (f" = {budget['gpu_blocks']:,} blocks = {budget['kv_tokens']:,} tokens"
-                        if budget["gpu_blocks"] is not None else ""))
-        lines.append(f"maximum concurrency for {result['max_model_len']:,} tokens per request: "
-                     f"{budget['max_concurrency']:.2f}x"
-                     + (" (one max-length request does not fit)" if budget["max_concurrency"] < 1 else ""))
+            lines.append(
+                f"budget: {budget['gpu_mem_gib']} GiB x {budget['util']} = {budget['requested_gib']:.2f} GiB, "
+                f"minus weights {budget['weights_gib']} GiB and non-KV {budget['non_kv_gib']} GiB"
+            )
+        lines.append(
+            f"KV memory per GPU: {budget['kv_cache_gib']:.2f} GiB"
+            + (
+                f" = {budget['gpu_blocks']:,} blocks = {budget['kv_tokens']:,} tokens"
+                if budget["gpu_blocks"] is not None
+                else ""
+            )
+        )
+        lines.append(
+            f"maximum concurrency for {result['max_model_len']:,} tokens per request: "
+            f"{budget['max_concurrency']:.2f}x"
+            + (" (one max-length request does not fit)" if budget["max_concurrency"] < 1 else "")
+        )
     return "\n".join(lines)

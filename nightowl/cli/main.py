@@ -79,16 +79,21 @@ def parse_params(pairs: tuple[str, ...]) -> dict[str, Any]:
     return params
 
 
-def run_and_report(
+def run_to_summary(
     loaded: Any,
     transports: dict[str, Any],
     params: dict[str, Any],
-    fmt: str,
     out_dir: Path,
     allow_invasive: bool,
     forks: int = 16,
     limits: dict[str, float | None] | None = None,
-) -> ExitStatus:
+    postmortem: bool = True,
+    on_host_done: Any = None,
+) -> dict[str, Any]:
+    """Run a runbook (secrets scrubbed from the bundle) and return the CONTRACT s4 summary.
+
+    An interrupt exits 130 after the partial bundle is saved.
+    """
     from nightowl.collectors import get_collector
     from nightowl.engine.bundle import triage_summary
     from nightowl.engine.runner import RunOptions
@@ -103,15 +108,37 @@ def run_and_report(
     options = RunOptions(params={**defaults, **params}, allow_invasive=allow_invasive, **(limits or {}))
     try:
         runs, bundle = run_runbook(
-            loaded, transports, get_collector, options, out_dir, forks=forks, render_postmortem=render_bundle,
+            loaded,
+            transports,
+            get_collector,
+            options,
+            out_dir,
+            forks=forks,
+            on_host_done=on_host_done,
+            render_postmortem=render_bundle if postmortem else None,
             redact=scrub_secrets,
         )
     except Interrupted as exc:
         click.echo(f"nightowl: interrupted; partial bundle saved at {exc.bundle}", err=True)
         sys.exit(int(ExitStatus.INTERRUPTED))
     summary = triage_summary(loaded.id, bundle.name, bundle, runs)
+    summary["_runs"] = runs
+    return summary
+
+
+def run_and_report(
+    loaded: Any,
+    transports: dict[str, Any],
+    params: dict[str, Any],
+    fmt: str,
+    out_dir: Path,
+    allow_invasive: bool,
+    limits: dict[str, float | None] | None = None,
+) -> ExitStatus:
     from nightowl.cli.render import json_report, text_report
 
+    summary = run_to_summary(loaded, transports, params, out_dir, allow_invasive, limits=limits)
+    summary.pop("_runs")
     click.echo(json_report(summary) if fmt == "json" else text_report(summary))
     return status_for(summary["hosts"])
 
@@ -162,10 +189,18 @@ def demo(fmt: str, out_dir: Path, case: str) -> None:
 )
 @click.option("--param", "params", multiple=True, metavar="KEY=VALUE", help="runbook parameter")
 @click.option("--allow-invasive", is_flag=True, help="also run collectors that load GPUs or the network")
-@click.option("--alert", "alert_file", type=click.File("r"),
-              help="an Alertmanager or PagerDuty webhook payload (JSON): triage what its rules map it to")
-@click.option("--config", "alert_config", type=click.Path(exists=True, dir_okay=False, path_type=Path),
-              help="with --alert: the `nightowl serve` rules file (alert -> runbook and host)")
+@click.option(
+    "--alert",
+    "alert_file",
+    type=click.File("r"),
+    help="an Alertmanager or PagerDuty webhook payload (JSON): triage what its rules map it to",
+)
+@click.option(
+    "--config",
+    "alert_config",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="with --alert: the `nightowl serve` rules file (alert -> runbook and host)",
+)
 @ssh_options
 @limit_options
 @FORMAT_OPTION
@@ -223,11 +258,13 @@ def triage_alert(alert_file: Any, config_path: Path | None, fmt: str, out_dir: P
     else:
         for item in results:
             verdict = item.get("verdict") or {}
-            click.echo(f"{item.get('alert') or '?'} -> {item.get('runbook') or '-'} on "
-                       f"{item.get('host') or '-'}: {item['status']}"
-                       + (f", {verdict.get('id')} -> {verdict.get('action')}" if verdict else "")
-                       + (f" ({item['reason']})" if item.get("reason") else "")
-                       + (f"\n  bundle: {item['bundle']}" if item.get("bundle") else ""))
+            click.echo(
+                f"{item.get('alert') or '?'} -> {item.get('runbook') or '-'} on "
+                f"{item.get('host') or '-'}: {item['status']}"
+                + (f", {verdict.get('id')} -> {verdict.get('action')}" if verdict else "")
+                + (f" ({item['reason']})" if item.get("reason") else "")
+                + (f"\n  bundle: {item['bundle']}" if item.get("bundle") else "")
+            )
     return status_for([{"verdict": r.get("verdict")} for r in results if r.get("status") == "captured"])
 
 

@@ -8,7 +8,7 @@ from typing import Any
 
 import click
 
-from nightowl.cli.exit import EXIT_HELP, ExitStatus, status_for
+from nightowl.cli.exit import EXIT_HELP, status_for
 from nightowl.cli.options import SSHArgs, limit_options, ssh_options
 
 FORMATS = click.Choice(["table", "text", "json", "prometheus"])
@@ -132,27 +132,25 @@ def _run(
     fmt: str,
     limits: dict[str, float | None],
 ) -> dict[str, Any]:
+    from nightowl.cli.main import run_to_summary
     from nightowl.cli.render import json_report, text_report
     from nightowl.cli.render_fleet import fleet_table, prometheus_textfile
-    from nightowl.collectors import get_collector
-    from nightowl.engine.bundle import triage_summary
-    from nightowl.engine.runner import RunOptions
-    from nightowl.engine.session import Interrupted, run_runbook
-    from nightowl.redact import scrub_secrets
 
-    defaults = {k: p.default for k, p in loaded.runbook.parameters.items()}
-    options = RunOptions(params={**defaults, **params}, allow_invasive=allow_invasive, **limits)
     progress, advance = _progress(len(transports), fmt)
-    try:
-        with progress:
-            runs, bundle = run_runbook(
-                loaded, transports, get_collector, options, out_dir, forks=forks, on_host_done=advance, redact=scrub_secrets
-            )
-    except Interrupted as exc:
-        click.echo(f"nightowl: interrupted; partial bundle saved at {exc.bundle}", err=True)
-        sys.exit(int(ExitStatus.INTERRUPTED))
-    summary = triage_summary(loaded.id, bundle.name, bundle, runs)
-    summary["fleet"] = fleet_facts(runs)
+    with progress:
+        # A fleet's bundle gets no postmortem draft: drafts are per incident (`nightowl postmortem`).
+        summary = run_to_summary(
+            loaded,
+            transports,
+            params,
+            out_dir,
+            allow_invasive,
+            forks=forks,
+            limits=limits,
+            postmortem=False,
+            on_host_done=advance,
+        )
+    summary["fleet"] = fleet_facts(summary.pop("_runs"))
     render = {"json": json_report, "prometheus": prometheus_textfile, "text": text_report, "table": fleet_table}
     click.echo(render[fmt](summary), nl=fmt != "prometheus")
     return summary

@@ -56,13 +56,3 @@ class Collector:
 
 def fact_namespace(kind: str) -> str:
     return kind.replace("-", "_")
-
-
-def safe_parse(collector: Collector, text: str) -> tuple[dict[str, Any], str | None]:
-    """Parse and derive facts; a parser bug becomes a recorded error, never a traceback."""
-    try:
-        result = collector.parse(text)
-        return collector.facts(result), None
-    except Exception as exc:  # noqa: BLE001 - any parser failure is evidence, not a crash
-        error = f"{collector.kind} parser failed: {type(exc).__name__}: {exc}"
-        return {"kind": collector.kind, "warnings": [error]}, error

@@ -135,8 +135,10 @@ def _terminated(state: Any) -> dict[str, Any] | None:
     return None
 
 
-_FIELD = re.compile(r'"(?P<key>OOMKilled|ExitCode|RestartCount|Running|Status|FinishedAt|exitCode|reason'
-                    r'|restartCount|finishedAt|name|Name)"\s*:\s*(?P<value>"[^"]*"|true|false|-?\d+)')
+_FIELD = re.compile(
+    r'"(?P<key>OOMKilled|ExitCode|RestartCount|Running|Status|FinishedAt|exitCode|reason'
+    r'|restartCount|finishedAt|name|Name)"\s*:\s*(?P<value>"[^"]*"|true|false|-?\d+)'
+)
 
 
 def _from_lines(text: str) -> tuple[list[ContainerEnd], str | None]:

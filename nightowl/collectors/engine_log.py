@@ -132,21 +132,36 @@ class Hint(NamedTuple):
 # Function names / messages inside an OOM traceback that name the phase (vLLM source names).
 TRACEBACK_HINTS: tuple[Hint, ...] = (
     Hint("device-init", re.compile(r"\binit_device\b"), "vllm gpu_worker.init_device [P]"),
-    Hint("weights", re.compile(r"\b(?:load_model|load_weights|load_single_module)\b"),
-         "vllm worker.load_model; TRT-LLM load_single_module (issue 6281); corpus 14095"),
-    Hint("profiling",
-         re.compile(r"\b(?:profile_run|determine_available_memory|determine_num_available_blocks)\b"),
-         "DT 1.1 row 3 [P]"),
+    Hint(
+        "weights",
+        re.compile(r"\b(?:load_model|load_weights|load_single_module)\b"),
+        "vllm worker.load_model; TRT-LLM load_single_module (issue 6281); corpus 14095",
+    ),
+    Hint(
+        "profiling",
+        re.compile(r"\b(?:profile_run|determine_available_memory|determine_num_available_blocks)\b"),
+        "DT 1.1 row 3 [P]",
+    ),
     # not `_initialize_kv_caches`: in V0 and V1 that wrapper also runs profiling, capture and warm-up
     Hint("kv-cache", re.compile(r"\b(?:initialize_kv_cache|initialize_cache)\b"), "vllm cache init [P]"),
-    Hint("cuda-graph", re.compile(r"\bcapture_model\b|Capture cuda graph failed|cuda graph warmup failed"),
-         "DT 1.1 row 6, 1.5, 1.6"),
-    Hint("sampler-warmup",
-         re.compile(r"_dummy_sampler_run|sampling_metadata=dummy_metadata|warming up sampler"),
-         "DT 1.1 row 7 [P]; corpus 27508"),
-    Hint("runtime", re.compile(r"\b(?:run_engine_loop|engine_step|run_busy_loop|step_with_batch_queue)\b"
-                               r"|batch\{batch_size=\d+\}:(?:prefill|decode)"),
-         "V0 mp engine loop (corpus 9290), V1 core busy loop, TGI batch span (corpus tgi 1374)"),
+    Hint(
+        "cuda-graph",
+        re.compile(r"\bcapture_model\b|Capture cuda graph failed|cuda graph warmup failed"),
+        "DT 1.1 row 6, 1.5, 1.6",
+    ),
+    Hint(
+        "sampler-warmup",
+        re.compile(r"_dummy_sampler_run|sampling_metadata=dummy_metadata|warming up sampler"),
+        "DT 1.1 row 7 [P]; corpus 27508",
+    ),
+    Hint(
+        "runtime",
+        re.compile(
+            r"\b(?:run_engine_loop|engine_step|run_busy_loop|step_with_batch_queue)\b"
+            r"|batch\{batch_size=\d+\}:(?:prefill|decode)"
+        ),
+        "V0 mp engine loop (corpus 9290), V1 core busy loop, TGI batch span (corpus tgi 1374)",
+    ),
 )
 
 
@@ -158,32 +173,60 @@ class Failure(NamedTuple):
 
 
 FAILURES: tuple[Failure, ...] = (
-    Failure("gpu-occupied", "device-init",
-            re.compile(r"Free memory on device .*on startup is less than desired GPU memory utilization"),
-            "DT 1.1 row 0 [P]"),
-    Failure("kv-admission", "kv-cache", re.compile(r"No available memory for the cache blocks"),
-            "DT 1.2 [P]; corpus 27508"),
-    Failure("kv-admission", "kv-cache",
-            re.compile(r"max seq len \(\d+\).*(?:larger than the available KV cache memory"
-                       r"|larger than the maximum number of tokens that can be stored in KV cache)"),
-            "DT 1.2 [P] (V1); corpus 10517 (V0)"),
-    Failure("cuda-oom", "sampler-warmup", re.compile(r"out of memory occurred when warming up sampler"),
-            "DT 1.1 row 7 [P]"),
-    Failure("engine-oom", "profiling", re.compile(r"Not enough memory to handle \d+ prefill tokens"),
-            "DT 1.6 TGI warm-up [P]; corpus tgi 1067"),
-    Failure("engine-oom", "kv-cache", re.compile(r"Not enough memory to handle max_total_tokens"),
-            "DT 1.6 TGI router [P]"),
-    Failure("engine-oom", "kv-cache",
-            re.compile(r"Not enough memory\. Please try to increase --mem-fraction-static"),
-            "DT 1.5 SGLang [P]"),
-    Failure("host-oom-kill", "host",
-            re.compile(r"OOMKilled|Out of memory: Kill|oom-kill|Memory cgroup out of memory"
-                       r"|invoked oom-killer"),
-            "DT 1.7 [M]"),
-    Failure("cuda-oom", None,
-            re.compile(r"(?:CUDA|HIP) out of memory|OutOfMemoryError|CUDA (?:runtime )?error.*out of memory"
-                       r"|Error Code 2: OutOfMemory"),
-            "PyTorch caching allocator message; TRT-LLM cudaMalloc errors"),
+    Failure(
+        "gpu-occupied",
+        "device-init",
+        re.compile(r"Free memory on device .*on startup is less than desired GPU memory utilization"),
+        "DT 1.1 row 0 [P]",
+    ),
+    Failure(
+        "kv-admission", "kv-cache", re.compile(r"No available memory for the cache blocks"), "DT 1.2 [P]; corpus 27508"
+    ),
+    Failure(
+        "kv-admission",
+        "kv-cache",
+        re.compile(
+            r"max seq len \(\d+\).*(?:larger than the available KV cache memory"
+            r"|larger than the maximum number of tokens that can be stored in KV cache)"
+        ),
+        "DT 1.2 [P] (V1); corpus 10517 (V0)",
+    ),
+    Failure(
+        "cuda-oom", "sampler-warmup", re.compile(r"out of memory occurred when warming up sampler"), "DT 1.1 row 7 [P]"
+    ),
+    Failure(
+        "engine-oom",
+        "profiling",
+        re.compile(r"Not enough memory to handle \d+ prefill tokens"),
+        "DT 1.6 TGI warm-up [P]; corpus tgi 1067",
+    ),
+    Failure(
+        "engine-oom", "kv-cache", re.compile(r"Not enough memory to handle max_total_tokens"), "DT 1.6 TGI router [P]"
+    ),
+    Failure(
+        "engine-oom",
+        "kv-cache",
+        re.compile(r"Not enough memory\. Please try to increase --mem-fraction-static"),
+        "DT 1.5 SGLang [P]",
+    ),
+    Failure(
+        "host-oom-kill",
+        "host",
+        re.compile(
+            r"OOMKilled|Out of memory: Kill|oom-kill|Memory cgroup out of memory"
+            r"|invoked oom-killer"
+        ),
+        "DT 1.7 [M]",
+    ),
+    Failure(
+        "cuda-oom",
+        None,
+        re.compile(
+            r"(?:CUDA|HIP) out of memory|OutOfMemoryError|CUDA (?:runtime )?error.*out of memory"
+            r"|Error Code 2: OutOfMemory"
+        ),
+        "PyTorch caching allocator message; TRT-LLM cudaMalloc errors",
+    ),
 )
 
 
@@ -194,46 +237,87 @@ class ErrorClass(NamedTuple):
 
 
 ERROR_CLASSES: tuple[ErrorClass, ...] = (
-    ErrorClass("driver-too-old", re.compile(
-        r"driver version is insufficient|NVIDIA driver on your system is too old", re.I),
-        "CUDA runtime / PyTorch messages [M]; PyTorch wording seen in vllm-project/vllm#1772 [S]"),
-    ErrorClass("hub-unreachable", re.compile(
-        r"couldn't connect to '?https?://(?:huggingface\.co|hf\.co)|LocalEntryNotFoundError"
-        r"|outgoing traffic has been disabled|Cannot find the requested files in the (?:local|disk) cache"
-        r"|offline mode is enabled|(?:huggingface\.co|hf\.co).*(?:Max retries exceeded|Failed to establish"
-        r"|NameResolution|timed out)|OfflineModeIsEnabled", re.I),
-        "huggingface_hub messages [M]; OfflineModeIsEnabled in vllm-project/vllm#3719 [S]"),
-    ErrorClass("hub-auth", re.compile(
-        r"GatedRepoError|401 Client Error|Access to model .* is restricted|trying to access a gated repo"),
-        "huggingface_hub messages [M]"),
-    ErrorClass("unsupported-architecture", re.compile(
-        r"architectures? \[.*\] (?:are|is) not supported|is not supported for now"
-        r"|does not recognize this architecture|Unsupported model architecture", re.I),
-        "vLLM registry / transformers messages [M]; vLLM wording in vllm-project/vllm#9515 [S]"),
-    ErrorClass("unsupported-gpu", re.compile(
-        r"no kernel image is available for execution on the device"
-        r"|compute capability.*(?:not supported|at least)", re.I), "CUDA / vLLM messages [M]"),
-    ErrorClass("port-in-use", re.compile(r"Address already in use|\[Errno 98\]|\bEADDRINUSE\b", re.I),
-               "OS error text; uvicorn bind and torch TCPStore wording in vllm-project/vllm#7514, #11617 [S]"),
-    ErrorClass("gpu-unavailable", re.compile(
-        r"CUDA-capable device\(s\) is/are busy or unavailable|cudaErrorDevicesUnavailable"),
-        "CUDA runtime error text; corpus gpu cuda-busy-unavailable-traceback-gb200-dradriver982"),
-    ErrorClass("nccl", re.compile(
-        r"NCCL error|nccl(?:InternalError|SystemError|UnhandledCudaError|InvalidUsage|RemoteError)"
-        r"|ncclCommInitRank.*fail", re.I), "NCCL / ProcessGroupNCCL messages [M]"),
+    ErrorClass(
+        "driver-too-old",
+        re.compile(r"driver version is insufficient|NVIDIA driver on your system is too old", re.I),
+        "CUDA runtime / PyTorch messages [M]; PyTorch wording seen in vllm-project/vllm#1772 [S]",
+    ),
+    ErrorClass(
+        "hub-unreachable",
+        re.compile(
+            r"couldn't connect to '?https?://(?:huggingface\.co|hf\.co)|LocalEntryNotFoundError"
+            r"|outgoing traffic has been disabled|Cannot find the requested files in the (?:local|disk) cache"
+            r"|offline mode is enabled|(?:huggingface\.co|hf\.co).*(?:Max retries exceeded|Failed to establish"
+            r"|NameResolution|timed out)|OfflineModeIsEnabled",
+            re.I,
+        ),
+        "huggingface_hub messages [M]; OfflineModeIsEnabled in vllm-project/vllm#3719 [S]",
+    ),
+    ErrorClass(
+        "hub-auth",
+        re.compile(r"GatedRepoError|401 Client Error|Access to model .* is restricted|trying to access a gated repo"),
+        "huggingface_hub messages [M]",
+    ),
+    ErrorClass(
+        "unsupported-architecture",
+        re.compile(
+            r"architectures? \[.*\] (?:are|is) not supported|is not supported for now"
+            r"|does not recognize this architecture|Unsupported model architecture",
+            re.I,
+        ),
+        "vLLM registry / transformers messages [M]; vLLM wording in vllm-project/vllm#9515 [S]",
+    ),
+    ErrorClass(
+        "unsupported-gpu",
+        re.compile(
+            r"no kernel image is available for execution on the device"
+            r"|compute capability.*(?:not supported|at least)",
+            re.I,
+        ),
+        "CUDA / vLLM messages [M]",
+    ),
+    ErrorClass(
+        "port-in-use",
+        re.compile(r"Address already in use|\[Errno 98\]|\bEADDRINUSE\b", re.I),
+        "OS error text; uvicorn bind and torch TCPStore wording in vllm-project/vllm#7514, #11617 [S]",
+    ),
+    ErrorClass(
+        "gpu-unavailable",
+        re.compile(r"CUDA-capable device\(s\) is/are busy or unavailable|cudaErrorDevicesUnavailable"),
+        "CUDA runtime error text; corpus gpu cuda-busy-unavailable-traceback-gb200-dradriver982",
+    ),
+    ErrorClass(
+        "nccl",
+        re.compile(
+            r"NCCL error|nccl(?:InternalError|SystemError|UnhandledCudaError|InvalidUsage|RemoteError)"
+            r"|ncclCommInitRank.*fail",
+            re.I,
+        ),
+        "NCCL / ProcessGroupNCCL messages [M]",
+    ),
     ErrorClass("shm-bus-error", re.compile(r"\bBus error\b"), "DT 1.7: tiny /dev/shm shows as Bus error [M]"),
-    ErrorClass("engine-core-failed", re.compile(
-        r"EngineCore failed to start|Engine core initialization failed|Engine process failed to start"),
-        "DT 1.1: V1 API process after an EngineCore error [S]; corpus 17431"),
-    ErrorClass("req-slots-exhausted", re.compile(r"alloc_req_slots runs out of memory"),
-               "SGLang request pool; corpus sglang 10408"),
+    ErrorClass(
+        "engine-core-failed",
+        re.compile(r"EngineCore failed to start|Engine core initialization failed|Engine process failed to start"),
+        "DT 1.1: V1 API process after an EngineCore error [S]; corpus 17431",
+    ),
+    ErrorClass(
+        "req-slots-exhausted",
+        re.compile(r"alloc_req_slots runs out of memory"),
+        "SGLang request pool; corpus sglang 10408",
+    ),
 )
 
 ENGINE_SIGNATURES: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("vllm", re.compile(r"vllm|VllmWorker|EngineCore|PreemptionMode", re.I)),
     ("sglang", re.compile(r"sglang|mem-fraction-static|alloc_req_slots|#running-req|\bDP\d+ TP\d+\]", re.I)),
-    ("tgi", re.compile(r"text[_-]generation|max[_-]batch[_-](?:prefill|total)[_-]tokens"
-                       r"|max batch total tokens")),
+    (
+        "tgi",
+        re.compile(
+            r"text[_-]generation|max[_-]batch[_-](?:prefill|total)[_-]tokens"
+            r"|max batch total tokens"
+        ),
+    ),
     ("tensorrt-llm", re.compile(r"TensorRT-LLM|TRT-LLM|tensorrt_llm")),
 )
 
@@ -246,22 +330,40 @@ VERSION_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
 
 _SIZE = r"(-?[\d.]+)\s*(bytes|B|KiB|MiB|GiB|TiB|KB|MB|GB|TB)\b"
 # PyTorch, SGLang and TGI print binary sizes; "GB" in their logs means GiB as well.
-_GIB_PER_UNIT = {"bytes": 2**-30, "B": 2**-30, "KiB": 2**-20, "KB": 2**-20, "MiB": 2**-10, "MB": 2**-10,
-                 "GiB": 1.0, "GB": 1.0, "TiB": 1024.0, "TB": 1024.0}
+_GIB_PER_UNIT = {
+    "bytes": 2**-30,
+    "B": 2**-30,
+    "KiB": 2**-20,
+    "KB": 2**-20,
+    "MiB": 2**-10,
+    "MB": 2**-10,
+    "GiB": 1.0,
+    "GB": 1.0,
+    "TiB": 1024.0,
+    "TB": 1024.0,
+}
 OOM_FIELDS: tuple[tuple[str, re.Pattern[str]], ...] = (  # PyTorch OOM message, torch >= 2.1 wording
     ("tried_gib", re.compile(r"Tried to allocate " + _SIZE)),
     ("total_gib", re.compile(r"total capac\w* of " + _SIZE)),  # TGI 1.3 era torch spells "capacty"
     ("free_gib", re.compile(r"of which " + _SIZE + r" is free")),
     ("process_in_use_gib", re.compile(r"(?:this process|Process \d+) has " + _SIZE + r" memory in use")),
-    ("allocated_by_pytorch_gib",
-     re.compile(r"Of the allocated memory " + _SIZE + r" is allocated by PyTorch")),
+    ("allocated_by_pytorch_gib", re.compile(r"Of the allocated memory " + _SIZE + r" is allocated by PyTorch")),
     ("private_pools_gib", re.compile(r"with " + _SIZE + r" allocated in private pools")),
     ("reserved_unallocated_gib", re.compile(_SIZE + r" is reserved by PyTorch but unallocated")),
 )
 # torch < 2.1: "(GPU 0; 79.15 GiB total capacity; 70.1 GiB already allocated; 2.19 MiB free;
 # 75.3 GiB reserved in total by PyTorch)" [M]
-OLD_OOM = re.compile(r"\(GPU (\d+); " + _SIZE + r" total capacity; " + _SIZE + r" already allocated; "
-                     + _SIZE + r" free; " + _SIZE + r" reserved in total by PyTorch")
+OLD_OOM = re.compile(
+    r"\(GPU (\d+); "
+    + _SIZE
+    + r" total capacity; "
+    + _SIZE
+    + r" already allocated; "
+    + _SIZE
+    + r" free; "
+    + _SIZE
+    + r" reserved in total by PyTorch"
+)
 OOM_GPU = re.compile(r"\bGPU (\d+)\b")
 
 
@@ -278,8 +380,7 @@ KV_VALUES: tuple[Value, ...] = (
     Value("gpu_blocks", re.compile(r"num_gpu_blocks is: (\d+)"), "V1; corpus aiperf449"),
     Value("tokens", re.compile(r"GPU KV cache size: ([\d,]+) tokens"), "DT 1.1 row 4 [P]"),
     Value("tokens_per_request", re.compile(r"Maximum concurrency for ([\d,]+) tokens per request"), "DT 1.1"),
-    Value("max_concurrency", re.compile(r"Maximum concurrency for [\d,]+ tokens per request: ([\d.]+)x"),
-          "DT 1.1"),
+    Value("max_concurrency", re.compile(r"Maximum concurrency for [\d,]+ tokens per request: ([\d.]+)x"), "DT 1.1"),
     Value("kv_cache_gib", re.compile(r"Available KV cache memory: (-?[\d.]+) ?GiB"), "DT 1.1 row 3 [P]"),
     Value("kv_cache_gib", re.compile(r"reserved for KV Cache is (-?[\d.]+) ?GiB"), "V0 worker.py; corpus"),
     Value("kv_cache_gib", re.compile(r"kv_cache_size=(-?[\d.]+) ?GiB"), "V0 worker.py; corpus 10517"),
@@ -289,8 +390,7 @@ KV_VALUES: tuple[Value, ...] = (
     Value("tokens", re.compile(r"Setting max batch total tokens to (\d+)"), "DT 1.6 TGI; corpus tgi 2744"),
     Value("gpu_blocks", re.compile(r"KV-cache blocks: (\d+)"), "DT 1.6 TGI"),
     Value("block_size", re.compile(r"KV-cache blocks: \d+, size: (\d+)"), "DT 1.6 TGI"),
-    Value("kv_cache_gib", re.compile(r"Allocated ([\d.]+) GiB for max tokens in paged KV cache"),
-          "TRT-LLM [M]"),
+    Value("kv_cache_gib", re.compile(r"Allocated ([\d.]+) GiB for max tokens in paged KV cache"), "TRT-LLM [M]"),
     Value("tokens", re.compile(r"for max tokens in paged KV cache \((\d+)\)"), "TRT-LLM [M]"),
     Value("gpu_blocks", re.compile(r"Number of blocks in KV cache primary pool: (\d+)"), "TRT-LLM [M]"),
 )
@@ -300,12 +400,17 @@ SETTINGS: tuple[Value, ...] = (
     Value("weights_gib", re.compile(r"model weights take ([\d.]+) ?GiB"), "V0 worker.py; corpus 11251"),
     Value("weights_gib", re.compile(r"Load weight end\..*mem usage=([\d.]+) ?GB"), "DT 1.5 SGLang"),
     Value("total_gpu_gib", re.compile(r"total_gpu_memory[ =]\(?([\d.]+) ?GiB"), "V0 worker.py; corpus"),
-    Value("gpu_memory_utilization", re.compile(
-        r"gpu[_ ]memory[_ ]utilization[`'\"]?\s*(?:[:=]\s*|\(\s*)([01](?:\.\d+)?)\b", re.I),
-        "vLLM args dict / profile lines; corpus 27466, 10517, 11251"),
+    Value(
+        "gpu_memory_utilization",
+        re.compile(r"gpu[_ ]memory[_ ]utilization[`'\"]?\s*(?:[:=]\s*|\(\s*)([01](?:\.\d+)?)\b", re.I),
+        "vLLM args dict / profile lines; corpus 27466, 10517, 11251",
+    ),
     Value("gpu_memory_utilization", re.compile(r"--gpu-memory-utilization[= ]([01](?:\.\d+)?)\b"), "CLI"),
-    Value("mem_fraction_static", re.compile(r"mem[_-]fraction[_-]static['\"]?\s*[:= ]\s*([01](?:\.\d+)?)\b"),
-          "SGLang server args [M]"),
+    Value(
+        "mem_fraction_static",
+        re.compile(r"mem[_-]fraction[_-]static['\"]?\s*[:= ]\s*([01](?:\.\d+)?)\b"),
+        "SGLang server args [M]",
+    ),
     Value("max_model_len", re.compile(r"Using max model len (\d+)"), "vLLM; corpus 27466"),
     Value("max_model_len", re.compile(r"'max_model_len': (\d+)"), "vLLM non-default args; corpus 27466"),
     Value("max_model_len", re.compile(r"--max-model-len[= ](\d+)"), "CLI"),
@@ -317,8 +422,11 @@ SETTINGS: tuple[Value, ...] = (
 KILLED = re.compile(r"\bKilled\b(?! process)|status=9/KILL|\bSIGKILL\b")  # shell / systemd / k8s wording
 KV_TOO_SMALL: tuple[Value, ...] = (
     Value("max_model_len", re.compile(r"max seq len \((\d+)\)"), "DT 1.2 [P]; corpus 10517"),
-    Value("kv_tokens", re.compile(r"maximum number of tokens that can be stored in KV cache \((\d+)\)"),
-          "V0 message; corpus 10517"),
+    Value(
+        "kv_tokens",
+        re.compile(r"maximum number of tokens that can be stored in KV cache \((\d+)\)"),
+        "V0 message; corpus 10517",
+    ),
     Value("estimated_max_len", re.compile(r"estimated maximum model length is (\d+)"), "DT 1.2 V1 [P]"),
     Value("needed_gib", re.compile(r"\(([\d.]+) GiB KV cache is needed"), "DT 1.2 V1 [P]"),
     Value("available_gib", re.compile(r"available KV cache memory \(([\d.]+) GiB\)"), "DT 1.2 V1 [P]"),
@@ -419,7 +527,8 @@ def parse(text: str) -> EngineLog:
         kv_cache=KVCache(**{f: kv.get(f) for f in KVCache.__dataclass_fields__}) if kv else None,
         in_progress_phase=in_progress if in_progress != completed else None,
         kv_too_small=KVTooSmall(**{f: too_small.get(f) for f in KVTooSmall.__dataclass_fields__})
-        if too_small else None,
+        if too_small
+        else None,
         errors=_errors(lines),
         exit_code=settings.get("exit_code"),
         killed=any(KILLED.search(line) for line in lines) or bool(oom and oom.kind == "host-oom-kill"),
@@ -499,8 +608,7 @@ def _hinted_phase(lines: list[str]) -> str | None:
     return next((phase for phase in OOM_PHASES if phase in named), None)
 
 
-def _first_failure(lines: list[str], engine: str | None, completed: str | None,
-                   in_progress: str | None) -> OOM | None:
+def _first_failure(lines: list[str], engine: str | None, completed: str | None, in_progress: str | None) -> OOM | None:
     for line in lines:
         for failure in FAILURES:
             if failure.pattern.search(line):

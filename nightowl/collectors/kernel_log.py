@@ -62,29 +62,21 @@ _OOM_CGROUP = re.compile(r"Memory cgroup $")
 _NVSWITCH_DEVICE = re.compile(r"(nvidia-nvswitch\d+):\s*$")
 
 # --- timestamps (decision: a yearless or non-English time stays as written) -------------------
-_SYSLOG_TIME = re.compile(
-    r"^\s*(\S+\s+\d{1,2}\s+\d{1,2}:\d\d:\d\d(?:\.\d+)?)\s"
-)  # Mar 29 15:38:59, lis 12 ...
+_SYSLOG_TIME = re.compile(r"^\s*(\S+\s+\d{1,2}\s+\d{1,2}:\d\d:\d\d(?:\.\d+)?)\s")  # Mar 29 15:38:59, lis 12 ...
 _ISO_TIME = re.compile(r"(\d{4}-\d\d-\d\d)[T ](\d\d:\d\d:\d\d)(?:[.,](\d+))?(Z|[+-]\d\d:?\d\d)?")
 _SLASH_TIME = re.compile(r"(\d{4})/(\d\d)/(\d\d)[ T](\d\d:\d\d:\d\d)")  # Go log package (device plugin)
 _BRACKET = re.compile(r"\[\s*([^\]]*?)\s*\]")
 _MONOTONIC = re.compile(r"\d+\.\d+")
-_DMESG_T = re.compile(
-    r"(?:\S+\s+)?(\S+)\s+(\d{1,2})\s+(\d\d):(\d\d):(\d\d)\s+(\d{4})"
-)  # Tue Mar  5 10:00:00 2024
+_DMESG_T = re.compile(r"(?:\S+\s+)?(\S+)\s+(\d{1,2})\s+(\d\d):(\d\d):(\d\d)\s+(\d{4})")  # Tue Mar  5 10:00:00 2024
 _MONTHS = {
     m: i
-    for i, m in enumerate(
-        ("jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec"), start=1
-    )
+    for i, m in enumerate(("jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec"), start=1)
 }
 
 # --- NVRM messages (text after "NVRM: ") -------------------------------------------------------
 _XID = re.compile(r"Xid \((?:PCI:)?(?P<pci>[^)]*)\):?\s*(?P<code>\d+)\b,?\s*(?P<rest>.*)$")
 _SXID = re.compile(r"SXid \((?:PCI:)?(?P<pci>[^)]*)\):?\s*(?P<code>\d+)\b,?\s*(?P<text>.*)$")
-_PID_NAME = re.compile(
-    r"pid=(?P<pid>'?<unknown>'?|'?\d+'?),\s*name=(?P<name>[^,]*?)\s*(?:,\s*(?P<text>.*))?$"
-)
+_PID_NAME = re.compile(r"pid=(?P<pid>'?<unknown>'?|'?\d+'?),\s*name=(?P<name>[^,]*?)\s*(?:,\s*(?P<text>.*))?$")
 _SXID_DETAIL = re.compile(r"(?:Severity \d+|Data \{)")  # continuation lines of an SXid report
 _SXID_SEVERITY = re.compile(r"(non-?fatal|fatal)\b", re.I)
 _CAUSED_BY = re.compile(r"caused by previous Xid (\d+)")
@@ -270,9 +262,7 @@ def _classify_xid(body: str) -> _Classified:
     caused_by = _CAUSED_BY.search(text)
     if caused_by is not None:
         extras.append(("caused_by_xid", int(caused_by.group(1))))
-    return _Classified(
-        "event", "xid", code, normalize_pci(match.group("pci")), pid, process, text, tuple(extras)
-    )
+    return _Classified("event", "xid", code, normalize_pci(match.group("pci")), pid, process, text, tuple(extras))
 
 
 def _classify_sxid(body: str) -> _Classified:
@@ -284,9 +274,7 @@ def _classify_sxid(body: str) -> _Classified:
     if _SXID_DETAIL.match(text):
         return _Classified("sxid_detail", "sxid", code, pci, text=text)
     severity = _SXID_SEVERITY.match(text)
-    extras = (
-        (("severity", "fatal" if severity.group(1).lower() == "fatal" else "nonfatal"),) if severity else ()
-    )
+    extras = (("severity", "fatal" if severity.group(1).lower() == "fatal" else "nonfatal"),) if severity else ()
     return _Classified("event", "sxid", code, pci, text=text, extras=extras)
 
 
@@ -301,9 +289,7 @@ def _classify_nvrm(body: str) -> _Classified:
         return _Classified("board_serial", text=serial.group("serial"))
     gpu_serial = _GPU_SERIAL.match(body)
     if gpu_serial is not None:
-        return _Classified(
-            "gpu_serial", pci=normalize_pci(gpu_serial.group("pci")), text=gpu_serial.group("serial")
-        )
+        return _Classified("gpu_serial", pci=normalize_pci(gpu_serial.group("pci")), text=gpu_serial.group("serial"))
     if _FALLEN_OFF_BUS.search(body):
         return _Classified("event", "fallen_off_bus", pci=find_pci(body), text=body)
     if _RESET_REQUIRED.search(body):
@@ -433,12 +419,7 @@ class _Parser:
             elif indented and self.last_event is not None:
                 self._add_lines(self.last_event, [body])
                 return True
-        if (
-            pending is not None
-            and pending.is_aer
-            and _AER_DETAIL.search(message)
-            and not _AER_RECEIVED.search(message)
-        ):
+        if pending is not None and pending.is_aer and _AER_DETAIL.search(message) and not _AER_RECEIVED.search(message):
             if len(pending.details) < MAX_LINES_PER_EVENT:
                 pending.details.append(message.strip())
             return True
@@ -564,9 +545,7 @@ class _Parser:
             self._add_lines(owner, [found.text])
             return
         # A "Severity"/"Data" line whose report we did not see: keep it as its own event.
-        self._emit(
-            _Classified("event", "sxid", found.code, found.pci, text=found.text), _Draft(prefix, found.text)
-        )
+        self._emit(_Classified("event", "sxid", found.code, found.pci, text=found.text), _Draft(prefix, found.text))
 
     def _bandwidth(self, message: str) -> None:
         match = _BANDWIDTH.search(message)
@@ -600,9 +579,7 @@ class _Parser:
         if self.extra_warnings:
             warnings.append(f"{self.extra_warnings} more unreadable lines not listed")
         if self.dropped_events:
-            warnings.append(
-                f"{self.dropped_events} events beyond {MAX_DISTINCT_EVENTS} distinct ones not kept"
-            )
+            warnings.append(f"{self.dropped_events} events beyond {MAX_DISTINCT_EVENTS} distinct ones not kept")
         if not self.saw_text:
             warnings.append("empty input: no kernel log lines")
         return KernelLogResult(
@@ -720,9 +697,7 @@ def facts(result: KernelLogResult | Mapping[str, Any]) -> dict[str, Any]:
     xids = [e for e in events if e["kind"] == "xid" and isinstance(e.get("code"), int)]
     codes = sorted({e["code"] for e in xids})
     recovery, recovery_by_gpu = _recovery_by_gpu(xids)
-    fallen = [
-        e["pci"] for e in events if e["kind"] == "fallen_off_bus" or (e["kind"] == "xid" and e["code"] == 79)
-    ]
+    fallen = [e["pci"] for e in events if e["kind"] == "fallen_off_bus" or (e["kind"] == "xid" and e["code"] == 79)]
     reset_gpus = [e["pci"] for e in events if e["kind"] == "gpu_reset_required"]
     reset_gpus += [pci for pci, value in recovery_by_gpu.items() if value in ("gpu-reset", "drain-and-reset")]
     return {
@@ -738,17 +713,13 @@ def facts(result: KernelLogResult | Mapping[str, Any]) -> dict[str, Any]:
         "recovery_action": recovery,
         "recovery_actions_by_gpu": recovery_by_gpu,
         "recovery_action_gpus": sorted(pci for pci, value in recovery_by_gpu.items() if value != "none"),
-        "catalog_action": xid_catalog.strictest(
-            xid_catalog.action_for(e["code"], e.get("text")) for e in xids
-        ),
+        "catalog_action": xid_catalog.strictest(xid_catalog.action_for(e["code"], e.get("text")) for e in xids),
         "unknown_xid_codes": [code for code in codes if xid_catalog.lookup(code) is None],
         "app_xid_repeating_gpus": _app_xid_repeating_gpus(xids),
         "nvlink_xid_codes": [code for code in codes if code in xid_catalog.NVLINK_CODES],
         "oom_kills": sum(e.get("count", 1) for e in events if e["kind"] == "oom_kill"),
         "pcie_aer_count": sum(e.get("count", 1) for e in events if e["kind"] == "pcie_aer"),
-        "pcie_bandwidth_limited_devices": _sorted_pcis(
-            d.get("pci") for d in data.get("pcie_bandwidth_limited") or []
-        ),
+        "pcie_bandwidth_limited_devices": _sorted_pcis(d.get("pci") for d in data.get("pcie_bandwidth_limited") or []),
         "primary_xids": _primary_xids(xids),
         "xid_judgement": xid_catalog.judge(events),
     }
@@ -769,6 +740,5 @@ COLLECTOR = Collector(
     timeout=20.0,
     invasive=False,
     sudo=False,
-    description="kernel log of the current boot: NVIDIA Xid/SXid events, GPUs off the bus, PCIe AER, "
-    "OOM kills",
+    description="kernel log of the current boot: NVIDIA Xid/SXid events, GPUs off the bus, PCIe AER, OOM kills",
 )

@@ -27,8 +27,14 @@ def derive(inputs: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
     comparison = p99.compare(before, after)
     out: dict[str, Any] = to_jsonable(comparison)
     rows = p99.table(comparison)
-    for shift in ("prompt_tokens_per_request", "generation_tokens_per_request", "prefix_cache_hit_rate",
-                  "running", "waiting", "kv_cache_usage"):
+    for shift in (
+        "prompt_tokens_per_request",
+        "generation_tokens_per_request",
+        "prefix_cache_hit_rate",
+        "running",
+        "waiting",
+        "kv_cache_usage",
+    ):
         out[shift]["ratio"] = getattr(comparison, shift).ratio
     out.update(
         kind=KIND,
@@ -37,8 +43,11 @@ def derive(inputs: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
         table_text=p99.render_table(rows),
         engine_moved=bool(comparison.moved),
         has_window=any(row["incident_mean"] is not None for row in rows),
-        thresholds={"regression_ratio": p99.REGRESSION_RATIO, "hit_rate_drop": p99.HIT_RATE_DROP,
-                    "min_change_seconds": p99.MIN_CHANGE_SECONDS},
+        thresholds={
+            "regression_ratio": p99.REGRESSION_RATIO,
+            "hit_rate_drop": p99.HIT_RATE_DROP,
+            "min_change_seconds": p99.MIN_CHANGE_SECONDS,
+        },
     )
     return out
 

@@ -67,9 +67,7 @@ SOCKET_USING = re.compile(r"^NET/Socket\s*: Using (?P<list>\[.+)$")
 LEGACY_NET_USING = re.compile(r"^NET\s*: Using interface (?P<list>\S+)")
 INTERFACE = re.compile(r"(?:\[\d+\])?(?P<name>[A-Za-z][\w.\-@]*):(?P<address>[^\s<]+)<\d+>")
 CHANNEL_VIA = re.compile(r"^(?:Channel|Ring|Tree)\b.*?\bvia (?P<via>.+?)\s*$")
-COMM_LINE = re.compile(
-    r"\bcomm (?P<ptr>0x[0-9a-fA-F]+) rank (?P<rank>\d+) nranks (?P<nranks>\d+)(?P<rest>.*)$"
-)
+COMM_LINE = re.compile(r"\bcomm (?P<ptr>0x[0-9a-fA-F]+) rank (?P<rank>\d+) nranks (?P<nranks>\d+)(?P<rest>.*)$")
 COMM_FIELDS = {
     "cuda_dev": re.compile(r"\bcudaDev (\d+)"),
     "nvml_dev": re.compile(r"\bnvmlDev (\d+)"),
@@ -183,9 +181,7 @@ LAST_ERROR = re.compile(r"Last error:\s*(?P<text>.*)$")
 THROWN_TYPE = re.compile(r"instance of '(?P<exc>[\w:.]+)'\s*$")
 WHAT = re.compile(r"^what\(\):\s*(?P<msg>.+)$")
 # Flight-recorder dump announced by a rank (ProcessGroupNCCL.cpp, PyTorch 2.4+; corpus pr137523).
-FR_DUMP = re.compile(
-    RANK_TAG + r"\s+(?:ProcessGroupNCCL preparing to dump debug info|Received a dump signal)"
-)
+FR_DUMP = re.compile(RANK_TAG + r"\s+(?:ProcessGroupNCCL preparing to dump debug info|Received a dump signal)")
 
 MAX_TEXT = 400  # error texts are evidence, not whole log lines of megabytes
 MAX_ITEMS = 500  # distinct errors / WARN texts kept; a storm of unique messages must not flood the facts
@@ -592,9 +588,7 @@ class _Builder:
             self.errors.append((self.socket_line, NcclError("socket_fallback", text)))
         result.errors = [error for _, error in sorted(self.errors, key=lambda pair: pair[0])]
         if self.dropped_errors:
-            result.warnings.append(
-                f"{self.dropped_errors} more distinct errors not listed (limit {MAX_ITEMS})"
-            )
+            result.warnings.append(f"{self.dropped_errors} more distinct errors not listed (limit {MAX_ITEMS})")
         return result
 
 
@@ -790,13 +784,7 @@ def parse(text: str) -> NcclLogResult:
     result.collective_mismatch = collective_mismatch(result.watchdog_timeouts)
     recognised += len(result.watchdog_timeouts) + len(result.progress) + len(result.dist_backend_errors)
     recognised += len(result.fr_dump_ranks)
-    if (
-        joined.strip()
-        and not recognised
-        and not result.errors
-        and not result.warnings
-        and result.version is None
-    ):
+    if joined.strip() and not recognised and not result.errors and not result.warnings and result.version is None:
         result.warnings.append("no NCCL or ProcessGroupNCCL lines recognised")
     return result
 
@@ -844,15 +832,11 @@ def facts(result: NcclLogResult) -> dict[str, Any]:
     data["has_ib_errors"] = bool(result.ib_completion_errors) or any(
         e.kind in ("ib_completion", "ibv_failed") for e in result.errors
     )
-    data["uses_socket"] = (
-        result.network == "Socket" or "Socket" in result.networks or "NET/Socket" in result.transports
-    )
+    data["uses_socket"] = result.network == "Socket" or "Socket" in result.networks or "NET/Socket" in result.transports
     data["has_gdrdma"] = any(t.endswith("/GDRDMA") for t in result.transports)
     data["straggler_ranks"] = _straggler_ranks(_last_seq_per_rank(result))
     enqueued = result.last_enqueued
-    data["completed_lag_ranks"] = (
-        _straggler_ranks(result.last_completed) if len(set(enqueued.values())) == 1 else []
-    )
+    data["completed_lag_ranks"] = _straggler_ranks(result.last_completed) if len(set(enqueued.values())) == 1 else []
     timeout_ranks = {t.rank for t in result.watchdog_timeouts if t.rank is not None}
     timeout_ranks |= {p.rank for p in result.progress if p.timed_out}
     data["timeout_ranks"] = sorted(timeout_ranks)

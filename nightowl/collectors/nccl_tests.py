@@ -31,9 +31,7 @@ TESTS_VERSION = re.compile(
 )
 TEST_STARTING = re.compile(r"^# Collective test starting: (?P<name>\S+)")
 PERF_BINARY = re.compile(r"\b(?P<name>[a-z_]+?)_perf(?:_mpi)?\b")
-CONFIG = re.compile(
-    r"^# nThread (?P<nthreads>\d+) nGpus (?P<ngpus>\d+) minBytes (?P<min>\d+) maxBytes (?P<max>\d+)"
-)
+CONFIG = re.compile(r"^# nThread (?P<nthreads>\d+) nGpus (?P<ngpus>\d+) minBytes (?P<min>\d+) maxBytes (?P<max>\d+)")
 # "#  Rank  0 Group  0 Pid 1623025 on    host device  0 [0x1b] NVIDIA H100 80GB HBM3"; since 2.18 the
 # bracket holds "dddd:bb:dd" (util.cu writeDeviceReport).
 DEVICE = re.compile(
@@ -388,9 +386,7 @@ def _parse_json(document: dict[str, Any], result: NcclTestsResult) -> None:
             result.rows.append(row)
     oob, avg = document.get("out_of_bounds"), document.get("average_bus_bandwidth")
     if isinstance(oob, dict) or isinstance(avg, dict):
-        result.footers.append(
-            Footer(_int_or_none(_dict(oob).get("count")), _number(_dict(avg).get("bandwidth")))
-        )
+        result.footers.append(Footer(_int_or_none(_dict(oob).get("count")), _number(_dict(avg).get("bandwidth"))))
     result.errors.extend(str(e) for e in _list(document.get("errors")) if e)
 
 
@@ -442,10 +438,7 @@ def _derive(result: NcclTestsResult) -> None:
     if duplicated:
         result.warnings.append(f"duplicate rows for sizes {duplicated} (several runs interleaved); all kept")
     wrongs = [
-        p.wrong
-        for r in result.rows
-        for p in (r.out_of_place, r.in_place)
-        if p is not None and p.wrong is not None
+        p.wrong for r in result.rows for p in (r.out_of_place, r.in_place) if p is not None and p.wrong is not None
     ]
     result.wrong_total = sum(wrongs) if wrongs else None
     measured = [r for r in result.rows if _row_min_busbw(r) is not None]

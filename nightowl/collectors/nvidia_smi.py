@@ -548,9 +548,7 @@ def _ecc_counts(scope: Node | None) -> EccCounts:
         return _volta_counts(scope)
     sram_uncorrectable = to_int(raw_value(scope, (SRAM_UNCORRECTABLE,)))
     if sram_uncorrectable is None:  # R535+: parity + SEC-DED, summed (CONTRACT section 3)
-        sram_uncorrectable = _sum_known(
-            to_int(raw_value(scope, (part,))) for part in SRAM_UNCORRECTABLE_PARTS
-        )
+        sram_uncorrectable = _sum_known(to_int(raw_value(scope, (part,))) for part in SRAM_UNCORRECTABLE_PARTS)
     return EccCounts(
         dram_correctable=to_int(raw_value(scope, (DRAM_CORRECTABLE,))),
         dram_uncorrectable=to_int(raw_value(scope, (DRAM_UNCORRECTABLE,))),
@@ -590,8 +588,7 @@ def _remapped_rows(gpu: Node) -> RemappedRows | None:
     histogram = None
     if histogram_node is not None:
         buckets = {
-            canon(n.key).removeprefix("row_remapper_histogram_"): to_int(n.value)
-            for n in histogram_node.children
+            canon(n.key).removeprefix("row_remapper_histogram_"): to_int(n.value) for n in histogram_node.children
         }
         histogram = BankHistogram(**{b: buckets.get(b) for b in HISTOGRAM_BUCKETS})
     rows = RemappedRows(
@@ -652,9 +649,7 @@ def _first_float(gpu: Node, paths: Sequence[Path]) -> float | None:
 def _field_errors(gpu: Node, pci: str | None) -> list[GpuError]:
     """One entry per value that reads as an error, named by its label path ("PCI > ... > Host Max")."""
     errors = []
-    pending: list[tuple[Node, tuple[str, ...]]] = [
-        (child, (child.label,)) for child in reversed(gpu.children)
-    ]
+    pending: list[tuple[Node, tuple[str, ...]]] = [(child, (child.label,)) for child in reversed(gpu.children)]
     while pending:
         node, labels = pending.pop()
         if node.value is not None and is_error_value(node.value):
@@ -749,9 +744,7 @@ def _table_gpu(first: re.Match[str], second: re.Match[str] | None) -> tuple[Gpu,
         cells.update(second.groupdict())
     pci = normalize_pci(cells["bus"])
     errors = [
-        GpuError(
-            pci=pci, message=f"{TABLE_COLUMNS.get(name, name)}: {value}", field=TABLE_COLUMNS.get(name, name)
-        )
+        GpuError(pci=pci, message=f"{TABLE_COLUMNS.get(name, name)}: {value}", field=TABLE_COLUMNS.get(name, name))
         for name, value in cells.items()
         if is_error_value(value)
     ]
@@ -821,9 +814,7 @@ def _unplaced(root: Node) -> tuple[UnplacedCounter, ...]:
     )
 
 
-def _from_tree(
-    root: Node, source_format: str, warnings: list[str], tool_errors: list[GpuError]
-) -> NvidiaSmiResult:
+def _from_tree(root: Node, source_format: str, warnings: list[str], tool_errors: list[GpuError]) -> NvidiaSmiResult:
     gpu_nodes = [n for n in root.children if n.key == GPU_KEY]
     headerless = not gpu_nodes and any(n.key in GPU_SECTION_KEYS for n in root.children)
     if headerless:
@@ -921,9 +912,7 @@ def _pcie_degraded(gpu: Gpu) -> bool:
         return False
     pcie = gpu.pcie
     gen_low = pcie.gen_current is not None and pcie.gen_max is not None and pcie.gen_current < pcie.gen_max
-    width_low = (
-        pcie.width_current is not None and pcie.width_max is not None and pcie.width_current < pcie.width_max
-    )
+    width_low = pcie.width_current is not None and pcie.width_max is not None and pcie.width_current < pcie.width_max
     return gen_low or width_low
 
 
@@ -959,9 +948,7 @@ def facts(result: NvidiaSmiResult) -> dict[str, Any]:
         remap_failure_gpus=[g.pci for g in gpus if g.remapped_rows and g.remapped_rows.failure],
         retired_pages_pending_gpus=[g.pci for g in gpus if g.retired_pages and g.retired_pages.pending],
         sram_threshold_exceeded_gpus=[g.pci for g in gpus if g.sram_threshold_exceeded],
-        hw_slowdown_gpus=[
-            g.pci for g in gpus if HW_SLOWDOWN_REASONS.intersection(g.clocks_event_reasons_active or ())
-        ],
+        hw_slowdown_gpus=[g.pci for g in gpus if HW_SLOWDOWN_REASONS.intersection(g.clocks_event_reasons_active or ())],
         pcie_degraded_gpus=[g.pci for g in gpus if _pcie_degraded(g)],
         recovery_actions={
             (g.pci or "unknown"): g.recovery_action

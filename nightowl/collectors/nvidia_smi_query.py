@@ -216,9 +216,7 @@ def _parse(text: str) -> QueryResult:
                 continue
         cells = line.split(",")
         if len(cells) != len(fields):
-            warnings.append(
-                f"unread line ({len(cells)} values for {len(fields)} fields): {line.strip()[:200]}"
-            )
+            warnings.append(f"unread line ({len(cells)} values for {len(fields)} fields): {line.strip()[:200]}")
             continue
         gpu, row_errors = _row(fields, cells)
         problem = _implausible(gpu)
@@ -319,9 +317,7 @@ def facts(result: QueryResult) -> dict[str, Any]:
     data.update(
         error_count=len(result.errors),
         gpus_with_field_errors=list(
-            dict.fromkeys(
-                e.pci if e.pci is not None else e.index for e in result.errors if e.field is not None
-            )
+            dict.fromkeys(e.pci if e.pci is not None else e.index for e in result.errors if e.field is not None)
         ),
         dram_uncorrectable_volatile_gpus=_ids(g for g in gpus if _uncorrectable(g)),
         hw_slowdown_gpus=_ids(g for g in gpus if _hw_slowdown(g)),

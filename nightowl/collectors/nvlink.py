@@ -327,10 +327,7 @@ def facts(result: NvlinkResult) -> dict[str, Any]:
     up_per_gpu = {str(gpu.index): _links_up(gpu) for gpu in result.gpus}
     speeds = [link.speed_gbps for gpu in result.gpus for link in gpu.links if link.speed_gbps is not None]
     data["links_down"] = [
-        {"gpu": gpu.index, "link": link.link}
-        for gpu in result.gpus
-        for link in gpu.links
-        if link.state == "down"
+        {"gpu": gpu.index, "link": link.link} for gpu in result.gpus for link in gpu.links if link.state == "down"
     ]
     data["links_up_per_gpu"] = {index: up for index, up in up_per_gpu.items() if up is not None}
     data["gpus_with_link_errors"] = [gpu.index for gpu in result.gpus if _gpu_has_link_errors(gpu)]

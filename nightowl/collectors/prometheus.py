@@ -115,9 +115,7 @@ class MetricsScrape:
     kv_cache_usage: float | None = None
     preemptions_total: float | None = None
     histograms: dict[str, Histogram | None] = field(default_factory=lambda: dict.fromkeys(HISTOGRAMS))
-    length_histograms: dict[str, Histogram | None] = field(
-        default_factory=lambda: dict.fromkeys(LENGTH_HISTOGRAMS)
-    )
+    length_histograms: dict[str, Histogram | None] = field(default_factory=lambda: dict.fromkeys(LENGTH_HISTOGRAMS))
     prefix_cache_hits: float | None = None
     prefix_cache_queries: float | None = None
     prompt_tokens_total: float | None = None
@@ -132,9 +130,19 @@ class MetricsScrape:
 
 
 SCALAR_FIELDS = (
-    "requests_running", "requests_waiting", "kv_cache_usage", "preemptions_total", "prefix_cache_hits",
-    "prefix_cache_queries", "prompt_tokens_total", "generation_tokens_total", "request_success_total",
-    "requests_total", "requests_aborted_total", "requests_retracted", "kv_cache_capacity_tokens",
+    "requests_running",
+    "requests_waiting",
+    "kv_cache_usage",
+    "preemptions_total",
+    "prefix_cache_hits",
+    "prefix_cache_queries",
+    "prompt_tokens_total",
+    "generation_tokens_total",
+    "request_success_total",
+    "requests_total",
+    "requests_aborted_total",
+    "requests_retracted",
+    "kv_cache_capacity_tokens",
 )
 
 
@@ -169,9 +177,9 @@ def _read_samples(text: str) -> tuple[list[Sample], set[str], list[str]]:
 
 
 _SAMPLE_LINE = re.compile(
-    r'^(?P<name>[a-zA-Z_:][a-zA-Z0-9_:]*)\s*'
+    r"^(?P<name>[a-zA-Z_:][a-zA-Z0-9_:]*)\s*"
     r'(?:\{(?P<labels>(?:[^"}]|"(?:[^"\\]|\\.)*")*)\})?'
-    r'\s+(?P<value>\S+)(?:\s+-?\d+)?\s*$'
+    r"\s+(?P<value>\S+)(?:\s+-?\d+)?\s*$"
 )
 _LABEL = re.compile(r'\s*([a-zA-Z_][a-zA-Z0-9_]*)\s*=\s*"((?:[^"\\]|\\.)*)"\s*,?')
 _DECLARATION = re.compile(r"^#\s*(?:HELP|TYPE)\s+([a-zA-Z_:][a-zA-Z0-9_:]*)")

@@ -102,10 +102,7 @@ PROFILES: tuple[SkuProfile, ...] = (
         pcie_width=16,
         memory_gib=80,
         nvlink_gbps_per_link=None,
-        source=(
-            "[DS] H100 PCIe: Gen5 x16, NVLink bridge optional; "
-            "[P] AzNHC #162: NCv5 H100 PCIe uses 12 of 18 links"
-        ),
+        source=("[DS] H100 PCIe: Gen5 x16, NVLink bridge optional; [P] AzNHC #162: NCv5 H100 PCIe uses 12 of 18 links"),
     ),
     SkuProfile(
         sku="H100-SXM",
@@ -142,10 +139,7 @@ PROFILES: tuple[SkuProfile, ...] = (
         pcie_width=16,
         memory_gib=141,
         nvlink_gbps_per_link=26.562,
-        source=(
-            "[DS] H200 SXM: NVLink 900 GB/s (18 links), HGX 4- or 8-GPU; "
-            "[C] nvsmi-q-h200 (Gen5 x16, 143771 MiB)"
-        ),
+        source=("[DS] H200 SXM: NVLink 900 GB/s (18 links), HGX 4- or 8-GPU; [C] nvsmi-q-h200 (Gen5 x16, 143771 MiB)"),
     ),
     SkuProfile(
         sku="B200",
@@ -156,9 +150,7 @@ PROFILES: tuple[SkuProfile, ...] = (
         pcie_width=None,
         memory_gib=180,
         nvlink_gbps_per_link=None,
-        source=(
-            "[DS] HGX B200: 8 GPUs, NVLink5 1.8 TB/s (18 links); [M] host PCIe generation and memory size"
-        ),
+        source=("[DS] HGX B200: 8 GPUs, NVLink5 1.8 TB/s (18 links); [M] host PCIe generation and memory size"),
     ),
     SkuProfile(
         sku="GB200",
@@ -169,10 +161,7 @@ PROFILES: tuple[SkuProfile, ...] = (
         pcie_width=None,
         memory_gib=186,
         nvlink_gbps_per_link=53.125,
-        source=(
-            "[C] nvlink-s-gb200: 18 links at 53.125 GB/s; "
-            "[M] 4 GPUs per NVL72 compute tray, NVLink-C2C host link"
-        ),
+        source=("[C] nvlink-s-gb200: 18 links at 53.125 GB/s; [M] 4 GPUs per NVL72 compute tray, NVLink-C2C host link"),
     ),
     SkuProfile(
         sku="GB300",

@@ -244,8 +244,7 @@ FIRST_STEP_BY_ACTION: dict[str, str] = {
     "different applications",
     "scale-out": "add capacity",
     "reconfigure": "update the driver / firmware, then retry",
-    "reset-gpu": "reset the GPU (nvidia-smi -r after stopping its processes); if it recurs reboot, "
-    "then replace",
+    "reset-gpu": "reset the GPU (nvidia-smi -r after stopping its processes); if it recurs reboot, then replace",
     "drain-and-reset": "drain the GPU's peer-to-peer / NVLink users, then reset the GPU; if it recurs, "
     "reboot and open a hardware ticket",
     "escalate": "collect nvidia-bug-report.sh output and escalate to NVIDIA support",
@@ -259,8 +258,7 @@ FIRST_STEP_BY_BUCKET: dict[str, str] = {
     "WORKFLOW_XID_45": "act on the Xid it follows; if it is alone, restart nvidia-fabricmanager",
     "WORKFLOW_XID_48": "reset the GPU (drain first if Xid 63/64 came with it); check SRAM Threshold "
     "Exceeded and run field diagnostics if set",
-    "WORKFLOW_NVLINK_ERR": "check nvidia-smi nvlink -s / -e, then reset the GPU or reboot; "
-    "replace if it recurs",
+    "WORKFLOW_NVLINK_ERR": "check nvidia-smi nvlink -s / -e, then reset the GPU or reboot; replace if it recurs",
     "WORKFLOW_NVLINK5_ERR": "check nvidia-smi nvlink -s / -e and follow the Xid 154 that accompanies it; "
     "fatal: drain and reset",
 }
@@ -270,9 +268,7 @@ FIRST_STEP_BY_CODE: dict[int, str] = {
     94: "restart the application that was hit; the GPU keeps running",
     95: "stop every process on the GPU and reset it (nvidia-smi -r); if it recurs reboot, then replace",
 }
-UNKNOWN_FIRST_STEP = (
-    "look up this code in NVIDIA's Xid catalog; collect nvidia-bug-report.sh output and escalate"
-)
+UNKNOWN_FIRST_STEP = "look up this code in NVIDIA's Xid catalog; collect nvidia-bug-report.sh output and escalate"
 
 
 def lookup(code: int) -> XidEntry | None:
@@ -436,16 +432,12 @@ def load_policy(path: str) -> dict[int, tuple[str, str]]:
         except (TypeError, ValueError):
             raise ValueError(f"{path}: override key {raw_code!r} is not a Xid code") from None
         if not isinstance(spec, dict) or spec.get("action") not in ACTION_ORDER:
-            raise ValueError(
-                f"{path}: override for Xid {code} needs an action, one of {', '.join(ACTION_ORDER)}"
-            )
+            raise ValueError(f"{path}: override for Xid {code} needs an action, one of {', '.join(ACTION_ORDER)}")
         policy[code] = (str(spec["action"]), str(spec.get("reason") or "site policy"))
     return policy
 
 
-def judge(
-    events: Iterable[Mapping[str, Any]], policy: Mapping[int, tuple[str, str]] | None = None
-) -> dict[str, Any]:
+def judge(events: Iterable[Mapping[str, Any]], policy: Mapping[int, tuple[str, str]] | None = None) -> dict[str, Any]:
     """One action for a kernel log's events, with the reasons a runbook can show.
 
     Pairing rules (decision-trees.md 3.4): 48 with 63/64 -> drain-and-reset, 48 alone -> reset-gpu;
@@ -483,18 +475,14 @@ def _judge_gpu(
     for code in sorted(codes | causes):
         texts = [e.get("text") for e in xids if e["code"] == code] or [None]
         if code in SYMPATHETIC_CODES and primaries:
-            reasons.append(
-                f"Xid {code} on {where} is sympathetic to Xid {', '.join(map(str, sorted(primaries)))}"
-            )
+            reasons.append(f"Xid {code} on {where} is sympathetic to Xid {', '.join(map(str, sorted(primaries)))}")
             continue
         if code in policy:
             action, why = policy[code]
             reasons.append(f"Xid {code} on {where}: site policy -> {action}: {why}")
         elif code == 48 and codes & {63, 64}:
             action = "drain-and-reset"
-            reasons.append(
-                f"Xid 48 with Xid {', '.join(map(str, sorted(codes & {63, 64})))} on {where} -> {action}"
-            )
+            reasons.append(f"Xid 48 with Xid {', '.join(map(str, sorted(codes & {63, 64})))} on {where} -> {action}")
         else:
             action = strictest(action_for(code, text) for text in texts)
             entry = lookup(code)
@@ -506,9 +494,7 @@ def _judge_gpu(
     return strictest(actions) if actions else None
 
 
-def _judge_other_kinds(
-    where: str, events: list[Mapping[str, Any]], codes: set[int], reasons: list[str]
-) -> list[str]:
+def _judge_other_kinds(where: str, events: list[Mapping[str, Any]], codes: set[int], reasons: list[str]) -> list[str]:
     actions: list[str] = []
     kinds = {e.get("kind") for e in events}
     if "fallen_off_bus" in kinds and 79 not in codes:
@@ -518,16 +504,11 @@ def _judge_other_kinds(
         reasons.append(f"driver says {where} needs a reset -> reset-gpu")
         actions.append("reset-gpu")
     fatal_sxids = sorted(
-        {
-            int(e["code"])
-            for e in events
-            if e.get("kind") == "sxid" and e.get("severity") == "fatal" and e.get("code")
-        }
+        {int(e["code"]) for e in events if e.get("kind") == "sxid" and e.get("severity") == "fatal" and e.get("code")}
     )
     if fatal_sxids:
         reasons.append(
-            f"fatal NVSwitch SXid {', '.join(map(str, fatal_sxids))} on {where}: not in the Xid "
-            "catalog -> escalate"
+            f"fatal NVSwitch SXid {', '.join(map(str, fatal_sxids))} on {where}: not in the Xid catalog -> escalate"
         )
         actions.append("escalate")
     return actions

@@ -116,7 +116,7 @@ def quantile(q: float, buckets: Iterable[Sequence[Any]]) -> Quantile:
     upper, cumulative = ordered[index]
     if index == 0 and upper <= 0:
         return Quantile(upper, False)
-    lower, below = (ordered[index - 1] if index > 0 else (0.0, 0.0))
+    lower, below = ordered[index - 1] if index > 0 else (0.0, 0.0)
     in_bucket = cumulative - below
     if in_bucket <= 0:
         return Quantile(lower, False)

@@ -28,24 +28,53 @@ GIB = 2**30
 
 # bytes per element of the KV cache (decision-trees.md 1.3 [P]); "auto" means the model dtype
 DTYPE_BYTES: dict[str, int] = {
-    "bfloat16": 2, "bf16": 2, "float16": 2, "fp16": 2, "half": 2,
-    "float32": 4, "fp32": 4, "float": 4,
-    "fp8": 1, "fp8_e4m3": 1, "fp8_e5m2": 1,
+    "bfloat16": 2,
+    "bf16": 2,
+    "float16": 2,
+    "fp16": 2,
+    "half": 2,
+    "float32": 4,
+    "fp32": 4,
+    "float": 4,
+    "fp8": 1,
+    "fp8_e4m3": 1,
+    "fp8_e5m2": 1,
 }
 # fixed bytes per token per layer, whatever the latent width (FlashMLA sparse, V3.2) [P, DT 1.3]
 FIXED_MLA_BYTES: dict[str, int] = {"fp8_ds_mla": 656}
 
 # model types for which vLLM takes the MLA path when kv_lora_rank is set
 # (vllm/config/model.py is_deepseek_mla; DT 1.3 [P]; exact membership [M])
-MLA_MODEL_TYPES = frozenset({
-    "deepseek_v2", "deepseek_v3", "deepseek_v32", "deepseek_mtp", "kimi_k2",
-    "longcat_flash", "pangu_ultra_moe",
-})
+MLA_MODEL_TYPES = frozenset(
+    {
+        "deepseek_v2",
+        "deepseek_v3",
+        "deepseek_v32",
+        "deepseek_mtp",
+        "kimi_k2",
+        "longcat_flash",
+        "pangu_ultra_moe",
+    }
+)
 # model types whose layers hold recurrent state (Mamba / linear attention): not modelled here [P DT 1.3]
-STATE_SPACE_MODEL_TYPES = frozenset({
-    "mamba", "mamba2", "jamba", "zamba", "zamba2", "bamba", "falcon_h1", "nemotron_h",
-    "granitemoehybrid", "qwen3_next", "minimax", "minimax_m1", "lfm2", "plamo2",
-})
+STATE_SPACE_MODEL_TYPES = frozenset(
+    {
+        "mamba",
+        "mamba2",
+        "jamba",
+        "zamba",
+        "zamba2",
+        "bamba",
+        "falcon_h1",
+        "nemotron_h",
+        "granitemoehybrid",
+        "qwen3_next",
+        "minimax",
+        "minimax_m1",
+        "lfm2",
+        "plamo2",
+    }
+)
 # where sliding-window layers sit when config.json has no `layer_types` list
 # (HF transformers config classes [M]; DT 1.3 names `sliding_window_pattern`, `max_window_layers`)
 ALL_LAYERS_SLIDING_TYPES = frozenset({"mistral", "mixtral"})  # one window on every layer
@@ -75,8 +104,7 @@ class KVSize:
     bytes_per_token_all_layers: int  # per GPU if sliding layers were budgeted as full attention
     bytes_per_token_all_ranks: int  # over the TP group (MLA: tp copies of the same latent)
 
-    def per_request_bytes(self, tokens: int, max_num_batched_tokens: int | None = None,
-                          block_size: int = 16) -> int:
+    def per_request_bytes(self, tokens: int, max_num_batched_tokens: int | None = None, block_size: int = 16) -> int:
         """KV bytes one request of ``tokens`` holds on one GPU, rounded up to whole blocks."""
         full = math.ceil(tokens / block_size) * block_size * self.bytes_per_token
         if not self.sliding_window_layers:
@@ -122,11 +150,14 @@ def _text_config(config: dict[str, Any]) -> dict[str, Any]:
 def _refuse_unsupported(text: dict[str, Any], model_type: str) -> None:
     hybrid_keys = ("layers_block_type", "hybrid_override_pattern")
     if model_type in STATE_SPACE_MODEL_TYPES or any(key in text for key in hybrid_keys):
-        raise UnsupportedModel(f"model_type {model_type!r} has Mamba/SSM or hybrid layers: their state is "
-                               "a fixed size per request, not per token; not modelled")
+        raise UnsupportedModel(
+            f"model_type {model_type!r} has Mamba/SSM or hybrid layers: their state is "
+            "a fixed size per request, not per token; not modelled"
+        )
     if text.get("attention_chunk_size"):
-        raise UnsupportedModel(f"model_type {model_type!r} uses chunked-local attention "
-                               "(attention_chunk_size); not modelled")
+        raise UnsupportedModel(
+            f"model_type {model_type!r} uses chunked-local attention (attention_chunk_size); not modelled"
+        )
     unknown = {t for t in text.get("layer_types") or () if t not in LAYER_TYPE_NAMES}
     if unknown:
         raise UnsupportedModel(f"layer_types has kinds this module does not size: {sorted(unknown)}")
@@ -153,8 +184,10 @@ def _dtype_bytes(dtype: str, config: dict[str, Any]) -> int:
 
 def _mla_size(text: dict[str, Any], model_type: str, layers: int, tp: int, dtype: str) -> KVSize:
     if model_type not in MLA_MODEL_TYPES:
-        raise UnsupportedModel(f"kv_lora_rank is set but model_type {model_type!r} is not a known MLA "
-                               "family; vLLM picks the MLA cache by model type")
+        raise UnsupportedModel(
+            f"kv_lora_rank is set but model_type {model_type!r} is not a known MLA "
+            "family; vLLM picks the MLA cache by model type"
+        )
     latent = int(text["kv_lora_rank"]) + int(text.get("qk_rope_head_dim") or 0)
     if dtype.lower() in FIXED_MLA_BYTES:
         per_layer, element = FIXED_MLA_BYTES[dtype.lower()], 1
@@ -162,8 +195,7 @@ def _mla_size(text: dict[str, Any], model_type: str, layers: int, tp: int, dtype
         element = _dtype_bytes(dtype, text)
         per_layer = latent * element
     per_gpu = layers * per_layer
-    return KVSize("mla", tp, element, layers, layers, 0, None, 1, 1, latent,
-                  per_gpu, 0, per_gpu, per_gpu * tp)
+    return KVSize("mla", tp, element, layers, layers, 0, None, 1, 1, latent, per_gpu, 0, per_gpu, per_gpu * tp)
 
 
 def _attention_size(text: dict[str, Any], model_type: str, layers: int, tp: int, dtype: str) -> KVSize:
@@ -182,9 +214,22 @@ def _attention_size(text: dict[str, Any], model_type: str, layers: int, tp: int,
     sliding = kinds.count("sliding")
     layout = "mqa" if kv_heads == 1 else "mha" if kv_heads == heads else "gqa"
     window = int(text["sliding_window"]) if sliding else None
-    return KVSize(layout, tp, element, layers, layers - sliding, sliding, window, kv_heads, per_rank,
-                  head_dim, (layers - sliding) * per_layer, sliding * per_layer, layers * per_layer,
-                  layers * per_layer * tp)
+    return KVSize(
+        layout,
+        tp,
+        element,
+        layers,
+        layers - sliding,
+        sliding,
+        window,
+        kv_heads,
+        per_rank,
+        head_dim,
+        (layers - sliding) * per_layer,
+        sliding * per_layer,
+        layers * per_layer,
+        layers * per_layer * tp,
+    )
 
 
 def _kv_heads(text: dict[str, Any], heads: int | None) -> int:
@@ -218,13 +263,22 @@ def _layer_kinds(text: dict[str, Any], model_type: str, layers: int) -> list[str
     if model_type in PATTERN_SLIDING_TYPES:
         pattern = int(text.get("sliding_window_pattern") or PATTERN_SLIDING_TYPES[model_type])
         return ["full" if (i + 1) % pattern == 0 else "sliding" for i in range(layers)]
-    raise UnsupportedModel(f"sliding_window={window} on model_type {model_type!r} without layer_types: "
-                           "cannot tell which layers use the window")
+    raise UnsupportedModel(
+        f"sliding_window={window} on model_type {model_type!r} without layer_types: "
+        "cannot tell which layers use the window"
+    )
 
 
-def max_concurrency(kv: KVSize, gpu_mem_gib: float, utilization: float, weights_gib: float,
-                    max_model_len: int, non_kv_gib: float = 0.0, block_size: int = 16,
-                    max_num_batched_tokens: int | None = None) -> Concurrency:
+def max_concurrency(
+    kv: KVSize,
+    gpu_mem_gib: float,
+    utilization: float,
+    weights_gib: float,
+    max_model_len: int,
+    non_kv_gib: float = 0.0,
+    block_size: int = 16,
+    max_num_batched_tokens: int | None = None,
+) -> Concurrency:
     """How many ``max_model_len`` requests the KV cache of one GPU holds (vLLM budget, DT 1.2).
 
     ``gpu_mem_gib`` is the card's total memory, ``utilization`` vLLM's gpu_memory_utilization,

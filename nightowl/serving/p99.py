@@ -26,8 +26,13 @@ COMPONENTS = ("queue", "prefill", "decode", "e2e", "ttft", "itl")
 INSIDE = ("queue", "prefill", "decode")  # the additive parts of e2e (DT 2.3)
 # Counters whose decrease means the engine restarted inside the window (DT 2.2 step 1).
 COUNTERS = (
-    "prompt_tokens_total", "generation_tokens_total", "request_success_total", "requests_total",
-    "preemptions_total", "prefix_cache_hits", "prefix_cache_queries",
+    "prompt_tokens_total",
+    "generation_tokens_total",
+    "request_success_total",
+    "requests_total",
+    "preemptions_total",
+    "prefix_cache_hits",
+    "prefix_cache_queries",
 )
 
 # Thresholds of DT 2.5 ("up >20%", "hit-rate down >10 pts"); MIN_CHANGE_SECONDS keeps a 0.2 ms
@@ -118,7 +123,8 @@ def compare(before: Mapping[str, Any], after: Mapping[str, Any]) -> WindowCompar
         kv_cache_usage=Shift(_number(before.get("kv_cache_usage")), _number(after.get("kv_cache_usage"))),
         engine_latency_incident=_engine_latency(components),
         warnings=("a series went down between the scrapes: the engine restarted inside the window",)
-        if restarted else (),
+        if restarted
+        else (),
     )
 
 
@@ -226,8 +232,9 @@ def _ttft_minus_queue(components: dict[str, ComponentChange]) -> float | None:
     return ttft - queue if queue is not None else ttft
 
 
-def _requests_in_window(before: Mapping[str, Any], after: Mapping[str, Any],
-                        components: dict[str, ComponentChange]) -> float | None:
+def _requests_in_window(
+    before: Mapping[str, Any], after: Mapping[str, Any], components: dict[str, ComponentChange]
+) -> float | None:
     for name in ("request_success_total", "requests_total"):
         found = _counter_delta(name, before, after)
         if found is not None:
@@ -258,8 +265,13 @@ def _baseline_requests(before: Mapping[str, Any]) -> float | None:
     return None
 
 
-def _per_request(length: str, counter: str, before: Mapping[str, Any], after: Mapping[str, Any],
-                 components: dict[str, ComponentChange]) -> Shift:
+def _per_request(
+    length: str,
+    counter: str,
+    before: Mapping[str, Any],
+    after: Mapping[str, Any],
+    components: dict[str, ComponentChange],
+) -> Shift:
     """Tokens per request: the length histogram's means, else token counter / requests."""
     histogram_after = (after.get("length_histograms") or {}).get(length)
     if histogram_after:
@@ -278,8 +290,9 @@ def _per_request(length: str, counter: str, before: Mapping[str, Any], after: Ma
 
 def _hit_rate(before: Mapping[str, Any], after: Mapping[str, Any]) -> Shift:
     hits_before, queries_before = _number(before.get("prefix_cache_hits")), _number(before.get("prefix_cache_queries"))
-    hits, queries = _counter_delta("prefix_cache_hits", before, after), _counter_delta(
-        "prefix_cache_queries", before, after
+    hits, queries = (
+        _counter_delta("prefix_cache_hits", before, after),
+        _counter_delta("prefix_cache_queries", before, after),
     )
     return Shift(
         hits_before / queries_before if hits_before is not None and queries_before else None,
@@ -303,18 +316,20 @@ def table(comparison: WindowComparison) -> list[dict[str, Any]]:
         change = comparison.components.get(name)
         if change is None:
             continue
-        rows.append({
-            "component": name,
-            "baseline_mean": change.baseline_mean,
-            "incident_mean": change.incident_mean,
-            "change": change.change,
-            "ratio": change.ratio,
-            "baseline_p99": change.baseline_p99,
-            "incident_p99": change.incident_p99,
-            "incident_p99_at_least": change.incident_p99_at_least,
-            "estimated": change.estimated,
-            "moved": change.moved,
-        })
+        rows.append(
+            {
+                "component": name,
+                "baseline_mean": change.baseline_mean,
+                "incident_mean": change.incident_mean,
+                "change": change.change,
+                "ratio": change.ratio,
+                "baseline_p99": change.baseline_p99,
+                "incident_p99": change.incident_p99,
+                "incident_p99_at_least": change.incident_p99_at_least,
+                "estimated": change.estimated,
+                "moved": change.moved,
+            }
+        )
     return rows
 
 

@@ -68,19 +68,33 @@ def test_cut_docker_inspect_is_read_field_by_field() -> None:
 
 
 def test_full_docker_inspect_array_with_oom_kill() -> None:
-    document = [{"Name": "/vllm", "RestartCount": 3,
-                 "State": {"Status": "exited", "Running": False, "OOMKilled": True, "ExitCode": 137}}]
+    document = [
+        {
+            "Name": "/vllm",
+            "RestartCount": 3,
+            "State": {"Status": "exited", "Running": False, "OOMKilled": True, "ExitCode": 137},
+        }
+    ]
     result = facts(parse(json.dumps(document, indent=4)))
     assert (result["name"], result["oom_killed"], result["restart_count"]) == ("vllm", True, 3)
     assert result["external_kill"] is False and result["sigkilled"] is True
 
 
 def test_pod_picks_the_container_that_was_killed() -> None:
-    pod = {"kind": "Pod", "status": {"containerStatuses": [
-        {"name": "sidecar", "restartCount": 0, "state": {"running": {}}},
-        {"name": "vllm", "restartCount": 4, "state": {"waiting": {"reason": "CrashLoopBackOff"}},
-         "lastState": {"terminated": {"reason": "Error", "exitCode": 137}}},
-    ]}}
+    pod = {
+        "kind": "Pod",
+        "status": {
+            "containerStatuses": [
+                {"name": "sidecar", "restartCount": 0, "state": {"running": {}}},
+                {
+                    "name": "vllm",
+                    "restartCount": 4,
+                    "state": {"waiting": {"reason": "CrashLoopBackOff"}},
+                    "lastState": {"terminated": {"reason": "Error", "exitCode": 137}},
+                },
+            ]
+        },
+    }
     result = facts(parse(json.dumps(pod)))
     assert (result["name"], result["exit_code"], result["restart_count"]) == ("vllm", 137, 4)
     assert result["oom_killed"] is False and result["external_kill"] is True
@@ -88,8 +102,13 @@ def test_pod_picks_the_container_that_was_killed() -> None:
 
 
 def test_clean_exit_is_not_a_kill() -> None:
-    pod = {"status": {"containerStatuses": [{"name": "a", "restartCount": 0,
-                                             "state": {"terminated": {"reason": "Completed", "exitCode": 0}}}]}}
+    pod = {
+        "status": {
+            "containerStatuses": [
+                {"name": "a", "restartCount": 0, "state": {"terminated": {"reason": "Completed", "exitCode": 0}}}
+            ]
+        }
+    }
     result = facts(parse(json.dumps(pod)))
     assert result["exit_code"] == 0 and result["sigkilled"] is False and result["external_kill"] is False
 

@@ -82,9 +82,7 @@ def test_complete_table_with_warn_and_skip() -> None:
 def test_complete_pass_and_all_skipped() -> None:
     passing = FULL_3X.split("+-----  Stress")[0] + "+---------------------------+---+\n"
     assert facts(parse(passing))["overall"] == "pass"
-    skipped = "\n".join(
-        ["+---+---+", "| Diagnostic | Result |", "+===+===+", "| Memtest | Skip - All |", "+---+---+"]
-    )
+    skipped = "\n".join(["+---+---+", "| Diagnostic | Result |", "+===+===+", "| Memtest | Skip - All |", "+---+---+"])
     assert parse(skipped).overall == "not_run"
 
 

@@ -63,9 +63,7 @@ def test_tabbed_matrix_with_nic_legend_and_a_pcie_pair() -> None:
 
 
 def test_full_nvlink_mesh() -> None:
-    text = (
-        "        GPU0    GPU1    CPU Affinity\nGPU0     X      NV6     0-23\nGPU1    NV6      X      0-23\n"
-    )
+    text = "        GPU0    GPU1    CPU Affinity\nGPU0     X      NV6     0-23\nGPU1    NV6      X      0-23\n"
     derived = facts(parse(text))
     assert derived["nvlink_all_pairs"] is True and derived["gpu_pairs_without_nvlink"] == []
 

@@ -56,9 +56,7 @@ def test_recorded_case_events_keep_the_contract_shape(name: str, case: dict[str,
 
 def test_every_kernel_log_sample_has_a_case() -> None:
     corpus = ROOT / "fixtures" / "corpus" / "gpu"
-    samples = {
-        f"fixtures/corpus/gpu/{p.name}" for pattern in KERNEL_LOG_SAMPLES for p in corpus.glob(pattern)
-    }
+    samples = {f"fixtures/corpus/gpu/{p.name}" for pattern in KERNEL_LOG_SAMPLES for p in corpus.glob(pattern)}
     covered = {case["input"] for _, case in CASES}
     assert samples - covered == set()
 
@@ -126,9 +124,7 @@ def test_legacy_xid_without_pci_word_and_pid() -> None:
 
 
 def test_unknown_pid_and_name_are_null() -> None:
-    event = events_of("NVRM: Xid (PCI:0000:43:00): 13, pid='<unknown>', name=<unknown>, Graphics Exception")[
-        0
-    ]
+    event = events_of("NVRM: Xid (PCI:0000:43:00): 13, pid='<unknown>', name=<unknown>, Graphics Exception")[0]
     assert_subset(event, {"pid": None, "process": None, "text": "Graphics Exception"})
 
 
@@ -154,8 +150,7 @@ def test_strictest_recovery_action_wins() -> None:
         [
             "NVRM: Xid (PCI:0000:3b:00): 154, GPU recovery action changed from 0x0 (None) to "
             "0x2 (Node Reboot Required)",
-            "NVRM: Xid (PCI:0000:5a:00): 154, GPU recovery action changed from 0x0 (None) to "
-            "0x1 (GPU Reset Required)",
+            "NVRM: Xid (PCI:0000:5a:00): 154, GPU recovery action changed from 0x0 (None) to 0x1 (GPU Reset Required)",
         ]
     )
     facts = kernel_log.facts(kernel_log.parse(log))
@@ -170,8 +165,7 @@ def test_oom_kills_and_new_style_aer() -> None:
             "[ 13.0] Memory cgroup out of memory: Killed process 4242 (vllm) total-vm:1234kB, anon-rss:100kB",
             "[ 14.0] Out of memory: Killed process 4243 (python3) total-vm:1234kB, anon-rss:100kB",
             "[ 15.0] pcieport 0000:00:03.1: AER: Multiple Corrected error message received from 0000:01:00.0",
-            "[ 15.1] nvidia 0000:01:00.0: PCIe Bus Error: severity=Corrected, type=Physical Layer, "
-            "(Receiver ID)",
+            "[ 15.1] nvidia 0000:01:00.0: PCIe Bus Error: severity=Corrected, type=Physical Layer, (Receiver ID)",
             "[ 15.2] nvidia 0000:01:00.0:   device [10de:2204] error status/mask=00000001/0000a000",
             "[ 15.3] nvidia 0000:01:00.0:    [ 0] RxErr                  (First)",
         ]
@@ -203,9 +197,7 @@ def test_indented_continuation_joins_the_event_before_it() -> None:
 def test_identical_events_collapse_with_count_and_times() -> None:
     lines = [f"[{100 + i}.000000] {XID_MESSAGE}" for i in range(1000)]
     events = events_of("\n".join(lines))
-    assert_subset(
-        events, [{"code": 95, "count": 1000, "first_time": "100.000000", "last_time": "1099.000000"}]
-    )
+    assert_subset(events, [{"code": 95, "count": 1000, "first_time": "100.000000", "last_time": "1099.000000"}])
 
 
 def test_different_processes_stay_apart_and_are_flagged() -> None:
@@ -221,8 +213,7 @@ def test_different_processes_stay_apart_and_are_flagged() -> None:
 def test_memory_is_bounded_by_distinct_events() -> None:
     """800k Xid 95 lines with 29 distinct texts (NVSentinel #1120), scaled down: 29 events."""
     distinct = [
-        f"[{{t}}.0] NVRM: Xid (PCI:0000:3b:00): 95, pid='<unknown>', name=<unknown>, unit {n}"
-        for n in range(29)
+        f"[{{t}}.0] NVRM: Xid (PCI:0000:3b:00): 95, pid='<unknown>', name=<unknown>, unit {n}" for n in range(29)
     ]
     stream = (distinct[i % 29].format(t=i) for i in range(50_000))
     result = kernel_log.parse_lines(stream)
@@ -240,9 +231,7 @@ def test_parse_lines_streams_a_file_like_parse() -> None:
 
 def test_distinct_event_cap_warns(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(kernel_log, "MAX_DISTINCT_EVENTS", 5)
-    result = kernel_log.parse(
-        "\n".join(f"NVRM: Xid (PCI:0000:3b:00): 13, pid={i}, name=a, x" for i in range(8))
-    )
+    result = kernel_log.parse("\n".join(f"NVRM: Xid (PCI:0000:3b:00): 13, pid={i}, name=a, x" for i in range(8)))
     assert len(result.events) == 5
     assert any("3 events beyond 5" in w for w in result.warnings)
 

@@ -256,9 +256,7 @@ def test_single_placement_dip_is_not_a_slow_curve() -> None:
     baseline = {1073741824: 225.0, 2147483648: 230.0, 4294967296: 232.0, 8589934592: 234.0}
     assert judge_busbw(result, baseline)["status"] == "ok"  # in-place 164 at 4 GB, out-of-place 232.81
     slow = judge_busbw(facts(result), {"4294967296": 300.0})  # facts dicts and string sizes work too
-    assert_subset(
-        slow, {"status": "slow", "compared": 1, "rows_below": [{"size": 4294967296, "busbw": 232.81}]}
-    )
+    assert_subset(slow, {"status": "slow", "compared": 1, "rows_below": [{"size": 4294967296, "busbw": 232.81}]})
 
 
 def test_nothing_comparable_is_unknown() -> None:

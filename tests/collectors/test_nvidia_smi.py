@@ -31,9 +31,7 @@ def test_every_nvsmi_sample_has_a_case() -> None:
     inputs = {case["input"] for _, case in CASES}
     samples = sorted((ROOT / "fixtures/corpus/gpu").glob("nvsmi-*"))
     missing = [
-        p.name
-        for p in samples
-        if "query-gpu-csv" not in p.name and f"fixtures/corpus/gpu/{p.name}" not in inputs
+        p.name for p in samples if "query-gpu-csv" not in p.name and f"fixtures/corpus/gpu/{p.name}" not in inputs
     ]
     assert not missing
 
@@ -230,10 +228,7 @@ def test_whole_tool_failures() -> None:
 
 
 def test_gpu_header_with_unreadable_body() -> None:
-    text = (
-        "Attached GPUs : 2\nGPU 00000000:18:00.0\n    Unknown Error\n"
-        "GPU 00000000:19:00.0\n    Product Name : X\n"
-    )
+    text = "Attached GPUs : 2\nGPU 00000000:18:00.0\n    Unknown Error\nGPU 00000000:19:00.0\n    Product Name : X\n"
     result = parse(text)
     assert [g.pci for g in result.gpus] == ["0000:18:00", "0000:19:00"]
     assert facts(result)["gpus_missing_or_unreadable"] == ["0000:18:00"]
@@ -288,9 +283,7 @@ def test_random_bytes(data: bytes) -> None:
 
 
 @settings(max_examples=150, deadline=None)
-@given(
-    st.sampled_from(SAMPLES + [XML_V12, VOLTA_XML, TEXT_ACTIVE_SLOWDOWN]), st.floats(0, 1), st.floats(0, 1)
-)
+@given(st.sampled_from(SAMPLES + [XML_V12, VOLTA_XML, TEXT_ACTIVE_SLOWDOWN]), st.floats(0, 1), st.floats(0, 1))
 def test_truncated_samples(sample: str, start: float, length: float) -> None:
     begin = int(len(sample) * start * 0.3)
     _check(sample[begin : begin + int(len(sample) * length)])

@@ -104,9 +104,7 @@ def test_explain_gives_one_line_of_facts() -> None:
         "first_step": xc.FIRST_STEP_BY_CODE[95],
     }
     assert "nvidia-smi -r" in xc.explain(xid(62))["first_step"]
-    assert (
-        "Node Reboot Required" in xc.explain(xid(154, text="... to 0x2 (Node Reboot Required)"))["first_step"]
-    )
+    assert "Node Reboot Required" in xc.explain(xid(154, text="... to 0x2 (Node Reboot Required)"))["first_step"]
     sxid = xc.explain({"kind": "sxid", "code": 20034, "pci": "0000:05:00", "severity": "fatal"})
     assert sxid["action"] == "escalate"
 
@@ -159,10 +157,7 @@ def test_45_caused_by_another_xid_stands_for_it() -> None:
 def test_non_xid_kinds() -> None:
     assert xc.judge([{"kind": "fallen_off_bus", "pci": "0000:01:00"}])["action"] == "reboot-node"
     assert xc.judge([{"kind": "gpu_reset_required", "pci": None}])["action"] == "reset-gpu"
-    assert (
-        xc.judge([{"kind": "sxid", "code": 20034, "pci": "0000:05:00", "severity": "fatal"}])["action"]
-        == "escalate"
-    )
+    assert xc.judge([{"kind": "sxid", "code": 20034, "pci": "0000:05:00", "severity": "fatal"}])["action"] == "escalate"
     assert xc.judge([{"kind": "other_nvrm", "pci": None, "code": None}]) == {
         "action": "none",
         "reasons": [],
@@ -174,9 +169,7 @@ def test_non_xid_kinds() -> None:
 # --- site policy ------------------------------------------------------------------------------------------
 def test_policy_overrides_with_its_reason(tmp_path: Path) -> None:
     path = tmp_path / "policy.yaml"
-    path.write_text(
-        'overrides:\n  63: {action: reset-gpu, reason: "EC2 replaces hosts with repeated remaps"}\n'
-    )
+    path.write_text('overrides:\n  63: {action: reset-gpu, reason: "EC2 replaces hosts with repeated remaps"}\n')
     policy = xc.load_policy(str(path))
     assert policy == {63: ("reset-gpu", "EC2 replaces hosts with repeated remaps")}
     verdict = xc.judge([xid(63)], policy=policy)

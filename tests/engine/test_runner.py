@@ -326,20 +326,26 @@ def test_secrets_never_reach_the_bundle(tmp_path: Path) -> None:
     from nightowl.redact import scrub_secrets
 
     secret = "hf_abcdefghijklmnopqrstuvwxyz0123456789"
-    collectors = {
-        "leaky": LineCounter("leaky", ((PY, "-c", f"print('HF_TOKEN={secret}')", f"--api-key={secret}"),))
-    }
+    collectors = {"leaky": LineCounter("leaky", ((PY, "-c", f"print('HF_TOKEN={secret}')", f"--api-key={secret}"),))}
     text = RUNBOOK.replace("collect: [three-lines, hangs, missing, crashes-parser, loads-gpu]", "collect: [leaky]")
     text = text.replace("status.hangs == 'timed_out' and three_lines.lines == params.want", "leaky.lines == 1")
     text = text.replace("three_lines.nonexistent == 1", "params.want == 0")
-    text = text.replace('summary: "the tool hung; {{ three_lines.lines }} lines; fallback said {{ missing.lines }} line"',
-                        "summary: leaked")
+    text = text.replace(
+        'summary: "the tool hung; {{ three_lines.lines }} lines; fallback said {{ missing.lines }} line"',
+        "summary: leaked",
+    )
     text = text.replace("evidence: [three_lines.lines, status.hangs]", "evidence: [leaky.lines]")
     path = tmp_path / "leak.yaml"
     path.write_text(textwrap.dedent(text))
     loaded = load_runbook(path, known_collectors=collectors)
-    _, bundle = run_runbook(loaded, {"box": lambda: LocalTransport("box")}, collectors.__getitem__,
-                            RunOptions(params={"want": 3}), tmp_path / "out", redact=scrub_secrets)
+    _, bundle = run_runbook(
+        loaded,
+        {"box": lambda: LocalTransport("box")},
+        collectors.__getitem__,
+        RunOptions(params={"want": 3}),
+        tmp_path / "out",
+        redact=scrub_secrets,
+    )
     for file in bundle.rglob("*"):
         if file.is_file():
             assert secret not in file.read_text(), file

@@ -75,8 +75,11 @@ def test_works_on_parsed_corpus_histogram() -> None:
 
 
 @settings(max_examples=60, deadline=None)
-@given(st.lists(st.integers(min_value=0, max_value=1000), min_size=1, max_size=8),
-       st.floats(min_value=0, max_value=1), st.floats(min_value=0, max_value=1))
+@given(
+    st.lists(st.integers(min_value=0, max_value=1000), min_size=1, max_size=8),
+    st.floats(min_value=0, max_value=1),
+    st.floats(min_value=0, max_value=1),
+)
 def test_quantile_is_monotonic_and_within_bounds(increments: list[int], q1: float, q2: float) -> None:
     cumulative, buckets = 0, []
     for index, step in enumerate(increments):

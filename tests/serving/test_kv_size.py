@@ -7,16 +7,44 @@ import pytest
 from nightowl.serving.kv_size import UnsupportedModel, kv_bytes_per_token, max_concurrency
 
 # config.json values as published on the Hugging Face hub for these models
-LLAMA_31_8B = {"model_type": "llama", "num_hidden_layers": 32, "num_attention_heads": 32,
-               "num_key_value_heads": 8, "hidden_size": 4096, "torch_dtype": "bfloat16"}
-LLAMA_31_70B = {"model_type": "llama", "num_hidden_layers": 80, "num_attention_heads": 64,
-                "num_key_value_heads": 8, "hidden_size": 8192, "torch_dtype": "bfloat16"}
-DEEPSEEK_V3 = {"model_type": "deepseek_v3", "num_hidden_layers": 61, "num_attention_heads": 128,
-               "num_key_value_heads": 128, "hidden_size": 7168, "kv_lora_rank": 512,
-               "qk_rope_head_dim": 64, "qk_nope_head_dim": 128, "v_head_dim": 128, "torch_dtype": "bfloat16"}
-GEMMA2_9B = {"model_type": "gemma2", "num_hidden_layers": 42, "num_attention_heads": 16,
-             "num_key_value_heads": 8, "head_dim": 256, "hidden_size": 3584, "sliding_window": 4096,
-             "torch_dtype": "bfloat16"}
+LLAMA_31_8B = {
+    "model_type": "llama",
+    "num_hidden_layers": 32,
+    "num_attention_heads": 32,
+    "num_key_value_heads": 8,
+    "hidden_size": 4096,
+    "torch_dtype": "bfloat16",
+}
+LLAMA_31_70B = {
+    "model_type": "llama",
+    "num_hidden_layers": 80,
+    "num_attention_heads": 64,
+    "num_key_value_heads": 8,
+    "hidden_size": 8192,
+    "torch_dtype": "bfloat16",
+}
+DEEPSEEK_V3 = {
+    "model_type": "deepseek_v3",
+    "num_hidden_layers": 61,
+    "num_attention_heads": 128,
+    "num_key_value_heads": 128,
+    "hidden_size": 7168,
+    "kv_lora_rank": 512,
+    "qk_rope_head_dim": 64,
+    "qk_nope_head_dim": 128,
+    "v_head_dim": 128,
+    "torch_dtype": "bfloat16",
+}
+GEMMA2_9B = {
+    "model_type": "gemma2",
+    "num_hidden_layers": 42,
+    "num_attention_heads": 16,
+    "num_key_value_heads": 8,
+    "head_dim": 256,
+    "hidden_size": 3584,
+    "sliding_window": 4096,
+    "torch_dtype": "bfloat16",
+}
 GIB = 2**30
 
 
@@ -60,8 +88,14 @@ def test_mha_and_mqa_layouts() -> None:
     mha = {"model_type": "gpt2", "n_layer": 12, "n_head": 12, "n_embd": 768}
     kv = kv_bytes_per_token(mha, 1, "fp16")
     assert kv.layout == "mha" and kv.bytes_per_token == 2 * 12 * 12 * 64 * 2
-    falcon_7b = {"model_type": "falcon", "num_hidden_layers": 32, "num_attention_heads": 71,
-                 "hidden_size": 4544, "multi_query": True, "new_decoder_architecture": False}
+    falcon_7b = {
+        "model_type": "falcon",
+        "num_hidden_layers": 32,
+        "num_attention_heads": 71,
+        "hidden_size": 4544,
+        "multi_query": True,
+        "new_decoder_architecture": False,
+    }
     kv = kv_bytes_per_token(falcon_7b, 1, "bf16")
     assert kv.layout == "mqa" and kv.bytes_per_token == 2 * 32 * 1 * 64 * 2
 
@@ -85,34 +119,54 @@ def test_gemma2_alternates_sliding_and_global_layers() -> None:
 
 
 def test_layer_types_list_wins() -> None:
-    config = {**LLAMA_31_8B, "sliding_window": 128, "num_hidden_layers": 4,
-              "layer_types": ["sliding_attention", "full_attention", "sliding_attention", "full_attention"]}
+    config = {
+        **LLAMA_31_8B,
+        "sliding_window": 128,
+        "num_hidden_layers": 4,
+        "layer_types": ["sliding_attention", "full_attention", "sliding_attention", "full_attention"],
+    }
     kv = kv_bytes_per_token(config, 1, "bf16")
     assert (kv.full_attention_layers, kv.sliding_window_layers) == (2, 2)
 
 
 def test_disabled_or_absent_window_is_full_attention() -> None:
-    qwen = {"model_type": "qwen2", "num_hidden_layers": 28, "num_attention_heads": 28,
-            "num_key_value_heads": 4, "hidden_size": 3584, "sliding_window": 131072,
-            "use_sliding_window": False, "max_window_layers": 28}
+    qwen = {
+        "model_type": "qwen2",
+        "num_hidden_layers": 28,
+        "num_attention_heads": 28,
+        "num_key_value_heads": 4,
+        "hidden_size": 3584,
+        "sliding_window": 131072,
+        "use_sliding_window": False,
+        "max_window_layers": 28,
+    }
     kv = kv_bytes_per_token(qwen, 1, "bf16")
     assert kv.sliding_window_layers == 0 and kv.bytes_per_token == 2 * 28 * 4 * 128 * 2
-    mistral = {"model_type": "mistral", "num_hidden_layers": 32, "num_attention_heads": 32,
-               "num_key_value_heads": 8, "hidden_size": 4096, "sliding_window": 4096}
+    mistral = {
+        "model_type": "mistral",
+        "num_hidden_layers": 32,
+        "num_attention_heads": 32,
+        "num_key_value_heads": 8,
+        "hidden_size": 4096,
+        "sliding_window": 4096,
+    }
     assert kv_bytes_per_token(mistral, 1, "bf16").sliding_window_layers == 32
 
 
 # --- refused layouts -------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("config,words", [
-    ({"model_type": "jamba", "num_hidden_layers": 32, "num_attention_heads": 32}, "Mamba"),
-    ({**LLAMA_31_8B, "model_type": "llama4_text", "attention_chunk_size": 8192}, "chunked"),
-    ({**LLAMA_31_8B, "model_type": "mysterymodel", "sliding_window": 4096}, "which layers"),
-    ({**LLAMA_31_8B, "layer_types": ["linear_attention"] * 32}, "linear_attention"),
-    ({**DEEPSEEK_V3, "model_type": "someone_elses_mla"}, "MLA"),
-    ({"model_type": "llama", "hidden_size": 4096}, "num_hidden_layers"),
-])
+@pytest.mark.parametrize(
+    "config,words",
+    [
+        ({"model_type": "jamba", "num_hidden_layers": 32, "num_attention_heads": 32}, "Mamba"),
+        ({**LLAMA_31_8B, "model_type": "llama4_text", "attention_chunk_size": 8192}, "chunked"),
+        ({**LLAMA_31_8B, "model_type": "mysterymodel", "sliding_window": 4096}, "which layers"),
+        ({**LLAMA_31_8B, "layer_types": ["linear_attention"] * 32}, "linear_attention"),
+        ({**DEEPSEEK_V3, "model_type": "someone_elses_mla"}, "MLA"),
+        ({"model_type": "llama", "hidden_size": 4096}, "num_hidden_layers"),
+    ],
+)
 def test_unsupported_layouts_raise_with_a_reason(config: dict, words: str) -> None:
     with pytest.raises(UnsupportedModel, match=words):
         kv_bytes_per_token(config, 1, "bf16")
@@ -131,19 +185,27 @@ def test_unknown_dtype_is_an_error_not_a_guess() -> None:
 def test_matches_vllm_0_6_6_a100_llama3_8b_log() -> None:
     # issue12330: total_gpu_memory (39.50GiB) x 0.90; weights 14.96GiB; non_torch 0.10GiB; activation
     # peak 9.37GiB; KV 11.12GiB; '# GPU blocks: 5691'; 'Maximum concurrency for 8192 tokens ...: 11.12x'
-    fit = max_concurrency(kv_bytes_per_token(LLAMA_31_8B, 1, "bf16"), gpu_mem_gib=39.50, utilization=0.90,
-                          weights_gib=14.96, non_kv_gib=0.10 + 9.37, max_model_len=8192)
+    fit = max_concurrency(
+        kv_bytes_per_token(LLAMA_31_8B, 1, "bf16"),
+        gpu_mem_gib=39.50,
+        utilization=0.90,
+        weights_gib=14.96,
+        non_kv_gib=0.10 + 9.37,
+        max_model_len=8192,
+    )
     assert fit.kv_cache_gib == pytest.approx(11.12)
     assert fit.gpu_blocks == pytest.approx(5691, rel=1e-3)  # the log rounds GiB to 2 decimals
     assert fit.max_concurrency == pytest.approx(11.12, abs=0.01)
 
 
-@pytest.mark.parametrize("kv_gib,blocks,max_len,concurrency", [
-    (3.81, 1952, 20000, 1.56),  # issue10517, RTX 3090, 20k run
-    (2.89, 1478, 29000, 0.82),  # issue10517, 29k run: one max-length request does not fit
-])
-def test_matches_vllm_0_6_rtx3090_llama31_8b_logs(kv_gib: float, blocks: int, max_len: int,
-                                                  concurrency: float) -> None:
+@pytest.mark.parametrize(
+    "kv_gib,blocks,max_len,concurrency",
+    [
+        (3.81, 1952, 20000, 1.56),  # issue10517, RTX 3090, 20k run
+        (2.89, 1478, 29000, 0.82),  # issue10517, 29k run: one max-length request does not fit
+    ],
+)
+def test_matches_vllm_0_6_rtx3090_llama31_8b_logs(kv_gib: float, blocks: int, max_len: int, concurrency: float) -> None:
     kv = kv_bytes_per_token(LLAMA_31_8B, 1, "bf16")
     fit = max_concurrency(kv, gpu_mem_gib=kv_gib, utilization=1.0, weights_gib=0.0, max_model_len=max_len)
     assert fit.gpu_blocks == pytest.approx(blocks, rel=2e-3)

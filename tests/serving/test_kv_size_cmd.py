@@ -12,15 +12,35 @@ from click.testing import CliRunner
 from nightowl.cli.kv_size_cmd import kv_size
 
 # config.json values as published on the Hugging Face hub
-LLAMA_3_8B = {"model_type": "llama", "num_hidden_layers": 32, "num_attention_heads": 32,
-              "num_key_value_heads": 8, "hidden_size": 4096, "torch_dtype": "bfloat16",
-              "max_position_embeddings": 8192}
-LLAMA_31_70B = {"model_type": "llama", "num_hidden_layers": 80, "num_attention_heads": 64,
-                "num_key_value_heads": 8, "hidden_size": 8192, "torch_dtype": "bfloat16",
-                "max_position_embeddings": 131072}
-DEEPSEEK_V3 = {"model_type": "deepseek_v3", "num_hidden_layers": 61, "num_attention_heads": 128,
-               "num_key_value_heads": 128, "hidden_size": 7168, "kv_lora_rank": 512,
-               "qk_rope_head_dim": 64, "torch_dtype": "bfloat16", "max_position_embeddings": 163840}
+LLAMA_3_8B = {
+    "model_type": "llama",
+    "num_hidden_layers": 32,
+    "num_attention_heads": 32,
+    "num_key_value_heads": 8,
+    "hidden_size": 4096,
+    "torch_dtype": "bfloat16",
+    "max_position_embeddings": 8192,
+}
+LLAMA_31_70B = {
+    "model_type": "llama",
+    "num_hidden_layers": 80,
+    "num_attention_heads": 64,
+    "num_key_value_heads": 8,
+    "hidden_size": 8192,
+    "torch_dtype": "bfloat16",
+    "max_position_embeddings": 131072,
+}
+DEEPSEEK_V3 = {
+    "model_type": "deepseek_v3",
+    "num_hidden_layers": 61,
+    "num_attention_heads": 128,
+    "num_key_value_heads": 128,
+    "hidden_size": 7168,
+    "kv_lora_rank": 512,
+    "qk_rope_head_dim": 64,
+    "torch_dtype": "bfloat16",
+    "max_position_embeddings": 163840,
+}
 JAMBA = {"model_type": "jamba", "num_hidden_layers": 32, "num_attention_heads": 32, "hidden_size": 4096}
 
 
@@ -66,8 +86,7 @@ def test_worked_example_deepseek_v3_mla_every_rank() -> None:
         (2.89, 29000, 1478, "0.82x"),  # vllm#10517 29k run: 1478 blocks = 23648 tokens, "0.82x"
     ],
 )
-def test_matches_vllm_logged_kv_sizes(kv_gib: float, length: int, logged_blocks: int,
-                                      logged_concurrency: str) -> None:
+def test_matches_vllm_logged_kv_sizes(kv_gib: float, length: int, logged_blocks: int, logged_concurrency: str) -> None:
     code, output = run(LLAMA_3_8B, "--kv-gib", str(kv_gib), "--max-model-len", str(length))
     assert code == 0 and f"{length:,} tokens per request: {logged_concurrency}" in output
     budget = as_json(LLAMA_3_8B, "--kv-gib", str(kv_gib), "--max-model-len", str(length))["budget"]
@@ -86,8 +105,7 @@ def test_card_budget_is_a_share_of_the_whole_card() -> None:
     # 80 GiB x 0.9 = 72 GiB; minus 15 GiB weights and 2 GiB activations = 55 GiB = 28160 blocks of 2 MiB
     result = as_json(LLAMA_3_8B, "--gpu-mem", "80", "--util", "0.9", "--weights", "15", "--non-kv", "2")
     assert result["budget"]["gpu_blocks"] == 28_160 and result["budget"]["requested_gib"] == pytest.approx(72.0)
-    code, output = run(LLAMA_3_8B, "--gpu-mem", "24", "--weights", "15", "--non-kv", "7",
-                       "--max-model-len", "29000")
+    code, output = run(LLAMA_3_8B, "--gpu-mem", "24", "--weights", "15", "--non-kv", "7", "--max-model-len", "29000")
     assert code == 0 and "does not fit" in output
 
 

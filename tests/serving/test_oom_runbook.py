@@ -23,8 +23,13 @@ def verdict_of(host: str, **params: Any) -> dict[str, Any]:
     loaded = runbooks.load("oom")
     defaults = {k: p.default for k, p in loaded.runbook.parameters.items()}
     with tempfile.TemporaryDirectory() as tmp:
-        runs, _ = run_runbook(loaded, {host: lambda: ReplayTransport(HOSTS / host, host)}, get_collector,
-                              RunOptions(params={**defaults, **params}), Path(tmp))
+        runs, _ = run_runbook(
+            loaded,
+            {host: lambda: ReplayTransport(HOSTS / host, host)},
+            get_collector,
+            RunOptions(params={**defaults, **params}),
+            Path(tmp),
+        )
     assert runs[0].verdict is not None, runs[0].error
     return runs[0].verdict
 
@@ -55,8 +60,11 @@ OOM_SAMPLES = (
 
 
 def test_every_oom_sample_of_the_corpus_is_a_rehearsed_host_unchanged() -> None:
-    recorded = {(HOSTS / c["host"] / "engine-log.out").read_text() for c in rehearsal_cases("oom")
-                if (HOSTS / c["host"] / "engine-log.out").exists()}
+    recorded = {
+        (HOSTS / c["host"] / "engine-log.out").read_text()
+        for c in rehearsal_cases("oom")
+        if (HOSTS / c["host"] / "engine-log.out").exists()
+    }
     for name in OOM_SAMPLES:
         assert (ROOT / "fixtures" / "corpus" / "serving" / name).read_text() in recorded, name
 

@@ -36,9 +36,15 @@ BEFORE = scrape(
     prefill=hist(100, 20, [(0.5, 100), ("+Inf", 100)]),
     decode=hist(100, 200, [(5, 100), ("+Inf", 100)]),
     e2e=hist(100, 235, [(5, 100), ("+Inf", 100)]),
-    requests_running=8, requests_waiting=0, kv_cache_usage=0.4, preemptions_total=3,
-    prompt_tokens_total=50_000, generation_tokens_total=20_000, request_success_total=100,
-    prefix_cache_hits=30_000, prefix_cache_queries=50_000,
+    requests_running=8,
+    requests_waiting=0,
+    kv_cache_usage=0.4,
+    preemptions_total=3,
+    prompt_tokens_total=50_000,
+    generation_tokens_total=20_000,
+    request_success_total=100,
+    prefix_cache_hits=30_000,
+    prefix_cache_queries=50_000,
 )
 
 
@@ -49,9 +55,15 @@ def test_queue_growth_is_attributed_by_window_means() -> None:
         prefill=hist(150, 30, [(0.5, 150), ("+Inf", 150)]),
         decode=hist(150, 300, [(5, 150), ("+Inf", 150)]),
         e2e=hist(150, 452.5, [(5, 140), ("+Inf", 150)]),
-        requests_running=8, requests_waiting=40, kv_cache_usage=0.97, preemptions_total=3,
-        prompt_tokens_total=75_000, generation_tokens_total=30_000, request_success_total=150,
-        prefix_cache_hits=45_000, prefix_cache_queries=75_000,
+        requests_running=8,
+        requests_waiting=40,
+        kv_cache_usage=0.97,
+        preemptions_total=3,
+        prompt_tokens_total=75_000,
+        generation_tokens_total=30_000,
+        request_success_total=150,
+        prefix_cache_hits=45_000,
+        prefix_cache_queries=75_000,
     )
     result = p99.compare(BEFORE, after)
     queue = result.components["queue"]
@@ -76,7 +88,10 @@ def test_decode_growth_with_preemptions_and_longer_outputs() -> None:
         prefill=hist(200, 40, [(0.5, 200), ("+Inf", 200)]),
         decode=hist(200, 600, [(5, 200), ("+Inf", 200)]),
         e2e=hist(200, 670, [(5, 200), ("+Inf", 200)]),
-        requests_running=16, preemptions_total=43, generation_tokens_total=60_000, request_success_total=200,
+        requests_running=16,
+        preemptions_total=43,
+        generation_tokens_total=60_000,
+        request_success_total=200,
         prompt_tokens_total=100_000,
     )
     result = p99.compare(BEFORE, after)
@@ -95,7 +110,8 @@ def test_prefix_cache_drop_and_length_histograms() -> None:
     after = scrape(
         prefill=hist(150, 45, [(0.5, 140), ("+Inf", 150)]),
         prompt_tokens=hist(150, 75_000, [(1000, 150), ("+Inf", 150)]),
-        prefix_cache_hits=35_000, prefix_cache_queries=75_000,
+        prefix_cache_hits=35_000,
+        prefix_cache_queries=75_000,
     )
     result = p99.compare(before, after)
     assert result.dominant == "prefill" and result.components["prefill"].incident_mean == pytest.approx(0.5)
@@ -126,9 +142,20 @@ def test_means_from_buckets_when_the_scrape_has_no_sum() -> None:
 
 
 def test_render_table_shows_baseline_incident_change() -> None:
-    rows = [{"component": "queue", "baseline_mean": 0.1, "incident_mean": 2.1, "change": 2.0, "ratio": 21.0,
-             "baseline_p99": 0.495, "incident_p99": 0.5, "incident_p99_at_least": True, "estimated": False,
-             "moved": True}]
+    rows = [
+        {
+            "component": "queue",
+            "baseline_mean": 0.1,
+            "incident_mean": 2.1,
+            "change": 2.0,
+            "ratio": 21.0,
+            "baseline_p99": 0.495,
+            "incident_p99": 0.5,
+            "incident_p99_at_least": True,
+            "estimated": False,
+            "moved": True,
+        }
+    ]
     assert p99.render_table(rows) == "queue 0.100 s -> 2.100 s (+2.000 s, x21.0), p99 0.495 s -> >= 0.500 s"
 
 
@@ -163,8 +190,9 @@ def test_recorded_longer_prompts() -> None:
 
 
 def test_recorded_tgi_style_scrape_has_no_window() -> None:
-    facts = derive(dict(zip(("metrics", "metrics_after"), recorded("p99-tgi-style-no-request-histograms"),
-                            strict=True)))
+    facts = derive(
+        dict(zip(("metrics", "metrics_after"), recorded("p99-tgi-style-no-request-histograms"), strict=True))
+    )
     assert facts["has_window"] is False and facts["table"] == [] and facts["engine"] == "tgi"
 
 
