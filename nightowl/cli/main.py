@@ -11,7 +11,7 @@ import os
 import shlex
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import click
 
@@ -49,7 +49,7 @@ def main() -> None:
     """
 
 
-def fail(message: str, status: ExitStatus = ExitStatus.USAGE) -> None:
+def fail(message: str, status: ExitStatus = ExitStatus.USAGE) -> NoReturn:
     click.echo(f"nightowl: {message}", err=True)
     sys.exit(int(status))
 
@@ -105,7 +105,13 @@ def run_to_summary(
     unknown = set(params) - set(defaults)
     if unknown:
         fail(f"runbook {loaded.id} has no parameter {', '.join(sorted(unknown))}")
-    options = RunOptions(params={**defaults, **params}, allow_invasive=allow_invasive, **(limits or {}))
+    limits = limits or {}
+    options = RunOptions(
+        params={**defaults, **params},
+        allow_invasive=allow_invasive,
+        command_timeout=limits.get("command_timeout"),
+        host_timeout=limits.get("host_timeout"),
+    )
     try:
         runs, bundle = run_runbook(
             loaded,

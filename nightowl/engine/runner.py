@@ -29,13 +29,20 @@ TRACE_LIST_CAP = 25  # values recorded in the trace are trimmed; the raw output 
 
 
 class CollectorLike(Protocol):
-    kind: str
-    commands: tuple[tuple[str, ...], ...]
-    timeout: float
-    invasive: bool
+    """What the engine needs of a collector (read-only, so frozen dataclasses fit)."""
 
-    def parse(self, text: str) -> Any: ...
-    def facts(self, result: Any) -> dict[str, Any]: ...
+    @property
+    def kind(self) -> str: ...
+    @property
+    def commands(self) -> tuple[tuple[str, ...], ...]: ...
+    @property
+    def timeout(self) -> float: ...
+    @property
+    def invasive(self) -> bool: ...
+    @property
+    def parse(self) -> Callable[[str], Any]: ...
+    @property
+    def facts(self) -> Callable[[Any], dict[str, Any]]: ...
 
 
 class Recorder(Protocol):

@@ -42,12 +42,12 @@ def _record(node: yaml.Node, path: Path_, lines: dict[Path_, int]) -> None:
     if isinstance(node, yaml.MappingNode):
         for key_node, value_node in node.value:
             key = key_node.value
-            lines[(*path, key)] = key_node.start_mark.line + 1
-            _record(value_node, (*path, key), lines)
-            lines[(*path, key)] = key_node.start_mark.line + 1
+            key_path = path + (key,)
+            _record(value_node, key_path, lines)
+            lines[key_path] = key_node.start_mark.line + 1  # a key's line, not its value's
     elif isinstance(node, yaml.SequenceNode):
         for index, item in enumerate(node.value):
-            _record(item, (*path, index), lines)
+            _record(item, path + (index,), lines)
 
 
 def line_of(lines: dict[Path_, int], path: Path_) -> int | None:
