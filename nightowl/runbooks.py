@@ -28,7 +28,19 @@ def resolve(name_or_path: str) -> Path:
 
 
 def load(name_or_path: str):  # noqa: ANN201 - LoadedRunbook, imported lazily
-    from nightowl.collectors import MODULES, get_collector  # noqa: F401
-    from nightowl.engine.validate import load_runbook
+    """Load and validate; every collector it names must also load as read-only, before anything connects."""
+    from nightowl.collectors import MODULES, UnsafeCollector, get_collector
+    from nightowl.engine.model import split_entry
+    from nightowl.engine.validate import Issue, RunbookInvalid, load_runbook
 
-    return load_runbook(resolve(name_or_path), known_collectors=MODULES)
+    loaded = load_runbook(resolve(name_or_path), known_collectors=MODULES)
+    issues = []
+    for node_id, node in loaded.runbook.nodes.items():
+        for entry in node.collect or []:
+            try:
+                get_collector(split_entry(entry)[0])
+            except UnsafeCollector as exc:
+                issues.append(Issue(str(loaded.path), loaded.node_line(node_id), node_id, str(exc)))
+    if issues:
+        raise RunbookInvalid(issues)
+    return loaded

@@ -81,3 +81,35 @@ def test_every_verdict_is_rehearsed_or_listed(runbook: str) -> None:
     rehearsed = {c["expect"].get("verdict") for c in rehearsal_cases(runbook)}
     assert verdicts - rehearsed - NOT_IN_CORPUS.get(runbook, set()) == set()
     assert NOT_IN_CORPUS.get(runbook, set()) & rehearsed == set(), "now rehearsed: drop it from NOT_IN_CORPUS"
+
+
+def test_site_policy_overrides_a_code_and_the_verdict_says_why(tmp_path) -> None:  # noqa: ANN001
+    """Where public tools disagree with the catalog, a site policy decides, and the verdict shows its reason."""
+    policy = tmp_path / "xid-policy.yaml"
+    policy.write_text('overrides:\n  62: {action: reboot-node, reason: "site: PMU halts here need a power cycle"}\n')
+    plain = rehearse("xid", {"host": "xid62-pmu-halt", "expect": {"verdict": "xid-requires-gpu-reset"}})
+    assert plain.passed, plain.problems
+    case = {
+        "host": "xid62-pmu-halt",
+        "params": {"xid_policy": str(policy)},
+        "expect": {"verdict": "xid-requires-reboot", "action": "reboot-node"},
+    }
+    assert rehearse("xid", case).passed
+    from nightowl import runbooks as rb
+    from nightowl.collectors import get_collector
+    from nightowl.engine.runner import RunOptions
+    from nightowl.engine.session import run_runbook
+    from nightowl.paths import data_dir
+    from nightowl.transports.replay import ReplayTransport
+
+    loaded = rb.load("xid")
+    defaults = {k: p.default for k, p in loaded.runbook.parameters.items()}
+    host = data_dir("fixtures") / "hosts" / "xid62-pmu-halt"
+    runs, _ = run_runbook(
+        loaded,
+        {"h": lambda: ReplayTransport(host, "h")},
+        get_collector,
+        RunOptions(params={**defaults, "xid_policy": str(policy)}),
+        tmp_path / "out",
+    )
+    assert "PMU halts here need a power cycle" in runs[0].verdict["summary"]

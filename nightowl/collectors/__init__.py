@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib
 
 from nightowl.collectors.base import Collector, fact_namespace
+from nightowl.collectors.readonly import violations
 
 # kind -> module that defines COLLECTOR (or "module:ATTRIBUTE") (kinds are the `nightowl parse` kinds, CONTRACT s3/s5)
 MODULES: dict[str, str] = {
@@ -20,6 +21,7 @@ MODULES: dict[str, str] = {
     "cpu-governor": "nightowl.collectors.host_info:GOVERNOR_COLLECTOR",
     "bench-serve": "nightowl.collectors.bench_serve",
     "metrics-window": "nightowl.collectors.metrics_window",
+    "xid-judgement": "nightowl.collectors.xid_judgement",
     "nvidia-smi-query": "nightowl.collectors.nvidia_smi_query",
     "nvlink": "nightowl.collectors.nvlink",
     "nvlink-errors": "nightowl.collectors.nvlink:ERRORS_COLLECTOR",
@@ -34,6 +36,10 @@ class UnknownCollector(KeyError):
     pass
 
 
+class UnsafeCollector(ValueError):
+    """A collector declares a command that could change a node; it is never loaded."""
+
+
 def get_collector(kind: str) -> Collector:
     module_name = MODULES.get(kind)
     if module_name is None:
@@ -41,6 +47,9 @@ def get_collector(kind: str) -> Collector:
     module_name, _, attribute = module_name.partition(":")
     module = importlib.import_module(module_name)
     collector: Collector = getattr(module, attribute or "COLLECTOR")
+    problems = violations(collector.commands)
+    if problems:
+        raise UnsafeCollector(f"collector {kind!r} is not read-only: " + "; ".join(problems))
     return collector
 
 
@@ -48,4 +57,12 @@ def available_kinds() -> list[str]:
     return sorted(MODULES)
 
 
-__all__ = ["Collector", "MODULES", "UnknownCollector", "available_kinds", "fact_namespace", "get_collector"]
+__all__ = [
+    "MODULES",
+    "Collector",
+    "UnknownCollector",
+    "UnsafeCollector",
+    "available_kinds",
+    "fact_namespace",
+    "get_collector",
+]

@@ -7,7 +7,7 @@ of a saved bundle and a unit test all go through the same ``parse``.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -56,3 +56,26 @@ class Collector:
 
 def fact_namespace(kind: str) -> str:
     return kind.replace("-", "_")
+
+
+@dataclass(frozen=True)
+class DerivedCollector:
+    """A collector computed from other collectors' facts (and the run's parameters), not a command.
+
+    The engine runs it after the collectors of its node and hands ``derive`` the facts of the
+    namespaces in ``inputs``; it never touches a host.
+    """
+
+    kind: str
+    inputs: tuple[str, ...]
+    derive: Callable[[Mapping[str, Mapping[str, Any]], Mapping[str, Any]], dict[str, Any]]
+    commands: tuple[tuple[str, ...], ...] = ()
+    timeout: float = 0.0
+    invasive: bool = False
+    description: str = ""
+
+    def parse(self, text: str) -> Any:
+        raise TypeError(f"{self.kind} is derived from {', '.join(self.inputs)}; it parses no output")
+
+    def facts(self, result: Any) -> dict[str, Any]:
+        return dict(result)

@@ -163,7 +163,8 @@ class HostRunner:
             run.status, run.reason = "skipped", "needs facts from: " + ", ".join(missing)
             return run
         try:
-            run.facts = collector.derive({n: by_namespace[n].facts for n in collector.inputs})
+            inputs = {n: by_namespace[n].facts for n in collector.inputs}
+            run.facts = collector.derive(inputs, dict(self.options.params))
         except Exception as exc:  # noqa: BLE001 - a derivation bug is evidence, not a crash
             run.status = "error"
             run.reason = run.parse_error = f"{kind} failed: {type(exc).__name__}: {exc}"

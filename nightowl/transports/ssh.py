@@ -68,9 +68,23 @@ class SSHOptions:
     # Wrap each command in coreutils `timeout`: sshd ignores signal requests for root sessions, so
     # closing the channel alone would leave a hung nvidia-smi running on the node.
     remote_timeout: bool = True
+    # Handshakes in flight through one jump host at once: sshd refuses connections past MaxStartups
+    # (default 10:30:100) while they are unauthenticated, so a wide sweep behind a bastion must queue.
+    jump_max_startups: int = 8
 
     def known_hosts_path(self) -> Path:
         return self.known_hosts if self.known_hosts is not None else Path.home() / ".ssh" / "known_hosts"
+
+
+_JUMP_GATES: dict[str, threading.BoundedSemaphore] = {}
+_JUMP_GATES_LOCK = threading.Lock()
+
+
+def _jump_gate(jump: HostSpec, size: int) -> threading.BoundedSemaphore:
+    """One gate per jump host for the whole process, shared by every host behind it."""
+    key = f"{jump.login_user()}@{jump.hostname}:{jump.port}"
+    with _JUMP_GATES_LOCK:
+        return _JUMP_GATES.setdefault(key, threading.BoundedSemaphore(max(1, size)))
 
 
 class SSHConnectError(TransportError):
@@ -234,7 +248,8 @@ class SSHTransport:
     # -- connection ---------------------------------------------------------------
 
     def connect(self) -> None:
-        with self._lock:
+        gate = _jump_gate(self.spec.jump, self.options.jump_max_startups) if self.spec.jump else None
+        with self._lock, gate or contextlib.nullcontext():
             if self._transport is not None and self._transport.is_active():
                 return
             sock = self._open_socket()

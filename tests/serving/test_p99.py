@@ -201,3 +201,23 @@ def test_derived_collector_declaration() -> None:
     assert COLLECTOR.commands == ()
     with pytest.raises(TypeError):
         COLLECTOR.parse("text")
+
+
+def test_window_shows_the_decode_floor_next_to_itl(tmp_path) -> None:  # noqa: ANN001
+    import json
+
+    from nightowl.serving.floor import decode_floor
+    from tests.serving.test_floor import LLAMA_31_8B
+
+    config = tmp_path / "config.json"
+    config.write_text(json.dumps(LLAMA_31_8B))
+    scrapes = dict(zip(("metrics", "metrics_after"), recorded("p99-vllm-itl-slowdown"), strict=True))
+    facts = derive(scrapes, {"model_config": str(config), "gpu": "H100-SXM", "tp": 1, "context": 4096})
+    floor = facts["decode_floor"]
+    batch = max(1, round(scrapes["metrics_after"].get("requests_running") or 1))
+    expected = decode_floor(LLAMA_31_8B, "H100-SXM", tp=1, batch=batch, context=4096).step_seconds * 1000
+    assert floor["step_ms"] == pytest.approx(expected, rel=1e-3)
+    itl = next(r["incident_mean"] for r in facts["table"] if r["component"] == "itl")
+    assert floor["itl_ratio"] == pytest.approx(itl * 1000 / floor["step_ms"], rel=1e-2)
+    assert "decode floor" in facts["table_text"] and "the floor" in facts["table_text"]
+    assert derive(scrapes)["decode_floor"] == {}  # no model: no floor, no guess

@@ -1,0 +1,72 @@
+"""Read-only by construction: no registered collector declares a command that changes a node."""
+
+from __future__ import annotations
+
+import pytest
+
+from nightowl.collectors import MODULES, UnsafeCollector, get_collector
+from nightowl.collectors.readonly import violations
+
+
+@pytest.mark.parametrize("kind", sorted(MODULES))
+def test_every_registered_collector_is_read_only(kind: str) -> None:
+    collector = get_collector(kind)
+    assert violations(collector.commands) == []
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ("nvidia-smi", "-r", "-i", "0"),
+        ("/usr/bin/nvidia-smi", "-pm", "1"),
+        ("nvidia-smi", "-lgc", "1400"),
+        ("modprobe", "-r", "nvidia"),
+        ("systemctl", "restart", "nvidia-fabricmanager"),
+        ("kill", "-9", "1"),
+        ("kubectl", "drain", "gpu-17"),
+        ("nvidia-smi", "nvlink", "-r", "0"),
+        ("nvidia-smi", "-e", "0"),
+        ("sh", "-c", "cat {path}"),
+    ],
+)
+def test_mutating_commands_are_refused(argv: tuple[str, ...]) -> None:
+    assert violations([argv])
+
+
+def test_read_only_commands_pass() -> None:
+    assert (
+        violations(
+            [
+                ("nvidia-smi", "-q", "-x"),
+                ("nvidia-smi", "nvlink", "-s"),
+                ("journalctl", "-k", "-b"),
+                ("kubectl", "get", "pod", "x", "-o", "json"),
+                ("sh", "-c", 'exec docker logs -- "$1"', "x"),
+            ]
+        )
+        == []
+    )
+
+
+def test_an_unsafe_collector_never_loads(monkeypatch: pytest.MonkeyPatch, tmp_path) -> None:  # noqa: ANN001
+    import sys
+    import types
+
+    from nightowl.collectors.base import Collector
+
+    module = types.ModuleType("nightowl_test_unsafe")
+    module.COLLECTOR = Collector(kind="reset", commands=(("nvidia-smi", "-r"),), parse=lambda text: {})  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "nightowl_test_unsafe", module)
+    monkeypatch.setitem(MODULES, "reset", "nightowl_test_unsafe")
+    with pytest.raises(UnsafeCollector, match="resets|changes GPU state"):
+        get_collector("reset")
+    runbook = tmp_path / "bad.yaml"
+    runbook.write_text(
+        "id: bad\ntitle: bad\nentry: a\nnodes:\n  a:\n    collect: [reset]\n    next: v\n"
+        "  v:\n    verdict: {id: v, severity: ok, action: none, summary: s}\n"
+    )
+    from nightowl import runbooks
+    from nightowl.engine.validate import RunbookInvalid
+
+    with pytest.raises(RunbookInvalid, match=r"bad.yaml:5: \[node a\] collector 'reset' is not read-only"):
+        runbooks.load(str(runbook))
