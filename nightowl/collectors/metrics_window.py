@@ -80,7 +80,7 @@ def _decode_floor(rows: list[dict[str, Any]], after: Mapping[str, Any], params: 
     floor_ms = floor.step_seconds * 1000
     ratio = itl / floor.step_seconds if itl else None
     line = f"decode floor {floor_ms:.2f} ms/step ({gpu}, TP {floor.tp}, batch {batch}, context {context})"
-    if ratio is not None:
+    if itl and ratio is not None:
         line += f", measured ITL {itl * 1000:.2f} ms = x{ratio:.1f} the floor"
     return {"step_ms": round(floor_ms, 3), "batch": batch, "context": context, "itl_ratio": ratio, "line": line}
 
