@@ -12,6 +12,7 @@ MODULES: dict[str, str] = {
     "nvidia-smi": "nightowl.collectors.nvidia_smi",
     "kernel-log": "nightowl.collectors.kernel_log",
     "nccl-log": "nightowl.collectors.nccl_log",
+    "nccl-ras": "nightowl.collectors.nccl_ras",
     "nccl-tests": "nightowl.collectors.nccl_tests",
     "nccl-tests-run": "nightowl.collectors.nccl_tests:RUN_COLLECTOR",
     "metrics": "nightowl.collectors.prometheus",

@@ -97,6 +97,7 @@ MUTATING: tuple[tuple[str, frozenset[str], str], ...] = (
         frozenset({"rm", "kill", "stop", "restart", "start", "run", "exec", "pause", "update"}),
         "changes containers",
     ),
+    ("ncclras", frozenset({"CONTROL"}), "changes the running NCCL job (NCCL 2.31 ncclras CONTROL)"),
     ("rm", frozenset(), "deletes files"),
     ("dd", frozenset(), "writes devices or files"),
     ("sh", frozenset({"-c"}), "runs a shell string (only a fixed script with positional arguments is allowed)"),
