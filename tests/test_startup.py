@@ -56,3 +56,16 @@ def test_readme_mentions_every_command() -> None:
     readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
     for name in main.commands:
         assert f"nightowl {name}" in readme, f"README does not show `nightowl {name}`"
+
+
+def test_parse_help_lists_every_parseable_kind() -> None:
+    from click.testing import CliRunner
+
+    from nightowl.cli.main import main
+    from nightowl.collectors import available_kinds, get_collector
+
+    text = " ".join(CliRunner().invoke(main, ["parse", "--help"]).output.split())
+    for kind in available_kinds():
+        if getattr(get_collector(kind), "inputs", None):
+            continue  # derived collectors read other collectors' facts, not a file
+        assert f" {kind}," in text or f" {kind}." in text, kind

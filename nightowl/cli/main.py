@@ -302,8 +302,12 @@ def replay_transports(replays: tuple[Path, ...]) -> dict[str, Any]:
 def parse_cmd(kind: str, file: Any) -> None:
     """Parse a saved command output (FILE, or - for stdin) and print JSON.
 
-    KIND is one of the collector kinds: nvidia-smi, kernel-log, nccl-log, nccl-tests,
-    metrics, engine-log, nvidia-smi-query, nvlink, gpu-topology, dcgmi-diag.
+    \b
+    KIND is a collector kind. CONTRACT s3: nvidia-smi, kernel-log, nccl-log,
+    nccl-tests, metrics, engine-log. Also: nvidia-smi-query, nvlink,
+    nvlink-errors, gpu-topology, dcgmi-diag, dcgmi-diag-drained, nccl-ras,
+    nccl-tests-run, container-state, bench-serve, known-answer, dev-shm,
+    cpu-governor.
     """
     from nightowl.collectors import UnknownCollector, available_kinds, get_collector
     from nightowl.collectors.base import to_jsonable
