@@ -14,9 +14,10 @@ and ``last_time``, so memory grows with distinct events, not with lines.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
+from functools import cached_property
 from typing import Any
 
 from nightowl.collectors import xid_catalog
@@ -57,8 +58,21 @@ _ANCHOR = re.compile(
     r"|available PCIe bandwidth"
 )
 # "pcieport 0000:00:02.0: " before an AER/bandwidth message: part of the message, not of the prefix.
-_DEVICE_TAIL = re.compile(r"(\S+ [0-9a-fA-F]{4,8}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]:\s)")
+# (The lookbehind only skips starts inside a word, which could never be the leftmost match: same
+# matches as without it, found without re-scanning each word.)
+_DEVICE_TAIL = re.compile(r"((?<!\S)\S+ [0-9a-fA-F]{4,8}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]:\s)")
 _OOM_CGROUP = re.compile(r"Memory cgroup $")
+# The time stamp in front of a line (blanks, then dmesg "[ 1234.567890] ", dmesg -T "[Tue Mar  5 10:00:00
+# 2024] ", ISO 8601 as journalctl -o short-iso writes it, or syslog "Mar  5 10:00:00 "; or blanks alone).
+# The rest of the line, which repeats in a burst, keys the memo of line shapes; see _Shape for why the
+# stamp cannot change how the rest reads.
+_STAMP = re.compile(  # always matches, maybe empty; no backtracking into the blanks (a stamp starts non-blank)
+    r"[ \t]*(?P<stamp>\[ *[0-9]+\.[0-9]+\] "
+    r"|\[[A-Z][a-z]{2} [A-Z][a-z]{2} [ 0-9][0-9] [0-9]{2}:[0-9]{2}:[0-9]{2} [0-9]{4}\] "
+    r"|[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}(?:[.,][0-9]+)?(?:Z|[+-][0-9]{2}:?[0-9]{2})? "
+    r"|[A-Z][a-z]{2} [ 0-9][0-9] [0-9]{2}:[0-9]{2}:[0-9]{2} )?"
+)
+_ADDRESS_FIRST = re.compile(r"[0-9a-fA-F]{4,8}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]:\s")
 _NVSWITCH_DEVICE = re.compile(r"(nvidia-nvswitch\d+):\s*$")
 
 # --- timestamps (decision: a yearless or non-English time stays as written) -------------------
@@ -144,24 +158,13 @@ class _Classified:
     text: str = ""
     extras: tuple[tuple[str, Any], ...] = ()
 
-    @property
+    @cached_property
     def key(self) -> tuple[Any, ...]:
+        """Events with the same key are one (collapsed) event."""
         return (self.kind, self.code, self.pci, self.pid, self.process, self.text)
 
 
 _IGNORE = _Classified("ignore")
-
-
-@dataclass
-class _Draft:
-    """A message that more lines may continue (a block opener or an AER report)."""
-
-    prefix: str
-    message: str
-    tail: str = ""  # the line from the message on, as read (the burst fast path's key)
-    continuation: list[str] = field(default_factory=list)
-    details: list[str] = field(default_factory=list)  # AER detail lines (kept as `lines`)
-    is_aer: bool = False
 
 
 # --- timestamps -----------------------------------------------------------------------------------
@@ -319,6 +322,19 @@ def _classify_aer(message: str) -> _Classified:
     return _IGNORE
 
 
+def _classify_bandwidth(message: str) -> _Classified:
+    match = _BANDWIDTH.search(message)
+    if match is None:
+        return _IGNORE
+    extras = (
+        ("available", match.group("available")),
+        ("limited_by", match.group("limited_by")),
+        ("limiting_pci", normalize_pci(match.group("at"))),
+        ("capable", match.group("capable")),
+    )
+    return _Classified("bandwidth", pci=normalize_pci(match.group("pci")), text=message.strip(), extras=extras)
+
+
 def classify(message: str) -> _Classified:
     """What a message (from its anchor to the end, continuation lines joined) is. Pure."""
     if message.startswith("NVRM: "):
@@ -341,22 +357,133 @@ def classify(message: str) -> _Classified:
             "event", "oom_kill", pid=int(oom.group("pid")), process=oom.group("name"), text=message.strip()
         )
     if "available PCIe bandwidth" in message:
-        return _Classified("bandwidth", text=message.strip()) if _BANDWIDTH.search(message) else _IGNORE
+        return _classify_bandwidth(message)
     return _classify_aer(message.strip())
 
 
 # --- the streaming parser -----------------------------------------------------------------------------
+# Most lines of a long log repeat a message seen before (a burst, an AER storm) behind a new timestamp.
+# Whatever the parser derives from a line's text alone is therefore computed once per distinct text and
+# looked up afterwards; only what depends on the order of lines (drafts, preludes, counts) runs per line:
+#   _Parser.seen_*   the text after "NVRM: " / "SXid (" -> its event or note (parse_lines' fast path)
+#   _Parser.shapes   the rest of a line behind its time stamp (_STAMP) -> how it splits (_Shape)
+#   _Parser.messages a message -> what joining lines needs to know about it (_Message)
+#   _Parser.cache    a message and its continuation lines -> their classification
+# Each memo holds at most _CACHE_LIMIT entries (it is emptied when full), so memory stays bounded.
+@dataclass(frozen=True, slots=True)
+class _Message:
+    """What the line-joining logic needs to know about one message (computed once per distinct text)."""
+
+    text: str  # the message as kept: device name in front for AER/OOM lines, trailing blanks off
+    nvrm_body: str | None  # text after "NVRM: " of a non-Xid NVRM message: what it adds as a continuation
+    continues_block: bool  # carries on a multi-line NVRM block ("(PCI ID: ...", "nvidia-bug-report.sh ...")
+    opens_block: bool  # a pending message holding this may be continued by `continues_block` lines
+    waits: bool  # starts a draft that later lines may continue (an AER report, an NVRM block opener)
+    is_aer: bool
+    aer_detail: bool  # a line of an AER report other than its "error received" line
+    found: _Classified  # what the message is on its own (no continuation lines)
+
+
+def _message(text: str) -> _Message:
+    nvrm = text.startswith("NVRM: ")
+    body = text[6:].strip() if nvrm and not text.startswith("NVRM: Xid") else None
+    opens_block = _BLOCK_OPENER.search(text) is not None
+    is_aer = ("AER: " in text or "PCIe Bus Error" in text) and not text.startswith("NVRM")
+    return _Message(
+        text=text,
+        nvrm_body=body,
+        continues_block=body is not None and _BLOCK_CONTINUATION.match(body) is not None,
+        opens_block=opens_block,
+        waits=is_aer or (nvrm and opens_block),
+        is_aer=is_aer,
+        aer_detail=_AER_DETAIL.search(text) is not None and _AER_RECEIVED.search(text) is None,
+        found=classify(text),
+    )
+
+
+def _split(line: str) -> tuple[str, str, str] | None:
+    """(prefix, message, tail) of a line holding a message we read, else None.
+
+    ``tail`` is the line from the anchor on, as read; ``message`` is it without trailing blanks and,
+    for AER/bandwidth/OOM messages, with the device ("pcieport 0000:00:02.0: ") taken from the prefix.
+    """
+    match = _ANCHOR.search(line)
+    if match is None:
+        return None
+    start = match.start()
+    prefix, tail = line[:start], line[start:]
+    message = tail.rstrip()
+    if not message.startswith(("NVRM", "SXid", "Xid")):
+        device = _DEVICE_TAIL.search(prefix) or _OOM_CGROUP.search(prefix)
+        if device is not None:
+            prefix, message = prefix[: device.start()], prefix[device.start() :] + message
+    return prefix, message, tail
+
+
+def _aer_detail(line: str) -> str | None:
+    """The detail a line without a message adds to a pending AER report, None if it is not one."""
+    if _AER_DETAIL.search(line) is None:
+        return None
+    device = _DEVICE_TAIL.search(line)
+    return (line[device.start() :] if device else line).strip()
+
+
+@dataclass(frozen=True, slots=True)
+class _Shape:
+    """How a line splits, read from the rest of the line behind its ``_STAMP`` (the stamp adds only time).
+
+    Exact, not a heuristic: a stamp holds blanks, digits, brackets, ``.,:+-TZ`` (a ``:`` only before a
+    digit) and 3-letter words followed by a blank, and no pattern ``_split`` or ``_aer_detail`` uses can
+    start on such text; every stamp ends in a blank, so a word boundary or the lookbehind of
+    ``_DEVICE_TAIL`` judges the rest's first character as it would in the whole line; and
+    ``_DEVICE_TAIL`` could only reach into the stamp through a rest that opens with a PCI address:
+    such a rest gets ``_NO_SHAPE`` and its line the general path. The property test
+    ``test_memoized_paths_read_like_the_general_path`` checks the equivalence.
+    """
+
+    message: _Message | None  # None: no message we read (a possible AER detail line)
+    prefix: str = ""  # the prefix after the stamp
+    tail: str = ""  # the line from the message on, as read (what the fast path of parse_lines keys)
+    blank_prefix: bool = False  # the prefix after the stamp is empty or blank
+    is_aer_detail: bool = False  # (no message) an AER detail line
+    detail: str | None = None  # its detail text, None when it is the whole line stripped (stamp included)
+
+
+_NO_SHAPE = _Shape(None)  # memo value of a rest that opens with a PCI address
+
+
+@dataclass(slots=True)
+class _Draft:
+    """A message that more lines may continue (a block opener or an AER report)."""
+
+    prefix: str
+    message: str
+    continuation: list[str] = field(default_factory=list)
+    details: list[str] = field(default_factory=list)  # AER detail lines (kept as `lines`)
+    is_aer: bool = False
+    opens_block: bool = False
+
+
+def _remember(memo: dict[Any, Any], key: Any, value: Any) -> None:
+    if len(memo) >= _CACHE_LIMIT:
+        memo.clear()
+    memo[key] = value
+
+
 class _Parser:
     """Line-by-line state. Most messages are emitted at once; only a message that more lines may
     continue (a block opener, an AER report) waits in ``pending`` for the next line."""
 
     def __init__(self) -> None:
         self.events: dict[tuple[Any, ...], dict[str, Any]] = {}
-        # A line's text from the message on -> its event, or what else it was (prelude, serial).
+        # The text after "NVRM: " / "SXid (" -> its event, or what else it was (prelude, serial).
         # parse_lines looks repeats up here instead of parsing them again.
-        self.seen: dict[str, dict[str, Any] | _Classified] = {}
+        self.seen_nvrm: dict[str, dict[str, Any] | _Classified] = {}
+        self.seen_sxid: dict[str, dict[str, Any] | _Classified] = {}
+        self.shapes: dict[str, _Shape] = {}
+        self.messages: dict[str, _Message] = {}
         self.pending: _Draft | None = None
-        self.cache: dict[str, _Classified] = {}
+        self.cache: dict[tuple[str, ...], _Classified] = {}
         self.prelude: dict[str, Any] | None = None
         self.last_event: dict[str, Any] | None = None
         self.sxid_last: dict[tuple[str | None, int | None], dict[str, Any]] = {}
@@ -370,101 +497,146 @@ class _Parser:
 
     def feed(self, line: str) -> None:
         """The general path for one line (``parse_lines`` short-cuts repeats of known messages)."""
-        if not self.saw_text and line.strip():
-            self.saw_text = True
-        match = _ANCHOR.search(line)
-        if match is None:
-            self._feed_plain(line)
+        if not self.saw_text:
+            self.saw_text = bool(line) and not line.isspace()
+        cut = _STAMP.match(line)  # (always matches, maybe empty)
+        if cut is not None and cut.end():
+            end = cut.end()
+            shape = self.shapes.get(line[end:])
+            if shape is None:
+                shape = self._new_shape(line[end:])
+            message = shape.message
+            if message is not None:
+                # Blanks alone in front (no time): a continuation line if the whole prefix is blank.
+                indented = cut.lastgroup is None and shape.blank_prefix
+                self._feed_message(line[:end] + shape.prefix, message, shape.tail, indented)
+                return
+            if shape is not _NO_SHAPE:  # no message: _feed_plain, inlined (AER storms repeat these lines)
+                pending = self.pending
+                if pending is not None:
+                    if not (pending.is_aer and shape.is_aer_detail):
+                        self._flush()
+                    elif len(pending.details) < MAX_LINES_PER_EVENT:
+                        pending.details.append(shape.detail if shape.detail is not None else line.strip())
+                return
+        split = _split(line)
+        if split is None:
+            pending = self.pending
+            self._feed_plain(_aer_detail(line) if pending is not None and pending.is_aer else None)
             return
-        start = match.start()
-        prefix, message = line[:start], line[start:].rstrip()
-        if not message.startswith(("NVRM", "SXid", "Xid")):
-            device = _DEVICE_TAIL.search(prefix) or _OOM_CGROUP.search(prefix)
-            if device is not None:
-                prefix, message = prefix[: device.start()], prefix[device.start() :] + message
-        if self._continues(prefix, message):
-            return
-        self._flush()
-        is_aer = ("AER: " in message or "PCIe Bus Error" in message) and not message.startswith("NVRM")
-        draft = _Draft(prefix, message, line[start:], is_aer=is_aer)
-        if is_aer or (message.startswith("NVRM: ") and _BLOCK_OPENER.search(message)):
-            self.pending = draft
-        else:
-            self._handle(draft, cacheable=True)
+        prefix, text, tail = split
+        self._feed_message(prefix, self._message(text), tail, indented=bool(prefix) and prefix.isspace())
 
-    def _feed_plain(self, line: str) -> None:
+    def _new_shape(self, rest: str) -> _Shape:
+        if _ADDRESS_FIRST.match(rest):
+            shape = _NO_SHAPE
+        else:
+            split = _split(rest)
+            if split is not None:
+                prefix, text, tail = split
+                shape = _Shape(self._message(text), prefix, tail, blank_prefix=not prefix or prefix.isspace())
+            elif _AER_DETAIL.search(rest) is None:
+                shape = _Shape(None)
+            else:
+                device = _DEVICE_TAIL.search(rest)
+                shape = _Shape(None, is_aer_detail=True, detail=rest[device.start() :].strip() if device else None)
+        _remember(self.shapes, rest, shape)
+        return shape
+
+    def _message(self, text: str) -> _Message:
+        message = self.messages.get(text)
+        if message is None:
+            message = _message(text)
+            _remember(self.messages, text, message)
+        return message
+
+    def _feed_plain(self, aer_detail: str | None) -> None:
         """A line without any message we read: an AER detail line, or the end of a pending message."""
         pending = self.pending
         if pending is None:
             return
-        if pending.is_aer and _AER_DETAIL.search(line):
-            device = _DEVICE_TAIL.search(line)
-            detail = line[device.start() :] if device else line
+        if pending.is_aer and aer_detail is not None:
             if len(pending.details) < MAX_LINES_PER_EVENT:
-                pending.details.append(detail.strip())
+                pending.details.append(aer_detail)
             return
         self._flush()
 
-    def _continues(self, prefix: str, message: str) -> bool:
-        """Whether ``message`` continues the message before it; if so it is recorded there."""
+    def _feed_message(self, prefix: str, message: _Message, tail: str, indented: bool) -> None:
+        """A line with a message. ``indented``: its prefix is blank, as on the continuation lines of a
+        multi-line NVRM message (they carry no timestamp)."""
         pending = self.pending
-        if message.startswith("NVRM: ") and not message.startswith("NVRM: Xid"):
-            body = message[6:].strip()
-            indented = bool(prefix) and prefix.isspace()  # continuation lines carry no timestamp
-            if pending is not None:
-                opened = _BLOCK_CONTINUATION.match(body) is not None and _BLOCK_OPENER.search(pending.message)
-                if indented or opened:
+        body = message.nvrm_body
+        if pending is None:
+            if indented and body is not None and self.last_event is not None:
+                self._add_line(self.last_event, body)
+                return
+        else:
+            if body is not None and (indented or (message.continues_block and pending.opens_block)):
+                if len(pending.continuation) < MAX_LINES_PER_EVENT:  # memory stays bounded on any input
                     pending.continuation.append(body)
-                    return True
-            elif indented and self.last_event is not None:
-                self._add_lines(self.last_event, [body])
-                return True
-        if pending is not None and pending.is_aer and _AER_DETAIL.search(message) and not _AER_RECEIVED.search(message):
-            if len(pending.details) < MAX_LINES_PER_EVENT:
-                pending.details.append(message.strip())
-            return True
-        return False
+                return
+            if pending.is_aer and message.aer_detail:
+                if len(pending.details) < MAX_LINES_PER_EVENT:
+                    pending.details.append(message.text)
+                return
+            self._flush()
+        if message.waits:
+            self.pending = _Draft(prefix, message.text, is_aer=message.is_aer, opens_block=message.opens_block)
+        else:
+            self._handle(message.found, (message.text,), prefix, tail, ())
 
     def _flush(self) -> None:
         draft, self.pending = self.pending, None
-        if draft is not None:
-            self._handle(draft, cacheable=False)
-
-    def _handle(self, draft: _Draft, cacheable: bool) -> None:
-        message = draft.message
-        if draft.continuation:
-            message = " ".join([message, *draft.continuation])
-        found = self.cache.get(message)
+        if draft is None:
+            return
+        # Keyed by the parts, not their join: the parts are memoized strings whose hashes are known.
+        parts = (draft.message, *draft.continuation)
+        found = self.cache.get(parts)
         if found is None:
-            found = classify(message)
-            if len(self.cache) >= _CACHE_LIMIT:
-                self.cache.clear()
-            self.cache[message] = found
+            found = classify(" ".join(parts))
+            _remember(self.cache, parts, found)
+        self._handle(found, parts, draft.prefix, None, draft.details)
+
+    def _handle(
+        self, found: _Classified, parts: tuple[str, ...], prefix: str, tail: str | None, details: Sequence[str]
+    ) -> None:
+        """Act on a classified message (``parts``: its lines' messages). ``tail``: the line from the message
+        on when parse_lines may short-cut its repeats (a single line, no AER details), else None."""
         role = found.role
-        remember = cacheable and draft.tail.startswith(("NVRM: ", "SXid (")) and len(self.seen) < _SEEN_LIMIT
         if role == "event":
-            event = self._emit(found, draft)
-            if remember and event is not None and not draft.details:
-                self.seen[draft.tail] = event
+            event = self._emit(found, prefix, details)
+            if tail is not None and event is not None:
+                self._remember_seen(tail, event)
         elif role in ("prelude", "board_serial", "gpu_serial", "sxid_detail"):
-            self.note(found, draft.prefix)
-            if remember:
-                self.seen[draft.tail] = found
+            self.note(found, prefix)
+            if tail is not None:
+                self._remember_seen(tail, found)
         elif role == "bandwidth":
-            self._bandwidth(found.text)
+            self._bandwidth(found)
         elif role == "unreadable":
-            self._warn(f"unreadable Xid/SXid line: {message[:200]}")
+            self._warn(f"unreadable Xid/SXid line: {' '.join(parts)[:200]}")
+
+    def _remember_seen(self, tail: str, known: dict[str, Any] | _Classified) -> None:
+        """Let parse_lines short-cut the next line with this tail (it looks up the text after the
+        6-character "NVRM: " / "SXid (" it finds)."""
+        if len(self.seen_nvrm) + len(self.seen_sxid) >= _SEEN_LIMIT:
+            return
+        if tail.startswith("NVRM: "):
+            self.seen_nvrm[tail[6:]] = known
+        elif tail.startswith("SXid ("):
+            self.seen_sxid[tail[6:]] = known
 
     def note(self, found: _Classified, prefix: str) -> None:
         """A line that adds to an event rather than being one: keep what it says."""
-        if found.role == "sxid_detail":
+        role = found.role
+        if role == "sxid_detail":
             self._sxid_detail(found, prefix)
-        elif found.role == "prelude":
+        elif role == "prelude":
             self.prelude = {"pci": found.pci, "uuid": found.text}
-        elif found.role == "board_serial":
+        elif role == "board_serial":
             if self.prelude is not None:
                 self.prelude["board_serial"] = found.text
-        elif found.role == "gpu_serial":
+        elif role == "gpu_serial":
             last = self.last_event
             if last is not None and last.get("pci") == found.pci:
                 last.setdefault("board_serial", found.text)
@@ -481,16 +653,16 @@ class _Parser:
         if self.prelude is not None and self.prelude["pci"] == event["pci"]:
             self.prelude = None
 
-    def _emit(self, found: _Classified, draft: _Draft) -> dict[str, Any] | None:
+    def _emit(self, found: _Classified, prefix: str, details: Sequence[str]) -> dict[str, Any] | None:
         key = found.key
         event = self.events.get(key)
         if event is not None:
-            self.repeat(event, draft.prefix)
+            self.repeat(event, prefix)
             return event
         if len(self.events) >= MAX_DISTINCT_EVENTS:
             self.dropped_events += 1
             return None
-        time, monotonic = parse_time(draft.prefix)
+        time, monotonic = parse_time(prefix)
         event = {
             "kind": found.kind,
             "code": found.code,
@@ -504,12 +676,12 @@ class _Parser:
         event.update(count=1, first_time=time, last_time=time, _last_prefix=None)
         if monotonic is not None and monotonic != time:
             event["monotonic"] = monotonic
-        self._enrich(event, draft)
+        self._enrich(event, prefix, details)
         self.events[key] = event
         self.last_event = event
         return event
 
-    def _enrich(self, event: dict[str, Any], draft: _Draft) -> None:
+    def _enrich(self, event: dict[str, Any], prefix: str, details: Sequence[str]) -> None:
         kind = event["kind"]
         prelude = self.prelude
         if prelude is not None and kind in ("xid", "fallen_off_bus") and prelude["pci"] == event["pci"]:
@@ -518,49 +690,41 @@ class _Parser:
                 event["board_serial"] = prelude["board_serial"]
             self.prelude = None
         if kind == "sxid":
-            device = _NVSWITCH_DEVICE.search(draft.prefix)
+            device = _NVSWITCH_DEVICE.search(prefix)
             if device is not None:
                 event["device"] = device.group(1)
             self.sxid_last[(event["pci"], event["code"])] = event
-        if kind == "pcie_aer" and draft.details and "severity" not in event:
-            for detail in draft.details:
+        if kind == "pcie_aer" and details and "severity" not in event:
+            for detail in details:
                 bus_error = _PCIE_BUS_ERROR.search(detail)
                 if bus_error is not None:
                     event["severity"] = bus_error.group("severity").strip().lower()
                     break
-        self._add_lines(event, draft.details)
+        if details:
+            kept = event.setdefault("lines", [])
+            kept.extend(details[: max(0, MAX_LINES_PER_EVENT - len(kept))])
         if event.get("driver_version"):
             self.driver_version = event["driver_version"]
 
     @staticmethod
-    def _add_lines(event: dict[str, Any], lines: list[str]) -> None:
-        if not lines:
-            return
+    def _add_line(event: dict[str, Any], line: str) -> None:
         kept = event.setdefault("lines", [])
-        kept.extend(lines[: max(0, MAX_LINES_PER_EVENT - len(kept))])
+        if len(kept) < MAX_LINES_PER_EVENT:
+            kept.append(line)
 
     def _sxid_detail(self, found: _Classified, prefix: str) -> None:
         owner = self.sxid_last.get((found.pci, found.code))
         if owner is not None:
-            self._add_lines(owner, [found.text])
+            self._add_line(owner, found.text)
             return
         # A "Severity"/"Data" line whose report we did not see: keep it as its own event.
-        self._emit(_Classified("event", "sxid", found.code, found.pci, text=found.text), _Draft(prefix, found.text))
+        self._emit(_Classified("event", "sxid", found.code, found.pci, text=found.text), prefix, ())
 
-    def _bandwidth(self, message: str) -> None:
-        match = _BANDWIDTH.search(message)
-        if match is None:
-            return
-        pci = normalize_pci(match.group("pci"))
+    def _bandwidth(self, found: _Classified) -> None:
+        pci = found.pci
         if pci is None or pci in self.bandwidth or len(self.bandwidth) >= MAX_DISTINCT_EVENTS:
             return
-        self.bandwidth[pci] = {
-            "pci": pci,
-            "available": match.group("available"),
-            "limited_by": match.group("limited_by"),
-            "limiting_pci": normalize_pci(match.group("at")),
-            "capable": match.group("capable"),
-        }
+        self.bandwidth[pci] = {"pci": pci, **dict(found.extras)}
 
     def _warn(self, text: str) -> None:
         if len(self.warnings) < MAX_WARNINGS:
@@ -594,36 +758,44 @@ class _Parser:
 def parse_lines(lines: Iterable[str]) -> KernelLogResult:
     """Parse a kernel log line by line (an open file works); memory grows with distinct events only.
 
-    The loop is the hot path of a 100 MB log: lines that cannot matter are skipped with substring
-    tests, and a repeat of a message already seen (an Xid burst) only bumps its event's count.
+    The loop is the hot path of a 100 MB log: a line whose text after ``NVRM: `` / ``SXid (`` was seen
+    before (an Xid burst) only bumps its event's count, and lines that cannot matter are skipped with
+    substring tests; everything else goes to ``_Parser.feed``, which looks what it can up by text too.
     """
     parser = _Parser()
-    seen = parser.seen
+    nvrm_seen = parser.seen_nvrm.get
+    sxid_seen = parser.seen_sxid.get
+    pending: _Draft | None = None
     lines_read = 0
     saw_text = False
     for line in lines:
         lines_read += 1
-        if "NVRM" in line or "Xid" in line:
-            pos = line.find("NVRM: ")
-            if pos < 0:
-                pos = line.find("SXid (")
-            if pos >= 0 and parser.pending is None and (line[0] not in " \t" or not line[:pos].isspace()):
-                known = seen.get(line[pos:])
-                if known is not None:
-                    if known.__class__ is dict:  # inlined parser.repeat(): this is the hottest line
-                        known["count"] += 1  # type: ignore[index]
-                        known["_last_prefix"] = line[:pos]  # type: ignore[index]
-                        parser.last_event = known  # type: ignore[assignment]
-                        if parser.prelude is not None:
-                            parser.drop_prelude_of(known)  # type: ignore[arg-type]
-                    else:
-                        parser.note(known, line[:pos])  # type: ignore[arg-type]
-                    continue
-        elif parser.pending is None and "AER" not in line and "PCIe" not in line and "of memory" not in line:
-            if not saw_text and not line.isspace() and line:
+        head, found, tail = line.partition("NVRM: ")
+        if found:
+            known = nvrm_seen(tail) if pending is None else None
+        elif "Xid" in line:
+            head, found, tail = line.partition("SXid (")
+            known = sxid_seen(tail) if found and pending is None else None
+        elif pending is None and "AER: " not in line and "PCIe " not in line and "of memory" not in line:
+            # No message we read (every _ANCHOR alternative holds one of these substrings).
+            if not saw_text and line and not line.isspace():
                 saw_text = True
             continue
+        else:
+            known = None
+        # A blank prefix makes the line a continuation of the one before: feed() decides.
+        if known is not None and not head.isspace():
+            if known.__class__ is dict:  # inlined parser.repeat(): this is the hottest line
+                known["count"] += 1  # type: ignore[index]
+                known["_last_prefix"] = head  # type: ignore[index]
+                parser.last_event = known  # type: ignore[assignment]
+                if parser.prelude is not None:
+                    parser.drop_prelude_of(known)  # type: ignore[arg-type]
+            else:
+                parser.note(known, head)  # type: ignore[arg-type]
+            continue
         parser.feed(line)
+        pending = parser.pending
     parser.saw_text = parser.saw_text or saw_text
     parser.lines_read = lines_read
     return parser.finish()

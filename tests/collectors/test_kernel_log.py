@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import re
 from pathlib import Path
 from typing import Any
 
@@ -234,6 +235,130 @@ def test_distinct_event_cap_warns(monkeypatch: pytest.MonkeyPatch) -> None:
     result = kernel_log.parse("\n".join(f"NVRM: Xid (PCI:0000:3b:00): 13, pid={i}, name=a, x" for i in range(8)))
     assert len(result.events) == 5
     assert any("3 events beyond 5" in w for w in result.warnings)
+
+
+# --- burst memo: a message seen before is looked up by its text, whatever stamp it carries ----------------
+AER_REPORT = (
+    "pcieport 0000:00:02.0: AER: Corrected error received: 0000:00:02.0",
+    "pcieport 0000:00:02.0: PCIe Bus Error: severity=Corrected, type=Data Link Layer, (Transmitter ID)",
+    "pcieport 0000:00:02.0:   device [8086:6f04] error status/mask=00001000/00002000",
+    "pcieport 0000:00:02.0:    [12] Replay Timer Timeout",
+)
+
+
+@pytest.mark.parametrize(
+    ("stamps", "first", "last"),
+    [
+        (["[  100.000001] ", "[  200.000002] ", "[  300.000003] "], "100.000001", "300.000003"),
+        (
+            ["2024-03-05T10:00:00+0000 gpu-7 kernel: ", "2024-03-05T10:05:00+0000 gpu-7 kernel: "] * 2,
+            "2024-03-05T10:00:00+00:00",
+            "2024-03-05T10:05:00+00:00",
+        ),
+        (["Mar  5 10:00:00 gpu-7 kernel: ", "Mar  5 10:00:09 gpu-7 kernel: "], "Mar  5 10:00:00", "Mar  5 10:00:09"),
+        (["[Tue Mar  5 10:00:00 2024] ", "[Tue Mar  5 11:00:00 2024] "], "2024-03-05T10:00:00", "2024-03-05T11:00:00"),
+    ],
+)
+def test_aer_storm_collapses_under_changing_stamps(stamps: list[str], first: str, last: str) -> None:
+    log = "\n".join(stamp + line for stamp in stamps for line in AER_REPORT)
+    [event] = events_of(log)
+    assert_subset(
+        event,
+        {
+            "kind": "pcie_aer",
+            "pci": "0000:00:02",
+            "severity": "corrected",
+            "count": len(stamps),
+            "first_time": first,
+            "last_time": last,
+            "lines": {"__len__": 3},
+        },
+    )
+
+
+def test_blank_prefixed_repeat_still_continues_the_event_before() -> None:
+    log = "\n".join(
+        [
+            "[ 1.0] NVRM: Xid (PCI:0000:3b:00): 119, pid=1, name=a, Timeout waiting for RPC from GSP!",
+            "        NVRM: Expected function 76 (GSP_RM_CONTROL)",
+            "[ 2.0] NVRM: Xid (PCI:0000:3b:00): 119, pid=1, name=a, Timeout waiting for RPC from GSP!",
+            "        NVRM: Expected function 76 (GSP_RM_CONTROL)",
+        ]
+    )
+    [event] = events_of(log)
+    assert_subset(event, {"code": 119, "count": 2, "lines": ["Expected function 76 (GSP_RM_CONTROL)"] * 2})
+
+
+def test_a_rest_opening_with_a_pci_address_reads_as_before() -> None:
+    """Such a line takes the general path: the stamp is then part of what the device pattern sees."""
+    lines = ["[ 15.4] 0000:01:00.0: AER: Corrected error received: 0000:01:00.0"] * 2
+    events = events_of("\n".join(lines))
+    assert [e["kind"] for e in events] == ["pcie_aer"]
+    assert events[0]["count"] == 2
+
+
+def test_continuation_lines_are_bounded() -> None:
+    log = "\n".join(["[ 1.0] NVRM: The NVIDIA GPU 0000:b3:00.0"] + [f"       NVRM: part {n}" for n in range(100)])
+    [event] = events_of(log)
+    assert event["kind"] == "other_nvrm"
+    assert "part 31" in event["text"] and "part 32" not in event["text"]
+
+
+# Stamps and rests that exercise the memo of line shapes (every stamp format, rests that open with a
+# PCI address, AER detail lines with and without a device, blank and odd-blank prefixes).
+MEMO_STAMPS = [
+    "",
+    "[ 1.0] ",
+    "[   10.735323] ",
+    "[Fri Apr  5 21:29:39 2024] ",
+    "[Wed Dec 11 01:02:03 2024] ",
+    "2024-03-05T10:00:00+0000 ",
+    "2024-03-05T10:00:00,123456+01:00 host kernel: ",
+    "Mar  5 10:00:00 host kernel: ",
+    "Dec 12 10:00:00 ",
+    "   ",
+    "\t",
+    "  [ 2.5] ",
+    "\x0b",
+]
+MEMO_RESTS = [
+    *AER_REPORT,
+    "0000:00:02.0: AER: Corrected error received: 0000:00:02.0",
+    "0000:00:02.0:   device [8086:6f04] error status/mask=00001000/00002000",
+    "kernel: [12] RxErr",
+    "broadcast error_detected message",
+    "nvidia 0000:02:00.0: device has no AER-aware driver",
+    XID_MESSAGE,
+    "NVRM: The NVIDIA GPU 0000:b3:00.0",
+    "NVRM: (PCI ID: 10de:26b5) installed in this system has",
+    "NVRM: Expected function 76 (GSP_RM_CONTROL)",
+    "NVRM: GPU at PCI:0000:3b:00: GPU-efbdfde9-5798-a6e7-4c46-12518fa15375",
+    "NVRM: GPU Board Serial Number: 1650423013443",
+    "nvidia-nvswitch2: SXid (PCI:0000:07:00.0): 20034, Fatal, Link 37 LTSSM Fault Up",
+    "nvidia-nvswitch2: SXid (PCI:0000:07:00.0): 20034, Severity 1 Engine instance 60 Sub-engine instance 00",
+    "pci 0000:04:00.0: 252.048 Gb/s available PCIe bandwidth, limited by 16.0 GT/s PCIe x16 link at "
+    "0000:01:00.0 (capable of 504.112 Gb/s with 32.0 GT/s PCIe x16 link)",
+    "Memory cgroup out of memory: Killed process 4242 (vllm) total-vm:1234kB",
+    "NVRM: Xid (PCI:0000:3b:00): garbage",
+    "an ordinary line",
+    "",
+]
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    st.lists(st.tuples(st.sampled_from(MEMO_STAMPS), st.sampled_from(MEMO_RESTS)), max_size=30),
+    st.integers(min_value=1, max_value=3),
+)
+def test_memoized_paths_read_like_the_general_path(pairs: list[tuple[str, str]], repeats: int) -> None:
+    """The shortcuts (burst fast path, line-shape memo) change speed, never the result."""
+    log = "\n".join([stamp + rest for stamp, rest in pairs] * repeats)
+    fast = to_jsonable(kernel_log.parse_lines(io.StringIO(log)))
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(kernel_log, "_SEEN_LIMIT", 0)  # no burst fast path
+        patch.setattr(kernel_log, "_STAMP", re.compile(""))  # no stamp cut: every line split afresh
+        general = to_jsonable(kernel_log.parse_lines(io.StringIO(log)))
+    assert fast == general
 
 
 # --- facts ------------------------------------------------------------------------------------------------
