@@ -95,9 +95,44 @@ def _mask(match: re.Match[str]) -> str:
     return f"{key}{quote}{MASK}{quote}"
 
 
+# A text without any of these (lower-cased) cannot match a pattern above: each pattern needs one of
+# them. One pass of substring tests spares the dozen substitutions on most outputs (nvidia-smi, dmesg).
+_TRIGGERS = (
+    "token",
+    "secret",
+    "passw",
+    "passphrase",
+    "credential",
+    "key",
+    "authorization",
+    "bearer",
+    "hf_",
+    "akia",
+    "asia",
+    "agpa",
+    "aida",
+    "aroa",
+    "anpa",
+    "ghp_",
+    "gho_",
+    "ghu_",
+    "ghs_",
+    "ghr_",
+    "github_pat_",
+    "sk-",
+    "xox",
+    "aiza",
+    "eyj",
+    "://",
+)
+
+
 def scrub_secrets(text: str) -> str:
     """Mask secrets in command lines, environment dumps and logs. Idempotent; never raises."""
     if not text:
+        return text
+    lowered = text.lower()
+    if not any(trigger in lowered for trigger in _TRIGGERS):
         return text
     for shape in TOKEN_SHAPES:
         text = shape.pattern.sub(_mask, text)
