@@ -7,18 +7,33 @@ prefixes (``[1,0]<stdout>:``, ``[rank3]:``, ``trainer/0 [0]:``, Ray's ``(Worker 
 
 Line formats are from NVIDIA/nccl @v2.30.7 (init.cc, transport/*.cc, net_ib) and from real logs
 (fixtures/corpus/nccl/INDEX.md); see /work/shared/domain/decision-trees.md section 5.2 and 5.3.
+This module reads the NCCL lines and builds the result; the PyTorch ProcessGroupNCCL lines are
+read by ``torch_pg``.
 """
 
 from __future__ import annotations
 
 import bisect
 import re
-from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
 from nightowl.collectors.base import Collector, to_jsonable
 from nightowl.collectors.pci import normalize_pci
+
+# WatchdogTimeout, WorkProgress, DistBackendError and collective_mismatch are also imported from here.
+from nightowl.collectors.torch_pg import (
+    DistBackendError,
+    WatchdogTimeout,
+    WorkProgress,
+    clip_text,
+    collective_mismatch,
+    int_or_none,
+    read_dist_backend_errors,
+    read_fr_dump_ranks,
+    read_progress,
+    read_watchdogs,
+)
 
 KIND = "nccl-log"
 
@@ -156,52 +171,12 @@ WRAPPER_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("process_down", re.compile(r"taking the entire process down")),  # ProcessGroupNCCL.cpp
 )
 
-# PyTorch ProcessGroupNCCL. "[Rank 3]", "[PG 1 Rank 0]", "[PG 0 (default_pg) Rank 7]",
-# "[PG ID 0 PG GUID 0(default_pg) Rank 1]" (PyTorch 1.x to 2.6+ formats, corpus torch_*).
-RANK_TAG = r"\[(?P<tag>[^\[\]\n]*?)\bRank (?P<rank>\d+)\]"
-WATCHDOG = re.compile(
-    RANK_TAG + r"\s+Watchdog\s+caught\s+collective\s+operation\s+timeout:\s*"
-    r"WorkNCCL\((?P<work>(?:[^()]|\([^()]*\))*)\)\s+ran\s+for\s+(?P<ran>\d+)\s+milliseconds"
-)
-WATCHDOG_TRIGGER = re.compile(r"Watchdog\s+caught\s+collective\s+operation\s+timeout")
-WORK_FIELD = re.compile(r"(?P<key>\w+(?:\(ms\))?)=(?P<value>\[[^\]]*\]|[^,]*)")
-PROGRESS = re.compile(
-    RANK_TAG + r"\s+(?P<body>[^\[\]]{0,400}?)last enqueued NCCL work: (?P<enq>-?\d+),?\s+"
-    r"last completed NCCL work: (?P<comp>-?\d+)",
-    re.IGNORECASE,
-)
-AT_WORK = re.compile(r"(?:at work|NCCL work): (?P<seq>-?\d+),", re.IGNORECASE)
-PG_ID = re.compile(r"\bPG(?: ID)? (\d+)")
-DIST_ERROR = re.compile(
-    r"(?P<exc>(?:torch\.distributed\.|c10::)?DistBackendError|RuntimeError|std::runtime_error)'?"
-    r"(?:\s+what\(\))?\s*:\s*(?P<msg>.+)$"
-)
-LAST_ERROR = re.compile(r"Last error:\s*(?P<text>.*)$")
-# "terminate called after throwing an instance of 'c10::DistBackendError'" then "  what():  ..."
-THROWN_TYPE = re.compile(r"instance of '(?P<exc>[\w:.]+)'\s*$")
-WHAT = re.compile(r"^what\(\):\s*(?P<msg>.+)$")
-# Flight-recorder dump announced by a rank (ProcessGroupNCCL.cpp, PyTorch 2.4+; corpus pr137523).
-FR_DUMP = re.compile(RANK_TAG + r"\s+(?:ProcessGroupNCCL preparing to dump debug info|Received a dump signal)")
-
-MAX_TEXT = 400  # error texts are evidence, not whole log lines of megabytes
 MAX_ITEMS = 500  # distinct errors / WARN texts kept; a storm of unique messages must not flood the facts
 
 
 # --------------------------------------------------------------------------------------------
 # Result types
 # --------------------------------------------------------------------------------------------
-
-
-@dataclass
-class WatchdogTimeout:
-    rank: int | None
-    seq: int | None
-    op: str | None
-    timeout_ms: int | None
-    ran_ms: int | None
-    pg: int | None = None
-    numel_in: int | None = None
-    numel_out: int | None = None
 
 
 @dataclass
@@ -248,24 +223,6 @@ class NcclError:
     text: str
     host: str | None = None
     rank: int | None = None
-
-
-@dataclass
-class WorkProgress:
-    rank: int
-    pg: int | None
-    at_work: int | None
-    last_enqueued: int
-    last_completed: int
-    timed_out: bool
-
-
-@dataclass
-class DistBackendError:
-    rank: int | None
-    exception: str
-    text: str
-    last_error: str | None
 
 
 @dataclass
@@ -347,20 +304,6 @@ def _nccl_line(text: str) -> NcclLine | None:
         level=match.group("level"),
         msg=(match.group("msg") or "").strip(),
     )
-
-
-def _int(value: str | None) -> int | None:
-    if value is None:
-        return None
-    try:
-        return int(value.strip())
-    except ValueError:
-        return None
-
-
-def _clip(text: str) -> str:
-    text = text.strip()
-    return text if len(text) <= MAX_TEXT else text[: MAX_TEXT - 3] + "..."
 
 
 # --------------------------------------------------------------------------------------------
@@ -528,16 +471,16 @@ class _Builder:
     def _ib_completion(self, text: str, host: str | None) -> None:
         match = IB_COMPLETION.search(text)
         if match is None:
-            self.result.warnings.append(f"unreadable IB completion error: {_clip(text)}")
+            self.result.warnings.append(f"unreadable IB completion error: {clip_text(text)}")
             return
-        status = _int(match.group("error") or match.group("status"))
+        status = int_or_none(match.group("error") or match.group("status"))
         name = IBV_WC_STATUS[status] if status is not None and 0 <= status < len(IBV_WC_STATUS) else None
         self.result.ib_completion_errors.append(
             IbCompletionError(
                 status=status,
                 status_name=f"IBV_WC_{name}" if name else None,
-                vendor_err=_int(match.group("vendor")),
-                opcode=_int(match.group("opcode")),
+                vendor_err=int_or_none(match.group("vendor")),
+                opcode=int_or_none(match.group("opcode")),
                 peer=re.sub(r"<\d+>$", "", match.group("peer")) if match.group("peer") else None,
                 hca=match.group("hca"),
                 host=host,
@@ -548,7 +491,7 @@ class _Builder:
         for table in (CAUSE_PATTERNS, WRAPPER_PATTERNS):
             for kind, pattern in table:
                 if pattern.search(text):
-                    self.add_error(index, NcclError(kind, _clip(text), host, rank))
+                    self.add_error(index, NcclError(kind, clip_text(text), host, rank))
                     if kind == "ibverbs_missing":
                         self.ib_unavailable = self.ib_unavailable or "libibverbs missing"
                     break
@@ -593,163 +536,26 @@ class _Builder:
 
 
 # --------------------------------------------------------------------------------------------
-# PyTorch ProcessGroupNCCL
+# PyTorch ProcessGroupNCCL (read by torch_pg)
 # --------------------------------------------------------------------------------------------
 
 
-def _pg(tag: str) -> int | None:
-    match = PG_ID.search(tag)
-    return int(match.group(1)) if match else None
-
-
-def _work_fields(work: str) -> dict[str, str]:
-    return {m.group("key"): m.group("value").strip() for m in WORK_FIELD.finditer(work)}
-
-
-def _already_seen(timeout: WatchdogTimeout, seen: list[WatchdogTimeout]) -> bool:
-    """Same rank, collective and elapsed time; a PG tag missing on one copy does not make it new."""
-    for earlier in seen:
-        same = (earlier.rank, earlier.seq, earlier.op, earlier.timeout_ms, earlier.ran_ms) == (
-            timeout.rank,
-            timeout.seq,
-            timeout.op,
-            timeout.timeout_ms,
-            timeout.ran_ms,
-        )
-        if same and (earlier.pg is None or timeout.pg is None or earlier.pg == timeout.pg):
-            earlier.pg = earlier.pg if earlier.pg is not None else timeout.pg
-            return True
-    return False
-
-
 def _watchdogs(joined: str, line_of: Any, builder: _Builder) -> None:
-    seen: list[WatchdogTimeout] = []
-    matched = 0
-    for match in WATCHDOG.finditer(joined):
-        fields = _work_fields(match.group("work"))
-        timeout = WatchdogTimeout(
-            rank=int(match.group("rank")),
-            seq=_int(fields.get("SeqNum")),
-            op=fields.get("OpType") or None,
-            timeout_ms=_int(fields.get("Timeout(ms)")),
-            ran_ms=int(match.group("ran")),
-            pg=_pg(match.group("tag")),
-            numel_in=_int(fields.get("NumelIn")),
-            numel_out=_int(fields.get("NumelOut")),
-        )
-        matched += 1
-        if _already_seen(timeout, seen):  # the same timeout is printed again inside the exception text
-            continue
-        seen.append(timeout)
-        text = " ".join(match.group(0).split())
-        error = NcclError("timeout", _clip(text), None, timeout.rank)
-        builder.add_error(line_of(match.start("rank")), error, collapse=False)
-    builder.result.watchdog_timeouts = seen
-    mentioned = len(WATCHDOG_TRIGGER.findall(joined))
-    if mentioned > matched:
-        builder.result.warnings.append(
-            f"{mentioned} watchdog timeout messages, {len(seen)} distinct ones readable (truncated lines?)"
-        )
+    reading = read_watchdogs(joined)
+    for sighting in reading.sightings:
+        error = NcclError("timeout", clip_text(sighting.text), None, sighting.timeout.rank)
+        builder.add_error(line_of(sighting.offset), error, collapse=False)
+    builder.result.watchdog_timeouts = [sighting.timeout for sighting in reading.sightings]
+    builder.result.warnings.extend(reading.warnings)
 
 
-def _progress(joined: str, result: NcclLogResult) -> None:
-    for match in PROGRESS.finditer(joined):
-        body = match.group("body")
-        at_work = AT_WORK.search(body)
-        rank = int(match.group("rank"))
-        entry = WorkProgress(
-            rank=rank,
-            pg=_pg(match.group("tag")),
-            at_work=int(at_work.group("seq")) if at_work else None,
-            last_enqueued=int(match.group("enq")),
-            last_completed=int(match.group("comp")),
-            timed_out=bool(re.search(r"\bTimeout at\b", body, re.IGNORECASE)),
-        )
-        if entry not in result.progress:
-            result.progress.append(entry)
-        result.last_enqueued[rank] = entry.last_enqueued
-        result.last_completed[rank] = entry.last_completed
-
-
-def _thrown(lines: list[Line], index: int) -> tuple[str, str] | None:
-    """(exception type, message) of a C++/Python exception line, or None."""
-    line = lines[index].text
-    match = DIST_ERROR.search(line)
-    if match:
-        return match.group("exc"), match.group("msg").strip()
-    what = WHAT.match(line)
-    thrown = THROWN_TYPE.search(lines[index - 1].text) if what and index > 0 else None
-    if what and thrown:
-        return thrown.group("exc"), what.group("msg").strip()
-    return None
-
-
-def _fr_dumps(joined: str, result: NcclLogResult) -> None:
-    result.fr_dump_ranks = sorted({int(m.group("rank")) for m in FR_DUMP.finditer(joined)})
-
-
-def _dist_errors(lines: list[Line], result: NcclLogResult) -> None:
-    for index, line in enumerate(lines):
-        thrown = _thrown(lines, index)
-        if thrown is None:
-            continue
-        exception, message = thrown
-        if "DistBackendError" not in exception and not message.startswith("NCCL"):
-            continue
-        rank = line.rank_hint
-        if rank is None:
-            tagged = re.search(RANK_TAG, message)
-            rank = int(tagged.group("rank")) if tagged else None
-        last_error = _last_error(message, lines[index + 1 : index + 5])
-        text = message.split("Last error:")[0].strip()
-        result.dist_backend_errors.append(DistBackendError(rank, exception, _clip(text), last_error))
-
-
-def _last_error(message: str, following: list[Line]) -> str | None:
-    inline = LAST_ERROR.search(message)
-    if inline and inline.group("text").strip():
-        return _clip(inline.group("text"))
-    for position, line in enumerate(following):
-        if DIST_ERROR.search(line.text):
-            return None
-        match = LAST_ERROR.search(line.text)
-        if match:
-            if match.group("text").strip():
-                return _clip(match.group("text"))
-            rest = [f.text for f in following[position + 1 :] if f.text.strip()]
-            return _clip(rest[0]) if rest else None
-    return None
-
-
-def collective_mismatch(timeouts: Iterable[WatchdogTimeout]) -> bool | None:
-    """Do ranks of one process group time out on different collectives?
-
-    True when, within a PG, ranks share no SeqNum, or report different OpTypes for the same
-    SeqNum; False when they agree; None when fewer than two ranks of a PG are visible.
-    """
-    groups: dict[int | None, dict[int, list[WatchdogTimeout]]] = {}
-    for timeout in timeouts:
-        if timeout.rank is not None:
-            groups.setdefault(timeout.pg, {}).setdefault(timeout.rank, []).append(timeout)
-    verdict: bool | None = None
-    for by_rank in groups.values():
-        if len(by_rank) < 2:
-            continue
-        seq_sets = [{t.seq for t in items if t.seq is not None} for items in by_rank.values()]
-        if all(seq_sets):
-            common = set.intersection(*seq_sets)
-            if not common:
-                return True
-            for seq in common:
-                ops = {t.op for items in by_rank.values() for t in items if t.seq == seq}
-                if len(ops) > 1:
-                    return True
-            verdict = False
-        else:
-            ops = {t.op for items in by_rank.values() for t in items}
-            if len(ops) > 1:
-                return True
-    return verdict
+def _torch_lines(joined: str, lines: list[Line], result: NcclLogResult) -> None:
+    progress = read_progress(joined)
+    result.progress = progress.entries
+    result.last_enqueued = progress.last_enqueued
+    result.last_completed = progress.last_completed
+    result.dist_backend_errors = read_dist_backend_errors(lines)
+    result.fr_dump_ranks = read_fr_dump_ranks(joined)
 
 
 # --------------------------------------------------------------------------------------------
@@ -778,9 +584,7 @@ def parse(text: str) -> NcclLogResult:
 
     _watchdogs(joined, line_of, builder)
     result = builder.finish()
-    _progress(joined, result)
-    _dist_errors(lines, result)
-    _fr_dumps(joined, result)
+    _torch_lines(joined, lines, result)
     result.collective_mismatch = collective_mismatch(result.watchdog_timeouts)
     recognised += len(result.watchdog_timeouts) + len(result.progress) + len(result.dist_backend_errors)
     recognised += len(result.fr_dump_ranks)

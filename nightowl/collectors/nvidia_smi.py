@@ -4,6 +4,8 @@ Both report formats are first turned into one tree of labelled nodes (text ``-q`
 XML by element nesting) and every field is then read through alias tables that name the text label
 and the XML tag of each driver generation. The plain ``nvidia-smi`` table, which operators paste
 as often as ``-q``, is read row by row into the same result shape; what it does not show is null.
+The tree and the value helpers live in ``nvidia_smi_tree``, the table reader in ``nvidia_smi_table``;
+this module holds the result types, the GPU field tables, ``parse``, ``facts`` and ``COLLECTOR``.
 
 Choices the contract leaves open, stated once here:
 
@@ -19,13 +21,27 @@ Choices the contract leaves open, stated once here:
 
 from __future__ import annotations
 
-import html
-import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from nightowl.collectors.base import Collector, to_jsonable
+from nightowl.collectors.nvidia_smi_tree import (
+    GPU_KEY,
+    Node,
+    Path,
+    build_text_tree,
+    build_xml_tree,
+    canon,
+    clean,
+    is_error_value,
+    raw_value,
+    to_bool,
+    to_float,
+    to_int,
+    tool_failure,
+    walk,
+)
 from nightowl.collectors.pci import find_pci, normalize_pci
 
 KIND = "nvidia-smi"
@@ -33,107 +49,6 @@ MAX_WARNINGS = 50
 # A GPU with more error-valued fields than this is treated as unreadable, not as one flaky sensor:
 # the V100 sample (INDEX.md, "Host Max : Unknown Error") is healthy with one such field.
 MAX_ISOLATED_FIELD_ERRORS = 3
-
-# ---------------------------------------------------------------------------------------------
-# Value vocabulary
-# ---------------------------------------------------------------------------------------------
-
-# Values that mean "not shown / not applicable": null, nothing wrong. Source: corpus samples
-# (N/A everywhere; "Not Found" for CUDA Version in nvsmi-q-d-...-580; "deprecated" in R590 XML,
-# telegraf testdata pro-6000-maxq-blackwell-v13.xml; "[Not Supported]" in CSV/table output).
-NULL_VALUES = frozenset(
-    {
-        "",
-        "n/a",
-        "na",
-        "not found",
-        "not supported",
-        "not available",
-        "requested functionality has been deprecated",
-        "insufficient permissions",
-        "none (disabled)",
-    }
-)
-# Values that mean the tool failed to read the field: null plus an `errors` entry.
-# Sources: "Unknown Error" (nvsmi-q-v100-... Host Max; NVML_ERROR_UNKNOWN text), "ERR!" (table
-# samples nvsmi-table-*-ERR-*), "[Unknown Error]" (CSV sample mindminer627), "GPU is lost" and
-# "GPU requires reset" (NVML_ERROR_GPU_IS_LOST / NVML_ERROR_RESET_REQUIRED strings, nvml.h).
-ERROR_VALUES = frozenset({"unknown error", "err!", "gpu is lost", "gpu requires reset", "error"})
-
-TRUE_WORDS = frozenset({"yes", "true", "active", "enabled", "on"})
-FALSE_WORDS = frozenset({"no", "false", "not active", "disabled", "off"})
-
-# Whole-tool failures printed instead of (or between) GPU blocks. Source per row.
-TOOL_FAILURES: tuple[re.Pattern[str], ...] = (
-    # nvsmi-unable-device-handle-unknown-error.txt and the akash209 paste ("GPU0000:A1:00.0", no space)
-    re.compile(r"Unable to determine the device handle for (?:GPU|gpu)\s*\S+?:\s*\S.*"),
-    # INDEX.md category 3 ("No devices were found"); decision-trees 3.5 "GPU is lost. Reboot ..."
-    re.compile(r"No devices were found.*"),
-    re.compile(r"\bGPU is lost\b.*"),
-    # Driver not loaded / NVML unusable: nvidia-smi's own message texts.
-    re.compile(r"NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver.*"),
-    re.compile(r"Failed to initialize NVML:.*"),
-)
-
-
-def _bare(raw: str | None) -> str:
-    return (raw or "").strip().strip("[]").strip().lower()
-
-
-def is_error_value(raw: str | None) -> bool:
-    bare = _bare(raw)
-    return bare in ERROR_VALUES or bare.startswith("gpu is lost")
-
-
-def clean(raw: str | None) -> str | None:
-    """The value as printed, or None for N/A-like and error values."""
-    if raw is None:
-        return None
-    if _bare(raw) in NULL_VALUES or is_error_value(raw):
-        return None
-    return raw.strip()
-
-
-_LEADING_INT = re.compile(r"^(-?\d+)(?![\d.])")
-_LEADING_FLOAT = re.compile(r"^(-?\d+(?:\.\d+)?)(?![\d.])")
-
-
-def to_int(raw: str | None) -> int | None:
-    """``"16x"`` -> 16, ``"81559 MiB"`` -> 81559, ``"0 %"`` -> 0, ``"100.89 W"`` -> None."""
-    value = clean(raw)
-    if value is None:
-        return None
-    match = _LEADING_INT.match(value)
-    return int(match.group(1)) if match else None
-
-
-def to_float(raw: str | None) -> float | None:
-    value = clean(raw)
-    if value is None:
-        return None
-    match = _LEADING_FLOAT.match(value)
-    return float(match.group(1)) if match else None
-
-
-def to_bool(raw: str | None) -> bool | None:
-    value = clean(raw)
-    if value is None:
-        return None
-    word = value.lower()
-    if word in TRUE_WORDS:
-        return True
-    if word in FALSE_WORDS:
-        return False
-    return None
-
-
-def canon(label: str) -> str:
-    """Text label or XML tag -> snake_case key.
-
-    ``"SRAM Uncorrectable SEC-DED"`` -> ``sram_uncorrectable_sec_ded``; ``"Bus Id"`` -> ``bus_id``.
-    """
-    return re.sub(r"[^a-z0-9]+", "_", label.lower()).strip("_")
-
 
 # ---------------------------------------------------------------------------------------------
 # Result
@@ -248,162 +163,6 @@ class NvidiaSmiResult:
 
     def to_jsonable(self) -> dict[str, Any]:
         return to_jsonable(self)  # type: ignore[no-any-return]
-
-
-# ---------------------------------------------------------------------------------------------
-# One tree for both report formats
-# ---------------------------------------------------------------------------------------------
-
-
-@dataclass
-class Node:
-    key: str  # canonical key
-    label: str  # as printed (text label or XML tag)
-    value: str | None  # None for a section header
-    children: list[Node] = field(default_factory=list)
-
-    def child(self, aliases: Sequence[str]) -> Node | None:
-        for node in self.children:
-            if node.key in aliases:
-                return node
-        return None
-
-
-Path = tuple[tuple[str, ...], ...]
-
-
-def lookup(node: Node | None, path: Path) -> Node | None:
-    for aliases in path:
-        if node is None:
-            return None
-        node = node.child(aliases)
-    return node
-
-
-def raw_value(node: Node | None, *paths: Path) -> str | None:
-    """The first path that exists wins (text label path, XML tag path, older layouts...)."""
-    for path in paths:
-        found = lookup(node, path)
-        if found is not None and found.value is not None:
-            return found.value
-    return None
-
-
-GPU_KEY = "__gpu__"  # key of a GPU block; canon() never yields it, so "Gpu : 0 %" cannot collide
-_BANNER = re.compile(r"^=+\s*NVSMI LOG\s*=+$")
-_GPU_HEADER = re.compile(r"^GPU\s+(?P<pci>[0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-7])$")
-# "Key   : value": the key holds no colon and is followed by blanks then a colon, so
-# "Bus Id : 00000000:18:00.0" splits once and "GPU 0000:0B:00.0: Unknown Error" does not.
-_KEY_VALUE = re.compile(r"^(?P<key>[^:]*?\S)\s+:(?:\s+(?P<value>.*))?$")
-# Shell prompts pasted with the output ("$ nvidia-smi -q | grep ...", "[root@host ~]# nvidia-smi",
-# "(venv) root@node1:~/dir# nvidia-smi"): not output, and must not become a section header.
-SHELL_PROMPT = re.compile(r"^(?:\([^)]*\)\s*)?(?:\[[^\]]*\]\s*[#$]|[\w.@~:/-]*[#$>])(?:\s|$)")
-
-
-def tool_failure(line: str) -> str | None:
-    for pattern in TOOL_FAILURES:
-        match = pattern.search(line)
-        if match:
-            return match.group(0).strip()
-    return None
-
-
-def build_text_tree(lines: Iterable[str]) -> tuple[Node, list[str]]:
-    """Indentation tree of ``-q`` text; also returns the leaf lines that were not ``key : value``."""
-    root = Node("", "", None)
-    stack: list[tuple[int, Node]] = [(-1, root)]
-    for raw in lines:
-        line = raw.expandtabs(8).rstrip()
-        body = line.strip()
-        if not body or _BANNER.match(body) or SHELL_PROMPT.match(body) or tool_failure(body):
-            continue
-        indent = len(line) - len(line.lstrip())
-        while stack[-1][0] >= indent:
-            stack.pop()
-        header = _GPU_HEADER.match(body)
-        key_value = None if header else _KEY_VALUE.match(body)
-        if header:
-            node = Node(GPU_KEY, body, header.group("pci"))
-        elif key_value:
-            node = Node(canon(key_value.group("key")), key_value.group("key"), key_value.group("value") or "")
-        else:
-            node = Node(canon(body), body, None)
-        stack[-1][1].children.append(node)
-        stack.append((indent, node))
-    unread = [n.label for n in _walk(root) if n.value is None and not n.children and n.key != GPU_KEY]
-    return root, unread
-
-
-def _walk(node: Node) -> Iterable[Node]:
-    """Every node below ``node`` in document order (iterative: pasted text can nest arbitrarily deep)."""
-    pending = list(reversed(node.children))
-    while pending:
-        current = pending.pop()
-        yield current
-        pending.extend(reversed(current.children))
-
-
-def _element_to_node(element: Any) -> Node:
-    tag = str(element.tag)
-    children = [_element_to_node(child) for child in element]
-    text = (element.text or "").strip()
-    if tag == "gpu":
-        return Node(GPU_KEY, tag, element.get("id") or "", children)
-    return Node(canon(tag), tag, None if children else text, children)
-
-
-_XML_TOKEN = re.compile(r"<!--.*?-->|<[?!][^>]*>|<(/?)([A-Za-z_][\w.:-]*)([^<>]*?)(/?)>|([^<]+)", re.DOTALL)
-_ID_ATTRIBUTE = re.compile(r"""\bid\s*=\s*["']([^"']*)["']""")
-
-
-def build_xml_tree_leniently(text: str) -> Node:
-    """Tag-stream reader for truncated or malformed ``-q -x`` output: unclosed tags close at the end."""
-    root = Node("", "", None)
-    stack: list[Node] = [root]
-    texts: dict[int, list[str]] = {}
-    for match in _XML_TOKEN.finditer(text):
-        closing, tag, attributes, self_closing, chars = match.groups()
-        if chars is not None:
-            texts.setdefault(id(stack[-1]), []).append(html.unescape(chars))
-        elif tag is None:
-            continue
-        elif closing:
-            keys = [n.label for n in stack]
-            if tag in keys[1:]:
-                while stack[-1].label != tag:
-                    stack.pop()
-                stack.pop()
-        else:
-            id_match = _ID_ATTRIBUTE.search(attributes or "")
-            node = Node(
-                GPU_KEY if tag == "gpu" else canon(tag),
-                tag,
-                (id_match.group(1) if id_match else "") if tag == "gpu" else None,
-            )
-            stack[-1].children.append(node)
-            if not self_closing:
-                stack.append(node)
-    for node in _walk(root):
-        if node.key != GPU_KEY and not node.children:
-            node.value = "".join(texts.get(id(node), [])).strip()
-    # The document element (nvidia_smi_log) becomes the root, as with ElementTree.
-    document = root.child(("nvidia_smi_log",))
-    return document if document is not None else root
-
-
-def build_xml_tree(text: str) -> tuple[Node, list[str]]:
-    start = text.find("<?xml")
-    if start < 0:
-        start = text.find("<nvidia_smi_log")
-    end = text.rfind("</nvidia_smi_log>")
-    document = text[start : end + len("</nvidia_smi_log>")] if end > start else text[start:]
-    try:
-        from defusedxml import ElementTree
-
-        return _element_to_node(ElementTree.fromstring(document)), []
-    except Exception as exc:  # noqa: BLE001 - ParseError, DefusedXmlException, RecursionError: fall back
-        warning = f"XML not read strictly ({type(exc).__name__}: {exc}); read leniently"
-        return build_xml_tree_leniently(document), [warning]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -628,7 +387,7 @@ def _active_reasons(gpu: Node) -> tuple[str, ...] | None:
     if section is None or (not section.children and clean(section.value) is None):
         return None
     # Walk the whole section: text -q nests "HW Thermal Slowdown" under "HW Slowdown".
-    return tuple(_reason_name(n.key) for n in _walk(section) if to_bool(n.value) is True)
+    return tuple(_reason_name(n.key) for n in walk(section) if to_bool(n.value) is True)
 
 
 def _reason_counters(gpu: Node) -> dict[str, int | None] | None:
@@ -662,7 +421,7 @@ def _field_errors(gpu: Node, pci: str | None) -> list[GpuError]:
 def gpu_from_node(gpu: Node) -> tuple[Gpu, list[GpuError]]:
     pci = normalize_pci(clean(raw_value(gpu, BUS_ID))) or normalize_pci(gpu.value)
     errors = _field_errors(gpu, pci)
-    if not any(child.value is not None for child in _walk(gpu)):
+    if not any(child.value is not None for child in walk(gpu)):
         errors.append(GpuError(pci=pci, message="GPU listed but its block has no readable fields"))
     record = Gpu(
         pci=pci,
@@ -697,86 +456,6 @@ def gpu_from_node(gpu: Node) -> tuple[Gpu, list[GpuError]]:
         clocks_event_reasons_counters_us=_reason_counters(gpu),
     )
     return record, errors
-
-
-# ---------------------------------------------------------------------------------------------
-# Default table view (`nvidia-smi` with no options), old 80-column and new 89-column layouts
-# ---------------------------------------------------------------------------------------------
-
-_PCI_ADDRESS = r"[0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-7]"
-_TABLE_ROW_NAME = re.compile(
-    r"^\|\s*(?P<index>\d+)\s+(?P<name>.*?)\s+(?P<persistence>\S+)\s*\|\s*(?P<bus>" + _PCI_ADDRESS + r")\s+"
-    r"(?P<display>\S+)\s*\|\s*(?P<ecc>\S+)\s*\|"
-)
-_TABLE_ROW_USAGE = re.compile(
-    r"^\|\s*(?P<fan>\S+)\s+(?P<temp>\S+)\s+(?P<perf>\S+)\s+(?P<power>\S+)\s*/\s*(?P<cap>\S+)\s*\|"
-    r"\s*(?P<mem_used>\S+)\s*/\s*(?P<mem_total>\S+)\s*\|\s*(?P<util>\S+)\s+(?P<compute>.*?)\s*\|"
-)
-_TABLE_HEADER = re.compile(r"^\|\s*NVIDIA-SMI\s", re.MULTILINE)
-_HEADER_DRIVER = re.compile(r"Driver Version:\s*(\S+)")
-_HEADER_CUDA = re.compile(r"CUDA Version:\s*(\S+)")
-# Table column -> the name used in `errors[].field` when the cell reads "ERR!".
-TABLE_COLUMNS = {
-    "persistence": "Persistence-M",
-    "display": "Disp.A",
-    "ecc": "Volatile Uncorr. ECC",
-    "fan": "Fan",
-    "temp": "Temp",
-    "perf": "Perf",
-    "power": "Pwr:Usage",
-    "cap": "Pwr:Cap",
-    "mem_used": "Memory-Usage",
-    "mem_total": "Memory-Usage",
-    "util": "GPU-Util",
-    "compute": "Compute M.",
-    "name": "Name",
-}
-PERSISTENCE_WORDS = {"on": "Enabled", "off": "Disabled"}
-
-
-def looks_like_table(text: str) -> bool:
-    return bool(_TABLE_HEADER.search(text)) or any(_TABLE_ROW_NAME.match(line) for line in text.splitlines())
-
-
-def _table_gpu(first: re.Match[str], second: re.Match[str] | None) -> tuple[Gpu, list[GpuError]]:
-    cells = dict(first.groupdict())
-    if second is not None:
-        cells.update(second.groupdict())
-    pci = normalize_pci(cells["bus"])
-    errors = [
-        GpuError(pci=pci, message=f"{TABLE_COLUMNS.get(name, name)}: {value}", field=TABLE_COLUMNS.get(name, name))
-        for name, value in cells.items()
-        if is_error_value(value)
-    ]
-    persistence = clean(cells["persistence"])
-    gpu = Gpu(
-        pci=pci,
-        index=int(cells["index"]),
-        name=clean(cells["name"]),
-        persistence_mode=PERSISTENCE_WORDS.get((persistence or "").lower(), persistence),
-        ecc_volatile_uncorrected_total=to_int(cells["ecc"]),
-        fan_speed_percent=to_int(cells.get("fan")),
-        temperature_gpu=to_int(cells.get("temp")),
-        power_draw_w=to_float(cells.get("power")),
-        memory_used_mib=to_int(cells.get("mem_used")),
-        memory_total_mib=to_int(cells.get("mem_total")),
-        utilization_gpu=to_int(cells.get("util")),
-    )
-    return gpu, errors
-
-
-def parse_table(lines: Sequence[str]) -> tuple[list[Gpu], list[GpuError]]:
-    gpus: list[Gpu] = []
-    errors: list[GpuError] = []
-    for number, line in enumerate(lines):
-        first = _TABLE_ROW_NAME.match(line.strip())
-        if first is None:
-            continue
-        following = lines[number + 1].strip() if number + 1 < len(lines) else ""
-        gpu, gpu_errors = _table_gpu(first, _TABLE_ROW_USAGE.match(following))
-        gpus.append(gpu)
-        errors.extend(gpu_errors)
-    return gpus, errors
 
 
 # ---------------------------------------------------------------------------------------------
@@ -852,9 +531,11 @@ def _from_tree(root: Node, source_format: str, warnings: list[str], tool_errors:
 
 
 def _from_table(text: str, lines: list[str], tool_errors: list[GpuError]) -> NvidiaSmiResult:
+    from nightowl.collectors.nvidia_smi_table import HEADER_CUDA, HEADER_DRIVER, parse_table
+
     gpus, errors = parse_table(lines)
-    driver = _HEADER_DRIVER.search(text)
-    cuda = _HEADER_CUDA.search(text)
+    driver = HEADER_DRIVER.search(text)
+    cuda = HEADER_CUDA.search(text)
     return NvidiaSmiResult(
         kind=KIND,
         warnings=(),
@@ -868,6 +549,9 @@ def _from_table(text: str, lines: list[str], tool_errors: list[GpuError]) -> Nvi
 
 
 def _parse(text: str) -> NvidiaSmiResult:
+    # Imported here, not at the top: the table module builds this module's Gpu/GpuError.
+    from nightowl.collectors.nvidia_smi_table import looks_like_table
+
     lines = text.splitlines()
     tool_errors = _tool_errors(lines)
     if "<nvidia_smi_log" in text:

@@ -1,0 +1,270 @@
+"""The generic side of ``nvidia-smi -q`` / ``-q -x`` reading: value vocabulary and one labelled tree.
+
+Text ``-q`` becomes a tree by indentation, XML by element nesting (strictly with defusedxml, else
+leniently from the tag stream); values are read through ``clean``/``to_int``/``to_bool``. Nothing here
+knows about GPUs beyond the block header: ``nvidia_smi`` reads its fields out of the tree.
+"""
+
+from __future__ import annotations
+
+import html
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+# ---------------------------------------------------------------------------------------------
+# Value vocabulary
+# ---------------------------------------------------------------------------------------------
+
+# Values that mean "not shown / not applicable": null, nothing wrong. Source: corpus samples
+# (N/A everywhere; "Not Found" for CUDA Version in nvsmi-q-d-...-580; "deprecated" in R590 XML,
+# telegraf testdata pro-6000-maxq-blackwell-v13.xml; "[Not Supported]" in CSV/table output).
+NULL_VALUES = frozenset(
+    {
+        "",
+        "n/a",
+        "na",
+        "not found",
+        "not supported",
+        "not available",
+        "requested functionality has been deprecated",
+        "insufficient permissions",
+        "none (disabled)",
+    }
+)
+# Values that mean the tool failed to read the field: null plus an `errors` entry.
+# Sources: "Unknown Error" (nvsmi-q-v100-... Host Max; NVML_ERROR_UNKNOWN text), "ERR!" (table
+# samples nvsmi-table-*-ERR-*), "[Unknown Error]" (CSV sample mindminer627), "GPU is lost" and
+# "GPU requires reset" (NVML_ERROR_GPU_IS_LOST / NVML_ERROR_RESET_REQUIRED strings, nvml.h).
+ERROR_VALUES = frozenset({"unknown error", "err!", "gpu is lost", "gpu requires reset", "error"})
+
+TRUE_WORDS = frozenset({"yes", "true", "active", "enabled", "on"})
+FALSE_WORDS = frozenset({"no", "false", "not active", "disabled", "off"})
+
+# Whole-tool failures printed instead of (or between) GPU blocks. Source per row.
+TOOL_FAILURES: tuple[re.Pattern[str], ...] = (
+    # nvsmi-unable-device-handle-unknown-error.txt and the akash209 paste ("GPU0000:A1:00.0", no space)
+    re.compile(r"Unable to determine the device handle for (?:GPU|gpu)\s*\S+?:\s*\S.*"),
+    # INDEX.md category 3 ("No devices were found"); decision-trees 3.5 "GPU is lost. Reboot ..."
+    re.compile(r"No devices were found.*"),
+    re.compile(r"\bGPU is lost\b.*"),
+    # Driver not loaded / NVML unusable: nvidia-smi's own message texts.
+    re.compile(r"NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver.*"),
+    re.compile(r"Failed to initialize NVML:.*"),
+)
+
+
+def _bare(raw: str | None) -> str:
+    return (raw or "").strip().strip("[]").strip().lower()
+
+
+def is_error_value(raw: str | None) -> bool:
+    bare = _bare(raw)
+    return bare in ERROR_VALUES or bare.startswith("gpu is lost")
+
+
+def clean(raw: str | None) -> str | None:
+    """The value as printed, or None for N/A-like and error values."""
+    if raw is None:
+        return None
+    if _bare(raw) in NULL_VALUES or is_error_value(raw):
+        return None
+    return raw.strip()
+
+
+_LEADING_INT = re.compile(r"^(-?\d+)(?![\d.])")
+_LEADING_FLOAT = re.compile(r"^(-?\d+(?:\.\d+)?)(?![\d.])")
+
+
+def to_int(raw: str | None) -> int | None:
+    """``"16x"`` -> 16, ``"81559 MiB"`` -> 81559, ``"0 %"`` -> 0, ``"100.89 W"`` -> None."""
+    value = clean(raw)
+    if value is None:
+        return None
+    match = _LEADING_INT.match(value)
+    return int(match.group(1)) if match else None
+
+
+def to_float(raw: str | None) -> float | None:
+    value = clean(raw)
+    if value is None:
+        return None
+    match = _LEADING_FLOAT.match(value)
+    return float(match.group(1)) if match else None
+
+
+def to_bool(raw: str | None) -> bool | None:
+    value = clean(raw)
+    if value is None:
+        return None
+    word = value.lower()
+    if word in TRUE_WORDS:
+        return True
+    if word in FALSE_WORDS:
+        return False
+    return None
+
+
+def canon(label: str) -> str:
+    """Text label or XML tag -> snake_case key.
+
+    ``"SRAM Uncorrectable SEC-DED"`` -> ``sram_uncorrectable_sec_ded``; ``"Bus Id"`` -> ``bus_id``.
+    """
+    return re.sub(r"[^a-z0-9]+", "_", label.lower()).strip("_")
+
+
+# ---------------------------------------------------------------------------------------------
+# One tree for both report formats
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass
+class Node:
+    key: str  # canonical key
+    label: str  # as printed (text label or XML tag)
+    value: str | None  # None for a section header
+    children: list[Node] = field(default_factory=list)
+
+    def child(self, aliases: Sequence[str]) -> Node | None:
+        for node in self.children:
+            if node.key in aliases:
+                return node
+        return None
+
+
+Path = tuple[tuple[str, ...], ...]
+
+
+def lookup(node: Node | None, path: Path) -> Node | None:
+    for aliases in path:
+        if node is None:
+            return None
+        node = node.child(aliases)
+    return node
+
+
+def raw_value(node: Node | None, *paths: Path) -> str | None:
+    """The first path that exists wins (text label path, XML tag path, older layouts...)."""
+    for path in paths:
+        found = lookup(node, path)
+        if found is not None and found.value is not None:
+            return found.value
+    return None
+
+
+GPU_KEY = "__gpu__"  # key of a GPU block; canon() never yields it, so "Gpu : 0 %" cannot collide
+_BANNER = re.compile(r"^=+\s*NVSMI LOG\s*=+$")
+_GPU_HEADER = re.compile(r"^GPU\s+(?P<pci>[0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-7])$")
+# "Key   : value": the key holds no colon and is followed by blanks then a colon, so
+# "Bus Id : 00000000:18:00.0" splits once and "GPU 0000:0B:00.0: Unknown Error" does not.
+_KEY_VALUE = re.compile(r"^(?P<key>[^:]*?\S)\s+:(?:\s+(?P<value>.*))?$")
+# Shell prompts pasted with the output ("$ nvidia-smi -q | grep ...", "[root@host ~]# nvidia-smi",
+# "(venv) root@node1:~/dir# nvidia-smi"): not output, and must not become a section header.
+SHELL_PROMPT = re.compile(r"^(?:\([^)]*\)\s*)?(?:\[[^\]]*\]\s*[#$]|[\w.@~:/-]*[#$>])(?:\s|$)")
+
+
+def tool_failure(line: str) -> str | None:
+    for pattern in TOOL_FAILURES:
+        match = pattern.search(line)
+        if match:
+            return match.group(0).strip()
+    return None
+
+
+def build_text_tree(lines: Iterable[str]) -> tuple[Node, list[str]]:
+    """Indentation tree of ``-q`` text; also returns the leaf lines that were not ``key : value``."""
+    root = Node("", "", None)
+    stack: list[tuple[int, Node]] = [(-1, root)]
+    for raw in lines:
+        line = raw.expandtabs(8).rstrip()
+        body = line.strip()
+        if not body or _BANNER.match(body) or SHELL_PROMPT.match(body) or tool_failure(body):
+            continue
+        indent = len(line) - len(line.lstrip())
+        while stack[-1][0] >= indent:
+            stack.pop()
+        header = _GPU_HEADER.match(body)
+        key_value = None if header else _KEY_VALUE.match(body)
+        if header:
+            node = Node(GPU_KEY, body, header.group("pci"))
+        elif key_value:
+            node = Node(canon(key_value.group("key")), key_value.group("key"), key_value.group("value") or "")
+        else:
+            node = Node(canon(body), body, None)
+        stack[-1][1].children.append(node)
+        stack.append((indent, node))
+    unread = [n.label for n in walk(root) if n.value is None and not n.children and n.key != GPU_KEY]
+    return root, unread
+
+
+def walk(node: Node) -> Iterable[Node]:
+    """Every node below ``node`` in document order (iterative: pasted text can nest arbitrarily deep)."""
+    pending = list(reversed(node.children))
+    while pending:
+        current = pending.pop()
+        yield current
+        pending.extend(reversed(current.children))
+
+
+def _element_to_node(element: Any) -> Node:
+    tag = str(element.tag)
+    children = [_element_to_node(child) for child in element]
+    text = (element.text or "").strip()
+    if tag == "gpu":
+        return Node(GPU_KEY, tag, element.get("id") or "", children)
+    return Node(canon(tag), tag, None if children else text, children)
+
+
+_XML_TOKEN = re.compile(r"<!--.*?-->|<[?!][^>]*>|<(/?)([A-Za-z_][\w.:-]*)([^<>]*?)(/?)>|([^<]+)", re.DOTALL)
+_ID_ATTRIBUTE = re.compile(r"""\bid\s*=\s*["']([^"']*)["']""")
+
+
+def build_xml_tree_leniently(text: str) -> Node:
+    """Tag-stream reader for truncated or malformed ``-q -x`` output: unclosed tags close at the end."""
+    root = Node("", "", None)
+    stack: list[Node] = [root]
+    texts: dict[int, list[str]] = {}
+    for match in _XML_TOKEN.finditer(text):
+        closing, tag, attributes, self_closing, chars = match.groups()
+        if chars is not None:
+            texts.setdefault(id(stack[-1]), []).append(html.unescape(chars))
+        elif tag is None:
+            continue
+        elif closing:
+            keys = [n.label for n in stack]
+            if tag in keys[1:]:
+                while stack[-1].label != tag:
+                    stack.pop()
+                stack.pop()
+        else:
+            id_match = _ID_ATTRIBUTE.search(attributes or "")
+            node = Node(
+                GPU_KEY if tag == "gpu" else canon(tag),
+                tag,
+                (id_match.group(1) if id_match else "") if tag == "gpu" else None,
+            )
+            stack[-1].children.append(node)
+            if not self_closing:
+                stack.append(node)
+    for node in walk(root):
+        if node.key != GPU_KEY and not node.children:
+            node.value = "".join(texts.get(id(node), [])).strip()
+    # The document element (nvidia_smi_log) becomes the root, as with ElementTree.
+    document = root.child(("nvidia_smi_log",))
+    return document if document is not None else root
+
+
+def build_xml_tree(text: str) -> tuple[Node, list[str]]:
+    start = text.find("<?xml")
+    if start < 0:
+        start = text.find("<nvidia_smi_log")
+    end = text.rfind("</nvidia_smi_log>")
+    document = text[start : end + len("</nvidia_smi_log>")] if end > start else text[start:]
+    try:
+        from defusedxml import ElementTree
+
+        return _element_to_node(ElementTree.fromstring(document)), []
+    except Exception as exc:  # noqa: BLE001 - ParseError, DefusedXmlException, RecursionError: fall back
+        warning = f"XML not read strictly ({type(exc).__name__}: {exc}); read leniently"
+        return build_xml_tree_leniently(document), [warning]
