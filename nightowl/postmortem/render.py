@@ -1,0 +1,93 @@
+"""Rendering the draft through Jinja2 templates (built-in or a user's own); jinja2 is imported lazily."""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+from typing import Any
+
+from nightowl.paths import data_dir
+from nightowl.postmortem.bundle import load, read_runbook
+from nightowl.postmortem.context import bundle_context
+from nightowl.postmortem.svg import decision_svg
+
+
+def _environment(template: str | None, fmt: str) -> tuple[Any, str]:
+    from jinja2 import ChoiceLoader, Environment, FileSystemLoader, StrictUndefined, select_autoescape
+
+    folders = [str(p) for p in _user_template_dirs()] + [str(data_dir("templates"))]
+    name = f"postmortem.{fmt}.j2"
+    if template:
+        candidate = Path(template).expanduser()
+        if candidate.is_file():
+            folders.insert(0, str(candidate.parent))
+            name = candidate.name
+        else:
+            name = template if template.endswith(".j2") else f"{template}.{fmt}.j2"
+    env = Environment(
+        loader=ChoiceLoader([FileSystemLoader(f) for f in folders]),
+        undefined=StrictUndefined,
+        autoescape=select_autoescape(["html.j2", "html"], default_for_string=False),
+        trim_blocks=True,
+        lstrip_blocks=True,
+        keep_trailing_newline=True,
+    )
+    env.filters["md_cell"] = lambda v: str(v).replace("|", "\\|").replace("\n", " ")
+    env.filters["code"] = _inline_code
+    return env, name
+
+
+def _inline_code(text: Any) -> Any:
+    """HTML: escape, then show `backticked` spans as <code>."""
+    from markupsafe import Markup, escape
+
+    return Markup(re.sub(r"`([^`]+)`", r"<code>\1</code>", str(escape(text))))
+
+
+def _user_template_dirs() -> list[Path]:
+    """A user folder overrides the built-in templates: $NIGHTOWL_TEMPLATES, then ~/.config/nightowl/templates."""
+    dirs = []
+    if os.environ.get("NIGHTOWL_TEMPLATES"):
+        dirs.append(Path(os.environ["NIGHTOWL_TEMPLATES"]).expanduser())
+    dirs.append(Path(os.environ.get("XDG_CONFIG_HOME", "~/.config")).expanduser() / "nightowl" / "templates")
+    return [d for d in dirs if d.is_dir()]
+
+
+def render_bundle(bundle: Path, template: str | None = None, fmt: str = "md", redact: bool = False) -> str:
+    """The draft of ``bundle`` as Markdown (``fmt="md"``) or a self-contained HTML page."""
+    context = bundle_context(Path(bundle))
+    if fmt == "html":
+        from markupsafe import Markup
+
+        context["svgs"] = {
+            p["host"]: Markup(decision_svg(load_runbook_of(Path(bundle)), p["path"])) for p in context["paths"]
+        }
+    context["redacted"] = redact
+    env, name = _environment(template, fmt)
+    text = env.get_template(name).render(**context)
+    if redact:
+        text = redactor_for(Path(bundle)).apply(text)
+    return text
+
+
+def load_runbook_of(bundle: Path) -> Any:
+    return read_runbook(bundle / "runbook.yaml")
+
+
+def redactor_for(bundle: Path) -> Any:
+    """A Redactor that already knows the names the bundle holds (hosts, the alert's labels)."""
+    from nightowl.redact import Redactor
+
+    data = load(bundle)
+    redactor = Redactor()
+    redactor.learn_hosts(h.get("host") for h in data.verdicts.get("hosts", []))
+    alert = data.alert or {}
+    labels = alert.get("labels") or {}
+    redactor.learn_hosts([alert.get("host"), alert.get("host_spec")])
+    redactor.learn_hosts(
+        str(v)
+        for k, v in labels.items()
+        if k.lower() in ("instance", "host", "hostname", "node", "nodename", "exported_instance", "pod")
+    )
+    return redactor

@@ -1,0 +1,86 @@
+"""The summary sections: headline, detection, impact in numbers, and the bundle's integrity."""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any
+
+from nightowl.postmortem.bundle import Bundle
+from nightowl.postmortem.clocks import CLOCK_HOST_LOCAL, CLOCK_NIGHTOWL, Moment, duration, epoch_of, stamp
+from nightowl.postmortem.outputs import FAULT_KINDS, kernel_events, metric_scrapes, parsed_output
+
+
+def headline(data: Bundle) -> str:
+    hosts = data.verdicts.get("hosts", [])
+    ids = sorted({(h.get("verdict") or {}).get("id") or f"no verdict ({h.get('status')})" for h in hosts})
+    where = hosts[0]["host"] if len(hosts) == 1 else f"{len(hosts)} hosts"
+    return f"{', '.join(ids) or 'no host'} on {where}"
+
+
+def integrity(data: Bundle) -> list[str]:
+    if not data.manifest.get("files"):
+        return []  # still being written: the manifest lists files only once the bundle is complete
+    return [f"{e.state}: {e.path}" for e in data.evidence if e.state != "ok"]
+
+
+def detection(data: Bundle) -> dict[str, Any]:
+    alert = data.alert or {}
+    started = data.manifest.get("started")
+    starts, _ = epoch_of(alert.get("starts_at"))
+    received = alert.get("received_at")
+    return {
+        "alert": alert or None,
+        "name": alert.get("name"),
+        "fired": stamp(starts) if starts is not None else None,
+        "received": stamp(float(received)) if received is not None else None,
+        "captured": stamp(started),
+        "fired_to_capture": duration(started - starts) if starts is not None and started else None,
+        "summary": (alert.get("annotations") or {}).get("summary")
+        or (alert.get("annotations") or {}).get("description"),
+    }
+
+
+def impact(data: Bundle, placed: list[Moment]) -> list[str]:
+    """Numbers the evidence has, for the person who writes the impact section."""
+    hosts = data.verdicts.get("hosts", [])
+    numbers = [
+        f"{len(hosts)} host(s) examined; "
+        f"{sum(1 for h in hosts if (h.get('verdict') or {}).get('action') not in (None, 'none'))} need action; "
+        f"{sum(1 for h in hosts if not h.get('verdict'))} without a verdict."
+    ]
+    gpus = sorted({str(g) for h in hosts for g in ((h.get("verdict") or {}).get("gpus") or [])})
+    if gpus:
+        numbers.append(f"GPU(s) named by the verdicts: {', '.join(gpus)}.")
+    for entry in hosts:
+        host = entry["host"]
+        codes = Counter(
+            f"{FAULT_KINDS[e['kind']]} {e['code']}"
+            for e, _ in kernel_events(data, host)
+            if e.get("kind") in ("xid", "sxid") and e.get("code") is not None
+            for _ in range(int(e.get("count") or 1))
+        )
+        if codes:
+            numbers.append(
+                f"{host}: kernel log lines per code: " + ", ".join(f"{k} ×{v}" for k, v in sorted(codes.items()))
+            )
+        for scrape in metric_scrapes(data, host)[-1:]:
+            if scrape["values"]:
+                numbers.append(
+                    f"{host}: at the last scrape " + ", ".join(f"{k} = {v}" for k, v in scrape["values"].items())
+                )
+        for command in data.host_files(host, "engine-log"):
+            oom = (parsed_output(data, command["file"], "engine-log") or {}).get("oom")
+            if oom:
+                numbers.append(
+                    f"{host}: engine out of memory in phase {oom.get('phase')}: tried "
+                    f"{oom.get('tried_gib')} GiB with {oom.get('free_gib')} GiB free of {oom.get('total_gib')} GiB."
+                )
+    faults = [m for m in placed if m.tag == "key moment" and m.clock != CLOCK_NIGHTOWL]
+    started = data.manifest.get("started")
+    if faults and started:
+        clock_note = " (host local time read as UTC)" if faults[0].clock == CLOCK_HOST_LOCAL else ""
+        numbers.append(
+            "From the first fault in the logs to nightowl's capture: "
+            f"{duration(started - faults[0].epoch)}{clock_note}."
+        )
+    return numbers
