@@ -23,6 +23,18 @@ def to_jsonable(value: Any) -> Any:
     return value
 
 
+def number(text: str) -> int | float | None:
+    """A number as printed by a tool: ``1,024`` -> 1024, ``0.5`` -> 0.5, ``inf`` -> inf; else None."""
+    cleaned = text.replace(",", "")
+    try:
+        return int(cleaned)
+    except ValueError:
+        try:
+            return float(cleaned)
+        except ValueError:
+            return None
+
+
 def _plain_facts(result: Any) -> dict[str, Any]:
     facts = to_jsonable(result)
     return facts if isinstance(facts, dict) else {"value": facts}

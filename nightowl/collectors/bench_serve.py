@@ -24,7 +24,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
-from nightowl.collectors.base import Collector, to_jsonable
+from nightowl.collectors.base import Collector, number, to_jsonable
 
 KIND = "bench-serve"
 LATENCY_METRICS = ("ttft", "tpot", "itl", "e2el")
@@ -134,14 +134,8 @@ class BenchResult:
 
 
 def _number(text: str) -> float | int | str:
-    cleaned = text.replace(",", "")
-    try:
-        return int(cleaned)
-    except ValueError:
-        try:
-            return float(cleaned)
-        except ValueError:
-            return text  # "inf" is a float; "not set" stays text
+    value = number(text)
+    return text if value is None else value  # "inf" is a float; "not set" stays text
 
 
 def _stat_name(stat: str) -> str:

@@ -33,6 +33,7 @@ from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 from nightowl.collectors.base import Collector, to_jsonable
+from nightowl.collectors.base import number as _number
 
 KIND = "engine-log"
 LOG_LINES = "5000"
@@ -645,17 +646,6 @@ def _oom_from_line(line: str, kind: str, phase: str | None) -> OOM:
         text=line.strip()[:400],
         **sizes,
     )
-
-
-def _number(text: str) -> int | float | None:
-    cleaned = text.replace(",", "")
-    try:
-        return int(cleaned)
-    except ValueError:
-        try:
-            return float(cleaned)
-        except ValueError:
-            return None
 
 
 def _values(lines: list[str], table: tuple[Value, ...]) -> dict[str, Any]:
