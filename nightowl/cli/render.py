@@ -27,7 +27,8 @@ def text_report(summary: dict[str, Any]) -> str:
             value = json.dumps(item["value"], default=str)
             value = value if len(value) <= 160 else value[:157] + "..."
             source = f"  [{item['source']}]" if item.get("source") else ""
-            lines.append(f"  evidence: {item['fact']} = {value}{source}")
+            reason = f" ({item['reason']})" if item.get("reason") else ""
+            lines.append(f"  evidence: {item['fact']} = {value}{reason}{source}")
     lines.append(f"\nbundle: {summary['bundle']}")
     return "\n".join(lines)
 

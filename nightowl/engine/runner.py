@@ -235,7 +235,11 @@ class HostRunner:
     def _evidence(self, declared: list[str], ctx: dict[str, Any]) -> list[dict[str, Any]]:
         items = []
         for path in declared:
-            items.append({"fact": path, "value": _trim(resolve_path(path, ctx)), "source": self._source(path)})
+            item = {"fact": path, "value": _trim(resolve_path(path, ctx)), "source": self._source(path)}
+            reason = self._status_reason(path)
+            if reason:
+                item["reason"] = reason  # "error" alone does not say that nvidia-smi was not found
+            items.append(item)
         for visit in self.run.visits:
             for cond in visit.conditions:
                 if cond.get("value"):
@@ -248,6 +252,13 @@ class HostRunner:
                         }
                     )
         return items
+
+    def _status_reason(self, fact_path: str) -> str | None:
+        head, _, rest = fact_path.partition(".")
+        if head != "status":
+            return None
+        namespace = rest.partition(".")[0]
+        return next((c.reason for c in self.run.collections.values() if c.namespace == namespace), None)
 
     def _source(self, fact_path: str) -> str | None:
         head, _, rest = fact_path.partition(".")
