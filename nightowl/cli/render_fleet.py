@@ -65,6 +65,15 @@ def prometheus_textfile(summary: dict[str, Any]) -> str:
             f'nightowl_host_needs_action{{host="{_label(h["host"])}",runbook="{runbook}"}} '
             f"{int(bool(action) and action != 'none')}"
         )
+    xid_events = (summary.get("fleet") or {}).get("xid_events") or {}
+    if xid_events:
+        out += [
+            "# HELP nightowl_xid_events Xid lines per code (SXid: code prefixed S) in the kernel log read.",
+            "# TYPE nightowl_xid_events gauge",
+        ]
+        for host, codes in xid_events.items():
+            for code, count in sorted(codes.items()):
+                out.append(f'nightowl_xid_events{{host="{_label(host)}",runbook="{runbook}",code="{code}"}} {count}')
     counts = Counter(h["status"] for h in summary["hosts"])
     out += [
         "# HELP nightowl_sweep_hosts Hosts in the last sweep by status.",

@@ -161,7 +161,16 @@ def fleet_facts(runs: list[Any]) -> dict[str, Any]:
     from collections import Counter
 
     seen: dict[str, dict[str, Any]] = {}
+    xid_events: dict[str, dict[str, int]] = {}
     for run in runs:
+        kernel = next((c.facts for c in run.collections.values() if c.kind == "kernel-log" and c.facts), None)
+        if kernel:
+            counts: dict[str, int] = {}
+            for event in kernel.get("events") or []:
+                if event.get("kind") in ("xid", "sxid") and event.get("code") is not None:
+                    code = f"{'S' if event['kind'] == 'sxid' else ''}{event['code']}"
+                    counts[code] = counts.get(code, 0) + int(event.get("count") or 1)
+            xid_events[run.host] = counts
         smi = next((c.facts for c in run.collections.values() if c.kind == "nvidia-smi" and c.facts), None)
         if smi:
             seen[run.host] = {"driver_version": smi.get("driver_version"), "gpu_count": smi.get("gpu_count")}
@@ -171,7 +180,7 @@ def fleet_facts(runs: list[Any]) -> dict[str, Any]:
         if len(values) > 1:
             majority = values.most_common(1)[0][0]
             outliers[field] = [h for h, v in seen.items() if v[field] not in (None, majority)]
-    return {"outliers": outliers, "values": seen}
+    return {"outliers": outliers, "values": seen, "xid_events": xid_events}
 
 
 def _progress(total: int, fmt: str) -> tuple[Any, Any]:

@@ -84,6 +84,8 @@ def test_sweep_table_and_prometheus(fleet: Fleet, tmp_path: Path) -> None:
     assert 'nightowl_host_needs_action{host="xid79",runbook="node-health"} 1' in prom
     assert 'nightowl_host_needs_action{host="gpu-02",runbook="node-health"} 0' in prom
     assert 'nightowl_sweep_hosts{runbook="node-health",status="ok"} 4' in prom
+    assert 'nightowl_xid_events{host="xid79",runbook="node-health",code="79"} 1' in prom
+    assert 'nightowl_xid_events{host="gpu-01"' not in prom  # a clean kernel log has no Xid series
 
 
 def test_sweep_exit_codes_and_limit(fleet: Fleet, tmp_path: Path) -> None:
