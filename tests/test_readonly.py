@@ -26,6 +26,8 @@ def test_every_registered_collector_is_read_only(kind: str) -> None:
         ("kubectl", "drain", "gpu-17"),
         ("nvidia-smi", "nvlink", "-r", "0"),
         ("nvidia-smi", "-e", "0"),
+        ("sudo", "-n", "--", "nvidia-smi", "-r"),
+        ("dmesg", "-C"),
         ("sh", "-c", "cat {path}"),
     ],
 )

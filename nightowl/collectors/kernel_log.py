@@ -906,6 +906,9 @@ COLLECTOR = Collector(
         ("journalctl", "-k", "-b", "--no-pager", "-o", "short-iso"),
         ("dmesg", "-T"),
         ("dmesg",),
+        # Under kernel.dmesg_restrict=1 an unprivileged dmesg is refused: the one place nightowl asks
+        # for sudo, non-interactive (-n) so it fails at once instead of waiting for a password.
+        ("sudo", "-n", "--", "dmesg", "-T"),
     ),
     parse=parse,
     facts=facts,

@@ -98,6 +98,24 @@ MUTATING: tuple[tuple[str, frozenset[str], str], ...] = (
         "changes containers",
     ),
     ("ncclras", frozenset({"CONTROL"}), "changes the running NCCL job (NCCL 2.31 ncclras CONTROL)"),
+    (
+        "dmesg",
+        frozenset(
+            {
+                "-c",
+                "-C",
+                "--clear",
+                "--read-clear",
+                "-D",
+                "-E",
+                "--console-off",
+                "--console-on",
+                "-n",
+                "--console-level",
+            }
+        ),
+        "clears the kernel ring buffer or changes console logging",
+    ),
     ("rm", frozenset(), "deletes files"),
     ("dd", frozenset(), "writes devices or files"),
     ("sh", frozenset({"-c"}), "runs a shell string (only a fixed script with positional arguments is allowed)"),
@@ -108,6 +126,9 @@ def violations(commands: Iterable[tuple[str, ...]]) -> list[str]:
     """What is wrong with a declaration, one line per offending argv (empty: read-only)."""
     problems = []
     for argv in commands:
+        if not argv:
+            continue
+        argv = _without_sudo(argv)
         if not argv:
             continue
         program = argv[0].rsplit("/", 1)[-1]
@@ -121,6 +142,17 @@ def violations(commands: Iterable[tuple[str, ...]]) -> list[str]:
                     continue
                 problems.append(f"`{' '.join(argv)}` {why}")
     return problems
+
+
+def _without_sudo(argv: tuple[str, ...]) -> tuple[str, ...]:
+    """The command sudo would run: ``sudo -n -- dmesg -T`` is judged as ``dmesg -T``."""
+    if argv[0].rsplit("/", 1)[-1] != "sudo":
+        return argv
+    rest = list(argv[1:])
+    while rest and rest[0].startswith("-"):
+        if rest.pop(0) == "--":
+            break
+    return tuple(rest)
 
 
 def _fixed_script(argv: tuple[str, ...]) -> bool:

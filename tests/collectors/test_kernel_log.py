@@ -70,6 +70,7 @@ def test_collector_declaration() -> None:
         ("journalctl", "-k", "-b", "--no-pager", "-o", "short-iso"),
         ("dmesg", "-T"),
         ("dmesg",),
+        ("sudo", "-n", "--", "dmesg", "-T"),
     )
     assert collector.timeout == 20 and not collector.sudo and not collector.invasive
 
