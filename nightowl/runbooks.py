@@ -36,11 +36,18 @@ def load(name_or_path: str):  # noqa: ANN201 - LoadedRunbook, imported lazily
     loaded = load_runbook(resolve(name_or_path), known_collectors=MODULES)
     issues = []
     for node_id, node in loaded.runbook.nodes.items():
+        here = {split_entry(entry)[1] for entry in node.collect or []}
         for entry in node.collect or []:
             try:
-                get_collector(split_entry(entry)[0])
+                collector = get_collector(split_entry(entry)[0])
             except UnsafeCollector as exc:
                 issues.append(Issue(str(loaded.path), loaded.node_line(node_id), node_id, str(exc)))
+                continue
+            # a derived collector reads other collectors' facts: they must be collected by then
+            missing = set(getattr(collector, "inputs", ())) - set(loaded.collected_before[node_id]) - here
+            if missing:
+                problem = f"{entry} derives from {', '.join(sorted(missing))}, which not every path here collects"
+                issues.append(Issue(str(loaded.path), loaded.node_line(node_id), node_id, problem))
     if issues:
         raise RunbookInvalid(issues)
     return loaded

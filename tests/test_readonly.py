@@ -72,3 +72,18 @@ def test_an_unsafe_collector_never_loads(monkeypatch: pytest.MonkeyPatch, tmp_pa
 
     with pytest.raises(RunbookInvalid, match=r"bad.yaml:5: \[node a\] collector 'reset' is not read-only"):
         runbooks.load(str(runbook))
+
+
+def test_a_derived_collector_needs_its_inputs_collected(tmp_path) -> None:  # noqa: ANN001
+    from nightowl import runbooks
+    from nightowl.engine.validate import RunbookInvalid
+
+    runbook = tmp_path / "derived.yaml"
+    runbook.write_text(
+        "id: d\ntitle: d\nentry: a\nnodes:\n  a:\n    collect: [nvidia-smi, xid-judgement]\n"
+        "    next: v\n  v:\n    verdict: {id: v, severity: ok, action: none, summary: s}\n"
+    )
+    with pytest.raises(RunbookInvalid, match=r"derived.yaml:5: \[node a\] xid-judgement derives from kernel_log"):
+        runbooks.load(str(runbook))
+    runbook.write_text(runbook.read_text().replace("[nvidia-smi, xid-judgement]", "[kernel-log, xid-judgement]"))
+    runbooks.load(str(runbook))

@@ -10,7 +10,7 @@ from nightowl.transports.base import CommandResult, Transport, TransportError
 
 def open_transport(spec: str, ssh_options: Any = None) -> Transport:
     """A transport for a host spec: ``local``, ``replay:DIR``, or an SSH spec."""
-    if spec in ("local", "localhost-local"):
+    if spec == "local":
         from nightowl.transports.local import LocalTransport
 
         return LocalTransport(spec)
