@@ -69,3 +69,17 @@ def test_parse_help_lists_every_parseable_kind() -> None:
         if getattr(get_collector(kind), "inputs", None):
             continue  # derived collectors read other collectors' facts, not a file
         assert f" {kind}," in text or f" {kind}." in text, kind
+
+
+def test_readme_example_runbook_is_valid(tmp_path) -> None:  # noqa: ANN001
+    import re
+    from pathlib import Path
+
+    from nightowl import runbooks
+
+    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
+    example = re.search(r"```yaml\n(.*?)```", readme, re.S)
+    assert example, "README has no example runbook"
+    path = tmp_path / "gpu-count.yaml"
+    path.write_text(example.group(1))
+    assert runbooks.load(str(path)).id == "gpu-count"
