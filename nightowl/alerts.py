@@ -23,8 +23,6 @@ DEFAULT_TOKEN_ENV = "NIGHTOWL_SERVE_TOKEN"
 # PagerDuty v3 event types that open or reopen an incident, and the one that closes it.
 PAGERDUTY_FIRING = frozenset({"incident.triggered", "incident.reopened"})
 PAGERDUTY_RESOLVED = frozenset({"incident.resolved"})
-# Labels whose values name the host an alert is about (used by --redact and the index page).
-HOST_LABELS = ("instance", "host", "hostname", "Hostname", "node", "nodename", "exported_instance")
 
 
 class ConfigError(ValueError):

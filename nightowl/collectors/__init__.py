@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import importlib
 
-from nightowl.collectors.base import Collector, fact_namespace
+from nightowl.collectors.base import Collector
 from nightowl.collectors.readonly import violations
 
 # kind -> module that defines COLLECTOR (or "module:ATTRIBUTE") (kinds are the `nightowl parse` kinds, CONTRACT s3/s5)
@@ -64,6 +64,5 @@ __all__ = [
     "UnknownCollector",
     "UnsafeCollector",
     "available_kinds",
-    "fact_namespace",
     "get_collector",
 ]

@@ -46,7 +46,8 @@ class Collector:
 
     ``commands`` is both what runs and the declaration of everything this
     collector may ever run: alternatives tried in order until one exits 0
-    (``journalctl -k`` then ``dmesg -T``). The engine refuses any other argv.
+    (``journalctl -k`` then ``dmesg -T``). The engine refuses any other argv, and a
+    collector that needs root says so in its argv (``sudo -n -- dmesg -T``).
     ``facts`` turns the parse result into the facts runbook conditions read:
     the contract JSON plus derived, named conveniences.
     """
@@ -57,17 +58,7 @@ class Collector:
     facts: Callable[[Any], dict[str, Any]] = _plain_facts
     timeout: float = 15.0
     invasive: bool = False
-    sudo: bool = False
     description: str = ""
-
-    @property
-    def namespace(self) -> str:
-        """Name of this collector's facts inside runbook expressions."""
-        return fact_namespace(self.kind)
-
-
-def fact_namespace(kind: str) -> str:
-    return kind.replace("-", "_")
 
 
 @dataclass(frozen=True)

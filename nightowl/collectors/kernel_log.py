@@ -914,6 +914,5 @@ COLLECTOR = Collector(
     facts=facts,
     timeout=20.0,
     invasive=False,
-    sudo=False,
     description="kernel log of the current boot: NVIDIA Xid/SXid events, GPUs off the bus, PCIe AER, OOM kills",
 )

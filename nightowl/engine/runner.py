@@ -97,10 +97,6 @@ class RunOptions:
     host_timeout: float | None = None  # the whole host; collectors left when it runs out are skipped
 
 
-def namespace_of(kind: str) -> str:
-    return kind.replace("-", "_")
-
-
 def parse_output(collector: CollectorLike, text: str) -> tuple[dict[str, Any], str | None]:
     """Parse and derive facts; a parser bug becomes a recorded error, never a traceback."""
     try:
@@ -358,7 +354,7 @@ def collect_on(
 ) -> CollectorRun:
     """Run one collector on one host: fallbacks in order, every attempt recorded, output parsed."""
     kind = collector.kind
-    run = CollectorRun(kind=kind, namespace=namespace_of(kind), status="error")
+    run = CollectorRun(kind=kind, namespace=split_entry(kind)[1], status="error")
     if collector.invasive and not options.allow_invasive:
         run.status, run.reason = "skipped", "invasive collector: needs --allow-invasive"
         return run

@@ -193,7 +193,7 @@ def _facts_pass(loaded: LoadedRunbook, known: Iterable[str] | None) -> list[Issu
 
     rb, graph = loaded.runbook, loaded.graph
     namespace_of = {entry: split_entry(entry)[1] for node in rb.nodes.values() for entry in node.collect or []}
-    all_namespaces = set(namespace_of.values()) | {k.replace("-", "_") for k in (known or [])}
+    all_namespaces = set(namespace_of.values()) | {split_entry(k)[1] for k in (known or [])}
     before: dict[str, frozenset[str]] = {}
     after: dict[str, frozenset[str]] = {}
     for node_id in nx.topological_sort(graph):

@@ -72,7 +72,7 @@ def test_collector_declaration() -> None:
         ("dmesg",),
         ("sudo", "-n", "--", "dmesg", "-T"),
     )
-    assert collector.timeout == 20 and not collector.sudo and not collector.invasive
+    assert collector.timeout == 20 and not collector.invasive
 
 
 # --- formats: each line is the same Xid in another prefix ------------------------------------------

@@ -41,7 +41,6 @@ def test_collector_is_registered() -> None:
     assert collector is COLLECTOR
     assert collector.commands == (("nvidia-smi", "-q", "-x"), ("nvidia-smi", "-q"))
     assert collector.timeout == 20
-    assert collector.namespace == "nvidia_smi"
 
 
 def test_shared_pci_helper_is_reexported() -> None:
