@@ -289,7 +289,7 @@ def _rule(item: Any, index: int, where: str) -> Rule:
     )
 
 
-def load_config(path: Path, out_dir: Path | None = None) -> ServeConfig:
+def load_config(path: Path, out_dir: Path | None = None, for_receiver: bool = True) -> ServeConfig:
     """Read the YAML config of ``nightowl serve`` (see fixtures/alerts/serve.yaml)."""
     import yaml
 
@@ -323,17 +323,20 @@ def load_config(path: Path, out_dir: Path | None = None) -> ServeConfig:
     rules = tuple(_rule(item, i, where) for i, item in enumerate(doc.get("rules") or []))
     if not rules:
         raise ConfigError(f"{where}: no rules: nothing would ever be captured")
-    token = _secret(doc, "token", where, DEFAULT_TOKEN_ENV)
-    if not token:
+    # The token and the PagerDuty secret guard the receiver's HTTP endpoint; `triage --alert` reads a
+    # saved payload and needs neither (for_receiver=False).
+    token = _secret(doc, "token", where, DEFAULT_TOKEN_ENV) if for_receiver else None
+    if for_receiver and not token:
         raise ConfigError(f"{where}: no bearer token (set token_file, token_env or ${DEFAULT_TOKEN_ENV})")
-    secret = _secret(doc, "pagerduty_secret", where)
+    secret = _secret(doc, "pagerduty_secret", where) if for_receiver else None
     try:
         workers, queue_size = int(doc.get("workers", 2)), int(doc.get("queue", 8))
     except (TypeError, ValueError):
         raise ConfigError(f"{where}: workers and queue are numbers") from None
     if not (1 <= workers <= 64 and 1 <= queue_size <= 10000):
         raise ConfigError(f"{where}: workers must be 1-64 and queue 1-10000")
-    out = out_dir or Path(str(doc.get("out") or "~/.local/state/nightowl/bundles")).expanduser()
+    default_out = os.environ.get("NIGHTOWL_OUT", "~/.local/state/nightowl/bundles")
+    out = out_dir or Path(str(doc.get("out") or default_out)).expanduser()
     return ServeConfig(
         rules=rules,
         out_dir=out,

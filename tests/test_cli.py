@@ -271,8 +271,7 @@ def test_bundled_data_ships_in_the_wheel(tmp_path: Path) -> None:
 
 def test_triage_alert_payload(tmp_path: Path) -> None:
     config = tmp_path / "serve.yaml"
-    config.write_text(
-        "token: test-token\n"
+    config.write_text(  # no token: that guards `serve`'s endpoint, not a one-off triage
         "rules:\n"
         "  - name: gpu-xid\n"
         '    match: ["alertname=GpuXidErrors"]\n'
@@ -288,3 +287,7 @@ def test_triage_alert_payload(tmp_path: Path) -> None:
     manifest = json.loads((Path(captures[0]["bundle"]) / "manifest.json").read_text())
     assert manifest["alert"]["name"] == "GpuXidErrors"
     assert invoke("triage", "--alert", payload, "--out", str(tmp_path)).exit_code == 2  # no --config
+    config.write_text(config.read_text() + f"out: {tmp_path / 'from-config'}\n")
+    result = invoke("triage", "--alert", payload, "--config", str(config), "--format", "json")
+    bundle = Path(json.loads(result.output)["captures"][0]["bundle"])
+    assert bundle.parent == tmp_path / "from-config"  # without --out, the rules file's `out` decides

@@ -32,9 +32,8 @@ OUT_OPTION = click.option(
     "--out",
     "out_dir",
     type=click.Path(file_okay=False, path_type=Path),
-    default=DEFAULT_OUT,
-    show_default=True,
-    help="where bundles go (env NIGHTOWL_OUT)",
+    default=None,
+    help=f"where bundles go [default: $NIGHTOWL_OUT, else {DEFAULT_OUT}; with --alert, the rules file's `out`]",
 )
 
 
@@ -137,13 +136,13 @@ def run_and_report(
     transports: dict[str, Any],
     params: dict[str, Any],
     fmt: str,
-    out_dir: Path,
+    out_dir: Path | None,
     allow_invasive: bool,
     limits: dict[str, float | None] | None = None,
 ) -> ExitStatus:
     from nightowl.cli.render import json_report, text_report
 
-    summary = run_to_summary(loaded, transports, params, out_dir, allow_invasive, limits=limits)
+    summary = run_to_summary(loaded, transports, params, out_dir or DEFAULT_OUT, allow_invasive, limits=limits)
     summary.pop("_runs")
     click.echo(json_report(summary) if fmt == "json" else text_report(summary))
     return status_for(summary["hosts"])
@@ -158,7 +157,7 @@ def run_and_report(
     show_default=True,
     help="which bundled recorded host to replay (see fixtures/hosts/)",
 )
-def demo(fmt: str, out_dir: Path, case: str) -> None:
+def demo(fmt: str, out_dir: Path | None, case: str) -> None:
     """Run the xid runbook on a bundled recorded incident host.
 
     The host is a real incident from a public bug report: a GPU that fell off the
@@ -223,7 +222,7 @@ def triage(
     command_timeout: float | None,
     host_timeout: float | None,
     fmt: str,
-    out_dir: Path,
+    out_dir: Path | None,
 ) -> None:
     """Run RUNBOOK on live hosts (--host) or recorded ones (--replay).
 
@@ -246,7 +245,7 @@ def triage(
     sys.exit(int(run_and_report(loaded, transports, parse_params(params), fmt, out_dir, allow_invasive, limits=limits)))
 
 
-def triage_alert(alert_file: Any, config_path: Path | None, fmt: str, out_dir: Path) -> ExitStatus:
+def triage_alert(alert_file: Any, config_path: Path | None, fmt: str, out_dir: Path | None) -> ExitStatus:
     """`triage --alert`: what the receiver does with a delivery, done now, in the foreground."""
     from nightowl.alerts import ConfigError, load_config
     from nightowl.serve import triage_alert_payload
@@ -255,7 +254,7 @@ def triage_alert(alert_file: Any, config_path: Path | None, fmt: str, out_dir: P
         fail("--alert needs --config RULES (the `nightowl serve` rules file)")
     try:
         payload = json.load(alert_file)
-        config = load_config(config_path, out_dir)
+        config = load_config(config_path, out_dir, for_receiver=False)
     except (ValueError, ConfigError) as exc:
         fail(str(exc))
     results = [capture.to_json() for capture in triage_alert_payload(payload, config)]

@@ -468,7 +468,7 @@ def _tool_errors(lines: Iterable[str]) -> list[GpuError]:
     for line in lines:
         message = tool_failure(line)
         if message:
-            errors.append(GpuError(pci=find_pci(message), message=message))
+            errors.append(GpuError(pci=find_pci(message) or find_pci(line), message=message))
     return errors
 
 
