@@ -35,6 +35,7 @@ from nightowl.collectors.nvidia_smi_tree import (
     canon,
     clean,
     is_error_value,
+    pcie_degraded,
     raw_value,
     to_bool,
     to_float,
@@ -584,7 +585,6 @@ def parse(text: str) -> NvidiaSmiResult:
 # ---------------------------------------------------------------------------------------------
 
 HW_SLOWDOWN_REASONS = frozenset({"hw_slowdown", "hw_thermal_slowdown", "hw_power_brake_slowdown"})
-BUSY_UTILIZATION_PERCENT = 50  # links down-train at idle (decision-trees 3.5): judge only under load
 
 
 def _positive(value: int | None) -> bool:
@@ -592,12 +592,8 @@ def _positive(value: int | None) -> bool:
 
 
 def _pcie_degraded(gpu: Gpu) -> bool:
-    if gpu.utilization_gpu is None or gpu.utilization_gpu < BUSY_UTILIZATION_PERCENT:
-        return False
     pcie = gpu.pcie
-    gen_low = pcie.gen_current is not None and pcie.gen_max is not None and pcie.gen_current < pcie.gen_max
-    width_low = pcie.width_current is not None and pcie.width_max is not None and pcie.width_current < pcie.width_max
-    return gen_low or width_low
+    return pcie_degraded(gpu.utilization_gpu, pcie.gen_current, pcie.gen_max, pcie.width_current, pcie.width_max)
 
 
 def _unreadable_gpus(result: NvidiaSmiResult) -> list[str | None]:

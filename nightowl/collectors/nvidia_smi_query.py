@@ -14,7 +14,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from nightowl.collectors.base import Collector, to_jsonable
-from nightowl.collectors.pci import normalize_pci
+from nightowl.collectors.nvidia_smi_tree import SHELL_PROMPT, clean, is_error_value, pcie_degraded, tool_failure
+from nightowl.collectors.pci import find_pci, normalize_pci
 
 KIND = "nvidia-smi-query"
 
@@ -69,28 +70,9 @@ TEXT_PREFIXES = ("pci.", "inforom.", "mig.", "driver_model.", "display_", "persi
 HEX_FIELDS = frozenset({"clocks_event_reasons.active", "clocks_event_reasons.supported"})
 HW_SLOWDOWN_BITS = 0x8 | 0x40 | 0x80  # hw_slowdown, hw_thermal_slowdown, hw_power_brake_slowdown
 
-# Same vocabulary as the -q parser: N/A-like -> null; error tokens -> null plus an `errors` entry.
-NULL_VALUES = frozenset(
-    {
-        "",
-        "n/a",
-        "not supported",
-        "not available",
-        "requested functionality has been deprecated",
-        "insufficient permissions",
-    }
-)
-ERROR_VALUES = frozenset({"unknown error", "err!", "gpu is lost", "gpu requires reset"})
-
 _HEADER_CELL = re.compile(r"^(?P<name>[a-z][a-z0-9_.]*)(?:\s*\[(?P<unit>[^\]]*)\])?$")
 _NUMBER = re.compile(r"^(?P<number>-?\d+(?:\.\d+)?)(?:\s*(?P<unit>%|[A-Za-z/]+))?$")
 _QUERY_IN_LINE = re.compile(r"--query-gpu[= ](?P<fields>[\w.,]+)")
-_PROMPT = re.compile(r"^(?:\([^)]*\)\s*)?(?:\[[^\]]*\]\s*[#$]|[\w.@~:/-]*[#$>])(?:\s|$)")
-_TOOL_FAILURE = re.compile(
-    r"(No devices were found|Unable to determine the device handle.*|Failed to initialize NVML.*"
-    r"|NVIDIA-SMI has failed.*)"
-)
-ELISION = "[...]"
 
 
 @dataclass(frozen=True)
@@ -116,10 +98,6 @@ class QueryResult:
         return to_jsonable(self)  # type: ignore[no-any-return]
 
 
-def _bare(raw: str) -> str:
-    return raw.strip().strip("[]").strip().lower()
-
-
 def _canonical_field(name: str) -> str:
     name = name.strip().lower()
     return FIELD_ALIASES.get(name, name)
@@ -141,10 +119,9 @@ def parse_header(line: str) -> tuple[list[str], dict[str, str]] | None:
 def convert(field_name: str, raw: str) -> tuple[Any, bool]:
     """(value, is_error): numbers parsed, N/A -> None, error tokens -> (None, True)."""
     value = raw.strip()
-    bare = _bare(value)
-    if bare in ERROR_VALUES or bare.startswith("gpu is lost"):
+    if is_error_value(value):  # the -q parser's vocabulary: error tokens -> null plus an error entry
         return None, True
-    if bare in NULL_VALUES:
+    if clean(value) is None:  # N/A-like -> null
         return None, False
     if field_name in HEX_FIELDS:
         try:
@@ -187,7 +164,7 @@ def _implausible(gpu: dict[str, Any]) -> str | None:
 
 
 def _is_noise(line: str) -> bool:
-    return not line.strip() or bool(_PROMPT.match(line.strip()))
+    return not line.strip() or bool(SHELL_PROMPT.match(line.strip()))
 
 
 def _parse(text: str) -> QueryResult:
@@ -204,9 +181,9 @@ def _parse(text: str) -> QueryResult:
             continue
         if _is_noise(line):
             continue
-        failure = _TOOL_FAILURE.search(line)
+        failure = tool_failure(line)
         if failure:
-            errors.append(QueryError(pci=None, index=None, field=None, message=failure.group(1).strip()))
+            errors.append(QueryError(pci=find_pci(line), index=None, field=None, message=failure))
             continue
         if not header_seen and not gpus:
             header = parse_header(line)
@@ -256,8 +233,6 @@ def parse(text: str) -> QueryResult:
 # facts: same key names as the nvidia-smi collector where the meaning is the same
 # ---------------------------------------------------------------------------------------------
 
-BUSY_UTILIZATION_PERCENT = 50
-
 
 def gpu_id(gpu: dict[str, Any]) -> str | int | None:
     """The normalised PCI address when the query has one, else the index, else None."""
@@ -274,18 +249,15 @@ def _number(gpu: dict[str, Any], name: str) -> float | None:
     return value if isinstance(value, (int, float)) and not isinstance(value, bool) else None
 
 
-def _below(gpu: dict[str, Any], current: str, maximum: str) -> bool:
-    now, top = _number(gpu, current), _number(gpu, maximum)
-    return now is not None and top is not None and now < top
-
-
 def _pcie_degraded(gpu: dict[str, Any]) -> bool:
-    utilization = _number(gpu, "utilization.gpu")
-    if utilization is None or utilization < BUSY_UTILIZATION_PERCENT:
-        return False
-    return _below(gpu, "pcie.link.gen.current", "pcie.link.gen.max") or _below(
-        gpu, "pcie.link.width.current", "pcie.link.width.max"
+    fields = (
+        "utilization.gpu",
+        "pcie.link.gen.current",
+        "pcie.link.gen.max",
+        "pcie.link.width.current",
+        "pcie.link.width.max",
     )
+    return pcie_degraded(*(_number(gpu, name) for name in fields))
 
 
 def _uncorrectable(gpu: dict[str, Any]) -> bool:

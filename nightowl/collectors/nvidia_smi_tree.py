@@ -164,6 +164,26 @@ _KEY_VALUE = re.compile(r"^(?P<key>[^:]*?\S)\s+:(?:\s+(?P<value>.*))?$")
 SHELL_PROMPT = re.compile(r"^(?:\([^)]*\)\s*)?(?:\[[^\]]*\]\s*[#$]|[\w.@~:/-]*[#$>])(?:\s|$)")
 
 
+BUSY_UTILIZATION_PERCENT = 50  # links down-train at idle (decision-trees 3.5): judge only under load
+
+
+def pcie_degraded(
+    utilization: float | None,
+    gen_current: float | None,
+    gen_max: float | None,
+    width_current: float | None,
+    width_max: float | None,
+) -> bool:
+    """PCIe generation or width below its maximum while the GPU is busy (unknown load: not judged)."""
+    if utilization is None or utilization < BUSY_UTILIZATION_PERCENT:
+        return False
+
+    def below(now: float | None, top: float | None) -> bool:
+        return now is not None and top is not None and now < top
+
+    return below(gen_current, gen_max) or below(width_current, width_max)
+
+
 def tool_failure(line: str) -> str | None:
     for pattern in TOOL_FAILURES:
         match = pattern.search(line)

@@ -9,6 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from nightowl.collectors import get_collector
+from nightowl.collectors.base import to_jsonable
 from nightowl.collectors.nvidia_smi_query import COLLECTOR, DEFAULT_FIELDS, facts, parse
 from tests.helpers import ROOT, assert_subset, load_cases
 
@@ -120,3 +121,18 @@ def test_random_bytes(data: bytes) -> None:
 @given(st.sampled_from([*SAMPLES, NOHEADER]), st.integers(0, 600), st.integers(0, 600))
 def test_truncated_samples(sample: str, start: int, length: int) -> None:
     _check(sample[start : start + length])
+
+
+def test_query_shares_the_q_parsers_vocabulary() -> None:
+    """Values and failures read the same as in `nvidia-smi -q` (one vocabulary, nvidia_smi_tree)."""
+    text = (
+        "index, pci.bus_id, memory.used [MiB], temperature.gpu\n"
+        "0, 00000000:1B:00.0, Not Found, Error\n"
+        "GPU 00000000:1C:00.0: GPU is lost. Reboot the system to recover this GPU\n"
+    )
+    result = to_jsonable(parse(text))
+    gpu = result["gpus"][0]
+    assert gpu["memory.used"] is None and gpu["temperature.gpu"] is None
+    assert {e["field"] for e in result["errors"] if e["field"]} == {"temperature.gpu"}
+    lost = [e for e in result["errors"] if e["field"] is None]
+    assert lost and lost[0]["pci"] == "0000:1c:00" and lost[0]["message"].startswith("GPU is lost")
