@@ -120,10 +120,6 @@ class DcgmiResult:
     runtime_error: str | None = None
     health: HealthReport | None = None
 
-    def to_jsonable(self) -> dict[str, Any]:
-        jsonable: dict[str, Any] = to_jsonable(self)
-        return jsonable
-
 
 def _result_word(text: Any) -> str | None:
     word = " ".join(str(text).strip().lower().split())
@@ -518,7 +514,7 @@ def parse(text: str) -> DcgmiResult:
 
 def facts(result: DcgmiResult) -> dict[str, Any]:
     """Contract JSON plus failed_tests, warned_tests, skipped_tests, overall, failed_gpus, health_overall."""
-    data = result.to_jsonable()
+    data = to_jsonable(result)
     data["failed_tests"] = [test.name for test in result.tests if test.result == "fail"]
     data["warned_tests"] = [test.name for test in result.tests if test.result == "warn"]
     data["skipped_tests"] = [test.name for test in result.tests if test.result == "skip"]

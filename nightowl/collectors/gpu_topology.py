@@ -57,10 +57,6 @@ class TopologyResult:
     gpu_numa_id: dict[str, str | None] = field(default_factory=dict)
     mode: str | None = None  # "topology" (topo -m) or "p2p" (topo -p2p ...)
 
-    def to_jsonable(self) -> dict[str, Any]:
-        jsonable: dict[str, Any] = to_jsonable(self)
-        return jsonable
-
 
 def _device_type(name: str) -> str:
     if name.startswith("GPU"):
@@ -196,7 +192,7 @@ def facts(result: TopologyResult) -> dict[str, Any]:
     A p2p matrix says nothing about NVLink, so its NVLink facts are null; a pair no row shows
     (truncated output) is neither with nor without NVLink.
     """
-    data = result.to_jsonable()
+    data = to_jsonable(result)
     pairs = _gpu_pairs(result)
     data["gpu_count"] = sum(1 for device in result.devices if device.type == "gpu")
     if result.mode != "topology":

@@ -45,10 +45,6 @@ class KernelLogResult:
     pcie_bandwidth_limited: list[dict[str, Any]] = field(default_factory=list)
     lines_read: int = 0
 
-    def to_jsonable(self) -> dict[str, Any]:
-        jsonable: dict[str, Any] = to_jsonable(self)
-        return jsonable
-
 
 # --- where a message starts -------------------------------------------------------------------
 # Messages we read, found anywhere in a line; what precedes is the timestamp/host/tag prefix.

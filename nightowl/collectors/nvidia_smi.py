@@ -162,9 +162,6 @@ class NvidiaSmiResult:
     source_format: str | None = None  # "xml", "text", "table" or None
     unplaced_counters: tuple[UnplacedCounter, ...] = ()
 
-    def to_jsonable(self) -> dict[str, Any]:
-        return to_jsonable(self)  # type: ignore[no-any-return]
-
 
 # ---------------------------------------------------------------------------------------------
 # Field tables: (text label path, XML tag path, older layouts...), keys in canonical form
@@ -611,7 +608,7 @@ def _unreadable_gpus(result: NvidiaSmiResult) -> list[str | None]:
 
 def facts(result: NvidiaSmiResult) -> dict[str, Any]:
     """The contract JSON plus the conveniences runbook conditions read (lists of PCI addresses)."""
-    data: dict[str, Any] = result.to_jsonable()
+    data: dict[str, Any] = to_jsonable(result)
     gpus = result.gpus
     data.update(
         gpus_missing_or_unreadable=_unreadable_gpus(result),

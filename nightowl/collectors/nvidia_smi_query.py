@@ -94,9 +94,6 @@ class QueryResult:
     units: dict[str, str] = field(default_factory=dict)
     header: bool = False
 
-    def to_jsonable(self) -> dict[str, Any]:
-        return to_jsonable(self)  # type: ignore[no-any-return]
-
 
 def _canonical_field(name: str) -> str:
     name = name.strip().lower()
@@ -279,7 +276,7 @@ def _ids(gpus: Iterable[dict[str, Any]]) -> list[str | int | None]:
 
 
 def facts(result: QueryResult) -> dict[str, Any]:
-    data: dict[str, Any] = result.to_jsonable()
+    data: dict[str, Any] = to_jsonable(result)
     gpus = result.gpus
     recovery = {
         str(gpu_id(g)): g["gpu_recovery_action"]

@@ -122,10 +122,6 @@ class NvlinkResult:
     gpus: list[Gpu]
     nvswitches: list[NvSwitch] = field(default_factory=list)
 
-    def to_jsonable(self) -> dict[str, Any]:
-        jsonable: dict[str, Any] = to_jsonable(self)
-        return jsonable
-
 
 @dataclass
 class _State:
@@ -323,7 +319,7 @@ def _links_up(gpu: Gpu) -> int | None:
 
 def facts(result: NvlinkResult) -> dict[str, Any]:
     """Contract JSON plus: links_down, links_up_per_gpu, gpus_with_link_errors, min_speed_gbps."""
-    data = result.to_jsonable()
+    data = to_jsonable(result)
     up_per_gpu = {str(gpu.index): _links_up(gpu) for gpu in result.gpus}
     speeds = [link.speed_gbps for gpu in result.gpus for link in gpu.links if link.speed_gbps is not None]
     data["links_down"] = [

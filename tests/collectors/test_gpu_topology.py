@@ -9,6 +9,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from nightowl.collectors import get_collector
+from nightowl.collectors.base import to_jsonable
 from nightowl.collectors.gpu_topology import COLLECTOR, facts, parse
 from tests.helpers import ROOT, assert_subset, load_cases
 
@@ -19,7 +20,7 @@ SAMPLES = [(ROOT / case["input"]).read_text() for _, case in CASES]
 @pytest.mark.parametrize(("name", "case"), CASES, ids=[name for name, _ in CASES])
 def test_case(name: str, case: dict) -> None:
     result = parse((ROOT / case["input"]).read_text())
-    data = result.to_jsonable()
+    data = to_jsonable(result)
     derived = facts(result)
     json.dumps(derived)
     assert {key: derived[key] for key in data} == data

@@ -9,6 +9,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from nightowl.collectors import get_collector
+from nightowl.collectors.base import to_jsonable
 from nightowl.collectors.nvidia_smi import COLLECTOR, facts, normalize_pci, parse
 from tests.helpers import ROOT, assert_subset, load_cases
 
@@ -19,7 +20,7 @@ SAMPLES = [(ROOT / case["input"]).read_text() for _, case in CASES]
 @pytest.mark.parametrize(("name", "case"), CASES, ids=[name for name, _ in CASES])
 def test_case(name: str, case: dict) -> None:
     result = parse((ROOT / case["input"]).read_text())
-    data = result.to_jsonable()
+    data = to_jsonable(result)
     assert data["kind"] == "nvidia-smi"
     assert_subset(data, case["expected"])
     derived = facts(result)
