@@ -214,6 +214,9 @@ class _Reader:
                 m["status"],
                 tuple(m["errors"].split(",")),
             )
+            unknown = ({group.status} - STATUS_WORDS) | (set(group.errors) - ERROR_WORDS)
+            if unknown:  # a newer NCCL's word: keep the row, say it was not understood
+                result.warnings.append(f"unknown RAS status word(s) {', '.join(sorted(unknown))}: {line[:200]}")
             if group not in result.groups:
                 result.groups.append(group)
             return True

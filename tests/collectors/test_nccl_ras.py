@@ -267,3 +267,10 @@ def test_stuck_mismatch_the_logs_cannot_explain_is_told_in_unknown_hang(tmp_path
         "NCCL RAS: 30 rank(s) of communicator fa93daea854b060b launched AllGather operations up to 640 while others reached 641."
         in run.verdict["summary"]
     )
+
+
+def test_an_unknown_status_word_is_kept_and_warned() -> None:
+    row = "0      1      2      1      2       2     RUNNING  OK"
+    assert not parse(row).warnings
+    result = parse(row.replace("RUNNING", "PAUSED"))
+    assert result.groups and any("PAUSED" in w for w in result.warnings)
