@@ -9,6 +9,5 @@ only ever a *candidate* that a runbook verdict reached from cited evidence.
 
 from nightowl.postmortem.context import bundle_context
 from nightowl.postmortem.render import render_bundle
-from nightowl.postmortem.svg import TAKEN_FILL
 
-__all__ = ["TAKEN_FILL", "bundle_context", "render_bundle"]
+__all__ = ["bundle_context", "render_bundle"]

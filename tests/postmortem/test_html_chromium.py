@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from nightowl.postmortem import TAKEN_FILL, render_bundle
+from nightowl.postmortem import render_bundle
+from nightowl.postmortem.svg import TAKEN_FILL
 from tests.postmortem.bundles import make_bundle
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
