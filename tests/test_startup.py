@@ -83,3 +83,26 @@ def test_readme_example_runbook_is_valid(tmp_path) -> None:  # noqa: ANN001
     path = tmp_path / "gpu-count.yaml"
     path.write_text(example.group(1))
     assert runbooks.load(str(path)).id == "gpu-count"
+
+
+def test_readme_example_runbook_judges_a_hung_nvidia_smi(tmp_path) -> None:  # noqa: ANN001
+    """The README's promise: a hung nvidia-smi is itself evidence, even when nothing else answered."""
+    import json
+    import re
+    from pathlib import Path
+
+    from click.testing import CliRunner
+
+    from nightowl.cli.main import main
+
+    root = Path(__file__).resolve().parent.parent
+    example = re.search(r"```yaml\n(.*?)```", (root / "README.md").read_text(), re.S)
+    assert example
+    path = tmp_path / "gpu-count.yaml"
+    path.write_text(example.group(1))
+    hung = root / "fixtures" / "hosts" / "nvidia-smi-hung"
+    result = CliRunner().invoke(
+        main, ["triage", str(path), "--replay", str(hung), "--out", str(tmp_path / "b"), "--format", "json"]
+    )
+    assert result.exit_code == 1
+    assert json.loads(result.output)["hosts"][0]["verdict"]["id"] == "nvidia-smi-hung"

@@ -173,6 +173,8 @@ class HostRunner:
             return
         seconds = self.options.params.get(wait) if isinstance(wait, str) else wait
         if isinstance(seconds, (int, float)) and seconds > 0:
+            if self.deadline is not None:  # --host-timeout bounds the pause too
+                seconds = min(float(seconds), max(0.0, self.deadline - time.monotonic()))
             time.sleep(min(float(seconds), 3600.0))
 
     # -- deciding -------------------------------------------------------------------
@@ -314,7 +316,16 @@ class HostRunner:
             self.run.error = "every collector failed: " + "; ".join(
                 f"{c.kind}: {c.reason}" for c in self.run.collections.values()
             )
-            self.run.verdict = None
+            if not self._decided_on_failure():
+                self.run.verdict = None  # a verdict on empty facts would be a guess
+
+    def _decided_on_failure(self) -> bool:
+        """Whether a branch taken on the path judged a collector's failure (a hung nvidia-smi is evidence)."""
+        return any(
+            cond.get("value") and any(path.startswith("status.") for path in cond["reads"])
+            for visit in self.run.visits
+            for cond in visit.conditions
+        )
 
 
 _PLACEHOLDER = re.compile(r"\{([a-z_][a-z0-9_]*)\}")
