@@ -16,7 +16,7 @@ from nightowl.engine.bundle import BundleWriter
 from nightowl.engine.model import split_entry
 from nightowl.engine.runner import CollectorLike, HostRun, HostRunner, RunOptions
 from nightowl.engine.validate import LoadedRunbook
-from nightowl.transports.base import Transport
+from nightowl.transports.base import Transport, TransportError
 
 
 class Interrupted(Exception):
@@ -47,13 +47,7 @@ def run_runbook(
     results: dict[str, HostRun] = {}
 
     def one(name: str) -> HostRun:
-        try:
-            transport = transports[name]()
-        except Exception as exc:  # noqa: BLE001 - a bad spec is this host's problem, not the sweep's
-            run = HostRun(host=name, status="unreachable", error=f"cannot open transport: {exc}")
-        else:
-            transport.host = name
-            run = HostRunner(loaded, transport, lookup, writer, options).execute()
+        run = HostRunner(loaded, _open(name, transports[name]), lookup, writer, options).execute()
         results[name] = run
         if on_host_done:
             on_host_done(run)
@@ -75,6 +69,33 @@ def run_runbook(
     return runs, bundle
 
 
+class _Unopenable:
+    """Stands in for a host whose transport could not even be built (a bad spec): unreachable, with why."""
+
+    def __init__(self, host: str, reason: str) -> None:
+        self.host = host
+        self.reason = reason
+
+    def connect(self) -> None:
+        raise TransportError(self.reason)
+
+    def run(self, argv: Any, timeout: float, kind: str | None = None) -> Any:
+        raise TransportError(self.reason)
+
+    def close(self) -> None:
+        return None
+
+
+def _open(name: str, opener: Callable[[], Transport]) -> Transport:
+    """The host's transport, named as the caller named it; a bad spec is that host's problem only."""
+    try:
+        transport = opener()
+    except Exception as exc:  # noqa: BLE001
+        return _Unopenable(name, f"cannot open transport: {exc}")
+    transport.host = name
+    return transport
+
+
 def _run_job(
     loaded: LoadedRunbook,
     transports: Mapping[str, Callable[[], Transport]],
@@ -86,11 +107,7 @@ def _run_job(
 ) -> tuple[list[HostRun], Path]:
     from nightowl.engine.job import JobRunner
 
-    members = []
-    for name, opener in transports.items():
-        transport = opener()
-        transport.host = name
-        members.append(transport)
+    members = [_open(name, opener) for name, opener in transports.items()]
     runner = JobRunner(loaded, members, lookup, writer, options)
     try:
         runs = runner.execute_job()

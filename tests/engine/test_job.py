@@ -75,3 +75,20 @@ def test_job_with_an_unreachable_member(tmp_path: Path) -> None:
     assert [r.status for r in runs] == ["ok", "unreachable"]
     assert runs[0].verdict["id"] == "member-lost" and "gone" in runs[0].verdict["summary"]
     assert runs[1].verdict is None
+
+
+def test_a_member_whose_transport_cannot_be_built_is_unreachable(tmp_path: Path) -> None:
+    path = tmp_path / "job.yaml"
+    path.write_text(textwrap.dedent(JOB))
+    loaded = load_runbook(path, known_collectors=COLLECTORS)
+    (tmp_path / "a").mkdir()
+    (tmp_path / "a" / "ranks.out").write_text("x\n")
+
+    def bad_spec() -> ReplayTransport:
+        raise ValueError("unknown option 'foo'")
+
+    transports = {"a": lambda: ReplayTransport(tmp_path / "a"), "ssh://x?foo=1": bad_spec}
+    runs, bundle = run_runbook(loaded, transports, COLLECTORS.__getitem__, RunOptions(), tmp_path / "out")
+    assert [r.status for r in runs] == ["ok", "unreachable"]
+    assert "unknown option 'foo'" in runs[1].error
+    assert not list((tmp_path / "out").glob(".*.partial"))  # the bundle was finished, not left half-written
