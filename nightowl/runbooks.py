@@ -27,13 +27,29 @@ def resolve(name_or_path: str) -> Path:
     raise FileNotFoundError(f"no runbook named {name_or_path!r} (built-in: {known})")
 
 
+_LOADED: dict[tuple[str, int, int], object] = {}
+
+
 def load(name_or_path: str):  # noqa: ANN201 - LoadedRunbook, imported lazily
-    """Load and validate; every collector it names must also load as read-only, before anything connects."""
+    """Load and validate once per file version (rehearsals and serve load the same runbook often)."""
+    path = resolve(name_or_path)
+    try:
+        stat = path.stat()
+    except OSError:
+        return _load(path)
+    key = (str(path.resolve()), stat.st_mtime_ns, stat.st_size)
+    if key not in _LOADED:
+        _LOADED[key] = _load(path)
+    return _LOADED[key]
+
+
+def _load(path: Path):  # noqa: ANN202
+    """Validate; every collector it names must also load as read-only, before anything connects."""
     from nightowl.collectors import MODULES, UnsafeCollector, get_collector
     from nightowl.engine.model import split_entry
     from nightowl.engine.validate import Issue, RunbookInvalid, load_runbook
 
-    loaded = load_runbook(resolve(name_or_path), known_collectors=MODULES)
+    loaded = load_runbook(path, known_collectors=MODULES)
     issues = []
     for node_id, node in loaded.runbook.nodes.items():
         here = {split_entry(entry)[1] for entry in node.collect or []}

@@ -173,6 +173,7 @@ def test_plan_connects_to_nothing() -> None:
     assert ["nvidia-smi", "-q", "-x"] in [argv for s in steps for argv in s["commands"]]
     text = invoke("plan", "xid", "--host", "gpu-17").output
     assert "flowchart TD" in text and "journalctl -k" in text
+    assert "xid-judgement: runs no command; derived from kernel_log" in text
 
 
 def test_postmortem_and_verify(tmp_path: Path) -> None:

@@ -381,6 +381,12 @@ def plan(runbook: str, hosts: tuple[str, ...], allow_invasive: bool, params: tup
                     if step["invasive"]
                     else " (skipped: unset parameter)"
                 )
+            if step["derived_from"]:
+                click.echo(
+                    f"  [{step['node']}] {step['collector']}: runs no command; derived from "
+                    + ", ".join(step["derived_from"])
+                )
+                continue
             alternatives = "  |or|  ".join(shlex.join(argv) for argv in step["commands"] or step["declared"])
             click.echo(f"  [{step['node']}] {step['collector']}: {alternatives}  (timeout {step['timeout']}s){note}")
 

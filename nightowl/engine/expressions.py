@@ -26,7 +26,8 @@ def environment() -> ImmutableSandboxedEnvironment:
     return ImmutableSandboxedEnvironment(undefined=StrictUndefined, autoescape=False)
 
 
-def check_condition(source: str) -> set[str]:
+@lru_cache(maxsize=2048)  # validation reads every expression in two passes; rehearsals load runbooks often
+def check_condition(source: str) -> frozenset[str]:
     """Validate a condition statically; return the top-level names it reads."""
     if "{{" in source or "{%" in source:
         raise ExpressionError("a condition is a bare expression: remove the {{ }} / {% %}")
@@ -38,16 +39,17 @@ def check_condition(source: str) -> set[str]:
     root = _expression_root(tree)
     if not _is_boolean(root):
         raise ExpressionError("condition does not yield a bool: compare it (e.g. `| length > 0`, `== 'ok'`, `in`)")
-    return set(meta.find_undeclared_variables(tree))
+    return frozenset(meta.find_undeclared_variables(tree))
 
 
-def template_names(source: str) -> set[str]:
+@lru_cache(maxsize=1024)
+def template_names(source: str) -> frozenset[str]:
     env = environment()
     try:
         tree = env.parse(source)
     except TemplateSyntaxError as exc:
         raise ExpressionError(f"template syntax error: {exc.message}") from exc
-    return set(meta.find_undeclared_variables(tree))
+    return frozenset(meta.find_undeclared_variables(tree))
 
 
 def _expression_root(tree: nodes.Template) -> nodes.Node:
@@ -103,18 +105,19 @@ def render(source: str, context: dict[str, Any]) -> str:
         raise ExpressionError(f"{type(exc).__name__}: {exc}") from exc
 
 
-def fact_paths(source: str) -> list[str]:
+@lru_cache(maxsize=1024)  # asked for every condition on every host: parse each source once
+def fact_paths(source: str) -> tuple[str, ...]:
     """Dotted fact paths an expression reads (``kernel_log.xid_codes``), for the trace."""
     try:
         tree = environment().parse("{{ (" + source + ") }}")
     except TemplateSyntaxError:
-        return []
+        return ()
     paths: list[str] = []
     for node in tree.find_all((nodes.Getattr, nodes.Name)):
         dotted = _dotted(node)
         if dotted and not any(p.startswith(dotted + ".") or p == dotted for p in paths):
             paths = [p for p in paths if not dotted.startswith(p + ".")] + [dotted]
-    return paths
+    return tuple(paths)
 
 
 def _dotted(node: nodes.Node) -> str | None:

@@ -135,12 +135,14 @@ def plan(
             kind = split_entry(entry)[0]
             collector = lookup(kind)
             commands = [list(argv) for t in collector.commands if (argv := resolve_argv(t, values))]
+            derived_from = list(getattr(collector, "inputs", ()))
             steps.append(
                 {
                     "node": node_id,
                     "collector": entry,
                     "invasive": collector.invasive,
-                    "skipped": (collector.invasive and not allow_invasive) or not commands,
+                    "skipped": (collector.invasive and not allow_invasive) or not (commands or derived_from),
+                    "derived_from": derived_from,
                     "timeout": collector.timeout,
                     "commands": commands,
                     "declared": [list(argv) for argv in collector.commands],

@@ -205,12 +205,12 @@ def _facts_pass(loaded: LoadedRunbook, known: Iterable[str] | None) -> list[Issu
     loaded.collected_before = before
     issues = []
     for node_id, node in rb.nodes.items():
-        reads: list[tuple[tuple[Any, ...], set[str]]] = []
+        reads: list[tuple[tuple[Any, ...], frozenset[str]]] = []
         for rel, source, is_condition in _expressions_of(node):
             names = check_condition(source) if is_condition else template_names(source)
             reads.append((rel, names))
         for index, fact_path in enumerate(node.verdict.evidence if node.verdict else []):
-            reads.append((("verdict", "evidence", index), {fact_path.split(".")[0]}))
+            reads.append((("verdict", "evidence", index), frozenset({fact_path.split(".")[0]})))
         for rel, names in reads:
             for name in sorted(names - BUILTIN_NAMES - before[node_id]):
                 problem = (
