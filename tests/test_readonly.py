@@ -29,6 +29,16 @@ def test_every_registered_collector_is_read_only(kind: str) -> None:
         ("sudo", "-n", "--", "nvidia-smi", "-r"),
         ("dmesg", "-C"),
         ("sh", "-c", "cat {path}"),
+        ("nvidia-smi", "--persistence-mode=1"),
+        ("dmesg", "-Tc"),
+        ("dmesg", "--console-level=1"),
+        ("sudo", "-u", "root", "dmesg", "-T"),
+        ("sh", "-c", "reboot"),
+        ("bash", "-c", "exec nvidia-smi -r"),
+        ("sh", "-c", "journalctl -k; reboot"),
+        ("env", "LANG=C", "reboot"),
+        ("timeout", "5", "modprobe", "-r", "nvidia"),
+        ("sh", "/tmp/anything.sh"),
     ],
 )
 def test_mutating_commands_are_refused(argv: tuple[str, ...]) -> None:

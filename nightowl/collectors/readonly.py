@@ -118,7 +118,6 @@ MUTATING: tuple[tuple[str, frozenset[str], str], ...] = (
     ),
     ("rm", frozenset(), "deletes files"),
     ("dd", frozenset(), "writes devices or files"),
-    ("sh", frozenset({"-c"}), "runs a shell string (only a fixed script with positional arguments is allowed)"),
 )
 
 
@@ -126,37 +125,72 @@ def violations(commands: Iterable[tuple[str, ...]]) -> list[str]:
     """What is wrong with a declaration, one line per offending argv (empty: read-only)."""
     problems = []
     for argv in commands:
-        if not argv:
-            continue
-        argv = _without_sudo(argv)
-        if not argv:
-            continue
-        program = argv[0].rsplit("/", 1)[-1]
-        if program == "nvidia-smi" and len(argv) > 1 and argv[1] in NVIDIA_SMI_SUBCOMMANDS:
-            program, argv = f"nvidia-smi {argv[1]}", (f"nvidia-smi {argv[1]}", *argv[2:])
-        for name, options, why in MUTATING:
-            if program != name:
-                continue
-            if not options or options.intersection(argv[1:]):
-                if name == "sh" and _fixed_script(argv):
-                    continue
-                problems.append(f"`{' '.join(argv)}` {why}")
+        problem = _judge(tuple(argv))
+        if problem:
+            problems.append(f"`{' '.join(argv)}` {problem}")
     return problems
 
 
-def _without_sudo(argv: tuple[str, ...]) -> tuple[str, ...]:
-    """The command sudo would run: ``sudo -n -- dmesg -T`` is judged as ``dmesg -T``."""
-    if argv[0].rsplit("/", 1)[-1] != "sudo":
-        return argv
-    rest = list(argv[1:])
-    while rest and rest[0].startswith("-"):
-        if rest.pop(0) == "--":
-            break
-    return tuple(rest)
+def _judge(argv: tuple[str, ...]) -> str | None:
+    argv, problem = _unwrap(argv)
+    if problem or not argv:
+        return problem
+    program = argv[0].rsplit("/", 1)[-1]
+    if program in SHELLS:
+        return _judge_script(argv) if "-c" in argv else "runs a shell script"
+    if program == "nvidia-smi" and len(argv) > 1 and argv[1] in NVIDIA_SMI_SUBCOMMANDS:
+        program, argv = f"nvidia-smi {argv[1]}", (f"nvidia-smi {argv[1]}", *argv[2:])
+    words = set(_option_words(argv[1:], bundled=not program.startswith("nvidia-smi")))
+    for name, options, why in MUTATING:
+        if program == name and (not options or options & words):
+            return why
+    return None
 
 
-def _fixed_script(argv: tuple[str, ...]) -> bool:
-    """`sh -c 'fixed script' name arg...`: the script is a constant and inputs arrive as $1, $2."""
+SHELLS = frozenset({"sh", "bash", "dash"})
+# Programs that run another command: judge the command they run.
+_WRAPPERS = frozenset({"sudo", "env", "timeout", "nice", "exec"})
+
+
+def _unwrap(argv: tuple[str, ...]) -> tuple[tuple[str, ...], str | None]:
+    """The command a wrapper would run: ``sudo -n -- dmesg -T`` is judged as ``dmesg -T``."""
+    while argv and argv[0].rsplit("/", 1)[-1] in _WRAPPERS:
+        wrapper, rest = argv[0].rsplit("/", 1)[-1], list(argv[1:])
+        while rest and (rest[0].startswith("-") or (wrapper == "env" and "=" in rest[0])):
+            option = rest.pop(0)
+            if option == "--":
+                break
+            if wrapper == "sudo" and option != "-n":
+                return argv, f"runs sudo with {option} (only `sudo -n --` is allowed)"
+        if wrapper == "timeout" and rest:
+            rest.pop(0)  # the duration
+        argv = tuple(rest)
+    return argv, None
+
+
+def _judge_script(argv: tuple[str, ...]) -> str | None:
+    """`sh -c 'fixed script' name arg...`: a constant, single command; inputs arrive as $1, $2."""
+    import shlex
+
     index = argv.index("-c")
     script = argv[index + 1] if index + 1 < len(argv) else ""
-    return "{" not in script
+    if "{" in script or any(token in script for token in (";", "&&", "||", "|", "`", "$(", "\n")):
+        return "runs a shell string that is not one fixed command (only `sh -c 'cmd \"$1\"' name arg` is allowed)"
+    try:
+        words = tuple(shlex.split(script))
+    except ValueError:
+        return "runs a shell string nightowl cannot read"
+    return _judge(words)
+
+
+def _option_words(args: Iterable[str], bundled: bool) -> Iterable[str]:
+    """``--opt=value`` -> ``--opt``; ``-Tc`` -> ``-Tc``, ``-T``, ``-c`` (bundled short options)."""
+    for arg in args:
+        if arg.startswith("--"):
+            yield arg.split("=", 1)[0]
+        elif arg.startswith("-") and len(arg) > 1:
+            yield arg.split("=", 1)[0]
+            if bundled and len(arg) > 2 and arg[1:].isalpha():
+                yield from (f"-{letter}" for letter in arg[1:])
+        else:
+            yield arg
