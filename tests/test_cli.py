@@ -291,3 +291,8 @@ def test_triage_alert_payload(tmp_path: Path) -> None:
     result = invoke("triage", "--alert", payload, "--config", str(config), "--format", "json")
     bundle = Path(json.loads(result.output)["captures"][0]["bundle"])
     assert bundle.parent == tmp_path / "from-config"  # without --out, the rules file's `out` decides
+
+
+def test_local_host_spec_in_any_case_runs_locally(tmp_path: Path) -> None:
+    result = invoke("triage", "xid", "--host", "LOCAL", "--out", str(tmp_path), "--format", "json")
+    assert json.loads(result.output)["hosts"][0]["status"] != "unreachable"

@@ -238,7 +238,7 @@ def triage(
         fail("give at least one --host or --replay")
     loaded = load_runbook_or_exit(runbook)
     transports = replay_transports(replays)
-    ssh_settings = ssh.options() if any(h != "local" for h in hosts) else None
+    ssh_settings = ssh.options() if hosts else None
     for spec in hosts:
         transports[spec] = _opener(spec, ssh_settings)
     limits = {"command_timeout": command_timeout, "host_timeout": host_timeout}

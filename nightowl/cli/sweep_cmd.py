@@ -88,9 +88,9 @@ def sweep(
 
 
 def _local_transports() -> dict[str, Any]:
-    from nightowl.transports.local import LocalTransport
+    from nightowl.transports import open_transport
 
-    return {"local": lambda: LocalTransport("local")}
+    return {"local": lambda: open_transport("local")}
 
 
 def _inventory_transports(inventory: Path | None, limit: str | None, ssh: SSHArgs) -> dict[str, Any]:
@@ -110,16 +110,9 @@ def _inventory_transports(inventory: Path | None, limit: str | None, ssh: SSHArg
 
 
 def _opener(host: Any, options: Any) -> Any:
-    def open_host() -> Any:
-        if host.is_local:
-            from nightowl.transports.local import LocalTransport
+    from nightowl.transports import transport_for
 
-            return LocalTransport(host.name)
-        from nightowl.transports.ssh import SSHTransport
-
-        return SSHTransport(host, options)
-
-    return open_host
+    return lambda: transport_for(host, options)
 
 
 def _run(

@@ -9,21 +9,25 @@ from nightowl.transports.base import CommandResult, Transport, TransportError
 
 
 def open_transport(spec: str, ssh_options: Any = None) -> Transport:
-    """A transport for a host spec: ``local``, ``replay:DIR``, or an SSH spec."""
-    if spec == "local":
-        from nightowl.transports.local import LocalTransport
-
-        return LocalTransport(spec)
+    """A transport for a host spec: ``local``, ``replay:DIR``, or an SSH spec (URL or ssh_config name)."""
     if spec.startswith("replay:"):
         from nightowl.transports.replay import ReplayTransport
 
         return ReplayTransport(Path(spec[len("replay:") :]))
     from nightowl.transports.hostspec import parse_host_spec
+
+    return transport_for(parse_host_spec(spec, getattr(ssh_options, "ssh_config", None)), ssh_options)
+
+
+def transport_for(host: Any, ssh_options: Any = None) -> Transport:
+    """The transport for a parsed HostSpec: local for ``local`` (any case), SSH otherwise."""
+    if host.is_local:
+        from nightowl.transports.local import LocalTransport
+
+        return LocalTransport(host.name)
     from nightowl.transports.ssh import SSHOptions, SSHTransport
 
-    options = ssh_options or SSHOptions()
-    host_spec = parse_host_spec(spec, getattr(options, "ssh_config", None))
-    return SSHTransport(host_spec, options)
+    return SSHTransport(host, ssh_options or SSHOptions())
 
 
-__all__ = ["CommandResult", "Transport", "TransportError", "open_transport"]
+__all__ = ["CommandResult", "Transport", "TransportError", "open_transport", "transport_for"]
