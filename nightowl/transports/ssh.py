@@ -63,7 +63,6 @@ class SSHOptions:
     identity_files: tuple[Path, ...] = ()
     use_agent: bool = True
     look_for_keys: bool = True  # ~/.ssh/id_* when no identity file is configured, as ssh does
-    sudo: bool = False  # wrap every command in `sudo -n --` (run(sudo=...) decides per command)
     max_sessions: int = 8  # concurrent channels per connection; sshd's MaxSessions default is 10
     # Wrap each command in coreutils `timeout`: sshd ignores signal requests for root sessions, so
     # closing the channel alone would leave a hung nvidia-smi running on the node.
@@ -419,9 +418,7 @@ class SSHTransport:
 
     # -- commands -------------------------------------------------------------------
 
-    def run(
-        self, argv: Sequence[str], timeout: float, kind: str | None = None, *, sudo: bool | None = None
-    ) -> CommandResult:
+    def run(self, argv: Sequence[str], timeout: float, kind: str | None = None) -> CommandResult:
         """Run one argv on the shared connection; never raises for a failing command."""
         argv = tuple(str(arg) for arg in argv)
         started, clock = time.time(), time.monotonic()
@@ -430,8 +427,6 @@ class SSHTransport:
         if self.options.remote_timeout and timeout > 0:
             wrapped = ("timeout", "-k", "2", str(math.ceil(timeout) + 1), *argv)
         command = shlex.join(wrapped)
-        if sudo if sudo is not None else self.options.sudo:
-            command = f"sudo -n -- {command}"
         extra = {"remote_command": command}
 
         def fail(error: str, timed_out: bool = False) -> CommandResult:
