@@ -335,8 +335,9 @@ def load_config(path: Path, out_dir: Path | None = None, for_receiver: bool = Tr
         raise ConfigError(f"{where}: workers and queue are numbers") from None
     if not (1 <= workers <= 64 and 1 <= queue_size <= 10000):
         raise ConfigError(f"{where}: workers must be 1-64 and queue 1-10000")
-    default_out = os.environ.get("NIGHTOWL_OUT", "~/.local/state/nightowl/bundles")
-    out = out_dir or Path(str(doc.get("out") or default_out)).expanduser()
+    from nightowl.paths import default_out_dir
+
+    out = out_dir or (Path(str(doc["out"])).expanduser() if doc.get("out") else default_out_dir())
     return ServeConfig(
         rules=rules,
         out_dir=out,

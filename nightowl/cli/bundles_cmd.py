@@ -3,21 +3,20 @@
 from __future__ import annotations
 
 import json
-import os
 import re
 import shutil
-import sys
 import time
 from pathlib import Path
 from typing import Any
 
 import click
 
-from nightowl.cli.exit import ExitStatus
+from nightowl.cli.exit import fail
+from nightowl.paths import default_out_dir
 
 _AGE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhdw])\s*$")
 _UNIT_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
-DEFAULT_OUT = Path(os.environ.get("NIGHTOWL_OUT", "~/.local/state/nightowl/bundles")).expanduser()
+DEFAULT_OUT = default_out_dir()
 
 
 def parse_age(text: str) -> float:
@@ -106,8 +105,7 @@ def bundles(out_dir: Path, prune_age: str | None, dry_run: bool, limit: int, fmt
         try:
             removed = prune(out_dir, parse_age(prune_age), dry_run)
         except ValueError as exc:
-            click.echo(f"nightowl: {exc}", err=True)
-            sys.exit(int(ExitStatus.USAGE))
+            fail(str(exc))
     rows = bundle_rows(out_dir)
     shown = rows[:limit] if limit > 0 else rows
     if fmt == "json":

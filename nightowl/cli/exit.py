@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import sys
 from enum import IntEnum
+from typing import NoReturn
 
 
 class ExitStatus(IntEnum):
@@ -20,6 +22,14 @@ Exit status:
   2    usage or input error (bad option, invalid runbook, unreadable file)
   3    ran, but at least one host got no verdict and none needs action
   130  interrupted; the partial bundle is saved"""
+
+
+def fail(message: str, status: ExitStatus = ExitStatus.USAGE) -> NoReturn:
+    """Print ``nightowl: message`` on stderr and exit (2 unless told otherwise)."""
+    import click
+
+    click.echo(f"nightowl: {message}", err=True)
+    sys.exit(int(status))
 
 
 def status_for(hosts: list[dict]) -> ExitStatus:

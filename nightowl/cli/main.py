@@ -7,19 +7,19 @@ the commands so `nightowl --help` answers at once.
 from __future__ import annotations
 
 import json
-import os
 import shlex
 import sys
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any
 
 import click
 
 from nightowl import __version__
-from nightowl.cli.exit import EXIT_HELP, ExitStatus, status_for
+from nightowl.cli.exit import EXIT_HELP, ExitStatus, fail, status_for
 from nightowl.cli.options import SSHArgs, limit_options, ssh_options
+from nightowl.paths import default_out_dir
 
-DEFAULT_OUT = Path(os.environ.get("NIGHTOWL_OUT", "~/.local/state/nightowl/bundles")).expanduser()
+DEFAULT_OUT = default_out_dir()
 FORMAT_OPTION = click.option(
     "--format",
     "fmt",
@@ -46,11 +46,6 @@ def main() -> None:
     walks a decision tree, prints the verdict with its evidence and the first action,
     and saves an evidence bundle before anyone restarts anything.
     """
-
-
-def fail(message: str, status: ExitStatus = ExitStatus.USAGE) -> NoReturn:
-    click.echo(f"nightowl: {message}", err=True)
-    sys.exit(int(status))
 
 
 def load_runbook_or_exit(name: str) -> Any:

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from nightowl.cli.exit import ExitStatus
+from nightowl.cli.exit import ExitStatus, fail
 
 
 @click.command()
@@ -57,8 +57,7 @@ def postmortem(bundle: Path, output: Path | None, template: str | None, fmt: str
     try:
         text = render_bundle(bundle, template, fmt=fmt, redact=redact)
     except TemplateError as exc:
-        click.echo(f"nightowl: template {template or 'postmortem.' + fmt + '.j2'}: {exc}", err=True)
-        sys.exit(int(ExitStatus.USAGE))
+        fail(f"template {template or 'postmortem.' + fmt + '.j2'}: {exc}")
     if output:
         output.write_text(text)
         click.echo(f"wrote {output}")

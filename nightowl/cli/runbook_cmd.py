@@ -8,7 +8,7 @@ from pathlib import Path
 
 import click
 
-from nightowl.cli.exit import ExitStatus
+from nightowl.cli.exit import ExitStatus, fail
 
 
 @click.group("runbook")
@@ -40,8 +40,7 @@ def show_cmd(runbook: str) -> None:
     try:
         click.echo(runbooks.resolve(runbook).read_text(), nl=False)
     except (FileNotFoundError, OSError) as exc:
-        click.echo(f"nightowl: {exc}", err=True)
-        sys.exit(int(ExitStatus.USAGE))
+        fail(str(exc))
 
 
 @runbook_group.command("validate")
@@ -91,8 +90,7 @@ def graph_cmd(runbook: str, bundle: Path | None, host: str | None) -> None:
         hosts = json.loads((bundle / "verdicts.json").read_text())["hosts"]
         chosen = [h for h in hosts if host is None or h["host"] == host]
         if not chosen:
-            click.echo(f"nightowl: no host {host!r} in {bundle}", err=True)
-            sys.exit(int(ExitStatus.USAGE))
+            fail(f"no host {host!r} in {bundle}")
         path = chosen[0]["path"]
     click.echo(to_mermaid(loaded.runbook, path), nl=False)
 

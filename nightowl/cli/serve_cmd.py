@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import signal
-import sys
 import time
 from pathlib import Path
 from typing import Any
 
 import click
 
-from nightowl.cli.exit import ExitStatus
+from nightowl.cli.exit import fail
 
 
 def _listen(text: str) -> tuple[str, int]:
@@ -56,8 +55,7 @@ def serve(config_path: Path, listen: str | None, out_dir: Path | None) -> None:
     try:
         config = load_config(config_path, out_dir)
     except ConfigError as exc:
-        click.echo(f"nightowl: {exc}", err=True)
-        sys.exit(int(ExitStatus.USAGE))
+        fail(str(exc))
     host, port = _listen(listen or config.listen)
     receiver = Receiver(config, log=lambda line: click.echo(f"{time.strftime('%H:%M:%S')} {line}", err=True))
     server = make_server(receiver, host, port)

@@ -8,7 +8,7 @@ from typing import Any
 
 import click
 
-from nightowl.cli.exit import EXIT_HELP, status_for
+from nightowl.cli.exit import EXIT_HELP, fail, status_for
 from nightowl.cli.options import SSHArgs, limit_options, ssh_options
 
 FORMATS = click.Choice(["table", "text", "json", "prometheus"])
@@ -65,7 +65,7 @@ def sweep(
     order), or a node-exporter textfile. The exit status tells a cron job whether any node
     needs action. Host keys are checked strictly against known_hosts unless --accept-new.
     """
-    from nightowl.cli.main import DEFAULT_OUT, fail, load_runbook_or_exit, parse_params
+    from nightowl.cli.main import DEFAULT_OUT, load_runbook_or_exit, parse_params
 
     if not inventory and not local_only:
         fail("give --inventory FILE or --local")
@@ -94,7 +94,7 @@ def _local_transports() -> dict[str, Any]:
 
 
 def _inventory_transports(inventory: Path | None, limit: str | None, ssh: SSHArgs) -> dict[str, Any]:
-    from nightowl.cli.main import fail
+
     from nightowl.inventory import limit as limit_hosts
     from nightowl.inventory import load_inventory
 
