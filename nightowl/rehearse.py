@@ -48,9 +48,8 @@ def rehearse(runbook_id: str, case: dict[str, Any], out_dir: Path | None = None)
     hosts = case["hosts"] if "hosts" in case else [case["host"]]
     hosts_dir = data_dir("fixtures") / "hosts"
     transports = {h: (lambda d=hosts_dir / h, n=h: ReplayTransport(d, n)) for h in hosts}
-    defaults = {k: p.default for k, p in loaded.runbook.parameters.items()}
     options = RunOptions(
-        params={**defaults, **case.get("params", {})}, allow_invasive=case.get("allow_invasive", False)
+        params=loaded.resolve_params(case.get("params", {})), allow_invasive=case.get("allow_invasive", False)
     )
     with tempfile.TemporaryDirectory() as tmp:
         runs, _ = run_runbook(loaded, transports, get_collector, options, out_dir or Path(tmp))

@@ -137,11 +137,7 @@ def run_capture(capture: Capture, config: ServeConfig, lookup: Callable[[str], A
     capture.started_at = time.time()
     try:
         loaded = runbooks.load(str(capture.runbook))
-        defaults = {k: p.default for k, p in loaded.runbook.parameters.items()}
-        unknown = set(capture.params) - set(defaults)
-        if unknown:
-            raise ValueError(f"runbook {loaded.id} has no parameter {', '.join(sorted(unknown))}")
-        options = RunOptions(params={**defaults, **capture.params}, allow_invasive=config.allow_invasive)
+        options = RunOptions(params=loaded.resolve_params(capture.params), allow_invasive=config.allow_invasive)
         spec = str(capture.host_spec)
         ssh_options = None if spec == "local" or spec.startswith("replay:") else _ssh_options(config)
         transports = {str(capture.host): lambda: open_transport(spec, ssh_options)}

@@ -22,6 +22,24 @@ class RecordingReplay(ReplayTransport):
         return super().run(argv, timeout, kind)
 
 
+def run_runbook_on(
+    runbook_id: str, transports: dict[str, Any], params: dict[str, Any] | None = None, allow_invasive: bool = False
+) -> list[Any]:
+    """Run a built-in runbook on the given transports (bundle in a temporary folder); the host runs."""
+    import tempfile
+
+    from nightowl import runbooks
+    from nightowl.collectors import get_collector
+    from nightowl.engine.runner import RunOptions
+    from nightowl.engine.session import run_runbook
+
+    loaded = runbooks.load(runbook_id)
+    options = RunOptions(params=loaded.resolve_params(params), allow_invasive=allow_invasive)
+    with tempfile.TemporaryDirectory() as out:
+        runs, _ = run_runbook(loaded, transports, get_collector, options, Path(out))
+    return runs
+
+
 def make_host(root: Path, name: str, files: dict[str, str]) -> Path:
     folder = root / name
     folder.mkdir(parents=True)
@@ -32,19 +50,6 @@ def make_host(root: Path, name: str, files: dict[str, str]) -> Path:
 
 def run_on(runbook_id: str, folder: Path, params: dict[str, Any] | None = None) -> tuple[dict, list[str]]:
     """(verdict, path) of one run on a recorded host folder."""
-    import tempfile
 
-    from nightowl import runbooks
-    from nightowl.collectors import get_collector
-    from nightowl.engine.runner import RunOptions
-    from nightowl.engine.session import run_runbook
-    from nightowl.transports.replay import ReplayTransport
-
-    loaded = runbooks.load(runbook_id)
-    defaults = {key: p.default for key, p in loaded.runbook.parameters.items()}
-    options = RunOptions(params={**defaults, **(params or {})})
-    with tempfile.TemporaryDirectory() as out:
-        runs, _ = run_runbook(
-            loaded, {folder.name: lambda: ReplayTransport(folder, folder.name)}, get_collector, options, Path(out)
-        )
+    runs = run_runbook_on(runbook_id, {folder.name: lambda: ReplayTransport(folder, folder.name)}, params)
     return runs[0].verdict or {}, list(runs[0].path)

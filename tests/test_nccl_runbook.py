@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import shutil
-import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -13,11 +12,11 @@ from nightowl import runbooks
 from nightowl.collectors import get_collector
 from nightowl.collectors.nccl_log import facts as nccl_facts
 from nightowl.collectors.nccl_log import parse as nccl_parse
-from nightowl.engine.runner import HostRun, RunOptions
-from nightowl.engine.session import plan, run_runbook
+from nightowl.engine.runner import HostRun
+from nightowl.engine.session import plan
 from nightowl.rehearse import rehearsal_cases
 from tests.helpers import ROOT
-from tests.runbook_helpers import RecordingReplay
+from tests.runbook_helpers import RecordingReplay, run_runbook_on
 
 HOSTS = ROOT / "fixtures" / "hosts"
 CORPUS = ROOT / "fixtures" / "corpus" / "nccl"
@@ -27,13 +26,9 @@ LOG = {"nccl_log": "/var/log/job/nccl.log"}
 def run_job(
     members: dict[str, Path], params: dict[str, Any], allow_invasive: bool = False
 ) -> tuple[HostRun, list[tuple[str, ...]]]:
-    loaded = runbooks.load("nccl-hang")
-    defaults = {k: p.default for k, p in loaded.runbook.parameters.items()}
     ran: list[tuple[str, ...]] = []
     transports = {h: (lambda d=d, h=h: RecordingReplay(d, h, ran)) for h, d in members.items()}
-    options = RunOptions(params={**defaults, **params}, allow_invasive=allow_invasive)
-    with tempfile.TemporaryDirectory() as tmp:
-        runs, _ = run_runbook(loaded, transports, get_collector, options, Path(tmp))
+    runs = run_runbook_on("nccl-hang", transports, params, allow_invasive)
     return runs[0], ran
 
 

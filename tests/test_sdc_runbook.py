@@ -4,23 +4,18 @@ and the whole job run against loopback OpenAI-compatible replicas."""
 from __future__ import annotations
 
 import json
-import tempfile
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any
 
 import pytest
 
-from nightowl import runbooks
-from nightowl.collectors import get_collector
-from nightowl.engine.runner import HostRun, RunOptions
-from nightowl.engine.session import run_runbook
+from nightowl.engine.runner import HostRun
 from nightowl.rehearse import rehearsal_cases
 from nightowl.transports.base import CommandResult
 from nightowl.transports.local import LocalTransport
 from tests.collectors.test_known_answer import PROBE, replica_servers
 from tests.helpers import ROOT
-from tests.runbook_helpers import RecordingReplay
+from tests.runbook_helpers import RecordingReplay, run_runbook_on
 
 HOSTS = ROOT / "fixtures" / "hosts"
 GOLDEN = "579d8c3f1cc9568858f388fde04a3bd7d6ab2dc512ff971bb186a06102f167d0"
@@ -41,12 +36,7 @@ class ReplicaHost(LocalTransport):
 
 
 def run_job(transports: dict[str, Any], params: dict[str, Any], allow_invasive: bool = False) -> HostRun:
-    loaded = runbooks.load("silent-corruption")
-    defaults = {k: p.default for k, p in loaded.runbook.parameters.items()}
-    options = RunOptions(params={**defaults, **params}, allow_invasive=allow_invasive)
-    with tempfile.TemporaryDirectory() as tmp:
-        runs, _ = run_runbook(loaded, transports, get_collector, options, Path(tmp))
-    return runs[0]
+    return run_runbook_on("silent-corruption", transports, params, allow_invasive)[0]
 
 
 def replayed(names: list[str], ran: list[tuple[str, ...]]) -> dict[str, Any]:

@@ -95,13 +95,13 @@ def run_to_summary(
     from nightowl.postmortem import render_bundle
     from nightowl.redact import scrub_secrets
 
-    defaults = {k: p.default for k, p in loaded.runbook.parameters.items()}
-    unknown = set(params) - set(defaults)
-    if unknown:
-        fail(f"runbook {loaded.id} has no parameter {', '.join(sorted(unknown))}")
+    try:
+        values = loaded.resolve_params(params)
+    except ValueError as exc:
+        fail(str(exc))
     limits = limits or {}
     options = RunOptions(
-        params={**defaults, **params},
+        params=values,
         allow_invasive=allow_invasive,
         command_timeout=limits.get("command_timeout"),
         host_timeout=limits.get("host_timeout"),
@@ -361,7 +361,10 @@ def plan(runbook: str, hosts: tuple[str, ...], allow_invasive: bool, params: tup
     from nightowl.engine.session import plan as plan_steps
 
     loaded = load_runbook_or_exit(runbook)
-    steps = plan_steps(loaded, get_collector, allow_invasive, parse_params(params))
+    try:
+        steps = plan_steps(loaded, get_collector, allow_invasive, parse_params(params))
+    except ValueError as exc:  # an undeclared --param
+        fail(str(exc))
     if fmt == "json":
         click.echo(json.dumps({"runbook": loaded.id, "hosts": [{"host": h, "steps": steps} for h in hosts]}, indent=2))
         return

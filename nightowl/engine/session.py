@@ -127,8 +127,7 @@ def plan(
     """Every command the runbook may run, per collect node, parameters filled in; connects to nothing."""
     from nightowl.engine.runner import resolve_argv
 
-    defaults = {k: p.default for k, p in loaded.runbook.parameters.items()}
-    values = {**defaults, **(params or {})}
+    values = loaded.resolve_params(params)
     steps = []
     for node_id, node in loaded.runbook.nodes.items():
         for entry in node.collect or []:

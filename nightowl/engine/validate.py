@@ -50,6 +50,15 @@ class LoadedRunbook:
     def id(self) -> str:
         return self.runbook.id
 
+    def resolve_params(self, given: dict[str, Any] | None = None) -> dict[str, Any]:
+        """The runbook's parameter defaults overlaid with ``given``; an undeclared name is a ValueError."""
+        given = given or {}
+        declared = self.runbook.parameters
+        unknown = sorted(set(given) - set(declared))
+        if unknown:
+            raise ValueError(f"runbook {self.id} has no parameter {', '.join(unknown)}")
+        return {**{name: p.default for name, p in declared.items()}, **given}
+
     def node_line(self, node_id: str) -> int | None:
         return line_of(self.lines, ("nodes", node_id))
 

@@ -7,7 +7,6 @@ from __future__ import annotations
 import socket
 import subprocess
 import sys
-import tempfile
 import threading
 from pathlib import Path
 from typing import Any
@@ -19,6 +18,7 @@ from hypothesis import strategies as st
 from nightowl.collectors.nccl_ras import COLLECTOR, RAS_QUERY_SCRIPT, facts, parse
 from nightowl.collectors.readonly import violations
 from tests.helpers import ROOT, assert_subset, load_cases
+from tests.runbook_helpers import run_runbook_on
 
 CASES = load_cases("nccl-ras")
 SAMPLES = sorted((ROOT / "fixtures" / "corpus-extra" / "nccl-ras").glob("*.txt"))
@@ -191,18 +191,10 @@ def test_fallback_script_asks_the_ras_socket() -> None:
 
 
 def run_job(members: dict[str, Path], params: dict[str, Any]) -> Any:
-    from nightowl import runbooks
-    from nightowl.collectors import get_collector
-    from nightowl.engine.runner import RunOptions
-    from nightowl.engine.session import run_runbook
     from nightowl.transports.replay import ReplayTransport
 
-    loaded = runbooks.load("nccl-hang")
-    defaults = {k: p.default for k, p in loaded.runbook.parameters.items()}
     transports = {h: (lambda d=d, h=h: ReplayTransport(d, h)) for h, d in members.items()}
-    with tempfile.TemporaryDirectory() as tmp:
-        runs, _ = run_runbook(loaded, transports, get_collector, RunOptions(params={**defaults, **params}), Path(tmp))
-    return runs[0]
+    return run_runbook_on("nccl-hang", transports, params)[0]
 
 
 LOG = {"nccl_log": "/var/log/job/nccl.log"}

@@ -2,34 +2,20 @@
 
 from __future__ import annotations
 
-import tempfile
-from pathlib import Path
 from typing import Any
 
 import pytest
 
-from nightowl import runbooks
-from nightowl.collectors import get_collector
-from nightowl.engine.runner import RunOptions
-from nightowl.engine.session import run_runbook
 from nightowl.rehearse import rehearsal_cases, rehearse
 from nightowl.transports.replay import ReplayTransport
 from tests.helpers import ROOT
+from tests.runbook_helpers import run_runbook_on
 
 HOSTS = ROOT / "fixtures" / "hosts"
 
 
 def verdict_of(host: str, **params: Any) -> dict[str, Any]:
-    loaded = runbooks.load("oom")
-    defaults = {k: p.default for k, p in loaded.runbook.parameters.items()}
-    with tempfile.TemporaryDirectory() as tmp:
-        runs, _ = run_runbook(
-            loaded,
-            {host: lambda: ReplayTransport(HOSTS / host, host)},
-            get_collector,
-            RunOptions(params={**defaults, **params}),
-            Path(tmp),
-        )
+    runs = run_runbook_on("oom", {host: lambda: ReplayTransport(HOSTS / host, host)}, params)
     assert runs[0].verdict is not None, runs[0].error
     return runs[0].verdict
 
