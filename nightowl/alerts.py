@@ -25,6 +25,29 @@ PAGERDUTY_FIRING = frozenset({"incident.triggered", "incident.reopened"})
 PAGERDUTY_RESOLVED = frozenset({"incident.resolved"})
 
 
+# Every key of the serve config and of one rule (fixtures/alerts/serve.yaml shows each, commented).
+CONFIG_KEYS = frozenset(
+    {
+        "rules",
+        "out",
+        "token",
+        "token_file",
+        "token_env",
+        "pagerduty_secret",
+        "pagerduty_secret_file",
+        "pagerduty_secret_env",
+        "workers",
+        "queue",
+        "listen",
+        "allow_invasive",
+        "index_requires_token",
+        "known_hosts",
+        "ssh_config",
+    }
+)
+RULE_KEYS = frozenset({"name", "match", "runbook", "host", "params", "on_resolved"})
+
+
 class ConfigError(ValueError):
     """The serve config is unusable; the message names the file and the key."""
 
@@ -259,7 +282,7 @@ def _rule(item: Any, index: int, where: str) -> Rule:
     here = f"{where}: rules[{index}]"
     if not isinstance(item, Mapping):
         raise ConfigError(f"{here}: a rule is a mapping with match, runbook and host")
-    unknown = set(item) - {"name", "match", "runbook", "host", "params", "on_resolved"}
+    unknown = set(item) - RULE_KEYS
     if unknown:
         raise ConfigError(f"{here}: unknown key(s) {', '.join(sorted(unknown))}")
     for key in ("match", "runbook", "host"):
@@ -300,24 +323,7 @@ def load_config(path: Path, out_dir: Path | None = None, for_receiver: bool = Tr
         raise ConfigError(f"{where}: {exc}") from None
     if not isinstance(doc, Mapping):
         raise ConfigError(f"{where}: the config is a mapping")
-    known = {
-        "rules",
-        "out",
-        "token",
-        "token_file",
-        "token_env",
-        "pagerduty_secret",
-        "pagerduty_secret_file",
-        "pagerduty_secret_env",
-        "workers",
-        "queue",
-        "listen",
-        "allow_invasive",
-        "index_requires_token",
-        "known_hosts",
-        "ssh_config",
-    }
-    unknown = set(doc) - known
+    unknown = set(doc) - CONFIG_KEYS
     if unknown:
         raise ConfigError(f"{where}: unknown key(s) {', '.join(sorted(unknown))}")
     rules = tuple(_rule(item, i, where) for i, item in enumerate(doc.get("rules") or []))

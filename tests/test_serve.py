@@ -274,5 +274,13 @@ def test_the_example_config_loads(tmp_path: Path, monkeypatch: pytest.MonkeyPatc
     text = (ALERTS / "serve.yaml").read_text().replace("/etc/nightowl/serve.token", str(token))
     (tmp_path / "serve.yaml").write_text(text)
     config = load_config(tmp_path / "serve.yaml", tmp_path / "out")
-    assert [r.runbook for r in config.rules] == ["xid", "node-health", "xid"]
+    assert [r.runbook for r in config.rules] == ["xid", "node-health", "engine-start", "xid"]
     assert config.token == "s3cret" and config.pagerduty_secrets == ("a", "b") and config.queue_size == 16
+
+
+def test_the_example_config_shows_every_key() -> None:
+    from nightowl.alerts import CONFIG_KEYS, RULE_KEYS
+
+    text = (ALERTS / "serve.yaml").read_text()
+    for key in CONFIG_KEYS | RULE_KEYS:
+        assert f"{key}:" in text or f"{key} (" in text or f"{key}," in text or f" {key}" in text, key
