@@ -43,8 +43,8 @@ def serve(config_path: Path, listen: str | None, out_dir: Path | None) -> None:
                          and X-PagerDuty-Signature checked against the secret)
     GET  /healthz        liveness and queue depth, no token needed
     GET  /               recent captures with links to their postmortem drafts
-  GET  /captures/RUN_ID/postmortem.md|html   one capture's draft
-                       (both need the token unless index_requires_token: false)
+    GET  /captures/RUN_ID/postmortem.md|html   one capture's draft
+                         (both need the token unless index_requires_token: false)
 
     Each firing alert that a rule matches runs that rule's runbook on the host it names; the
     bundle keeps the alert in its manifest. Duplicate deliveries run once; resolved alerts are
