@@ -18,6 +18,7 @@ import getpass
 import os
 import re
 from dataclasses import dataclass, field, replace
+from functools import lru_cache
 from pathlib import Path
 from typing import Any, Literal
 from urllib.parse import parse_qs, unquote, urlsplit
@@ -230,10 +231,21 @@ def _config_lookup(alias: str, ssh_config: Path | None) -> dict[str, Any]:
         if ssh_config is not None:
             raise ValueError(f"ssh config {path} does not exist")
         return {}
-    import paramiko  # lazy: only when a config file is actually read
-
+    stat = path.stat()
     try:
-        config = paramiko.SSHConfig.from_path(str(path))
-        return dict(config.lookup(alias))
+        return dict(_cached_lookup(str(path), stat.st_mtime_ns, stat.st_size, alias))
     except Exception as exc:  # noqa: BLE001 - paramiko raises many types for odd configs
         raise ValueError(f"ssh config {path}: cannot look up {alias!r}: {exc}") from None
+
+
+@lru_cache(maxsize=64)
+def _parsed_config(path: str, mtime_ns: int, size: int) -> Any:
+    """A parsed ssh_config, once per file version: an inventory of thousands of hosts reads it once."""
+    import paramiko  # lazy: only when a config file is actually read
+
+    return paramiko.SSHConfig.from_path(path)
+
+
+@lru_cache(maxsize=65536)
+def _cached_lookup(path: str, mtime_ns: int, size: int, alias: str) -> tuple[tuple[str, Any], ...]:
+    return tuple(_parsed_config(path, mtime_ns, size).lookup(alias).items())
