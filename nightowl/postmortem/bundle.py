@@ -44,6 +44,7 @@ class Bundle:
     trace: dict[str, Any]
     runbook: Any  # nightowl.engine.model.Runbook or None
     evidence: list[EvidenceFile] = field(default_factory=list)
+    parsed: dict[tuple[str, str], Any] = field(default_factory=dict)  # (file, kind) -> parse result, read once
 
     @property
     def alert(self) -> dict[str, Any] | None:

@@ -7,7 +7,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from nightowl.postmortem.bundle import load
+from nightowl.postmortem.bundle import Bundle, load
 from nightowl.postmortem.candidates import candidates, open_questions
 from nightowl.postmortem.clocks import stamp
 from nightowl.postmortem.paths import decision_paths
@@ -15,13 +15,13 @@ from nightowl.postmortem.summary import detection, headline, impact, integrity
 from nightowl.postmortem.timeline import TAGS, timeline
 
 
-def bundle_context(bundle: Path) -> dict[str, Any]:
+def bundle_context(bundle: Path | Bundle) -> dict[str, Any]:
     """Everything a template needs, read from the bundle alone."""
-    data = load(bundle)
+    data = bundle if isinstance(bundle, Bundle) else load(bundle)
     placed, unplaced = timeline(data)
     found, unbacked = candidates(data)
     return {
-        "run_id": data.manifest.get("run_id") or data.verdicts.get("run_id") or Path(bundle).name,
+        "run_id": data.manifest.get("run_id") or data.verdicts.get("run_id") or data.root.name,
         "runbook": data.manifest.get("runbook") or data.verdicts.get("runbook"),
         "runbook_title": getattr(data.runbook, "title", None),
         "headline": headline(data),

@@ -21,6 +21,14 @@ METRIC_FIELDS = ("requests_running", "requests_waiting", "kv_cache_usage", "pree
 
 
 def parsed_output(data: Bundle, rel: str, kind: str) -> dict[str, Any] | None:
+    """A raw output parsed again by its collector, once per draft (timeline, candidates and impact all ask)."""
+    if (rel, kind) not in data.parsed:
+        data.parsed[(rel, kind)] = _parse(data, rel, kind)
+    result: dict[str, Any] | None = data.parsed[(rel, kind)]
+    return result
+
+
+def _parse(data: Bundle, rel: str, kind: str) -> dict[str, Any] | None:
     path = data.root / rel
     if not path.exists():
         return None

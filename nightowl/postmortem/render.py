@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from nightowl.paths import data_dir
-from nightowl.postmortem.bundle import load, read_runbook
+from nightowl.postmortem.bundle import Bundle, load
 from nightowl.postmortem.context import bundle_context
 from nightowl.postmortem.svg import decision_svg
 
@@ -56,30 +56,24 @@ def _user_template_dirs() -> list[Path]:
 
 def render_bundle(bundle: Path, template: str | None = None, fmt: str = "md", redact: bool = False) -> str:
     """The draft of ``bundle`` as Markdown (``fmt="md"``) or a self-contained HTML page."""
-    context = bundle_context(Path(bundle))
+    data = load(Path(bundle))  # read and hashed once for the whole draft
+    context = bundle_context(data)
     if fmt == "html":
         from markupsafe import Markup
 
-        context["svgs"] = {
-            p["host"]: Markup(decision_svg(load_runbook_of(Path(bundle)), p["path"])) for p in context["paths"]
-        }
+        context["svgs"] = {p["host"]: Markup(decision_svg(data.runbook, p["path"])) for p in context["paths"]}
     context["redacted"] = redact
     env, name = _environment(template, fmt)
     text = env.get_template(name).render(**context)
     if redact:
-        text = redactor_for(Path(bundle)).apply(text)
+        text = redactor_for(data).apply(text)
     return text
 
 
-def load_runbook_of(bundle: Path) -> Any:
-    return read_runbook(bundle / "runbook.yaml")
-
-
-def redactor_for(bundle: Path) -> Any:
+def redactor_for(data: Bundle) -> Any:
     """A Redactor that already knows the names the bundle holds (hosts, the alert's labels)."""
     from nightowl.redact import Redactor
 
-    data = load(bundle)
     redactor = Redactor()
     redactor.learn_hosts(h.get("host") for h in data.verdicts.get("hosts", []))
     alert = data.alert or {}
