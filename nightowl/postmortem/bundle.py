@@ -129,18 +129,21 @@ def _catalog(data: Bundle) -> list[EvidenceFile]:
     return files
 
 
+def command_outcome(command: dict[str, Any]) -> str:
+    """How a manifest command ended: ``timed out``, ``exit N`` or the transport's error."""
+    if command.get("timed_out"):
+        return "timed out"
+    if command.get("exit_code") is not None:
+        return f"exit {command['exit_code']}"
+    return command.get("error") or "no exit status"
+
+
 def _describe_commands(manifest: dict[str, Any]) -> dict[str, str]:
     out: dict[str, str] = {}
     for command in manifest.get("commands", []):
         if command.get("file"):
             argv = " ".join(command.get("argv") or [])
-            result = (
-                "timed out"
-                if command.get("timed_out")
-                else f"exit {command['exit_code']}"
-                if command.get("exit_code") is not None
-                else command.get("error") or "no exit status"
-            )
+            result = command_outcome(command)
             out[command["file"]] = f"{command.get('kind')}: `{argv}` ({result}, {stamp(command.get('start'))})"
     return out
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from nightowl.postmortem.bundle import Bundle
+from nightowl.postmortem.bundle import Bundle, command_outcome
 from nightowl.postmortem.clocks import CLOCK_NIGHTOWL, Moment, epoch_of, stamp
 from nightowl.postmortem.log_moments import engine_moments, kernel_moments, metric_moments
 
@@ -28,12 +28,11 @@ def _alert_moments(data: Bundle) -> list[Moment]:
     source = str(alert.get("source") or "alert source")
     clock = f"{source} (UTC)"
     name = alert.get("name") or "alert"
-    manifest_cite = None  # the alert lives in manifest.json, which is not hashed by itself
-    moments = []
+    moments = []  # alert moments cite nothing: the alert lives in manifest.json, which has no hash of itself
     starts, _ = epoch_of(alert.get("starts_at"))
     if starts is not None:
         moments.append(
-            Moment(starts, stamp(starts), clock, "detection", f"alert `{name}` started firing", None, manifest_cite, -3)
+            Moment(starts, stamp(starts), clock, "detection", f"alert `{name}` started firing", None, None, -3)
         )
     if alert.get("received_at") is not None:
         moments.append(
@@ -73,15 +72,7 @@ def _run_moments(data: Bundle) -> list[Moment]:
             )
         )
     for index, command in enumerate(manifest.get("commands", [])):
-        result = (
-            "timed out"
-            if command.get("timed_out")
-            else (
-                f"exit {command['exit_code']}"
-                if command.get("exit_code") is not None
-                else command.get("error") or "no exit"
-            )
-        )
+        result = command_outcome(command)
         cite = data.cite(command.get("file"))
         moments.append(
             Moment(
