@@ -301,8 +301,8 @@ def parse_cmd(kind: str, file: Any) -> None:
     nccl-tests, metrics, engine-log. Also: nvidia-smi-query, nvlink,
     nvlink-errors, gpu-topology, dcgmi-diag, dcgmi-diag-drained, nccl-ras,
     nccl-tests-run, container-state, bench-serve, known-answer, dev-shm,
-    cpu-governor. Runbooks also collect xid-judgement and metrics-window,
-    derived from other collectors' facts (they read no file).
+    cpu-governor. Runbooks also collect xid-judgement, metrics-window and
+    busbw-judgement, derived from other collectors' facts (they read no file).
     """
     from nightowl.collectors import UnknownCollector, available_kinds, get_collector
     from nightowl.collectors.base import to_jsonable

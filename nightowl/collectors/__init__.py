@@ -15,6 +15,7 @@ MODULES: dict[str, str] = {
     "nccl-ras": "nightowl.collectors.nccl_ras",
     "nccl-tests": "nightowl.collectors.nccl_tests",
     "nccl-tests-run": "nightowl.collectors.nccl_tests:RUN_COLLECTOR",
+    "busbw-judgement": "nightowl.collectors.nccl_tests:JUDGEMENT_COLLECTOR",
     "metrics": "nightowl.collectors.prometheus",
     "engine-log": "nightowl.collectors.engine_log",
     "container-state": "nightowl.collectors.container",

@@ -66,7 +66,8 @@ class DerivedCollector:
     """A collector computed from other collectors' facts (and the run's parameters), not a command.
 
     The engine runs it after the collectors of its node and hands ``derive`` the facts of the
-    namespaces in ``inputs``; it never touches a host.
+    namespaces in ``inputs``, plus ``"hosts"``: each host's own facts (one host, or every member of
+    a job). It never touches a host.
     """
 
     kind: str

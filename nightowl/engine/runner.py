@@ -159,7 +159,8 @@ class HostRunner:
             run.status, run.reason = "skipped", "needs facts from: " + ", ".join(missing)
             return run
         try:
-            inputs = {n: by_namespace[n].facts for n in collector.inputs}
+            inputs: dict[str, Any] = {n: by_namespace[n].facts for n in collector.inputs}
+            inputs["hosts"] = self.context().get("hosts") or {self.run.host: {n: inputs[n] for n in collector.inputs}}
             run.facts = collector.derive(inputs, dict(self.options.params))
         except Exception as exc:  # noqa: BLE001 - a derivation bug is evidence, not a crash
             run.status = "error"

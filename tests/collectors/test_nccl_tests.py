@@ -303,3 +303,15 @@ def test_truncated_samples(path: Path, start: int, length: int) -> None:
 )
 def test_random_json(document: object) -> None:
     assert facts_of(json.dumps({"results": document, "config": document}))["kind"] == "nccl-tests"
+
+
+def test_busbw_judgement_against_the_job_median_and_a_baseline() -> None:
+    from nightowl.collectors.nccl_tests import judge_members
+
+    hosts = {h: {"nccl_tests": {"large_msg_busbw": v}} for h, v in (("a", 450.0), ("b", 440.0), ("c", 234.72))}
+    median = judge_members({"hosts": hosts}, {"busbw_tolerance": 0.2})
+    assert median["reference"] == 440.0 and median["reference_kind"] == "job median"
+    assert median["below_hosts"] == ["c"] and median["at_baseline_hosts"] == ["a", "b"]
+    fixed = judge_members({"hosts": hosts}, {"busbw_baseline": 600, "busbw_tolerance": 0.2})
+    assert fixed["below_hosts"] == ["a", "b", "c"] and fixed["at_baseline_hosts"] == []
+    assert judge_members({"hosts": {}}, {})["warnings"]
