@@ -42,7 +42,7 @@ BASELINE = re.compile(r"NVRM: Xid \(PCI:([^)]*)\): (\d+),")
 _CHILD = """
 import resource, sys
 sys.path.insert(0, {root!r})
-from nightowl.collectors import kernel_log
+from nightowl.collectors.gpu import kernel_log
 if {parse}:
     with open({path!r}, encoding="utf-8", errors="replace") as handle:
         result = kernel_log.parse_lines(handle)
@@ -103,7 +103,7 @@ def count_xid_lines(handle: IO[str]) -> int:
 
 
 def parse_log(handle: IO[str]) -> tuple[int, int]:
-    from nightowl.collectors import kernel_log
+    from nightowl.collectors.gpu import kernel_log
 
     result = kernel_log.parse_lines(handle)
     return len(result.events), sum(e["count"] for e in result.events)
@@ -128,7 +128,7 @@ def main() -> None:
     )
     args = options.parse_args()
     sys.path.insert(0, str(ROOT))
-    from nightowl.collectors import kernel_log  # noqa: F401  (imported before any clock runs)
+    from nightowl.collectors.gpu import kernel_log  # noqa: F401  (imported before any clock runs)
 
     with tempfile.TemporaryDirectory(prefix="nightowl-bench-") as folder:
         path = Path(folder) / "kernel.log"

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from nightowl import runbooks
-from nightowl.collectors.engine_log import ERROR_CLASSES, parse
+from nightowl.collectors.serving.engine_log import ERROR_CLASSES, parse
 from nightowl.rehearse import rehearsal_cases, rehearse
 from tests.helpers import ROOT
 from tests.runbook_helpers import make_host, run_on

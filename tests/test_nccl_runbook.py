@@ -10,8 +10,8 @@ import pytest
 
 from nightowl import runbooks
 from nightowl.collectors import get_collector
-from nightowl.collectors.nccl_log import facts as nccl_facts
-from nightowl.collectors.nccl_log import parse as nccl_parse
+from nightowl.collectors.nccl.nccl_log import facts as nccl_facts
+from nightowl.collectors.nccl.nccl_log import parse as nccl_parse
 from nightowl.engine.runner import HostRun
 from nightowl.engine.session import plan
 from nightowl.rehearse import rehearsal_cases

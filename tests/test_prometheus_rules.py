@@ -14,7 +14,7 @@ import pytest
 import yaml
 
 from nightowl import runbooks
-from nightowl.collectors.prometheus import ALIASES
+from nightowl.collectors.serving.metrics import ALIASES
 from tests.helpers import ROOT
 
 DEPLOY = ROOT / "deploy" / "prometheus"

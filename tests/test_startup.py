@@ -16,7 +16,7 @@ HEAVY = (
     "psutil",
     "defusedxml",
     "nightowl.engine",
-    "nightowl.collectors.kernel_log",
+    "nightowl.collectors.gpu.kernel_log",
 )
 
 

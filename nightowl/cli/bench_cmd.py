@@ -34,7 +34,7 @@ def _preemptions(before: Path | None, after: Path | None) -> float | None:
     """Preemptions during the run from two scrapes of the engine's /metrics (after alone: since start)."""
     if after is None:
         return None
-    from nightowl.collectors.prometheus import parse as parse_metrics
+    from nightowl.collectors.serving.metrics import parse as parse_metrics
 
     total_after = parse_metrics(_read(after)).preemptions_total
     if total_after is None:
@@ -101,9 +101,9 @@ def compare(
     did not print the asked-for percentile, the next tail both runs show is compared and the table
     says so.
     """
-    from nightowl.collectors.bench_serve import parse
-    from nightowl.serving.bench_compare import Limits, render_table, to_json
-    from nightowl.serving.bench_compare import compare as run_compare
+    from nightowl.collectors.serving.bench_compare import Limits, render_table, to_json
+    from nightowl.collectors.serving.bench_compare import compare as run_compare
+    from nightowl.collectors.serving.bench_serve import parse
 
     limits = Limits(
         throughput_drop_pct=max_throughput_drop,

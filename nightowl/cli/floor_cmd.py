@@ -63,8 +63,8 @@ def floor(
     Measured inter-token latency far above the floor is scheduling, batching or interference, not
     physics. Bandwidth is the vendor's peak; kernels reach 70-90% of it.
     """
-    from nightowl.serving.floor import decode_floor
-    from nightowl.serving.kv_size import UnsupportedModel
+    from nightowl.llmperf.floor import decode_floor
+    from nightowl.llmperf.kv_size import UnsupportedModel
 
     config = _load_config(config_path)
     try:

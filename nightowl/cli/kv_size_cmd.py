@@ -85,7 +85,7 @@ def kv_size(
 
     Exit status: 0 computed; 2 unreadable config, bad option or unsupported layout.
     """
-    from nightowl.serving.kv_size import UnsupportedModel, kv_bytes_per_token
+    from nightowl.llmperf.kv_size import UnsupportedModel, kv_bytes_per_token
 
     model = _read_config(config)
     try:
@@ -152,7 +152,7 @@ def _result(kv: Any, length: int | None, block_size: int, batched: int | None) -
 
 
 def _budget(kv: Any, kv_gib: float, length: int, block_size: int, batched: int | None) -> dict[str, Any]:
-    from nightowl.serving.kv_size import max_concurrency
+    from nightowl.llmperf.kv_size import max_concurrency
 
     # the whole budget is KV here: the card-level arithmetic was done by the caller (or the engine)
     fit = max_concurrency(kv, kv_gib, 1.0, 0.0, length, 0.0, block_size, batched)

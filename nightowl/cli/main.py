@@ -329,8 +329,8 @@ def xid(file: Any, fmt: str) -> None:
     first action. Unknown codes say "look up", never "ignore".
     Example: dmesg -T | nightowl xid
     """
-    from nightowl.collectors import kernel_log, xid_catalog
     from nightowl.collectors.base import to_jsonable
+    from nightowl.collectors.gpu import kernel_log, xid_catalog
 
     result = to_jsonable(kernel_log.parse(file.read()))
     rows = [xid_catalog.explain(e) for e in result["events"] if e["kind"] in ("xid", "sxid", "fallen_off_bus")]

@@ -51,7 +51,7 @@ QUESTIONS_BY_EVENT: tuple[tuple[str, str, str], ...] = (
 def candidates(data: Bundle) -> tuple[list[dict[str, Any]], list[str]]:
     """Root-cause candidates (only from verdicts backed by at least one cited file), and the
     verdicts that could not be backed, for the open questions."""
-    from nightowl.collectors import xid_catalog
+    from nightowl.collectors.gpu import xid_catalog
 
     found, unbacked = [], []
     for entry in data.verdicts.get("hosts", []):

@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from nightowl.collectors.base import to_jsonable
-from nightowl.collectors.bench_serve import COLLECTOR, ROWS, facts, parse
+from nightowl.collectors.serving.bench_serve import COLLECTOR, ROWS, facts, parse
 from tests.helpers import ROOT, assert_subset, load_cases
 
 CASES = load_cases("bench-serve")

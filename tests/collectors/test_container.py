@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from nightowl.collectors.container import COLLECTOR, facts, parse
+from nightowl.collectors.serving.container_state import COLLECTOR, facts, parse
 from tests.helpers import ROOT
 
 HOSTS = ROOT / "fixtures" / "hosts"

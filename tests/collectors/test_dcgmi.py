@@ -8,10 +8,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from nightowl.collectors import dcgmi as dcgmi_module
+from nightowl.collectors.gpu import dcgmi_diag as dcgmi_module
 from nightowl.collectors import get_collector
 from nightowl.collectors.base import to_jsonable
-from nightowl.collectors.dcgmi import COLLECTOR, facts, parse
+from nightowl.collectors.gpu.dcgmi_diag import COLLECTOR, facts, parse
 from tests.helpers import ROOT, assert_subset, load_cases
 
 CASES = load_cases("dcgmi-diag")

@@ -11,7 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from nightowl.collectors.base import to_jsonable
-from nightowl.collectors.engine_log import (
+from nightowl.collectors.serving.engine_log import (
     COLLECTOR,
     ENGINE_PHASES,
     MARKERS,

@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from nightowl.collectors import get_collector
 from nightowl.collectors.base import to_jsonable
-from nightowl.collectors.gpu_topology import COLLECTOR, facts, parse
+from nightowl.collectors.gpu.gpu_topology import COLLECTOR, facts, parse
 from tests.helpers import ROOT, assert_subset, load_cases
 
 CASES = load_cases("gpu-topology")

@@ -11,8 +11,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from nightowl.collectors import get_collector, kernel_log
+from nightowl.collectors import get_collector
 from nightowl.collectors.base import to_jsonable
+from nightowl.collectors.gpu import kernel_log
 from tests.helpers import ROOT, assert_subset, load_cases
 
 CASES = load_cases("kernel-log")

@@ -14,8 +14,8 @@ from typing import Any
 
 import pytest
 
-from nightowl.collectors.dcgmi import DRAINED_COLLECTOR as DCGM_DRAINED_COLLECTOR
-from nightowl.collectors.known_answer import COLLECTOR, facts, parse
+from nightowl.collectors.gpu.dcgmi_diag import DRAINED_COLLECTOR as DCGM_DRAINED_COLLECTOR
+from nightowl.collectors.serving.known_answer import COLLECTOR, facts, parse
 from nightowl.engine.runner import RunOptions, collect_on
 from nightowl.transports.local import LocalTransport
 from tests.helpers import ROOT

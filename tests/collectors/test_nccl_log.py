@@ -10,7 +10,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from nightowl.collectors.nccl_log import COLLECTOR, WatchdogTimeout, collective_mismatch, facts, parse
+from nightowl.collectors.nccl.nccl_log import COLLECTOR, WatchdogTimeout, collective_mismatch, facts, parse
 from tests.helpers import ROOT, assert_subset, load_cases
 
 CASES = load_cases("nccl-log")

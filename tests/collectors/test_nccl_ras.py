@@ -15,7 +15,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from nightowl.collectors.nccl_ras import COLLECTOR, RAS_QUERY_SCRIPT, facts, parse
+from nightowl.collectors.nccl.nccl_ras import COLLECTOR, RAS_QUERY_SCRIPT, facts, parse
 from nightowl.collectors.readonly import violations
 from tests.helpers import ROOT, assert_subset, load_cases
 from tests.runbook_helpers import run_runbook_on

@@ -11,7 +11,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from nightowl.collectors.nccl_tests import (
+from nightowl.collectors.nccl.nccl_tests import (
     BUSBW_PROFILES,
     COLLECTOR,
     facts,
@@ -45,7 +45,7 @@ def test_every_nccl_tests_sample_has_a_case() -> None:
 
 
 def test_collector_declaration() -> None:
-    from nightowl.collectors.nccl_tests import RUN_COLLECTOR
+    from nightowl.collectors.nccl.nccl_tests import RUN_COLLECTOR
 
     assert COLLECTOR.kind == "nccl-tests" and COLLECTOR.invasive is False  # reads a saved result
     assert COLLECTOR.commands == (("cat", "--", "{nccl_tests_file}"),)
@@ -306,7 +306,7 @@ def test_random_json(document: object) -> None:
 
 
 def test_busbw_judgement_against_the_job_median_and_a_baseline() -> None:
-    from nightowl.collectors.nccl_tests import judge_members
+    from nightowl.collectors.nccl.busbw_judgement import judge_members
 
     hosts = {h: {"nccl_tests": {"large_msg_busbw": v}} for h, v in (("a", 450.0), ("b", 440.0), ("c", 234.72))}
     median = judge_members({"hosts": hosts}, {"busbw_tolerance": 0.2})

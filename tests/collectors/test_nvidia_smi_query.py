@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from nightowl.collectors import get_collector
 from nightowl.collectors.base import to_jsonable
-from nightowl.collectors.nvidia_smi_query import COLLECTOR, DEFAULT_FIELDS, facts, parse
+from nightowl.collectors.gpu.nvidia_smi.nvidia_smi_query import COLLECTOR, DEFAULT_FIELDS, facts, parse
 from tests.helpers import ROOT, assert_subset, load_cases
 
 CASES = load_cases("nvidia-smi-query")

@@ -11,7 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from nightowl.collectors.base import to_jsonable
-from nightowl.collectors.prometheus import ALIASES, COLLECTOR, HISTOGRAMS, facts, parse
+from nightowl.collectors.serving.metrics import ALIASES, COLLECTOR, HISTOGRAMS, facts, parse
 from tests.helpers import ROOT, assert_subset, load_cases
 
 CASES = load_cases("metrics")

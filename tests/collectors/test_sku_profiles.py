@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from nightowl.collectors.sku_profiles import PROFILES, judge, match_profile
+from nightowl.collectors.gpu.sku_profiles import PROFILES, judge, match_profile
 
 # nvidia-smi product names as printed in the corpus (fixtures/corpus/gpu) and by the other SKUs.
 NAMES = [

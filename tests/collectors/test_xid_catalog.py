@@ -7,7 +7,7 @@ from typing import Any, get_args
 
 import pytest
 
-from nightowl.collectors import xid_catalog as xc
+from nightowl.collectors.gpu import xid_catalog as xc
 from nightowl.engine.model import Action
 
 

@@ -9,8 +9,8 @@ import pytest
 from click.testing import CliRunner
 
 from nightowl.cli.floor_cmd import floor
-from nightowl.serving.floor import GPU_BANDWIDTH, bandwidth_for, count_weights, decode_floor, expected_experts
-from nightowl.serving.kv_size import UnsupportedModel
+from nightowl.llmperf.floor import GPU_BANDWIDTH, bandwidth_for, count_weights, decode_floor, expected_experts
+from nightowl.llmperf.kv_size import UnsupportedModel
 
 # config.json values as published on the Hugging Face hub
 LLAMA_31_8B = {

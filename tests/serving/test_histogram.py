@@ -9,8 +9,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from nightowl.collectors.base import to_jsonable
-from nightowl.collectors.prometheus import parse
-from nightowl.serving.histogram import delta, quantile, window_mean
+from nightowl.collectors.serving.metrics import parse
+from nightowl.llmperf.histogram import delta, quantile, window_mean
 from tests.helpers import ROOT
 
 BUCKETS = [[0.1, 10], [0.5, 60], [1.0, 100], ["+Inf", 100]]

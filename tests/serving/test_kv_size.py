@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from nightowl.serving.kv_size import UnsupportedModel, kv_bytes_per_token, max_concurrency
+from nightowl.llmperf.kv_size import UnsupportedModel, kv_bytes_per_token, max_concurrency
 
 # config.json values as published on the Hugging Face hub for these models
 LLAMA_31_8B = {

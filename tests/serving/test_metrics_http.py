@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
-from nightowl.collectors import prometheus
-from nightowl.collectors.metrics_window import derive
+from nightowl.collectors.serving import metrics as prometheus
+from nightowl.collectors.serving.metrics_window import derive
 from nightowl.engine.runner import RunOptions, collect_on
 from nightowl.transports.base import CommandResult
 from nightowl.transports.local import LocalTransport

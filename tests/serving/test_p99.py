@@ -1,12 +1,12 @@
-"""Window comparison (nightowl.serving.p99) and the metrics-window facts, on hand-made and recorded scrapes."""
+"""Window comparison (nightowl.llmperf.p99) and the metrics-window facts, on hand-made and recorded scrapes."""
 
 from __future__ import annotations
 
 import pytest
 
-from nightowl.collectors import prometheus
-from nightowl.collectors.metrics_window import COLLECTOR, derive
-from nightowl.serving import p99
+from nightowl.collectors.serving import metrics as prometheus
+from nightowl.collectors.serving.metrics_window import COLLECTOR, derive
+from nightowl.llmperf import p99
 from tests.helpers import ROOT
 
 HOSTS = ROOT / "fixtures" / "hosts"
@@ -206,7 +206,7 @@ def test_derived_collector_declaration() -> None:
 def test_window_shows_the_decode_floor_next_to_itl(tmp_path) -> None:  # noqa: ANN001
     import json
 
-    from nightowl.serving.floor import decode_floor
+    from nightowl.llmperf.floor import decode_floor
     from tests.serving.test_floor import LLAMA_31_8B
 
     config = tmp_path / "config.json"

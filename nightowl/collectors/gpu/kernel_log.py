@@ -1,0 +1,914 @@
+"""The kernel log: NVIDIA Xid/SXid events, GPUs off the bus, PCIe AER and OOM kills.
+
+Reads every way the kernel log reaches a person: bare ``NVRM:`` lines, ``dmesg`` (monotonic
+``[ 123.456]``), ``dmesg -T``, ``dmesg --time-format iso`` (with or without ``-x`` facility columns),
+syslog and journald (``short`` in any locale, ``short-iso``), Talos ``talosctl dmesg``, and the
+k8s-device-plugin's ``XidCriticalError`` line. A line is recognised by its message (``NVRM:``,
+``SXid (``, ``AER:`` ...), never by its timestamp, so month names in any language are fine.
+
+The parser streams (``parse_lines``) and keeps one event per distinct message: a burst of identical
+lines (same kind, code, GPU, pid, process and text) becomes one event with ``count``, ``first_time``
+and ``last_time``, so memory grows with distinct events, not with lines.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from functools import cached_property
+from typing import Any
+
+from nightowl.collectors.base import Collector, to_jsonable
+from nightowl.collectors.gpu import xid_catalog
+from nightowl.collectors.pci import find_pci, normalize_pci
+
+KIND = "kernel-log"
+MAX_DISTINCT_EVENTS = 20_000  # a safety cap; a real log has tens to hundreds
+MAX_LINES_PER_EVENT = 32  # continuation lines kept per (collapsed) event
+MAX_WARNINGS = 20
+_CACHE_LIMIT = 8192  # classified messages remembered (bursts repeat the same message)
+_SEEN_LIMIT = 4 * MAX_DISTINCT_EVENTS  # line texts remembered for the burst fast path
+
+EVENT_KINDS = ("xid", "sxid", "fallen_off_bus", "gpu_reset_required", "oom_kill", "pcie_aer", "other_nvrm")
+
+
+@dataclass
+class KernelLogResult:
+    """CONTRACT section 3 ``kernel-log``. Events are dicts: the contract keys plus per-kind extras."""
+
+    kind: str = KIND
+    events: list[dict[str, Any]] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+    driver_version: str | None = None
+    pcie_bandwidth_limited: list[dict[str, Any]] = field(default_factory=list)
+    lines_read: int = 0
+
+
+# --- where a message starts -------------------------------------------------------------------
+# Messages we read, found anywhere in a line; what precedes is the timestamp/host/tag prefix.
+# (Plain literals: an optional group here makes every search several times slower.)
+_ANCHOR = re.compile(
+    r"NVRM: |SXid \(|Xid \(|XidCriticalError|Out of memory|out of memory|AER: |PCIe Bus Error"
+    r"|available PCIe bandwidth"
+)
+# "pcieport 0000:00:02.0: " before an AER/bandwidth message: part of the message, not of the prefix.
+# (The lookbehind only skips starts inside a word, which could never be the leftmost match: same
+# matches as without it, found without re-scanning each word.)
+_DEVICE_TAIL = re.compile(r"((?<!\S)\S+ [0-9a-fA-F]{4,8}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]:\s)")
+_OOM_CGROUP = re.compile(r"Memory cgroup $")
+# The time stamp in front of a line (blanks, then dmesg "[ 1234.567890] ", dmesg -T "[Tue Mar  5 10:00:00
+# 2024] ", ISO 8601 as journalctl -o short-iso writes it, or syslog "Mar  5 10:00:00 "; or blanks alone).
+# The rest of the line, which repeats in a burst, keys the memo of line shapes; see _Shape for why the
+# stamp cannot change how the rest reads.
+_STAMP = re.compile(  # always matches, maybe empty; no backtracking into the blanks (a stamp starts non-blank)
+    r"[ \t]*(?P<stamp>\[ *[0-9]+\.[0-9]+\] "
+    r"|\[[A-Z][a-z]{2} [A-Z][a-z]{2} [ 0-9][0-9] [0-9]{2}:[0-9]{2}:[0-9]{2} [0-9]{4}\] "
+    r"|[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}(?:[.,][0-9]+)?(?:Z|[+-][0-9]{2}:?[0-9]{2})? "
+    r"|[A-Z][a-z]{2} [ 0-9][0-9] [0-9]{2}:[0-9]{2}:[0-9]{2} )?"
+)
+_ADDRESS_FIRST = re.compile(r"[0-9a-fA-F]{4,8}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]:\s")
+_NVSWITCH_DEVICE = re.compile(r"(nvidia-nvswitch\d+):\s*$")
+
+# --- timestamps (decision: a yearless or non-English time stays as written) -------------------
+_SYSLOG_TIME = re.compile(r"^\s*(\S+\s+\d{1,2}\s+\d{1,2}:\d\d:\d\d(?:\.\d+)?)\s")  # Mar 29 15:38:59, lis 12 ...
+_ISO_TIME = re.compile(r"(\d{4}-\d\d-\d\d)[T ](\d\d:\d\d:\d\d)(?:[.,](\d+))?(Z|[+-]\d\d:?\d\d)?")
+_SLASH_TIME = re.compile(r"(\d{4})/(\d\d)/(\d\d)[ T](\d\d:\d\d:\d\d)")  # Go log package (device plugin)
+_BRACKET = re.compile(r"\[\s*([^\]]*?)\s*\]")
+_MONOTONIC = re.compile(r"\d+\.\d+")
+_DMESG_T = re.compile(r"(?:\S+\s+)?(\S+)\s+(\d{1,2})\s+(\d\d):(\d\d):(\d\d)\s+(\d{4})")  # Tue Mar  5 10:00:00 2024
+_MONTHS = {
+    m: i
+    for i, m in enumerate(("jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec"), start=1)
+}
+
+# --- NVRM messages (text after "NVRM: ") -------------------------------------------------------
+_XID = re.compile(r"Xid \((?:PCI:)?(?P<pci>[^)]*)\):?\s*(?P<code>\d+)\b,?\s*(?P<rest>.*)$")
+_SXID = re.compile(r"SXid \((?:PCI:)?(?P<pci>[^)]*)\):?\s*(?P<code>\d+)\b,?\s*(?P<text>.*)$")
+_PID_NAME = re.compile(r"pid=(?P<pid>'?<unknown>'?|'?\d+'?),\s*name=(?P<name>[^,]*?)\s*(?:,\s*(?P<text>.*))?$")
+_SXID_DETAIL = re.compile(r"(?:Severity \d+|Data \{)")  # continuation lines of an SXid report
+_SXID_SEVERITY = re.compile(r"(non-?fatal|fatal)\b", re.I)
+_CAUSED_BY = re.compile(r"caused by previous Xid (\d+)")
+_GPU_PRELUDE = re.compile(r"GPU at (?:PCI:)?(?P<pci>[0-9a-fA-F:.]+?):?\s+(?P<uuid>GPU-[0-9a-fA-F-]+)")
+_BOARD_SERIAL = re.compile(r"GPU Board Serial Number:\s*(?P<serial>\S+)")
+_GPU_SERIAL = re.compile(r"GPU (?P<pci>[0-9a-fA-F:.]+): GPU serial number is (?P<serial>\w+)")
+_FALLEN_OFF_BUS = re.compile(r"fallen off the bus", re.I)
+_RESET_REQUIRED = re.compile(
+    r"NV_ERR_RESET_REQUIRED|\breset required\b|\brequires? (?:a )?(?:GPU )?reset\b|\bneeds? to be reset\b",
+    re.I,
+)
+_DRIVER_VERSION = re.compile(r"loading NVIDIA .*?Kernel Module.*?\s(?P<version>\d+\.\d+(?:\.\d+)?)(?:\s|$)")
+# Multi-line NVRM messages printed as several lines: the opener, then lines that continue it
+# (NVSentinel #155 fallen-off-the-bus block; the crash-dump banner).
+_BLOCK_OPENER = re.compile(r"The NVIDIA GPU \S+\s*$|crash dump has been created")
+_BLOCK_CONTINUATION = re.compile(
+    r"\(PCI ID: |installed in this system|fallen off the bus and is not|nvidia-bug-report\.sh as root"
+    r"|the NVIDIA kernel module is unloaded"
+)
+# other_nvrm sub-kinds, first match wins (sources: corpus samples named in fixtures/corpus/gpu/INDEX.md).
+_OTHER_SUBKINDS: tuple[tuple[str, re.Pattern[str]], ...] = (
+    ("driver_load", re.compile(r"^loading NVIDIA ")),
+    ("rm_init_adapter_failed", re.compile(r"RmInitAdapter failed|rm_init_adapter failed", re.I)),
+    ("probe_failed", re.compile(r"probe routine failed")),
+    ("gsp_timeout", re.compile(r"GSP Timeout|waiting for RPC response", re.I)),
+    ("gsp_rpc_failed", re.compile(r"\w+_GSP: .*failed")),
+    ("gsp_coredump", re.compile(r"CoreDump", re.I)),
+    ("pmu_halted", re.compile(r"PMU has halted")),
+    ("nvlink_training_failed", re.compile(r"knvlink\w*:.*failed", re.I)),
+    ("crash_dump", re.compile(r"crash dump has been created")),
+    ("assertion_failed", re.compile(r"Assertion failed")),
+)
+
+# --- other kernel messages ----------------------------------------------------------------------
+_OOM_KILL = re.compile(r"[Oo]ut of memory.*?: Kill(?:ed)? process (?P<pid>\d+) \((?P<name>[^)]*)\)")
+_AER_RECEIVED = re.compile(
+    r"AER: (?P<what>.*?)error(?: message)? received(?::? (?:from )?(?P<src>[0-9a-fA-F]{4,8}:[0-9a-fA-F]{2}:"
+    r"[0-9a-fA-F]{2}\.[0-7]))?"
+)
+_AER_SEVERITY = re.compile(r"(Uncorrected \((?:Non-)?Fatal\)|Corrected)", re.I)
+_PCIE_BUS_ERROR = re.compile(r"PCIe Bus Error: severity=(?P<severity>[^,]+)")
+# Lines that continue an AER report (kernel drivers/pci/pcie/aer.c print one report over several lines).
+_AER_DETAIL = re.compile(
+    r"PCIe Bus Error|\bdevice \[[0-9a-fA-F]{4}:[0-9a-fA-F]{4}\] error status|:\s+\[\s*\d+\] \w"
+    r"|error_detected|AER-aware|TLP Header|AER:\s+(?!.*error(?: message)? received)"
+)
+_BANDWIDTH = re.compile(
+    r"(?P<pci>[0-9a-fA-F]{4,8}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]): "
+    r"(?P<available>[\d.]+ [GMT]b/s) available PCIe bandwidth, limited by (?P<limited_by>.+?) "
+    r"link at (?P<at>\S+) \(capable of (?P<capable>[\d.]+ [GMT]b/s)"
+)
+_PLUGIN_XID = re.compile(r"XidCriticalError: Xid=(?P<code>\d+) on Device=(?P<uuid>[^,\s]+)")
+
+
+@dataclass(frozen=True)
+class _Classified:
+    """What one (possibly multi-line) message is. ``role`` says what the parser does with it."""
+
+    role: str  # event | prelude | board_serial | gpu_serial | sxid_detail | bandwidth | ignore | unreadable
+    kind: str | None = None
+    code: int | None = None
+    pci: str | None = None
+    pid: int | None = None
+    process: str | None = None
+    text: str = ""
+    extras: tuple[tuple[str, Any], ...] = ()
+
+    @cached_property
+    def key(self) -> tuple[Any, ...]:
+        """Events with the same key are one (collapsed) event."""
+        return (self.kind, self.code, self.pci, self.pid, self.process, self.text)
+
+
+_IGNORE = _Classified("ignore")
+
+
+# --- timestamps -----------------------------------------------------------------------------------
+def _iso(date: str, clock: str, fraction: str | None, zone: str | None) -> str | None:
+    text = f"{date}T{clock}"
+    if fraction:
+        text += "." + fraction[:6].ljust(6, "0")
+    if zone:
+        text += "+00:00" if zone == "Z" else f"{zone[:3]}:{zone[-2:]}"
+    try:
+        datetime.fromisoformat(text)
+    except ValueError:
+        return None
+    return text
+
+
+def _dmesg_t(inside: str) -> str | None:
+    match = _DMESG_T.fullmatch(inside)
+    if match is None:
+        return None
+    month = _MONTHS.get(match.group(1)[:3].lower())
+    if month is None:
+        return None
+    try:
+        stamp = datetime(
+            int(match.group(6)),
+            month,
+            int(match.group(2)),
+            int(match.group(3)),
+            int(match.group(4)),
+            int(match.group(5)),
+        )
+    except ValueError:
+        return None
+    return stamp.isoformat()
+
+
+def parse_time(prefix: str) -> tuple[str | None, str | None]:
+    """(time, monotonic) from the text before a message.
+
+    ``time`` is ISO 8601 when the prefix holds an absolute, parseable time, else the time as written
+    (a yearless syslog time, a dmesg -T time in another language, monotonic seconds), else None.
+    ``monotonic`` is the ``[ 123.456]`` seconds when a wall-clock time is also present (syslog).
+    """
+    wall: str | None = None
+    monotonic: str | None = None
+    bracket = _BRACKET.search(prefix)
+    if bracket is not None and _MONOTONIC.fullmatch(bracket.group(1)):
+        monotonic = bracket.group(1)
+    syslog = _SYSLOG_TIME.match(prefix)
+    iso = _ISO_TIME.search(prefix)
+    if syslog is not None and (iso is None or iso.start() > syslog.end()):
+        wall = syslog.group(1)
+    elif iso is not None:
+        wall = _iso(*iso.groups()) or iso.group(0)
+    elif bracket is not None and monotonic is None and bracket.group(1):
+        wall = _dmesg_t(bracket.group(1)) or bracket.group(1)
+    else:
+        slash = _SLASH_TIME.search(prefix)
+        if slash is not None:
+            wall = _iso("-".join(slash.groups()[:3]), slash.group(4), None, None) or slash.group(0)
+    if wall is None:
+        return monotonic, None
+    return wall, monotonic
+
+
+# --- classification -------------------------------------------------------------------------------
+def _pid(raw: str | None) -> int | None:
+    digits = (raw or "").strip("'")
+    return int(digits) if digits.isdigit() else None
+
+
+def _process(raw: str | None) -> str | None:
+    name = (raw or "").strip().strip("'")
+    return None if name in ("", "<unknown>") else name
+
+
+def _classify_xid(body: str) -> _Classified:
+    match = _XID.match(body)
+    if match is None:
+        return _Classified("unreadable", text=body)
+    code = int(match.group("code"))
+    rest = match.group("rest").strip()
+    pid = process = None
+    text = rest
+    owner = _PID_NAME.match(rest)
+    if owner is not None:
+        pid, process, text = (
+            _pid(owner.group("pid")),
+            _process(owner.group("name")),
+            owner.group("text") or "",
+        )
+    extras: list[tuple[str, Any]] = []
+    if code == 154:
+        extras.append(("recovery_action", xid_catalog.recovery_name(text)))
+    if code in xid_catalog.NVLINK5_CODES:
+        extras.append(("severity", xid_catalog.nvlink_severity(text)))
+    caused_by = _CAUSED_BY.search(text)
+    if caused_by is not None:
+        extras.append(("caused_by_xid", int(caused_by.group(1))))
+    return _Classified("event", "xid", code, normalize_pci(match.group("pci")), pid, process, text, tuple(extras))
+
+
+def _classify_sxid(body: str) -> _Classified:
+    match = _SXID.match(body)
+    if match is None:
+        return _Classified("unreadable", text=body)
+    code, text = int(match.group("code")), match.group("text").strip()
+    pci = normalize_pci(match.group("pci"))
+    if _SXID_DETAIL.match(text):
+        return _Classified("sxid_detail", "sxid", code, pci, text=text)
+    severity = _SXID_SEVERITY.match(text)
+    extras = (("severity", "fatal" if severity.group(1).lower() == "fatal" else "nonfatal"),) if severity else ()
+    return _Classified("event", "sxid", code, pci, text=text, extras=extras)
+
+
+def _classify_nvrm(body: str) -> _Classified:
+    if body.startswith("Xid"):
+        return _classify_xid(body)
+    prelude = _GPU_PRELUDE.match(body)
+    if prelude is not None:
+        return _Classified("prelude", pci=normalize_pci(prelude.group("pci")), text=prelude.group("uuid"))
+    serial = _BOARD_SERIAL.match(body)
+    if serial is not None:
+        return _Classified("board_serial", text=serial.group("serial"))
+    gpu_serial = _GPU_SERIAL.match(body)
+    if gpu_serial is not None:
+        return _Classified("gpu_serial", pci=normalize_pci(gpu_serial.group("pci")), text=gpu_serial.group("serial"))
+    if _FALLEN_OFF_BUS.search(body):
+        return _Classified("event", "fallen_off_bus", pci=find_pci(body), text=body)
+    if _RESET_REQUIRED.search(body):
+        return _Classified("event", "gpu_reset_required", pci=find_pci(body), text=body)
+    extras: list[tuple[str, Any]] = []
+    for subkind, pattern in _OTHER_SUBKINDS:
+        if pattern.search(body):
+            extras.append(("subkind", subkind))
+            break
+    version = _DRIVER_VERSION.match(body)
+    if version is not None:
+        extras.append(("driver_version", version.group("version")))
+    return _Classified("event", "other_nvrm", pci=find_pci(body), text=body, extras=tuple(extras))
+
+
+def _classify_aer(message: str) -> _Classified:
+    received = _AER_RECEIVED.search(message)
+    if received is not None:
+        severity = _AER_SEVERITY.search(received.group("what") or "")
+        pci = normalize_pci(received.group("src")) or find_pci(message)
+        extras = (("severity", severity.group(1).lower()),) if severity else ()
+        return _Classified("event", "pcie_aer", pci=pci, text=message, extras=extras)
+    bus_error = _PCIE_BUS_ERROR.search(message)
+    if bus_error is not None:  # a report whose "error received" line we did not see
+        extras = (("severity", bus_error.group("severity").strip().lower()),)
+        return _Classified("event", "pcie_aer", pci=find_pci(message), text=message, extras=extras)
+    return _IGNORE
+
+
+def _classify_bandwidth(message: str) -> _Classified:
+    match = _BANDWIDTH.search(message)
+    if match is None:
+        return _IGNORE
+    extras = (
+        ("available", match.group("available")),
+        ("limited_by", match.group("limited_by")),
+        ("limiting_pci", normalize_pci(match.group("at"))),
+        ("capable", match.group("capable")),
+    )
+    return _Classified("bandwidth", pci=normalize_pci(match.group("pci")), text=message.strip(), extras=extras)
+
+
+def classify(message: str) -> _Classified:
+    """What a message (from its anchor to the end, continuation lines joined) is. Pure."""
+    if message.startswith("NVRM: "):
+        return _classify_nvrm(message[6:].strip())
+    if message.startswith("SXid"):
+        return _classify_sxid(message)
+    if message.startswith("Xid ("):
+        return _classify_xid(message)
+    if message.startswith("XidCriticalError"):
+        plugin = _PLUGIN_XID.search(message)
+        if plugin is None:
+            return _Classified("unreadable", text=message)
+        extras = (("uuid", plugin.group("uuid")), ("source", "k8s-device-plugin"))
+        return _Classified("event", "xid", int(plugin.group("code")), text=message.strip(), extras=extras)
+    if "ut of memory" in message:
+        oom = _OOM_KILL.search(message)
+        if oom is None:
+            return _IGNORE
+        return _Classified(
+            "event", "oom_kill", pid=int(oom.group("pid")), process=oom.group("name"), text=message.strip()
+        )
+    if "available PCIe bandwidth" in message:
+        return _classify_bandwidth(message)
+    return _classify_aer(message.strip())
+
+
+# --- the streaming parser -----------------------------------------------------------------------------
+# Most lines of a long log repeat a message seen before (a burst, an AER storm) behind a new timestamp.
+# Whatever the parser derives from a line's text alone is therefore computed once per distinct text and
+# looked up afterwards; only what depends on the order of lines (drafts, preludes, counts) runs per line:
+#   _Parser.seen_*   the text after "NVRM: " / "SXid (" -> its event or note (parse_lines' fast path)
+#   _Parser.shapes   the rest of a line behind its time stamp (_STAMP) -> how it splits (_Shape)
+#   _Parser.messages a message -> what joining lines needs to know about it (_Message)
+#   _Parser.cache    a message and its continuation lines -> their classification
+# Each memo holds at most _CACHE_LIMIT entries (it is emptied when full), so memory stays bounded.
+@dataclass(frozen=True, slots=True)
+class _Message:
+    """What the line-joining logic needs to know about one message (computed once per distinct text)."""
+
+    text: str  # the message as kept: device name in front for AER/OOM lines, trailing blanks off
+    nvrm_body: str | None  # text after "NVRM: " of a non-Xid NVRM message: what it adds as a continuation
+    continues_block: bool  # carries on a multi-line NVRM block ("(PCI ID: ...", "nvidia-bug-report.sh ...")
+    opens_block: bool  # a pending message holding this may be continued by `continues_block` lines
+    waits: bool  # starts a draft that later lines may continue (an AER report, an NVRM block opener)
+    is_aer: bool
+    aer_detail: bool  # a line of an AER report other than its "error received" line
+    found: _Classified  # what the message is on its own (no continuation lines)
+
+
+def _message(text: str) -> _Message:
+    nvrm = text.startswith("NVRM: ")
+    body = text[6:].strip() if nvrm and not text.startswith("NVRM: Xid") else None
+    opens_block = _BLOCK_OPENER.search(text) is not None
+    is_aer = ("AER: " in text or "PCIe Bus Error" in text) and not text.startswith("NVRM")
+    return _Message(
+        text=text,
+        nvrm_body=body,
+        continues_block=body is not None and _BLOCK_CONTINUATION.match(body) is not None,
+        opens_block=opens_block,
+        waits=is_aer or (nvrm and opens_block),
+        is_aer=is_aer,
+        aer_detail=_AER_DETAIL.search(text) is not None and _AER_RECEIVED.search(text) is None,
+        found=classify(text),
+    )
+
+
+def _split(line: str) -> tuple[str, str, str] | None:
+    """(prefix, message, tail) of a line holding a message we read, else None.
+
+    ``tail`` is the line from the anchor on, as read; ``message`` is it without trailing blanks and,
+    for AER/bandwidth/OOM messages, with the device ("pcieport 0000:00:02.0: ") taken from the prefix.
+    """
+    match = _ANCHOR.search(line)
+    if match is None:
+        return None
+    start = match.start()
+    prefix, tail = line[:start], line[start:]
+    message = tail.rstrip()
+    if not message.startswith(("NVRM", "SXid", "Xid")):
+        device = _DEVICE_TAIL.search(prefix) or _OOM_CGROUP.search(prefix)
+        if device is not None:
+            prefix, message = prefix[: device.start()], prefix[device.start() :] + message
+    return prefix, message, tail
+
+
+def _aer_detail(line: str) -> str | None:
+    """The detail a line without a message adds to a pending AER report, None if it is not one."""
+    if _AER_DETAIL.search(line) is None:
+        return None
+    device = _DEVICE_TAIL.search(line)
+    return (line[device.start() :] if device else line).strip()
+
+
+@dataclass(frozen=True, slots=True)
+class _Shape:
+    """How a line splits, read from the rest of the line behind its ``_STAMP`` (the stamp adds only time).
+
+    Exact, not a heuristic: a stamp holds blanks, digits, brackets, ``.,:+-TZ`` (a ``:`` only before a
+    digit) and 3-letter words followed by a blank, and no pattern ``_split`` or ``_aer_detail`` uses can
+    start on such text; every stamp ends in a blank, so a word boundary or the lookbehind of
+    ``_DEVICE_TAIL`` judges the rest's first character as it would in the whole line; and
+    ``_DEVICE_TAIL`` could only reach into the stamp through a rest that opens with a PCI address:
+    such a rest gets ``_NO_SHAPE`` and its line the general path. The property test
+    ``test_memoized_paths_read_like_the_general_path`` checks the equivalence.
+    """
+
+    message: _Message | None  # None: no message we read (a possible AER detail line)
+    prefix: str = ""  # the prefix after the stamp
+    tail: str = ""  # the line from the message on, as read (what the fast path of parse_lines keys)
+    blank_prefix: bool = False  # the prefix after the stamp is empty or blank
+    is_aer_detail: bool = False  # (no message) an AER detail line
+    detail: str | None = None  # its detail text, None when it is the whole line stripped (stamp included)
+
+
+_NO_SHAPE = _Shape(None)  # memo value of a rest that opens with a PCI address
+
+
+@dataclass(slots=True)
+class _Draft:
+    """A message that more lines may continue (a block opener or an AER report)."""
+
+    prefix: str
+    message: str
+    continuation: list[str] = field(default_factory=list)
+    details: list[str] = field(default_factory=list)  # AER detail lines (kept as `lines`)
+    is_aer: bool = False
+    opens_block: bool = False
+
+
+def _remember(memo: dict[Any, Any], key: Any, value: Any) -> None:
+    if len(memo) >= _CACHE_LIMIT:
+        memo.clear()
+    memo[key] = value
+
+
+class _Parser:
+    """Line-by-line state. Most messages are emitted at once; only a message that more lines may
+    continue (a block opener, an AER report) waits in ``pending`` for the next line."""
+
+    def __init__(self) -> None:
+        self.events: dict[tuple[Any, ...], dict[str, Any]] = {}
+        # The text after "NVRM: " / "SXid (" -> its event, or what else it was (prelude, serial).
+        # parse_lines looks repeats up here instead of parsing them again.
+        self.seen_nvrm: dict[str, dict[str, Any] | _Classified] = {}
+        self.seen_sxid: dict[str, dict[str, Any] | _Classified] = {}
+        self.shapes: dict[str, _Shape] = {}
+        self.messages: dict[str, _Message] = {}
+        self.pending: _Draft | None = None
+        self.cache: dict[tuple[str, ...], _Classified] = {}
+        self.prelude: dict[str, Any] | None = None
+        self.last_event: dict[str, Any] | None = None
+        self.sxid_last: dict[tuple[str | None, int | None], dict[str, Any]] = {}
+        self.bandwidth: dict[str, dict[str, Any]] = {}
+        self.driver_version: str | None = None
+        self.warnings: list[str] = []
+        self.extra_warnings = 0
+        self.dropped_events = 0
+        self.lines_read = 0
+        self.saw_text = False
+
+    def feed(self, line: str) -> None:
+        """The general path for one line (``parse_lines`` short-cuts repeats of known messages)."""
+        if not self.saw_text:
+            self.saw_text = bool(line) and not line.isspace()
+        cut = _STAMP.match(line)  # (always matches, maybe empty)
+        if cut is not None and cut.end():
+            end = cut.end()
+            shape = self.shapes.get(line[end:])
+            if shape is None:
+                shape = self._new_shape(line[end:])
+            message = shape.message
+            if message is not None:
+                # Blanks alone in front (no time): a continuation line if the whole prefix is blank.
+                indented = cut.lastgroup is None and shape.blank_prefix
+                self._feed_message(line[:end] + shape.prefix, message, shape.tail, indented)
+                return
+            if shape is not _NO_SHAPE:  # no message: _feed_plain, inlined (AER storms repeat these lines)
+                pending = self.pending
+                if pending is not None:
+                    if not (pending.is_aer and shape.is_aer_detail):
+                        self._flush()
+                    elif len(pending.details) < MAX_LINES_PER_EVENT:
+                        pending.details.append(shape.detail if shape.detail is not None else line.strip())
+                return
+        split = _split(line)
+        if split is None:
+            pending = self.pending
+            self._feed_plain(_aer_detail(line) if pending is not None and pending.is_aer else None)
+            return
+        prefix, text, tail = split
+        self._feed_message(prefix, self._message(text), tail, indented=bool(prefix) and prefix.isspace())
+
+    def _new_shape(self, rest: str) -> _Shape:
+        if _ADDRESS_FIRST.match(rest):
+            shape = _NO_SHAPE
+        else:
+            split = _split(rest)
+            if split is not None:
+                prefix, text, tail = split
+                shape = _Shape(self._message(text), prefix, tail, blank_prefix=not prefix or prefix.isspace())
+            elif _AER_DETAIL.search(rest) is None:
+                shape = _Shape(None)
+            else:
+                device = _DEVICE_TAIL.search(rest)
+                shape = _Shape(None, is_aer_detail=True, detail=rest[device.start() :].strip() if device else None)
+        _remember(self.shapes, rest, shape)
+        return shape
+
+    def _message(self, text: str) -> _Message:
+        message = self.messages.get(text)
+        if message is None:
+            message = _message(text)
+            _remember(self.messages, text, message)
+        return message
+
+    def _feed_plain(self, aer_detail: str | None) -> None:
+        """A line without any message we read: an AER detail line, or the end of a pending message."""
+        pending = self.pending
+        if pending is None:
+            return
+        if pending.is_aer and aer_detail is not None:
+            if len(pending.details) < MAX_LINES_PER_EVENT:
+                pending.details.append(aer_detail)
+            return
+        self._flush()
+
+    def _feed_message(self, prefix: str, message: _Message, tail: str, indented: bool) -> None:
+        """A line with a message. ``indented``: its prefix is blank, as on the continuation lines of a
+        multi-line NVRM message (they carry no timestamp)."""
+        pending = self.pending
+        body = message.nvrm_body
+        if pending is None:
+            if indented and body is not None and self.last_event is not None:
+                self._add_line(self.last_event, body)
+                return
+        else:
+            if body is not None and (indented or (message.continues_block and pending.opens_block)):
+                if len(pending.continuation) < MAX_LINES_PER_EVENT:  # memory stays bounded on any input
+                    pending.continuation.append(body)
+                return
+            if pending.is_aer and message.aer_detail:
+                if len(pending.details) < MAX_LINES_PER_EVENT:
+                    pending.details.append(message.text)
+                return
+            self._flush()
+        if message.waits:
+            self.pending = _Draft(prefix, message.text, is_aer=message.is_aer, opens_block=message.opens_block)
+        else:
+            self._handle(message.found, (message.text,), prefix, tail, ())
+
+    def _flush(self) -> None:
+        draft, self.pending = self.pending, None
+        if draft is None:
+            return
+        # Keyed by the parts, not their join: the parts are memoized strings whose hashes are known.
+        parts = (draft.message, *draft.continuation)
+        found = self.cache.get(parts)
+        if found is None:
+            found = classify(" ".join(parts))
+            _remember(self.cache, parts, found)
+        self._handle(found, parts, draft.prefix, None, draft.details)
+
+    def _handle(
+        self, found: _Classified, parts: tuple[str, ...], prefix: str, tail: str | None, details: Sequence[str]
+    ) -> None:
+        """Act on a classified message (``parts``: its lines' messages). ``tail``: the line from the message
+        on when parse_lines may short-cut its repeats (a single line, no AER details), else None."""
+        role = found.role
+        if role == "event":
+            event = self._emit(found, prefix, details)
+            if tail is not None and event is not None:
+                self._remember_seen(tail, event)
+        elif role in ("prelude", "board_serial", "gpu_serial", "sxid_detail"):
+            self.note(found, prefix)
+            if tail is not None:
+                self._remember_seen(tail, found)
+        elif role == "bandwidth":
+            self._bandwidth(found)
+        elif role == "unreadable":
+            self._warn(f"unreadable Xid/SXid line: {' '.join(parts)[:200]}")
+
+    def _remember_seen(self, tail: str, known: dict[str, Any] | _Classified) -> None:
+        """Let parse_lines short-cut the next line with this tail (it looks up the text after the
+        6-character "NVRM: " / "SXid (" it finds)."""
+        if len(self.seen_nvrm) + len(self.seen_sxid) >= _SEEN_LIMIT:
+            return
+        if tail.startswith("NVRM: "):
+            self.seen_nvrm[tail[6:]] = known
+        elif tail.startswith("SXid ("):
+            self.seen_sxid[tail[6:]] = known
+
+    def note(self, found: _Classified, prefix: str) -> None:
+        """A line that adds to an event rather than being one: keep what it says."""
+        role = found.role
+        if role == "sxid_detail":
+            self._sxid_detail(found, prefix)
+        elif role == "prelude":
+            self.prelude = {"pci": found.pci, "uuid": found.text}
+        elif role == "board_serial":
+            if self.prelude is not None:
+                self.prelude["board_serial"] = found.text
+        elif role == "gpu_serial":
+            last = self.last_event
+            if last is not None and last.get("pci") == found.pci:
+                last.setdefault("board_serial", found.text)
+
+    def repeat(self, event: dict[str, Any], prefix: str) -> None:
+        """Another occurrence of a known event (its prelude and lines were kept at the first one)."""
+        event["count"] += 1
+        event["_last_prefix"] = prefix
+        self.last_event = event
+        if self.prelude is not None:
+            self.drop_prelude_of(event)
+
+    def drop_prelude_of(self, event: dict[str, Any]) -> None:
+        if self.prelude is not None and self.prelude["pci"] == event["pci"]:
+            self.prelude = None
+
+    def _emit(self, found: _Classified, prefix: str, details: Sequence[str]) -> dict[str, Any] | None:
+        key = found.key
+        event = self.events.get(key)
+        if event is not None:
+            self.repeat(event, prefix)
+            return event
+        if len(self.events) >= MAX_DISTINCT_EVENTS:
+            self.dropped_events += 1
+            return None
+        time, monotonic = parse_time(prefix)
+        event = {
+            "kind": found.kind,
+            "code": found.code,
+            "pci": found.pci,
+            "time": time,
+            "pid": found.pid,
+            "process": found.process,
+            "text": found.text,
+        }
+        event.update(found.extras)
+        event.update(count=1, first_time=time, last_time=time, _last_prefix=None)
+        if monotonic is not None and monotonic != time:
+            event["monotonic"] = monotonic
+        self._enrich(event, prefix, details)
+        self.events[key] = event
+        self.last_event = event
+        return event
+
+    def _enrich(self, event: dict[str, Any], prefix: str, details: Sequence[str]) -> None:
+        kind = event["kind"]
+        prelude = self.prelude
+        if prelude is not None and kind in ("xid", "fallen_off_bus") and prelude["pci"] == event["pci"]:
+            event["uuid"] = prelude["uuid"]
+            if "board_serial" in prelude:
+                event["board_serial"] = prelude["board_serial"]
+            self.prelude = None
+        if kind == "sxid":
+            device = _NVSWITCH_DEVICE.search(prefix)
+            if device is not None:
+                event["device"] = device.group(1)
+            self.sxid_last[(event["pci"], event["code"])] = event
+        if kind == "pcie_aer" and details and "severity" not in event:
+            for detail in details:
+                bus_error = _PCIE_BUS_ERROR.search(detail)
+                if bus_error is not None:
+                    event["severity"] = bus_error.group("severity").strip().lower()
+                    break
+        if details:
+            kept = event.setdefault("lines", [])
+            kept.extend(details[: max(0, MAX_LINES_PER_EVENT - len(kept))])
+        if event.get("driver_version"):
+            self.driver_version = event["driver_version"]
+
+    @staticmethod
+    def _add_line(event: dict[str, Any], line: str) -> None:
+        kept = event.setdefault("lines", [])
+        if len(kept) < MAX_LINES_PER_EVENT:
+            kept.append(line)
+
+    def _sxid_detail(self, found: _Classified, prefix: str) -> None:
+        owner = self.sxid_last.get((found.pci, found.code))
+        if owner is not None:
+            self._add_line(owner, found.text)
+            return
+        # A "Severity"/"Data" line whose report we did not see: keep it as its own event.
+        self._emit(_Classified("event", "sxid", found.code, found.pci, text=found.text), prefix, ())
+
+    def _bandwidth(self, found: _Classified) -> None:
+        pci = found.pci
+        if pci is None or pci in self.bandwidth or len(self.bandwidth) >= MAX_DISTINCT_EVENTS:
+            return
+        self.bandwidth[pci] = {"pci": pci, **dict(found.extras)}
+
+    def _warn(self, text: str) -> None:
+        if len(self.warnings) < MAX_WARNINGS:
+            self.warnings.append(text)
+        else:
+            self.extra_warnings += 1
+
+    def finish(self) -> KernelLogResult:
+        self._flush()
+        events = list(self.events.values())
+        for event in events:
+            last_prefix = event.pop("_last_prefix")
+            if last_prefix is not None:
+                event["last_time"] = parse_time(last_prefix)[0]
+        warnings = list(self.warnings)
+        if self.extra_warnings:
+            warnings.append(f"{self.extra_warnings} more unreadable lines not listed")
+        if self.dropped_events:
+            warnings.append(f"{self.dropped_events} events beyond {MAX_DISTINCT_EVENTS} distinct ones not kept")
+        if not self.saw_text:
+            warnings.append("empty input: no kernel log lines")
+        return KernelLogResult(
+            events=events,
+            warnings=warnings,
+            driver_version=self.driver_version,
+            pcie_bandwidth_limited=list(self.bandwidth.values()),
+            lines_read=self.lines_read,
+        )
+
+
+def parse_lines(lines: Iterable[str]) -> KernelLogResult:
+    """Parse a kernel log line by line (an open file works); memory grows with distinct events only.
+
+    The loop is the hot path of a 100 MB log: a line whose text after ``NVRM: `` / ``SXid (`` was seen
+    before (an Xid burst) only bumps its event's count, and lines that cannot matter are skipped with
+    substring tests; everything else goes to ``_Parser.feed``, which looks what it can up by text too.
+    """
+    parser = _Parser()
+    nvrm_seen = parser.seen_nvrm.get
+    sxid_seen = parser.seen_sxid.get
+    pending: _Draft | None = None
+    lines_read = 0
+    saw_text = False
+    for line in lines:
+        lines_read += 1
+        head, found, tail = line.partition("NVRM: ")
+        if found:
+            known = nvrm_seen(tail) if pending is None else None
+        elif "Xid" in line:
+            head, found, tail = line.partition("SXid (")
+            known = sxid_seen(tail) if found and pending is None else None
+        elif pending is None and "AER: " not in line and "PCIe " not in line and "of memory" not in line:
+            # No message we read (every _ANCHOR alternative holds one of these substrings).
+            if not saw_text and line and not line.isspace():
+                saw_text = True
+            continue
+        else:
+            known = None
+        # A blank prefix makes the line a continuation of the one before: feed() decides.
+        if known is not None and not head.isspace():
+            if known.__class__ is dict:  # inlined parser.repeat(): this is the hottest line
+                known["count"] += 1  # type: ignore[index]
+                known["_last_prefix"] = head  # type: ignore[index]
+                parser.last_event = known  # type: ignore[assignment]
+                if parser.prelude is not None:
+                    parser.drop_prelude_of(known)  # type: ignore[arg-type]
+            else:
+                parser.note(known, head)  # type: ignore[arg-type]
+            continue
+        parser.feed(line)
+        pending = parser.pending
+    parser.saw_text = parser.saw_text or saw_text
+    parser.lines_read = lines_read
+    return parser.finish()
+
+
+def parse(text: str) -> KernelLogResult:
+    """Parse a whole kernel log held in memory. Never raises on any text."""
+    return parse_lines(text.splitlines())
+
+
+# --- facts ------------------------------------------------------------------------------------------------
+def _sorted_pcis(values: Iterable[str | None]) -> list[str]:
+    return sorted({v for v in values if v})
+
+
+def _xids_by_gpu(xids: list[dict[str, Any]]) -> dict[str, list[int]]:
+    by_gpu: dict[str, set[int]] = {}
+    for event in xids:
+        if event["pci"]:
+            by_gpu.setdefault(event["pci"], set()).add(event["code"])
+    return {pci: sorted(codes) for pci, codes in sorted(by_gpu.items())}
+
+
+def _recovery_by_gpu(xids: list[dict[str, Any]]) -> tuple[str | None, dict[str, str]]:
+    overall: list[str | None] = []
+    per_gpu: dict[str, list[str | None]] = {}
+    for event in xids:
+        if event["code"] != 154:
+            continue
+        value = xid_catalog.normalize_recovery_action(event.get("recovery_action"))
+        overall.append(value)
+        if event["pci"]:
+            per_gpu.setdefault(event["pci"], []).append(value)
+    by_gpu = {pci: xid_catalog.strictest_recovery(values) for pci, values in sorted(per_gpu.items())}
+    return xid_catalog.strictest_recovery(overall), {pci: v for pci, v in by_gpu.items() if v is not None}
+
+
+def _app_xid_repeating_gpus(xids: list[dict[str, Any]]) -> list[str]:
+    """GPUs where RESTART_APP Xids (13, 31, ...) hit at least two different processes."""
+    owners: dict[str, set[Any]] = {}
+    for event in xids:
+        entry = xid_catalog.lookup(event["code"])
+        if not event["pci"] or entry is None or entry.immediate_action != "RESTART_APP":
+            continue
+        owner = event["pid"] if event["pid"] is not None else event["process"]
+        if owner is not None:
+            owners.setdefault(event["pci"], set()).add(owner)
+    return sorted(pci for pci, seen in owners.items() if len(seen) >= 2)
+
+
+def _primary_xids(xids: list[dict[str, Any]]) -> list[int]:
+    """Codes without the sympathetic 43/45 on GPUs that logged another Xid; a 45 that names its
+    cause ("caused by previous Xid 149") counts that cause as present."""
+    by_gpu: dict[str | None, set[int]] = {}
+    for event in xids:
+        codes = by_gpu.setdefault(event["pci"], set())
+        codes.add(event["code"])
+        if isinstance(event.get("caused_by_xid"), int):
+            codes.add(event["caused_by_xid"])
+    primary: set[int] = set()
+    for codes in by_gpu.values():
+        others = codes - xid_catalog.SYMPATHETIC_CODES
+        primary |= others if others else codes
+    return sorted(primary)
+
+
+def facts(result: KernelLogResult | Mapping[str, Any]) -> dict[str, Any]:
+    """The contract JSON plus the conveniences runbook conditions read (see module docstring)."""
+    data: dict[str, Any] = dict(result) if isinstance(result, Mapping) else to_jsonable(result)
+    events: list[dict[str, Any]] = data.get("events") or []
+    xids = [e for e in events if e["kind"] == "xid" and isinstance(e.get("code"), int)]
+    codes = sorted({e["code"] for e in xids})
+    recovery, recovery_by_gpu = _recovery_by_gpu(xids)
+    fallen = [e["pci"] for e in events if e["kind"] == "fallen_off_bus" or (e["kind"] == "xid" and e["code"] == 79)]
+    reset_gpus = [e["pci"] for e in events if e["kind"] == "gpu_reset_required"]
+    reset_gpus += [pci for pci, value in recovery_by_gpu.items() if value in ("gpu-reset", "drain-and-reset")]
+    return {
+        **data,
+        "xid_codes": codes,
+        "sxid_codes": sorted({e["code"] for e in events if e["kind"] == "sxid" and e["code"] is not None}),
+        "xid_event_count": sum(e.get("count", 1) for e in xids),
+        "xids_by_gpu": _xids_by_gpu(xids),
+        "fallen_off_bus": bool(fallen),
+        "fallen_off_bus_gpus": _sorted_pcis(fallen),
+        "reset_required": bool(reset_gpus) or recovery in ("gpu-reset", "drain-and-reset"),
+        "reset_required_gpus": _sorted_pcis(reset_gpus),
+        "recovery_action": recovery,
+        "recovery_actions_by_gpu": recovery_by_gpu,
+        "recovery_action_gpus": sorted(pci for pci, value in recovery_by_gpu.items() if value != "none"),
+        "catalog_action": xid_catalog.strictest(xid_catalog.action_for(e["code"], e.get("text")) for e in xids),
+        "unknown_xid_codes": [code for code in codes if xid_catalog.lookup(code) is None],
+        "app_xid_repeating_gpus": _app_xid_repeating_gpus(xids),
+        "nvlink_xid_codes": [code for code in codes if code in xid_catalog.NVLINK_CODES],
+        "oom_kills": sum(e.get("count", 1) for e in events if e["kind"] == "oom_kill"),
+        "pcie_aer_count": sum(e.get("count", 1) for e in events if e["kind"] == "pcie_aer"),
+        "pcie_bandwidth_limited_devices": _sorted_pcis(d.get("pci") for d in data.get("pcie_bandwidth_limited") or []),
+        "primary_xids": _primary_xids(xids),
+        "xid_judgement": xid_catalog.judge(events),
+    }
+
+
+COLLECTOR = Collector(
+    kind=KIND,
+    commands=(
+        # `since` (runbook parameter, e.g. "-2h" or "2024-06-01 10:00") limits evidence to recent events,
+        # so a sweep does not re-report last month's Xid; the dmesg fallbacks cannot filter.
+        ("journalctl", "-k", "-b", "--no-pager", "-o", "short-iso", "--since={since}"),
+        ("journalctl", "-k", "-b", "--no-pager", "-o", "short-iso"),
+        ("dmesg", "-T"),
+        ("dmesg",),
+        # Under kernel.dmesg_restrict=1 an unprivileged dmesg is refused: the one place nightowl asks
+        # for sudo, non-interactive (-n) so it fails at once instead of waiting for a password.
+        ("sudo", "-n", "--", "dmesg", "-T"),
+    ),
+    parse=parse,
+    facts=facts,
+    timeout=20.0,
+    invasive=False,
+    description="kernel log of the current boot: NVIDIA Xid/SXid events, GPUs off the bus, PCIe AER, OOM kills",
+)

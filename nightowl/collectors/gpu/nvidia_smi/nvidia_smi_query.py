@@ -1,0 +1,307 @@
+"""``nvidia-smi --query-gpu=... --format=csv[,noheader][,nounits]``: one row per GPU.
+
+With a header line (``name, pci.bus_id, utilization.gpu [%]``) the columns name themselves; without
+one they are the field list of the command that ran, so ``COLLECTOR`` fixes that list and
+``parse`` falls back to it (or to the ``--query-gpu=`` list when the pasted command line shows it).
+Units (``[%]`` in the header, ``81559 MiB`` in values) are stripped and numbers parsed.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from nightowl.collectors.base import Collector, to_jsonable
+from nightowl.collectors.gpu.nvidia_smi.tree import SHELL_PROMPT, clean, is_error_value, pcie_degraded, tool_failure
+from nightowl.collectors.pci import find_pci, normalize_pci
+
+KIND = "nvidia-smi-query"
+
+DEFAULT_FIELDS: tuple[str, ...] = (
+    "index",
+    "pci.bus_id",
+    "name",
+    "uuid",
+    "driver_version",
+    "temperature.gpu",
+    "utilization.gpu",
+    "memory.total",
+    "memory.used",
+    "ecc.errors.uncorrected.volatile.total",
+    "clocks_event_reasons.active",
+    "pcie.link.gen.current",
+    "pcie.link.gen.max",
+    "pcie.link.width.current",
+    "pcie.link.width.max",
+)
+QUERY_ARGUMENT = "--query-gpu=" + ",".join(DEFAULT_FIELDS)
+
+# Query names accepted by --query-gpu -> the name nvidia-smi prints in the header
+# (source: `nvidia-smi --help-query-gpu`, and the h100-vbios sample: gpu_name,gpu_bus_id -> name, pci.bus_id).
+FIELD_ALIASES = {
+    "gpu_name": "name",
+    "gpu_bus_id": "pci.bus_id",
+    "gpu_uuid": "uuid",
+    "gpu_serial": "serial",
+    "clocks_throttle_reasons.active": "clocks_event_reasons.active",
+}
+# Values kept as text even when they look numeric ("535.54" driver, "0x233010DE" device id).
+TEXT_FIELDS = frozenset(
+    {
+        "name",
+        "pci.bus_id",
+        "uuid",
+        "serial",
+        "vbios_version",
+        "driver_version",
+        "pstate",
+        "inforom.img",
+        "inforom.oem",
+        "inforom.ecc",
+        "inforom.pwr",
+        "compute_mode",
+        "gpu_recovery_action",
+    }
+)
+TEXT_PREFIXES = ("pci.", "inforom.", "mig.", "driver_model.", "display_", "persistence_mode", "compute_cap")
+# Hex bit masks (decision-trees 3.5: clocks_event_reasons.active is the OR of the reason bits).
+HEX_FIELDS = frozenset({"clocks_event_reasons.active", "clocks_event_reasons.supported"})
+HW_SLOWDOWN_BITS = 0x8 | 0x40 | 0x80  # hw_slowdown, hw_thermal_slowdown, hw_power_brake_slowdown
+
+_HEADER_CELL = re.compile(r"^(?P<name>[a-z][a-z0-9_.]*)(?:\s*\[(?P<unit>[^\]]*)\])?$")
+_NUMBER = re.compile(r"^(?P<number>-?\d+(?:\.\d+)?)(?:\s*(?P<unit>%|[A-Za-z/]+))?$")
+_QUERY_IN_LINE = re.compile(r"--query-gpu[= ](?P<fields>[\w.,]+)")
+
+
+@dataclass(frozen=True)
+class QueryError:
+    pci: str | None
+    index: int | None
+    field: str | None
+    message: str
+
+
+@dataclass(frozen=True)
+class QueryResult:
+    kind: str
+    warnings: tuple[str, ...]
+    fields: tuple[str, ...]
+    gpus: tuple[dict[str, Any], ...]
+    errors: tuple[QueryError, ...]
+    gpu_count: int
+    units: dict[str, str] = field(default_factory=dict)
+    header: bool = False
+
+
+def _canonical_field(name: str) -> str:
+    name = name.strip().lower()
+    return FIELD_ALIASES.get(name, name)
+
+
+def parse_header(line: str) -> tuple[list[str], dict[str, str]] | None:
+    """Field names and units of a header line, or None when the line is data."""
+    cells = [cell.strip() for cell in line.split(",")]
+    matches = [_HEADER_CELL.match(cell) for cell in cells]
+    if not all(matches):
+        return None
+    names = [_canonical_field(m.group("name")) for m in matches if m]
+    if not any("." in n or "_" in n or n in ("name", "index", "uuid", "serial", "count") for n in names):
+        return None
+    units = {_canonical_field(m.group("name")): m.group("unit") for m in matches if m and m.group("unit")}
+    return names, units
+
+
+def convert(field_name: str, raw: str) -> tuple[Any, bool]:
+    """(value, is_error): numbers parsed, N/A -> None, error tokens -> (None, True)."""
+    value = raw.strip()
+    if is_error_value(value):  # the -q parser's vocabulary: error tokens -> null plus an error entry
+        return None, True
+    if clean(value) is None:  # N/A-like -> null
+        return None, False
+    if field_name in HEX_FIELDS:
+        try:
+            return int(value, 16), False
+        except ValueError:
+            return value, False
+    if field_name in TEXT_FIELDS or field_name.startswith(TEXT_PREFIXES):
+        return value, False
+    number = _NUMBER.match(value)
+    if number is None:
+        return value, False
+    text = number.group("number")
+    return (float(text) if "." in text else int(text)), False
+
+
+def _row(fields: Sequence[str], cells: Sequence[str]) -> tuple[dict[str, Any], list[QueryError]]:
+    gpu: dict[str, Any] = {}
+    failed: list[tuple[str, str]] = []
+    for name, cell in zip(fields, cells, strict=False):
+        value, is_error = convert(name, cell)
+        gpu[name] = value
+        if is_error:
+            failed.append((name, cell.strip()))
+    pci = normalize_pci(gpu.get("pci.bus_id")) if isinstance(gpu.get("pci.bus_id"), str) else None
+    index = gpu.get("index") if isinstance(gpu.get("index"), int) else None
+    errors = [QueryError(pci=pci, index=index, field=name, message=f"{name}: {raw}") for name, raw in failed]
+    return gpu, errors
+
+
+def _implausible(gpu: dict[str, Any]) -> str | None:
+    """Why a CSV-shaped line is not a GPU row (pasted JSON, logs): None when it looks like one."""
+    if "index" in gpu and not isinstance(gpu["index"], int) and gpu["index"] is not None:
+        return "index is not a number"
+    bus_id = gpu.get("pci.bus_id")
+    if isinstance(bus_id, str) and normalize_pci(bus_id) is None:
+        return "pci.bus_id is not a PCI address"
+    if all(value is None or (isinstance(value, str) and not value.strip("{}[]()")) for value in gpu.values()):
+        return "no values"
+    return None
+
+
+def _is_noise(line: str) -> bool:
+    return not line.strip() or bool(SHELL_PROMPT.match(line.strip()))
+
+
+def _parse(text: str) -> QueryResult:
+    fields: list[str] = list(DEFAULT_FIELDS)
+    units: dict[str, str] = {}
+    header_seen = False
+    gpus: list[dict[str, Any]] = []
+    errors: list[QueryError] = []
+    warnings: list[str] = []
+    for line in text.splitlines():
+        query = _QUERY_IN_LINE.search(line)
+        if query:  # the pasted command line: its field list applies until a header says otherwise
+            fields = [_canonical_field(name) for name in query.group("fields").split(",") if name]
+            continue
+        if _is_noise(line):
+            continue
+        failure = tool_failure(line)
+        if failure:
+            errors.append(QueryError(pci=find_pci(line), index=None, field=None, message=failure))
+            continue
+        if not header_seen and not gpus:
+            header = parse_header(line)
+            if header is not None:
+                fields, units = header
+                header_seen = True
+                continue
+        cells = line.split(",")
+        if len(cells) != len(fields):
+            warnings.append(f"unread line ({len(cells)} values for {len(fields)} fields): {line.strip()[:200]}")
+            continue
+        gpu, row_errors = _row(fields, cells)
+        problem = _implausible(gpu)
+        if problem:
+            warnings.append(f"unread line ({problem}): {line.strip()[:200]}")
+            continue
+        gpus.append(gpu)
+        errors.extend(row_errors)
+    return QueryResult(
+        kind=KIND,
+        warnings=tuple(warnings[:50]),
+        fields=tuple(fields),
+        gpus=tuple(gpus),
+        errors=tuple(errors),
+        gpu_count=len(gpus),
+        units=units,
+        header=header_seen,
+    )
+
+
+def parse(text: str) -> QueryResult:
+    """Parse ``--query-gpu`` CSV output. Pure; never raises."""
+    try:
+        return _parse(text if isinstance(text, str) else str(text))
+    except Exception as exc:  # noqa: BLE001 - last line of defence: a result with a warning, not a crash
+        return QueryResult(
+            kind=KIND,
+            warnings=(f"nvidia-smi-query parser error: {type(exc).__name__}: {exc}",),
+            fields=(),
+            gpus=(),
+            errors=(),
+            gpu_count=0,
+        )
+
+
+# ---------------------------------------------------------------------------------------------
+# facts: same key names as the nvidia-smi collector where the meaning is the same
+# ---------------------------------------------------------------------------------------------
+
+
+def gpu_id(gpu: dict[str, Any]) -> str | int | None:
+    """The normalised PCI address when the query has one, else the index, else None."""
+    bus_id = gpu.get("pci.bus_id")
+    pci = normalize_pci(bus_id) if isinstance(bus_id, str) else None
+    if pci is not None:
+        return pci
+    index = gpu.get("index")
+    return index if isinstance(index, int) else None
+
+
+def _number(gpu: dict[str, Any], name: str) -> float | None:
+    value = gpu.get(name)
+    return value if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+
+def _pcie_degraded(gpu: dict[str, Any]) -> bool:
+    fields = (
+        "utilization.gpu",
+        "pcie.link.gen.current",
+        "pcie.link.gen.max",
+        "pcie.link.width.current",
+        "pcie.link.width.max",
+    )
+    return pcie_degraded(*(_number(gpu, name) for name in fields))
+
+
+def _uncorrectable(gpu: dict[str, Any]) -> bool:
+    names = (
+        "ecc.errors.uncorrected.volatile.total",
+        "ecc.errors.uncorrected.volatile.dram",
+        "ecc.errors.uncorrected.volatile.sram",
+    )
+    return any((_number(gpu, n) or 0) > 0 for n in names)
+
+
+def _hw_slowdown(gpu: dict[str, Any]) -> bool:
+    mask = gpu.get("clocks_event_reasons.active")
+    return isinstance(mask, int) and bool(mask & HW_SLOWDOWN_BITS)
+
+
+def _ids(gpus: Iterable[dict[str, Any]]) -> list[str | int | None]:
+    return [gpu_id(g) for g in gpus]
+
+
+def facts(result: QueryResult) -> dict[str, Any]:
+    data: dict[str, Any] = to_jsonable(result)
+    gpus = result.gpus
+    recovery = {
+        str(gpu_id(g)): g["gpu_recovery_action"]
+        for g in gpus
+        if isinstance(g.get("gpu_recovery_action"), str) and g["gpu_recovery_action"].lower() != "none"
+    }
+    data.update(
+        error_count=len(result.errors),
+        gpus_with_field_errors=list(
+            dict.fromkeys(e.pci if e.pci is not None else e.index for e in result.errors if e.field is not None)
+        ),
+        dram_uncorrectable_volatile_gpus=_ids(g for g in gpus if _uncorrectable(g)),
+        hw_slowdown_gpus=_ids(g for g in gpus if _hw_slowdown(g)),
+        pcie_degraded_gpus=_ids(g for g in gpus if _pcie_degraded(g)),
+        recovery_actions=recovery,
+        gpu_names=sorted({g["name"] for g in gpus if isinstance(g.get("name"), str)}),
+    )
+    return data
+
+
+COLLECTOR = Collector(
+    kind=KIND,
+    commands=(("nvidia-smi", QUERY_ARGUMENT, "--format=csv,noheader,nounits"),),
+    parse=parse,
+    facts=facts,
+    timeout=20.0,
+    description="One CSV row per GPU: identity, temperature, utilization, memory, ECC, clocks, PCIe link",
+)

@@ -1,0 +1,89 @@
+"""The default ``nvidia-smi`` table view (no options), read row by row into the nvidia-smi result shape."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+from nightowl.collectors.gpu.nvidia_smi.results import Gpu, GpuError
+from nightowl.collectors.gpu.nvidia_smi.tree import clean, is_error_value, to_float, to_int
+from nightowl.collectors.pci import normalize_pci
+
+# ---------------------------------------------------------------------------------------------
+# Default table view (`nvidia-smi` with no options), old 80-column and new 89-column layouts
+# ---------------------------------------------------------------------------------------------
+
+_PCI_ADDRESS = r"[0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-7]"
+_TABLE_ROW_NAME = re.compile(
+    r"^\|\s*(?P<index>\d+)\s+(?P<name>.*?)\s+(?P<persistence>\S+)\s*\|\s*(?P<bus>" + _PCI_ADDRESS + r")\s+"
+    r"(?P<display>\S+)\s*\|\s*(?P<ecc>\S+)\s*\|"
+)
+_TABLE_ROW_USAGE = re.compile(
+    r"^\|\s*(?P<fan>\S+)\s+(?P<temp>\S+)\s+(?P<perf>\S+)\s+(?P<power>\S+)\s*/\s*(?P<cap>\S+)\s*\|"
+    r"\s*(?P<mem_used>\S+)\s*/\s*(?P<mem_total>\S+)\s*\|\s*(?P<util>\S+)\s+(?P<compute>.*?)\s*\|"
+)
+_TABLE_HEADER = re.compile(r"^\|\s*NVIDIA-SMI\s", re.MULTILINE)
+HEADER_DRIVER = re.compile(r"Driver Version:\s*(\S+)")
+HEADER_CUDA = re.compile(r"CUDA Version:\s*(\S+)")
+# Table column -> the name used in `errors[].field` when the cell reads "ERR!".
+TABLE_COLUMNS = {
+    "persistence": "Persistence-M",
+    "display": "Disp.A",
+    "ecc": "Volatile Uncorr. ECC",
+    "fan": "Fan",
+    "temp": "Temp",
+    "perf": "Perf",
+    "power": "Pwr:Usage",
+    "cap": "Pwr:Cap",
+    "mem_used": "Memory-Usage",
+    "mem_total": "Memory-Usage",
+    "util": "GPU-Util",
+    "compute": "Compute M.",
+    "name": "Name",
+}
+PERSISTENCE_WORDS = {"on": "Enabled", "off": "Disabled"}
+
+
+def looks_like_table(text: str) -> bool:
+    return bool(_TABLE_HEADER.search(text)) or any(_TABLE_ROW_NAME.match(line) for line in text.splitlines())
+
+
+def _table_gpu(first: re.Match[str], second: re.Match[str] | None) -> tuple[Gpu, list[GpuError]]:
+    cells = dict(first.groupdict())
+    if second is not None:
+        cells.update(second.groupdict())
+    pci = normalize_pci(cells["bus"])
+    errors = [
+        GpuError(pci=pci, message=f"{TABLE_COLUMNS.get(name, name)}: {value}", field=TABLE_COLUMNS.get(name, name))
+        for name, value in cells.items()
+        if is_error_value(value)
+    ]
+    persistence = clean(cells["persistence"])
+    gpu = Gpu(
+        pci=pci,
+        index=int(cells["index"]),
+        name=clean(cells["name"]),
+        persistence_mode=PERSISTENCE_WORDS.get((persistence or "").lower(), persistence),
+        ecc_volatile_uncorrected_total=to_int(cells["ecc"]),
+        fan_speed_percent=to_int(cells.get("fan")),
+        temperature_gpu=to_int(cells.get("temp")),
+        power_draw_w=to_float(cells.get("power")),
+        memory_used_mib=to_int(cells.get("mem_used")),
+        memory_total_mib=to_int(cells.get("mem_total")),
+        utilization_gpu=to_int(cells.get("util")),
+    )
+    return gpu, errors
+
+
+def parse_table(lines: Sequence[str]) -> tuple[list[Gpu], list[GpuError]]:
+    gpus: list[Gpu] = []
+    errors: list[GpuError] = []
+    for number, line in enumerate(lines):
+        first = _TABLE_ROW_NAME.match(line.strip())
+        if first is None:
+            continue
+        following = lines[number + 1].strip() if number + 1 < len(lines) else ""
+        gpu, gpu_errors = _table_gpu(first, _TABLE_ROW_USAGE.match(following))
+        gpus.append(gpu)
+        errors.extend(gpu_errors)
+    return gpus, errors

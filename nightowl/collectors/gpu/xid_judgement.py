@@ -1,0 +1,37 @@
+"""`xid-judgement`: one action for the kernel log's Xids, under an optional site policy.
+
+A derived collector: it runs no command. It applies NVIDIA's pairing rules
+(``xid_catalog.judge``: 48 with 63/64, 94 vs 95, Xid 154 overriding when stricter, 43/45 as
+sympathetic) to the ``kernel_log`` events, and, when the runbook parameter ``xid_policy`` names a
+YAML file on this machine (``overrides: {63: {action: reset-gpu, reason: "..."}}``), lets the site
+override a code where public tools disagree with the catalog (Xid 63, 92, 68/69). The reason of an
+override is in ``reasons``, which verdicts show.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from nightowl.collectors.base import DerivedCollector
+
+KIND = "xid-judgement"
+
+
+def derive(inputs: Mapping[str, Mapping[str, Any]], params: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    from nightowl.collectors.gpu.xid_catalog import judge, load_policy
+
+    params = params or {}
+    events = list(inputs["kernel_log"].get("events") or [])
+    policy_path = params.get("xid_policy")
+    policy = load_policy(str(policy_path)) if policy_path else None
+    judged = judge(events, policy=policy)
+    return {"kind": KIND, "warnings": [], "policy": str(policy_path) if policy_path else None, **judged}
+
+
+COLLECTOR = DerivedCollector(
+    kind=KIND,
+    inputs=("kernel_log",),
+    derive=derive,
+    description="NVIDIA's pairing rules over the kernel log's Xids, with the site policy (parameter xid_policy)",
+)

@@ -1,0 +1,1 @@
+"""Host settings an inference engine depends on: /dev/shm, the CPU governor."""

@@ -1,0 +1,1 @@
+"""NCCL evidence: NCCL_DEBUG logs (with PyTorch ProcessGroupNCCL lines), NCCL RAS, nccl-tests."""

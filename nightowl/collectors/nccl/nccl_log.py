@@ -1,0 +1,665 @@
+"""NCCL_DEBUG logs and PyTorch ProcessGroupNCCL lines (CONTRACT section 3, ``nccl-log``).
+
+One parser for everything a distributed job prints about its communicators: NCCL's own
+``host:pid:tid [dev] NCCL INFO|WARN`` lines (NCCL 2.2 to 2.30 formats), PyTorch watchdog and
+DistBackendError lines, of one or many ranks, of one or many files concatenated, with launcher
+prefixes (``[1,0]<stdout>:``, ``[rank3]:``, ``trainer/0 [0]:``, Ray's ``(Worker pid=N)``) removed.
+
+Line formats are from NVIDIA/nccl @v2.30.7 (init.cc, transport/*.cc, net_ib) and from real logs
+(fixtures/corpus/nccl/INDEX.md); see /work/shared/domain/decision-trees.md section 5.2 and 5.3.
+This module reads the NCCL lines and builds the result; the PyTorch ProcessGroupNCCL lines are
+read by ``torch_pg``.
+"""
+
+from __future__ import annotations
+
+import bisect
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from nightowl.collectors.base import Collector, to_jsonable
+
+# WatchdogTimeout, WorkProgress, DistBackendError and collective_mismatch are also imported from here.
+from nightowl.collectors.nccl.torch_pg import (
+    DistBackendError,
+    WatchdogTimeout,
+    WorkProgress,
+    clip_text,
+    collective_mismatch,
+    int_or_none,
+    read_dist_backend_errors,
+    read_fr_dump_ranks,
+    read_progress,
+    read_watchdogs,
+)
+from nightowl.collectors.pci import normalize_pci
+
+KIND = "nccl-log"
+
+# --------------------------------------------------------------------------------------------
+# Pattern tables
+# --------------------------------------------------------------------------------------------
+
+# Wrappers that launchers put in front of every line; removed repeatedly from the line start.
+# (name, pattern); a named group "rank" gives the rank the launcher tagged the line with.
+LINE_PREFIXES: tuple[tuple[str, re.Pattern[str]], ...] = (
+    ("indent", re.compile(r"^\s+")),
+    # OpenMPI --tag-output: [jobid,rank]<stdout>: (corpus nccl_300, nccl-tests v2.18 sample)
+    ("openmpi", re.compile(r"^\[\d+,(?P<rank>\d+)\]<std(?:out|err)>:")),
+    # torchrun --tee / log prefix: [rank3]: (corpus torch_* samples)
+    ("torchrun", re.compile(r"^\[(?:default)?rank(?P<rank>\d+)\]:")),
+    # torchx role prefix: trainer/0 [0]: (corpus torch_flight_recorder_*)
+    ("torchx", re.compile(r"^[\w.-]+/\d+ \[(?P<rank>\d+)\]:")),
+    # log-viewer line numbers in front of a bracketed line: [80746] [rank0]: (corpus llamafactory_7396)
+    ("line_number", re.compile(r"^\[\d+\]\s+(?=\[)")),
+    # Ray actor prefix: (RayWorkerWrapper pid=11305) (corpus vllm_ray_pynccl_*)
+    ("ray", re.compile(r"^\(\w+ pid=\d+(?:, ip=[\d.]+)?\)\s*")),
+    # srun --label: "0: " [M]
+    ("srun", re.compile(r"^(?P<rank>\d+): (?=\S)")),
+    # pdsh / clush "host: " before an NCCL line [M]
+    ("pdsh", re.compile(r"^[\w.-]+: (?=\S+:\d+:\d+ \[\d+\])")),
+)
+
+# host:pid:tid [cudaDev] [file:line] [NCCL] LEVEL message. NCCL <= 2.2 had no "NCCL" tag (corpus
+# nccl_2.2_legacy_*); WARN lines carry the source file:line since 2.3 (src/debug.cc).
+NCCL_LINE = re.compile(
+    r"(?:^|\s)(?P<host>[^\s:]\S*?):(?P<pid>\d+):(?P<tid>\d+) \[(?P<dev>\d+)\] "
+    r"(?:(?P<src>\S+:\d+) )?(?:NCCL )?(?P<level>INFO|WARN|TRACE|ABORT)(?: (?P<msg>.*))?$"
+)
+RETURN_CHAIN = re.compile(r"^\S+:\d+ -> \d+")  # "init.cc:1263 -> 2": a return-code trace, no new fact
+
+VERSION = re.compile(r"NCCL version (?P<version>\d+\.\d+\.\d+)")
+# "Using network IB|Socket|<plugin name>" (init.cc); NCCL 2.2: "Using internal Network Socket".
+USING_NETWORK = re.compile(r"^Using (?:internal )?[Nn]etwork (?P<network>.+?)\s*$")
+NET_PLUGIN_LOADED = re.compile(r"NET/Plugin\s*: ?Loaded net plugin (?P<name>.+?)\s*$")
+IB_NO_DEVICE = re.compile(r"NET/IB\s*: No device found")
+IB_USING = re.compile(r"^NET/IB\s*: Using (?P<devices>\[.*?)(?:\s*;\s*OOB (?P<oob>\S+))?\s*$")
+IB_DEVICE = re.compile(r"\[(?P<index>\d+)\](?P<name>[\w.\-]+):(?P<port>\d+)/(?P<link>\w+)")
+IB_SIDEBAND = re.compile(r"^NET/IB\s*: Using interface (?P<name>\S+) for sideband")
+BOOTSTRAP_USING = re.compile(r"^Bootstrap\s*: Using (?P<list>.+)$")
+SOCKET_USING = re.compile(r"^NET/Socket\s*: Using (?P<list>\[.+)$")
+LEGACY_NET_USING = re.compile(r"^NET\s*: Using interface (?P<list>\S+)")
+INTERFACE = re.compile(r"(?:\[\d+\])?(?P<name>[A-Za-z][\w.\-@]*):(?P<address>[^\s<]+)<\d+>")
+CHANNEL_VIA = re.compile(r"^(?:Channel|Ring|Tree)\b.*?\bvia (?P<via>.+?)\s*$")
+COMM_LINE = re.compile(r"\bcomm (?P<ptr>0x[0-9a-fA-F]+) rank (?P<rank>\d+) nranks (?P<nranks>\d+)(?P<rest>.*)$")
+COMM_FIELDS = {
+    "cuda_dev": re.compile(r"\bcudaDev (\d+)"),
+    "nvml_dev": re.compile(r"\bnvmlDev (\d+)"),
+    "bus_id": re.compile(r"\bbusId ([0-9a-fA-F]+)"),
+    "comm_id": re.compile(r"\bcommId (0x[0-9a-fA-F]+)"),
+}
+INIT_COMPLETE = re.compile(r"- (?:Init )?COMPLETE\b")
+# "NCCL_IB_GID_INDEX set by environment to 3." (src/misc/param.cc; corpus nccl_1814, nccl_1332)
+ENV_SETTING = re.compile(r"^(?P<name>NCCL_\w+) set by environment to (?P<value>.*?)\.?\s*$")
+
+# Transport strings after "via" -> normalised name (transport/p2p.cc, shm.cc, net.cc @v2.30.7;
+# 2.4-era "via direct shared memory" from corpus nccl_367). First match wins.
+TRANSPORTS: tuple[tuple[re.Pattern[str], str], ...] = (
+    (re.compile(r"^P2P/(?P<kind>[A-Za-z]+)"), "P2P/{kind}"),
+    (re.compile(r"^SHM\b"), "SHM"),
+    (re.compile(r"^direct shared memory"), "SHM"),
+    (re.compile(r"^NET/(?P<net>[^/]+?)/\d+(?P<gdr>/GDRDMA)?"), "NET/{net}{gdr}"),
+    (re.compile(r"^NET/(?P<net>[^/\s]+)"), "NET/{net}"),
+    (re.compile(r"^(?P<other>[A-Za-z]+)"), "{other}"),
+)
+
+# "Got completion ..." in its four generations: old (no peer), 2.1x "from peer X with error N",
+# 2.19 "with status=N ... vendor err N", 2.2x "with status=NAME(N) opcode=NAME(N) vendor_err=N ... hca D".
+IB_COMPLETION = re.compile(
+    r"Got completion (?:from peer (?P<peer>\S+) )?"
+    r"with (?:error (?P<error>\d+)|status=(?:[A-Z_]+\()?(?P<status>\d+)\)?)"
+    r"[,\s]*opcode[= ](?:[A-Z_]+\()?(?P<opcode>\d+)\)?.*?vendor[ _]err[= ]?(?P<vendor>\d+)"
+    r"(?:.*?\bhca (?P<hca>[\w.\-]+))?"
+)
+# enum ibv_wc_status, rdma-core libibverbs/verbs.h (values 0..21).
+IBV_WC_STATUS = (
+    "SUCCESS",
+    "LOC_LEN_ERR",
+    "LOC_QP_OP_ERR",
+    "LOC_EEC_OP_ERR",
+    "LOC_PROT_ERR",
+    "WR_FLUSH_ERR",
+    "MW_BIND_ERR",
+    "BAD_RESP_ERR",
+    "LOC_ACCESS_ERR",
+    "REM_INV_REQ_ERR",
+    "REM_ACCESS_ERR",
+    "REM_OP_ERR",
+    "RETRY_EXC_ERR",
+    "RNR_RETRY_EXC_ERR",
+    "LOC_RDD_VIOL_ERR",
+    "REM_INV_RD_REQ_ERR",
+    "REM_ABORT_ERR",
+    "INV_EECN_ERR",
+    "INV_EEC_STATE_ERR",
+    "FATAL_ERR",
+    "RESP_TIMEOUT_ERR",
+    "GENERAL_ERR",
+)
+
+# Failure classification. A line gets at most one "cause" (the first match) and one "wrapper"
+# (the error code NCCL/PyTorch reports on top of it). Sources: NCCL misc/socket.cc, ibvwrap.cc,
+# proxy.cc, net_ib; PyTorch ProcessGroupNCCL.cpp messages; corpus samples named per row.
+CAUSE_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
+    (
+        "ib_completion",
+        re.compile(r"Got completion (?:from peer \S+ )?with (?:error|status)"),
+    ),  # nccl-tests_24, alpaca_207
+    ("ibv_failed", re.compile(r"Call to ibv_\w+ failed|\bibv_\w+ failed")),  # nccl_562
+    ("ibverbs_missing", re.compile(r"Failed to open libibverbs")),  # nccl_857
+    ("no_route", re.compile(r"No route to host")),  # sglang_3820
+    ("connection_refused", re.compile(r"Connection refused")),  # horovod_584
+    ("connection_reset", re.compile(r"Connection reset by peer|Broken pipe")),  # nccl_2076, nccl_795
+    ("connection_aborted", re.compile(r"Software caused connection abort")),  # nccl-tests_166
+    ("connection_closed", re.compile(r"Connection closed by (?:remote )?peer")),  # nccl-tests_15, _166
+    (
+        "connect_timeout",
+        re.compile(r"Connection timed out|[Cc]onnect timeout"),
+    ),  # nccl-tests_15, oneflow_3586
+    ("net_plugin_error", re.compile(r"NET/\w+ Request \S+ completed with error")),  # nccl_1928 (aws-ofi-nccl)
+    ("proxy_failed", re.compile(r"\[Proxy Service \d+\] Failed to execute operation")),  # nccl_795
+    ("socket_recv_failed", re.compile(r"Socket recv failed|Call to recv from \S+ failed")),  # nccl-tests_166
+    ("cuda_failure", re.compile(r"Cuda failure")),  # NCCL WARN "Cuda failure 'x'" [M]
+)
+WRAPPER_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
+    ("remote_error", re.compile(r"remote process exited or there was a network error|ncclRemoteError")),
+    ("unhandled_system_error", re.compile(r"unhandled system error")),  # nccl_1332
+    ("unhandled_cuda_error", re.compile(r"unhandled cuda error")),  # vllm_7896
+    ("internal_error", re.compile(r"internal error - please report")),  # ncclInternalError text [M]
+    ("invalid_usage", re.compile(r"invalid usage")),  # ncclInvalidUsage text [M]
+    ("process_down", re.compile(r"taking the entire process down")),  # ProcessGroupNCCL.cpp
+)
+
+MAX_ITEMS = 500  # distinct errors / WARN texts kept; a storm of unique messages must not flood the facts
+
+
+# --------------------------------------------------------------------------------------------
+# Result types
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass
+class RankInfo:
+    rank: int
+    nranks: int
+    host: str | None
+    pid: int | None
+    cuda_dev: int | None
+    nvml_dev: int | None
+    bus_id: str | None
+    comm_id: str | None
+    init_complete: bool = False
+
+
+@dataclass
+class Interface:
+    name: str
+    address: str | None
+    source: str  # bootstrap | socket | ib_oob | legacy
+
+
+@dataclass
+class IbDevice:
+    name: str
+    port: int
+    link_layer: str  # IB | RoCE
+
+
+@dataclass
+class IbCompletionError:
+    status: int | None
+    status_name: str | None
+    vendor_err: int | None
+    opcode: int | None
+    peer: str | None
+    hca: str | None
+    host: str | None
+
+
+@dataclass
+class NcclError:
+    kind: str
+    text: str
+    host: str | None = None
+    rank: int | None = None
+
+
+@dataclass
+class NcclLogResult:
+    kind: str = KIND
+    nranks: int | None = None
+    init_complete_ranks: list[int] = field(default_factory=list)
+    network: str | None = None
+    transports: list[str] = field(default_factory=list)
+    interfaces: list[str] = field(default_factory=list)
+    warnings_nccl: list[str] = field(default_factory=list)
+    watchdog_timeouts: list[WatchdogTimeout] = field(default_factory=list)
+    version: str | None = None
+    networks: list[str] = field(default_factory=list)
+    net_plugin: str | None = None
+    ranks: list[RankInfo] = field(default_factory=list)
+    interface_details: list[Interface] = field(default_factory=list)
+    ib_devices: list[IbDevice] = field(default_factory=list)
+    ib_completion_errors: list[IbCompletionError] = field(default_factory=list)
+    errors: list[NcclError] = field(default_factory=list)
+    collective_mismatch: bool | None = None
+    progress: list[WorkProgress] = field(default_factory=list)
+    last_enqueued: dict[int, int] = field(default_factory=dict)
+    last_completed: dict[int, int] = field(default_factory=dict)
+    dist_backend_errors: list[DistBackendError] = field(default_factory=list)
+    fr_dump_ranks: list[int] = field(default_factory=list)
+    env: dict[str, str] = field(default_factory=dict)
+    warnings: list[str] = field(default_factory=list)
+
+
+# --------------------------------------------------------------------------------------------
+# Lines
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass
+class Line:
+    text: str
+    rank_hint: int | None
+
+
+@dataclass
+class NcclLine:
+    host: str
+    pid: int
+    dev: int
+    level: str
+    msg: str
+
+
+def _strip_prefixes(raw: str) -> Line:
+    text, rank_hint = raw, None
+    changed = True
+    while changed and text:
+        changed = False
+        for _name, pattern in LINE_PREFIXES:
+            match = pattern.match(text)
+            if match and match.end() > 0:
+                if "rank" in pattern.groupindex and match.group("rank") is not None:
+                    rank_hint = int(match.group("rank"))
+                text = text[match.end() :]
+                changed = True
+    return Line(text.rstrip(), rank_hint)
+
+
+def _lines(text: str) -> list[Line]:
+    cleaned = text.replace("\x00", "").replace("\r\n", "\n").replace("\r", "\n")
+    return [_strip_prefixes(raw) for raw in cleaned.split("\n")]
+
+
+def _nccl_line(text: str) -> NcclLine | None:
+    match = NCCL_LINE.search(text)
+    if match is None:
+        return None
+    return NcclLine(
+        host=match.group("host"),
+        pid=int(match.group("pid")),
+        dev=int(match.group("dev")),
+        level=match.group("level"),
+        msg=(match.group("msg") or "").strip(),
+    )
+
+
+# --------------------------------------------------------------------------------------------
+# NCCL lines
+# --------------------------------------------------------------------------------------------
+
+
+def normalize_transport(via: str) -> str:
+    """``P2P/CUMEM/read`` -> ``P2P/CUMEM``, ``NET/IB/3/GDRDMA`` -> ``NET/IB/GDRDMA``, ..."""
+    for pattern, template in TRANSPORTS:
+        match = pattern.match(via)
+        if match:
+            values = {k: (v or "") for k, v in match.groupdict().items()}
+            return template.format(**values)
+    return via.split()[0] if via.split() else via
+
+
+def nccl_bus_id(value: str) -> str | None:
+    """NCCL prints busId as the hex of the address digits (``1b000`` = ``0000:1b:00.0``)."""
+    digits = value.lower().zfill(9)
+    if len(digits) > 13:
+        return None
+    domain, bus, device, function = digits[:-5], digits[-5:-3], digits[-3:-1], digits[-1]
+    return normalize_pci(f"{domain[-8:]}:{bus}:{device}.{int(function, 16) & 7}")
+
+
+class _Builder:
+    """Accumulates facts while the lines go by; ``finish`` derives the rest."""
+
+    def __init__(self) -> None:
+        self.result = NcclLogResult()
+        self.rank_index: dict[tuple[str | None, int | None, str, int], RankInfo] = {}
+        self.transports: set[str] = set()
+        self.ib_unavailable: str | None = None
+        self.socket_line: int | None = None
+        self.errors: list[tuple[int, NcclError]] = []
+        self.error_keys: set[tuple[str, str, str | None]] = set()
+        self.warn_texts: set[str] = set()
+        self.dropped_errors = 0
+
+    # -- NCCL INFO/WARN ---------------------------------------------------------------------
+    def nccl(self, index: int, line: NcclLine) -> None:
+        msg = line.msg
+        if line.level == "WARN":
+            if msg and msg not in self.warn_texts and len(self.warn_texts) < MAX_ITEMS:
+                self.warn_texts.add(msg)
+                self.result.warnings_nccl.append(msg)
+            return
+        if RETURN_CHAIN.match(msg):
+            return
+        env = ENV_SETTING.match(msg)
+        if env:
+            self.result.env[env.group("name")] = env.group("value")
+            if env.group("name") == "NCCL_IB_DISABLE" and env.group("value") == "1":
+                self.ib_unavailable = self.ib_unavailable or "NCCL_IB_DISABLE=1"
+            return
+        for handler in (self._network, self._ib, self._interfaces, self._channel, self._comm):
+            if handler(index, line):
+                return
+
+    def _network(self, index: int, line: NcclLine) -> bool:
+        match = USING_NETWORK.match(line.msg)
+        if match:
+            network = match.group("network")
+            if network not in self.result.networks:
+                self.result.networks.append(network)
+            if network == "Socket" and self.socket_line is None:
+                self.socket_line = index
+            return True
+        plugin = NET_PLUGIN_LOADED.search(line.msg)
+        if plugin:
+            self.result.net_plugin = plugin.group("name")
+            return True
+        if IB_NO_DEVICE.search(line.msg):
+            self.ib_unavailable = self.ib_unavailable or "NET/IB : No device found"
+            return True
+        return False
+
+    def _ib(self, index: int, line: NcclLine) -> bool:
+        match = IB_USING.match(line.msg)
+        if match:
+            for dev in IB_DEVICE.finditer(match.group("devices")):
+                device = IbDevice(dev.group("name"), int(dev.group("port")), dev.group("link"))
+                if device not in self.result.ib_devices:
+                    self.result.ib_devices.append(device)
+            if match.group("oob"):
+                self._add_interfaces(match.group("oob"), "ib_oob")
+            return True
+        sideband = IB_SIDEBAND.match(line.msg)
+        if sideband:
+            self._add_interface(Interface(sideband.group("name"), None, "ib_oob"))
+            return True
+        return False
+
+    def _interfaces(self, index: int, line: NcclLine) -> bool:
+        for pattern, source in (
+            (BOOTSTRAP_USING, "bootstrap"),
+            (SOCKET_USING, "socket"),
+            (LEGACY_NET_USING, "legacy"),
+        ):
+            match = pattern.match(line.msg)
+            if match:
+                self._add_interfaces(match.group("list"), source)
+                return True
+        return False
+
+    def _add_interfaces(self, listing: str, source: str) -> None:
+        for match in INTERFACE.finditer(listing):
+            self._add_interface(Interface(match.group("name"), match.group("address"), source))
+
+    def _add_interface(self, interface: Interface) -> None:
+        if interface not in self.result.interface_details:
+            self.result.interface_details.append(interface)
+        if interface.name not in self.result.interfaces:
+            self.result.interfaces.append(interface.name)
+
+    def _channel(self, index: int, line: NcclLine) -> bool:
+        match = CHANNEL_VIA.match(line.msg)
+        if match is None:
+            return False
+        transport = normalize_transport(match.group("via"))
+        self.transports.add(transport)
+        if transport == "NET/Socket" and self.socket_line is None:
+            self.socket_line = index
+        return True
+
+    def _comm(self, index: int, line: NcclLine) -> bool:
+        match = COMM_LINE.search(line.msg)
+        if match is None:
+            return False
+        rest = match.group("rest")
+        found = {name: pattern.search(rest) for name, pattern in COMM_FIELDS.items()}
+        rank, nranks = int(match.group("rank")), int(match.group("nranks"))
+        key = (line.host, line.pid, match.group("ptr"), rank)
+        info = self.rank_index.get(key)
+        if info is None:
+            info = RankInfo(rank, nranks, line.host, line.pid, None, None, None, None)
+            self.rank_index[key] = info
+            self.result.ranks.append(info)
+        if found["cuda_dev"]:
+            info.cuda_dev = int(found["cuda_dev"].group(1))
+        if found["nvml_dev"]:
+            info.nvml_dev = int(found["nvml_dev"].group(1))
+        if found["bus_id"]:
+            info.bus_id = nccl_bus_id(found["bus_id"].group(1))
+        if found["comm_id"]:
+            info.comm_id = found["comm_id"].group(1)
+        if INIT_COMPLETE.search(rest):
+            info.init_complete = True
+        return True
+
+    # -- any line -----------------------------------------------------------------------------
+    def any_line(self, index: int, line: Line, nccl: NcclLine | None) -> None:
+        text = nccl.msg if nccl else line.text
+        if self.result.version is None:
+            version = VERSION.search(line.text)
+            if version:
+                self.result.version = version.group("version")
+        if "Got completion" in text:
+            self._ib_completion(text, nccl.host if nccl else None)
+        if nccl is not None and nccl.level != "WARN" and RETURN_CHAIN.match(nccl.msg):
+            return
+        self._classify(index, text, nccl.host if nccl else None, line.rank_hint)
+
+    def _ib_completion(self, text: str, host: str | None) -> None:
+        match = IB_COMPLETION.search(text)
+        if match is None:
+            self.result.warnings.append(f"unreadable IB completion error: {clip_text(text)}")
+            return
+        status = int_or_none(match.group("error") or match.group("status"))
+        name = IBV_WC_STATUS[status] if status is not None and 0 <= status < len(IBV_WC_STATUS) else None
+        self.result.ib_completion_errors.append(
+            IbCompletionError(
+                status=status,
+                status_name=f"IBV_WC_{name}" if name else None,
+                vendor_err=int_or_none(match.group("vendor")),
+                opcode=int_or_none(match.group("opcode")),
+                peer=re.sub(r"<\d+>$", "", match.group("peer")) if match.group("peer") else None,
+                hca=match.group("hca"),
+                host=host,
+            )
+        )
+
+    def _classify(self, index: int, text: str, host: str | None, rank: int | None) -> None:
+        for table in (CAUSE_PATTERNS, WRAPPER_PATTERNS):
+            for kind, pattern in table:
+                if pattern.search(text):
+                    self.add_error(index, NcclError(kind, clip_text(text), host, rank))
+                    if kind == "ibverbs_missing":
+                        self.ib_unavailable = self.ib_unavailable or "libibverbs missing"
+                    break
+
+    def add_error(self, index: int, error: NcclError, collapse: bool = True) -> None:
+        if collapse and error.host is None and self.errors:
+            last_index, last = self.errors[-1]
+            # An exception and its explanation on the next line (PyTorch, not NCCL) are one error.
+            if (last.kind, last.host, last.rank) == (
+                error.kind,
+                None,
+                error.rank,
+            ) and index - last_index <= 1:
+                return
+        key = (error.kind, error.text, error.host)
+        if key in self.error_keys:
+            return
+        self.error_keys.add(key)
+        if len(self.errors) >= MAX_ITEMS:
+            self.dropped_errors += 1
+            return
+        self.errors.append((index, error))
+
+    # -- finish -------------------------------------------------------------------------------
+    def finish(self) -> NcclLogResult:
+        result = self.result
+        result.network = result.networks[0] if result.networks else None
+        result.transports = sorted(self.transports)
+        if result.ranks:
+            result.nranks = max(r.nranks for r in result.ranks)
+            result.init_complete_ranks = sorted(
+                {r.rank for r in result.ranks if r.init_complete and r.nranks == result.nranks}
+            )
+        uses_socket = result.network == "Socket" or "NET/Socket" in self.transports
+        if uses_socket and self.ib_unavailable and self.socket_line is not None:
+            text = f"NCCL uses the Socket transport: {self.ib_unavailable}"
+            self.errors.append((self.socket_line, NcclError("socket_fallback", text)))
+        result.errors = [error for _, error in sorted(self.errors, key=lambda pair: pair[0])]
+        if self.dropped_errors:
+            result.warnings.append(f"{self.dropped_errors} more distinct errors not listed (limit {MAX_ITEMS})")
+        return result
+
+
+# --------------------------------------------------------------------------------------------
+# PyTorch ProcessGroupNCCL (read by torch_pg)
+# --------------------------------------------------------------------------------------------
+
+
+def _watchdogs(joined: str, line_of: Any, builder: _Builder) -> None:
+    reading = read_watchdogs(joined)
+    for sighting in reading.sightings:
+        error = NcclError("timeout", clip_text(sighting.text), None, sighting.timeout.rank)
+        builder.add_error(line_of(sighting.offset), error, collapse=False)
+    builder.result.watchdog_timeouts = [sighting.timeout for sighting in reading.sightings]
+    builder.result.warnings.extend(reading.warnings)
+
+
+def _torch_lines(joined: str, lines: list[Line], result: NcclLogResult) -> None:
+    progress = read_progress(joined)
+    result.progress = progress.entries
+    result.last_enqueued = progress.last_enqueued
+    result.last_completed = progress.last_completed
+    result.dist_backend_errors = read_dist_backend_errors(lines)
+    result.fr_dump_ranks = read_fr_dump_ranks(joined)
+
+
+# --------------------------------------------------------------------------------------------
+# parse / facts
+# --------------------------------------------------------------------------------------------
+
+
+def parse(text: str) -> NcclLogResult:
+    lines = _lines(text)
+    builder = _Builder()
+    recognised = 0
+    for index, line in enumerate(lines):
+        nccl = _nccl_line(line.text)
+        if nccl is not None:
+            recognised += 1
+            builder.nccl(index, nccl)
+        builder.any_line(index, line, nccl)
+
+    joined = "\n".join(line.text for line in lines)
+    starts = [0]
+    for line in lines[:-1]:
+        starts.append(starts[-1] + len(line.text) + 1)
+
+    def line_of(offset: int) -> int:
+        return bisect.bisect_right(starts, offset) - 1
+
+    _watchdogs(joined, line_of, builder)
+    result = builder.finish()
+    _torch_lines(joined, lines, result)
+    result.collective_mismatch = collective_mismatch(result.watchdog_timeouts)
+    recognised += len(result.watchdog_timeouts) + len(result.progress) + len(result.dist_backend_errors)
+    recognised += len(result.fr_dump_ranks)
+    if joined.strip() and not recognised and not result.errors and not result.warnings and result.version is None:
+        result.warnings.append("no NCCL or ProcessGroupNCCL lines recognised")
+    return result
+
+
+def _straggler_ranks(values: dict[int, int]) -> list[int]:
+    """Ranks holding the lowest value when ranks disagree (else none)."""
+    if len(values) < 2 or len(set(values.values())) < 2:
+        return []
+    lowest = min(values.values())
+    return sorted(rank for rank, value in values.items() if value == lowest)
+
+
+def _last_seq_per_rank(result: NcclLogResult) -> dict[int, int]:
+    """Compare like with like: last enqueued work when two ranks show it, else watchdog SeqNums."""
+    if len(result.last_enqueued) >= 2:
+        return dict(result.last_enqueued)
+    seqs: dict[int, int] = {}
+    for timeout in result.watchdog_timeouts:
+        if timeout.rank is not None and timeout.seq is not None:
+            seqs[timeout.rank] = max(seqs.get(timeout.rank, timeout.seq), timeout.seq)
+    return seqs
+
+
+def ranks_seen(result: NcclLogResult) -> list[int]:
+    """Every rank this log speaks for (init lines, watchdog and progress lines, errors, dumps).
+
+    In a job run each member's own log gives ``hosts[h].nccl_log.ranks_seen``: which host holds a
+    rank, even when the lines (PyTorch's) carry no hostname.
+    """
+    seen = {r.rank for r in result.ranks}
+    seen |= {t.rank for t in result.watchdog_timeouts if t.rank is not None}
+    seen |= {p.rank for p in result.progress}
+    seen |= {e.rank for e in result.dist_backend_errors if e.rank is not None}
+    seen |= {e.rank for e in result.errors if e.rank is not None}
+    seen |= set(result.fr_dump_ranks)
+    return sorted(seen)
+
+
+def facts(result: NcclLogResult) -> dict[str, Any]:
+    data: dict[str, Any] = to_jsonable(result)
+    nranks = result.nranks
+    data["missing_init_ranks"] = (
+        [rank for rank in range(nranks) if rank not in set(result.init_complete_ranks)] if nranks else None
+    )
+    data["has_ib_errors"] = bool(result.ib_completion_errors) or any(
+        e.kind in ("ib_completion", "ibv_failed") for e in result.errors
+    )
+    data["uses_socket"] = result.network == "Socket" or "Socket" in result.networks or "NET/Socket" in result.transports
+    data["has_gdrdma"] = any(t.endswith("/GDRDMA") for t in result.transports)
+    data["straggler_ranks"] = _straggler_ranks(_last_seq_per_rank(result))
+    enqueued = result.last_enqueued
+    data["completed_lag_ranks"] = _straggler_ranks(result.last_completed) if len(set(enqueued.values())) == 1 else []
+    timeout_ranks = {t.rank for t in result.watchdog_timeouts if t.rank is not None}
+    timeout_ranks |= {p.rank for p in result.progress if p.timed_out}
+    data["timeout_ranks"] = sorted(timeout_ranks)
+    data["error_kinds"] = sorted({e.kind for e in result.errors})
+    data["ranks_seen"] = ranks_seen(result)
+    data["uses_loopback"] = "lo" in result.interfaces
+    data["loopback_only"] = bool(result.interfaces) and all(name == "lo" for name in result.interfaces)
+    return data
+
+
+COLLECTOR = Collector(
+    kind=KIND,
+    # The log path is the runbook parameter `nccl_log` (one argv element; "--" keeps it a path).
+    commands=(("cat", "--", "{nccl_log}"),),
+    parse=parse,
+    facts=facts,
+    description=(
+        "Reads an NCCL_DEBUG=INFO / PyTorch ProcessGroupNCCL log (path: runbook parameter nccl_log): "
+        "init completion per rank, network and transports, NCCL WARNs, "
+        "IB completion errors, watchdog timeouts and per-rank progress."
+    ),
+)

@@ -1,0 +1,1 @@
+"""Serving-engine evidence (vLLM, SGLang, TGI): /metrics, engine logs, containers, benchmarks, probes."""

@@ -1,0 +1,316 @@
+"""`metrics`: a Prometheus text scrape of vLLM, SGLang or TGI (CONTRACT s3).
+
+The command scrapes ``{metrics_url}`` with curl on the host (the engine port is often not
+reachable from where nightowl runs); runbooks default it to ``METRICS_URL``, the vLLM port
+(SGLang serves on :30000, TGI on :80 behind its router).
+
+Engines renamed their metrics across releases; ``ALIASES`` maps every known name of a field to
+that field, newest name first. When a scrape carries both names (deprecation windows expose the
+old and the new series side by side) only the first one found is read, so nothing is counted twice.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any, NamedTuple
+
+from nightowl.collectors.base import Collector, to_jsonable
+from nightowl.llmperf.histogram import bound, bound_label, quantile, window_mean
+
+KIND = "metrics"
+METRICS_URL = "http://127.0.0.1:8000/metrics"  # default of the `metrics_url` runbook parameter
+
+HISTOGRAMS = ("ttft", "itl", "e2e", "queue", "prefill", "decode")
+LENGTH_HISTOGRAMS = ("prompt_tokens", "generation_tokens")  # extra: tokens per request
+ENGINE_PREFIXES = (("vllm", "vllm:"), ("sglang", "sglang:"), ("tgi", "tgi_"))
+
+
+class Alias(NamedTuple):
+    field: str  # result field the metric feeds
+    engine: str
+    metric: str  # name without the _total / _bucket / _count / _sum suffix
+    source: str
+
+
+# Sources: DT = /work/shared/domain/decision-trees.md (section 2.1 vLLM, 2.4 SGLang and TGI),
+# IDX = fixtures/corpus/serving/INDEX.md "Metric names actually present in these dumps".
+ALIASES: tuple[Alias, ...] = (
+    Alias("requests_running", "vllm", "vllm:num_requests_running", "DT 2.1 [P]; IDX"),
+    Alias("requests_running", "sglang", "sglang:num_running_reqs", "DT 2.4 [P]; IDX"),
+    Alias("requests_running", "tgi", "tgi_batch_current_size", "DT 2.4 TGI metrics.md [P]"),
+    Alias("requests_waiting", "vllm", "vllm:num_requests_waiting", "DT 2.1 [P]; IDX"),
+    Alias("requests_waiting", "sglang", "sglang:num_queue_reqs", "DT 2.4 [P]"),
+    Alias("requests_waiting", "tgi", "tgi_queue_size", "DT 2.4 TGI metrics.md [P]"),
+    Alias("kv_cache_usage", "vllm", "vllm:kv_cache_usage_perc", "DT 2.1: name since 0.9.2/0.10 [S]; IDX"),
+    Alias("kv_cache_usage", "vllm", "vllm:gpu_cache_usage_perc", "DT 2.1: old name, gone in 0.12 [S]; IDX"),
+    Alias("kv_cache_usage", "sglang", "sglang:token_usage", "DT 2.4 [P]; IDX"),
+    Alias("preemptions_total", "vllm", "vllm:num_preemptions", "DT 2.1 [P/S]; IDX (HELP only)"),
+    Alias("preemptions_total", "sglang", "sglang:num_retracted_requests", "DT 2.4: retraction counter [P]"),
+    Alias("prefix_cache_hits", "vllm", "vllm:prefix_cache_hits", "DT 2.1 [P]"),
+    Alias("prefix_cache_hits", "vllm", "vllm:gpu_prefix_cache_hits", "DT 2.1 earlier V1 name [M]; IDX"),
+    Alias("prefix_cache_hits", "sglang", "sglang:cached_tokens", "IDX: cached prompt tokens (radix hits)"),
+    Alias("prefix_cache_queries", "vllm", "vllm:prefix_cache_queries", "DT 2.1 [P]; IDX"),
+    Alias("prefix_cache_queries", "vllm", "vllm:gpu_prefix_cache_queries", "DT 2.1 earlier V1 name [M]; IDX"),
+    Alias("prompt_tokens_total", "vllm", "vllm:prompt_tokens", "DT 2.1 [P]; IDX"),
+    Alias("prompt_tokens_total", "sglang", "sglang:prompt_tokens", "DT 2.4 [P]; IDX"),
+    Alias("generation_tokens_total", "vllm", "vllm:generation_tokens", "DT 2.1 [P]; IDX"),
+    Alias("generation_tokens_total", "sglang", "sglang:generation_tokens", "DT 2.4 [P]"),
+    Alias("request_success_total", "vllm", "vllm:request_success", "IDX (label finished_reason)"),
+    Alias("request_success_total", "tgi", "tgi_request_success", "TGI docs metrics.md [M]"),
+    Alias("requests_total", "sglang", "sglang:num_requests", "IDX"),
+    Alias("requests_total", "tgi", "tgi_request_count", "TGI docs metrics.md [M]"),
+    Alias("requests_aborted_total", "sglang", "sglang:num_aborted_requests", "IDX"),
+    Alias("requests_retracted", "sglang", "sglang:num_retracted_reqs", "DT 2.4 gauge [P]; IDX"),
+    Alias("kv_cache_capacity_tokens", "sglang", "sglang:max_total_num_tokens", "IDX: KV pool size in tokens"),
+    # histograms (request-level clocks only; TGI's batch forward histograms are per batch, not request)
+    Alias("ttft", "vllm", "vllm:time_to_first_token_seconds", "DT 2.1 [P]; IDX"),
+    Alias("ttft", "sglang", "sglang:time_to_first_token_seconds", "DT 2.4 [P]"),
+    Alias("itl", "vllm", "vllm:inter_token_latency_seconds", "DT 2.1: new name from 0.11 [P]"),
+    Alias("itl", "vllm", "vllm:time_per_output_token_seconds", "DT 2.1: old name, hidden 0.12 [P]; IDX"),
+    Alias("itl", "sglang", "sglang:inter_token_latency_seconds", "DT 2.4 [P]"),
+    Alias("itl", "sglang", "sglang:time_per_output_token_seconds", "DT 2.4 older docs [P]"),
+    Alias("itl", "tgi", "tgi_request_mean_time_per_token_duration", "DT 2.4 TGI metrics.md [P]"),
+    Alias("e2e", "vllm", "vllm:e2e_request_latency_seconds", "DT 2.1 [P]"),
+    Alias("e2e", "sglang", "sglang:e2e_request_latency_seconds", "DT 2.4 [P]; IDX"),
+    Alias("e2e", "tgi", "tgi_request_duration", "DT 2.4 TGI metrics.md [P]"),
+    Alias("queue", "vllm", "vllm:request_queue_time_seconds", "DT 2.1 [P]; IDX"),
+    Alias("queue", "sglang", "sglang:queue_time_seconds", "DT 2.4 [P]"),
+    Alias("queue", "tgi", "tgi_request_queue_duration", "DT 2.4 TGI metrics.md [P]"),
+    Alias("prefill", "vllm", "vllm:request_prefill_time_seconds", "DT 2.1 [P]; IDX"),
+    Alias("decode", "vllm", "vllm:request_decode_time_seconds", "DT 2.1 [P]; IDX"),
+    Alias("prompt_tokens", "vllm", "vllm:request_prompt_tokens", "DT 2.1 [P]"),
+    Alias("prompt_tokens", "tgi", "tgi_request_input_length", "DT 2.4 TGI metrics.md [P]"),
+    Alias("generation_tokens", "vllm", "vllm:request_generation_tokens", "DT 2.1 [P]; IDX"),
+    Alias("generation_tokens", "tgi", "tgi_request_generated_tokens", "DT 2.4 TGI metrics.md [P]"),
+)
+
+# How label sets of one scalar combine. Usage is a fraction per engine: summing two engines at
+# 0.6 would read 1.2, so the fullest one is reported (a runbook asks "is any engine full?").
+MAX_OVER_LABEL_SETS = frozenset({"kv_cache_usage"})
+MODEL_LABELS = ("model_name", "name")  # "name" was SGLang's first label key (IDX, sglang pr1853)
+
+
+class Sample(NamedTuple):
+    name: str
+    labels: dict[str, str]
+    value: float
+
+
+@dataclass(frozen=True)
+class Histogram:
+    count: float | None
+    sum: float | None
+    buckets: tuple[tuple[float | str, float], ...]  # (le, cumulative); le "+Inf" for infinity
+
+
+@dataclass(frozen=True)
+class MetricsScrape:
+    kind: str = KIND
+    engine: str | None = None
+    requests_running: float | None = None
+    requests_waiting: float | None = None
+    kv_cache_usage: float | None = None
+    preemptions_total: float | None = None
+    histograms: dict[str, Histogram | None] = field(default_factory=lambda: dict.fromkeys(HISTOGRAMS))
+    length_histograms: dict[str, Histogram | None] = field(default_factory=lambda: dict.fromkeys(LENGTH_HISTOGRAMS))
+    prefix_cache_hits: float | None = None
+    prefix_cache_queries: float | None = None
+    prompt_tokens_total: float | None = None
+    generation_tokens_total: float | None = None
+    request_success_total: float | None = None
+    requests_total: float | None = None
+    requests_aborted_total: float | None = None
+    requests_retracted: float | None = None
+    kv_cache_capacity_tokens: float | None = None
+    models: tuple[str, ...] = ()
+    warnings: tuple[str, ...] = ()
+
+
+SCALAR_FIELDS = (
+    "requests_running",
+    "requests_waiting",
+    "kv_cache_usage",
+    "preemptions_total",
+    "prefix_cache_hits",
+    "prefix_cache_queries",
+    "prompt_tokens_total",
+    "generation_tokens_total",
+    "request_success_total",
+    "requests_total",
+    "requests_aborted_total",
+    "requests_retracted",
+    "kv_cache_capacity_tokens",
+)
+
+
+def parse(text: str) -> MetricsScrape:
+    """Scrape text -> contract result; lines it cannot read go to ``warnings``, it never raises."""
+    samples, declared, warnings = _read_samples(text)
+    by_name: dict[str, list[Sample]] = {}
+    for sample in samples:
+        by_name.setdefault(sample.name, []).append(sample)
+    scalars: dict[str, Any] = {name: _scalar(name, by_name) for name in SCALAR_FIELDS}
+    return MetricsScrape(
+        engine=_engine(declared | set(by_name)),
+        histograms={name: _histogram(name, by_name) for name in HISTOGRAMS},
+        length_histograms={name: _histogram(name, by_name) for name in LENGTH_HISTOGRAMS},
+        models=_models(samples),
+        warnings=tuple(warnings),
+        **scalars,
+    )
+
+
+def _read_samples(text: str) -> tuple[list[Sample], set[str], list[str]]:
+    """Samples and every declared metric name (HELP/TYPE lines too: a family may have no sample)."""
+    try:
+        from prometheus_client.parser import text_string_to_metric_families
+
+        families = list(text_string_to_metric_families(text))
+    except Exception:  # noqa: BLE001 - pasted scrapes are often cut; fall back to a per-line reader
+        return _read_lines(text)
+    samples = [Sample(s.name, dict(s.labels), float(s.value)) for f in families for s in f.samples]
+    declared = {f.name for f in families}
+    return samples, declared, []
+
+
+_SAMPLE_LINE = re.compile(
+    r"^(?P<name>[a-zA-Z_:][a-zA-Z0-9_:]*)\s*"
+    r'(?:\{(?P<labels>(?:[^"}]|"(?:[^"\\]|\\.)*")*)\})?'
+    r"\s+(?P<value>\S+)(?:\s+-?\d+)?\s*$"
+)
+_LABEL = re.compile(r'\s*([a-zA-Z_][a-zA-Z0-9_]*)\s*=\s*"((?:[^"\\]|\\.)*)"\s*,?')
+_DECLARATION = re.compile(r"^#\s*(?:HELP|TYPE)\s+([a-zA-Z_:][a-zA-Z0-9_:]*)")
+
+
+def _read_lines(text: str) -> tuple[list[Sample], set[str], list[str]]:
+    samples: list[Sample] = []
+    declared: set[str] = set()
+    warnings: list[str] = []
+    for number, raw in enumerate(text.splitlines(), start=1):
+        line = raw.strip()
+        if not line:
+            continue
+        if line.startswith("#"):
+            declaration = _DECLARATION.match(line)
+            if declaration:
+                declared.add(declaration.group(1))
+            continue
+        sample = _sample_from_line(line)
+        if sample is None:
+            warnings.append(f"line {number}: not a metric sample: {line[:200]}")
+        else:
+            samples.append(sample)
+    return samples, declared, warnings
+
+
+def _sample_from_line(line: str) -> Sample | None:
+    match = _SAMPLE_LINE.match(line)
+    if not match:
+        return None
+    try:
+        value = float(match.group("value"))
+    except ValueError:
+        return None
+    label_text = match.group("labels") or ""
+    labels = {key: _unescape(value) for key, value in _LABEL.findall(label_text)}
+    if label_text.strip() and not labels:
+        return None
+    return Sample(match.group("name"), labels, value)
+
+
+def _unescape(value: str) -> str:
+    return value.replace("\\n", "\n").replace('\\"', '"').replace("\\\\", "\\")
+
+
+def _aliases(field_name: str) -> Iterable[Alias]:
+    return (alias for alias in ALIASES if alias.field == field_name)
+
+
+def _scalar(field_name: str, by_name: dict[str, list[Sample]]) -> float | None:
+    for alias in _aliases(field_name):
+        found = by_name.get(alias.metric + "_total") or by_name.get(alias.metric)
+        values = [s.value for s in found or () if math.isfinite(s.value)]
+        if values:
+            return max(values) if field_name in MAX_OVER_LABEL_SETS else math.fsum(values)
+    return None
+
+
+def _histogram(field_name: str, by_name: dict[str, list[Sample]]) -> Histogram | None:
+    for alias in _aliases(field_name):
+        buckets = by_name.get(alias.metric + "_bucket", [])
+        counts = by_name.get(alias.metric + "_count", [])
+        sums = by_name.get(alias.metric + "_sum", [])
+        if buckets or counts or sums:
+            return Histogram(_sum_or_none(counts), _sum_or_none(sums), _summed_buckets(buckets))
+    return None
+
+
+def _sum_or_none(samples: list[Sample]) -> float | None:
+    """Sum over label sets; NaN/Inf samples are skipped (JSON cannot carry them)."""
+    values = [s.value for s in samples if math.isfinite(s.value)]
+    return math.fsum(values) if values else None
+
+
+def _summed_buckets(samples: list[Sample]) -> tuple[tuple[float | str, float], ...]:
+    """Add the cumulative counts of every label set per bound (Prometheus `sum by (le)`)."""
+    per_bound: dict[float, float] = {}
+    for sample in samples:
+        try:
+            upper = bound(sample.labels.get("le", ""))
+        except ValueError:
+            continue
+        if not math.isfinite(sample.value) or math.isnan(upper):
+            continue
+        per_bound[upper] = per_bound.get(upper, 0.0) + sample.value
+    return tuple((bound_label(upper), count) for upper, count in sorted(per_bound.items()))
+
+
+def _engine(names: set[str]) -> str | None:
+    counts = {engine: sum(name.startswith(prefix) for name in names) for engine, prefix in ENGINE_PREFIXES}
+    best = max(counts, key=lambda engine: counts[engine])
+    return best if counts[best] else None
+
+
+def _models(samples: list[Sample]) -> tuple[str, ...]:
+    models = set()
+    for sample in samples:
+        for label in MODEL_LABELS:
+            if label == "name" and not sample.name.startswith("sglang:"):
+                continue  # "name" is a generic label elsewhere
+            if sample.labels.get(label):
+                models.add(sample.labels[label])
+    return tuple(sorted(models))
+
+
+def facts(result: MetricsScrape) -> dict[str, Any]:
+    """Contract JSON plus, per histogram, lifetime `<h>_mean`, `<h>_p50`, `<h>_p99`, `<h>_p99_at_least`
+    (None when not computable) and `prefix_cache_hit_rate` (hits / queries)."""
+    out: dict[str, Any] = to_jsonable(result)
+    for name in HISTOGRAMS:
+        histogram = result.histograms.get(name)
+        out[f"{name}_mean"] = window_mean(histogram) if histogram else None
+        for label, q in (("p50", 0.5), ("p99", 0.99)):
+            estimate = quantile(q, histogram.buckets) if histogram else None
+            out[f"{name}_{label}"] = estimate.value if estimate else None
+            if label == "p99":
+                out[f"{name}_p99_at_least"] = bool(estimate and estimate.at_least)
+    hits, queries = result.prefix_cache_hits, result.prefix_cache_queries
+    out["prefix_cache_hit_rate"] = hits / queries if hits is not None and queries else None
+    out["has_samples"] = any(getattr(result, name) is not None for name in SCALAR_FIELDS) or any(
+        result.histograms.values()
+    )
+    return out
+
+
+COLLECTOR = Collector(
+    kind=KIND,
+    commands=(("curl", "-sS", "--fail", "--max-time", "5", "--", "{metrics_url}"),),
+    parse=parse,
+    facts=facts,
+    timeout=10.0,
+    invasive=False,
+    description="Prometheus /metrics scrape of the serving engine (vLLM, SGLang or TGI)",
+)
