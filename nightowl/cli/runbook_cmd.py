@@ -81,7 +81,7 @@ def validate_cmd(paths: tuple[str, ...]) -> None:
 @click.option("--host", help="which host of the bundle")
 def graph_cmd(runbook: str, bundle: Path | None, host: str | None) -> None:
     """Draw RUNBOOK as a Mermaid flowchart."""
-    from nightowl.cli.main import load_runbook_or_exit
+    from nightowl.cli.common import load_runbook_or_exit
     from nightowl.engine.mermaid import to_mermaid
 
     loaded = load_runbook_or_exit(runbook)

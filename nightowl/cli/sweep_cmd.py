@@ -8,8 +8,8 @@ from typing import Any
 
 import click
 
+from nightowl.cli.common import SSHArgs, limit_options, ssh_options
 from nightowl.cli.exit import EXIT_HELP, fail, status_for
-from nightowl.cli.options import SSHArgs, limit_options, ssh_options
 
 FORMATS = click.Choice(["table", "text", "json", "prometheus"])
 
@@ -65,7 +65,7 @@ def sweep(
     order), or a node-exporter textfile. The exit status tells a cron job whether any node
     needs action. Host keys are checked strictly against known_hosts unless --accept-new.
     """
-    from nightowl.cli.main import DEFAULT_OUT, load_runbook_or_exit, parse_params
+    from nightowl.cli.common import DEFAULT_OUT, load_runbook_or_exit, parse_params
 
     if not inventory and not local_only:
         fail("give --inventory FILE or --local")
@@ -125,9 +125,9 @@ def _run(
     fmt: str,
     limits: dict[str, float | None],
 ) -> dict[str, Any]:
-    from nightowl.cli.main import run_to_summary
     from nightowl.cli.render import json_report, text_report
     from nightowl.cli.render_fleet import fleet_table, prometheus_textfile
+    from nightowl.cli.running import run_to_summary
 
     progress, advance = _progress(len(transports), fmt)
     with progress:

@@ -8,9 +8,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from nightowl.collectors.gpu import dcgmi_diag as dcgmi_module
 from nightowl.collectors import get_collector
 from nightowl.collectors.base import to_jsonable
+from nightowl.collectors.gpu import dcgmi_diag as dcgmi_module
 from nightowl.collectors.gpu.dcgmi_diag import COLLECTOR, facts, parse
 from tests.helpers import ROOT, assert_subset, load_cases
 

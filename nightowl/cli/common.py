@@ -1,4 +1,5 @@
-"""Option groups shared by triage, sweep, check and plan."""
+"""What every command shares, declared once: the output, parameter, invasive, SSH and deadline options,
+the default bundle folder, and loading a runbook or ``--param`` values with a usage error on failure."""
 
 from __future__ import annotations
 
@@ -9,6 +10,9 @@ from pathlib import Path
 from typing import Any
 
 import click
+
+from nightowl.cli.exit import fail
+from nightowl.paths import default_out_dir
 
 
 @dataclass(frozen=True)
@@ -92,3 +96,50 @@ def limit_options(command: Callable[..., Any]) -> Callable[..., Any]:
         default=None,
         help="deadline for one host's whole run, seconds; later collectors are skipped",
     )(command)
+
+
+DEFAULT_OUT = default_out_dir()
+FORMAT_OPTION = click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["text", "json"]),
+    default="text",
+    show_default=True,
+    help="text for people, json for scripts (CONTRACT s4)",
+)
+OUT_OPTION = click.option(
+    "--out",
+    "out_dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    help=f"where bundles go [default: $NIGHTOWL_OUT, else {DEFAULT_OUT}; with --alert, the rules file's `out`]",
+)
+PARAM_OPTION = click.option("--param", "params", multiple=True, metavar="KEY=VALUE", help="runbook parameter")
+INVASIVE_OPTION = click.option(
+    "--allow-invasive", is_flag=True, help="also run collectors that load GPUs or the network"
+)
+
+
+def load_runbook_or_exit(name: str) -> Any:
+    from nightowl import runbooks
+    from nightowl.engine.validate import RunbookInvalid
+
+    try:
+        return runbooks.load(name)
+    except FileNotFoundError as exc:
+        fail(str(exc))
+    except RunbookInvalid as exc:
+        fail(f"invalid runbook:\n{exc}")
+    return None
+
+
+def parse_params(pairs: tuple[str, ...]) -> dict[str, Any]:
+    import yaml
+
+    params: dict[str, Any] = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            fail(f"--param expects KEY=VALUE, got {pair!r}")
+        params[key] = yaml.safe_load(value)
+    return params

@@ -1,0 +1,51 @@
+"""`nightowl plan`: a dry run listing every command a runbook would run."""
+
+from __future__ import annotations
+
+import json
+import shlex
+
+import click
+
+from nightowl.cli.common import PARAM_OPTION, fail, load_runbook_or_exit, parse_params
+
+
+@click.command()
+@click.argument("runbook")
+@click.option("--host", "hosts", multiple=True, required=True, metavar="SPEC", help="host spec(s)")
+@click.option("--allow-invasive", is_flag=True, help="plan invasive collectors too")
+@PARAM_OPTION
+@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
+def plan(runbook: str, hosts: tuple[str, ...], allow_invasive: bool, params: tuple[str, ...], fmt: str) -> None:
+    """Dry run: the graph, and per host the exact commands RUNBOOK would run. Connects to nothing."""
+    from nightowl.collectors import get_collector
+    from nightowl.engine.mermaid import to_mermaid
+    from nightowl.engine.session import plan as plan_steps
+
+    loaded = load_runbook_or_exit(runbook)
+    try:
+        steps = plan_steps(loaded, get_collector, allow_invasive, parse_params(params))
+    except ValueError as exc:  # an undeclared --param
+        fail(str(exc))
+    if fmt == "json":
+        click.echo(json.dumps({"runbook": loaded.id, "hosts": [{"host": h, "steps": steps} for h in hosts]}, indent=2))
+        return
+    click.echo(to_mermaid(loaded.runbook))
+    for host in hosts:
+        click.echo(f"{host}:")
+        for step in steps:
+            note = ""
+            if step["skipped"]:
+                note = (
+                    " (skipped: invasive, needs --allow-invasive)"
+                    if step["invasive"]
+                    else " (skipped: unset parameter)"
+                )
+            if step["derived_from"]:
+                click.echo(
+                    f"  [{step['node']}] {step['collector']}: runs no command; derived from "
+                    + ", ".join(step["derived_from"])
+                )
+                continue
+            alternatives = "  |or|  ".join(shlex.join(argv) for argv in step["commands"] or step["declared"])
+            click.echo(f"  [{step['node']}] {step['collector']}: {alternatives}  (timeout {step['timeout']}s){note}")

@@ -1,0 +1,122 @@
+"""`nightowl triage`: one runbook on live or recorded hosts, or what an alert maps to."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+
+from nightowl.cli.common import (
+    FORMAT_OPTION,
+    INVASIVE_OPTION,
+    OUT_OPTION,
+    PARAM_OPTION,
+    SSHArgs,
+    fail,
+    limit_options,
+    load_runbook_or_exit,
+    parse_params,
+    ssh_options,
+)
+from nightowl.cli.exit import EXIT_HELP, ExitStatus, status_for
+from nightowl.cli.running import opener, replay_transports, run_and_report
+
+
+@click.command(epilog=EXIT_HELP)
+@click.argument("runbook", required=False)
+@click.option(
+    "--host",
+    "hosts",
+    multiple=True,
+    metavar="SPEC",
+    help="host to run on: `local`, `ssh://user@host:port?jump=bastion`, or a name from ~/.ssh/config",
+)
+@click.option(
+    "--replay",
+    "replays",
+    multiple=True,
+    type=click.Path(exists=True, file_okay=False, path_type=Path),
+    help="recorded host directory (CONTRACT s5) to run on instead of a live host; a bundle works too",
+)
+@PARAM_OPTION
+@INVASIVE_OPTION
+@click.option(
+    "--alert",
+    "alert_file",
+    type=click.File("r"),
+    help="an Alertmanager or PagerDuty webhook payload (JSON): triage what its rules map it to",
+)
+@click.option(
+    "--config",
+    "alert_config",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="with --alert: the `nightowl serve` rules file (alert -> runbook and host)",
+)
+@ssh_options
+@limit_options
+@FORMAT_OPTION
+@OUT_OPTION
+def triage(
+    runbook: str | None,
+    hosts: tuple[str, ...],
+    replays: tuple[Path, ...],
+    params: tuple[str, ...],
+    allow_invasive: bool,
+    alert_file: Any,
+    alert_config: Path | None,
+    ssh: SSHArgs,
+    command_timeout: float | None,
+    host_timeout: float | None,
+    fmt: str,
+    out_dir: Path | None,
+) -> None:
+    """Run RUNBOOK on live hosts (--host) or recorded ones (--replay).
+
+    Only read-only collectors run unless --allow-invasive is given. The evidence
+    bundle is written before the verdict is printed. With --alert FILE --config RULES,
+    the alert payload names the runbook and hosts, as `nightowl serve` would.
+    """
+    if alert_file is not None:
+        sys.exit(int(triage_alert(alert_file, alert_config, fmt, out_dir)))
+    if runbook is None:
+        fail("give a RUNBOOK (or --alert FILE --config RULES)")
+    if not hosts and not replays:
+        fail("give at least one --host or --replay")
+    loaded = load_runbook_or_exit(runbook)
+    transports = replay_transports(replays)
+    ssh_settings = ssh.options() if hosts else None
+    for spec in hosts:
+        transports[spec] = opener(spec, ssh_settings)
+    limits = {"command_timeout": command_timeout, "host_timeout": host_timeout}
+    sys.exit(int(run_and_report(loaded, transports, parse_params(params), fmt, out_dir, allow_invasive, limits=limits)))
+
+
+def triage_alert(alert_file: Any, config_path: Path | None, fmt: str, out_dir: Path | None) -> ExitStatus:
+    """`triage --alert`: what the receiver does with a delivery, done now, in the foreground."""
+    from nightowl.alerts import ConfigError, load_config
+    from nightowl.serve import triage_alert_payload
+
+    if config_path is None:
+        fail("--alert needs --config RULES (the `nightowl serve` rules file)")
+    try:
+        payload = json.load(alert_file)
+        config = load_config(config_path, out_dir, for_receiver=False)
+    except (ValueError, ConfigError) as exc:
+        fail(str(exc))
+    results = [capture.to_json() for capture in triage_alert_payload(payload, config)]
+    if fmt == "json":
+        click.echo(json.dumps({"captures": results}, indent=2, default=str))
+    else:
+        for item in results:
+            verdict = item.get("verdict") or {}
+            click.echo(
+                f"{item.get('alert') or '?'} -> {item.get('runbook') or '-'} on "
+                f"{item.get('host') or '-'}: {item['status']}"
+                + (f", {verdict.get('id')} -> {verdict.get('action')}" if verdict else "")
+                + (f" ({item['reason']})" if item.get("reason") else "")
+                + (f"\n  bundle: {item['bundle']}" if item.get("bundle") else "")
+            )
+    return status_for([{"verdict": r.get("verdict")} for r in results if r.get("status") == "captured"])

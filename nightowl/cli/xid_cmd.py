@@ -1,0 +1,38 @@
+"""`nightowl xid`: each Xid of a kernel log with its meaning and NVIDIA's first action."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import click
+
+
+@click.command()
+@click.argument("file", required=False, type=click.File("r", errors="replace"), default="-")
+@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
+def xid(file: Any, fmt: str) -> None:
+    """Explain the Xid/SXid events of a kernel log (FILE or stdin).
+
+    One line per event: time, PCI address, code, meaning and NVIDIA's documented
+    first action. Unknown codes say "look up", never "ignore".
+    Example: dmesg -T | nightowl xid
+    """
+    from nightowl.collectors.base import to_jsonable
+    from nightowl.collectors.gpu import kernel_log, xid_catalog
+
+    result = to_jsonable(kernel_log.parse(file.read()))
+    rows = [xid_catalog.explain(e) for e in result["events"] if e["kind"] in ("xid", "sxid", "fallen_off_bus")]
+    if fmt == "json":
+        click.echo(json.dumps({"events": rows, "warnings": result["warnings"]}, indent=2, default=str))
+        return
+    if not rows:
+        click.echo("no Xid or SXid events found")
+    for row in rows:
+        code = f"{row['kind'].upper()} {row['code']}" if row.get("code") is not None else row["kind"]
+        count = f" (x{row['count']})" if row.get("count", 1) and row.get("count", 1) > 1 else ""
+        click.echo(
+            f"{row.get('time') or '-'}  {row.get('pci') or '-'}  {code}{count}  "
+            f"{row.get('mnemonic') or '?'}: {row.get('meaning') or 'unknown code'}  "
+            f"-> {row['action']}: {row['first_step']}"
+        )
