@@ -88,6 +88,13 @@ class HostRun:
     duration: float = 0.0
 
 
+class CannotJudge(Exception):
+    """A condition on the path could not be evaluated: the host gets no verdict."""
+
+    def __init__(self, node: str, condition: str, error: str) -> None:
+        super().__init__(f"node {node}: condition `{condition}` could not be evaluated: {error}")
+
+
 @dataclass(frozen=True)
 class RunOptions:
     params: dict[str, Any] = field(default_factory=dict)
@@ -200,7 +207,9 @@ class HostRunner:
             try:
                 record["value"] = evaluate_condition(branch.when, ctx)
             except ExpressionError as exc:
-                record["value"], record["error"] = False, str(exc)
+                record["value"], record["error"] = None, str(exc)
+                visit.conditions.append(record)
+                raise CannotJudge(visit.node, branch.when, str(exc)) from None
             visit.conditions.append(record)
             if record["value"]:
                 return branch.goto
@@ -214,28 +223,37 @@ class HostRunner:
         try:
             summary = render(spec.summary, ctx).strip()
         except ExpressionError as exc:
-            summary = f"{spec.summary.strip()} (summary could not be filled in: {exc})"
+            summary = f"{spec.id}: {spec.action} (the summary could not be filled in: {exc})"
+        unavailable: dict[str, str] = {}
         gpus: Any = None
         if spec.gpus:
             try:
                 gpus = evaluate_value(spec.gpus, ctx)
-            except ExpressionError:
-                gpus = None
-        return {
+            except ExpressionError as exc:
+                unavailable["gpus"] = f"{spec.gpus} could not be evaluated: {exc}"
+        try:
+            evidence = self._evidence(spec.evidence, ctx)
+        except Exception as exc:  # noqa: BLE001 - the verdict stands without its evidence list
+            evidence, unavailable["evidence"] = [], f"could not be gathered: {type(exc).__name__}: {exc}"
+        verdict = {
             "id": spec.id,
             "severity": spec.severity,
             "action": spec.action,
             "summary": " ".join(summary.split()),
-            "evidence": self._evidence(spec.evidence, ctx),
+            "evidence": evidence,
             "gpus": list(gpus) if isinstance(gpus, (list, tuple)) else gpus,
             "node": node_id,
         }
+        if unavailable:
+            verdict["unavailable"] = unavailable  # which part of the verdict is missing, and why
+        return verdict
 
     def _evidence(self, declared: list[str], ctx: dict[str, Any]) -> list[dict[str, Any]]:
         items = []
         for path in declared:
-            item = {"fact": path, "value": _trim(resolve_path(path, ctx)), "source": self._source(path)}
-            reason = self._status_reason(path)
+            value = resolve_path(path, ctx)
+            item = {"fact": path, "value": _trim(value), "source": self._source(path)}
+            reason = self._status_reason(path) or (self._missing_reason(path) if value is None else None)
             if reason:
                 item["reason"] = reason  # "error" alone does not say that nvidia-smi was not found
             items.append(item)
@@ -258,6 +276,16 @@ class HostRunner:
             return None
         namespace = rest.partition(".")[0]
         return next((c.reason for c in self.run.collections.values() if c.namespace == namespace), None)
+
+    def _missing_reason(self, fact_path: str) -> str:
+        """Why a fact has no value: its collector failed, was not run, or its output lacks it."""
+        namespace = fact_path.partition(".")[0]
+        run = next((c for c in self.run.collections.values() if c.namespace == namespace), None)
+        if run is None:
+            return "not collected on this path"
+        if run.status != "ok":
+            return f"{run.kind} {run.status}" + (f": {run.reason}" if run.reason else "")
+        return f"not in the {run.kind} output"
 
     def _source(self, fact_path: str) -> str | None:
         head, _, rest = fact_path.partition(".")
@@ -287,6 +315,15 @@ class HostRunner:
         return run
 
     def _walk(self) -> None:
+        try:
+            self._walk_nodes()
+        except CannotJudge as exc:
+            # A rule that cannot be evaluated is not false: taking the other branch could say "healthy".
+            self.run.status, self.run.error, self.run.verdict = "incomplete", str(exc), None
+            self.run.visits[-1].status = "error"
+        self._check_evidence()
+
+    def _walk_nodes(self) -> None:
         nodes = self.loaded.runbook.nodes
         node_id: str | None = self.loaded.runbook.entry
         while node_id is not None:
@@ -312,11 +349,13 @@ class HostRunner:
             visit.next = next_id
             visit.duration = time.monotonic() - t0
             node_id = next_id
+
+    def _check_evidence(self) -> None:
         if self.run.collections and not any(c.facts for c in self.run.collections.values()):
             self.run.status = "incomplete"
             self.run.error = "every collector failed: " + "; ".join(
                 f"{c.kind}: {c.reason}" for c in self.run.collections.values()
-            )
+            ) + (f" ({self.run.error})" if self.run.error else "")
             if not self._decided_on_failure():
                 self.run.verdict = None  # a verdict on empty facts would be a guess
 
