@@ -353,9 +353,11 @@ class HostRunner:
     def _check_evidence(self) -> None:
         if self.run.collections and not any(c.facts for c in self.run.collections.values()):
             self.run.status = "incomplete"
-            self.run.error = "every collector failed: " + "; ".join(
-                f"{c.kind}: {c.reason}" for c in self.run.collections.values()
-            ) + (f" ({self.run.error})" if self.run.error else "")
+            self.run.error = (
+                "every collector failed: "
+                + "; ".join(f"{c.kind}: {c.reason}" for c in self.run.collections.values())
+                + (f" ({self.run.error})" if self.run.error else "")
+            )
             if not self._decided_on_failure():
                 self.run.verdict = None  # a verdict on empty facts would be a guess
 
