@@ -69,3 +69,24 @@ def test_xid64_without_nvidia_smi_keeps_the_verdict_and_says_what_is_missing(tmp
     assert "nvidia_smi.remap_failure_gpus" in verdict["unavailable"]["gpus"]
     missing = [e for e in verdict["evidence"] if e["fact"] == "nvidia_smi.remap_failure_gpus"]
     assert missing and "nvidia-smi" in missing[0]["reason"]
+
+
+def test_a_crash_exits_70_with_one_line_naming_the_traceback_and_bundle(tmp_path: Path, monkeypatch) -> None:  # noqa: ANN001
+    from nightowl.engine.runner import HostRunner
+
+    def boom(self, node_id, node):  # noqa: ANN001, ANN202
+        raise RuntimeError("simulated bug")
+
+    monkeypatch.setattr(HostRunner, "_conclude", boom)
+    monkeypatch.setenv("TMPDIR", str(tmp_path))
+    import tempfile
+
+    monkeypatch.setattr(tempfile, "tempdir", None)
+    result = invoke("triage", "xid", "--replay", str(HOSTS / "healthy-l40s"), "--out", str(tmp_path / "b"))
+    assert result.exit_code == 70
+    lines = [line for line in result.output.splitlines() if line.strip()]
+    assert len(lines) == 1 and "bug" in lines[0] and "simulated bug" in lines[0]
+    saved = next(tmp_path.glob("nightowl-crash-*.txt"))
+    assert saved.name in lines[0] and "RuntimeError" in saved.read_text()
+    assert "partial bundle at" in lines[0]
+    assert any((tmp_path / "b").iterdir())
