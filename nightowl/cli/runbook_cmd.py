@@ -103,6 +103,10 @@ def test_cmd(runbooks_: tuple[str, ...]) -> None:
     from nightowl.rehearse import rehearsal_cases, rehearse
 
     names = list(runbooks_) or list(runbooks.builtin_paths())
+    unknown = [name for name in names if name not in runbooks.builtin_paths() or not rehearsal_cases(name)]
+    if unknown:  # "0 passed, 0 failed" for a typo would read as success
+        known = ", ".join(runbooks.builtin_paths())
+        fail(f"no rehearsals for {', '.join(unknown)} (runbooks with rehearsals: {known})")
     failed = total = 0
     for name in names:
         for case in rehearsal_cases(name):

@@ -59,6 +59,8 @@ class Collector:
     timeout: float = 15.0
     invasive: bool = False
     description: str = ""
+    # Checks the runbook parameters this collector reads, before anything runs: the reasons they are unusable.
+    check_params: Callable[[Mapping[str, Any]], list[str]] | None = None
 
 
 @dataclass(frozen=True)
@@ -77,6 +79,7 @@ class DerivedCollector:
     timeout: float = 0.0
     invasive: bool = False
     description: str = ""
+    check_params: Callable[[Mapping[str, Any]], list[str]] | None = None
 
     def parse(self, text: str) -> Any:
         raise TypeError(f"{self.kind} is derived from {', '.join(self.inputs)}; it parses no output")

@@ -56,7 +56,8 @@ class LoadedRunbook:
         declared = self.runbook.parameters
         unknown = sorted(set(given) - set(declared))
         if unknown:
-            raise ValueError(f"runbook {self.id} has no parameter {', '.join(unknown)}")
+            valid = ", ".join(sorted(declared)) or "none"
+            raise ValueError(f"runbook {self.id} has no parameter {', '.join(unknown)} (its parameters: {valid})")
         return {**{name: p.default for name, p in declared.items()}, **given}
 
     def node_line(self, node_id: str) -> int | None:
