@@ -61,6 +61,8 @@ class Collector:
     description: str = ""
     # Checks the runbook parameters this collector reads, before anything runs: the reasons they are unusable.
     check_params: Callable[[Mapping[str, Any]], list[str]] | None = None
+    # Whether an output that exited 0 shows nothing at all (no_data, never "clean"); default: blank text.
+    shows_nothing: Callable[[str], bool] | None = None
 
 
 @dataclass(frozen=True)

@@ -94,6 +94,13 @@ class CannotJudge(Exception):
     def __init__(self, node: str, condition: str, error: str) -> None:
         super().__init__(f"node {node}: condition `{condition}` could not be evaluated: {error}")
 
+    @classmethod
+    def because(cls, node: str, reason: str) -> CannotJudge:
+        """The runbook itself says the evidence is too thin (a ``cannot_judge`` node)."""
+        exc = cls.__new__(cls)
+        Exception.__init__(exc, f"cannot judge ({node}): {reason}")
+        return exc
+
 
 @dataclass(frozen=True)
 class RunOptions:
@@ -248,6 +255,12 @@ class HostRunner:
             verdict["unavailable"] = unavailable  # which part of the verdict is missing, and why
         return verdict
 
+    def _reason(self, template: str) -> str:
+        try:
+            return " ".join(render(template, self.context()).split())
+        except ExpressionError as exc:
+            return f"{' '.join(template.split())} (could not be filled in: {exc})"
+
     def _evidence(self, declared: list[str], ctx: dict[str, Any]) -> list[dict[str, Any]]:
         items = []
         for path in declared:
@@ -344,6 +357,8 @@ class HostRunner:
                 next_id = self._decide(node, visit)
                 if any("error" in c for c in visit.conditions):
                     visit.status = "error"
+            elif node.cannot_judge is not None:
+                raise CannotJudge.because(node_id, self._reason(node.cannot_judge))
             else:
                 self.run.verdict = self._conclude(node_id, node)
             visit.next = next_id
@@ -421,6 +436,7 @@ def collect_on(
         return run
     commands = resolved[:1] if single_attempt else resolved
     chosen: CommandResult | None = None
+    blank: CommandResult | None = None  # exited 0 but showed nothing: the next command may do better
     for argv in commands:
         timeout = _timeout_for(collector, options, deadline)
         if timeout <= 0:
@@ -430,23 +446,39 @@ def collect_on(
             break
         result = transport.run(argv, timeout, kind=kind)
         run.attempts.append(result)
+        if result.ok and shows_nothing(collector, result.stdout):
+            blank = blank or result
+            continue
         if result.ok or result.timed_out:
             chosen = result
             break
         if chosen is None and result.stdout.strip():
             chosen = result  # a failing nvidia-smi still prints why
-    chosen = chosen or run.attempts[-1]
+    chosen = chosen or blank or run.attempts[-1]
     for attempt in run.attempts:
         run.file = recorder.record_command(transport.host, kind, attempt, attempt is chosen) or run.file
     run.status, run.reason = _status_of(chosen)
+    if chosen.ok and shows_nothing(collector, chosen.stdout):
+        # No output is not "output showing nothing wrong": no facts, so no rule can read it as clean.
+        run.status, run.reason = (
+            "no_data",
+            "the command printed nothing to read"
+            + (f" ({chosen.stdout.strip()[:80]})" if chosen.stdout.strip() else ""),
+        )
     if keep_text:
         run.text = chosen.stdout
-    # Empty output that exited 0 is still a fact ("no NVRM line this boot"), so parse it.
-    if chosen.stdout.strip() or chosen.rc == 0:
+    if chosen.stdout.strip() and run.status != "no_data":
         run.facts, run.parse_error = parse_output(collector, chosen.stdout)
         if run.parse_error and run.status == "ok":
             run.status, run.reason = "error", run.parse_error
     return run
+
+
+def shows_nothing(collector: CollectorLike, text: str) -> bool:
+    """Whether an output that exited 0 holds nothing to judge (the collector may know more: a journal's
+    ``-- No entries --``)."""
+    check = getattr(collector, "shows_nothing", None)
+    return bool(check(text)) if check is not None else not text.strip()
 
 
 def _timeout_for(collector: CollectorLike, options: RunOptions, deadline: float | None) -> float:
