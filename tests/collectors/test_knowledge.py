@@ -89,8 +89,9 @@ def test_action_column_is_the_bucket_action() -> None:
 
 def test_rule_codes_are_catalog_codes() -> None:
     known = set(xc.CATALOG)
-    assert xc.SYMPATHETIC_CODES <= known
-    assert xc.NVLINK5_CODES <= xc.NVLINK_CODES <= known
+    sympathetic, nvlink5, nvlink = xc.SYMPATHETIC_CODES, xc.NVLINK5_CODES, xc.NVLINK_CODES
+    assert sympathetic <= known
+    assert nvlink5 <= nvlink <= known
     assert set(xc.RECOVERY_ORDER) == set(xc.RECOVERY_TO_ACTION)
     assert set(xc.RECOVERY_TO_ACTION.values()) <= VERDICT_ACTIONS
 
@@ -115,8 +116,9 @@ def test_pinned_catalog_rows(code: int, mnemonic: str, bucket: str, action: str)
 
 
 def test_pinned_rules() -> None:
-    assert xc.SYMPATHETIC_CODES == {43, 45}
-    assert xc.NVLINK5_CODES == frozenset(range(144, 151))
+    sympathetic, nvlink5 = xc.SYMPATHETIC_CODES, xc.NVLINK5_CODES
+    assert sympathetic == {43, 45}
+    assert nvlink5 == frozenset(range(144, 151))
     assert xc.normalize_recovery_action("Node Reboot Required") == "node-reboot"
     assert xc.normalize_recovery_action("Drain and Reset") == "drain-and-reset"
     assert xc.normalize_recovery_action("Drain P2P") == "drain-p2p"
@@ -176,7 +178,7 @@ def test_engine_phases_follow_the_global_order() -> None:
 
 
 def test_pinned_engine_patterns() -> None:
-    log = "INFO Available KV cache memory: 12.5 GiB\ntorch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2 GiB"
+    log = "INFO Available KV cache memory: 12.5 GiB\ntorch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2 GB"
     result = engine_log.parse(log)
     assert result.last_phase == "profiling"
     assert result.oom is not None and result.oom.kind == "cuda-oom"
