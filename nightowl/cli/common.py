@@ -105,7 +105,7 @@ FORMAT_OPTION = click.option(
     type=click.Choice(["text", "json"]),
     default="text",
     show_default=True,
-    help="text for people, json for scripts (CONTRACT s4)",
+    help="text for people, json for scripts (docs/reference.md#verdicts)",
 )
 OUT_OPTION = click.option(
     "--out",
