@@ -112,7 +112,10 @@ OUT_OPTION = click.option(
     "out_dir",
     type=click.Path(file_okay=False, path_type=Path),
     default=None,
-    help="where bundles go [default: $NIGHTOWL_OUT, else $XDG_STATE_HOME/nightowl/bundles (~/.local/state/nightowl/bundles); with --alert, the rules file's `out`]",
+    help=(
+        "where bundles go [default: $NIGHTOWL_OUT, else ~/.local/state/nightowl/bundles;"
+        " with --alert, the rules file's `out`]"
+    ),
 )
 PARAM_OPTION = click.option("--param", "params", multiple=True, metavar="KEY=VALUE", help="runbook parameter")
 INVASIVE_OPTION = click.option(
