@@ -105,14 +105,17 @@ FORMAT_OPTION = click.option(
     type=click.Choice(["text", "json"]),
     default="text",
     show_default=True,
-    help="text for people, json for scripts (CONTRACT s4)",
+    help="text for people, json for scripts (docs/reference.md#verdicts)",
 )
 OUT_OPTION = click.option(
     "--out",
     "out_dir",
     type=click.Path(file_okay=False, path_type=Path),
     default=None,
-    help=f"where bundles go [default: $NIGHTOWL_OUT, else {DEFAULT_OUT}; with --alert, the rules file's `out`]",
+    help=(
+        "where bundles go [default: $NIGHTOWL_OUT, else ~/.local/state/nightowl/bundles;"
+        " with --alert, the rules file's `out`]"
+    ),
 )
 PARAM_OPTION = click.option("--param", "params", multiple=True, metavar="KEY=VALUE", help="runbook parameter")
 INVASIVE_OPTION = click.option(

@@ -1,5 +1,5 @@
 """`nightowl kv-size CONFIG`: KV-cache bytes per token per GPU from a model's config.json, and the
-concurrency a memory budget allows (vLLM's accounting, decision-trees.md 1.2-1.3)."""
+concurrency a memory budget allows (vLLM's accounting: vllm/v1/kv_cache_interface.py, docs/sources.md#vllm-kv-cache)."""
 
 from __future__ import annotations
 

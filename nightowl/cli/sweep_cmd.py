@@ -61,7 +61,7 @@ def sweep(
     """Run a runbook on every host of an inventory, concurrently, into one bundle.
 
     Prints one row per host (verdict, action, GPUs, duration) with the hosts that share a
-    verdict and the ones that differ from the rest, JSON (CONTRACT s4, hosts in inventory
+    verdict and the ones that differ from the rest, JSON (docs/reference.md#verdicts, hosts in inventory
     order), or a node-exporter textfile. The exit status tells a cron job whether any node
     needs action. Host keys are checked strictly against known_hosts unless --accept-new.
     """

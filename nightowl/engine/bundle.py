@@ -1,4 +1,4 @@
-"""Evidence bundles (CONTRACT section 5), written so a crash never leaves a half bundle.
+"""Evidence bundles (docs/reference.md#recorded-hosts-and-bundles), written so a crash never leaves a half bundle.
 
 Everything goes to a hidden temporary folder next to the destination; ``finish``
 writes the JSON files and renames it into place. Raw outputs are written the
@@ -224,7 +224,7 @@ def host_entry(run: HostRun) -> dict[str, Any]:
 
 
 def triage_summary(runbook_id: str, run_id: str, bundle: Path | None, runs: list[HostRun]) -> dict[str, Any]:
-    """The JSON of CONTRACT section 4 (``triage --format json``)."""
+    """The JSON of docs/reference.md#verdicts (``triage --format json``)."""
     return {
         "runbook": runbook_id,
         "run_id": run_id,
