@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import functools
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -99,7 +99,7 @@ def _recovery() -> tuple[tuple[tuple[re.Pattern[str], str], ...], tuple[str, ...
     return patterns, tuple(by_value), {value: action for value, (_, action) in by_value.items()}
 
 
-_LAZY = {
+_LAZY: dict[str, Callable[[], Any]] = {
     "CATALOG": _catalog,
     "BUCKET_TO_ACTION": _bucket_to_action,
     "NVLINK5_CODES": lambda: _codes("nvlink5_codes"),

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import functools
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
@@ -135,7 +136,7 @@ def tables() -> _Tables:
     return _Tables(phases, markers, hints, failures, errors)
 
 
-_LAZY = {
+_LAZY: dict[str, Callable[[], Any]] = {
     "ENGINE_PHASES": lambda: tables().engine_phases,
     "MARKERS": lambda: tables().markers,
     "TRACEBACK_HINTS": lambda: tables().hints,
