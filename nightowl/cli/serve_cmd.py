@@ -51,8 +51,9 @@ def serve(config_path: Path, listen: str | None, out_dir: Path | None) -> None:
     ignored unless the rule says `on_resolved: true`; beyond `workers` running and `queue`
     waiting, alerts are recorded as not captured, with the reason (<out>/captures.jsonl).
     """
-    from nightowl.alerts import ConfigError, load_config
-    from nightowl.serve import Receiver, make_server
+    from nightowl.receiver.config import ConfigError, load_config
+    from nightowl.receiver.http import make_server
+    from nightowl.receiver.queue import Receiver
 
     try:
         config = load_config(config_path, out_dir)
