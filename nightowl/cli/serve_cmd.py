@@ -9,6 +9,7 @@ from typing import Any
 
 import click
 
+from nightowl.cli.common import out_option
 from nightowl.cli.exit import fail
 
 
@@ -28,12 +29,7 @@ def _listen(text: str) -> tuple[str, int]:
     help="YAML rules and settings (see fixtures/alerts/serve.yaml)",
 )
 @click.option("--listen", help="HOST:PORT to listen on (default: the config's, else 127.0.0.1:9797)")
-@click.option(
-    "--out",
-    "out_dir",
-    type=click.Path(file_okay=False, path_type=Path),
-    help="where bundles go (default: the config's `out`)",
-)
+@out_option("where bundles go (default: the config's `out`)")
 def serve(config_path: Path, listen: str | None, out_dir: Path | None) -> None:
     """Receive Alertmanager and PagerDuty v3 webhooks and capture evidence at once.
 
