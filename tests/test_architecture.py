@@ -202,3 +202,48 @@ def test_every_format_option_is_the_shared_one() -> None:
                 assert param.name == "fmt", name
                 assert isinstance(param.type, click.Choice) and param.default == param.type.choices[0], name
     assert seen >= 10
+
+
+# The engine's public face and the collector protocol (gpud's components/types.go is the model:
+# each type and method says what it is and what it guarantees).
+DOCUMENTED = (
+    "engine/runner.py",
+    "engine/job.py",
+    "engine/bundle.py",
+    "engine/model.py",
+    "engine/validate.py",
+    "engine/session.py",
+    "collectors/base.py",
+)
+
+
+def undocumented(path: Path, root: Path = ROOT) -> list[str]:
+    """Public classes, functions and methods of a module without a docstring, as ``file:line name``."""
+    tree = ast.parse(path.read_text())
+    missing = []
+
+    def visit(body: list[ast.stmt], prefix: str) -> None:
+        for node in body:
+            if isinstance(node, (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
+                if node.name.startswith("_"):
+                    continue
+                if ast.get_docstring(node) is None:
+                    missing.append(f"{path.relative_to(root)}:{node.lineno} {prefix}{node.name}")
+                if isinstance(node, ast.ClassDef):
+                    visit(node.body, f"{node.name}.")
+
+    visit(tree.body, "")
+    return missing
+
+
+@pytest.mark.parametrize("relative", DOCUMENTED)
+def test_engine_and_collector_protocol_are_documented(relative: str) -> None:
+    assert not undocumented(PACKAGE / relative)
+
+
+def test_the_docstring_check_can_fail(tmp_path: Path) -> None:
+    module = tmp_path / "m.py"
+    module.write_text(
+        'class A:\n    """Doc."""\n\n    def run(self):\n        pass\n\n    def _hidden(self):\n        pass\n'
+    )
+    assert undocumented(module, tmp_path) == ["m.py:4 A.run"]
