@@ -11,7 +11,7 @@ from typing import Any
 
 import click
 
-from nightowl.cli.common import DEFAULT_OUT, FORMAT_OPTION, out_option
+from nightowl.cli.common import DEFAULT_OUT, DEFAULT_OUT_HELP, TEXT_JSON_OPTION, out_option
 from nightowl.cli.exit import fail
 
 _AGE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhdw])\s*$")
@@ -82,11 +82,11 @@ def _when(epoch: float) -> str:
 
 
 @click.command()
-@out_option(f"where the bundles are [default: $NIGHTOWL_OUT, else {DEFAULT_OUT}]")
+@out_option(f"where the bundles are [default: {DEFAULT_OUT_HELP}]")
 @click.option("--prune", "prune_age", metavar="AGE", help="delete bundles older than AGE (e.g. 30d, 12h, 90m)")
 @click.option("--dry-run", is_flag=True, help="with --prune: list what would be deleted, delete nothing")
 @click.option("--limit", default=20, show_default=True, help="how many bundles to list (0: all)")
-@FORMAT_OPTION
+@TEXT_JSON_OPTION
 def bundles(out_dir: Path | None, prune_age: str | None, dry_run: bool, limit: int, fmt: str) -> None:
     """List recent bundles: time, runbook, host, verdict, first action, the alert that started it.
 

@@ -100,6 +100,8 @@ def limit_options(command: Callable[..., Any]) -> Callable[..., Any]:
 
 DEFAULT_OUT = default_out_dir()
 Decorator = Callable[[Callable[..., Any]], Callable[..., Any]]
+# The default folder as users read it: DEFAULT_OUT would print this machine's home path in --help.
+DEFAULT_OUT_HELP = "$NIGHTOWL_OUT, else ~/.local/state/nightowl/bundles"
 
 
 def format_option(*choices: str, default: str | None = None, help: str | None = None) -> Decorator:
@@ -119,10 +121,10 @@ def out_option(help: str) -> Decorator:
     return click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path), default=None, help=help)
 
 
-FORMAT_OPTION = format_option("text", "json", help="text for people, json for scripts (see docs/reference.md)")
-OUT_OPTION = out_option(
-    f"where bundles go [default: $NIGHTOWL_OUT, else {DEFAULT_OUT}; with --alert, the rules file's `out`]"
-)
+# A run's JSON (triage, demo) is the one docs/reference.md#run-json describes; other commands print their own.
+FORMAT_OPTION = format_option("text", "json", help="text for people, json for scripts (docs/reference.md#run-json)")
+TEXT_JSON_OPTION = format_option("text", "json", help="text for people, json for scripts")
+OUT_OPTION = out_option(f"where bundles go [default: {DEFAULT_OUT_HELP}; with --alert, the rules file's `out`]")
 PARAM_OPTION = click.option("--param", "params", multiple=True, metavar="KEY=VALUE", help="runbook parameter")
 INVASIVE_OPTION = click.option(
     "--allow-invasive", is_flag=True, help="also run collectors that load GPUs or the network"

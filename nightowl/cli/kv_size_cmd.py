@@ -1,6 +1,5 @@
 """`nightowl kv-size CONFIG`: KV-cache bytes per token per GPU from a model's config.json, and the
-concurrency a memory budget allows, by vLLM's accounting (vllm/v1/kv_cache_interface.py; the arithmetic
-and its sources are in nightowl/llmperf/kv_size.py)."""
+concurrency a memory budget allows (vLLM's accounting: vllm/v1/kv_cache_interface.py, docs/sources.md#vllm-kv-cache)."""
 
 from __future__ import annotations
 
@@ -10,7 +9,7 @@ from typing import Any
 
 import click
 
-from nightowl.cli.common import FORMAT_OPTION
+from nightowl.cli.common import TEXT_JSON_OPTION
 
 GIB = 2**30
 
@@ -64,7 +63,7 @@ GIB = 2**30
     default=None,
     help="needed for sliding-window models (a request holds window + this many tokens)",
 )
-@FORMAT_OPTION
+@TEXT_JSON_OPTION
 def kv_size(
     config: Path,
     tp: int,

@@ -7,7 +7,14 @@ import shlex
 
 import click
 
-from nightowl.cli.common import FORMAT_OPTION, INVASIVE_OPTION, PARAM_OPTION, fail, load_runbook_or_exit, parse_params
+from nightowl.cli.common import (
+    INVASIVE_OPTION,
+    PARAM_OPTION,
+    TEXT_JSON_OPTION,
+    fail,
+    load_runbook_or_exit,
+    parse_params,
+)
 
 
 @click.command()
@@ -15,7 +22,7 @@ from nightowl.cli.common import FORMAT_OPTION, INVASIVE_OPTION, PARAM_OPTION, fa
 @click.option("--host", "hosts", multiple=True, required=True, metavar="SPEC", help="host spec(s)")
 @INVASIVE_OPTION
 @PARAM_OPTION
-@FORMAT_OPTION
+@TEXT_JSON_OPTION
 def plan(runbook: str, hosts: tuple[str, ...], allow_invasive: bool, params: tuple[str, ...], fmt: str) -> None:
     """Dry run: the graph, and per host the exact commands RUNBOOK would run. Connects to nothing."""
     from nightowl.collectors import get_collector

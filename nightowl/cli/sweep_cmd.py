@@ -14,6 +14,7 @@ import click
 
 from nightowl.cli.common import (
     DEFAULT_OUT,
+    DEFAULT_OUT_HELP,
     INVASIVE_OPTION,
     PARAM_OPTION,
     SSHArgs,
@@ -29,14 +30,18 @@ SINCE_OPTION = click.option(
     "--since", help='kernel-log evidence only since then (journalctl --since: "-2h", "2024-06-01")'
 )
 SWEEP_FORMAT_OPTION = format_option(
-    "table", "text", "json", "prometheus", help="table or text for people, json for scripts (see docs/reference.md)"
+    "table",
+    "text",
+    "json",
+    "prometheus",
+    help="table or text for people, json for scripts (docs/reference.md#run-json)",
 )
 TEXTFILE_OPTION = click.option(
     "--textfile",
     type=click.Path(dir_okay=False, path_type=Path),
     help="also write the Prometheus textfile here (node-exporter textfile collector)",
 )
-SWEEP_OUT_OPTION = out_option(f"where the sweep bundle goes [default: $NIGHTOWL_OUT, else {DEFAULT_OUT}]")
+SWEEP_OUT_OPTION = out_option(f"where the sweep bundle goes [default: {DEFAULT_OUT_HELP}]")
 
 
 @click.command(epilog=EXIT_HELP)
@@ -76,7 +81,7 @@ def sweep(
     """Run a runbook on every host of an inventory, concurrently, into one bundle.
 
     Prints one row per host (verdict, action, GPUs, duration) with the hosts that share a
-    verdict and the ones that differ from the rest, JSON (docs/reference.md, hosts in inventory
+    verdict and the ones that differ from the rest, JSON (docs/reference.md#verdicts, hosts in inventory
     order), or a node-exporter textfile. The exit status tells a cron job whether any node
     needs action. Host keys are checked strictly against known_hosts unless --accept-new.
     """

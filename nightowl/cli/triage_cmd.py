@@ -39,7 +39,8 @@ from nightowl.cli.running import opener, replay_transports, run_and_report
     "replays",
     multiple=True,
     type=click.Path(exists=True, file_okay=False, path_type=Path),
-    help="recorded host directory (CONTRACT s5) to run on instead of a live host; a bundle works too",
+    help="recorded host directory to run on instead of a live host; a bundle works too "
+    "(docs/reference.md#recorded-hosts-and-bundles)",
 )
 @PARAM_OPTION
 @INVASIVE_OPTION

@@ -7,12 +7,12 @@ from typing import Any
 
 import click
 
-from nightowl.cli.common import FORMAT_OPTION
+from nightowl.cli.common import TEXT_JSON_OPTION
 
 
 @click.command()
 @click.argument("file", required=False, type=click.File("r", errors="replace"), default="-")
-@FORMAT_OPTION
+@TEXT_JSON_OPTION
 def xid(file: Any, fmt: str) -> None:
     """Explain the Xid/SXid events of a kernel log (FILE or stdin).
 

@@ -1,4 +1,4 @@
-"""Evidence bundles (CONTRACT section 5), written so a crash never leaves a half bundle.
+"""Evidence bundles (docs/reference.md#recorded-hosts-and-bundles), written so a crash never leaves a half bundle.
 
 Everything goes to a hidden temporary folder next to the destination; ``finish``
 writes the JSON files and renames it into place. Raw outputs are written the
@@ -247,7 +247,10 @@ def host_entry(run: HostRun) -> dict[str, Any]:
 
 
 def triage_summary(runbook_id: str, run_id: str, bundle: Path | None, runs: list[HostRun]) -> dict[str, Any]:
-    """The JSON of ``triage --format json`` and of ``verdicts.json``: runbook, run id, bundle, hosts in order."""
+    """The JSON of ``triage --format json`` and of ``verdicts.json`` (docs/reference.md#verdicts).
+
+    Runbook, run id, bundle folder, and one entry per host in the order the hosts were given.
+    """
     return {
         "runbook": runbook_id,
         "run_id": run_id,

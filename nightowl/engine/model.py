@@ -7,7 +7,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 Severity = Literal["ok", "info", "warning", "critical"]
-# CONTRACT section 4: the first thing a person should do.
+# docs/reference.md#verdicts: the first thing a person should do.
 Action = Literal[
     "none",
     "restart-app",

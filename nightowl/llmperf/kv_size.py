@@ -1,7 +1,7 @@
 """KV-cache bytes per token from a model's config.json, and what that buys in concurrency.
 
-Follows vLLM's accounting (decision-trees.md 1.2 and 1.3, from vllm/v1/kv_cache_interface.py and
-vllm/config/model.py):
+Follows vLLM's accounting (vllm/v1/kv_cache_interface.py @001cabc and vllm/config/model.py,
+docs/sources.md#vllm-kv-cache):
 
 * full attention (MHA / GQA / MQA): ``(head_k + head_v) x kv_heads_per_rank x dtype`` per layer,
   ``kv_heads_per_rank = max(1, kv_heads // tp)`` (heads are replicated when TP > kv heads);
@@ -26,7 +26,7 @@ from typing import Any
 
 GIB = 2**30
 
-# bytes per element of the KV cache (decision-trees.md 1.3 [P]); "auto" means the model dtype
+# bytes per element of the KV cache (vllm/v1/kv_cache_interface.py); "auto" means the model dtype
 DTYPE_BYTES: dict[str, int] = {
     "bfloat16": 2,
     "bf16": 2,

@@ -1,12 +1,13 @@
 """Which clock moved: a baseline window against an incident window of an engine's /metrics.
 
-Pure functions over two `metrics` fact dicts (CONTRACT s3 shape, as ``nightowl.collectors.serving.metrics``
+Pure functions over two `metrics` fact dicts (docs/reference.md#parse-output; ``nightowl.collectors.serving.metrics``
 produces them): ``before`` is the scrape at the start of the incident window, ``after`` the one
 at its end. The incident window is ``after - before``; the baseline is everything the engine
 served before the window (``before`` itself: counters count from the engine's start), i.e. its
 normal behaviour, which is why a restart inside the window voids the comparison.
 
-Attribution follows decision-trees.md 2.2-2.5: window MEANS per component (delta(_sum) /
+Attribution follows vLLM docs/design/metrics.md and prometheus promql/quantile.go
+(docs/sources.md#serving-metrics, #histogram-quantile): window MEANS per component (delta(_sum) /
 delta(_count)), because percentiles do not add up while means do (e2e ~ queue + prefill + decode
 + the server's own overhead); p99 only confirms the tail moved with it. A scrape cut without
 ``_sum``/``_count`` (as pasted in bug reports) gets its means estimated from bucket midpoints,

@@ -1,6 +1,7 @@
 """`container-state`: how the serving container last ended, from `docker inspect` or `kubectl get pod -o json`.
 
-Reads ``{oom_killed, exit_code, restart_count, reason}`` (decision-trees.md 1.7):
+Reads ``{oom_killed, exit_code, restart_count, reason}`` (docs/sources.md#host-oom: Docker inspect,
+Kubernetes ContainerStateTerminated):
 
 * Docker: ``State.OOMKilled``, ``State.ExitCode`` and ``RestartCount`` of ``docker inspect``;
 * Kubernetes: ``status.containerStatuses[*]``: ``lastState.terminated`` (the previous run, the one

@@ -1,11 +1,11 @@
-"""`engine-log`: start-up and runtime log of vLLM, SGLang, TGI (or TensorRT-LLM) (CONTRACT s3).
+"""`engine-log`: start-up and runtime log of vLLM, SGLang, TGI (or TensorRT-LLM) (docs/reference.md#parse-output).
 
 The log comes from whichever source the runbook parameters name, tried in order: a file
 (``{engine_log_file}``), a Docker container (``{container}``, stderr folded in: vLLM logs to
 stderr), a Kubernetes pod (``{pod}`` in ``{namespace}``, the previous container first since that
 is the one that died), then a systemd unit (``{engine_unit}``).
 
-How the OOM phase is found (decision-trees.md 1.1): start-up goes through the phases of
+How the OOM phase is found (docs/sources.md#vllm-startup): start-up goes through the phases of
 ``ENGINE_PHASES`` in order and logs a marker (``MARKERS``) when one completes. A process that
 died did so in the phase AFTER the last completed marker, unless the traceback itself names the
 phase (``TRACEBACK_HINTS``; the earliest phase named wins, since an outer frame such as
@@ -23,7 +23,7 @@ refuses the max length), that phase is not counted as completed. ``oom`` also co
 non-CUDA refusals that end start-up for lack of memory; its extra ``kind`` says which:
 ``cuda-oom``, ``kv-admission``, ``engine-oom`` (TGI/SGLang messages), ``gpu-occupied``,
 ``host-oom-kill``. Exit code 137 alone sets ``exit_code``/``killed``, not ``oom``: only an
-OOM-kill record makes it a host OOM (decision-trees.md 1.7).
+OOM-kill record makes it a host OOM (docs/sources.md#host-oom).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""`metrics`: a Prometheus text scrape of vLLM, SGLang or TGI (CONTRACT s3).
+"""`metrics`: a Prometheus text scrape of vLLM, SGLang or TGI (docs/reference.md#parse-output).
 
 The command scrapes ``{metrics_url}`` with curl on the host (the engine port is often not
 reachable from where nightowl runs); runbooks default it to ``METRICS_URL``, the vLLM port
