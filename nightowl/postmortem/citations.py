@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from nightowl.postmortem.bundle import Bundle
-from nightowl.postmortem.outputs import FAULT_KINDS, located_kernel_events
+from nightowl.postmortem.outputs import FAULT_KINDS, lines_of, located_kernel_events
 
 MAX_RANGES = 6  # line ranges cited for one fact; the file holds the rest
 # How a citation is written in the draft; verify.py reads it back with CITATION.
@@ -32,19 +32,6 @@ class Cite:
     end: int
     label: str  # "E1 kernel-log.out:L12-L14"
     anchor: str  # "E1-L12": the line's anchor in the HTML draft's copy of the raw file
-
-
-def lines_of(data: Bundle, rel: str) -> list[str]:
-    """The file's lines, read once per draft (numbered from 1 by the citations)."""
-    key = (rel, "lines")
-    if key not in data.parsed:
-        path = data.root / rel
-        try:
-            data.parsed[key] = path.read_text(errors="replace").splitlines() if path.is_file() else []
-        except OSError:
-            data.parsed[key] = []
-    lines: list[str] = data.parsed[key]
-    return lines
 
 
 def cite_lines(data: Bundle, rel: str | None, start: int, end: int) -> Cite | None:

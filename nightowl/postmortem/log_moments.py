@@ -7,7 +7,7 @@ from collections import Counter
 from typing import Any
 
 from nightowl.postmortem.bundle import Bundle
-from nightowl.postmortem.citations import cite_file, cite_lines, lines_of
+from nightowl.postmortem.citations import cite_file, cite_lines
 from nightowl.postmortem.clocks import (
     CLOCK_HOST_LOCAL,
     CLOCK_HOST_NO_YEAR,
@@ -21,7 +21,7 @@ from nightowl.postmortem.clocks import (
     stamp,
     with_capture_year,
 )
-from nightowl.postmortem.outputs import FAULT_KINDS, METRIC_FIELDS, located_kernel_events, metric_scrapes
+from nightowl.postmortem.outputs import FAULT_KINDS, METRIC_FIELDS, lines_of, located_kernel_events, metric_scrapes
 
 MAX_EVENTS_PER_SOURCE = 30  # timeline rows per raw file; the file itself holds the rest
 

@@ -60,6 +60,19 @@ def metric_scrapes(data: Bundle, host: str) -> list[dict[str, Any]]:
     return scrapes
 
 
+def lines_of(data: Bundle, rel: str) -> list[str]:
+    """The file's lines, read once per draft (citations number them from 1)."""
+    key = (rel, "lines")
+    if key not in data.parsed:
+        path = data.root / rel
+        try:
+            data.parsed[key] = path.read_text(errors="replace").splitlines() if path.is_file() else []
+        except OSError:
+            data.parsed[key] = []
+    lines: list[str] = data.parsed[key]
+    return lines
+
+
 # Substrings without which a line holds no kernel event the parser reads (its anchors need one of them).
 _KERNEL_HINTS = ("NVRM", "Xid", "AER", "PCIe", "of memory", "Killed process", "oom")
 MAX_LOCATED_LINES = 20_000  # lines parsed one by one per file; an Xid storm beyond this is counted, not placed
@@ -84,7 +97,6 @@ def located_kernel_events(data: Bundle, rel: str) -> list[dict[str, Any]]:
 def _locate(data: Bundle, rel: str) -> list[dict[str, Any]]:
     from nightowl.collectors import get_collector
     from nightowl.collectors.base import to_jsonable
-    from nightowl.postmortem.citations import lines_of
 
     parse = get_collector("kernel-log").parse
     rows: list[dict[str, Any]] = []

@@ -79,7 +79,7 @@ def raw_views(data: Bundle, cited: dict[str, set[int]]) -> list[dict[str, Any]]:
     """The bundle's text files, line by line, for the HTML draft's browsable copy: every citation
     links to ``#E<n>-L<line>`` there, so a reader lands on the line the claim rests on. Long files
     are copied up to MAX_VIEW_LINES, plus every line a citation names."""
-    from nightowl.postmortem.citations import lines_of
+    from nightowl.postmortem.outputs import lines_of
 
     views = []
     for evidence in data.evidence:

@@ -14,7 +14,7 @@ from nightowl.postmortem.bundle import Bundle
 from nightowl.postmortem.clocks import CLOCK_NIGHTOWL, Moment, duration, epoch_of, stamp
 from nightowl.postmortem.outputs import metric_scrapes
 
-# What keeps a verdict's fault from coming back, per first action (CONTRACT section 4 actions).
+# What keeps a verdict's fault from coming back, per first action (the verdict actions nightowl knows).
 # Sources: NVIDIA Xid catalog (https://docs.nvidia.com/deploy/xid-errors/) for GPU actions; the
 # serving engines' memory and capacity docs for reconfigure and scale-out.
 PREVENT_BY_ACTION = {
