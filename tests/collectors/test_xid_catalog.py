@@ -162,7 +162,8 @@ def test_45_caused_by_another_xid_stands_for_it() -> None:
 def test_non_xid_kinds() -> None:
     assert xc.judge([{"kind": "fallen_off_bus", "pci": "0000:01:00"}])["action"] == "reboot-node"
     assert xc.judge([{"kind": "gpu_reset_required", "pci": None}])["action"] == "reset-gpu"
-    assert xc.judge([{"kind": "sxid", "code": 20034, "pci": "0000:05:00", "severity": "fatal"}])["action"] == "reset-gpu"
+    fatal_sxid = {"kind": "sxid", "code": 20034, "pci": "0000:05:00", "severity": "fatal"}
+    assert xc.judge([fatal_sxid])["action"] == "reset-gpu"
     assert xc.judge([{"kind": "other_nvrm", "pci": None, "code": None}]) == {
         "action": "none",
         "reasons": [],

@@ -83,7 +83,7 @@ def test_codes_without_a_bucket_escalate_with_the_catalogs_words(code: int) -> N
 
 
 def test_nightowl_xid_explains_every_catalog_code() -> None:
-    for code, entry in xc.CATALOG.items():
+    for code in xc.CATALOG:
         line = xc.explain(xid(code))
         assert line["meaning"] and line["first_step"] and line["action"] in xc.ACTION_ORDER, code
         assert line["meaning"] != "not in the Xid catalog we carry", code
@@ -230,9 +230,9 @@ def test_every_kernel_pattern_compiles_and_has_a_verdict_action() -> None:
         ("driver_mismatch", "NVRM: API mismatch: the client has the version 550.54.15, but", "reboot-node"),
         ("edac", "EDAC MC0: 1 UE memory read error on CPU_SrcID#0_Ha#0_Chan#1_DIMM#0", "hardware-ticket"),
         ("edac", "EDAC MC0: 1 CE memory read error on CPU_SrcID#0_Ha#0_Chan#1_DIMM#0", "none"),
-        ("aer", "pcieport 0000:00:01.0: AER: PCIe Bus Error: severity=Uncorrected (Fatal), type=Transaction Layer, (Receiver ID)", "reboot-node"),
+        ("aer", "PCIe Bus Error: severity=Uncorrected (Fatal), type=Transaction Layer, (Receiver ID)", "reboot-node"),
         ("hung_task", "INFO: task nvidia-smi:4242 blocked for more than 120 seconds.", "escalate"),
-        ("other_nvrm", "nvidia-peermem nv_get_p2p_free_callback:127 ERROR detected invalid context, skipping further processing", "none"),
+        ("other_nvrm", "nvidia-peermem nv_get_p2p_free_callback:127 ERROR detected invalid context, skipping", "none"),
         ("rm_init_failed", None, "reboot-node"),  # the kind alone, no text kept
     ],
 )  # fmt: skip
