@@ -221,6 +221,9 @@ def test_every_kernel_pattern_compiles_and_has_a_verdict_action() -> None:
             assert row.action == "none", row.id
 
 
+PEERMEM = "nvidia-peermem nv_get_p2p_free_callback:127 ERROR detected invalid context, skipping further processing"
+
+
 @pytest.mark.parametrize(
     ("kind", "text", "action"),
     [
@@ -232,7 +235,7 @@ def test_every_kernel_pattern_compiles_and_has_a_verdict_action() -> None:
         ("edac", "EDAC MC0: 1 CE memory read error on CPU_SrcID#0_Ha#0_Chan#1_DIMM#0", "none"),
         ("aer", "PCIe Bus Error: severity=Uncorrected (Fatal), type=Transaction Layer, (Receiver ID)", "reboot-node"),
         ("hung_task", "INFO: task nvidia-smi:4242 blocked for more than 120 seconds.", "escalate"),
-        ("other_nvrm", "nvidia-peermem nv_get_p2p_free_callback:127 ERROR detected invalid context, skipping", "none"),
+        ("other_nvrm", PEERMEM, "none"),
         ("rm_init_failed", None, "reboot-node"),  # the kind alone, no text kept
     ],
 )  # fmt: skip
