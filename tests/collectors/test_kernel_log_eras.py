@@ -139,7 +139,16 @@ NEW_PATTERNS = [
 
 @settings(max_examples=60, deadline=None)
 @given(
-    st.sampled_from(["EDAC MC0: 1 CE ", "INFO: task a:", "[Hardware Error]:  section_type: ", "GPU 00:"]),
+    st.sampled_from(
+        [
+            "EDAC MC0: 1 CE ",
+            "INFO: task a:",
+            "[Hardware Error]:  section_type: ",
+            "GPU 00:",
+            "NVRM: GPU ",
+            "NVRM: API mismatch: ",
+        ]
+    ),
     st.sampled_from([" ", ":", "0", "a ", "on ", ":1 ", "("]),
 )
 def test_new_patterns_are_linear_on_repeated_pieces(head: str, piece: str) -> None:

@@ -153,7 +153,7 @@ _OTHER_SUBKINDS: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("gsp_heartbeat_timeout", re.compile(r"Heartbeat timed out|HeartbeatTimedOut", re.I)),
     ("gsp_boot_failed", re.compile(r"BootGspRm|Cannot initialize GSP firmware|GSP-RM image|No firmware image found")),
     ("gsp_timeout", re.compile(r"GSP Timeout|waiting for RPC response", re.I)),
-    ("gsp_rpc_failed", re.compile(r"\w+_GSP: .*failed")),
+    ("gsp_rpc_failed", re.compile(r"(?<!\w)\w+_GSP: .*failed")),  # (?<!\w): one try per word, not per letter
     ("gsp_rpc_failed", re.compile(r"rpcSendMessage failed|rpcRecvPoll failed")),
     ("memory_subsystem_error", re.compile(r"Memory Subsystem Error")),
     ("gsp_coredump", re.compile(r"CoreDump", re.I)),
