@@ -36,7 +36,7 @@ EVENT_KINDS = ("xid", "sxid", "fallen_off_bus", "gpu_reset_required", "oom_kill"
 
 @dataclass
 class KernelLogResult:
-    """CONTRACT section 3 ``kernel-log``. Events are dicts: the contract keys plus per-kind extras."""
+    """``kernel-log`` (docs/reference.md#parse-output). Events are dicts: the contract keys plus per-kind extras."""
 
     kind: str = KIND
     events: list[dict[str, Any]] = field(default_factory=list)
@@ -1278,6 +1278,15 @@ def facts(result: KernelLogResult | Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
+_JOURNAL_BANNERS = ("-- No entries --", "-- Logs begin at", "-- Journal begins at", "-- Boot ")
+
+
+def shows_nothing(text: str) -> bool:
+    """A journal with nothing for this boot (``-- No entries --``, e.g. a container without the host's
+    machine-id) or blank output: no kernel log was read, so fall back to dmesg and never call it clean."""
+    return all(not line.strip() or line.strip().startswith(_JOURNAL_BANNERS) for line in text.splitlines())
+
+
 COLLECTOR = Collector(
     kind=KIND,
     commands=(
@@ -1295,5 +1304,6 @@ COLLECTOR = Collector(
     facts=facts,
     timeout=20.0,
     invasive=False,
+    shows_nothing=shows_nothing,
     description="kernel log of the current boot: NVIDIA Xid/SXid events, GPUs off the bus, PCIe AER, OOM kills",
 )
