@@ -221,7 +221,7 @@ class HostRunner:
                 gpus = evaluate_value(spec.gpus, ctx)
             except ExpressionError:
                 gpus = None
-        return {
+        verdict = {
             "id": spec.id,
             "severity": spec.severity,
             "action": spec.action,
@@ -230,6 +230,11 @@ class HostRunner:
             "gpus": list(gpus) if isinstance(gpus, (list, tuple)) else gpus,
             "node": node_id,
         }
+        if spec.next is not None:
+            from nightowl.engine.chain import resolve as resolve_next
+
+            verdict["next"] = resolve_next(spec.next, ctx)
+        return verdict
 
     def _evidence(self, declared: list[str], ctx: dict[str, Any]) -> list[dict[str, Any]]:
         items = []
@@ -370,7 +375,10 @@ def collect_on(
     if collector.invasive and not options.allow_invasive:
         run.status, run.reason = "skipped", "invasive collector: needs --allow-invasive"
         return run
-    resolved = [argv for t in collector.commands if (argv := resolve_argv(t, options.params)) is not None]
+    from nightowl.engine.chain import params_for_host
+
+    params = params_for_host(options.params, transport.host)
+    resolved = [argv for t in collector.commands if (argv := resolve_argv(t, params)) is not None]
     if not resolved:
         run.status, run.reason = (
             "skipped",
