@@ -21,7 +21,9 @@ from nightowl.collectors.base import Collector, to_jsonable
 
 KIND = "replica-health"
 MARKER = "nightowl-probe"
-WRITE_OUT = "\\n" + MARKER + " %{url_effective} %{http_code} %{time_total}\\n"
+# curl reads write-out names case-insensitively; upper case keeps them apart from the engine's
+# lower-case {parameter} placeholders.
+WRITE_OUT = "\\n" + MARKER + " %{URL_EFFECTIVE} %{HTTP_CODE} %{TIME_TOTAL}\\n"
 COMMANDS: tuple[tuple[str, ...], ...] = (
     ("curl", "-sS", "--max-time", "5", "-w", WRITE_OUT, "--", "{base_url}/health", "{base_url}/version"),
 )

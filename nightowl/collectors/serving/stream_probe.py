@@ -75,7 +75,7 @@ def parse(text: str) -> StreamProbe:
             reason = choice.get("finish_reason") if isinstance(choice, dict) else None
             if isinstance(reason, str):
                 finish = reason
-    return StreamProbe(chunks, done, finish, error, tuple(warnings))
+    return StreamProbe(chunks=chunks, done=done, finish_reason=finish, error=error, warnings=tuple(warnings))
 
 
 def _json(text: str) -> Any:
