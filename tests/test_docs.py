@@ -26,14 +26,7 @@ CHECKED = ("nightowl", "docs", "runbooks", "templates", "deploy", "scripts", "be
 # Documents users do not have, and machine paths.
 FORBIDDEN = ("CONTRACT", "../shared", "/work/", "decision-trees.md", "peers-gpu-health", "peers-runbook-engines")
 # Being rewritten into data files with their public sources (issue 11 item 5); drop each entry when it lands.
-PENDING = frozenset(
-    {
-        "nightowl/collectors/gpu/xid_catalog.py",
-        "nightowl/collectors/gpu/sku_profiles.py",
-        "nightowl/collectors/serving/metrics.py",
-        "nightowl/collectors/serving/engine_log.py",
-    }
-)
+PENDING: frozenset[str] = frozenset()
 
 
 def tracked_files() -> list[str]:

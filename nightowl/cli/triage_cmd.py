@@ -147,8 +147,8 @@ def _rank(status: ExitStatus) -> int:
 
 def triage_alert(alert_file: Any, config_path: Path | None, fmt: str, out_dir: Path | None) -> ExitStatus:
     """`triage --alert`: what the receiver does with a delivery, done now, in the foreground."""
-    from nightowl.alerts import ConfigError, load_config
-    from nightowl.serve import triage_alert_payload
+    from nightowl.receiver.capture import triage_alert_payload
+    from nightowl.receiver.config import ConfigError, load_config
 
     if config_path is None:
         fail("--alert needs --config RULES (the `nightowl serve` rules file)")

@@ -24,8 +24,8 @@ from typing import Any
 from nightowl.llmperf.histogram import bound, delta, quantile, window_mean
 
 COMPONENTS = ("queue", "prefill", "decode", "e2e", "ttft", "itl")
-INSIDE = ("queue", "prefill", "decode")  # the additive parts of e2e (DT 2.3)
-# Counters whose decrease means the engine restarted inside the window (DT 2.2 step 1).
+INSIDE = ("queue", "prefill", "decode")  # the additive parts of e2e (docs/sources.md#serving-metrics)
+# Counters whose decrease means the engine restarted inside the window (docs/sources.md#histogram-quantile).
 COUNTERS = (
     "prompt_tokens_total",
     "generation_tokens_total",
@@ -36,8 +36,8 @@ COUNTERS = (
     "prefix_cache_queries",
 )
 
-# Thresholds of DT 2.5 ("up >20%", "hit-rate down >10 pts"); MIN_CHANGE_SECONDS keeps a 0.2 ms
-# wobble of a 1 ms clock from counting as a regression [D].
+# Thresholds of the p99 runbook (docs/sources.md#serving-metrics): "up >20%", "hit-rate down >10 pts".
+# MIN_CHANGE_SECONDS keeps a 0.2 ms wobble of a 1 ms clock from counting as a regression [D].
 REGRESSION_RATIO = 1.2
 HIT_RATE_DROP = 0.10
 MIN_CHANGE_SECONDS = 0.005
@@ -202,7 +202,7 @@ def _observations(histogram: Any) -> float | None:
 
 
 def _dominant(components: dict[str, ComponentChange]) -> tuple[str | None, float | None]:
-    """The inside clock whose mean grew the most (DT 2.3), with its share of the growth.
+    """The inside clock whose mean grew the most (docs/sources.md#serving-metrics), with its share of the growth.
 
     A scrape without the prefill or decode clock (older vLLM, SGLang, TGI) stands in TTFT for
     prefill (it covers queue + prefill: the queue part is taken off when known) and ITL for decode.

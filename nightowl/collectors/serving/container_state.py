@@ -9,7 +9,7 @@ Kubernetes ContainerStateTerminated):
   ``exitCode`` and ``restartCount``.
 
 Exit code 137 is 128 + SIGKILL. Only an OOM record (``OOMKilled``) makes it an OOM; 137 without
-one is an external kill (liveness probe, eviction, ``docker kill``, preemption) [DT 1.7, M], which
+one is an external kill (liveness probe, eviction, ``docker kill``, preemption) [docs/sources.md#host-oom, M], which
 ``external_kill`` says. Pasted output is often cut mid-JSON, so a reader of the ``"Key": value``
 lines takes over when the JSON does not load; it never raises.
 """
