@@ -85,7 +85,7 @@ def resolve(spec: NextSpec, ctx: Mapping[str, Any]) -> dict[str, Any]:
 
 def expressions(spec: NextSpec) -> list[tuple[tuple[str, ...], str]]:
     """(relative path, expression) of every expression a ``next`` holds, for validation."""
-    found = [(("hosts",), spec.hosts)]
+    found: list[tuple[tuple[str, ...], str]] = [(("hosts",), spec.hosts)]
     found += [(("params", name), source) for name, source in spec.params.items() if isinstance(source, str)]
     return found
 
