@@ -117,6 +117,7 @@ def triage_alert(alert_file: Any, config_path: Path | None, fmt: str, out_dir: P
                 f"{item.get('alert') or '?'} -> {item.get('runbook') or '-'} on "
                 f"{item.get('host') or '-'}: {item['status']}"
                 + (f", {verdict.get('id')} -> {verdict.get('action')}" if verdict else "")
+                + (f", host {item['host_status']}" if item.get("host_status") not in (None, "ok") else "")
                 + (f" ({item['reason']})" if item.get("reason") else "")
                 + (f"\n  bundle: {item['bundle']}" if item.get("bundle") else "")
             )
