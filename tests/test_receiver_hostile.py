@@ -13,6 +13,7 @@ import sys
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +27,13 @@ from nightowl.receiver.payload import MAX_ALERTS, parse_alertmanager, sign_pager
 from nightowl.receiver.queue import JOURNAL, Receiver
 from nightowl.receiver.rules import check_host_name, render_host, split_host_template
 from tests.postmortem.bundles import ALERTS, HOSTS
-from tests.test_serve import SECRET, TOKEN, bundles, payload, serve, write_config  # noqa: F401 - serve is a fixture
+from tests.test_serve import SECRET, TOKEN, bundles, payload, serve_factory, write_config
+
+
+@pytest.fixture
+def serve(tmp_path: Path) -> Iterator[Any]:
+    yield from serve_factory(tmp_path)
+
 
 JUMP_LABEL = "gpu-17?jump=attacker.example&identity=/etc/ssh/ssh_host_ed25519_key"
 
@@ -359,7 +366,8 @@ def test_triage_alert_exits_3_when_a_capture_fails_or_its_host_is_unreachable(tm
     ):
         config = tmp_path / "rules.yaml"
         config.write_text(
-            f"rules:\n  - {{name: gpu-xid, match: [alertname=GpuXidErrors], runbook: {runbook}, host: {json.dumps(host)}}}\n"
+            "rules:\n  - {name: gpu-xid, match: [alertname=GpuXidErrors], "
+            f"runbook: {runbook}, host: {json.dumps(host)}}}\n"
         )
         args = ["triage", "--alert", str(alert), "--config", str(config), "--out", str(tmp_path / "out")]
         result = CliRunner().invoke(main, [*args, "--format", "json"], catch_exceptions=False)

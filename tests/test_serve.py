@@ -89,6 +89,11 @@ class Running:
 
 @pytest.fixture
 def serve(tmp_path: Path) -> Iterator[Any]:
+    yield from serve_factory(tmp_path)
+
+
+def serve_factory(tmp_path: Path) -> Iterator[Any]:
+    """Start receivers over HTTP on 127.0.0.1 (yields the start function; stops them all after)."""
     started: list[Running] = []
 
     def start(config_path: Path | None = None, run: Any = None) -> Running:
@@ -168,10 +173,9 @@ def test_resolved_alerts_are_ignored_unless_a_rule_opts_in(serve: Any, tmp_path:
     body = running.request("POST", "/alertmanager", payload("alertmanager-xid-resolved.json"))[1]
     assert body["statuses"] == ["ignored"] and "on_resolved" in running.receiver.captures()[0]["reason"]
     opted = serve(write_config(tmp_path / "opt", on_resolved=True))
-    assert (
-        opted.request("POST", "/alertmanager", payload("alertmanager-xid-resolved.json"))[1]["statuses"]
-        == ["queued"]
-    )
+    assert opted.request("POST", "/alertmanager", payload("alertmanager-xid-resolved.json"))[1]["statuses"] == [
+        "queued"
+    ]
     opted.wait_idle()
     bundle = bundles(tmp_path / "opt")[0]
     assert json.loads((bundle / "manifest.json").read_text())["alert"]["status"] == "resolved"
