@@ -13,7 +13,7 @@ from nightowl.cli.bench_cmd import bench
 from nightowl.cli.bundles_cmd import bundles
 from nightowl.cli.check_cmd import check
 from nightowl.cli.demo_cmd import demo
-from nightowl.cli.exit import EXIT_HELP
+from nightowl.cli.exit import EXIT_HELP, GuardedGroup
 from nightowl.cli.floor_cmd import floor
 from nightowl.cli.kv_size_cmd import kv_size
 from nightowl.cli.parse_cmd import parse_cmd
@@ -26,7 +26,7 @@ from nightowl.cli.triage_cmd import triage
 from nightowl.cli.xid_cmd import xid
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]}, epilog=EXIT_HELP)
+@click.group(cls=GuardedGroup, context_settings={"help_option_names": ["-h", "--help"]}, epilog=EXIT_HELP)
 @click.version_option(__version__, prog_name="nightowl")
 def main() -> None:
     """nightowl: incident runbooks for GPU servers and LLM-serving fleets.

@@ -893,6 +893,15 @@ def facts(result: KernelLogResult | Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
+_JOURNAL_BANNERS = ("-- No entries --", "-- Logs begin at", "-- Journal begins at", "-- Boot ")
+
+
+def shows_nothing(text: str) -> bool:
+    """A journal with nothing for this boot (``-- No entries --``, e.g. a container without the host's
+    machine-id) or blank output: no kernel log was read, so fall back to dmesg and never call it clean."""
+    return all(not line.strip() or line.strip().startswith(_JOURNAL_BANNERS) for line in text.splitlines())
+
+
 COLLECTOR = Collector(
     kind=KIND,
     commands=(
@@ -910,5 +919,6 @@ COLLECTOR = Collector(
     facts=facts,
     timeout=20.0,
     invasive=False,
+    shows_nothing=shows_nothing,
     description="kernel log of the current boot: NVIDIA Xid/SXid events, GPUs off the bus, PCIe AER, OOM kills",
 )

@@ -540,12 +540,18 @@ def facts(result: NcclTestsResult) -> dict[str, Any]:
     return data
 
 
+def shows_nothing(text: str) -> bool:
+    """An output without one result row measured nothing: no_data, never "within the baseline"."""
+    return not parse(text).rows
+
+
 COLLECTOR = Collector(
     kind=KIND,
     # Reading a saved result is not invasive; the path is the runbook parameter `nccl_tests_file`.
     commands=(("cat", "--", "{nccl_tests_file}"),),
     parse=parse,
     facts=facts,
+    shows_nothing=shows_nothing,
     description="Reads a saved nccl-tests *_perf output: busbw, #wrong and out-of-bounds per message size.",
 )
 
