@@ -125,3 +125,12 @@ def write(bundle: Path, summary: dict[str, Any]) -> Path:
     path = Path(bundle) / FILE_NAME
     path.write_text(render(summary))
     return path
+
+
+def write_for_runs(runbook_id: str, bundle: Path, runs: list[Any]) -> tuple[dict[str, Any], Path]:
+    """The one way a finished run gets its status update (``triage`` and ``serve`` alike): the run's
+    summary (docs/reference.md#verdicts) and the ``status-update.md`` written from it."""
+    from nightowl.engine.bundle import triage_summary
+
+    summary = triage_summary(runbook_id, Path(bundle).name, Path(bundle), runs)
+    return summary, write(Path(bundle), summary)

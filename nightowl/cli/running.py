@@ -28,7 +28,6 @@ def run_to_summary(
     An interrupt exits 130 after the partial bundle is saved.
     """
     from nightowl.collectors import get_collector
-    from nightowl.engine.bundle import triage_summary
     from nightowl.engine.runner import RunOptions
     from nightowl.engine.session import Interrupted, run_runbook
     from nightowl.postmortem import render_bundle
@@ -63,10 +62,9 @@ def run_to_summary(
     except Interrupted as exc:
         click.echo(f"nightowl: interrupted; partial bundle saved at {exc.bundle}", err=True)
         sys.exit(int(ExitStatus.INTERRUPTED))
-    summary = triage_summary(loaded.id, bundle.name, bundle, runs)
     from nightowl import status_update
 
-    status_update.write(bundle, summary)
+    summary, _ = status_update.write_for_runs(loaded.id, bundle, runs)
     summary["_runs"] = runs
     return summary
 
