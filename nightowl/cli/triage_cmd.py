@@ -112,12 +112,10 @@ def triage_alert(alert_file: Any, config_path: Path | None, fmt: str, out_dir: P
         click.echo(json.dumps({"captures": results}, indent=2, default=str))
     else:
         for item in results:
-            verdict = item.get("verdict") or {}
+            # The verdict, or the host and the error that prevented one (an unreachable host, a missing ssh config).
             click.echo(
                 f"{item.get('alert') or '?'} -> {item.get('runbook') or '-'} on "
-                f"{item.get('host') or '-'}: {item['status']}"
-                + (f", {verdict.get('id')} -> {verdict.get('action')}" if verdict else "")
-                + (f" ({item['reason']})" if item.get("reason") else "")
+                f"{item.get('host') or '-'}: {item['outcome']}"
                 + (f"\n  bundle: {item['bundle']}" if item.get("bundle") else "")
             )
     return status_for([{"verdict": r.get("verdict")} for r in results if r.get("status") == "captured"])

@@ -8,6 +8,7 @@ restarted receiver reads back so it does not capture again what it already captu
 
 from __future__ import annotations
 
+import functools
 import json
 import queue
 import threading
@@ -19,6 +20,7 @@ from typing import Any
 
 from nightowl.receiver.capture import Capture, plan_capture, run_capture
 from nightowl.receiver.config import ServeConfig
+from nightowl.receiver.notify import Notifier, summary
 from nightowl.receiver.payload import Alert
 
 RECENT = 200
@@ -44,11 +46,14 @@ class Receiver:
         self.recent: deque[Capture | dict[str, Any]] = deque(maxlen=RECENT)
         self.busy = 0
         self._threads: list[threading.Thread] = []
+        self.notifier = Notifier(config.notify) if config.notify.targets else None
         config.out_dir.mkdir(parents=True, exist_ok=True)
         self._load_journal()
 
     # -- lifecycle ----------------------------------------------------------------------------
     def start(self) -> None:
+        if self.notifier is not None:
+            self.notifier.start()
         for index in range(self.config.workers):
             thread = threading.Thread(target=self._work, name=f"capture-{index}", daemon=True)
             thread.start()
@@ -63,6 +68,8 @@ class Receiver:
                 break
         for thread in self._threads:
             thread.join(max(0.1, deadline - time.monotonic()))
+        if self.notifier is not None:
+            self.notifier.stop(max(0.1, deadline - time.monotonic()))
 
     # -- intake ---------------------------------------------------------------------------------
     def submit(self, alerts: list[Alert], received_at: float | None = None) -> list[Capture]:
@@ -120,7 +127,19 @@ class Receiver:
                 with self._lock:
                     self.busy -= 1
             self._journal(capture)
-            self._log(f"{capture.alert.name}: {capture.status} {capture.bundle or capture.reason or ''}")
+            self._log(
+                f"{capture.alert.name} on {capture.host}: {capture.outcome()}"
+                + (f" ({capture.bundle})" if capture.bundle else "")
+            )
+            if self.notifier is not None and capture.status in ("captured", "failed"):
+                record = {**capture.to_json(), **{k: capture.manifest_alert()[k] for k in ("labels", "annotations")}}
+                self.notifier.submit(record, capture.outcome(), functools.partial(self._notified, capture))
+
+    def _notified(self, capture: Capture, results: list[dict[str, Any]]) -> None:
+        """The notifier's outcome, kept in the capture's record (the journal line is written again)."""
+        capture.notifications = results
+        self._journal(capture)
+        self._log(f"{capture.alert.name} on {capture.host}: notified {summary(results)}")
 
     def waiting(self) -> int:
         return self._queue.qsize()
@@ -135,11 +154,16 @@ class Receiver:
         path = self.config.out_dir / JOURNAL
         if not path.exists():
             return
-        for line in path.read_text(errors="replace").splitlines()[-RECENT:]:
+        latest: dict[tuple[Any, ...], dict[str, Any]] = {}
+        for line in path.read_text(errors="replace").splitlines()[-2 * RECENT :]:
             try:
                 entry = json.loads(line)
             except ValueError:
                 continue
+            # A capture is journalled again once notified: its last line wins, in its first line's place.
+            key = (tuple(entry.get("dedupe_key") or ()), entry.get("received_at"), entry.get("status"))
+            latest[key] = entry
+        for entry in latest.values():
             self.recent.append(entry)
             if entry.get("status") in ("captured", "failed") and entry.get("dedupe_key"):
                 self._remember(tuple(entry["dedupe_key"]), float(entry.get("received_at") or 0))
