@@ -314,7 +314,10 @@ def test_the_log_line_and_triage_say_what_prevented_a_verdict(tmp_path: Path) ->
     receiver.start()
     first = payload("alertmanager-xid-firing.json")
     receiver.submit(parse_payload(dict(first, alerts=first["alerts"][:1])))
-    receiver.stop(timeout=30)
+    deadline = time.monotonic() + 30
+    while receiver.captures()[0]["status"] in ("queued", "running") and time.monotonic() < deadline:
+        time.sleep(0.05)
+    receiver.stop(timeout=5)
     (record,) = receiver.captures()
     assert record["status"] == "captured" and record["verdict"] is None and record["host_status"] == "unreachable"
     expected = "no verdict: host xid79-fallen-off-bus unreachable: cannot open transport: ssh config"
