@@ -23,6 +23,9 @@ def parse_cmd(kind: str, file: Any) -> None:
     nccl-tests-run, container-state, bench-serve, known-answer, dev-shm,
     cpu-governor. Runbooks also collect xid-judgement, metrics-window and
     busbw-judgement, derived from other collectors' facts (they read no file).
+
+    The facts each kind gives runbook conditions (name, type, meaning) are listed in
+    docs/reference.md#kinds; `nightowl runbook validate` rejects any other.
     """
     from nightowl.collectors import UnknownCollector, available_kinds, get_collector
     from nightowl.collectors.base import to_jsonable
