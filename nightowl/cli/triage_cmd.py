@@ -14,6 +14,7 @@ from nightowl.cli.common import (
     INVASIVE_OPTION,
     OUT_OPTION,
     PARAM_OPTION,
+    VERBOSE_OPTION,
     SSHArgs,
     fail,
     limit_options,
@@ -59,6 +60,7 @@ from nightowl.cli.running import opener, replay_transports, run_and_report
 @ssh_options
 @limit_options
 @FORMAT_OPTION
+@VERBOSE_OPTION
 @OUT_OPTION
 def triage(
     runbook: str | None,
@@ -72,6 +74,7 @@ def triage(
     command_timeout: float | None,
     host_timeout: float | None,
     fmt: str,
+    verbose: bool,
     out_dir: Path | None,
 ) -> None:
     """Run RUNBOOK on live hosts (--host) or recorded ones (--replay).
@@ -92,7 +95,13 @@ def triage(
     for spec in hosts:
         transports[spec] = opener(spec, ssh_settings)
     limits = {"command_timeout": command_timeout, "host_timeout": host_timeout}
-    sys.exit(int(run_and_report(loaded, transports, parse_params(params), fmt, out_dir, allow_invasive, limits=limits)))
+    sys.exit(
+        int(
+            run_and_report(
+                loaded, transports, parse_params(params), fmt, out_dir, allow_invasive, limits=limits, verbose=verbose
+            )
+        )
+    )
 
 
 def triage_alert(alert_file: Any, config_path: Path | None, fmt: str, out_dir: Path | None) -> ExitStatus:
