@@ -82,7 +82,8 @@ def _verdict_lines(name: str, verdict: dict[str, Any], path: list[str], verbose:
         for item in verdict.get("evidence", []):
             if item not in declared:
                 source = f"  [{item['source']}]" if item.get("source") else ""
-                lines.append(f"  condition: {item['fact']}  (read: {human(item.get('value'))}){source}")
+                node = item["fact"].partition(": ")[0]
+                lines.append(f"  condition held at {node} (read: {human(item.get('value'))}){source}")
         for item in declared:
             if item.get("source"):
                 lines.append(

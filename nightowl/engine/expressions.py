@@ -121,7 +121,10 @@ def fact_paths(source: str) -> tuple[str, ...]:
     except TemplateSyntaxError:
         return ()
     paths: list[str] = []
+    methods = {id(call.node) for call in tree.find_all(nodes.Call) if isinstance(call.node, nodes.Getattr)}
     for node in tree.find_all((nodes.Getattr, nodes.Name)):
+        if id(node) in methods:  # ``x.split('.')`` reads x, not a fact named split
+            continue
         dotted = _dotted(node)
         if dotted and not any(p.startswith(dotted + ".") or p == dotted for p in paths):
             paths = [p for p in paths if not dotted.startswith(p + ".")] + [dotted]
