@@ -74,6 +74,8 @@ def _verdict_lines(name: str, verdict: dict[str, Any], path: list[str], verbose:
         lines.append(f"  gpus: {human(verdict['gpus'])}")
     for part, why in (verdict.get("unavailable") or {}).items():
         lines.append(f"  {part}: unavailable ({why})" if verbose else f"  {part}: unavailable")
+    if verdict.get("next"):
+        lines.append(f"  next: {verdict['next']['command']}")
     declared = _declared_evidence(verdict)
     chosen = declared if verbose else [e for e in declared if "host" not in e][:CHOSEN_FACTS]
     lines += [f"  fact: {_evidence_line(item)}" for item in chosen]

@@ -64,6 +64,9 @@ def run_to_summary(
         click.echo(f"nightowl: interrupted; partial bundle saved at {exc.bundle}", err=True)
         sys.exit(int(ExitStatus.INTERRUPTED))
     summary = triage_summary(loaded.id, bundle.name, bundle, runs)
+    from nightowl import status_update
+
+    status_update.write(bundle, summary)
     summary["_runs"] = runs
     return summary
 

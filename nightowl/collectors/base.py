@@ -52,7 +52,8 @@ class Fact:
 # Every collector's facts carry these two, also when its parser failed (the engine records the failure).
 COMMON_FACTS = (
     Fact("kind", "str", "the collector kind that produced these facts"),
-    Fact("warnings", "list[str]", "what the parser could not read or found odd, in words"),
+    # optional: a derived collector may return none of its own; a failed one always carries it
+    Fact("warnings", "list[str]", "what the parser could not read or found odd, in words", optional=True),
 )
 
 

@@ -35,6 +35,15 @@ class Branch(Strict):
     why: str | None = Field(default=None, description="what it means when this branch is taken")
 
 
+class NextSpec(Strict):
+    """The runbook to run after this verdict (nightowl/engine/chain.py)."""
+
+    runbook: str
+    hosts: str = Field(description="expression yielding the host names to run it on")
+    params: dict[str, Any] = Field(default_factory=dict, description="parameter -> expression (strings) or value")
+    why: str | None = None
+
+
 class VerdictSpec(Strict):
     """What a verdict node concludes: an id, how bad it is, the first action, a summary and its evidence."""
 
@@ -44,6 +53,7 @@ class VerdictSpec(Strict):
     summary: str = Field(description="Jinja2 template rendered with the facts")
     evidence: list[str] = Field(default_factory=list, description="fact paths, e.g. kernel_log.events")
     gpus: str | None = Field(default=None, description="expression giving the GPUs concerned")
+    next: NextSpec | None = Field(default=None, description="the runbook to run next, and on which hosts")
 
 
 def split_entry(entry: str) -> tuple[str, str]:

@@ -315,6 +315,10 @@ class HostRunner:
         }
         if unavailable:
             verdict["unavailable"] = unavailable  # which part of the verdict is missing, and why
+        if spec.next is not None:
+            from nightowl.engine.chain import resolve as resolve_next
+
+            verdict["next"] = resolve_next(spec.next, ctx)
         return verdict
 
     def _reason(self, template: str) -> str:
@@ -490,7 +494,10 @@ def collect_on(
     if collector.invasive and not options.allow_invasive:
         run.status, run.reason = "skipped", "invasive collector: needs --allow-invasive"
         return run
-    resolved = [argv for t in collector.commands if (argv := resolve_argv(t, options.params)) is not None]
+    from nightowl.engine.chain import params_for_host
+
+    params = params_for_host(options.params, transport.host)
+    resolved = [argv for t in collector.commands if (argv := resolve_argv(t, params)) is not None]
     if not resolved:
         run.status, run.reason = (
             "skipped",

@@ -216,6 +216,11 @@ def _expressions_of(node: Node) -> Iterable[tuple[tuple[Any, ...], str, bool]]:
         yield ("verdict", "summary"), node.verdict.summary, False
         if node.verdict.gpus:
             yield ("verdict", "gpus"), "(" + node.verdict.gpus + ") is not none", True
+        if node.verdict.next is not None:
+            from nightowl.engine.chain import expressions as next_expressions
+
+            for rel, source in next_expressions(node.verdict.next):
+                yield ("verdict", "next", *rel), "(" + source + ") is not none", True
 
 
 def _expression_pass(loaded: LoadedRunbook) -> list[Issue]:
