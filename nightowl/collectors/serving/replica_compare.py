@@ -281,6 +281,7 @@ PRODUCES = declare(
     ("errors_now", "int | None", "HTTP 5xx now, all replicas"),
     ("metrics_url_by_host", "dict", "the metrics URL read per replica"),
     ("thresholds", "dict", "the thresholds the comparison used"),
+    ("unread", "list[str]", "replicas whose health, scrapes or asked-for stream probe could not be read: no all-clear"),
 )
 
 
