@@ -14,6 +14,7 @@ from nightowl.cli.common import (
     INVASIVE_OPTION,
     OUT_OPTION,
     PARAM_OPTION,
+    VERBOSE_OPTION,
     SSHArgs,
     fail,
     limit_options,
@@ -61,6 +62,7 @@ from nightowl.cli.running import opener, replay_transports, run_and_report
 @ssh_options
 @limit_options
 @FORMAT_OPTION
+@VERBOSE_OPTION
 @OUT_OPTION
 def triage(
     runbook: str | None,
@@ -74,6 +76,7 @@ def triage(
     command_timeout: float | None,
     host_timeout: float | None,
     fmt: str,
+    verbose: bool,
     out_dir: Path | None,
     follow: bool = False,
     print_status: bool = False,
@@ -98,7 +101,18 @@ def triage(
     limits = {"command_timeout": command_timeout, "host_timeout": host_timeout}
     if not (follow or print_status):
         sys.exit(
-            int(run_and_report(loaded, transports, parse_params(params), fmt, out_dir, allow_invasive, limits=limits))
+            int(
+                run_and_report(
+                    loaded,
+                    transports,
+                    parse_params(params),
+                    fmt,
+                    out_dir,
+                    allow_invasive,
+                    limits=limits,
+                    verbose=verbose,
+                )
+            )
         )
     sys.exit(
         int(
