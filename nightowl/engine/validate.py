@@ -68,9 +68,15 @@ def load_runbook(path: Path, known_collectors: Iterable[str] | None = None) -> L
     path = Path(path)
     name = str(path)
     try:
-        text = path.read_text()
+        raw = path.read_bytes()
     except OSError as exc:
         raise RunbookInvalid([Issue(name, None, None, f"cannot read: {exc.strerror}")]) from exc
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = raw[: exc.start].count(b"\n") + 1
+        message = f"not UTF-8 text (byte {exc.start}): a runbook is YAML in UTF-8"
+        raise RunbookInvalid([Issue(name, line, None, message)]) from None
     try:
         data, lines = load_with_lines(text)
     except YamlError as exc:
