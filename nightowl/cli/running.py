@@ -89,16 +89,23 @@ def opener(spec: str, ssh_options: Any) -> Any:
 
 
 def replay_transports(replays: tuple[Path, ...]) -> dict[str, Any]:
-    """Recorded hosts: a host directory, or a bundle (every host in its hosts/)."""
+    """Recorded hosts: a host directory, or a bundle (every host in its hosts/).
+
+    Two recordings with the same name are two hosts, never one: the second is named by its path.
+    """
+    from nightowl.engine.bundle import host_from_dirname
     from nightowl.transports.replay import ReplayTransport
 
     transports: dict[str, Any] = {}
     for directory in replays:
-        host_dirs = (
-            sorted(p for p in (directory / "hosts").iterdir() if p.is_dir())
-            if (directory / "hosts").is_dir()
-            else [directory]
-        )
+        in_bundle = (directory / "hosts").is_dir()
+        host_dirs = sorted(p for p in (directory / "hosts").iterdir() if p.is_dir()) if in_bundle else [directory]
         for host_dir in host_dirs:
-            transports[host_dir.name] = lambda d=host_dir: ReplayTransport(d, d.name)
+            name = host_from_dirname(host_dir.name) if in_bundle else host_dir.name
+            if name in transports:
+                name = str(host_dir)
+            suffix = 2
+            while name in transports:
+                name, suffix = f"{host_dir}#{suffix}", suffix + 1
+            transports[name] = lambda d=host_dir, n=name: ReplayTransport(d, n)
     return transports
