@@ -1,0 +1,52 @@
+"""Issue 14 item 6: the local transport caps output while reading and honours its deadline even when a
+grandchild that left the process tree holds the pipe."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import sys
+from pathlib import Path
+
+from nightowl.transports.local import LocalTransport
+from tests.hostile.watchdog import watchdog
+
+
+def test_output_is_capped_while_reading() -> None:
+    # 64 MB written; the transport holds 1 MB of it and counts the rest.
+    script = "import sys\nblock = b'x' * (1 << 20)\nfor _ in range(64): sys.stdout.buffer.write(block)\n"
+    with watchdog(60):
+        result = LocalTransport(output_cap_bytes=1 << 20).run([sys.executable, "-c", script], timeout=60)
+    assert result.rc == 0
+    assert len(result.stdout) == 1 << 20
+    assert result.stdout_truncated_bytes == 63 << 20
+
+
+def test_a_grandchild_holding_the_pipe_does_not_hold_the_deadline(tmp_path: Path) -> None:
+    pid_file = tmp_path / "grandchild.pid"
+    # The grandchild starts its own session (out of the process group and, once its parent exits, out of
+    # the tree) and keeps stdout open for 120 s.
+    script = (
+        "import os, subprocess, sys, time\n"
+        "child = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(120)'], start_new_session=True)\n"
+        f"open({str(pid_file)!r}, 'w').write(str(child.pid))\n"
+        "print('started', flush=True)\n"
+        "time.sleep(120)\n"
+    )
+    try:
+        with watchdog(20):
+            result = LocalTransport().run([sys.executable, "-c", script], timeout=1)
+        assert result.timed_out and result.rc is None
+        assert "started" in result.stdout  # what came before the deadline is kept
+    finally:
+        if pid_file.exists():
+            with contextlib.suppress(OSError):
+                os.kill(int(pid_file.read_text()), signal.SIGKILL)
+
+
+def test_a_command_that_closes_its_pipes_and_keeps_running_is_killed_at_the_deadline() -> None:
+    script = "import os, time\nos.close(1)\nos.close(2)\ntime.sleep(120)\n"
+    with watchdog(20):
+        result = LocalTransport().run([sys.executable, "-c", script], timeout=1)
+    assert result.timed_out and result.rc is None
