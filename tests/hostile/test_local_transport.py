@@ -7,6 +7,7 @@ import contextlib
 import os
 import signal
 import sys
+import tracemalloc
 from pathlib import Path
 
 from nightowl.transports.local import LocalTransport
@@ -16,8 +17,14 @@ from tests.hostile.watchdog import watchdog
 def test_output_is_capped_while_reading() -> None:
     # 64 MB written; the transport holds 1 MB of it and counts the rest.
     script = "import sys\nblock = b'x' * (1 << 20)\nfor _ in range(64): sys.stdout.buffer.write(block)\n"
-    with watchdog(60):
-        result = LocalTransport(output_cap_bytes=1 << 20).run([sys.executable, "-c", script], timeout=60)
+    tracemalloc.start()
+    try:
+        with watchdog(60):
+            result = LocalTransport(output_cap_bytes=1 << 20).run([sys.executable, "-c", script], timeout=60)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 16 << 20, f"held {peak >> 20} MB for a 1 MB cap"
     assert result.rc == 0
     assert len(result.stdout) == 1 << 20
     assert result.stdout_truncated_bytes == 63 << 20
@@ -25,12 +32,13 @@ def test_output_is_capped_while_reading() -> None:
 
 def test_a_grandchild_holding_the_pipe_does_not_hold_the_deadline(tmp_path: Path) -> None:
     pid_file = tmp_path / "grandchild.pid"
-    # The grandchild starts its own session (out of the process group and, once its parent exits, out of
-    # the tree) and keeps stdout open for 120 s.
+    # A daemon: the middle process starts the grandchild in its own session and exits, so the grandchild is
+    # out of the process group and out of the tree, and keeps stdout open for 120 s.
+    grandchild = f"import os, time; open({str(pid_file)!r}, 'w').write(str(os.getpid())); time.sleep(120)"
+    middle = f"import subprocess, sys; subprocess.Popen([sys.executable, '-c', {grandchild!r}], start_new_session=True)"
     script = (
-        "import os, subprocess, sys, time\n"
-        "child = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(120)'], start_new_session=True)\n"
-        f"open({str(pid_file)!r}, 'w').write(str(child.pid))\n"
+        "import subprocess, sys, time\n"
+        f"subprocess.run([sys.executable, '-c', {middle!r}])\n"
         "print('started', flush=True)\n"
         "time.sleep(120)\n"
     )
