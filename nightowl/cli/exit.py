@@ -12,7 +12,8 @@ class ExitStatus(IntEnum):
     ACTION_NEEDED = 1  # ran; at least one host needs action
     USAGE = 2  # usage or input error (bad option, invalid runbook, unreadable file)
     NO_VERDICT = 3  # ran, but a host got no verdict and none needs action
-    INTERRUPTED = 130  # interrupted; what was collected is saved and marked partial
+    INTERRUPTED = 130  # interrupted (SIGINT); what was collected is saved and marked partial
+    TERMINATED = 143  # terminated (SIGTERM); saved and marked partial, as for 130
 
 
 EXIT_HELP = """\b
@@ -21,7 +22,8 @@ Exit status:
   1    ran; at least one host needs action
   2    usage or input error (bad option, invalid runbook, unreadable file)
   3    ran, but at least one host got no verdict and none needs action
-  130  interrupted; the partial bundle is saved"""
+  130  interrupted (SIGINT, Ctrl-C); the partial bundle is saved
+  143  terminated (SIGTERM, as Kubernetes, Slurm and systemd stop programs); the partial bundle is saved"""
 
 
 def fail(message: str, status: ExitStatus = ExitStatus.USAGE) -> NoReturn:

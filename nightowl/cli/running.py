@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+import os
+import signal
 import sys
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -46,23 +51,60 @@ def run_to_summary(
         host_timeout=limits.get("host_timeout"),
     )
     try:
-        runs, bundle = run_runbook(
-            loaded,
-            transports,
-            get_collector,
-            options,
-            out_dir,
-            forks=forks,
-            on_host_done=on_host_done,
-            render_postmortem=render_bundle if postmortem else None,
-            redact=scrub_secrets,
-        )
+        with interruptible():
+            runs, bundle = run_runbook(
+                loaded,
+                transports,
+                get_collector,
+                options,
+                out_dir,
+                forks=forks,
+                on_host_done=on_host_done,
+                render_postmortem=render_bundle if postmortem else None,
+                redact=scrub_secrets,
+            )
     except Interrupted as exc:
-        click.echo(f"nightowl: interrupted; partial bundle saved at {exc.bundle}", err=True)
-        sys.exit(int(ExitStatus.INTERRUPTED))
+        what = "terminated" if exc.terminated else "interrupted"
+        click.echo(f"nightowl: {what}; partial bundle saved at {exc.bundle}", err=True)
+        exit_now(ExitStatus.TERMINATED if exc.terminated else ExitStatus.INTERRUPTED)
     summary = triage_summary(loaded.id, bundle.name, bundle, runs)
     summary["_runs"] = runs
     return summary
+
+
+@contextmanager
+def interruptible() -> Iterator[None]:
+    """SIGINT and SIGTERM end the run now: running commands are killed (their transports closed) and the
+    engine saves the partial bundle. Only the main thread can take signals; elsewhere this does nothing."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    from nightowl.engine.session import Terminated, close_live_transports
+
+    def on_signal(signum: int, frame: Any) -> None:
+        close_live_transports()
+        raise Terminated() if signum == signal.SIGTERM else KeyboardInterrupt()
+
+    previous = {number: signal.signal(number, on_signal) for number in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for number, handler in previous.items():
+            signal.signal(number, handler)
+
+
+# Threads the engine starts (concurrent.futures pools); a collector still running in one of them after an
+# interrupt must not hold the exit (interpreter shutdown joins pool threads).
+_ENGINE_THREADS = ("host", "collect", "connect", "member")
+
+
+def exit_now(status: ExitStatus) -> None:
+    """Exit with ``status`` at once, not after the engine's threads finish what they were doing."""
+    if any(t.name.startswith(_ENGINE_THREADS) and t.is_alive() for t in threading.enumerate()):
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(int(status))
+    sys.exit(int(status))
 
 
 def run_and_report(

@@ -102,6 +102,7 @@ class BundleWriter:
         self._lock = threading.Lock()
         self._redact = redact or (lambda text: text)
         self.renamed: dict[str, str] = {}
+        self._finished = False  # after an interrupt, threads still running must not write into a closed bundle
 
     def host_dir(self, host: str) -> Path:
         return _private_dir(_private_dir(self.tmp_path / "hosts") / host_dirname(host))
@@ -130,6 +131,8 @@ class BundleWriter:
         rel: str | None = None
         if keep_output:
             with self._lock:
+                if self._finished:
+                    return None
                 stem = self._next_stem(host, kind)
             folder = self.host_dir(host)
             write_private(folder / f"{stem}.out", stored)
@@ -142,6 +145,8 @@ class BundleWriter:
             rel = f"hosts/{host_dirname(host)}/{stem}.out"
             entry["file"] = rel
         with self._lock:
+            if self._finished:
+                return None
             self.commands.append(entry)
         return rel
 
@@ -189,6 +194,8 @@ class BundleWriter:
         render_postmortem: Callable[[Path], str] | None = None,
         extra: dict[str, Any] | None = None,
     ) -> Path:
+        with self._lock:
+            self._finished = True
         self._fix_renamed(runs)
         for run in runs:
             if run.status == "unreachable":

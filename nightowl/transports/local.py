@@ -96,12 +96,15 @@ class LocalTransport:
     def __init__(self, host: str = "local", output_cap_bytes: int = 64 * 1024 * 1024) -> None:
         self.host = host
         self.output_cap_bytes = output_cap_bytes
+        self._running: set[int] = set()
 
     def connect(self) -> None:
         return None
 
     def close(self) -> None:
-        return None
+        """Kill what is still running (an interrupt closes every transport to stop the run at once)."""
+        for pid in list(self._running):
+            _kill(pid)
 
     def run(self, argv: Sequence[str], timeout: float, kind: str | None = None) -> CommandResult:
         argv_t = tuple(argv)
@@ -117,11 +120,14 @@ class LocalTransport:
             )
         except OSError as exc:
             return CommandResult(argv_t, None, "", "", started, time.monotonic() - t0, error=str(exc))
+        self._running.add(proc.pid)
         try:
             out, err, dropped, timed_out = _collect(proc, t0 + timeout, self.output_cap_bytes)
         except BaseException:  # interrupted (SIGINT/SIGTERM): leave nothing running behind us
             _kill(proc.pid)
             raise
+        finally:
+            self._running.discard(proc.pid)
         rc = None if timed_out else proc.returncode
         return self._result(argv_t, rc, bytes(out), bytes(err), started, t0, timed_out=timed_out, dropped=dropped)
 
