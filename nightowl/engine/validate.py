@@ -16,6 +16,7 @@ from pydantic import ValidationError
 
 from nightowl.engine.expressions import BUILTIN_NAMES, ExpressionError, check_condition, template_names
 from nightowl.engine.model import Node, Runbook, split_entry
+from nightowl.engine.params import coerce, declared_type
 from nightowl.engine.yamlines import YamlError, line_of, load_with_lines
 
 
@@ -57,7 +58,11 @@ class LoadedRunbook:
         unknown = sorted(set(given) - set(declared))
         if unknown:
             raise ValueError(f"runbook {self.id} has no parameter {', '.join(unknown)}")
-        return {**{name: p.default for name, p in declared.items()}, **given}
+        coerced = {
+            name: coerce(name, declared_type(declared[name].type, declared[name].default), v)
+            for name, v in given.items()
+        }
+        return {**{name: p.default for name, p in declared.items()}, **coerced}
 
     def node_line(self, node_id: str) -> int | None:
         return line_of(self.lines, ("nodes", node_id))
