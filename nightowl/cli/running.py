@@ -33,7 +33,7 @@ def run_to_summary(
     An interrupt exits 130 after the partial bundle is saved.
     """
     from nightowl.collectors import get_collector
-    from nightowl.engine.bundle import triage_summary
+    from nightowl.engine.bundle import BundleNotWritten, triage_summary
     from nightowl.engine.runner import RunOptions
     from nightowl.engine.session import Interrupted, run_runbook
     from nightowl.postmortem import render_bundle
@@ -63,6 +63,11 @@ def run_to_summary(
                 render_postmortem=render_bundle if postmortem else None,
                 redact=scrub_secrets,
             )
+    except BundleNotWritten as exc:
+        summary = triage_summary(loaded.id, exc.run_id, None, exc.runs)
+        summary["bundle_error"] = exc.reason
+        summary["_runs"] = exc.runs
+        return summary
     except Interrupted as exc:
         what = "terminated" if exc.terminated else "interrupted"
         click.echo(f"nightowl: {what}; partial bundle saved at {exc.bundle}", err=True)
@@ -121,6 +126,9 @@ def run_and_report(
     summary = run_to_summary(loaded, transports, params, out_dir or DEFAULT_OUT, allow_invasive, limits=limits)
     summary.pop("_runs")
     click.echo(json_report(summary) if fmt == "json" else text_report(summary))
+    if summary.get("bundle_error"):  # the verdict is printed; the missing evidence is a failure
+        click.echo(f"nightowl: {summary['bundle_error']}", err=True)
+        return ExitStatus.USAGE
     return status_for(summary["hosts"])
 
 

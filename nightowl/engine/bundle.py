@@ -15,6 +15,7 @@ import hashlib
 import json
 import os
 import secrets
+import shutil
 import threading
 import time
 from collections.abc import Callable
@@ -80,6 +81,16 @@ def sha256_file(path: Path) -> str:
     return digest.hexdigest()
 
 
+class BundleNotWritten(Exception):
+    """The bundle could not be written (full disk, unwritable folder); the runs and their verdicts are kept."""
+
+    def __init__(self, reason: str, runs: list[HostRun], run_id: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.runs = runs
+        self.run_id = run_id
+
+
 class BundleWriter:
     def __init__(
         self,
@@ -91,11 +102,11 @@ class BundleWriter:
         self.run_id = run_id or new_run_id(runbook_id)
         self.runbook_id = runbook_id
         self.out_dir = Path(out_dir)
-        self.out_dir.mkdir(parents=True, exist_ok=True)
         self.final_path = self.out_dir / self.run_id
         self.tmp_path = self.out_dir / f".{self.run_id}.partial"
-        self.tmp_path.mkdir(mode=0o700)
-        os.chmod(self.tmp_path, 0o700)
+        # A full disk or an unwritable --out must not cost the verdict: the run goes on without writing and
+        # ``finish`` raises BundleNotWritten (with the runs) after removing what was half written.
+        self.write_error: str | None = None
         self.started = time.time()
         self.commands: list[dict[str, Any]] = []
         self._taken: dict[tuple[str, str], int] = {}
@@ -103,6 +114,12 @@ class BundleWriter:
         self._redact = redact or (lambda text: text)
         self.renamed: dict[str, str] = {}
         self._finished = False  # after an interrupt, threads still running must not write into a closed bundle
+        try:
+            self.out_dir.mkdir(parents=True, exist_ok=True)
+            self.tmp_path.mkdir(mode=0o700)
+            os.chmod(self.tmp_path, 0o700)
+        except OSError as exc:
+            self._failed(exc)
 
     def host_dir(self, host: str) -> Path:
         return _private_dir(_private_dir(self.tmp_path / "hosts") / host_dirname(host))
@@ -129,26 +146,38 @@ class BundleWriter:
             "file": None,
         }
         rel: str | None = None
-        if keep_output:
-            with self._lock:
-                if self._finished:
-                    return None
-                stem = self._next_stem(host, kind)
-            folder = self.host_dir(host)
-            write_private(folder / f"{stem}.out", stored)
-            if result.stderr:
-                write_private(folder / f"{stem}.err", self._redact(result.stderr))
-            if result.rc is not None:
-                write_private(folder / f"{stem}.rc", f"{result.rc}\n")
-            if result.timed_out:
-                write_private(folder / f"{stem}.timeout", f"{result.duration:.3f}\n")
-            rel = f"hosts/{host_dirname(host)}/{stem}.out"
+        if keep_output and self.write_error is None:
+            try:
+                rel = self._write_output(host, kind, result, stored)
+            except OSError as exc:
+                self._failed(exc)
             entry["file"] = rel
         with self._lock:
             if self._finished:
                 return None
             self.commands.append(entry)
         return rel
+
+    def _write_output(self, host: str, kind: str, result: CommandResult, stored: str) -> str | None:
+        with self._lock:
+            if self._finished:
+                return None
+            stem = self._next_stem(host, kind)
+        folder = self.host_dir(host)
+        write_private(folder / f"{stem}.out", stored)
+        if result.stderr:
+            write_private(folder / f"{stem}.err", self._redact(result.stderr))
+        if result.rc is not None:
+            write_private(folder / f"{stem}.rc", f"{result.rc}\n")
+        if result.timed_out:
+            write_private(folder / f"{stem}.timeout", f"{result.duration:.3f}\n")
+        return f"hosts/{host_dirname(host)}/{stem}.out"
+
+    def _failed(self, exc: OSError) -> None:
+        with self._lock:
+            if self.write_error is None:
+                where = f" ({exc.filename})" if exc.filename else ""
+                self.write_error = f"cannot write the bundle: {exc.strerror or exc}{where}"
 
     def _next_stem(self, host: str, kind: str) -> str:
         """``kind`` the first time; on a second take rename to ``kind.1`` and use ``kind.2``."""
@@ -182,7 +211,11 @@ class BundleWriter:
                     item["source"] = _renamed_in(item["source"], self.renamed)
 
     def add_file(self, name: str, text: str) -> None:
-        write_private(self.tmp_path / name, text)
+        if self.write_error is None:
+            try:
+                write_private(self.tmp_path / name, text)
+            except OSError as exc:
+                self._failed(exc)
 
     def mark_unreachable(self, host: str, reason: str) -> None:
         write_private(self.host_dir(host) / "unreachable", reason + "\n")
@@ -194,8 +227,25 @@ class BundleWriter:
         render_postmortem: Callable[[Path], str] | None = None,
         extra: dict[str, Any] | None = None,
     ) -> Path:
+        """Write the JSON files and move the bundle into place; raise BundleNotWritten (the runs kept,
+        nothing half written left behind) when the disk or the folder refused a write."""
         with self._lock:
             self._finished = True
+        if self.write_error is None:
+            try:
+                return self._finish(runs, partial, render_postmortem, extra)
+            except OSError as exc:
+                self._failed(exc)
+        shutil.rmtree(self.tmp_path, ignore_errors=True)
+        raise BundleNotWritten(self.write_error or "cannot write the bundle", runs, self.run_id)
+
+    def _finish(
+        self,
+        runs: list[HostRun],
+        partial: bool,
+        render_postmortem: Callable[[Path], str] | None,
+        extra: dict[str, Any] | None,
+    ) -> Path:
         self._fix_renamed(runs)
         for run in runs:
             if run.status == "unreachable":
