@@ -11,8 +11,9 @@ import click
 from nightowl import __version__
 from nightowl.cli.bench_cmd import bench
 from nightowl.cli.bundles_cmd import bundles
+from nightowl.cli.check_cmd import check
 from nightowl.cli.demo_cmd import demo
-from nightowl.cli.exit import EXIT_HELP
+from nightowl.cli.exit import EXIT_HELP, GuardedGroup
 from nightowl.cli.floor_cmd import floor
 from nightowl.cli.kv_size_cmd import kv_size
 from nightowl.cli.parse_cmd import parse_cmd
@@ -20,12 +21,12 @@ from nightowl.cli.plan_cmd import plan
 from nightowl.cli.postmortem_cmd import postmortem
 from nightowl.cli.runbook_cmd import runbook_group
 from nightowl.cli.serve_cmd import serve
-from nightowl.cli.sweep_cmd import check, sweep
+from nightowl.cli.sweep_cmd import sweep
 from nightowl.cli.triage_cmd import triage
 from nightowl.cli.xid_cmd import xid
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]}, epilog=EXIT_HELP)
+@click.group(cls=GuardedGroup, context_settings={"help_option_names": ["-h", "--help"]}, epilog=EXIT_HELP)
 @click.version_option(__version__, prog_name="nightowl")
 def main() -> None:
     """nightowl: incident runbooks for GPU servers and LLM-serving fleets.

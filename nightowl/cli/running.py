@@ -28,7 +28,7 @@ def run_to_summary(
     postmortem: bool = True,
     on_host_done: Any = None,
 ) -> dict[str, Any]:
-    """Run a runbook (secrets scrubbed from the bundle) and return the CONTRACT s4 summary.
+    """Run a runbook (secrets scrubbed from the bundle) and return the summary of docs/reference.md#verdicts.
 
     An interrupt exits 130 after the partial bundle is saved.
     """
@@ -43,6 +43,9 @@ def run_to_summary(
         values = loaded.resolve_params(params)
     except ValueError as exc:
         fail(str(exc))
+    problems = parameter_problems(loaded, values)
+    if problems:
+        fail("; ".join(problems))
     limits = limits or {}
     options = RunOptions(
         params=values,
@@ -73,6 +76,9 @@ def run_to_summary(
         click.echo(f"nightowl: {what}; partial bundle saved at {exc.bundle}", err=True)
         exit_now(ExitStatus.TERMINATED if exc.terminated else ExitStatus.INTERRUPTED)
     summary = triage_summary(loaded.id, bundle.name, bundle, runs)
+    from nightowl import status_update
+
+    status_update.write(bundle, summary)
     summary["_runs"] = runs
     return summary
 
@@ -110,6 +116,20 @@ def exit_now(status: ExitStatus) -> None:
         sys.stderr.flush()
         os._exit(int(status))
     sys.exit(int(status))
+
+
+def parameter_problems(loaded: Any, values: dict[str, Any]) -> list[str]:
+    """What the runbook's collectors say about the parameters (an unreadable policy file), before any run."""
+    from nightowl.collectors import get_collector
+    from nightowl.engine.model import split_entry
+
+    kinds = {split_entry(e)[0] for node in loaded.runbook.nodes.values() for e in node.collect or []}
+    problems: list[str] = []
+    for kind in sorted(kinds):
+        check = getattr(get_collector(kind), "check_params", None)
+        if check is not None:
+            problems += [p for p in check(values) if p not in problems]
+    return problems
 
 
 def run_and_report(

@@ -39,7 +39,8 @@ from nightowl.cli.running import opener, replay_transports, run_and_report
     "replays",
     multiple=True,
     type=click.Path(exists=True, file_okay=False, path_type=Path),
-    help="recorded host directory (CONTRACT s5) to run on instead of a live host; a bundle works too",
+    help="recorded host directory to run on instead of a live host; a bundle works too "
+    "(docs/reference.md#recorded-hosts-and-bundles)",
 )
 @PARAM_OPTION
 @INVASIVE_OPTION
@@ -55,6 +56,8 @@ from nightowl.cli.running import opener, replay_transports, run_and_report
     type=click.Path(exists=True, dir_okay=False, path_type=Path),
     help="with --alert: the `nightowl serve` rules file (alert -> runbook and host)",
 )
+@click.option("--follow", is_flag=True, help="run the runbook a verdict names next, at once, into the same bundle")
+@click.option("--status-update", "print_status", is_flag=True, help="print the status update (status-update.md)")
 @ssh_options
 @limit_options
 @FORMAT_OPTION
@@ -72,6 +75,8 @@ def triage(
     host_timeout: float | None,
     fmt: str,
     out_dir: Path | None,
+    follow: bool = False,
+    print_status: bool = False,
 ) -> None:
     """Run RUNBOOK on live hosts (--host) or recorded ones (--replay).
 
@@ -91,13 +96,59 @@ def triage(
     for spec in hosts:
         transports[spec] = opener(spec, ssh_settings)
     limits = {"command_timeout": command_timeout, "host_timeout": host_timeout}
-    sys.exit(int(run_and_report(loaded, transports, parse_params(params), fmt, out_dir, allow_invasive, limits=limits)))
+    if not (follow or print_status):
+        sys.exit(
+            int(run_and_report(loaded, transports, parse_params(params), fmt, out_dir, allow_invasive, limits=limits))
+        )
+    sys.exit(
+        int(
+            run_follow(
+                loaded, transports, parse_params(params), fmt, out_dir, allow_invasive, limits, follow, print_status
+            )
+        )
+    )
+
+
+def run_follow(
+    loaded: Any,
+    transports: dict[str, Any],
+    params: dict[str, Any],
+    fmt: str,
+    out_dir: Path | None,
+    allow_invasive: bool,
+    limits: dict[str, float | None],
+    follow: bool,
+    print_status: bool,
+) -> ExitStatus:
+    """The run, then (--follow) the runbooks its verdicts name next, then (--status-update) the update."""
+    from nightowl.cli.common import DEFAULT_OUT
+    from nightowl.cli.follow import follow as run_next
+    from nightowl.cli.render import json_report, text_report
+    from nightowl.cli.running import run_to_summary
+
+    summary = run_to_summary(loaded, transports, params, out_dir or DEFAULT_OUT, allow_invasive, limits=limits)
+    summary.pop("_runs")
+    followed = run_next(summary, transports, allow_invasive, limits) if follow else []
+    if fmt == "json":
+        click.echo(json_report({**summary, "followed": followed} if follow else summary))
+    else:
+        click.echo(text_report(summary))
+        for result in followed:
+            click.echo("\nfollowed: " + text_report(result))
+    if print_status:
+        click.echo("\n" + (Path(summary["bundle"]) / "status-update.md").read_text().rstrip())
+    return max((status_for(s["hosts"]) for s in [summary, *followed]), key=_rank)
+
+
+def _rank(status: ExitStatus) -> int:
+    """Needs action outranks cannot judge, which outranks all clear (docs/reference.md#exit-status)."""
+    return {ExitStatus.OK: 0, ExitStatus.NO_VERDICT: 1, ExitStatus.ACTION_NEEDED: 2}.get(status, 3)
 
 
 def triage_alert(alert_file: Any, config_path: Path | None, fmt: str, out_dir: Path | None) -> ExitStatus:
     """`triage --alert`: what the receiver does with a delivery, done now, in the foreground."""
-    from nightowl.alerts import ConfigError, load_config
-    from nightowl.serve import triage_alert_payload
+    from nightowl.receiver.capture import triage_alert_payload
+    from nightowl.receiver.config import ConfigError, load_config
 
     if config_path is None:
         fail("--alert needs --config RULES (the `nightowl serve` rules file)")

@@ -7,7 +7,8 @@ import importlib
 from nightowl.collectors.base import Collector
 from nightowl.collectors.readonly import violations
 
-# kind -> module that defines COLLECTOR (or "module:ATTRIBUTE") (kinds are the `nightowl parse` kinds, CONTRACT s3/s5)
+# kind -> module that defines COLLECTOR (or "module:ATTRIBUTE") (kinds are the `nightowl parse` kinds,
+# docs/reference.md#kinds)
 MODULES: dict[str, str] = {
     "nvidia-smi": "nightowl.collectors.gpu.nvidia_smi.nvidia_smi",
     "kernel-log": "nightowl.collectors.gpu.kernel_log",
@@ -31,6 +32,11 @@ MODULES: dict[str, str] = {
     "dcgmi-diag": "nightowl.collectors.gpu.dcgmi_diag",
     "dcgmi-diag-drained": "nightowl.collectors.gpu.dcgmi_diag:DRAINED_COLLECTOR",
     "known-answer": "nightowl.collectors.serving.known_answer",
+    "replica-health": "nightowl.collectors.serving.replica_health",
+    "replica-models": "nightowl.collectors.serving.replica_models",
+    "replica-metrics": "nightowl.collectors.serving.replica_metrics",
+    "replica-compare": "nightowl.collectors.serving.replica_compare",
+    "stream-probe": "nightowl.collectors.serving.stream_probe",
 }
 
 

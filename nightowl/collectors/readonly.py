@@ -83,6 +83,32 @@ ALLOWED: tuple[tuple[str, ...], ...] = (
     ),  # nvidia-smi-query
     ("nvidia-smi", "nvlink", "-s"),  # nvlink
     ("nvidia-smi", "nvlink", "-e"),  # nvlink-errors
+    (
+        "curl",
+        "-sS",
+        "--max-time",
+        "5",
+        "-w",
+        "\\nnightowl-probe %{URL_EFFECTIVE} %{HTTP_CODE} %{TIME_TOTAL}\\n",
+        "--",
+        "{base_url}/health",
+        "{base_url}/version",
+    ),  # replica-health
+    ("curl", "-sS", "--fail", "--max-time", "5", "--", "{base_url}/metrics"),  # replica-metrics
+    ("curl", "-sS", "--fail", "--max-time", "5", "--", "{base_url}/v1/models"),  # replica-models
+    (
+        "curl",
+        "-sS",
+        "-N",
+        "--max-time",
+        "20",
+        "-H",
+        "Content-Type: application/json",
+        "--data-binary",
+        "{stream_body}",
+        "--",
+        "{base_url}/v1/completions",
+    ),  # stream-probe
 )
 _PLACEHOLDER = re.compile(r"\{[A-Za-z_][A-Za-z0-9_]*\}")
 

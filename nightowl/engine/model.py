@@ -7,7 +7,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 Severity = Literal["ok", "info", "warning", "critical"]
-# CONTRACT section 4: the first thing a person should do.
+# docs/reference.md#verdicts: the first thing a person should do.
 Action = Literal[
     "none",
     "restart-app",
@@ -22,22 +22,38 @@ Action = Literal[
 
 
 class Strict(BaseModel):
+    """Base of every runbook part: an unknown key is an error (a typo never passes silently); frozen."""
+
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
 class Branch(Strict):
+    """One branch of a decide node: when the condition holds, go to ``goto``; branches are tried in order."""
+
     when: str = Field(description="Jinja2 expression that must yield a bool")
     goto: str
     why: str | None = Field(default=None, description="what it means when this branch is taken")
 
 
+class NextSpec(Strict):
+    """The runbook to run after this verdict (nightowl/engine/chain.py)."""
+
+    runbook: str
+    hosts: str = Field(description="expression yielding the host names to run it on")
+    params: dict[str, Any] = Field(default_factory=dict, description="parameter -> expression (strings) or value")
+    why: str | None = None
+
+
 class VerdictSpec(Strict):
+    """What a verdict node concludes: an id, how bad it is, the first action, a summary and its evidence."""
+
     id: str
     severity: Severity
     action: Action
     summary: str = Field(description="Jinja2 template rendered with the facts")
     evidence: list[str] = Field(default_factory=list, description="fact paths, e.g. kernel_log.events")
     gpus: str | None = Field(default=None, description="expression giving the GPUs concerned")
+    next: NextSpec | None = Field(default=None, description="the runbook to run next, and on which hosts")
 
 
 def split_entry(entry: str) -> tuple[str, str]:
@@ -51,6 +67,9 @@ def split_entry(entry: str) -> tuple[str, str]:
 
 
 class Node(Strict):
+    """A step of the decision graph: exactly one of ``collect`` (then ``next``), ``decide`` (then ``default``)
+    or ``verdict`` (the end of a path)."""
+
     title: str | None = None
     collect: list[str] | None = None
     wait: float | str | None = Field(
@@ -60,27 +79,38 @@ class Node(Strict):
     decide: list[Branch] | None = None
     default: str | None = None
     verdict: VerdictSpec | None = None
+    cannot_judge: str | None = Field(
+        default=None,
+        description="ends the path with no verdict (exit 3): a Jinja2 template saying which evidence is missing",
+    )
 
     @model_validator(mode="after")
     def one_kind(self) -> Node:
-        kinds = [k for k in ("collect", "decide", "verdict") if getattr(self, k) is not None]
+        """Reject a node that is not exactly one kind, or that has the wrong way out for its kind."""
+        kinds = [k for k in ("collect", "decide", "verdict", "cannot_judge") if getattr(self, k) is not None]
         if len(kinds) != 1:
-            raise ValueError("a node has exactly one of collect, decide, verdict")
+            raise ValueError("a node has exactly one of collect, decide, verdict, cannot_judge")
         if self.collect is not None and not self.next:
             raise ValueError("a collect node needs `next`")
         if self.decide is not None and not self.default:
             raise ValueError("a decide node needs a `default` target")
-        if self.verdict is not None and (self.next or self.default):
-            raise ValueError("a verdict node ends the path: no `next` or `default`")
+        if (self.verdict is not None or self.cannot_judge is not None) and (self.next or self.default):
+            raise ValueError("a verdict or cannot_judge node ends the path: no `next` or `default`")
         if self.decide is None and self.default:
             raise ValueError("`default` belongs to decide nodes")
         return self
 
     @property
     def kind(self) -> str:
-        return "collect" if self.collect is not None else "decide" if self.decide is not None else "verdict"
+        """``collect``, ``decide``, ``verdict`` or ``cannot_judge``."""
+        if self.collect is not None:
+            return "collect"
+        if self.decide is not None:
+            return "decide"
+        return "verdict" if self.verdict is not None else "cannot_judge"
 
     def targets(self) -> list[str]:
+        """The nodes this one can go to next, in the order written (none for a verdict)."""
         if self.collect is not None:
             return [self.next] if self.next else []
         if self.decide is not None:
@@ -89,9 +119,11 @@ class Node(Strict):
 
 
 class Parameter(Strict):
+    """A runbook parameter (``--param NAME=VALUE``): its default and what it means."""
+
     default: Any = None
     description: str = ""
-    type: Literal["string", "integer", "number", "boolean", "path", "url", "json"] | None = Field(
+    type: Literal["string", "integer", "number", "boolean", "path", "url", "json", "yaml"] | None = Field(
         default=None,
         description="what a value given as text becomes; omitted: the default's type (null default: string). "
         "path and url values are checked (no leading @ or -, http(s) only)",
@@ -99,6 +131,13 @@ class Parameter(Strict):
 
 
 class Runbook(Strict):
+    """A nightowl runbook: a decision graph of collect, decide and verdict nodes, walked from ``entry``.
+
+    This model is the schema pass of loading; nightowl also checks the graph (every node
+    reachable, no cycle, every path ends in a verdict), the expressions and the facts each
+    condition reads (``nightowl runbook validate``).
+    """
+
     id: str
     title: str
     description: str = ""

@@ -3,7 +3,7 @@ the runbook declares another type, and a path or URL is checked so that no param
 collector read or send a file it was not meant to (curl's ``@file`` data, a ``file://`` URL).
 
 A parameter with no ``type`` takes the type of its default (``8`` -> integer, ``true`` -> boolean);
-a null default means string.
+a null default means string. ``yaml`` parses the text as YAML (aliases capped), for mappings.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import math
 from typing import Any
 from urllib.parse import urlsplit
 
-PARAM_TYPES = ("string", "integer", "number", "boolean", "path", "url", "json")
+PARAM_TYPES = ("string", "integer", "number", "boolean", "path", "url", "json", "yaml")
 _TRUE = frozenset({"true", "yes", "on", "1"})
 _FALSE = frozenset({"false", "no", "off", "0"})
 _URL_SCHEMES = frozenset({"http", "https"})
@@ -61,6 +61,13 @@ def coerce(name: str, kind: str, value: Any) -> Any:
     if not isinstance(value, str):
         return value  # given from Python or a rehearsal as data: kept as given
     _check_text(name, value)
+    if kind == "yaml":  # a mapping or list given on the command line ('{r1: http://..., r2: ...}')
+        from nightowl.engine.yamlines import YamlError, load_with_lines
+
+        try:
+            return load_with_lines(value)[0]
+        except YamlError as exc:
+            raise ValueError(f"parameter {name}: {exc.message}") from None
     if kind == "path":
         _check_path(name, value)
     elif kind == "url":

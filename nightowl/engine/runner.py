@@ -29,29 +29,64 @@ TRACE_LIST_CAP = 25  # values recorded in the trace are trimmed; the raw output 
 
 
 class CollectorLike(Protocol):
-    """What the engine needs of a collector (read-only, so frozen dataclasses fit)."""
+    """What the engine needs of a collector (read-only, so frozen dataclasses fit).
+
+    The engine's only view of evidence: it runs ``commands`` and hands the output to ``parse``
+    then ``facts``, and never learns what the evidence means. ``nightowl.collectors.base.Collector``
+    is the implementation every built-in kind uses; a test can pass any object with these members.
+    """
 
     @property
-    def kind(self) -> str: ...
+    def kind(self) -> str:
+        """The name runbooks use in ``collect:`` (``nvidia-smi``); unique in a lookup."""
+        ...
+
     @property
-    def commands(self) -> tuple[tuple[str, ...], ...]: ...
+    def commands(self) -> tuple[tuple[str, ...], ...]:
+        """Every argv this collector may run, alternatives in order; nothing else is ever run for it."""
+        ...
+
     @property
-    def timeout(self) -> float: ...
+    def timeout(self) -> float:
+        """Seconds one command may take before it is killed and recorded as timed out."""
+        ...
+
     @property
-    def invasive(self) -> bool: ...
+    def invasive(self) -> bool:
+        """True when running it loads GPUs or the network; skipped unless the run allows invasive collectors."""
+        ...
+
     @property
-    def parse(self) -> Callable[[str], Any]: ...
+    def parse(self) -> Callable[[str], Any]:
+        """Pure function from a command's stdout to a typed result; may raise (recorded, never fatal)."""
+        ...
+
     @property
-    def facts(self) -> Callable[[Any], dict[str, Any]]: ...
+    def facts(self) -> Callable[[Any], dict[str, Any]]:
+        """Turns the parse result into the JSON-able facts conditions read under the collector's namespace."""
+        ...
 
 
 class Recorder(Protocol):
+    """Where the runner sends every command it ran, kept or not: the bundle writer, or a test double.
+
+    Called from several threads at once (collectors of one node run side by side); an
+    implementation must be thread-safe.
+    """
+
     def record_command(self, host: str, kind: str, result: CommandResult, keep_output: bool) -> str | None:
         """Store one command's output; return its path inside the bundle when kept."""
 
 
 @dataclass
 class CollectorRun:
+    """One collector's outcome on one host (or, merged, on a job): status, facts and where the output is.
+
+    ``status`` is ``ok``, ``timed_out``, ``error``, ``no_data`` or ``skipped``; anything but ``ok``
+    carries a ``reason`` a person can act on. ``facts`` is None when nothing could be parsed, so a
+    condition never reads an empty output as healthy. ``file`` is the bundle path of the kept output.
+    """
+
     kind: str
     namespace: str
     status: str  # ok | timed_out | error | no_data | skipped
@@ -65,6 +100,9 @@ class CollectorRun:
 
 @dataclass
 class NodeVisit:
+    """One node on the path taken, as the trace records it: what was collected, each condition tried
+    (with the fact values it read) and where the walk went next."""
+
     node: str
     kind: str
     status: str
@@ -77,6 +115,13 @@ class NodeVisit:
 
 @dataclass
 class HostRun:
+    """Everything one host's run produced: status, verdict, the path and its visits, every collection.
+
+    ``status`` is ``ok``, ``unreachable`` (never connected: no verdict) or ``incomplete`` (every
+    collector failed: no verdict unless a branch judged that failure). ``verdict`` is None when the
+    run could not judge, never a guessed healthy one.
+    """
+
     host: str
     status: str = "ok"  # ok | unreachable | incomplete
     verdict: dict[str, Any] | None = None
@@ -88,8 +133,28 @@ class HostRun:
     duration: float = 0.0
 
 
+class CannotJudge(Exception):
+    """A condition on the path could not be evaluated: the host gets no verdict."""
+
+    def __init__(self, node: str, condition: str, error: str) -> None:
+        super().__init__(f"node {node}: condition `{condition}` could not be evaluated: {error}")
+
+    @classmethod
+    def because(cls, node: str, reason: str) -> CannotJudge:
+        """The runbook itself says the evidence is too thin (a ``cannot_judge`` node)."""
+        exc = cls.__new__(cls)
+        Exception.__init__(exc, f"cannot judge ({node}): {reason}")
+        return exc
+
+
 @dataclass(frozen=True)
 class RunOptions:
+    """How to run: parameter values, whether invasive collectors may run, concurrency and deadlines.
+
+    ``command_timeout`` only ever shortens a collector's own timeout; ``host_timeout`` bounds one
+    host's whole walk, and collectors still waiting when it runs out are skipped with that reason.
+    """
+
     params: dict[str, Any] = field(default_factory=dict)
     allow_invasive: bool = False
     concurrency: int = 4  # collectors of one node run side by side
@@ -107,6 +172,14 @@ def parse_output(collector: CollectorLike, text: str) -> tuple[dict[str, Any], s
 
 
 class HostRunner:
+    """Walks one runbook on one host: from the entry, collect what a node asks, decide, conclude.
+
+    Collectors run lazily (only those on the path taken), each once per entry, with the
+    collectors of one node side by side. Every command goes to the recorder the moment it
+    returns; a failing collector or a failing condition is recorded, never raised, so the walk
+    always ends in a verdict or in an honest "cannot judge" (``HostRun.status``).
+    """
+
     def __init__(
         self,
         loaded: LoadedRunbook,
@@ -180,6 +253,7 @@ class HostRunner:
 
     # -- deciding -------------------------------------------------------------------
     def context(self) -> dict[str, Any]:
+        """What conditions and templates see: ``params``, ``host``, ``status`` and one namespace per collection."""
         ctx: dict[str, Any] = {
             "params": dict(self.options.params),
             "host": self.run.host,
@@ -200,7 +274,9 @@ class HostRunner:
             try:
                 record["value"] = evaluate_condition(branch.when, ctx)
             except ExpressionError as exc:
-                record["value"], record["error"] = False, str(exc)
+                record["value"], record["error"] = None, str(exc)
+                visit.conditions.append(record)
+                raise CannotJudge(visit.node, branch.when, str(exc)) from None
             visit.conditions.append(record)
             if record["value"]:
                 return branch.goto
@@ -214,28 +290,47 @@ class HostRunner:
         try:
             summary = render(spec.summary, ctx).strip()
         except ExpressionError as exc:
-            summary = f"{spec.summary.strip()} (summary could not be filled in: {exc})"
+            summary = f"{spec.id}: {spec.action} (the summary could not be filled in: {exc})"
+        unavailable: dict[str, str] = {}
         gpus: Any = None
         if spec.gpus:
             try:
                 gpus = evaluate_value(spec.gpus, ctx)
-            except ExpressionError:
-                gpus = None
-        return {
+            except ExpressionError as exc:
+                unavailable["gpus"] = f"{spec.gpus} could not be evaluated: {exc}"
+        try:
+            evidence = self._evidence(spec.evidence, ctx)
+        except Exception as exc:  # noqa: BLE001 - the verdict stands without its evidence list
+            evidence, unavailable["evidence"] = [], f"could not be gathered: {type(exc).__name__}: {exc}"
+        verdict = {
             "id": spec.id,
             "severity": spec.severity,
             "action": spec.action,
             "summary": " ".join(summary.split()),
-            "evidence": self._evidence(spec.evidence, ctx),
+            "evidence": evidence,
             "gpus": list(gpus) if isinstance(gpus, (list, tuple)) else gpus,
             "node": node_id,
         }
+        if unavailable:
+            verdict["unavailable"] = unavailable  # which part of the verdict is missing, and why
+        if spec.next is not None:
+            from nightowl.engine.chain import resolve as resolve_next
+
+            verdict["next"] = resolve_next(spec.next, ctx)
+        return verdict
+
+    def _reason(self, template: str) -> str:
+        try:
+            return " ".join(render(template, self.context()).split())
+        except ExpressionError as exc:
+            return f"{' '.join(template.split())} (could not be filled in: {exc})"
 
     def _evidence(self, declared: list[str], ctx: dict[str, Any]) -> list[dict[str, Any]]:
         items = []
         for path in declared:
-            item = {"fact": path, "value": _trim(resolve_path(path, ctx)), "source": self._source(path)}
-            reason = self._status_reason(path)
+            value = resolve_path(path, ctx)
+            item = {"fact": path, "value": _trim(value), "source": self._source(path)}
+            reason = self._status_reason(path) or (self._missing_reason(path) if value is None else None)
             if reason:
                 item["reason"] = reason  # "error" alone does not say that nvidia-smi was not found
             items.append(item)
@@ -259,6 +354,16 @@ class HostRunner:
         namespace = rest.partition(".")[0]
         return next((c.reason for c in self.run.collections.values() if c.namespace == namespace), None)
 
+    def _missing_reason(self, fact_path: str) -> str:
+        """Why a fact has no value: its collector failed, was not run, or its output lacks it."""
+        namespace = fact_path.partition(".")[0]
+        run = next((c for c in self.run.collections.values() if c.namespace == namespace), None)
+        if run is None:
+            return "not collected on this path"
+        if run.status != "ok":
+            return f"{run.kind} {run.status}" + (f": {run.reason}" if run.reason else "")
+        return f"not in the {run.kind} output"
+
     def _source(self, fact_path: str) -> str | None:
         head, _, rest = fact_path.partition(".")
         if head == "status":
@@ -270,6 +375,7 @@ class HostRunner:
 
     # -- walking --------------------------------------------------------------------
     def execute(self) -> HostRun:
+        """Connect, walk, close; always returns the HostRun (``unreachable`` when connecting failed)."""
         run = self.run
         run.started = time.time()
         t0 = time.monotonic()
@@ -287,6 +393,15 @@ class HostRunner:
         return run
 
     def _walk(self) -> None:
+        try:
+            self._walk_nodes()
+        except CannotJudge as exc:
+            # A rule that cannot be evaluated is not false: taking the other branch could say "healthy".
+            self.run.status, self.run.error, self.run.verdict = "incomplete", str(exc), None
+            self.run.visits[-1].status = "error"
+        self._check_evidence()
+
+    def _walk_nodes(self) -> None:
         nodes = self.loaded.runbook.nodes
         node_id: str | None = self.loaded.runbook.entry
         while node_id is not None:
@@ -307,15 +422,21 @@ class HostRunner:
                 next_id = self._decide(node, visit)
                 if any("error" in c for c in visit.conditions):
                     visit.status = "error"
+            elif node.cannot_judge is not None:
+                raise CannotJudge.because(node_id, self._reason(node.cannot_judge))
             else:
                 self.run.verdict = self._conclude(node_id, node)
             visit.next = next_id
             visit.duration = time.monotonic() - t0
             node_id = next_id
+
+    def _check_evidence(self) -> None:
         if self.run.collections and not any(c.facts for c in self.run.collections.values()):
             self.run.status = "incomplete"
-            self.run.error = "every collector failed: " + "; ".join(
-                f"{c.kind}: {c.reason}" for c in self.run.collections.values()
+            self.run.error = (
+                "every collector failed: "
+                + "; ".join(f"{c.kind}: {c.reason}" for c in self.run.collections.values())
+                + (f" ({self.run.error})" if self.run.error else "")
             )
             if not self._decided_on_failure():
                 self.run.verdict = None  # a verdict on empty facts would be a guess
@@ -333,6 +454,7 @@ _PLACEHOLDER = re.compile(r"\{([a-z_][a-z0-9_]*)\}")
 
 
 def placeholders(argv: tuple[str, ...]) -> list[str]:
+    """The ``{name}`` parameters an argv template names, in order."""
     return [m.group(1) for element in argv for m in _PLACEHOLDER.finditer(element)]
 
 
@@ -370,7 +492,10 @@ def collect_on(
     if collector.invasive and not options.allow_invasive:
         run.status, run.reason = "skipped", "invasive collector: needs --allow-invasive"
         return run
-    resolved = [argv for t in collector.commands if (argv := resolve_argv(t, options.params)) is not None]
+    from nightowl.engine.chain import params_for_host
+
+    params = params_for_host(options.params, transport.host)
+    resolved = [argv for t in collector.commands if (argv := resolve_argv(t, params)) is not None]
     if not resolved:
         run.status, run.reason = (
             "skipped",
@@ -380,6 +505,7 @@ def collect_on(
         return run
     commands = resolved[:1] if single_attempt else resolved
     chosen: CommandResult | None = None
+    blank: CommandResult | None = None  # exited 0 but showed nothing: the next command may do better
     for argv in commands:
         timeout = _timeout_for(collector, options, deadline)
         if timeout <= 0:
@@ -389,23 +515,39 @@ def collect_on(
             break
         result = transport.run(argv, timeout, kind=kind)
         run.attempts.append(result)
+        if result.ok and shows_nothing(collector, result.stdout):
+            blank = blank or result
+            continue
         if result.ok or result.timed_out:
             chosen = result
             break
         if chosen is None and result.stdout.strip():
             chosen = result  # a failing nvidia-smi still prints why
-    chosen = chosen or run.attempts[-1]
+    chosen = chosen or blank or run.attempts[-1]
     for attempt in run.attempts:
         run.file = recorder.record_command(transport.host, kind, attempt, attempt is chosen) or run.file
     run.status, run.reason = _status_of(chosen)
+    if chosen.ok and shows_nothing(collector, chosen.stdout):
+        # No output is not "output showing nothing wrong": no facts, so no rule can read it as clean.
+        run.status, run.reason = (
+            "no_data",
+            "the command printed nothing to read"
+            + (f" ({chosen.stdout.strip()[:80]})" if chosen.stdout.strip() else ""),
+        )
     if keep_text:
         run.text = chosen.stdout
-    # Empty output that exited 0 is still a fact ("no NVRM line this boot"), so parse it.
-    if chosen.stdout.strip() or chosen.rc == 0:
+    if chosen.stdout.strip() and run.status != "no_data":
         run.facts, run.parse_error = parse_output(collector, chosen.stdout)
         if run.parse_error and run.status == "ok":
             run.status, run.reason = "error", run.parse_error
     return run
+
+
+def shows_nothing(collector: CollectorLike, text: str) -> bool:
+    """Whether an output that exited 0 holds nothing to judge (the collector may know more: a journal's
+    ``-- No entries --``)."""
+    check = getattr(collector, "shows_nothing", None)
+    return bool(check(text)) if check is not None else not text.strip()
 
 
 def _timeout_for(collector: CollectorLike, options: RunOptions, deadline: float | None) -> float:
@@ -434,6 +576,7 @@ _SEVERITY = ["ok", "skipped", "no_data", "error", "timed_out"]
 
 
 def worst_status(statuses: set[str]) -> str:
+    """The most severe of collector statuses (ok < skipped < no_data < error < timed_out)."""
     return max(statuses, key=lambda s: _SEVERITY.index(s) if s in _SEVERITY else 0)
 
 

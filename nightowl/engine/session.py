@@ -63,7 +63,15 @@ def run_runbook(
     redact: Callable[[str], str] | None = None,
     extra_manifest: dict[str, Any] | None = None,
 ) -> tuple[list[HostRun], Path]:
-    """Run on every host (bounded concurrency), in the order given; write one bundle."""
+    """Run on every host (bounded concurrency), in the order given; write one bundle.
+
+    ``transports`` maps each host name to a function that opens its transport, so a bad host
+    spec makes that host unreachable instead of failing the run. ``lookup`` gives the collector
+    of a kind. Returns the runs in the order of ``transports`` and the bundle's folder. The
+    bundle appears only complete (renamed into place at the end); on Ctrl-C a partial bundle
+    is saved and :class:`Interrupted` raised. ``redact`` scrubs every string before it is
+    written; ``render_postmortem`` adds ``postmortem.md``; ``extra_manifest`` adds manifest keys.
+    """
     writer = BundleWriter(out_dir, loaded.id, redact=redact)
     writer.add_file("runbook.yaml", loaded.path.read_text())
     names = list(transports)
@@ -87,10 +95,20 @@ def run_runbook(
         done = [results[n] for n in names if n in results]
         bundle = writer.finish(done, partial=True, render_postmortem=render_postmortem, extra=extra_manifest)
         raise Interrupted(done, bundle, isinstance(exc, Terminated)) from None
+    except Exception as exc:
+        pool.shutdown(wait=False, cancel_futures=True)
+        _save_partial(exc, writer, [results[n] for n in names if n in results])
+        raise
     pool.shutdown(wait=True)
     runs = [results[n] for n in names]
     bundle = writer.finish(runs, render_postmortem=render_postmortem, extra=extra_manifest)
     return runs, bundle
+
+
+def _save_partial(exc: Exception, writer: BundleWriter, runs: list[HostRun]) -> None:
+    """A bug mid-run still leaves the evidence collected so far; the caller says where (exit 70)."""
+    with contextlib.suppress(Exception):  # the original error is the one to report
+        exc.partial_bundle = writer.finish(runs, partial=True)  # type: ignore[attr-defined]
 
 
 class _Unopenable:
@@ -142,6 +160,9 @@ def _run_job(
         runs = list(runner.member_runs.values())
         bundle = writer.finish(runs, partial=True, render_postmortem=render_postmortem, extra=extra_manifest)
         raise Interrupted(runs, bundle, isinstance(exc, Terminated)) from None
+    except Exception as exc:
+        _save_partial(exc, writer, list(runner.member_runs.values()))
+        raise
     return runs, writer.finish(runs, render_postmortem=render_postmortem, extra=extra_manifest)
 
 

@@ -22,6 +22,8 @@ from nightowl.engine.yamlines import YamlError, line_of, load_with_lines
 
 @dataclass(frozen=True)
 class Issue:
+    """One problem found in a runbook, printed as ``FILE:LINE: [node NODE] MESSAGE``."""
+
     file: str
     line: int | None
     node: str | None
@@ -34,6 +36,8 @@ class Issue:
 
 
 class RunbookInvalid(Exception):
+    """A runbook failed validation; ``issues`` lists every problem of the first pass that found any."""
+
     def __init__(self, issues: list[Issue]) -> None:
         super().__init__("\n".join(str(i) for i in issues))
         self.issues = issues
@@ -41,6 +45,13 @@ class RunbookInvalid(Exception):
 
 @dataclass
 class LoadedRunbook:
+    """A runbook that passed every validation pass, with what running it needs.
+
+    ``lines`` maps YAML paths to line numbers (errors and traces point at the file), ``graph``
+    is the node graph (networkx DiGraph, acyclic, every node reachable from the entry), and
+    ``collected_before`` gives, per node, the namespaces every path to it has collected.
+    """
+
     runbook: Runbook
     path: Path
     lines: dict[tuple[Any, ...], int]
@@ -49,6 +60,7 @@ class LoadedRunbook:
 
     @property
     def id(self) -> str:
+        """The runbook's ``id``."""
         return self.runbook.id
 
     def resolve_params(self, given: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -57,7 +69,8 @@ class LoadedRunbook:
         declared = self.runbook.parameters
         unknown = sorted(set(given) - set(declared))
         if unknown:
-            raise ValueError(f"runbook {self.id} has no parameter {', '.join(unknown)}")
+            valid = ", ".join(sorted(declared)) or "none"
+            raise ValueError(f"runbook {self.id} has no parameter {', '.join(unknown)} (its parameters: {valid})")
         coerced = {
             name: coerce(name, declared_type(declared[name].type, declared[name].default), v)
             for name, v in given.items()
@@ -65,11 +78,17 @@ class LoadedRunbook:
         return {**{name: p.default for name, p in declared.items()}, **coerced}
 
     def node_line(self, node_id: str) -> int | None:
+        """The line where a node is defined, if known."""
         return line_of(self.lines, ("nodes", node_id))
 
 
 def load_runbook(path: Path, known_collectors: Iterable[str] | None = None) -> LoadedRunbook:
-    """Load and validate; raise RunbookInvalid listing every problem found."""
+    """Load and validate; raise RunbookInvalid listing every problem found.
+
+    Passes run in order (YAML, schema, graph, collectors and expressions, facts); a pass runs
+    only when the ones before it found nothing. ``known_collectors`` enables the collector and
+    fact checks; without it, an unknown kind is not reported. Reads the file only; runs nothing.
+    """
     path = Path(path)
     name = str(path)
     try:
@@ -147,7 +166,7 @@ def _graph_pass(loaded: LoadedRunbook) -> list[Issue]:
         if node_id not in reachable:
             issues.append(Issue(name, loaded.node_line(node_id), node_id, "node is unreachable from the entry"))
     for node_id, node in rb.nodes.items():
-        if node.kind != "verdict" and graph.out_degree(node_id) == 0:
+        if node.kind not in ("verdict", "cannot_judge") and graph.out_degree(node_id) == 0:
             issues.append(Issue(name, loaded.node_line(node_id), node_id, "path ends here without a verdict"))
     return issues
 
@@ -189,10 +208,17 @@ def _expressions_of(node: Node) -> Iterable[tuple[tuple[Any, ...], str, bool]]:
     """(relative path, source, is_condition) for every expression a node holds."""
     for index, branch in enumerate(node.decide or []):
         yield ("decide", index, "when"), branch.when, True
+    if node.cannot_judge is not None:
+        yield ("cannot_judge",), node.cannot_judge, False
     if node.verdict is not None:
         yield ("verdict", "summary"), node.verdict.summary, False
         if node.verdict.gpus:
             yield ("verdict", "gpus"), "(" + node.verdict.gpus + ") is not none", True
+        if node.verdict.next is not None:
+            from nightowl.engine.chain import expressions as next_expressions
+
+            for rel, source in next_expressions(node.verdict.next):
+                yield ("verdict", "next", *rel), "(" + source + ") is not none", True
 
 
 def _expression_pass(loaded: LoadedRunbook) -> list[Issue]:

@@ -10,7 +10,7 @@ from click.testing import CliRunner
 
 from nightowl.cli.main import main as cli
 from nightowl.engine.yamlines import YamlError, load_with_lines
-from nightowl.inventory import InventoryError, load_inventory
+from nightowl.fleet.inventory import InventoryError, load_inventory
 from tests.hostile.watchdog import watchdog
 
 # "Billion laughs": 9 levels of 9 aliases, ~400 bytes standing for 9**9 strings.
