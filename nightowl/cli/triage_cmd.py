@@ -167,7 +167,23 @@ def triage_alert(alert_file: Any, config_path: Path | None, fmt: str, out_dir: P
                 f"{item.get('alert') or '?'} -> {item.get('runbook') or '-'} on "
                 f"{item.get('host') or '-'}: {item['status']}"
                 + (f", {verdict.get('id')} -> {verdict.get('action')}" if verdict else "")
+                + (f", host {item['host_status']}" if item.get("host_status") not in (None, "ok") else "")
                 + (f" ({item['reason']})" if item.get("reason") else "")
                 + (f"\n  bundle: {item['bundle']}" if item.get("bundle") else "")
             )
-    return status_for([{"verdict": r.get("verdict")} for r in results if r.get("status") == "captured"])
+    return alert_status(results)
+
+
+def alert_status(results: list[dict[str, Any]]) -> ExitStatus:
+    """1 when a capture needs action; else 3 when one failed or was refused, or nothing was captured
+    at all (never a false OK); else from the verdicts. Alerts no rule matches judge nothing either way."""
+    refused = [r for r in results if r.get("status") in ("failed", "not_captured")]
+    for item in refused:
+        click.echo(f"nightowl: {item.get('alert') or 'alert'}: {item['status']}: {item.get('reason')}", err=True)
+    captured = [{"verdict": r.get("verdict")} for r in results if r.get("status") == "captured"]
+    if not captured:
+        click.echo("nightowl: no alert in the payload was captured: nothing was judged", err=True)
+    status = status_for(captured)
+    if status == ExitStatus.ACTION_NEEDED:
+        return status
+    return ExitStatus.NO_VERDICT if refused or not captured else status

@@ -216,6 +216,13 @@ def derive(inputs: Mapping[str, Mapping[str, Any]], params: Mapping[str, Any] | 
         "down": names(down),
         "up": names(up),
         "unanswered": [r["host"] for r in down if r["health_status"] is None],
+        # What keeps an all-clear from being claimed: a replica whose /health was not read, an up replica
+        # without its three scrapes, or an asked-for stream probe that left no result.
+        "unread": sorted(
+            {r["host"] for r in replicas if r["alive"] is None}
+            | {r["host"] for r in up if not r.get("scraped")}
+            | ({r["host"] for r in up if r.get("stream_complete") is None} if params.get("stream_probe") else set())
+        ),
         "all_down": bool(judged) and not up,
         "partial": bool(down) and bool(up),
         "down_share": _shared(down, up),
