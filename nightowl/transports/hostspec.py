@@ -197,6 +197,13 @@ def _resolve(written: str, parts: dict[str, Any], ssh_config: Path | None, depth
 def _check_host(host: str, written: str) -> None:
     if not host or not _HOSTNAME_RE.match(host):
         raise ValueError(f"host spec {written!r}: invalid host name {host!r}")
+    if ":" in host or "%" in host:  # an IPv6 literal (with its zone); getaddrinfo judges it
+        return
+    # RFC 1035 s2.3.4: 253 characters, labels of 1 to 63; an empty label (gpu-17..corp, ".") fails IDNA
+    # encoding deep in the resolver, so it is refused here, as this host's problem only.
+    name = host[:-1] if host.endswith(".") else host
+    if len(name) > 253 or any(not 1 <= len(label) <= 63 for label in name.split(".")):
+        raise ValueError(f"host spec {written!r}: invalid host name {host!r} (empty label, or too long for DNS)")
 
 
 def _config_port(config: dict[str, Any], written: str) -> int:

@@ -273,6 +273,8 @@ class SSHTransport:
             infos = socket.getaddrinfo(self.spec.hostname, self.spec.port, type=socket.SOCK_STREAM)
         except socket.gaierror as exc:
             raise SSHConnectError("dns", f"cannot resolve {self.spec.hostname!r}: {exc.strerror}") from None
+        except (UnicodeError, ValueError) as exc:  # IDNA: an empty or over-long label
+            raise SSHConnectError("dns", f"cannot resolve {self.spec.hostname!r}: {exc}") from None
         errors: list[OSError] = []
         for family, kind, proto, _, address in infos:
             sock = socket.socket(family, kind, proto)
