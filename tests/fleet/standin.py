@@ -1,5 +1,6 @@
 """A GPU node stood in by scripts: ``nvidia-smi``, ``journalctl`` and ``dmesg`` on PATH that print a
 recorded host's outputs (CONTRACT section 5 layout), so the real ``nightowl check`` runs unchanged.
+A ``<kind>.sleep`` file (seconds) makes that tool hang first, as a wedged driver does.
 
 The recording served is the target of the symlink ``<root>/current``; ``switch()`` repoints it
 atomically, so a test can turn a node from faulty to healthy while daemons keep calling it.
@@ -71,7 +72,10 @@ esac
 break
 done
 base='{current}'/$kind
-[ -e "$base.out" ] || [ -e "$base.rc" ] || {{ echo "$name: not recorded ($kind)" >&2; exit 127; }}
+if [ ! -e "$base.out" ] && [ ! -e "$base.rc" ] && [ ! -e "$base.sleep" ]; then
+  echo "$name: not recorded ($kind)" >&2; exit 127
+fi
+if [ -e "$base.sleep" ]; then read -r secs < "$base.sleep"; /bin/sleep "$secs"; fi
 [ -e "$base.err" ] && /bin/cat "$base.err" >&2
 [ -e "$base.out" ] && /bin/cat "$base.out"
 if [ -e "$base.rc" ]; then read -r rc < "$base.rc"; exit "$rc"; fi
