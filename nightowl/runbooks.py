@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from nightowl.paths import data_dir
 
@@ -25,6 +26,23 @@ def resolve(name_or_path: str) -> Path:
         return path
     known = ", ".join(builtins) or "none"
     raise FileNotFoundError(f"no runbook named {name_or_path!r} (built-in: {known})")
+
+
+# Draft-07: the newest draft editors' YAML language servers fully support (redhat-developer/vscode-yaml
+# README, "Associating schemas"). pydantic's output uses nothing newer: ``$defs`` is reached by JSON pointer.
+SCHEMA_DIALECT = "http://json-schema.org/draft-07/schema#"
+
+
+def json_schema() -> dict[str, Any]:
+    """The runbook JSON Schema (draft-07), generated from the pydantic model that loading checks.
+
+    It covers the schema pass: keys, types, severities and actions. The graph, expression and
+    fact checks need ``nightowl runbook validate``. docs/runbook-schema.md shows how to point an
+    editor at it.
+    """
+    from nightowl.engine.model import Runbook
+
+    return {"$schema": SCHEMA_DIALECT, **Runbook.model_json_schema()}
 
 
 _LOADED: dict[tuple[str, int, int], object] = {}

@@ -103,7 +103,7 @@ def test_no_log_and_no_exit_status(tmp_path: Path) -> None:
         tmp_path, "nolog", {"engine-log.rc": "1\n", "engine-log.err": "-- No entries --\n", "container-state.rc": "1\n"}
     )
     verdict, path = run_on("engine-start", host)
-    assert verdict == {} and path[0] == "collect"  # every collector failed: no verdict (CONTRACT s2, exit 3)
+    assert verdict == {} and path[0] == "collect"  # every collector failed: no verdict (exit 3)
 
 
 def test_gpu_unavailable_pattern_on_the_corpus_traceback() -> None:

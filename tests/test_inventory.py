@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from nightowl.inventory import InventoryError, expand_host_range, limit, load_inventory
+from nightowl.fleet.inventory import InventoryError, expand_host_range, limit, load_inventory
 from nightowl.transports.hostspec import HostSpec
 from tests.helpers import ROOT
 

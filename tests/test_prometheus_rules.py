@@ -74,7 +74,9 @@ def test_every_alert_names_an_existing_runbook() -> None:
 
 
 def test_serve_example_routes_every_alert(monkeypatch: pytest.MonkeyPatch) -> None:
-    from nightowl.alerts import Alert, load_config, render_host
+    from nightowl.receiver.config import load_config
+    from nightowl.receiver.payload import Alert
+    from nightowl.receiver.rules import render_host
 
     monkeypatch.setenv("NIGHTOWL_SERVE_TOKEN", "test-token")
     config = load_config(DEPLOY / "nightowl-serve.yml")

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from nightowl.alerts import parse_payload
 from nightowl.cli.postmortem_cmd import postmortem
+from nightowl.receiver.payload import parse_payload
 from nightowl.redact import MASK, Redactor, scrub_secrets
 from tests.postmortem.bundles import ALERTS, HOSTS, make_bundle
 from tests.postmortem.test_serving_draft import serving_bundle

@@ -13,8 +13,12 @@ from typing import Any
 
 import pytest
 
-from nightowl.alerts import ConfigError, load_config, parse_payload, render_host, sign_pagerduty
-from nightowl.serve import Capture, Receiver, make_server, run_capture, triage_alert_payload
+from nightowl.receiver.capture import Capture, run_capture, triage_alert_payload
+from nightowl.receiver.config import ConfigError, load_config
+from nightowl.receiver.http import make_server
+from nightowl.receiver.payload import parse_payload, sign_pagerduty
+from nightowl.receiver.queue import Receiver
+from nightowl.receiver.rules import render_host
 from tests.postmortem.bundles import ALERTS, HOSTS
 
 TOKEN = "t0k3n-for-tests-only"
@@ -279,7 +283,7 @@ def test_the_example_config_loads(tmp_path: Path, monkeypatch: pytest.MonkeyPatc
 
 
 def test_the_example_config_shows_every_key() -> None:
-    from nightowl.alerts import CONFIG_KEYS, RULE_KEYS
+    from nightowl.receiver.config import CONFIG_KEYS, RULE_KEYS
 
     text = (ALERTS / "serve.yaml").read_text()
     for key in CONFIG_KEYS | RULE_KEYS:

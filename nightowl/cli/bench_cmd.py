@@ -8,6 +8,7 @@ from typing import Any
 
 import click
 
+from nightowl.cli.common import TEXT_JSON_OPTION
 from nightowl.cli.exit import ExitStatus
 
 BENCH_EXIT_HELP = """\b
@@ -78,7 +79,7 @@ def bench() -> None:
 @click.option("--max-preemptions", default=0, show_default=True, help="preemptions allowed during CURRENT")
 @click.option("--metrics-before", type=FILE, help="engine /metrics scraped before the CURRENT run")
 @click.option("--metrics-after", type=FILE, help="engine /metrics scraped after the CURRENT run (preemptions)")
-@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
+@TEXT_JSON_OPTION
 def compare(
     baseline: Path,
     current: Path,

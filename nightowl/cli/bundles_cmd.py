@@ -11,12 +11,11 @@ from typing import Any
 
 import click
 
+from nightowl.cli.common import DEFAULT_OUT, DEFAULT_OUT_HELP, TEXT_JSON_OPTION, out_option
 from nightowl.cli.exit import fail
-from nightowl.paths import default_out_dir
 
 _AGE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhdw])\s*$")
 _UNIT_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
-DEFAULT_OUT = default_out_dir()
 
 
 def parse_age(text: str) -> float:
@@ -83,23 +82,17 @@ def _when(epoch: float) -> str:
 
 
 @click.command()
-@click.option(
-    "--out",
-    "out_dir",
-    type=click.Path(file_okay=False, path_type=Path),
-    default=DEFAULT_OUT,
-    show_default=True,
-    help="where the bundles are (env NIGHTOWL_OUT)",
-)
+@out_option(f"where the bundles are [default: {DEFAULT_OUT_HELP}]")
 @click.option("--prune", "prune_age", metavar="AGE", help="delete bundles older than AGE (e.g. 30d, 12h, 90m)")
 @click.option("--dry-run", is_flag=True, help="with --prune: list what would be deleted, delete nothing")
 @click.option("--limit", default=20, show_default=True, help="how many bundles to list (0: all)")
-@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
-def bundles(out_dir: Path, prune_age: str | None, dry_run: bool, limit: int, fmt: str) -> None:
+@TEXT_JSON_OPTION
+def bundles(out_dir: Path | None, prune_age: str | None, dry_run: bool, limit: int, fmt: str) -> None:
     """List recent bundles: time, runbook, host, verdict, first action, the alert that started it.
 
     With --prune AGE, delete bundles (and unfinished .partial folders) older than AGE first.
     """
+    out_dir = out_dir or DEFAULT_OUT
     removed: list[str] = []
     if prune_age:
         try:

@@ -99,21 +99,32 @@ def limit_options(command: Callable[..., Any]) -> Callable[..., Any]:
 
 
 DEFAULT_OUT = default_out_dir()
-FORMAT_OPTION = click.option(
-    "--format",
-    "fmt",
-    type=click.Choice(["text", "json"]),
-    default="text",
-    show_default=True,
-    help="text for people, json for scripts (CONTRACT s4)",
-)
-OUT_OPTION = click.option(
-    "--out",
-    "out_dir",
-    type=click.Path(file_okay=False, path_type=Path),
-    default=None,
-    help=f"where bundles go [default: $NIGHTOWL_OUT, else {DEFAULT_OUT}; with --alert, the rules file's `out`]",
-)
+Decorator = Callable[[Callable[..., Any]], Callable[..., Any]]
+# The default folder as users read it: DEFAULT_OUT would print this machine's home path in --help.
+DEFAULT_OUT_HELP = "$NIGHTOWL_OUT, else ~/.local/state/nightowl/bundles"
+
+
+def format_option(*choices: str, default: str | None = None, help: str | None = None) -> Decorator:
+    """``--format`` (parameter ``fmt``) with these choices; the first is the default unless told."""
+    return click.option(
+        "--format",
+        "fmt",
+        type=click.Choice(list(choices)),
+        default=default or choices[0],
+        show_default=True,
+        help=help,
+    )
+
+
+def out_option(help: str) -> Decorator:
+    """``--out`` (parameter ``out_dir``), a folder, ``None`` unless given: each command says what it defaults to."""
+    return click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path), default=None, help=help)
+
+
+# A run's JSON (triage, demo) is the one docs/reference.md#run-json describes; other commands print their own.
+FORMAT_OPTION = format_option("text", "json", help="text for people, json for scripts (docs/reference.md#run-json)")
+TEXT_JSON_OPTION = format_option("text", "json", help="text for people, json for scripts")
+OUT_OPTION = out_option(f"where bundles go [default: {DEFAULT_OUT_HELP}; with --alert, the rules file's `out`]")
 PARAM_OPTION = click.option("--param", "params", multiple=True, metavar="KEY=VALUE", help="runbook parameter")
 INVASIVE_OPTION = click.option(
     "--allow-invasive", is_flag=True, help="also run collectors that load GPUs or the network"

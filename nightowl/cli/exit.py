@@ -1,4 +1,4 @@
-"""Exit status (CONTRACT section 2), as an enum after httpie's ExitStatus."""
+"""Exit status (docs/reference.md#exit-status), as an enum after httpie's ExitStatus."""
 
 from __future__ import annotations
 

@@ -8,6 +8,7 @@ from typing import Any
 
 import click
 
+from nightowl.cli.common import TEXT_JSON_OPTION
 from nightowl.cli.exit import ExitStatus
 
 
@@ -45,7 +46,7 @@ def _gib(value: float) -> str:
     default=None,
     help="total weight size, for models config.json cannot be counted from (MLA, custom)",
 )
-@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
+@TEXT_JSON_OPTION
 def floor(
     config_path: Path,
     gpu: str,

@@ -1,5 +1,5 @@
 """`nightowl kv-size CONFIG`: KV-cache bytes per token per GPU from a model's config.json, and the
-concurrency a memory budget allows (vLLM's accounting, decision-trees.md 1.2-1.3)."""
+concurrency a memory budget allows (vLLM's accounting: vllm/v1/kv_cache_interface.py, docs/sources.md#vllm-kv-cache)."""
 
 from __future__ import annotations
 
@@ -8,6 +8,8 @@ from pathlib import Path
 from typing import Any
 
 import click
+
+from nightowl.cli.common import TEXT_JSON_OPTION
 
 GIB = 2**30
 
@@ -61,7 +63,7 @@ GIB = 2**30
     default=None,
     help="needed for sliding-window models (a request holds window + this many tokens)",
 )
-@click.option("--format", "output_format", type=click.Choice(["text", "json"]), default="text", show_default=True)
+@TEXT_JSON_OPTION
 def kv_size(
     config: Path,
     tp: int,
@@ -74,7 +76,7 @@ def kv_size(
     kv_gib: float | None,
     block_size: int,
     max_num_batched_tokens: int | None,
-    output_format: str,
+    fmt: str,
 ) -> None:
     """KV-cache bytes per token per GPU for CONFIG (a config.json; - reads stdin).
 
@@ -116,7 +118,7 @@ def kv_size(
             "weights_gib": weights,
             "non_kv_gib": non_kv,
         }
-    if output_format == "json":
+    if fmt == "json":
         click.echo(json.dumps(result, indent=2))
     else:
         click.echo(_text(result))

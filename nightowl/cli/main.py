@@ -11,6 +11,7 @@ import click
 from nightowl import __version__
 from nightowl.cli.bench_cmd import bench
 from nightowl.cli.bundles_cmd import bundles
+from nightowl.cli.check_cmd import check
 from nightowl.cli.demo_cmd import demo
 from nightowl.cli.exit import EXIT_HELP
 from nightowl.cli.floor_cmd import floor
@@ -20,7 +21,7 @@ from nightowl.cli.plan_cmd import plan
 from nightowl.cli.postmortem_cmd import postmortem
 from nightowl.cli.runbook_cmd import runbook_group
 from nightowl.cli.serve_cmd import serve
-from nightowl.cli.sweep_cmd import check, sweep
+from nightowl.cli.sweep_cmd import sweep
 from nightowl.cli.triage_cmd import triage
 from nightowl.cli.xid_cmd import xid
 

@@ -17,7 +17,7 @@ def parse_cmd(kind: str, file: Any) -> None:
     """Parse a saved command output (FILE, or - for stdin) and print JSON.
 
     \b
-    KIND is a collector kind. CONTRACT s3: nvidia-smi, kernel-log, nccl-log,
+    KIND is a collector kind (docs/reference.md#kinds): nvidia-smi, kernel-log, nccl-log,
     nccl-tests, metrics, engine-log. Also: nvidia-smi-query, nvlink,
     nvlink-errors, gpu-topology, dcgmi-diag, dcgmi-diag-drained, nccl-ras,
     nccl-tests-run, container-state, bench-serve, known-answer, dev-shm,

@@ -7,15 +7,22 @@ import shlex
 
 import click
 
-from nightowl.cli.common import PARAM_OPTION, fail, load_runbook_or_exit, parse_params
+from nightowl.cli.common import (
+    INVASIVE_OPTION,
+    PARAM_OPTION,
+    TEXT_JSON_OPTION,
+    fail,
+    load_runbook_or_exit,
+    parse_params,
+)
 
 
 @click.command()
 @click.argument("runbook")
 @click.option("--host", "hosts", multiple=True, required=True, metavar="SPEC", help="host spec(s)")
-@click.option("--allow-invasive", is_flag=True, help="plan invasive collectors too")
+@INVASIVE_OPTION
 @PARAM_OPTION
-@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
+@TEXT_JSON_OPTION
 def plan(runbook: str, hosts: tuple[str, ...], allow_invasive: bool, params: tuple[str, ...], fmt: str) -> None:
     """Dry run: the graph, and per host the exact commands RUNBOOK would run. Connects to nothing."""
     from nightowl.collectors import get_collector

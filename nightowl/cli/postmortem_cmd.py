@@ -7,6 +7,7 @@ from pathlib import Path
 
 import click
 
+from nightowl.cli.common import format_option
 from nightowl.cli.exit import ExitStatus, fail
 
 
@@ -19,13 +20,8 @@ from nightowl.cli.exit import ExitStatus, fail
     help="a template name (looked up in $NIGHTOWL_TEMPLATES, ~/.config/nightowl/templates, then the "
     "built-in templates/) or a path to a Jinja2 file",
 )
-@click.option(
-    "--format",
-    "fmt",
-    type=click.Choice(["md", "html"]),
-    default="md",
-    show_default=True,
-    help="md: Markdown with a Mermaid graph; html: one self-contained page, graph drawn as SVG",
+@format_option(
+    "md", "html", help="md: Markdown with a Mermaid graph; html: one self-contained page, graph drawn as SVG"
 )
 @click.option("--verify", is_flag=True, help="re-hash the bundle against its manifest; exit 1 on any change")
 @click.option(

@@ -1,4 +1,4 @@
-"""Human and machine renderings of a run's result (CONTRACT section 4 shape)."""
+"""Human and machine renderings of a run's result (docs/reference.md#verdicts shape)."""
 
 from __future__ import annotations
 

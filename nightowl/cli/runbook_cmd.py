@@ -13,7 +13,7 @@ from nightowl.cli.exit import ExitStatus, fail
 
 @click.group("runbook")
 def runbook_group() -> None:
-    """Author runbooks: list, show, validate, graph (Mermaid), test (rehearse)."""
+    """Author runbooks: list, show, validate, graph (Mermaid), test (rehearse), schema (JSON Schema)."""
 
 
 @runbook_group.command("list")
@@ -115,3 +115,18 @@ def test_cmd(runbooks_: tuple[str, ...]) -> None:
             failed += not result.passed
     click.echo(f"{total - failed} passed, {failed} failed")
     sys.exit(int(ExitStatus.ACTION_NEEDED if failed else ExitStatus.OK))
+
+
+@runbook_group.command("schema")
+def schema_cmd() -> None:
+    """Print the runbook JSON Schema, for an editor's YAML language server.
+
+    \b
+    nightowl runbook schema > runbook.schema.json
+    then, first line of a runbook:
+    # yaml-language-server: $schema=runbook.schema.json
+    (docs/runbook-schema.md: VS Code and other editors)
+    """
+    from nightowl import runbooks
+
+    click.echo(json.dumps(runbooks.json_schema(), indent=2, ensure_ascii=False))

@@ -23,7 +23,7 @@ def run_to_summary(
     postmortem: bool = True,
     on_host_done: Any = None,
 ) -> dict[str, Any]:
-    """Run a runbook (secrets scrubbed from the bundle) and return the CONTRACT s4 summary.
+    """Run a runbook (secrets scrubbed from the bundle) and return the summary of docs/reference.md#verdicts.
 
     An interrupt exits 130 after the partial bundle is saved.
     """

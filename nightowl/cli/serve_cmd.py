@@ -9,6 +9,7 @@ from typing import Any
 
 import click
 
+from nightowl.cli.common import out_option
 from nightowl.cli.exit import fail
 
 
@@ -28,12 +29,7 @@ def _listen(text: str) -> tuple[str, int]:
     help="YAML rules and settings (see fixtures/alerts/serve.yaml)",
 )
 @click.option("--listen", help="HOST:PORT to listen on (default: the config's, else 127.0.0.1:9797)")
-@click.option(
-    "--out",
-    "out_dir",
-    type=click.Path(file_okay=False, path_type=Path),
-    help="where bundles go (default: the config's `out`)",
-)
+@out_option("where bundles go (default: the config's `out`)")
 def serve(config_path: Path, listen: str | None, out_dir: Path | None) -> None:
     """Receive Alertmanager and PagerDuty v3 webhooks and capture evidence at once.
 
@@ -51,8 +47,9 @@ def serve(config_path: Path, listen: str | None, out_dir: Path | None) -> None:
     ignored unless the rule says `on_resolved: true`; beyond `workers` running and `queue`
     waiting, alerts are recorded as not captured, with the reason (<out>/captures.jsonl).
     """
-    from nightowl.alerts import ConfigError, load_config
-    from nightowl.serve import Receiver, make_server
+    from nightowl.receiver.config import ConfigError, load_config
+    from nightowl.receiver.http import make_server
+    from nightowl.receiver.queue import Receiver
 
     try:
         config = load_config(config_path, out_dir)

@@ -1,4 +1,8 @@
-"""`nightowl sweep` and `nightowl check`: one runbook (default node-health) over many hosts."""
+"""`nightowl sweep`: one runbook (default node-health) over many hosts, into one bundle.
+
+The options `nightowl check` shares with it are declared here once; the fleet logic (inventory,
+outliers, table and textfile views) lives in nightowl/fleet.
+"""
 
 from __future__ import annotations
 
@@ -8,10 +12,36 @@ from typing import Any
 
 import click
 
-from nightowl.cli.common import SSHArgs, limit_options, ssh_options
+from nightowl.cli.common import (
+    DEFAULT_OUT,
+    DEFAULT_OUT_HELP,
+    INVASIVE_OPTION,
+    PARAM_OPTION,
+    SSHArgs,
+    format_option,
+    limit_options,
+    out_option,
+    ssh_options,
+)
 from nightowl.cli.exit import EXIT_HELP, fail, status_for
 
-FORMATS = click.Choice(["table", "text", "json", "prometheus"])
+RUNBOOK_OPTION = click.option("--runbook", default="node-health", show_default=True)
+SINCE_OPTION = click.option(
+    "--since", help='kernel-log evidence only since then (journalctl --since: "-2h", "2024-06-01")'
+)
+SWEEP_FORMAT_OPTION = format_option(
+    "table",
+    "text",
+    "json",
+    "prometheus",
+    help="table or text for people, json for scripts (docs/reference.md#run-json)",
+)
+TEXTFILE_OPTION = click.option(
+    "--textfile",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="also write the Prometheus textfile here (node-exporter textfile collector)",
+)
+SWEEP_OUT_OPTION = out_option(f"where the sweep bundle goes [default: {DEFAULT_OUT_HELP}]")
 
 
 @click.command(epilog=EXIT_HELP)
@@ -21,27 +51,17 @@ FORMATS = click.Choice(["table", "text", "json", "prometheus"])
     help="YAML host list, or an Ansible INI/YAML inventory as it is",
 )
 @click.option("--local", "local_only", is_flag=True, help="run on this node only (as `nightowl check`)")
-@click.option("--runbook", default="node-health", show_default=True)
+@RUNBOOK_OPTION
 @click.option("--limit", help="hosts by name glob, label=value, group=NAME; commas for or, ! to exclude")
 @click.option("--forks", default=32, show_default=True, help="hosts run at once")
-@click.option("--param", "params", multiple=True, metavar="KEY=VALUE", help="runbook parameter")
-@click.option("--since", help='kernel-log evidence only since then (journalctl --since: "-2h", "2024-06-01")')
-@click.option("--format", "fmt", type=FORMATS, default="table", show_default=True)
-@click.option(
-    "--textfile",
-    type=click.Path(dir_okay=False, path_type=Path),
-    help="also write the Prometheus textfile here (node-exporter textfile collector)",
-)
-@click.option("--allow-invasive", is_flag=True, help="also run collectors that load GPUs or the network")
+@PARAM_OPTION
+@SINCE_OPTION
+@SWEEP_FORMAT_OPTION
+@TEXTFILE_OPTION
+@INVASIVE_OPTION
 @ssh_options
 @limit_options
-@click.option(
-    "--out",
-    "out_dir",
-    type=click.Path(file_okay=False, path_type=Path),
-    default=None,
-    help="where the sweep bundle goes",
-)
+@SWEEP_OUT_OPTION
 def sweep(
     inventory: Path | None,
     local_only: bool,
@@ -61,11 +81,11 @@ def sweep(
     """Run a runbook on every host of an inventory, concurrently, into one bundle.
 
     Prints one row per host (verdict, action, GPUs, duration) with the hosts that share a
-    verdict and the ones that differ from the rest, JSON (CONTRACT s4, hosts in inventory
+    verdict and the ones that differ from the rest, JSON (docs/reference.md#verdicts, hosts in inventory
     order), or a node-exporter textfile. The exit status tells a cron job whether any node
     needs action. Host keys are checked strictly against known_hosts unless --accept-new.
     """
-    from nightowl.cli.common import DEFAULT_OUT, load_runbook_or_exit, parse_params
+    from nightowl.cli.common import load_runbook_or_exit, parse_params
 
     if not inventory and not local_only:
         fail("give --inventory FILE or --local")
@@ -79,7 +99,7 @@ def sweep(
     limits = {"command_timeout": command_timeout, "host_timeout": host_timeout}
     summary = _run(loaded, transports, values, out_dir or DEFAULT_OUT, allow_invasive, forks, fmt, limits)
     if textfile:
-        from nightowl.cli.render_fleet import prometheus_textfile
+        from nightowl.fleet.textfile import prometheus_textfile
 
         tmp = textfile.with_suffix(textfile.suffix + ".tmp")
         tmp.write_text(prometheus_textfile(summary))
@@ -94,9 +114,8 @@ def _local_transports() -> dict[str, Any]:
 
 
 def _inventory_transports(inventory: Path | None, limit: str | None, ssh: SSHArgs) -> dict[str, Any]:
-
-    from nightowl.inventory import limit as limit_hosts
-    from nightowl.inventory import load_inventory
+    from nightowl.fleet.inventory import limit as limit_hosts
+    from nightowl.fleet.inventory import load_inventory
 
     assert inventory is not None
     try:
@@ -126,8 +145,10 @@ def _run(
     limits: dict[str, float | None],
 ) -> dict[str, Any]:
     from nightowl.cli.render import json_report, text_report
-    from nightowl.cli.render_fleet import fleet_table, prometheus_textfile
     from nightowl.cli.running import run_to_summary
+    from nightowl.fleet.outliers import fleet_facts
+    from nightowl.fleet.table import fleet_table
+    from nightowl.fleet.textfile import prometheus_textfile
 
     progress, advance = _progress(len(transports), fmt)
     with progress:
@@ -149,33 +170,6 @@ def _run(
     return summary
 
 
-def fleet_facts(runs: list[Any]) -> dict[str, Any]:
-    """Hosts that differ from the rest of the fleet on driver version or GPU count."""
-    from collections import Counter
-
-    seen: dict[str, dict[str, Any]] = {}
-    xid_events: dict[str, dict[str, int]] = {}
-    for run in runs:
-        kernel = next((c.facts for c in run.collections.values() if c.kind == "kernel-log" and c.facts), None)
-        if kernel:
-            counts: dict[str, int] = {}
-            for event in kernel.get("events") or []:
-                if event.get("kind") in ("xid", "sxid") and event.get("code") is not None:
-                    code = f"{'S' if event['kind'] == 'sxid' else ''}{event['code']}"
-                    counts[code] = counts.get(code, 0) + int(event.get("count") or 1)
-            xid_events[run.host] = counts
-        smi = next((c.facts for c in run.collections.values() if c.kind == "nvidia-smi" and c.facts), None)
-        if smi:
-            seen[run.host] = {"driver_version": smi.get("driver_version"), "gpu_count": smi.get("gpu_count")}
-    outliers: dict[str, list[str]] = {}
-    for field in ("driver_version", "gpu_count"):
-        values = Counter(v[field] for v in seen.values() if v[field] is not None)
-        if len(values) > 1:
-            majority = values.most_common(1)[0][0]
-            outliers[field] = [h for h, v in seen.items() if v[field] not in (None, majority)]
-    return {"outliers": outliers, "values": seen, "xid_events": xid_events}
-
-
 def _progress(total: int, fmt: str) -> tuple[Any, Any]:
     """A rich progress bar on a terminal's stderr; nothing when piped."""
     import contextlib
@@ -190,51 +184,3 @@ def _progress(total: int, fmt: str) -> tuple[Any, Any]:
     )
     task = progress.add_task("hosts", total=total)
     return progress, (lambda _run: progress.advance(task))
-
-
-@click.command(epilog=EXIT_HELP)
-@click.option("--runbook", default="node-health", show_default=True)
-@click.option("--param", "params", multiple=True, metavar="KEY=VALUE", help="runbook parameter")
-@click.option("--since", help="kernel-log evidence only since then (journalctl --since)")
-@click.option("--format", "fmt", type=FORMATS, default="table", show_default=True)
-@click.option(
-    "--textfile",
-    type=click.Path(dir_okay=False, path_type=Path),
-    help="also write the Prometheus textfile here (node-exporter textfile collector)",
-)
-@limit_options
-@click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path), default=None)
-@click.pass_context
-def check(
-    ctx: click.Context,
-    runbook: str,
-    params: tuple[str, ...],
-    since: str | None,
-    fmt: str,
-    textfile: Path | None,
-    command_timeout: float | None,
-    host_timeout: float | None,
-    out_dir: Path | None,
-) -> None:
-    """Check this node only (`sweep --local`): for a DaemonSet, a cron job or Slurm's HealthCheckProgram."""
-    ctx.invoke(
-        sweep,
-        inventory=None,
-        local_only=True,
-        runbook=runbook,
-        limit=None,
-        forks=1,
-        params=params,
-        since=since,
-        fmt=fmt,
-        textfile=textfile,
-        allow_invasive=False,
-        known_hosts=None,
-        ssh_config=None,
-        accept_new=False,
-        identities=(),
-        connect_timeout=10.0,
-        command_timeout=command_timeout,
-        host_timeout=host_timeout,
-        out_dir=out_dir,
-    )

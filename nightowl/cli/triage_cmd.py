@@ -39,7 +39,8 @@ from nightowl.cli.running import opener, replay_transports, run_and_report
     "replays",
     multiple=True,
     type=click.Path(exists=True, file_okay=False, path_type=Path),
-    help="recorded host directory (CONTRACT s5) to run on instead of a live host; a bundle works too",
+    help="recorded host directory to run on instead of a live host; a bundle works too "
+    "(docs/reference.md#recorded-hosts-and-bundles)",
 )
 @PARAM_OPTION
 @INVASIVE_OPTION
@@ -96,8 +97,8 @@ def triage(
 
 def triage_alert(alert_file: Any, config_path: Path | None, fmt: str, out_dir: Path | None) -> ExitStatus:
     """`triage --alert`: what the receiver does with a delivery, done now, in the foreground."""
-    from nightowl.alerts import ConfigError, load_config
-    from nightowl.serve import triage_alert_payload
+    from nightowl.receiver.capture import triage_alert_payload
+    from nightowl.receiver.config import ConfigError, load_config
 
     if config_path is None:
         fail("--alert needs --config RULES (the `nightowl serve` rules file)")

@@ -7,10 +7,12 @@ from typing import Any
 
 import click
 
+from nightowl.cli.common import TEXT_JSON_OPTION
+
 
 @click.command()
 @click.argument("file", required=False, type=click.File("r", errors="replace"), default="-")
-@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
+@TEXT_JSON_OPTION
 def xid(file: Any, fmt: str) -> None:
     """Explain the Xid/SXid events of a kernel log (FILE or stdin).
 

@@ -7,7 +7,8 @@ import importlib
 from nightowl.collectors.base import Collector
 from nightowl.collectors.readonly import violations
 
-# kind -> module that defines COLLECTOR (or "module:ATTRIBUTE") (kinds are the `nightowl parse` kinds, CONTRACT s3/s5)
+# kind -> module that defines COLLECTOR (or "module:ATTRIBUTE") (kinds are the `nightowl parse` kinds,
+# docs/reference.md#kinds)
 MODULES: dict[str, str] = {
     "nvidia-smi": "nightowl.collectors.gpu.nvidia_smi.nvidia_smi",
     "kernel-log": "nightowl.collectors.gpu.kernel_log",

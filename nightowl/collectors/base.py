@@ -50,6 +50,13 @@ class Collector:
     collector that needs root says so in its argv (``sudo -n -- dmesg -T``).
     ``facts`` turns the parse result into the facts runbook conditions read:
     the contract JSON plus derived, named conveniences.
+
+    The contract a collector keeps: ``parse`` is pure (text in, typed result out; it runs
+    nothing and reads no file); odd output becomes a warning in the result rather than an
+    exception (and an exception is recorded by the engine as a parse error, never a crash);
+    an empty or unreadable output never parses into facts that look healthy. ``timeout``
+    bounds each command; an ``invasive`` collector (load on GPUs or the network) runs only
+    when the run allows it.
     """
 
     kind: str
@@ -79,7 +86,9 @@ class DerivedCollector:
     description: str = ""
 
     def parse(self, text: str) -> Any:
+        """Always raises: a derived collector has no command output to parse."""
         raise TypeError(f"{self.kind} is derived from {', '.join(self.inputs)}; it parses no output")
 
     def facts(self, result: Any) -> dict[str, Any]:
+        """The derived facts as they are (``derive`` already returns facts)."""
         return dict(result)

@@ -1,4 +1,4 @@
-"""PCI address normalisation shared by the GPU collectors (CONTRACT section 3).
+"""PCI address normalisation shared by the GPU collectors (docs/reference.md#parse-output).
 
 Tools spell one GPU's address several ways: ``00000000:5A:00.0`` (nvidia-smi, 8-digit domain),
 ``PCI:0000:5a:00`` (NVRM kernel lines), ``0000:5a:00.0`` (lspci -D), ``GPU0000:A1:00.0`` (the

@@ -1,4 +1,4 @@
-"""Evidence bundles (CONTRACT section 5), written so a crash never leaves a half bundle.
+"""Evidence bundles (docs/reference.md#recorded-hosts-and-bundles), written so a crash never leaves a half bundle.
 
 Everything goes to a hidden temporary folder next to the destination; ``finish``
 writes the JSON files and renames it into place. Raw outputs are written the
@@ -24,15 +24,18 @@ from nightowl.transports.base import CommandResult
 
 
 def new_run_id(runbook_id: str) -> str:
+    """``<UTC time>-<runbook>-<6 hex>``: sorts by time, says what ran, unique without coordination."""
     stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
     return f"{stamp}-{runbook_id}-{secrets.token_hex(3)}"
 
 
 def host_dirname(host: str) -> str:
+    """A host name made safe as one folder name (no ``/``, no ``..`` path)."""
     return re.sub(r"[^A-Za-z0-9._-]", "_", host) or "_"
 
 
 def sha256_file(path: Path) -> str:
+    """Hex sha256 of a file, read in 1 MiB blocks."""
     digest = hashlib.sha256()
     with path.open("rb") as handle:
         for block in iter(lambda: handle.read(1 << 20), b""):
@@ -41,6 +44,16 @@ def sha256_file(path: Path) -> str:
 
 
 class BundleWriter:
+    """Writes one evidence bundle: raw outputs as they arrive, then verdicts, trace and manifest.
+
+    Guarantees: nothing appears at ``out_dir/<run_id>`` until :meth:`finish` renames the
+    complete folder into place (until then it is a private ``.<run_id>.partial``, mode 0700);
+    every raw output is on disk the moment its command returns, so an interrupted run keeps its
+    evidence; outputs, argv and every JSON string pass through ``redact`` before they are
+    written (``add_file`` writes as given); the manifest lists the sha256 of every file as
+    stored. Implements the runner's :class:`Recorder` (thread-safe).
+    """
+
     def __init__(
         self,
         out_dir: Path,
@@ -64,6 +77,7 @@ class BundleWriter:
         self.renamed: dict[str, str] = {}
 
     def host_dir(self, host: str) -> Path:
+        """The host's folder inside the bundle (``hosts/<host>/``), created on first use."""
         path = self.tmp_path / "hosts" / host_dirname(host)
         path.mkdir(parents=True, exist_ok=True, mode=0o700)
         return path
@@ -139,9 +153,11 @@ class BundleWriter:
                     item["source"] = _renamed_in(item["source"], self.renamed)
 
     def add_file(self, name: str, text: str) -> None:
+        """Add a file at the bundle's top level (``runbook.yaml``); hashed into the manifest by :meth:`finish`."""
         (self.tmp_path / name).write_text(text)
 
     def mark_unreachable(self, host: str, reason: str) -> None:
+        """Leave ``hosts/<host>/unreachable`` with the reason, so the bundle says why a host has no output."""
         (self.host_dir(host) / "unreachable").write_text(reason + "\n")
 
     def finish(
@@ -151,6 +167,12 @@ class BundleWriter:
         render_postmortem: Callable[[Path], str] | None = None,
         extra: dict[str, Any] | None = None,
     ) -> Path:
+        """Write verdicts.json, trace.json, the postmortem draft and the manifest; move the bundle into place.
+
+        Returns the bundle's final folder. ``partial`` marks an interrupted run in the manifest;
+        ``extra`` adds top-level manifest keys (the receiver's ``alert``). A template that fails
+        costs only the draft: the bundle is still written. Call once.
+        """
         self._fix_renamed(runs)
         for run in runs:
             if run.status == "unreachable":
@@ -213,6 +235,7 @@ def _safe_render(render: Callable[[Path], str], folder: Path) -> str:
 
 
 def host_entry(run: HostRun) -> dict[str, Any]:
+    """One host of ``verdicts.json``: host, status, verdict, path, error, duration."""
     return {
         "host": run.host,
         "status": run.status,
@@ -224,7 +247,10 @@ def host_entry(run: HostRun) -> dict[str, Any]:
 
 
 def triage_summary(runbook_id: str, run_id: str, bundle: Path | None, runs: list[HostRun]) -> dict[str, Any]:
-    """The JSON of CONTRACT section 4 (``triage --format json``)."""
+    """The JSON of ``triage --format json`` and of ``verdicts.json`` (docs/reference.md#verdicts).
+
+    Runbook, run id, bundle folder, and one entry per host in the order the hosts were given.
+    """
     return {
         "runbook": runbook_id,
         "run_id": run_id,
@@ -236,6 +262,7 @@ def triage_summary(runbook_id: str, run_id: str, bundle: Path | None, runs: list
 def trace_document(
     runbook_id: str, run_id: str, runs: list[HostRun], redact: Callable[[str], str] = str
 ) -> dict[str, Any]:
+    """``trace.json``: per host every node visited, every condition with the values it read, every collector."""
     hosts = []
     for run in runs:
         collectors = {

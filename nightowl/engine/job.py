@@ -29,6 +29,14 @@ from nightowl.transports.base import Transport, TransportError
 
 
 class JobRunner(HostRunner):
+    """Walks a ``scope: job`` runbook once over all members of a job, to one verdict for the job.
+
+    Members are connected in parallel; an unreachable member is recorded as such and the walk
+    goes on with the others. Each collect node runs on every reachable member at once; the
+    members' outputs are parsed together as one, and each member's facts stay readable as
+    ``hosts[<host>].<namespace>``. Conditions see ``host`` as None and ``unreachable_hosts``.
+    """
+
     def __init__(
         self,
         loaded: LoadedRunbook,
@@ -52,6 +60,7 @@ class JobRunner(HostRunner):
             run.status, run.error = "unreachable", str(exc)
 
     def execute_job(self) -> list[HostRun]:
+        """Run the job; one HostRun per member, in the order given, each carrying the job's path and verdict."""
         import time
 
         t0 = time.monotonic()
@@ -105,6 +114,7 @@ class JobRunner(HostRunner):
         return merged
 
     def context(self) -> dict[str, Any]:
+        """The host context with ``host`` None, ``hosts`` (each reachable member's facts) and ``unreachable_hosts``."""
         ctx = super().context()
         ctx["host"] = None
         ctx["hosts"] = {

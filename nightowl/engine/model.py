@@ -7,7 +7,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 Severity = Literal["ok", "info", "warning", "critical"]
-# CONTRACT section 4: the first thing a person should do.
+# docs/reference.md#verdicts: the first thing a person should do.
 Action = Literal[
     "none",
     "restart-app",
@@ -22,16 +22,22 @@ Action = Literal[
 
 
 class Strict(BaseModel):
+    """Base of every runbook part: an unknown key is an error (a typo never passes silently); frozen."""
+
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
 class Branch(Strict):
+    """One branch of a decide node: when the condition holds, go to ``goto``; branches are tried in order."""
+
     when: str = Field(description="Jinja2 expression that must yield a bool")
     goto: str
     why: str | None = Field(default=None, description="what it means when this branch is taken")
 
 
 class VerdictSpec(Strict):
+    """What a verdict node concludes: an id, how bad it is, the first action, a summary and its evidence."""
+
     id: str
     severity: Severity
     action: Action
@@ -51,6 +57,9 @@ def split_entry(entry: str) -> tuple[str, str]:
 
 
 class Node(Strict):
+    """A step of the decision graph: exactly one of ``collect`` (then ``next``), ``decide`` (then ``default``)
+    or ``verdict`` (the end of a path)."""
+
     title: str | None = None
     collect: list[str] | None = None
     wait: float | str | None = Field(
@@ -63,6 +72,7 @@ class Node(Strict):
 
     @model_validator(mode="after")
     def one_kind(self) -> Node:
+        """Reject a node that is not exactly one kind, or that has the wrong way out for its kind."""
         kinds = [k for k in ("collect", "decide", "verdict") if getattr(self, k) is not None]
         if len(kinds) != 1:
             raise ValueError("a node has exactly one of collect, decide, verdict")
@@ -78,9 +88,11 @@ class Node(Strict):
 
     @property
     def kind(self) -> str:
+        """``collect``, ``decide`` or ``verdict``."""
         return "collect" if self.collect is not None else "decide" if self.decide is not None else "verdict"
 
     def targets(self) -> list[str]:
+        """The nodes this one can go to next, in the order written (none for a verdict)."""
         if self.collect is not None:
             return [self.next] if self.next else []
         if self.decide is not None:
@@ -89,11 +101,20 @@ class Node(Strict):
 
 
 class Parameter(Strict):
+    """A runbook parameter (``--param NAME=VALUE``): its default and what it means."""
+
     default: Any = None
     description: str = ""
 
 
 class Runbook(Strict):
+    """A nightowl runbook: a decision graph of collect, decide and verdict nodes, walked from ``entry``.
+
+    This model is the schema pass of loading; nightowl also checks the graph (every node
+    reachable, no cycle, every path ends in a verdict), the expressions and the facts each
+    condition reads (``nightowl runbook validate``).
+    """
+
     id: str
     title: str
     description: str = ""

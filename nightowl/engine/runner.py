@@ -29,29 +29,64 @@ TRACE_LIST_CAP = 25  # values recorded in the trace are trimmed; the raw output 
 
 
 class CollectorLike(Protocol):
-    """What the engine needs of a collector (read-only, so frozen dataclasses fit)."""
+    """What the engine needs of a collector (read-only, so frozen dataclasses fit).
+
+    The engine's only view of evidence: it runs ``commands`` and hands the output to ``parse``
+    then ``facts``, and never learns what the evidence means. ``nightowl.collectors.base.Collector``
+    is the implementation every built-in kind uses; a test can pass any object with these members.
+    """
 
     @property
-    def kind(self) -> str: ...
+    def kind(self) -> str:
+        """The name runbooks use in ``collect:`` (``nvidia-smi``); unique in a lookup."""
+        ...
+
     @property
-    def commands(self) -> tuple[tuple[str, ...], ...]: ...
+    def commands(self) -> tuple[tuple[str, ...], ...]:
+        """Every argv this collector may run, alternatives in order; nothing else is ever run for it."""
+        ...
+
     @property
-    def timeout(self) -> float: ...
+    def timeout(self) -> float:
+        """Seconds one command may take before it is killed and recorded as timed out."""
+        ...
+
     @property
-    def invasive(self) -> bool: ...
+    def invasive(self) -> bool:
+        """True when running it loads GPUs or the network; skipped unless the run allows invasive collectors."""
+        ...
+
     @property
-    def parse(self) -> Callable[[str], Any]: ...
+    def parse(self) -> Callable[[str], Any]:
+        """Pure function from a command's stdout to a typed result; may raise (recorded, never fatal)."""
+        ...
+
     @property
-    def facts(self) -> Callable[[Any], dict[str, Any]]: ...
+    def facts(self) -> Callable[[Any], dict[str, Any]]:
+        """Turns the parse result into the JSON-able facts conditions read under the collector's namespace."""
+        ...
 
 
 class Recorder(Protocol):
+    """Where the runner sends every command it ran, kept or not: the bundle writer, or a test double.
+
+    Called from several threads at once (collectors of one node run side by side); an
+    implementation must be thread-safe.
+    """
+
     def record_command(self, host: str, kind: str, result: CommandResult, keep_output: bool) -> str | None:
         """Store one command's output; return its path inside the bundle when kept."""
 
 
 @dataclass
 class CollectorRun:
+    """One collector's outcome on one host (or, merged, on a job): status, facts and where the output is.
+
+    ``status`` is ``ok``, ``timed_out``, ``error``, ``no_data`` or ``skipped``; anything but ``ok``
+    carries a ``reason`` a person can act on. ``facts`` is None when nothing could be parsed, so a
+    condition never reads an empty output as healthy. ``file`` is the bundle path of the kept output.
+    """
+
     kind: str
     namespace: str
     status: str  # ok | timed_out | error | no_data | skipped
@@ -65,6 +100,9 @@ class CollectorRun:
 
 @dataclass
 class NodeVisit:
+    """One node on the path taken, as the trace records it: what was collected, each condition tried
+    (with the fact values it read) and where the walk went next."""
+
     node: str
     kind: str
     status: str
@@ -77,6 +115,13 @@ class NodeVisit:
 
 @dataclass
 class HostRun:
+    """Everything one host's run produced: status, verdict, the path and its visits, every collection.
+
+    ``status`` is ``ok``, ``unreachable`` (never connected: no verdict) or ``incomplete`` (every
+    collector failed: no verdict unless a branch judged that failure). ``verdict`` is None when the
+    run could not judge, never a guessed healthy one.
+    """
+
     host: str
     status: str = "ok"  # ok | unreachable | incomplete
     verdict: dict[str, Any] | None = None
@@ -90,6 +135,12 @@ class HostRun:
 
 @dataclass(frozen=True)
 class RunOptions:
+    """How to run: parameter values, whether invasive collectors may run, concurrency and deadlines.
+
+    ``command_timeout`` only ever shortens a collector's own timeout; ``host_timeout`` bounds one
+    host's whole walk, and collectors still waiting when it runs out are skipped with that reason.
+    """
+
     params: dict[str, Any] = field(default_factory=dict)
     allow_invasive: bool = False
     concurrency: int = 4  # collectors of one node run side by side
@@ -107,6 +158,14 @@ def parse_output(collector: CollectorLike, text: str) -> tuple[dict[str, Any], s
 
 
 class HostRunner:
+    """Walks one runbook on one host: from the entry, collect what a node asks, decide, conclude.
+
+    Collectors run lazily (only those on the path taken), each once per entry, with the
+    collectors of one node side by side. Every command goes to the recorder the moment it
+    returns; a failing collector or a failing condition is recorded, never raised, so the walk
+    always ends in a verdict or in an honest "cannot judge" (``HostRun.status``).
+    """
+
     def __init__(
         self,
         loaded: LoadedRunbook,
@@ -180,6 +239,7 @@ class HostRunner:
 
     # -- deciding -------------------------------------------------------------------
     def context(self) -> dict[str, Any]:
+        """What conditions and templates see: ``params``, ``host``, ``status`` and one namespace per collection."""
         ctx: dict[str, Any] = {
             "params": dict(self.options.params),
             "host": self.run.host,
@@ -270,6 +330,7 @@ class HostRunner:
 
     # -- walking --------------------------------------------------------------------
     def execute(self) -> HostRun:
+        """Connect, walk, close; always returns the HostRun (``unreachable`` when connecting failed)."""
         run = self.run
         run.started = time.time()
         t0 = time.monotonic()
@@ -333,6 +394,7 @@ _PLACEHOLDER = re.compile(r"\{([a-z_][a-z0-9_]*)\}")
 
 
 def placeholders(argv: tuple[str, ...]) -> list[str]:
+    """The ``{name}`` parameters an argv template names, in order."""
     return [m.group(1) for element in argv for m in _PLACEHOLDER.finditer(element)]
 
 
@@ -434,6 +496,7 @@ _SEVERITY = ["ok", "skipped", "no_data", "error", "timed_out"]
 
 
 def worst_status(statuses: set[str]) -> str:
+    """The most severe of collector statuses (ok < skipped < no_data < error < timed_out)."""
     return max(statuses, key=lambda s: _SEVERITY.index(s) if s in _SEVERITY else 0)
 
 

@@ -40,7 +40,15 @@ def run_runbook(
     redact: Callable[[str], str] | None = None,
     extra_manifest: dict[str, Any] | None = None,
 ) -> tuple[list[HostRun], Path]:
-    """Run on every host (bounded concurrency), in the order given; write one bundle."""
+    """Run on every host (bounded concurrency), in the order given; write one bundle.
+
+    ``transports`` maps each host name to a function that opens its transport, so a bad host
+    spec makes that host unreachable instead of failing the run. ``lookup`` gives the collector
+    of a kind. Returns the runs in the order of ``transports`` and the bundle's folder. The
+    bundle appears only complete (renamed into place at the end); on Ctrl-C a partial bundle
+    is saved and :class:`Interrupted` raised. ``redact`` scrubs every string before it is
+    written; ``render_postmortem`` adds ``postmortem.md``; ``extra_manifest`` adds manifest keys.
+    """
     writer = BundleWriter(out_dir, loaded.id, redact=redact)
     writer.add_file("runbook.yaml", loaded.path.read_text())
     names = list(transports)

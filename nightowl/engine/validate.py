@@ -21,6 +21,8 @@ from nightowl.engine.yamlines import YamlError, line_of, load_with_lines
 
 @dataclass(frozen=True)
 class Issue:
+    """One problem found in a runbook, printed as ``FILE:LINE: [node NODE] MESSAGE``."""
+
     file: str
     line: int | None
     node: str | None
@@ -33,6 +35,8 @@ class Issue:
 
 
 class RunbookInvalid(Exception):
+    """A runbook failed validation; ``issues`` lists every problem of the first pass that found any."""
+
     def __init__(self, issues: list[Issue]) -> None:
         super().__init__("\n".join(str(i) for i in issues))
         self.issues = issues
@@ -40,6 +44,13 @@ class RunbookInvalid(Exception):
 
 @dataclass
 class LoadedRunbook:
+    """A runbook that passed every validation pass, with what running it needs.
+
+    ``lines`` maps YAML paths to line numbers (errors and traces point at the file), ``graph``
+    is the node graph (networkx DiGraph, acyclic, every node reachable from the entry), and
+    ``collected_before`` gives, per node, the namespaces every path to it has collected.
+    """
+
     runbook: Runbook
     path: Path
     lines: dict[tuple[Any, ...], int]
@@ -48,6 +59,7 @@ class LoadedRunbook:
 
     @property
     def id(self) -> str:
+        """The runbook's ``id``."""
         return self.runbook.id
 
     def resolve_params(self, given: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -60,11 +72,17 @@ class LoadedRunbook:
         return {**{name: p.default for name, p in declared.items()}, **given}
 
     def node_line(self, node_id: str) -> int | None:
+        """The line where a node is defined, if known."""
         return line_of(self.lines, ("nodes", node_id))
 
 
 def load_runbook(path: Path, known_collectors: Iterable[str] | None = None) -> LoadedRunbook:
-    """Load and validate; raise RunbookInvalid listing every problem found."""
+    """Load and validate; raise RunbookInvalid listing every problem found.
+
+    Passes run in order (YAML, schema, graph, collectors and expressions, facts); a pass runs
+    only when the ones before it found nothing. ``known_collectors`` enables the collector and
+    fact checks; without it, an unknown kind is not reported. Reads the file only; runs nothing.
+    """
     path = Path(path)
     name = str(path)
     try:

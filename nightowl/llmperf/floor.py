@@ -2,7 +2,7 @@
 
 A decode step reads, on every GPU of the tensor-parallel group, its share of the weights plus the KV
 cache of every sequence in the batch; at small and medium batch sizes that read, not compute, bounds
-the step (decision-trees.md 2.3: inter-token latency is the decode clock). So
+the step (inter-token latency is the decode clock: vLLM docs/design/metrics.md, docs/sources.md#serving-metrics). So
 
     step_seconds >= (weight_bytes_read / tp + batch x kv_bytes_per_sequence_per_gpu) / bandwidth
 

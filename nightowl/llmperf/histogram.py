@@ -1,6 +1,6 @@
 """Pure arithmetic on cumulative Prometheus histograms: window deltas, quantiles, means.
 
-Input histograms have the `metrics` contract shape (CONTRACT s3): a mapping
+Input histograms have the `metrics` contract shape (docs/reference.md#parse-output): a mapping
 ``{"count": n | None, "sum": s | None, "buckets": [[le, cumulative], ...]}`` where ``le`` is a
 number or the string ``"+Inf"`` (JSON has no infinity). The quantile follows Prometheus'
 ``histogram_quantile`` (``BucketQuantile`` in prometheus/promql/quantile.go), so a p99 computed
@@ -25,7 +25,8 @@ class HistogramDelta:
     sum: float | None
     buckets: tuple[tuple[float | str, float], ...]
     # a counter went down between the scrapes: the process restarted inside the window and
-    # the deltas would be garbage, so ``after`` is used alone (decision-trees.md 2.2 step 1)
+    # the deltas would be garbage, so ``after`` is used alone (prometheus promql/quantile.go,
+    # docs/sources.md#histogram-quantile)
     reset_in_window: bool
 
 
@@ -136,7 +137,7 @@ def _monotonic(ordered: list[tuple[float, float]]) -> list[tuple[float, float]]:
 def window_mean(window: HistogramDelta | Mapping[str, Any] | Any | None) -> float | None:
     """Mean observation in a window: delta(_sum) / delta(_count); None with no observations.
 
-    Means are additive across queue/prefill/decode, percentiles are not (decision-trees.md 2.2).
+    Means are additive across queue/prefill/decode, percentiles are not (docs/sources.md#histogram-quantile).
     """
     if window is None:
         return None

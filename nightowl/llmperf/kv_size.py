@@ -1,7 +1,7 @@
 """KV-cache bytes per token from a model's config.json, and what that buys in concurrency.
 
-Follows vLLM's accounting (decision-trees.md 1.2 and 1.3, from vllm/v1/kv_cache_interface.py and
-vllm/config/model.py):
+Follows vLLM's accounting (vllm/v1/kv_cache_interface.py @001cabc and vllm/config/model.py,
+docs/sources.md#vllm-kv-cache):
 
 * full attention (MHA / GQA / MQA): ``(head_k + head_v) x kv_heads_per_rank x dtype`` per layer,
   ``kv_heads_per_rank = max(1, kv_heads // tp)`` (heads are replicated when TP > kv heads);
@@ -26,7 +26,7 @@ from typing import Any
 
 GIB = 2**30
 
-# bytes per element of the KV cache (decision-trees.md 1.3 [P]); "auto" means the model dtype
+# bytes per element of the KV cache (vllm/v1/kv_cache_interface.py); "auto" means the model dtype
 DTYPE_BYTES: dict[str, int] = {
     "bfloat16": 2,
     "bf16": 2,
@@ -40,11 +40,11 @@ DTYPE_BYTES: dict[str, int] = {
     "fp8_e4m3": 1,
     "fp8_e5m2": 1,
 }
-# fixed bytes per token per layer, whatever the latent width (FlashMLA sparse, V3.2) [P, DT 1.3]
+# fixed bytes per token per layer, whatever the latent width (FlashMLA sparse, V3.2) [P, docs/sources.md#vllm-kv-cache]
 FIXED_MLA_BYTES: dict[str, int] = {"fp8_ds_mla": 656}
 
 # model types for which vLLM takes the MLA path when kv_lora_rank is set
-# (vllm/config/model.py is_deepseek_mla; DT 1.3 [P]; exact membership [M])
+# (vllm/config/model.py is_deepseek_mla; docs/sources.md#vllm-kv-cache [P]; exact membership [M])
 MLA_MODEL_TYPES = frozenset(
     {
         "deepseek_v2",
@@ -56,7 +56,8 @@ MLA_MODEL_TYPES = frozenset(
         "pangu_ultra_moe",
     }
 )
-# model types whose layers hold recurrent state (Mamba / linear attention): not modelled here [P DT 1.3]
+# model types whose layers hold recurrent state (Mamba, linear attention): not modelled here
+# [P docs/sources.md#vllm-kv-cache]
 STATE_SPACE_MODEL_TYPES = frozenset(
     {
         "mamba",
@@ -76,7 +77,7 @@ STATE_SPACE_MODEL_TYPES = frozenset(
     }
 )
 # where sliding-window layers sit when config.json has no `layer_types` list
-# (HF transformers config classes [M]; DT 1.3 names `sliding_window_pattern`, `max_window_layers`)
+# (HF transformers config classes [M]; vLLM names `sliding_window_pattern`, `max_window_layers`)
 ALL_LAYERS_SLIDING_TYPES = frozenset({"mistral", "mixtral"})  # one window on every layer
 ALTERNATING_SLIDING_TYPES = frozenset({"gemma2"})  # even layers local, odd layers global
 PATTERN_SLIDING_TYPES = {"gemma3": 6, "gemma3_text": 6}  # default sliding_window_pattern
@@ -279,7 +280,7 @@ def max_concurrency(
     block_size: int = 16,
     max_num_batched_tokens: int | None = None,
 ) -> Concurrency:
-    """How many ``max_model_len`` requests the KV cache of one GPU holds (vLLM budget, DT 1.2).
+    """How many ``max_model_len`` requests the KV cache of one GPU holds (vLLM budget, docs/sources.md#vllm-kv-cache).
 
     ``gpu_mem_gib`` is the card's total memory, ``utilization`` vLLM's gpu_memory_utilization,
     ``weights_gib`` the weights per GPU, ``non_kv_gib`` the activation peak plus non-torch memory

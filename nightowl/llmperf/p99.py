@@ -1,12 +1,13 @@
 """Which clock moved: a baseline window against an incident window of an engine's /metrics.
 
-Pure functions over two `metrics` fact dicts (CONTRACT s3 shape, as ``nightowl.collectors.serving.metrics``
+Pure functions over two `metrics` fact dicts (docs/reference.md#parse-output; ``nightowl.collectors.serving.metrics``
 produces them): ``before`` is the scrape at the start of the incident window, ``after`` the one
 at its end. The incident window is ``after - before``; the baseline is everything the engine
 served before the window (``before`` itself: counters count from the engine's start), i.e. its
 normal behaviour, which is why a restart inside the window voids the comparison.
 
-Attribution follows decision-trees.md 2.2-2.5: window MEANS per component (delta(_sum) /
+Attribution follows vLLM docs/design/metrics.md and prometheus promql/quantile.go
+(docs/sources.md#serving-metrics, #histogram-quantile): window MEANS per component (delta(_sum) /
 delta(_count)), because percentiles do not add up while means do (e2e ~ queue + prefill + decode
 + the server's own overhead); p99 only confirms the tail moved with it. A scrape cut without
 ``_sum``/``_count`` (as pasted in bug reports) gets its means estimated from bucket midpoints,
@@ -23,8 +24,8 @@ from typing import Any
 from nightowl.llmperf.histogram import bound, delta, quantile, window_mean
 
 COMPONENTS = ("queue", "prefill", "decode", "e2e", "ttft", "itl")
-INSIDE = ("queue", "prefill", "decode")  # the additive parts of e2e (DT 2.3)
-# Counters whose decrease means the engine restarted inside the window (DT 2.2 step 1).
+INSIDE = ("queue", "prefill", "decode")  # the additive parts of e2e (docs/sources.md#serving-metrics)
+# Counters whose decrease means the engine restarted inside the window (docs/sources.md#histogram-quantile).
 COUNTERS = (
     "prompt_tokens_total",
     "generation_tokens_total",
@@ -35,8 +36,8 @@ COUNTERS = (
     "prefix_cache_queries",
 )
 
-# Thresholds of DT 2.5 ("up >20%", "hit-rate down >10 pts"); MIN_CHANGE_SECONDS keeps a 0.2 ms
-# wobble of a 1 ms clock from counting as a regression [D].
+# Thresholds of the p99 runbook (docs/sources.md#serving-metrics): "up >20%", "hit-rate down >10 pts".
+# MIN_CHANGE_SECONDS keeps a 0.2 ms wobble of a 1 ms clock from counting as a regression [D].
 REGRESSION_RATIO = 1.2
 HIT_RATE_DROP = 0.10
 MIN_CHANGE_SECONDS = 0.005
@@ -201,7 +202,7 @@ def _observations(histogram: Any) -> float | None:
 
 
 def _dominant(components: dict[str, ComponentChange]) -> tuple[str | None, float | None]:
-    """The inside clock whose mean grew the most (DT 2.3), with its share of the growth.
+    """The inside clock whose mean grew the most (docs/sources.md#serving-metrics), with its share of the growth.
 
     A scrape without the prefill or decode clock (older vLLM, SGLang, TGI) stands in TTFT for
     prefill (it covers queue + prefill: the queue part is taken off when known) and ITL for decode.

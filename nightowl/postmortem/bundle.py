@@ -158,7 +158,7 @@ def _what(rel: str, described: dict[str, str]) -> str:
     if rel.endswith("/unreachable"):
         return "why the host could not be reached"
     return {
-        "verdicts.json": "verdict per host (CONTRACT s4)",
+        "verdicts.json": "verdict per host (docs/reference.md#verdicts)",
         "trace.json": "path walked, each condition and the fact values it read",
         "runbook.yaml": "the runbook as it was when the run started",
     }.get(rel, "file of the bundle")

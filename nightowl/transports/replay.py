@@ -1,4 +1,4 @@
-"""A recorded host (CONTRACT section 5) played back as if it were live.
+"""A recorded host (docs/reference.md#recorded-hosts-and-bundles) played back as if it were live.
 
 Each collector output is ``<kind>.out`` with optional ``.err``, ``.rc`` and
 ``.timeout``; a collector taken more than once uses ``<kind>.1.out``,

@@ -1,6 +1,6 @@
 """SSH transport on paramiko: one connection per host, one channel per command.
 
-Why it looks the way it does (see shared/domain/peers-runbook-engines.md):
+Why it looks the way it does (issues listed in docs/sources.md#ssh-fan-out):
 
 * Host keys follow OpenSSH, never paramiko's AutoAdd/Warning policies (st2#6386,
   fabric#2071): ``strict`` refuses a host whose key is not in known_hosts, ``accept-new``

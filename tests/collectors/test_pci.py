@@ -1,4 +1,4 @@
-"""PCI address normalisation (CONTRACT section 3)."""
+"""PCI address normalisation (docs/reference.md#parse-output)."""
 
 from __future__ import annotations
 

@@ -109,7 +109,7 @@ def test_explain_gives_one_line_of_facts() -> None:
     assert sxid["action"] == "escalate"
 
 
-# --- pairing rules (decision-trees.md 3.4) --------------------------------------------------------------
+# --- pairing rules (NVIDIA Xid catalog, docs/sources.md#xid) ----------------------------------------------------
 @pytest.mark.parametrize(
     ("codes", "action"),
     [

@@ -112,7 +112,7 @@ def test_walk_statuses_trace_and_bundle(tmp_path: Path) -> None:
         "value": 3,
         "source": "hosts/box/three-lines.out",
     }
-    # bundle layout (CONTRACT s5)
+    # bundle layout (docs/reference.md#recorded-hosts-and-bundles)
     host_dir = bundle / "hosts" / "box"
     assert (host_dir / "three-lines.out").read_text() == "a\nb\nc\n"
     assert (host_dir / "hangs.timeout").exists()

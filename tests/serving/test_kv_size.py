@@ -1,4 +1,4 @@
-"""KV-cache sizing against decision-trees.md 1.3 worked examples and KV sizes engines logged in the corpus."""
+"""KV-cache sizing against worked examples (vllm/v1/kv_cache_interface.py) and KV sizes engines logged in the corpus."""
 
 from __future__ import annotations
 
@@ -48,7 +48,7 @@ GEMMA2_9B = {
 GIB = 2**30
 
 
-# --- decision-trees.md 1.3 worked examples ---------------------------------------------------------
+# --- worked examples after vllm/v1/kv_cache_interface.py --------------------------------------------
 
 
 def test_llama_8b_gqa() -> None:

@@ -1,4 +1,4 @@
-"""`nightowl kv-size`: decision-trees.md 1.3 worked examples and the KV sizes engines logged in the corpus."""
+"""`nightowl kv-size`: worked examples (vllm/v1/kv_cache_interface.py) and the KV sizes engines logged in the corpus."""
 
 from __future__ import annotations
 

@@ -5,7 +5,7 @@ loopback address 127.0.1.N served by a real ``/usr/sbin/sshd -D -e`` running as 
 user with its own host key, authorized_keys and known_hosts (one sshd per 16 addresses).
 Commands on a host are stand-in scripts on sshd's ``SetEnv PATH``: ``nvidia-smi``,
 ``journalctl``, ``dmesg``, ``dcgmi`` ... read the server address from ``$SSH_CONNECTION``,
-pick that host's recorded directory (CONTRACT section 5 layout) and serve
+pick that host's recorded directory (docs/reference.md#recorded-hosts-and-bundles layout) and serve
 ``<kind>.out`` / ``<kind>.err`` / ``<kind>.rc``; ``<kind>.sleep`` (seconds) delays the answer,
 ``<kind>.timeout`` makes it hang, ``<kind>.bytes`` prints that many bytes of filler.
 A ``default.*`` file answers every kind that has no file of its own.
@@ -89,7 +89,7 @@ class Fleet:
         max_sessions: int = 10,
     ) -> None:
         self.root = Path(root) / "fleet"
-        # A recording of an unreachable host (CONTRACT s5 `unreachable` file) gets nothing listening.
+        # A recording of an unreachable host (an `unreachable` file) gets nothing listening.
         self.hosts = {
             name: Fault.REFUSED if _recorded_unreachable(source) else source for name, source in hosts.items()
         }

@@ -307,7 +307,7 @@ def test_stopping_a_fleet_leaves_no_process_behind(tmp_path: Path) -> None:
 
 
 def test_inventory_written_by_the_fleet_reaches_its_hosts(fleet: Fleet, tmp_path: Path) -> None:
-    from nightowl.inventory import limit, load_inventory
+    from nightowl.fleet.inventory import limit, load_inventory
 
     inventory = fleet.write_inventory(tmp_path / "fleet.yaml", ["xid79", "gpu-03", "refused"])
     hosts = load_inventory(inventory, fleet.ssh_config)

@@ -48,7 +48,7 @@ def test_sweep_reaches_each_recorded_verdict_and_reports_each_fault(fleet: Fleet
     elapsed = time.monotonic() - started
     data = json.loads(output)
     hosts = {h["host"]: h for h in data["hosts"]}
-    assert [h["host"] for h in data["hosts"]] == names  # inventory order (CONTRACT s4)
+    assert [h["host"] for h in data["hosts"]] == names  # inventory order (docs/reference.md#verdicts)
     for name, verdict in RECORDED.items():
         assert hosts[name]["status"] == "ok", (name, hosts[name]["error"])
         assert hosts[name]["verdict"]["id"] == verdict

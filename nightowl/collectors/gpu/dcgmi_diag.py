@@ -4,7 +4,8 @@ The collector runs ``dcgmi diag -r 1``: level 1 is the deployment/software check
 and CUDA libraries, permissions, persistence mode, page retirement / row remap, graphics processes,
 InfoROM), seconds long and safe on a busy GPU. Levels 2 and above run memory, PCIe bandwidth, GEMM,
 stress and power tests that load the GPU for minutes and need it idle (drained): invasive, never
-run by default (decision-trees.md 4.2; peers-gpu-health.md, NVIDIA DCGM section).
+run by default (NVIDIA dcgmi-diag docs and
+NVIDIA/DCGM nvvs/src/NvidiaValidationSuite.cpp; docs/sources.md#dcgm).
 
 Reads the 3.x and 4.x boxed tables (``Pass - GPUs: 1, 2`` / ``GPU0: Pass`` result lines,
 ``Warning``/``Error``/``Info`` detail rows wrapped at 45 characters), ``--json`` output of both
@@ -44,7 +45,7 @@ RESULT_WORDS: dict[str, str] = {
 RESULT_ORDER = ("fail", "warn", "pass", "skip", "not_run")
 # Detail rows under a test (dcgmi/Diag.cpp DisplayVerboseInfo names).
 DETAIL_NAMES: dict[str, str] = {"warning": "warning", "error": "error", "info": "info"}
-# dcgmi diag -r aliases (decision-trees.md 4.2: quick/short, medium, long, xlong).
+# dcgmi diag -r aliases (quick/short, medium, long, xlong: NVIDIA dcgmi-diag docs, docs/sources.md#dcgm).
 LEVEL_ALIASES: dict[str, int] = {"quick": 1, "short": 1, "medium": 2, "long": 3, "xlong": 4}
 # dcgmi health result words (dcgmi/Health.cpp HelperHealthToString).
 HEALTH_WORDS: dict[str, str] = {"healthy": "healthy", "warning": "warning", "failure": "failure"}
@@ -540,7 +541,7 @@ COLLECTOR = Collector(
     description="DCGM level-1 diagnostics (deployment/software checks; levels 2+ are invasive)",
 )
 
-# DCGM diagnostics on a drained GPU (decision-trees.md 4.2 item 2, 4.4 active_diag): level 3 adds the
+# DCGM diagnostics on a drained GPU (NVIDIA dcgm-diagnostics docs, docs/sources.md#dcgm): level 3 adds the
 # GEMM "diagnostic", targeted stress/power and memory bandwidth; level 4 adds memtest. Minutes of full
 # load: invasive, and only for GPUs already drained (the silent-corruption runbook checks that).
 DRAINED_COLLECTOR = Collector(

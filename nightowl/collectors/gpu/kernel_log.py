@@ -36,7 +36,7 @@ EVENT_KINDS = ("xid", "sxid", "fallen_off_bus", "gpu_reset_required", "oom_kill"
 
 @dataclass
 class KernelLogResult:
-    """CONTRACT section 3 ``kernel-log``. Events are dicts: the contract keys plus per-kind extras."""
+    """``kernel-log`` (docs/reference.md#parse-output). Events are dicts: the contract keys plus per-kind extras."""
 
     kind: str = KIND
     events: list[dict[str, Any]] = field(default_factory=list)

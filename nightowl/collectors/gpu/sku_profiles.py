@@ -4,17 +4,19 @@
 SXM5 part, ``NVIDIA H100 PCIe`` and ``NVIDIA H100 NVL`` are not). ``judge`` compares what a node
 shows with the profile. An unknown SKU, or a check whose expectation is not known, is never a
 failure: it is ``cannot-judge`` (a wrong expectation would drain healthy nodes, as AzNHC's 18-link
-check did on 12-link H100 PCIe VMs, peers-gpu-health.md, AzNHC issue #162).
+check did on 12-link H100 PCIe VMs, https://github.com/Azure/azurehpc-health-checks/issues/162).
 
-Sources, per row: [DS] NVIDIA product datasheet figures; [C] seen in fixtures/corpus/gpu (file named);
-[P] peers-gpu-health.md / decision-trees.md; [M] unverified background, check before relying on it.
+The profiles, each with its sources, live in nightowl/knowledge/sku_profiles.yaml.
 """
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass
 from typing import Any
+
+from nightowl import knowledge
 
 
 @dataclass(frozen=True)
@@ -30,209 +32,42 @@ class SkuProfile:
     source: str
 
 
-# Order matters: the first profile whose pattern matches wins, so specific names come first.
-PROFILES: tuple[SkuProfile, ...] = (
-    SkuProfile(
-        sku="A100-SXM4-40GB",
-        name_patterns=(r"A100-SXM4?-40GB",),
-        gpus_per_node=(4, 8),
-        nvlink_links_per_gpu=(12,),
-        pcie_gen=4,
-        pcie_width=16,
-        memory_gib=40,
-        nvlink_gbps_per_link=25.0,
-        source="[DS] A100: NVLink3 12 links/600 GB/s, PCIe Gen4, HGX 4- or 8-GPU; [C] topo-m-dgx-a100 NV12",
-    ),
-    SkuProfile(
-        sku="A100-SXM4-80GB",
-        name_patterns=(r"A100-SXM4?-80GB",),
-        gpus_per_node=(4, 8),
-        nvlink_links_per_gpu=(12,),
-        pcie_gen=4,
-        pcie_width=16,
-        memory_gib=80,
-        nvlink_gbps_per_link=25.0,
-        source="[DS] as A100-SXM4-40GB; [C] nvsmi-table-a100-sxm4-80gb-x4-555 (4-GPU board)",
-    ),
-    SkuProfile(
-        sku="A100-PCIE",
-        name_patterns=(r"A100-PCIE", r"A100 80GB PCIe"),
-        gpus_per_node=None,
-        nvlink_links_per_gpu=(0, 12),
-        pcie_gen=4,
-        pcie_width=16,
-        memory_gib=None,
-        nvlink_gbps_per_link=25.0,
-        source=(
-            "[DS] A100 PCIe: Gen4 x16, optional NVLink bridge (600 GB/s = 12 links) [M: link count]; "
-            "[C] nvsmi-table-a100-80gb-pcie"
-        ),
-    ),
-    SkuProfile(
-        sku="A800-SXM4-80GB",
-        name_patterns=(r"A800-SXM4?-80GB",),
-        gpus_per_node=(8,),
-        nvlink_links_per_gpu=(8,),
-        pcie_gen=4,
-        pcie_width=16,
-        memory_gib=80,
-        nvlink_gbps_per_link=25.0,
-        source="[M] A800 SXM: NVLink limited to 400 GB/s (8 links); [C] 8x A800 in xid13 sample",
-    ),
-    SkuProfile(
-        sku="H100-NVL",
-        name_patterns=(r"H100 NVL",),
-        gpus_per_node=None,
-        nvlink_links_per_gpu=(0, 12),
-        pcie_gen=5,
-        pcie_width=16,
-        memory_gib=94,
-        nvlink_gbps_per_link=None,
-        source=(
-            "[DS] H100 NVL: Gen5 x16, 94 GB, NVLink bridge 600 GB/s [M: 12 links]; "
-            "[C] dcgmi nvlink status of 2321 lists 18 slots"
-        ),
-    ),
-    SkuProfile(
-        sku="H100-PCIE",
-        name_patterns=(r"H100 PCIe",),
-        gpus_per_node=None,
-        nvlink_links_per_gpu=(0, 12),
-        pcie_gen=5,
-        pcie_width=16,
-        memory_gib=80,
-        nvlink_gbps_per_link=None,
-        source=("[DS] H100 PCIe: Gen5 x16, NVLink bridge optional; [P] AzNHC #162: NCv5 H100 PCIe uses 12 of 18 links"),
-    ),
-    SkuProfile(
-        sku="H100-SXM",
-        name_patterns=(r"H100 80GB HBM3$", r"H100[- ]SXM5?"),
-        gpus_per_node=(4, 8),
-        nvlink_links_per_gpu=(18,),
-        pcie_gen=5,
-        pcie_width=16,
-        memory_gib=80,
-        nvlink_gbps_per_link=26.562,
-        source=(
-            "[DS] H100 SXM5: NVLink4 18 links/900 GB/s (also [P] decision-trees.md 5.4), HGX 4- or 8-GPU; "
-            "[C] nvlink-e-h100-18links, nvsmi-q-h100 (Gen5 x16), nvsmi-table-h100-sxm-x8; "
-            "[M] 26.562 GB/s"
-        ),
-    ),
-    SkuProfile(
-        sku="H200-NVL",
-        name_patterns=(r"H200 NVL",),
-        gpus_per_node=None,
-        nvlink_links_per_gpu=(0, 18),
-        pcie_gen=5,
-        pcie_width=16,
-        memory_gib=141,
-        nvlink_gbps_per_link=None,
-        source="[M] H200 NVL: Gen5 x16, 2- or 4-way NVLink bridge 900 GB/s",
-    ),
-    SkuProfile(
-        sku="H200-SXM",
-        name_patterns=(r"H200$", r"H200[- ]SXM", r"H200 141GB"),
-        gpus_per_node=(4, 8),
-        nvlink_links_per_gpu=(18,),
-        pcie_gen=5,
-        pcie_width=16,
-        memory_gib=141,
-        nvlink_gbps_per_link=26.562,
-        source=("[DS] H200 SXM: NVLink 900 GB/s (18 links), HGX 4- or 8-GPU; [C] nvsmi-q-h200 (Gen5 x16, 143771 MiB)"),
-    ),
-    SkuProfile(
-        sku="B200",
-        name_patterns=(r"(?<!G)B200$", r"(?<!G)B200[- ]SXM"),
-        gpus_per_node=(8,),
-        nvlink_links_per_gpu=(18,),
-        pcie_gen=None,
-        pcie_width=None,
-        memory_gib=180,
-        nvlink_gbps_per_link=None,
-        source=("[DS] HGX B200: 8 GPUs, NVLink5 1.8 TB/s (18 links); [M] host PCIe generation and memory size"),
-    ),
-    SkuProfile(
-        sku="GB200",
-        name_patterns=(r"GB200",),
-        gpus_per_node=(4,),
-        nvlink_links_per_gpu=(18,),
-        pcie_gen=None,
-        pcie_width=None,
-        memory_gib=186,
-        nvlink_gbps_per_link=53.125,
-        source=("[C] nvlink-s-gb200: 18 links at 53.125 GB/s; [M] 4 GPUs per NVL72 compute tray, NVLink-C2C host link"),
-    ),
-    SkuProfile(
-        sku="GB300",
-        name_patterns=(r"GB300",),
-        gpus_per_node=(4,),
-        nvlink_links_per_gpu=(18,),
-        pcie_gen=None,
-        pcie_width=None,
-        memory_gib=288,
-        nvlink_gbps_per_link=None,
-        source="[C] nvlink-e-gb300 (name only); [M] 4 GPUs per compute tray, 18 links, 288 GB",
-    ),
-    SkuProfile(
-        sku="L40S",
-        name_patterns=(r"L40S",),
-        gpus_per_node=None,
-        nvlink_links_per_gpu=(0,),
-        pcie_gen=4,
-        pcie_width=16,
-        memory_gib=48,
-        nvlink_gbps_per_link=None,
-        source="[DS] L40S: no NVLink, PCIe Gen4 x16, 48 GB; [C] nvsmi-q-l40s (Max Gen 4, 16x, 46068 MiB)",
-    ),
-    SkuProfile(
-        sku="L40",
-        name_patterns=(r"L40$",),
-        gpus_per_node=None,
-        nvlink_links_per_gpu=(0,),
-        pcie_gen=4,
-        pcie_width=16,
-        memory_gib=48,
-        nvlink_gbps_per_link=None,
-        source="[M] L40: no NVLink, PCIe Gen4 x16, 48 GB",
-    ),
-    SkuProfile(
-        sku="V100-SXM2",
-        name_patterns=(r"V100-SXM2",),
-        gpus_per_node=(4, 8),
-        nvlink_links_per_gpu=(6,),
-        pcie_gen=3,
-        pcie_width=16,
-        memory_gib=None,
-        nvlink_gbps_per_link=25.781,
-        source=(
-            "[DS] V100 SXM2: NVLink2 6 links/300 GB/s, Gen3 x16; "
-            "[C] nvsmi-q-v100 (Max Gen 3), table x8; [M] 25.781 GB/s"
-        ),
-    ),
-    SkuProfile(
-        sku="V100-PCIE",
-        name_patterns=(r"V100-PCIE",),
-        gpus_per_node=None,
-        nvlink_links_per_gpu=(0,),
-        pcie_gen=3,
-        pcie_width=16,
-        memory_gib=None,
-        nvlink_gbps_per_link=None,
-        source="[DS] V100 PCIe: no NVLink, Gen3 x16; [C] nvsmi-table-row-power-ERR-v100-pcie",
-    ),
-    SkuProfile(
-        sku="T4",
-        name_patterns=(r"Tesla T4",),
-        gpus_per_node=None,
-        nvlink_links_per_gpu=(0,),
-        pcie_gen=3,
-        pcie_width=16,
-        memory_gib=16,
-        nvlink_gbps_per_link=None,
-        source="[DS] T4: Gen3 x16, 16 GB, no NVLink; [C] nvsmi-qx-tesla-t4 (x8 current in a VM)",
-    ),
-)
+def _tuple(value: Any, where: str) -> tuple[int, ...] | None:
+    if value is None:
+        return None
+    if not isinstance(value, list) or not all(isinstance(item, int) for item in value):
+        raise knowledge.KnowledgeError(f"{where}: expected a list of integers or null, got {value!r}")
+    return tuple(value)
+
+
+def _profile(entry: dict[str, Any], index: int) -> SkuProfile:
+    where = f"sku_profiles.yaml: profiles[{index}]"
+    memory, speed = entry.get("memory_gib"), entry.get("nvlink_gbps_per_link")
+    return SkuProfile(
+        sku=str(knowledge.field(entry, "sku", where)),
+        name_patterns=tuple(str(p) for p in knowledge.field(entry, "name_patterns", where)),
+        gpus_per_node=_tuple(entry.get("gpus_per_node"), f"{where}.gpus_per_node"),
+        nvlink_links_per_gpu=_tuple(entry.get("nvlink_links_per_gpu"), f"{where}.nvlink_links_per_gpu"),
+        pcie_gen=entry.get("pcie_gen"),
+        pcie_width=entry.get("pcie_width"),
+        memory_gib=float(memory) if memory is not None else None,
+        nvlink_gbps_per_link=float(speed) if speed is not None else None,
+        source=str(knowledge.field(entry, "source", where)),
+    )
+
+
+@functools.cache
+def profiles() -> tuple[SkuProfile, ...]:
+    """The profiles of nightowl/knowledge/sku_profiles.yaml, in file order (the first match wins)."""
+    document = knowledge.read_yaml("sku_profiles.yaml") or {}
+    return tuple(_profile(entry, index) for index, entry in enumerate(document.get("profiles") or []))
+
+
+def __getattr__(name: str) -> Any:
+    """``PROFILES``, read from nightowl/knowledge/sku_profiles.yaml on first use."""
+    if name == "PROFILES":
+        return profiles()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def _normalise_name(gpu_name: str) -> str:
@@ -245,7 +80,7 @@ def match_profile(gpu_name: str | None) -> SkuProfile | None:
     if not gpu_name:
         return None
     name = _normalise_name(gpu_name)
-    for profile in PROFILES:
+    for profile in profiles():
         if any(re.search(pattern, name, re.IGNORECASE) for pattern in profile.name_patterns):
             return profile
     return None

@@ -1,182 +1,125 @@
 """NVIDIA's Xid catalog as data, and the rules that turn logged Xids into one first action.
 
-Rows come from /work/shared/domain/decision-trees.md section 3 (3.2 per-code table, 3.3 recovery
-actions, 3.4 pairing rules) and peers-gpu-health.md section 2 (2.2 side-by-side table: investigatory
-actions, Xid 69, 163, 168). Each row keeps the confidence tag of its source: [P] primary (NVIDIA's
-catalog or its machine-readable copies), [S] secondary, [M] background knowledge, [D] derived.
+The data lives in nightowl/knowledge/: ``xid_catalog.csv`` (one row per code: NVIDIA's own columns,
+then nightowl's verdict action and plain-words meaning), ``xid_buckets.csv`` (catalog bucket ->
+verdict action, with the reason) and ``xid_rules.yaml`` (sympathetic and NVLink codes, Xid 154
+recovery-action names). Primary source: NVIDIA's catalog,
+https://docs.nvidia.com/deploy/xid-errors/analyzing-xid-catalog.html (copies in leptonai/gpud
+``catalog_generated.go`` and NVIDIA/NVSentinel ``xiderrorsmapping.csv``). The tables below are loaded
+once, on first use (module ``__getattr__``), so importing this module reads no file.
 
 The catalog's "immediate action" is a bucket name (RESET_GPU, WORKFLOW_XID_48, ...);
-``BUCKET_TO_ACTION`` maps each bucket to a CONTRACT section 4 action. A code the catalog does not
-know maps to ``escalate``, never to ``none``.
+``BUCKET_TO_ACTION`` maps each bucket to a verdict action (docs/reference.md). A code the catalog
+does not know maps to ``escalate``, never to ``none``.
 """
 
 from __future__ import annotations
 
+import functools
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-# Date of the catalog version the rows reflect: the sheet NVSentinel and gpud embed is from 2025-10
-# (gpud generated its copy 2025-10-29; peers-gpu-health.md 2.2). Rows from the peer survey: 2026-08.
-CATALOG_DATE = "2025-10"
-SURVEY_DATE = "2026-08"
-
-_TREES = "decision-trees.md 3.2"
-_PEERS = "peers-gpu-health.md 2.2"
+from nightowl import knowledge
 
 
 @dataclass(frozen=True)
 class XidEntry:
     code: int
-    mnemonic: str | None
-    meaning: str
+    mnemonic: str | None  # short form: without ROBUST_CHANNEL_, first of "A / B"
+    meaning: str  # nightowl's plain words for the catalog description
     immediate_action: str  # catalog bucket, e.g. RESET_GPU
     investigatory_action: str | None
     source: str
     source_date: str
 
 
-def _row(
-    code: int,
-    mnemonic: str | None,
-    meaning: str,
-    bucket: str,
-    investigatory: str | None,
-    source: str,
-    source_date: str = CATALOG_DATE,
-) -> XidEntry:
-    return XidEntry(code, mnemonic, meaning, bucket, investigatory, source, source_date)
+def _short_mnemonic(mnemonic: str) -> str | None:
+    first = mnemonic.split("/")[0].strip()
+    return first.removeprefix("ROBUST_CHANNEL_") or None
 
 
-# code, mnemonic, meaning, immediate bucket, investigatory bucket, source (tag per column).
-# fmt: off
-_ROWS: tuple[XidEntry, ...] = (
-    _row(13, "GR_EXCEPTION", "graphics/SM engine exception (bad instruction or address in a kernel)",
-         "RESTART_APP", "WORKFLOW_XID_13",
-         f"[P] bucket {_TREES}; [P] investigatory {_PEERS}; [M] meaning"),
-    _row(31, "FIFO_ERROR_MMU_ERR_FLT", "GPU memory page fault (illegal address)",
-         "RESTART_APP", "WORKFLOW_XID_31",
-         f"[P] bucket {_TREES}; [P] investigatory {_PEERS}; [M] meaning"),
-    _row(43, "RESETCHANNEL_VERIF_ERROR", "GPU stopped processing a channel (follows an application fault)",
-         "IGNORE", "CONTACT_SUPPORT",
-         f"[P] bucket {_TREES}; [P] investigatory {_PEERS}; [M] meaning"),
-    _row(45, "PREEMPTIVE_REMOVAL", "preemptive cleanup of channels after an earlier error",
-         "WORKFLOW_XID_45", "solo: restart fabric manager, else follow the other Xid",
-         f"[P] bucket {_TREES}; [P] investigatory {_PEERS}"),
-    _row(46, "GPU_TIMEOUT_ERROR", "GPU stopped processing",
-         "RESET_GPU", None,
-         f"[P] {_TREES}"),
-    _row(48, "GPU_ECC_DBE", "uncorrectable (double-bit) DRAM ECC error",
-         "WORKFLOW_XID_48", "WORKFLOW_XID_48",
-         f"[P] bucket {_TREES}; [S] pairing with 63/64 (3.4)"),
-    # 3.6 of decision-trees routes 54 to CHECK_MECHANICALS; the meaning is background knowledge.
-    _row(54, None, "auxiliary power is not connected to the GPU board",
-         "CHECK_MECHANICALS", None,
-         "[P] bucket decision-trees.md 3.6; [M] meaning"),
-    # 3.2 gives UNEXPECTED_ERR_REPORT_ISSUE; the sheet marks 61 "Unused" with CONTACT_SUPPORT (2.2).
-    _row(61, "PMU_BREAKPOINT", "internal micro-controller breakpoint/warning (catalog marks it unused)",
-         "UNEXPECTED_ERR_REPORT_ISSUE", None,
-         f"[P] {_TREES}; [P] {_PEERS}"),
-    _row(62, "PMU_HALT_ERROR", "internal micro-controller halt",
-         "RESET_GPU", "CONTACT_SUPPORT",
-         f"[P] {_TREES}; [P] investigatory {_PEERS}"),
-    _row(63, "INFOROM_DRAM_RETIREMENT_EVENT", "row remap (Ampere+) or page retirement (Volta) recorded",
-         "IGNORE", "IGNORE",
-         f"[P] {_TREES}; [P] investigatory {_PEERS}"),
-    _row(64, "INFOROM_DRAM_RETIREMENT_FAILURE", "row remap or page retirement failed",
-         "RESET_GPU", "CONTACT_SUPPORT",
-         f"[P] {_TREES}; [P] investigatory {_PEERS}"),
-    _row(68, "NVDEC0_ERROR", "video decoder exception",
-         "RESTART_APP", "CONTACT_SUPPORT",
-         f"[P] {_TREES}; [P] investigatory {_PEERS}"),
-    _row(69, None, "graphics engine class error",
-         "RESTART_APP", "CHECK_APP/CUDA",
-         f"[P] {_PEERS}"),
-    _row(74, "NVLINK_ERROR", "NVLink error",
-         "WORKFLOW_NVLINK_ERR", "CONTACT_SUPPORT",
-         f"[P] {_TREES}; [S] runbook note; [P] investigatory {_PEERS}"),
-    _row(79, "GPU_HAS_FALLEN_OFF_THE_BUS", "GPU lost on PCIe (fallen off the bus)",
-         "RESTART_BM", "CONTACT_SUPPORT",
-         f"[P] {_TREES}; [P] investigatory {_PEERS}"),
-    _row(92, "EXCESSIVE_SBE_INTERRUPTS", "high single-bit ECC error rate",
-         "IGNORE", "CONTACT_SUPPORT",
-         f"[P] {_TREES}; [P] investigatory {_PEERS}"),
-    _row(94, "CONTAINED_ERROR", "uncorrectable memory error contained to one context",
-         "RESTART_APP", "IGNORE (sympathetic)",
-         f"[P] {_TREES}; [P] investigatory {_PEERS}"),
-    _row(95, "UNCONTAINED_ERROR", "uncorrectable memory error NOT contained: every process on the GPU is hit",
-         "RESET_GPU", "IGNORE (sympathetic)",
-         f"[P] {_TREES}; [P] investigatory {_PEERS}"),
-    _row(109, "CTXSW_TIMEOUT_ERROR", "context-switch timeout",
-         "RESET_GPU", "CONTACT_SUPPORT",
-         f"[P] {_TREES}; [P] investigatory {_PEERS}"),
-    _row(119, "GSP_RPC_TIMEOUT", "GSP firmware RPC timeout",
-         "RESET_GPU", "INVESTIGATE_SW",
-         f"[P] {_TREES}; [P] investigatory {_PEERS}"),
-    _row(120, "GSP_ERROR", "GSP firmware error",
-         "RESET_GPU", "INVESTIGATE_SW",
-         f"[P] {_TREES}; [P] investigatory {_PEERS}"),
-    _row(136, "ALI_TRAINING_FAIL", "NVLink link training failure",
-         "RESET_GPU", "INVESTIGATE_LINK_SI",
-         f"[P] {_TREES}; [P] investigatory {_PEERS}"),
-    _row(140, "UNRECOVERABLE_ECC_ERROR_ESCAPE", "ECC error escaped containment",
-         "RESET_GPU", "CONTACT_SUPPORT",
-         f"[P] {_TREES}; [P] investigatory {_PEERS}"),
-    _row(143, "GPU_INIT_ERROR", "GPU initialization failure",
-         "RESET_GPU", "CONTACT_SUPPORT",
-         f"[P] {_TREES}; [P] investigatory {_PEERS}"),
-    # NVLink5 (Blackwell) unit errors; severity is decoded per sub-code, the log text says Fatal/Nonfatal.
-    _row(144, "NVLINK_SAW_ERROR", "NVLink5 SAW unit error",
-         "WORKFLOW_NVLINK5_ERR", "Xid 144-150 decode sheet",
-         f"[P] {_TREES}; [P] {_PEERS}"),
-    _row(145, "NVLINK_RLW_ERROR", "NVLink5 RLW unit error",
-         "WORKFLOW_NVLINK5_ERR", "Xid 144-150 decode sheet",
-         f"[P] {_TREES}; [P] {_PEERS}"),
-    _row(146, "NVLINK_TLW_ERROR", "NVLink5 TLW unit error",
-         "WORKFLOW_NVLINK5_ERR", "Xid 144-150 decode sheet",
-         f"[P] {_TREES}; [P] {_PEERS}"),
-    _row(147, "NVLINK_TREX_ERROR", "NVLink5 TREX unit error (not expected in production)",
-         "WORKFLOW_NVLINK5_ERR", "Xid 144-150 decode sheet",
-         f"[P] {_TREES}; [P] {_PEERS}"),
-    _row(148, "NVLINK_NVLPW_CTRL_ERROR", "NVLink5 NVLPW_CTRL unit error",
-         "WORKFLOW_NVLINK5_ERR", "Xid 144-150 decode sheet",
-         f"[P] {_TREES}; [P] {_PEERS}"),
-    _row(149, "NVLINK_NETIR_ERROR", "NVLink5 NETIR unit error (link events, link down)",
-         "WORKFLOW_NVLINK5_ERR", "Xid 144-150 decode sheet",
-         f"[P] {_TREES}; [P] {_PEERS}"),
-    _row(150, "NVLINK_MSE_ERROR", "NVLink5 MSE unit error (MSE watchdog)",
-         "WORKFLOW_NVLINK5_ERR", "Xid 144-150 decode sheet",
-         f"[P] {_TREES}; [P] {_PEERS}"),
-    _row(154, "GPU_RECOVERY_ACTION_CHANGED", "driver-declared recovery action changed (follow it)",
-         "XID_154", None,
-         f"[P] {_TREES}; [P] decision-trees.md 3.3; [P] {_PEERS}"),
-    _row(155, "NVLINK_SW_DEFINED_ERROR", "NVLink software-defined error",
-         "RESET_GPU", None,
-         f"[P] {_TREES}"),
-    _row(156, "RESOURCE_RETIREMENT_EVENT", "resource retirement event",
-         "RESET_GPU", None,
-         f"[P] {_TREES}"),
-    _row(157, "RESOURCE_RETIREMENT_FAILURE", "resource retirement failure",
-         "IGNORE", None,
-         f"[P] {_TREES}"),
-    _row(158, "GPU_FATAL_TIMEOUT", "GPU fatal timeout",
-         "RESET_GPU", None,
-         f"[P] {_TREES}"),
-    # Newer than the embedded sheets: bucket names as NVSentinel's mapper knows them (2.2 notes).
-    _row(163, None, "power smoothing event",
-         "RECOVER_FEATURE_RESET_GPU", None,
-         f"[S] {_PEERS} notes (NVSentinel common.go)", SURVEY_DATE),
-    _row(168, None, "reduced memory capacity",
-         "WORKFLOW_XID_168", None,
-         f"[S] {_PEERS} notes (NVSentinel common.go)", SURVEY_DATE),
-)
-# fmt: on
+@functools.cache
+def _catalog() -> dict[int, XidEntry]:
+    rows = knowledge.read_csv(
+        "xid_catalog.csv", required=("code", "immediate_action", "meaning", "source", "catalog_date", "confidence")
+    )
+    catalog: dict[int, XidEntry] = {}
+    for number, row in enumerate(rows, start=2):
+        try:
+            code = int(row["code"])
+        except ValueError:
+            raise knowledge.KnowledgeError(f"xid_catalog.csv: line {number}: code {row['code']!r}") from None
+        catalog[code] = XidEntry(
+            code=code,
+            mnemonic=_short_mnemonic(row["mnemonic"]),
+            meaning=row["meaning"],
+            immediate_action=row["immediate_action"],
+            investigatory_action=knowledge.optional(row["investigatory_action"]),
+            source=f"[{row['confidence']}] {row['source']}",
+            source_date=row["catalog_date"],
+        )
+    return catalog
 
-CATALOG: dict[int, XidEntry] = {row.code: row for row in _ROWS}
 
-# CONTRACT section 4 actions from least to most drastic. `escalate` (a person must look, we cannot
-# name the fix) outranks every software/reset action but not a known reboot or hardware replacement.
+@functools.cache
+def _bucket_to_action() -> dict[str, str]:
+    rows = knowledge.read_csv("xid_buckets.csv", required=("bucket", "action", "source"))
+    return {row["bucket"]: row["action"] for row in rows}
+
+
+@functools.cache
+def _rules() -> dict[str, Any]:
+    rules = knowledge.read_yaml("xid_rules.yaml")
+    if not isinstance(rules, dict):
+        raise knowledge.KnowledgeError(f"{knowledge.path('xid_rules.yaml')}: not a mapping")
+    return rules
+
+
+def _codes(name: str) -> frozenset[int]:
+    where = f"xid_rules.yaml: {name}"
+    return frozenset(int(code) for code in knowledge.field(_rules().get(name) or {}, "codes", where))
+
+
+@functools.cache
+def _recovery() -> tuple[tuple[tuple[re.Pattern[str], str], ...], tuple[str, ...], dict[str, str]]:
+    """(patterns in match order, values least drastic first, value -> verdict action)."""
+    entries = _rules().get("recovery_actions") or []
+    by_value = {}
+    for index, entry in enumerate(entries):
+        where = f"xid_rules.yaml: recovery_actions[{index}]"
+        value = str(knowledge.field(entry, "value", where))
+        pattern = knowledge.compile_pattern(str(knowledge.field(entry, "pattern", where)), where, ignore_case=True)
+        by_value[value] = (pattern, str(knowledge.field(entry, "action", where)))
+    order = [str(value) for value in _rules().get("recovery_match_order") or []]
+    if sorted(order) != sorted(by_value):
+        raise knowledge.KnowledgeError("xid_rules.yaml: recovery_match_order must name every recovery action once")
+    patterns = tuple((by_value[value][0], value) for value in order)
+    return patterns, tuple(by_value), {value: action for value, (_, action) in by_value.items()}
+
+
+_LAZY: dict[str, Callable[[], Any]] = {
+    "CATALOG": _catalog,
+    "BUCKET_TO_ACTION": _bucket_to_action,
+    "NVLINK5_CODES": lambda: _codes("nvlink5_codes"),
+    "NVLINK_CODES": lambda: _codes("nvlink_codes"),
+    "SYMPATHETIC_CODES": lambda: _codes("sympathetic_codes"),
+    "RECOVERY_PATTERNS": lambda: _recovery()[0],
+    "RECOVERY_ORDER": lambda: _recovery()[1],
+    "RECOVERY_TO_ACTION": lambda: _recovery()[2],
+}
+
+
+def __getattr__(name: str) -> Any:
+    """The tables above, read from nightowl/knowledge on first use."""
+    if name in _LAZY:
+        return _LAZY[name]()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+# Verdict actions (docs/reference.md) from least to most drastic. `escalate` (a person must look, we
+# cannot name the fix) outranks every software/reset action but not a known reboot or hardware replacement.
 ACTION_ORDER: tuple[str, ...] = (
     "none",
     "restart-app",
@@ -189,55 +132,11 @@ ACTION_ORDER: tuple[str, ...] = (
     "hardware-ticket",
 )
 
-# Catalog bucket -> CONTRACT action. Sources: decision-trees.md 3.1 (bucket list and meanings),
-# peers-gpu-health.md 2.1 (Resolution Buckets sheet, paraphrased).
-BUCKET_TO_ACTION: dict[str, str] = {
-    "IGNORE": "none",
-    "RESTART_APP": "restart-app",
-    "RESET_GPU": "reset-gpu",
-    "RECOVER_FEATURE_RESET_GPU": "reset-gpu",
-    "RESTART_BM": "reboot-node",
-    "RESTART_VM": "reboot-node",
-    "WORKFLOW_XID_168": "reboot-node",  # NVSentinel maps it to restart VM
-    "CHECK_MECHANICALS": "hardware-ticket",
-    "UPDATE_SWFW": "reconfigure",
-    "CHECK_UVM": "escalate",  # not explained in our sources: a person decides
-    "CONTACT_SUPPORT": "escalate",
-    "UNEXPECTED_ERR_REPORT_ISSUE": "escalate",
-    "WORKFLOW_XID_45": "restart-app",  # solo: restart the fabric manager; else follow the other Xid
-    "WORKFLOW_XID_48": "reset-gpu",  # solo; with 63/64 judge() raises it to drain-and-reset
-    "WORKFLOW_NVLINK_ERR": "reset-gpu",  # reset or reboot, replace if it recurs [S]
-    "WORKFLOW_NVLINK5_ERR": "reset-gpu",  # text severity refines it, see action_for()
-    "XID_154": "escalate",  # the action is in the text; unreadable text -> a person looks
-}
-
-NVLINK5_CODES = frozenset(range(144, 151))
-NVLINK_CODES = NVLINK5_CODES | {74}
-SYMPATHETIC_CODES = frozenset({43, 45})
-
-# Xid 154 / NVML recovery action names -> normalised value (decision-trees.md 3.3). First match wins.
-RECOVERY_PATTERNS: tuple[tuple[re.Pattern[str], str], ...] = (
-    (re.compile(r"\breboot\b", re.I), "node-reboot"),  # Node Reboot Required, System Reboot
-    (re.compile(r"\bdrain\s*(?:and|&)\s*reset\b", re.I), "drain-and-reset"),
-    (re.compile(r"\bdrain\s*p2p\b", re.I), "drain-p2p"),
-    (re.compile(r"\bgpu\s*reset\b", re.I), "gpu-reset"),  # GPU Reset Required
-    (re.compile(r"^\s*none\s*$", re.I), "none"),
-)
-RECOVERY_ORDER: tuple[str, ...] = ("none", "drain-p2p", "gpu-reset", "drain-and-reset", "node-reboot")
-# Drain P2P has no action of its own in CONTRACT s4: draining peers is the first half of drain-and-reset.
-RECOVERY_TO_ACTION: dict[str, str] = {
-    "none": "none",
-    "drain-p2p": "drain-and-reset",
-    "gpu-reset": "reset-gpu",
-    "drain-and-reset": "drain-and-reset",
-    "node-reboot": "reboot-node",
-}
-
 _LAST_PARENTHESISED = re.compile(r".*\(([^()]*)\)")
 _NVLINK_SEVERITY = re.compile(r"\b(non-?fatal|fatal)\b", re.I)
 
-# First step per action (CONTRACT s4), in words a person at 3 a.m. can follow; catalog bucket
-# meanings from decision-trees.md 3.1/3.2 and peers-gpu-health.md 2.1.
+# First step per verdict action, in words a person at 3 a.m. can follow; bucket meanings from the
+# catalog's Resolution Buckets sheet (see nightowl/knowledge/xid_buckets.csv).
 FIRST_STEP_BY_ACTION: dict[str, str] = {
     "none": "no action on its own; check which Xid it follows",
     "restart-app": "restart the application; suspect the GPU only if this Xid repeats on it across "
@@ -272,7 +171,7 @@ UNKNOWN_FIRST_STEP = "look up this code in NVIDIA's Xid catalog; collect nvidia-
 
 
 def lookup(code: int) -> XidEntry | None:
-    return CATALOG.get(code)
+    return _catalog().get(code)
 
 
 def action_rank(action: str) -> int:
@@ -304,15 +203,15 @@ def normalize_recovery_action(name: str | None) -> str | None:
     """``GPU Reset Required`` -> ``gpu-reset`` etc.; None when the name is not one we know."""
     if not name:
         return None
-    for pattern, value in RECOVERY_PATTERNS:
+    for pattern, value in _recovery()[0]:
         if pattern.search(name):
             return value
     return None
 
 
 def strictest_recovery(values: Iterable[str | None]) -> str | None:
-    known = [v for v in values if v in RECOVERY_ORDER]
-    return max(known, key=RECOVERY_ORDER.index) if known else None
+    known = [v for v in values if v in _recovery()[1]]
+    return max(known, key=_recovery()[1].index) if known else None
 
 
 def nvlink_severity(text: str | None) -> str | None:
@@ -326,20 +225,20 @@ def nvlink_severity(text: str | None) -> str | None:
 
 
 def action_for(code: int, text: str | None = None) -> str:
-    """The CONTRACT action for one Xid, reading the text where the catalog says the text decides."""
+    """The verdict action for one Xid, reading the text where the catalog says the text decides."""
     entry = lookup(code)
     if entry is None:
         return "escalate"
     if code == 154:
         recovery = normalize_recovery_action(recovery_name(text))
-        return RECOVERY_TO_ACTION[recovery] if recovery else BUCKET_TO_ACTION["XID_154"]
-    if code in NVLINK5_CODES:
+        return _recovery()[2][recovery] if recovery else _bucket_to_action()["XID_154"]
+    if code in _codes("nvlink5_codes"):
         severity = nvlink_severity(text)
         if severity == "fatal":
             return "drain-and-reset"  # link/fabric fatal: peers must stop before the reset [P decode sheet]
         if severity == "nonfatal":
             return "none"  # warning only; repeats on one link are judged by the runbook
-    return BUCKET_TO_ACTION.get(entry.immediate_action, "escalate")
+    return _bucket_to_action().get(entry.immediate_action, "escalate")
 
 
 def _first_step(code: int | None, entry: XidEntry | None, action: str, text: str | None) -> str:
@@ -352,7 +251,7 @@ def _first_step(code: int | None, entry: XidEntry | None, action: str, text: str
         return f"follow the driver's recovery action: {name}" if name else UNKNOWN_FIRST_STEP
     if code in FIRST_STEP_BY_CODE:
         return FIRST_STEP_BY_CODE[code]
-    if action == "none" and code in NVLINK5_CODES:
+    if action == "none" and code in _codes("nvlink5_codes"):
         return "non-fatal: no action now; watch for repeats on the same link"
     return FIRST_STEP_BY_BUCKET.get(entry.immediate_action) or FIRST_STEP_BY_ACTION[action]
 
@@ -440,7 +339,8 @@ def load_policy(path: str) -> dict[int, tuple[str, str]]:
 def judge(events: Iterable[Mapping[str, Any]], policy: Mapping[int, tuple[str, str]] | None = None) -> dict[str, Any]:
     """One action for a kernel log's events, with the reasons a runbook can show.
 
-    Pairing rules (decision-trees.md 3.4): 48 with 63/64 -> drain-and-reset, 48 alone -> reset-gpu;
+    Pairing rules (catalog rows 45, 48, 154; nightowl/knowledge/xid_rules.yaml):
+    48 with 63/64 -> drain-and-reset, 48 alone -> reset-gpu;
     94 -> restart-app, 95 -> reset-gpu (catalog); 43/45 are sympathetic when another Xid is on the
     same GPU (a 45 "caused by previous Xid N" stands for N); a 154 action overrides when stricter;
     fatal SXids escalate; a GPU off the bus without Xid 79 is treated as 79. ``policy`` (from
@@ -470,11 +370,11 @@ def _judge_gpu(
     xids = [e for e in events if e.get("kind") == "xid" and isinstance(e.get("code"), int)]
     codes = {int(e["code"]) for e in xids}
     causes = {int(e["caused_by_xid"]) for e in xids if isinstance(e.get("caused_by_xid"), int)}
-    primaries = (codes - SYMPATHETIC_CODES) | causes
+    primaries = (codes - _codes("sympathetic_codes")) | causes
     actions: list[str] = []
     for code in sorted(codes | causes):
         texts = [e.get("text") for e in xids if e["code"] == code] or [None]
-        if code in SYMPATHETIC_CODES and primaries:
+        if code in _codes("sympathetic_codes") and primaries:
             reasons.append(f"Xid {code} on {where} is sympathetic to Xid {', '.join(map(str, sorted(primaries)))}")
             continue
         if code in policy:

@@ -1,4 +1,4 @@
-"""NCCL_DEBUG logs and PyTorch ProcessGroupNCCL lines (CONTRACT section 3, ``nccl-log``).
+"""NCCL_DEBUG logs and PyTorch ProcessGroupNCCL lines (docs/reference.md#parse-output, ``nccl-log``).
 
 One parser for everything a distributed job prints about its communicators: NCCL's own
 ``host:pid:tid [dev] NCCL INFO|WARN`` lines (NCCL 2.2 to 2.30 formats), PyTorch watchdog and
@@ -6,7 +6,7 @@ DistBackendError lines, of one or many ranks, of one or many files concatenated,
 prefixes (``[1,0]<stdout>:``, ``[rank3]:``, ``trainer/0 [0]:``, Ray's ``(Worker pid=N)``) removed.
 
 Line formats are from NVIDIA/nccl @v2.30.7 (init.cc, transport/*.cc, net_ib) and from real logs
-(fixtures/corpus/nccl/INDEX.md); see /work/shared/domain/decision-trees.md section 5.2 and 5.3.
+(fixtures/corpus/nccl/INDEX.md); see docs/sources.md#nccl-logs and #pytorch-nccl.
 This module reads the NCCL lines and builds the result; the PyTorch ProcessGroupNCCL lines are
 read by ``torch_pg``.
 """

@@ -1,4 +1,4 @@
-"""nccl-tests ``*_perf`` output (CONTRACT section 3, ``nccl-tests``).
+"""nccl-tests ``*_perf`` output (docs/reference.md#parse-output, ``nccl-tests``).
 
 Reads the text table of every nccl-tests generation (old header without ``root``, the 2.x
 ``#wrong`` header, the 2.18+ ``# nccl-tests version`` / ``# Collective test starting`` framing,
@@ -6,7 +6,7 @@ Reads the text table of every nccl-tests generation (old header without ``root``
 ``--tag-output`` prefixes, and the ``-J`` JSON file (format version 2, NVIDIA/nccl-tests
 src/util.cu). Invasive: running it loads every GPU and the network for minutes.
 
-busbw expectations: /work/shared/domain/decision-trees.md section 5.4.
+busbw expectations: NVIDIA/nccl-tests doc/PERFORMANCE.md @a0b82b2 and docs/sources.md#nccl-tests.
 """
 
 from __future__ import annotations
@@ -46,15 +46,15 @@ AVG_BUSBW = re.compile(r"^# Avg bus bandwidth\s*:\s*(?P<value>\S+)\s*(?P<status>
 # Failures the run reports: harness errors (common.cu) and NCCL warnings interleaved with the table.
 TEST_FAILURE = re.compile(r"(?:Test (?:NCCL|CUDA) failure|# error:|NCCL WARN).*$")
 
-# Per-SKU busbw profiles (GB/s at or above min_size, all_reduce), decision-trees.md 5.4. Indicative
-# only: replace with fleet baselines from known-good nodes (decision-trees.md open item 5).
+# Per-SKU busbw profiles (GB/s at or above min_size, all_reduce), docs/sources.md#nccl-tests (NVIDIA/nccl issue
+# 1264, nccl-tests issue 196). Indicative only: replace with fleet baselines from known-good nodes.
 BUSBW_PROFILES: dict[str, dict[str, Any]] = {
     # 8x H100 SXM single node, NVSwitch + NVLS: "commonly reported around 450-480 GB/s" at >= 1 GiB [S]
     "h100-sxm-8gpu-single-node": {"min_size": 1 << 30, "busbw": 450.0},
     # multi-node H100 + 8x400G NDR, NCCL_ALGO=RING: ceiling ~400, "mid-to-high 300s" reported [S/D]
     "h100-8x400g-ib-multi-node": {"min_size": 1 << 30, "busbw": 350.0},
 }
-DEFAULT_TOLERANCE = 0.2  # "treat >20% below the fleet baseline as degraded" (decision-trees.md 5.4)
+DEFAULT_TOLERANCE = 0.2  # "treat >20% below the fleet baseline as degraded" (docs/sources.md#nccl-tests)
 
 
 @dataclass

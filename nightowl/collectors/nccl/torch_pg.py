@@ -4,7 +4,7 @@ Watchdog timeouts in all their generations, last enqueued / last completed NCCL 
 DistBackendError with its "Last error:", flight-recorder dump announcements, and whether ranks
 time out on different collectives. Formats are from PyTorch ProcessGroupNCCL.cpp (1.x to 2.6+)
 and from real logs (fixtures/corpus/nccl/INDEX.md, ``torch_*`` samples); see
-/work/shared/domain/decision-trees.md section 5.3.
+docs/sources.md#pytorch-nccl.
 
 The readers take the log as ``nccl_log`` prepared it (launcher prefixes removed; the lines joined
 with "\\n" for the patterns that span lines) and return what they read; the collector turns that

@@ -1,6 +1,7 @@
 """`container-state`: how the serving container last ended, from `docker inspect` or `kubectl get pod -o json`.
 
-Reads ``{oom_killed, exit_code, restart_count, reason}`` (decision-trees.md 1.7):
+Reads ``{oom_killed, exit_code, restart_count, reason}`` (docs/sources.md#host-oom: Docker inspect,
+Kubernetes ContainerStateTerminated):
 
 * Docker: ``State.OOMKilled``, ``State.ExitCode`` and ``RestartCount`` of ``docker inspect``;
 * Kubernetes: ``status.containerStatuses[*]``: ``lastState.terminated`` (the previous run, the one
@@ -8,7 +9,7 @@ Reads ``{oom_killed, exit_code, restart_count, reason}`` (decision-trees.md 1.7)
   ``exitCode`` and ``restartCount``.
 
 Exit code 137 is 128 + SIGKILL. Only an OOM record (``OOMKilled``) makes it an OOM; 137 without
-one is an external kill (liveness probe, eviction, ``docker kill``, preemption) [DT 1.7, M], which
+one is an external kill (liveness probe, eviction, ``docker kill``, preemption) [docs/sources.md#host-oom, M], which
 ``external_kill`` says. Pasted output is often cut mid-JSON, so a reader of the ``"Key": value``
 lines takes over when the JSON does not load; it never raises.
 """

@@ -1,11 +1,11 @@
-"""`engine-log`: start-up and runtime log of vLLM, SGLang, TGI (or TensorRT-LLM) (CONTRACT s3).
+"""`engine-log`: start-up and runtime log of vLLM, SGLang, TGI (or TensorRT-LLM) (docs/reference.md#parse-output).
 
 The log comes from whichever source the runbook parameters name, tried in order: a file
 (``{engine_log_file}``), a Docker container (``{container}``, stderr folded in: vLLM logs to
 stderr), a Kubernetes pod (``{pod}`` in ``{namespace}``, the previous container first since that
 is the one that died), then a systemd unit (``{engine_unit}``).
 
-How the OOM phase is found (decision-trees.md 1.1): start-up goes through the phases of
+How the OOM phase is found (docs/sources.md#vllm-startup): start-up goes through the phases of
 ``ENGINE_PHASES`` in order and logs a marker (``MARKERS``) when one completes. A process that
 died did so in the phase AFTER the last completed marker, unless the traceback itself names the
 phase (``TRACEBACK_HINTS``; the earliest phase named wins, since an outer frame such as
@@ -23,15 +23,19 @@ refuses the max length), that phase is not counted as completed. ``oom`` also co
 non-CUDA refusals that end start-up for lack of memory; its extra ``kind`` says which:
 ``cuda-oom``, ``kv-admission``, ``engine-oom`` (TGI/SGLang messages), ``gpu-occupied``,
 ``host-oom-kill``. Exit code 137 alone sets ``exit_code``/``killed``, not ``oom``: only an
-OOM-kill record makes it a host OOM (decision-trees.md 1.7).
+OOM-kill record makes it a host OOM (docs/sources.md#host-oom). The phase and pattern tables,
+each row with its source, live in nightowl/knowledge/engine_log.yaml.
 """
 
 from __future__ import annotations
 
+import functools
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
+from nightowl import knowledge
 from nightowl.collectors.base import Collector, to_jsonable
 from nightowl.collectors.base import number as _number
 
@@ -42,16 +46,7 @@ LOG_LINES = "5000"
 PHASE_ORDER = ("device-init", "weights", "profiling", "kv-cache", "cuda-graph", "sampler-warmup", "ready")
 OOM_PHASES = (*PHASE_ORDER[:-1], "runtime", "host")
 
-# Which phases each engine goes through (DT = /work/shared/domain/decision-trees.md).
-ENGINE_PHASES: dict[str, tuple[str, ...]] = {
-    # DT 1.1 (V1; V0 has no sampler warm-up, an OOM right after capture is still reported as it)
-    "vllm": PHASE_ORDER,
-    # DT 1.5: no profiling forward pass, the pool is sized from free memory after weights
-    "sglang": ("device-init", "weights", "kv-cache", "cuda-graph", "ready"),
-    # DT 1.6: warm-up prefill of max-batch-prefill-tokens, then KV blocks, then graphs
-    "tgi": ("device-init", "weights", "profiling", "kv-cache", "cuda-graph", "ready"),
-    "tensorrt-llm": ("device-init", "weights", "kv-cache", "ready"),  # [M]
-}
+EDGES = ("start", "end", "during")
 
 
 class Marker(NamedTuple):
@@ -64,106 +59,12 @@ class Marker(NamedTuple):
     source: str
 
 
-def _m(engine: str | None, phase: str, edge: str, pattern: str, source: str) -> Marker:
-    return Marker(engine, phase, edge, re.compile(pattern), source)
-
-
-MARKERS: tuple[Marker, ...] = (
-    # vLLM V0 and V1 (same text in both unless noted); corpus = fixtures/corpus/serving/
-    _m("vllm", "weights", "start", r"Starting to load model", "DT 1.1 row 1 [P]"),
-    _m("vllm", "weights", "start", r"Loading (?:safetensors|pt) checkpoint shards", "DT 1.1 row 1 [P]"),
-    _m("vllm", "weights", "end", r"Loading (?:safetensors|pt) checkpoint shards:\s*100%", "DT 1.1 row 1"),
-    _m("vllm", "weights", "end", r"Loading weights took [\d.]+ ?s", "DT 1.1 row 1 [P]; corpus aiperf449"),
-    _m("vllm", "weights", "end", r"Model loading took [\d.]+ ?GiB", "DT 1.1 row 1 [P]"),
-    _m("vllm", "weights", "end", r"Loading model weights took [\d.]+ ?GB", "V0 model_runner; corpus 12330"),
-    _m("vllm", "profiling", "start", r"torch\.compile takes? [\d.]+ ?s in total", "DT 1.1 row 2 [S]"),
-    _m("vllm", "profiling", "start", r"Dynamo bytecode transform time", "V1 backends.py; corpus aiperf449"),
-    _m("vllm", "cuda-graph", "during", r"Profiling CUDA graph memory", "DT 1.1 row 3a (v0.21+) [S]"),
-    _m("vllm", "profiling", "during", r"Estimated CUDA graph memory", "DT 1.1 row 3a (v0.21+) [S]"),
-    _m("vllm", "profiling", "end", r"Available KV cache memory: -?[\d.]+ ?GiB", "DT 1.1 row 3 [P]"),
-    _m("vllm", "profiling", "end", r"Memory profiling takes [\d.]+ seconds", "V0 worker.py; corpus 12330"),
-    _m("vllm", "profiling", "end", r"Memory profiling results:", "V0 worker.py; corpus 10517"),
-    _m("vllm", "profiling", "end", r"the rest of the memory reserved for KV Cache", "V0 worker.py; corpus"),
-    _m("vllm", "kv-cache", "end", r"GPU blocks: \d+", "V0 executor '# GPU blocks'; corpus 12330"),
-    _m("vllm", "kv-cache", "end", r"GPU KV cache size: [\d,]+ tokens", "DT 1.1 row 4 [P]"),
-    _m("vllm", "kv-cache", "end", r"Maximum concurrency for [\d,]+ tokens per request", "DT 1.1 row 4 [P]"),
-    _m("vllm", "kv-cache", "end", r"num_gpu_blocks is: \d+", "V1 metrics.py; corpus aiperf449"),
-    _m("vllm", "cuda-graph", "start", r"Capturing cudagraphs for decoding", "V0 model_runner; corpus 11251"),
-    _m("vllm", "cuda-graph", "start", r"Capturing the model for CUDA graphs", "V0 model_runner; corpus 7593"),
-    _m("vllm", "cuda-graph", "start", r"Capturing CUDA graphs? \(", "DT 1.1 row 6 tqdm [P]"),
-    _m("vllm", "cuda-graph", "end", r"Graph capturing finished in \d+ secs?", "DT 1.1 row 6 [P]"),
-    _m("vllm", "ready", "end", r"init engine \(profile, create kv cache, warmup model\) took", "DT 1.1 r8"),
-    _m("vllm", "ready", "end", r"init engine took", "DT 1.1 row 8 [S]"),
-    _m("vllm", "ready", "end", r"Starting vLLM API server", "DT 1.1 row 8 [S]"),
-    _m("vllm", "ready", "end", r"Avg prompt throughput: ", "periodic stats line; corpus pr21809, pr37307"),
-    _m("vllm", "ready", "end", r"is preempted by PreemptionMode", "V0 scheduler warning; corpus limo29"),
-    # SGLang (DT 1.5 [S observed logs; P messages in source])
-    _m("sglang", "weights", "start", r"Load weight begin", "DT 1.5"),
-    _m("sglang", "weights", "end", r"Load weight end", "DT 1.5; corpus sglang 7691"),
-    _m("sglang", "kv-cache", "end", r"KV Cache is allocated|Memory pool end", "DT 1.5"),
-    _m("sglang", "kv-cache", "end", r"max_total_num_tokens=\d+", "DT 1.5 scheduler summary line"),
-    _m("sglang", "cuda-graph", "start", r"Capture cuda graph begin", "DT 1.5"),
-    _m("sglang", "cuda-graph", "end", r"Capture cuda graph end", "DT 1.5"),
-    _m("sglang", "ready", "end", r"The server is fired up and ready to roll", "DT 1.5"),
-    _m("sglang", "ready", "end", r"(?:Prefill|Decode) batch[.,] ", "runtime batch line; corpus sglang 10053"),
-    # TGI (DT 1.6 [P @db931fc] unless noted)
-    _m("tgi", "weights", "start", r"Starting shard|Waiting for shard to be ready", "launcher [M]"),
-    _m("tgi", "weights", "end", r"Shard ready in", "launcher [M]"),
-    _m("tgi", "profiling", "start", r"Warming up model", "DT 1.6 router; corpus tgi 2744"),
-    _m("tgi", "kv-cache", "end", r"KV-cache blocks: \d+", "DT 1.6 server"),
-    _m("tgi", "kv-cache", "end", r"Setting max batch total tokens to \d+", "DT 1.6 router; corpus tgi 2744"),
-    _m("tgi", "cuda-graph", "start", r"Cuda Graphs are enabled for sizes", "DT 1.6 server"),
-    _m("tgi", "ready", "end", r"router/src/server\.rs:\d+: (?:Connected|Success)", "router; corpus tgi 1374"),
-    # TensorRT-LLM PyTorch backend (github NVIDIA/TensorRT-LLM issue 6281 [S]; KV lines [M])
-    _m("tensorrt-llm", "weights", "start", r"Loading safetensors weights in parallel", "TRT-LLM issue 6281"),
-    _m("tensorrt-llm", "weights", "start", r"Loading weights concurrently", "TRT-LLM issue 6281"),
-    _m("tensorrt-llm", "kv-cache", "end", r"for max tokens in paged KV cache", "TRT-LLM executor [M]"),
-    # generic HTTP front ends: the server took requests, so start-up was over
-    _m(None, "ready", "end", r"Application startup complete", "uvicorn"),
-    _m(None, "ready", "end", r'"(?:POST|GET) /v1/\S+ HTTP/[\d.]+" 200', "uvicorn access log; corpus"),
-)
-
-
 class Hint(NamedTuple):
+    """A function name / message inside an OOM traceback that names the phase."""
+
     phase: str
     pattern: re.Pattern[str]
     source: str
-
-
-# Function names / messages inside an OOM traceback that name the phase (vLLM source names).
-TRACEBACK_HINTS: tuple[Hint, ...] = (
-    Hint("device-init", re.compile(r"\binit_device\b"), "vllm gpu_worker.init_device [P]"),
-    Hint(
-        "weights",
-        re.compile(r"\b(?:load_model|load_weights|load_single_module)\b"),
-        "vllm worker.load_model; TRT-LLM load_single_module (issue 6281); corpus 14095",
-    ),
-    Hint(
-        "profiling",
-        re.compile(r"\b(?:profile_run|determine_available_memory|determine_num_available_blocks)\b"),
-        "DT 1.1 row 3 [P]",
-    ),
-    # not `_initialize_kv_caches`: in V0 and V1 that wrapper also runs profiling, capture and warm-up
-    Hint("kv-cache", re.compile(r"\b(?:initialize_kv_cache|initialize_cache)\b"), "vllm cache init [P]"),
-    Hint(
-        "cuda-graph",
-        re.compile(r"\bcapture_model\b|Capture cuda graph failed|cuda graph warmup failed"),
-        "DT 1.1 row 6, 1.5, 1.6",
-    ),
-    Hint(
-        "sampler-warmup",
-        re.compile(r"_dummy_sampler_run|sampling_metadata=dummy_metadata|warming up sampler"),
-        "DT 1.1 row 7 [P]; corpus 27508",
-    ),
-    Hint(
-        "runtime",
-        re.compile(
-            r"\b(?:run_engine_loop|engine_step|run_busy_loop|step_with_batch_queue)\b"
-            r"|batch\{batch_size=\d+\}:(?:prefill|decode)"
-        ),
-        "V0 mp engine loop (corpus 9290), V1 core busy loop, TGI batch span (corpus tgi 1374)",
-    ),
-)
 
 
 class Failure(NamedTuple):
@@ -173,141 +74,83 @@ class Failure(NamedTuple):
     source: str
 
 
-FAILURES: tuple[Failure, ...] = (
-    Failure(
-        "gpu-occupied",
-        "device-init",
-        re.compile(r"Free memory on device .*on startup is less than desired GPU memory utilization"),
-        "DT 1.1 row 0 [P]",
-    ),
-    Failure(
-        "kv-admission", "kv-cache", re.compile(r"No available memory for the cache blocks"), "DT 1.2 [P]; corpus 27508"
-    ),
-    Failure(
-        "kv-admission",
-        "kv-cache",
-        re.compile(
-            r"max seq len \(\d+\).*(?:larger than the available KV cache memory"
-            r"|larger than the maximum number of tokens that can be stored in KV cache)"
-        ),
-        "DT 1.2 [P] (V1); corpus 10517 (V0)",
-    ),
-    Failure(
-        "cuda-oom", "sampler-warmup", re.compile(r"out of memory occurred when warming up sampler"), "DT 1.1 row 7 [P]"
-    ),
-    Failure(
-        "engine-oom",
-        "profiling",
-        re.compile(r"Not enough memory to handle \d+ prefill tokens"),
-        "DT 1.6 TGI warm-up [P]; corpus tgi 1067",
-    ),
-    Failure(
-        "engine-oom", "kv-cache", re.compile(r"Not enough memory to handle max_total_tokens"), "DT 1.6 TGI router [P]"
-    ),
-    Failure(
-        "engine-oom",
-        "kv-cache",
-        re.compile(r"Not enough memory\. Please try to increase --mem-fraction-static"),
-        "DT 1.5 SGLang [P]",
-    ),
-    Failure(
-        "host-oom-kill",
-        "host",
-        re.compile(
-            r"OOMKilled|Out of memory: Kill|oom-kill|Memory cgroup out of memory"
-            r"|invoked oom-killer"
-        ),
-        "DT 1.7 [M]",
-    ),
-    Failure(
-        "cuda-oom",
-        None,
-        re.compile(
-            r"(?:CUDA|HIP) out of memory|OutOfMemoryError|CUDA (?:runtime )?error.*out of memory"
-            r"|Error Code 2: OutOfMemory"
-        ),
-        "PyTorch caching allocator message; TRT-LLM cudaMalloc errors",
-    ),
-)
-
-
 class ErrorClass(NamedTuple):
     kind: str
     pattern: re.Pattern[str]
     source: str
 
 
-ERROR_CLASSES: tuple[ErrorClass, ...] = (
-    ErrorClass(
-        "driver-too-old",
-        re.compile(r"driver version is insufficient|NVIDIA driver on your system is too old", re.I),
-        "CUDA runtime / PyTorch messages [M]; PyTorch wording seen in vllm-project/vllm#1772 [S]",
-    ),
-    ErrorClass(
-        "hub-unreachable",
-        re.compile(
-            r"couldn't connect to '?https?://(?:huggingface\.co|hf\.co)|LocalEntryNotFoundError"
-            r"|outgoing traffic has been disabled|Cannot find the requested files in the (?:local|disk) cache"
-            r"|offline mode is enabled|(?:huggingface\.co|hf\.co).*(?:Max retries exceeded|Failed to establish"
-            r"|NameResolution|timed out)|OfflineModeIsEnabled",
-            re.I,
-        ),
-        "huggingface_hub messages [M]; OfflineModeIsEnabled in vllm-project/vllm#3719 [S]",
-    ),
-    ErrorClass(
-        "hub-auth",
-        re.compile(r"GatedRepoError|401 Client Error|Access to model .* is restricted|trying to access a gated repo"),
-        "huggingface_hub messages [M]",
-    ),
-    ErrorClass(
-        "unsupported-architecture",
-        re.compile(
-            r"architectures? \[.*\] (?:are|is) not supported|is not supported for now"
-            r"|does not recognize this architecture|Unsupported model architecture",
-            re.I,
-        ),
-        "vLLM registry / transformers messages [M]; vLLM wording in vllm-project/vllm#9515 [S]",
-    ),
-    ErrorClass(
-        "unsupported-gpu",
-        re.compile(
-            r"no kernel image is available for execution on the device"
-            r"|compute capability.*(?:not supported|at least)",
-            re.I,
-        ),
-        "CUDA / vLLM messages [M]",
-    ),
-    ErrorClass(
-        "port-in-use",
-        re.compile(r"Address already in use|\[Errno 98\]|\bEADDRINUSE\b", re.I),
-        "OS error text; uvicorn bind and torch TCPStore wording in vllm-project/vllm#7514, #11617 [S]",
-    ),
-    ErrorClass(
-        "gpu-unavailable",
-        re.compile(r"CUDA-capable device\(s\) is/are busy or unavailable|cudaErrorDevicesUnavailable"),
-        "CUDA runtime error text; corpus gpu cuda-busy-unavailable-traceback-gb200-dradriver982",
-    ),
-    ErrorClass(
-        "nccl",
-        re.compile(
-            r"NCCL error|nccl(?:InternalError|SystemError|UnhandledCudaError|InvalidUsage|RemoteError)"
-            r"|ncclCommInitRank.*fail",
-            re.I,
-        ),
-        "NCCL / ProcessGroupNCCL messages [M]",
-    ),
-    ErrorClass("shm-bus-error", re.compile(r"\bBus error\b"), "DT 1.7: tiny /dev/shm shows as Bus error [M]"),
-    ErrorClass(
-        "engine-core-failed",
-        re.compile(r"EngineCore failed to start|Engine core initialization failed|Engine process failed to start"),
-        "DT 1.1: V1 API process after an EngineCore error [S]; corpus 17431",
-    ),
-    ErrorClass(
-        "req-slots-exhausted",
-        re.compile(r"alloc_req_slots runs out of memory"),
-        "SGLang request pool; corpus sglang 10408",
-    ),
-)
+class _Tables(NamedTuple):
+    engine_phases: dict[str, tuple[str, ...]]
+    markers: tuple[Marker, ...]
+    hints: tuple[Hint, ...]
+    failures: tuple[Failure, ...]
+    errors: tuple[ErrorClass, ...]
+
+
+def _choice(value: Any, allowed: tuple[str | None, ...], where: str) -> Any:
+    if value not in allowed:
+        raise knowledge.KnowledgeError(f"{where}: {value!r} is not one of {', '.join(map(str, allowed))}")
+    return value
+
+
+def _pattern(entry: dict[str, Any], where: str) -> re.Pattern[str]:
+    regex = str(knowledge.field(entry, "regex", where))
+    return knowledge.compile_pattern(regex, where, ignore_case=bool(entry.get("ignore_case")))
+
+
+def _entries(document: dict[str, Any], key: str) -> list[tuple[str, dict[str, Any]]]:
+    where = "engine_log.yaml"
+    entries = document.get(key) or []
+    for index, entry in enumerate(entries):
+        knowledge.field(entry, "source", f"{where}: {key}[{index}]")
+    return [(f"{where}: {key}[{index}]", entry) for index, entry in enumerate(entries)]
+
+
+@functools.cache
+def tables() -> _Tables:
+    """nightowl/knowledge/engine_log.yaml, checked against PHASE_ORDER and the marker edges."""
+    document = knowledge.read_yaml("engine_log.yaml") or {}
+    phases = {
+        engine: tuple(_choice(p, PHASE_ORDER, f"engine_log.yaml: engine_phases.{engine}") for p in spec["phases"])
+        for engine, spec in (document.get("engine_phases") or {}).items()
+    }
+    markers = tuple(
+        Marker(e.get("engine"), _choice(e.get("phase"), PHASE_ORDER, w), _choice(e.get("edge"), EDGES, w),
+               _pattern(e, w), e["source"])
+        for w, e in _entries(document, "markers")
+    )  # fmt: skip
+    hints = tuple(
+        Hint(_choice(e.get("phase"), OOM_PHASES, w), _pattern(e, w), e["source"])
+        for w, e in _entries(document, "traceback_hints")
+    )
+    failures = tuple(
+        Failure(str(knowledge.field(e, "kind", w)), _choice(e.get("phase"), (*OOM_PHASES, None), w),
+                _pattern(e, w), e["source"])
+        for w, e in _entries(document, "failures")
+    )  # fmt: skip
+    errors = tuple(
+        ErrorClass(str(knowledge.field(e, "kind", w)), _pattern(e, w), e["source"])
+        for w, e in _entries(document, "error_classes")
+    )
+    return _Tables(phases, markers, hints, failures, errors)
+
+
+_LAZY: dict[str, Callable[[], Any]] = {
+    "ENGINE_PHASES": lambda: tables().engine_phases,
+    "MARKERS": lambda: tables().markers,
+    "TRACEBACK_HINTS": lambda: tables().hints,
+    "FAILURES": lambda: tables().failures,
+    "ERROR_CLASSES": lambda: tables().errors,
+}
+
+
+def __getattr__(name: str) -> Any:
+    """The pattern tables, read from nightowl/knowledge/engine_log.yaml on first use."""
+    if name in _LAZY:
+        return _LAZY[name]()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 ENGINE_SIGNATURES: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("vllm", re.compile(r"vllm|VllmWorker|EngineCore|PreemptionMode", re.I)),
@@ -379,27 +222,67 @@ KV_VALUES: tuple[Value, ...] = (
     Value("gpu_blocks", re.compile(r"GPU blocks: (\d+)"), "V0 executor; corpus 12330, 10517"),
     Value("cpu_blocks", re.compile(r"CPU blocks: (\d+)"), "V0 executor; corpus"),
     Value("gpu_blocks", re.compile(r"num_gpu_blocks is: (\d+)"), "V1; corpus aiperf449"),
-    Value("tokens", re.compile(r"GPU KV cache size: ([\d,]+) tokens"), "DT 1.1 row 4 [P]"),
-    Value("tokens_per_request", re.compile(r"Maximum concurrency for ([\d,]+) tokens per request"), "DT 1.1"),
-    Value("max_concurrency", re.compile(r"Maximum concurrency for [\d,]+ tokens per request: ([\d.]+)x"), "DT 1.1"),
-    Value("kv_cache_gib", re.compile(r"Available KV cache memory: (-?[\d.]+) ?GiB"), "DT 1.1 row 3 [P]"),
+    Value(
+        "tokens",
+        re.compile(r"GPU KV cache size: ([\d,]+) tokens"),
+        "vllm-project/vllm vllm/v1/core/kv_cache_utils.py [P]",
+    ),
+    Value(
+        "tokens_per_request",
+        re.compile(r"Maximum concurrency for ([\d,]+) tokens per request"),
+        "vllm-project/vllm vllm/v1/worker/gpu_worker.py, gpu_model_runner.py",
+    ),
+    Value(
+        "max_concurrency",
+        re.compile(r"Maximum concurrency for [\d,]+ tokens per request: ([\d.]+)x"),
+        "vllm-project/vllm vllm/v1/worker/gpu_worker.py, gpu_model_runner.py",
+    ),
+    Value(
+        "kv_cache_gib",
+        re.compile(r"Available KV cache memory: (-?[\d.]+) ?GiB"),
+        "vllm-project/vllm vllm/v1/worker/gpu_worker.py determine_available_memory [P]",
+    ),
     Value("kv_cache_gib", re.compile(r"reserved for KV Cache is (-?[\d.]+) ?GiB"), "V0 worker.py; corpus"),
     Value("kv_cache_gib", re.compile(r"kv_cache_size=(-?[\d.]+) ?GiB"), "V0 worker.py; corpus 10517"),
-    Value("tokens", re.compile(r"KV Cache is allocated\. #tokens: (\d+)"), "DT 1.5 SGLang"),
-    Value("tokens", re.compile(r"max_total_num_tokens=(\d+)"), "DT 1.5 SGLang"),
+    Value(
+        "tokens",
+        re.compile(r"KV Cache is allocated\. #tokens: (\d+)"),
+        "sgl-project/sglang python/sglang/srt/model_executor/model_runner.py",
+    ),
+    Value(
+        "tokens",
+        re.compile(r"max_total_num_tokens=(\d+)"),
+        "sgl-project/sglang python/sglang/srt/model_executor/model_runner.py",
+    ),
     Value("tokens", re.compile(r"is larger than the profiled value (-?\d+)"), "SGLang; corpus sglang 7691"),
-    Value("tokens", re.compile(r"Setting max batch total tokens to (\d+)"), "DT 1.6 TGI; corpus tgi 2744"),
-    Value("gpu_blocks", re.compile(r"KV-cache blocks: (\d+)"), "DT 1.6 TGI"),
-    Value("block_size", re.compile(r"KV-cache blocks: \d+, size: (\d+)"), "DT 1.6 TGI"),
+    Value(
+        "tokens",
+        re.compile(r"Setting max batch total tokens to (\d+)"),
+        "huggingface/text-generation-inference@db931fc TGI; corpus tgi 2744",
+    ),
+    Value("gpu_blocks", re.compile(r"KV-cache blocks: (\d+)"), "huggingface/text-generation-inference@db931fc TGI"),
+    Value(
+        "block_size",
+        re.compile(r"KV-cache blocks: \d+, size: (\d+)"),
+        "huggingface/text-generation-inference@db931fc TGI",
+    ),
     Value("kv_cache_gib", re.compile(r"Allocated ([\d.]+) GiB for max tokens in paged KV cache"), "TRT-LLM [M]"),
     Value("tokens", re.compile(r"for max tokens in paged KV cache \((\d+)\)"), "TRT-LLM [M]"),
     Value("gpu_blocks", re.compile(r"Number of blocks in KV cache primary pool: (\d+)"), "TRT-LLM [M]"),
 )
 SETTINGS: tuple[Value, ...] = (
-    Value("weights_gib", re.compile(r"Model loading took ([\d.]+) ?GiB"), "DT 1.1 row 1"),
+    Value(
+        "weights_gib",
+        re.compile(r"Model loading took ([\d.]+) ?GiB"),
+        "vllm-project/vllm vllm/v1/worker/gpu_model_runner.py load_model",
+    ),
     Value("weights_gib", re.compile(r"Loading model weights took ([\d.]+) ?GB"), "V0; corpus 12330"),
     Value("weights_gib", re.compile(r"model weights take ([\d.]+) ?GiB"), "V0 worker.py; corpus 11251"),
-    Value("weights_gib", re.compile(r"Load weight end\..*mem usage=([\d.]+) ?GB"), "DT 1.5 SGLang"),
+    Value(
+        "weights_gib",
+        re.compile(r"Load weight end\..*mem usage=([\d.]+) ?GB"),
+        "sgl-project/sglang python/sglang/srt/model_executor/model_runner.py",
+    ),
     Value("total_gpu_gib", re.compile(r"total_gpu_memory[ =]\(?([\d.]+) ?GiB"), "V0 worker.py; corpus"),
     Value(
         "gpu_memory_utilization",
@@ -422,15 +305,31 @@ SETTINGS: tuple[Value, ...] = (
 )
 KILLED = re.compile(r"\bKilled\b(?! process)|status=9/KILL|\bSIGKILL\b")  # shell / systemd / k8s wording
 KV_TOO_SMALL: tuple[Value, ...] = (
-    Value("max_model_len", re.compile(r"max seq len \((\d+)\)"), "DT 1.2 [P]; corpus 10517"),
+    Value(
+        "max_model_len",
+        re.compile(r"max seq len \((\d+)\)"),
+        "vllm-project/vllm vllm/v1/core/kv_cache_utils.py check_enough_kv_cache_memory [P]; corpus 10517",
+    ),
     Value(
         "kv_tokens",
         re.compile(r"maximum number of tokens that can be stored in KV cache \((\d+)\)"),
         "V0 message; corpus 10517",
     ),
-    Value("estimated_max_len", re.compile(r"estimated maximum model length is (\d+)"), "DT 1.2 V1 [P]"),
-    Value("needed_gib", re.compile(r"\(([\d.]+) GiB KV cache is needed"), "DT 1.2 V1 [P]"),
-    Value("available_gib", re.compile(r"available KV cache memory \(([\d.]+) GiB\)"), "DT 1.2 V1 [P]"),
+    Value(
+        "estimated_max_len",
+        re.compile(r"estimated maximum model length is (\d+)"),
+        "vllm-project/vllm vllm/v1/core/kv_cache_utils.py check_enough_kv_cache_memory (V1) [P]",
+    ),
+    Value(
+        "needed_gib",
+        re.compile(r"\(([\d.]+) GiB KV cache is needed"),
+        "vllm-project/vllm vllm/v1/core/kv_cache_utils.py check_enough_kv_cache_memory (V1) [P]",
+    ),
+    Value(
+        "available_gib",
+        re.compile(r"available KV cache memory \(([\d.]+) GiB\)"),
+        "vllm-project/vllm vllm/v1/core/kv_cache_utils.py check_enough_kv_cache_memory (V1) [P]",
+    ),
 )
 STATS = (  # periodic load lines: vLLM loggers (V0 "Pending", V1 "Waiting"), SGLang batch lines
     ("running", re.compile(r"Running: (\d+) reqs|#running-req: (\d+)")),
@@ -452,7 +351,7 @@ class OOM:
     allocated_by_pytorch_gib: float | None = None
     private_pools_gib: float | None = None
     reserved_unallocated_gib: float | None = None
-    # DT 1.4 runtime row: reserved-but-unallocated >= the failed request -> fragmentation
+    # PyTorch allocator: reserved-but-unallocated >= the failed request -> fragmentation
     fragmentation: bool | None = None
     text: str = ""
 
@@ -558,7 +457,7 @@ def _engine(lines: list[str]) -> str | None:
         for engine, pattern in ENGINE_SIGNATURES:
             if pattern.search(line):
                 votes[engine] = votes.get(engine, 0) + 1
-        for marker in MARKERS:
+        for marker in tables().markers:
             if marker.engine and marker.pattern.search(line):
                 votes[marker.engine] = votes.get(marker.engine, 0) + 1
         for engine, pattern in VERSION_PATTERNS:
@@ -575,7 +474,7 @@ def _progress(lines: list[str]) -> tuple[str | None, str | None]:
     completed = -1
     running = -1  # phase of the latest start/during marker
     for line in lines:
-        for marker in MARKERS:
+        for marker in tables().markers:
             if not marker.pattern.search(line):
                 continue
             index = PHASE_ORDER.index(marker.phase)
@@ -592,26 +491,26 @@ def _progress(lines: list[str]) -> tuple[str | None, str | None]:
 def _next_phase(engine: str | None, completed: str | None) -> str | None:
     if completed is None:
         return None
-    sequence = ENGINE_PHASES.get(engine or "vllm", PHASE_ORDER)
+    sequence = tables().engine_phases.get(engine or "vllm", PHASE_ORDER)
     later = [p for p in sequence if PHASE_ORDER.index(p) > PHASE_ORDER.index(completed)]
     return later[0] if later else "runtime"
 
 
 def _previous_phase(engine: str | None, phase: str) -> str | None:
-    sequence = ENGINE_PHASES.get(engine or "vllm", PHASE_ORDER)
+    sequence = tables().engine_phases.get(engine or "vllm", PHASE_ORDER)
     earlier = [p for p in sequence if PHASE_ORDER.index(p) < PHASE_ORDER.index(phase)]
     return earlier[-1] if earlier else None
 
 
 def _hinted_phase(lines: list[str]) -> str | None:
     """Earliest phase named by a traceback frame or message anywhere in the log."""
-    named = {hint.phase for hint in TRACEBACK_HINTS for line in lines if hint.pattern.search(line)}
+    named = {hint.phase for hint in tables().hints for line in lines if hint.pattern.search(line)}
     return next((phase for phase in OOM_PHASES if phase in named), None)
 
 
 def _first_failure(lines: list[str], engine: str | None, completed: str | None, in_progress: str | None) -> OOM | None:
     for line in lines:
-        for failure in FAILURES:
+        for failure in tables().failures:
             if failure.pattern.search(line):
                 phase = failure.phase or _hinted_phase(lines) or in_progress or _next_phase(engine, completed)
                 return _oom_from_line(line, failure.kind, phase)
@@ -675,7 +574,7 @@ def _version(lines: list[str]) -> str | None:
 def _errors(lines: list[str]) -> tuple[EngineError, ...]:
     seen: dict[str, EngineError] = {}
     for line in lines:
-        for error in ERROR_CLASSES:
+        for error in tables().errors:
             if error.kind not in seen and error.pattern.search(line):
                 seen[error.kind] = EngineError(error.kind, line.strip()[:400])
     return tuple(seen.values())

@@ -3,7 +3,7 @@
 The same prompts, with ``temperature: 0`` and a fixed ``max_tokens`` and ``seed``, are sent to every
 replica's OpenAI-compatible endpoint (vLLM, SGLang, TGI's ``/v1`` routes); the answers are reduced to
 one digest that a runbook compares with the golden digest and with the other replicas
-(decision-trees.md 4.2 item 4 and 4.4). The digest is over token ids when the server returns them
+(docs/sources.md#silent-corruption). The digest is over token ids when the server returns them
 (vLLM ``"return_token_ids": true`` -> ``choices[].token_ids``, or ``"return_tokens_as_token_ids":
 true`` with logprobs -> ``"token_id:N"`` tokens), else over the text.
 

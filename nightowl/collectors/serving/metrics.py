@@ -1,22 +1,25 @@
-"""`metrics`: a Prometheus text scrape of vLLM, SGLang or TGI (CONTRACT s3).
+"""`metrics`: a Prometheus text scrape of vLLM, SGLang or TGI (docs/reference.md#parse-output).
 
 The command scrapes ``{metrics_url}`` with curl on the host (the engine port is often not
 reachable from where nightowl runs); runbooks default it to ``METRICS_URL``, the vLLM port
 (SGLang serves on :30000, TGI on :80 behind its router).
 
-Engines renamed their metrics across releases; ``ALIASES`` maps every known name of a field to
-that field, newest name first. When a scrape carries both names (deprecation windows expose the
-old and the new series side by side) only the first one found is read, so nothing is counted twice.
+Engines renamed their metrics across releases; ``ALIASES`` (nightowl/knowledge/metric_aliases.csv,
+each name with its source) maps every known name of a field to that field, newest name first.
+When a scrape carries both names (deprecation windows expose the old and the new series side by
+side) only the first one found is read, so nothing is counted twice.
 """
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
+from nightowl import knowledge
 from nightowl.collectors.base import Collector, to_jsonable
 from nightowl.llmperf.histogram import bound, bound_label, quantile, window_mean
 
@@ -32,65 +35,31 @@ class Alias(NamedTuple):
     field: str  # result field the metric feeds
     engine: str
     metric: str  # name without the _total / _bucket / _count / _sum suffix
-    source: str
+    source: str  # "[confidence] where the name is documented or seen"
+    versions: str = ""  # engine releases that expose the name, where known
 
 
-# Sources: DT = /work/shared/domain/decision-trees.md (section 2.1 vLLM, 2.4 SGLang and TGI),
-# IDX = fixtures/corpus/serving/INDEX.md "Metric names actually present in these dumps".
-ALIASES: tuple[Alias, ...] = (
-    Alias("requests_running", "vllm", "vllm:num_requests_running", "DT 2.1 [P]; IDX"),
-    Alias("requests_running", "sglang", "sglang:num_running_reqs", "DT 2.4 [P]; IDX"),
-    Alias("requests_running", "tgi", "tgi_batch_current_size", "DT 2.4 TGI metrics.md [P]"),
-    Alias("requests_waiting", "vllm", "vllm:num_requests_waiting", "DT 2.1 [P]; IDX"),
-    Alias("requests_waiting", "sglang", "sglang:num_queue_reqs", "DT 2.4 [P]"),
-    Alias("requests_waiting", "tgi", "tgi_queue_size", "DT 2.4 TGI metrics.md [P]"),
-    Alias("kv_cache_usage", "vllm", "vllm:kv_cache_usage_perc", "DT 2.1: name since 0.9.2/0.10 [S]; IDX"),
-    Alias("kv_cache_usage", "vllm", "vllm:gpu_cache_usage_perc", "DT 2.1: old name, gone in 0.12 [S]; IDX"),
-    Alias("kv_cache_usage", "sglang", "sglang:token_usage", "DT 2.4 [P]; IDX"),
-    Alias("preemptions_total", "vllm", "vllm:num_preemptions", "DT 2.1 [P/S]; IDX (HELP only)"),
-    Alias("preemptions_total", "sglang", "sglang:num_retracted_requests", "DT 2.4: retraction counter [P]"),
-    Alias("prefix_cache_hits", "vllm", "vllm:prefix_cache_hits", "DT 2.1 [P]"),
-    Alias("prefix_cache_hits", "vllm", "vllm:gpu_prefix_cache_hits", "DT 2.1 earlier V1 name [M]; IDX"),
-    Alias("prefix_cache_hits", "sglang", "sglang:cached_tokens", "IDX: cached prompt tokens (radix hits)"),
-    Alias("prefix_cache_queries", "vllm", "vllm:prefix_cache_queries", "DT 2.1 [P]; IDX"),
-    Alias("prefix_cache_queries", "vllm", "vllm:gpu_prefix_cache_queries", "DT 2.1 earlier V1 name [M]; IDX"),
-    Alias("prompt_tokens_total", "vllm", "vllm:prompt_tokens", "DT 2.1 [P]; IDX"),
-    Alias("prompt_tokens_total", "sglang", "sglang:prompt_tokens", "DT 2.4 [P]; IDX"),
-    Alias("generation_tokens_total", "vllm", "vllm:generation_tokens", "DT 2.1 [P]; IDX"),
-    Alias("generation_tokens_total", "sglang", "sglang:generation_tokens", "DT 2.4 [P]"),
-    Alias("request_success_total", "vllm", "vllm:request_success", "IDX (label finished_reason)"),
-    Alias("request_success_total", "tgi", "tgi_request_success", "TGI docs metrics.md [M]"),
-    Alias("requests_total", "sglang", "sglang:num_requests", "IDX"),
-    Alias("requests_total", "tgi", "tgi_request_count", "TGI docs metrics.md [M]"),
-    Alias("requests_aborted_total", "sglang", "sglang:num_aborted_requests", "IDX"),
-    Alias("requests_retracted", "sglang", "sglang:num_retracted_reqs", "DT 2.4 gauge [P]; IDX"),
-    Alias("kv_cache_capacity_tokens", "sglang", "sglang:max_total_num_tokens", "IDX: KV pool size in tokens"),
-    # histograms (request-level clocks only; TGI's batch forward histograms are per batch, not request)
-    Alias("ttft", "vllm", "vllm:time_to_first_token_seconds", "DT 2.1 [P]; IDX"),
-    Alias("ttft", "sglang", "sglang:time_to_first_token_seconds", "DT 2.4 [P]"),
-    Alias("itl", "vllm", "vllm:inter_token_latency_seconds", "DT 2.1: new name from 0.11 [P]"),
-    Alias("itl", "vllm", "vllm:time_per_output_token_seconds", "DT 2.1: old name, hidden 0.12 [P]; IDX"),
-    Alias("itl", "sglang", "sglang:inter_token_latency_seconds", "DT 2.4 [P]"),
-    Alias("itl", "sglang", "sglang:time_per_output_token_seconds", "DT 2.4 older docs [P]"),
-    Alias("itl", "tgi", "tgi_request_mean_time_per_token_duration", "DT 2.4 TGI metrics.md [P]"),
-    Alias("e2e", "vllm", "vllm:e2e_request_latency_seconds", "DT 2.1 [P]"),
-    Alias("e2e", "sglang", "sglang:e2e_request_latency_seconds", "DT 2.4 [P]; IDX"),
-    Alias("e2e", "tgi", "tgi_request_duration", "DT 2.4 TGI metrics.md [P]"),
-    Alias("queue", "vllm", "vllm:request_queue_time_seconds", "DT 2.1 [P]; IDX"),
-    Alias("queue", "sglang", "sglang:queue_time_seconds", "DT 2.4 [P]"),
-    Alias("queue", "tgi", "tgi_request_queue_duration", "DT 2.4 TGI metrics.md [P]"),
-    Alias("prefill", "vllm", "vllm:request_prefill_time_seconds", "DT 2.1 [P]; IDX"),
-    Alias("decode", "vllm", "vllm:request_decode_time_seconds", "DT 2.1 [P]; IDX"),
-    Alias("prompt_tokens", "vllm", "vllm:request_prompt_tokens", "DT 2.1 [P]"),
-    Alias("prompt_tokens", "tgi", "tgi_request_input_length", "DT 2.4 TGI metrics.md [P]"),
-    Alias("generation_tokens", "vllm", "vllm:request_generation_tokens", "DT 2.1 [P]; IDX"),
-    Alias("generation_tokens", "tgi", "tgi_request_generated_tokens", "DT 2.4 TGI metrics.md [P]"),
-)
+@functools.cache
+def aliases() -> tuple[Alias, ...]:
+    """nightowl/knowledge/metric_aliases.csv, in file order (newest name of a field first)."""
+    rows = knowledge.read_csv("metric_aliases.csv", required=("field", "engine", "metric", "confidence", "source"))
+    return tuple(
+        Alias(row["field"], row["engine"], row["metric"], f"[{row['confidence']}] {row['source']}", row["versions"])
+        for row in rows
+    )
+
+
+def __getattr__(name: str) -> Any:
+    """``ALIASES``, read from nightowl/knowledge/metric_aliases.csv on first use."""
+    if name == "ALIASES":
+        return aliases()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 # How label sets of one scalar combine. Usage is a fraction per engine: summing two engines at
 # 0.6 would read 1.2, so the fullest one is reported (a runbook asks "is any engine full?").
 MAX_OVER_LABEL_SETS = frozenset({"kv_cache_usage"})
-MODEL_LABELS = ("model_name", "name")  # "name" was SGLang's first label key (IDX, sglang pr1853)
+MODEL_LABELS = ("model_name", "name")  # "name" was SGLang's first label key (sgl-project/sglang PR 1853)
 
 
 class Sample(NamedTuple):
@@ -226,7 +195,7 @@ def _unescape(value: str) -> str:
 
 
 def _aliases(field_name: str) -> Iterable[Alias]:
-    return (alias for alias in ALIASES if alias.field == field_name)
+    return (alias for alias in aliases() if alias.field == field_name)
 
 
 def _scalar(field_name: str, by_name: dict[str, list[Sample]]) -> float | None:

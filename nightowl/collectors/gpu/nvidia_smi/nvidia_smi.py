@@ -1,4 +1,4 @@
-"""``nvidia-smi -q`` / ``-q -x`` (and the default table view): per-GPU health (CONTRACT section 3).
+"""``nvidia-smi -q`` / ``-q -x`` (and the default table view): per-GPU health (docs/reference.md#parse-output).
 
 Both report formats are first turned into one tree of labelled nodes (text ``-q`` by indentation,
 XML by element nesting) and every field is then read through alias tables that name the text label
@@ -99,7 +99,7 @@ REPLAYS: Path = (("pci",), ("replays_since_reset", "replay_counter"))
 
 ECC_SECTION = ("ecc_errors",)
 ECC_SCOPES = {"volatile": ("volatile",), "aggregate": ("aggregate",)}
-# R450+ layout (decision-trees 3.5): one counter per memory kind; R535+ splits SRAM uncorrectable.
+# R450+ layout (docs/sources.md#nvidia-smi): one counter per memory kind; R535+ splits SRAM uncorrectable.
 SRAM_CORRECTABLE = ("sram_correctable",)
 SRAM_UNCORRECTABLE = ("sram_uncorrectable",)  # single counter, drivers before the split
 SRAM_UNCORRECTABLE_PARTS = (
@@ -138,7 +138,7 @@ REMAP_FAILURE: Path = (("remapping_failure_occurred", "remapped_row_failure"),)
 REMAP_HISTOGRAM = ("bank_remap_availability_histogram", "row_remapper_histogram")
 HISTOGRAM_BUCKETS = ("max", "high", "partial", "low", "none")
 
-# "Clocks Throttle Reasons" became "Clocks Event Reasons" around R535 (decision-trees 3.5);
+# "Clocks Throttle Reasons" became "Clocks Event Reasons" around R535 (docs/sources.md#nvidia-smi);
 # XML tags carry the prefix clocks_throttle_reason_ / clocks_event_reason_ (DTD v11 / v12+).
 REASON_SECTIONS = ("clocks_event_reasons", "clocks_throttle_reasons")
 REASON_PREFIXES = ("clocks_event_reason_", "clocks_throttle_reason_")
@@ -204,7 +204,7 @@ def _ecc_counts(scope: Node | None) -> EccCounts:
     if any(scope.child(bits) for bits in VOLTA_BITS.values()):
         return _volta_counts(scope)
     sram_uncorrectable = to_int(raw_value(scope, (SRAM_UNCORRECTABLE,)))
-    if sram_uncorrectable is None:  # R535+: parity + SEC-DED, summed (CONTRACT section 3)
+    if sram_uncorrectable is None:  # R535+: parity + SEC-DED, summed (docs/reference.md#parse-output)
         sram_uncorrectable = _sum_known(to_int(raw_value(scope, (part,))) for part in SRAM_UNCORRECTABLE_PARTS)
     return EccCounts(
         dram_correctable=to_int(raw_value(scope, (DRAM_CORRECTABLE,))),

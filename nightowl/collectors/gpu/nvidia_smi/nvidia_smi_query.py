@@ -66,7 +66,8 @@ TEXT_FIELDS = frozenset(
     }
 )
 TEXT_PREFIXES = ("pci.", "inforom.", "mig.", "driver_model.", "display_", "persistence_mode", "compute_cap")
-# Hex bit masks (decision-trees 3.5: clocks_event_reasons.active is the OR of the reason bits).
+# Hex bit masks (NVML nvmlClocksEventReason*, docs/sources.md#nvidia-smi: clocks_event_reasons.active is
+# the OR of the reason bits).
 HEX_FIELDS = frozenset({"clocks_event_reasons.active", "clocks_event_reasons.supported"})
 HW_SLOWDOWN_BITS = 0x8 | 0x40 | 0x80  # hw_slowdown, hw_thermal_slowdown, hw_power_brake_slowdown
 

@@ -68,7 +68,7 @@ class Gpu:
     pcie: Pcie = field(default_factory=Pcie)
     clocks_event_reasons_active: tuple[str, ...] | None = None
     recovery_action: str | None = None
-    # extras (CONTRACT allows extra fields)
+    # extras (docs/reference.md#parse-output allows extra fields)
     index: int | None = None
     serial: str | None = None
     vbios_version: str | None = None

@@ -46,7 +46,7 @@ FALSE_WORDS = frozenset({"no", "false", "not active", "disabled", "off"})
 TOOL_FAILURES: tuple[re.Pattern[str], ...] = (
     # nvsmi-unable-device-handle-unknown-error.txt and the akash209 paste ("GPU0000:A1:00.0", no space)
     re.compile(r"Unable to determine the device handle for (?:GPU|gpu)\s*\S+?:\s*\S.*"),
-    # INDEX.md category 3 ("No devices were found"); decision-trees 3.5 "GPU is lost. Reboot ..."
+    # INDEX.md category 3 ("No devices were found"); nvidia-smi's "GPU is lost. Reboot ..." (docs/sources.md#nvidia-smi)
     re.compile(r"No devices were found.*"),
     re.compile(r"\bGPU is lost\b.*"),
     # Driver not loaded / NVML unusable: nvidia-smi's own message texts.
@@ -164,7 +164,7 @@ _KEY_VALUE = re.compile(r"^(?P<key>[^:]*?\S)\s+:(?:\s+(?P<value>.*))?$")
 SHELL_PROMPT = re.compile(r"^(?:\([^)]*\)\s*)?(?:\[[^\]]*\]\s*[#$]|[\w.@~:/-]*[#$>])(?:\s|$)")
 
 
-BUSY_UTILIZATION_PERCENT = 50  # links down-train at idle (decision-trees 3.5): judge only under load
+BUSY_UTILIZATION_PERCENT = 50  # links down-train at idle (docs/sources.md#nvidia-smi): judge only under load
 
 
 def pcie_degraded(

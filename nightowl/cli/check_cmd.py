@@ -1,0 +1,62 @@
+"""`nightowl check`: `nightowl sweep --local`, for a DaemonSet, a cron job or Slurm's HealthCheckProgram."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from nightowl.cli.common import PARAM_OPTION, limit_options
+from nightowl.cli.exit import EXIT_HELP
+from nightowl.cli.sweep_cmd import (
+    RUNBOOK_OPTION,
+    SINCE_OPTION,
+    SWEEP_FORMAT_OPTION,
+    SWEEP_OUT_OPTION,
+    TEXTFILE_OPTION,
+    sweep,
+)
+
+
+@click.command(epilog=EXIT_HELP)
+@RUNBOOK_OPTION
+@PARAM_OPTION
+@SINCE_OPTION
+@SWEEP_FORMAT_OPTION
+@TEXTFILE_OPTION
+@limit_options
+@SWEEP_OUT_OPTION
+@click.pass_context
+def check(
+    ctx: click.Context,
+    runbook: str,
+    params: tuple[str, ...],
+    since: str | None,
+    fmt: str,
+    textfile: Path | None,
+    command_timeout: float | None,
+    host_timeout: float | None,
+    out_dir: Path | None,
+) -> None:
+    """Check this node only (`sweep --local`): for a DaemonSet, a cron job or Slurm's HealthCheckProgram."""
+    ctx.invoke(
+        sweep,
+        inventory=None,
+        local_only=True,
+        runbook=runbook,
+        limit=None,
+        forks=1,
+        params=params,
+        since=since,
+        fmt=fmt,
+        textfile=textfile,
+        allow_invasive=False,
+        known_hosts=None,
+        ssh_config=None,
+        accept_new=False,
+        identities=(),
+        connect_timeout=10.0,
+        command_timeout=command_timeout,
+        host_timeout=host_timeout,
+        out_dir=out_dir,
+    )

@@ -1,0 +1,186 @@
+"""Render the generated sections of docs/reference.md from the code itself.
+
+``python -m nightowl.docgen`` rewrites what lies between ``<!-- BEGIN GENERATED: name -->`` and
+``<!-- END GENERATED -->`` (``commands`` from the click tree, ``kinds`` from the collector
+registry); ``--check`` only reports whether the file is up to date (exit 1 when not), which is
+what tests/test_docs.py runs. Everything outside the markers is written by hand.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import sys
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import Any
+
+import click
+
+REFERENCE = Path(__file__).resolve().parent.parent / "docs" / "reference.md"
+BLOCK = re.compile(r"(<!-- BEGIN GENERATED: (?P<name>[a-z-]+) -->\n)(?P<body>.*?)(<!-- END GENERATED -->)", re.S)
+# The bundle directory's default is expanded from $HOME at import time; the doc names it as written.
+OUT_DEFAULT = "~/.local/state/nightowl/bundles"
+
+
+def walk(command: click.Command, parent: click.Context | None = None) -> Iterator[click.Context]:
+    """A context for every command of the tree, depth first, the group itself first."""
+    ctx = click.Context(command, info_name=command.name if parent else "nightowl", parent=parent)
+    yield ctx
+    if isinstance(command, click.Group):
+        for name in sorted(command.list_commands(ctx)):
+            sub = command.get_command(ctx, name)
+            if sub is not None and not sub.hidden:
+                yield from walk(sub, ctx)
+
+
+def _portable(text: str) -> str:
+    """Machine-specific defaults (the home directory) as the code writes them."""
+    from nightowl.paths import default_out_dir
+
+    text = text.replace(str(default_out_dir()), OUT_DEFAULT)
+    if os.environ.get("NIGHTOWL_OUT"):
+        text = text.replace(os.environ["NIGHTOWL_OUT"], OUT_DEFAULT)
+    return text
+
+
+def _cell(text: str) -> str:
+    return " ".join(text.split()).replace("|", "\\|")
+
+
+def _help_markdown(text: str) -> str:
+    """click help -> Markdown: ``\\b`` paragraphs (kept verbatim by click) become code blocks."""
+    out = []
+    for para in re.split(r"\n\s*\n", text.strip()):
+        lines = para.splitlines()
+        if lines and lines[0].strip() == "\b":
+            out.append("```\n" + "\n".join(line.rstrip() for line in lines[1:]) + "\n```")
+        else:
+            out.append(" ".join(line.strip() for line in lines))
+    return "\n\n".join(out)
+
+
+def _type_name(param: click.Parameter) -> str:
+    if isinstance(param, click.Option) and param.is_flag:
+        return "flag"
+    if isinstance(param.type, click.Choice):
+        return " \\| ".join(f"`{c}`" for c in param.type.choices)
+    return param.type.name.upper()
+
+
+def _default(param: click.Parameter) -> str:
+    value = param.default
+    # click 8.2 marks "no default" with a sentinel object rather than None
+    if value is None or value is False or value == () or callable(value) or "UNSET" in repr(value):
+        return ""
+    if isinstance(value, (list, tuple)):
+        return ", ".join(f"`{v}`" for v in value)
+    return f"`{value}`"
+
+
+def render_commands(root: click.Command) -> str:
+    """One section per command: usage, help, and a table of its arguments and options."""
+    parts = []
+    for ctx in walk(root):
+        cmd = ctx.command
+        level = "###" if ctx.parent is None or ctx.parent.parent is None else "####"
+        usage = " ".join(cmd.collect_usage_pieces(ctx))
+        parts.append(f"{level} `{ctx.command_path}`\n\n```\n{ctx.command_path} {usage}\n```\n")
+        if cmd.help:
+            parts.append(_help_markdown(cmd.help) + "\n")
+        rows = []
+        for param in cmd.get_params(ctx):
+            if isinstance(param, click.Option):
+                if param.hidden or "--help" in param.opts:  # every command takes --help
+                    continue
+                names = ", ".join(f"`{n}`" for n in (*param.opts, *param.secondary_opts))
+                more = " (repeatable)" if param.multiple else ""
+                rows.append(f"| {names} | {_type_name(param)}{more} | {_default(param)} | {_cell(param.help or '')} |")
+            elif isinstance(param, click.Argument):
+                name = f"`{param.human_readable_name}`" + ("" if param.required else " (optional)")
+                rows.append(f"| {name} | argument | {_default(param)} | |")
+        if rows:
+            parts.append("| option | type | default | meaning |\n|---|---|---|---|\n" + "\n".join(rows) + "\n")
+        if cmd.epilog:
+            parts.append(_help_markdown(cmd.epilog) + "\n")
+    return _portable("\n".join(parts))
+
+
+def declared_facts(collector: Any) -> list[tuple[str, str, str]]:
+    """(name, type, meaning) rows a collector declares in ``facts_declared`` or ``produces``.
+
+    Rows may be objects with ``name``/``type``/``meaning`` attributes, mappings with those keys,
+    or tuples; a collector that declares nothing yields no rows.
+    """
+    declared: Iterable[Any] = getattr(collector, "facts_declared", None) or getattr(collector, "produces", None) or ()
+    if isinstance(declared, dict):
+        declared = [{"name": k, **(v if isinstance(v, dict) else {"meaning": v})} for k, v in declared.items()]
+    rows = []
+    for item in declared:
+        if isinstance(item, (tuple, list)):
+            item = dict(zip(("name", "type", "meaning"), item, strict=False))
+        fields = item if isinstance(item, dict) else vars(item) if hasattr(item, "__dict__") else {}
+        type_ = fields.get("type") or ""
+        type_name = getattr(type_, "__name__", str(type_))
+        rows.append((str(fields.get("name", "")), type_name, str(fields.get("meaning") or "")))
+    return rows
+
+
+def render_kinds() -> str:
+    """The kinds table from the registry, then a facts table for each kind that declares its facts."""
+    from nightowl.collectors import MODULES, get_collector
+
+    rows, facts = [], []
+    for kind in sorted(MODULES):
+        collector = get_collector(kind)
+        module = MODULES[kind].partition(":")[0].replace(".", "/") + ".py"
+        inputs = getattr(collector, "inputs", None)
+        if inputs:
+            reads = "derived from " + ", ".join(f"`{i}`" for i in inputs)
+        else:
+            reads = "<br>".join(f"`{' '.join(argv)}`" for argv in collector.commands) or "(no command)"
+        reads = reads.replace("|", "\\|")
+        flags = "invasive" if collector.invasive else ""
+        rows.append(f"| `{kind}` | {_cell(collector.description)} | {reads} | {flags} | `{module}` |")
+        declared = declared_facts(collector)
+        if declared:
+            table = "\n".join(f"| `{n}` | {_cell(t)} | {_cell(m)} |" for n, t, m in declared)
+            facts.append(f"#### `{kind}` facts\n\n| fact | type | meaning |\n|---|---|---|\n{table}\n")
+    head = "| kind | what it reads | commands (tried in order) | | module |\n|---|---|---|---|---|\n"
+    return head + "\n".join(rows) + "\n" + ("\n" + "\n".join(facts) if facts else "")
+
+
+def sections() -> dict[str, str]:
+    from nightowl.cli.main import main
+
+    return {"commands": render_commands(main), "kinds": render_kinds()}
+
+
+def regenerate(text: str, rendered: dict[str, str]) -> str:
+    """``text`` with every generated block replaced; a block with no renderer is an error."""
+
+    def fill(match: re.Match[str]) -> str:
+        name = match["name"]
+        if name not in rendered:
+            raise KeyError(f"no generator for the block {name!r}")
+        return match.group(1) + "\n" + rendered[name].strip() + "\n\n" + match.group(4)
+
+    return BLOCK.sub(fill, text)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = sys.argv[1:] if argv is None else argv
+    current = REFERENCE.read_text(encoding="utf-8")
+    fresh = regenerate(current, sections())
+    if "--check" in args:
+        if fresh != current:
+            print(f"{REFERENCE.name} is out of date: run python -m nightowl.docgen", file=sys.stderr)
+            return 1
+        return 0
+    if fresh != current:
+        REFERENCE.write_text(fresh, encoding="utf-8")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,37 @@
+"""A sweep for people: one row per host, hosts grouped by verdict, and the hosts that differ."""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any
+
+
+def fleet_table(summary: dict[str, Any]) -> str:
+    """The `--format table` view of a sweep summary (`run_to_summary` plus `fleet`)."""
+    rows = [("HOST", "STATUS", "VERDICT", "ACTION", "GPUS", "SECONDS")]
+    for h in summary["hosts"]:
+        v = h.get("verdict") or {}
+        gpus = ",".join(map(str, v.get("gpus") or [])) or "-"
+        rows.append(
+            (
+                h["host"],
+                h["status"],
+                v.get("id", "-"),
+                v.get("action", "-"),
+                gpus,
+                f"{h.get('duration', 0):.1f}",
+            )
+        )
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows]
+    verdicts = Counter((h.get("verdict") or {}).get("id", f"({h['status']})") for h in summary["hosts"])
+    lines.append("")
+    lines.append("hosts by verdict: " + ", ".join(f"{k} {n}" for k, n in verdicts.most_common()))
+    for h in summary["hosts"]:
+        if h.get("error") and h["status"] != "ok":
+            lines.append(f"  {h['host']}: {h['error']}")
+    for field, hosts in (summary.get("fleet") or {}).get("outliers", {}).items():
+        if hosts:
+            lines.append(f"differ from the rest on {field}: {', '.join(hosts)}")
+    lines.append(f"bundle: {summary['bundle']}")
+    return "\n".join(lines)

@@ -1,0 +1,76 @@
+"""Facts nightowl judges by, as data files beside this module (see README.md here).
+
+Each file holds one row per fact with its public source. The collectors that use a file load it
+once through ``read_csv`` / ``read_yaml`` (cached by their own ``functools.cache`` loaders) and
+keep their Python API. A malformed file is a ``KnowledgeError`` naming the file and line.
+"""
+
+from __future__ import annotations
+
+import csv
+import re
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+
+
+class KnowledgeError(ValueError):
+    """A data file is missing a column or a value, or holds one that cannot be read."""
+
+
+def path(name: str) -> Path:
+    return HERE / name
+
+
+def read_csv(name: str, required: Iterable[str] = ("source",)) -> list[dict[str, str]]:
+    """Rows of ``name`` as dicts (values stripped); every column in ``required`` must be non-empty.
+
+    Lines starting with ``#`` before the header are comments (a generated file says so there).
+    """
+    file = path(name)
+    with file.open(encoding="utf-8", newline="") as handle:
+        lines = [line for line in handle if not line.startswith("#")]
+    reader = csv.DictReader(lines)
+    missing = [column for column in required if column not in (reader.fieldnames or ())]
+    if missing:
+        raise KnowledgeError(f"{file}: header lacks column(s) {', '.join(missing)}")
+    rows = []
+    for row in reader:
+        values = {key: (value or "").strip() for key, value in row.items() if key is not None}
+        empty = [column for column in required if not values.get(column)]
+        if empty:
+            raise KnowledgeError(f"{file}: line {reader.line_num}: empty {', '.join(empty)}")
+        rows.append(values)
+    return rows
+
+
+def read_yaml(name: str) -> Any:
+    import yaml  # lazy: `nightowl --help` must not import it
+
+    file = path(name)
+    try:
+        with file.open(encoding="utf-8") as handle:
+            return yaml.safe_load(handle)
+    except yaml.YAMLError as error:
+        raise KnowledgeError(f"{file}: {error}") from None
+
+
+def field(entry: Mapping[str, Any], key: str, where: str) -> Any:
+    """``entry[key]``, or a KnowledgeError saying which entry of which file lacks it."""
+    if key not in entry:
+        raise KnowledgeError(f"{where}: missing '{key}'")
+    return entry[key]
+
+
+def compile_pattern(pattern: str, where: str, ignore_case: bool = False) -> re.Pattern[str]:
+    try:
+        return re.compile(pattern, re.IGNORECASE if ignore_case else 0)
+    except re.error as error:
+        raise KnowledgeError(f"{where}: bad regex {pattern!r}: {error}") from None
+
+
+def optional(value: str) -> str | None:
+    """CSV has no null: an empty cell is None."""
+    return value or None

@@ -1,0 +1,161 @@
+"""The YAML config of ``nightowl serve`` (fixtures/alerts/serve.yaml shows every key, commented).
+
+Loading checks every key and every rule up front, so a typo fails at start-up with the file and
+the key named, never at 3 a.m. when the first alert arrives.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from nightowl.receiver.payload import Alert
+from nightowl.receiver.rules import Matcher, Rule
+
+DEFAULT_TOKEN_ENV = "NIGHTOWL_SERVE_TOKEN"
+
+# Every key of the serve config and of one rule (fixtures/alerts/serve.yaml shows each, commented).
+CONFIG_KEYS = frozenset(
+    {
+        "rules",
+        "out",
+        "token",
+        "token_file",
+        "token_env",
+        "pagerduty_secret",
+        "pagerduty_secret_file",
+        "pagerduty_secret_env",
+        "workers",
+        "queue",
+        "listen",
+        "allow_invasive",
+        "index_requires_token",
+        "known_hosts",
+        "ssh_config",
+    }
+)
+RULE_KEYS = frozenset({"name", "match", "runbook", "host", "params", "on_resolved"})
+
+
+class ConfigError(ValueError):
+    """The serve config is unusable; the message names the file and the key."""
+
+
+@dataclass(frozen=True)
+class ServeConfig:
+    rules: tuple[Rule, ...]
+    out_dir: Path
+    token: str | None = None
+    pagerduty_secrets: tuple[str, ...] = ()
+    workers: int = 2
+    queue_size: int = 8
+    listen: str = "127.0.0.1:9797"
+    allow_invasive: bool = False
+    index_requires_token: bool = True
+    known_hosts: Path | None = None
+    ssh_config: Path | None = None
+
+    def rule_for(self, alert: Alert) -> Rule | None:
+        return next((r for r in self.rules if r.matches(alert)), None)
+
+
+def _secret(doc: Mapping[str, Any], key: str, where: str, default_env: str | None = None) -> str | None:
+    """A secret from ``<key>``, ``<key>_file`` or ``<key>_env`` (so the config file need not hold it)."""
+    if doc.get(f"{key}_file"):
+        path = Path(str(doc[f"{key}_file"])).expanduser()
+        try:
+            return path.read_text().strip() or None
+        except OSError as exc:
+            raise ConfigError(f"{where}: {key}_file: cannot read {path}: {exc}") from None
+    if doc.get(f"{key}_env"):
+        return os.environ.get(str(doc[f"{key}_env"])) or None
+    if doc.get(key):
+        return str(doc[key])
+    return os.environ.get(default_env) or None if default_env else None
+
+
+def _rule(item: Any, index: int, where: str) -> Rule:
+    from nightowl import runbooks
+
+    here = f"{where}: rules[{index}]"
+    if not isinstance(item, Mapping):
+        raise ConfigError(f"{here}: a rule is a mapping with match, runbook and host")
+    unknown = set(item) - RULE_KEYS
+    if unknown:
+        raise ConfigError(f"{here}: unknown key(s) {', '.join(sorted(unknown))}")
+    for key in ("match", "runbook", "host"):
+        if not item.get(key):
+            raise ConfigError(f"{here}: `{key}` is required")
+    raw = item["match"]
+    texts = (
+        [f"{k}={v}" for k, v in raw.items()]
+        if isinstance(raw, Mapping)
+        else ([raw] if isinstance(raw, str) else list(raw))
+    )
+    try:
+        matchers = tuple(Matcher.parse(str(t)) for t in texts)
+        runbooks.resolve(str(item["runbook"]))
+    except (ValueError, FileNotFoundError, re.error) as exc:
+        raise ConfigError(f"{here}: {exc}") from None
+    params = item.get("params") or {}
+    if not isinstance(params, Mapping):
+        raise ConfigError(f"{here}: params is a mapping")
+    return Rule(
+        str(item.get("name") or f"rule-{index + 1}"),
+        matchers,
+        str(item["runbook"]),
+        str(item["host"]),
+        dict(params),
+        bool(item.get("on_resolved", False)),
+    )
+
+
+def load_config(path: Path, out_dir: Path | None = None, for_receiver: bool = True) -> ServeConfig:
+    """Read the YAML config of ``nightowl serve`` (see fixtures/alerts/serve.yaml)."""
+    import yaml
+
+    where = str(path)
+    try:
+        doc = yaml.safe_load(Path(path).read_text()) or {}
+    except (OSError, yaml.YAMLError) as exc:
+        raise ConfigError(f"{where}: {exc}") from None
+    if not isinstance(doc, Mapping):
+        raise ConfigError(f"{where}: the config is a mapping")
+    unknown = set(doc) - CONFIG_KEYS
+    if unknown:
+        raise ConfigError(f"{where}: unknown key(s) {', '.join(sorted(unknown))}")
+    rules = tuple(_rule(item, i, where) for i, item in enumerate(doc.get("rules") or []))
+    if not rules:
+        raise ConfigError(f"{where}: no rules: nothing would ever be captured")
+    # The token and the PagerDuty secret guard the receiver's HTTP endpoint; `triage --alert` reads a
+    # saved payload and needs neither (for_receiver=False).
+    token = _secret(doc, "token", where, DEFAULT_TOKEN_ENV) if for_receiver else None
+    if for_receiver and not token:
+        raise ConfigError(f"{where}: no bearer token (set token_file, token_env or ${DEFAULT_TOKEN_ENV})")
+    secret = _secret(doc, "pagerduty_secret", where) if for_receiver else None
+    try:
+        workers, queue_size = int(doc.get("workers", 2)), int(doc.get("queue", 8))
+    except (TypeError, ValueError):
+        raise ConfigError(f"{where}: workers and queue are numbers") from None
+    if not (1 <= workers <= 64 and 1 <= queue_size <= 10000):
+        raise ConfigError(f"{where}: workers must be 1-64 and queue 1-10000")
+    from nightowl.paths import default_out_dir
+
+    out = out_dir or (Path(str(doc["out"])).expanduser() if doc.get("out") else default_out_dir())
+    return ServeConfig(
+        rules=rules,
+        out_dir=out,
+        token=token,
+        pagerduty_secrets=tuple(s.strip() for s in (secret or "").split(",") if s.strip()),
+        workers=workers,
+        queue_size=queue_size,
+        listen=str(doc.get("listen") or "127.0.0.1:9797"),
+        allow_invasive=bool(doc.get("allow_invasive", False)),
+        index_requires_token=bool(doc.get("index_requires_token", True)),
+        known_hosts=Path(str(doc["known_hosts"])).expanduser() if doc.get("known_hosts") else None,
+        ssh_config=Path(str(doc["ssh_config"])).expanduser() if doc.get("ssh_config") else None,
+    )

@@ -1,0 +1,166 @@
+"""Webhook payloads in, :class:`Alert` out, and PagerDuty's signature check.
+
+Two senders: Alertmanager's webhook (``version: "4"``: ``alerts[]`` with ``status``, ``labels``,
+``annotations``, ``startsAt``, ``endsAt``, ``fingerprint``; see
+https://prometheus.io/docs/alerting/latest/configuration/#webhook_config) and PagerDuty's v3
+webhooks (one ``event`` per delivery, signed with HMAC-SHA256 in
+``X-PagerDuty-Signature: v1=<hex>[,v1=<hex>]``; see
+https://developer.pagerduty.com/docs/webhooks-overview).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+# PagerDuty v3 event types that open or reopen an incident, and the one that closes it.
+PAGERDUTY_FIRING = frozenset({"incident.triggered", "incident.reopened"})
+PAGERDUTY_RESOLVED = frozenset({"incident.resolved"})
+
+
+@dataclass(frozen=True)
+class Alert:
+    source: str  # alertmanager | pagerduty
+    status: str  # firing | resolved | the PagerDuty event type for anything else
+    labels: dict[str, str]
+    annotations: dict[str, str]
+    starts_at: str | None
+    ends_at: str | None
+    fingerprint: str
+    generator_url: str | None = None
+    external_url: str | None = None
+    receiver: str | None = None
+    group_key: str | None = None
+
+    @property
+    def name(self) -> str:
+        return self.labels.get("alertname") or self.labels.get("title") or "alert"
+
+    @property
+    def dedupe_key(self) -> tuple[str, str, str, str]:
+        """Alertmanager redelivers the same alert on every group_interval: same fingerprint and start."""
+        return (self.source, self.fingerprint, self.starts_at or "", self.status)
+
+    def record(self) -> dict[str, Any]:
+        """The ``alert`` object of a bundle's manifest (before the receiver adds rule and timing)."""
+        return {
+            "source": self.source,
+            "status": self.status,
+            "name": self.name,
+            "labels": dict(self.labels),
+            "annotations": dict(self.annotations),
+            "starts_at": self.starts_at,
+            "ends_at": self.ends_at,
+            "fingerprint": self.fingerprint,
+            "generator_url": self.generator_url,
+            "external_url": self.external_url,
+            "receiver": self.receiver,
+            "group_key": self.group_key,
+        }
+
+
+# --- payloads -----------------------------------------------------------------------------------
+def _strings(mapping: Any) -> dict[str, str]:
+    return {str(k): str(v) for k, v in mapping.items()} if isinstance(mapping, Mapping) else {}
+
+
+def _time(value: Any) -> str | None:
+    """Alertmanager writes ``0001-01-01T00:00:00Z`` for "no end yet": that is null here."""
+    if not isinstance(value, str) or not value or value.startswith("0001-01-01"):
+        return None
+    return value
+
+
+def _label_fingerprint(labels: dict[str, str]) -> str:
+    """Old Alertmanagers send no fingerprint: derive a stable one from the label set."""
+    return hashlib.sha256(json.dumps(labels, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def parse_alertmanager(payload: Mapping[str, Any]) -> list[Alert]:
+    if not isinstance(payload.get("alerts"), list):
+        raise ValueError("not an Alertmanager webhook payload: no `alerts` list")
+    alerts = []
+    for item in payload["alerts"]:
+        if not isinstance(item, Mapping):
+            continue
+        labels = _strings(item.get("labels"))
+        alerts.append(
+            Alert(
+                source="alertmanager",
+                status=str(item.get("status") or payload.get("status") or "firing"),
+                labels=labels,
+                annotations=_strings(item.get("annotations")),
+                starts_at=_time(item.get("startsAt")),
+                ends_at=_time(item.get("endsAt")),
+                fingerprint=str(item.get("fingerprint") or _label_fingerprint(labels)),
+                generator_url=item.get("generatorURL") or None,
+                external_url=payload.get("externalURL") or None,
+                receiver=payload.get("receiver") or None,
+                group_key=payload.get("groupKey") or None,
+            )
+        )
+    return alerts
+
+
+def parse_pagerduty(payload: Mapping[str, Any]) -> list[Alert]:
+    event = payload.get("event")
+    if not isinstance(event, Mapping):
+        raise ValueError("not a PagerDuty v3 webhook payload: no `event` object")
+    data: Mapping[str, Any] = event["data"] if isinstance(event.get("data"), Mapping) else {}
+    event_type = str(event.get("event_type") or "")
+    status = (
+        "firing" if event_type in PAGERDUTY_FIRING else "resolved" if event_type in PAGERDUTY_RESOLVED else event_type
+    )
+    title = str(data.get("title") or data.get("summary") or "")
+    labels = {
+        "alertname": title,
+        "title": title,
+        "event_type": event_type,
+        "service": str((data.get("service") or {}).get("summary") or ""),
+        "urgency": str(data.get("urgency") or ""),
+        "priority": str((data.get("priority") or {}).get("summary") or ""),
+        "incident_key": str(data.get("incident_key") or ""),
+        "incident_number": str(data.get("number") or ""),
+    }
+    return [
+        Alert(
+            source="pagerduty",
+            status=status,
+            labels={k: v for k, v in labels.items() if v},
+            annotations={k: str(v) for k, v in (("summary", title), ("html_url", data.get("html_url"))) if v},
+            starts_at=_time(data.get("created_at") or event.get("occurred_at")),
+            ends_at=_time(event.get("occurred_at")) if status == "resolved" else None,
+            fingerprint=str(data.get("id") or event.get("id") or _label_fingerprint(labels)),
+            external_url=data.get("html_url") or None,
+        )
+    ]
+
+
+def parse_payload(payload: Any) -> list[Alert]:
+    """Either sender's payload; raises ValueError for anything else."""
+    if not isinstance(payload, Mapping):
+        raise ValueError("payload is not a JSON object")
+    if isinstance(payload.get("event"), Mapping):
+        return parse_pagerduty(payload)
+    return parse_alertmanager(payload)
+
+
+def verify_pagerduty_signature(body: bytes, header: str | None, secrets: tuple[str, ...]) -> bool:
+    """PagerDuty v3: any ``v1=<hex>`` in the header equals HMAC-SHA256(secret, raw body) for a secret."""
+    if not header or not secrets:
+        return False
+    offered = [part.strip()[3:] for part in header.split(",") if part.strip().startswith("v1=")]
+    for secret in secrets:
+        expected = hmac.new(secret.encode(), body, hashlib.sha256).hexdigest()
+        if any(hmac.compare_digest(expected, candidate) for candidate in offered):
+            return True
+    return False
+
+
+def sign_pagerduty(body: bytes, secret: str) -> str:
+    """The header value PagerDuty would send (tests and `nightowl serve` docs use it)."""
+    return "v1=" + hmac.new(secret.encode(), body, hashlib.sha256).hexdigest()

@@ -1,0 +1,249 @@
+"""The shape of the house, checked: no import cycle (between modules or between subpackages), an
+engine that knows nothing of GPUs or the CLI, and CLI options declared once in cli/common.py.
+
+Imports are read with ``ast`` from every module, including those inside functions: an import
+hidden in a function to break a cycle is still a cycle.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+from pathlib import Path
+
+import networkx as nx
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+PACKAGE = ROOT / "nightowl"
+
+
+def module_files(package: Path = PACKAGE) -> dict[str, Path]:
+    """Dotted module name -> file, for every module of the package (``pkg/__init__.py`` is ``pkg``)."""
+    modules = {}
+    for path in sorted(package.rglob("*.py")):
+        parts = list(path.relative_to(package.parent).with_suffix("").parts)
+        if parts[-1] == "__init__":
+            parts.pop()
+        modules[".".join(parts)] = path
+    return modules
+
+
+def imported_names(module: str, path: Path) -> Iterator[str]:
+    """Every dotted name an ``import`` or ``from ... import`` anywhere in the module may load.
+
+    ``from a.b import c`` yields ``a.b`` and ``a.b.c`` (``c`` may be a submodule); relative imports
+    are resolved against the module's own package.
+    """
+    is_package = path.name == "__init__.py"
+    for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+        if isinstance(node, ast.Import):
+            yield from (alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = module.split(".") if is_package else module.split(".")[:-1]
+                base = base[: len(base) - (node.level - 1)]
+                target = ".".join(base + ([node.module] if node.module else []))
+            else:
+                target = node.module or ""
+            yield target
+            yield from (f"{target}.{alias.name}" for alias in node.names)
+
+
+def import_graph(modules: dict[str, Path]) -> nx.DiGraph:
+    graph = nx.DiGraph()
+    graph.add_nodes_from(modules)
+    for module, path in modules.items():
+        for target in imported_names(module, path):
+            if target in modules and target != module:
+                graph.add_edge(module, target)
+    return graph
+
+
+def group_graph(graph: nx.DiGraph, package: str) -> nx.DiGraph:
+    """The import graph between the direct children of ``package`` (each subpackage is one node).
+
+    The package's own ``__init__`` is left out: a registry that imports its members, which import
+    a sibling, is not a cycle between siblings.
+    """
+    prefix = package + "."
+    groups = nx.DiGraph()
+    for source, target in graph.edges:
+        if source.startswith(prefix) and target.startswith(prefix):
+            a, b = source[len(prefix) :].split(".")[0], target[len(prefix) :].split(".")[0]
+            if a != b:
+                groups.add_edge(a, b, via=f"{source} -> {target}")
+    return groups
+
+
+def describe(cycles: list[list[str]], graph: nx.DiGraph) -> str:
+    lines = []
+    for cycle in sorted(cycles, key=len)[:20]:
+        hops = zip(cycle, cycle[1:] + cycle[:1], strict=True)
+        lines.append(" -> ".join(cycle) + "   (" + "; ".join(graph.edges[a, b].get("via", "") for a, b in hops) + ")")
+    return "\n".join(lines)
+
+
+GRAPH = import_graph(module_files())
+PACKAGES = sorted(name for name, path in module_files().items() if path.name == "__init__.py")
+
+
+def test_the_graph_sees_the_package() -> None:
+    """A parser that read nothing would find no cycle: check it found the modules and their edges."""
+    assert {"nightowl.cli.main", "nightowl.engine.runner", "nightowl.receiver.http"} <= set(GRAPH)
+    assert GRAPH.has_edge("nightowl.cli.main", "nightowl.cli.sweep_cmd")
+    # imports inside functions count (sweep reads the inventory lazily)
+    assert GRAPH.has_edge("nightowl.cli.sweep_cmd", "nightowl.fleet.inventory")
+
+
+def test_no_import_cycle_between_modules() -> None:
+    cycles = list(nx.simple_cycles(GRAPH))
+    assert not cycles, "import cycles:\n" + "\n".join(" -> ".join(c) for c in sorted(cycles, key=len)[:20])
+
+
+@pytest.mark.parametrize("package", PACKAGES)
+def test_no_import_cycle_between_subpackages(package: str) -> None:
+    groups = group_graph(GRAPH, package)
+    cycles = list(nx.simple_cycles(groups))
+    assert not cycles, f"cycles between the parts of {package}:\n" + describe(cycles, groups)
+
+
+def test_cycle_checks_can_fail(tmp_path: Path) -> None:
+    """The same functions on a made-up package with a hidden (in-function) and a relative-import cycle."""
+    pkg = tmp_path / "demo"
+    (pkg / "a").mkdir(parents=True)
+    (pkg / "b").mkdir()
+    (pkg / "__init__.py").write_text("")
+    (pkg / "a" / "__init__.py").write_text("")
+    (pkg / "b" / "__init__.py").write_text("")
+    (pkg / "a" / "one.py").write_text("from . import two\n")
+    (pkg / "a" / "two.py").write_text("def f():\n    from demo.a import one\n")
+    (pkg / "a" / "three.py").write_text("from demo.b.four import x\n")
+    (pkg / "b" / "four.py").write_text("def g():\n    from ..a import three\n")
+    graph = import_graph(module_files(pkg))
+    assert sorted(map(sorted, nx.simple_cycles(graph))) == [
+        ["demo.a.one", "demo.a.two"],
+        ["demo.a.three", "demo.b.four"],
+    ]
+    assert sorted(map(sorted, nx.simple_cycles(group_graph(graph, "demo")))) == [["a", "b"]]
+
+
+# What the engine may import from the rest of nightowl: itself, and the transport interface it drives
+# (not a transport: which host and how to reach it is the caller's business).
+ENGINE_MAY_IMPORT = ("nightowl.engine", "nightowl.transports.base")
+
+
+def test_engine_imports_nothing_from_gpu_code_or_the_cli() -> None:
+    """STYLE: the engine knows nothing about GPUs; someone can drive a runbook without the CLI."""
+    engine = {m: p for m, p in module_files().items() if m == "nightowl.engine" or m.startswith("nightowl.engine.")}
+    assert len(engine) > 5
+    bad = {
+        f"{module} imports {name}"
+        for module, path in engine.items()
+        for name in imported_names(module, path)
+        if (name.startswith("nightowl.") and not name.startswith(ENGINE_MAY_IMPORT))
+        or name.split(".")[0] in ("click", "paramiko", "rich")
+    }
+    assert not bad, sorted(bad)
+
+
+# Options every command takes from cli/common.py instead of declaring its own.
+SHARED_OPTIONS = frozenset(
+    {
+        "--format",
+        "--out",
+        "--param",
+        "--allow-invasive",
+        "--known-hosts",
+        "--ssh-config",
+        "--accept-new",
+        "--identity",
+        "--connect-timeout",
+        "--command-timeout",
+        "--host-timeout",
+    }
+)
+
+
+def test_shared_options_are_declared_once_in_cli_common() -> None:
+    declared = []
+    for module, path in module_files().items():
+        if not module.startswith("nightowl.cli.") or module == "nightowl.cli.common":
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Attribute)
+                and node.func.attr == "option"
+                and any(isinstance(a, ast.Constant) and a.value in SHARED_OPTIONS for a in node.args)
+            ):
+                declared.append(f"{path.relative_to(ROOT)}:{node.lineno}")
+    assert not declared, f"declare these in nightowl/cli/common.py and use them from there: {declared}"
+
+
+def test_every_format_option_is_the_shared_one() -> None:
+    """Each command's --format is one from common (same parameter name), whatever its choices."""
+    import click
+
+    from nightowl.cli.main import main
+
+    def commands(group: click.Group, prefix: str = "") -> Iterator[tuple[str, click.Command]]:
+        for name, command in group.commands.items():
+            if isinstance(command, click.Group):
+                yield from commands(command, f"{prefix}{name} ")
+            else:
+                yield prefix + name, command
+
+    seen = 0
+    for name, command in commands(main):
+        for param in command.params:
+            if "--format" in getattr(param, "opts", ()):
+                seen += 1
+                assert param.name == "fmt", name
+                assert isinstance(param.type, click.Choice) and param.default == param.type.choices[0], name
+    assert seen >= 10
+
+
+# The engine's public face and the collector protocol (gpud's components/types.go is the model:
+# each type and method says what it is and what it guarantees).
+DOCUMENTED = (
+    "engine/runner.py",
+    "engine/job.py",
+    "engine/bundle.py",
+    "engine/model.py",
+    "engine/validate.py",
+    "engine/session.py",
+    "collectors/base.py",
+)
+
+
+def undocumented(path: Path, root: Path = ROOT) -> list[str]:
+    """Public classes, functions and methods of a module without a docstring, as ``file:line name``."""
+    tree = ast.parse(path.read_text())
+    missing = []
+
+    def visit(body: list[ast.stmt], prefix: str) -> None:
+        for node in body:
+            if isinstance(node, (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
+                if node.name.startswith("_"):
+                    continue
+                if ast.get_docstring(node) is None:
+                    missing.append(f"{path.relative_to(root)}:{node.lineno} {prefix}{node.name}")
+                if isinstance(node, ast.ClassDef):
+                    visit(node.body, f"{node.name}.")
+
+    visit(tree.body, "")
+    return missing
+
+
+@pytest.mark.parametrize("relative", DOCUMENTED)
+def test_engine_and_collector_protocol_are_documented(relative: str) -> None:
+    assert not undocumented(PACKAGE / relative)
+
+
+def test_the_docstring_check_can_fail(tmp_path: Path) -> None:
+    module = tmp_path / "m.py"
+    module.write_text(
+        'class A:\n    """Doc."""\n\n    def run(self):\n        pass\n\n    def _hidden(self):\n        pass\n'
+    )
+    assert undocumented(module, tmp_path) == ["m.py:4 A.run"]
