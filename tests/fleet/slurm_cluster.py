@@ -128,8 +128,9 @@ class SlurmCluster:
         # PATH holds only the stand-ins and nightowl: the script must add the system directories itself.
         return f"""#!/bin/sh
 # HealthCheckProgram of the test cluster: what a site sets, then the project's script (while armed).
-[ -e '{self.armed}' ] || exit 0
+# Marked running before looking at the switch: reset() disarms, then waits for no run in flight.
 : > '{self.running}'
+[ -e '{self.armed}' ] || {{ /bin/rm -f '{self.running}'; exit 0; }}
 export SLURM_CONF='{self.conf}'
 export PATH='{self.node.bin}:{Path(nightowl[0]).parent}'
 export NIGHTOWL='{nightowl[0]}' NIGHTOWL_OUT='{self.root / "bundles"}' NIGHTOWL_TEXTFILE='{self.root / "nightowl.prom"}'
@@ -214,11 +215,18 @@ PartitionName=debug Nodes=ALL Default=YES MaxTime=INFINITE State=UP
         )
 
     def wait_state(self, predicate: object, what: str, timeout: float = 60) -> str:
+        seen: list[str] = []
+
         def check() -> str | None:
             state = self.state()
+            if not seen or seen[-1] != state:
+                seen.append(state)
             return state if predicate(state) else None  # type: ignore[operator]
 
-        return wait_for(what, check, timeout, list(self.daemons.values()))
+        try:
+            return wait_for(what, check, timeout, list(self.daemons.values()))
+        except AssertionError as exc:
+            raise AssertionError(f"node states seen: {' -> '.join(seen)}; reason {self.reason()!r}\n{exc}") from None
 
     def reset(self) -> None:
         """Disarm the health check and bring the node back to idle, whatever a test left."""

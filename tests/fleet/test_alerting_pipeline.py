@@ -36,12 +36,13 @@ def test_xid79_on_a_node_ends_as_a_bundle_for_that_node(prometheus_stack: Promet
     rc, report = run_check(node, stack.textfiles / "gpu-node.prom", tmp_path / "check-bundles", "gpu-17")
     assert rc == 1, report
     host = report["hosts"][0]["host"]
+    assert host == "gpu-17"  # NODE_NAME, as the DaemonSet's downward API sets it
     assert report["hosts"][0]["verdict"]["id"] == "gpu-fell-off-bus"
     node.copy_recording(host, stack.recorded)  # what `serve` finds when it "connects" to the node
 
     series = wait_for(
         "Prometheus to scrape the verdict",
-        lambda: stack.query('nightowl_host_verdict{verdict="gpu-fell-off-bus"}'),
+        lambda: stack.query('nightowl_host_verdict_info{verdict="gpu-fell-off-bus"}'),
         60,
         stack.daemons,
     )
@@ -69,3 +70,20 @@ def test_xid79_on_a_node_ends_as_a_bundle_for_that_node(prometheus_stack: Promet
     manifest = json.loads((bundle / "manifest.json").read_text())
     assert manifest["alert"]["labels"]["host"] == host
     assert manifest["alert"]["labels"]["nightowl_runbook"] == "xid"
+
+
+def test_a_fleet_of_textfiles_is_one_series_per_node(prometheus_stack: PrometheusStack, tmp_path: Path) -> None:
+    stack = prometheus_stack
+    names = ["gpu-18", "gpu-19", "gpu-20"]
+    for name in names:
+        node = StandinNode(tmp_path / name, ROOT / "fixtures" / "hosts" / "healthy-l40s")
+        rc, _ = run_check(node, stack.textfiles / f"{name}.prom", tmp_path / "bundles", name)
+        assert rc == 0
+
+    def healthy_hosts() -> list[str] | None:
+        series = stack.query('nightowl_host_verdict_info{verdict="healthy"}')
+        hosts = sorted(s["metric"]["host"] for s in series)
+        return hosts if set(names) <= set(hosts) else None
+
+    hosts = wait_for("Prometheus to scrape every node's textfile", healthy_hosts, 60, stack.daemons)
+    assert [h for h in hosts if h in names] == names  # one series per node, none collapsed
