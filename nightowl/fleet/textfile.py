@@ -20,7 +20,7 @@ STATUSES = ("ok", "unreachable", "incomplete")
 
 
 class SweepCollector:
-    """A prometheus_client collector over one sweep summary (the JSON of CONTRACT section 4)."""
+    """A prometheus_client collector over one sweep summary (what `nightowl sweep --format json` prints)."""
 
     def __init__(self, summary: dict[str, Any], now: float | None = None) -> None:
         self.summary = summary

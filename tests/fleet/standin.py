@@ -1,5 +1,5 @@
 """A GPU node stood in by scripts: ``nvidia-smi``, ``journalctl`` and ``dmesg`` on PATH that print a
-recorded host's outputs (CONTRACT section 5 layout), so the real ``nightowl check`` runs unchanged.
+recorded host's outputs (the layout of a bundle's hosts/NAME/), so the real ``nightowl check`` runs unchanged.
 A ``<kind>.sleep`` file (seconds) makes that tool hang first, as a wedged driver does.
 
 The recording served is the target of the symlink ``<root>/current``; ``switch()`` repoints it
