@@ -10,6 +10,7 @@
 
 from __future__ import annotations
 
+import shutil
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -37,7 +38,14 @@ def rehearsal_cases(runbook_id: str) -> list[dict[str, Any]]:
     return list(yaml.safe_load(path.read_text()) or [])
 
 
-def rehearse(runbook_id: str, case: dict[str, Any], out_dir: Path | None = None) -> RehearsalResult:
+def case_hosts(case: dict[str, Any]) -> list[str]:
+    return list(case["hosts"]) if "hosts" in case else [case["host"]]
+
+
+def replay_case(
+    runbook_id: str, case: dict[str, Any], host_dirs: dict[str, Path] | None = None, out_dir: Path | None = None
+) -> list[Any]:
+    """Run a rehearsal case; ``host_dirs`` replaces where a host's recording is read from."""
     from nightowl import runbooks
     from nightowl.collectors import get_collector
     from nightowl.engine.runner import RunOptions
@@ -45,14 +53,20 @@ def rehearse(runbook_id: str, case: dict[str, Any], out_dir: Path | None = None)
     from nightowl.transports.replay import ReplayTransport
 
     loaded = runbooks.load(runbook_id)
-    hosts = case["hosts"] if "hosts" in case else [case["host"]]
     hosts_dir = data_dir("fixtures") / "hosts"
-    transports = {h: (lambda d=hosts_dir / h, n=h: ReplayTransport(d, n)) for h in hosts}
+    dirs = {h: (host_dirs or {}).get(h, hosts_dir / h) for h in case_hosts(case)}
+    transports = {h: (lambda d=d, n=h: ReplayTransport(d, n)) for h, d in dirs.items()}
     options = RunOptions(
         params=loaded.resolve_params(case.get("params", {})), allow_invasive=case.get("allow_invasive", False)
     )
     with tempfile.TemporaryDirectory() as tmp:
         runs, _ = run_runbook(loaded, transports, get_collector, options, out_dir or Path(tmp))
+    return runs
+
+
+def rehearse(runbook_id: str, case: dict[str, Any], out_dir: Path | None = None) -> RehearsalResult:
+    hosts = case_hosts(case)
+    runs = replay_case(runbook_id, case, out_dir=out_dir)
     expect = case.get("expect", {})
     run = runs[0]
     verdict = run.verdict or {}
@@ -76,3 +90,100 @@ def rehearse(runbook_id: str, case: dict[str, Any], out_dir: Path | None = None)
         verdict.get("id"),
         tuple(run.path),
     )
+
+
+@dataclass(frozen=True)
+class AblationFinding:
+    runbook: str
+    case: str
+    host: str
+    output: str  # the recorded file taken away
+    mode: str  # removed | emptied
+    problem: str
+
+
+def _recorded_outputs(host_dir: Path) -> list[Path]:
+    return sorted(p for p in host_dir.glob("*.out") if p.is_file())
+
+
+def _ablated_copy(host_dir: Path, output: Path, mode: str, into: Path) -> Path:
+    """A copy of the recording with one output removed (its .err/.rc/.timeout too) or emptied (exit 0, no text)."""
+    copy = into / host_dir.name
+    shutil.copytree(host_dir, copy)
+    stem = output.name[: -len(".out")]
+    for suffix in ("err", "rc", "timeout"):
+        (copy / f"{stem}.{suffix}").unlink(missing_ok=True)
+    if mode == "removed":
+        (copy / output.name).unlink()
+    else:
+        (copy / output.name).write_text("")
+    return copy
+
+
+def _judge(full: Any, ablated: Any, rested_on: bool) -> str | None:
+    """Whether an ablated run came back healthier than the full recording (None: it did not)."""
+    verdict, before = ablated.verdict, full.verdict
+    if before is None or verdict is None:
+        return None  # no verdict is "cannot judge": never healthier
+    if before["action"] != "none" and verdict["action"] == "none":
+        return f"needs {before['action']} with the whole recording, action none without this output ({verdict['id']})"
+    if before["severity"] == "ok" and verdict["severity"] == "ok" and rested_on:
+        return f"still severity ok ({verdict['id']}) without an output the verdict rests on"
+    return None
+
+
+def _rested_on(run: Any) -> set[str]:
+    """Kinds whose output was read (status ok) and named by a condition evaluated on the path or by the
+    verdict's evidence; a derived collector so named stands on its inputs too."""
+    texts = [c["when"] for visit in run.visits for c in visit.conditions]
+    texts += [e["fact"] for e in (run.verdict or {}).get("evidence", [])]
+    blob = " ".join(texts)
+    named = {c.namespace for c in run.collections.values() if c.namespace in blob}
+    for c in list(run.collections.values()):
+        if c.namespace in named:
+            named |= set(getattr(_collector(c.kind), "inputs", ()))
+    return {c.kind for c in run.collections.values() if c.status == "ok" and c.namespace in named}
+
+
+def _collector(kind: str) -> Any:
+    from nightowl.collectors import get_collector
+
+    return get_collector(kind)
+
+
+def ablate(runbook_id: str, case: dict[str, Any]) -> tuple[int, list[AblationFinding]]:
+    """Replay a case once with each recorded output removed and once emptied; report any run healthier
+    than the full recording, or any crash. Returns (ablated runs, findings)."""
+    name = case.get("name", case_hosts(case)[0])
+    full_runs = replay_case(runbook_id, case)
+    hosts_dir = data_dir("fixtures") / "hosts"
+    count, findings = 0, []
+    for index, host in enumerate(case_hosts(case)):
+        full = full_runs[index]
+        collected = _rested_on(full)
+        for output in _recorded_outputs(hosts_dir / host):
+            kind = output.name.split(".")[0]
+            for mode in ("removed", "emptied"):
+                count += 1
+                with tempfile.TemporaryDirectory() as tmp:
+                    copy = _ablated_copy(hosts_dir / host, output, mode, Path(tmp))
+                    try:
+                        runs = replay_case(runbook_id, case, {host: copy}, out_dir=Path(tmp) / "bundles")
+                    except Exception as exc:  # noqa: BLE001 - a crash is a finding
+                        problem: str | None = f"crashed: {type(exc).__name__}: {exc}"
+                    else:
+                        problem = _judge(full, runs[index], kind in collected)
+                if problem:
+                    findings.append(AblationFinding(runbook_id, name, host, output.name, mode, problem))
+    return count, findings
+
+
+def ablate_cases(runbook_ids: list[str]) -> tuple[int, list[AblationFinding]]:
+    """Ablate every rehearsal of these runbooks: (ablated runs, findings)."""
+    total, findings = 0, []
+    for runbook_id in runbook_ids:
+        for case in rehearsal_cases(runbook_id):
+            count, found = ablate(runbook_id, case)
+            total += count
+            findings += found
+    return total, findings

@@ -107,6 +107,37 @@ def _load(path: Path):  # noqa: ANN202
             if missing:
                 problem = f"{entry} derives from {', '.join(sorted(missing))}, which not every path here collects"
                 issues.append(Issue(str(loaded.path), loaded.node_line(node_id), node_id, problem))
+    issues += _chain_issues(loaded)
     if issues:
         raise RunbookInvalid(issues)
     return loaded
+
+
+def declared_params(name: str) -> list[str] | None:
+    """Parameter names of a built-in runbook (read, not validated: chains may point both ways)."""
+    import yaml
+
+    path = builtin_paths().get(name)
+    if path is None:
+        return None
+    try:
+        data = yaml.safe_load(path.read_text()) or {}
+    except (OSError, yaml.YAMLError):
+        return None
+    return list((data.get("parameters") or {}) if isinstance(data, dict) else {})
+
+
+def _chain_issues(loaded):  # noqa: ANN001, ANN202 - LoadedRunbook, Issue: imported lazily
+    """A verdict's ``next`` names a built-in runbook and only parameters it takes."""
+    from nightowl.engine.chain import check
+    from nightowl.engine.validate import Issue
+    from nightowl.engine.yamlines import line_of
+
+    issues = []
+    for node_id, node in loaded.runbook.nodes.items():
+        if node.verdict is None or node.verdict.next is None:
+            continue
+        for rel, problem in check(node.verdict.next, declared_params):
+            line = line_of(loaded.lines, ("nodes", node_id, "verdict", "next", *rel)) or loaded.node_line(node_id)
+            issues.append(Issue(str(loaded.path), line, node_id, f"next: {problem}"))
+    return issues

@@ -43,8 +43,14 @@ def test_runbook_validates_and_names_a_fix_in_every_failing_verdict() -> None:
             assert "Fix:" in verdict.summary or "nightowl triage" in verdict.summary, verdict_id
 
 
+# a /dev/shm that was read: without it "ready" cannot be said (absence is not health)
+SHM = (ROOT / "fixtures" / "hosts" / "preflight-h100-ready" / "dev-shm.out").read_text()
+
+
 def test_tp_group_across_nvlink_islands(tmp_path: Path) -> None:
-    host = make_host(tmp_path, "two-islands", {"nvidia-smi.out": H100_TABLE, "gpu-topology.out": TWO_ISLANDS})
+    host = make_host(
+        tmp_path, "two-islands", {"nvidia-smi.out": H100_TABLE, "gpu-topology.out": TWO_ISLANDS, "dev-shm.out": SHM}
+    )
     verdict, path = run_on("preflight", host, {"tp": 4})
     assert verdict["id"] == "ready", verdict  # GPU0-3 share NVLink
     verdict, path = run_on("preflight", host, {"tp": 8})
@@ -55,12 +61,14 @@ def test_tp_group_across_nvlink_islands(tmp_path: Path) -> None:
 
 def test_cpu_governor(tmp_path: Path) -> None:
     # the one word the kernel's scaling_governor file holds (composed: no corpus sample)
-    host = make_host(tmp_path, "powersave", {"nvidia-smi.out": H100_TABLE, "cpu-governor.out": "powersave\n"})
+    host = make_host(
+        tmp_path, "powersave", {"nvidia-smi.out": H100_TABLE, "cpu-governor.out": "powersave\n", "dev-shm.out": SHM}
+    )
     verdict, _ = run_on("preflight", host)
     assert verdict["id"] == "cpu-governor-not-performance" and verdict["action"] == "reconfigure"
     assert run_on("preflight", host, {"require_performance_governor": False})[0]["id"] == "ready"
     performance = make_host(
-        tmp_path, "performance", {"nvidia-smi.out": H100_TABLE, "cpu-governor.out": "performance\n"}
+        tmp_path, "performance", {"nvidia-smi.out": H100_TABLE, "cpu-governor.out": "performance\n", "dev-shm.out": SHM}
     )
     assert run_on("preflight", performance)[0]["id"] == "ready"
 
@@ -76,7 +84,9 @@ def test_docker_default_shm(tmp_path: Path) -> None:
 
 
 def test_version_comparison_is_numeric(tmp_path: Path) -> None:
-    host = make_host(tmp_path, "h100", {"nvidia-smi.out": H100_TABLE})  # driver 565.57.01, CUDA 12.7
+    host = make_host(
+        tmp_path, "h100", {"nvidia-smi.out": H100_TABLE, "dev-shm.out": SHM}
+    )  # driver 565.57.01, CUDA 12.7
     assert run_on("preflight", host, {"min_driver": "565.57.1"})[0]["id"] == "ready"
     assert run_on("preflight", host, {"min_driver": 570})[0]["id"] == "driver-too-old"  # --param min_driver=570
     assert run_on("preflight", host, {"min_driver": "99.99"})[0]["id"] == "ready"  # 565 > 99 as numbers

@@ -89,6 +89,11 @@ class Running:
 
 @pytest.fixture
 def serve(tmp_path: Path) -> Iterator[Any]:
+    yield from serve_factory(tmp_path)
+
+
+def serve_factory(tmp_path: Path) -> Iterator[Any]:
+    """Start receivers over HTTP on 127.0.0.1 (yields the start function; stops them all after)."""
     started: list[Running] = []
 
     def start(config_path: Path | None = None, run: Any = None) -> Running:
@@ -119,11 +124,9 @@ def test_firing_payload_with_several_alerts_captures_each_matching_one(serve: An
     running = serve()
     status, body = running.request("POST", "/alertmanager", payload("alertmanager-xid-firing.json"))
     assert status == 200
-    outcomes = {a["fingerprint"]: a for a in body["alerts"]}
-    assert outcomes["5c1f2e9a0b3d4c71"]["status"] == "queued" and outcomes["5c1f2e9a0b3d4c71"]["host"] == (
-        "xid79-fallen-off-bus"
-    )
-    assert outcomes["a8e07d3b55c2f901"]["status"] == "queued"
+    assert body == {"received": 3, "counts": {"ignored": 1, "queued": 2}, "statuses": ["queued", "queued", "ignored"]}
+    outcomes = {a["fingerprint"]: a for a in running.receiver.captures()}
+    assert outcomes["5c1f2e9a0b3d4c71"]["host"] == "xid79-fallen-off-bus"
     assert outcomes["0d4471b2c9e8a613"]["status"] == "ignored"  # NodeFilesystemAlmostFull: no rule
     running.wait_idle()
     made = bundles(tmp_path)
@@ -154,25 +157,25 @@ def test_duplicate_delivery_runs_once(serve: Any, tmp_path: Path) -> None:
     running = serve()
     first = payload("alertmanager-xid-firing.json")
     first["alerts"] = first["alerts"][:1]
-    assert running.request("POST", "/alertmanager", first)[1]["alerts"][0]["status"] == "queued"
+    assert running.request("POST", "/alertmanager", first)[1]["statuses"] == ["queued"]
     running.wait_idle()
     status, body = running.request("POST", "/alertmanager", first)  # Alertmanager's group_interval resend
-    assert status == 200 and body["alerts"][0]["status"] == "duplicate"
+    assert status == 200 and body["statuses"] == ["duplicate"]
     running.wait_idle()
     assert len(bundles(tmp_path)) == 1
     journal = [json.loads(line) for line in (tmp_path / "bundles" / "captures.jsonl").read_text().splitlines()]
-    assert [e["status"] for e in journal] == ["captured", "duplicate"]
+    assert [e["status"] for e in journal] == ["queued", "captured", "duplicate"]
+    assert journal[0]["id"] == journal[1]["id"] != journal[2]["id"]  # one capture: queued, then captured
 
 
 def test_resolved_alerts_are_ignored_unless_a_rule_opts_in(serve: Any, tmp_path: Path) -> None:
     running = serve()
     body = running.request("POST", "/alertmanager", payload("alertmanager-xid-resolved.json"))[1]
-    assert body["alerts"][0]["status"] == "ignored" and "on_resolved" in body["alerts"][0]["reason"]
+    assert body["statuses"] == ["ignored"] and "on_resolved" in running.receiver.captures()[0]["reason"]
     opted = serve(write_config(tmp_path / "opt", on_resolved=True))
-    assert (
-        opted.request("POST", "/alertmanager", payload("alertmanager-xid-resolved.json"))[1]["alerts"][0]["status"]
-        == "queued"
-    )
+    assert opted.request("POST", "/alertmanager", payload("alertmanager-xid-resolved.json"))[1]["statuses"] == [
+        "queued"
+    ]
     opted.wait_idle()
     bundle = bundles(tmp_path / "opt")[0]
     assert json.loads((bundle / "manifest.json").read_text())["alert"]["status"] == "resolved"
@@ -200,7 +203,8 @@ def test_pagerduty_signature(serve: Any, tmp_path: Path) -> None:
     assert running.request("POST", "/pagerduty", raw)[0] == 401  # no signature at all
     rotated = f"v1={'f' * 64},{sign_pagerduty(raw, SECRET)}"  # two secrets during a rotation
     status, body = running.request("POST", "/pagerduty", raw, headers={"X-PagerDuty-Signature": rotated})
-    assert status == 200 and body["alerts"][0]["status"] == "queued" and body["alerts"][0]["rule"] == "pagerduty-xid"
+    assert status == 200 and body["statuses"] == ["queued"]
+    assert running.receiver.captures()[0]["rule"] == "pagerduty-xid"
     running.wait_idle()
     manifest = json.loads((bundles(tmp_path)[0] / "manifest.json").read_text())
     assert manifest["alert"]["source"] == "pagerduty" and manifest["alert"]["fingerprint"] == "Q2K8W3TQ1X9ZPA"
@@ -219,18 +223,18 @@ def test_a_burst_larger_than_the_queue_is_recorded_not_captured(serve: Any, tmp_
     template = burst["alerts"][0]
     burst["alerts"] = [{**template, "fingerprint": f"burst{i:02d}"} for i in range(6)]
     first = dict(burst, alerts=burst["alerts"][:1])
-    assert running.request("POST", "/alertmanager", first)[1]["alerts"][0]["status"] == "queued"
+    assert running.request("POST", "/alertmanager", first)[1]["statuses"] == ["queued"]
     assert entered.wait(10)  # the one worker is now busy
     body = running.request("POST", "/alertmanager", dict(burst, alerts=burst["alerts"][1:]))[1]
-    statuses = [a["status"] for a in body["alerts"]]
+    statuses = body["statuses"]
     assert statuses == ["queued", "queued", "not_captured", "not_captured", "not_captured"]
-    assert all("queue full" in a["reason"] for a in body["alerts"][2:])
+    assert all("queue full" in c["reason"] for c in running.receiver.captures()[:3])
     gate.set()
     running.wait_idle()
     assert len(bundles(tmp_path)) == 3
     # A redelivery of a dropped alert is not a duplicate: it gets its chance once there is room.
     again = dict(burst, alerts=burst["alerts"][3:4])
-    assert running.request("POST", "/alertmanager", again)[1]["alerts"][0]["status"] == "queued"
+    assert running.request("POST", "/alertmanager", again)[1]["statuses"] == ["queued"]
     running.wait_idle()
     journal = (tmp_path / "bundles" / "captures.jsonl").read_text()
     assert journal.count('"not_captured"') == 3
@@ -254,8 +258,11 @@ def test_labels_cannot_change_the_host_scheme(tmp_path: Path) -> None:
             render_host(rule if bad != "../../etc" else config.rules[0], hostile)
     local = config.rules[0].__class__("r", (), "xid", "{{ labels.Hostname }}")
     as_replay = alert.__class__(**{**alert.__dict__, "labels": {"Hostname": "replay:/etc"}})
-    with pytest.raises(ValueError, match="may not turn"):
+    with pytest.raises(ValueError, match="RFC 1123"):
         render_host(local, as_replay)
+    as_local = alert.__class__(**{**alert.__dict__, "labels": {"Hostname": "LOCAL"}})
+    with pytest.raises(ValueError, match="may not turn"):
+        render_host(local, as_local)
 
 
 def test_config_errors_name_the_file_and_key(tmp_path: Path) -> None:

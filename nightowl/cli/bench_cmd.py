@@ -116,20 +116,24 @@ def compare(
         max_preemptions=max_preemptions,
     )
     results = {name: parse(_read(path)) for name, path in (("baseline", baseline), ("current", current))}
+    for name, path in (("baseline", baseline), ("current", current)):
+        if results[name].tool is None:  # a side with no result must not let the gate say PASS
+            click.echo(f"nightowl: {name} {path}: no benchmark result recognised in it", err=True)
+            raise SystemExit(ExitStatus.USAGE)
     comparison = run_compare(
         results["baseline"], results["current"], limits, current_preemptions=_preemptions(metrics_before, metrics_after)
     )
-    if fmt == "json":
-        payload: dict[str, Any] = to_json(comparison)
-        payload["warnings"] = {name: list(result.warnings) for name, result in results.items()}
-        click.echo(json.dumps(payload, indent=2))
-    else:
-        click.echo(render_table(comparison))
-    if comparison.gated_rows_compared == 0:
+    if comparison.gated_rows_compared == 0:  # checked before printing: no PASS line for an empty gate
         click.echo(
             "nightowl: nothing both results show could be compared "
             f"(baseline: {results['baseline'].tool}, current: {results['current'].tool})",
             err=True,
         )
         raise SystemExit(ExitStatus.USAGE)
+    if fmt == "json":
+        payload: dict[str, Any] = to_json(comparison)
+        payload["warnings"] = {name: list(result.warnings) for name, result in results.items()}
+        click.echo(json.dumps(payload, indent=2))
+    else:
+        click.echo(render_table(comparison))
     raise SystemExit(ExitStatus.ACTION_NEEDED if comparison.blocked else ExitStatus.OK)

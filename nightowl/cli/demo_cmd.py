@@ -30,8 +30,9 @@ def demo(fmt: str, out_dir: Path | None, case: str) -> None:
     from nightowl.paths import data_dir
 
     host_dir = data_dir("fixtures") / "hosts" / case
-    if not host_dir.is_dir():
-        fail(f"no recorded host {case!r} in {host_dir.parent}")
+    if not case or "/" in case or not host_dir.is_dir():
+        cases = ", ".join(sorted(p.name for p in host_dir.parent.iterdir() if p.is_dir()))
+        fail(f"no recorded case {case!r}; cases: {cases}")
     loaded = load_runbook_or_exit("xid")
     from nightowl.transports.replay import ReplayTransport
 

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import sys
 from enum import IntEnum
-from typing import NoReturn
+from typing import Any, NoReturn
+
+import click
 
 
 class ExitStatus(IntEnum):
@@ -12,6 +14,7 @@ class ExitStatus(IntEnum):
     ACTION_NEEDED = 1  # ran; at least one host needs action
     USAGE = 2  # usage or input error (bad option, invalid runbook, unreadable file)
     NO_VERDICT = 3  # ran, but a host got no verdict and none needs action
+    SOFTWARE = 70  # internal error (a bug), as sysexits.h EX_SOFTWARE; never 1, which means "act on a host"
     INTERRUPTED = 130  # interrupted; what was collected is saved and marked partial
 
 
@@ -21,6 +24,7 @@ Exit status:
   1    ran; at least one host needs action
   2    usage or input error (bad option, invalid runbook, unreadable file)
   3    ran, but at least one host got no verdict and none needs action
+  70   internal error (a bug): the traceback and partial bundle are saved
   130  interrupted; the partial bundle is saved"""
 
 
@@ -39,3 +43,40 @@ def status_for(hosts: list[dict]) -> ExitStatus:
     if any(not h.get("verdict") for h in hosts):
         return ExitStatus.NO_VERDICT
     return ExitStatus.OK
+
+
+def report_crash(exc: BaseException) -> NoReturn:
+    """One line on stderr: it is a bug, where the traceback (and any partial bundle) went; exit 70."""
+    import tempfile
+    import time
+    import traceback
+    from pathlib import Path
+
+    where = "not saved"
+    try:
+        stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+        path = Path(tempfile.gettempdir()) / f"nightowl-crash-{stamp}-{__import__('os').getpid()}.txt"
+        path.write_text("".join(traceback.format_exception(exc)), encoding="utf-8")
+        where = str(path)
+    except OSError as error:
+        where = f"not saved ({error})"
+    bundle = getattr(exc, "partial_bundle", None)
+    tail = f"; partial bundle at {bundle}" if bundle else ""
+    click.echo(
+        f"nightowl: internal error (a bug, please report it): {type(exc).__name__}: {exc}; "
+        f"traceback saved to {where}{tail}",
+        err=True,
+    )
+    sys.exit(int(ExitStatus.SOFTWARE))
+
+
+class GuardedGroup(click.Group):
+    """The command group: an unexpected exception exits 70 with one line, never a bare traceback or 1."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except (click.exceptions.ClickException, click.exceptions.Exit, click.exceptions.Abort):
+            raise
+        except Exception as exc:  # noqa: BLE001 - the last line of defence
+            report_crash(exc)

@@ -15,7 +15,7 @@ from nightowl.cli.bench_cmd import bench
 from nightowl.cli.bundles_cmd import bundles
 from nightowl.cli.check_cmd import check
 from nightowl.cli.demo_cmd import demo
-from nightowl.cli.exit import EXIT_HELP
+from nightowl.cli.exit import EXIT_HELP, GuardedGroup
 from nightowl.cli.floor_cmd import floor
 from nightowl.cli.kv_size_cmd import kv_size
 from nightowl.cli.parse_cmd import parse_cmd
@@ -28,7 +28,7 @@ from nightowl.cli.triage_cmd import triage
 from nightowl.cli.xid_cmd import xid
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]}, epilog=EXIT_HELP)
+@click.group(cls=GuardedGroup, context_settings={"help_option_names": ["-h", "--help"]}, epilog=EXIT_HELP)
 @click.version_option(__version__, prog_name="nightowl")
 @click.option(
     "--runbook-path",

@@ -21,7 +21,8 @@ def parse_cmd(kind: str, file: Any) -> None:
     nccl-tests, metrics, engine-log. Also: nvidia-smi-query, nvlink,
     nvlink-errors, gpu-topology, dcgmi-diag, dcgmi-diag-drained, nccl-ras,
     nccl-tests-run, container-state, bench-serve, known-answer, dev-shm,
-    cpu-governor. Runbooks also collect xid-judgement, metrics-window and
+    cpu-governor, replica-health, replica-models, replica-metrics, stream-probe.
+    Runbooks also collect xid-judgement, metrics-window, replica-compare and
     busbw-judgement, derived from other collectors' facts (they read no file).
     """
     from nightowl.collectors import UnknownCollector, available_kinds, get_collector

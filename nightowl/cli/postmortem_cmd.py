@@ -23,7 +23,12 @@ from nightowl.cli.exit import ExitStatus, fail
 @format_option(
     "md", "html", help="md: Markdown with a Mermaid graph; html: one self-contained page, graph drawn as SVG"
 )
-@click.option("--verify", is_flag=True, help="re-hash the bundle against its manifest; exit 1 on any change")
+@click.option(
+    "--verify",
+    is_flag=True,
+    help="re-hash the bundle against its manifest and check every line citation of the stored draft "
+    "(file hash and line range); exit 1 on any problem",
+)
 @click.option(
     "--redact",
     is_flag=True,
@@ -33,17 +38,24 @@ def postmortem(bundle: Path, output: Path | None, template: str | None, fmt: str
     """Render the postmortem draft of BUNDLE (summary, impact, detection, timeline, decision path,
     root-cause candidates, actions, evidence with sha256, open questions).
 
-    Every claim cites a file of the bundle; causes and actions are candidates for a person to
-    confirm. With --verify, prints every file changed, missing or not in the manifest.
+    Sections follow the Google SRE postmortem template (https://sre.google/sre-book/example-postmortem/).
+    Every claim cites the lines it rests on as [E# file:Lstart-Lend], E# naming the file and its sha256;
+    causes and actions are candidates for a person to confirm. With --verify, prints every file
+    changed, missing or not in the manifest, and every citation whose file or lines no longer match.
     """
     if verify:
         from nightowl.engine.bundle import verify_bundle
+        from nightowl.postmortem.verify import verify_citations
 
         problems = verify_bundle(bundle)
+        checked, cite_problems = verify_citations(bundle)
+        problems += cite_problems
         for problem in problems:
             click.echo(problem)
         click.echo(
-            "bundle verified: every file matches its manifest hash" if not problems else f"{len(problems)} problem(s)"
+            f"bundle verified: every file matches its manifest hash; {checked} line citation(s) of the draft hold"
+            if not problems
+            else f"{len(problems)} problem(s)"
         )
         sys.exit(int(ExitStatus.ACTION_NEEDED if problems else ExitStatus.OK))
     from jinja2 import TemplateError

@@ -23,6 +23,8 @@ def text_report(summary: dict[str, Any]) -> str:
         if verdict.get("gpus"):
             lines.append(f"  gpus: {', '.join(map(str, verdict['gpus']))}")
         lines.append(f"  path: {' -> '.join(host['path'])}")
+        if verdict.get("next"):
+            lines.append(f"  next: {verdict['next']['command']}")
         for item in verdict.get("evidence", [])[:8]:
             value = json.dumps(item["value"], default=str)
             value = value if len(value) <= 160 else value[:157] + "..."

@@ -97,12 +97,21 @@ def graph_cmd(runbook: str, bundle: Path | None, host: str | None) -> None:
 
 @runbook_group.command("test")
 @click.argument("runbooks_", metavar="[RUNBOOK]...", nargs=-1)
-def test_cmd(runbooks_: tuple[str, ...]) -> None:
+@click.option(
+    "--ablate",
+    is_flag=True,
+    help="also replay each rehearsal with every recorded output removed, then emptied: none may come back healthier",
+)
+def test_cmd(runbooks_: tuple[str, ...], ablate: bool) -> None:
     """Rehearse runbooks on recorded hosts (fixtures/rehearsals/RUNBOOK.yaml); exit 1 on a miss."""
     from nightowl import runbooks
-    from nightowl.rehearse import rehearsal_cases, rehearse
+    from nightowl.rehearse import ablate_cases, rehearsal_cases, rehearse
 
     names = list(runbooks_) or list(runbooks.builtin_paths())
+    unknown = [name for name in names if name not in runbooks.builtin_paths() or not rehearsal_cases(name)]
+    if unknown:  # "0 passed, 0 failed" for a typo would read as success
+        known = ", ".join(runbooks.builtin_paths())
+        fail(f"no rehearsals for {', '.join(unknown)} (runbooks with rehearsals: {known})")
     failed = total = 0
     for name in names:
         for case in rehearsal_cases(name):
@@ -114,6 +123,12 @@ def test_cmd(runbooks_: tuple[str, ...]) -> None:
                 click.echo(f"      {problem}")
             failed += not result.passed
     click.echo(f"{total - failed} passed, {failed} failed")
+    if ablate:
+        runs, findings = ablate_cases(names)
+        for f in findings:
+            click.echo(f"ABLATION  {f.runbook}: {f.case} [{f.host}/{f.output} {f.mode}] {f.problem}")
+        click.echo(f"{runs} ablated runs, {len(findings)} healthier than the full recording or crashed")
+        failed += len(findings)
     sys.exit(int(ExitStatus.ACTION_NEEDED if failed else ExitStatus.OK))
 
 

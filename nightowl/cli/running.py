@@ -38,6 +38,9 @@ def run_to_summary(
         values = loaded.resolve_params(params)
     except ValueError as exc:
         fail(str(exc))
+    problems = parameter_problems(loaded, values)
+    if problems:
+        fail("; ".join(problems))
     limits = limits or {}
     options = RunOptions(
         params=values,
@@ -61,8 +64,25 @@ def run_to_summary(
         click.echo(f"nightowl: interrupted; partial bundle saved at {exc.bundle}", err=True)
         sys.exit(int(ExitStatus.INTERRUPTED))
     summary = triage_summary(loaded.id, bundle.name, bundle, runs)
+    from nightowl import status_update
+
+    status_update.write(bundle, summary)
     summary["_runs"] = runs
     return summary
+
+
+def parameter_problems(loaded: Any, values: dict[str, Any]) -> list[str]:
+    """What the runbook's collectors say about the parameters (an unreadable policy file), before any run."""
+    from nightowl.collectors import get_collector
+    from nightowl.engine.model import split_entry
+
+    kinds = {split_entry(e)[0] for node in loaded.runbook.nodes.values() for e in node.collect or []}
+    problems: list[str] = []
+    for kind in sorted(kinds):
+        check = getattr(get_collector(kind), "check_params", None)
+        if check is not None:
+            problems += [p for p in check(values) if p not in problems]
+    return problems
 
 
 def run_and_report(

@@ -46,10 +46,12 @@ def serve(config_path: Path, listen: str | None, out_dir: Path | None) -> None:
     bundle keeps the alert in its manifest. Duplicate deliveries run once; resolved alerts are
     ignored unless the rule says `on_resolved: true`; beyond `workers` running and `queue`
     waiting, alerts are recorded as not captured, with the reason (<out>/captures.jsonl).
+    On SIGTERM or SIGINT running captures get 20 s to finish; queued ones stay in the
+    journal and the next `serve` on the same out resumes them (docs/receiver.md).
     """
     from nightowl.receiver.config import ConfigError, load_config
     from nightowl.receiver.http import make_server
-    from nightowl.receiver.queue import Receiver
+    from nightowl.receiver.queue import JOURNAL, STOP_GRACE, Receiver
 
     try:
         config = load_config(config_path, out_dir)
@@ -72,7 +74,13 @@ def serve(config_path: Path, listen: str | None, out_dir: Path | None) -> None:
     try:
         server.serve_forever(poll_interval=0.5)
     except KeyboardInterrupt:
-        click.echo("nightowl serve: stopping; waiting for running captures", err=True)
+        click.echo(f"nightowl serve: stopping; running captures get {STOP_GRACE:.0f}s to finish", err=True)
     finally:
         server.server_close()
-        receiver.stop()
+        left = receiver.stop()
+    if left:
+        click.echo(
+            f"nightowl serve: {left} capture(s) left queued in {config.out_dir / JOURNAL}; "
+            "the next `nightowl serve` on this out resumes them",
+            err=True,
+        )

@@ -56,6 +56,8 @@ from nightowl.cli.running import opener, replay_transports, run_and_report
     type=click.Path(exists=True, dir_okay=False, path_type=Path),
     help="with --alert: the `nightowl serve` rules file (alert -> runbook and host)",
 )
+@click.option("--follow", is_flag=True, help="run the runbook a verdict names next, at once, into the same bundle")
+@click.option("--status-update", "print_status", is_flag=True, help="print the status update (status-update.md)")
 @ssh_options
 @limit_options
 @FORMAT_OPTION
@@ -73,6 +75,8 @@ def triage(
     host_timeout: float | None,
     fmt: str,
     out_dir: Path | None,
+    follow: bool = False,
+    print_status: bool = False,
 ) -> None:
     """Run RUNBOOK on live hosts (--host) or recorded ones (--replay).
 
@@ -92,7 +96,53 @@ def triage(
     for spec in hosts:
         transports[spec] = opener(spec, ssh_settings)
     limits = {"command_timeout": command_timeout, "host_timeout": host_timeout}
-    sys.exit(int(run_and_report(loaded, transports, parse_params(params), fmt, out_dir, allow_invasive, limits=limits)))
+    if not (follow or print_status):
+        sys.exit(
+            int(run_and_report(loaded, transports, parse_params(params), fmt, out_dir, allow_invasive, limits=limits))
+        )
+    sys.exit(
+        int(
+            run_follow(
+                loaded, transports, parse_params(params), fmt, out_dir, allow_invasive, limits, follow, print_status
+            )
+        )
+    )
+
+
+def run_follow(
+    loaded: Any,
+    transports: dict[str, Any],
+    params: dict[str, Any],
+    fmt: str,
+    out_dir: Path | None,
+    allow_invasive: bool,
+    limits: dict[str, float | None],
+    follow: bool,
+    print_status: bool,
+) -> ExitStatus:
+    """The run, then (--follow) the runbooks its verdicts name next, then (--status-update) the update."""
+    from nightowl.cli.common import DEFAULT_OUT
+    from nightowl.cli.follow import follow as run_next
+    from nightowl.cli.render import json_report, text_report
+    from nightowl.cli.running import run_to_summary
+
+    summary = run_to_summary(loaded, transports, params, out_dir or DEFAULT_OUT, allow_invasive, limits=limits)
+    summary.pop("_runs")
+    followed = run_next(summary, transports, allow_invasive, limits) if follow else []
+    if fmt == "json":
+        click.echo(json_report({**summary, "followed": followed} if follow else summary))
+    else:
+        click.echo(text_report(summary))
+        for result in followed:
+            click.echo("\nfollowed: " + text_report(result))
+    if print_status:
+        click.echo("\n" + (Path(summary["bundle"]) / "status-update.md").read_text().rstrip())
+    return max((status_for(s["hosts"]) for s in [summary, *followed]), key=_rank)
+
+
+def _rank(status: ExitStatus) -> int:
+    """Needs action outranks cannot judge, which outranks all clear (docs/reference.md#exit-status)."""
+    return {ExitStatus.OK: 0, ExitStatus.NO_VERDICT: 1, ExitStatus.ACTION_NEEDED: 2}.get(status, 3)
 
 
 def triage_alert(alert_file: Any, config_path: Path | None, fmt: str, out_dir: Path | None) -> ExitStatus:
@@ -117,7 +167,23 @@ def triage_alert(alert_file: Any, config_path: Path | None, fmt: str, out_dir: P
                 f"{item.get('alert') or '?'} -> {item.get('runbook') or '-'} on "
                 f"{item.get('host') or '-'}: {item['status']}"
                 + (f", {verdict.get('id')} -> {verdict.get('action')}" if verdict else "")
+                + (f", host {item['host_status']}" if item.get("host_status") not in (None, "ok") else "")
                 + (f" ({item['reason']})" if item.get("reason") else "")
                 + (f"\n  bundle: {item['bundle']}" if item.get("bundle") else "")
             )
-    return status_for([{"verdict": r.get("verdict")} for r in results if r.get("status") == "captured"])
+    return alert_status(results)
+
+
+def alert_status(results: list[dict[str, Any]]) -> ExitStatus:
+    """1 when a capture needs action; else 3 when one failed or was refused, or nothing was captured
+    at all (never a false OK); else from the verdicts. Alerts no rule matches judge nothing either way."""
+    refused = [r for r in results if r.get("status") in ("failed", "not_captured")]
+    for item in refused:
+        click.echo(f"nightowl: {item.get('alert') or 'alert'}: {item['status']}: {item.get('reason')}", err=True)
+    captured = [{"verdict": r.get("verdict")} for r in results if r.get("status") == "captured"]
+    if not captured:
+        click.echo("nightowl: no alert in the payload was captured: nothing was judged", err=True)
+    status = status_for(captured)
+    if status == ExitStatus.ACTION_NEEDED:
+        return status
+    return ExitStatus.NO_VERDICT if refused or not captured else status

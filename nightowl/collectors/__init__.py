@@ -32,6 +32,11 @@ MODULES: dict[str, str] = {
     "dcgmi-diag": "nightowl.collectors.gpu.dcgmi_diag",
     "dcgmi-diag-drained": "nightowl.collectors.gpu.dcgmi_diag:DRAINED_COLLECTOR",
     "known-answer": "nightowl.collectors.serving.known_answer",
+    "replica-health": "nightowl.collectors.serving.replica_health",
+    "replica-models": "nightowl.collectors.serving.replica_models",
+    "replica-metrics": "nightowl.collectors.serving.replica_metrics",
+    "replica-compare": "nightowl.collectors.serving.replica_compare",
+    "stream-probe": "nightowl.collectors.serving.stream_probe",
 }
 
 

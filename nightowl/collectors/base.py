@@ -66,6 +66,10 @@ class Collector:
     timeout: float = 15.0
     invasive: bool = False
     description: str = ""
+    # Checks the runbook parameters this collector reads, before anything runs: the reasons they are unusable.
+    check_params: Callable[[Mapping[str, Any]], list[str]] | None = None
+    # Whether an output that exited 0 shows nothing at all (no_data, never "clean"); default: blank text.
+    shows_nothing: Callable[[str], bool] | None = None
 
 
 @dataclass(frozen=True)
@@ -84,6 +88,7 @@ class DerivedCollector:
     timeout: float = 0.0
     invasive: bool = False
     description: str = ""
+    check_params: Callable[[Mapping[str, Any]], list[str]] | None = None
 
     def parse(self, text: str) -> Any:
         """Always raises: a derived collector has no command output to parse."""

@@ -5,7 +5,7 @@ from __future__ import annotations
 from functools import lru_cache
 from typing import Any
 
-from jinja2 import StrictUndefined, TemplateSyntaxError, meta, nodes
+from jinja2 import StrictUndefined, TemplateSyntaxError, Undefined, meta, nodes
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
 # Names every expression may read besides collector namespaces.
@@ -92,10 +92,18 @@ def evaluate_condition(source: str, context: dict[str, Any]) -> bool:
 
 
 def evaluate_value(source: str, context: dict[str, Any]) -> Any:
+    """Evaluate an expression to a value; an undefined result is an error, never a value to print."""
     try:
-        return _compiled(source)(**context)
+        value = _compiled(source)(**context)
     except Exception as exc:  # noqa: BLE001
         raise ExpressionError(f"{type(exc).__name__}: {exc}") from exc
+    if isinstance(value, Undefined):
+        try:
+            str(value)  # StrictUndefined says which name is missing when touched
+        except Exception as exc:  # noqa: BLE001
+            raise ExpressionError(f"{type(exc).__name__}: {exc}") from exc
+        raise ExpressionError(f"{source} is undefined")
+    return value
 
 
 def render(source: str, context: dict[str, Any]) -> str:

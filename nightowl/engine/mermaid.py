@@ -6,7 +6,7 @@ import re
 
 from nightowl.engine.model import Runbook
 
-_SHAPES = {"collect": ('[/"', '"/]'), "decide": ('{"', '"}'), "verdict": ('(["', '"])')}
+_SHAPES = {"collect": ('[/"', '"/]'), "decide": ('{"', '"}'), "verdict": ('(["', '"])'), "cannot_judge": ('(["', '"])')}
 
 
 def _mid(node_id: str) -> str:
@@ -23,6 +23,8 @@ def to_mermaid(runbook: Runbook, path: list[str] | None = None) -> str:
     for node_id, node in runbook.nodes.items():
         left, right = _SHAPES[node.kind]
         text = node.verdict.id + " → " + node.verdict.action if node.verdict else (node.title or node_id)
+        if node.cannot_judge is not None:
+            text = f"{node.title or node_id} → no verdict"
         lines.append(f"  {_mid(node_id)}{left}{_label(text)}{right}")
     edge_index = 0
     highlighted: list[int] = []

@@ -35,6 +35,15 @@ class Branch(Strict):
     why: str | None = Field(default=None, description="what it means when this branch is taken")
 
 
+class NextSpec(Strict):
+    """The runbook to run after this verdict (nightowl/engine/chain.py)."""
+
+    runbook: str
+    hosts: str = Field(description="expression yielding the host names to run it on")
+    params: dict[str, Any] = Field(default_factory=dict, description="parameter -> expression (strings) or value")
+    why: str | None = None
+
+
 class VerdictSpec(Strict):
     """What a verdict node concludes: an id, how bad it is, the first action, a summary and its evidence."""
 
@@ -44,6 +53,7 @@ class VerdictSpec(Strict):
     summary: str = Field(description="Jinja2 template rendered with the facts")
     evidence: list[str] = Field(default_factory=list, description="fact paths, e.g. kernel_log.events")
     gpus: str | None = Field(default=None, description="expression giving the GPUs concerned")
+    next: NextSpec | None = Field(default=None, description="the runbook to run next, and on which hosts")
 
 
 def split_entry(entry: str) -> tuple[str, str]:
@@ -69,27 +79,35 @@ class Node(Strict):
     decide: list[Branch] | None = None
     default: str | None = None
     verdict: VerdictSpec | None = None
+    cannot_judge: str | None = Field(
+        default=None,
+        description="ends the path with no verdict (exit 3): a Jinja2 template saying which evidence is missing",
+    )
 
     @model_validator(mode="after")
     def one_kind(self) -> Node:
         """Reject a node that is not exactly one kind, or that has the wrong way out for its kind."""
-        kinds = [k for k in ("collect", "decide", "verdict") if getattr(self, k) is not None]
+        kinds = [k for k in ("collect", "decide", "verdict", "cannot_judge") if getattr(self, k) is not None]
         if len(kinds) != 1:
-            raise ValueError("a node has exactly one of collect, decide, verdict")
+            raise ValueError("a node has exactly one of collect, decide, verdict, cannot_judge")
         if self.collect is not None and not self.next:
             raise ValueError("a collect node needs `next`")
         if self.decide is not None and not self.default:
             raise ValueError("a decide node needs a `default` target")
-        if self.verdict is not None and (self.next or self.default):
-            raise ValueError("a verdict node ends the path: no `next` or `default`")
+        if (self.verdict is not None or self.cannot_judge is not None) and (self.next or self.default):
+            raise ValueError("a verdict or cannot_judge node ends the path: no `next` or `default`")
         if self.decide is None and self.default:
             raise ValueError("`default` belongs to decide nodes")
         return self
 
     @property
     def kind(self) -> str:
-        """``collect``, ``decide`` or ``verdict``."""
-        return "collect" if self.collect is not None else "decide" if self.decide is not None else "verdict"
+        """``collect``, ``decide``, ``verdict`` or ``cannot_judge``."""
+        if self.collect is not None:
+            return "collect"
+        if self.decide is not None:
+            return "decide"
+        return "verdict" if self.verdict is not None else "cannot_judge"
 
     def targets(self) -> list[str]:
         """The nodes this one can go to next, in the order written (none for a verdict)."""

@@ -133,6 +133,20 @@ class HostRun:
     duration: float = 0.0
 
 
+class CannotJudge(Exception):
+    """A condition on the path could not be evaluated: the host gets no verdict."""
+
+    def __init__(self, node: str, condition: str, error: str) -> None:
+        super().__init__(f"node {node}: condition `{condition}` could not be evaluated: {error}")
+
+    @classmethod
+    def because(cls, node: str, reason: str) -> CannotJudge:
+        """The runbook itself says the evidence is too thin (a ``cannot_judge`` node)."""
+        exc = cls.__new__(cls)
+        Exception.__init__(exc, f"cannot judge ({node}): {reason}")
+        return exc
+
+
 @dataclass(frozen=True)
 class RunOptions:
     """How to run: parameter values, whether invasive collectors may run, concurrency and deadlines.
@@ -260,7 +274,9 @@ class HostRunner:
             try:
                 record["value"] = evaluate_condition(branch.when, ctx)
             except ExpressionError as exc:
-                record["value"], record["error"] = False, str(exc)
+                record["value"], record["error"] = None, str(exc)
+                visit.conditions.append(record)
+                raise CannotJudge(visit.node, branch.when, str(exc)) from None
             visit.conditions.append(record)
             if record["value"]:
                 return branch.goto
@@ -274,28 +290,47 @@ class HostRunner:
         try:
             summary = render(spec.summary, ctx).strip()
         except ExpressionError as exc:
-            summary = f"{spec.summary.strip()} (summary could not be filled in: {exc})"
+            summary = f"{spec.id}: {spec.action} (the summary could not be filled in: {exc})"
+        unavailable: dict[str, str] = {}
         gpus: Any = None
         if spec.gpus:
             try:
                 gpus = evaluate_value(spec.gpus, ctx)
-            except ExpressionError:
-                gpus = None
-        return {
+            except ExpressionError as exc:
+                unavailable["gpus"] = f"{spec.gpus} could not be evaluated: {exc}"
+        try:
+            evidence = self._evidence(spec.evidence, ctx)
+        except Exception as exc:  # noqa: BLE001 - the verdict stands without its evidence list
+            evidence, unavailable["evidence"] = [], f"could not be gathered: {type(exc).__name__}: {exc}"
+        verdict = {
             "id": spec.id,
             "severity": spec.severity,
             "action": spec.action,
             "summary": " ".join(summary.split()),
-            "evidence": self._evidence(spec.evidence, ctx),
+            "evidence": evidence,
             "gpus": list(gpus) if isinstance(gpus, (list, tuple)) else gpus,
             "node": node_id,
         }
+        if unavailable:
+            verdict["unavailable"] = unavailable  # which part of the verdict is missing, and why
+        if spec.next is not None:
+            from nightowl.engine.chain import resolve as resolve_next
+
+            verdict["next"] = resolve_next(spec.next, ctx)
+        return verdict
+
+    def _reason(self, template: str) -> str:
+        try:
+            return " ".join(render(template, self.context()).split())
+        except ExpressionError as exc:
+            return f"{' '.join(template.split())} (could not be filled in: {exc})"
 
     def _evidence(self, declared: list[str], ctx: dict[str, Any]) -> list[dict[str, Any]]:
         items = []
         for path in declared:
-            item = {"fact": path, "value": _trim(resolve_path(path, ctx)), "source": self._source(path)}
-            reason = self._status_reason(path)
+            value = resolve_path(path, ctx)
+            item = {"fact": path, "value": _trim(value), "source": self._source(path)}
+            reason = self._status_reason(path) or (self._missing_reason(path) if value is None else None)
             if reason:
                 item["reason"] = reason  # "error" alone does not say that nvidia-smi was not found
             items.append(item)
@@ -318,6 +353,16 @@ class HostRunner:
             return None
         namespace = rest.partition(".")[0]
         return next((c.reason for c in self.run.collections.values() if c.namespace == namespace), None)
+
+    def _missing_reason(self, fact_path: str) -> str:
+        """Why a fact has no value: its collector failed, was not run, or its output lacks it."""
+        namespace = fact_path.partition(".")[0]
+        run = next((c for c in self.run.collections.values() if c.namespace == namespace), None)
+        if run is None:
+            return "not collected on this path"
+        if run.status != "ok":
+            return f"{run.kind} {run.status}" + (f": {run.reason}" if run.reason else "")
+        return f"not in the {run.kind} output"
 
     def _source(self, fact_path: str) -> str | None:
         head, _, rest = fact_path.partition(".")
@@ -348,6 +393,15 @@ class HostRunner:
         return run
 
     def _walk(self) -> None:
+        try:
+            self._walk_nodes()
+        except CannotJudge as exc:
+            # A rule that cannot be evaluated is not false: taking the other branch could say "healthy".
+            self.run.status, self.run.error, self.run.verdict = "incomplete", str(exc), None
+            self.run.visits[-1].status = "error"
+        self._check_evidence()
+
+    def _walk_nodes(self) -> None:
         nodes = self.loaded.runbook.nodes
         node_id: str | None = self.loaded.runbook.entry
         while node_id is not None:
@@ -368,15 +422,21 @@ class HostRunner:
                 next_id = self._decide(node, visit)
                 if any("error" in c for c in visit.conditions):
                     visit.status = "error"
+            elif node.cannot_judge is not None:
+                raise CannotJudge.because(node_id, self._reason(node.cannot_judge))
             else:
                 self.run.verdict = self._conclude(node_id, node)
             visit.next = next_id
             visit.duration = time.monotonic() - t0
             node_id = next_id
+
+    def _check_evidence(self) -> None:
         if self.run.collections and not any(c.facts for c in self.run.collections.values()):
             self.run.status = "incomplete"
-            self.run.error = "every collector failed: " + "; ".join(
-                f"{c.kind}: {c.reason}" for c in self.run.collections.values()
+            self.run.error = (
+                "every collector failed: "
+                + "; ".join(f"{c.kind}: {c.reason}" for c in self.run.collections.values())
+                + (f" ({self.run.error})" if self.run.error else "")
             )
             if not self._decided_on_failure():
                 self.run.verdict = None  # a verdict on empty facts would be a guess
@@ -432,7 +492,10 @@ def collect_on(
     if collector.invasive and not options.allow_invasive:
         run.status, run.reason = "skipped", "invasive collector: needs --allow-invasive"
         return run
-    resolved = [argv for t in collector.commands if (argv := resolve_argv(t, options.params)) is not None]
+    from nightowl.engine.chain import params_for_host
+
+    params = params_for_host(options.params, transport.host)
+    resolved = [argv for t in collector.commands if (argv := resolve_argv(t, params)) is not None]
     if not resolved:
         run.status, run.reason = (
             "skipped",
@@ -442,6 +505,7 @@ def collect_on(
         return run
     commands = resolved[:1] if single_attempt else resolved
     chosen: CommandResult | None = None
+    blank: CommandResult | None = None  # exited 0 but showed nothing: the next command may do better
     for argv in commands:
         timeout = _timeout_for(collector, options, deadline)
         if timeout <= 0:
@@ -451,23 +515,39 @@ def collect_on(
             break
         result = transport.run(argv, timeout, kind=kind)
         run.attempts.append(result)
+        if result.ok and shows_nothing(collector, result.stdout):
+            blank = blank or result
+            continue
         if result.ok or result.timed_out:
             chosen = result
             break
         if chosen is None and result.stdout.strip():
             chosen = result  # a failing nvidia-smi still prints why
-    chosen = chosen or run.attempts[-1]
+    chosen = chosen or blank or run.attempts[-1]
     for attempt in run.attempts:
         run.file = recorder.record_command(transport.host, kind, attempt, attempt is chosen) or run.file
     run.status, run.reason = _status_of(chosen)
+    if chosen.ok and shows_nothing(collector, chosen.stdout):
+        # No output is not "output showing nothing wrong": no facts, so no rule can read it as clean.
+        run.status, run.reason = (
+            "no_data",
+            "the command printed nothing to read"
+            + (f" ({chosen.stdout.strip()[:80]})" if chosen.stdout.strip() else ""),
+        )
     if keep_text:
         run.text = chosen.stdout
-    # Empty output that exited 0 is still a fact ("no NVRM line this boot"), so parse it.
-    if chosen.stdout.strip() or chosen.rc == 0:
+    if chosen.stdout.strip() and run.status != "no_data":
         run.facts, run.parse_error = parse_output(collector, chosen.stdout)
         if run.parse_error and run.status == "ok":
             run.status, run.reason = "error", run.parse_error
     return run
+
+
+def shows_nothing(collector: CollectorLike, text: str) -> bool:
+    """Whether an output that exited 0 holds nothing to judge (the collector may know more: a journal's
+    ``-- No entries --``)."""
+    check = getattr(collector, "shows_nothing", None)
+    return bool(check(text)) if check is not None else not text.strip()
 
 
 def _timeout_for(collector: CollectorLike, options: RunOptions, deadline: float | None) -> float:

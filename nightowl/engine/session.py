@@ -7,6 +7,7 @@ Usable from Python without the CLI::
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -71,10 +72,20 @@ def run_runbook(
         done = [results[n] for n in names if n in results]
         bundle = writer.finish(done, partial=True, render_postmortem=render_postmortem, extra=extra_manifest)
         raise Interrupted(done, bundle) from None
+    except Exception as exc:
+        pool.shutdown(wait=False, cancel_futures=True)
+        _save_partial(exc, writer, [results[n] for n in names if n in results])
+        raise
     pool.shutdown(wait=True)
     runs = [results[n] for n in names]
     bundle = writer.finish(runs, render_postmortem=render_postmortem, extra=extra_manifest)
     return runs, bundle
+
+
+def _save_partial(exc: Exception, writer: BundleWriter, runs: list[HostRun]) -> None:
+    """A bug mid-run still leaves the evidence collected so far; the caller says where (exit 70)."""
+    with contextlib.suppress(Exception):  # the original error is the one to report
+        exc.partial_bundle = writer.finish(runs, partial=True)  # type: ignore[attr-defined]
 
 
 class _Unopenable:
@@ -123,6 +134,9 @@ def _run_job(
         runs = list(runner.member_runs.values())
         bundle = writer.finish(runs, partial=True, render_postmortem=render_postmortem, extra=extra_manifest)
         raise Interrupted(runs, bundle) from None
+    except Exception as exc:
+        _save_partial(exc, writer, list(runner.member_runs.values()))
+        raise
     return runs, writer.finish(runs, render_postmortem=render_postmortem, extra=extra_manifest)
 
 

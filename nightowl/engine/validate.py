@@ -68,7 +68,8 @@ class LoadedRunbook:
         declared = self.runbook.parameters
         unknown = sorted(set(given) - set(declared))
         if unknown:
-            raise ValueError(f"runbook {self.id} has no parameter {', '.join(unknown)}")
+            valid = ", ".join(sorted(declared)) or "none"
+            raise ValueError(f"runbook {self.id} has no parameter {', '.join(unknown)} (its parameters: {valid})")
         return {**{name: p.default for name, p in declared.items()}, **given}
 
     def node_line(self, node_id: str) -> int | None:
@@ -154,7 +155,7 @@ def _graph_pass(loaded: LoadedRunbook) -> list[Issue]:
         if node_id not in reachable:
             issues.append(Issue(name, loaded.node_line(node_id), node_id, "node is unreachable from the entry"))
     for node_id, node in rb.nodes.items():
-        if node.kind != "verdict" and graph.out_degree(node_id) == 0:
+        if node.kind not in ("verdict", "cannot_judge") and graph.out_degree(node_id) == 0:
             issues.append(Issue(name, loaded.node_line(node_id), node_id, "path ends here without a verdict"))
     return issues
 
@@ -196,10 +197,17 @@ def _expressions_of(node: Node) -> Iterable[tuple[tuple[Any, ...], str, bool]]:
     """(relative path, source, is_condition) for every expression a node holds."""
     for index, branch in enumerate(node.decide or []):
         yield ("decide", index, "when"), branch.when, True
+    if node.cannot_judge is not None:
+        yield ("cannot_judge",), node.cannot_judge, False
     if node.verdict is not None:
         yield ("verdict", "summary"), node.verdict.summary, False
         if node.verdict.gpus:
             yield ("verdict", "gpus"), "(" + node.verdict.gpus + ") is not none", True
+        if node.verdict.next is not None:
+            from nightowl.engine.chain import expressions as next_expressions
+
+            for rel, source in next_expressions(node.verdict.next):
+                yield ("verdict", "next", *rel), "(" + source + ") is not none", True
 
 
 def _expression_pass(loaded: LoadedRunbook) -> list[Issue]:

@@ -9,7 +9,7 @@ from typing import Any
 
 from nightowl.postmortem.clocks import stamp
 
-DRAFT_FILES = frozenset({"postmortem.md", "postmortem.html"})
+DRAFT_FILES = frozenset({"postmortem.md", "postmortem.html", "status-update.md"})
 
 
 def _read_json(path: Path) -> Any:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from nightowl.postmortem.bundle import Bundle
+from nightowl.postmortem.citations import cite_lines, cite_numbers, fact_cites, json_lines, merged
 from nightowl.postmortem.clocks import (
     CLOCK_HOST_BOOT,
     CLOCK_HOST_LOCAL,
@@ -13,7 +14,7 @@ from nightowl.postmortem.clocks import (
     Moment,
     duration,
 )
-from nightowl.postmortem.outputs import FAULT_KINDS, kernel_events
+from nightowl.postmortem.outputs import FAULT_KINDS, kernel_events, located_kernel_events
 from nightowl.postmortem.paths import short
 
 # Questions a careful engineer asks when a log shows these; each row names why.
@@ -61,14 +62,16 @@ def candidates(data: Bundle) -> tuple[list[dict[str, Any]], list[str]]:
         support = []
         for item in verdict.get("evidence", []):
             sources = [s.strip() for s in str(item.get("source") or "").split(",") if s.strip()]
-            cites = [c for s in sources if (c := data.cite(s))]
+            cites = merged(
+                [c for s in sources for c in fact_cites(data, s, str(item.get("fact")), item.get("value"))], data
+            )
             if cites:
                 support.append(
                     {
                         "fact": item.get("fact"),
                         "value": short(item.get("value")),
-                        "cites": [c.id for c in cites],
-                        "files": [c.path for c in cites],
+                        "cites": cites,
+                        "files": sorted({c.path for c in cites}),
                     }
                 )
         if not support:
@@ -78,19 +81,27 @@ def candidates(data: Bundle) -> tuple[list[dict[str, Any]], list[str]]:
             )
             continue
         catalog: list[dict[str, Any]] = []
-        for event, rel in kernel_events(data, host):
-            if event.get("kind") in ("xid", "sxid") and (cite := data.cite(rel)):
+        for command in data.host_files(host, "kernel-log"):
+            for located in located_kernel_events(data, command["file"]):
+                event = located["event"]
+                if event.get("kind") not in ("xid", "sxid"):
+                    continue
                 row = xid_catalog.explain(event)
                 line = (
                     f"{FAULT_KINDS[row['kind']]} {row['code']}: {row.get('meaning')}; NVIDIA's first step: "
                     f"{row.get('first_step') or row.get('action')}"
                 )
-                if all(line != c["text"] for c in catalog):
-                    catalog.append({"text": line, "cites": [cite.id]})
+                cite = cite_lines(data, command["file"], located["start"], located["end"])
+                known = next((c for c in catalog if c["text"] == line), None)
+                if known is None:
+                    catalog.append({"text": line, "cites": [cite] if cite else []})
+                elif cite and len(known["cites"]) < 4:
+                    known["cites"].append(cite)
+        verdict_cites = cite_numbers(data, "verdicts.json", json_lines(data, "verdicts.json", "id", verdict.get("id")))
         found.append(
             {
                 "host": host,
-                "cites": sorted({i for s in support for i in s["cites"]}),
+                "cites": merged([c for s in support for c in s["cites"]], data),
                 "id": verdict.get("id"),
                 "severity": verdict.get("severity"),
                 "action": verdict.get("action"),
@@ -98,7 +109,7 @@ def candidates(data: Bundle) -> tuple[list[dict[str, Any]], list[str]]:
                 "gpus": verdict.get("gpus") or [],
                 "support": support,
                 "catalog": catalog[:8],
-                "verdict_cite": getattr(data.cite("verdicts.json"), "id", None),
+                "verdict_cites": verdict_cites,
             }
         )
     return found, unbacked

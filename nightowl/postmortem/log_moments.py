@@ -7,18 +7,21 @@ from collections import Counter
 from typing import Any
 
 from nightowl.postmortem.bundle import Bundle
+from nightowl.postmortem.citations import cite_file, cite_lines
 from nightowl.postmortem.clocks import (
     CLOCK_HOST_LOCAL,
     CLOCK_HOST_NO_YEAR,
     CLOCK_HOST_UTC,
+    CLOCK_HOST_YEARLESS,
     CLOCK_NIGHTOWL,
     Moment,
     duration,
     epoch_of,
     host_time,
     stamp,
+    with_capture_year,
 )
-from nightowl.postmortem.outputs import FAULT_KINDS, METRIC_FIELDS, kernel_events, metric_scrapes
+from nightowl.postmortem.outputs import FAULT_KINDS, METRIC_FIELDS, lines_of, located_kernel_events, metric_scrapes
 
 MAX_EVENTS_PER_SOURCE = 30  # timeline rows per raw file; the file itself holds the rest
 
@@ -50,47 +53,69 @@ def _event_text(event: dict[str, Any]) -> str:
 
 
 def kernel_moments(data: Bundle, host: str) -> list[Moment]:
+    """Each kernel event (a burst of one message folds into one row) at its own time and lines."""
     moments: list[Moment] = []
-    first_fault: float | None = None
-    for index, (event, rel) in enumerate(kernel_events(data, host)[:MAX_EVENTS_PER_SOURCE]):
-        epoch, clock = host_time(event.get("time"))
-        fault = event.get("kind") in FAULT_KINDS or event.get("subkind") == "crash_dump"
-        if fault and epoch is not None and first_fault is None:
-            first_fault = epoch
-        tag = "key moment"
-        what = _event_text(event)
-        if event.get("subkind") == "driver_load":
-            after_fault = first_fault is not None and epoch is not None and epoch > first_fault
-            tag = "repair" if after_fault else "key moment"
-            what = f"NVIDIA driver {event.get('driver_version') or ''} loaded" + (
-                " again after the fault" if after_fault else " (this boot)"
-            )
-        cite = data.cite(rel)
-        moments.append(
-            Moment(
-                epoch,
-                str(event.get("time") or "(no time written)"),
-                clock,
-                tag,
-                what,
-                host,
-                cite.id if cite else None,
-                index,
-            )
+    captured = data.manifest.get("started")
+    for command in data.host_files(host, "kernel-log"):
+        rel = command["file"]
+        located = located_kernel_events(data, rel)
+        first_fault = min(
+            (
+                e
+                for row in located
+                if _is_fault(row["event"]) and (e := host_time(row["event"].get("time"), captured)[0]) is not None
+            ),
+            default=None,
         )
+        for index, row in enumerate(located[:MAX_EVENTS_PER_SOURCE]):
+            event = dict(row["event"], count=row["count"])
+            epoch, clock = host_time(event.get("time"), captured)
+            tag, what = "key moment", _event_text(event)
+            if row["count"] > 1 and row["last_time"]:
+                what += f" (last at {row['last_time']})"
+            if event.get("subkind") == "driver_load":
+                after_fault = first_fault is not None and epoch is not None and epoch > first_fault
+                tag = "repair" if after_fault else "key moment"
+                what = f"NVIDIA driver {event.get('driver_version') or ''} loaded" + (
+                    " again after the fault" if after_fault else " (this boot)"
+                )
+            cites = [c for c in [cite_lines(data, rel, row["start"], row["end"])] if c]
+            moments.append(Moment(epoch, shown(event.get("time"), epoch, clock), clock, tag, what, host, cites, index))
+        if len(located) > MAX_EVENTS_PER_SOURCE:
+            rest = located[MAX_EVENTS_PER_SOURCE:]
+            cites = [c for c in [cite_lines(data, rel, rest[0]["start"], rest[-1]["end"])] if c]
+            moments.append(
+                Moment(
+                    None,
+                    "(see file)",
+                    CLOCK_HOST_NO_YEAR,
+                    "key moment",
+                    f"{len(rest)} more kernel events not listed here",
+                    host,
+                    cites,
+                    MAX_EVENTS_PER_SOURCE,
+                )
+            )
     return moments
+
+
+def shown(written: str | None, epoch: float | None, clock: str) -> str:
+    """The time as the row shows it: as written, with the year nightowl supplied in front."""
+    if clock == CLOCK_HOST_YEARLESS and epoch is not None:
+        return f"{stamp(epoch)[:19]} (written “{written}”)"
+    return str(written or "(no time written)")
+
+
+def _is_fault(event: dict[str, Any]) -> bool:
+    return event.get("kind") in FAULT_KINDS or event.get("subkind") == "crash_dump"
 
 
 def engine_moments(data: Bundle, host: str) -> list[Moment]:
     moments: list[Moment] = []
     for command in data.host_files(host, "engine-log"):
-        path = data.root / command["file"]
-        if not path.exists():
-            continue
-        cite = data.cite(command["file"])
         seen_fault = False
         messages: Counter[str] = Counter()
-        for index, line in enumerate(path.read_text(errors="replace").splitlines()):
+        for index, line in enumerate(lines_of(data, command["file"])):
             fault, ready = bool(_ENGINE_FAULT.search(line)), bool(_ENGINE_READY.search(line))
             if not (fault or ready):
                 continue
@@ -101,11 +126,16 @@ def engine_moments(data: Bundle, host: str) -> list[Moment]:
             messages[message] += 1
             if messages[message] > 1 or len(moments) >= MAX_EVENTS_PER_SOURCE:
                 continue
-            epoch = epoch_of(written)[0] if clock != CLOCK_HOST_NO_YEAR else None
+            if clock == CLOCK_HOST_NO_YEAR:
+                epoch = with_capture_year(written, data.manifest.get("started"))
+                clock = CLOCK_HOST_YEARLESS if epoch is not None else clock
+            else:
+                epoch = epoch_of(written)[0]
             tag = "repair" if ready and seen_fault else "key moment"
             seen_fault = seen_fault or fault
+            cites = [c for c in [cite_lines(data, command["file"], index + 1, index + 1)] if c]
             moments.append(
-                Moment(epoch, written, clock, tag, f"engine log: {message}", host, cite.id if cite else None, index)
+                Moment(epoch, shown(written, epoch, clock), clock, tag, f"engine log: {message}", host, cites, index)
             )
     return moments
 
@@ -119,27 +149,10 @@ def _engine_time(line: str) -> tuple[str | None, str]:
 
 
 def metric_moments(data: Bundle, host: str) -> list[Moment]:
+    """What changed between consecutive scrapes (the scrapes themselves are part of nightowl's run)."""
     moments = []
     scrapes = metric_scrapes(data, host)
-    for index, scrape in enumerate(scrapes):
-        cite = data.cite(scrape["file"])
-        shown = (
-            ", ".join(f"{k} {v:g}" if isinstance(v, (int, float)) else f"{k} {v}" for k, v in scrape["values"].items())
-            or "no serving metric found"
-        )
-        moments.append(
-            Moment(
-                scrape["start"],
-                stamp(scrape["start"]),
-                CLOCK_NIGHTOWL,
-                "diagnosis",
-                f"metrics scrape: {shown}",
-                host,
-                cite.id if cite else None,
-                index,
-            )
-        )
-    for first, last in zip(scrapes, scrapes[1:], strict=False):
+    for index, (first, last) in enumerate(zip(scrapes, scrapes[1:], strict=False)):
         if first["start"] is None or last["start"] is None:
             continue
         changes = [
@@ -156,7 +169,8 @@ def metric_moments(data: Bundle, host: str) -> list[Moment]:
                 f"metric window of {duration(last['start'] - first['start'])}: "
                 + (", ".join(changes) or "no comparable values"),
                 host,
-                ", ".join(c.id for f in (first, last) if (c := data.cite(f["file"]))) or None,
+                [c for f in (first, last) if (c := cite_file(data, f["file"]))],
+                index,
             )
         )
     return moments

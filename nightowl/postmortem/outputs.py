@@ -58,3 +58,72 @@ def metric_scrapes(data: Bundle, host: str) -> list[dict[str, Any]]:
             values = {k: parsed.get(k) for k in METRIC_FIELDS if parsed.get(k) is not None}
             scrapes.append({"start": command.get("start"), "file": command["file"], "values": values})
     return scrapes
+
+
+def lines_of(data: Bundle, rel: str) -> list[str]:
+    """The file's lines, read once per draft (citations number them from 1)."""
+    key = (rel, "lines")
+    if key not in data.parsed:
+        path = data.root / rel
+        try:
+            data.parsed[key] = path.read_text(errors="replace").splitlines() if path.is_file() else []
+        except OSError:
+            data.parsed[key] = []
+    lines: list[str] = data.parsed[key]
+    return lines
+
+
+# Substrings without which a line holds no kernel event the parser reads (its anchors need one of them).
+_KERNEL_HINTS = ("NVRM", "Xid", "AER", "PCIe", "of memory", "Killed process", "oom")
+MAX_LOCATED_LINES = 20_000  # lines parsed one by one per file; an Xid storm beyond this is counted, not placed
+
+
+def located_kernel_events(data: Bundle, rel: str) -> list[dict[str, Any]]:
+    """Each kernel event with the lines it stands on: ``{event, start, end, count}`` in log order.
+
+    The collector's parse collapses repeats of one message into one event with a count (so memory
+    grows with distinct events); a timeline needs each occurrence with its own time and line. So the
+    file is read again line by line, each candidate line parsed alone; lines that add to the event
+    before them (continuations, AER details) widen its span, and back-to-back repeats of the same
+    message fold into one row with a count.
+    """
+    key = (rel, "kernel-lines")
+    if key not in data.parsed:
+        data.parsed[key] = _locate(data, rel)
+    located: list[dict[str, Any]] = data.parsed[key]
+    return located
+
+
+def _locate(data: Bundle, rel: str) -> list[dict[str, Any]]:
+    from nightowl.collectors import get_collector
+    from nightowl.collectors.base import to_jsonable
+
+    parse = get_collector("kernel-log").parse
+    rows: list[dict[str, Any]] = []
+    parsed_lines = 0
+    for number, line in enumerate(lines_of(data, rel), start=1):
+        if not any(hint in line for hint in _KERNEL_HINTS):
+            continue
+        parsed_lines += 1
+        if parsed_lines > MAX_LOCATED_LINES:
+            break
+        try:
+            events = to_jsonable(parse(line)).get("events", [])
+        except Exception:  # noqa: BLE001 - a parser bug costs a row, not the draft
+            events = []
+        if not events:
+            if rows and rows[-1]["end"] == number - 1:
+                rows[-1]["end"] = number  # continuation or detail of the event above
+            continue
+        for event in events:
+            last = rows[-1] if rows else None
+            if last is not None and last["end"] >= number - 1 and _same(last["event"], event):
+                last["end"], last["count"], last["last_time"] = number, last["count"] + 1, event.get("time")
+            else:
+                rows.append({"event": event, "start": number, "end": number, "count": 1, "last_time": None})
+    return rows
+
+
+def _same(a: dict[str, Any], b: dict[str, Any]) -> bool:
+    fields = ("kind", "code", "pci", "pid", "process", "text", "subkind")
+    return all(a.get(f) == b.get(f) for f in fields)

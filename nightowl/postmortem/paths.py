@@ -6,6 +6,7 @@ import json
 from typing import Any
 
 from nightowl.postmortem.bundle import Bundle
+from nightowl.postmortem.citations import fact_cites, merged
 
 
 def _source_file(data: Bundle, host: str, fact_path: str) -> str | None:
@@ -45,8 +46,13 @@ def decision_paths(data: Bundle) -> list[dict[str, Any]]:
             for index, condition in enumerate(visit.get("conditions", [])):
                 if condition.get("value"):
                     branch = node.decide[index] if node and node.decide and index < len(node.decide) else None
-                    cites = sorted(
-                        {c.id for p in condition.get("reads", {}) if (c := data.cite(_source_file(data, host, p)))}
+                    cites = merged(
+                        [
+                            c
+                            for p, v in condition.get("reads", {}).items()
+                            for c in fact_cites(data, _source_file(data, host, p), p, v)
+                        ],
+                        data,
                     )
                     step["taken"] = {
                         "when": condition["when"],

@@ -62,12 +62,62 @@ def render_bundle(bundle: Path, template: str | None = None, fmt: str = "md", re
         from markupsafe import Markup
 
         context["svgs"] = {p["host"]: Markup(decision_svg(data.runbook, p["path"])) for p in context["paths"]}
+        # Raw files hold names the redactor has not learned: a redacted draft carries no copy of them.
+        context["raw"] = [] if redact else raw_views(data, cited_lines(context))
     context["redacted"] = redact
     env, name = _environment(template, fmt)
     text = env.get_template(name).render(**context)
     if redact:
         text = redactor_for(data).apply(text)
     return text
+
+
+MAX_VIEW_LINES = 5000  # lines of one raw file copied into the HTML draft (cited lines are always copied)
+
+
+def raw_views(data: Bundle, cited: dict[str, set[int]]) -> list[dict[str, Any]]:
+    """The bundle's text files, line by line, for the HTML draft's browsable copy: every citation
+    links to ``#E<n>-L<line>`` there, so a reader lands on the line the claim rests on. Long files
+    are copied up to MAX_VIEW_LINES, plus every line a citation names."""
+    from nightowl.postmortem.outputs import lines_of
+
+    views = []
+    for evidence in data.evidence:
+        if evidence.state == "missing" or evidence.path.endswith((".rc", ".timeout")):
+            continue
+        lines = lines_of(data, evidence.path)
+        if any("\x00" in line for line in lines[:50]):
+            continue  # not text
+        keep = cited.get(evidence.id, set())
+        shown = [(n, line) for n, line in enumerate(lines, start=1) if n <= MAX_VIEW_LINES or n in keep]
+        views.append(
+            {
+                "id": evidence.id,
+                "path": evidence.path,
+                "sha256": evidence.sha256,
+                "shown": shown,
+                "cut": len(lines) - len(shown),
+            }
+        )
+    return views
+
+
+def cited_lines(value: Any, out: dict[str, set[int]] | None = None) -> dict[str, set[int]]:
+    """Every line a citation in the context names, by evidence id."""
+    from nightowl.postmortem.citations import Cite
+
+    out = {} if out is None else out
+    if isinstance(value, Cite):
+        out.setdefault(value.id, set()).update(range(value.start, value.end + 1))
+    elif isinstance(value, dict):
+        if "anchor" in value and "start" in value and "id" in value:
+            out.setdefault(value["id"], set()).update(range(value["start"], value["end"] + 1))
+        for item in value.values():
+            cited_lines(item, out)
+    elif isinstance(value, (list, tuple)):
+        for item in value:
+            cited_lines(item, out)
+    return out
 
 
 def redactor_for(data: Bundle) -> Any:

@@ -8,6 +8,7 @@ manifest keeps the alert (labels and annotations scrubbed of secrets).
 from __future__ import annotations
 
 import time
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -25,6 +26,7 @@ class Capture:
     alert: Alert
     received_at: float
     status: str = "queued"  # queued | running | captured | failed | not_captured | ignored | duplicate
+    id: str = field(default_factory=lambda: uuid.uuid4().hex[:16])  # one capture across journal lines
     reason: str | None = None
     rule: str | None = None
     runbook: str | None = None
@@ -56,6 +58,7 @@ class Capture:
 
     def to_json(self) -> dict[str, Any]:
         return {
+            "id": self.id,
             "alert": self.alert.name,
             "source": self.alert.source,
             "alert_status": self.alert.status,

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from nightowl.receiver.payload import Alert
-from nightowl.receiver.rules import Matcher, Rule
+from nightowl.receiver.rules import Matcher, Rule, split_host_template
 
 DEFAULT_TOKEN_ENV = "NIGHTOWL_SERVE_TOKEN"
 
@@ -99,6 +99,7 @@ def _rule(item: Any, index: int, where: str) -> Rule:
     try:
         matchers = tuple(Matcher.parse(str(t)) for t in texts)
         runbooks.resolve(str(item["runbook"]))
+        split_host_template(str(item["host"]))
     except (ValueError, FileNotFoundError, re.error) as exc:
         raise ConfigError(f"{here}: {exc}") from None
     params = item.get("params") or {}

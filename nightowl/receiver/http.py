@@ -15,7 +15,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
-from nightowl.receiver.payload import parse_payload, verify_pagerduty_signature
+from nightowl.receiver.capture import Capture
+from nightowl.receiver.payload import PARSERS, verify_pagerduty_signature
 from nightowl.receiver.queue import Receiver
 
 MAX_BODY = 1 << 20  # Alertmanager truncates at max_alerts; a megabyte is hundreds of alerts
@@ -115,8 +116,8 @@ def make_handler(receiver: Receiver) -> type[BaseHTTPRequestHandler]:
             self._send(200, render_bundle(bundle, fmt="html"), "text/html")
 
         def do_POST(self) -> None:  # noqa: N802 - the stdlib's name
-            path = self.path.split("?", 1)[0].rstrip("/")
-            if path not in ("/alertmanager", "/pagerduty"):
+            route = self.path.split("?", 1)[0].strip("/")
+            if route not in PARSERS:
                 self._json(404, {"error": "POST to /alertmanager or /pagerduty"})
                 return
             if not self._authorized():
@@ -130,31 +131,31 @@ def make_handler(receiver: Receiver) -> type[BaseHTTPRequestHandler]:
                 self._json(413, {"error": f"payload over {MAX_BODY} bytes"})
                 return
             body = self.rfile.read(int(length))
-            if path == "/pagerduty" and not verify_pagerduty_signature(
+            # The route, never the body, decides the format and its verification (docs/receiver.md).
+            if route == "pagerduty" and not verify_pagerduty_signature(
                 body, self.headers.get("X-PagerDuty-Signature"), config.pagerduty_secrets
             ):
                 self._json(401, {"error": "missing or wrong X-PagerDuty-Signature"})
                 return
             try:
-                alerts = parse_payload(json.loads(body))
+                alerts = PARSERS[route](json.loads(body))
             except ValueError as exc:
-                self._json(400, {"error": str(exc)})
+                self._json(400, {"error": str(exc)[:300]})
                 return
-            results = receiver.submit(alerts)
-            self._json(
-                200,
-                {
-                    "alerts": [
-                        {
-                            k: c.to_json()[k]
-                            for k in ("alert", "fingerprint", "status", "reason", "rule", "runbook", "host")
-                        }
-                        for c in results
-                    ]
-                },
-            )
+            self._json(200, admission_summary(receiver.submit(alerts)))
 
     return Handler
+
+
+def admission_summary(captures: list[Capture]) -> dict[str, Any]:
+    """The answer to a delivery: counts and each alert's status in order, never an echo of the
+    payload (the journal and ``GET /`` hold the details), so a large delivery gets a small answer."""
+    statuses = [c.status for c in captures]
+    return {
+        "received": len(statuses),
+        "counts": {s: statuses.count(s) for s in sorted(set(statuses))},
+        "statuses": statuses,
+    }
 
 
 def _bundle_dir(out_dir: Path, run_id: str) -> Path | None:

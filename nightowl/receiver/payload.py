@@ -17,6 +17,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+# Alerts one delivery may carry: Alertmanager's webhook_config `max_alerts` caps a delivery at the
+# sender (https://prometheus.io/docs/alerting/latest/configuration/#webhook_config); beyond this the
+# delivery is refused whole, so one request costs a bounded journal and response.
+MAX_ALERTS = 500
+
 # PagerDuty v3 event types that open or reopen an incident, and the one that closes it.
 PAGERDUTY_FIRING = frozenset({"incident.triggered", "incident.reopened"})
 PAGERDUTY_RESOLVED = frozenset({"incident.resolved"})
@@ -44,6 +49,23 @@ class Alert:
     def dedupe_key(self) -> tuple[str, str, str, str]:
         """Alertmanager redelivers the same alert on every group_interval: same fingerprint and start."""
         return (self.source, self.fingerprint, self.starts_at or "", self.status)
+
+    @classmethod
+    def from_record(cls, record: Mapping[str, Any]) -> Alert:
+        """The alert back from :meth:`record` (the receiver's journal keeps queued alerts this way)."""
+        return cls(
+            source=str(record.get("source") or "alertmanager"),
+            status=str(record.get("status") or "firing"),
+            labels=_strings(record.get("labels")),
+            annotations=_strings(record.get("annotations")),
+            starts_at=record.get("starts_at"),
+            ends_at=record.get("ends_at"),
+            fingerprint=str(record.get("fingerprint") or ""),
+            generator_url=record.get("generator_url"),
+            external_url=record.get("external_url"),
+            receiver=record.get("receiver"),
+            group_key=record.get("group_key"),
+        )
 
     def record(self) -> dict[str, Any]:
         """The ``alert`` object of a bundle's manifest (before the receiver adds rule and timing)."""
@@ -80,14 +102,20 @@ def _label_fingerprint(labels: dict[str, str]) -> str:
     return hashlib.sha256(json.dumps(labels, sort_keys=True).encode()).hexdigest()[:16]
 
 
-def parse_alertmanager(payload: Mapping[str, Any]) -> list[Alert]:
-    if not isinstance(payload.get("alerts"), list):
+def parse_alertmanager(payload: Any) -> list[Alert]:
+    """An Alertmanager webhook; ValueError for anything else, for an empty alert and beyond MAX_ALERTS."""
+    if not isinstance(payload, Mapping) or not isinstance(payload.get("alerts"), list):
         raise ValueError("not an Alertmanager webhook payload: no `alerts` list")
+    if len(payload["alerts"]) > MAX_ALERTS:
+        raise ValueError(
+            f"{len(payload['alerts'])} alerts in one delivery, at most {MAX_ALERTS} "
+            "(set max_alerts in Alertmanager's webhook_config)"
+        )
     alerts = []
-    for item in payload["alerts"]:
-        if not isinstance(item, Mapping):
-            continue
-        labels = _strings(item.get("labels"))
+    for index, item in enumerate(payload["alerts"]):
+        labels = _strings(item.get("labels")) if isinstance(item, Mapping) else {}
+        if not labels:  # Alertmanager always sends alertname; an alert without labels is not one
+            raise ValueError(f"alerts[{index}] is not an alert: no labels")
         alerts.append(
             Alert(
                 source="alertmanager",
@@ -106,8 +134,9 @@ def parse_alertmanager(payload: Mapping[str, Any]) -> list[Alert]:
     return alerts
 
 
-def parse_pagerduty(payload: Mapping[str, Any]) -> list[Alert]:
-    event = payload.get("event")
+def parse_pagerduty(payload: Any) -> list[Alert]:
+    """A PagerDuty v3 webhook (one event); ValueError for anything else."""
+    event = payload.get("event") if isinstance(payload, Mapping) else None
     if not isinstance(event, Mapping):
         raise ValueError("not a PagerDuty v3 webhook payload: no `event` object")
     data: Mapping[str, Any] = event["data"] if isinstance(event.get("data"), Mapping) else {}
@@ -140,8 +169,14 @@ def parse_pagerduty(payload: Mapping[str, Any]) -> list[Alert]:
     ]
 
 
+# The receiver's routes: each decides its payload's format (and http.py its verification); the body
+# never chooses its own format, so an unsigned PagerDuty body sent to /alertmanager is not one.
+PARSERS = {"alertmanager": parse_alertmanager, "pagerduty": parse_pagerduty}
+
+
 def parse_payload(payload: Any) -> list[Alert]:
-    """Either sender's payload; raises ValueError for anything else."""
+    """Either sender's payload, told apart by its shape: only for ``triage --alert``, whose file the
+    operator chose; the receiver's routes use :data:`PARSERS`. Raises ValueError for anything else."""
     if not isinstance(payload, Mapping):
         raise ValueError("payload is not a JSON object")
     if isinstance(payload.get("event"), Mapping):

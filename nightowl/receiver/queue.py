@@ -2,8 +2,12 @@
 
 An alert storm costs at most ``workers`` runs at a time and ``queue`` waiting; every alert beyond
 that is recorded as not captured, with the reason. The same alert delivered again (same
-fingerprint and start time) runs once. Every outcome goes to ``<out>/captures.jsonl``, which a
-restarted receiver reads back so it does not capture again what it already captured.
+fingerprint and start time) runs once: it is a duplicate of a capture that is queued, running or
+captured, never of one that failed or was not captured. Every outcome goes to
+``<out>/captures.jsonl``, and so does every admitted capture the moment it is queued (with its
+alert): the journal is the persisted queue. A receiver that stops (SIGTERM) lets running captures
+finish for a grace period; whatever is still queued or running when it stops is resumed by the
+next receiver on the same ``out``.
 """
 
 from __future__ import annotations
@@ -24,6 +28,8 @@ from nightowl.receiver.payload import Alert
 RECENT = 200
 SEEN_CAP = 10000
 JOURNAL = "captures.jsonl"
+STOP_GRACE = 20.0  # seconds running captures get to finish on SIGTERM (Kubernetes waits 30 by default)
+UNFINISHED = ("queued", "running")
 
 
 class Receiver:
@@ -38,31 +44,45 @@ class Receiver:
         self.config = config
         self._run = run or run_capture
         self._log = log or (lambda _message: None)
-        self._queue: queue.Queue[Capture | None] = queue.Queue(maxsize=max(1, config.queue_size))
+        # Unbounded underneath: `queue` is enforced at admission, and resumed captures always fit.
+        self._queue: queue.Queue[Capture | None] = queue.Queue()
         self._lock = threading.Lock()
         self._seen: OrderedDict[tuple[str, ...], float] = OrderedDict()
         self.recent: deque[Capture | dict[str, Any]] = deque(maxlen=RECENT)
         self.busy = 0
         self._threads: list[threading.Thread] = []
+        self._stopping = threading.Event()
+        self._closed = False  # after stop(): nothing more is journaled, so unfinished stays unfinished
+        self._resume: list[Capture] = []
         config.out_dir.mkdir(parents=True, exist_ok=True)
         self._load_journal()
 
     # -- lifecycle ----------------------------------------------------------------------------
     def start(self) -> None:
+        for capture in self._resume:
+            self._log(f"{capture.alert.name}: resumed ({capture.runbook} on {capture.host}), queued before a restart")
+            self._queue.put(capture)
+        self._resume = []
         for index in range(self.config.workers):
             thread = threading.Thread(target=self._work, name=f"capture-{index}", daemon=True)
             thread.start()
             self._threads.append(thread)
 
-    def stop(self, timeout: float = 30.0) -> None:
+    def stop(self, timeout: float = STOP_GRACE) -> int:
+        """Take no new capture; let running ones finish within ``timeout``; queued ones stay journaled.
+
+        Returns how many captures are left unfinished for the next receiver to resume."""
         deadline = time.monotonic() + timeout
+        self._stopping.set()
         for _ in self._threads:
-            try:
-                self._queue.put(None, timeout=max(0.1, deadline - time.monotonic()))
-            except queue.Full:
-                break
+            self._queue.put(None)
         for thread in self._threads:
-            thread.join(max(0.1, deadline - time.monotonic()))
+            thread.join(max(0.0, deadline - time.monotonic()))
+        with self._lock:
+            # A capture still running now dies with the process (or fails as the interpreter shuts
+            # down): it stays `queued` in the journal and the next receiver resumes it.
+            self._closed = True
+            return self.busy + sum(1 for item in list(self._queue.queue) if item is not None)
 
     # -- intake ---------------------------------------------------------------------------------
     def submit(self, alerts: list[Alert], received_at: float | None = None) -> list[Capture]:
@@ -75,23 +95,25 @@ class Receiver:
             if capture.status == "queued" and key in self._seen:
                 capture.status = "duplicate"
                 first = time.strftime("%H:%M:%S", time.gmtime(self._seen[key]))
-                capture.reason = f"same fingerprint and start already received at {first}Z"
+                capture.reason = f"same fingerprint and start already queued or captured at {first}Z"
+            elif capture.status == "queued" and self._stopping.is_set():
+                capture.status, capture.reason = "not_captured", "the receiver is stopping"
+            elif capture.status == "queued" and self._queue.qsize() >= self.config.queue_size:
+                capture.status = "not_captured"
+                capture.reason = (
+                    f"queue full: {self._queue.qsize()} waiting and {self.busy} of "
+                    f"{self.config.workers} worker(s) busy (raise `queue` or `workers`)"
+                )
             elif capture.status == "queued":
-                try:
-                    self._queue.put_nowait(capture)
-                except queue.Full:
-                    capture.status = "not_captured"
-                    capture.reason = (
-                        f"queue full: {self._queue.qsize()} waiting and {self.busy} of "
-                        f"{self.config.workers} worker(s) busy (raise `queue` or `workers`)"
-                    )
-                else:
-                    self._remember(key, capture.received_at)
+                self._remember(key, capture.received_at)
+                # Journaled before a worker can see it: a stop at any moment leaves a record to resume.
+                self._write(self._entry(capture, with_alert=True))
+                self._queue.put(capture)
             self.recent.append(capture)
             # What was decided at admission: a worker may take the capture the moment the lock is released.
             admitted = replace(capture)
-        if admitted.status != "queued":
-            self._journal(capture)
+            if admitted.status != "queued":
+                self._write(self._entry(admitted))
         self._log(
             f"{admitted.alert.name} [{admitted.alert.status}] -> {admitted.status}"
             + (f": {admitted.reason}" if admitted.reason else f" ({admitted.runbook} on {admitted.host})")
@@ -105,9 +127,9 @@ class Receiver:
 
     # -- work -----------------------------------------------------------------------------------
     def _work(self) -> None:
-        while True:
+        while not self._stopping.is_set():
             capture = self._queue.get()
-            if capture is None:
+            if capture is None or self._stopping.is_set():
                 return
             with self._lock:
                 self.busy += 1
@@ -119,30 +141,76 @@ class Receiver:
             finally:
                 with self._lock:
                     self.busy -= 1
-            self._journal(capture)
-            self._log(f"{capture.alert.name}: {capture.status} {capture.bundle or capture.reason or ''}")
+            self._finish(capture)
+
+    def _finish(self, capture: Capture) -> None:
+        with self._lock:
+            if self._closed:
+                return
+            if capture.status != "captured":
+                # Never a duplicate of a capture that did not happen: a redelivery gets its chance.
+                self._seen.pop(capture.alert.dedupe_key, None)
+            self._write(self._entry(capture))
+        self._log(f"{capture.alert.name}: {capture.status} {capture.bundle or capture.reason or ''}")
 
     def waiting(self) -> int:
         return self._queue.qsize()
 
     # -- journal ----------------------------------------------------------------------------------
-    def _journal(self, capture: Capture) -> None:
-        line = json.dumps(capture.to_json(), default=str)
-        with self._lock, (self.config.out_dir / JOURNAL).open("a") as handle:
-            handle.write(line + "\n")
+    @staticmethod
+    def _entry(capture: Capture, with_alert: bool = False) -> dict[str, Any]:
+        entry = capture.to_json()
+        if with_alert:  # what a restarted receiver needs to run it (labels scrubbed as in the manifest)
+            entry["alert_record"] = {k: v for k, v in capture.manifest_alert().items() if k != "queued_s"}
+        return entry
+
+    def _write(self, entry: dict[str, Any]) -> None:
+        """One journal line; the caller holds the lock."""
+        with (self.config.out_dir / JOURNAL).open("a") as handle:
+            handle.write(json.dumps(entry, default=str) + "\n")
 
     def _load_journal(self) -> None:
+        """Read the journal back: the last line of each capture is its state."""
         path = self.config.out_dir / JOURNAL
         if not path.exists():
             return
-        for line in path.read_text(errors="replace").splitlines()[-RECENT:]:
-            try:
-                entry = json.loads(line)
-            except ValueError:
-                continue
-            self.recent.append(entry)
-            if entry.get("status") in ("captured", "failed") and entry.get("dedupe_key"):
-                self._remember(tuple(entry["dedupe_key"]), float(entry.get("received_at") or 0))
+        last: OrderedDict[str, dict[str, Any]] = OrderedDict()
+        records: dict[str, dict[str, Any]] = {}
+        with path.open(errors="replace") as handle:
+            for line in handle:
+                try:
+                    entry = json.loads(line)
+                except ValueError:
+                    continue
+                if not isinstance(entry, dict):
+                    continue
+                ident = str(entry.get("id") or f"line-{len(last)}")
+                last.pop(ident, None)
+                last[ident] = entry
+                if isinstance(entry.get("alert_record"), dict):
+                    records[ident] = entry["alert_record"]
+        for ident, entry in last.items():
+            key = tuple(entry.get("dedupe_key") or ())
+            if entry.get("status") == "captured" and key:
+                self._remember(key, float(entry.get("received_at") or 0))
+            elif entry.get("status") in UNFINISHED and ident in records:
+                self._resume_capture(ident, entry, records[ident])
+        for entry in list(last.values())[-RECENT:]:
+            if entry.get("status") not in UNFINISHED:
+                self.recent.append({k: v for k, v in entry.items() if k != "alert_record"})
+
+    def _resume_capture(self, ident: str, entry: dict[str, Any], record: dict[str, Any]) -> None:
+        """A capture queued or running when the last receiver stopped: plan it again and queue it."""
+        alert = Alert.from_record(record)
+        capture = plan_capture(alert, self.config, float(entry.get("received_at") or time.time()))
+        capture.id = ident
+        if capture.status != "queued":  # the rules changed since: record why it will not run
+            self._write(self._entry(capture))
+            self.recent.append(capture)
+            return
+        self._remember(alert.dedupe_key, capture.received_at)
+        self.recent.append(capture)
+        self._resume.append(capture)
 
     def captures(self) -> list[dict[str, Any]]:
         with self._lock:

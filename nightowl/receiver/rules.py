@@ -2,8 +2,9 @@
 
 Rules map an alert to a runbook and a host spec by label matchers, in the order written: the first
 rule that matches wins. A rule's ``host`` and string ``params`` are Jinja2 templates over the
-alert's labels, annotations and record, rendered in a sandbox; a label can fill the template but
-can never turn the host into ``local`` or a replay.
+alert's labels, annotations and record, rendered in a sandbox. In a host template the expressions
+may stand only where the host name goes, and what they render must be an RFC 1123 host name or an
+IP address: a label names a host, never a scheme, user, port, jump or identity, nor ``local``.
 """
 
 from __future__ import annotations
@@ -63,7 +64,86 @@ class Rule:
 
 
 # --- host templates --------------------------------------------------------------------------------
-_SAFE_SPEC = re.compile(r"^[A-Za-z0-9_.:@/?=&\[\]%+~-]{1,512}$")
+# A host template is literal text and ``{{ expression }}`` slots, and every slot lies in the host
+# name: the template's literal text owns the scheme, user, port and query (jump, identity), so an
+# alert's labels can fill a host name and nothing else (docs/receiver.md#what-a-label-may-fill).
+_SLOT = re.compile(r"\{\{.*?\}\}", re.DOTALL)
+_SLOT_MARK = "\x00"
+# RFC 1123 section 2.1 host names: dot-separated labels of letters, digits and inner hyphens,
+# 63 characters a label, 253 in all (https://www.rfc-editor.org/rfc/rfc1123#page-13).
+_DNS_LABEL = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?$")
+MAX_HOST_NAME = 253
+
+
+@dataclass(frozen=True)
+class HostTemplate:
+    """A rule's host spec cut in three: literal ``prefix``, the ``host`` template, literal ``suffix``."""
+
+    prefix: str
+    host: str
+    suffix: str
+
+
+def split_host_template(template: str) -> HostTemplate:
+    """Cut a host template around its host name; ValueError when a slot lies outside it."""
+    if "{%" in template or "{#" in template:
+        raise ValueError(f"host {template!r}: only {{{{ expressions }}}} are allowed, no {{% %}} or {{# #}}")
+    slots = _SLOT.findall(template)
+    skeleton = _SLOT.sub(_SLOT_MARK, template)
+    if "{{" in skeleton or "}}" in skeleton:
+        raise ValueError(f"host {template!r}: unbalanced {{{{ }}}}")
+    start, end = _host_span(skeleton)
+    if _SLOT_MARK in skeleton[:start] + skeleton[end:]:
+        raise ValueError(
+            f"host {template!r}: a label may fill only the host name, never the scheme, user, port or "
+            "query (jump, identity): write those in the template"
+        )
+    pieces = iter(slots)
+
+    def expand(text: str) -> str:
+        return "".join(next(pieces) if ch == _SLOT_MARK else ch for ch in text)
+
+    return HostTemplate(expand(skeleton[:start]), expand(skeleton[start:end]), expand(skeleton[end:]))
+
+
+def _host_span(spec: str) -> tuple[int, int]:
+    """Where the host name is in a spec (``replay:DIR/NAME``, ``ssh://user@host:port?q``, ``user@host:port``)."""
+    if spec.startswith("replay:"):
+        return spec.rfind("/") + 1 if "/" in spec else len("replay:"), len(spec)
+    start = spec.index("://") + 3 if "://" in spec else 0
+    end = len(spec)
+    for stop in ("?", "#", "/") if "://" in spec else ("?",):
+        found = spec.find(stop, start)
+        end = found if found != -1 and found < end else end
+    at = spec.rfind("@", start, end)
+    start = at + 1 if at != -1 else start
+    if spec.startswith("[", start) and "]" in spec[start:end]:
+        return start + 1, spec.index("]", start)
+    colon = spec.rfind(":", start, end)
+    if colon != -1 and spec.count(":", start, end) == 1 and spec[colon + 1 : end].isdigit():
+        return start, colon
+    return start, end
+
+
+def check_host_name(name: str) -> str:
+    """An RFC 1123 host name or an IP address, else ValueError saying why (the value shown shortened)."""
+    import ipaddress
+
+    shown = name if len(name) <= 80 else name[:77] + "..."
+    try:
+        ipaddress.ip_address(name)
+        return name
+    except ValueError:
+        pass
+    if not name or len(name) > MAX_HOST_NAME:
+        raise ValueError(f"host name {shown!r} is empty or longer than {MAX_HOST_NAME} characters")
+    bad = next((label for label in name.split(".") if not _DNS_LABEL.match(label)), None)
+    if bad is not None:
+        raise ValueError(
+            f"host name {shown!r} is not an RFC 1123 name: label {bad[:70]!r} "
+            "(letters, digits and inner hyphens, 1-63 characters)"
+        )
+    return name
 
 
 def _hostonly(value: str) -> str:
@@ -75,21 +155,27 @@ def _hostonly(value: str) -> str:
 
 
 def render_host(rule: Rule, alert: Alert) -> str:
-    """The host spec a rule names for an alert. Labels fill the template; they cannot change its scheme."""
+    """The host spec a rule names for an alert: the labels fill the host name, the template the rest."""
     from jinja2 import StrictUndefined
     from jinja2.sandbox import SandboxedEnvironment
 
+    if not _SLOT.search(rule.host):
+        return rule.host.strip()  # all literal: the operator wrote the whole spec
+    template = split_host_template(rule.host)
     env = SandboxedEnvironment(undefined=StrictUndefined, autoescape=False)
     env.filters["hostonly"] = _hostonly
     context = {"labels": alert.labels, "annotations": alert.annotations, "alert": alert.record()}
-    spec = env.from_string(rule.host).render(**context).strip()
-    literal_prefix = rule.host.split("{", 1)[0]
-    if not _SAFE_SPEC.match(spec) or host_name(spec).startswith("-") or ".." in spec.split("/"):
-        raise ValueError(f"rule {rule.name}: host {spec!r} is not a host spec")
-    for scheme in ("replay:", "local"):
-        if spec.startswith(scheme) and not literal_prefix.startswith(scheme):
-            raise ValueError(f"rule {rule.name}: a label may not turn the host into {scheme!r}")
-    return spec
+    name = env.from_string(template.host).render(**context).strip()
+    try:
+        check_host_name(name)
+    except ValueError as exc:
+        raise ValueError(f"rule {rule.name}: {exc}") from None
+    if ":" in name and "://" in template.prefix and not template.prefix.endswith("["):
+        # ssh://root@::1:22 would read the last group as a port: a URL needs [ ] around an IPv6 slot.
+        raise ValueError(f"rule {rule.name}: IPv6 address {name!r} in a URL template without [ ] around the slot")
+    if template.prefix.strip() == "" and template.suffix == "" and name.lower() == "local":
+        raise ValueError(f"rule {rule.name}: a label may not turn the host into 'local'")
+    return (template.prefix + name + template.suffix).strip()
 
 
 def render_params(rule: Rule, alert: Alert) -> dict[str, Any]:

@@ -134,7 +134,8 @@ def test_walk_statuses_trace_and_bundle(tmp_path: Path) -> None:
     assert verdicts["hosts"][0]["verdict"]["id"] == "hung"
 
 
-def test_condition_on_missing_fact_is_false_and_recorded(tmp_path: Path) -> None:
+def test_condition_on_missing_fact_is_no_verdict_not_false(tmp_path: Path) -> None:
+    """Taking a failed condition as false would walk on to `fine`: a false OK."""
     loaded = load(tmp_path)
     runs, _ = run_runbook(
         loaded,
@@ -143,9 +144,12 @@ def test_condition_on_missing_fact_is_false_and_recorded(tmp_path: Path) -> None
         RunOptions(params={"want": 99}),
         tmp_path / "out",
     )
-    judge = runs[0].visits[1]
-    assert runs[0].path[-1] == "fine"
-    assert judge.conditions[1]["value"] is False and "nonexistent" in judge.conditions[1]["error"]
+    run = runs[0]
+    judge = run.visits[1]
+    assert run.path[-1] == "judge" and run.verdict is None and run.status == "incomplete"
+    assert judge.status == "error"
+    assert judge.conditions[1]["value"] is None and "nonexistent" in judge.conditions[1]["error"]
+    assert "node judge" in run.error and "nonexistent" in run.error
 
 
 def test_replay_of_a_bundle_reaches_the_same_verdict(tmp_path: Path) -> None:

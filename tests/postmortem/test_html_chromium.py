@@ -61,7 +61,10 @@ def read_png(path: Path) -> tuple[int, int, list[bytes], int]:
 def test_headless_chromium_renders_the_highlighted_graph(tmp_path: Path) -> None:
     bundle = make_bundle(tmp_path / "b", ["xid79-fallen-off-bus"])
     page = tmp_path / "draft.html"
-    page.write_text(render_bundle(bundle, fmt="html"))
+    html = render_bundle(bundle, fmt="html")
+    # The graph sits under Supporting information, below the SRE template's sections: the shot starts there.
+    head, rest = html.split("<h2>Summary</h2>", 1)
+    page.write_text(head + '<h3 id="decision-path">' + rest.split('<h3 id="decision-path">', 1)[1])
     shot = tmp_path / "shot.png"
     subprocess.run(
         [

@@ -109,7 +109,7 @@ def test_nothing_comparable_is_an_input_error(tmp_path: Path) -> None:
     junk = tmp_path / "junk.txt"
     junk.write_text("not a benchmark\n")
     code, output = run(junk, junk)
-    assert code == 2 and "nothing both results show" in output
+    assert code == 2 and "no benchmark result recognised" in output and "PASS" not in output
 
 
 def test_json_format() -> None:

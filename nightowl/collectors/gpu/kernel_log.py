@@ -44,6 +44,10 @@ class KernelLogResult:
     driver_version: str | None = None
     pcie_bandwidth_limited: list[dict[str, Any]] = field(default_factory=list)
     lines_read: int = 0
+    # Beside the GPU events (new keys): host memory/APEI errors, hung tasks, devices nouveau holds.
+    host_errors: list[dict[str, Any]] = field(default_factory=list)
+    hung_tasks: list[dict[str, Any]] = field(default_factory=list)
+    nouveau_devices: list[str] = field(default_factory=list)
 
 
 # --- where a message starts -------------------------------------------------------------------
@@ -51,7 +55,7 @@ class KernelLogResult:
 # (Plain literals: an optional group here makes every search several times slower.)
 _ANCHOR = re.compile(
     r"NVRM: |SXid \(|Xid \(|XidCriticalError|Out of memory|out of memory|AER: |PCIe Bus Error"
-    r"|available PCIe bandwidth"
+    r"|available PCIe bandwidth|EDAC |Hardware Error\]: |INFO: task |nouveau "
 )
 # "pcieport 0000:00:02.0: " before an AER/bandwidth message: part of the message, not of the prefix.
 # (The lookbehind only skips starts inside a word, which could never be the leftmost match: same
@@ -63,7 +67,7 @@ _OOM_CGROUP = re.compile(r"Memory cgroup $")
 # The rest of the line, which repeats in a burst, keys the memo of line shapes; see _Shape for why the
 # stamp cannot change how the rest reads.
 _STAMP = re.compile(  # always matches, maybe empty; no backtracking into the blanks (a stamp starts non-blank)
-    r"[ \t]*(?P<stamp>\[ *[0-9]+\.[0-9]+\] "
+    r"[ \t]*(?P<stamp>\[ *\+?[0-9]+\.[0-9]+\] "
     r"|\[[A-Z][a-z]{2} [A-Z][a-z]{2} [ 0-9][0-9] [0-9]{2}:[0-9]{2}:[0-9]{2} [0-9]{4}\] "
     r"|[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}(?:[.,][0-9]+)?(?:Z|[+-][0-9]{2}:?[0-9]{2})? "
     r"|[A-Z][a-z]{2} [ 0-9][0-9] [0-9]{2}:[0-9]{2}:[0-9]{2} )?"
@@ -101,18 +105,57 @@ _RESET_REQUIRED = re.compile(
 _DRIVER_VERSION = re.compile(r"loading NVIDIA .*?Kernel Module.*?\s(?P<version>\d+\.\d+(?:\.\d+)?)(?:\s|$)")
 # Multi-line NVRM messages printed as several lines: the opener, then lines that continue it
 # (NVSentinel #155 fallen-off-the-bus block; the crash-dump banner).
-_BLOCK_OPENER = re.compile(r"The NVIDIA GPU \S+\s*$|crash dump has been created")
+# The API-mismatch and probe-routine reports (driver source kernel-open/nvidia/nv.c) come as an indented
+# block, as one line per part each with its own (or the same repeated) time, or as bare "NVRM:" lines.
+_BLOCK_OPENER = re.compile(
+    r"The NVIDIA GPU \S+\s*$|crash dump has been created|API mismatch|probe routine was not called"
+    r"|This can occur when a driver such as|Try unloading the conflicting|device is invalid:"
+)
 _BLOCK_CONTINUATION = re.compile(
     r"\(PCI ID: |installed in this system|fallen off the bus and is not|nvidia-bug-report\.sh as root"
     r"|the NVIDIA kernel module is unloaded"
+    r"|has the version |this kernel module has|the version \d|make sure that this|kernel module and all NVIDIA"
+    r"|components have the same|have the same version"
+    r"|This can occur when a driver such as|nouveau, rivafb|nvidiafb,? or rivatv|was loaded and obtained"
+    r"|the NVIDIA device\(s\)|Try unloading the conflicting|reconfigure your kernel without|driver\(s\)\), then"
+    r"|again\.$|BAR\d is "
 )
+# A GPU named by address after "GPU " / "PCI:" with or without the domain and function ("GPU 18:00.0").
+_GPU_ADDRESS = re.compile(
+    r"(?:PCI:|GPU )(?P<addr>(?:[0-9a-fA-F]{4,8}:)?[0-9a-fA-F]{2}:[0-9a-fA-F]{2}(?:\.[0-7])?)"
+    r"(?![0-9a-fA-F]|:[0-9a-fA-F])"
+)
+_BUS_DEVICE = re.compile(r"[0-9a-fA-F]{2}:[0-9a-fA-F]{2}")
+_GPU_INDEX = re.compile(r"GPU(\d+)[ :]")  # "GPU6 _kgspIsHeartbeatTimedOut: ..." (the driver's GPU instance)
+_RM_INIT_CODE = re.compile(r"RmInitAdapter failed! \((?P<code>0x[0-9a-fA-F]+:0x[0-9a-fA-F]+:\d+)\)")
+_API_MISMATCH = re.compile(
+    r"API mismatch: the client (?:'(?P<client>[^']*)' \(pid (?P<pid>\d+)\) )?"
+    r"has the version (?P<client_version>[\d.]+),"
+    r" but this kernel module has the version (?P<module_version>\d[\d.]*\d)"
+)
+_REMAP_PENDING = re.compile(r"reset (?:the )?gpu to activate|pending", re.I)
+_REMAP_FAILED = re.compile(r"fail", re.I)
+_ESCAPED_NEWLINE = re.compile(r"#012(?:NVRM: )?")  # rsyslog writes a message's newlines as "#012"
+# Rows of the driver's diagnostic tables (GSP RPC history) and crash reports are printed indented after
+# "NVRM: ", or under a "... history" header: details of the event before them, never events of their own.
+_DETAIL_HEADER = re.compile(r"(?:GPU\d+ )?RPC (?:event )?history|entry function ")
 # other_nvrm sub-kinds, first match wins (sources: corpus samples named in fixtures/corpus/gpu/INDEX.md).
+# New sub-kinds (GPU failures that are not Xids) read from the samples in fixtures/corpus-extra/kernel-log/.
 _OTHER_SUBKINDS: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("driver_load", re.compile(r"^loading NVIDIA ")),
+    ("driver_mismatch", re.compile(r"API mismatch")),
+    ("driver_conflict", re.compile(r"probe routine was not called|obtained ownership of the NVIDIA device")),
     ("rm_init_adapter_failed", re.compile(r"RmInitAdapter failed|rm_init_adapter failed", re.I)),
     ("probe_failed", re.compile(r"probe routine failed")),
+    ("pci_resource_invalid", re.compile(r"region assigned to your NVIDIA device is invalid|BAR\d is \d+M @ 0x0\b")),
+    ("no_device_initialized", re.compile(r"No NVIDIA graphics adapter probed|None of the NVIDIA devices")),
+    ("gpu_lost", re.compile(r"\bGPU (?:is|has been|was) lost\b|\blost from the bus\b|\bGPU lost\b", re.I)),
+    ("gsp_heartbeat_timeout", re.compile(r"Heartbeat timed out|HeartbeatTimedOut", re.I)),
+    ("gsp_boot_failed", re.compile(r"BootGspRm|Cannot initialize GSP firmware|GSP-RM image|No firmware image found")),
     ("gsp_timeout", re.compile(r"GSP Timeout|waiting for RPC response", re.I)),
-    ("gsp_rpc_failed", re.compile(r"\w+_GSP: .*failed")),
+    ("gsp_rpc_failed", re.compile(r"(?<!\w)\w+_GSP: .*failed")),  # (?<!\w): one try per word, not per letter
+    ("gsp_rpc_failed", re.compile(r"rpcSendMessage failed|rpcRecvPoll failed")),
+    ("memory_subsystem_error", re.compile(r"Memory Subsystem Error")),
     ("gsp_coredump", re.compile(r"CoreDump", re.I)),
     ("pmu_halted", re.compile(r"PMU has halted")),
     ("nvlink_training_failed", re.compile(r"knvlink\w*:.*failed", re.I)),
@@ -139,6 +182,21 @@ _BANDWIDTH = re.compile(
     r"link at (?P<at>\S+) \(capable of (?P<capable>[\d.]+ [GMT]b/s)"
 )
 _PLUGIN_XID = re.compile(r"XidCriticalError: Xid=(?P<code>\d+) on Device=(?P<uuid>[^,\s]+)")
+# --- the host around the GPU (kernel Documentation/driver-api/edac.rst, drivers/acpi/apei/ghes.c,
+# arch/x86/kernel/cpu/mce, kernel/hung_task.c) -----------------------------------------------------
+# "EDAC MC3: 1 UE memory read error on CPU_SrcID#1_MC#1_Chan#2_DIMM#0 (channel:2 ...)"
+_EDAC = re.compile(
+    r"EDAC (?:\w+ )?MC(?P<mc>\d+): (?P<count>\d+) (?P<sev>CE|UE|Fatal) (?P<what>[^(]*?)on (?P<dimm>[^\s(]+)"
+)
+_GHES_OPENER = re.compile(r"\[Hardware Error\]: Hardware error from APEI Generic Hardware Error Source")
+_GHES_FIELD = re.compile(
+    r"\[Hardware Error\]:\s+(?:event severity: (?P<severity>\w[\w ]*)|section_type: (?P<section>.+)"
+    r"|device_id: (?P<pci>[0-9a-fA-F]{4,8}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]))"
+)
+_MCE_LOGGED = re.compile(r"\[Hardware Error\]: (?:Machine check events logged|CPU \d+: Machine Check)")
+_HUNG_TASK = re.compile(r"INFO: task (?P<name>.+):(?P<pid>\d+) blocked for more than (?P<seconds>\d+) seconds")
+_NOUVEAU_DEVICE = re.compile(r"nouveau (?P<pci>[0-9a-fA-F]{4,8}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]): ")
+MAX_HOST_RECORDS = 1000  # host errors and hung tasks kept (a storm repeats; counts go on)
 
 
 @dataclass(frozen=True)
@@ -216,8 +274,8 @@ def parse_time(prefix: str) -> tuple[str | None, str | None]:
         wall = syslog.group(1)
     elif iso is not None:
         wall = _iso(*iso.groups()) or iso.group(0)
-    elif bracket is not None and monotonic is None and bracket.group(1):
-        wall = _dmesg_t(bracket.group(1)) or bracket.group(1)
+    elif bracket is not None and monotonic is None and any(c.isdigit() for c in bracket.group(1)):
+        wall = _dmesg_t(bracket.group(1)) or bracket.group(1)  # also dmesg -H "[  +0.000844]" as written
     else:
         slash = _SLASH_TIME.search(prefix)
         if slash is not None:
@@ -236,6 +294,41 @@ def _pid(raw: str | None) -> int | None:
 def _process(raw: str | None) -> str | None:
     name = (raw or "").strip().strip("'")
     return None if name in ("", "<unknown>") else name
+
+
+def _address(raw: str | None) -> str | None:
+    """A GPU address as the driver wrote it, with or without domain/function, as ``dddd:bb:dd``."""
+    if not raw:
+        return None
+    pci = normalize_pci(raw)
+    if pci is None and _BUS_DEVICE.fullmatch(raw.strip()):
+        pci = normalize_pci("0000:" + raw.strip())
+    return pci
+
+
+def _gpu_pci(body: str) -> str | None:
+    """The GPU a driver message names: "GPU 0000:09:00.0", "GPU 18:00.0", "(PCI:0000:01:00.0)" ..."""
+    match = _GPU_ADDRESS.search(body)
+    return _address(match.group("addr")) if match is not None else find_pci(body)
+
+
+def _nvrm_extras(subkind: str | None, body: str) -> list[tuple[str, Any]]:
+    extras: list[tuple[str, Any]] = []
+    index = _GPU_INDEX.match(body)
+    if index is not None:
+        extras.append(("gpu_index", int(index.group(1))))
+    if subkind == "rm_init_adapter_failed":
+        code = _RM_INIT_CODE.search(body)
+        if code is not None:
+            extras.append(("init_error", code.group("code")))
+    elif subkind == "driver_mismatch":
+        mismatch = _API_MISMATCH.search(" ".join(body.split()))
+        if mismatch is not None:
+            extras.append(("client_version", mismatch.group("client_version").rstrip(".")))
+            extras.append(("module_version", mismatch.group("module_version")))
+            if mismatch.group("client"):
+                extras.append(("client", mismatch.group("client")))
+    return extras
 
 
 def _classify_xid(body: str) -> _Classified:
@@ -258,10 +351,15 @@ def _classify_xid(body: str) -> _Classified:
         extras.append(("recovery_action", xid_catalog.recovery_name(text)))
     if code in xid_catalog.NVLINK5_CODES:
         extras.append(("severity", xid_catalog.nvlink_severity(text)))
+    if code in (63, 64):  # the line says what to do: "... reset gpu to activate" or a remap failure
+        if _REMAP_PENDING.search(text):
+            extras.append(("remap_status", "reset-pending"))
+        elif _REMAP_FAILED.search(text):
+            extras.append(("remap_status", "failed"))
     caused_by = _CAUSED_BY.search(text)
     if caused_by is not None:
         extras.append(("caused_by_xid", int(caused_by.group(1))))
-    return _Classified("event", "xid", code, normalize_pci(match.group("pci")), pid, process, text, tuple(extras))
+    return _Classified("event", "xid", code, _address(match.group("pci")), pid, process, text, tuple(extras))
 
 
 def _classify_sxid(body: str) -> _Classified:
@@ -280,6 +378,10 @@ def _classify_sxid(body: str) -> _Classified:
 def _classify_nvrm(body: str) -> _Classified:
     if body.startswith("Xid"):
         return _classify_xid(body)
+    if "#012" in body:
+        body = " ".join(_ESCAPED_NEWLINE.sub(" ", body).split())
+    if _DETAIL_HEADER.match(body):
+        return _Classified("detail", text=body)
     prelude = _GPU_PRELUDE.match(body)
     if prelude is not None:
         return _Classified("prelude", pci=normalize_pci(prelude.group("pci")), text=prelude.group("uuid"))
@@ -290,18 +392,23 @@ def _classify_nvrm(body: str) -> _Classified:
     if gpu_serial is not None:
         return _Classified("gpu_serial", pci=normalize_pci(gpu_serial.group("pci")), text=gpu_serial.group("serial"))
     if _FALLEN_OFF_BUS.search(body):
-        return _Classified("event", "fallen_off_bus", pci=find_pci(body), text=body)
+        return _Classified("event", "fallen_off_bus", pci=_gpu_pci(body), text=body)
     if _RESET_REQUIRED.search(body):
-        return _Classified("event", "gpu_reset_required", pci=find_pci(body), text=body)
+        index = _GPU_INDEX.match(body)
+        extras_reset = (("gpu_index", int(index.group(1))),) if index else ()
+        return _Classified("event", "gpu_reset_required", pci=_gpu_pci(body), text=body, extras=extras_reset)
     extras: list[tuple[str, Any]] = []
+    found_subkind: str | None = None
     for subkind, pattern in _OTHER_SUBKINDS:
         if pattern.search(body):
+            found_subkind = subkind
             extras.append(("subkind", subkind))
             break
+    extras.extend(_nvrm_extras(found_subkind, body))
     version = _DRIVER_VERSION.match(body)
     if version is not None:
         extras.append(("driver_version", version.group("version")))
-    return _Classified("event", "other_nvrm", pci=find_pci(body), text=body, extras=tuple(extras))
+    return _Classified("event", "other_nvrm", pci=_gpu_pci(body), text=body, extras=tuple(extras))
 
 
 def _classify_aer(message: str) -> _Classified:
@@ -334,6 +441,8 @@ def _classify_bandwidth(message: str) -> _Classified:
 def classify(message: str) -> _Classified:
     """What a message (from its anchor to the end, continuation lines joined) is. Pure."""
     if message.startswith("NVRM: "):
+        if message[6:7] == " " and message[6:].strip():  # indented inside the message: a table row, a dump
+            return _Classified("detail", text=message[6:].strip())
         return _classify_nvrm(message[6:].strip())
     if message.startswith("SXid"):
         return _classify_sxid(message)
@@ -345,6 +454,8 @@ def classify(message: str) -> _Classified:
             return _Classified("unreadable", text=message)
         extras = (("uuid", plugin.group("uuid")), ("source", "k8s-device-plugin"))
         return _Classified("event", "xid", int(plugin.group("code")), text=message.strip(), extras=extras)
+    if message.startswith(("EDAC ", "Hardware Error]: ", "INFO: task ", "nouveau ")):
+        return _classify_host(message.strip())
     if "ut of memory" in message:
         oom = _OOM_KILL.search(message)
         if oom is None:
@@ -355,6 +466,44 @@ def classify(message: str) -> _Classified:
     if "available PCIe bandwidth" in message:
         return _classify_bandwidth(message)
     return _classify_aer(message.strip())
+
+
+def _classify_host(message: str) -> _Classified:
+    """EDAC/MCE/GHES hardware errors, hung tasks, devices nouveau holds: kept beside the events."""
+    if message.startswith("Hardware Error]"):
+        message = "[" + message
+    edac = _EDAC.match(message)
+    if edac is not None:
+        severity = "corrected" if edac.group("sev") == "CE" else "uncorrected"
+        dimm = edac.group("dimm")
+        extras = (
+            ("source", "edac"),
+            ("severity", severity),
+            ("dimm", None if dimm == "unknown" else dimm),
+            ("errors", int(edac.group("count"))),
+        )
+        return _Classified("host_error", text=message, extras=extras)
+    if _GHES_OPENER.match(message):
+        return _Classified("host_error", text=message, extras=(("source", "ghes"), ("severity", None)))
+    field_match = _GHES_FIELD.match(message)
+    if field_match is not None:
+        fields = {k: v for k, v in field_match.groupdict().items() if v}
+        if "pci" in fields:
+            fields["pci"] = normalize_pci(fields["pci"])
+        if "severity" in fields:
+            fields["severity"] = fields["severity"].strip().lower()
+        return _Classified("ghes_detail", text=message, extras=tuple(fields.items()))
+    if _MCE_LOGGED.match(message):
+        return _Classified("host_error", text=message, extras=(("source", "mce"), ("severity", None)))
+    hung = _HUNG_TASK.match(message)
+    if hung is not None:
+        pid = int(hung.group("pid"))
+        seconds = (("seconds", int(hung.group("seconds"))),)
+        return _Classified("hung_task", pid=pid, process=hung.group("name"), text=message, extras=seconds)
+    nouveau = _NOUVEAU_DEVICE.match(message)
+    if nouveau is not None:
+        return _Classified("nouveau", pci=normalize_pci(nouveau.group("pci")), text=message)
+    return _IGNORE
 
 
 # --- the streaming parser -----------------------------------------------------------------------------
@@ -409,6 +558,8 @@ def _split(line: str) -> tuple[str, str, str] | None:
     start = match.start()
     prefix, tail = line[:start], line[start:]
     message = tail.rstrip()
+    if message.endswith('"') and prefix.endswith('"'):  # a tool quoting the line: [XID found] (...) "NVRM: ..."
+        message = message[:-1]
     if not message.startswith(("NVRM", "SXid", "Xid")):
         device = _DEVICE_TAIL.search(prefix) or _OOM_CGROUP.search(prefix)
         if device is not None:
@@ -460,6 +611,12 @@ class _Draft:
     opens_block: bool = False
 
 
+_NOTE_ROLES = frozenset(
+    ("prelude", "board_serial", "gpu_serial", "sxid_detail", "detail")
+    + ("host_error", "ghes_detail", "hung_task", "nouveau")
+)
+
+
 def _remember(memo: dict[Any, Any], key: Any, value: Any) -> None:
     if len(memo) >= _CACHE_LIMIT:
         memo.clear()
@@ -490,6 +647,13 @@ class _Parser:
         self.dropped_events = 0
         self.lines_read = 0
         self.saw_text = False
+        self.host_errors: list[dict[str, Any]] = []
+        self.host_keys: dict[tuple[Any, ...], dict[str, Any]] = {}
+        self.last_ghes: dict[str, Any] | None = None
+        self.hung_tasks: list[dict[str, Any]] = []
+        self.nouveau: dict[str, None] = {}
+        self.xid_codes_seen: dict[str | None, set[int]] = {}
+        self.xid79: list[dict[str, Any]] = []  # Xid 79 events (fallen-off-the-bus lines join them)
 
     def feed(self, line: str) -> None:
         """The general path for one line (``parse_lines`` short-cuts repeats of known messages)."""
@@ -603,7 +767,7 @@ class _Parser:
             event = self._emit(found, prefix, details)
             if tail is not None and event is not None:
                 self._remember_seen(tail, event)
-        elif role in ("prelude", "board_serial", "gpu_serial", "sxid_detail"):
+        elif role in _NOTE_ROLES:
             self.note(found, prefix)
             if tail is not None:
                 self._remember_seen(tail, found)
@@ -636,6 +800,60 @@ class _Parser:
             last = self.last_event
             if last is not None and last.get("pci") == found.pci:
                 last.setdefault("board_serial", found.text)
+        elif role == "detail":
+            if self.last_event is not None:
+                self._add_line(self.last_event, found.text)
+        else:
+            self._note_host(found, prefix)
+
+    def _note_host(self, found: _Classified, prefix: str) -> None:
+        role = found.role
+        if role == "nouveau":
+            if found.pci and len(self.nouveau) < MAX_HOST_RECORDS:
+                self.nouveau[found.pci] = None
+        elif role == "ghes_detail":
+            if self.last_ghes is not None:
+                for name, value in found.extras:  # the first value of each field is the record's
+                    if self.last_ghes.get(name) is None:
+                        self.last_ghes[name] = value
+        elif role == "hung_task":
+            self._hung_task(found, prefix)
+        elif role == "host_error":
+            self._host_error(found, prefix)
+
+    def _hung_task(self, found: _Classified, prefix: str) -> None:
+        if len(self.hung_tasks) >= MAX_HOST_RECORDS:
+            return
+        after = {pci: sorted(codes) for pci, codes in self.xid_codes_seen.items() if pci}
+        self.hung_tasks.append(
+            {
+                "task": found.process,
+                "pid": found.pid,
+                "state": "D",  # the hung-task detector reports only uninterruptible (D) tasks
+                "time": parse_time(prefix)[0],
+                **dict(found.extras),
+                "after_xids": after,
+            }
+        )
+
+    def _host_error(self, found: _Classified, prefix: str) -> None:
+        extras = dict(found.extras)
+        key = (extras.get("source"), extras.get("severity"), extras.get("dimm"))
+        known = self.host_keys.get(key) if extras.get("source") != "ghes" else None
+        if known is not None:
+            known["count"] += 1
+            known["errors"] = known.get("errors", 0) + extras.get("errors", 0)
+            known["last_time"] = parse_time(prefix)[0]
+            return
+        if len(self.host_errors) >= MAX_HOST_RECORDS:
+            return
+        time = parse_time(prefix)[0]
+        record = {**extras, "text": found.text, "time": time, "count": 1, "last_time": time}
+        self.host_errors.append(record)
+        if extras.get("source") == "ghes":
+            self.last_ghes = record
+        else:
+            self.host_keys[key] = record
 
     def repeat(self, event: dict[str, Any], prefix: str) -> None:
         """Another occurrence of a known event (its prelude and lines were kept at the first one)."""
@@ -655,6 +873,12 @@ class _Parser:
         if event is not None:
             self.repeat(event, prefix)
             return event
+        if found.kind == "fallen_off_bus" and found.pci is not None:
+            xid79 = self.events.get(("xid", 79, found.pci, None, None, "GPU has fallen off the bus."))
+            xid79 = xid79 or next((e for e in self.xid79 if e["pci"] == found.pci), None)
+            if xid79 is not None:  # the driver's own words for the same event: one event
+                self._merge_fallen(xid79, found.text)
+                return None
         if len(self.events) >= MAX_DISTINCT_EVENTS:
             self.dropped_events += 1
             return None
@@ -675,7 +899,26 @@ class _Parser:
         self._enrich(event, prefix, details)
         self.events[key] = event
         self.last_event = event
+        if found.kind == "xid" and found.code is not None:
+            self.xid_codes_seen.setdefault(found.pci, set()).add(found.code)
+            if found.code == 79:
+                self._absorb_fallen(event)
         return event
+
+    def _merge_fallen(self, xid79: dict[str, Any], text: str) -> None:
+        xid79["fallen_off_bus"] = True
+        if text not in xid79.get("lines", ()):
+            self._add_line(xid79, text)
+
+    def _absorb_fallen(self, xid79: dict[str, Any]) -> None:
+        """An Xid 79 after its GPU's fallen-off-the-bus block: the block joins the Xid event."""
+        self.xid79.append(xid79)
+        if xid79["pci"] is None:
+            return
+        for key, other in list(self.events.items()):
+            if other["kind"] == "fallen_off_bus" and other["pci"] == xid79["pci"]:
+                del self.events[key]
+                self._merge_fallen(xid79, other["text"])
 
     def _enrich(self, event: dict[str, Any], prefix: str, details: Sequence[str]) -> None:
         kind = event["kind"]
@@ -748,6 +991,9 @@ class _Parser:
             driver_version=self.driver_version,
             pcie_bandwidth_limited=list(self.bandwidth.values()),
             lines_read=self.lines_read,
+            host_errors=self.host_errors,
+            hung_tasks=self.hung_tasks,
+            nouveau_devices=sorted(self.nouveau),
         )
 
 
@@ -772,7 +1018,16 @@ def parse_lines(lines: Iterable[str]) -> KernelLogResult:
         elif "Xid" in line:
             head, found, tail = line.partition("SXid (")
             known = sxid_seen(tail) if found and pending is None else None
-        elif pending is None and "AER: " not in line and "PCIe " not in line and "of memory" not in line:
+        elif (
+            pending is None
+            and "AER: " not in line
+            and "PCIe " not in line
+            and "of memory" not in line
+            and "EDAC " not in line
+            and "Hardware Error]" not in line
+            and "INFO: task " not in line
+            and "nouveau " not in line
+        ):
             # No message we read (every _ANCHOR alternative holds one of these substrings).
             if not saw_text and line and not line.isspace():
                 saw_text = True
@@ -858,6 +1113,131 @@ def _primary_xids(xids: list[dict[str, Any]]) -> list[int]:
     return sorted(primary)
 
 
+GSP_SUBKINDS = frozenset(
+    (
+        "gsp_heartbeat_timeout",
+        "gsp_boot_failed",
+        "gsp_timeout",
+        "gsp_rpc_failed",
+        "gsp_coredump",
+        "pmu_halted",
+        "memory_subsystem_error",
+    )
+)
+INIT_FAILED_SUBKINDS = frozenset(("rm_init_adapter_failed", "probe_failed", "pci_resource_invalid"))
+_UNRECOVERED = re.compile(r"can't recover|recovery failed")
+
+
+def _of_subkind(events: list[dict[str, Any]], subkinds: frozenset[str] | set[str]) -> list[dict[str, Any]]:
+    return [e for e in events if e["kind"] == "other_nvrm" and e.get("subkind") in subkinds]
+
+
+def aer_severity(event: Mapping[str, Any]) -> str | None:
+    """correctable / nonfatal / fatal from the words of an AER report ("Corrected", "Uncorrected (Non-Fatal)")."""
+    words = str(event.get("severity") or "").lower()
+    if not words:
+        return None
+    if "non-fatal" in words or "nonfatal" in words:
+        return "nonfatal"
+    if "fatal" in words:
+        return "fatal"
+    return "correctable" if "correct" in words else None
+
+
+def _aer_facts(events: list[dict[str, Any]]) -> dict[str, Any]:
+    aer = [e for e in events if e["kind"] == "pcie_aer"]
+    by_severity = {"correctable": 0, "nonfatal": 0, "fatal": 0}
+    devices: dict[str, set[str]] = {"correctable": set(), "nonfatal": set(), "fatal": set()}
+    unrecovered: set[str] = set()
+    for event in aer:
+        severity = aer_severity(event)
+        if severity is not None:
+            by_severity[severity] += event.get("count", 1)
+            # the reporting port ("pcieport 0000:00:03.1: AER: ...") and the source it names
+            devices[severity].update(p for p in (event["pci"], find_pci(event["text"])) if p)
+        for line in (event["text"], *event.get("lines", ())):
+            if _UNRECOVERED.search(line):
+                pci = find_pci(line)
+                if pci:
+                    unrecovered.add(pci)
+    return {
+        "pcie_aer_by_severity": by_severity,
+        "pcie_aer_correctable_devices": sorted(devices["correctable"]),
+        "pcie_aer_nonfatal_devices": sorted(devices["nonfatal"]),
+        "pcie_aer_fatal_devices": sorted(devices["fatal"]),
+        "pcie_aer_unrecovered_devices": sorted(unrecovered),
+    }
+
+
+def _host_facts(data: Mapping[str, Any]) -> dict[str, Any]:
+    records: list[dict[str, Any]] = data.get("host_errors") or []
+    edac = [r for r in records if r.get("source") == "edac"]
+    ghes = [r for r in records if r.get("source") == "ghes"]
+    memory = {"corrected": 0, "uncorrected": 0}
+    for record in edac:
+        memory[record["severity"]] += record.get("errors") or record.get("count", 1)
+
+    def dimms(severity: str) -> list[str]:
+        return sorted({r["dimm"] for r in edac if r["severity"] == severity and r["dimm"]})
+
+    return {
+        "host_memory_errors": memory,
+        "host_memory_uncorrected_dimms": dimms("uncorrected"),
+        "host_memory_corrected_dimms": dimms("corrected"),
+        "ghes_error_count": len(ghes),
+        "ghes_severities": sorted({r["severity"] for r in ghes if r.get("severity")}),
+        "ghes_devices": _sorted_pcis(r.get("pci") for r in ghes),
+        "mce_logged": sum(r.get("count", 1) for r in records if r.get("source") == "mce"),
+    }
+
+
+def _hung_facts(data: Mapping[str, Any]) -> dict[str, Any]:
+    hung: list[dict[str, Any]] = data.get("hung_tasks") or []
+    wedged = sorted({pci for task in hung for pci, codes in (task.get("after_xids") or {}).items() if 45 in codes})
+    return {
+        "hung_task_count": len(hung),
+        "hung_task_names": sorted({str(t["task"]) for t in hung if t.get("task")}),
+        "hung_tasks_after_xid": sum(1 for t in hung if t.get("after_xids")),
+        "wedged_driver": bool(wedged),
+        "wedged_driver_gpus": wedged,
+    }
+
+
+def _nvrm_facts(events: list[dict[str, Any]], data: Mapping[str, Any]) -> dict[str, Any]:
+    mismatches = _of_subkind(events, {"driver_mismatch"})
+    versions = {
+        (e.get("client_version"), e.get("module_version"), e.get("client")): None
+        for e in mismatches
+        if e.get("module_version")
+    }
+    gsp = _of_subkind(events, GSP_SUBKINDS)
+    init_failed = _of_subkind(events, INIT_FAILED_SUBKINDS)
+    nouveau = list(data.get("nouveau_devices") or [])
+    conflict = _of_subkind(events, {"driver_conflict"})
+    indexes = {e["gpu_index"] for e in events if isinstance(e.get("gpu_index"), int)}
+    return {
+        "driver_mismatch": bool(mismatches),
+        "driver_mismatch_versions": [
+            {"client_version": c, "module_version": m, **({"client": n} if n else {})} for c, m, n in versions
+        ],
+        "driver_conflict": bool(conflict) or bool(nouveau),
+        "gpu_init_failed": bool(init_failed),
+        "adapter_init_failed_gpus": _sorted_pcis(e["pci"] for e in init_failed),
+        "adapter_init_errors": sorted({e["init_error"] for e in init_failed if e.get("init_error")}),
+        "gsp_errors": sorted({e["subkind"] for e in gsp}),
+        "gsp_error_count": sum(e.get("count", 1) for e in gsp),
+        "gpu_lost_gpus": _sorted_pcis(e["pci"] for e in _of_subkind(events, {"gpu_lost"})),
+        "gpu_indexes_with_errors": sorted(indexes),
+    }
+
+
+def _remap_facts(xids: list[dict[str, Any]]) -> dict[str, Any]:
+    return {
+        "remap_reset_pending_gpus": _sorted_pcis(e["pci"] for e in xids if e.get("remap_status") == "reset-pending"),
+        "remap_failed_gpus": _sorted_pcis(e["pci"] for e in xids if e.get("remap_status") == "failed"),
+    }
+
+
 def facts(result: KernelLogResult | Mapping[str, Any]) -> dict[str, Any]:
     """The contract JSON plus the conveniences runbook conditions read (see module docstring)."""
     data: dict[str, Any] = dict(result) if isinstance(result, Mapping) else to_jsonable(result)
@@ -890,7 +1270,21 @@ def facts(result: KernelLogResult | Mapping[str, Any]) -> dict[str, Any]:
         "pcie_bandwidth_limited_devices": _sorted_pcis(d.get("pci") for d in data.get("pcie_bandwidth_limited") or []),
         "primary_xids": _primary_xids(xids),
         "xid_judgement": xid_catalog.judge(events),
+        **_aer_facts(events),
+        **_host_facts(data),
+        **_hung_facts(data),
+        **_nvrm_facts(events, data),
+        **_remap_facts(xids),
     }
+
+
+_JOURNAL_BANNERS = ("-- No entries --", "-- Logs begin at", "-- Journal begins at", "-- Boot ")
+
+
+def shows_nothing(text: str) -> bool:
+    """A journal with nothing for this boot (``-- No entries --``, e.g. a container without the host's
+    machine-id) or blank output: no kernel log was read, so fall back to dmesg and never call it clean."""
+    return all(not line.strip() or line.strip().startswith(_JOURNAL_BANNERS) for line in text.splitlines())
 
 
 COLLECTOR = Collector(
@@ -910,5 +1304,6 @@ COLLECTOR = Collector(
     facts=facts,
     timeout=20.0,
     invasive=False,
+    shows_nothing=shows_nothing,
     description="kernel log of the current boot: NVIDIA Xid/SXid events, GPUs off the bus, PCIe AER, OOM kills",
 )

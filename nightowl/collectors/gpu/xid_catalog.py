@@ -29,10 +29,13 @@ class XidEntry:
     code: int
     mnemonic: str | None  # short form: without ROBUST_CHANNEL_, first of "A / B"
     meaning: str  # nightowl's plain words for the catalog description
-    immediate_action: str  # catalog bucket, e.g. RESET_GPU
+    immediate_action: str  # catalog bucket, e.g. RESET_GPU; "" where the catalog gives none (162-172)
     investigatory_action: str | None
     source: str
     source_date: str
+    description: str = ""  # the catalog's own words
+    guidance: str | None = None  # the catalog's trigger text, for a code without a bucket
+    architectures: str | None = None  # products the catalog marks YES (A100;H100;B100;GB200), "none"
 
 
 def _short_mnemonic(mnemonic: str) -> str | None:
@@ -43,7 +46,7 @@ def _short_mnemonic(mnemonic: str) -> str | None:
 @functools.cache
 def _catalog() -> dict[int, XidEntry]:
     rows = knowledge.read_csv(
-        "xid_catalog.csv", required=("code", "immediate_action", "meaning", "source", "catalog_date", "confidence")
+        "xid_catalog.csv", required=("code", "action", "meaning", "source", "catalog_date", "confidence")
     )
     catalog: dict[int, XidEntry] = {}
     for number, row in enumerate(rows, start=2):
@@ -59,6 +62,9 @@ def _catalog() -> dict[int, XidEntry]:
             investigatory_action=knowledge.optional(row["investigatory_action"]),
             source=f"[{row['confidence']}] {row['source']}",
             source_date=row["catalog_date"],
+            description=row.get("description", ""),
+            guidance=knowledge.optional(row.get("guidance", "")),
+            architectures=knowledge.optional(row.get("architectures", "")),
         )
     return catalog
 
@@ -92,11 +98,30 @@ def _recovery() -> tuple[tuple[tuple[re.Pattern[str], str], ...], tuple[str, ...
         value = str(knowledge.field(entry, "value", where))
         pattern = knowledge.compile_pattern(str(knowledge.field(entry, "pattern", where)), where, ignore_case=True)
         by_value[value] = (pattern, str(knowledge.field(entry, "action", where)))
+        knowledge.field(entry, "nvml_values", where)
     order = [str(value) for value in _rules().get("recovery_match_order") or []]
     if sorted(order) != sorted(by_value):
         raise knowledge.KnowledgeError("xid_rules.yaml: recovery_match_order must name every recovery action once")
     patterns = tuple((by_value[value][0], value) for value in order)
     return patterns, tuple(by_value), {value: action for value, (_, action) in by_value.items()}
+
+
+@functools.cache
+def _recovery_by_nvml() -> dict[int, str]:
+    """NVML recovery-action number (the hex value in the Xid 154 text) -> our recovery value."""
+    numbers: dict[int, str] = {}
+    for index, entry in enumerate(_rules().get("recovery_actions") or []):
+        where = f"xid_rules.yaml: recovery_actions[{index}]"
+        for number in knowledge.field(entry, "nvml_values", where) or []:
+            numbers[int(number)] = str(entry["value"])
+    return numbers
+
+
+@functools.cache
+def _companions() -> tuple[frozenset[int], int]:
+    """Codes that add detail to another code (171/172 to 48), and that code."""
+    entry = _rules().get("companion_codes") or {}
+    return _codes("companion_codes"), int(knowledge.field(entry, "of", "xid_rules.yaml: companion_codes"))
 
 
 _LAZY: dict[str, Callable[[], Any]] = {
@@ -108,6 +133,7 @@ _LAZY: dict[str, Callable[[], Any]] = {
     "RECOVERY_PATTERNS": lambda: _recovery()[0],
     "RECOVERY_ORDER": lambda: _recovery()[1],
     "RECOVERY_TO_ACTION": lambda: _recovery()[2],
+    "RECOVERY_BY_NVML": _recovery_by_nvml,
 }
 
 
@@ -133,6 +159,7 @@ ACTION_ORDER: tuple[str, ...] = (
 )
 
 _LAST_PARENTHESISED = re.compile(r".*\(([^()]*)\)")
+_RECOVERY_VALUE = re.compile(r"\bto\s+(0x[0-9a-fA-F]+)\b")  # "... from 0x0 (None) to 0x2 (OS Reboot)"
 _NVLINK_SEVERITY = re.compile(r"\b(non-?fatal|fatal)\b", re.I)
 
 # First step per verdict action, in words a person at 3 a.m. can follow; bucket meanings from the
@@ -160,11 +187,17 @@ FIRST_STEP_BY_BUCKET: dict[str, str] = {
     "WORKFLOW_NVLINK_ERR": "check nvidia-smi nvlink -s / -e, then reset the GPU or reboot; replace if it recurs",
     "WORKFLOW_NVLINK5_ERR": "check nvidia-smi nvlink -s / -e and follow the Xid 154 that accompanies it; "
     "fatal: drain and reset",
+    "CHECK_UVM": "reset the GPU (the catalog: reset where UVM/vGPU is in use, which every CUDA application "
+    "does; otherwise ignore)",
+    "UPDATE_SWFW": "update the driver and GPU firmware to current versions, then retry",
+    "RESTART_VM": "restart the VM that owns the GPU (on bare metal: reboot the node)",
+    "CONTACT_SUPPORT": "collect nvidia-bug-report.sh output and open a case with NVIDIA support",
 }
 FIRST_STEP_BY_CODE: dict[int, str] = {
     63: "nothing now; a row remap is pending: reset the GPU at a convenient time to apply it",
     64: "reset the GPU; check 'Remapping Failure Occurred' in nvidia-smi -q: RMA candidate",
-    94: "restart the application that was hit; the GPU keeps running",
+    94: "restart the application that was hit; the GPU keeps running: schedule a GPU reset when convenient "
+    "(the catalog's advice)",
     95: "stop every process on the GPU and reset it (nvidia-smi -r); if it recurs reboot, then replace",
 }
 UNKNOWN_FIRST_STEP = "look up this code in NVIDIA's Xid catalog; collect nvidia-bug-report.sh output and escalate"
@@ -199,6 +232,22 @@ def recovery_name(text: str | None) -> str | None:
     return match.group(1).strip() if match else None
 
 
+def recovery_from_text(text: str | None) -> str | None:
+    """Our recovery value for a Xid 154 text: the NVML number it prints decides, else the name.
+
+    Real drivers print names outside the catalog's list (``to 0x2 (OS Reboot)``), so the number
+    (nvmlDeviceGpuRecoveryAction_t) is read first; see xid_rules.yaml catalog_agreement.
+    """
+    if not text:
+        return None
+    value = _RECOVERY_VALUE.search(text)
+    if value is not None:
+        known = _recovery_by_nvml().get(int(value.group(1), 16))
+        if known is not None:
+            return known
+    return normalize_recovery_action(recovery_name(text) or text)
+
+
 def normalize_recovery_action(name: str | None) -> str | None:
     """``GPU Reset Required`` -> ``gpu-reset`` etc.; None when the name is not one we know."""
     if not name:
@@ -227,10 +276,10 @@ def nvlink_severity(text: str | None) -> str | None:
 def action_for(code: int, text: str | None = None) -> str:
     """The verdict action for one Xid, reading the text where the catalog says the text decides."""
     entry = lookup(code)
-    if entry is None:
-        return "escalate"
+    if entry is None or not entry.immediate_action:
+        return "escalate"  # unknown code, or the catalog names no action: a person reads its words
     if code == 154:
-        recovery = normalize_recovery_action(recovery_name(text))
+        recovery = recovery_from_text(text)
         return _recovery()[2][recovery] if recovery else _bucket_to_action()["XID_154"]
     if code in _codes("nvlink5_codes"):
         severity = nvlink_severity(text)
@@ -246,6 +295,9 @@ def _first_step(code: int | None, entry: XidEntry | None, action: str, text: str
         return FIRST_STEP_BY_ACTION.get(action, UNKNOWN_FIRST_STEP)
     if entry is None:
         return UNKNOWN_FIRST_STEP
+    if not entry.immediate_action:
+        said = f"; the catalog says: {entry.guidance}" if entry.guidance else ""
+        return f"the catalog names no action for this code{said}; collect nvidia-bug-report.sh output and escalate"
     if code == 154:
         name = recovery_name(text)
         return f"follow the driver's recovery action: {name}" if name else UNKNOWN_FIRST_STEP
@@ -282,6 +334,43 @@ _KIND_EXPLAINED: dict[str, tuple[str, str, str]] = {
 }
 
 
+def _explain_sxid(event: Mapping[str, Any]) -> dict[str, Any]:
+    from nightowl.collectors.gpu import sxid_catalog
+
+    code = event.get("code")
+    entry = sxid_catalog.lookup(code) if isinstance(code, int) else None
+    action, _ = sxid_catalog.judge_sxid(event)
+    if entry is None:
+        return {
+            "mnemonic": None,
+            "meaning": "NVSwitch error (SXid) not in the SXid catalog we carry",
+            "action": action,
+            "first_step": "look up this SXid in NVIDIA's Fabric Manager User Guide; collect nvidia-bug-report.sh "
+            "output and the nvidia-fabricmanager log, and escalate",
+        }
+    return {
+        "mnemonic": entry.name or None,
+        "meaning": entry.description,
+        "action": action,
+        "first_step": entry.first_step,
+    }
+
+
+def _explain_other(event: Mapping[str, Any]) -> dict[str, Any]:
+    from nightowl.collectors.gpu import kernel_patterns
+
+    kind = str(event.get("kind"))
+    if kind not in ("fallen_off_bus", "gpu_reset_required", "oom_kill"):
+        row = kernel_patterns.match(event.get("text"), kind)
+        if row is not None:
+            return {"mnemonic": row.id, "meaning": row.meaning, "action": row.action, "first_step": row.first_step}
+        if kind in kernel_patterns.KIND_DEFAULTS:
+            action, why = kernel_patterns.KIND_DEFAULTS[kind]
+            return {"mnemonic": None, "meaning": why, "action": action, "first_step": FIRST_STEP_BY_ACTION[action]}
+    meaning, action, step = _KIND_EXPLAINED.get(kind, ("kernel event", "none", ""))
+    return {"mnemonic": None, "meaning": meaning, "action": action, "first_step": step}
+
+
 def explain(event: Mapping[str, Any]) -> dict[str, Any]:
     """One line of `nightowl xid`: what the event is and the documented first step."""
     kind = event.get("kind")
@@ -289,18 +378,9 @@ def explain(event: Mapping[str, Any]) -> dict[str, Any]:
     text = event.get("text")
     base = {"time": event.get("time"), "pci": event.get("pci"), "kind": kind, "code": code}
     if kind == "sxid":
-        fatal = event.get("severity") == "fatal"
-        return {
-            **base,
-            "mnemonic": None,
-            "meaning": "NVSwitch error (SXid); not in the GPU Xid catalog",
-            "action": "escalate" if fatal else "none",
-            "first_step": "look up this SXid in NVIDIA's NVSwitch error list; check nvidia-fabricmanager "
-            "logs and nvidia-smi nvlink -s",
-        }
+        return {**base, **_explain_sxid(event)}
     if kind != "xid" or not isinstance(code, int):
-        meaning, action, step = _KIND_EXPLAINED.get(str(kind), ("kernel event", "none", ""))
-        return {**base, "mnemonic": None, "meaning": meaning, "action": action, "first_step": step}
+        return {**base, **_explain_other(event)}
     entry = lookup(code)
     action = action_for(code, text)
     return {
@@ -351,8 +431,16 @@ def judge(events: Iterable[Mapping[str, Any]], policy: Mapping[int, tuple[str, s
         by_gpu.setdefault(event.get("pci"), []).append(event)
     reasons: list[str] = []
     gpu_actions: dict[str, str] = {}
+    xid_codes = sorted(
+        {
+            int(e["code"])
+            for es in by_gpu.values()
+            for e in es
+            if e.get("kind") == "xid" and isinstance(e.get("code"), int)
+        }
+    )
     for pci, gpu_events in by_gpu.items():
-        action = _judge_gpu(pci or "unknown GPU", gpu_events, policy or {}, reasons)
+        action = _judge_gpu(pci, gpu_events, policy or {}, reasons, xid_codes)
         if action is not None:
             gpu_actions[pci or "unknown"] = action
     overall = strictest(gpu_actions.values())
@@ -365,8 +453,13 @@ def judge(events: Iterable[Mapping[str, Any]], policy: Mapping[int, tuple[str, s
 
 
 def _judge_gpu(
-    where: str, events: list[Mapping[str, Any]], policy: Mapping[int, tuple[str, str]], reasons: list[str]
+    pci: str | None,
+    events: list[Mapping[str, Any]],
+    policy: Mapping[int, tuple[str, str]],
+    reasons: list[str],
+    log_xids: list[int],
 ) -> str | None:
+    where = pci or "unknown GPU"
     xids = [e for e in events if e.get("kind") == "xid" and isinstance(e.get("code"), int)]
     codes = {int(e["code"]) for e in xids}
     causes = {int(e["caused_by_xid"]) for e in xids if isinstance(e.get("caused_by_xid"), int)}
@@ -376,6 +469,10 @@ def _judge_gpu(
         texts = [e.get("text") for e in xids if e["code"] == code] or [None]
         if code in _codes("sympathetic_codes") and primaries:
             reasons.append(f"Xid {code} on {where} is sympathetic to Xid {', '.join(map(str, sorted(primaries)))}")
+            continue
+        companions, principal = _companions()
+        if code in companions and principal in codes:
+            reasons.append(f"Xid {code} on {where} adds detail to Xid {principal}: judged with it")
             continue
         if code in policy:
             action, why = policy[code]
@@ -391,7 +488,48 @@ def _judge_gpu(
             reasons.append(f"Xid {code}{origin} on {where}: {label} -> {action}")
         actions.append(action)
     actions.extend(_judge_other_kinds(where, events, codes, reasons))
+    actions.extend(_judge_host_lines(pci, events, log_xids, reasons))
     return strictest(actions) if actions else None
+
+
+# Kernel events judged by their line against nightowl/knowledge/kernel_patterns.csv.
+LINE_KINDS = frozenset(
+    {"rm_init_failed", "gsp_timeout", "driver_conflict", "driver_mismatch", "edac", "aer", "pcie_aer", "hung_task"}
+)
+
+
+def _judge_host_lines(
+    pci: str | None, events: list[Mapping[str, Any]], log_xids: list[int], reasons: list[str]
+) -> list[str]:
+    """Non-Xid GPU and host lines (and known-harmless driver lines), one reason per distinct finding.
+
+    A hung task in a log that also holds an Xid is a wedged driver (gpud PR #117: processes stuck in
+    D state after Xid 45): reboot-node.
+    """
+    from nightowl.collectors.gpu import kernel_patterns, sxid_catalog
+
+    place = f" on {pci}" if pci else ""
+    actions: list[str] = []
+    seen: set[str] = set()
+    for event in events:
+        kind = event.get("kind")
+        if kind == "fabric_manager":
+            judged: tuple[str, str] | None = sxid_catalog.judge_fabric_manager(event.get("text"))
+        elif kind == "hung_task" and log_xids:
+            judged = ("reboot-node", f"hung task after Xid {', '.join(map(str, log_xids))}: wedged driver (processes "
+                      "stuck in D state) -> reboot-node")  # fmt: skip
+        elif kind in LINE_KINDS or kind == "other_nvrm":
+            judged = kernel_patterns.judge_line(event)
+        else:
+            continue
+        if judged is None:
+            continue
+        action, reason = judged
+        if reason + place not in seen:
+            seen.add(reason + place)
+            reasons.append(reason + place)
+        actions.append(action)
+    return actions
 
 
 def _judge_other_kinds(where: str, events: list[Mapping[str, Any]], codes: set[int], reasons: list[str]) -> list[str]:
@@ -403,12 +541,11 @@ def _judge_other_kinds(where: str, events: list[Mapping[str, Any]], codes: set[i
     if "gpu_reset_required" in kinds:
         reasons.append(f"driver says {where} needs a reset -> reset-gpu")
         actions.append("reset-gpu")
-    fatal_sxids = sorted(
-        {int(e["code"]) for e in events if e.get("kind") == "sxid" and e.get("severity") == "fatal" and e.get("code")}
-    )
-    if fatal_sxids:
-        reasons.append(
-            f"fatal NVSwitch SXid {', '.join(map(str, fatal_sxids))} on {where}: not in the Xid catalog -> escalate"
-        )
-        actions.append("escalate")
+    from nightowl.collectors.gpu import sxid_catalog
+
+    sxids = {(e.get("code"), e.get("severity")): e for e in events if e.get("kind") == "sxid"}
+    for key in sorted(sxids, key=str):
+        action, reason = sxid_catalog.judge_sxid(sxids[key])
+        reasons.append(f"{reason} on {where}")
+        actions.append(action)
     return actions

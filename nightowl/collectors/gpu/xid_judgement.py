@@ -29,9 +29,28 @@ def derive(inputs: Mapping[str, Mapping[str, Any]], params: Mapping[str, Any] | 
     return {"kind": KIND, "warnings": [], "policy": str(policy_path) if policy_path else None, **judged}
 
 
+def check_params(params: Mapping[str, Any]) -> list[str]:
+    """A site policy that cannot be read would silently change the path: refuse it before the run."""
+    from nightowl.collectors.gpu.xid_catalog import load_policy
+
+    policy_path = params.get("xid_policy")
+    if not policy_path:
+        return []
+    try:
+        load_policy(str(policy_path))
+    except OSError as exc:
+        return [f"xid_policy {policy_path}: cannot read it: {exc.strerror or exc}"]
+    except ValueError as exc:
+        return [f"xid_policy: {exc}"]
+    except Exception as exc:  # noqa: BLE001 - YAML errors name the line
+        return [f"xid_policy {policy_path}: not a valid policy: " + " ".join(str(exc).split())]
+    return []
+
+
 COLLECTOR = DerivedCollector(
     kind=KIND,
     inputs=("kernel_log",),
     derive=derive,
+    check_params=check_params,
     description="NVIDIA's pairing rules over the kernel log's Xids, with the site policy (parameter xid_policy)",
 )

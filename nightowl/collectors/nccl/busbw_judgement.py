@@ -34,6 +34,10 @@ def judge_members(inputs: Mapping[str, Any], params: Mapping[str, Any] | None = 
     tolerance = float(given_tolerance) if given_tolerance is not None else DEFAULT_TOLERANCE
     threshold = reference * (1 - tolerance) if reference is not None else None
     below = [h for h, v in by_host.items() if threshold is not None and v < threshold]
+    members = sorted(inputs.get("hosts") or {})
+    no_data = [h for h in members if h not in by_host]
+    # A median of one member is that member: with no baseline, one rank always "passes". No verdict then.
+    judgeable = bool(by_host) and not no_data and (baseline is not None or len(by_host) > 1)
     return {
         "kind": "busbw-judgement",
         "warnings": [] if by_host else ["no member has a busbw at the largest size"],
@@ -44,6 +48,8 @@ def judge_members(inputs: Mapping[str, Any], params: Mapping[str, Any] | None = 
         "threshold": threshold,
         "below_hosts": below,
         "at_baseline_hosts": [h for h in by_host if h not in below],
+        "no_data_hosts": no_data,
+        "judgeable": judgeable,
     }
 
 

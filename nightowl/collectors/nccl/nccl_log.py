@@ -59,13 +59,26 @@ LINE_PREFIXES: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("srun", re.compile(r"^(?P<rank>\d+): (?=\S)")),
     # pdsh / clush "host: " before an NCCL line [M]
     ("pdsh", re.compile(r"^[\w.-]+: (?=\S+:\d+:\d+ \[\d+\])")),
+    # --- every era's wrappers (issue 13; samples in fixtures/corpus-extra/nccl-log/SOURCE.md) ---
+    # a log collector's ISO time in front: "2019-06-02T16:13:44.884Z: [1,12]<stdout>:" (nccl #230)
+    ("iso_time", re.compile(r"^\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?:? ?(?=\S)")),
+    # CloudWatch export: "  | 2025-05-16T16:39:51.208-07:00 | host:..." (aws-ofi-nccl #889)
+    ("cloudwatch", re.compile(r"^\|\s*(?=\d{4}-)")),
+    ("cloudwatch_bar", re.compile(r"^\|\s+")),
+    # torchx role: "[trainer3]:", "[trainer0|0]:" (nccl #1837)
+    ("torchx_role", re.compile(r"^\[[A-Za-z][\w.-]*(?:\|(?P<rank>\d+))?\]:")),
 )
 
 # host:pid:tid [cudaDev] [file:line] [NCCL] LEVEL message. NCCL <= 2.2 had no "NCCL" tag (corpus
 # nccl_2.2_legacy_*); WARN lines carry the source file:line since 2.3 (src/debug.cc).
 NCCL_LINE = re.compile(
-    r"(?:^|\s)(?P<host>[^\s:]\S*?):(?P<pid>\d+):(?P<tid>\d+) \[(?P<dev>\d+)\] "
+    r"(?:^|\s)(?P<host>[^\s:]\S*?)?:(?P<pid>\d+):(?P<tid>\d+) \[(?P<dev>\d+)\] "
     r"(?:(?P<src>\S+:\d+) )?(?:NCCL )?(?P<level>INFO|WARN|TRACE|ABORT)(?: (?P<msg>.*))?$"
+)
+# Without "host:pid:tid": "[0] misc/socket.cc:71 NCCL WARN ..." (nccl #1612), "NCCL WARN Cuda failure ..."
+# pasted alone (NVIDIA forum 360195), NCCL 2.2-2.4 "include/socket.h:344 WARN ..." without the tag (nccl #210).
+NCCL_BARE_LINE = re.compile(
+    r"^(?:\[(?P<dev>\d+)\] )?(?:(?P<src>[\w./-]+:\d+) )?(?P<tag>NCCL )?(?P<level>INFO|WARN|ABORT)(?: (?P<msg>.*))?$"
 )
 RETURN_CHAIN = re.compile(r"^\S+:\d+ -> \d+")  # "init.cc:1263 -> 2": a return-code trace, no new fact
 
@@ -171,6 +184,41 @@ WRAPPER_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("process_down", re.compile(r"taking the entire process down")),  # ProcessGroupNCCL.cpp
 )
 
+# --- every era's failure wordings (issue 13; samples in fixtures/corpus-extra/nccl-log/SOURCE.md) ------
+# Checked after CAUSE_PATTERNS / WRAPPER_PATTERNS, with the same one-cause / one-wrapper rule.
+ERA_CAUSE_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
+    # "NET/IB : Got async event : port error | local catastrophic error" (net_ib.cc/.cu, nccl #230, lit-llama
+    # #380); 2.2x "mlx5_1:1 async fatal event on QP (0x..): invalid request local work queue error" (#1919)
+    ("ib_async_event", re.compile(r"Got async event : |async fatal event on ")),
+    # bootstrap has no usable interface: NCCL_SOCKET_IFNAME names none, a container without networking,
+    # IPv6/IPv4 mismatch (MambaTree #14, nccl #1837, nccl #210)
+    (
+        "no_socket_interface",
+        re.compile(
+            r"no socket interface found|neither AF_INET\(2\) nor AF_INET6|Socket creation failed : Address family"
+            r"|No usable listening interface|Could not find interface"
+        ),
+    ),
+    # libfabric finds no EFA/verbs provider in the container (aws-ofi-nccl #889)
+    (
+        "ofi_no_provider",
+        re.compile(r"fi_getinfo: provider \S+ output empty list|NET/OFI .*(?:[Nn]o (?:eligible )?provider)"),
+    ),
+    # "communicator encountered a fatal error (detected in ncclIbTest)" (nccl #1905)
+    ("comm_fatal_error", re.compile(r"communicator encountered a fatal error")),
+)
+ERA_WRAPPER_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
+    # "ncclInternalError: Internal check failed." / "internal error, NCCL version 2.14.3" (MambaTree #14)
+    ("internal_error", re.compile(r"ncclInternalError|internal error, NCCL version")),
+)
+# Where an error chain ("file.cc:line -> 6") passed: through bootstrap or init, it is an init failure
+# (NCCL src/bootstrap.cc, init.cc), not slowness.
+INIT_CHAIN = re.compile(r"^(?:\S*/)?(?P<file>bootstrap|init|socket)\.(?:cc|cu):\d+ -> (?P<code>\d+)")
+CONNECTED_GDR = re.compile(r"Connected all rings\b.*?\bGDR (?P<gdr>[01])\b")
+P2P_PLUGIN = re.compile(r"^P2P plugin (?P<name>\S+)")  # HPC-X nccl-rdma-sharp-plugins: "P2P plugin IBext_v8"
+OFI_PLUGIN = re.compile(r"^NET/OFI ")  # aws-ofi-nccl, which names its network "AWS Libfabric"
+ASYNC_EVENT = re.compile(r"(?:Got async event : |async fatal event on \S+ \([^)]*\): )(?P<event>.*\S)")
+
 MAX_ITEMS = 500  # distinct errors / WARN texts kept; a storm of unique messages must not flood the facts
 
 
@@ -251,6 +299,11 @@ class NcclLogResult:
     fr_dump_ranks: list[int] = field(default_factory=list)
     env: dict[str, str] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
+    # new keys (issue 13)
+    network_source: str | None = None  # using-network | transports | ib-devices | socket | plugin
+    gdr: bool | None = None  # "Connected all rings, use ring PXN 0 GDR 0": GPUDirect RDMA off
+    ib_async_events: list[str] = field(default_factory=list)  # "port error", "local catastrophic error" ...
+    failed_in: list[str] = field(default_factory=list)  # bootstrap / init / socket: where an error chain passed
 
 
 # --------------------------------------------------------------------------------------------
@@ -266,9 +319,9 @@ class Line:
 
 @dataclass
 class NcclLine:
-    host: str
-    pid: int
-    dev: int
+    host: str | None  # None: no "host:pid:tid" in front (or an empty host name)
+    pid: int | None
+    dev: int | None
     level: str
     msg: str
 
@@ -290,20 +343,43 @@ def _strip_prefixes(raw: str) -> Line:
 
 def _lines(text: str) -> list[Line]:
     cleaned = text.replace("\x00", "").replace("\r\n", "\n").replace("\r", "\n")
-    return [_strip_prefixes(raw) for raw in cleaned.split("\n")]
+    lines = [_strip_prefixes(raw) for raw in cleaned.split("\n")]
+    for line in lines:
+        if " | " in line.text:
+            line.text = _undouble(line.text)
+    return lines
 
 
 def _nccl_line(text: str) -> NcclLine | None:
     match = NCCL_LINE.search(text)
     if match is None:
-        return None
+        return _bare_nccl_line(text)
     return NcclLine(
-        host=match.group("host"),
+        host=match.group("host") or None,
         pid=int(match.group("pid")),
         dev=int(match.group("dev")),
         level=match.group("level"),
-        msg=(match.group("msg") or "").strip(),
+        msg=_undouble((match.group("msg") or "").strip()),
     )
+
+
+def _bare_nccl_line(text: str) -> NcclLine | None:
+    """A line without "host:pid:tid": it needs the NCCL tag, or (NCCL <= 2.4) a source file:line before WARN."""
+    if "INFO" not in text and "WARN" not in text and "ABORT" not in text:
+        return None
+    match = NCCL_BARE_LINE.match(text)
+    if match is None or not (match.group("tag") or (match.group("src") and match.group("level") == "WARN")):
+        return None
+    dev = match.group("dev")
+    return NcclLine(None, None, int(dev) if dev else None, match.group("level"), (match.group("msg") or "").strip())
+
+
+def _undouble(msg: str) -> str:
+    """CloudWatch pastes repeat a message after " | " with the line's own prefix: keep it once."""
+    head, bar, tail = msg.partition(" | ")
+    if bar and tail.endswith(head):
+        return head
+    return msg
 
 
 # --------------------------------------------------------------------------------------------
@@ -343,6 +419,7 @@ class _Builder:
         self.error_keys: set[tuple[str, str, str | None]] = set()
         self.warn_texts: set[str] = set()
         self.dropped_errors = 0
+        self.plugin_network: str | None = None
 
     # -- NCCL INFO/WARN ---------------------------------------------------------------------
     def nccl(self, index: int, line: NcclLine) -> None:
@@ -353,7 +430,20 @@ class _Builder:
                 self.result.warnings_nccl.append(msg)
             return
         if RETURN_CHAIN.match(msg):
+            chain = INIT_CHAIN.match(msg)
+            if chain and chain.group("code") != "0" and chain.group("file") not in self.result.failed_in:
+                self.result.failed_in.append(chain.group("file"))
             return
+        gdr = CONNECTED_GDR.search(msg)
+        if gdr:
+            self.result.gdr = gdr.group("gdr") == "1" or bool(self.result.gdr)
+            return
+        plugin = P2P_PLUGIN.match(msg)
+        if plugin:
+            self.plugin_network = self.plugin_network or plugin.group("name")
+            return
+        if OFI_PLUGIN.match(msg):
+            self.plugin_network = self.plugin_network or "AWS Libfabric"
         env = ENV_SETTING.match(msg)
         if env:
             self.result.env[env.group("name")] = env.group("value")
@@ -488,13 +578,21 @@ class _Builder:
         )
 
     def _classify(self, index: int, text: str, host: str | None, rank: int | None) -> None:
-        for table in (CAUSE_PATTERNS, WRAPPER_PATTERNS):
-            for kind, pattern in table:
+        for table, era_table in ((CAUSE_PATTERNS, ERA_CAUSE_PATTERNS), (WRAPPER_PATTERNS, ERA_WRAPPER_PATTERNS)):
+            for kind, pattern in (*table, *era_table):
                 if pattern.search(text):
                     self.add_error(index, NcclError(kind, clip_text(text), host, rank))
                     if kind == "ibverbs_missing":
                         self.ib_unavailable = self.ib_unavailable or "libibverbs missing"
+                    if kind == "ib_async_event":
+                        self._async_event(text)
                     break
+
+    def _async_event(self, text: str) -> None:
+        match = ASYNC_EVENT.search(text)
+        events = self.result.ib_async_events
+        if match and match.group("event") not in events and len(events) < MAX_ITEMS:
+            events.append(match.group("event"))
 
     def add_error(self, index: int, error: NcclError, collapse: bool = True) -> None:
         if collapse and error.host is None and self.errors:
@@ -515,11 +613,28 @@ class _Builder:
             return
         self.errors.append((index, error))
 
+    def _inferred_network(self) -> tuple[str | None, str | None]:
+        """The network when no "Using network" line survived: channel transports ("via NET/IB/4"),
+        then the net plugin or transport that initialised (IB devices listed, NET/Socket interfaces)."""
+        nets = sorted({t.split("/")[1] for t in self.transports if t.startswith("NET/") and t.count("/") >= 1})
+        if len(nets) == 1:
+            return nets[0], "transports"
+        if self.plugin_network:
+            return self.plugin_network, "plugin"
+        if self.result.ib_devices:
+            return "IB", "ib-devices"
+        if any(i.source == "socket" for i in self.result.interface_details):
+            return "Socket", "socket"
+        return None, None
+
     # -- finish -------------------------------------------------------------------------------
     def finish(self) -> NcclLogResult:
         result = self.result
         result.network = result.networks[0] if result.networks else None
         result.transports = sorted(self.transports)
+        result.network_source = "using-network" if result.network else None
+        if result.network is None:
+            result.network, result.network_source = self._inferred_network()
         if result.ranks:
             result.nranks = max(r.nranks for r in result.ranks)
             result.init_complete_ranks = sorted(
@@ -634,8 +749,15 @@ def facts(result: NcclLogResult) -> dict[str, Any]:
         [rank for rank in range(nranks) if rank not in set(result.init_complete_ranks)] if nranks else None
     )
     data["has_ib_errors"] = bool(result.ib_completion_errors) or any(
-        e.kind in ("ib_completion", "ibv_failed") for e in result.errors
+        e.kind in ("ib_completion", "ibv_failed", "ib_async_event") for e in result.errors
     )
+    kinds = {e.kind for e in result.errors}
+    # An error whose chain went through bootstrap/init, or an interface NCCL could not use: the
+    # communicator never formed (an init failure), not a slow or hung collective.
+    data["init_failed"] = bool(
+        set(result.failed_in) & {"bootstrap", "init"} or kinds & {"no_socket_interface", "ofi_no_provider"}
+    )
+    data["bootstrap_failed"] = "bootstrap" in result.failed_in or "no_socket_interface" in kinds
     data["uses_socket"] = result.network == "Socket" or "Socket" in result.networks or "NET/Socket" in result.transports
     data["has_gdrdma"] = any(t.endswith("/GDRDMA") for t in result.transports)
     data["straggler_ranks"] = _straggler_ranks(_last_seq_per_rank(result))

@@ -35,11 +35,11 @@ CONFIG = re.compile(r"^# nThread (?P<nthreads>\d+) nGpus (?P<ngpus>\d+) minBytes
 # "#  Rank  0 Group  0 Pid 1623025 on    host device  0 [0x1b] NVIDIA H100 80GB HBM3"; since 2.18 the
 # bracket holds "dddd:bb:dd" (util.cu writeDeviceReport).
 DEVICE = re.compile(
-    r"^#\s+Rank\s+(?P<rank>\d+)\s+Group\s+(?P<group>\d+)\s+Pid\s+(?P<pid>\d+)\s+on\s+(?P<host>\S+)\s+"
+    r"^#\s+Rank\s+(?P<rank>\d+)\s+(?:Group\s+(?P<group>\d+)\s+)?Pid\s+(?P<pid>\d+)\s+on\s+(?P<host>\S+)\s+"
     r"device\s+(?P<device>\d+)\s+\[(?P<bus>[^\]]*)\]\s*(?P<name>.*)$"
 )
-HEADER = re.compile(r"^#\s+size\s+count\s+type\s+")
-ROW_START = re.compile(r"^\s*\d+\s+\d+\s+[A-Za-z]\w*\s+\S+")  # size count type redop
+HEADER = re.compile(r"^#\s+(?:size\s+count|bytes\s+N)\s+type\s+")  # "bytes N": NCCL 1.x tests
+ROW_START = re.compile(r"^\s*\d+\s+\d+\s+[A-Za-z]\w*\s+\S+")  # size count type (redop|root|time)
 TIMESTAMP_TAIL = re.compile(r"\s+\d{4}-\d{2}-\d{2}\s+\d{2}:\d{2}:\d{2}\s*$")
 OUT_OF_BOUNDS = re.compile(r"^# Out of bounds values\s*:\s*(?P<count>\d+)\s*(?P<status>OK|FAILED)?")
 AVG_BUSBW = re.compile(r"^# Avg bus bandwidth\s*:\s*(?P<value>\S+)\s*(?P<status>OK|FAILED)?")
@@ -64,6 +64,10 @@ class Placement:
     busbw: float | None
     wrong: int | None
     per_iter: dict[str, float | None] | None = None
+    # Before nccl-tests 2.10 the column was "error", the largest absolute error as a float (%6.0le),
+    # not a count: it is kept here and ``wrong`` stays None (in-place alltoall/sendrecv printed a
+    # non-zero error there that was not corruption). NCCL 1.x called it "res".
+    max_error: float | None = None
 
 
 @dataclass
@@ -71,10 +75,11 @@ class Row:
     size: int
     count: int
     type: str
-    redop: str
+    redop: str | None  # None: a layout without the column (old all_gather/sendrecv) or an empty cell
     root: int | None
     out_of_place: Placement | None
     in_place: Placement | None
+    collective: str | None = None  # the test this row belongs to (several tests may be concatenated)
 
 
 @dataclass
@@ -114,6 +119,8 @@ class NcclTestsResult:
     ngpus: int | None = None
     errors: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
+    # One entry per test found in the text (several *_perf outputs pasted one after the other).
+    tests: list[dict[str, Any]] = field(default_factory=list)
 
 
 # --------------------------------------------------------------------------------------------
@@ -160,18 +167,41 @@ def _device_bus(raw: str) -> tuple[str | None, str | None]:
 
 @dataclass
 class _Layout:
-    """Columns of the data rows, learned from the header (else inferred from token counts)."""
+    """Columns of the data rows, learned from the header (else inferred from the cells)."""
 
     has_root: bool | None = None
     per_iter: bool = False
+    error_column: bool | None = None  # True: "error"/"res" (a float), False: "#wrong" (a count)
+    # The tests met so far: [collective, rows read, closed by a footer]
+    sections: list[list[Any]] = field(default_factory=lambda: [[None, 0, False]])
+
+    def name(self, collective: str) -> None:
+        """A test's name (its binary on a command line, "# Collective test starting")."""
+        current = self.sections[-1]
+        if current[1]:
+            self.sections.append([collective, 0, False])
+        else:
+            current[0] = collective
+
+    def row_collective(self) -> str | None:
+        if self.sections[-1][2]:  # a table after a footer: another test
+            self.sections.append([None, 0, False])
+        self.sections[-1][1] += 1
+        return self.sections[-1][0]  # type: ignore[no-any-return]
 
 
-def _placement(tokens: list[str], per_iter: bool) -> Placement:
+OLD_ERROR = re.compile(r"-?\d(?:\.\d+)?[eE][+-]\d\d")  # "2e-06", "0e+00": the pre-2.10 error cell
+
+
+def _placement(tokens: list[str], per_iter: bool, error_column: bool | None = None) -> Placement:
+    last = tokens[3]
+    is_error = error_column if error_column is not None else OLD_ERROR.fullmatch(last) is not None
     placement = Placement(
         time_us=_number(tokens[0]),
         algbw=_number(tokens[1]),
         busbw=_number(tokens[2]),
-        wrong=_wrong(tokens[3]),
+        wrong=None if is_error else _wrong(last),
+        max_error=_number(last) if is_error else None,
     )
     if per_iter and len(tokens) >= 8:
         keys = ("min_us", "max_us", "p99_us", "cv_pct")
@@ -187,24 +217,29 @@ def parse_row(line: str, layout: _Layout) -> Row | None:
         size, count = int(tokens[0]), int(tokens[1])
     except (ValueError, IndexError):
         return None
-    type_name, redop, rest = tokens[2], tokens[3], tokens[4:]
+    type_name, rest = tokens[2], tokens[3:]
     width = 8 if layout.per_iter else 4
-    has_root = layout.has_root if layout.has_root is not None else len(rest) % width == 1
-    root = None
-    if has_root:
-        if not rest or _number(rest[0]) is None:
-            return None
-        root, rest = int(float(rest[0])), rest[1:]
-    if len(rest) == 2 * width:
-        out_place, in_place = (
-            _placement(rest[:width], layout.per_iter),
-            _placement(rest[width:], layout.per_iter),
-        )
-    elif len(rest) == width:  # trace replay prints only the in-place half (util.cu NullBody)
-        out_place, in_place = None, _placement(rest, layout.per_iter)
-    else:
+    # Leading cells before the two placements: redop and root (2.10+), redop only (older all_reduce),
+    # root only (older broadcast/reduce), neither (older all_gather/sendrecv), or an empty redop cell
+    # (old alltoall). A redop is a word, a root a number.
+    halves = 2 if len(rest) - 2 * width in (0, 1, 2) else 1  # 1: in-place only (util.cu NullBody)
+    leading, cells = rest[: len(rest) - halves * width], rest[len(rest) - halves * width :]
+    if len(leading) > 2 or len(cells) != halves * width:
         return None
-    return Row(size, count, type_name, redop, root, out_place, in_place)
+    redop: str | None = None
+    root: int | None = None
+    for cell in leading:
+        number = _number(cell)
+        if number is None and redop is None and root is None:
+            redop = cell
+        elif number is not None and root is None and float(number).is_integer():
+            root = int(number)
+        else:
+            return None
+    error = layout.error_column
+    in_place = _placement(cells[-width:], layout.per_iter, error)
+    out_place = _placement(cells[:width], layout.per_iter, error) if halves == 2 else None
+    return Row(size, count, type_name, redop, root, out_place, in_place, layout.row_collective())
 
 
 # --------------------------------------------------------------------------------------------
@@ -230,10 +265,24 @@ def _parse_text(text: str, result: NcclTestsResult) -> None:
             failure = TEST_FAILURE.search(line)
             if failure:
                 result.errors.append(failure.group(0).strip()[:300])
-            if result.collective is None:
-                binary = PERF_BINARY.search(line)
-                if binary:
-                    result.collective = binary.group("name")
+            binary = PERF_BINARY.search(line)
+            if binary:
+                layout.name(binary.group("name"))
+    _sections(result, layout)
+
+
+def _sections(result: NcclTestsResult, layout: _Layout) -> None:
+    """Each test as itself; ``collective`` is the first test with rows (or the only name seen)."""
+    with_rows = [s for s in layout.sections if s[1]]
+    for collective, rows, _closed in with_rows:
+        result.tests.append({"collective": collective, "rows": rows})
+    named = [s[0] for s in layout.sections if s[0]]
+    if result.collective is None:
+        result.collective = with_rows[0][0] if with_rows else (named[0] if named else None)
+    if len({s[0] for s in with_rows}) > 1:
+        result.warnings.append(
+            f"{len(with_rows)} tests in one output ({', '.join(str(s[0]) for s in with_rows)}); each row names its test"
+        )
 
 
 def _comment(line: str, result: NcclTestsResult, layout: _Layout) -> None:
@@ -241,10 +290,16 @@ def _comment(line: str, result: NcclTestsResult, layout: _Layout) -> None:
         columns = line.lstrip("#").split()
         layout.has_root = "root" in columns
         layout.per_iter = "i_min" in columns
+        layout.error_column = "#wrong" not in columns and ("error" in columns or "res" in columns)
         return
+    starting = TEST_STARTING.match(line)
+    if starting:
+        layout.name(_collective(starting.group("name")))
+        return
+    if AVG_BUSBW.match(line):
+        layout.sections[-1][2] = True
     matchers = (
         (TESTS_VERSION, _on_version),
-        (TEST_STARTING, _on_starting),
         (CONFIG, _on_config),
         (DEVICE, _on_device),
         (OUT_OF_BOUNDS, _on_out_of_bounds),
@@ -266,10 +321,6 @@ def _on_version(match: re.Match[str], result: NcclTestsResult) -> None:
         result.nccl_version = nccl_version_string(int(match.group("library")))
 
 
-def _on_starting(match: re.Match[str], result: NcclTestsResult) -> None:
-    result.collective = _collective(match.group("name"))
-
-
 def _on_config(match: re.Match[str], result: NcclTestsResult) -> None:
     result.nthreads, result.ngpus = int(match.group("nthreads")), int(match.group("ngpus"))
 
@@ -285,7 +336,7 @@ def _on_device(match: re.Match[str], result: NcclTestsResult) -> None:
             pci_bus=pci_bus,
             name=match.group("name").strip() or None,
             pid=int(match.group("pid")),
-            group=int(match.group("group")),
+            group=int(match.group("group")) if match.group("group") else None,  # no Group before 2.x
         )
     )
 
@@ -537,7 +588,16 @@ def facts(result: NcclTestsResult) -> dict[str, Any]:
     data["large_msg_busbw"] = result.max_size_busbw
     data["failed"] = bool((result.wrong_total or 0) > 0 or (result.out_of_bounds or 0) > 0)
     data["completed"] = bool(result.footers)  # a crashed or killed run prints no footer
+    errors = [p.max_error for r in result.rows for p in (r.out_of_place,) if p is not None and p.max_error is not None]
+    # pre-2.10 "error" column: the largest out-of-place error (in-place alltoall/sendrecv printed noise)
+    data["max_error"] = max(errors) if errors else None
+    data["collectives"] = [t["collective"] for t in result.tests]
     return data
+
+
+def shows_nothing(text: str) -> bool:
+    """An output without one result row measured nothing: no_data, never "within the baseline"."""
+    return not parse(text).rows
 
 
 COLLECTOR = Collector(
@@ -546,6 +606,7 @@ COLLECTOR = Collector(
     commands=(("cat", "--", "{nccl_tests_file}"),),
     parse=parse,
     facts=facts,
+    shows_nothing=shows_nothing,
     description="Reads a saved nccl-tests *_perf output: busbw, #wrong and out-of-bounds per message size.",
 )
 

@@ -32,12 +32,13 @@ from __future__ import annotations
 import functools
 import re
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from typing import Any, NamedTuple
 
 from nightowl import knowledge
 from nightowl.collectors.base import Collector, to_jsonable
 from nightowl.collectors.base import number as _number
+from nightowl.collectors.serving import engine_log_eras as _eras
 
 KIND = "engine-log"
 LOG_LINES = "5000"
@@ -403,19 +404,57 @@ class EngineLog:
     preemptions_total: int | None = None
     last_stats: dict[str, float | None] | None = None
     warnings: tuple[str, ...] = ()
+    # new keys (issue 13): start-up limits of every era (TGI warm-up span, SGLang summary, TRT-LLM table)
+    startup_limits: dict[str, Any] = field(default_factory=dict)
+    kv_too_small_derived: bool = False  # from "# GPU blocks" x block size < model length (vLLM <= 0.4)
+
+
+# --- every era's wordings (engine_log_eras): read after the tables above ------------------------------
+@functools.cache
+def _with_eras() -> _Tables:
+    """The knowledge tables followed by engine_log_eras' rows (read after them)."""
+    base = tables()
+    return base._replace(
+        markers=(*base.markers, *(Marker(*row[:3], re.compile(row[3]), row[4]) for row in _eras.MARKERS)),
+        hints=(*base.hints, *(Hint(h.name, h.pattern, h.source) for h in _eras.TRACEBACK_HINTS)),
+        failures=(
+            *base.failures,
+            *(Failure(kind, phase, re.compile(pattern), source) for kind, phase, pattern, source in _eras.FAILURES),
+        ),
+        errors=(*base.errors, *(ErrorClass(e.name, e.pattern, e.source) for e in _eras.ERROR_CLASSES)),
+    )
+
+
+_ALL_SIGNATURES = (*ENGINE_SIGNATURES, *_eras.ENGINE_SIGNATURES)
 
 
 def parse(text: str) -> EngineLog:
     """Engine log text -> contract result; never raises, unreadable input yields nulls."""
-    lines = text.splitlines()
+    lines = _eras.normalize(text.splitlines())
     engine = _engine(lines)
     completed, in_progress = _progress(lines)
     oom = _first_failure(lines, engine, completed, in_progress)
     if oom is not None and oom.phase is not None and _failed_within(oom.phase, completed):
         completed = _previous_phase(engine, oom.phase)  # e.g. "# GPU blocks" logged, admission failed
+    if oom is not None and oom.kind == "cuda-oom" and _eras.oom_holders(oom.text)["oom_holder"] == "other":
+        oom = replace(oom, kind="gpu-occupied")  # the message lists this process AND another one
     settings = _values(lines, SETTINGS)
+    limits = _eras.values(lines, _eras.SETTINGS)
     kv = _values(lines, KV_VALUES)
+    for name, value in _eras.kv_extras(lines).items():
+        kv.setdefault(name, value)
     too_small = _values(lines, KV_TOO_SMALL)
+    derived = None if too_small else _eras.derived_kv_too_small(engine, kv, {**limits, **settings})
+    if derived:  # vLLM refuses to start then ("max seq len ... larger than ... KV cache"): cut from the paste
+        too_small = derived
+        if completed is not None and _failed_within("kv-cache", completed):
+            completed = _previous_phase(engine, "kv-cache")
+        if oom is None:
+            text = (
+                f"derived: {kv['gpu_blocks']} GPU blocks hold {derived['kv_tokens']} tokens, "
+                f"less than the model length {derived['max_model_len']}"
+            )
+            oom = OOM(phase="kv-cache", tried_gib=None, free_gib=None, total_gib=None, kind="kv-admission", text=text)
     warnings = []
     if text.strip() and engine is None and completed is None and oom is None and not settings:
         warnings.append("no engine, start-up phase or failure line recognised")
@@ -434,12 +473,14 @@ def parse(text: str) -> EngineLog:
         killed=any(KILLED.search(line) for line in lines) or bool(oom and oom.kind == "host-oom-kill"),
         gpu_memory_utilization=settings.get("gpu_memory_utilization"),
         mem_fraction_static=settings.get("mem_fraction_static"),
-        max_model_len=settings.get("max_model_len"),
+        max_model_len=settings.get("max_model_len") or limits.get("max_model_len"),
         weights_gib=settings.get("weights_gib"),
         total_gpu_gib=settings.get("total_gpu_gib"),
         preemptions_total=settings.get("preemptions_total"),
         last_stats=_last_stats(lines),
         warnings=tuple(warnings),
+        startup_limits={k: v for k, v in limits.items() if k != "max_model_len"},
+        kv_too_small_derived=derived is not None,
     )
 
 
@@ -454,10 +495,10 @@ def _engine(lines: list[str]) -> str | None:
     """The engine whose signatures and markers appear on most lines; a tie means unknown."""
     votes: dict[str, int] = {}
     for line in lines:
-        for engine, pattern in ENGINE_SIGNATURES:
+        for engine, pattern in _ALL_SIGNATURES:
             if pattern.search(line):
                 votes[engine] = votes.get(engine, 0) + 1
-        for marker in tables().markers:
+        for marker in _with_eras().markers:
             if marker.engine and marker.pattern.search(line):
                 votes[marker.engine] = votes.get(marker.engine, 0) + 1
         for engine, pattern in VERSION_PATTERNS:
@@ -474,7 +515,7 @@ def _progress(lines: list[str]) -> tuple[str | None, str | None]:
     completed = -1
     running = -1  # phase of the latest start/during marker
     for line in lines:
-        for marker in tables().markers:
+        for marker in _with_eras().markers:
             if not marker.pattern.search(line):
                 continue
             index = PHASE_ORDER.index(marker.phase)
@@ -504,13 +545,13 @@ def _previous_phase(engine: str | None, phase: str) -> str | None:
 
 def _hinted_phase(lines: list[str]) -> str | None:
     """Earliest phase named by a traceback frame or message anywhere in the log."""
-    named = {hint.phase for hint in tables().hints for line in lines if hint.pattern.search(line)}
+    named = {hint.phase for hint in _with_eras().hints for line in lines if hint.pattern.search(line)}
     return next((phase for phase in OOM_PHASES if phase in named), None)
 
 
 def _first_failure(lines: list[str], engine: str | None, completed: str | None, in_progress: str | None) -> OOM | None:
     for line in lines:
-        for failure in tables().failures:
+        for failure in _with_eras().failures:
             if failure.pattern.search(line):
                 phase = failure.phase or _hinted_phase(lines) or in_progress or _next_phase(engine, completed)
                 return _oom_from_line(line, failure.kind, phase)
@@ -535,6 +576,9 @@ def _oom_from_line(line: str, kind: str, phase: str | None) -> OOM:
         sizes.update(total_gib=total, free_gib=free, allocated_by_pytorch_gib=allocated)
         if reserved is not None and allocated is not None:
             sizes["reserved_unallocated_gib"] = reserved - allocated
+    for name, value in _eras.oom_sizes(line).items():
+        if sizes.get(name) is None:
+            sizes[name] = value
     gpu = OOM_GPU.search(line) if kind == "cuda-oom" else None
     tried, spare = sizes["tried_gib"], sizes["reserved_unallocated_gib"]
     return OOM(
@@ -574,7 +618,7 @@ def _version(lines: list[str]) -> str | None:
 def _errors(lines: list[str]) -> tuple[EngineError, ...]:
     seen: dict[str, EngineError] = {}
     for line in lines:
-        for error in tables().errors:
+        for error in _with_eras().errors:
             if error.kind not in seen and error.pattern.search(line):
                 seen[error.kind] = EngineError(error.kind, line.strip()[:400])
     return tuple(seen.values())
@@ -610,6 +654,10 @@ def facts(result: EngineLog) -> dict[str, Any]:
     out["error_kinds"] = [error.kind for error in result.errors]
     out["kv_tokens"] = result.kv_cache.tokens if result.kv_cache else None
     out["kv_max_concurrency"] = result.kv_cache.max_concurrency if result.kv_cache else None
+    # issue 13: who holds the GPU at an OOM, memory outside this process's PyTorch, start-up limits
+    out.update(_eras.oom_holders(oom.text if oom else ""))
+    out["oom_outside_pytorch_gib"] = _eras.outside_pytorch_gib(out["oom"])
+    out.update({f"limit_{name}": value for name, value in result.startup_limits.items()})
     return out
 
 

@@ -1,0 +1,270 @@
+"""Engine-log wordings of every era (issue 13), kept apart from the tables of ``engine_log``.
+
+vLLM from 0.1 to V1, TGI 0.9 to 2.x, SGLang 0.3 to today and TensorRT-LLM (C++ runtime, Triton
+backend and PyTorch executor) say the same things in different words. ``engine_log`` reads these
+tables after its own; each row names the public report it was read from (samples and sources:
+fixtures/corpus-extra/engine-log/SOURCE.md). This module also undoes what terminals and log viewers do
+to lines (k9s frames, hard wraps) and derives the facts the runbooks need from old logs that never
+print the final error (vLLM <= 0.4 block counts against the model length).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any, NamedTuple
+
+from nightowl.collectors.base import number
+
+# vLLM allocates KV memory in blocks of 16 tokens unless --block-size says otherwise (vllm/config.py
+# CacheConfig default block_size=16 in every release from 0.1 to V1).
+VLLM_DEFAULT_BLOCK_SIZE = 16
+
+
+class Pattern(NamedTuple):
+    name: str  # a marker phase / failure kind / value field / error kind, depending on the table
+    pattern: re.Pattern[str]
+    source: str
+
+
+def _p(name: str, pattern: str, source: str) -> Pattern:
+    return Pattern(name, re.compile(pattern), source)
+
+
+# (engine, phase, edge, pattern, source): as engine_log.MARKERS
+MARKERS: tuple[tuple[str, str, str, str, str], ...] = (
+    ("tensorrt-llm", "kv-cache", "end", r"Allocate \d+ bytes for k/v cache", "TensorRT-LLM issue 1400"),
+    ("tensorrt-llm", "kv-cache", "end", r"Using \d+ tokens in paged KV cache", "TensorRT-LLM issue 1400"),
+    ("tensorrt-llm", "kv-cache", "end", r"Max tokens in paged KV cache: \d+", "tensorrtllm_backend issue 456"),
+    ("sglang", "kv-cache", "end", r"Memory pool end\. avail mem=", "SGLang issue 1751, PR 11716"),
+)
+
+# (kind, phase or None, pattern, source): as engine_log.FAILURES, checked after them
+FAILURES: tuple[tuple[str, str | None, str, str], ...] = (
+    # TGI <= 1.x router panic: the allocator's message embedded with literal "\n" (TGI issue 563)
+    ("cuda-oom", "profiling", r"Unable to warmup model: .*(?:out of memory|would exceed allowed memory)", "TGI 563"),
+    # TensorRT-LLM PyTorch executor (TensorRT-LLM issue 5872)
+    (
+        "engine-oom",
+        "kv-cache",
+        r"Executor creation failed due to insufficient GPU memory",
+        "TensorRT-LLM issue 5872",
+    ),
+    # SGLang decode retraction with an exhausted pool (SGLang PR 14948)
+    ("engine-oom", "runtime", r"No space left for only one request", "SGLang PR 14948"),
+)
+
+# Traceback frames naming the phase (as engine_log.TRACEBACK_HINTS): CUDA-graph capture in vLLM V1
+# (torch graphs.py capture_end, vllm issue 19186), TGI 2.x (TGI issue 2572) and SGLang (issues 1751, 5285).
+TRACEBACK_HINTS: tuple[Pattern, ...] = (
+    _p(
+        "cuda-graph",
+        r"\bcapture_end\b|\bcapture_one_batch_size\b|\binit_cuda_graphs\b|\bCudaGraphRunner\b",
+        "torch.cuda.graphs capture_end; SGLang cuda_graph_runner",
+    ),
+    _p("kv-cache", r"\braise_if_cache_size_invalid\b|_check_enough_kv_cache_memory", "vLLM 0.7 / V1 KV checks"),
+)
+
+# Values (as engine_log.KV_VALUES / SETTINGS): the last occurrence wins.
+KV_VALUES: tuple[Pattern, ...] = (
+    _p("tokens", r"Using (\d+) tokens in paged KV cache", "TensorRT-LLM issue 1400"),
+    _p("tokens", r"Max tokens in paged KV cache: (\d+)", "tensorrtllm_backend issue 456"),
+    _p("kv_cache_bytes", r"Allocate (\d+) bytes for k/v cache", "TensorRT-LLM issue 1400"),
+    _p("kv_cache_bytes", r"Max tokens in paged KV cache: \d+\. Allocating (\d+) bytes", "tensorrtllm_backend 456"),
+    _p("k_gib", r"KV Cache is allocated\. #tokens: \d+, K size: ([\d.]+) GB", "SGLang PR 11716"),
+    _p("v_gib", r"KV Cache is allocated\. #tokens: \d+, K size: [\d.]+ GB, V size: ([\d.]+) GB", "SGLang PR 11716"),
+)
+SETTINGS: tuple[Pattern, ...] = (
+    _p("max_model_len", r"\bmax_seq_len=(\d+)", "vLLM 0.2-0.3 engine banner (vllm 2418, FastChat 3177)"),
+    _p("max_model_len", r"\bmax_model_len=(\d+)", "vLLM 0.4+ engine banner"),
+    _p("max_model_len", r"\bcontext_len=(\d+)", "SGLang scheduler summary (SGLang issue 29575)"),
+    _p("block_size", r"\bblock_size=(\d+)", "vLLM engine banner"),
+    _p("max_running_requests", r"\bmax_running_requests=(\d+)", "SGLang scheduler summary"),
+    _p("headroom_gib", r"(?:avail mem|available_gpu_mem)=([\d.]+) ?GB", "SGLang memory pool / summary lines"),
+    _p("cuda_graph_gib", r"Capture cuda graph end\..*?mem usage=([\d.]+) ?GB", "SGLang PR 11830"),
+    _p("max_prefill_tokens", r"\bmax_prefill_tokens=(\d+)", "TGI warmup span (TGI 2572); SGLang summary"),
+    _p("max_total_tokens", r"\bmax_total_tokens=(\d+)", "TGI warmup span (TGI issue 2572)"),
+    _p("max_input_length", r"\bmax_input_length=(\d+)", "TGI warmup span (TGI issue 2572)"),
+    _p("prefill_tokens_refused", r"Not enough memory to handle (\d+) prefill tokens", "TGI warm-up message"),
+    _p(
+        "kv_cache_free_gpu_mem_fraction",
+        r"kv_cache_free_gpu_mem_fraction\b.*?(?:default value of |[:=] ?)([01](?:\.\d+)?)\b",
+        "tensorrtllm_backend issue 456",
+    ),
+    _p("total_gpu_gib", r"Total GPU memory \(GiB\): ([\d.]+)", "TensorRT-LLM issue 5872"),
+    _p("free_before_gib", r"Free GPU memory before component creation attempt \(GiB\): ([\d.]+)", "TRT-LLM 5872"),
+    _p("component_failed", r"The following component could not be created: (.+?)\s*$", "TensorRT-LLM issue 5872"),
+)
+
+ERROR_CLASSES: tuple[Pattern, ...] = (
+    _p("worker-failed-to-start", r"WorkerProc failed to start", "vLLM V1 / V0 executors"),
+    _p("warmup-failed", r"Method Warmup encountered an error|Unable to warmup model", "TGI issues 890, 563"),
+    _p("shard-cannot-start", r"ShardCannotStart|Shard \d+ failed to start", "TGI issue 866"),
+    _p("scheduler-exception", r"Scheduler hit an exception", "SGLang issues 4895, 6342"),
+    _p(
+        "cuda-graph-capture",
+        r"Capture cuda graph failed|\bcapture_one_batch_size\b|\binit_cuda_graphs\b|\bcapture_end\b",
+        "SGLang cuda_graph_runner (1751, 4968, 6342); torch capture_end (vllm 19186)",
+    ),
+    _p("kv-cache-init-failed", r"Error executing method initialize_cache", "vLLM 0.4 Ray worker (OpenRLHF 336)"),
+)
+
+ENGINE_SIGNATURES: tuple[tuple[str, re.Pattern[str]], ...] = (
+    ("vllm", re.compile(r"\b(?:llm_engine|core_client|multiproc_executor|multiproc_worker_utils)\.py\b")),
+    ("tensorrt-llm", re.compile(r"\[TRT-LLM\]|kv_cache_free_gpu_mem_fraction")),
+)
+
+# --- line clean-up ----------------------------------------------------------------------------------
+_WRAPPABLE_END = re.compile(r"[A-Za-z0-9_]$")
+_WRAPPED_START = re.compile(r"[a-z_]")
+_LABEL_START = re.compile(r"[a-z_]+: ")  # "note: run with ..." starts a line of its own
+_WRAP_WIDTH = 79  # terminals wrap at 80 columns or more
+
+
+def normalize(lines: list[str]) -> list[str]:
+    """Lines as the engine wrote them: k9s frames removed, terminal hard wraps joined back.
+
+    A wrap is a long line ending inside a word followed by one starting in lower case with no log
+    prefix ("... (4.26 GiB KV cach" / "e is needed, ..."; vLLM V1 pasted from a terminal).
+    """
+    out: list[str] = []
+    for line in lines:
+        stripped = line.strip()
+        if stripped.startswith("│"):  # k9s / box-drawing log viewer frame (TGI issue 653)
+            line = stripped[1:].removesuffix("│").strip()
+        if (
+            out
+            and len(out[-1]) >= _WRAP_WIDTH
+            and _WRAPPED_START.match(line)
+            and _WRAPPABLE_END.search(out[-1])
+            and " | " not in line[:40]
+            and not _LABEL_START.match(line)
+        ):
+            out[-1] += line
+            continue
+        out.append(line)
+    return out
+
+
+def values(lines: list[str], table: tuple[Pattern, ...]) -> dict[str, Any]:
+    """The last value of each field (numbers as numbers; ``component_failed`` stays text)."""
+    found: dict[str, Any] = {}
+    for line in lines:
+        for row in table:
+            match = row.pattern.search(line)
+            if match:
+                raw = match.group(1)
+                value = number(raw)
+                found[row.name] = value if value is not None else raw.strip()
+    return found
+
+
+def kv_extras(lines: list[str]) -> dict[str, Any]:
+    """KV figures only these eras print: TRT-LLM bytes, SGLang K and V sizes (summed into GiB)."""
+    found = values(lines, KV_VALUES)
+    extras: dict[str, Any] = {}
+    if "tokens" in found:
+        extras["tokens"] = found["tokens"]
+    if "kv_cache_bytes" in found:
+        extras["kv_cache_gib"] = round(found["kv_cache_bytes"] / 2**30, 2)
+    if "k_gib" in found and "v_gib" in found:
+        extras["kv_cache_gib"] = round(found["k_gib"] + found["v_gib"], 2)
+    return extras
+
+
+def derived_kv_too_small(engine: str | None, kv: dict[str, Any], settings: dict[str, Any]) -> dict[str, Any] | None:
+    """vLLM <= 0.4 logged "# GPU blocks: N" and then refused a model length above N x block size; the
+    refusal is often cut from a paste. Fields as engine_log.KVTooSmall, or None when it fits or is unknown."""
+    if engine not in ("vllm", None):
+        return None
+    blocks, max_len = kv.get("gpu_blocks"), settings.get("max_model_len")
+    if not isinstance(blocks, int) or not isinstance(max_len, int):
+        return None
+    capacity = blocks * int(settings.get("block_size") or VLLM_DEFAULT_BLOCK_SIZE)
+    if capacity >= max_len:
+        return None
+    return {"max_model_len": max_len, "kv_tokens": capacity}
+
+
+# --- the OOM message: who holds the memory ----------------------------------------------------------
+_SIZE = r"(-?[\d.]+)\s*(bytes|B|KiB|MiB|GiB|TiB|KB|MB|GB|TB)\b"
+_UNIT = {"bytes": 2**-30, "B": 2**-30, "KiB": 2**-20, "KB": 2**-20, "MiB": 2**-10, "MB": 2**-10}
+_OTHER_PROCESS = re.compile(r"Process (\d+) has " + _SIZE + r" memory in use")
+_THIS_PROCESS = re.compile(r"this process has " + _SIZE + r" memory in use")
+_OLD_RESERVED = re.compile(_SIZE + r" reserved in total by PyTorch")
+# TGI 0.9 panic: "Currently allocated     : 16.08 GiB\nRequested               : 4.83 GiB\nDevice limit : 22.20 GiB"
+_TGI_FIELDS = (
+    ("tried_gib", re.compile(r"Requested\s*: " + _SIZE)),
+    ("total_gib", re.compile(r"Device limit\s*: " + _SIZE)),
+    ("free_gib", re.compile(r"Free \(according to CUDA\)\s*: " + _SIZE)),
+    ("allocated_by_pytorch_gib", re.compile(r"Currently allocated\s*: " + _SIZE)),
+)
+
+
+def gib(value: str, unit: str) -> float | None:
+    amount = number(value)
+    if amount is None:
+        return None
+    return float(amount) * _UNIT.get(unit, 1024.0 if unit in ("TiB", "TB") else 1.0)
+
+
+# torch < 2.1 with a memory fraction set: "(GPU 0; 15.77 GiB total capacity; 15.37 GiB already allocated;
+# 13.62 MiB free; 15.77 GiB allowed; 15.40 GiB reserved in total by PyTorch)" (TGI issue 866): read field by field
+_OLD_FIELDS = (
+    ("total_gib", re.compile(r"\(GPU \d+; " + _SIZE + r" total capacity;")),
+    ("allocated_by_pytorch_gib", re.compile(r"; " + _SIZE + r" already allocated;")),
+    ("free_gib", re.compile(r"; " + _SIZE + r" free;")),
+)
+
+
+def oom_sizes(line: str) -> dict[str, float | None]:
+    """Sizes of OOM wordings engine_log's table does not read (TGI's Rust panic, torch < 2.1 with "allowed")."""
+    sizes: dict[str, float | None] = {}
+    for name, pattern in (*_TGI_FIELDS, *_OLD_FIELDS):
+        match = pattern.search(line)
+        if match:
+            sizes[name] = gib(match.group(1), match.group(2))
+    return sizes
+
+
+def oom_holders(text: str) -> dict[str, Any]:
+    """Who holds the GPU's memory, from the OOM message (PyTorch >= 2.1 lists every process NVML sees:
+    itself as "this process", the others as "Process N"; inside a container NVML's PIDs are the host's,
+    so the engine itself can show as "Process N").
+
+    ``oom_holder``: ``self`` (only this process listed), ``other`` (this process and others listed:
+    another process surely holds memory), ``unknown-process`` (only "Process N" lines: another process,
+    or this one seen from a container), None when the message lists no process.
+    """
+    others = [(int(m.group(1)), gib(m.group(2), m.group(3))) for m in _OTHER_PROCESS.finditer(text)]
+    this = _THIS_PROCESS.search(text)
+    holder = None
+    if this and others:
+        holder = "other"
+    elif this:
+        holder = "self"
+    elif others:
+        holder = "unknown-process"
+    return {
+        "oom_holder": holder,
+        "oom_processes": [{"pid": pid, "in_use_gib": size} for pid, size in others],
+        "oom_other_processes_gib": round(sum(s or 0.0 for _, s in others), 2) if others else None,
+    }
+
+
+def outside_pytorch_gib(oom: dict[str, Any] | None) -> float | None:
+    """GPU memory in use but not by this process's PyTorch allocator (other processes, TRT engines,
+    CUDA contexts, NCCL buffers): total - free - what PyTorch reserved. None when a size is missing."""
+    if not oom:
+        return None
+    total, free = oom.get("total_gib"), oom.get("free_gib")
+    text = str(oom.get("text") or "")
+    old = _OLD_RESERVED.search(text)
+    if old:
+        reserved = gib(old.group(1), old.group(2))
+    elif oom.get("allocated_by_pytorch_gib") is not None and oom.get("reserved_unallocated_gib") is not None:
+        reserved = oom["allocated_by_pytorch_gib"] + oom["reserved_unallocated_gib"]
+    else:
+        reserved = None
+    if total is None or free is None or reserved is None:
+        return None
+    return round(max(0.0, total - free - reserved), 2)

@@ -1,0 +1,263 @@
+"""`replica-compare`: a derived collector: the first look across the replicas of one service.
+
+It runs no command. From each replica's ``replica-health``, ``replica-models``, three
+``replica-metrics`` scrapes a window apart (``replica_metrics``, ``_mid``, ``_after``), and, when
+taken, ``container-state`` and ``stream-probe``, it answers the five questions of a first look
+(after the vLLM/TGI production triage: alive? all or some? sudden or gradual? a recent change?
+a traffic shift?) as lists of replicas a runbook can branch on and a verdict can name.
+
+Windows: "before" is scrape 1 -> 2, "now" is scrape 2 -> 3; "history" is everything the engine
+served up to scrape 2 (its counters since start). A ratio is None when either side has nothing
+to divide, never a guess.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Mapping
+from typing import Any
+
+from nightowl.collectors.base import DerivedCollector
+
+KIND = "replica-compare"
+INPUTS = ("replica_health",)
+SCRAPES = ("replica_metrics", "replica_metrics_mid", "replica_metrics_after")
+KV_FULL = 0.9  # vLLM preempts when it cannot allocate blocks; >= 90% used with preemption is "full"
+LATENCY_RATIO = 1.5  # a window mean this much above history is "up"
+TRAFFIC_RATIO = 1.5  # requests per window this much above the window before is a surge
+FLAT_TRAFFIC = 1.25  # below this ratio traffic counts as flat
+SIGKILL_EXIT = 137
+
+
+def _hist(scrape: Mapping[str, Any], name: str) -> tuple[float, float] | None:
+    histogram = (scrape.get("histograms") or {}).get(name)
+    if not isinstance(histogram, Mapping) or histogram.get("count") is None or histogram.get("sum") is None:
+        return None
+    return float(histogram["count"]), float(histogram["sum"])
+
+
+def _mean_between(a: Mapping[str, Any], b: Mapping[str, Any], name: str) -> float | None:
+    first, second = _hist(a, name), _hist(b, name)
+    if first is None or second is None or second[0] - first[0] <= 0:
+        return None
+    return (second[1] - first[1]) / (second[0] - first[0])
+
+
+def _lifetime_mean(scrape: Mapping[str, Any], name: str) -> float | None:
+    values = _hist(scrape, name)
+    return values[1] / values[0] if values and values[0] > 0 else None
+
+
+def _requests(scrape: Mapping[str, Any]) -> float | None:
+    for name in ("e2e", "ttft"):
+        values = _hist(scrape, name)
+        if values is not None:
+            return values[0]
+    value = scrape.get("request_success_total")
+    return float(value) if isinstance(value, (int, float)) else None
+
+
+def _delta(a: Mapping[str, Any], b: Mapping[str, Any], read: Any) -> float | None:
+    first, second = read(a), read(b)
+    if first is None or second is None or second < first:
+        return None
+    return float(second - first)
+
+
+def _ratio(now: float | None, before: float | None) -> float | None:
+    if now is None or before is None or before <= 0:
+        return None
+    return round(now / before, 3)
+
+
+def _field(name: str) -> Any:
+    return lambda s: s.get(name) if isinstance(s.get(name), (int, float)) else None
+
+
+def _restarted(scrapes: list[Mapping[str, Any]]) -> bool:
+    starts = {s.get("process_start_time") for s in scrapes if s.get("process_start_time") is not None}
+    if len(starts) > 1:
+        return True
+    counts = [_requests(s) for s in scrapes]
+    known = [c for c in counts if c is not None]
+    return any(later < earlier for earlier, later in zip(known, known[1:], strict=False))
+
+
+def _window(facts: Mapping[str, Any]) -> dict[str, Any]:
+    """Sudden or gradual, traffic, errors and pressure of one replica from its three scrapes."""
+    scrapes = [facts.get(n) or {} for n in SCRAPES]
+    first, mid, last = scrapes
+    if not all(s.get("has_samples") for s in scrapes):
+        return {"scraped": False}
+    before, now = _delta(first, mid, _requests), _delta(mid, last, _requests)
+    out: dict[str, Any] = {
+        "scraped": True,
+        "restarted": _restarted(scrapes),
+        "process_start_time": last.get("process_start_time"),
+        "requests_before": before,
+        "requests_now": now,
+        "traffic_ratio": _ratio(now, before),
+        "errors_now": _delta(mid, last, _field("http_5xx_total")),
+        "waiting": last.get("requests_waiting"),
+        "waiting_growth": _delta(first, last, _field("requests_waiting")),
+        "running": last.get("requests_running"),
+        "kv_cache_usage": last.get("kv_cache_usage"),
+        "preemptions_now": _delta(first, last, _field("preemptions_total")),
+    }
+    for name in ("ttft", "itl", "e2e"):
+        now_mean, history = _mean_between(mid, last, name), _lifetime_mean(mid, name)
+        before_mean = _mean_between(first, mid, name)
+        out[f"{name}_now"], out[f"{name}_history"] = now_mean, history
+        out[f"{name}_ratio"] = _ratio(now_mean, history)
+        # sudden: this window is up against the window before; gradual: both are up against history
+        out[f"{name}_sudden"] = bool(now_mean and before_mean and now_mean >= before_mean * LATENCY_RATIO)
+    for side, total in (("prompt", "prompt_tokens_total"), ("output", "generation_tokens_total")):
+        tokens_before, tokens_now = _delta(first, mid, _field(total)), _delta(mid, last, _field(total))
+        per_before = tokens_before / before if tokens_before is not None and before else None
+        per_now = tokens_now / now if tokens_now is not None and now else None
+        out[f"{side}_tokens_ratio"] = _ratio(per_now, per_before)
+    return out
+
+
+def _base_url(params: Mapping[str, Any], host: str) -> str | None:
+    value = params.get("base_url")
+    if isinstance(value, Mapping):
+        value = value.get(host)
+    return str(value).rstrip("/") if value else None
+
+
+def _replica(host: str, facts: Mapping[str, Any], params: Mapping[str, Any]) -> dict[str, Any]:
+    health = facts.get("replica_health") or {}
+    models = facts.get("replica_models") or {}
+    container = facts.get("container_state") or {}
+    stream = facts.get("stream_probe") or {}
+    window = _window(facts)
+    base = _base_url(params, host)
+    return {
+        "host": host,
+        "base_url": base,
+        "alive": health.get("alive"),
+        "health_status": health.get("health_status"),
+        "health_seconds": health.get("health_seconds"),
+        "version": health.get("version"),
+        "model_id": models.get("model_id"),
+        "model_root": models.get("model_root"),
+        "max_model_len": models.get("max_model_len"),
+        "exit_code": container.get("exit_code"),
+        "oom_killed": container.get("oom_killed"),
+        "restart_count": container.get("restart_count"),
+        "stream_complete": stream.get("complete") if stream else None,
+        **window,
+    }
+
+
+CONFIG_FIELDS = ("version", "model_root", "max_model_len")
+
+
+def _drift(replicas: list[dict[str, Any]], baseline: Mapping[str, Any]) -> dict[str, list[str]]:
+    """field -> replicas whose value differs from the recorded baseline, else from the majority."""
+    drift: dict[str, list[str]] = {}
+    for name in CONFIG_FIELDS:
+        values = {r["host"]: r[name] for r in replicas if r.get(name) is not None}
+        if not values:
+            continue
+        expected = baseline.get(name)
+        if expected is None:
+            counts = Counter(values.values()).most_common()
+            if len(counts) < 2 or counts[0][1] == counts[1][1]:
+                if len(counts) >= 2:  # no majority: every replica differs from some other
+                    drift[name] = sorted(values)
+                continue
+            expected = counts[0][0]
+        odd = sorted(h for h, v in values.items() if str(v) != str(expected))
+        if odd:
+            drift[name] = odd
+    return drift
+
+
+def _shared(down: list[dict[str, Any]], up: list[dict[str, Any]]) -> dict[str, Any]:
+    """What the failing replicas have in common that the healthy ones do not (version, weights, context)."""
+    shared: dict[str, Any] = {}
+    for name in CONFIG_FIELDS:
+        down_values = {r.get(name) for r in down}
+        up_values = {r.get(name) for r in up}
+        if len(down_values) == 1 and None not in down_values and up and not (down_values & up_values):
+            shared[name] = next(iter(down_values))
+    return shared
+
+
+def derive(inputs: Mapping[str, Mapping[str, Any]], params: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    params = params or {}
+    hosts = inputs.get("hosts") or {}
+    replicas = [_replica(h, f, params) for h, f in sorted(hosts.items())]
+    baseline = params.get("baseline") if isinstance(params.get("baseline"), Mapping) else {}
+    slow_after = float(params.get("slow_seconds") or 1.0)
+    down = [r for r in replicas if r["alive"] is False]
+    up = [r for r in replicas if r["alive"] is True]
+    judged = down + up
+    scraped = [r for r in up if r.get("scraped")]
+    now = sum(r["requests_now"] or 0 for r in scraped if r.get("requests_now") is not None)
+    before = sum(r["requests_before"] or 0 for r in scraped if r.get("requests_before") is not None)
+    drift = _drift(replicas, baseline or {})
+
+    def names(rows: list[dict[str, Any]]) -> list[str]:
+        return [r["host"] for r in rows]
+
+    latency_up = [
+        r
+        for r in scraped
+        if any((r.get(f"{n}_ratio") or 0) >= LATENCY_RATIO for n in ("ttft", "itl"))
+        and (r.get("traffic_ratio") is None or r["traffic_ratio"] < FLAT_TRAFFIC)
+    ]
+    return {
+        "kind": KIND,
+        "replicas": replicas,
+        "judged": len(judged),
+        "down": names(down),
+        "up": names(up),
+        "unanswered": [r["host"] for r in down if r["health_status"] is None],
+        # What keeps an all-clear from being claimed: a replica whose /health was not read, an up replica
+        # without its three scrapes, or an asked-for stream probe that left no result.
+        "unread": sorted(
+            {r["host"] for r in replicas if r["alive"] is None}
+            | {r["host"] for r in up if not r.get("scraped")}
+            | ({r["host"] for r in up if r.get("stream_complete") is None} if params.get("stream_probe") else set())
+        ),
+        "all_down": bool(judged) and not up,
+        "partial": bool(down) and bool(up),
+        "down_share": _shared(down, up),
+        "drift": drift,
+        "drifted": sorted({h for hosts_ in drift.values() for h in hosts_}),
+        "restarted": [r["host"] for r in replicas if r.get("restarted") or (r.get("restart_count") or 0) > 0],
+        "oom": [r["host"] for r in replicas if r.get("oom_killed") is True or r.get("exit_code") == SIGKILL_EXIT],
+        "slow": [r["host"] for r in up if (r.get("health_seconds") or 0) >= slow_after],
+        "broken_stream": [r["host"] for r in up if r.get("stream_complete") is False],
+        "kv_full": [
+            r["host"]
+            for r in scraped
+            if (r.get("kv_cache_usage") or 0) >= KV_FULL and (r.get("preemptions_now") or 0) > 0
+        ],
+        "queue_growing": [r["host"] for r in scraped if (r.get("waiting_growth") or 0) > 0],
+        "latency_up": names(latency_up),
+        "sudden": [r["host"] for r in latency_up if r.get("ttft_sudden") or r.get("itl_sudden")],
+        "requests_now": now if scraped else None,
+        "requests_before": before if scraped else None,
+        "traffic_ratio": _ratio(now, before) if scraped else None,
+        "errors_now": sum(r.get("errors_now") or 0 for r in scraped) if scraped else None,
+        "metrics_url_by_host": {r["host"]: f"{r['base_url']}/metrics" for r in replicas if r["base_url"]},
+        "thresholds": {
+            "kv_full": KV_FULL,
+            "latency_ratio": LATENCY_RATIO,
+            "traffic_ratio": TRAFFIC_RATIO,
+            "flat_traffic": FLAT_TRAFFIC,
+            "slow_seconds": slow_after,
+        },
+    }
+
+
+COLLECTOR = DerivedCollector(
+    kind=KIND,
+    inputs=INPUTS,
+    derive=derive,
+    description="first look across replicas: down, partial, shared traits, drift, restarts, traffic, latency",
+)

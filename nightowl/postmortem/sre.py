@@ -1,0 +1,205 @@
+"""The sections of the Google SRE postmortem template that the evidence can start for a person:
+impact as a sentence, trigger, resolution, time to detect, typed action items, lessons-learned prompts.
+
+Template: https://sre.google/sre-book/example-postmortem/ (Summary, Impact, Root Causes, Trigger,
+Resolution, Detection, Action Items, Lessons Learned, Timeline, Supporting information). Each line
+here states what the bundle shows and cites it; what the bundle cannot show is left as a prompt.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from nightowl.postmortem.bundle import Bundle
+from nightowl.postmortem.clocks import CLOCK_NIGHTOWL, Moment, duration, epoch_of, stamp
+from nightowl.postmortem.outputs import metric_scrapes
+
+# What keeps a verdict's fault from coming back, per first action (the verdict actions nightowl knows).
+# Sources: NVIDIA Xid catalog (https://docs.nvidia.com/deploy/xid-errors/) for GPU actions; the
+# serving engines' memory and capacity docs for reconfigure and scale-out.
+PREVENT_BY_ACTION = {
+    "reset-gpu": "Keep this GPU's Xid history; if the error comes back after the reset, drain the node and "
+    "open a hardware ticket (NVIDIA's catalog: a recurring error after reset means replace).",
+    "drain-and-reset": "Run the GPU's field diagnostic (dcgmi diag -r 3) before it takes work again; "
+    "a second failure is a hardware ticket.",
+    "reboot-node": "Find out why the GPU needed a reboot (bug report, firmware and driver versions) and check "
+    "whether other nodes run the same versions.",
+    "hardware-ticket": "Replace the part and add its serial number to the fleet's watch list.",
+    "restart-app": "Find the application fault in the process the log names and fix it, or pin the "
+    "workload, driver and CUDA versions that worked.",
+    "reconfigure": "Fix the setting in the deployment (every replica), not only on this one.",
+    "scale-out": "Revisit the capacity plan: this load will come again.",
+    "escalate": "Have the owner or vendor identify the cause, then add a runbook branch for it.",
+}
+SEVERITY_RANK = {"critical": 3, "warning": 2, "info": 1, "ok": 0}
+
+
+def title(data: Bundle) -> str:
+    hosts = data.verdicts.get("hosts", [])
+    worst = max(
+        (h for h in hosts if h.get("verdict")),
+        key=lambda h: SEVERITY_RANK.get(h["verdict"].get("severity"), 0),
+        default=None,
+    )
+    if worst is None:
+        return f"no verdict on {len(hosts)} host(s)"
+    others = f" and {len(hosts) - 1} other host(s)" if len(hosts) > 1 else ""
+    return f"{worst['verdict'].get('id')} on {worst['host']}{others}"
+
+
+def first_fault(placed: list[Moment]) -> Moment | None:
+    return next((m for m in placed if m.tag == "key moment" and m.clock != CLOCK_NIGHTOWL and m.host), None)
+
+
+def impact_sentence(data: Bundle, placed: list[Moment]) -> str:
+    """One sentence from what the evidence shows; who and how badly beyond it is for a person."""
+    hosts = data.verdicts.get("hosts", [])
+    acting = [h for h in hosts if (h.get("verdict") or {}).get("action") not in (None, "none")]
+    gpus = sorted({str(g) for h in acting for g in (h["verdict"].get("gpus") or [])})
+    serving = [
+        h["host"] for h in hosts if data.host_files(h["host"], "metrics") or data.host_files(h["host"], "engine-log")
+    ]
+    parts = []
+    if acting:
+        what = f"GPU(s) {', '.join(gpus)} on " if gpus else ""
+        parts.append(
+            f"{what}{len(acting)} of {len(hosts)} host(s) ({', '.join(h['host'] for h in acting)}) need action"
+        )
+    else:
+        parts.append(f"none of {len(hosts)} host(s) needs action by the evidence")
+    if serving:
+        parts.append(f"{len(serving)} serving replica(s) ({', '.join(serving)}) were examined")
+    faults = [m.epoch for m in placed if m.tag == "key moment" and m.clock != CLOCK_NIGHTOWL and m.host and m.epoch]
+    if faults:
+        window = f"from {stamp(faults[0])} to {stamp(faults[-1])}"
+        if faults[-1] - faults[0] > 0:
+            window += f" ({duration(faults[-1] - faults[0])})"
+        parts.append(f"the host logs show faults {window}")
+    for host in serving:
+        scrapes = metric_scrapes(data, host)
+        if scrapes and scrapes[-1]["values"]:
+            values = scrapes[-1]["values"]
+            shown = ", ".join(f"{k.replace('_', ' ')} {v:g}" for k, v in values.items() if isinstance(v, (int, float)))
+            parts.append(f"at the last scrape {host} had {shown}")
+    return "; ".join(parts) + "."
+
+
+def trigger(placed: list[Moment]) -> dict[str, Any] | None:
+    first = first_fault(placed)
+    if first is None:
+        return None
+    return {"when": first.shown, "clock": first.clock, "host": first.host, "what": first.what, "cites": first.cites}
+
+
+def resolution(data: Bundle, placed: list[Moment]) -> dict[str, Any]:
+    firsts = [
+        {"host": h["host"], "action": h["verdict"].get("action"), "id": h["verdict"].get("id")}
+        for h in data.verdicts.get("hosts", [])
+        if h.get("verdict") and h["verdict"].get("action") != "none"
+    ]
+    alert = data.alert or {}
+    ends, _ = epoch_of(alert.get("ends_at"))
+    finished = data.manifest.get("finished")
+    if not alert:
+        alert_state = (
+            "No alert is recorded, so whether the first action resolved the incident is for a person to fill in."
+        )
+    elif alert.get("status") == "resolved" and ends is not None:
+        after = f", {duration(ends - finished)} after nightowl's capture" if finished and ends >= finished else ""
+        alert_state = f"The alert `{alert.get('name')}` resolved at {stamp(ends)}{after}."
+    else:
+        alert_state = (
+            f"The alert `{alert.get('name')}` was still {alert.get('status') or 'firing'} when the bundle was "
+            "written; record when and after which action it resolved."
+        )
+    repairs = [m for m in placed if m.tag == "repair" and m.host]
+    return {"first_actions": firsts, "alert": alert_state, "repairs": repairs}
+
+
+def time_to_detect(data: Bundle, placed: list[Moment]) -> str | None:
+    alert = data.alert or {}
+    starts, _ = epoch_of(alert.get("starts_at"))
+    first = first_fault(placed)
+    if starts is None or first is None or first.epoch is None:
+        return None
+    gap = starts - first.epoch
+    if gap < 0:
+        return f"the alert started {duration(gap)} before the first fault the host logs show (clocks differ?)"
+    return f"{duration(gap)} from the first fault in the host logs ({first.shown}) to the alert"
+
+
+def action_items(data: Bundle, found: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Mitigate (the verdict's first action), prevent (by action), process (the incident's own gaps)."""
+    items = []
+    for c in found:
+        gpus = f" (GPU {', '.join(map(str, c['gpus']))})" if c.get("gpus") else ""
+        items.append({"type": "mitigate", "text": f"{c['action']} on {c['host']}{gpus}", "cites": c["verdict_cites"]})
+    for action in dict.fromkeys(c["action"] for c in found):
+        if action in PREVENT_BY_ACTION:
+            hosts = ", ".join(c["host"] for c in found if c["action"] == action)
+            items.append({"type": "prevent", "text": f"{hosts}: {PREVENT_BY_ACTION[action]}", "cites": []})
+    if not data.alert:
+        items.append(
+            {
+                "type": "process",
+                "text": "Route the alert that should catch this to nightowl (none was recorded).",
+                "cites": [],
+            }
+        )
+    for entry in data.trace.get("hosts", []):
+        for kind, collector in (entry.get("collectors") or {}).items():
+            if collector.get("status") not in ("ok", None):
+                items.append(
+                    {
+                        "type": "process",
+                        "text": f"Make {kind} collectable on {entry['host']} ({collector['status']}).",
+                        "cites": [],
+                    }
+                )
+    items.append({"type": "process", "text": "Confirm or reject each root-cause candidate in this draft.", "cites": []})
+    items.append(
+        {
+            "type": "process",
+            "text": "Keep this bundle with the ticket; check it with `nightowl postmortem --verify`.",
+            "cites": [],
+        }
+    )
+    return [dict(item, owner="TBD") for item in items]
+
+
+def lessons(data: Bundle, placed: list[Moment], detect: str | None) -> dict[str, list[str]]:
+    """Prompts from the path taken, for the people who write the section."""
+    hosts = data.verdicts.get("hosts", [])
+    well, wrong = [], []
+    judged = [h for h in hosts if h.get("verdict")]
+    if judged:
+        well.append(
+            f"The runbook reached a verdict on {len(judged)} of {len(hosts)} host(s) from captured evidence: "
+            "was it right?"
+        )
+    alert = data.alert or {}
+    if alert:
+        well.append(
+            f"The alert `{alert.get('name')}` fired and evidence was captured automatically: was it early enough?"
+        )
+    else:
+        wrong.append("No alert started this run: how was the problem noticed, and how late?")
+    if detect:
+        wrong.append(f"Time to detect: {detect}. Could an earlier signal have caught it?")
+    for entry in hosts:
+        if not entry.get("verdict"):
+            wrong.append(f"{entry['host']} got no verdict ({entry.get('status')}): what stopped it?")
+    failed = [
+        f"{e['host']} {k}"
+        for e in data.trace.get("hosts", [])
+        for k, c in (e.get("collectors") or {}).items()
+        if c.get("status") not in ("ok", None)
+    ]
+    if failed:
+        wrong.append(f"Evidence that could not be collected: {', '.join(failed)}. Did its absence slow the diagnosis?")
+    lucky = [
+        "Did the fault hit a host with spare capacity, or at a quiet hour? Would it have been worse elsewhere?",
+    ]
+    if len({m.host for m in placed if m.tag == "key moment" and m.host}) == 1 and len(hosts) == 1:
+        lucky.append("Only one host shows the fault: was it luck that it did not spread (same batch, firmware, rack)?")
+    return {"went_well": well, "went_wrong": wrong, "lucky": lucky}

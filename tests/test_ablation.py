@@ -1,0 +1,35 @@
+"""Ablation: every rehearsal replayed with each recorded output removed, then emptied (exit 0, no text).
+No run may come back healthier than the full recording, and nothing may crash."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from nightowl import runbooks
+from nightowl.rehearse import ablate, ablate_cases, rehearsal_cases
+
+
+@pytest.mark.parametrize("runbook", list(runbooks.builtin_paths()))
+def test_no_ablated_run_is_healthier(runbook: str) -> None:
+    runs, findings = ablate_cases([runbook])
+    assert runs > 0
+    assert not findings, "\n".join(f"{f.case} [{f.host}/{f.output} {f.mode}] {f.problem}" for f in findings)
+
+
+def test_ablation_catches_a_runbook_that_calls_absence_healthy(tmp_path: Path, monkeypatch) -> None:  # noqa: ANN001
+    """The check can fail: drop the kernel-log guard from node-health and a healthy verdict survives without it."""
+    source = runbooks.builtin_paths()["node-health"].read_text()
+    guard = "status.kernel_log != 'ok' or status.xid_judgement != 'ok'"
+    assert guard in source
+    folder = tmp_path / "runbooks"
+    folder.mkdir()
+    for name, path in runbooks.builtin_paths().items():
+        shutil.copy(path, folder / f"{name}.yaml")
+    (folder / "node-health.yaml").write_text(source.replace(guard, "status.kernel_log == 'never'"))
+    monkeypatch.setattr(runbooks, "builtin_dir", lambda: folder)
+    case = next(c for c in rehearsal_cases("node-health") if c.get("host") == "healthy-l40s")
+    _, findings = ablate("node-health", case)
+    assert {(f.output, f.mode) for f in findings} == {("kernel-log.out", "removed"), ("kernel-log.out", "emptied")}
