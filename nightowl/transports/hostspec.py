@@ -226,12 +226,12 @@ def _jump(text: str | None, ssh_config: Path | None, depth: int, written: str) -
 
 def _config_lookup(alias: str, ssh_config: Path | None) -> dict[str, Any]:
     """ssh's settings for ``alias`` (nightowl/transports/ssh_config.py: indexed, Include and system file)."""
-    from nightowl.transports import ssh_config as config_file
+    from nightowl.transports.ssh_config import SSHConfigError, cached, config_files
 
     try:
-        files = config_file.config_files(ssh_config)
-        return config_file.cached(files).lookup(alias) if files else {}
-    except config_file.SSHConfigError as exc:
+        files = config_files(ssh_config)
+        return cached(files).lookup(alias) if files else {}
+    except SSHConfigError as exc:
         raise ValueError(str(exc)) from None
     except OSError as exc:
         raise ValueError(f"ssh config: cannot look up {alias!r}: {exc}") from None

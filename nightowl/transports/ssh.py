@@ -166,12 +166,12 @@ class KnownHosts:
             return "mismatch", f"the {key_type} key of {name} is marked @revoked in {self.path}"
         cert_problem = ""
         if certificate is not None:
-            from nightowl.transports import host_certs
+            from nightowl.transports.host_certs import parse, problem
 
             cas = [e.blob for e in entries if e.cert_authority and not e.revoked]
             revoked = [e.blob for e in entries if e.revoked]
-            reason = host_certs.problem(certificate, hostname or name, cas)
-            if reason is None and not any(host_certs.parse(certificate).ca_blob == r for r in revoked):
+            reason = problem(certificate, hostname or name, cas)
+            if reason is None and not any(parse(certificate).ca_blob == r for r in revoked):
                 return "ok", ""
             cert_problem = f"; {reason or 'its CA is marked @revoked'}"
         current = [e for e in entries if not e.revoked and not e.cert_authority]
