@@ -44,7 +44,7 @@ def write_fleet(folder: Path, hosts: int) -> tuple[Path, Path]:
 
 
 def time_nightowl(config: Path, inventory: Path) -> tuple[float, int]:
-    from nightowl.inventory import load_inventory
+    from nightowl.fleet.inventory import load_inventory
     from nightowl.transports import ssh_config
 
     ssh_config._cached.cache_clear()
