@@ -146,7 +146,8 @@ def context(summary: dict[str, Any], now: float | None = None) -> dict[str, Any]
     else:
         named = [short.get(n, n) for n in _named_hosts(worst, affected, names)]
         what = WHAT.get(worst["id"], worst["id"].replace("-", " "))
-        where = f" on {', '.join(named)}" if named and worst["severity"] != "ok" and worst["id"] != "cannot-judge" else ""
+        name_them = named and worst["severity"] != "ok" and worst["id"] != "cannot-judge"
+        where = f" on {', '.join(named)}" if name_them else ""
         impact = f"{what}{where} ({checked})"
         action = f"{worst['action']}: {_plain(_first_sentence(worst['summary']), short)}"
         users_see = USERS_SEE.get(worst["id"], BY_SEVERITY[worst["severity"]])

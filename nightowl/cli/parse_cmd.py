@@ -24,6 +24,9 @@ def parse_cmd(kind: str, file: Any) -> None:
     cpu-governor, replica-health, replica-models, replica-metrics, stream-probe.
     Runbooks also collect xid-judgement, metrics-window, replica-compare and
     busbw-judgement, derived from other collectors' facts (they read no file).
+
+    The facts each kind gives runbook conditions (name, type, meaning) are listed in
+    docs/reference.md#kinds; `nightowl runbook validate` rejects any other.
     """
     from nightowl.collectors import UnknownCollector, available_kinds, get_collector
     from nightowl.collectors.base import to_jsonable

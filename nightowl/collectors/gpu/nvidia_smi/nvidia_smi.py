@@ -24,7 +24,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from nightowl.collectors.base import Collector, to_jsonable
+from nightowl.collectors.base import Collector, declare, to_jsonable
 from nightowl.collectors.gpu.nvidia_smi.results import (
     BankHistogram,
     Ecc,
@@ -306,14 +306,30 @@ def _first_float(gpu: Node, paths: Sequence[Path]) -> float | None:
 def _field_errors(gpu: Node, pci: str | None) -> list[GpuError]:
     """One entry per value that reads as an error, named by its label path ("PCI > ... > Host Max")."""
     errors = []
-    pending: list[tuple[Node, tuple[str, ...]]] = [(child, (child.label,)) for child in reversed(gpu.children)]
+    # (node, its parent's entry): the label path is rebuilt only for an error, from its last levels, so a
+    # deeply nested (hostile or truncated) document costs linear time, not a copied path per node.
+    Entry = tuple[Node, Any]
+    pending: list[Entry] = [(child, None) for child in reversed(gpu.children)]
     while pending:
-        node, labels = pending.pop()
+        entry = pending.pop()
+        node = entry[0]
         if node.value is not None and is_error_value(node.value):
-            name = " > ".join(labels)
+            name = _label_path(entry)
             errors.append(GpuError(pci=pci, message=f"{name}: {node.value.strip()}", field=name))
-        pending.extend((child, (*labels, child.label)) for child in reversed(node.children))
+        pending.extend((child, entry) for child in reversed(node.children))
     return errors
+
+
+_MAX_LABEL_DEPTH = 12  # nvidia-smi nests 4 deep; deeper paths are cut from the top
+
+
+def _label_path(entry: tuple[Node, Any]) -> str:
+    labels: list[str] = []
+    current: Any = entry
+    while current is not None and len(labels) < _MAX_LABEL_DEPTH:
+        labels.append(current[0].label)
+        current = current[1]
+    return " > ".join(reversed(labels))
 
 
 def gpu_from_node(gpu: Node) -> tuple[Gpu, list[GpuError]]:
@@ -546,7 +562,34 @@ def _sku_judgement(result: NvidiaSmiResult) -> dict[str, Any]:
     return judge(names[0], gpu_count=result.gpu_count)
 
 
+# The facts `facts` returns (docs/reference.md#kinds); tests/collectors/test_declared_facts.py checks them.
+PRODUCES = declare(
+    ("driver_version", "str | None", "driver version"),
+    ("cuda_version", "str | None", "CUDA version the driver supports"),
+    ("gpu_count", "int | None", "GPUs nvidia-smi lists"),
+    ("gpus", "list", "every GPU with its fields (index, bus id, name, ECC, remapping, clocks, ...)"),
+    ("errors", "list", "error lines (unable to determine the device handle, ...)"),
+    ("source_format", "str", "which output was read (query, table, xml)"),
+    ("unplaced_counters", "list", "ECC counters printed without a GPU to attach them to"),
+    ("gpus_missing_or_unreadable", "list[str]", "GPUs listed but unreadable, or seen in an error"),
+    ("error_count", "int", "error lines"),
+    ("field_error_count", "int", "fields that read as an error ([Unknown Error], ERR!)"),
+    ("dram_uncorrectable_volatile_gpus", "list[str]", "GPUs with uncorrectable DRAM ECC errors since boot"),
+    ("remap_pending_gpus", "list[str]", "GPUs with a row remap pending (reset needed)"),
+    ("remap_failure_gpus", "list[str]", "GPUs where a row remap failed"),
+    ("retired_pages_pending_gpus", "list[str]", "GPUs with a page retirement pending"),
+    ("sram_threshold_exceeded_gpus", "list[str]", "GPUs past the SRAM error threshold"),
+    ("hw_slowdown_gpus", "list[str]", "GPUs in a hardware slowdown (thermal, power brake)"),
+    ("pcie_degraded_gpus", "list[str]", "GPUs on a narrower or slower PCIe link than they support"),
+    ("recovery_actions", "dict", "the driver's recovery action per GPU"),
+    ("gpu_names", "list[str]", "GPU product names"),
+    ("sku_judgement", "dict", "what the SKU's profile expects against what is read"),
+    ("unplaced_uncorrectable_total", "int", "uncorrectable counts among the unplaced counters"),
+)
+
+
 COLLECTOR = Collector(
+    produces=PRODUCES,
     kind=KIND,
     commands=(("nvidia-smi", "-q", "-x"), ("nvidia-smi", "-q")),
     parse=parse,
