@@ -114,7 +114,8 @@ def _identity(document: Any, name: str | None) -> dict[str, Any]:
     for item in (i for i in items if isinstance(i, dict)):
         config = item.get("Config")
         if isinstance(config, dict):  # docker inspect: Args are the words after the entrypoint's program
-            argv = item.get("Args") if isinstance(item.get("Args"), list) else config.get("Cmd") or []
+            argv = item.get("Args") if isinstance(item.get("Args"), list) else config.get("Cmd")
+            argv = argv if isinstance(argv, list) else []
             image = config.get("Image") if isinstance(config.get("Image"), str) else None
             return {"image": image, "engine_args": from_argv(argv)}
         spec = item.get("spec")
@@ -125,7 +126,7 @@ def _identity(document: Any, name: str | None) -> dict[str, Any]:
             node = spec.get("nodeName") if isinstance(spec.get("nodeName"), str) else None
             image = chosen.get("image") if isinstance(chosen.get("image"), str) else None
             return {"image": image, "node": node, "engine_args": from_argv(argv)}
-        status = item.get("status") if isinstance(item.get("status"), dict) else item
+        status: dict[str, Any] = item["status"] if isinstance(item.get("status"), dict) else item
         for entry in status.get("containerStatuses") or []:  # a pod's status alone still names the image
             if isinstance(entry, dict) and entry.get("name") == name and isinstance(entry.get("image"), str):
                 return {"image": entry["image"]}

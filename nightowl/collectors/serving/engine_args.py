@@ -124,7 +124,8 @@ def from_argv(argv: Sequence[str]) -> dict[str, str]:
         i += 1
         if not word.startswith("--") or word == "--":
             continue
-        name, eq, value = word[2:].partition("=")
+        name, eq, text = word[2:].partition("=")
+        value: Any = text
         if not eq:
             if i < len(words) and not words[i].startswith("--"):
                 value, i = words[i], i + 1
