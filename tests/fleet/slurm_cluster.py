@@ -17,6 +17,7 @@ import os
 import shutil
 import socket
 import subprocess
+import time
 from pathlib import Path
 
 from tests.fleet.daemons import LOOPBACK, Daemon, assert_loopback_only, free_port, wait_for
@@ -233,6 +234,12 @@ PartitionName=debug Nodes=ALL Default=YES MaxTime=INFINITE State=UP
         self.armed.unlink(missing_ok=True)
         wait_for("the running health check to end", lambda: not self.running.exists(), 60)
         self.settings.unlink(missing_ok=True)
-        if "drain" in self.state():
-            self.scontrol("update", f"nodename={NODE}", "state=resume")
-        self.wait_state(lambda s: s == "idle", "node idle after reset")
+        # A drain that slurmctld applies late (a check that ended just before the disarm) must not
+        # reach the next test: resume until the node stays idle through two health-check intervals.
+        for _ in range(5):
+            if "drain" in self.state():
+                self.scontrol("update", f"nodename={NODE}", "state=resume")
+            self.wait_state(lambda s: s == "idle", "node idle after reset")
+            time.sleep(2.5)
+            if self.state() == "idle":
+                break
