@@ -138,7 +138,7 @@ marker='{self.running}'.$$
 export SLURM_CONF='{self.conf}'
 export PATH='{self.node.bin}:{Path(nightowl[0]).parent}'
 export NIGHTOWL='{nightowl[0]}' NIGHTOWL_OUT='{self.root / "bundles"}' NIGHTOWL_TEXTFILE='{self.root / "nightowl.prom"}'
-export NIGHTOWL_HEALTHCHECK_LOG='{self.log}'
+export NIGHTOWL_HEALTHCHECK_LOG='{self.log}' NIGHTOWL_HEALTHCHECK_LOCK='{self.root / "healthcheck.lock"}'
 [ -e '{self.settings}' ] && . '{self.settings}'
 /bin/bash '{HEALTHCHECK}' >> '{self.log}' 2>&1
 echo "$?" >> '{self.runs}'
