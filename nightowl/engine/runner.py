@@ -521,6 +521,10 @@ def collect_on(
             + ", ".join(sorted({n for t in collector.commands for n in placeholders(t)})),
         )
         return run
+    refused = _refused(collector, resolved)
+    if refused:
+        run.status, run.reason = "error", "refused to run " + "; ".join(refused)
+        return run
     commands = resolved[:1] if single_attempt else resolved
     chosen: CommandResult | None = None
     blank: CommandResult | None = None  # exited 0 but showed nothing: the next command may do better
@@ -559,6 +563,15 @@ def collect_on(
         if run.parse_error and run.status == "ok":
             run.status, run.reason = "error", run.parse_error
     return run
+
+
+def _refused(collector: CollectorLike, commands: list[tuple[str, ...]]) -> list[str]:
+    """The resolved commands the collector's own check refuses (``check_argv``, given by the collector
+    lookup: the engine knows no command shapes), each with the reason."""
+    check = getattr(collector, "check_argv", None)
+    if check is None:
+        return []
+    return [f"`{' '.join(argv)}` {why}" for argv in commands if (why := check(argv))]
 
 
 def shows_nothing(collector: CollectorLike, text: str) -> bool:
