@@ -1,7 +1,8 @@
 """The kernel log: NVIDIA Xid/SXid events, GPUs off the bus, PCIe AER and OOM kills.
 
 Reads every way the kernel log reaches a person: bare ``NVRM:`` lines, ``dmesg`` (monotonic
-``[ 123.456]``), ``/dev/kmsg`` records (``6,1234,5678901,-;NVRM: ...``), ``dmesg -T``, ``dmesg --time-format iso`` (with or without ``-x`` facility columns),
+``[ 123.456]``), ``/dev/kmsg`` records (``6,1234,5678901,-;NVRM: ...``), ``dmesg -T``,
+``dmesg --time-format iso`` (with or without ``-x`` facility columns),
 syslog and journald (``short`` in any locale, ``short-iso``), Talos ``talosctl dmesg``, and the
 k8s-device-plugin's ``XidCriticalError`` line. A line is recognised by its message (``NVRM:``,
 ``SXid (``, ``AER:`` ...), never by its timestamp, so month names in any language are fine.
