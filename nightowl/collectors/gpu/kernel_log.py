@@ -1373,7 +1373,7 @@ COLLECTOR = Collector(
         # No `cat /dev/kmsg` after these: util-linux dmesg already reads /dev/kmsg itself, without blocking
         # (O_NONBLOCK until EAGAIN), under the same permission (kernel.dmesg_restrict, CAP_SYSLOG), so it
         # would add nothing, and a plain read of /dev/kmsg waits for new records forever. A saved
-        # /dev/kmsg dump still parses (`nightowl parse kernel-log`). See docs/reference.md#kernel-log.
+        # /dev/kmsg dump still parses (`nightowl parse kernel-log`). See docs/reference.md#parse-output.
     ),
     parse=parse,
     facts=facts,
