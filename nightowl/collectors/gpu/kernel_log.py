@@ -1094,13 +1094,17 @@ def _recovery_by_gpu(xids: list[dict[str, Any]]) -> tuple[str | None, dict[str, 
 
 
 def _app_xid_repeating_gpus(xids: list[dict[str, Any]]) -> list[str]:
-    """GPUs where RESTART_APP Xids (13, 31, ...) hit at least two different processes."""
+    """GPUs where RESTART_APP Xids (13, 31, ...) hit at least two different programs.
+
+    A program is its process name when the line gives one (``name=python3``), else its pid: two pids
+    of one program (a restarted worker hitting its own bug again) do not point at the GPU; two
+    different programs failing on the same GPU do."""
     owners: dict[str, set[Any]] = {}
     for event in xids:
         entry = xid_catalog.lookup(event["code"])
         if not event["pci"] or entry is None or entry.immediate_action != "RESTART_APP":
             continue
-        owner = event["pid"] if event["pid"] is not None else event["process"]
+        owner = event["process"] if event["process"] else event["pid"]
         if owner is not None:
             owners.setdefault(event["pci"], set()).add(owner)
     return sorted(pci for pci, seen in owners.items() if len(seen) >= 2)
