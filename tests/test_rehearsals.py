@@ -42,6 +42,12 @@ NOT_IN_CORPUS = {
         "thermal-or-power-slowdown",
         "pcie-link-degraded",
         "not-enough-evidence",
+        # issue 13: no public sample with nvidia-smi beside it shows a corrected-only DIMM (the real CE log,
+        # radiasoft/devops#134, has no nvidia-smi and ends at the nvidia-smi guard), a non-fatal AER on a GPU
+        # address, or an uncorrectable AER on a port with nothing below it named (pop-os/pop#3363 is correctable)
+        "host-memory-corrected",
+        "pcie-uncorrectable-on-gpu",
+        "pcie-error-unattributed",
     },
     "oom": {
         "cudagraph-capture-oom",
@@ -79,6 +85,12 @@ NOT_IN_CORPUS = {
         "row-remap-failed",
         "hw-slowdown",
         "pcie-degraded",
+        # issue 13: no public sample with nvidia-smi beside it shows a corrected-only DIMM (the real CE log,
+        # radiasoft/devops#134, has no nvidia-smi and ends at the nvidia-smi guard), a non-fatal AER on a GPU
+        # address, or an uncorrectable AER on a port with nothing below it named (pop-os/pop#3363 is correctable)
+        "host-memory-corrected",
+        "pcie-uncorrectable-on-gpu",
+        "pcie-error-unattributed",
     },
 }
 

@@ -89,6 +89,9 @@ class DerivedCollector:
     invasive: bool = False
     description: str = ""
     check_params: Callable[[Mapping[str, Any]], list[str]] | None = None
+    # Namespaces read when collected and handed over empty ({}) when not: evidence that sharpens the
+    # judgement (nvidia-smi's GPU addresses) but whose absence must not skip it.
+    optional_inputs: tuple[str, ...] = ()
 
     def parse(self, text: str) -> Any:
         """Always raises: a derived collector has no command output to parse."""
