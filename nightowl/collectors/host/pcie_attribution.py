@@ -102,7 +102,9 @@ def _ghes_identity(kernel_log: Mapping[str, Any]) -> dict[str, tuple[str, str]]:
     return found
 
 
-def _classify(pci: str, gpus: set[str], drivers: Mapping[str, str], ghes: Mapping[str, tuple[str, str]]) -> tuple[str, str]:
+def _classify(
+    pci: str, gpus: set[str], drivers: Mapping[str, str], ghes: Mapping[str, tuple[str, str]]
+) -> tuple[str, str]:
     """(``gpu`` / ``other`` / ``port``, what identified it)."""
     if pci in gpus:
         return "gpu", "a GPU address"
