@@ -67,7 +67,7 @@ def _load(path: Path):  # noqa: ANN202
     from nightowl.engine.model import split_entry
     from nightowl.engine.validate import Issue, RunbookInvalid, load_runbook
 
-    loaded = load_runbook(path, known_collectors=MODULES)
+    loaded = load_runbook(path, known_collectors=MODULES, lookup=get_collector)
     issues = []
     for node_id, node in loaded.runbook.nodes.items():
         here = {split_entry(entry)[1] for entry in node.collect or []}

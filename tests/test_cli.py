@@ -294,7 +294,7 @@ def test_triage_alert_payload(tmp_path: Path) -> None:
     result = invoke("triage", "--alert", payload, "--config", str(config), "--out", str(tmp_path), "--format", "json")
     captures = json.loads(result.output)["captures"]
     assert [c["status"] for c in captures] == ["captured", "captured", "ignored"]
-    assert [c["verdict"]["id"] for c in captures[:2]] == ["gpu-fell-off-bus", "dbe-with-row-remap"]
+    assert [c["verdict"]["id"] for c in captures[:2]] == ["gpu-fell-off-bus", "gpu-failed-to-initialise"]
     assert result.exit_code == 1
     manifest = json.loads((Path(captures[0]["bundle"]) / "manifest.json").read_text())
     assert manifest["alert"]["name"] == "GpuXidErrors"

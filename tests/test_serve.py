@@ -140,7 +140,7 @@ def test_firing_payload_with_several_alerts_captures_each_matching_one(serve: An
     assert manifest["alert"]["name"] == "GpuXidErrors" and manifest["alert"]["starts_at"] == "2024-04-05T21:30:09.482Z"
     assert manifest["alert"]["rule"] == "gpu-xid" and manifest["alert"]["ends_at"] is None
     assert verdicts["hosts"][0]["verdict"]["id"] == "gpu-fell-off-bus"
-    assert by_host["xid48-xid64-dbe"][1]["hosts"][0]["verdict"]["id"] == "dbe-with-row-remap"
+    assert by_host["xid48-xid64-dbe"][1]["hosts"][0]["verdict"]["id"] == "gpu-failed-to-initialise"
     draft = (bundle / "postmortem.md").read_text()
     assert "after alert `GpuXidErrors`" in draft.splitlines()[0]
     assert "Fired: 2024-04-05 21:30:09.482Z (alertmanager clock)" in draft
@@ -280,18 +280,28 @@ def test_config_errors_name_the_file_and_key(tmp_path: Path) -> None:
 
 def test_the_example_config_loads(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("NIGHTOWL_PAGERDUTY_SECRET", "a,b")
-    token = tmp_path / "token"
+    monkeypatch.setenv("NIGHTOWL_PAGERDUTY_API_TOKEN", "pd-key")
+    token, chat = tmp_path / "token", tmp_path / "chat.url"
     token.write_text("s3cret\n")
+    chat.write_text("https://chat.example/hooks/T0/B0/x\n")
     text = (ALERTS / "serve.yaml").read_text().replace("/etc/nightowl/serve.token", str(token))
+    text = text.replace("/etc/nightowl/chat-webhook.url", str(chat))
     (tmp_path / "serve.yaml").write_text(text)
     config = load_config(tmp_path / "serve.yaml", tmp_path / "out")
     assert [r.runbook for r in config.rules] == ["xid", "node-health", "engine-start", "xid"]
     assert config.token == "s3cret" and config.pagerduty_secrets == ("a", "b") and config.queue_size == 16
+    assert [(t.kind, t.token) for t in config.notify.targets] == [
+        ("pagerduty", "pd-key"),
+        ("chat", None),
+        ("webhook", None),
+    ]
+    assert config.notify.targets[1].url == "https://chat.example/hooks/T0/B0/x" and config.session_hours == 12
 
 
 def test_the_example_config_shows_every_key() -> None:
     from nightowl.receiver.config import CONFIG_KEYS, RULE_KEYS
+    from nightowl.receiver.notify import NOTIFY_KEYS, TARGET_KEYS
 
     text = (ALERTS / "serve.yaml").read_text()
-    for key in CONFIG_KEYS | RULE_KEYS:
+    for key in CONFIG_KEYS | RULE_KEYS | NOTIFY_KEYS | frozenset().union(*TARGET_KEYS.values()):
         assert f"{key}:" in text or f"{key} (" in text or f"{key}," in text or f" {key}" in text, key

@@ -125,6 +125,9 @@ def out_option(help: str) -> Decorator:
 FORMAT_OPTION = format_option("text", "json", help="text for people, json for scripts (docs/reference.md#run-json)")
 TEXT_JSON_OPTION = format_option("text", "json", help="text for people, json for scripts")
 OUT_OPTION = out_option(f"where bundles go [default: {DEFAULT_OUT_HELP}; with --alert, the rules file's `out`]")
+VERBOSE_OPTION = click.option(
+    "-v", "--verbose", is_flag=True, help="also the path, every condition taken and every fact with its source"
+)
 PARAM_OPTION = click.option("--param", "params", multiple=True, metavar="KEY=VALUE", help="runbook parameter")
 INVASIVE_OPTION = click.option(
     "--allow-invasive", is_flag=True, help="also run collectors that load GPUs or the network"

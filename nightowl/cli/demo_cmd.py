@@ -7,12 +7,13 @@ from pathlib import Path
 
 import click
 
-from nightowl.cli.common import FORMAT_OPTION, OUT_OPTION, fail, load_runbook_or_exit
+from nightowl.cli.common import FORMAT_OPTION, OUT_OPTION, VERBOSE_OPTION, fail, load_runbook_or_exit
 from nightowl.cli.running import run_and_report
 
 
 @click.command()
 @FORMAT_OPTION
+@VERBOSE_OPTION
 @OUT_OPTION
 @click.option(
     "--case",
@@ -20,7 +21,7 @@ from nightowl.cli.running import run_and_report
     show_default=True,
     help="which bundled recorded host to replay (see fixtures/hosts/)",
 )
-def demo(fmt: str, out_dir: Path | None, case: str) -> None:
+def demo(fmt: str, verbose: bool, out_dir: Path | None, case: str) -> None:
     """Run the xid runbook on a bundled recorded incident host.
 
     The host is a real incident from a public bug report: a GPU that fell off the
@@ -37,4 +38,4 @@ def demo(fmt: str, out_dir: Path | None, case: str) -> None:
     from nightowl.transports.replay import ReplayTransport
 
     transports = {case: lambda: ReplayTransport(host_dir, case)}
-    sys.exit(int(run_and_report(loaded, transports, {}, fmt, out_dir, allow_invasive=False)))
+    sys.exit(int(run_and_report(loaded, transports, {}, fmt, out_dir, allow_invasive=False, verbose=verbose)))

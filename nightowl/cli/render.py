@@ -1,4 +1,9 @@
-"""Human and machine renderings of a run's result (docs/reference.md#verdicts shape)."""
+"""Human and machine renderings of a run's result (docs/reference.md#verdicts shape).
+
+The text is written for a person at 3 a.m.: the first action and a one-line why, with a few chosen
+facts in words (never ``None``, ``null`` or a raw dict); the path and every piece of evidence come
+with ``-v``. A job (``scope: job``) prints its verdict once, then one row per member.
+"""
 
 from __future__ import annotations
 
@@ -6,32 +11,127 @@ import json
 from typing import Any
 
 _SEVERITY_MARK = {"ok": "OK", "info": "INFO", "warning": "WARNING", "critical": "CRITICAL"}
+# Facts shown without -v: enough to see why, not the whole trace.
+CHOSEN_FACTS = 3
+_WIDTH = 160
 
 
-def text_report(summary: dict[str, Any]) -> str:
+def human(value: Any, width: int = _WIDTH) -> str:
+    """A fact's value in words: ``not read`` for a missing value, ``yes``/``no``, lists joined, dicts as pairs."""
+    text = _words(value)
+    return text if len(text) <= width else text[: width - 3].rstrip() + "..."
+
+
+def _words(value: Any) -> str:
+    if value is None:
+        return "not read"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, float):
+        return f"{value:g}"
+    if isinstance(value, (list, tuple)):
+        if not value:
+            return "none"
+        if all(isinstance(v, dict) for v in value):
+            texts = [str(v.get(k)) for v in value for k in ("message", "text", "line") if v.get(k)][:2]
+            count = f"{len(value)} {'entry' if len(value) == 1 else 'entries'}"
+            return f"{count}: " + "; ".join(texts) if texts else count
+        shown = ", ".join(_words(v) for v in value[:8])
+        return shown + (f" and {len(value) - 8} more" if len(value) > 8 else "")
+    if isinstance(value, dict):
+        if not value:
+            return "none"
+        pairs = [f"{k}: {_words(v) if not isinstance(v, (dict, list)) else _brief(v)}" for k, v in value.items()]
+        return "; ".join(pairs[:6]) + (f" and {len(pairs) - 6} more" if len(pairs) > 6 else "")
+    return str(value)
+
+
+def _brief(value: Any) -> str:
+    if isinstance(value, list):
+        return _words(value) if all(not isinstance(v, (dict, list)) for v in value) else f"{len(value)} entries"
+    return f"{len(value)} fields"
+
+
+def _evidence_line(item: dict[str, Any]) -> str:
+    host = f" on {item['host']}" if item.get("host") else ""
+    value = item["reason"] if item.get("value") is None and item.get("reason") else human(item.get("value"))
+    return f"{item['fact']}{host}: {value}"
+
+
+def _declared_evidence(verdict: dict[str, Any]) -> list[dict[str, Any]]:
+    """Evidence the runbook chose (not the conditions taken, which are the trace)."""
+    return [e for e in verdict.get("evidence", []) if ": " not in e["fact"]]
+
+
+def _verdict_lines(name: str, verdict: dict[str, Any], path: list[str], verbose: bool) -> list[str]:
+    mark = _SEVERITY_MARK.get(verdict["severity"], verdict["severity"].upper())
+    lines = [
+        f"\n{name}: {mark} {verdict['id']}",
+        f"  first action: {verdict['action']}",
+        f"  why: {verdict['summary']}",
+    ]
+    if verdict.get("gpus"):
+        lines.append(f"  gpus: {human(verdict['gpus'])}")
+    for part, why in (verdict.get("unavailable") or {}).items():
+        lines.append(f"  {part}: unavailable ({why})" if verbose else f"  {part}: unavailable")
+    if verdict.get("next"):
+        lines.append(f"  next: {verdict['next']['command']}")
+    declared = _declared_evidence(verdict)
+    chosen = declared if verbose else [e for e in declared if "host" not in e][:CHOSEN_FACTS]
+    lines += [f"  fact: {_evidence_line(item)}" for item in chosen]
+    if verbose:
+        lines.append(f"  path: {' -> '.join(path)}")
+        for item in verdict.get("evidence", []):
+            if item not in declared:
+                source = f"  [{item['source']}]" if item.get("source") else ""
+                node = item["fact"].partition(": ")[0]
+                lines.append(f"  condition held at {node} (read: {human(item.get('value'))}){source}")
+        for item in declared:
+            if item.get("source"):
+                lines.append(
+                    f"  source of {item['fact']}{' on ' + item['host'] if item.get('host') else ''}: {item['source']}"
+                )
+    return lines
+
+
+def _no_verdict_lines(host: dict[str, Any], verbose: bool) -> list[str]:
+    lines = [f"\n{host['host']}: NO VERDICT ({host['status']}) {host.get('error') or ''}".rstrip()]
+    if verbose or not host["path"]:
+        lines.append(f"  path: {' -> '.join(host['path']) or '(none)'}")
+    return lines
+
+
+def _job_lines(summary: dict[str, Any], verbose: bool) -> list[str]:
+    job = summary["job"]
+    members = job["members"]
+    first = summary["hosts"][0] if summary["hosts"] else {"path": []}
+    verdict = job.get("verdict")
+    name = f"job ({len(members)} members)"
+    if verdict:
+        lines = _verdict_lines(name, verdict, first["path"], verbose)
+    else:
+        lines = _no_verdict_lines({**first, "host": name}, verbose)
+    width = max([len(m["host"]) for m in members] + [4])
+    lines.append(f"\n  {'host'.ljust(width)}  role")
+    for member in members:
+        facts = "; ".join(f"{fact}: {human(value, 40)}" for fact, value in member["facts"].items())
+        lines.append(f"  {member['host'].ljust(width)}  {member['role']}" + (f"  ({facts})" if facts else ""))
+    return lines
+
+
+def text_report(summary: dict[str, Any], verbose: bool = False) -> str:
+    """The run for a person; ``verbose`` adds the path, the conditions taken and every source."""
     lines = [f"runbook {summary['runbook']}  run {summary['run_id']}"]
-    for host in summary["hosts"]:
-        verdict = host.get("verdict")
-        if not verdict:
-            lines.append(f"\n{host['host']}: NO VERDICT ({host['status']}) {host.get('error') or ''}".rstrip())
-            lines.append(f"  path: {' -> '.join(host['path']) or '(none)'}")
-            continue
-        mark = _SEVERITY_MARK.get(verdict["severity"], verdict["severity"].upper())
-        lines.append(f"\n{host['host']}: {mark} {verdict['id']}")
-        lines.append(f"  first action: {verdict['action']}")
-        lines.append(f"  why: {verdict['summary']}")
-        if verdict.get("gpus"):
-            lines.append(f"  gpus: {', '.join(map(str, verdict['gpus']))}")
-        lines.append(f"  path: {' -> '.join(host['path'])}")
-        if verdict.get("next"):
-            lines.append(f"  next: {verdict['next']['command']}")
-        for item in verdict.get("evidence", [])[:8]:
-            value = json.dumps(item["value"], default=str)
-            value = value if len(value) <= 160 else value[:157] + "..."
-            source = f"  [{item['source']}]" if item.get("source") else ""
-            reason = f" ({item['reason']})" if item.get("reason") else ""
-            lines.append(f"  evidence: {item['fact']} = {value}{reason}{source}")
-    lines.append(f"\nbundle: {summary['bundle']}")
+    if summary.get("job"):
+        lines += _job_lines(summary, verbose)
+    else:
+        for host in summary["hosts"]:
+            verdict = host.get("verdict")
+            if verdict:
+                lines += _verdict_lines(host["host"], verdict, host["path"], verbose)
+            else:
+                lines += _no_verdict_lines(host, verbose)
+    lines.append(f"\nbundle: {summary['bundle']}" + ("" if verbose else "  (-v for the path and every fact)"))
     return "\n".join(lines)
 
 

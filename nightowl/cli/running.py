@@ -93,12 +93,13 @@ def run_and_report(
     out_dir: Path | None,
     allow_invasive: bool,
     limits: dict[str, float | None] | None = None,
+    verbose: bool = False,
 ) -> ExitStatus:
     from nightowl.cli.render import json_report, text_report
 
     summary = run_to_summary(loaded, transports, params, out_dir or DEFAULT_OUT, allow_invasive, limits=limits)
     summary.pop("_runs")
-    click.echo(json_report(summary) if fmt == "json" else text_report(summary))
+    click.echo(json_report(summary) if fmt == "json" else text_report(summary, verbose=verbose))
     return status_for(summary["hosts"])
 
 

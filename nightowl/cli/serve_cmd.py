@@ -38,9 +38,13 @@ def serve(config_path: Path, listen: str | None, out_dir: Path | None) -> None:
     POST /pagerduty      PagerDuty v3 webhook (bearer token as a custom header,
                          and X-PagerDuty-Signature checked against the secret)
     GET  /healthz        liveness and queue depth, no token needed
-    GET  /               recent captures with links to their postmortem drafts
+    GET  /login          browser login: post the token, get a session cookie
+                         (HttpOnly, SameSite=Strict, signed, expires)
+    GET  /               recent captures: severity, verdict, links to drafts
     GET  /captures/RUN_ID/postmortem.md|html   one capture's draft
-                         (both need the token unless index_requires_token: false)
+    GET  /captures/RUN_ID/[PATH]   the bundle's files, read-only
+                         (pages need the bearer token or a session,
+                         unless index_requires_token: false)
 
     Each firing alert that a rule matches runs that rule's runbook on the host it names; the
     bundle keeps the alert in its manifest. Duplicate deliveries run once; resolved alerts are
@@ -48,6 +52,9 @@ def serve(config_path: Path, listen: str | None, out_dir: Path | None) -> None:
     waiting, alerts are recorded as not captured, with the reason (<out>/captures.jsonl).
     On SIGTERM or SIGINT running captures get 20 s to finish; queued ones stay in the
     journal and the next `serve` on the same out resumes them (docs/receiver.md).
+    With `notify:` in the config, each capture's verdict (or what prevented one) and its
+    draft's link are posted to a PagerDuty incident note, a chat webhook and/or a JSON
+    webhook, retried with backoff on a thread of their own (docs/receiver.md).
     """
     from nightowl.receiver.config import ConfigError, load_config
     from nightowl.receiver.http import make_server

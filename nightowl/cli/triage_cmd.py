@@ -14,6 +14,7 @@ from nightowl.cli.common import (
     INVASIVE_OPTION,
     OUT_OPTION,
     PARAM_OPTION,
+    VERBOSE_OPTION,
     SSHArgs,
     fail,
     limit_options,
@@ -61,6 +62,7 @@ from nightowl.cli.running import opener, replay_transports, run_and_report
 @ssh_options
 @limit_options
 @FORMAT_OPTION
+@VERBOSE_OPTION
 @OUT_OPTION
 def triage(
     runbook: str | None,
@@ -74,6 +76,7 @@ def triage(
     command_timeout: float | None,
     host_timeout: float | None,
     fmt: str,
+    verbose: bool,
     out_dir: Path | None,
     follow: bool = False,
     print_status: bool = False,
@@ -98,7 +101,18 @@ def triage(
     limits = {"command_timeout": command_timeout, "host_timeout": host_timeout}
     if not (follow or print_status):
         sys.exit(
-            int(run_and_report(loaded, transports, parse_params(params), fmt, out_dir, allow_invasive, limits=limits))
+            int(
+                run_and_report(
+                    loaded,
+                    transports,
+                    parse_params(params),
+                    fmt,
+                    out_dir,
+                    allow_invasive,
+                    limits=limits,
+                    verbose=verbose,
+                )
+            )
         )
     sys.exit(
         int(
@@ -162,13 +176,10 @@ def triage_alert(alert_file: Any, config_path: Path | None, fmt: str, out_dir: P
         click.echo(json.dumps({"captures": results}, indent=2, default=str))
     else:
         for item in results:
-            verdict = item.get("verdict") or {}
+            # The verdict, or the host and the error that prevented one (an unreachable host, a missing ssh config).
             click.echo(
                 f"{item.get('alert') or '?'} -> {item.get('runbook') or '-'} on "
-                f"{item.get('host') or '-'}: {item['status']}"
-                + (f", {verdict.get('id')} -> {verdict.get('action')}" if verdict else "")
-                + (f", host {item['host_status']}" if item.get("host_status") not in (None, "ok") else "")
-                + (f" ({item['reason']})" if item.get("reason") else "")
+                f"{item.get('host') or '-'}: {item['outcome']}"
                 + (f"\n  bundle: {item['bundle']}" if item.get("bundle") else "")
             )
     return alert_status(results)

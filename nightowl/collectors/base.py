@@ -35,6 +35,43 @@ def number(text: str) -> int | float | None:
             return None
 
 
+@dataclass(frozen=True)
+class Fact:
+    """One fact a collector produces: its name under the collector's namespace, its type, what it means.
+
+    ``optional`` marks a fact that only some outputs carry (a field of one tool version, an error
+    path), so that no recorded sample is required to show it.
+    """
+
+    name: str
+    type: str
+    meaning: str
+    optional: bool = False
+
+
+# Every collector's facts carry these two, also when its parser failed (the engine records the failure).
+COMMON_FACTS = (
+    Fact("kind", "str", "the collector kind that produced these facts"),
+    # optional: a derived collector may return none of its own; a failed one always carries it
+    Fact("warnings", "list[str]", "what the parser could not read or found odd, in words", optional=True),
+)
+
+
+def declare(*rows: tuple[str, str, str] | Fact) -> tuple[Fact, ...]:
+    """The facts a collector produces: ``kind`` and ``warnings``, then ``(name, type, meaning)`` rows."""
+    facts = COMMON_FACTS + tuple(row if isinstance(row, Fact) else Fact(*row) for row in rows)
+    names = [f.name for f in facts]
+    duplicates = sorted({n for n in names if names.count(n) > 1})
+    if duplicates:
+        raise ValueError(f"facts declared twice: {', '.join(duplicates)}")
+    return facts
+
+
+def optional(name: str, type_: str, meaning: str) -> Fact:
+    """A fact only some outputs carry (see ``Fact.optional``)."""
+    return Fact(name, type_, meaning, optional=True)
+
+
 def _plain_facts(result: Any) -> dict[str, Any]:
     facts = to_jsonable(result)
     return facts if isinstance(facts, dict) else {"value": facts}
@@ -70,6 +107,8 @@ class Collector:
     check_params: Callable[[Mapping[str, Any]], list[str]] | None = None
     # Whether an output that exited 0 shows nothing at all (no_data, never "clean"); default: blank text.
     shows_nothing: Callable[[str], bool] | None = None
+    # Every fact ``facts`` may return (docs/reference.md#kinds); runbook validation checks reads against it.
+    produces: tuple[Fact, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -92,6 +131,7 @@ class DerivedCollector:
     # Namespaces read when collected and handed over empty ({}) when not: evidence that sharpens the
     # judgement (nvidia-smi's GPU addresses) but whose absence must not skip it.
     optional_inputs: tuple[str, ...] = ()
+    produces: tuple[Fact, ...] = ()
 
     def parse(self, text: str) -> Any:
         """Always raises: a derived collector has no command output to parse."""

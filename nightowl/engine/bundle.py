@@ -251,12 +251,17 @@ def triage_summary(runbook_id: str, run_id: str, bundle: Path | None, runs: list
 
     Runbook, run id, bundle folder, and one entry per host in the order the hosts were given.
     """
-    return {
+    summary: dict[str, Any] = {
         "runbook": runbook_id,
         "run_id": run_id,
         "bundle": str(bundle) if bundle else None,
         "hosts": [host_entry(r) for r in runs],
     }
+    job = next((r.job for r in runs if r.job is not None), None)
+    if job is not None:  # scope: job: one verdict, the members' roles and what differs between them
+        verdict = next((r.verdict for r in runs if r.verdict), None)
+        summary["job"] = {**job, "verdict": verdict}
+    return summary
 
 
 def trace_document(

@@ -121,19 +121,61 @@ def fact_paths(source: str) -> tuple[str, ...]:
     except TemplateSyntaxError:
         return ()
     paths: list[str] = []
+    methods = {id(call.node) for call in tree.find_all(nodes.Call) if isinstance(call.node, nodes.Getattr)}
     for node in tree.find_all((nodes.Getattr, nodes.Name)):
+        if id(node) in methods:  # ``x.split('.')`` reads x, not a fact named split
+            continue
         dotted = _dotted(node)
         if dotted and not any(p.startswith(dotted + ".") or p == dotted for p in paths):
             paths = [p for p in paths if not dotted.startswith(p + ".")] + [dotted]
     return tuple(paths)
 
 
-def _dotted(node: nodes.Node) -> str | None:
+@lru_cache(maxsize=2048)
+def attribute_reads(source: str, is_template: bool) -> tuple[tuple[str, bool], ...]:
+    """Each dotted path an expression or template reads, with whether it is guarded.
+
+    A path is guarded when it (or a shorter path it starts with) sits under ``| default(...)``
+    or an ``is defined`` test: reading it when absent is not an error. ``hosts[h].ns.fact``
+    reads as ``hosts[].ns.fact``. Validation uses this to check each fact against the facts
+    its collector declares.
+    """
+    try:
+        tree = environment().parse(source if is_template else "{{ (" + source + ") }}")
+    except TemplateSyntaxError:
+        return ()
+    guarded: set[int] = set()
+    for check in tree.find_all((nodes.Filter, nodes.Test)):
+        if check.name in ("default", "d", "defined", "undefined") and check.node is not None:
+            guarded |= {id(inner) for inner in _chain(check.node)}
+    inner_ids = {id(n.node) for n in tree.find_all(nodes.Getattr)}
+    reads: list[tuple[str, bool]] = []
+    for access in tree.find_all(nodes.Getattr):
+        if id(access) in inner_ids:
+            continue  # only the longest path of a chain
+        dotted = _dotted(access, through_hosts=True)
+        if dotted:
+            reads.append((dotted, any(id(n) in guarded for n in _chain(access))))
+    return tuple(reads)
+
+
+def _chain(node: nodes.Node) -> list[nodes.Node]:
+    """The node and the attribute/item accesses it is built on (``a.b.c`` -> ``a.b.c``, ``a.b``, ``a``)."""
+    chain = [node]
+    while isinstance(node, (nodes.Getattr, nodes.Getitem)):
+        node = node.node
+        chain.append(node)
+    return chain
+
+
+def _dotted(node: nodes.Node, through_hosts: bool = False) -> str | None:
     if isinstance(node, nodes.Name):
         return node.name
     if isinstance(node, nodes.Getattr):
-        inner = _dotted(node.node)
+        inner = _dotted(node.node, through_hosts)
         return f"{inner}.{node.attr}" if inner else None
+    if through_hosts and isinstance(node, nodes.Getitem) and isinstance(node.node, nodes.Name):
+        return f"{node.node.name}[]" if node.node.name == "hosts" else None
     return None
 
 

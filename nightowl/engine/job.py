@@ -8,10 +8,13 @@ it names the host to act on, and every member's entry carries it.
 
 from __future__ import annotations
 
+import json
+import re
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+from nightowl.engine.expressions import resolve_path
 from nightowl.engine.model import split_entry
 from nightowl.engine.runner import (
     CollectorLike,
@@ -20,6 +23,7 @@ from nightowl.engine.runner import (
     HostRunner,
     Recorder,
     RunOptions,
+    _trim,
     collect_on,
     parse_output,
     worst_status,
@@ -81,8 +85,10 @@ class JobRunner(HostRunner):
                 member.status, member.error = self.run.status, self.run.error
             elif member.collections and not any(c.facts for c in member.collections.values()):
                 member.status, member.error = "incomplete", "every collector failed on this host"
+        job = self._job_table()
         for member in self.member_runs.values():
             member.started, member.duration = self.run.started, time.monotonic() - t0
+            member.job = job
         return [self.member_runs[t.host] for t in self.members]
 
     def _collect_one(self, entry: str) -> CollectorRun:
@@ -124,3 +130,73 @@ class JobRunner(HostRunner):
         }
         ctx["unreachable_hosts"] = [h for h, r in self.member_runs.items() if r.status == "unreachable"]
         return ctx
+
+    # -- per-member evidence and roles -------------------------------------------
+    def _member_values(self, fact_path: str) -> dict[str, Any]:
+        """Each reachable member's own value of a fact path (members without the namespace left out)."""
+        namespace = fact_path.partition(".")[0]
+        values = {}
+        for host, run in self.member_runs.items():
+            facts = {c.namespace: c.facts for c in run.collections.values() if c.facts is not None}
+            if namespace in facts:
+                values[host] = resolve_path(fact_path, facts)
+        return values
+
+    def _differs(self, fact_path: str) -> dict[str, Any] | None:
+        values = self._member_values(fact_path)
+        distinct = {json.dumps(v, sort_keys=True, default=str) for v in values.values()}
+        return values if len(distinct) > 1 else None
+
+    def _evidence(self, declared: list[str], ctx: dict[str, Any]) -> list[dict[str, Any]]:
+        """Evidence the members agree on is cited once; evidence they differ on is cited per host, never merged."""
+        items: list[dict[str, Any]] = []
+        for path in declared:
+            per_host = self._differs(path)
+            if per_host is None:
+                items += super()._evidence([path], ctx)[:1]
+                continue
+            for host, value in per_host.items():
+                source = next(
+                    (c.file for c in self.member_runs[host].collections.values() if c.namespace == path.split(".")[0]),
+                    None,
+                )
+                items.append({"fact": path, "host": host, "value": _trim(value), "source": source})
+        conditions = super()._evidence([], ctx)
+        return items + conditions
+
+    def _job_table(self) -> dict[str, Any]:
+        """The job's members: each one's role under the job's verdict and the facts that differ between them."""
+        verdict = self.run.verdict
+        paths = [p for p in (verdict or {}).get("evidence", []) if "host" in p]
+        differing = list(dict.fromkeys(p["fact"] for p in paths))
+        named = _hosts_named(verdict, list(self.member_runs))
+        members = []
+        for host, run in self.member_runs.items():
+            members.append(
+                {
+                    "host": host,
+                    "status": run.status,
+                    "role": _role(run.status, verdict, host, named),
+                    "facts": {p["fact"]: p["value"] for p in paths if p["host"] == host},
+                }
+            )
+        return {"members": members, "differing_facts": differing, "hosts_named": named}
+
+
+def _hosts_named(verdict: dict[str, Any] | None, hosts: list[str]) -> list[str]:
+    """The members the verdict's summary names (the host to act on), as whole words."""
+    if not verdict:
+        return []
+    text = verdict.get("summary") or ""
+    return [h for h in hosts if re.search(rf"(?<![\w.-]){re.escape(h)}(?![\w-])", text)]
+
+
+def _role(status: str, verdict: dict[str, Any] | None, host: str, named: list[str]) -> str:
+    """``act on`` (the verdict's action applies here), ``healthy``, ``not implicated`` or ``no verdict``."""
+    if status != "ok" or verdict is None:
+        return "no verdict" + (f" ({status})" if status != "ok" else "")
+    if verdict["severity"] == "ok":
+        return "healthy"
+    if not named or host in named:
+        return f"act on: {verdict['action']}"
+    return "not implicated"

@@ -131,6 +131,8 @@ class HostRun:
     error: str | None = None
     started: float = 0.0
     duration: float = 0.0
+    # scope: job only: the members, each one's role and the facts that differ between them (engine/job.py)
+    job: dict[str, Any] | None = None
 
 
 class CannotJudge(Exception):

@@ -7,14 +7,21 @@ graph check on a schema-broken runbook only produces noise.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import difflib
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from pydantic import ValidationError
 
-from nightowl.engine.expressions import BUILTIN_NAMES, ExpressionError, check_condition, template_names
+from nightowl.engine.expressions import (
+    BUILTIN_NAMES,
+    ExpressionError,
+    attribute_reads,
+    check_condition,
+    template_names,
+)
 from nightowl.engine.model import Node, Runbook, split_entry
 from nightowl.engine.yamlines import YamlError, line_of, load_with_lines
 
@@ -77,12 +84,16 @@ class LoadedRunbook:
         return line_of(self.lines, ("nodes", node_id))
 
 
-def load_runbook(path: Path, known_collectors: Iterable[str] | None = None) -> LoadedRunbook:
+def load_runbook(
+    path: Path, known_collectors: Iterable[str] | None = None, lookup: Callable[[str], Any] | None = None
+) -> LoadedRunbook:
     """Load and validate; raise RunbookInvalid listing every problem found.
 
     Passes run in order (YAML, schema, graph, collectors and expressions, facts); a pass runs
     only when the ones before it found nothing. ``known_collectors`` enables the collector and
-    fact checks; without it, an unknown kind is not reported. Reads the file only; runs nothing.
+    fact checks; without it, an unknown kind is not reported. ``lookup`` (kind -> collector, the
+    same the runner gets) enables the check of every fact path against the facts each collector
+    declares in ``produces``. Reads the file only; runs nothing.
     """
     path = Path(path)
     name = str(path)
@@ -101,6 +112,8 @@ def load_runbook(path: Path, known_collectors: Iterable[str] | None = None) -> L
         issues = _collector_pass(loaded, known_collectors) + _expression_pass(loaded)
     if not issues:
         issues = _facts_pass(loaded, known_collectors)
+    if not issues and lookup is not None:
+        issues = _declared_facts_pass(loaded, lookup)
     if issues:
         raise RunbookInvalid(issues)
     return loaded
@@ -243,16 +256,74 @@ def _facts_pass(loaded: LoadedRunbook, known: Iterable[str] | None) -> list[Issu
         reads: list[tuple[tuple[Any, ...], frozenset[str]]] = []
         for rel, source, is_condition in _expressions_of(node):
             names = check_condition(source) if is_condition else template_names(source)
-            reads.append((rel, names))
+            reads.append((rel, names - _only_guarded(source, not is_condition)))
         for index, fact_path in enumerate(node.verdict.evidence if node.verdict else []):
             reads.append((("verdict", "evidence", index), frozenset({fact_path.split(".")[0]})))
         for rel, names in reads:
             for name in sorted(names - BUILTIN_NAMES - before[node_id]):
                 problem = (
                     f"reads {name!r}, which not every path to this node collects"
+                    " (guard it with `| default(...)` if it may be absent)"
                     if name in all_namespaces
-                    else f"reads unknown name {name!r}"
+                    else f"reads unknown name {name!r}" + _did_you_mean(name, all_namespaces | BUILTIN_NAMES)
                 )
                 line = line_of(loaded.lines, ("nodes", node_id, *rel))
                 issues.append(Issue(str(loaded.path), line, node_id, problem))
+    return issues
+
+
+def _only_guarded(source: str, is_template: bool) -> frozenset[str]:
+    """Top-level names every read of which is guarded by ``default`` or ``is defined``."""
+    reads = attribute_reads(source, is_template)
+    roots = {path.split(".")[0] for path, _ in reads}
+    return frozenset(r for r in roots if all(guarded for path, guarded in reads if path.split(".")[0] == r))
+
+
+def _did_you_mean(name: str, candidates: Iterable[str]) -> str:
+    close = difflib.get_close_matches(name, sorted(candidates), n=2, cutoff=0.6)
+    return f" (did you mean {' or '.join(repr(c) for c in close)}?)" if close else ""
+
+
+def _fact_reads(node: Node) -> Iterable[tuple[tuple[Any, ...], str]]:
+    """(relative path, dotted fact path) for every fact path a node reads, evidence included."""
+    for rel, source, is_condition in _expressions_of(node):
+        for dotted, _guarded in attribute_reads(source, not is_condition):
+            yield rel, dotted.removeprefix("hosts[].")
+    for index, fact_path in enumerate(node.verdict.evidence if node.verdict else []):
+        yield ("verdict", "evidence", index), fact_path
+
+
+def _declared_facts_pass(loaded: LoadedRunbook, lookup: Callable[[str], Any]) -> list[Issue]:
+    """Every ``namespace.fact`` a node reads is a fact that namespace's collector declares.
+
+    A collector that declares nothing (``produces`` empty) is not checked: the engine knows
+    only what collectors tell it. ``params.NAME`` must be a declared parameter, ``status.NAME``
+    a collected namespace.
+    """
+    rb = loaded.runbook
+    kind_of = {split_entry(e)[1]: split_entry(e)[0] for node in rb.nodes.values() for e in node.collect or []}
+    declared: dict[str, set[str]] = {}
+    for namespace, kind in kind_of.items():
+        try:
+            names = {fact.name for fact in getattr(lookup(kind), "produces", ()) or ()}
+        except Exception:  # noqa: BLE001 - an unknown or unsafe collector is reported by its own check
+            continue
+        if names:
+            declared[namespace] = names
+    known = {"params": set(rb.parameters), "status": set(kind_of), **declared}
+    issues = []
+    for node_id, node in rb.nodes.items():
+        for rel, dotted in _fact_reads(node):
+            root, _, rest = dotted.partition(".")
+            fact = rest.partition(".")[0]
+            if root not in known or not fact or fact in known[root]:
+                continue
+            if root == "params":
+                what = f"reads params.{fact}, which is not a parameter of this runbook"
+            elif root == "status":
+                what = f"reads status.{fact}, which is not a namespace this runbook collects"
+            else:
+                what = f"reads {root}.{fact}, which collector {kind_of[root]!r} does not produce"
+            line = line_of(loaded.lines, ("nodes", node_id, *rel))
+            issues.append(Issue(str(loaded.path), line, node_id, what + _did_you_mean(fact, known[root])))
     return issues

@@ -36,6 +36,8 @@ class Capture:
     bundle: str | None = None
     verdict: dict[str, Any] | None = None
     host_status: str | None = None
+    host_error: str | None = None  # why the host gave no verdict (unreachable, a missing ssh config)
+    notifications: list[dict[str, Any]] | None = None  # one outcome per notify target (receiver/notify.py)
     started_at: float | None = None
     finished_at: float | None = None
 
@@ -56,6 +58,10 @@ class Capture:
         )
         return record
 
+    def outcome(self) -> str:
+        """One line for the serve log, ``triage --alert`` and the notes: the verdict, or what prevented one."""
+        return describe_outcome(self.status, self.verdict, self.host, self.host_status, self.host_error, self.reason)
+
     def to_json(self) -> dict[str, Any]:
         return {
             "id": self.id,
@@ -75,9 +81,29 @@ class Capture:
             "run_id": Path(self.bundle).name if self.bundle else None,
             "verdict": self.verdict,
             "host_status": self.host_status,
+            "host_error": self.host_error,
+            "outcome": self.outcome(),
+            "notifications": self.notifications,
             "started_at": self.started_at,
             "finished_at": self.finished_at,
         }
+
+
+def describe_outcome(
+    status: str,
+    verdict: dict[str, Any] | None,
+    host: str | None,
+    host_status: str | None,
+    host_error: str | None,
+    reason: str | None,
+) -> str:
+    """``gpu-fell-off-bus (critical) -> reboot-node`` or ``no verdict: host gpu-17 unreachable: ...``."""
+    if status != "captured":
+        return status + (f": {reason}" if reason else "")
+    if verdict:
+        return f"{verdict.get('id')} ({verdict.get('severity') or '?'}) -> {verdict.get('action')}"
+    why = f"host {host or '?'} {host_status or 'gave no verdict'}"
+    return f"no verdict: {why}" + (f": {host_error}" if host_error else "")
 
 
 def plan_capture(alert: Alert, config: ServeConfig, received_at: float) -> Capture:
@@ -139,6 +165,7 @@ def run_capture(capture: Capture, config: ServeConfig, lookup: Callable[[str], A
     else:
         capture.status, capture.bundle = "captured", str(bundle)
         capture.verdict, capture.host_status = runs[0].verdict, runs[0].status
+        capture.host_error = runs[0].error
     capture.finished_at = time.time()
     return capture
 

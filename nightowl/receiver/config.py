@@ -6,13 +6,14 @@ the key named, never at 3 a.m. when the first alert arrives.
 
 from __future__ import annotations
 
-import os
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from nightowl.receiver.credentials import read_secret
+from nightowl.receiver.notify import NotifyConfig, parse_notify
 from nightowl.receiver.payload import Alert
 from nightowl.receiver.rules import Matcher, Rule, split_host_template
 
@@ -36,6 +37,9 @@ CONFIG_KEYS = frozenset(
         "index_requires_token",
         "known_hosts",
         "ssh_config",
+        "notify",
+        "session_hours",
+        "cookie_secure",
     }
 )
 RULE_KEYS = frozenset({"name", "match", "runbook", "host", "params", "on_resolved"})
@@ -58,6 +62,9 @@ class ServeConfig:
     index_requires_token: bool = True
     known_hosts: Path | None = None
     ssh_config: Path | None = None
+    notify: NotifyConfig = NotifyConfig()
+    session_hours: float = 12.0  # a browser login lasts this long
+    cookie_secure: bool = False  # mark the session cookie Secure (set it when a TLS proxy fronts serve)
 
     def rule_for(self, alert: Alert) -> Rule | None:
         return next((r for r in self.rules if r.matches(alert)), None)
@@ -65,17 +72,10 @@ class ServeConfig:
 
 def _secret(doc: Mapping[str, Any], key: str, where: str, default_env: str | None = None) -> str | None:
     """A secret from ``<key>``, ``<key>_file`` or ``<key>_env`` (so the config file need not hold it)."""
-    if doc.get(f"{key}_file"):
-        path = Path(str(doc[f"{key}_file"])).expanduser()
-        try:
-            return path.read_text().strip() or None
-        except OSError as exc:
-            raise ConfigError(f"{where}: {key}_file: cannot read {path}: {exc}") from None
-    if doc.get(f"{key}_env"):
-        return os.environ.get(str(doc[f"{key}_env"])) or None
-    if doc.get(key):
-        return str(doc[key])
-    return os.environ.get(default_env) or None if default_env else None
+    try:
+        return read_secret(doc, key, where, default_env)
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
 
 
 def _rule(item: Any, index: int, where: str) -> Rule:
@@ -144,6 +144,13 @@ def load_config(path: Path, out_dir: Path | None = None, for_receiver: bool = Tr
         raise ConfigError(f"{where}: workers and queue are numbers") from None
     if not (1 <= workers <= 64 and 1 <= queue_size <= 10000):
         raise ConfigError(f"{where}: workers must be 1-64 and queue 1-10000")
+    try:
+        notify = parse_notify(doc.get("notify"), where) if for_receiver else NotifyConfig()
+        session_hours = float(doc.get("session_hours", 12))
+    except (TypeError, ValueError) as exc:
+        raise ConfigError(str(exc) if "notify" in str(exc) else f"{where}: session_hours is a number") from None
+    if not 0 < session_hours <= 24 * 30:
+        raise ConfigError(f"{where}: session_hours must be more than 0 and at most 720")
     from nightowl.paths import default_out_dir
 
     out = out_dir or (Path(str(doc["out"])).expanduser() if doc.get("out") else default_out_dir())
@@ -159,4 +166,7 @@ def load_config(path: Path, out_dir: Path | None = None, for_receiver: bool = Tr
         index_requires_token=bool(doc.get("index_requires_token", True)),
         known_hosts=Path(str(doc["known_hosts"])).expanduser() if doc.get("known_hosts") else None,
         ssh_config=Path(str(doc["ssh_config"])).expanduser() if doc.get("ssh_config") else None,
+        notify=notify,
+        session_hours=session_hours,
+        cookie_secure=bool(doc.get("cookie_secure", False)),
     )

@@ -2,25 +2,37 @@
 
 ``POST /alertmanager`` and ``POST /pagerduty`` admit alerts into the :class:`Receiver`;
 ``GET /healthz`` answers without a token; ``GET /`` lists recent captures (the page is the
-``receiver-index.html.j2`` template) and ``GET /captures/RUN_ID/postmortem.md|html`` serves a draft.
+``receiver-index.html.j2`` template), ``GET /captures/RUN_ID/postmortem.md|html`` serves a draft
+and ``GET /captures/RUN_ID/PATH`` a raw file of the bundle, read-only. Pages take the bearer token
+or a browser's session cookie from ``/login`` (see ``auth``).
 """
 
 from __future__ import annotations
 
 import functools
-import hmac
 import json
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
+from urllib.parse import parse_qs, unquote, urlencode
 
+from nightowl.receiver import auth
 from nightowl.receiver.capture import Capture
 from nightowl.receiver.payload import PARSERS, verify_pagerduty_signature
 from nightowl.receiver.queue import Receiver
 
 MAX_BODY = 1 << 20  # Alertmanager truncates at max_alerts; a megabyte is hundreds of alerts
 INDEX_TEMPLATE = "receiver-index.html.j2"
+LOGIN_TEMPLATE = "receiver-login.html.j2"
+FILES_TEMPLATE = "receiver-files.html.j2"
+# Pages hold no script; what a bundle's text says can never run or frame this site.
+PAGE_HEADERS = {
+    "Content-Security-Policy": "default-src 'none'; style-src 'unsafe-inline'; img-src data:; "
+    "form-action 'self'; frame-ancestors 'none'; base-uri 'none'",
+    "X-Content-Type-Options": "nosniff",
+    "Referrer-Policy": "no-referrer",
+}
 
 
 class _Server(ThreadingHTTPServer):
@@ -55,6 +67,8 @@ def make_handler(receiver: Receiver) -> type[BaseHTTPRequestHandler]:
             self.send_header("Content-Type", f"{content_type}; charset=utf-8")
             self.send_header("Content-Length", str(len(data)))
             self.send_header("Cache-Control", "no-store")
+            for name, value in PAGE_HEADERS.items():
+                self.send_header(name, value)
             for name, value in (headers or {}).items():
                 self.send_header(name, value)
             self.end_headers()
@@ -63,23 +77,32 @@ def make_handler(receiver: Receiver) -> type[BaseHTTPRequestHandler]:
         def _json(self, code: int, payload: Any, headers: dict[str, str] | None = None) -> None:
             self._send(code, json.dumps(payload, default=str, indent=1) + "\n", headers=headers)
 
-        def _authorized(self) -> bool:
-            scheme, _, offered = (self.headers.get("Authorization") or "").partition(" ")
-            return (
-                bool(config.token)
-                and scheme.lower() == "bearer"
-                and hmac.compare_digest(offered.strip().encode(), str(config.token).encode())
-            )
+        def _authorized(self, cookie: bool = False) -> bool:
+            """The bearer token; for pages (``cookie=True``) a browser's session cookie as well."""
+            if auth.bearer_ok(self.headers.get("Authorization"), config.token):
+                return True
+            return cookie and auth.session_ok(auth.session_from(self.headers.get("Cookie")), config.token)
 
-        def _deny(self) -> None:
+        def _deny(self, path: str | None = None) -> None:
+            if path is not None and "text/html" in (self.headers.get("Accept") or ""):
+                self._redirect("/login?" + urlencode({"next": path}))  # a browser: to the login page
+                return
             self._json(
                 401,
                 {"error": "a valid bearer token is required"},
                 headers={"WWW-Authenticate": 'Bearer realm="nightowl"'},
             )
 
+        def _redirect(self, location: str, cookie: str | None = None) -> None:
+            headers = {"Location": location} | ({"Set-Cookie": cookie} if cookie else {})
+            self._send(303, "", "text/plain", headers)
+
         def do_GET(self) -> None:  # noqa: N802 - the stdlib's name
-            path = self.path.split("?", 1)[0]
+            path, _, query = self.path.partition("?")
+            if path == "/login":
+                nxt = auth.safe_next((parse_qs(query).get("next") or ["/"])[0])
+                self._send(200, _page(LOGIN_TEMPLATE, next=nxt, error=None), "text/html")
+                return
             if path == "/healthz":
                 self._json(
                     200,
@@ -92,30 +115,63 @@ def make_handler(receiver: Receiver) -> type[BaseHTTPRequestHandler]:
                     },
                 )
                 return
-            if config.index_requires_token and not self._authorized():
-                self._deny()
+            if config.index_requires_token and not self._authorized(cookie=True):
+                self._deny(self.path)
                 return
             if path == "/":
                 self._send(200, index_page(receiver.captures()), "text/html")
             elif path.startswith("/captures/"):
-                self._draft(path)
+                self._capture_file(path)
             else:
                 self._json(404, {"error": "not found"})
 
-        def _draft(self, path: str) -> None:
-            parts = path.split("/")
-            bundle = _bundle_dir(config.out_dir, parts[2] if len(parts) == 4 else "")
-            if bundle is None or parts[3] not in ("postmortem.md", "postmortem.html"):
+        def _capture_file(self, path: str) -> None:
+            """A draft, the bundle's file list, or one raw file of the bundle (read-only, never outside it)."""
+            _, _, run_id, *rest = path.split("/")
+            bundle = _bundle_dir(config.out_dir, run_id)
+            rel = unquote("/".join(rest))
+            if bundle is None:
                 self._json(404, {"error": "no such capture"})
-                return
-            if parts[3] == "postmortem.md":
-                self._send(200, (bundle / "postmortem.md").read_text(errors="replace"), "text/markdown")
-                return
-            from nightowl.postmortem import render_bundle
+            elif rel == "postmortem.html":
+                from nightowl.postmortem import render_bundle
 
-            self._send(200, render_bundle(bundle, fmt="html"), "text/html")
+                self._send(200, render_bundle(bundle, fmt="html"), "text/html")
+            elif rel == "":
+                self._send(200, _page(FILES_TEMPLATE, run_id=run_id, files=bundle_files(bundle)), "text/html")
+            else:
+                raw = bundle_file(bundle, rel)
+                if raw is None:
+                    self._json(404, {"error": "no such file in this capture"})
+                    return
+                kind = (
+                    "text/markdown"
+                    if rel.endswith(".md")
+                    else "application/json"
+                    if rel.endswith(".json")
+                    else "text/plain"
+                )
+                self._send(200, raw.read_bytes().decode(errors="replace"), kind)
+
+        def _login(self) -> None:
+            """POST /login: the token from the form; right, a session cookie and on to ``next``."""
+            length = self.headers.get("Content-Length") or ""
+            body = self.rfile.read(int(length)) if length.isdigit() and int(length) <= auth.MAX_LOGIN_BODY else b""
+            token, nxt = auth.login_form(body)
+            if not auth.token_matches(token, config.token):
+                self._send(401, _page(LOGIN_TEMPLATE, next=nxt, error="wrong token"), "text/html")
+                return
+            lifetime = config.session_hours * 3600
+            cookie = auth.set_cookie(auth.new_session(str(config.token), lifetime), lifetime, config.cookie_secure)
+            self._redirect(nxt, cookie)
 
         def do_POST(self) -> None:  # noqa: N802 - the stdlib's name
+            path = self.path.split("?", 1)[0].rstrip("/")
+            if path == "/login":
+                self._login()
+                return
+            if path == "/logout":
+                self._redirect("/login", auth.clear_cookie(config.cookie_secure))
+                return
             route = self.path.split("?", 1)[0].strip("/")
             if route not in PARSERS:
                 self._json(404, {"error": "POST to /alertmanager or /pagerduty"})
@@ -166,15 +222,55 @@ def _bundle_dir(out_dir: Path, run_id: str) -> Path | None:
     return path if path.is_dir() and (path / "manifest.json").is_file() else None
 
 
+def bundle_file(bundle: Path, rel: str) -> Path | None:
+    """``rel`` inside ``bundle`` as a regular file, or None: no ``..``, no hidden names, no symlink out."""
+    parts = rel.split("/")
+    if not rel or any(not p or p.startswith(".") or "\\" in p or "\x00" in p for p in parts):
+        return None
+    root = bundle.resolve()
+    path = (root / rel).resolve()
+    return path if path.is_relative_to(root) and path.is_file() else None
+
+
+def bundle_files(bundle: Path) -> list[dict[str, Any]]:
+    """The bundle's files (relative paths, sizes), hidden ones left out."""
+    root = bundle.resolve()
+    found = []
+    for path in sorted(root.rglob("*")):
+        rel = path.relative_to(root).as_posix()
+        if path.is_file() and bundle_file(bundle, rel) is not None:
+            found.append({"path": rel, "bytes": path.stat().st_size})
+    return found
+
+
+SEVERITIES = ("critical", "warning", "info", "ok")
+
+
 def index_page(captures: list[dict[str, Any]]) -> str:
     """The HTML list of recent captures (newest first), rendered from the built-in template."""
-    rows = [{"cells": _index_cells(c), "run_id": c.get("run_id") or ""} for c in captures]
-    return _index_template().render(rows=rows) + "\n"
+    rows = [{"cells": _index_cells(c), "run_id": c.get("run_id") or "", "severity": _severity(c)[0]} for c in captures]
+    return _page(INDEX_TEMPLATE, rows=rows) + "\n"
+
+
+def _severity(capture: dict[str, Any]) -> tuple[str, str]:
+    """(CSS class, text): the verdict's severity, else "no verdict" for a capture that could not judge."""
+    verdict = capture.get("verdict") or {}
+    if verdict.get("severity") in SEVERITIES:
+        return str(verdict["severity"]), str(verdict["severity"])
+    if capture.get("status") in ("captured", "failed"):
+        return "unknown", "no verdict"
+    return "none", ""
 
 
 def _index_cells(capture: dict[str, Any]) -> list[str]:
+    from nightowl.receiver.notify import summary
+
     verdict = capture.get("verdict") or {}
     received = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(float(capture.get("received_at") or 0)))
+    if verdict:
+        judged = f"{verdict.get('id')} → {verdict.get('action')}"
+    else:  # what prevented a verdict (an unreachable host, a missing ssh config)
+        judged = capture.get("outcome") or "" if capture.get("status") == "captured" else ""
     return [
         str(v)
         for v in (
@@ -184,18 +280,23 @@ def _index_cells(capture: dict[str, Any]) -> list[str]:
             capture.get("status") or "",
             capture.get("host") or "",
             capture.get("runbook") or "",
-            f"{verdict.get('id')} → {verdict.get('action')}" if verdict else "",
+            _severity(capture)[1],
+            judged,
             capture.get("reason") or "",
+            summary(capture.get("notifications") or []),
         )
     ]
 
 
+def _page(name: str, **context: Any) -> str:
+    return _templates().get_template(name).render(**context)
+
+
 @functools.cache
-def _index_template() -> Any:
-    """Loaded once, from the built-in templates only: the page is part of the receiver, not a user's draft."""
+def _templates() -> Any:
+    """Loaded once, from the built-in templates only: the pages are part of the receiver, not a user's draft."""
     from jinja2 import Environment, FileSystemLoader, StrictUndefined
 
     from nightowl.paths import data_dir
 
-    env = Environment(loader=FileSystemLoader(str(data_dir("templates"))), autoescape=True, undefined=StrictUndefined)
-    return env.get_template(INDEX_TEMPLATE)
+    return Environment(loader=FileSystemLoader(str(data_dir("templates"))), autoescape=True, undefined=StrictUndefined)

@@ -12,6 +12,7 @@ next receiver on the same ``out``.
 
 from __future__ import annotations
 
+import functools
 import json
 import queue
 import threading
@@ -23,6 +24,7 @@ from typing import Any
 
 from nightowl.receiver.capture import Capture, plan_capture, run_capture
 from nightowl.receiver.config import ServeConfig
+from nightowl.receiver.notify import Notifier, summary
 from nightowl.receiver.payload import Alert
 
 RECENT = 200
@@ -51,6 +53,7 @@ class Receiver:
         self.recent: deque[Capture | dict[str, Any]] = deque(maxlen=RECENT)
         self.busy = 0
         self._threads: list[threading.Thread] = []
+        self.notifier = Notifier(config.notify) if config.notify.targets else None
         self._stopping = threading.Event()
         self._closed = False  # after stop(): nothing more is journaled, so unfinished stays unfinished
         self._resume: list[Capture] = []
@@ -59,6 +62,8 @@ class Receiver:
 
     # -- lifecycle ----------------------------------------------------------------------------
     def start(self) -> None:
+        if self.notifier is not None:
+            self.notifier.start()
         for capture in self._resume:
             self._log(f"{capture.alert.name}: resumed ({capture.runbook} on {capture.host}), queued before a restart")
             self._queue.put(capture)
@@ -78,6 +83,8 @@ class Receiver:
             self._queue.put(None)
         for thread in self._threads:
             thread.join(max(0.0, deadline - time.monotonic()))
+        if self.notifier is not None:
+            self.notifier.stop(max(0.1, deadline - time.monotonic()))
         with self._lock:
             # A capture still running now dies with the process (or fails as the interpreter shuts
             # down): it stays `queued` in the journal and the next receiver resumes it.
@@ -151,7 +158,21 @@ class Receiver:
                 # Never a duplicate of a capture that did not happen: a redelivery gets its chance.
                 self._seen.pop(capture.alert.dedupe_key, None)
             self._write(self._entry(capture))
-        self._log(f"{capture.alert.name}: {capture.status} {capture.bundle or capture.reason or ''}")
+        self._log(
+            f"{capture.alert.name} on {capture.host}: {capture.outcome()}"
+            + (f" ({capture.bundle})" if capture.bundle else "")
+        )
+        if self.notifier is not None and capture.status in ("captured", "failed"):
+            record = {**capture.to_json(), **{k: capture.manifest_alert()[k] for k in ("labels", "annotations")}}
+            self.notifier.submit(record, capture.outcome(), functools.partial(self._notified, capture))
+
+    def _notified(self, capture: Capture, results: list[dict[str, Any]]) -> None:
+        """The notifier's outcome, kept in the capture's record (its journal line is written again)."""
+        with self._lock:
+            capture.notifications = results
+            if not self._closed:
+                self._write(self._entry(capture))
+        self._log(f"{capture.alert.name} on {capture.host}: notified {summary(results)}")
 
     def waiting(self) -> int:
         return self._queue.qsize()

@@ -22,7 +22,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from nightowl.collectors.base import Collector, to_jsonable
+from nightowl.collectors.base import Collector, declare, to_jsonable
 
 KIND = "dcgmi-diag"
 
@@ -532,7 +532,27 @@ def facts(result: DcgmiResult) -> dict[str, Any]:
     return data
 
 
+# The facts `facts` returns (docs/reference.md#kinds); tests/collectors/test_declared_facts.py checks them.
+PRODUCES = declare(
+    ("dcgm_version", "str | None", "DCGM version printed by the diagnostic"),
+    ("level", "int | None", "diagnostic run level (-r 1, 2, 3)"),
+    ("tests", "list", "every test with its result per GPU"),
+    ("overall", "str", "overall result: pass, fail, warn, incomplete"),
+    ("driver_version", "str | None", "driver version printed by the diagnostic"),
+    ("gpu_device_ids", "list[str]", "the GPUs' PCI device ids"),
+    ("complete", "bool", "the output reached its end (a truncated run is not a pass)"),
+    ("runtime_error", "str | None", "an error that stopped the diagnostic"),
+    ("health", "dict | None", "`dcgmi health` results, when that output is included"),
+    ("failed_tests", "list[str]", "tests that failed"),
+    ("warned_tests", "list[str]", "tests that warned"),
+    ("skipped_tests", "list[str]", "tests that were skipped"),
+    ("failed_gpus", "list", "GPUs with a failed test"),
+    ("health_overall", "str | None", "overall `dcgmi health` result"),
+)
+
+
 COLLECTOR = Collector(
+    produces=PRODUCES,
     kind=KIND,
     commands=(("dcgmi", "diag", "-r", "1"),),
     parse=parse,
@@ -545,6 +565,7 @@ COLLECTOR = Collector(
 # GEMM "diagnostic", targeted stress/power and memory bandwidth; level 4 adds memtest. Minutes of full
 # load: invasive, and only for GPUs already drained (the silent-corruption runbook checks that).
 DRAINED_COLLECTOR = Collector(
+    produces=PRODUCES,
     kind="dcgmi-diag-drained",
     commands=(("dcgmi", "diag", "-r", "{dcgm_level}", "--json"),),
     parse=parse,

@@ -18,7 +18,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
-from nightowl.collectors.base import Collector, to_jsonable
+from nightowl.collectors.base import Collector, declare, to_jsonable
 from nightowl.collectors.pci import normalize_pci
 
 KIND = "nccl-tests"
@@ -600,7 +600,34 @@ def shows_nothing(text: str) -> bool:
     return not parse(text).rows
 
 
+# The facts `facts` returns (docs/reference.md#kinds); tests/collectors/test_declared_facts.py checks them.
+PRODUCES = declare(
+    ("collective", "str | None", "the collective tested (all_reduce, all_gather, ...)"),
+    ("nranks", "int | None", "ranks in the test"),
+    ("rows", "list", "one row per message size: size, time, algbw, busbw, wrong count"),
+    ("avg_busbw", "float | None", "the test's printed average bus bandwidth, GB/s"),
+    ("out_of_bounds", "int | None", "the printed count of out-of-bounds values"),
+    ("wrong_total", "int | None", "wrong results over all rows (data corruption)"),
+    ("devices", "list", "ranks with their host, GPU and device name"),
+    ("footers", "list[str]", "footer lines"),
+    ("min_busbw_row", "dict | None", "the row with the lowest busbw"),
+    ("max_size_busbw", "float | None", "busbw at the largest size, GB/s"),
+    ("tests_version", "str | None", "nccl-tests version"),
+    ("nccl_version", "str | None", "NCCL version"),
+    ("nthreads", "int | None", "threads per process"),
+    ("ngpus", "int | None", "GPUs per thread"),
+    ("errors", "list", "error lines (test failures, NCCL errors)"),
+    ("large_msg_busbw", "float | None", "busbw at the largest message size, GB/s (the figure compared to a baseline)"),
+    ("failed", "bool", "the test reported a failure"),
+    ("completed", "bool", "the output reached the test's end"),
+    ("tests", "list", "every test in the output (a file may hold several collectives)"),
+    ("max_error", "float | None", "the largest error value the tests printed"),
+    ("collectives", "list[str]", "the collectives tested"),
+)
+
+
 COLLECTOR = Collector(
+    produces=PRODUCES,
     kind=KIND,
     # Reading a saved result is not invasive; the path is the runbook parameter `nccl_tests_file`.
     commands=(("cat", "--", "{nccl_tests_file}"),),
@@ -611,6 +638,7 @@ COLLECTOR = Collector(
 )
 
 RUN_COLLECTOR = Collector(
+    produces=PRODUCES,
     kind="nccl-tests-run",
     commands=(("all_reduce_perf", "-b", "8", "-e", "8G", "-f", "2", "-g", "{gpus_per_node}"),),
     parse=parse,

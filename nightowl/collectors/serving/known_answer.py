@@ -27,7 +27,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from nightowl.collectors.base import Collector, to_jsonable
+from nightowl.collectors.base import Collector, declare, to_jsonable
 
 KIND = "known-answer"
 TOKEN_ID = re.compile(r"^token_id:(-?\d+)$")  # vLLM --return-tokens-as-token-ids
@@ -197,7 +197,21 @@ def facts(result: KnownAnswerResult) -> dict[str, Any]:
     return data
 
 
+# The facts `facts` returns (docs/reference.md#kinds); tests/collectors/test_declared_facts.py checks them.
+PRODUCES = declare(
+    ("responses", "int", "responses read"),
+    ("models", "list[str]", "models that answered"),
+    ("answers", "list[str]", "the answers' text"),
+    ("errors", "list", "error responses"),
+    ("answer_digest", "str | None", "digest of the answers, to compare replicas"),
+    ("compared_on", "str | None", "what the digest covers (text, token ids)"),
+    ("answered", "bool", "at least one non-empty answer"),
+    ("empty_answers", "int", "answers with no text"),
+)
+
+
 COLLECTOR = Collector(
+    produces=PRODUCES,
     kind=KIND,
     commands=COMMANDS,
     parse=parse,

@@ -17,7 +17,7 @@ from collections import Counter
 from collections.abc import Mapping
 from typing import Any
 
-from nightowl.collectors.base import DerivedCollector
+from nightowl.collectors.base import DerivedCollector, declare
 
 KIND = "replica-compare"
 INPUTS = ("replica_health",)
@@ -255,7 +255,38 @@ def derive(inputs: Mapping[str, Mapping[str, Any]], params: Mapping[str, Any] | 
     }
 
 
+# The facts `facts` returns (docs/reference.md#kinds); tests/collectors/test_declared_facts.py checks them.
+PRODUCES = declare(
+    ("replicas", "list", "each replica with its health, traffic, latency and the findings on it"),
+    ("judged", "int", "replicas that could be judged"),
+    ("down", "list[str]", "replicas not answering their health check"),
+    ("up", "list[str]", "replicas answering"),
+    ("unanswered", "list[str]", "replicas that answered no probe"),
+    ("all_down", "bool", "no replica answers"),
+    ("partial", "bool", "some replicas are down, not all"),
+    ("down_share", "dict", "the share of replicas down"),
+    ("drift", "dict", "what differs between replicas (model, version, max_model_len)"),
+    ("drifted", "list[str]", "replicas that differ from the majority"),
+    ("restarted", "list[str]", "replicas that restarted in the window"),
+    ("oom", "list[str]", "replicas that ran out of memory"),
+    ("slow", "list[str]", "replicas slower than the others"),
+    ("broken_stream", "list[str]", "replicas whose streamed answer broke off"),
+    ("kv_full", "list[str]", "replicas with a full KV cache"),
+    ("queue_growing", "list[str]", "replicas whose queue grows"),
+    ("latency_up", "list[str]", "replicas whose latency rose"),
+    ("sudden", "list[str]", "replicas whose change was sudden"),
+    ("requests_now", "float | None", "requests per second now, all replicas"),
+    ("requests_before", "float | None", "requests per second before, all replicas"),
+    ("traffic_ratio", "float | None", "traffic now over before"),
+    ("errors_now", "int | None", "HTTP 5xx now, all replicas"),
+    ("metrics_url_by_host", "dict", "the metrics URL read per replica"),
+    ("thresholds", "dict", "the thresholds the comparison used"),
+    ("unread", "list[str]", "replicas whose health, scrapes or asked-for stream probe could not be read: no all-clear"),
+)
+
+
 COLLECTOR = DerivedCollector(
+    produces=PRODUCES,
     kind=KIND,
     inputs=INPUTS,
     derive=derive,

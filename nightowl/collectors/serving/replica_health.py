@@ -17,7 +17,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from nightowl.collectors.base import Collector, to_jsonable
+from nightowl.collectors.base import Collector, declare, to_jsonable
 
 KIND = "replica-health"
 MARKER = "nightowl-probe"
@@ -96,7 +96,19 @@ def facts(result: ReplicaHealth) -> dict[str, Any]:
     return out
 
 
+# The facts `facts` returns (docs/reference.md#kinds); tests/collectors/test_declared_facts.py checks them.
+PRODUCES = declare(
+    ("probes", "list", "each probe with its status and time"),
+    ("health_status", "int | None", "HTTP status of the health check"),
+    ("health_seconds", "float | None", "seconds the health check took"),
+    ("alive", "bool", "the health check answered 200"),
+    ("answered", "bool", "the replica answered a request"),
+    ("version", "str | None", "engine version the replica reports"),
+)
+
+
 COLLECTOR = Collector(
+    produces=PRODUCES,
     kind=KIND,
     commands=COMMANDS,
     parse=parse,

@@ -14,8 +14,9 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from nightowl.collectors.base import Collector
+from nightowl.collectors.base import Collector, Fact
 from nightowl.collectors.serving import metrics
+from nightowl.collectors.serving.metrics import PRODUCES as METRICS_FACTS
 
 KIND = "replica-metrics"
 COMMANDS: tuple[tuple[str, ...], ...] = (("curl", "-sS", "--fail", "--max-time", "5", "--", "{base_url}/metrics"),)
@@ -60,7 +61,16 @@ def facts(result: ReplicaScrape) -> dict[str, Any]:
     return out
 
 
+# The metrics collector's facts, plus what a replica's scrape adds.
+PRODUCES = (
+    *METRICS_FACTS,
+    Fact("process_start_time", "float | None", "when the engine process started (Unix seconds)"),
+    Fact("http_5xx_total", "float | None", "HTTP 5xx responses since start"),
+)
+
+
 COLLECTOR = Collector(
+    produces=PRODUCES,
     kind=KIND,
     commands=COMMANDS,
     parse=parse,

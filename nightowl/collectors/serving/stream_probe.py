@@ -14,7 +14,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from nightowl.collectors.base import Collector, to_jsonable
+from nightowl.collectors.base import Collector, declare, to_jsonable
 
 KIND = "stream-probe"
 DEFAULT_BODY = '{"prompt": "ping", "max_tokens": 1, "temperature": 0, "stream": true}'
@@ -93,7 +93,19 @@ def facts(result: StreamProbe) -> dict[str, Any]:
     return out
 
 
+# The facts `facts` returns (docs/reference.md#kinds); tests/collectors/test_declared_facts.py checks them.
+PRODUCES = declare(
+    ("chunks", "int", "streamed chunks received"),
+    ("done", "bool", "the stream ended with its end marker"),
+    ("finish_reason", "str | None", "why generation finished (stop, length)"),
+    ("error", "str | None", "the error the stream returned"),
+    ("complete", "bool", "the stream is complete"),
+    ("missing_end", "bool", "the stream stopped without its end marker"),
+)
+
+
 COLLECTOR = Collector(
+    produces=PRODUCES,
     kind=KIND,
     commands=COMMANDS,
     parse=parse,

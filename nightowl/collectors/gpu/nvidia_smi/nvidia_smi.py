@@ -24,7 +24,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from nightowl.collectors.base import Collector, to_jsonable
+from nightowl.collectors.base import Collector, declare, to_jsonable
 from nightowl.collectors.gpu.nvidia_smi.results import (
     BankHistogram,
     Ecc,
@@ -546,7 +546,34 @@ def _sku_judgement(result: NvidiaSmiResult) -> dict[str, Any]:
     return judge(names[0], gpu_count=result.gpu_count)
 
 
+# The facts `facts` returns (docs/reference.md#kinds); tests/collectors/test_declared_facts.py checks them.
+PRODUCES = declare(
+    ("driver_version", "str | None", "driver version"),
+    ("cuda_version", "str | None", "CUDA version the driver supports"),
+    ("gpu_count", "int | None", "GPUs nvidia-smi lists"),
+    ("gpus", "list", "every GPU with its fields (index, bus id, name, ECC, remapping, clocks, ...)"),
+    ("errors", "list", "error lines (unable to determine the device handle, ...)"),
+    ("source_format", "str", "which output was read (query, table, xml)"),
+    ("unplaced_counters", "list", "ECC counters printed without a GPU to attach them to"),
+    ("gpus_missing_or_unreadable", "list[str]", "GPUs listed but unreadable, or seen in an error"),
+    ("error_count", "int", "error lines"),
+    ("field_error_count", "int", "fields that read as an error ([Unknown Error], ERR!)"),
+    ("dram_uncorrectable_volatile_gpus", "list[str]", "GPUs with uncorrectable DRAM ECC errors since boot"),
+    ("remap_pending_gpus", "list[str]", "GPUs with a row remap pending (reset needed)"),
+    ("remap_failure_gpus", "list[str]", "GPUs where a row remap failed"),
+    ("retired_pages_pending_gpus", "list[str]", "GPUs with a page retirement pending"),
+    ("sram_threshold_exceeded_gpus", "list[str]", "GPUs past the SRAM error threshold"),
+    ("hw_slowdown_gpus", "list[str]", "GPUs in a hardware slowdown (thermal, power brake)"),
+    ("pcie_degraded_gpus", "list[str]", "GPUs on a narrower or slower PCIe link than they support"),
+    ("recovery_actions", "dict", "the driver's recovery action per GPU"),
+    ("gpu_names", "list[str]", "GPU product names"),
+    ("sku_judgement", "dict", "what the SKU's profile expects against what is read"),
+    ("unplaced_uncorrectable_total", "int", "uncorrectable counts among the unplaced counters"),
+)
+
+
 COLLECTOR = Collector(
+    produces=PRODUCES,
     kind=KIND,
     commands=(("nvidia-smi", "-q", "-x"), ("nvidia-smi", "-q")),
     parse=parse,

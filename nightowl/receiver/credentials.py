@@ -1,0 +1,30 @@
+"""Secrets of the serve config: a value may come inline, from a file, or from the environment.
+
+``<key>_file`` and ``<key>_env`` keep the secret out of the config file itself (a config kept in git,
+a Kubernetes Secret mounted as a file); an inline ``<key>`` is accepted but never required.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+
+def read_secret(doc: Mapping[str, Any], key: str, where: str, default_env: str | None = None) -> str | None:
+    """A secret from ``<key>_file``, ``<key>_env`` or ``<key>`` (in that order), else ``$default_env``.
+
+    Raises ValueError naming ``where`` and the key when a named file cannot be read.
+    """
+    if doc.get(f"{key}_file"):
+        path = Path(str(doc[f"{key}_file"])).expanduser()
+        try:
+            return path.read_text().strip() or None
+        except OSError as exc:
+            raise ValueError(f"{where}: {key}_file: cannot read {path}: {exc}") from None
+    if doc.get(f"{key}_env"):
+        return os.environ.get(str(doc[f"{key}_env"])) or None
+    if doc.get(key):
+        return str(doc[key])
+    return (os.environ.get(default_env) or None) if default_env else None

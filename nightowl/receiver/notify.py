@@ -1,0 +1,307 @@
+"""The verdict back to the responders: a PagerDuty note, a chat message, a generic JSON webhook.
+
+After a capture, ``nightowl serve`` posts what it concluded (or why it could not) and the draft's
+link to each configured target. Posting never holds up a capture: captures hand their record to
+one notifier thread through a bounded queue, and a full queue is recorded, not waited on. Each
+target is tried ``attempts`` times with exponential backoff; the outcome of every target (sent,
+failed, skipped and why) goes back into the capture's record and the serve log.
+
+Targets and their wire formats:
+
+* ``pagerduty``: ``POST {api_url}/incidents/{id}/notes`` with ``Authorization: Token token=KEY`` and
+  ``From: EMAIL``, body ``{"note": {"content": TEXT}}`` (PagerDuty REST API,
+  https://developer.pagerduty.com/api-reference/3df2b685a0dbc-create-a-note-on-an-incident).
+  The incident is the one whose webhook started the capture, or the one an Alertmanager label or
+  annotation names (``incident_label``).
+* ``chat``: Slack-compatible incoming-webhook JSON ``{"text": ..., "blocks": [...]}``
+  (https://api.slack.com/messaging/webhooks; Mattermost and Rocket.Chat accept the same ``text``).
+* ``webhook``: ``{"event": "nightowl.capture", ...}`` with the whole capture record, optionally with
+  ``Authorization: Bearer TOKEN``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import queue
+import threading
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import quote
+
+from nightowl.receiver.credentials import read_secret
+
+PAGERDUTY_API = "https://api.pagerduty.com"
+PAGERDUTY_ACCEPT = "application/vnd.pagerduty+json;version=2"
+MAX_RETRY_AFTER_S = 60.0
+
+# Keys of the `notify` section and of each target (fixtures/alerts/serve.yaml shows each, commented).
+NOTIFY_KEYS = frozenset({"link_base", "attempts", "backoff", "timeout", "queue", "pagerduty", "chat", "webhook"})
+TARGET_KEYS = {
+    "pagerduty": frozenset({"api_url", "token", "token_file", "token_env", "from", "incident_label"}),
+    "chat": frozenset({"url", "url_file", "url_env"}),
+    "webhook": frozenset({"url", "url_file", "url_env", "token", "token_file", "token_env"}),
+}
+
+
+@dataclass(frozen=True)
+class Target:
+    kind: str  # pagerduty | chat | webhook
+    url: str  # the PagerDuty REST API base, or the webhook's URL
+    token: str | None = None  # PagerDuty REST API key, or the generic webhook's bearer token
+    sender: str | None = None  # PagerDuty: the From header (a PagerDuty user's email)
+    incident_label: str | None = None  # PagerDuty: the label or annotation naming the incident id
+
+
+@dataclass(frozen=True)
+class NotifyConfig:
+    targets: tuple[Target, ...] = ()
+    link_base: str | None = None  # how responders reach this server: drafts are linked under it
+    attempts: int = 4
+    backoff_s: float = 2.0
+    timeout_s: float = 10.0
+    queue_size: int = 64
+
+
+def parse_notify(doc: Any, where: str) -> NotifyConfig:
+    """The ``notify`` section; ValueError names the file and the key."""
+    if doc is None:
+        return NotifyConfig()
+    if not isinstance(doc, Mapping):
+        raise ValueError(f"{where}: notify is a mapping")
+    unknown = set(doc) - NOTIFY_KEYS
+    if unknown:
+        raise ValueError(f"{where}: notify: unknown key(s) {', '.join(sorted(unknown))}")
+    try:
+        attempts, backoff = int(doc.get("attempts", 4)), float(doc.get("backoff", 2.0))
+        timeout, size = float(doc.get("timeout", 10.0)), int(doc.get("queue", 64))
+    except (TypeError, ValueError):
+        raise ValueError(f"{where}: notify: attempts, backoff, timeout and queue are numbers") from None
+    if not (1 <= attempts <= 20 and 0 <= backoff <= 600 and 0 < timeout <= 120 and 1 <= size <= 10000):
+        raise ValueError(f"{where}: notify: attempts 1-20, backoff 0-600 s, timeout up to 120 s, queue 1-10000")
+    targets = tuple(_target(kind, doc[kind], f"{where}: notify.{kind}") for kind in TARGET_KEYS if doc.get(kind))
+    link_base = str(doc["link_base"]).rstrip("/") if doc.get("link_base") else None
+    return NotifyConfig(targets, link_base, attempts, backoff, timeout, size)
+
+
+def _target(kind: str, doc: Any, where: str) -> Target:
+    if not isinstance(doc, Mapping):
+        raise ValueError(f"{where}: a mapping")
+    unknown = set(doc) - TARGET_KEYS[kind]
+    if unknown:
+        raise ValueError(f"{where}: unknown key(s) {', '.join(sorted(unknown))}")
+    if kind == "pagerduty":
+        token = read_secret(doc, "token", where)
+        if not token or not doc.get("from"):
+            raise ValueError(f"{where}: needs a REST API key (token_file or token_env) and `from` (a user's email)")
+        api = str(doc.get("api_url") or PAGERDUTY_API).rstrip("/")
+        label = str(doc["incident_label"]) if doc.get("incident_label") else None
+        return Target(kind, _http_url(api, where), token, str(doc["from"]), label)
+    url = read_secret(doc, "url", where)
+    if not url:
+        raise ValueError(f"{where}: needs url, url_file or url_env (the variable is unset or empty)")
+    token = read_secret(doc, "token", where) if kind == "webhook" else None
+    return Target(kind, _http_url(url, where), token)
+
+
+def _http_url(url: str, where: str) -> str:
+    if not url.startswith(("http://", "https://")):
+        raise ValueError(f"{where}: {url.split('?')[0][:40]!r} is not an http(s) URL")
+    return url
+
+
+# --- what is said ----------------------------------------------------------------------------------
+def draft_url(record: Mapping[str, Any], link_base: str | None) -> str | None:
+    run_id = record.get("run_id")
+    return f"{link_base}/captures/{run_id}/postmortem.html" if run_id and link_base else None
+
+
+def request_for(
+    target: Target, record: Mapping[str, Any], text: str, link: str | None
+) -> tuple[str, dict[str, str], Any]:
+    """(url, headers, JSON body) of one target's message, or raise LookupError when it does not apply."""
+    headline = f"nightowl: {record.get('alert') or 'alert'} on {record.get('host') or '-'}: {text}"
+    if target.kind == "pagerduty":
+        incident = _incident_id(target, record)
+        content = headline + (f"\nPostmortem draft: {link}" if link else "")
+        headers = {
+            "Authorization": f"Token token={target.token}",
+            "From": str(target.sender),
+            "Accept": PAGERDUTY_ACCEPT,
+        }
+        return f"{target.url}/incidents/{quote(incident, safe='')}/notes", headers, {"note": {"content": content}}
+    if target.kind == "chat":
+        blocks: list[dict[str, Any]] = [{"type": "section", "text": {"type": "mrkdwn", "text": _mrkdwn(headline)}}]
+        if link:
+            blocks.append({"type": "context", "elements": [{"type": "mrkdwn", "text": f"<{link}|postmortem draft>"}]})
+        return target.url, {}, {"text": headline + (f" {link}" if link else ""), "blocks": blocks}
+    headers = {"Authorization": f"Bearer {target.token}"} if target.token else {}
+    body = {"event": "nightowl.capture", "text": headline, "draft_url": link, "capture": dict(record)}
+    return target.url, headers, body
+
+
+def _mrkdwn(text: str) -> str:
+    """Slack's three control characters, escaped (https://api.slack.com/reference/surfaces/formatting#escaping)."""
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
+def _incident_id(target: Target, record: Mapping[str, Any]) -> str:
+    if record.get("source") == "pagerduty" and record.get("fingerprint"):
+        return str(record["fingerprint"])  # the v3 webhook's incident id
+    labels = {**(record.get("annotations") or {}), **(record.get("labels") or {})}
+    if target.incident_label and labels.get(target.incident_label):
+        return str(labels[target.incident_label])
+    raise LookupError(
+        "no PagerDuty incident: the alert came from "
+        f"{record.get('source') or '?'} and carries no `{target.incident_label or 'incident_label'}` label"
+    )
+
+
+# --- how it is sent --------------------------------------------------------------------------------
+class Permanent(Exception):
+    """A rejection that retrying will not change (4xx other than 408 and 429)."""
+
+
+def post_json(url: str, headers: Mapping[str, str], body: Any, timeout: float) -> int:
+    """POST JSON; the HTTP status on 2xx. Raises Permanent, or OSError for what is worth retrying."""
+    data = json.dumps(body).encode()
+    request = urllib.request.Request(url, data=data, method="POST")
+    request.add_header("Content-Type", "application/json")
+    request.add_header("User-Agent", "nightowl-serve")
+    for name, value in headers.items():
+        request.add_header(name, value)
+    try:
+        with urllib.request.urlopen(request, timeout=timeout) as response:  # noqa: S310 - http(s) checked at load
+            return int(response.status)
+    except urllib.error.HTTPError as exc:
+        detail = exc.read(300).decode(errors="replace").strip()
+        message = f"HTTP {exc.code}" + (f": {detail}" if detail else "")
+        if 400 <= exc.code < 500 and exc.code not in (408, 429):
+            raise Permanent(message) from None
+        retry_after = exc.headers.get("Retry-After") if exc.headers else None
+        raise _Retry(message, float(retry_after) if retry_after and retry_after.isdigit() else None) from None
+
+
+class _Retry(OSError):
+    def __init__(self, message: str, after: float | None = None) -> None:
+        super().__init__(message)
+        self.after = after
+
+
+def deliver(
+    target: Target,
+    url: str,
+    headers: Mapping[str, str],
+    body: Any,
+    config: NotifyConfig,
+    sleep: Callable[[float], bool],
+) -> dict[str, Any]:
+    """Try up to ``attempts`` times, waiting backoff, 2x backoff, ...; ``sleep`` returns False to give up."""
+    error = ""
+    for attempt in range(1, config.attempts + 1):
+        try:
+            code = post_json(url, headers, body, config.timeout_s)
+        except Permanent as exc:
+            return _result(target, "failed", attempt, str(exc))
+        except OSError as exc:  # refused, timed out, 5xx, 429: worth another try
+            error = str(getattr(exc, "reason", None) or exc)
+            if attempt == config.attempts:
+                break
+            wait = config.backoff_s * 2 ** (attempt - 1)
+            after = getattr(exc, "after", None)
+            if not sleep(min(MAX_RETRY_AFTER_S, max(wait, after or 0.0))):
+                return _result(target, "failed", attempt, f"{error}; stopped while waiting to retry")
+        else:
+            return _result(target, "sent", attempt, None, code)
+    return _result(target, "failed", config.attempts, error)
+
+
+def _result(target: Target, status: str, attempts: int, error: str | None, code: int | None = None) -> dict[str, Any]:
+    return {"target": target.kind, "status": status, "attempts": attempts, "http_status": code, "error": error}
+
+
+@dataclass
+class _Job:
+    record: dict[str, Any]
+    text: str
+    done: Callable[[list[dict[str, Any]]], None]
+    results: list[dict[str, Any]] = field(default_factory=list)
+
+
+class Notifier:
+    """One thread and a bounded queue: posting never holds up a capture, however slow a target is."""
+
+    def __init__(self, config: NotifyConfig) -> None:
+        self.config = config
+        self._queue: queue.Queue[_Job | None] = queue.Queue(maxsize=config.queue_size)
+        self._stopping = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._work, name="notify", daemon=True)
+        self._thread.start()
+
+    def stop(self, timeout: float = 10.0) -> None:
+        """Finish what is being sent now (no more backoff waits), then stop."""
+        self._stopping.set()
+        if self._thread is not None:
+            with contextlib.suppress(queue.Full):
+                self._queue.put(None, timeout=timeout)
+            self._thread.join(timeout)
+
+    def submit(self, record: dict[str, Any], text: str, done: Callable[[list[dict[str, Any]]], None]) -> bool:
+        """Queue one capture's message; when the queue is full, ``done`` hears so at once."""
+        try:
+            self._queue.put_nowait(_Job(record, text, done))
+        except queue.Full:
+            done(
+                [
+                    {
+                        "target": t.kind,
+                        "status": "failed",
+                        "attempts": 0,
+                        "http_status": None,
+                        "error": f"notify queue full ({self.config.queue_size} waiting)",
+                    }
+                    for t in self.config.targets
+                ]
+            )
+            return False
+        return True
+
+    def _work(self) -> None:
+        while True:
+            job = self._queue.get()
+            if job is None:
+                return
+            job.done(self.send(job.record, job.text))
+
+    def send(self, record: Mapping[str, Any], text: str) -> list[dict[str, Any]]:
+        """Every target's outcome for one capture, in config order."""
+        link = draft_url(record, self.config.link_base)
+        results = []
+        for target in self.config.targets:
+            try:
+                url, headers, body = request_for(target, record, text, link)
+            except LookupError as exc:
+                results.append(_result(target, "skipped", 0, str(exc)))
+                continue
+            results.append(deliver(target, url, headers, body, self.config, self._sleep))
+        return results
+
+    def _sleep(self, seconds: float) -> bool:
+        return not self._stopping.wait(seconds)
+
+
+def summary(results: list[dict[str, Any]]) -> str:
+    """``pagerduty sent, chat failed (HTTP 500 after 4 tries)`` for the serve log."""
+    parts = []
+    for r in results:
+        part = f"{r['target']} {r['status']}"
+        if r["status"] != "sent" and r.get("error"):
+            part += f" ({r['error']}" + (f" after {r['attempts']} tries)" if r["attempts"] > 1 else ")")
+        parts.append(part)
+    return ", ".join(parts)
