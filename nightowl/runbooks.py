@@ -1,11 +1,20 @@
-"""Built-in runbooks (``runbooks/*.yaml``) and loading by name or path."""
+"""Runbooks by name (site folders, then the built-ins in ``runbooks/*.yaml``) or by path, and loading.
+
+A team adds its own runbooks without forking: a ``NAME.yaml`` in a site folder (nightowl/paths.py
+``runbook_dirs``: ``--runbook-path``, ``$NIGHTOWL_RUNBOOK_PATH``, ``$XDG_CONFIG_HOME/nightowl/runbooks``,
+``/etc/nightowl/runbooks``) is found by ``NAME``; the first folder holding a name wins, so a site copy
+of a built-in replaces it.
+"""
 
 from __future__ import annotations
 
 from pathlib import Path
 from typing import Any
 
-from nightowl.paths import data_dir
+from nightowl.paths import data_dir, runbook_dirs
+
+# Set once by the CLI's --runbook-path (nightowl/cli/main.py); searched before the other folders.
+EXTRA_DIRS: list[Path] = []
 
 
 def builtin_dir() -> Path:
@@ -16,16 +25,32 @@ def builtin_paths() -> dict[str, Path]:
     return {p.stem: p for p in sorted(builtin_dir().glob("*.yaml"))}
 
 
+def site_paths() -> dict[str, Path]:
+    """Runbooks of the site folders by name, the first folder holding a name winning."""
+    found: dict[str, Path] = {}
+    for folder in runbook_dirs(tuple(EXTRA_DIRS)):
+        if folder.is_dir():
+            for path in sorted([*folder.glob("*.yaml"), *folder.glob("*.yml")]):
+                found.setdefault(path.stem, path)
+    return found
+
+
+def all_paths() -> dict[str, Path]:
+    """Every runbook a name can reach: site runbooks first, then the built-ins they do not replace."""
+    return {**builtin_paths(), **site_paths()}
+
+
 def resolve(name_or_path: str) -> Path:
-    """A built-in runbook name (``xid``) or a path to a YAML file."""
-    builtins = builtin_paths()
-    if name_or_path in builtins:
-        return builtins[name_or_path]
+    """A runbook name (``xid``; site folders first, then built-in) or a path to a YAML file."""
+    known = all_paths()
+    if name_or_path in known:
+        return known[name_or_path]
     path = Path(name_or_path)
     if path.suffix in (".yaml", ".yml") or path.exists():
         return path
-    known = ", ".join(builtins) or "none"
-    raise FileNotFoundError(f"no runbook named {name_or_path!r} (built-in: {known})")
+    names = ", ".join(known) or "none"
+    searched = ", ".join(str(d) for d in runbook_dirs(tuple(EXTRA_DIRS)))
+    raise FileNotFoundError(f"no runbook named {name_or_path!r} (known: {names}; site folders searched: {searched})")
 
 
 # Draft-07: the newest draft editors' YAML language servers fully support (redhat-developer/vscode-yaml

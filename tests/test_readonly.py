@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from nightowl.collectors import MODULES, UnsafeCollector, get_collector
-from nightowl.collectors.readonly import violations
+from nightowl.collectors.readonly import ALLOWED, allowed_shape, violations
 
 
 @pytest.mark.parametrize("kind", sorted(MODULES))
@@ -51,13 +51,102 @@ def test_read_only_commands_pass() -> None:
             [
                 ("nvidia-smi", "-q", "-x"),
                 ("nvidia-smi", "nvlink", "-s"),
-                ("journalctl", "-k", "-b"),
-                ("kubectl", "get", "pod", "x", "-o", "json"),
-                ("sh", "-c", 'exec docker logs -- "$1"', "x"),
+                ("journalctl", "-k", "-b", "--no-pager", "-o", "short-iso", "--since={since_time}"),
+                ("kubectl", "get", "pod", "{p}", "-n", "{ns}", "-o", "json"),
+                ("tail", "-n", "5000", "--", "{log_path}"),  # a parameter may be renamed
             ]
         )
         == []
     )
+
+
+# Issue 14: a deny-list let these through. Each is refused because it is not an allowed shape.
+MUTATING_COMMANDS = [
+    ("systemctl", "reboot"),
+    ("systemctl", "isolate", "rescue.target"),
+    ("systemctl", "--no-block", "poweroff"),
+    ("busybox", "reboot"),
+    ("busybox", "rm", "-rf", "/"),
+    ("zsh", "-c", "reboot"),
+    ("ksh", "-c", "reboot"),
+    ("fish", "-c", "reboot"),
+    ("nsenter", "-t", "1", "-m", "--", "reboot"),
+    ("chroot", "/host", "reboot"),
+    ("python3", "-c", "import os; os.system('reboot')"),
+    ("python", "-c", "print(1)"),
+    ("perl", "-e", "unlink '/etc/passwd'"),
+    ("find", "/", "-delete"),
+    ("find", "/var/log", "-exec", "rm", "{}", ";"),
+    ("journalctl", "--vacuum-time=1s"),
+    ("journalctl", "--rotate"),
+    ("journalctl", "--flush"),
+    ("nvidia-smi", "mig", "-dgi"),
+    ("nvidia-smi", "mig", "-cgi", "9"),
+    ("nvidia-smi", "-i", "0", "-r"),
+    ("nvidia-smi", "conf-compute", "-srs", "1"),
+    ("nvidia-smi", "drain", "-p", "0000:3b:00.0", "-m", "1"),
+    ("docker", "system", "prune", "-af"),
+    ("docker", "volume", "rm", "x"),
+    ("docker", "compose", "down"),
+    ("kubectl", "delete", "pod", "x"),
+    ("kubectl", "replace", "-f", "x.yaml"),
+    ("kubectl", "debug", "node/x", "-it", "--image=busybox"),
+    ("crictl", "rmp", "-a"),
+    ("ctr", "task", "kill", "x"),
+    ("ip", "link", "set", "ib0", "down"),
+    ("ethtool", "-s", "eth0", "speed", "10"),
+    ("sysctl", "-w", "kernel.panic=1"),
+    ("tee", "/proc/sysrq-trigger"),
+    ("echo", "b"),
+    ("mv", "/etc/fstab", "/tmp"),
+    ("truncate", "-s", "0", "/var/log/syslog"),
+    ("cp", "/dev/null", "/etc/passwd"),
+    ("chmod", "000", "/"),
+    ("mount", "-o", "remount,ro", "/"),
+    ("swapoff", "-a"),
+    ("ipmitool", "chassis", "power", "cycle"),
+    ("nvme", "format", "/dev/nvme0n1"),
+    ("dcgmi", "diag", "-r", "4"),  # level 4: an hour of GPU load; only `-r 1` and `-r {dcgm_level}` are shapes
+    ("dcgmi", "group", "-d", "1"),
+    ("dcgmi", "config", "--set", "-P", "300"),
+    ("scontrol", "reboot", "ASAP", "gpu-17"),
+    ("ncclras", "CONTROL"),
+    ("curl", "-X", "POST", "http://127.0.0.1:8000/shutdown"),
+    ("curl", "-sS", "--fail", "--max-time", "5", "-o", "/etc/passwd", "--", "{metrics_url}"),
+    ("tail", "-n", "5000", "--", "{engine_log_file}", "-f"),
+    ("dmesg", "-C"),
+    ("sudo", "-n", "--", "reboot"),
+    ("sh", "-c", 'exec docker rm -f -- "$2"', "docker-logs", "5000", "{container}"),
+    ("env", "-i", "reboot"),
+    ("xargs", "reboot"),
+    ("at", "now"),
+    ("wall", "bye"),
+]
+
+
+@pytest.mark.parametrize("argv", MUTATING_COMMANDS, ids=lambda argv: " ".join(argv)[:40])
+def test_every_command_outside_the_allowed_shapes_is_refused(argv: tuple[str, ...]) -> None:
+    assert allowed_shape(argv) is None
+    assert violations([argv])
+
+
+def test_every_allowed_shape_is_used_by_a_built_in_collector() -> None:
+    declared = {tuple(argv) for kind in MODULES for argv in get_collector(kind).commands}
+    unused = [shape for shape in ALLOWED if shape not in declared]
+    assert unused == [], "an allowed shape no collector needs: remove it"
+
+
+@pytest.mark.parametrize(
+    ("argv", "allowed"),
+    [
+        (("curl", "-sS", "--fail", "--max-time", "5", "--", "http://127.0.0.1:8000/metrics"), True),
+        (("curl", "-sS", "--fail", "--max-time", "5", "--", "-o/etc/passwd"), False),
+        (("tail", "-n", "5000", "--", "/var/log/vllm.log"), True),
+        (("cat", "--", "--help"), False),
+    ],
+)
+def test_resolved_commands_match_only_with_safe_values(argv: tuple[str, ...], allowed: bool) -> None:
+    assert (allowed_shape(argv, resolved=True) is not None) is allowed
 
 
 def test_an_unsafe_collector_never_loads(monkeypatch: pytest.MonkeyPatch, tmp_path) -> None:  # noqa: ANN001

@@ -1,29 +1,78 @@
 #!/usr/bin/env bash
 # Slurm HealthCheckProgram wrapper (slurm.conf: HealthCheckProgram=/usr/local/sbin/nightowl-healthcheck.sh,
-# HealthCheckInterval=3600). Runs nightowl's node-health on this node only and drains the node, with the
-# verdict as the reason, only when the verdict's action needs the node out of service. Anything else
-# (healthy, informational, nightowl itself failing) leaves the node as it is: a health check must never
-# drain a fleet because of its own bug.
+# HealthCheckInterval=3600). Runs nightowl's node-health on this node only, then:
+#   - the verdict's action needs the node out of service: drain it, reason "nightowl: VERDICT (ACTION)";
+#   - the node is healthy again and nightowl drained it: resume it;
+#   - anything else (informational verdict, nightowl could not judge or failed, a node drained by someone
+#     else): leave the node as it is. A health check must never drain a fleet because of its own bug,
+#     nor undo a person's drain.
+# Always exits 0: when slurmd starts, it re-runs a failing HealthCheckProgram until it exits 0 before
+# registering (slurm.conf(5), HealthCheckProgram: https://slurm.schedmd.com/slurm.conf.html).
+#
+# slurmd kills a HealthCheckProgram after 60 s and runs it with an EMPTY environment (only
+# SLURMD_NODENAME): this script sets its own PATH, finds slurm.conf, and gives nightowl a deadline
+# well inside that minute. Settings (environment): NIGHTOWL (the command), NIGHTOWL_OUT (bundles),
+# NIGHTOWL_TEXTFILE (node-exporter textfile), NIGHTOWL_HOST_TIMEOUT (seconds, default 40),
+# NIGHTOWL_HEALTHCHECK_LOG (where nightowl's stderr goes, default /dev/null).
 set -u
+export PATH="${PATH:+$PATH:}/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+if [ -z "${SLURM_CONF:-}" ]; then
+  # /etc/slurm (Slurm's default), /etc/slurm-llnl (Debian before 11), /run/slurm/conf (configless mode:
+  # slurmd's cached copy, https://slurm.schedmd.com/configless_slurm.html)
+  for conf in /etc/slurm/slurm.conf /etc/slurm-llnl/slurm.conf /run/slurm/conf/slurm.conf; do
+    if [ -r "$conf" ]; then export SLURM_CONF="$conf"; break; fi
+  done
+fi
+
 NIGHTOWL=${NIGHTOWL:-nightowl}
 OUT=${NIGHTOWL_OUT:-/var/lib/nightowl/bundles}
 TEXTFILE=${NIGHTOWL_TEXTFILE:-/var/lib/node_exporter/textfile_collector/nightowl.prom}
+HOST_TIMEOUT=${NIGHTOWL_HOST_TIMEOUT:-40}
+LOG=${NIGHTOWL_HEALTHCHECK_LOG:-/dev/null}
 NODE=${SLURMD_NODENAME:-$(hostname -s)}
+export NODE_NAME="$NODE"   # nightowl names the node (textfile, bundle) after Slurm's node name
 DRAIN_ACTIONS=" reboot-node drain-and-reset reset-gpu hardware-ticket "
+PREFIX="nightowl:"
 
-result=$(timeout 300 "$NIGHTOWL" check --format json --out "$OUT" --textfile "$TEXTFILE" 2>/dev/null)
+# The drain reason of this node when it is drained or draining, else nothing.
+drain_reason() {
+  local state reason
+  IFS='|' read -r state reason < <(sinfo -h -N -n "$NODE" -o '%T|%E' 2>>"$LOG")
+  case "${state:-}" in
+    *drain*) printf '%s' "${reason:-}" ;;
+  esac
+}
+
+# nightowl's own deadline plus 10 s of grace before `timeout` stops it: 50 s < slurmd's 60 s.
+result=$(timeout -k 5 "$((HOST_TIMEOUT + 10))" "$NIGHTOWL" check --format json --host-timeout "$HOST_TIMEOUT" \
+  --out "$OUT" --textfile "$TEXTFILE" 2>>"$LOG")
 status=$?
-[ "$status" -eq 1 ] || exit 0   # 0: healthy; 2/3/124/130: nightowl could not judge: do not drain
+current=$(drain_reason)
 
-read -r verdict action < <(printf '%s' "$result" | python3 -c '
+case "$status" in
+  0)  # healthy: undo nightowl's own drain, never anyone else's
+    if [[ "$current" == "$PREFIX"* ]]; then
+      scontrol update NodeName="$NODE" State=RESUME
+    fi
+    ;;
+  1)  # needs action: drain when the action takes the node out of service
+    read -r verdict action < <(printf '%s' "$result" | python3 -c '
 import json, sys
 host = json.load(sys.stdin)["hosts"][0]
 v = host.get("verdict") or {}
 print(v.get("id", "unknown"), v.get("action", "none"))')
-
-case "$DRAIN_ACTIONS" in
-  *" $action "*)
-    scontrol update NodeName="$NODE" State=DRAIN Reason="nightowl: $verdict ($action)"
+    reason="$PREFIX ${verdict:-unknown} (${action:-none})"
+    case "$DRAIN_ACTIONS" in
+      *" ${action:-none} "*)
+        if [ -n "$current" ] && [[ "$current" != "$PREFIX"* ]]; then
+          echo "nightowl-healthcheck: $NODE already drained by someone else ($current); not touching it" >>"$LOG"
+        elif [ "$current" != "$reason" ]; then
+          scontrol update NodeName="$NODE" State=DRAIN Reason="$reason"
+        fi
+        ;;
+    esac
+    ;;
+  *)  # 2/3/124/137/130/143: nightowl could not judge; a drain stays, nothing new is drained
     ;;
 esac
 exit 0

@@ -26,11 +26,13 @@ def parse_age(text: str) -> float:
     return float(match.group(1)) * _UNIT_SECONDS[match.group(2)]
 
 
-def _read(path: Path) -> Any:
+def _read(path: Path) -> dict[str, Any]:
+    """A bundle's JSON object; {} when it is unreadable or corrupt, so one bad bundle never hides the rest."""
     try:
-        return json.loads(path.read_text())
+        data = json.loads(path.read_text())
     except (OSError, ValueError):
-        return None
+        return {}
+    return data if isinstance(data, dict) else {}
 
 
 def bundle_rows(out_dir: Path) -> list[dict[str, Any]]:
@@ -41,9 +43,13 @@ def bundle_rows(out_dir: Path) -> list[dict[str, Any]]:
     for folder in out_dir.iterdir():
         if folder.name.startswith(".") or folder.is_symlink() or not (folder / "manifest.json").is_file():
             continue
-        manifest = _read(folder / "manifest.json") or {}
-        verdicts = _read(folder / "verdicts.json") or {}
-        hosts = verdicts.get("hosts") or []
+        manifest = _read(folder / "manifest.json")
+        verdicts = _read(folder / "verdicts.json")
+        hosts = (
+            [h for h in verdicts.get("hosts") or [] if isinstance(h, dict)]
+            if isinstance(verdicts.get("hosts"), list)
+            else []
+        )
         started = manifest.get("started")
         rows.append(
             {
@@ -52,8 +58,8 @@ def bundle_rows(out_dir: Path) -> list[dict[str, Any]]:
                 "started": started if isinstance(started, (int, float)) else folder.stat().st_mtime,
                 "runbook": manifest.get("runbook") or verdicts.get("runbook"),
                 "hosts": [h.get("host") for h in hosts],
-                "verdicts": [(h.get("verdict") or {}).get("id") or f"({h.get('status')})" for h in hosts],
-                "actions": sorted({(h.get("verdict") or {}).get("action") or "-" for h in hosts}),
+                "verdicts": [_verdict(h).get("id") or f"({h.get('status')})" for h in hosts],
+                "actions": sorted({str(_verdict(h).get("action") or "-") for h in hosts}),
                 "alert": (manifest.get("alert") or {}).get("name") if isinstance(manifest.get("alert"), dict) else None,
                 "partial": bool(manifest.get("partial")),
             }
@@ -61,15 +67,34 @@ def bundle_rows(out_dir: Path) -> list[dict[str, Any]]:
     return sorted(rows, key=lambda r: r["started"], reverse=True)
 
 
+def _verdict(host: dict[str, Any]) -> dict[str, Any]:
+    verdict = host.get("verdict")
+    return verdict if isinstance(verdict, dict) else {}
+
+
+def _holds_evidence(folder: Path) -> bool:
+    """An interrupted run's folder with any recorded output: kept by --prune (delete it by hand)."""
+    hosts = folder / "hosts"
+    return hosts.is_dir() and any(p.is_file() and p.stat().st_size > 0 for p in hosts.rglob("*"))
+
+
 def prune(out_dir: Path, max_age: float, dry_run: bool, now: float | None = None) -> list[str]:
-    """Delete bundles started more than ``max_age`` seconds ago, and stale unfinished ``.*.partial`` folders."""
+    """Delete bundles started more than ``max_age`` seconds ago, and stale unfinished ``.*.partial`` folders.
+
+    A partial bundle (an interrupted run) or an unfinished folder that holds evidence is kept: it may be the
+    only record of an incident.
+    """
     now = time.time() if now is None else now
-    doomed = [Path(r["path"]) for r in bundle_rows(out_dir) if now - r["started"] > max_age]
+    doomed = [
+        Path(r["path"])
+        for r in bundle_rows(out_dir)
+        if now - r["started"] > max_age and not (r["partial"] and _holds_evidence(Path(r["path"])))
+    ]
     if out_dir.is_dir():
         doomed += [
             p
             for p in out_dir.glob(".*.partial")
-            if p.is_dir() and not p.is_symlink() and now - p.stat().st_mtime > max_age
+            if p.is_dir() and not p.is_symlink() and now - p.stat().st_mtime > max_age and not _holds_evidence(p)
         ]
     for path in doomed:
         if not dry_run:
@@ -90,7 +115,8 @@ def _when(epoch: float) -> str:
 def bundles(out_dir: Path | None, prune_age: str | None, dry_run: bool, limit: int, fmt: str) -> None:
     """List recent bundles: time, runbook, host, verdict, first action, the alert that started it.
 
-    With --prune AGE, delete bundles (and unfinished .partial folders) older than AGE first.
+    With --prune AGE, delete bundles (and unfinished .partial folders) older than AGE first; an interrupted
+    run's partial bundle that holds evidence is kept (delete it by hand once it is no longer needed).
     """
     out_dir = out_dir or DEFAULT_OUT
     removed: list[str] = []

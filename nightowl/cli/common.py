@@ -128,7 +128,13 @@ OUT_OPTION = out_option(f"where bundles go [default: {DEFAULT_OUT_HELP}; with --
 VERBOSE_OPTION = click.option(
     "-v", "--verbose", is_flag=True, help="also the path, every condition taken and every fact with its source"
 )
-PARAM_OPTION = click.option("--param", "params", multiple=True, metavar="KEY=VALUE", help="runbook parameter")
+PARAM_OPTION = click.option(
+    "--param",
+    "params",
+    multiple=True,
+    metavar="KEY=VALUE",
+    help="runbook parameter (text, converted to the type the runbook declares)",
+)
 INVASIVE_OPTION = click.option(
     "--allow-invasive", is_flag=True, help="also run collectors that load GPUs or the network"
 )
@@ -148,12 +154,12 @@ def load_runbook_or_exit(name: str) -> Any:
 
 
 def parse_params(pairs: tuple[str, ...]) -> dict[str, Any]:
-    import yaml
-
+    """``KEY=VALUE`` pairs as strings: the runbook's declared types convert them (``since=10:00`` stays
+    "10:00", ``container=0755`` stays "0755"); ``KEY=null`` or ``KEY=`` means no value."""
     params: dict[str, Any] = {}
     for pair in pairs:
         key, sep, value = pair.partition("=")
         if not sep or not key:
             fail(f"--param expects KEY=VALUE, got {pair!r}")
-        params[key] = yaml.safe_load(value)
+        params[key] = None if value.strip() in ("", "null", "~") else value
     return params

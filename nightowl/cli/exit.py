@@ -15,7 +15,8 @@ class ExitStatus(IntEnum):
     USAGE = 2  # usage or input error (bad option, invalid runbook, unreadable file)
     NO_VERDICT = 3  # ran, but a host got no verdict and none needs action
     SOFTWARE = 70  # internal error (a bug), as sysexits.h EX_SOFTWARE; never 1, which means "act on a host"
-    INTERRUPTED = 130  # interrupted; what was collected is saved and marked partial
+    INTERRUPTED = 130  # interrupted (SIGINT); what was collected is saved and marked partial
+    TERMINATED = 143  # terminated (SIGTERM); saved and marked partial, as for 130
 
 
 EXIT_HELP = """\b
@@ -25,7 +26,8 @@ Exit status:
   2    usage or input error (bad option, invalid runbook, unreadable file)
   3    ran, but at least one host got no verdict and none needs action
   70   internal error (a bug): the traceback and partial bundle are saved
-  130  interrupted; the partial bundle is saved"""
+  130  interrupted (SIGINT, Ctrl-C); the partial bundle is saved
+  143  terminated (SIGTERM, as Kubernetes, Slurm and systemd stop programs); the partial bundle is saved"""
 
 
 def fail(message: str, status: ExitStatus = ExitStatus.USAGE) -> NoReturn:

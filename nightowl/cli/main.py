@@ -6,6 +6,8 @@ Heavy modules (engine, paramiko, jinja2, networkx, pydantic) are imported inside
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import click
 
 from nightowl import __version__
@@ -28,13 +30,25 @@ from nightowl.cli.xid_cmd import xid
 
 @click.group(cls=GuardedGroup, context_settings={"help_option_names": ["-h", "--help"]}, epilog=EXIT_HELP)
 @click.version_option(__version__, prog_name="nightowl")
-def main() -> None:
+@click.option(
+    "--runbook-path",
+    "runbook_path",
+    multiple=True,
+    type=click.Path(file_okay=False, path_type=Path),
+    help="a folder of site runbooks (NAME.yaml), searched before $NIGHTOWL_RUNBOOK_PATH, "
+    "$XDG_CONFIG_HOME/nightowl/runbooks, /etc/nightowl/runbooks and the built-ins; repeatable",
+)
+def main(runbook_path: tuple[Path, ...]) -> None:
     """nightowl: incident runbooks for GPU servers and LLM-serving fleets.
 
     Runs read-only collectors (nvidia-smi, kernel log, engine metrics, NCCL logs) on hosts,
     walks a decision tree, prints the verdict with its evidence and the first action,
     and saves an evidence bundle before anyone restarts anything.
     """
+    if runbook_path:
+        from nightowl import runbooks
+
+        runbooks.EXTRA_DIRS[:] = list(runbook_path)
 
 
 for command in (

@@ -18,12 +18,12 @@ def runbook_group() -> None:
 
 @runbook_group.command("list")
 def list_cmd() -> None:
-    """List the built-in runbooks."""
+    """List the runbooks a name reaches: site folders (see --runbook-path) first, then the built-ins."""
     import yaml
 
     from nightowl import runbooks
 
-    for name, path in runbooks.builtin_paths().items():
+    for name, path in runbooks.all_paths().items():
         try:
             title = (yaml.safe_load(path.read_text()) or {}).get("title", "")
         except yaml.YAMLError:

@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+import os
+import signal
 import sys
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -28,7 +33,7 @@ def run_to_summary(
     An interrupt exits 130 after the partial bundle is saved.
     """
     from nightowl.collectors import get_collector
-    from nightowl.engine.bundle import triage_summary
+    from nightowl.engine.bundle import BundleNotWritten, triage_summary
     from nightowl.engine.runner import RunOptions
     from nightowl.engine.session import Interrupted, run_runbook
     from nightowl.postmortem import render_bundle
@@ -49,26 +54,68 @@ def run_to_summary(
         host_timeout=limits.get("host_timeout"),
     )
     try:
-        runs, bundle = run_runbook(
-            loaded,
-            transports,
-            get_collector,
-            options,
-            out_dir,
-            forks=forks,
-            on_host_done=on_host_done,
-            render_postmortem=render_bundle if postmortem else None,
-            redact=scrub_secrets,
-        )
+        with interruptible():
+            runs, bundle = run_runbook(
+                loaded,
+                transports,
+                get_collector,
+                options,
+                out_dir,
+                forks=forks,
+                on_host_done=on_host_done,
+                render_postmortem=render_bundle if postmortem else None,
+                redact=scrub_secrets,
+            )
+    except BundleNotWritten as exc:
+        summary = triage_summary(loaded.id, exc.run_id, None, exc.runs)
+        summary["bundle_error"] = exc.reason
+        summary["_runs"] = exc.runs
+        return summary
     except Interrupted as exc:
-        click.echo(f"nightowl: interrupted; partial bundle saved at {exc.bundle}", err=True)
-        sys.exit(int(ExitStatus.INTERRUPTED))
+        what = "terminated" if exc.terminated else "interrupted"
+        click.echo(f"nightowl: {what}; partial bundle saved at {exc.bundle}", err=True)
+        exit_now(ExitStatus.TERMINATED if exc.terminated else ExitStatus.INTERRUPTED)
     summary = triage_summary(loaded.id, bundle.name, bundle, runs)
     from nightowl import status_update
 
     status_update.write(bundle, summary)
     summary["_runs"] = runs
     return summary
+
+
+@contextmanager
+def interruptible() -> Iterator[None]:
+    """SIGINT and SIGTERM end the run now: running commands are killed (their transports closed) and the
+    engine saves the partial bundle. Only the main thread can take signals; elsewhere this does nothing."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    from nightowl.engine.session import Terminated, close_live_transports
+
+    def on_signal(signum: int, frame: Any) -> None:
+        close_live_transports()
+        raise Terminated() if signum == signal.SIGTERM else KeyboardInterrupt()
+
+    previous = {number: signal.signal(number, on_signal) for number in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for number, handler in previous.items():
+            signal.signal(number, handler)
+
+
+# Threads the engine starts (concurrent.futures pools); a collector still running in one of them after an
+# interrupt must not hold the exit (interpreter shutdown joins pool threads).
+_ENGINE_THREADS = ("host", "collect", "connect", "member")
+
+
+def exit_now(status: ExitStatus) -> None:
+    """Exit with ``status`` at once, not after the engine's threads finish what they were doing."""
+    if any(t.name.startswith(_ENGINE_THREADS) and t.is_alive() for t in threading.enumerate()):
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(int(status))
+    sys.exit(int(status))
 
 
 def parameter_problems(loaded: Any, values: dict[str, Any]) -> list[str]:
@@ -100,6 +147,9 @@ def run_and_report(
     summary = run_to_summary(loaded, transports, params, out_dir or DEFAULT_OUT, allow_invasive, limits=limits)
     summary.pop("_runs")
     click.echo(json_report(summary) if fmt == "json" else text_report(summary, verbose=verbose))
+    if summary.get("bundle_error"):  # the verdict is printed; the missing evidence is a failure
+        click.echo(f"nightowl: {summary['bundle_error']}", err=True)
+        return ExitStatus.USAGE
     return status_for(summary["hosts"])
 
 
@@ -110,16 +160,23 @@ def opener(spec: str, ssh_options: Any) -> Any:
 
 
 def replay_transports(replays: tuple[Path, ...]) -> dict[str, Any]:
-    """Recorded hosts: a host directory, or a bundle (every host in its hosts/)."""
+    """Recorded hosts: a host directory, or a bundle (every host in its hosts/).
+
+    Two recordings with the same name are two hosts, never one: the second is named by its path.
+    """
+    from nightowl.engine.bundle import host_from_dirname
     from nightowl.transports.replay import ReplayTransport
 
     transports: dict[str, Any] = {}
     for directory in replays:
-        host_dirs = (
-            sorted(p for p in (directory / "hosts").iterdir() if p.is_dir())
-            if (directory / "hosts").is_dir()
-            else [directory]
-        )
+        in_bundle = (directory / "hosts").is_dir()
+        host_dirs = sorted(p for p in (directory / "hosts").iterdir() if p.is_dir()) if in_bundle else [directory]
         for host_dir in host_dirs:
-            transports[host_dir.name] = lambda d=host_dir: ReplayTransport(d, d.name)
+            name = host_from_dirname(host_dir.name) if in_bundle else host_dir.name
+            if name in transports:
+                name = str(host_dir)
+            suffix = 2
+            while name in transports:
+                name, suffix = f"{host_dir}#{suffix}", suffix + 1
+            transports[name] = lambda d=host_dir, n=name: ReplayTransport(d, n)
     return transports

@@ -99,18 +99,22 @@ def sweep(
     limits = {"command_timeout": command_timeout, "host_timeout": host_timeout}
     summary = _run(loaded, transports, values, out_dir or DEFAULT_OUT, allow_invasive, forks, fmt, limits)
     if textfile:
-        from nightowl.fleet.textfile import prometheus_textfile
+        from nightowl.fleet.textfile import write_textfile
 
-        tmp = textfile.with_suffix(textfile.suffix + ".tmp")
-        tmp.write_text(prometheus_textfile(summary))
-        tmp.replace(textfile)  # node-exporter must never read a half-written file
+        write_textfile(textfile, summary)  # atomic: node-exporter never reads a half-written file
     sys.exit(int(status_for(summary["hosts"])))
 
 
 def _local_transports() -> dict[str, Any]:
-    from nightowl.transports import open_transport
+    """This node under its own name (nightowl/fleet/identity.py), so a fleet of textfiles stays apart."""
+    from nightowl.fleet.identity import node_name
+    from nightowl.transports.local import LocalTransport
 
-    return {"local": lambda: open_transport("local")}
+    try:
+        name = node_name()
+    except ValueError as exc:
+        fail(str(exc))
+    return {name: lambda: LocalTransport(name)}
 
 
 def _inventory_transports(inventory: Path | None, limit: str | None, ssh: SSHArgs) -> dict[str, Any]:

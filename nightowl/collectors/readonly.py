@@ -1,14 +1,116 @@
-"""Read-only by construction: commands no collector may ever declare.
+"""Read-only by construction: the exact command shapes collectors may declare, and nothing else.
 
 Every command nightowl runs comes from a collector's declaration (runbooks name collectors, never
-commands, and parameters fill whole argv elements that may not start with "-"). This list is the
-second lock: a declaration that could change a node is refused when the collector is loaded, so
-it can never be planned, let alone run.
+commands, and parameters fill whole argv elements that may not start with "-"). ``ALLOWED`` is the
+second lock: a declaration that is not one of these read-only shapes is refused when the collector is
+loaded, so it can never be planned, let alone run. A new collector command is added here, deliberately,
+after checking it changes nothing. (A deny-list of mutating commands let ``systemctl reboot``,
+``busybox reboot``, ``nsenter``, ``python3 -c``, ``find / -delete`` ... through.) ``MUTATING`` stays
+only to say *why* a refused command is dangerous.
+
+Matching: tokens are compared exactly (a number too: ``dcgmi diag -r 1`` is not ``-r 4``, an hour of
+GPU load), except that a ``{parameter}`` matches any parameter placeholder (or, in a resolved argv, any
+value not starting with "-").
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
+
+# The read-only shapes the built-in collectors need (derived from every registered collector's declared
+# commands; tests/test_readonly.py checks both ways: every built-in is accepted, every shape is used).
+ALLOWED: tuple[tuple[str, ...], ...] = (
+    ("cat", "--", "{bench_result_file}"),  # bench-serve
+    ("docker", "inspect", "--", "{container}"),  # container-state
+    ("kubectl", "get", "pod", "{pod}", "-n", "{namespace}", "-o", "json"),  # container-state
+    ("cat", "--", "/sys/devices/system/cpu/cpu0/cpufreq/scaling_governor"),  # cpu-governor
+    ("dcgmi", "diag", "-r", "1"),  # dcgmi-diag
+    ("dcgmi", "diag", "-r", "{dcgm_level}", "--json"),  # dcgmi-diag-drained
+    ("df", "-B1", "--output=size,avail", "--", "/dev/shm"),  # dev-shm
+    ("df", "-k", "--", "/dev/shm"),  # dev-shm
+    ("tail", "-n", "5000", "--", "{engine_log_file}"),  # engine-log
+    ("sh", "-c", 'exec docker logs --tail "$1" -- "$2" 2>&1', "docker-logs", "5000", "{container}"),  # engine-log
+    ("kubectl", "logs", "--previous", "--tail", "5000", "-n", "{namespace}", "{pod}"),  # engine-log
+    ("kubectl", "logs", "--tail", "5000", "-n", "{namespace}", "{pod}"),  # engine-log
+    ("journalctl", "-u", "{engine_unit}", "--no-pager", "-n", "5000"),  # engine-log
+    ("nvidia-smi", "topo", "-m"),  # gpu-topology
+    ("journalctl", "-k", "-b", "--no-pager", "-o", "short-iso", "--since={since}"),  # kernel-log
+    ("journalctl", "-k", "-b", "--no-pager", "-o", "short-iso"),  # kernel-log
+    ("dmesg", "-T"),  # kernel-log
+    ("dmesg",),  # kernel-log
+    ("sudo", "-n", "--", "dmesg", "-T"),  # kernel-log
+    (
+        "curl",
+        "-sS",
+        "--max-time",
+        "120",
+        "-H",
+        "Content-Type: application/json",
+        "--data-binary",
+        "@{probe_file}",
+        "{endpoint}",
+    ),  # known-answer
+    (
+        "curl",
+        "-sS",
+        "--max-time",
+        "120",
+        "-H",
+        "Content-Type: application/json",
+        "--data-binary",
+        "{probe_body}",
+        "{endpoint}",
+    ),  # known-answer
+    ("curl", "-sS", "--fail", "--max-time", "5", "--", "{metrics_url}"),  # metrics
+    ("cat", "--", "{nccl_log}"),  # nccl-log
+    ("ncclras", "-v"),  # nccl-ras
+    (
+        "python3",
+        "-c",
+        "import socket,sys;s=socket.create_connection(('localhost',28028),10);s.settimeout(60);"
+        "s.sendall(b'VERBOSE STATUS\\n');[sys.stdout.buffer.write(b) for b in iter(lambda:s.recv(65536),b'')]",
+    ),  # nccl-ras
+    ("cat", "--", "{nccl_tests_file}"),  # nccl-tests
+    ("all_reduce_perf", "-b", "8", "-e", "8G", "-f", "2", "-g", "{gpus_per_node}"),  # nccl-tests-run
+    ("nvidia-smi", "-q", "-x"),  # nvidia-smi
+    ("nvidia-smi", "-q"),  # nvidia-smi
+    (
+        "nvidia-smi",
+        "--query-gpu=index,pci.bus_id,name,uuid,driver_version,temperature.gpu,utilization.gpu,"
+        "memory.total,memory.used,ecc.errors.uncorrected.volatile.total,clocks_event_reasons.active,pcie.link.gen.current,pcie.link.gen.max,pcie.link.width.current,pcie.link.width.max",
+        "--format=csv,noheader,nounits",
+    ),  # nvidia-smi-query
+    ("nvidia-smi", "nvlink", "-s"),  # nvlink
+    ("nvidia-smi", "nvlink", "-e"),  # nvlink-errors
+    (
+        "curl",
+        "-sS",
+        "--max-time",
+        "5",
+        "-w",
+        "\\nnightowl-probe %{URL_EFFECTIVE} %{HTTP_CODE} %{TIME_TOTAL}\\n",
+        "--",
+        "{base_url}/health",
+        "{base_url}/version",
+    ),  # replica-health
+    ("curl", "-sS", "--fail", "--max-time", "5", "--", "{base_url}/metrics"),  # replica-metrics
+    ("curl", "-sS", "--fail", "--max-time", "5", "--", "{base_url}/v1/models"),  # replica-models
+    (
+        "curl",
+        "-sS",
+        "-N",
+        "--max-time",
+        "20",
+        "-H",
+        "Content-Type: application/json",
+        "--data-binary",
+        "{stream_body}",
+        "--",
+        "{base_url}/v1/completions",
+    ),  # stream-probe
+)
+_PLACEHOLDER = re.compile(r"\{[A-Za-z_][A-Za-z0-9_]*\}")
 
 # nvidia-smi's subcommands take their own options: `nvidia-smi nvlink -e` reads error counters,
 # `nvidia-smi -e 0` turns ECC off.
@@ -122,13 +224,38 @@ MUTATING: tuple[tuple[str, frozenset[str], str], ...] = (
 
 
 def violations(commands: Iterable[tuple[str, ...]]) -> list[str]:
-    """What is wrong with a declaration, one line per offending argv (empty: read-only)."""
+    """What is wrong with a declaration, one line per argv that is not an allowed shape (empty: read-only)."""
     problems = []
     for argv in commands:
-        problem = _judge(tuple(argv))
-        if problem:
-            problems.append(f"`{' '.join(argv)}` {problem}")
+        argv = tuple(argv)
+        if allowed_shape(argv) is not None:
+            continue
+        why = _judge(argv) or "is not one of the read-only command shapes nightowl allows"
+        problems.append(f"`{' '.join(argv)}` {why}")
     return problems
+
+
+def allowed_shape(argv: tuple[str, ...], resolved: bool = False) -> tuple[str, ...] | None:
+    """The ALLOWED shape ``argv`` has, or None. ``resolved``: parameters are already filled in."""
+    for shape in ALLOWED:
+        if len(shape) == len(argv) and all(_token_matches(s, a, resolved) for s, a in zip(shape, argv, strict=True)):
+            return shape
+    return None
+
+
+def _token_matches(shape: str, token: str, resolved: bool) -> bool:
+    if shape == token:
+        return True
+    placeholder = _PLACEHOLDER.search(shape)
+    if placeholder is None:
+        return False
+    prefix, suffix = shape[: placeholder.start()], shape[placeholder.end() :]
+    if not (token.startswith(prefix) and token.endswith(suffix) and len(token) >= len(prefix) + len(suffix)):
+        return False
+    value = token[len(prefix) : len(token) - len(suffix)]
+    if resolved:
+        return bool(value) and not value.startswith("-") and "\x00" not in value
+    return _PLACEHOLDER.fullmatch(value) is not None
 
 
 def _judge(argv: tuple[str, ...]) -> str | None:

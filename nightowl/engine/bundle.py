@@ -3,7 +3,10 @@
 Everything goes to a hidden temporary folder next to the destination; ``finish``
 writes the JSON files and renames it into place. Raw outputs are written the
 moment each command returns, so an interrupted run still keeps them (marked
-partial).
+partial). Evidence can hold what a host would not show everyone: every file is
+0600 and every folder 0700, whatever the umask. ``manifest.sha256`` holds the
+manifest's own hash, so ``postmortem --verify`` covers exit codes, argv and the
+alert as well as the files.
 """
 
 from __future__ import annotations
@@ -11,13 +14,14 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import re
 import secrets
+import shutil
 import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote, unquote
 
 from nightowl.engine.runner import HostRun
 from nightowl.transports.base import CommandResult
@@ -29,9 +33,45 @@ def new_run_id(runbook_id: str) -> str:
     return f"{stamp}-{runbook_id}-{secrets.token_hex(3)}"
 
 
+_MAX_DIRNAME = 200  # file systems allow 255 bytes per name
+
+
 def host_dirname(host: str) -> str:
-    """A host name made safe as one folder name (no ``/``, no ``..`` path)."""
-    return re.sub(r"[^A-Za-z0-9._-]", "_", host) or "_"
+    """A host's folder name: percent-encoded, so it is unique and reversible (``gpu 1`` -> ``gpu%201``,
+    ``gpu_1`` stays ``gpu_1``); ``.``/``..`` and hidden names are encoded; an over-long name is cut and
+    suffixed with its hash (still unique; the manifest keeps the full name)."""
+    encoded = quote(host, safe="-_") or "%"
+    if encoded.startswith("."):
+        encoded = "%2E" + encoded[1:]
+    if len(encoded) > _MAX_DIRNAME:
+        encoded = (
+            encoded[: _MAX_DIRNAME - 17].rstrip("%0123456789ABCDEF")
+            + "~"
+            + hashlib.sha256(host.encode()).hexdigest()[:16]
+        )
+    return encoded
+
+
+def host_from_dirname(name: str) -> str:
+    """The host a folder was named after (the inverse of ``host_dirname`` for names it did not cut)."""
+    return unquote(name)
+
+
+def write_private(path: Path, text: str) -> None:
+    """Write ``text`` to a file only its owner can read (0600 from creation, not chmod afterwards)."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_NOFOLLOW", 0), 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8", errors="surrogateescape") as handle:
+        os.fchmod(handle.fileno(), 0o600)
+        handle.write(text)
+
+
+def _private_dir(path: Path) -> Path:
+    path.mkdir(mode=0o700, exist_ok=True)
+    os.chmod(path, 0o700)
+    return path
+
+
+MANIFEST_HASH = "manifest.sha256"  # sha256sum format: `<hex>  manifest.json`
 
 
 def sha256_file(path: Path) -> str:
@@ -41,6 +81,16 @@ def sha256_file(path: Path) -> str:
         for block in iter(lambda: handle.read(1 << 20), b""):
             digest.update(block)
     return digest.hexdigest()
+
+
+class BundleNotWritten(Exception):
+    """The bundle could not be written (full disk, unwritable folder); the runs and their verdicts are kept."""
+
+    def __init__(self, reason: str, runs: list[HostRun], run_id: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.runs = runs
+        self.run_id = run_id
 
 
 class BundleWriter:
@@ -64,23 +114,28 @@ class BundleWriter:
         self.run_id = run_id or new_run_id(runbook_id)
         self.runbook_id = runbook_id
         self.out_dir = Path(out_dir)
-        self.out_dir.mkdir(parents=True, exist_ok=True)
         self.final_path = self.out_dir / self.run_id
         self.tmp_path = self.out_dir / f".{self.run_id}.partial"
-        self.tmp_path.mkdir(mode=0o700)
-        os.chmod(self.tmp_path, 0o700)
+        # A full disk or an unwritable --out must not cost the verdict: the run goes on without writing and
+        # ``finish`` raises BundleNotWritten (with the runs) after removing what was half written.
+        self.write_error: str | None = None
         self.started = time.time()
         self.commands: list[dict[str, Any]] = []
         self._taken: dict[tuple[str, str], int] = {}
         self._lock = threading.Lock()
         self._redact = redact or (lambda text: text)
         self.renamed: dict[str, str] = {}
+        self._finished = False  # after an interrupt, threads still running must not write into a closed bundle
+        try:
+            self.out_dir.mkdir(parents=True, exist_ok=True)
+            self.tmp_path.mkdir(mode=0o700)
+            os.chmod(self.tmp_path, 0o700)
+        except OSError as exc:
+            self._failed(exc)
 
     def host_dir(self, host: str) -> Path:
-        """The host's folder inside the bundle (``hosts/<host>/``), created on first use."""
-        path = self.tmp_path / "hosts" / host_dirname(host)
-        path.mkdir(parents=True, exist_ok=True, mode=0o700)
-        return path
+        """The host's folder inside the bundle (``hosts/<host>/``), created on first use (0700)."""
+        return _private_dir(_private_dir(self.tmp_path / "hosts") / host_dirname(host))
 
     def record_command(self, host: str, kind: str, result: CommandResult, keep_output: bool) -> str | None:
         """Write a command's output now; only the output the run used is kept as ``<kind>.out``.
@@ -104,22 +159,38 @@ class BundleWriter:
             "file": None,
         }
         rel: str | None = None
-        if keep_output:
-            with self._lock:
-                stem = self._next_stem(host, kind)
-            folder = self.host_dir(host)
-            (folder / f"{stem}.out").write_text(stored)
-            if result.stderr:
-                (folder / f"{stem}.err").write_text(self._redact(result.stderr))
-            if result.rc is not None:
-                (folder / f"{stem}.rc").write_text(f"{result.rc}\n")
-            if result.timed_out:
-                (folder / f"{stem}.timeout").write_text(f"{result.duration:.3f}\n")
-            rel = f"hosts/{host_dirname(host)}/{stem}.out"
+        if keep_output and self.write_error is None:
+            try:
+                rel = self._write_output(host, kind, result, stored)
+            except OSError as exc:
+                self._failed(exc)
             entry["file"] = rel
         with self._lock:
+            if self._finished:
+                return None
             self.commands.append(entry)
         return rel
+
+    def _write_output(self, host: str, kind: str, result: CommandResult, stored: str) -> str | None:
+        with self._lock:
+            if self._finished:
+                return None
+            stem = self._next_stem(host, kind)
+        folder = self.host_dir(host)
+        write_private(folder / f"{stem}.out", stored)
+        if result.stderr:
+            write_private(folder / f"{stem}.err", self._redact(result.stderr))
+        if result.rc is not None:
+            write_private(folder / f"{stem}.rc", f"{result.rc}\n")
+        if result.timed_out:
+            write_private(folder / f"{stem}.timeout", f"{result.duration:.3f}\n")
+        return f"hosts/{host_dirname(host)}/{stem}.out"
+
+    def _failed(self, exc: OSError) -> None:
+        with self._lock:
+            if self.write_error is None:
+                where = f" ({exc.filename})" if exc.filename else ""
+                self.write_error = f"cannot write the bundle: {exc.strerror or exc}{where}"
 
     def _next_stem(self, host: str, kind: str) -> str:
         """``kind`` the first time; on a second take rename to ``kind.1`` and use ``kind.2``."""
@@ -154,11 +225,15 @@ class BundleWriter:
 
     def add_file(self, name: str, text: str) -> None:
         """Add a file at the bundle's top level (``runbook.yaml``); hashed into the manifest by :meth:`finish`."""
-        (self.tmp_path / name).write_text(text)
+        if self.write_error is None:
+            try:
+                write_private(self.tmp_path / name, text)
+            except OSError as exc:
+                self._failed(exc)
 
     def mark_unreachable(self, host: str, reason: str) -> None:
         """Leave ``hosts/<host>/unreachable`` with the reason, so the bundle says why a host has no output."""
-        (self.host_dir(host) / "unreachable").write_text(reason + "\n")
+        write_private(self.host_dir(host) / "unreachable", reason + "\n")
 
     def finish(
         self,
@@ -171,8 +246,26 @@ class BundleWriter:
 
         Returns the bundle's final folder. ``partial`` marks an interrupted run in the manifest;
         ``extra`` adds top-level manifest keys (the receiver's ``alert``). A template that fails
-        costs only the draft: the bundle is still written. Call once.
+        costs only the draft: the bundle is still written. Call once. When the disk or the folder
+        refused a write, raise BundleNotWritten (the runs kept, nothing half written left behind).
         """
+        with self._lock:
+            self._finished = True
+        if self.write_error is None:
+            try:
+                return self._finish(runs, partial, render_postmortem, extra)
+            except OSError as exc:
+                self._failed(exc)
+        shutil.rmtree(self.tmp_path, ignore_errors=True)
+        raise BundleNotWritten(self.write_error or "cannot write the bundle", runs, self.run_id)
+
+    def _finish(
+        self,
+        runs: list[HostRun],
+        partial: bool,
+        render_postmortem: Callable[[Path], str] | None,
+        extra: dict[str, Any] | None,
+    ) -> Path:
         self._fix_renamed(runs)
         for run in runs:
             if run.status == "unreachable":
@@ -191,16 +284,17 @@ class BundleWriter:
         }
         self._write_json("manifest.json", manifest)
         if render_postmortem is not None:
-            (self.tmp_path / "postmortem.md").write_text(_safe_render(render_postmortem, self.tmp_path))
+            write_private(self.tmp_path / "postmortem.md", _safe_render(render_postmortem, self.tmp_path))
         manifest["files"] = self._file_hashes()
         self._write_json("manifest.json", manifest)
+        write_private(self.tmp_path / MANIFEST_HASH, f"{sha256_file(self.tmp_path / 'manifest.json')}  manifest.json\n")
         os.replace(self.tmp_path, self.final_path)
         return self.final_path
 
     def _file_hashes(self) -> list[dict[str, Any]]:
         files = []
         for path in sorted(self.tmp_path.rglob("*")):
-            if path.is_file() and path.name != "manifest.json":
+            if path.is_file() and path.name not in ("manifest.json", MANIFEST_HASH):
                 rel = path.relative_to(self.tmp_path).as_posix()
                 files.append({"path": rel, "bytes": path.stat().st_size, "sha256": sha256_file(path)})
         return files
@@ -208,7 +302,7 @@ class BundleWriter:
     def _write_json(self, name: str, data: Any) -> None:
         # Facts were parsed from unscrubbed output, so every string is scrubbed on the way out
         # (string by string: scrubbing the JSON text could break its quoting).
-        (self.tmp_path / name).write_text(json.dumps(_scrub(data, self._redact), indent=2, default=str) + "\n")
+        write_private(self.tmp_path / name, json.dumps(_scrub(data, self._redact), indent=2, default=str) + "\n")
 
 
 def _scrub(value: Any, redact: Callable[[str], str]) -> Any:
@@ -299,24 +393,52 @@ AFTER_MANIFEST = frozenset({"status-update.md"})
 
 
 def verify_bundle(bundle: Path) -> list[str]:
-    """Re-hash every file the manifest lists; report changed, missing and unlisted files."""
-    manifest_path = Path(bundle) / "manifest.json"
-    if not manifest_path.exists():
+    """Re-hash the manifest and every file it lists; report changed, missing and unlisted files.
+
+    The manifest itself is checked against ``manifest.sha256``, and every command's output file must be
+    in its file list, so neither an edited manifest nor a file deleted from both goes unnoticed.
+    """
+    root = Path(bundle)
+    manifest_path = root / "manifest.json"
+    if not manifest_path.is_file():
         return [f"missing: manifest.json in {bundle}"]
-    listed = {f["path"]: f["sha256"] for f in json.loads(manifest_path.read_text()).get("files", [])}
-    problems = []
+    problems = _verify_manifest_hash(root)
+    try:
+        manifest = json.loads(manifest_path.read_text(encoding="utf-8"))
+        listed = {str(f["path"]): str(f["sha256"]) for f in manifest.get("files", [])}
+        cited = {str(c["file"]) for c in manifest.get("commands", []) if c.get("file")}
+    except (OSError, ValueError, TypeError, KeyError, AttributeError) as exc:
+        return [*problems, f"corrupt: manifest.json is not a bundle manifest ({type(exc).__name__}: {exc})"]
     for rel, digest in listed.items():
-        path = Path(bundle) / rel
-        if not path.exists():
+        path = root / rel
+        if not path.is_file() or path.is_symlink():
             problems.append(f"missing: {rel}")
         elif sha256_file(path) != digest:
             problems.append(f"changed: {rel}")
-    for path in sorted(Path(bundle).rglob("*")):
-        rel = path.relative_to(bundle).as_posix()
+    for rel in sorted(cited - set(listed)):
+        if rel not in listed and _first_take(rel) not in listed:
+            problems.append(f"missing: {rel} (a command's output, not in the file list)")
+    for path in sorted(root.rglob("*")):
+        rel = path.relative_to(root).as_posix()
         # written after the manifest: the status update (re-rendered from verdicts.json) and the
         # runbooks `triage --follow` ran, each a bundle with its own manifest under next/
         if rel in AFTER_MANIFEST or rel.startswith("next/"):
             continue
-        if path.is_file() and rel != "manifest.json" and rel not in listed:
+        if path.is_file() and rel not in ("manifest.json", MANIFEST_HASH) and rel not in listed:
             problems.append(f"not in manifest: {rel}")
     return problems
+
+
+def _first_take(rel: str) -> str:
+    """``kind.out`` renamed ``kind.1.out`` when the collector ran twice (``_next_stem``)."""
+    return rel[: -len(".out")] + ".1.out" if rel.endswith(".out") else rel
+
+
+def _verify_manifest_hash(root: Path) -> list[str]:
+    hash_path = root / MANIFEST_HASH
+    if not hash_path.is_file():
+        return [f"missing: {MANIFEST_HASH} (the manifest's own hash; bundles before it have none)"]
+    recorded = hash_path.read_text(encoding="utf-8", errors="replace").split(maxsplit=1)[:1]
+    if recorded != [sha256_file(root / "manifest.json")]:
+        return ["changed: manifest.json (its sha256 differs from manifest.sha256)"]
+    return []

@@ -6,7 +6,8 @@ from functools import lru_cache
 from typing import Any
 
 from jinja2 import StrictUndefined, TemplateSyntaxError, Undefined, meta, nodes
-from jinja2.sandbox import ImmutableSandboxedEnvironment
+
+from nightowl.engine.limits import LimitedSandbox, budget, render_capped
 
 # Names every expression may read besides collector namespaces.
 BUILTIN_NAMES = frozenset(
@@ -22,8 +23,8 @@ class ExpressionError(Exception):
 
 
 @lru_cache(maxsize=1)
-def environment() -> ImmutableSandboxedEnvironment:
-    return ImmutableSandboxedEnvironment(undefined=StrictUndefined, autoescape=False)
+def environment() -> LimitedSandbox:
+    return LimitedSandbox(undefined=StrictUndefined, autoescape=False)
 
 
 @lru_cache(maxsize=2048)  # validation reads every expression in two passes; rehearsals load runbooks often
@@ -81,7 +82,8 @@ def _template(source: str) -> Any:
 def evaluate_condition(source: str, context: dict[str, Any]) -> bool:
     """Evaluate a condition; raises ExpressionError for missing facts or a non-bool."""
     try:
-        value = _compiled(source)(**context)
+        with budget():
+            value = _compiled(source)(**context)
     except ExpressionError:
         raise
     except Exception as exc:  # noqa: BLE001 - undefined facts, type errors in user expressions
@@ -94,7 +96,8 @@ def evaluate_condition(source: str, context: dict[str, Any]) -> bool:
 def evaluate_value(source: str, context: dict[str, Any]) -> Any:
     """Evaluate an expression to a value; an undefined result is an error, never a value to print."""
     try:
-        value = _compiled(source)(**context)
+        with budget():
+            value = _compiled(source)(**context)
     except Exception as exc:  # noqa: BLE001
         raise ExpressionError(f"{type(exc).__name__}: {exc}") from exc
     if isinstance(value, Undefined):
@@ -108,7 +111,8 @@ def evaluate_value(source: str, context: dict[str, Any]) -> Any:
 
 def render(source: str, context: dict[str, Any]) -> str:
     try:
-        return _template(source).render(**context)
+        with budget():
+            return render_capped(_template(source), context)
     except Exception as exc:  # noqa: BLE001
         raise ExpressionError(f"{type(exc).__name__}: {exc}") from exc
 

@@ -123,6 +123,11 @@ class Parameter(Strict):
 
     default: Any = None
     description: str = ""
+    type: Literal["string", "integer", "number", "boolean", "path", "url", "json", "yaml"] | None = Field(
+        default=None,
+        description="what a value given as text becomes; omitted: the default's type (null default: string). "
+        "path and url values are checked (no leading @ or -, http(s) only)",
+    )
 
 
 class Runbook(Strict):

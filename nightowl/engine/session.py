@@ -8,6 +8,8 @@ Usable from Python without the CLI::
 from __future__ import annotations
 
 import contextlib
+import threading
+import weakref
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -20,13 +22,33 @@ from nightowl.engine.validate import LoadedRunbook
 from nightowl.transports.base import Transport, TransportError
 
 
+class Terminated(KeyboardInterrupt):
+    """SIGTERM (Kubernetes, Slurm, systemd stopping the program): handled as an interrupt, told apart."""
+
+
 class Interrupted(Exception):
     """Raised after a partial bundle was saved because the run was interrupted."""
 
-    def __init__(self, runs: list[HostRun], bundle: Path) -> None:
+    def __init__(self, runs: list[HostRun], bundle: Path, terminated: bool = False) -> None:
         super().__init__(f"interrupted; partial bundle at {bundle}")
         self.runs = runs
         self.bundle = bundle
+        self.terminated = terminated
+
+
+# Transports of runs in progress, so an interrupt can end their running commands in every thread at once.
+_live: weakref.WeakSet[Any] = weakref.WeakSet()
+_live_lock = threading.Lock()
+
+
+def close_live_transports() -> None:
+    """Close every open transport (kills local commands, drops SSH channels): called on SIGINT/SIGTERM so
+    that no collector or thread keeps the run alive past the interrupt."""
+    with _live_lock:
+        live = list(_live)
+    for transport in live:
+        with contextlib.suppress(Exception):
+            transport.close()
 
 
 def run_runbook(
@@ -67,11 +89,12 @@ def run_runbook(
     pool = ThreadPoolExecutor(max_workers=max(1, min(forks, len(names) or 1)), thread_name_prefix="host")
     try:
         list(pool.map(one, names))
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as exc:
+        close_live_transports()
         pool.shutdown(wait=False, cancel_futures=True)
         done = [results[n] for n in names if n in results]
         bundle = writer.finish(done, partial=True, render_postmortem=render_postmortem, extra=extra_manifest)
-        raise Interrupted(done, bundle) from None
+        raise Interrupted(done, bundle, isinstance(exc, Terminated)) from None
     except Exception as exc:
         pool.shutdown(wait=False, cancel_futures=True)
         _save_partial(exc, writer, [results[n] for n in names if n in results])
@@ -112,6 +135,8 @@ def _open(name: str, opener: Callable[[], Transport]) -> Transport:
     except Exception as exc:  # noqa: BLE001
         return _Unopenable(name, f"cannot open transport: {exc}")
     transport.host = name
+    with _live_lock:
+        _live.add(transport)
     return transport
 
 
@@ -130,10 +155,11 @@ def _run_job(
     runner = JobRunner(loaded, members, lookup, writer, options)
     try:
         runs = runner.execute_job()
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as exc:
+        close_live_transports()
         runs = list(runner.member_runs.values())
         bundle = writer.finish(runs, partial=True, render_postmortem=render_postmortem, extra=extra_manifest)
-        raise Interrupted(runs, bundle) from None
+        raise Interrupted(runs, bundle, isinstance(exc, Terminated)) from None
     except Exception as exc:
         _save_partial(exc, writer, list(runner.member_runs.values()))
         raise

@@ -23,6 +23,7 @@ from nightowl.engine.expressions import (
     template_names,
 )
 from nightowl.engine.model import Node, Runbook, split_entry
+from nightowl.engine.params import coerce, declared_type
 from nightowl.engine.yamlines import YamlError, line_of, load_with_lines
 
 
@@ -77,7 +78,11 @@ class LoadedRunbook:
         if unknown:
             valid = ", ".join(sorted(declared)) or "none"
             raise ValueError(f"runbook {self.id} has no parameter {', '.join(unknown)} (its parameters: {valid})")
-        return {**{name: p.default for name, p in declared.items()}, **given}
+        coerced = {
+            name: coerce(name, declared_type(declared[name].type, declared[name].default), v)
+            for name, v in given.items()
+        }
+        return {**{name: p.default for name, p in declared.items()}, **coerced}
 
     def node_line(self, node_id: str) -> int | None:
         """The line where a node is defined, if known."""
@@ -98,9 +103,15 @@ def load_runbook(
     path = Path(path)
     name = str(path)
     try:
-        text = path.read_text()
+        raw = path.read_bytes()
     except OSError as exc:
         raise RunbookInvalid([Issue(name, None, None, f"cannot read: {exc.strerror}")]) from exc
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = raw[: exc.start].count(b"\n") + 1
+        message = f"not UTF-8 text (byte {exc.start}): a runbook is YAML in UTF-8"
+        raise RunbookInvalid([Issue(name, line, None, message)]) from None
     try:
         data, lines = load_with_lines(text)
     except YamlError as exc:

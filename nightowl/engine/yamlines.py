@@ -8,6 +8,10 @@ import yaml
 
 Path_ = tuple[Any, ...]
 
+# A runbook or inventory is a few hundred nodes. Aliases let a few hundred bytes stand for billions of
+# nodes ("billion laughs"), so the tree is measured as it would be expanded, before it is built or walked.
+MAX_EXPANDED_NODES = 100_000
+
 
 class YamlError(Exception):
     def __init__(self, message: str, line: int | None) -> None:
@@ -22,6 +26,8 @@ def load_with_lines(text: str) -> tuple[Any, dict[Path_, int]]:
     loader = loader_class(text)
     try:
         root = loader.get_single_node()
+        if root is not None:
+            _check_expanded_size(root)
         data = loader.construct_document(root) if root is not None else None
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
@@ -29,12 +35,49 @@ def load_with_lines(text: str) -> tuple[Any, dict[Path_, int]]:
         raise YamlError(f"invalid YAML: {exc.problem or exc}", line) from exc
     except yaml.YAMLError as exc:
         raise YamlError(f"invalid YAML: {exc}", None) from exc
+    except RecursionError:
+        raise YamlError("invalid YAML: nested too deeply", None) from None
     finally:
         loader.dispose()
     lines: dict[Path_, int] = {}
     if root is not None:
-        _record(root, (), lines)
+        try:
+            _record(root, (), lines)
+        except RecursionError:
+            raise YamlError("invalid YAML: nested too deeply", None) from None
     return data, lines
+
+
+def _check_expanded_size(root: yaml.Node) -> None:
+    """Refuse a tree whose aliases expand past MAX_EXPANDED_NODES, or that contains itself.
+
+    Counts each distinct node once (memoised), so the check is linear in the document's size.
+    """
+    sizes: dict[int, int] = {}
+    on_path: set[int] = set()
+
+    def size(node: yaml.Node) -> int:
+        key = id(node)
+        if key in sizes:
+            return sizes[key]
+        if key in on_path:
+            raise YamlError("invalid YAML: a recursive alias (a node that contains itself)", node.start_mark.line + 1)
+        on_path.add(key)
+        total = 1
+        if isinstance(node, yaml.MappingNode):
+            total += sum(size(k) + size(v) for k, v in node.value)
+        elif isinstance(node, yaml.SequenceNode):
+            total += sum(size(item) for item in node.value)
+        on_path.discard(key)
+        if total > MAX_EXPANDED_NODES:
+            raise YamlError(
+                f"invalid YAML: aliases expand to more than {MAX_EXPANDED_NODES} nodes (an alias bomb?)",
+                node.start_mark.line + 1,
+            )
+        sizes[key] = total
+        return total
+
+    size(root)
 
 
 def _record(node: yaml.Node, path: Path_, lines: dict[Path_, int]) -> None:

@@ -1,67 +1,120 @@
 """A sweep as a node-exporter textfile (https://github.com/prometheus/node_exporter#textfile-collector).
 
-One series per host (verdict, needs-action, Xid counts) plus sweep totals; the recording and alert
-rules in deploy/prometheus/ read these names, so renaming a metric or a label breaks them.
+Written with prometheus_client (a registry, ``generate_latest`` and the atomic ``write_to_textfile``)
+and named per Prometheus's conventions (https://prometheus.io/docs/practices/naming/): the verdict
+series carries its labels in an ``_info`` metric, durations and times are in ``_seconds``, every
+family has HELP and TYPE. One series per host (verdict, needs-action, Xid counts) plus sweep totals;
+the recording and alert rules in deploy/prometheus/ read these names, so renaming a metric or a label
+breaks them (tests/test_prometheus_rules.py and tests/fleet run them).
 """
 
 from __future__ import annotations
 
 import time
 from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
+STATUSES = ("ok", "unreachable", "incomplete")
 
-def _label(value: Any) -> str:
-    return str(value).replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+
+class SweepCollector:
+    """A prometheus_client collector over one sweep summary (what `nightowl sweep --format json` prints)."""
+
+    def __init__(self, summary: dict[str, Any], now: float | None = None) -> None:
+        self.summary = summary
+        self.now = time.time() if now is None else now
+
+    def collect(self) -> Iterator[Any]:
+        from prometheus_client.core import GaugeMetricFamily, InfoMetricFamily
+
+        runbook = str(self.summary["runbook"])
+        hosts = self.summary["hosts"]
+        verdict = InfoMetricFamily(
+            "nightowl_host_verdict",
+            "The verdict reached on a host by the last run (action: the first thing to do).",
+            labels=["host", "runbook", "status", "verdict", "severity", "action"],
+        )
+        needs_action = GaugeMetricFamily(
+            "nightowl_host_needs_action", "1 when the host's verdict action is not none.", labels=["host", "runbook"]
+        )
+        for h in hosts:
+            v = h.get("verdict") or {}
+            action = str(v.get("action", "unknown"))
+            verdict.add_metric(
+                [
+                    str(h["host"]),
+                    runbook,
+                    str(h["status"]),
+                    str(v.get("id", "none")),
+                    str(v.get("severity", "unknown")),
+                    action,
+                ],
+                {},
+            )
+            needs_action.add_metric([str(h["host"]), runbook], float(bool(v.get("action")) and action != "none"))
+        yield verdict
+        yield needs_action
+        yield from self._xid_events(runbook)
+        yield from self._sweep(runbook, hosts)
+
+    def _xid_events(self, runbook: str) -> Iterator[Any]:
+        from prometheus_client.core import GaugeMetricFamily
+
+        xid_events = (self.summary.get("fleet") or {}).get("xid_events") or {}
+        if not xid_events:
+            return
+        family = GaugeMetricFamily(
+            "nightowl_xid_events",
+            "Xid lines per code (SXid: code prefixed S) in the kernel log read.",
+            labels=["host", "runbook", "code"],
+        )
+        for host, codes in xid_events.items():
+            for code, count in sorted(codes.items()):
+                family.add_metric([str(host), runbook, str(code)], float(count))
+        yield family
+
+    def _sweep(self, runbook: str, hosts: list[dict[str, Any]]) -> Iterator[Any]:
+        from prometheus_client.core import GaugeMetricFamily
+
+        counts = Counter(h["status"] for h in hosts)
+        by_status = GaugeMetricFamily(
+            "nightowl_sweep_hosts", "Hosts in the last sweep by status.", labels=["runbook", "status"]
+        )
+        for status in STATUSES:
+            by_status.add_metric([runbook, status], float(counts.get(status, 0)))
+        yield by_status
+        duration = max((h.get("duration") or 0 for h in hosts), default=0)
+        yield _gauge("nightowl_sweep_duration_seconds", "Longest host run of the last sweep.", runbook, float(duration))
+        yield _gauge("nightowl_sweep_timestamp_seconds", "When the last sweep finished (Unix time).", runbook, self.now)
+
+
+def _gauge(name: str, documentation: str, runbook: str, value: float) -> Any:
+    from prometheus_client.core import GaugeMetricFamily
+
+    family = GaugeMetricFamily(name, documentation, labels=["runbook"])
+    family.add_metric([runbook], value)
+    return family
+
+
+def registry_for(summary: dict[str, Any], now: float | None = None) -> Any:
+    from prometheus_client import CollectorRegistry
+
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(SweepCollector(summary, now))
+    return registry
 
 
 def prometheus_textfile(summary: dict[str, Any]) -> str:
-    """node-exporter textfile format: one series per host plus sweep totals."""
-    runbook = _label(summary["runbook"])
-    out = [
-        "# HELP nightowl_host_verdict 1 for the verdict reached on a host (action: the first action).",
-        "# TYPE nightowl_host_verdict gauge",
-    ]
-    for h in summary["hosts"]:
-        v = h.get("verdict") or {}
-        out.append(
-            f'nightowl_host_verdict{{host="{_label(h["host"])}",runbook="{runbook}",status="{h["status"]}",'
-            f'verdict="{_label(v.get("id", "none"))}",severity="{v.get("severity", "unknown")}",'
-            f'action="{v.get("action", "unknown")}"}} 1'
-        )
-    out += [
-        "# HELP nightowl_host_needs_action 1 when the host's verdict action is not none.",
-        "# TYPE nightowl_host_needs_action gauge",
-    ]
-    for h in summary["hosts"]:
-        action = (h.get("verdict") or {}).get("action")
-        out.append(
-            f'nightowl_host_needs_action{{host="{_label(h["host"])}",runbook="{runbook}"}} '
-            f"{int(bool(action) and action != 'none')}"
-        )
-    xid_events = (summary.get("fleet") or {}).get("xid_events") or {}
-    if xid_events:
-        out += [
-            "# HELP nightowl_xid_events Xid lines per code (SXid: code prefixed S) in the kernel log read.",
-            "# TYPE nightowl_xid_events gauge",
-        ]
-        for host, codes in xid_events.items():
-            for code, count in sorted(codes.items()):
-                out.append(f'nightowl_xid_events{{host="{_label(host)}",runbook="{runbook}",code="{code}"}} {count}')
-    counts = Counter(h["status"] for h in summary["hosts"])
-    out += [
-        "# HELP nightowl_sweep_hosts Hosts in the last sweep by status.",
-        "# TYPE nightowl_sweep_hosts gauge",
-    ]
-    for status in ("ok", "unreachable", "incomplete"):
-        out.append(f'nightowl_sweep_hosts{{runbook="{runbook}",status="{status}"}} {counts.get(status, 0)}')
-    duration = max((h.get("duration") or 0 for h in summary["hosts"]), default=0)
-    out += [
-        "# HELP nightowl_sweep_duration_seconds Longest host run of the last sweep.",
-        "# TYPE nightowl_sweep_duration_seconds gauge",
-        f'nightowl_sweep_duration_seconds{{runbook="{runbook}"}} {duration:.3f}',
-        "# HELP nightowl_sweep_timestamp_seconds When the last sweep finished.",
-        "# TYPE nightowl_sweep_timestamp_seconds gauge",
-        f'nightowl_sweep_timestamp_seconds{{runbook="{runbook}"}} {time.time():.0f}',
-    ]
-    return "\n".join(out) + "\n"
+    """The text exposition format of the sweep (what --format prometheus prints)."""
+    from prometheus_client import generate_latest
+
+    return generate_latest(registry_for(summary)).decode()
+
+
+def write_textfile(path: Path, summary: dict[str, Any]) -> None:
+    """Atomically (temp file + rename), so node-exporter never reads half a file."""
+    from prometheus_client import write_to_textfile
+
+    write_to_textfile(str(path), registry_for(summary))

@@ -7,16 +7,19 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from nightowl.engine.bundle import MANIFEST_HASH, host_from_dirname
 from nightowl.postmortem.clocks import stamp
 
 DRAFT_FILES = frozenset({"postmortem.md", "postmortem.html", "status-update.md"})
 
 
 def _read_json(path: Path) -> Any:
+    """A bundle's JSON object, or None when it is missing, unreadable or not an object (a corrupt file)."""
     try:
-        return json.loads(path.read_text()) if path.exists() else None
+        data = json.loads(path.read_text()) if path.exists() else None
     except (OSError, ValueError):
         return None
+    return data if isinstance(data, dict) else None
 
 
 def _sha256(path: Path) -> str:
@@ -106,7 +109,7 @@ def _catalog(data: Bundle) -> list[EvidenceFile]:
     still being written, the one it will record)."""
     listed = {f["path"]: f for f in data.manifest.get("files", []) if isinstance(f, dict) and "path" in f}
     on_disk = sorted(p.relative_to(data.root).as_posix() for p in data.root.rglob("*") if p.is_file())
-    paths = [p for p in on_disk if p not in DRAFT_FILES and p != "manifest.json"]
+    paths = [p for p in on_disk if p not in DRAFT_FILES and p not in ("manifest.json", MANIFEST_HASH)]
     paths += [p for p in listed if p not in paths and p not in DRAFT_FILES]
     described = _describe_commands(data.manifest)
     order = {p: i for i, p in enumerate(described)}
@@ -124,7 +127,7 @@ def _catalog(data: Bundle) -> list[EvidenceFile]:
                 state = "unlisted" if listed else "ok"
             elif entry["sha256"] != digest:
                 state, digest = "changed", entry["sha256"]
-        host = rel.split("/")[1] if rel.startswith("hosts/") and rel.count("/") >= 2 else None
+        host = host_from_dirname(rel.split("/")[1]) if rel.startswith("hosts/") and rel.count("/") >= 2 else None
         files.append(EvidenceFile(f"E{index}", rel, digest, size, _what(rel, described), host, state))
     return files
 

@@ -8,8 +8,8 @@ Accepted forms (testinfra-style URLs, OpenSSH-style short forms):
 
 Every form is looked up in an OpenSSH client config (``~/.ssh/config`` or the file given),
 as ``ssh`` itself does: ``HostName``, ``User``, ``Port``, ``IdentityFile`` and ``ProxyJump``
-fill in what the spec does not say; what the spec says wins. paramiko is imported only
-when a config file has to be read, so importing this module stays cheap.
+fill in what the spec does not say; what the spec says wins. The config is read by
+``nightowl.transports.ssh_config`` (indexed by host name: thousands of blocks cost one read).
 """
 
 from __future__ import annotations
@@ -18,7 +18,6 @@ import getpass
 import os
 import re
 from dataclasses import dataclass, field, replace
-from functools import lru_cache
 from pathlib import Path
 from typing import Any, Literal
 from urllib.parse import parse_qs, unquote, urlsplit
@@ -197,6 +196,13 @@ def _resolve(written: str, parts: dict[str, Any], ssh_config: Path | None, depth
 def _check_host(host: str, written: str) -> None:
     if not host or not _HOSTNAME_RE.match(host):
         raise ValueError(f"host spec {written!r}: invalid host name {host!r}")
+    if ":" in host or "%" in host:  # an IPv6 literal (with its zone); getaddrinfo judges it
+        return
+    # RFC 1035 s2.3.4: 253 characters, labels of 1 to 63; an empty label (gpu-17..corp, ".") fails IDNA
+    # encoding deep in the resolver, so it is refused here, as this host's problem only.
+    name = host[:-1] if host.endswith(".") else host
+    if len(name) > 253 or any(not 1 <= len(label) <= 63 for label in name.split(".")):
+        raise ValueError(f"host spec {written!r}: invalid host name {host!r} (empty label, or too long for DNS)")
 
 
 def _config_port(config: dict[str, Any], written: str) -> int:
@@ -226,26 +232,13 @@ def _jump(text: str | None, ssh_config: Path | None, depth: int, written: str) -
 
 
 def _config_lookup(alias: str, ssh_config: Path | None) -> dict[str, Any]:
-    path = ssh_config if ssh_config is not None else Path.home() / ".ssh" / "config"
-    if not path.is_file():
-        if ssh_config is not None:
-            raise ValueError(f"ssh config {path} does not exist")
-        return {}
-    stat = path.stat()
+    """ssh's settings for ``alias`` (nightowl/transports/ssh_config.py: indexed, Include and system file)."""
+    from nightowl.transports.ssh_config import SSHConfigError, cached, config_files
+
     try:
-        return dict(_cached_lookup(str(path), stat.st_mtime_ns, stat.st_size, alias))
-    except Exception as exc:  # noqa: BLE001 - paramiko raises many types for odd configs
-        raise ValueError(f"ssh config {path}: cannot look up {alias!r}: {exc}") from None
-
-
-@lru_cache(maxsize=64)
-def _parsed_config(path: str, mtime_ns: int, size: int) -> Any:
-    """A parsed ssh_config, once per file version: an inventory of thousands of hosts reads it once."""
-    import paramiko  # lazy: only when a config file is actually read
-
-    return paramiko.SSHConfig.from_path(path)
-
-
-@lru_cache(maxsize=65536)
-def _cached_lookup(path: str, mtime_ns: int, size: int, alias: str) -> tuple[tuple[str, Any], ...]:
-    return tuple(_parsed_config(path, mtime_ns, size).lookup(alias).items())
+        files = config_files(ssh_config)
+        return cached(files).lookup(alias) if files else {}
+    except SSHConfigError as exc:
+        raise ValueError(str(exc)) from None
+    except OSError as exc:
+        raise ValueError(f"ssh config: cannot look up {alias!r}: {exc}") from None

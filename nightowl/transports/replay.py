@@ -3,10 +3,16 @@
 Each collector output is ``<kind>.out`` with optional ``.err``, ``.rc`` and
 ``.timeout``; a collector taken more than once uses ``<kind>.1.out``,
 ``<kind>.2.out`` and the replay hands them out in order.
+
+A recorded folder is input from elsewhere: only regular files inside it are read, at most
+``output_cap_bytes`` of each (as a live command's output is capped). A FIFO, a device or a
+symlink that leaves the folder (``kernel-log.out -> /etc/shadow``) is that command's error.
 """
 
 from __future__ import annotations
 
+import os
+import stat
 import time
 from collections import defaultdict
 from collections.abc import Sequence
@@ -18,17 +24,21 @@ from nightowl.transports.base import CommandResult, TransportError
 class ReplayTransport:
     recorded = True  # one recording per kind: the engine tries no fallback commands
 
-    def __init__(self, directory: Path, host: str | None = None) -> None:
+    def __init__(self, directory: Path, host: str | None = None, output_cap_bytes: int = 64 * 1024 * 1024) -> None:
         self.directory = Path(directory)
         self.host = host or self.directory.name
+        self.output_cap_bytes = output_cap_bytes
         self._taken: dict[str, int] = defaultdict(int)
 
     def connect(self) -> None:
         if not self.directory.is_dir():
             raise TransportError(f"no recorded host at {self.directory}")
         if (self.directory / "unreachable").exists():
-            reason = (self.directory / "unreachable").read_text().strip() or "recorded as unreachable"
-            raise TransportError(reason)
+            try:
+                reason = self._read_capped(self.directory / "unreachable", 4096)[0].strip()
+            except RefusedFile as exc:
+                reason = str(exc)
+            raise TransportError(reason or "recorded as unreachable")
 
     def close(self) -> None:
         return None
@@ -52,13 +62,46 @@ class ReplayTransport:
             return CommandResult(
                 tuple(argv), None, "", "", started, 0.0, error=f"not recorded: {kind or ' '.join(argv)}"
             )
-        out, err = self._read(stem, "out") or "", self._read(stem, "err") or ""
-        if self._read(stem, "timeout") is not None:
+        try:
+            out_path = self.directory / f"{stem}.out"
+            out, dropped = self._read_capped(out_path, self.output_cap_bytes) if os.path.lexists(out_path) else ("", 0)
+            err = self._read(stem, "err") or ""
+            timeout_mark = self._read(stem, "timeout")
+            rc_text = (self._read(stem, "rc") or "0").strip()
+        except RefusedFile as exc:
+            return CommandResult(tuple(argv), None, "", "", started, 0.0, error=str(exc))
+        if timeout_mark is not None:
             return CommandResult(tuple(argv), None, out, err, started, timeout, timed_out=True, error="timed out")
-        rc_text = (self._read(stem, "rc") or "0").strip()
         rc = int(rc_text) if rc_text.lstrip("-").isdigit() else 0
-        return CommandResult(tuple(argv), rc, out, err, started, 0.0)
+        return CommandResult(tuple(argv), rc, out, err, started, 0.0, stdout_truncated_bytes=dropped)
 
     def _read(self, stem: str, ext: str) -> str | None:
         path = self.directory / f"{stem}.{ext}"
-        return path.read_text(errors="replace") if path.exists() else None
+        if not os.path.lexists(path):
+            return None
+        return self._read_capped(path, self.output_cap_bytes)[0]
+
+    def _read_capped(self, path: Path, cap: int) -> tuple[str, int]:
+        """The first ``cap`` bytes of a regular file inside the folder, and how many bytes were dropped."""
+        try:
+            inside = path.resolve().is_relative_to(self.directory.resolve())
+            info = os.stat(path)
+        except (OSError, RuntimeError) as exc:
+            raise RefusedFile(f"cannot read {path.name}: {exc}") from None
+        if not inside:
+            raise RefusedFile(f"refused {path.name}: a link that leaves the recorded folder")
+        if not stat.S_ISREG(info.st_mode):
+            raise RefusedFile(f"refused {path.name}: not a regular file")
+        try:
+            fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+            with os.fdopen(fd, "rb") as handle:
+                data = handle.read(cap + 1)
+                rest = os.fstat(handle.fileno()).st_size
+        except OSError as exc:
+            raise RefusedFile(f"cannot read {path.name}: {exc.strerror}") from None
+        dropped = max(0, rest - cap) if len(data) > cap else 0
+        return data[:cap].decode("utf-8", errors="replace"), dropped
+
+
+class RefusedFile(Exception):
+    """A recorded file that is not a regular file inside the folder, or cannot be read."""

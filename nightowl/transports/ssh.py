@@ -54,6 +54,8 @@ class SSHOptions:
     """How to reach hosts; shared by every SSHTransport of a run."""
 
     known_hosts: Path | None = None  # None: ~/.ssh/known_hosts
+    # Read too (never written), as ssh's GlobalKnownHostsFile: where CA-signed fleets keep @cert-authority.
+    global_known_hosts: Path | None = Path("/etc/ssh/ssh_known_hosts")
     ssh_config: Path | None = None  # None: ~/.ssh/config (used by hostspec, not here)
     host_key_policy: HostKeyPolicy = "strict"
     connect_timeout: float = 10.0
@@ -105,6 +107,7 @@ class _KnownKey:
     key_type: str
     blob: bytes
     revoked: bool = False
+    cert_authority: bool = False
 
     def matches_host(self, name: str) -> bool:
         """OpenSSH host matching: hashed entries, globs and ``!negation``."""
@@ -132,24 +135,46 @@ class KnownHosts:
     entries: list[_KnownKey] = field(default_factory=list)
 
     @classmethod
-    def load(cls, path: Path) -> KnownHosts:
+    def load(cls, path: Path, also: tuple[Path, ...] = ()) -> KnownHosts:
+        """``path`` (where new keys are recorded) and read-only files such as /etc/ssh/ssh_known_hosts."""
         known = cls(path)
-        if path.is_file():
-            for line in path.read_text(errors="replace").splitlines():
-                entry = _parse_known_line(line)
-                if entry is not None:
-                    known.entries.append(entry)
+        for source in (path, *also):
+            if source.is_file():
+                for line in source.read_text(errors="replace").splitlines():
+                    entry = _parse_known_line(line)
+                    if entry is not None:
+                        known.entries.append(entry)
         return known
 
     def for_host(self, name: str) -> list[_KnownKey]:
         return [e for e in self.entries if e.matches_host(name)]
 
-    def verdict(self, name: str, key_type: str, blob: bytes) -> tuple[str, str]:
-        """("ok"|"unknown"|"mismatch", detail) for the key a server presented."""
+    def trusts_a_ca_for(self, name: str) -> bool:
+        return any(e.cert_authority and not e.revoked for e in self.for_host(name))
+
+    def verdict(
+        self, name: str, key_type: str, blob: bytes, certificate: bytes | None = None, hostname: str | None = None
+    ) -> tuple[str, str]:
+        """("ok"|"unknown"|"mismatch", detail) for the key a server presented.
+
+        A host certificate is accepted when an @cert-authority line for ``name`` trusts its CA and it
+        vouches for ``hostname`` (nightowl/transports/host_certs.py); otherwise its plain key is judged
+        as any other key, as OpenSSH falls back to do.
+        """
         entries = self.for_host(name)
         if any(e.revoked and e.blob == blob for e in entries):
             return "mismatch", f"the {key_type} key of {name} is marked @revoked in {self.path}"
-        current = [e for e in entries if not e.revoked]
+        cert_problem = ""
+        if certificate is not None:
+            from nightowl.transports.host_certs import parse, problem
+
+            cas = [e.blob for e in entries if e.cert_authority and not e.revoked]
+            revoked = [e.blob for e in entries if e.revoked]
+            reason = problem(certificate, hostname or name, cas)
+            if reason is None and not any(parse(certificate).ca_blob == r for r in revoked):
+                return "ok", ""
+            cert_problem = f"; {reason or 'its CA is marked @revoked'}"
+        current = [e for e in entries if not e.revoked and not e.cert_authority]
         if any(e.key_type == key_type and e.blob == blob for e in current):
             return "ok", ""
         if any(e.key_type == key_type for e in current):
@@ -159,10 +184,10 @@ class KnownHosts:
             )
         others = sorted({e.key_type for e in current})
         also = f"; known types for it: {', '.join(others)}" if others else ""
-        return "unknown", f"no {key_type} key for {name} in {self.path}{also}"
+        return "unknown", f"no {key_type} key for {name} in {self.path}{also}{cert_problem}"
 
     def known_types(self, name: str) -> list[str]:
-        return [e.key_type for e in self.for_host(name) if not e.revoked]
+        return [e.key_type for e in self.for_host(name) if not e.revoked and not e.cert_authority]
 
     def append(self, name: str, key_type: str, key_base64: str) -> None:
         """Add one line, serialised across threads and processes (pyinfra locks this too)."""
@@ -215,15 +240,17 @@ def _parse_known_line(line: str) -> _KnownKey | None:
     fields = line.split()
     if not fields or fields[0].startswith("#"):
         return None
-    revoked = False
+    marker = ""
     if fields[0].startswith("@"):
-        if fields[0] != "@revoked":  # @cert-authority: certificates are not supported; skip
+        if fields[0] not in ("@revoked", "@cert-authority"):
             return None
-        revoked, fields = True, fields[1:]
+        marker, fields = fields[0], fields[1:]
     if len(fields) < 3:
         return None
     blob = _b64decode(fields[2])
-    return _KnownKey(tuple(fields[0].split(",")), fields[1], blob, revoked) if blob else None
+    if not blob:
+        return None
+    return _KnownKey(tuple(fields[0].split(",")), fields[1], blob, marker == "@revoked", marker == "@cert-authority")
 
 
 # ---------------------------------------------------------------------------- transport
@@ -273,6 +300,8 @@ class SSHTransport:
             infos = socket.getaddrinfo(self.spec.hostname, self.spec.port, type=socket.SOCK_STREAM)
         except socket.gaierror as exc:
             raise SSHConnectError("dns", f"cannot resolve {self.spec.hostname!r}: {exc.strerror}") from None
+        except (UnicodeError, ValueError) as exc:  # IDNA: an empty or over-long label
+            raise SSHConnectError("dns", f"cannot resolve {self.spec.hostname!r}: {exc}") from None
         errors: list[OSError] = []
         for family, kind, proto, _, address in infos:
             sock = socket.socket(family, kind, proto)
@@ -337,26 +366,37 @@ class SSHTransport:
         return transport
 
     def _known_hosts(self) -> KnownHosts:
-        return KnownHosts.load(self.options.known_hosts_path())
+        also = (self.options.global_known_hosts,) if self.options.global_known_hosts else ()
+        return KnownHosts.load(self.options.known_hosts_path(), also)
 
     def _host_key_name(self) -> str:
         return known_hosts_name(self.spec.hostname, self.spec.port)
 
     def _prefer_known_key_types(self, transport: paramiko.Transport, known: KnownHosts) -> None:
         """Ask for the key types known_hosts holds first, as OpenSSH does."""
+        from nightowl.transports.host_certs import CERT_HOSTKEY_ALGORITHMS
+
         preferred: list[str] = []
+        if known.trusts_a_ca_for(self._host_key_name()):
+            preferred += CERT_HOSTKEY_ALGORITHMS  # a CA-signed fleet: ask for the certificate first
         for key_type in known.known_types(self._host_key_name()):
             preferred += RSA_HOSTKEY_ALGORITHMS if key_type == "ssh-rsa" else [key_type]
         options = transport.get_security_options()
         available = list(options.key_types)
-        first = [k for k in dict.fromkeys(preferred) if k in available]
+        # paramiko offers certificate types only after every plain one (Transport.preferred_keys), so a
+        # server holding both would never show its certificate: name them explicitly, first.
+        certificates = [k for k in CERT_HOSTKEY_ALGORITHMS if k in transport._key_info]
+        first = [k for k in dict.fromkeys(preferred) if k in available or k in certificates]
         if first:
             options.key_types = first + [k for k in available if k not in first]
 
     def _verify_host_key(self, transport: paramiko.Transport, known: KnownHosts) -> None:
         key = transport.get_remote_server_key()
         name = self._host_key_name()
-        verdict, detail = known.verdict(name, key.get_name(), key.asbytes())
+        certificate = None
+        if str(transport.host_key_type).endswith("-cert-v01@openssh.com") and key.public_blob is not None:
+            certificate = key.public_blob.key_blob
+        verdict, detail = known.verdict(name, key.get_name(), key.asbytes(), certificate, self.spec.hostname)
         if verdict == "ok":
             return
         if verdict == "mismatch":

@@ -80,12 +80,20 @@ def test_sweep_table_and_prometheus(fleet: Fleet, tmp_path: Path) -> None:
     assert rows["xid79"][2:4] == ["gpu-fell-off-bus", "reboot-node"]
     assert rows["gpu-01"][2:4] == ["healthy", "none"]
     assert "hosts by verdict: healthy 3, gpu-fell-off-bus 1" in table
-    prom = (tmp_path / "n.prom").read_text()
-    assert 'nightowl_host_needs_action{host="xid79",runbook="node-health"} 1' in prom
-    assert 'nightowl_host_needs_action{host="gpu-02",runbook="node-health"} 0' in prom
-    assert 'nightowl_sweep_hosts{runbook="node-health",status="ok"} 4' in prom
-    assert 'nightowl_xid_events{host="xid79",runbook="node-health",code="79"} 1' in prom
-    assert 'nightowl_xid_events{host="gpu-01"' not in prom  # a clean kernel log has no Xid series
+    from prometheus_client.parser import text_string_to_metric_families
+
+    samples = {
+        (s.name, tuple(sorted(s.labels.items()))): s.value
+        for family in text_string_to_metric_families((tmp_path / "n.prom").read_text())
+        for s in family.samples
+    }
+    node = ("runbook", "node-health")
+    assert samples[("nightowl_host_needs_action", (("host", "xid79"), node))] == 1
+    assert samples[("nightowl_host_needs_action", (("host", "gpu-02"), node))] == 0
+    assert samples[("nightowl_sweep_hosts", (node, ("status", "ok")))] == 4
+    assert samples[("nightowl_xid_events", (("code", "79"), ("host", "xid79"), node))] == 1
+    xid_hosts = {dict(labels)["host"] for name, labels in samples if name == "nightowl_xid_events"}
+    assert xid_hosts == {"xid79"}  # a clean kernel log has no Xid series
 
 
 def test_sweep_exit_codes_and_limit(fleet: Fleet, tmp_path: Path) -> None:

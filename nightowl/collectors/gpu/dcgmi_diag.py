@@ -17,6 +17,7 @@ complete: a skipped test is not a pass, and a truncated table is ``incomplete``,
 
 from __future__ import annotations
 
+import bisect
 import json
 import re
 from dataclasses import dataclass, field
@@ -299,8 +300,17 @@ def _health_text_row(report: HealthReport, line: str, context: dict[str, Any]) -
 # ---------------------------------------------------------------- JSON (diag and health)
 
 
+# An object starts with a key or is empty: `{` then `"` or `}`. Lines that cannot start one are not decoded.
+_BLOCK_START = re.compile(r"[ \t]*\{\s*[\"}]")
+
+
 def _json_blocks(text: str) -> tuple[list[Any], set[int]]:
-    """JSON objects that start at the beginning of a line, and the line numbers they cover."""
+    """JSON objects that start at the beginning of a line, and the line numbers they cover.
+
+    Linear: a line's start is tested in place (no copy of the rest of the text), and failed decodes are
+    budgeted (a failure costs its absolute position: JSONDecodeError counts the lines before it), so a
+    million lines that each open an object never closed cannot make the search quadratic.
+    """
     decoder = json.JSONDecoder()
     blocks: list[Any] = []
     covered: set[int] = set()
@@ -308,24 +318,28 @@ def _json_blocks(text: str) -> tuple[list[Any], set[int]]:
     for line in text.splitlines(keepends=True):
         offsets.append(position)
         position += len(line)
+    budget = 2 * len(text) + (1 << 20)
     line_number = 0
     while line_number < len(offsets):
-        start = offsets[line_number]
-        if text[start:].lstrip(" \t").startswith("{"):
-            begin = start + len(text[start:]) - len(text[start:].lstrip(" \t"))
-            try:
-                value, end = decoder.raw_decode(text, begin)
-            except ValueError:
-                line_number += 1
-                continue
-            blocks.append(value)
-            last = line_number
-            while last + 1 < len(offsets) and offsets[last + 1] < end:
-                last += 1
-            covered.update(range(line_number, last + 1))
-            line_number = last + 1
+        opening = _BLOCK_START.match(text, offsets[line_number])
+        if opening is None or budget <= 0:
+            line_number += 1
             continue
-        line_number += 1
+        begin = text.index("{", opening.start())
+        try:
+            value, end = decoder.raw_decode(text, begin)
+        except ValueError as exc:
+            budget -= max(1, getattr(exc, "pos", len(text)))
+            line_number += 1
+            continue
+        except RecursionError:  # nested deeper than Python's stack: not a dcgmi document
+            budget -= len(text) - begin
+            line_number += 1
+            continue
+        blocks.append(value)
+        last = bisect.bisect_left(offsets, end, lo=line_number + 1) - 1
+        covered.update(range(line_number, last + 1))
+        line_number = last + 1
     return blocks, covered
 
 

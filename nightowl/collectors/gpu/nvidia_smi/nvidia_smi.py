@@ -306,14 +306,30 @@ def _first_float(gpu: Node, paths: Sequence[Path]) -> float | None:
 def _field_errors(gpu: Node, pci: str | None) -> list[GpuError]:
     """One entry per value that reads as an error, named by its label path ("PCI > ... > Host Max")."""
     errors = []
-    pending: list[tuple[Node, tuple[str, ...]]] = [(child, (child.label,)) for child in reversed(gpu.children)]
+    # (node, its parent's entry): the label path is rebuilt only for an error, from its last levels, so a
+    # deeply nested (hostile or truncated) document costs linear time, not a copied path per node.
+    Entry = tuple[Node, Any]
+    pending: list[Entry] = [(child, None) for child in reversed(gpu.children)]
     while pending:
-        node, labels = pending.pop()
+        entry = pending.pop()
+        node = entry[0]
         if node.value is not None and is_error_value(node.value):
-            name = " > ".join(labels)
+            name = _label_path(entry)
             errors.append(GpuError(pci=pci, message=f"{name}: {node.value.strip()}", field=name))
-        pending.extend((child, (*labels, child.label)) for child in reversed(node.children))
+        pending.extend((child, entry) for child in reversed(node.children))
     return errors
+
+
+_MAX_LABEL_DEPTH = 12  # nvidia-smi nests 4 deep; deeper paths are cut from the top
+
+
+def _label_path(entry: tuple[Node, Any]) -> str:
+    labels: list[str] = []
+    current: Any = entry
+    while current is not None and len(labels) < _MAX_LABEL_DEPTH:
+        labels.append(current[0].label)
+        current = current[1]
+    return " > ".join(reversed(labels))
 
 
 def gpu_from_node(gpu: Node) -> tuple[Gpu, list[GpuError]]:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import html
 import re
+from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -236,7 +237,8 @@ def _element_to_node(element: Any) -> Node:
     return Node(canon(tag), tag, None if children else text, children)
 
 
-_XML_TOKEN = re.compile(r"<!--.*?-->|<[?!][^>]*>|<(/?)([A-Za-z_][\w.:-]*)([^<>]*?)(/?)>|([^<]+)", re.DOTALL)
+# An unclosed comment or declaration runs to the end of the text: matched once, not retried at every "<".
+_XML_TOKEN = re.compile(r"<!--.*?(?:-->|\Z)|<[?!][^>]*>?|<(/?)([A-Za-z_][\w.:-]*)([^<>]*?)(/?)>|([^<]+)", re.DOTALL)
 _ID_ATTRIBUTE = re.compile(r"""\bid\s*=\s*["']([^"']*)["']""")
 
 
@@ -244,6 +246,7 @@ def build_xml_tree_leniently(text: str) -> Node:
     """Tag-stream reader for truncated or malformed ``-q -x`` output: unclosed tags close at the end."""
     root = Node("", "", None)
     stack: list[Node] = [root]
+    open_tags: Counter[str] = Counter()  # labels on the stack: a stray closing tag costs O(1), not O(depth)
     texts: dict[int, list[str]] = {}
     for match in _XML_TOKEN.finditer(text):
         closing, tag, attributes, self_closing, chars = match.groups()
@@ -252,12 +255,10 @@ def build_xml_tree_leniently(text: str) -> Node:
         elif tag is None:
             continue
         elif closing:
-            keys = [n.label for n in stack]
-            if tag in keys[1:]:
-                while stack[-1].label != tag:
-                    stack.pop()
-                stack.pop()
+            _close(tag, stack, open_tags)
         else:
+            if tag == "gpu":  # GPUs never nest: an unclosed <gpu> ends where the next one starts
+                _close(tag, stack, open_tags)
             id_match = _ID_ATTRIBUTE.search(attributes or "")
             node = Node(
                 GPU_KEY if tag == "gpu" else canon(tag),
@@ -267,12 +268,22 @@ def build_xml_tree_leniently(text: str) -> Node:
             stack[-1].children.append(node)
             if not self_closing:
                 stack.append(node)
+                open_tags[tag] += 1
     for node in walk(root):
         if node.key != GPU_KEY and not node.children:
             node.value = "".join(texts.get(id(node), [])).strip()
     # The document element (nvidia_smi_log) becomes the root, as with ElementTree.
     document = root.child(("nvidia_smi_log",))
     return document if document is not None else root
+
+
+def _close(tag: str, stack: list[Node], open_tags: Counter[str]) -> None:
+    """Close ``tag`` and everything opened inside it; a tag that is not open is ignored."""
+    if open_tags[tag] <= 0:
+        return
+    while stack[-1].label != tag:
+        open_tags[stack.pop().label] -= 1
+    open_tags[stack.pop().label] -= 1
 
 
 def build_xml_tree(text: str) -> tuple[Node, list[str]]:

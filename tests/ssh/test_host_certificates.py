@@ -1,0 +1,115 @@
+"""Host certificates: known_hosts' @cert-authority, here and in the system-wide file, against a real sshd
+whose host key is signed by a CA (ssh-keygen -s -h), and the certificate checks one by one."""
+
+from __future__ import annotations
+
+import base64
+import getpass
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from nightowl.transports import host_certs
+from nightowl.transports.hostspec import parse_host_spec
+from nightowl.transports.ssh import SSHConnectError, SSHOptions, SSHTransport
+from tests.fleet.daemons import Daemon, free_port, wait_for
+from tests.ssh.fleet import SSH_KEYGEN, SSHD
+
+pytestmark = pytest.mark.skipif(not SSHD.exists(), reason=f"{SSHD} missing (Debian package openssh-server)")
+
+
+def keygen(path: Path) -> Path:
+    subprocess.run([SSH_KEYGEN, "-q", "-t", "ed25519", "-N", "", "-f", str(path)], check=True, capture_output=True)
+    return path
+
+
+def sign(ca: Path, key: Path, *args: str) -> bytes:
+    """Sign ``key.pub`` with ``ca``; the certificate blob."""
+    subprocess.run(
+        [SSH_KEYGEN, "-q", "-s", str(ca), "-I", "test-cert", *args, f"{key}.pub"], check=True, capture_output=True
+    )
+    return base64.b64decode(Path(f"{key}-cert.pub").read_text().split()[1])
+
+
+def ca_line(ca: Path, pattern: str) -> str:
+    key_type, blob = Path(f"{ca}.pub").read_text().split()[:2]
+    return f"@cert-authority {pattern} {key_type} {blob}\n"
+
+
+def ca_blob(ca: Path) -> bytes:
+    return base64.b64decode(Path(f"{ca}.pub").read_text().split()[1])
+
+
+@pytest.fixture(scope="module")
+def signed_sshd(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, object]]:
+    root = tmp_path_factory.mktemp("cert-sshd")
+    ca, host, user = keygen(root / "ca"), keygen(root / "host"), keygen(root / "user")
+    sign(ca, host, "-h", "-n", "127.0.0.1,gpu-17", "-V", "-5m:+1h")
+    (root / "authorized_keys").write_text(Path(f"{user}.pub").read_text())
+    port = free_port()
+    config = root / "sshd_config"
+    config.write_text(
+        f"ListenAddress 127.0.0.1:{port}\nHostKey {host}\nHostCertificate {host}-cert.pub\n"
+        f"PidFile {root / 'sshd.pid'}\nAuthorizedKeysFile {root / 'authorized_keys'}\nUsePAM no\nStrictModes no\n"
+        "PasswordAuthentication no\nKbdInteractiveAuthentication no\nPermitRootLogin prohibit-password\n"
+    )
+    daemon = Daemon("sshd", [str(SSHD), "-D", "-e", "-f", str(config)], root)
+    wait_for("sshd listening", lambda: "Server listening" in daemon.log.read_text(), 10, [daemon])
+    yield {"root": root, "ca": ca, "user": user, "port": port}
+    daemon.stop()
+
+
+def connect(sshd: dict[str, object], known: Path, global_known: Path | None = None) -> None:
+    spec = parse_host_spec(f"ssh://{getpass.getuser()}@127.0.0.1:{sshd['port']}")
+    options = SSHOptions(
+        known_hosts=known,
+        global_known_hosts=global_known,
+        identity_files=(Path(str(sshd["user"])),),
+        use_agent=False,
+        look_for_keys=False,
+    )
+    with SSHTransport(spec, options) as transport:
+        transport.connect()
+        assert transport.run(["true"], timeout=10).rc == 0
+
+
+def test_a_host_certificate_from_a_trusted_ca_is_accepted_strictly(signed_sshd: dict, tmp_path: Path) -> None:
+    known = tmp_path / "known_hosts"
+    known.write_text(ca_line(signed_sshd["ca"], f"[127.0.0.1]:{signed_sshd['port']}"))
+    connect(signed_sshd, known)
+    assert known.read_text().count("\n") == 1  # nothing appended: the CA vouched for the host
+
+
+def test_the_system_wide_known_hosts_is_read_too(signed_sshd: dict, tmp_path: Path) -> None:
+    system = tmp_path / "ssh_known_hosts"
+    system.write_text(ca_line(signed_sshd["ca"], "[127.0.0.1]:*"))
+    connect(signed_sshd, tmp_path / "empty_known_hosts", system)
+    assert not (tmp_path / "empty_known_hosts").exists()
+
+
+def test_a_certificate_from_another_ca_is_refused(signed_sshd: dict, tmp_path: Path) -> None:
+    other = keygen(tmp_path / "other-ca")
+    known = tmp_path / "known_hosts"
+    known.write_text(ca_line(other, f"[127.0.0.1]:{signed_sshd['port']}"))
+    with pytest.raises(SSHConnectError, match="unknown host key.*CA that known_hosts does not trust"):
+        connect(signed_sshd, known)
+
+
+def test_certificate_checks(tmp_path: Path) -> None:
+    ca, host = keygen(tmp_path / "ca"), keygen(tmp_path / "host")
+    trusted = [ca_blob(ca)]
+    good = sign(ca, host, "-h", "-n", "gpu-17", "-V", "-5m:+1h")
+    assert host_certs.problem(good, "gpu-17", trusted) is None
+    assert "not valid for gpu-18" in str(host_certs.problem(good, "gpu-18", trusted))
+    assert "does not trust" in str(host_certs.problem(good, "gpu-17", [ca_blob(keygen(tmp_path / "x"))]))
+    assert "validity" in str(host_certs.problem(good, "gpu-17", trusted, now=time.time() + 7200))
+    tampered = good.replace(b"gpu-17", b"gpu-99")
+    assert "signature" in str(host_certs.problem(tampered, "gpu-99", trusted))
+    user_cert = sign(ca, host, "-n", "gpu-17", "-V", "-5m:+1h")  # no -h: a user certificate
+    assert "user certificate" in str(host_certs.problem(user_cert, "gpu-17", trusted))
+    no_principals = sign(ca, host, "-h", "-V", "-5m:+1h")
+    assert "principals: none" in str(host_certs.problem(no_principals, "gpu-17", trusted))
+    assert "unreadable" in str(host_certs.problem(b"garbage", "gpu-17", trusted))

@@ -1,0 +1,68 @@
+"""Where an operator puts things: XDG directories, $NIGHTOWL_OUT, and site runbook folders."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from nightowl import paths, runbooks
+from nightowl.cli.main import main
+
+SITE_RUNBOOK = """\
+id: gpu-temp
+title: Site check of GPU temperature
+entry: collect
+nodes:
+  collect:
+    collect: [nvidia-smi]
+    next:
+      - verdict: {id: ok, severity: ok, action: none, summary: fine}
+"""
+
+
+@pytest.fixture
+def xdg(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+    monkeypatch.delenv("NIGHTOWL_OUT", raising=False)
+    monkeypatch.delenv("NIGHTOWL_RUNBOOK_PATH", raising=False)
+    monkeypatch.setattr(paths, "SITE_CONFIG_DIR", tmp_path / "etc")
+    monkeypatch.setattr(runbooks, "EXTRA_DIRS", [])
+    return tmp_path
+
+
+def test_bundles_go_to_the_xdg_state_dir_unless_nightowl_out(xdg: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    assert paths.default_out_dir() == xdg / "state" / "nightowl" / "bundles"
+    monkeypatch.setenv("NIGHTOWL_OUT", str(xdg / "elsewhere"))
+    assert paths.default_out_dir() == xdg / "elsewhere"
+
+
+def test_site_runbooks_are_found_by_name_in_search_order(xdg: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    user = xdg / "config" / "nightowl" / "runbooks"
+    system = xdg / "etc" / "runbooks"
+    given = xdg / "given"
+    for folder in (user, system, given):
+        folder.mkdir(parents=True)
+    (system / "gpu-temp.yaml").write_text(SITE_RUNBOOK)
+    assert runbooks.resolve("gpu-temp") == system / "gpu-temp.yaml"
+    (user / "gpu-temp.yaml").write_text(SITE_RUNBOOK)
+    assert runbooks.resolve("gpu-temp") == user / "gpu-temp.yaml"
+    (given / "gpu-temp.yaml").write_text(SITE_RUNBOOK)
+    monkeypatch.setattr(runbooks, "EXTRA_DIRS", [given])
+    assert runbooks.resolve("gpu-temp") == given / "gpu-temp.yaml"
+    assert runbooks.resolve("xid") == runbooks.builtin_paths()["xid"]  # built-ins still reachable
+    with pytest.raises(FileNotFoundError, match="site folders searched"):
+        runbooks.resolve("no-such-runbook")
+
+
+def test_runbook_path_option_reaches_list_and_show(xdg: Path) -> None:
+    folder = xdg / "team"
+    folder.mkdir()
+    (folder / "gpu-temp.yaml").write_text(SITE_RUNBOOK)
+    runner = CliRunner()
+    listed = runner.invoke(main, ["--runbook-path", str(folder), "runbook", "list"])
+    assert "gpu-temp" in listed.output and "xid" in listed.output, listed.output
+    shown = runner.invoke(main, ["--runbook-path", str(folder), "runbook", "show", "gpu-temp"])
+    assert "Site check of GPU temperature" in shown.output, shown.output
