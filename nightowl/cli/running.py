@@ -75,10 +75,13 @@ def run_to_summary(
         what = "terminated" if exc.terminated else "interrupted"
         click.echo(f"nightowl: {what}; partial bundle saved at {exc.bundle}", err=True)
         exit_now(ExitStatus.TERMINATED if exc.terminated else ExitStatus.INTERRUPTED)
-    summary = triage_summary(loaded.id, bundle.name, bundle, runs)
     from nightowl import status_update
 
-    status_update.write(bundle, summary)
+    summary, _ = status_update.write_for_runs(loaded.id, bundle, runs)
+    if postmortem:
+        from nightowl.postmortem.render import write_html_draft
+
+        write_html_draft(bundle)
     summary["_runs"] = runs
     return summary
 
