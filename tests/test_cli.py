@@ -308,3 +308,15 @@ def test_triage_alert_payload(tmp_path: Path) -> None:
 def test_local_host_spec_in_any_case_runs_locally(tmp_path: Path) -> None:
     result = invoke("triage", "xid", "--host", "LOCAL", "--out", str(tmp_path), "--format", "json")
     assert json.loads(result.output)["hosts"][0]["status"] != "unreachable"
+
+
+@pytest.mark.parametrize("flag", ["--status-update", "--follow"])
+def test_verbose_reaches_the_follow_and_status_update_path(tmp_path: Path, flag: str) -> None:
+    """-v prints the path and the sources there too, as it does on a plain triage."""
+    argv = ["triage", "xid", "--replay", str(HOSTS / "xid13-app-fault"), flag, "--out", str(tmp_path)]
+    plain = CliRunner().invoke(main, argv)
+    verbose = CliRunner().invoke(main, [*argv, "-v"])
+    assert plain.exit_code == verbose.exit_code == 1, verbose.output
+    assert "path: collect -> gpu-visible" not in plain.output and "(-v for the path" in plain.output
+    assert "path: collect -> gpu-visible" in verbose.output
+    assert "source of kernel_log.xids_by_gpu: hosts/xid13-app-fault/kernel-log.out" in verbose.output

@@ -110,6 +110,15 @@ class Collector:
     # Every fact ``facts`` may return (docs/reference.md#kinds); runbook validation checks reads against it.
     produces: tuple[Fact, ...] = ()
 
+    def check_argv(self, argv: tuple[str, ...]) -> str | None:
+        """Why a resolved argv (parameters filled in) may not run, or None: the engine asks before running it,
+        so a parameter value can never turn an allowed read-only shape into another command."""
+        from nightowl.collectors.readonly import allowed_shape
+
+        if allowed_shape(tuple(argv), resolved=True) is None:
+            return "is not one of the read-only command shapes nightowl allows once its parameters are filled in"
+        return None
+
 
 @dataclass(frozen=True)
 class DerivedCollector:
