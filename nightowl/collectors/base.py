@@ -137,6 +137,9 @@ class DerivedCollector:
     invasive: bool = False
     description: str = ""
     check_params: Callable[[Mapping[str, Any]], list[str]] | None = None
+    # Namespaces read when collected and handed over empty ({}) when not: evidence that sharpens the
+    # judgement (nvidia-smi's GPU addresses) but whose absence must not skip it.
+    optional_inputs: tuple[str, ...] = ()
     produces: tuple[Fact, ...] = ()
 
     def parse(self, text: str) -> Any:

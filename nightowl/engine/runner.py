@@ -244,6 +244,9 @@ class HostRunner:
             return run
         try:
             inputs: dict[str, Any] = {n: by_namespace[n].facts for n in collector.inputs}
+            for name in getattr(collector, "optional_inputs", ()):
+                found = by_namespace.get(name)
+                inputs[name] = found.facts if found is not None and found.status == "ok" and found.facts else {}
             inputs["hosts"] = self.context().get("hosts") or {self.run.host: {n: inputs[n] for n in collector.inputs}}
             run.facts = collector.derive(inputs, dict(self.options.params))
         except Exception as exc:  # noqa: BLE001 - a derivation bug is evidence, not a crash

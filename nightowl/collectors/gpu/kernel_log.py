@@ -192,7 +192,8 @@ _EDAC = re.compile(
 _GHES_OPENER = re.compile(r"\[Hardware Error\]: Hardware error from APEI Generic Hardware Error Source")
 _GHES_FIELD = re.compile(
     r"\[Hardware Error\]:\s+(?:event severity: (?P<severity>\w[\w ]*)|section_type: (?P<section>.+)"
-    r"|device_id: (?P<pci>[0-9a-fA-F]{4,8}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]))"
+    r"|device_id: (?P<pci>[0-9a-fA-F]{4,8}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7])"
+    r"|port_type: \d+, (?P<port_type>.+?)\s*$|vendor_id: (?P<vendor_id>0x[0-9a-fA-F]{4}))"
 )
 _MCE_LOGGED = re.compile(r"\[Hardware Error\]: (?:Machine check events logged|CPU \d+: Machine Check)")
 _HUNG_TASK = re.compile(r"INFO: task (?P<name>.+):(?P<pid>\d+) blocked for more than (?P<seconds>\d+) seconds")
