@@ -21,13 +21,14 @@ from __future__ import annotations
 import ast
 import re
 import shlex
+from collections import Counter
 from dataclasses import dataclass, field, replace
 from fnmatch import fnmatchcase
 from pathlib import Path
 from typing import Any
 
 from nightowl.engine.yamlines import YamlError, line_of, load_with_lines
-from nightowl.transports.hostspec import HostSpec, local_spec, parse_host_spec
+from nightowl.transports.hostspec import HostSpec, local_spec, parse_host_spec, written_host
 
 MAPPING_KEYS = frozenset({"name", "address", "port", "user", "labels", "profile", "jump", "identity_file"})
 DEFAULT_KEYS = MAPPING_KEYS - {"name", "address"}
@@ -181,10 +182,13 @@ def _nightowl_yaml(data: dict[str, Any], where: _Where, ssh_config: Path | None)
     if bad:
         raise InventoryError(where.at(where.line("defaults", bad[0]), f"unknown default {bad[0]!r}"))
     specs: list[HostSpec] = []
+    lines: list[int | None] = []
+    written: dict[int, str] = {}  # index -> the spec string of an entry named after its host
     for index, item in enumerate(data["hosts"]):
         line = where.line("hosts", index)
         if isinstance(item, str):
-            values = {**defaults, "address": item, "name": item, "_spec": True}
+            values = {**defaults, "address": item, "name": _host_of(item), "_spec": True}
+            written[index] = item
         elif isinstance(item, dict):
             bad = sorted(set(item) - MAPPING_KEYS)
             if bad:
@@ -194,12 +198,41 @@ def _nightowl_yaml(data: dict[str, Any], where: _Where, ssh_config: Path | None)
             labels = {**_mapping(defaults, "labels", where, line), **_mapping(item, "labels", where, line)}
             values = {**defaults, **item, "labels": labels}
             values.setdefault("address", values.get("name"))
-            values["name"] = str(values.get("name") or values["address"])
+            if not values.get("name"):
+                values["name"] = _host_of(str(values["address"]))
+                written[index] = str(values["address"])
+            values["name"] = str(values["name"])
         else:
             raise InventoryError(where.at(line, f"a host is a spec string or a mapping, not {type(item).__name__}"))
         specs.append(_build(_Entry(values["name"], line, values), where, ssh_config))
-    _no_duplicates(specs, [where.line("hosts", i) for i in range(len(specs))], where)
+        lines.append(line)
+    _no_same_machine(specs, lines, where)
+    specs = _unique_names(specs, written)
+    _no_duplicates(specs, lines, where)
     return specs
+
+
+def _host_of(spec: str) -> str:
+    """An entry without a name is named after the host its spec names (not the whole spec); a
+    malformed spec keeps its text here and is reported, with its line, when it is parsed."""
+    try:
+        return written_host(spec)
+    except ValueError:
+        return spec
+
+
+def _unique_names(specs: list[HostSpec], written: dict[int, str]) -> list[HostSpec]:
+    """Two different machines written with the same host (``h:2201``, ``h:2202``) get ``host:port``
+    names, or their specs as written when even that collides. A name the inventory gave is never
+    changed: one that a spec's host repeats stays a duplicate, reported by ``_no_duplicates``."""
+    names = [spec.name for spec in specs]
+    derived = Counter(names[index] for index in written)
+    clashing = {index: f"{names[index]}:{specs[index].port}" for index in written if derived[names[index]] > 1}
+    kept = Counter(name for index, name in enumerate(names) if index not in clashing)
+    with_port = Counter(clashing.values())
+    for index, candidate in clashing.items():
+        names[index] = written[index] if with_port[candidate] > 1 or kept[candidate] else candidate
+    return [replace(spec, name=name) for spec, name in zip(specs, names, strict=True)]
 
 
 # ---------------------------------------------------------------------------- Ansible
@@ -404,6 +437,7 @@ def _resolve_entries(entries: list[_Entry], where: _Where, ssh_config: Path | No
             values["jump"] = _jump_from_ssh_args(values["ssh_args"])
         spec = _build(_Entry(entry.name, entry.line, values), where, ssh_config)
         specs.append(replace(spec, groups=tuple(entry.groups)))
+    _no_same_machine(specs, [entry.line for entry in entries], where)
     return specs
 
 
@@ -468,6 +502,31 @@ def _labels(values: dict[str, Any], entry: _Entry, where: _Where) -> dict[str, s
     if not isinstance(labels, dict):
         raise InventoryError(where.at(entry.line, f"host {entry.name!r}: labels must be a mapping of name: value"))
     return {str(k): "" if v is None else str(v) for k, v in labels.items()}
+
+
+def _machine(spec: HostSpec) -> tuple[Any, ...]:
+    """What a connection reaches: host (case-free) and port, through which jump hosts."""
+    if spec.is_local:
+        return ("local",)
+    return (spec.hostname.lower().rstrip("."), spec.port, _machine(spec.jump) if spec.jump else None)
+
+
+def _no_same_machine(specs: list[HostSpec], lines: list[int | None], where: _Where) -> None:
+    """``ssh://root@gpu-01``, ``root@gpu-01:22`` and ``gpu-01`` are one machine: swept twice, its
+    evidence would be counted twice under two names, so the inventory is refused, naming both lines."""
+    seen: dict[tuple[Any, ...], tuple[HostSpec, int | None]] = {}
+    for spec, line in zip(specs, lines, strict=True):
+        first = seen.setdefault(_machine(spec), (spec, line))
+        if first[0] is not spec:
+            where_first = f"line {first[1]}" if first[1] else "earlier"
+            target = "this node" if spec.is_local else spec.address
+            raise InventoryError(
+                where.at(
+                    line,
+                    f"host {spec.name!r} is the same machine as {first[0].name!r} ({where_first}): "
+                    f"both reach {target}; list it once",
+                )
+            )
 
 
 def _no_duplicates(specs: list[HostSpec], lines: list[int | None], where: _Where) -> None:
