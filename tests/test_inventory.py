@@ -190,7 +190,11 @@ def test_structural_errors(tmp_path: Path, empty_config: Path, text: str, messag
         ("hosts:\n  - ssh://root@gpu-01\n  - root@gpu-01:22\n  - gpu-01\n", 3, "'gpu-01' (line 2)"),
         ("hosts:\n  - gpu-01\n  - {name: other, address: GPU-01.}\n", 3, "'gpu-01' (line 2)"),
         ("hosts:\n  - local\n  - {name: me, address: local}\n", 3, "'local' (line 2)"),
-        ("[a]\ngpu-01 ansible_host=10.0.0.1\n[b]\ngpu-1 ansible_host=10.0.0.1 ansible_port=22\n", 4, "'gpu-01' (line 2)"),
+        (
+            "[a]\ngpu-01 ansible_host=10.0.0.1\n[b]\ngpu-1 ansible_host=10.0.0.1 ansible_port=22\n",
+            4,
+            "'gpu-01' (line 2)",
+        ),
     ],
 )
 def test_one_machine_listed_twice_is_reported(
