@@ -23,7 +23,7 @@ from nightowl.cli.common import (
     out_option,
     ssh_options,
 )
-from nightowl.cli.exit import EXIT_HELP, fail, status_for
+from nightowl.cli.exit import EXIT_HELP, ExitStatus, fail, status_for
 
 RUNBOOK_OPTION = click.option("--runbook", default="node-health", show_default=True)
 SINCE_OPTION = click.option(
@@ -98,11 +98,23 @@ def sweep(
         values["since"] = since
     limits = {"command_timeout": command_timeout, "host_timeout": host_timeout}
     summary = _run(loaded, transports, values, out_dir or DEFAULT_OUT, allow_invasive, forks, fmt, limits)
+    sys.exit(int(_finish(summary, textfile)))
+
+
+def _finish(summary: dict[str, Any], textfile: Path | None) -> ExitStatus:
+    """The report is printed; evidence or a textfile that could not be written is a failure (exit 2,
+    with the reason on stderr), never a traceback and never a half-written file."""
+    problems = [summary["bundle_error"]] if summary.get("bundle_error") else []
     if textfile:
         from nightowl.fleet.textfile import write_textfile
 
-        write_textfile(textfile, summary)  # atomic: node-exporter never reads a half-written file
-    sys.exit(int(status_for(summary["hosts"])))
+        try:
+            write_textfile(textfile, summary)  # atomic: node-exporter never reads a half-written file
+        except OSError as exc:
+            problems.append(f"cannot write the textfile {textfile}: {exc.strerror or exc}")
+    for problem in problems:
+        click.echo(f"nightowl: {problem}", err=True)
+    return ExitStatus.USAGE if problems else status_for(summary["hosts"])
 
 
 def _local_transports() -> dict[str, Any]:
