@@ -144,6 +144,72 @@ def test_names_resolve_through_ssh_config(tmp_path: Path) -> None:
     assert (second.name, second.hostname, second.user, second.port) == ("gpu-01-root", "10.7.0.1", "root", 2222)
 
 
+def test_ansible_inventory_list_json_matches_the_inventories_it_came_from(empty_config: Path) -> None:
+    """Real `ansible-inventory --list` outputs (fixtures/inventory/SOURCE.md): merged hostvars, and
+    `--export` with group vars left in the groups; both give the hosts their source gives."""
+    for source, listed in (
+        ("ansible-hosts.ini", "ansible-inventory-list.json"),
+        ("ansible-hosts.yaml", "ansible-inventory-list-export.json"),
+    ):
+        expected, got = load(source, empty_config), load(listed, empty_config)
+        assert list(got) == list(expected), listed  # `all`'s children first, depth first: the source's order
+        for name, host in expected.items():
+            assert summary(got[name]) == summary(host), (listed, name)
+            assert (got[name].labels, got[name].kind) == (host.labels, host.kind), (listed, name)
+
+
+def test_dynamic_inventory_script_json(tmp_path: Path, empty_config: Path) -> None:
+    """The script conventions' forms: a group as a bare host list, `_meta.hostvars`, children."""
+    path = tmp_path / "inventory.json"
+    path.write_text(
+        """{
+  "gpu": ["gpu-01", "gpu-02"],
+  "bastioned": {"hosts": ["gpu-02"], "vars": {"ansible_ssh_common_args": "-J ops@bastion:2222"}},
+  "racks": {"children": ["gpu"], "vars": {"ansible_user": "fleet", "nightowl_labels": {"site": "ams1"}}},
+  "_meta": {"hostvars": {"gpu-01": {"ansible_host": "10.0.0.1", "ansible_port": 2201}}}
+}
+"""
+    )
+    hosts = {h.name: h for h in load_inventory(path, empty_config)}
+    assert list(hosts) == ["gpu-01", "gpu-02"]
+    assert summary(hosts["gpu-01"]) == ("ssh", "10.0.0.1", 2201, "fleet", None, None, ("gpu", "racks"))
+    assert summary(hosts["gpu-02"]) == (
+        "ssh",
+        "gpu-02",
+        22,
+        "fleet",
+        ("ops", "bastion", 2222),
+        None,
+        ("bastioned", "gpu", "racks"),
+    )
+    assert hosts["gpu-02"].labels == {"site": "ams1"}
+    assert [h.name for h in limit(list(hosts.values()), "group=bastioned")] == ["gpu-02"]
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ('{"gpu": {"hosts": ["a"],}}\n', ":1: invalid JSON"),
+        ('{\n "gpu": {\n  "hosts": "a"\n }\n}\n', ":3: group 'gpu': hosts must be a list"),
+        ('{\n "gpu": {\n  "host": ["a"]\n }\n}\n', ":2: group 'gpu': unknown key 'host'"),
+        ('{\n "gpu": 7\n}\n', ":2: group 'gpu' must be an object or a list of hosts"),
+        ('{"gpu": ["a"], "_meta": {"hostvars": []}}', ":1: _meta.hostvars must be an object"),
+        ('{\n "gpu": ["a"],\n "_meta": {"hostvars": {"a": {"ansible_port": "ssh"}}}\n}', "port 'ssh'"),
+        (
+            '{\n "all": {"children": ["gpu"]},\n "gpu": {"hosts": ["a", "b"]},\n'
+            ' "_meta": {"hostvars": {"a": {"ansible_host": "10.0.0.1"}, "b": {"ansible_host": "10.0.0.1"}}}\n}',
+            "'b' is the same machine as 'a'",
+        ),
+    ],
+)
+def test_json_inventory_errors_name_file_and_line(tmp_path: Path, empty_config: Path, text: str, message: str) -> None:
+    path = tmp_path / "inv.json"
+    path.write_text(text)
+    with pytest.raises(InventoryError) as caught:
+        load_inventory(path, empty_config)
+    assert str(caught.value).startswith(str(path)) and message in str(caught.value)
+
+
 @pytest.mark.parametrize(
     ("name", "line", "message"),
     [

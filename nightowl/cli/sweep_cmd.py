@@ -48,7 +48,7 @@ SWEEP_OUT_OPTION = out_option(f"where the sweep bundle goes [default: {DEFAULT_O
 @click.option(
     "--inventory",
     type=click.Path(exists=True, dir_okay=False, path_type=Path),
-    help="YAML host list, or an Ansible INI/YAML inventory as it is",
+    help="YAML host list, an Ansible INI/YAML inventory as it is, or `ansible-inventory --list` JSON",
 )
 @click.option("--local", "local_only", is_flag=True, help="run on this node only (as `nightowl check`)")
 @RUNBOOK_OPTION

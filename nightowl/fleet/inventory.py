@@ -7,7 +7,12 @@ Three formats, read as they are:
   optional ``defaults:`` mapping of the same keys (except name/address);
 * Ansible YAML (``all: {hosts: ..., children: ..., vars: ...}``) and
 * Ansible INI (``[group]``, ``[group:vars]``, ``[group:children]``), because many GPU teams
-  already keep one. ``ansible_host``/``_port``/``_user``/``_ssh_private_key_file`` and a
+  already keep one, and
+* Ansible's inventory JSON: what ``ansible-inventory -i SOURCE --list [--export]`` prints and
+  dynamic inventory scripts return (groups with ``hosts``/``children`` lists and ``vars``, or
+  a bare host list; ``_meta.hostvars`` per host), so cloud plugins and group_vars work without
+  importing Ansible (docs.ansible.com, "Developing dynamic inventory": inventory script
+  conventions, and ``ansible-inventory --help``). ``ansible_host``/``_port``/``_user``/``_ssh_private_key_file`` and a
   ``-J``/``ProxyJump`` in ``ansible_ssh_common_args`` are honoured; group membership becomes
   ``HostSpec.groups`` (selected with ``group=NAME``); ``nightowl_profile`` and
   ``nightowl_labels`` set the profile and labels. Host ranges (``gpu-[01:16]``) expand.
@@ -75,6 +80,8 @@ def load_inventory(path: Path, ssh_config: Path | None = None) -> list[HostSpec]
     where = _Where(path)
     if _looks_like_ini(text):
         return _resolve_entries(_ansible_ini(text, where), where, ssh_config)
+    if text.lstrip().startswith("{"):
+        return _resolve_entries(_ansible_json(_json_document(text, where), where), where, ssh_config)
     try:
         data, where.lines = load_with_lines(text)
     except YamlError as exc:
@@ -85,6 +92,8 @@ def load_inventory(path: Path, ssh_config: Path | None = None) -> list[HostSpec]
         entries = _ansible_ini(text, where)
     elif isinstance(data, dict) and isinstance(data.get("hosts"), list):
         return _nightowl_yaml(data, where, ssh_config)
+    elif isinstance(data, dict) and "_meta" in data:
+        entries = _ansible_json(data, where)
     elif isinstance(data, dict) and data:
         entries = _ansible_yaml(data, where)
     else:
@@ -336,6 +345,76 @@ def _ini_line(
         pattern = port_match.group(1)
         host_vars.setdefault("ansible_port", port_match.group(2))
     _add_hosts(group, pattern, host_vars, number, where)
+
+
+def _json_document(text: str, where: _Where) -> Any:
+    """JSON (an error names its line); lines for later messages from the YAML reader when it can."""
+    import json
+
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise InventoryError(where.at(exc.lineno, f"invalid JSON: {exc.msg} (column {exc.colno})")) from None
+    try:
+        where.lines = load_with_lines(text)[1]
+    except YamlError:
+        where.lines = {}
+    return data
+
+
+def _ansible_json(data: Any, where: _Where) -> list[_Entry]:
+    """Groups in the order ``all`` lists its children (depth first), then any other group."""
+    if isinstance(data, dict) and isinstance(data.get("hosts"), list):
+        raise InventoryError(where.at(1, "a JSON inventory is Ansible's (groups and _meta), not `hosts:`"))
+    if not isinstance(data, dict):
+        raise InventoryError(where.at(1, "expected a JSON object of groups (ansible-inventory --list)"))
+    meta = data.get("_meta") or {}
+    hostvars = meta.get("hostvars") if isinstance(meta, dict) else None
+    if not isinstance(hostvars, dict | None):
+        raise InventoryError(where.at(where.line("_meta"), "_meta.hostvars must be an object of host: vars"))
+    groups: dict[str, _Group] = {}
+    order: list[str] = []
+
+    def visit(name: str) -> None:
+        if name in order or name == "_meta" or name not in data:
+            return
+        order.append(name)
+        body = data[name]
+        for child in body.get("children") or [] if isinstance(body, dict) else []:
+            visit(str(child))
+
+    for name in ["all", *data]:
+        visit(name)
+    groups.update((name, _Group(line=where.line(name))) for name in order)  # hosts come out in this order
+    for name in order:
+        _json_group(name, data[name], groups, hostvars or {}, where)
+    return _flatten_groups(groups, where)
+
+
+def _json_group(name: str, body: Any, groups: dict[str, _Group], hostvars: dict[str, Any], where: _Where) -> None:
+    body = {"hosts": body} if isinstance(body, list) else body  # the pre-1.0 form: a bare host list
+    line = where.line(name)
+    if not isinstance(body, dict):
+        raise InventoryError(where.at(line, f"group {name!r} must be an object or a list of hosts"))
+    unknown = sorted(set(body) - {"hosts", "children", "vars"})
+    if unknown:
+        raise InventoryError(where.at(line, f"group {name!r}: unknown key {unknown[0]!r} (hosts, children, vars)"))
+    for section, kind in (("hosts", list), ("children", list), ("vars", dict)):
+        if body.get(section) is not None and not isinstance(body[section], kind):
+            raise InventoryError(
+                where.at(where.line(name, section) or line, f"group {name!r}: {section} must be a {kind.__name__}")
+            )
+    group = groups.setdefault(name, _Group(line=line))
+    group.vars.update(body.get("vars") or {})
+    for index, host in enumerate(body.get("hosts") or []):
+        host_line = where.line(name, "hosts", index) or line
+        own = hostvars.get(str(host)) or {}
+        if not isinstance(host, str) or not isinstance(own, dict):
+            raise InventoryError(where.at(host_line, f"group {name!r}: host {host!r} must be a name with vars"))
+        group.hosts.setdefault(host, _Entry(host, host_line)).values.update(own)
+    for child in body.get("children") or []:
+        group.children.append(str(child))
+        groups.setdefault(str(child), _Group(line=line))
 
 
 def _ini_value(value: str) -> str:
