@@ -77,6 +77,7 @@ def sweep(
     command_timeout: float | None,
     host_timeout: float | None,
     out_dir: Path | None,
+    log_format: str | None = None,  # `nightowl check` only: its log lines (nightowl/logline.py)
 ) -> None:
     """Run a runbook on every host of an inventory, concurrently, into one bundle.
 
@@ -98,10 +99,10 @@ def sweep(
         values["since"] = since
     limits = {"command_timeout": command_timeout, "host_timeout": host_timeout}
     summary = _run(loaded, transports, values, out_dir or DEFAULT_OUT, allow_invasive, forks, fmt, limits)
-    sys.exit(int(_finish(summary, textfile)))
+    sys.exit(int(_finish(summary, textfile, log_format)))
 
 
-def _finish(summary: dict[str, Any], textfile: Path | None) -> ExitStatus:
+def _finish(summary: dict[str, Any], textfile: Path | None, log_format: str | None) -> ExitStatus:
     """The report is printed; evidence or a textfile that could not be written is a failure (exit 2,
     with the reason on stderr), never a traceback and never a half-written file."""
     problems = [summary["bundle_error"]] if summary.get("bundle_error") else []
@@ -112,9 +113,31 @@ def _finish(summary: dict[str, Any], textfile: Path | None) -> ExitStatus:
             write_textfile(textfile, summary)  # atomic: node-exporter never reads a half-written file
         except OSError as exc:
             problems.append(f"cannot write the textfile {textfile}: {exc.strerror or exc}")
-    for problem in problems:
-        click.echo(f"nightowl: {problem}", err=True)
+    from nightowl.logline import resolve_format
+
+    if log_format is not None and resolve_format(log_format, sys.stderr) == "json":
+        _log_hosts(summary, problems)
+    else:  # on a terminal the report itself is the log
+        for problem in problems:
+            click.echo(f"nightowl: {problem}", err=True)
     return ExitStatus.USAGE if problems else status_for(summary["hosts"])
+
+
+def _log_hosts(summary: dict[str, Any], problems: list[str]) -> None:
+    """`check`'s log: one line per node (its verdict, or why there is none), then what failed."""
+    from nightowl.cli.common import stderr_logger
+    from nightowl.logline import LogLine, verdict_level
+
+    log = stderr_logger("json", "nightowl.check")
+    runbook = summary["runbook"]
+    for host in summary["hosts"]:
+        verdict = host.get("verdict") or {}
+        said = f"{verdict.get('id')} -> {verdict.get('action')}" if verdict else f"no verdict: {host.get('error')}"
+        fields = {"node": host["host"], "runbook": runbook, "status": host["status"], "bundle": summary["bundle"]}
+        fields.update(verdict=verdict.get("id"), action=verdict.get("action"), reason=host.get("error"))
+        log(LogLine(f"{host['host']} {runbook}: {said}", level=verdict_level(host["status"], verdict), **fields))
+    for problem in problems:
+        log(LogLine(f"nightowl: {problem}", level="error", runbook=runbook))
 
 
 def _local_transports() -> dict[str, Any]:
