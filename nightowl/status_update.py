@@ -7,6 +7,8 @@ is left to the person sending it. Written as ``status-update.md`` into every bun
 
 from __future__ import annotations
 
+import os
+import re
 import time
 from pathlib import Path
 from typing import Any
@@ -15,8 +17,25 @@ from nightowl.paths import data_dir
 
 FILE_NAME = "status-update.md"
 TEMPLATE = "status-update.md.j2"
-NEXT_UPDATE = "[fill in: e.g. in 30 minutes, or when the action above is done]"
+NEXT_UPDATE = "____ (yours to set: e.g. in 30 minutes, or when the action above is done)"
 
+# What happened, in the words of the incident channel, by verdict id; else the id with spaces.
+WHAT: dict[str, str] = {
+    "all-down-after-change": "service down after a change",
+    "all-down": "service down",
+    "partial-down": "replica down",
+    "partial-after-change": "replica down after a change",
+    "replica-oom": "replica out of memory",
+    "replica-drift": "replicas on different releases",
+    "stream-broken": "streamed answers cut off",
+    "kv-full": "replica out of KV cache",
+    "traffic-surge": "traffic surge",
+    "latency-up-flat-traffic": "latency up",
+    "slow-replica": "slow replica",
+    "replica-restarted": "replica restarted",
+    "all-clear": "no fault found",
+    "cannot-judge": "not known yet: the check could not read the replicas",
+}
 # What users of the service see, by verdict id (docs/reference.md#verdicts); else by severity.
 USERS_SEE: dict[str, str] = {
     "all-down-after-change": "errors on every request: the service is down",
@@ -31,6 +50,7 @@ USERS_SEE: dict[str, str] = {
     "latency-up-flat-traffic": "slower answers",
     "slow-replica": "some requests slower than usual",
     "replica-restarted": "failed or retried requests during the restart",
+    "cannot-judge": "not known yet",
 }
 BY_SEVERITY = {
     "critical": "errors or no answer on part of the traffic",
@@ -66,33 +86,83 @@ def _first_sentence(text: str) -> str:
     return head + "." if dot else text
 
 
+_IP = re.compile(r"^\d+(\.\d+){3}$")
+
+
+def short_names(names: list[str]) -> dict[str, str]:
+    """Host names as a person writes them in chat: no DNS domain, and no prefix every host shares
+    when what is left still reads as a name (``first-look-down-r1`` -> ``r1``; ``gpu-17`` stays)."""
+    bare = {n: n if _IP.match(n) or "." not in n else n.split(".", 1)[0] for n in names}
+    values = list(bare.values())
+    if len(set(values)) < 2:
+        return bare
+    prefix = os.path.commonprefix(values)
+    cut = max(prefix.rfind("-"), prefix.rfind("_")) + 1
+    rests = {n: v[cut:] for n, v in bare.items()}
+    if cut and all(re.search(r"[A-Za-z]", r) for r in rests.values()) and len(set(rests.values())) == len(rests):
+        return rests
+    return bare
+
+
+def _plain(text: str, short: dict[str, str]) -> str:
+    """A verdict sentence for chat: short host names, no code quoting."""
+    for name in sorted(short, key=len, reverse=True):
+        text = re.sub(rf"(?<![\w.-]){re.escape(name)}(?![\w-])", short[name], text)
+    return text.replace("`", "")
+
+
+def _service(names: list[str], short: dict[str, str]) -> str:
+    if len(names) > 1 and all(short[n] != n for n in names):
+        prefix = os.path.commonprefix(names)[: -len(short[names[0]])] if names else ""
+        shared = prefix.rstrip("-_.")
+        if shared and all(n.startswith(prefix) for n in names):
+            return f"{shared} ({', '.join(short[n] for n in names)})"
+    return ", ".join(short[n] for n in names)
+
+
+def _next_check(step: dict[str, Any], short: dict[str, str]) -> str | None:
+    """The next runbook in words; the exact command (host names, parameters) is in the report."""
+    if not step.get("runbook"):
+        return None
+    hosts = ", ".join(short.get(h, h) for h in step.get("hosts") or [])
+    return f"run the {step['runbook']} runbook on {hosts or 'the hosts named'} (exact command in the report)"
+
+
 def context(summary: dict[str, Any], now: float | None = None) -> dict[str, Any]:
     hosts = summary.get("hosts") or []
     verdicts = [h["verdict"] for h in hosts if h.get("verdict")]
     worst = max(verdicts, key=lambda v: ["ok", "info", "warning", "critical"].index(v["severity"]), default=None)
-    stamp = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(now if now is not None else time.time()))
+    at = now if now is not None else time.time()
+    stamp = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(at))
     names = [h["host"] for h in hosts]
+    short = short_names(names)
     affected = _affected(hosts)
-    no_verdict = [h["host"] for h in hosts if not h.get("verdict")]
+    no_verdict = [short[h["host"]] for h in hosts if not h.get("verdict")]
+    checked = f"{len(names)} checked: {', '.join(short[n] for n in names)}"
     if worst is None:
-        impact = f"unknown: no verdict for {', '.join(no_verdict) or 'any host'} (cannot judge yet)"
-        action, users_see, business = "find out why nightowl got no evidence (see the bundle)", "unknown", "none yet."
+        impact = f"not known yet: no verdict for {', '.join(no_verdict) or 'any host'} ({checked})"
+        action, users_see = "find out why nightowl got no evidence (see the bundle)", "not known yet"
+        business = "none yet."
     else:
-        named = _named_hosts(worst, affected, names)
-        impact = f"{worst['id']} on {', '.join(named) or 'none'} ({len(names)} checked: {', '.join(names)})"
-        action = f"{worst['action']}: {_first_sentence(worst['summary'])}"
+        named = [short.get(n, n) for n in _named_hosts(worst, affected, names)]
+        what = WHAT.get(worst["id"], worst["id"].replace("-", " "))
+        name_them = named and worst["severity"] != "ok" and worst["id"] != "cannot-judge"
+        where = f" on {', '.join(named)}" if name_them else ""
+        impact = f"{what}{where} ({checked})"
+        action = f"{worst['action']}: {_plain(_first_sentence(worst['summary']), short)}"
         users_see = USERS_SEE.get(worst["id"], BY_SEVERITY[worst["severity"]])
         business = BUSINESS.get(worst["action"], "none yet.")
     next_step = (worst or {}).get("next") or {}
     return {
-        "service": summary.get("service") or ", ".join(names),
+        "service": summary.get("service") or _service(names, short),
         "now": stamp,
         "impact": impact,
-        "since": f"before {stamp} (found by this check; the onset is earlier, see the dashboards)",
+        "since": f"not known: first seen by this check at {time.strftime('%H:%M UTC', time.gmtime(at))}; "
+        "the dashboards show when it began",
         "users_see": users_see,
         "action": action,
         "who": WHO.get((worst or {}).get("action", ""), "on-call"),
-        "next_command": next_step.get("command"),
+        "next_command": _next_check(next_step, short),
         "business": business,
         "next_update": NEXT_UPDATE,
         "runbook": summary.get("runbook"),
@@ -106,7 +176,9 @@ def _named_hosts(verdict: dict[str, Any], affected: list[str], names: list[str])
     hosts = (verdict.get("next") or {}).get("hosts") or []
     if hosts:
         return list(hosts)
-    mentioned = [n for n in names if n in verdict.get("summary", "")]
+    # "r3 fails /health while r1, r2 serve": the hosts before "while" are the ones in trouble
+    text = verdict.get("summary", "").split(" while ", 1)[0]
+    mentioned = [n for n in names if re.search(rf"(?<![\w.-]){re.escape(n)}(?![\w-])", text)]
     return mentioned or affected
 
 
@@ -125,3 +197,12 @@ def write(bundle: Path, summary: dict[str, Any]) -> Path:
     path = Path(bundle) / FILE_NAME
     path.write_text(render(summary))
     return path
+
+
+def write_for_runs(runbook_id: str, bundle: Path, runs: list[Any]) -> tuple[dict[str, Any], Path]:
+    """The one way a finished run gets its status update (``triage`` and ``serve`` alike): the run's
+    summary (docs/reference.md#verdicts) and the ``status-update.md`` written from it."""
+    from nightowl.engine.bundle import triage_summary
+
+    summary = triage_summary(runbook_id, Path(bundle).name, Path(bundle), runs)
+    return summary, write(Path(bundle), summary)

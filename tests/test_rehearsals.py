@@ -18,15 +18,6 @@ def test_rehearsal(runbook: str, case: dict) -> None:
 
 # Verdicts no public report in the corpus shows; listed so a gap is a decision, not an accident.
 NOT_IN_CORPUS = {
-    # all-down, all-down-after-change and slow-replica run live on stand-ins (tests/serving/test_first_look.py)
-    "first-look": {
-        "cannot-judge",
-        "all-down-after-change",
-        "all-down",
-        "partial-after-change",
-        "slow-replica",
-        "replica-restarted",
-    },
     "xid": {
         "recovery-node-reboot",
         "recovery-drain-and-reset",

@@ -75,10 +75,9 @@ def run_to_summary(
         what = "terminated" if exc.terminated else "interrupted"
         click.echo(f"nightowl: {what}; partial bundle saved at {exc.bundle}", err=True)
         exit_now(ExitStatus.TERMINATED if exc.terminated else ExitStatus.INTERRUPTED)
-    summary = triage_summary(loaded.id, bundle.name, bundle, runs)
     from nightowl import status_update
 
-    status_update.write(bundle, summary)
+    summary, _ = status_update.write_for_runs(loaded.id, bundle, runs)
     summary["_runs"] = runs
     return summary
 

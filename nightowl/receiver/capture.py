@@ -34,6 +34,7 @@ class Capture:
     host_spec: str | None = None
     params: dict[str, Any] = field(default_factory=dict)
     bundle: str | None = None
+    status_update: str | None = None  # the bundle's status-update.md, for the incident channel
     verdict: dict[str, Any] | None = None
     host_status: str | None = None
     host_error: str | None = None  # why the host gave no verdict (unreachable, a missing ssh config)
@@ -78,6 +79,7 @@ class Capture:
             "runbook": self.runbook,
             "host": self.host,
             "bundle": self.bundle,
+            "status_update": self.status_update,
             "run_id": Path(self.bundle).name if self.bundle else None,
             "verdict": self.verdict,
             "host_status": self.host_status,
@@ -164,10 +166,22 @@ def run_capture(capture: Capture, config: ServeConfig, lookup: Callable[[str], A
         capture.status, capture.reason = "failed", f"{type(exc).__name__}: {exc}"
     else:
         capture.status, capture.bundle = "captured", str(bundle)
+        capture.status_update = _status_update(capture, bundle, runs)
         capture.verdict, capture.host_status = runs[0].verdict, runs[0].status
         capture.host_error = runs[0].error
     capture.finished_at = time.time()
     return capture
+
+
+def _status_update(capture: Capture, bundle: Path, runs: list[Any]) -> str | None:
+    """status-update.md in the bundle, as `triage` writes it; a failure to write it never fails the capture."""
+    from nightowl import status_update
+
+    try:
+        return str(status_update.write_for_runs(str(capture.runbook), bundle, runs)[1])
+    except Exception as exc:  # noqa: BLE001 - the evidence is saved; the message is a convenience
+        capture.reason = f"status update not written: {type(exc).__name__}: {exc}"
+        return None
 
 
 def _ssh_options(config: ServeConfig) -> Any:

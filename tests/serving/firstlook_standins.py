@@ -49,6 +49,7 @@ class Replica:
     root: str = "/models/Qwen2.5-Coder-32B-Instruct"
     max_model_len: int = 32768
     stream_done: bool = True
+    metrics_status: int = 200  # not 200: /metrics answers this with no body (a gateway that hides it)
     windows: list[Window] = field(default_factory=lambda: [Window(), Window(), Window()])
     restart_at_scrape: int | None = None  # this scrape (0-based) shows a new process
     scrapes: int = 0
@@ -148,6 +149,8 @@ def _handler(replica: Replica) -> type[BaseHTTPRequestHandler]:
             elif self.path == "/v1/models":
                 card = {"id": MODEL, "object": "model", "root": replica.root, "max_model_len": replica.max_model_len}
                 self._send(200, json.dumps({"object": "list", "data": [card]}))
+            elif self.path == "/metrics" and replica.metrics_status != 200:
+                self._send(replica.metrics_status, "")
             elif self.path == "/metrics":
                 self._send(200, replica.scrape(), "text/plain; version=0.0.4")
             else:

@@ -120,7 +120,7 @@ def test_kv_full_with_preemption(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
     ]
     _, document = triage(specs, tmp_path, monkeypatch)
     verdict = verdict_of(document)
-    assert verdict["id"] == "kv-full" and "r2 KV 98%, 13 preemption(s), 14.0 waiting" in verdict["summary"]
+    assert verdict["id"] == "kv-full" and "r2 KV 98%, 13 preemptions, 14 waiting" in verdict["summary"]
 
 
 def test_latency_up_with_flat_traffic_follows_into_p99(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -151,6 +151,35 @@ def test_status_update_printed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) 
     result, document = triage(specs, tmp_path, monkeypatch, "--status-update")
     text = (Path(document["bundle"]) / "status-update.md").read_text()
     assert text.strip() in result.output
-    assert "Impact: partial-down on r2 (3 checked: r1, r2, r3)" in text
-    assert "Next check: nightowl triage xid --host r2" in text
-    assert "Next update: [fill in" in text and "<" not in text
+    assert "Impact: replica down on r2 (3 checked: r1, r2, r3)" in text
+    assert "Next check: run the xid runbook on r2 (exact command in the report)" in text
+    assert "nightowl triage xid --host r2" in result.output  # the exact command, in the report
+    assert "Next update: ____ (yours to set" in text and "<" not in text
+
+
+def test_engine_argument_drift_is_named(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """vLLM V1's start-up line "non-default args: {...}" read from each replica's log file."""
+    line = "(APIServer pid=1) INFO 10-24 01:21:55 [utils.py:233] non-default args: {args}\n"
+    logs = {}
+    for name in NAMES:
+        seqs = 128 if name == "r3" else 256
+        logs[name] = tmp_path / f"{name}.log"
+        logs[name].write_text(
+            line.format(args=f"{{'model': '/models/q', 'max_num_seqs': {seqs}, 'enforce_eager': True}}")
+        )
+    files = "engine_log_file={" + ", ".join(f"{n}: {p}" for n, p in logs.items()) + "}"
+    _, document = triage(healthy(), tmp_path, monkeypatch, "--param", files)
+    verdict = verdict_of(document)
+    assert verdict["id"] == "replica-drift"
+    assert "engine argument max_num_seqs on r3 is 128 against 256 on the others" in verdict["summary"]
+    assert "enforce_eager" not in verdict["summary"]  # the same everywhere: not drift
+    _, document = triage(healthy(), tmp_path, monkeypatch, "--param", files, "--param", "baseline={max_num_seqs: 128}")
+    summary = verdict_of(document)["summary"]
+    assert "engine argument max_num_seqs on r1, r2 is 256, 256 against the baseline 128" in summary
+
+
+def test_all_clear_says_what_was_not_compared(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    _, document = triage(healthy(), tmp_path, monkeypatch)
+    summary = verdict_of(document)["summary"]
+    assert "Not compared: image on any replica (no container-state: pass container or pod)" in summary
+    assert "engine arguments on any replica" in summary

@@ -18,10 +18,11 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from nightowl.collectors.base import Collector, declare, to_jsonable
+from nightowl.collectors.serving.engine_args import from_argv
 
 KIND = "container-state"
 SIGKILL_EXIT = 137  # 128 + 9
@@ -52,6 +53,10 @@ class ContainerState:
     finished_at: str | None = None
     containers: tuple[ContainerEnd, ...] = ()
     warnings: tuple[str, ...] = ()
+    # issue 17: what the replica runs and where, compared across replicas by first-look
+    image: str | None = None  # docker Config.Image, a pod container's image
+    node: str | None = None  # a pod's spec.nodeName (docker: the host itself, not in its inspect)
+    engine_args: dict[str, str] = field(default_factory=dict)  # the container's --options
 
 
 def parse(text: str) -> ContainerState:
@@ -62,7 +67,8 @@ def parse(text: str) -> ContainerState:
     if document is not None:
         ends, source = _from_document(document)
         if ends:
-            return _state(source, ends, ())
+            state = _state(source, ends, ())
+            return replace(state, **_identity(document, state.name))
     ends, source = _from_lines(text)
     if ends:
         return _state(source, ends, ("output is not complete JSON: read field by field",))
@@ -100,6 +106,31 @@ def _from_document(document: Any) -> tuple[list[ContainerEnd], str | None]:
                     source = "kubernetes"
                     ends.append(_kubernetes_end(entry))
     return ends, source
+
+
+def _identity(document: Any, name: str | None) -> dict[str, Any]:
+    """Image, node and command-line options of the container ``name`` (docker inspect or a pod)."""
+    items = document if isinstance(document, list) else document.get("items", [document])
+    for item in (i for i in items if isinstance(i, dict)):
+        config = item.get("Config")
+        if isinstance(config, dict):  # docker inspect: Args are the words after the entrypoint's program
+            argv = item.get("Args") if isinstance(item.get("Args"), list) else config.get("Cmd")
+            argv = argv if isinstance(argv, list) else []
+            image = config.get("Image") if isinstance(config.get("Image"), str) else None
+            return {"image": image, "engine_args": from_argv(argv)}
+        spec = item.get("spec")
+        if isinstance(spec, dict):
+            containers = [c for c in spec.get("containers") or [] if isinstance(c, dict)]
+            chosen = next((c for c in containers if c.get("name") == name), containers[0] if containers else {})
+            argv = [*(chosen.get("command") or []), *(chosen.get("args") or [])]
+            node = spec.get("nodeName") if isinstance(spec.get("nodeName"), str) else None
+            image = chosen.get("image") if isinstance(chosen.get("image"), str) else None
+            return {"image": image, "node": node, "engine_args": from_argv(argv)}
+        status: dict[str, Any] = item["status"] if isinstance(item.get("status"), dict) else item
+        for entry in status.get("containerStatuses") or []:  # a pod's status alone still names the image
+            if isinstance(entry, dict) and entry.get("name") == name and isinstance(entry.get("image"), str):
+                return {"image": entry["image"]}
+    return {}
 
 
 def _docker_end(item: dict[str, Any]) -> ContainerEnd:
@@ -232,6 +263,9 @@ PRODUCES = declare(
     ("containers", "list", "every container of a pod, with the same fields"),
     ("sigkilled", "bool", "exit code 137 (SIGKILL)"),
     ("external_kill", "bool", "killed by SIGKILL without the OOM flag: something outside stopped it"),
+    ("image", "str | None", "the container's image (docker Config.Image, the pod container's image)"),
+    ("node", "str | None", "the pod's node (spec.nodeName); None for docker"),
+    ("engine_args", "dict", "the container command line's --options (secrets and listen address dropped)"),
 )
 
 

@@ -38,6 +38,7 @@ from typing import Any, NamedTuple
 from nightowl import knowledge
 from nightowl.collectors.base import Collector, declare, to_jsonable
 from nightowl.collectors.base import number as _number
+from nightowl.collectors.serving import engine_args as _args
 from nightowl.collectors.serving import engine_log_eras as _eras
 
 KIND = "engine-log"
@@ -407,6 +408,9 @@ class EngineLog:
     # new keys (issue 13): start-up limits of every era (TGI warm-up span, SGLang summary, TRT-LLM table)
     startup_limits: dict[str, Any] = field(default_factory=dict)
     kv_too_small_derived: bool = False  # from "# GPU blocks" x block size < model length (vLLM <= 0.4)
+    # issue 17: the start-up arguments (V1 "non-default args", V0 engine config), for drift across replicas
+    engine_args: dict[str, str] = field(default_factory=dict)
+    engine_args_source: str | None = None  # non-default | config
 
 
 # --- every era's wordings (engine_log_eras): read after the tables above ------------------------------
@@ -455,6 +459,7 @@ def parse(text: str) -> EngineLog:
                 f"less than the model length {derived['max_model_len']}"
             )
             oom = OOM(phase="kv-cache", tried_gib=None, free_gib=None, total_gib=None, kind="kv-admission", text=text)
+    engine_args, engine_args_source = _args.from_log(lines)
     warnings = []
     if text.strip() and engine is None and completed is None and oom is None and not settings:
         warnings.append("no engine, start-up phase or failure line recognised")
@@ -481,6 +486,8 @@ def parse(text: str) -> EngineLog:
         warnings=tuple(warnings),
         startup_limits={k: v for k, v in limits.items() if k != "max_model_len"},
         kv_too_small_derived=derived is not None,
+        engine_args=engine_args,
+        engine_args_source=engine_args_source,
     )
 
 
@@ -689,6 +696,8 @@ PRODUCES = declare(
     ("kv_tokens", "int | None", "KV cache capacity in tokens"),
     ("kv_max_concurrency", "float | None", "requests of max_model_len the KV cache holds at once"),
     ("startup_limits", "dict", "the start-up limits the engine printed (headroom, token budgets, graph memory)"),
+    ("engine_args", "dict", "start-up arguments: vLLM V1 non-default args or V0 engine config (secrets dropped)"),
+    ("engine_args_source", "str | None", "non-default (absent means default) or config (the whole config)"),
     (
         "kv_too_small_derived",
         "bool",

@@ -18,6 +18,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from nightowl.collectors.base import DerivedCollector, declare
+from nightowl.collectors.serving.engine_args import display
 
 KIND = "replica-compare"
 INPUTS = ("replica_health",)
@@ -133,6 +134,8 @@ def _replica(host: str, facts: Mapping[str, Any], params: Mapping[str, Any]) -> 
     stream = facts.get("stream_probe") or {}
     window = _window(facts)
     base = _base_url(params, host)
+    args, args_source = _engine_args(facts)
+    gpus = (facts.get("nvidia_smi_query") or {}).get("gpu_names") or []
     return {
         "host": host,
         "base_url": base,
@@ -147,11 +150,47 @@ def _replica(host: str, facts: Mapping[str, Any], params: Mapping[str, Any]) -> 
         "oom_killed": container.get("oom_killed"),
         "restart_count": container.get("restart_count"),
         "stream_complete": stream.get("complete") if stream else None,
+        "image": container.get("image"),
+        "node": container.get("node"),
+        "gpu_model": ", ".join(gpus) if gpus else None,
+        "engine_args": args,
+        "args_source": args_source,
         **window,
     }
 
 
-CONFIG_FIELDS = ("version", "model_root", "max_model_len")
+def _engine_args(facts: Mapping[str, Any]) -> tuple[dict[str, str] | None, str | None]:
+    """What the engine started with: its start-up log first (what it took), else the container's options."""
+    log = facts.get("engine_log") or {}
+    if log.get("engine_args"):
+        return dict(log["engine_args"]), str(log.get("engine_args_source"))
+    container = facts.get("container_state") or {}
+    if container.get("engine_args"):
+        return dict(container["engine_args"]), "command line"
+    return None, None
+
+
+CONFIG_FIELDS = ("version", "model_root", "max_model_len", "image")  # the release: drift when they differ
+PLACE_FIELDS = ("node", "gpu_model")  # where a replica runs: shared by the failing ones, never "drift"
+TRAIT_NAMES = {
+    "version": "engine version",
+    "model_root": "weights",
+    "max_model_len": "context length",
+    "image": "image",
+    "node": "node",
+    "gpu_model": "GPU model",
+    "engine_args": "engine arguments",
+}
+# Why a trait may be unknown: the evidence that names it and how to get it.
+TRAIT_SOURCES = {
+    "version": "no /version answer",
+    "model_root": "no root in /v1/models",
+    "max_model_len": "no max_model_len in /v1/models",
+    "image": "no container-state: pass container or pod",
+    "node": "no pod node: pass pod",
+    "gpu_model": "no nvidia-smi answer",
+    "engine_args": "no start-up log or command line: pass container, pod or engine_log_file",
+}
 
 
 def _drift(replicas: list[dict[str, Any]], baseline: Mapping[str, Any]) -> dict[str, list[str]]:
@@ -175,10 +214,82 @@ def _drift(replicas: list[dict[str, Any]], baseline: Mapping[str, Any]) -> dict[
     return drift
 
 
-def _shared(down: list[dict[str, Any]], up: list[dict[str, Any]]) -> dict[str, Any]:
-    """What the failing replicas have in common that the healthy ones do not (version, weights, context)."""
+def _args_drift(replicas: list[dict[str, Any]], baseline: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """Engine arguments that differ: per argument, the odd replicas, their values, and what was expected.
+
+    Compared among the replicas whose arguments were read; an argument absent from one replica's
+    non-default list or command line is its default there. Expected is the baseline's value
+    (``baseline: {max_num_seqs: 256}`` or ``{args: {...}}``), else the majority's.
+    """
+    read = [r for r in replicas if r.get("engine_args") is not None]
+    wanted = {**{k: v for k, v in baseline.items() if k not in CONFIG_FIELDS and k != "args"}}
+    if isinstance(baseline.get("args"), Mapping):
+        wanted.update(baseline["args"])
+    if len(read) < 2 and not (read and wanted):
+        return []
+    drift = []
+    # max_model_len is compared from /v1/models already (CONFIG_FIELDS): named once
+    for arg in sorted(({a for r in read for a in r["engine_args"]} | set(wanted)) - set(CONFIG_FIELDS)):
+        values = {r["host"]: r["engine_args"].get(arg, "default") for r in read}
+        expected = display(wanted[arg]) if arg in wanted else _majority(values)
+        odd = sorted(h for h, v in values.items() if expected is None or v != expected)
+        if not odd or (arg not in wanted and len(set(values.values())) < 2):
+            continue
+        shown = ", ".join(f"{values[h]}" for h in odd)
+        against = (
+            f"the baseline {expected}"
+            if arg in wanted
+            else (f"{expected} on the others" if expected is not None else "each other")
+        )
+        drift.append(
+            {
+                "arg": arg,
+                "hosts": odd,
+                "values": {h: values[h] for h in odd},
+                "expected": expected,
+                "text": f"engine argument {arg} on {', '.join(odd)} is {shown} against {against}",
+            }
+        )
+    return drift
+
+
+def _majority(values: Mapping[str, str]) -> str | None:
+    counts = Counter(values.values()).most_common()
+    if len(counts) >= 2 and counts[0][1] == counts[1][1]:
+        return None  # no majority: every replica differs from some other
+    return counts[0][0] if counts else None
+
+
+def _shared_args(down: list[dict[str, Any]], up: list[dict[str, Any]]) -> dict[str, Any]:
+    """Engine arguments the failing replicas share with one value that no healthy replica has."""
+    if not down or not up or any(r.get("engine_args") is None for r in down + up):
+        return {}
+    shared = {}
+    for arg in sorted({a for r in down + up for a in r["engine_args"]}):
+        down_values = {r["engine_args"].get(arg, "default") for r in down}
+        up_values = {r["engine_args"].get(arg, "default") for r in up}
+        if len(down_values) == 1 and not down_values & up_values:
+            shared[f"engine argument {arg}"] = next(iter(down_values))
+    return shared
+
+
+def _not_compared(judged: list[dict[str, Any]]) -> list[str]:
+    """Traits left out of the comparison on some replica, each with the evidence that would name it."""
+    out = []
+    for name in (*CONFIG_FIELDS, *PLACE_FIELDS, "engine_args"):
+        missing = [r["host"] for r in judged if r.get(name) is None]
+        if missing:
+            which = "any replica" if len(missing) == len(judged) else ", ".join(missing)
+            out.append(f"{TRAIT_NAMES[name]} on {which} ({TRAIT_SOURCES[name]})")
+    return out
+
+
+def _shared(
+    down: list[dict[str, Any]], up: list[dict[str, Any]], fields: tuple[str, ...] = CONFIG_FIELDS
+) -> dict[str, Any]:
+    """What the failing replicas have in common that the healthy ones do not (version, weights, context...)."""
     shared: dict[str, Any] = {}
-    for name in CONFIG_FIELDS:
+    for name in fields:
         down_values = {r.get(name) for r in down}
         up_values = {r.get(name) for r in up}
         if len(down_values) == 1 and None not in down_values and up and not (down_values & up_values):
@@ -199,6 +310,7 @@ def derive(inputs: Mapping[str, Mapping[str, Any]], params: Mapping[str, Any] | 
     now = sum(r["requests_now"] or 0 for r in scraped if r.get("requests_now") is not None)
     before = sum(r["requests_before"] or 0 for r in scraped if r.get("requests_before") is not None)
     drift = _drift(replicas, baseline or {})
+    args_drift = _args_drift(replicas, baseline or {})
 
     def names(rows: list[dict[str, Any]]) -> list[str]:
         return [r["host"] for r in rows]
@@ -225,9 +337,14 @@ def derive(inputs: Mapping[str, Mapping[str, Any]], params: Mapping[str, Any] | 
         ),
         "all_down": bool(judged) and not up,
         "partial": bool(down) and bool(up),
-        "down_share": _shared(down, up),
+        "down_share": {**_shared(down, up), **_shared_args(down, up)},
+        "down_place": _shared(down, up, PLACE_FIELDS),
         "drift": drift,
-        "drifted": sorted({h for hosts_ in drift.values() for h in hosts_}),
+        "args_drift": args_drift,
+        "drifted": sorted(
+            {h for hosts_ in drift.values() for h in hosts_} | {h for d in args_drift for h in d["hosts"]}
+        ),
+        "not_compared": _not_compared(judged),
         "restarted": [r["host"] for r in replicas if r.get("restarted") or (r.get("restart_count") or 0) > 0],
         "oom": [r["host"] for r in replicas if r.get("oom_killed") is True or r.get("exit_code") == SIGKILL_EXIT],
         "slow": [r["host"] for r in up if (r.get("health_seconds") or 0) >= slow_after],
@@ -264,8 +381,11 @@ PRODUCES = declare(
     ("unanswered", "list[str]", "replicas that answered no probe"),
     ("all_down", "bool", "no replica answers"),
     ("partial", "bool", "some replicas are down, not all"),
-    ("down_share", "dict", "the share of replicas down"),
-    ("drift", "dict", "what differs between replicas (model, version, max_model_len)"),
+    ("down_share", "dict", "release traits (version, weights, context, image, engine arguments) the failing share"),
+    ("down_place", "dict", "node or GPU model the failing replicas share and the healthy ones do not"),
+    ("drift", "dict", "what differs between replicas (model, version, max_model_len, image)"),
+    ("args_drift", "list", "engine arguments that differ: arg, hosts, values, expected, text"),
+    ("not_compared", "list[str]", "traits left out of the comparison on some replica, and why"),
     ("drifted", "list[str]", "replicas that differ from the majority"),
     ("restarted", "list[str]", "replicas that restarted in the window"),
     ("oom", "list[str]", "replicas that ran out of memory"),
