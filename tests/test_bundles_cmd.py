@@ -31,7 +31,7 @@ def test_lists_newest_first_and_prunes_by_age(tmp_path: Path) -> None:
     lines = text.splitlines()
     assert lines[0].startswith("started (UTC)")
     assert "xid79-fallen-off-bus" in lines[1] and "gpu-fell-off-bus" in lines[1] and "reboot-node" in lines[1]
-    assert "xid48-xid64-dbe" in lines[2] and "dbe-with-row-remap" in lines[2] and "drain-and-reset" in lines[2]
+    assert "xid48-xid64-dbe" in lines[2] and "gpu-failed-to-initialise" in lines[2] and "reboot-node" in lines[2]
 
     dry = json.loads(invoke("--out", str(tmp_path), "--prune", "30d", "--dry-run", "--format", "json").output)
     assert sorted(dry["pruned"]) == sorted([str(old), str(stale)]) and old.exists() and stale.exists()

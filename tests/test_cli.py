@@ -66,12 +66,24 @@ def test_parse_unknown_kind_and_unreadable_file(tmp_path: Path) -> None:
 def test_xid_command_lines() -> None:
     text = (CORPUS / "gpu" / "xid48-xid64-dbe-rminitadapter-syslog-gpuop1146.txt").read_text()
     result = invoke("xid", input=text)
-    lines = [line for line in result.output.splitlines() if line.strip()]
+    lines = [line for line in result.output.splitlines() if " XID " in line]
     assert len(lines) == 2
     assert "0000:07:00" in lines[0] and "48" in lines[0]
     assert "64" in lines[1]
     data = json.loads(invoke("xid", "--format", "json", input=text).output)
-    assert [e["code"] for e in data["events"]] == [48, 64]
+    assert [e["code"] for e in data["events"] if e["kind"] == "xid"] == [48, 64]
+    # the other GPU's RmInitAdapter failure is listed too, judged by its line (kernel_patterns.csv)
+    init = [e for e in data["events"] if e["label"] == "rm_init_adapter_failed"]
+    assert init and {e["pci"] for e in init} == {"0000:0a:00"} and {e["action"] for e in init} == {"reboot-node"}
+
+
+def test_xid_command_lists_hung_tasks_after_xid45_as_a_wedged_driver() -> None:
+    text = (
+        data_dir("fixtures") / "corpus-extra" / "kernel-log" / "xid45-then-hung-task-120s-dmesg-ctime-gpud-pr117.txt"
+    ).read_text()
+    rows = json.loads(invoke("xid", "--format", "json", input=text).output)["events"]
+    hung = [r for r in rows if r["kind"] == "hung_task"]
+    assert len(hung) == 1 and hung[0]["action"] == "reboot-node" and "wedged" in hung[0]["first_step"]
 
 
 def test_xid_unknown_code_says_look_up() -> None:
@@ -282,7 +294,7 @@ def test_triage_alert_payload(tmp_path: Path) -> None:
     result = invoke("triage", "--alert", payload, "--config", str(config), "--out", str(tmp_path), "--format", "json")
     captures = json.loads(result.output)["captures"]
     assert [c["status"] for c in captures] == ["captured", "captured", "ignored"]
-    assert [c["verdict"]["id"] for c in captures[:2]] == ["gpu-fell-off-bus", "dbe-with-row-remap"]
+    assert [c["verdict"]["id"] for c in captures[:2]] == ["gpu-fell-off-bus", "gpu-failed-to-initialise"]
     assert result.exit_code == 1
     manifest = json.loads((Path(captures[0]["bundle"]) / "manifest.json").read_text())
     assert manifest["alert"]["name"] == "GpuXidErrors"
@@ -296,3 +308,15 @@ def test_triage_alert_payload(tmp_path: Path) -> None:
 def test_local_host_spec_in_any_case_runs_locally(tmp_path: Path) -> None:
     result = invoke("triage", "xid", "--host", "LOCAL", "--out", str(tmp_path), "--format", "json")
     assert json.loads(result.output)["hosts"][0]["status"] != "unreachable"
+
+
+@pytest.mark.parametrize("flag", ["--status-update", "--follow"])
+def test_verbose_reaches_the_follow_and_status_update_path(tmp_path: Path, flag: str) -> None:
+    """-v prints the path and the sources there too, as it does on a plain triage."""
+    argv = ["triage", "xid", "--replay", str(HOSTS / "xid13-app-fault"), flag, "--out", str(tmp_path)]
+    plain = CliRunner().invoke(main, argv)
+    verbose = CliRunner().invoke(main, [*argv, "-v"])
+    assert plain.exit_code == verbose.exit_code == 1, verbose.output
+    assert "path: collect -> gpu-visible" not in plain.output and "(-v for the path" in plain.output
+    assert "path: collect -> gpu-visible" in verbose.output
+    assert "source of kernel_log.xids_by_gpu: hosts/xid13-app-fault/kernel-log.out" in verbose.output

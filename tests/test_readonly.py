@@ -186,3 +186,47 @@ def test_a_derived_collector_needs_its_inputs_collected(tmp_path) -> None:  # no
         runbooks.load(str(runbook))
     runbook.write_text(runbook.read_text().replace("[nvidia-smi, xid-judgement]", "[kernel-log, xid-judgement]"))
     runbooks.load(str(runbook))
+
+
+class _Spy:
+    """A transport that records what it was asked to run and runs nothing."""
+
+    host = "gpu-01"
+
+    def __init__(self) -> None:
+        self.ran: list[tuple[str, ...]] = []
+
+    def run(self, argv: tuple[str, ...], timeout: float, kind: str | None = None):  # noqa: ANN201
+        from nightowl.transports.base import CommandResult
+
+        self.ran.append(tuple(argv))
+        return CommandResult(argv=tuple(argv), rc=0, stdout="INFO vLLM\n", stderr="", started=0.0, duration=0.0)
+
+
+class _NoRecord:
+    def record_command(self, host: str, kind: str, result: object, keep_output: bool) -> None:
+        return None
+
+
+@pytest.mark.parametrize(
+    ("value", "runs"),
+    [("/var/log/vllm.log", True), ("", False), ("/var/log/vllm.log\x00-r", False)],
+    ids=["a-path", "empty", "nul"],
+)
+def test_the_runner_checks_each_resolved_command_against_the_allow_list(value: str, runs: bool) -> None:
+    """A parameter value that makes an allowed shape into another is that collector's error, never a run."""
+    from nightowl.engine.runner import RunOptions, collect_on
+
+    spy = _Spy()
+    run = collect_on(spy, get_collector("engine-log"), _NoRecord(), RunOptions(params={"engine_log_file": value}))
+    if runs:
+        assert spy.ran == [("tail", "-n", "5000", "--", value)]
+        return
+    assert spy.ran == [] and run.status == "error"
+    assert "refused to run `tail -n 5000 --" in (run.reason or "") and "read-only command shapes" in (run.reason or "")
+
+
+def test_an_option_value_inside_an_element_may_start_with_a_dash() -> None:
+    """`--since=-2h` (the kernel-log's documented since) is a value, not an option: the resolved check allows it."""
+    argv = ("journalctl", "-k", "-b", "--no-pager", "-o", "short-iso", "--since=-2h")
+    assert allowed_shape(argv, resolved=True) is not None

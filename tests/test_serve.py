@@ -140,7 +140,7 @@ def test_firing_payload_with_several_alerts_captures_each_matching_one(serve: An
     assert manifest["alert"]["name"] == "GpuXidErrors" and manifest["alert"]["starts_at"] == "2024-04-05T21:30:09.482Z"
     assert manifest["alert"]["rule"] == "gpu-xid" and manifest["alert"]["ends_at"] is None
     assert verdicts["hosts"][0]["verdict"]["id"] == "gpu-fell-off-bus"
-    assert by_host["xid48-xid64-dbe"][1]["hosts"][0]["verdict"]["id"] == "dbe-with-row-remap"
+    assert by_host["xid48-xid64-dbe"][1]["hosts"][0]["verdict"]["id"] == "gpu-failed-to-initialise"
     draft = (bundle / "postmortem.md").read_text()
     assert "after alert `GpuXidErrors`" in draft.splitlines()[0]
     assert "Fired: 2024-04-05 21:30:09.482Z (alertmanager clock)" in draft

@@ -13,7 +13,8 @@
 # SLURMD_NODENAME): this script sets its own PATH, finds slurm.conf, and gives nightowl a deadline
 # well inside that minute. Settings (environment): NIGHTOWL (the command), NIGHTOWL_OUT (bundles),
 # NIGHTOWL_TEXTFILE (node-exporter textfile), NIGHTOWL_HOST_TIMEOUT (seconds, default 40),
-# NIGHTOWL_HEALTHCHECK_LOG (where nightowl's stderr goes, default /dev/null).
+# NIGHTOWL_HEALTHCHECK_LOG (where nightowl's stderr goes, default /dev/null),
+# NIGHTOWL_HEALTHCHECK_LOCK (default /run/lock/nightowl-healthcheck.lock).
 set -u
 export PATH="${PATH:+$PATH:}/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 if [ -z "${SLURM_CONF:-}" ]; then
@@ -33,6 +34,14 @@ NODE=${SLURMD_NODENAME:-$(hostname -s)}
 export NODE_NAME="$NODE"   # nightowl names the node (textfile, bundle) after Slurm's node name
 DRAIN_ACTIONS=" reboot-node drain-and-reset reset-gpu hardware-ticket "
 PREFIX="nightowl:"
+
+# One check at a time: slurmd starts the program every HealthCheckInterval whether or not the last run
+# ended, and two runs racing on drain/resume could undo each other. A run that finds one in flight
+# leaves it to that one.
+LOCK=${NIGHTOWL_HEALTHCHECK_LOCK:-/run/lock/nightowl-healthcheck.lock}
+if command -v flock >/dev/null 2>&1; then
+  exec 9>>"$LOCK" && flock -n 9 || exit 0
+fi
 
 # The drain reason of this node when it is drained or draining, else nothing.
 drain_reason() {

@@ -22,8 +22,9 @@ def parse_cmd(kind: str, file: Any) -> None:
     nvlink-errors, gpu-topology, dcgmi-diag, dcgmi-diag-drained, nccl-ras,
     nccl-tests-run, container-state, bench-serve, known-answer, dev-shm,
     cpu-governor, replica-health, replica-models, replica-metrics, stream-probe.
-    Runbooks also collect xid-judgement, metrics-window, replica-compare and
-    busbw-judgement, derived from other collectors' facts (they read no file).
+    Runbooks also collect xid-judgement, pcie-attribution, metrics-window,
+    replica-compare and busbw-judgement, derived from other collectors' facts
+    (they read no file).
 
     The facts each kind gives runbook conditions (name, type, meaning) are listed in
     docs/reference.md#kinds; `nightowl runbook validate` rejects any other.

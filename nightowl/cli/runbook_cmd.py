@@ -118,7 +118,7 @@ def test_cmd(runbooks_: tuple[str, ...], ablate: bool) -> None:
             total += 1
             result = rehearse(name, case)
             mark = "PASS" if result.passed else "FAIL"
-            click.echo(f"{mark}  {name}: {result.name} -> {result.verdict}")
+            click.echo(f"{mark}  {name}: {result.name} -> {result.verdict or 'no verdict (cannot judge)'}")
             for problem in result.problems:
                 click.echo(f"      {problem}")
             failed += not result.passed

@@ -78,6 +78,10 @@ def run_to_summary(
     from nightowl import status_update
 
     summary, _ = status_update.write_for_runs(loaded.id, bundle, runs)
+    if postmortem:
+        from nightowl.postmortem.render import write_html_draft
+
+        write_html_draft(bundle)
     summary["_runs"] = runs
     return summary
 

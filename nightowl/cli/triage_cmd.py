@@ -117,7 +117,16 @@ def triage(
     sys.exit(
         int(
             run_follow(
-                loaded, transports, parse_params(params), fmt, out_dir, allow_invasive, limits, follow, print_status
+                loaded,
+                transports,
+                parse_params(params),
+                fmt,
+                out_dir,
+                allow_invasive,
+                limits,
+                follow,
+                print_status,
+                verbose=verbose,
             )
         )
     )
@@ -133,6 +142,7 @@ def run_follow(
     limits: dict[str, float | None],
     follow: bool,
     print_status: bool,
+    verbose: bool = False,
 ) -> ExitStatus:
     """The run, then (--follow) the runbooks its verdicts name next, then (--status-update) the update."""
     from nightowl.cli.common import DEFAULT_OUT
@@ -146,9 +156,9 @@ def run_follow(
     if fmt == "json":
         click.echo(json_report({**summary, "followed": followed} if follow else summary))
     else:
-        click.echo(text_report(summary))
+        click.echo(text_report(summary, verbose=verbose))
         for result in followed:
-            click.echo("\nfollowed: " + text_report(result))
+            click.echo("\nfollowed: " + text_report(result, verbose=verbose))
     if print_status:
         click.echo("\n" + (Path(summary["bundle"]) / "status-update.md").read_text().rstrip())
     return max((status_for(s["hosts"]) for s in [summary, *followed]), key=_rank)

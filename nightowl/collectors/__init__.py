@@ -25,6 +25,7 @@ MODULES: dict[str, str] = {
     "bench-serve": "nightowl.collectors.serving.bench_serve",
     "metrics-window": "nightowl.collectors.serving.metrics_window",
     "xid-judgement": "nightowl.collectors.gpu.xid_judgement",
+    "pcie-attribution": "nightowl.collectors.host.pcie_attribution",
     "nvidia-smi-query": "nightowl.collectors.gpu.nvidia_smi.nvidia_smi_query",
     "nvlink": "nightowl.collectors.gpu.nvlink",
     "nvlink-errors": "nightowl.collectors.gpu.nvlink:ERRORS_COLLECTOR",

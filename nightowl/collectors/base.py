@@ -110,6 +110,15 @@ class Collector:
     # Every fact ``facts`` may return (docs/reference.md#kinds); runbook validation checks reads against it.
     produces: tuple[Fact, ...] = ()
 
+    def check_argv(self, argv: tuple[str, ...]) -> str | None:
+        """Why a resolved argv (parameters filled in) may not run, or None: the engine asks before running it,
+        so a parameter value can never turn an allowed read-only shape into another command."""
+        from nightowl.collectors.readonly import allowed_shape
+
+        if allowed_shape(tuple(argv), resolved=True) is None:
+            return "is not one of the read-only command shapes nightowl allows once its parameters are filled in"
+        return None
+
 
 @dataclass(frozen=True)
 class DerivedCollector:
@@ -128,6 +137,9 @@ class DerivedCollector:
     invasive: bool = False
     description: str = ""
     check_params: Callable[[Mapping[str, Any]], list[str]] | None = None
+    # Namespaces read when collected and handed over empty ({}) when not: evidence that sharpens the
+    # judgement (nvidia-smi's GPU addresses) but whose absence must not skip it.
+    optional_inputs: tuple[str, ...] = ()
     produces: tuple[Fact, ...] = ()
 
     def parse(self, text: str) -> Any:

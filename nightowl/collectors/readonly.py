@@ -253,8 +253,8 @@ def _token_matches(shape: str, token: str, resolved: bool) -> bool:
     if not (token.startswith(prefix) and token.endswith(suffix) and len(token) >= len(prefix) + len(suffix)):
         return False
     value = token[len(prefix) : len(token) - len(suffix)]
-    if resolved:
-        return bool(value) and not value.startswith("-") and "\x00" not in value
+    if resolved:  # a whole element may not start with "-" (an option); inside `--since={since}` it is a value
+        return bool(value) and "\x00" not in value and (bool(prefix) or not value.startswith("-"))
     return _PLACEHOLDER.fullmatch(value) is not None
 
 

@@ -389,7 +389,7 @@ def trace_document(
     return {"runbook": runbook_id, "run_id": run_id, "hosts": hosts}
 
 
-AFTER_MANIFEST = frozenset({"status-update.md"})
+AFTER_MANIFEST = frozenset({"status-update.md", "postmortem.html"})
 
 
 def verify_bundle(bundle: Path) -> list[str]:

@@ -104,8 +104,13 @@ class JobRunner(HostRunner):
             self.member_runs[transport.host].collections[entry] = run
             return run
 
-        with ThreadPoolExecutor(max_workers=min(32, len(self.reachable)), thread_name_prefix="member") as pool:
+        pool = ThreadPoolExecutor(max_workers=min(32, len(self.reachable)), thread_name_prefix="member")
+        try:
             per_member = list(pool.map(on_member, self.reachable))
+        except BaseException:  # an interrupt must not wait for members whose transports are being closed
+            pool.shutdown(wait=False, cancel_futures=True)
+            raise
+        pool.shutdown(wait=True)
         merged = CollectorRun(kind=kind, namespace=namespace, status="ok")
         merged.status = worst_status({r.status for r in per_member})
         reasons = [f"{t.host}: {r.reason}" for t, r in zip(self.reachable, per_member, strict=True) if r.reason]

@@ -7,6 +7,7 @@ The engine knows nothing about GPUs: collectors arrive through ``lookup``
 from __future__ import annotations
 
 import re
+import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -162,6 +163,9 @@ class RunOptions:
     concurrency: int = 4  # collectors of one node run side by side
     command_timeout: float | None = None  # caps every collector's own timeout
     host_timeout: float | None = None  # the whole host; collectors left when it runs out are skipped
+    # Set on SIGINT/SIGTERM (engine.session.close_live_transports): a `wait:` in progress ends at once and
+    # no further node starts, in whichever thread the walk runs.
+    stop: threading.Event = field(default_factory=threading.Event, compare=False, repr=False)
 
 
 def parse_output(collector: CollectorLike, text: str) -> tuple[dict[str, Any], str | None]:
@@ -217,9 +221,14 @@ class HostRunner:
         commands = [e for e in todo if e not in derived]
         if commands:
             workers = max(1, min(self.options.concurrency, len(commands)))
-            with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="collect") as pool:
+            pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="collect")
+            try:
                 for entry, run in zip(commands, pool.map(self._collect_one, commands), strict=True):
                     self.run.collections[entry] = run
+            except BaseException:  # on an interrupt, do not wait for collectors whose transports are being closed
+                pool.shutdown(wait=False, cancel_futures=True)
+                raise
+            pool.shutdown(wait=True)
         for entry in derived:  # after the collectors whose facts they read
             self.run.collections[entry] = self._derive_one(entry)
 
@@ -235,6 +244,9 @@ class HostRunner:
             return run
         try:
             inputs: dict[str, Any] = {n: by_namespace[n].facts for n in collector.inputs}
+            for name in getattr(collector, "optional_inputs", ()):
+                found = by_namespace.get(name)
+                inputs[name] = found.facts if found is not None and found.status == "ok" and found.facts else {}
             inputs["hosts"] = self.context().get("hosts") or {self.run.host: {n: inputs[n] for n in collector.inputs}}
             run.facts = collector.derive(inputs, dict(self.options.params))
         except Exception as exc:  # noqa: BLE001 - a derivation bug is evidence, not a crash
@@ -251,7 +263,13 @@ class HostRunner:
         if isinstance(seconds, (int, float)) and seconds > 0:
             if self.deadline is not None:  # --host-timeout bounds the pause too
                 seconds = min(float(seconds), max(0.0, self.deadline - time.monotonic()))
-            time.sleep(min(float(seconds), 3600.0))
+            self.options.stop.wait(min(float(seconds), 3600.0))
+        self._check_stop()
+
+    def _check_stop(self) -> None:
+        """An interrupted run starts nothing new; the caller saves the partial bundle (run_runbook)."""
+        if self.options.stop.is_set():
+            raise KeyboardInterrupt
 
     # -- deciding -------------------------------------------------------------------
     def context(self) -> dict[str, Any]:
@@ -414,6 +432,7 @@ class HostRunner:
             t0 = time.monotonic()
             next_id: str | None = None
             if node.collect is not None:
+                self._check_stop()
                 self._wait(node.wait)
                 self._collect(node.collect)
                 visit.collectors = {k: self.run.collections[k].status for k in node.collect}
@@ -505,6 +524,10 @@ def collect_on(
             + ", ".join(sorted({n for t in collector.commands for n in placeholders(t)})),
         )
         return run
+    refused = _refused(collector, resolved)
+    if refused:
+        run.status, run.reason = "error", "refused to run " + "; ".join(refused)
+        return run
     commands = resolved[:1] if single_attempt else resolved
     chosen: CommandResult | None = None
     blank: CommandResult | None = None  # exited 0 but showed nothing: the next command may do better
@@ -543,6 +566,15 @@ def collect_on(
         if run.parse_error and run.status == "ok":
             run.status, run.reason = "error", run.parse_error
     return run
+
+
+def _refused(collector: CollectorLike, commands: list[tuple[str, ...]]) -> list[str]:
+    """The resolved commands the collector's own check refuses (``check_argv``, given by the collector
+    lookup: the engine knows no command shapes), each with the reason."""
+    check = getattr(collector, "check_argv", None)
+    if check is None:
+        return []
+    return [f"`{' '.join(argv)}` {why}" for argv in commands if (why := check(argv))]
 
 
 def shows_nothing(collector: CollectorLike, text: str) -> bool:

@@ -39,6 +39,8 @@ class Interrupted(Exception):
 # Transports of runs in progress, so an interrupt can end their running commands in every thread at once.
 _live: weakref.WeakSet[Any] = weakref.WeakSet()
 _live_lock = threading.Lock()
+# The stop events of runs in progress (RunOptions.stop): set on an interrupt so that `wait:` pauses end.
+_live_stops: weakref.WeakSet[threading.Event] = weakref.WeakSet()
 
 
 def close_live_transports() -> None:
@@ -46,6 +48,9 @@ def close_live_transports() -> None:
     that no collector or thread keeps the run alive past the interrupt."""
     with _live_lock:
         live = list(_live)
+        stops = list(_live_stops)
+    for stop in stops:
+        stop.set()
     for transport in live:
         with contextlib.suppress(Exception):
             transport.close()
@@ -73,6 +78,8 @@ def run_runbook(
     written; ``render_postmortem`` adds ``postmortem.md``; ``extra_manifest`` adds manifest keys.
     """
     writer = BundleWriter(out_dir, loaded.id, redact=redact)
+    with _live_lock:
+        _live_stops.add(options.stop)
     writer.add_file("runbook.yaml", loaded.path.read_text())
     names = list(transports)
     results: dict[str, HostRun] = {}

@@ -135,3 +135,22 @@ def redactor_for(data: Bundle) -> Any:
         if k.lower() in ("instance", "host", "hostname", "node", "nodename", "exported_instance", "pod")
     )
     return redactor
+
+
+def write_html_draft(bundle: Path) -> Path | None:
+    """``postmortem.html`` in the bundle, written after the run as ``postmortem.md`` is during it, so the
+    bundle carries the draft whose citations link to the browsable copy of each raw file (served by
+    ``nightowl serve`` and readable from disk). Owner-only like every bundle file; a draft that cannot be
+    rendered costs only itself (``None``): the evidence is already saved."""
+    import os
+
+    target = Path(bundle) / "postmortem.html"
+    try:
+        text = render_bundle(Path(bundle), fmt="html")
+        fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(text)
+    except Exception:  # noqa: BLE001 - a draft is a convenience on top of the saved evidence
+        target.unlink(missing_ok=True)
+        return None
+    return target

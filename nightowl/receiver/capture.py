@@ -167,6 +167,9 @@ def run_capture(capture: Capture, config: ServeConfig, lookup: Callable[[str], A
     else:
         capture.status, capture.bundle = "captured", str(bundle)
         capture.status_update = _status_update(capture, bundle, runs)
+        from nightowl.postmortem.render import write_html_draft
+
+        write_html_draft(bundle)
         capture.verdict, capture.host_status = runs[0].verdict, runs[0].status
         capture.host_error = runs[0].error
     capture.finished_at = time.time()

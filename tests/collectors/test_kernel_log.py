@@ -213,6 +213,14 @@ def test_different_processes_stay_apart_and_are_flagged() -> None:
     assert kernel_log.facts(result)["app_xid_repeating_gpus"] == ["0000:3b:00"]
 
 
+def test_one_program_restarted_under_new_pids_does_not_point_at_the_gpu() -> None:
+    """Xid 13 from pids 11, 12 and 13 of one program is that program's bug, not the GPU's."""
+    log = "\n".join(
+        f"NVRM: Xid (PCI:0000:3b:00): 13, pid={pid}, name=python3, Graphics Exception" for pid in (11, 12, 13)
+    )
+    assert kernel_log.facts(kernel_log.parse(log))["app_xid_repeating_gpus"] == []
+
+
 def test_memory_is_bounded_by_distinct_events() -> None:
     """800k Xid 95 lines with 29 distinct texts (NVSentinel #1120), scaled down: 29 events."""
     distinct = [

@@ -223,3 +223,23 @@ def test_random_bytes(data: bytes) -> None:
 def test_truncated_samples(path: Path, start: int, length: int) -> None:
     text = path.read_text()
     assert facts_of(text[start : start + length])["kind"] == "nccl-log"
+
+
+def test_stragglers_are_compared_within_one_process_group_only() -> None:
+    """SeqNums count one process group's collectives: a rank far 'behind' in another group is not late."""
+    from nightowl.collectors.nccl import nccl_log
+
+    def line(pg: int, rank: int, enqueued: int, completed: int) -> str:
+        return (
+            f"[rank{rank}]:[E626 06:24:44.906457629 ProcessGroupNCCL.cpp:1785] [PG ID {pg} PG GUID {pg}(pg{pg}) "
+            f"Rank {rank}] Exception (either an error or timeout) detected by watchdog at work: {completed + 1}, "
+            f"last enqueued NCCL work: {enqueued}, last completed NCCL work: {completed}."
+        )
+
+    log = "\n".join([line(0, 0, 900, 899), line(0, 1, 899, 898), line(1, 2, 40, 39), line(1, 3, 40, 39)])
+    facts = nccl_log.facts(nccl_log.parse(log))
+    assert facts["straggler_ranks"] == [1]  # not 2 and 3, whose group is at 40 of its own count
+    level = "\n".join([line(0, 0, 900, 899), line(0, 1, 900, 897), line(1, 2, 40, 10), line(1, 3, 41, 39)])
+    facts = nccl_log.facts(nccl_log.parse(level))
+    assert facts["straggler_ranks"] == [2]
+    assert facts["completed_lag_ranks"] == [1]  # PG 1 enqueued unevenly: its completions are not compared

@@ -66,7 +66,8 @@ def test_xid64_without_nvidia_smi_keeps_the_verdict_and_says_what_is_missing(tmp
     assert result.exit_code == 1, result.output
     verdict = json.loads(result.output)["hosts"][0]["verdict"]
     assert verdict["id"] == "row-remap-failed" and verdict["action"] == "hardware-ticket"
-    assert "nvidia_smi.remap_failure_gpus" in verdict["unavailable"]["gpus"]
+    # the GPU comes from the Xid 64 line itself (kernel_log.remap_failed_gpus); nvidia-smi's part is named missing
+    assert verdict["gpus"] == ["0000:07:00"]
     missing = [e for e in verdict["evidence"] if e["fact"] == "nvidia_smi.remap_failure_gpus"]
     assert missing and "nvidia-smi" in missing[0]["reason"]
 

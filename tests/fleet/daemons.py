@@ -48,6 +48,7 @@ class Daemon:
                 stderr=subprocess.STDOUT,
                 start_new_session=True,
                 env=dict(env) if env is not None else None,
+                preexec_fn=_die_with_parent,
             )
 
     def tail(self, lines: int = 20) -> str:
@@ -135,3 +136,14 @@ def json_lines(path: Path) -> list[Any]:
     if not path.exists():
         return []
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def _die_with_parent() -> None:
+    """The daemon gets SIGTERM when the test process dies, however it dies: a killed pytest must not
+    leave a slurmd running health checks every second, or a Prometheus stack, behind (Linux only)."""
+    import contextlib
+    import ctypes
+    import signal
+
+    with contextlib.suppress(OSError):
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG

@@ -61,6 +61,8 @@ class SlurmCluster:
         self.daemons: dict[str, Daemon] = {}
         self.armed = root / "armed"
         self.runs = root / "healthcheck.runs"
+        # One marker per check in flight (healthcheck.running.PID): slurmd may start a check while an
+        # earlier, slow one still runs, and reset() must wait for every one of them.
         self.running = root / "healthcheck.running"
         self.settings = root / "healthcheck.env"  # sourced by the wrapper: a test's own settings
         self.log = root / "healthcheck.log"
@@ -130,16 +132,17 @@ class SlurmCluster:
         return f"""#!/bin/sh
 # HealthCheckProgram of the test cluster: what a site sets, then the project's script (while armed).
 # Marked running before looking at the switch: reset() disarms, then waits for no run in flight.
-: > '{self.running}'
-[ -e '{self.armed}' ] || {{ /bin/rm -f '{self.running}'; exit 0; }}
+marker='{self.running}'.$$
+: > "$marker"
+[ -e '{self.armed}' ] || {{ /bin/rm -f "$marker"; exit 0; }}
 export SLURM_CONF='{self.conf}'
 export PATH='{self.node.bin}:{Path(nightowl[0]).parent}'
 export NIGHTOWL='{nightowl[0]}' NIGHTOWL_OUT='{self.root / "bundles"}' NIGHTOWL_TEXTFILE='{self.root / "nightowl.prom"}'
-export NIGHTOWL_HEALTHCHECK_LOG='{self.log}'
+export NIGHTOWL_HEALTHCHECK_LOG='{self.log}' NIGHTOWL_HEALTHCHECK_LOCK='{self.root / "healthcheck.lock"}'
 [ -e '{self.settings}' ] && . '{self.settings}'
 /bin/bash '{HEALTHCHECK}' >> '{self.log}' 2>&1
 echo "$?" >> '{self.runs}'
-/bin/rm -f '{self.running}'
+/bin/rm -f "$marker"
 """
 
     def _slurm_conf(self, wrapper: Path) -> str:
@@ -202,6 +205,9 @@ PartitionName=debug Nodes=ALL Default=YES MaxTime=INFINITE State=UP
         )
         return result.stdout.strip()
 
+    def _none_running(self) -> bool:
+        return not any(self.running.parent.glob(self.running.name + ".*"))
+
     def completed_checks(self) -> int:
         return len(self.runs.read_text().splitlines()) if self.runs.exists() else 0
 
@@ -232,7 +238,7 @@ PartitionName=debug Nodes=ALL Default=YES MaxTime=INFINITE State=UP
     def reset(self) -> None:
         """Disarm the health check and bring the node back to idle, whatever a test left."""
         self.armed.unlink(missing_ok=True)
-        wait_for("the running health check to end", lambda: not self.running.exists(), 60)
+        wait_for("the running health checks to end", self._none_running, 60)
         self.settings.unlink(missing_ok=True)
         # A drain that slurmctld applies late (a check that ended just before the disarm) must not
         # reach the next test: resume until the node stays idle through two health-check intervals.

@@ -43,9 +43,15 @@ nodes:
 """
 
 
-def _start(tmp_path: Path) -> tuple[subprocess.Popen[str], Path]:
+# The same as a job (scope: job): its walk runs on the members together, its pause in the job's own thread.
+SLOW_JOB_RUNBOOK = SLOW_RUNBOOK.replace("entry: first", "scope: job\nentry: first")
+
+
+def _start(
+    tmp_path: Path, text: str = SLOW_RUNBOOK, hosts: tuple[str, ...] = ("local",)
+) -> tuple[subprocess.Popen[str], Path]:
     runbook = tmp_path / "slow.yaml"
-    runbook.write_text(SLOW_RUNBOOK)
+    runbook.write_text(text)
     out = tmp_path / "out"
     argv = [
         sys.executable,
@@ -53,8 +59,7 @@ def _start(tmp_path: Path) -> tuple[subprocess.Popen[str], Path]:
         "from nightowl.cli.main import main; main()",
         "triage",
         str(runbook),
-        "--host",
-        "local",
+        *[a for h in hosts for a in ("--host", h)],
         "--out",
         str(out),
     ]
@@ -69,9 +74,13 @@ def _wait_for_first_output(out: Path, proc: subprocess.Popen[str]) -> None:
             time.sleep(0.05)
 
 
+@pytest.mark.parametrize("scope", ["host", "job"])
 @pytest.mark.parametrize(("signum", "status"), [(signal.SIGTERM, 143), (signal.SIGINT, 130)])
-def test_a_signal_keeps_the_partial_bundle(tmp_path: Path, signum: int, status: int) -> None:
-    proc, out = _start(tmp_path)
+def test_a_signal_keeps_the_partial_bundle(tmp_path: Path, signum: int, status: int, scope: str) -> None:
+    if scope == "job":
+        proc, out = _start(tmp_path, SLOW_JOB_RUNBOOK, ("local", "localhost"))
+    else:
+        proc, out = _start(tmp_path)
     try:
         _wait_for_first_output(out, proc)
         proc.send_signal(signum)
@@ -87,6 +96,48 @@ def test_a_signal_keeps_the_partial_bundle(tmp_path: Path, signum: int, status: 
     assert manifest["partial"] is True
     assert any(c["kind"] == "kernel-log" for c in manifest["commands"])
     assert "partial bundle saved" in stderr
+
+
+def test_an_interrupt_ends_a_job_pause_in_any_thread(tmp_path: Path) -> None:
+    """Signals reach only the main thread; a job walked elsewhere (a webhook worker) stops by the run's event."""
+    import threading
+
+    from nightowl.collectors import get_collector
+    from nightowl.engine.runner import RunOptions
+    from nightowl.engine.session import Interrupted, close_live_transports, run_runbook
+    from nightowl.engine.validate import load_runbook
+    from nightowl.transports.local import LocalTransport
+
+    runbook = tmp_path / "slow.yaml"
+    runbook.write_text(SLOW_JOB_RUNBOOK)
+    loaded = load_runbook(runbook)
+    outcome: list[BaseException] = []
+
+    def walk() -> None:
+        try:
+            run_runbook(
+                loaded,
+                {h: (lambda h=h: LocalTransport(h)) for h in ("a", "b")},
+                get_collector,
+                RunOptions(),
+                tmp_path / "out",
+            )
+        except BaseException as exc:  # noqa: BLE001 - the test inspects it
+            outcome.append(exc)
+
+    thread = threading.Thread(target=walk, daemon=True)
+    thread.start()
+    with watchdog(60):
+        while not list((tmp_path / "out").glob(".*.partial/hosts/*/kernel-log.*")):
+            time.sleep(0.05)
+    time.sleep(0.3)  # into the 120 s pause
+    close_live_transports()
+    thread.join(20)  # the pause is 120 s: it must not be waited out
+    assert not thread.is_alive()
+    (exc,) = outcome
+    assert isinstance(exc, Interrupted)
+    manifest = json.loads((exc.bundle / "manifest.json").read_text())
+    assert manifest["partial"] is True and any(c["kind"] == "kernel-log" for c in manifest["commands"])
 
 
 def test_exit_status_help_documents_143() -> None:

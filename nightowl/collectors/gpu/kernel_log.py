@@ -1,7 +1,8 @@
 """The kernel log: NVIDIA Xid/SXid events, GPUs off the bus, PCIe AER and OOM kills.
 
 Reads every way the kernel log reaches a person: bare ``NVRM:`` lines, ``dmesg`` (monotonic
-``[ 123.456]``), ``dmesg -T``, ``dmesg --time-format iso`` (with or without ``-x`` facility columns),
+``[ 123.456]``), ``/dev/kmsg`` records (``6,1234,5678901,-;NVRM: ...``), ``dmesg -T``,
+``dmesg --time-format iso`` (with or without ``-x`` facility columns),
 syslog and journald (``short`` in any locale, ``short-iso``), Talos ``talosctl dmesg``, and the
 k8s-device-plugin's ``XidCriticalError`` line. A line is recognised by its message (``NVRM:``,
 ``SXid (``, ``AER:`` ...), never by its timestamp, so month names in any language are fine.
@@ -191,7 +192,8 @@ _EDAC = re.compile(
 _GHES_OPENER = re.compile(r"\[Hardware Error\]: Hardware error from APEI Generic Hardware Error Source")
 _GHES_FIELD = re.compile(
     r"\[Hardware Error\]:\s+(?:event severity: (?P<severity>\w[\w ]*)|section_type: (?P<section>.+)"
-    r"|device_id: (?P<pci>[0-9a-fA-F]{4,8}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]))"
+    r"|device_id: (?P<pci>[0-9a-fA-F]{4,8}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7])"
+    r"|port_type: \d+, (?P<port_type>.+?)\s*$|vendor_id: (?P<vendor_id>0x[0-9a-fA-F]{4}))"
 )
 _MCE_LOGGED = re.compile(r"\[Hardware Error\]: (?:Machine check events logged|CPU \d+: Machine Check)")
 _HUNG_TASK = re.compile(r"INFO: task (?P<name>.+):(?P<pid>\d+) blocked for more than (?P<seconds>\d+) seconds")
@@ -256,6 +258,10 @@ def _dmesg_t(inside: str) -> str | None:
     return stamp.isoformat()
 
 
+# A /dev/kmsg record (Documentation/ABI/testing/dev-kmsg): "priority,sequence,microseconds,flags;message".
+_KMSG_RECORD = re.compile(r"^\s*\d+,\d+,(\d+),[^;]*;")
+
+
 def parse_time(prefix: str) -> tuple[str | None, str | None]:
     """(time, monotonic) from the text before a message.
 
@@ -265,6 +271,10 @@ def parse_time(prefix: str) -> tuple[str | None, str | None]:
     """
     wall: str | None = None
     monotonic: str | None = None
+    kmsg = _KMSG_RECORD.match(prefix)
+    if kmsg is not None:  # microseconds since boot, written as dmesg writes them: "5.678901"
+        micros = int(kmsg.group(1))
+        return f"{micros // 1_000_000}.{micros % 1_000_000:06d}", None
     bracket = _BRACKET.search(prefix)
     if bracket is not None and _MONOTONIC.fullmatch(bracket.group(1)):
         monotonic = bracket.group(1)
@@ -1085,13 +1095,17 @@ def _recovery_by_gpu(xids: list[dict[str, Any]]) -> tuple[str | None, dict[str, 
 
 
 def _app_xid_repeating_gpus(xids: list[dict[str, Any]]) -> list[str]:
-    """GPUs where RESTART_APP Xids (13, 31, ...) hit at least two different processes."""
+    """GPUs where RESTART_APP Xids (13, 31, ...) hit at least two different programs.
+
+    A program is its process name when the line gives one (``name=python3``), else its pid: two pids
+    of one program (a restarted worker hitting its own bug again) do not point at the GPU; two
+    different programs failing on the same GPU do."""
     owners: dict[str, set[Any]] = {}
     for event in xids:
         entry = xid_catalog.lookup(event["code"])
         if not event["pci"] or entry is None or entry.immediate_action != "RESTART_APP":
             continue
-        owner = event["pid"] if event["pid"] is not None else event["process"]
+        owner = event["process"] if event["process"] else event["pid"]
         if owner is not None:
             owners.setdefault(event["pci"], set()).add(owner)
     return sorted(pci for pci, seen in owners.items() if len(seen) >= 2)
@@ -1361,6 +1375,10 @@ COLLECTOR = Collector(
         # Under kernel.dmesg_restrict=1 an unprivileged dmesg is refused: the one place nightowl asks
         # for sudo, non-interactive (-n) so it fails at once instead of waiting for a password.
         ("sudo", "-n", "--", "dmesg", "-T"),
+        # No `cat /dev/kmsg` after these: util-linux dmesg already reads /dev/kmsg itself, without blocking
+        # (O_NONBLOCK until EAGAIN), under the same permission (kernel.dmesg_restrict, CAP_SYSLOG), so it
+        # would add nothing, and a plain read of /dev/kmsg waits for new records forever. A saved
+        # /dev/kmsg dump still parses (`nightowl parse kernel-log`). See docs/reference.md#parse-output.
     ),
     parse=parse,
     facts=facts,

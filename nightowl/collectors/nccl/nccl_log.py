@@ -716,15 +716,39 @@ def _straggler_ranks(values: dict[int, int]) -> list[int]:
     return sorted(rank for rank, value in values.items() if value == lowest)
 
 
-def _last_seq_per_rank(result: NcclLogResult) -> dict[int, int]:
-    """Compare like with like: last enqueued work when two ranks show it, else watchdog SeqNums."""
-    if len(result.last_enqueued) >= 2:
-        return dict(result.last_enqueued)
-    seqs: dict[int, int] = {}
+def _per_group(pairs: list[tuple[int | None, int, int]]) -> dict[int | None, dict[int, int]]:
+    """(process group, rank, value) -> {group: {rank: value}}; the last value of a rank in a group wins."""
+    groups: dict[int | None, dict[int, int]] = {}
+    for pg, rank, value in pairs:
+        groups.setdefault(pg, {})[rank] = value
+    return groups
+
+
+def _group_stragglers(groups: dict[int | None, dict[int, int]]) -> list[int]:
+    """Stragglers found inside each process group, never across groups: sequence numbers count the
+    collectives of one group, so rank 3 at SeqNum 40 of PG 1 is not behind rank 0 at 900 of PG 0."""
+    return sorted({rank for values in groups.values() for rank in _straggler_ranks(values)})
+
+
+def _enqueued_groups(result: NcclLogResult) -> dict[int | None, dict[int, int]]:
+    """Compare like with like: last enqueued work where two ranks of a group show it, else watchdog SeqNums."""
+    enqueued = _per_group([(p.pg, p.rank, p.last_enqueued) for p in result.progress])
+    if any(len(ranks) >= 2 for ranks in enqueued.values()):
+        return enqueued
+    seqs: dict[int | None, dict[int, int]] = {}
     for timeout in result.watchdog_timeouts:
         if timeout.rank is not None and timeout.seq is not None:
-            seqs[timeout.rank] = max(seqs.get(timeout.rank, timeout.seq), timeout.seq)
+            ranks = seqs.setdefault(timeout.pg, {})
+            ranks[timeout.rank] = max(ranks.get(timeout.rank, timeout.seq), timeout.seq)
     return seqs
+
+
+def _completed_lag(result: NcclLogResult) -> list[int]:
+    """Ranks behind in completed work, in groups whose ranks all enqueued the same last collective."""
+    enqueued = _per_group([(p.pg, p.rank, p.last_enqueued) for p in result.progress])
+    completed = _per_group([(p.pg, p.rank, p.last_completed) for p in result.progress])
+    level = {pg: values for pg, values in completed.items() if len(set(enqueued.get(pg, {}).values())) == 1}
+    return _group_stragglers(level)
 
 
 def ranks_seen(result: NcclLogResult) -> list[int]:
@@ -760,9 +784,8 @@ def facts(result: NcclLogResult) -> dict[str, Any]:
     data["bootstrap_failed"] = "bootstrap" in result.failed_in or "no_socket_interface" in kinds
     data["uses_socket"] = result.network == "Socket" or "Socket" in result.networks or "NET/Socket" in result.transports
     data["has_gdrdma"] = any(t.endswith("/GDRDMA") for t in result.transports)
-    data["straggler_ranks"] = _straggler_ranks(_last_seq_per_rank(result))
-    enqueued = result.last_enqueued
-    data["completed_lag_ranks"] = _straggler_ranks(result.last_completed) if len(set(enqueued.values())) == 1 else []
+    data["straggler_ranks"] = _group_stragglers(_enqueued_groups(result))
+    data["completed_lag_ranks"] = _completed_lag(result)
     timeout_ranks = {t.rank for t in result.watchdog_timeouts if t.rank is not None}
     timeout_ranks |= {p.rank for p in result.progress if p.timed_out}
     data["timeout_ranks"] = sorted(timeout_ranks)
