@@ -1,31 +1,38 @@
 """Sweep benchmark: nightowl's node-health sweep against a bare paramiko thread pool.
 
-Starts a 64-host loopback fleet of real OpenSSH servers (tests/ssh/fleet.py) whose `nvidia-smi`
-stand-in takes 0.4 s, then times, in one run:
-  (a) a bare paramiko thread pool: per host one connection, the node-health commands on
-      concurrent channels, outputs read and dropped;
-  (b) `nightowl sweep --runbook node-health` over the same fleet (parsing, deciding, bundle).
-Prints both wall times, the ratio (target: nightowl within 1.2x) and nightowl's CPU time per host.
-On a 2-core machine sshd's crypto shares the cores with the client, so the ratio is what counts.
+Starts a loopback fleet of real OpenSSH servers (tests/ssh/fleet.py) whose `nvidia-smi` stand-in
+takes 0.4 s, plus (``--unreachable N``) addresses with nothing listening (127.0.x.y, connection
+refused at once), spread through the inventory, then times, in each round:
+  (a) a bare paramiko thread pool: per reachable host one connection, the node-health commands
+      on concurrent channels, outputs read and dropped (the target's baseline);
+  (b) the same pool dialling every inventory host, the unreachable ones failing on connect;
+  (c) `nightowl sweep --runbook node-health` over the whole inventory (parsing, deciding, bundle).
+Prints wall times, the ratio of (c) to (a) (target: nightowl within 1.2x), and CPU per host
+(this process's CPU time over the inventory's hosts; sshd's own CPU is not counted). On a 2-core
+machine sshd's crypto shares the cores with the client, so the ratio is what counts.
 
-    .venv/bin/python bench/sweep.py [--hosts 64] [--forks 64] [--repeat 3]
+    .venv/bin/python bench/sweep.py [--hosts 64] [--unreachable 0] [--forks 64] [--repeat 3]
+    .venv/bin/python bench/sweep.py --hosts 64 --unreachable 936      # the 1,000-host case
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import shlex
 import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from tests.ssh.fleet import Fleet  # noqa: E402
+from tests.ssh.fleet import Fault, Fleet  # noqa: E402
 
 COMMANDS = [  # what node-health runs on a healthy node (first alternative of each collector)
     ("nvidia-smi", "-q", "-x"),
@@ -34,19 +41,32 @@ COMMANDS = [  # what node-health runs on a healthy node (first alternative of ea
 ]
 
 
-def bare_pool(fleet: Fleet, names: list[str], forks: int) -> float:
+def bare_pool(fleet: Fleet, names: list[str], forks: int) -> tuple[float, float]:
+    """Wall and CPU seconds; a host that refuses the connection is skipped, as a bare pool would.
+
+    known_hosts and the client key are read once, not per host: with 1,000 known hosts, parsing the
+    file per connection would cost the pool minutes and flatter nightowl."""
     import paramiko
 
+    known = paramiko.HostKeys(str(fleet.known_hosts))
+    client_key = paramiko.Ed25519Key.from_private_key_file(str(fleet.client_key))
+
     def one(name: str) -> None:
+        with contextlib.suppress(OSError):  # ECONNREFUSED from an unreachable address
+            connect_and_run(name)
+
+    def connect_and_run(name: str) -> None:
         ip, port = fleet.addresses[name]
         client = paramiko.SSHClient()
-        client.load_host_keys(str(fleet.known_hosts))
+        entry = f"[{ip}]:{port}" if port != 22 else ip
+        for key_type, key in (known.lookup(entry) or {}).items():
+            client.get_host_keys().add(entry, key_type, key)
         client.set_missing_host_key_policy(paramiko.RejectPolicy())
         client.connect(
             ip,
             port=port,
             username=fleet.user,
-            key_filename=str(fleet.client_key),
+            pkey=client_key,
             allow_agent=False,
             look_for_keys=False,
             timeout=10,
@@ -62,13 +82,13 @@ def bare_pool(fleet: Fleet, names: list[str], forks: int) -> float:
             list(pool.map(run, COMMANDS))
         client.close()
 
-    started = time.monotonic()
+    cpu0, started = time.process_time(), time.monotonic()
     with ThreadPoolExecutor(max_workers=forks) as pool:
         list(pool.map(one, names))
-    return time.monotonic() - started
+    return time.monotonic() - started, time.process_time() - cpu0
 
 
-def nightowl_sweep(fleet: Fleet, names: list[str], forks: int, out: Path) -> tuple[float, float, int]:
+def nightowl_sweep(fleet: Fleet, names: list[str], forks: int, out: Path) -> tuple[float, float, int, int]:
     from click.testing import CliRunner
 
     from nightowl.cli.main import main
@@ -92,43 +112,101 @@ def nightowl_sweep(fleet: Fleet, names: list[str], forks: int, out: Path) -> tup
         str(out / "bundles"),
     ]
     cpu0, started = time.process_time(), time.monotonic()
-    result = CliRunner().invoke(main, args)
+    with _timed_bundle_finish() as finish:
+        result = CliRunner().invoke(main, args)
     wall, cpu = time.monotonic() - started, time.process_time() - cpu0
+    FINISH_SECONDS.append(finish[0])
     import json
 
-    hosts = json.loads(result.output)["hosts"]
+    hosts = json.loads(result.stdout)["hosts"]
     healthy = sum(1 for h in hosts if (h.get("verdict") or {}).get("id") == "healthy")
-    return wall, cpu, healthy
+    unreachable = sum(1 for h in hosts if h["status"] == "unreachable")
+    return wall, cpu, healthy, unreachable
+
+
+FINISH_SECONDS: list[float] = []  # per sweep: the bundle's last step (verdicts, manifest, `unreachable` files)
+
+
+@contextlib.contextmanager
+def _timed_bundle_finish() -> Iterator[list[float]]:
+    """Time BundleWriter.finish (serial, after every host is done) to show where a sweep's time goes."""
+    from nightowl.engine.bundle import BundleWriter
+
+    spent = [0.0]
+    real = BundleWriter.finish
+
+    def finish(self: Any, *args: Any, **kwargs: Any) -> Any:
+        started = time.monotonic()
+        try:
+            return real(self, *args, **kwargs)
+        finally:
+            spent[0] += time.monotonic() - started
+
+    BundleWriter.finish = finish  # type: ignore[method-assign]
+    try:
+        yield spent
+    finally:
+        BundleWriter.finish = real  # type: ignore[method-assign]
+
+
+def spread(reachable: list[str], dead: list[str]) -> list[str]:
+    """The dead addresses spread evenly among the live ones, as failed nodes sit in a real fleet."""
+    total = len(reachable) + len(dead)
+    order = sorted(
+        [((i + 0.5) / len(reachable), name) for i, name in enumerate(reachable)]
+        + [((i + 0.5) / max(1, len(dead)), name) for i, name in enumerate(dead)]
+    )
+    assert len(order) == total
+    return [name for _, name in order]
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--hosts", type=int, default=64)
+    parser.add_argument("--hosts", type=int, default=64, help="reachable hosts (real sshd on loopback)")
+    parser.add_argument("--unreachable", type=int, default=0, help="addresses with nothing listening")
     parser.add_argument("--forks", type=int, default=64)
     parser.add_argument("--repeat", type=int, default=3)
     args = parser.parse_args()
     recorded = ROOT / "fixtures" / "hosts" / "healthy-l40s"
-    names = [f"node-{i:03d}" for i in range(args.hosts)]
+    names = [f"node-{i:04d}" for i in range(args.hosts)]
+    dead = [f"dead-{i:04d}" for i in range(args.unreachable)]
+    inventory = spread(names, dead)
+    total = len(inventory)
+    runs: dict[str, list[float]] = {k: [] for k in ("bare", "bare_all", "sweep", "cpu_bare", "cpu_sweep")}
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
-        with Fleet(root / "fleet", dict.fromkeys(names, recorded)) as fleet:
+        hosts = {**dict.fromkeys(names, recorded), **dict.fromkeys(dead, Fault.REFUSED)}
+        with Fleet(root / "fleet", hosts) as fleet:
             for name in names:
                 fleet.set_output(name, "nvidia-smi", sleep=0.4)
-            bare_times, sweep_times, cpu_per_host = [], [], []
             for round_ in range(args.repeat):
-                bare_times.append(bare_pool(fleet, names, args.forks))
+                wall, cpu = bare_pool(fleet, names, args.forks)
+                runs["bare"].append(wall)
+                runs["cpu_bare"].append(cpu / len(names))
+                if dead:
+                    runs["bare_all"].append(bare_pool(fleet, inventory, args.forks)[0])
                 out = root / f"run-{round_}"
                 out.mkdir()
-                wall, cpu, healthy = nightowl_sweep(fleet, names, args.forks, out)
+                wall, cpu, healthy, unreachable = nightowl_sweep(fleet, inventory, args.forks, out)
                 assert healthy == len(names), f"only {healthy}/{len(names)} hosts healthy"
-                sweep_times.append(wall)
-                cpu_per_host.append(cpu / len(names))
-    bare, swept = statistics.median(bare_times), statistics.median(sweep_times)
-    print(f"hosts={args.hosts} forks={args.forks} repeat={args.repeat} (medians)")
-    print(f"bare paramiko pool : {bare:.2f} s  (runs: {', '.join(f'{t:.2f}' for t in bare_times)})")
-    print(f"nightowl sweep     : {swept:.2f} s  (runs: {', '.join(f'{t:.2f}' for t in sweep_times)})")
-    print(f"ratio              : {swept / bare:.2f}x  (target <= 1.2x)")
-    print(f"nightowl CPU / host: {statistics.median(cpu_per_host) * 1000:.1f} ms")
+                assert unreachable == len(dead), f"{unreachable}/{len(dead)} unreachable"
+                runs["sweep"].append(wall)
+                runs["cpu_sweep"].append(cpu / total)
+    med = {k: statistics.median(v) for k, v in runs.items() if v}
+    print(f"hosts={total} ({len(names)} reachable, {len(dead)} refused) forks={args.forks} repeat={args.repeat}")
+    print(f"bare paramiko pool, reachable hosts : {med['bare']:.2f} s  (runs: {_list(runs['bare'])})")
+    if dead:
+        print(f"bare paramiko pool, every host      : {med['bare_all']:.2f} s  (runs: {_list(runs['bare_all'])})")
+    print(f"nightowl sweep, every host          : {med['sweep']:.2f} s  (runs: {_list(runs['sweep'])})")
+    finish = statistics.median(FINISH_SECONDS)
+    print(f"  of which bundle finish (serial)   : {finish:.2f} s  (verdicts, manifest, one file per unreachable host)")
+    print(f"ratio sweep / bare (reachable)      : {med['sweep'] / med['bare']:.2f}x  (target <= 1.2x)")
+    print(f"CPU per reachable host, bare pool   : {med['cpu_bare'] * 1000:.1f} ms")
+    print(f"CPU per inventory host, nightowl    : {med['cpu_sweep'] * 1000:.1f} ms")
+
+
+def _list(values: list[float]) -> str:
+    return ", ".join(f"{v:.2f}" for v in values)
 
 
 if __name__ == "__main__":

@@ -34,15 +34,15 @@ def test_nightowl_yaml(empty_config: Path) -> None:
     hosts = load("fleet.yaml", empty_config)
     assert list(hosts) == [
         "gpu-01",
-        "ssh://root@gpu-02:2222?jump=bastion",
-        "admin@gpu-03:2200",
+        "gpu-02",  # a spec string is named after its host, not the whole spec
+        "gpu-03",
         "gpu-04",
         "gpu-05",
         "local",
     ]
     assert summary(hosts["gpu-01"]) == ("ssh", "gpu-01", 22, "ops", None, None, ())
     # a spec string keeps what it says over `defaults:`
-    assert summary(hosts["ssh://root@gpu-02:2222?jump=bastion"]) == (
+    assert summary(hosts["gpu-02"]) == (
         "ssh",
         "gpu-02",
         2222,
@@ -51,7 +51,7 @@ def test_nightowl_yaml(empty_config: Path) -> None:
         None,
         (),
     )
-    assert summary(hosts["admin@gpu-03:2200"])[:4] == ("ssh", "gpu-03", 2200, "admin")
+    assert summary(hosts["gpu-03"])[:4] == ("ssh", "gpu-03", 2200, "admin")
     assert summary(hosts["gpu-04"]) == ("ssh", "10.0.4.4", 2204, "ops", None, "h100-sxm", ())
     assert hosts["gpu-04"].labels == {"site": "ams1", "rack": "r12", "sku": "h100"}
     assert summary(hosts["gpu-05"]) == (
@@ -134,14 +134,80 @@ def test_names_resolve_through_ssh_config(tmp_path: Path) -> None:
     config = tmp_path / "ssh_config"
     config.write_text("Host gpu-01\n  HostName 10.7.0.1\n  User fleet\n  ProxyJump bastion\n")
     inventory = tmp_path / "inv.yaml"
-    inventory.write_text("hosts:\n  - gpu-01\n  - {name: gpu-01-root, address: gpu-01, user: root}\n")
+    inventory.write_text("hosts:\n  - gpu-01\n  - {name: gpu-01-root, address: gpu-01, user: root, port: 2222}\n")
     first, second = load_inventory(inventory, config)
     assert (first.hostname, first.user, first.jump and first.jump.hostname) == (
         "10.7.0.1",
         "fleet",
         "bastion",
     )
-    assert (second.name, second.hostname, second.user) == ("gpu-01-root", "10.7.0.1", "root")
+    assert (second.name, second.hostname, second.user, second.port) == ("gpu-01-root", "10.7.0.1", "root", 2222)
+
+
+def test_ansible_inventory_list_json_matches_the_inventories_it_came_from(empty_config: Path) -> None:
+    """Real `ansible-inventory --list` outputs (fixtures/inventory/SOURCE.md): merged hostvars, and
+    `--export` with group vars left in the groups; both give the hosts their source gives."""
+    for source, listed in (
+        ("ansible-hosts.ini", "ansible-inventory-list.json"),
+        ("ansible-hosts.yaml", "ansible-inventory-list-export.json"),
+    ):
+        expected, got = load(source, empty_config), load(listed, empty_config)
+        assert list(got) == list(expected), listed  # `all`'s children first, depth first: the source's order
+        for name, host in expected.items():
+            assert summary(got[name]) == summary(host), (listed, name)
+            assert (got[name].labels, got[name].kind) == (host.labels, host.kind), (listed, name)
+
+
+def test_dynamic_inventory_script_json(tmp_path: Path, empty_config: Path) -> None:
+    """The script conventions' forms: a group as a bare host list, `_meta.hostvars`, children."""
+    path = tmp_path / "inventory.json"
+    path.write_text(
+        """{
+  "gpu": ["gpu-01", "gpu-02"],
+  "bastioned": {"hosts": ["gpu-02"], "vars": {"ansible_ssh_common_args": "-J ops@bastion:2222"}},
+  "racks": {"children": ["gpu"], "vars": {"ansible_user": "fleet", "nightowl_labels": {"site": "ams1"}}},
+  "_meta": {"hostvars": {"gpu-01": {"ansible_host": "10.0.0.1", "ansible_port": 2201}}}
+}
+"""
+    )
+    hosts = {h.name: h for h in load_inventory(path, empty_config)}
+    assert list(hosts) == ["gpu-01", "gpu-02"]
+    assert summary(hosts["gpu-01"]) == ("ssh", "10.0.0.1", 2201, "fleet", None, None, ("gpu", "racks"))
+    assert summary(hosts["gpu-02"]) == (
+        "ssh",
+        "gpu-02",
+        22,
+        "fleet",
+        ("ops", "bastion", 2222),
+        None,
+        ("bastioned", "gpu", "racks"),
+    )
+    assert hosts["gpu-02"].labels == {"site": "ams1"}
+    assert [h.name for h in limit(list(hosts.values()), "group=bastioned")] == ["gpu-02"]
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ('{"gpu": {"hosts": ["a"],}}\n', ":1: invalid JSON"),
+        ('{\n "gpu": {\n  "hosts": "a"\n }\n}\n', ":3: group 'gpu': hosts must be a list"),
+        ('{\n "gpu": {\n  "host": ["a"]\n }\n}\n', ":2: group 'gpu': unknown key 'host'"),
+        ('{\n "gpu": 7\n}\n', ":2: group 'gpu' must be an object or a list of hosts"),
+        ('{"gpu": ["a"], "_meta": {"hostvars": []}}', ":1: _meta.hostvars must be an object"),
+        ('{\n "gpu": ["a"],\n "_meta": {"hostvars": {"a": {"ansible_port": "ssh"}}}\n}', "port 'ssh'"),
+        (
+            '{\n "all": {"children": ["gpu"]},\n "gpu": {"hosts": ["a", "b"]},\n'
+            ' "_meta": {"hostvars": {"a": {"ansible_host": "10.0.0.1"}, "b": {"ansible_host": "10.0.0.1"}}}\n}',
+            "'b' is the same machine as 'a'",
+        ),
+    ],
+)
+def test_json_inventory_errors_name_file_and_line(tmp_path: Path, empty_config: Path, text: str, message: str) -> None:
+    path = tmp_path / "inv.json"
+    path.write_text(text)
+    with pytest.raises(InventoryError) as caught:
+        load_inventory(path, empty_config)
+    assert str(caught.value).startswith(str(path)) and message in str(caught.value)
 
 
 @pytest.mark.parametrize(
@@ -183,6 +249,53 @@ def test_structural_errors(tmp_path: Path, empty_config: Path, text: str, messag
         load_inventory(path, empty_config)
 
 
+@pytest.mark.parametrize(
+    ("text", "line", "first"),
+    [
+        # issue: `ssh://root@gpu-01`, `root@gpu-01:22` and `gpu-01` are one machine
+        ("hosts:\n  - ssh://root@gpu-01\n  - root@gpu-01:22\n  - gpu-01\n", 3, "'gpu-01' (line 2)"),
+        ("hosts:\n  - gpu-01\n  - {name: other, address: GPU-01.}\n", 3, "'gpu-01' (line 2)"),
+        ("hosts:\n  - local\n  - {name: me, address: local}\n", 3, "'local' (line 2)"),
+        (
+            "[a]\ngpu-01 ansible_host=10.0.0.1\n[b]\ngpu-1 ansible_host=10.0.0.1 ansible_port=22\n",
+            4,
+            "'gpu-01' (line 2)",
+        ),
+    ],
+)
+def test_one_machine_listed_twice_is_reported(
+    tmp_path: Path, empty_config: Path, text: str, line: int, first: str
+) -> None:
+    path = tmp_path / "inv"
+    path.write_text(text)
+    with pytest.raises(InventoryError) as caught:
+        load_inventory(path, empty_config)
+    assert str(caught.value).startswith(f"{path}:{line}: ")
+    assert f"is the same machine as {first}" in str(caught.value)
+
+
+def test_the_same_host_on_other_ports_or_behind_other_jumps_is_another_machine(
+    tmp_path: Path, empty_config: Path
+) -> None:
+    path = tmp_path / "inv.yaml"
+    path.write_text(
+        "hosts:\n  - ssh://root@10.0.0.5:2201\n  - root@10.0.0.5:2202\n  - 10.0.0.5?\n"
+        "  - ssh://10.0.0.5?jump=bastion-a\n  - ssh://10.0.0.5?jump=bastion-b\n  - ssh://gpu-09:2222?jump=b\n"
+    )
+    with pytest.raises(InventoryError):  # `10.0.0.5?` is no host name
+        load_inventory(path, empty_config)
+    path.write_text(path.read_text().replace("  - 10.0.0.5?\n", ""))
+    hosts = load_inventory(path, empty_config)
+    assert [h.name for h in hosts] == [
+        "10.0.0.5:2201",
+        "10.0.0.5:2202",
+        "ssh://10.0.0.5?jump=bastion-a",  # same host and port: only the spec as written tells them apart
+        "ssh://10.0.0.5?jump=bastion-b",
+        "gpu-09",
+    ]
+    assert [h.port for h in hosts] == [2201, 2202, 22, 22, 2222]
+
+
 def test_missing_file(tmp_path: Path) -> None:
     with pytest.raises(InventoryError, match="cannot read inventory"):
         load_inventory(tmp_path / "nope.yaml")
@@ -206,11 +319,8 @@ def test_limit_by_name_label_group_and_exclusion(empty_config: Path) -> None:
     assert names(limit(fleet, "sku=h100")) == ["gpu-04"]
     assert names(limit(fleet, "rack=r1*")) == ["gpu-04", "gpu-05"]
     assert names(limit(fleet, "profile=a100*")) == ["gpu-05"]
-    assert names(limit(fleet, "site=ams1,!gpu-0[1-4]")) == [
-        "ssh://root@gpu-02:2222?jump=bastion",
-        "admin@gpu-03:2200",
-        "gpu-05",
-    ]
+    assert names(limit(fleet, "site=ams1,!gpu-0[1-3]")) == ["gpu-04", "gpu-05"]
+    assert names(limit(fleet, "site=ams1,!gpu-0[1-4]")) == ["gpu-05"]
     assert names(limit(ansible, "group=a100")) == ["gpu-a100-a"]
     assert names(limit(ansible, "h100,!gpu-h100-0[12]")) == ["gpu-h100-03", "gpu-h100-09"]
     assert names(limit(ansible, "!gpu")) == ["login-01"]

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from nightowl.cli.common import PARAM_OPTION, limit_options
+from nightowl.cli.common import LOG_FORMAT_OPTION, PARAM_OPTION, limit_options
 from nightowl.cli.exit import EXIT_HELP
 from nightowl.cli.sweep_cmd import (
     RUNBOOK_OPTION,
@@ -26,6 +26,7 @@ from nightowl.cli.sweep_cmd import (
 @TEXTFILE_OPTION
 @limit_options
 @SWEEP_OUT_OPTION
+@LOG_FORMAT_OPTION
 @click.pass_context
 def check(
     ctx: click.Context,
@@ -37,8 +38,13 @@ def check(
     command_timeout: float | None,
     host_timeout: float | None,
     out_dir: Path | None,
+    log_format: str,
 ) -> None:
-    """Check this node only (`sweep --local`): for a DaemonSet, a cron job or Slurm's HealthCheckProgram."""
+    """Check this node only (`sweep --local`): for a DaemonSet, a cron job or Slurm's HealthCheckProgram.
+
+    Logs one line per check to stderr: JSON lines (level, node, runbook, verdict) unless stderr
+    is a terminal or --log-format text (then the report itself is the log).
+    """
     ctx.invoke(
         sweep,
         inventory=None,
@@ -59,4 +65,5 @@ def check(
         command_timeout=command_timeout,
         host_timeout=host_timeout,
         out_dir=out_dir,
+        log_format=log_format,
     )

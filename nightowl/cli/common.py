@@ -135,6 +135,25 @@ PARAM_OPTION = click.option(
     metavar="KEY=VALUE",
     help="runbook parameter (text, converted to the type the runbook declares)",
 )
+LOG_FORMAT_OPTION = click.option(
+    "--log-format",
+    type=click.Choice(["auto", "json", "text"]),
+    default="auto",
+    show_default=True,
+    help="stderr log lines: JSON lines (level, node, runbook, verdict) or text; auto: text on a terminal",
+)
+
+
+def stderr_logger(choice: str, logger: str) -> Callable[[str], None]:
+    """Log lines to stderr in the chosen format (nightowl/logline.py)."""
+    import sys
+
+    from nightowl.logline import render, resolve_format
+
+    fmt = resolve_format(choice, sys.stderr)
+    return lambda line: click.echo(render(line, fmt, logger), err=True)
+
+
 INVASIVE_OPTION = click.option(
     "--allow-invasive", is_flag=True, help="also run collectors that load GPUs or the network"
 )

@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import signal
-import time
 from pathlib import Path
 from typing import Any
 
 import click
 
-from nightowl.cli.common import out_option
+from nightowl.cli.common import LOG_FORMAT_OPTION, out_option
 from nightowl.cli.exit import fail
 
 
@@ -30,7 +29,8 @@ def _listen(text: str) -> tuple[str, int]:
 )
 @click.option("--listen", help="HOST:PORT to listen on (default: the config's, else 127.0.0.1:9797)")
 @out_option("where bundles go (default: the config's `out`)")
-def serve(config_path: Path, listen: str | None, out_dir: Path | None) -> None:
+@LOG_FORMAT_OPTION
+def serve(config_path: Path, listen: str | None, out_dir: Path | None, log_format: str) -> None:
     """Receive Alertmanager and PagerDuty v3 webhooks and capture evidence at once.
 
     \b
@@ -55,7 +55,11 @@ def serve(config_path: Path, listen: str | None, out_dir: Path | None) -> None:
     With `notify:` in the config, each capture's verdict (or what prevented one) and its
     draft's link are posted to a PagerDuty incident note, a chat webhook and/or a JSON
     webhook, retried with backoff on a thread of their own (docs/receiver.md).
+    Log lines go to stderr, as JSON lines (level, node, runbook, verdict, ...)
+    unless stderr is a terminal or --log-format text.
     """
+    from nightowl.cli.common import stderr_logger
+    from nightowl.logline import LogLine
     from nightowl.receiver.config import ConfigError, load_config
     from nightowl.receiver.http import make_server
     from nightowl.receiver.queue import JOURNAL, STOP_GRACE, Receiver
@@ -65,7 +69,8 @@ def serve(config_path: Path, listen: str | None, out_dir: Path | None) -> None:
     except ConfigError as exc:
         fail(str(exc))
     host, port = _listen(listen or config.listen)
-    receiver = Receiver(config, log=lambda line: click.echo(f"{time.strftime('%H:%M:%S')} {line}", err=True))
+    log = stderr_logger(log_format, "nightowl.serve")
+    receiver = Receiver(config, log=log)
     server = make_server(receiver, host, port)
     receiver.start()
 
@@ -73,21 +78,22 @@ def serve(config_path: Path, listen: str | None, out_dir: Path | None) -> None:
         raise KeyboardInterrupt
 
     signal.signal(signal.SIGTERM, stop)
-    click.echo(
+    log(
         f"nightowl serve: listening on http://{host}:{server.server_address[1]}/ "
-        f"({config.workers} worker(s), queue {config.queue_size}); bundles in {config.out_dir}",
-        err=True,
+        f"({config.workers} worker(s), queue {config.queue_size}); bundles in {config.out_dir}"
     )
     try:
         server.serve_forever(poll_interval=0.5)
     except KeyboardInterrupt:
-        click.echo(f"nightowl serve: stopping; running captures get {STOP_GRACE:.0f}s to finish", err=True)
+        log(f"nightowl serve: stopping; running captures get {STOP_GRACE:.0f}s to finish")
     finally:
         server.server_close()
         left = receiver.stop()
     if left:
-        click.echo(
-            f"nightowl serve: {left} capture(s) left queued in {config.out_dir / JOURNAL}; "
-            "the next `nightowl serve` on this out resumes them",
-            err=True,
+        log(
+            LogLine(
+                f"nightowl serve: {left} capture(s) left queued in {config.out_dir / JOURNAL}; "
+                "the next `nightowl serve` on this out resumes them",
+                level="warning",
+            )
         )

@@ -23,7 +23,7 @@ from nightowl.cli.common import (
     out_option,
     ssh_options,
 )
-from nightowl.cli.exit import EXIT_HELP, fail, status_for
+from nightowl.cli.exit import EXIT_HELP, ExitStatus, fail, status_for
 
 RUNBOOK_OPTION = click.option("--runbook", default="node-health", show_default=True)
 SINCE_OPTION = click.option(
@@ -48,7 +48,7 @@ SWEEP_OUT_OPTION = out_option(f"where the sweep bundle goes [default: {DEFAULT_O
 @click.option(
     "--inventory",
     type=click.Path(exists=True, dir_okay=False, path_type=Path),
-    help="YAML host list, or an Ansible INI/YAML inventory as it is",
+    help="YAML host list, an Ansible INI/YAML inventory as it is, or `ansible-inventory --list` JSON",
 )
 @click.option("--local", "local_only", is_flag=True, help="run on this node only (as `nightowl check`)")
 @RUNBOOK_OPTION
@@ -77,6 +77,7 @@ def sweep(
     command_timeout: float | None,
     host_timeout: float | None,
     out_dir: Path | None,
+    log_format: str | None = None,  # `nightowl check` only: its log lines (nightowl/logline.py)
 ) -> None:
     """Run a runbook on every host of an inventory, concurrently, into one bundle.
 
@@ -98,11 +99,45 @@ def sweep(
         values["since"] = since
     limits = {"command_timeout": command_timeout, "host_timeout": host_timeout}
     summary = _run(loaded, transports, values, out_dir or DEFAULT_OUT, allow_invasive, forks, fmt, limits)
+    sys.exit(int(_finish(summary, textfile, log_format)))
+
+
+def _finish(summary: dict[str, Any], textfile: Path | None, log_format: str | None) -> ExitStatus:
+    """The report is printed; evidence or a textfile that could not be written is a failure (exit 2,
+    with the reason on stderr), never a traceback and never a half-written file."""
+    problems = [summary["bundle_error"]] if summary.get("bundle_error") else []
     if textfile:
         from nightowl.fleet.textfile import write_textfile
 
-        write_textfile(textfile, summary)  # atomic: node-exporter never reads a half-written file
-    sys.exit(int(status_for(summary["hosts"])))
+        try:
+            write_textfile(textfile, summary)  # atomic: node-exporter never reads a half-written file
+        except OSError as exc:
+            problems.append(f"cannot write the textfile {textfile}: {exc.strerror or exc}")
+    from nightowl.logline import resolve_format
+
+    if log_format is not None and resolve_format(log_format, sys.stderr) == "json":
+        _log_hosts(summary, problems)
+    else:  # on a terminal the report itself is the log
+        for problem in problems:
+            click.echo(f"nightowl: {problem}", err=True)
+    return ExitStatus.USAGE if problems else status_for(summary["hosts"])
+
+
+def _log_hosts(summary: dict[str, Any], problems: list[str]) -> None:
+    """`check`'s log: one line per node (its verdict, or why there is none), then what failed."""
+    from nightowl.cli.common import stderr_logger
+    from nightowl.logline import LogLine, verdict_level
+
+    log = stderr_logger("json", "nightowl.check")
+    runbook = summary["runbook"]
+    for host in summary["hosts"]:
+        verdict = host.get("verdict") or {}
+        said = f"{verdict.get('id')} -> {verdict.get('action')}" if verdict else f"no verdict: {host.get('error')}"
+        fields = {"node": host["host"], "runbook": runbook, "status": host["status"], "bundle": summary["bundle"]}
+        fields.update(verdict=verdict.get("id"), action=verdict.get("action"), reason=host.get("error"))
+        log(LogLine(f"{host['host']} {runbook}: {said}", level=verdict_level(host["status"], verdict), **fields))
+    for problem in problems:
+        log(LogLine(f"nightowl: {problem}", level="error", runbook=runbook))
 
 
 def _local_transports() -> dict[str, Any]:

@@ -7,7 +7,12 @@ Three formats, read as they are:
   optional ``defaults:`` mapping of the same keys (except name/address);
 * Ansible YAML (``all: {hosts: ..., children: ..., vars: ...}``) and
 * Ansible INI (``[group]``, ``[group:vars]``, ``[group:children]``), because many GPU teams
-  already keep one. ``ansible_host``/``_port``/``_user``/``_ssh_private_key_file`` and a
+  already keep one, and
+* Ansible's inventory JSON: what ``ansible-inventory -i SOURCE --list [--export]`` prints and
+  dynamic inventory scripts return (groups with ``hosts``/``children`` lists and ``vars``, or
+  a bare host list; ``_meta.hostvars`` per host), so cloud plugins and group_vars work without
+  importing Ansible (docs.ansible.com, "Developing dynamic inventory": inventory script
+  conventions, and ``ansible-inventory --help``). ``ansible_host``/``_port``/``_user``/``_ssh_private_key_file`` and a
   ``-J``/``ProxyJump`` in ``ansible_ssh_common_args`` are honoured; group membership becomes
   ``HostSpec.groups`` (selected with ``group=NAME``); ``nightowl_profile`` and
   ``nightowl_labels`` set the profile and labels. Host ranges (``gpu-[01:16]``) expand.
@@ -21,13 +26,14 @@ from __future__ import annotations
 import ast
 import re
 import shlex
+from collections import Counter
 from dataclasses import dataclass, field, replace
 from fnmatch import fnmatchcase
 from pathlib import Path
 from typing import Any
 
 from nightowl.engine.yamlines import YamlError, line_of, load_with_lines
-from nightowl.transports.hostspec import HostSpec, local_spec, parse_host_spec
+from nightowl.transports.hostspec import HostSpec, local_spec, parse_host_spec, written_host
 
 MAPPING_KEYS = frozenset({"name", "address", "port", "user", "labels", "profile", "jump", "identity_file"})
 DEFAULT_KEYS = MAPPING_KEYS - {"name", "address"}
@@ -74,6 +80,8 @@ def load_inventory(path: Path, ssh_config: Path | None = None) -> list[HostSpec]
     where = _Where(path)
     if _looks_like_ini(text):
         return _resolve_entries(_ansible_ini(text, where), where, ssh_config)
+    if text.lstrip().startswith("{"):
+        return _resolve_entries(_ansible_json(_json_document(text, where), where), where, ssh_config)
     try:
         data, where.lines = load_with_lines(text)
     except YamlError as exc:
@@ -84,6 +92,8 @@ def load_inventory(path: Path, ssh_config: Path | None = None) -> list[HostSpec]
         entries = _ansible_ini(text, where)
     elif isinstance(data, dict) and isinstance(data.get("hosts"), list):
         return _nightowl_yaml(data, where, ssh_config)
+    elif isinstance(data, dict) and "_meta" in data:
+        entries = _ansible_json(data, where)
     elif isinstance(data, dict) and data:
         entries = _ansible_yaml(data, where)
     else:
@@ -181,10 +191,13 @@ def _nightowl_yaml(data: dict[str, Any], where: _Where, ssh_config: Path | None)
     if bad:
         raise InventoryError(where.at(where.line("defaults", bad[0]), f"unknown default {bad[0]!r}"))
     specs: list[HostSpec] = []
+    lines: list[int | None] = []
+    written: dict[int, str] = {}  # index -> the spec string of an entry named after its host
     for index, item in enumerate(data["hosts"]):
         line = where.line("hosts", index)
         if isinstance(item, str):
-            values = {**defaults, "address": item, "name": item, "_spec": True}
+            values = {**defaults, "address": item, "name": _host_of(item), "_spec": True}
+            written[index] = item
         elif isinstance(item, dict):
             bad = sorted(set(item) - MAPPING_KEYS)
             if bad:
@@ -194,12 +207,41 @@ def _nightowl_yaml(data: dict[str, Any], where: _Where, ssh_config: Path | None)
             labels = {**_mapping(defaults, "labels", where, line), **_mapping(item, "labels", where, line)}
             values = {**defaults, **item, "labels": labels}
             values.setdefault("address", values.get("name"))
-            values["name"] = str(values.get("name") or values["address"])
+            if not values.get("name"):
+                values["name"] = _host_of(str(values["address"]))
+                written[index] = str(values["address"])
+            values["name"] = str(values["name"])
         else:
             raise InventoryError(where.at(line, f"a host is a spec string or a mapping, not {type(item).__name__}"))
         specs.append(_build(_Entry(values["name"], line, values), where, ssh_config))
-    _no_duplicates(specs, [where.line("hosts", i) for i in range(len(specs))], where)
+        lines.append(line)
+    _no_same_machine(specs, lines, where)
+    specs = _unique_names(specs, written)
+    _no_duplicates(specs, lines, where)
     return specs
+
+
+def _host_of(spec: str) -> str:
+    """An entry without a name is named after the host its spec names (not the whole spec); a
+    malformed spec keeps its text here and is reported, with its line, when it is parsed."""
+    try:
+        return written_host(spec)
+    except ValueError:
+        return spec
+
+
+def _unique_names(specs: list[HostSpec], written: dict[int, str]) -> list[HostSpec]:
+    """Two different machines written with the same host (``h:2201``, ``h:2202``) get ``host:port``
+    names, or their specs as written when even that collides. A name the inventory gave is never
+    changed: one that a spec's host repeats stays a duplicate, reported by ``_no_duplicates``."""
+    names = [spec.name for spec in specs]
+    derived = Counter(names[index] for index in written)
+    clashing = {index: f"{names[index]}:{specs[index].port}" for index in written if derived[names[index]] > 1}
+    kept = Counter(name for index, name in enumerate(names) if index not in clashing)
+    with_port = Counter(clashing.values())
+    for index, candidate in clashing.items():
+        names[index] = written[index] if with_port[candidate] > 1 or kept[candidate] else candidate
+    return [replace(spec, name=name) for spec, name in zip(specs, names, strict=True)]
 
 
 # ---------------------------------------------------------------------------- Ansible
@@ -305,6 +347,76 @@ def _ini_line(
     _add_hosts(group, pattern, host_vars, number, where)
 
 
+def _json_document(text: str, where: _Where) -> Any:
+    """JSON (an error names its line); lines for later messages from the YAML reader when it can."""
+    import json
+
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise InventoryError(where.at(exc.lineno, f"invalid JSON: {exc.msg} (column {exc.colno})")) from None
+    try:
+        where.lines = load_with_lines(text)[1]
+    except YamlError:
+        where.lines = {}
+    return data
+
+
+def _ansible_json(data: Any, where: _Where) -> list[_Entry]:
+    """Groups in the order ``all`` lists its children (depth first), then any other group."""
+    if isinstance(data, dict) and isinstance(data.get("hosts"), list):
+        raise InventoryError(where.at(1, "a JSON inventory is Ansible's (groups and _meta), not `hosts:`"))
+    if not isinstance(data, dict):
+        raise InventoryError(where.at(1, "expected a JSON object of groups (ansible-inventory --list)"))
+    meta = data.get("_meta") or {}
+    hostvars = meta.get("hostvars") if isinstance(meta, dict) else None
+    if not isinstance(hostvars, dict | None):
+        raise InventoryError(where.at(where.line("_meta"), "_meta.hostvars must be an object of host: vars"))
+    groups: dict[str, _Group] = {}
+    order: list[str] = []
+
+    def visit(name: str) -> None:
+        if name in order or name == "_meta" or name not in data:
+            return
+        order.append(name)
+        body = data[name]
+        for child in body.get("children") or [] if isinstance(body, dict) else []:
+            visit(str(child))
+
+    for name in ["all", *data]:
+        visit(name)
+    groups.update((name, _Group(line=where.line(name))) for name in order)  # hosts come out in this order
+    for name in order:
+        _json_group(name, data[name], groups, hostvars or {}, where)
+    return _flatten_groups(groups, where)
+
+
+def _json_group(name: str, body: Any, groups: dict[str, _Group], hostvars: dict[str, Any], where: _Where) -> None:
+    body = {"hosts": body} if isinstance(body, list) else body  # the pre-1.0 form: a bare host list
+    line = where.line(name)
+    if not isinstance(body, dict):
+        raise InventoryError(where.at(line, f"group {name!r} must be an object or a list of hosts"))
+    unknown = sorted(set(body) - {"hosts", "children", "vars"})
+    if unknown:
+        raise InventoryError(where.at(line, f"group {name!r}: unknown key {unknown[0]!r} (hosts, children, vars)"))
+    for section, kind in (("hosts", list), ("children", list), ("vars", dict)):
+        if body.get(section) is not None and not isinstance(body[section], kind):
+            raise InventoryError(
+                where.at(where.line(name, section) or line, f"group {name!r}: {section} must be a {kind.__name__}")
+            )
+    group = groups.setdefault(name, _Group(line=line))
+    group.vars.update(body.get("vars") or {})
+    for index, host in enumerate(body.get("hosts") or []):
+        host_line = where.line(name, "hosts", index) or line
+        own = hostvars.get(str(host)) or {}
+        if not isinstance(host, str) or not isinstance(own, dict):
+            raise InventoryError(where.at(host_line, f"group {name!r}: host {host!r} must be a name with vars"))
+        group.hosts.setdefault(host, _Entry(host, host_line)).values.update(own)
+    for child in body.get("children") or []:
+        group.children.append(str(child))
+        groups.setdefault(str(child), _Group(line=line))
+
+
 def _ini_value(value: str) -> str:
     """Ansible reads a quoted INI value as the string inside the quotes."""
     if len(value) >= 2 and value[0] == value[-1] and value[0] in "'\"":
@@ -404,6 +516,7 @@ def _resolve_entries(entries: list[_Entry], where: _Where, ssh_config: Path | No
             values["jump"] = _jump_from_ssh_args(values["ssh_args"])
         spec = _build(_Entry(entry.name, entry.line, values), where, ssh_config)
         specs.append(replace(spec, groups=tuple(entry.groups)))
+    _no_same_machine(specs, [entry.line for entry in entries], where)
     return specs
 
 
@@ -468,6 +581,31 @@ def _labels(values: dict[str, Any], entry: _Entry, where: _Where) -> dict[str, s
     if not isinstance(labels, dict):
         raise InventoryError(where.at(entry.line, f"host {entry.name!r}: labels must be a mapping of name: value"))
     return {str(k): "" if v is None else str(v) for k, v in labels.items()}
+
+
+def _machine(spec: HostSpec) -> tuple[Any, ...]:
+    """What a connection reaches: host (case-free) and port, through which jump hosts."""
+    if spec.is_local:
+        return ("local",)
+    return (spec.hostname.lower().rstrip("."), spec.port, _machine(spec.jump) if spec.jump else None)
+
+
+def _no_same_machine(specs: list[HostSpec], lines: list[int | None], where: _Where) -> None:
+    """``ssh://root@gpu-01``, ``root@gpu-01:22`` and ``gpu-01`` are one machine: swept twice, its
+    evidence would be counted twice under two names, so the inventory is refused, naming both lines."""
+    seen: dict[tuple[Any, ...], tuple[HostSpec, int | None]] = {}
+    for spec, line in zip(specs, lines, strict=True):
+        first = seen.setdefault(_machine(spec), (spec, line))
+        if first[0] is not spec:
+            where_first = f"line {first[1]}" if first[1] else "earlier"
+            target = "this node" if spec.is_local else spec.address
+            raise InventoryError(
+                where.at(
+                    line,
+                    f"host {spec.name!r} is the same machine as {first[0].name!r} ({where_first}): "
+                    f"both reach {target}; list it once",
+                )
+            )
 
 
 def _no_duplicates(specs: list[HostSpec], lines: list[int | None], where: _Where) -> None:

@@ -33,5 +33,8 @@ def fleet_table(summary: dict[str, Any]) -> str:
     for field, hosts in (summary.get("fleet") or {}).get("outliers", {}).items():
         if hosts:
             lines.append(f"differ from the rest on {field}: {', '.join(hosts)}")
-    lines.append(f"bundle: {summary['bundle']}")
+    if summary.get("bundle_error"):
+        lines.append(f"bundle: not written ({summary['bundle_error']})")
+    else:
+        lines.append(f"bundle: {summary['bundle']}")
     return "\n".join(lines)

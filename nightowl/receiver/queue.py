@@ -22,6 +22,7 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
+from nightowl.logline import LogLine, verdict_level
 from nightowl.receiver.capture import Capture, plan_capture, run_capture
 from nightowl.receiver.config import ServeConfig
 from nightowl.receiver.notify import Notifier, summary
@@ -65,7 +66,12 @@ class Receiver:
         if self.notifier is not None:
             self.notifier.start()
         for capture in self._resume:
-            self._log(f"{capture.alert.name}: resumed ({capture.runbook} on {capture.host}), queued before a restart")
+            self._log(
+                LogLine(
+                    f"{capture.alert.name}: resumed ({capture.runbook} on {capture.host}), queued before a restart",
+                    **_fields(capture, status="resumed"),
+                )
+            )
             self._queue.put(capture)
         self._resume = []
         for index in range(self.config.workers):
@@ -122,8 +128,11 @@ class Receiver:
             if admitted.status != "queued":
                 self._write(self._entry(admitted))
         self._log(
-            f"{admitted.alert.name} [{admitted.alert.status}] -> {admitted.status}"
-            + (f": {admitted.reason}" if admitted.reason else f" ({admitted.runbook} on {admitted.host})")
+            LogLine(
+                f"{admitted.alert.name} [{admitted.alert.status}] -> {admitted.status}"
+                + (f": {admitted.reason}" if admitted.reason else f" ({admitted.runbook} on {admitted.host})"),
+                **_fields(admitted, level="warning" if admitted.status == "not_captured" else "info"),
+            )
         )
         return admitted
 
@@ -158,9 +167,13 @@ class Receiver:
                 # Never a duplicate of a capture that did not happen: a redelivery gets its chance.
                 self._seen.pop(capture.alert.dedupe_key, None)
             self._write(self._entry(capture))
+        level = "error" if capture.status == "failed" else verdict_level(capture.host_status, capture.verdict)
         self._log(
-            f"{capture.alert.name} on {capture.host}: {capture.outcome()}"
-            + (f" ({capture.bundle})" if capture.bundle else "")
+            LogLine(
+                f"{capture.alert.name} on {capture.host}: {capture.outcome()}"
+                + (f" ({capture.bundle})" if capture.bundle else ""),
+                **_fields(capture, level=level, bundle=capture.bundle, host_status=capture.host_status),
+            )
         )
         if self.notifier is not None and capture.status in ("captured", "failed"):
             record = {**capture.to_json(), **{k: capture.manifest_alert()[k] for k in ("labels", "annotations")}}
@@ -172,7 +185,13 @@ class Receiver:
             capture.notifications = results
             if not self._closed:
                 self._write(self._entry(capture))
-        self._log(f"{capture.alert.name} on {capture.host}: notified {summary(results)}")
+        failed = any(r.get("status") != "sent" for r in results)
+        self._log(
+            LogLine(
+                f"{capture.alert.name} on {capture.host}: notified {summary(results)}",
+                **_fields(capture, level="warning" if failed else "info", status="notified"),
+            )
+        )
 
     def waiting(self) -> int:
         return self._queue.qsize()
@@ -237,3 +256,19 @@ class Receiver:
         with self._lock:
             items = list(self.recent)
         return [c.to_json() if isinstance(c, Capture) else c for c in reversed(items)]
+
+
+def _fields(capture: Capture, **extra: Any) -> dict[str, Any]:
+    """A capture's fields for JSON log lines (nightowl/logline.py): node, runbook, verdict, ..."""
+    verdict = capture.verdict or {}
+    fields = {
+        "node": capture.host,
+        "runbook": capture.runbook,
+        "alert": capture.alert.name,
+        "status": capture.status,
+        "verdict": verdict.get("id"),
+        "action": verdict.get("action"),
+        "reason": capture.reason,
+        "capture": capture.id,
+    }
+    return {**fields, **extra}

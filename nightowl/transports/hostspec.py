@@ -90,6 +90,19 @@ def parse_host_spec(text: str, ssh_config: Path | None = None) -> HostSpec:
     return _parse(text, ssh_config, depth=0)
 
 
+def written_host(text: str) -> str:
+    """The host a spec names, as written (``ssh://root@gpu-02:2222?jump=bastion`` -> ``gpu-02``).
+
+    What an inventory entry is called when it gives no name of its own: a label for tables,
+    textfiles and bundle folders, not a connection string. Raises ValueError for a malformed spec."""
+    written = text.strip()
+    if written.lower() in LOCAL_NAMES:
+        return written
+    host = str((_split_url(written) if "://" in written else _split_short(written))["host"])
+    _check_host(host, written)
+    return host
+
+
 def _parse(text: str, ssh_config: Path | None, depth: int) -> HostSpec:
     if not isinstance(text, str):
         raise ValueError(f"host spec must be text, got {type(text).__name__}")

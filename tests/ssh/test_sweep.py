@@ -130,3 +130,36 @@ def test_sweep_strict_host_keys_refuse_unknown_hosts(fleet: Fleet, tmp_path: Pat
     accepted = json.loads(CliRunner().invoke(main, [*base, "--accept-new"]).output)
     assert accepted["hosts"][0]["verdict"]["id"] == "healthy"
     assert empty.read_text().strip()  # the key was recorded
+
+
+def test_sweep_labels_spec_strings_by_their_host_everywhere(fleet: Fleet, tmp_path: Path) -> None:
+    """Issue: labels were raw specs (`ssh://root@gpu-02:2222?jump=bastion`) in every view."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    from nightowl.engine.bundle import host_dirname
+
+    bastion_ip, bastion_port = fleet.addresses["gpu-02"]
+    specs = [f"{fleet.spec('gpu-01')}?jump={fleet.user}@{bastion_ip}:{bastion_port}", fleet.spec("xid79")]
+    expected = [fleet.addresses["gpu-01"][0], fleet.addresses["xid79"][0]]
+    inventory = tmp_path / "specs.yaml"
+    inventory.write_text("hosts:\n" + "".join(f"  - {spec}\n" for spec in specs))
+    base = ["sweep", "--inventory", str(inventory), "--known-hosts", str(fleet.known_hosts)]
+    base += ["--ssh-config", str(fleet.ssh_config), "--identity", str(fleet.client_key), "--host-timeout", "20"]
+    textfile = tmp_path / "n.prom"
+    table = CliRunner().invoke(main, [*base, "--out", str(tmp_path / "t"), "--textfile", str(textfile)])
+    assert table.exit_code == 1, table.output
+    assert [line.split()[0] for line in table.output.splitlines()[1:3]] == expected
+    assert "ssh://" not in table.output
+    labels = {
+        s.labels["host"]
+        for family in text_string_to_metric_families(textfile.read_text())
+        for s in family.samples
+        if "host" in s.labels
+    }
+    assert labels == set(expected)
+    result = CliRunner().invoke(main, [*base, "--format", "json", "--out", str(tmp_path / "j")])
+    report = json.loads(result.stdout)
+    assert [h["host"] for h in report["hosts"]] == expected
+    assert [(h.get("verdict") or {}).get("id") for h in report["hosts"]] == ["healthy", "gpu-fell-off-bus"]
+    folders = sorted(p.name for p in Path(report["bundle"]).glob("hosts/*"))
+    assert folders == sorted(host_dirname(name) for name in expected)
