@@ -116,6 +116,8 @@ class BundleWriter:
         self.out_dir = Path(out_dir)
         self.final_path = self.out_dir / self.run_id
         self.tmp_path = self.out_dir / f".{self.run_id}.partial"
+        self._host_dirs: dict[str, Path] = {}
+        self._hosts_made: Path | None = None
         # A full disk or an unwritable --out must not cost the verdict: the run goes on without writing and
         # ``finish`` raises BundleNotWritten (with the runs) after removing what was half written.
         self.write_error: str | None = None
@@ -134,8 +136,20 @@ class BundleWriter:
             self._failed(exc)
 
     def host_dir(self, host: str) -> Path:
-        """The host's folder inside the bundle (``hosts/<host>/``), created on first use (0700)."""
-        return _private_dir(_private_dir(self.tmp_path / "hosts") / host_dirname(host))
+        """The host's folder inside the bundle (``hosts/<host>/``), created on first use (0700).
+
+        Made once per host and remembered: a sweep writes thousands of files, and re-creating and
+        re-chmodding ``hosts/`` for each was most of a 1,000-host bundle's finishing time."""
+        made = self._host_dirs.get(host)
+        if made is None:
+            made = _private_dir(self._hosts_root() / host_dirname(host))
+            self._host_dirs[host] = made
+        return made
+
+    def _hosts_root(self) -> Path:
+        if self._hosts_made is None:
+            self._hosts_made = _private_dir(self.tmp_path / "hosts")
+        return self._hosts_made
 
     def record_command(self, host: str, kind: str, result: CommandResult, keep_output: bool) -> str | None:
         """Write a command's output now; only the output the run used is kept as ``<kind>.out``.
