@@ -70,3 +70,23 @@ def test_replay_missing_or_unreachable_host(tmp_path: Path) -> None:
     (tmp_path / "unreachable").write_text("refused: connection refused\n")
     with pytest.raises(TransportError, match="refused"):
         ReplayTransport(tmp_path).connect()
+
+
+def test_known_hosts_is_parsed_once_per_file_version_and_indexed(tmp_path) -> None:
+    """A sweep opens one connection per host: the file is read once, lookups go through the index,
+    and a changed file (accept-new wrote to it) is read again."""
+    import base64
+
+    from nightowl.transports import ssh
+
+    blob = base64.b64encode(b"\x00\x00\x00\x0bssh-ed25519" + b"\x00" * 36).decode()
+    path = tmp_path / "known_hosts"
+    lines = [f"gpu-{i:04d} ssh-ed25519 {blob}" for i in range(300)] + [f"*.corp ssh-ed25519 {blob}"]
+    path.write_text("\n".join(lines) + "\n")
+    first, second = ssh.KnownHosts.load(path), ssh.KnownHosts.load(path)
+    assert first.entries[0] is second.entries[0]  # parsed once
+    assert [e.patterns for e in first.for_host("gpu-0042")] == [("gpu-0042",)]
+    assert [e.patterns for e in first.for_host("x.corp")] == [("*.corp",)]  # wildcards still scanned
+    assert first.for_host("gpu-9999") == []
+    path.write_text(path.read_text() + f"gpu-9999 ssh-ed25519 {blob}\n")
+    assert [e.patterns for e in ssh.KnownHosts.load(path).for_host("gpu-9999")] == [("gpu-9999",)]

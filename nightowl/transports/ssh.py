@@ -136,18 +136,45 @@ class KnownHosts:
 
     @classmethod
     def load(cls, path: Path, also: tuple[Path, ...] = ()) -> KnownHosts:
-        """``path`` (where new keys are recorded) and read-only files such as /etc/ssh/ssh_known_hosts."""
+        """``path`` (where new keys are recorded) and read-only files such as /etc/ssh/ssh_known_hosts.
+
+        Each file is parsed once per version (path, size, mtime) for the whole process: a sweep opens
+        one connection per host, and re-reading a fleet's 1,000-line known_hosts for each of them was
+        most of the sweep's CPU."""
         known = cls(path)
-        for source in (path, *also):
-            if source.is_file():
-                for line in source.read_text(errors="replace").splitlines():
-                    entry = _parse_known_line(line)
-                    if entry is not None:
-                        known.entries.append(entry)
+        parts = [_parsed_known_file(source) for source in (path, *also)]
+        for entries in parts:
+            known.entries.extend(entries)
+        index = _KNOWN_INDEXES.get(tuple(id(entries) for entries in parts))
+        if index is None:
+            index = known._index()
+            with _KNOWN_FILES_LOCK:
+                _KNOWN_INDEXES[tuple(id(entries) for entries in parts)] = index
+        known.__dict__["_index_cache"] = (len(known.entries), *index)
         return known
 
     def for_host(self, name: str) -> list[_KnownKey]:
-        return [e for e in self.entries if e.matches_host(name)]
+        """The entries for ``name``, in file order: literal host names through an index, and only the
+        hashed, wildcard and negated entries tested one by one (OpenSSH's matching either way)."""
+        literal, others = self._index()
+        candidates = sorted({*literal.get(name.lower(), ()), *others})
+        return [self.entries[i] for i in candidates if self.entries[i].matches_host(name)]
+
+    def _index(self) -> tuple[dict[str, list[int]], list[int]]:
+        # Rebuilt when entries were added (accept-new appends to ``entries``).
+        cached = self.__dict__.get("_index_cache")
+        if cached is not None and cached[0] == len(self.entries):
+            return cached[1], cached[2]
+        literal: dict[str, list[int]] = {}
+        others: list[int] = []
+        for i, entry in enumerate(self.entries):
+            if any(p.startswith(("|", "!")) or "*" in p or "?" in p for p in entry.patterns):
+                others.append(i)
+            else:
+                for pattern in entry.patterns:
+                    literal.setdefault(pattern.lower(), []).append(i)
+        self.__dict__["_index_cache"] = (len(self.entries), literal, others)
+        return literal, others
 
     def trusts_a_ca_for(self, name: str) -> bool:
         return any(e.cert_authority and not e.revoked for e in self.for_host(name))
@@ -234,6 +261,35 @@ def _b64decode(text: str) -> bytes:
         return base64.b64decode(text, validate=True)
     except (binascii.Error, ValueError):
         return b""
+
+
+_KNOWN_FILES: dict[tuple[str, int, int], tuple[_KnownKey, ...]] = {}
+_KNOWN_FILES_LOCK = threading.Lock()
+# Host-name index per combination of parsed files (keyed by the cached tuples' identities, which live
+# as long as _KNOWN_FILES holds them; both are cleared together).
+_KNOWN_INDEXES: dict[tuple[int, ...], tuple[dict[str, list[int]], list[int]]] = {}
+
+
+def _parsed_known_file(source: Path) -> tuple[_KnownKey, ...]:
+    """The entries of one known_hosts file, parsed once per version of the file."""
+    try:
+        stat = source.stat()
+    except OSError:
+        return ()
+    if not source.is_file():
+        return ()
+    key = (str(source), stat.st_size, stat.st_mtime_ns)
+    with _KNOWN_FILES_LOCK:
+        cached = _KNOWN_FILES.get(key)
+    if cached is None:
+        lines = source.read_text(errors="replace").splitlines()
+        cached = tuple(entry for line in lines if (entry := _parse_known_line(line)) is not None)
+        with _KNOWN_FILES_LOCK:
+            if len(_KNOWN_FILES) > 64:
+                _KNOWN_FILES.clear()
+                _KNOWN_INDEXES.clear()
+            _KNOWN_FILES[key] = cached
+    return cached
 
 
 def _parse_known_line(line: str) -> _KnownKey | None:
