@@ -118,6 +118,7 @@ class BundleWriter:
         self.final_path = self.out_dir / self.run_id
         self.tmp_path = self.out_dir / f".{self.run_id}.partial"
         self._host_dirs: dict[str, Path] = {}
+        self._unreachable_marked: set[str] = set()
         self._hosts_made: Path | None = None
         # A full disk or an unwritable --out must not cost the verdict: the run goes on without writing and
         # ``finish`` raises BundleNotWritten (with the runs) after removing what was half written.
@@ -246,9 +247,25 @@ class BundleWriter:
             except OSError as exc:
                 self._failed(exc)
 
+    def host_unreachable(self, host: str, reason: str) -> None:
+        """A host's run ended unreachable: mark it now, unless the bundle is already being finished."""
+        with self._lock:
+            if self._finished:
+                return
+        self.mark_unreachable(host, reason)
+
     def mark_unreachable(self, host: str, reason: str) -> None:
-        """Leave ``hosts/<host>/unreachable`` with the reason, so the bundle says why a host has no output."""
-        write_private(self.host_dir(host) / "unreachable", reason + "\n")
+        """Leave ``hosts/<host>/unreachable`` with the reason, so the bundle says why a host has no output.
+
+        Called as each host ends (from its worker, overlapping the other hosts' waits) and again by
+        :meth:`finish` for any host not yet marked; a host is marked once."""
+        if host in self._unreachable_marked or self.write_error is not None:
+            return
+        self._unreachable_marked.add(host)
+        try:
+            write_private(self.host_dir(host) / "unreachable", reason + "\n")
+        except OSError as exc:
+            self._failed(exc)
 
     def finish(
         self,
@@ -285,6 +302,8 @@ class BundleWriter:
         for run in runs:
             if run.status == "unreachable":
                 self.mark_unreachable(run.host, run.error or "unreachable")
+        if self.write_error is not None:
+            raise OSError(self.write_error)
         summary = triage_summary(self.runbook_id, self.run_id, self.final_path, runs)
         self._write_json("verdicts.json", summary)
         self._write_json("trace.json", trace_document(self.runbook_id, self.run_id, runs, self._redact))
