@@ -413,22 +413,6 @@ class EngineLog:
     engine_args_source: str | None = None  # non-default | config
 
 
-# --- every era's wordings (engine_log_eras): read after the tables above ------------------------------
-@functools.cache
-def _with_eras() -> _Tables:
-    """The knowledge tables followed by engine_log_eras' rows (read after them)."""
-    base = tables()
-    return base._replace(
-        markers=(*base.markers, *(Marker(*row[:3], re.compile(row[3]), row[4]) for row in _eras.MARKERS)),
-        hints=(*base.hints, *(Hint(h.name, h.pattern, h.source) for h in _eras.TRACEBACK_HINTS)),
-        failures=(
-            *base.failures,
-            *(Failure(kind, phase, re.compile(pattern), source) for kind, phase, pattern, source in _eras.FAILURES),
-        ),
-        errors=(*base.errors, *(ErrorClass(e.name, e.pattern, e.source) for e in _eras.ERROR_CLASSES)),
-    )
-
-
 _ALL_SIGNATURES = (*ENGINE_SIGNATURES, *_eras.ENGINE_SIGNATURES)
 
 
@@ -505,7 +489,7 @@ def _engine(lines: list[str]) -> str | None:
         for engine, pattern in _ALL_SIGNATURES:
             if pattern.search(line):
                 votes[engine] = votes.get(engine, 0) + 1
-        for marker in _with_eras().markers:
+        for marker in tables().markers:
             if marker.engine and marker.pattern.search(line):
                 votes[marker.engine] = votes.get(marker.engine, 0) + 1
         for engine, pattern in VERSION_PATTERNS:
@@ -522,7 +506,7 @@ def _progress(lines: list[str]) -> tuple[str | None, str | None]:
     completed = -1
     running = -1  # phase of the latest start/during marker
     for line in lines:
-        for marker in _with_eras().markers:
+        for marker in tables().markers:
             if not marker.pattern.search(line):
                 continue
             index = PHASE_ORDER.index(marker.phase)
@@ -552,13 +536,13 @@ def _previous_phase(engine: str | None, phase: str) -> str | None:
 
 def _hinted_phase(lines: list[str]) -> str | None:
     """Earliest phase named by a traceback frame or message anywhere in the log."""
-    named = {hint.phase for hint in _with_eras().hints for line in lines if hint.pattern.search(line)}
+    named = {hint.phase for hint in tables().hints for line in lines if hint.pattern.search(line)}
     return next((phase for phase in OOM_PHASES if phase in named), None)
 
 
 def _first_failure(lines: list[str], engine: str | None, completed: str | None, in_progress: str | None) -> OOM | None:
     for line in lines:
-        for failure in _with_eras().failures:
+        for failure in tables().failures:
             if failure.pattern.search(line):
                 phase = failure.phase or _hinted_phase(lines) or in_progress or _next_phase(engine, completed)
                 return _oom_from_line(line, failure.kind, phase)
@@ -625,7 +609,7 @@ def _version(lines: list[str]) -> str | None:
 def _errors(lines: list[str]) -> tuple[EngineError, ...]:
     seen: dict[str, EngineError] = {}
     for line in lines:
-        for error in _with_eras().errors:
+        for error in tables().errors:
             if error.kind not in seen and error.pattern.search(line):
                 seen[error.kind] = EngineError(error.kind, line.strip()[:400])
     return tuple(seen.values())

@@ -1,9 +1,10 @@
 """Engine-log wordings of every era (issue 13), kept apart from the tables of ``engine_log``.
 
 vLLM from 0.1 to V1, TGI 0.9 to 2.x, SGLang 0.3 to today and TensorRT-LLM (C++ runtime, Triton
-backend and PyTorch executor) say the same things in different words. ``engine_log`` reads these
-tables after its own; each row names the public report it was read from (samples and sources:
-fixtures/corpus-extra/engine-log/SOURCE.md). This module also undoes what terminals and log viewers do
+backend and PyTorch executor) say the same things in different words. Their start-up markers,
+traceback hints, failures and error classes are rows of nightowl/knowledge/engine_log.yaml; the value
+patterns here are read after ``engine_log``'s own. Each row names the public report it was read from
+(samples and sources: fixtures/corpus-extra/engine-log/SOURCE.md). This module also undoes what terminals and log viewers do
 to lines (k9s frames, hard wraps) and derives the facts the runbooks need from old logs that never
 print the final error (vLLM <= 0.4 block counts against the model length).
 """
@@ -29,40 +30,6 @@ class Pattern(NamedTuple):
 def _p(name: str, pattern: str, source: str) -> Pattern:
     return Pattern(name, re.compile(pattern), source)
 
-
-# (engine, phase, edge, pattern, source): as engine_log.MARKERS
-MARKERS: tuple[tuple[str, str, str, str, str], ...] = (
-    ("tensorrt-llm", "kv-cache", "end", r"Allocate \d+ bytes for k/v cache", "TensorRT-LLM issue 1400"),
-    ("tensorrt-llm", "kv-cache", "end", r"Using \d+ tokens in paged KV cache", "TensorRT-LLM issue 1400"),
-    ("tensorrt-llm", "kv-cache", "end", r"Max tokens in paged KV cache: \d+", "tensorrtllm_backend issue 456"),
-    ("sglang", "kv-cache", "end", r"Memory pool end\. avail mem=", "SGLang issue 1751, PR 11716"),
-)
-
-# (kind, phase or None, pattern, source): as engine_log.FAILURES, checked after them
-FAILURES: tuple[tuple[str, str | None, str, str], ...] = (
-    # TGI <= 1.x router panic: the allocator's message embedded with literal "\n" (TGI issue 563)
-    ("cuda-oom", "profiling", r"Unable to warmup model: .*(?:out of memory|would exceed allowed memory)", "TGI 563"),
-    # TensorRT-LLM PyTorch executor (TensorRT-LLM issue 5872)
-    (
-        "engine-oom",
-        "kv-cache",
-        r"Executor creation failed due to insufficient GPU memory",
-        "TensorRT-LLM issue 5872",
-    ),
-    # SGLang decode retraction with an exhausted pool (SGLang PR 14948)
-    ("engine-oom", "runtime", r"No space left for only one request", "SGLang PR 14948"),
-)
-
-# Traceback frames naming the phase (as engine_log.TRACEBACK_HINTS): CUDA-graph capture in vLLM V1
-# (torch graphs.py capture_end, vllm issue 19186), TGI 2.x (TGI issue 2572) and SGLang (issues 1751, 5285).
-TRACEBACK_HINTS: tuple[Pattern, ...] = (
-    _p(
-        "cuda-graph",
-        r"\bcapture_end\b|\bcapture_one_batch_size\b|\binit_cuda_graphs\b|\bCudaGraphRunner\b",
-        "torch.cuda.graphs capture_end; SGLang cuda_graph_runner",
-    ),
-    _p("kv-cache", r"\braise_if_cache_size_invalid\b|_check_enough_kv_cache_memory", "vLLM 0.7 / V1 KV checks"),
-)
 
 # Values (as engine_log.KV_VALUES / SETTINGS): the last occurrence wins.
 KV_VALUES: tuple[Pattern, ...] = (
@@ -93,19 +60,6 @@ SETTINGS: tuple[Pattern, ...] = (
     _p("total_gpu_gib", r"Total GPU memory \(GiB\): ([\d.]+)", "TensorRT-LLM issue 5872"),
     _p("free_before_gib", r"Free GPU memory before component creation attempt \(GiB\): ([\d.]+)", "TRT-LLM 5872"),
     _p("component_failed", r"The following component could not be created: (.+?)\s*$", "TensorRT-LLM issue 5872"),
-)
-
-ERROR_CLASSES: tuple[Pattern, ...] = (
-    _p("worker-failed-to-start", r"WorkerProc failed to start", "vLLM V1 / V0 executors"),
-    _p("warmup-failed", r"Method Warmup encountered an error|Unable to warmup model", "TGI issues 890, 563"),
-    _p("shard-cannot-start", r"ShardCannotStart|Shard \d+ failed to start", "TGI issue 866"),
-    _p("scheduler-exception", r"Scheduler hit an exception", "SGLang issues 4895, 6342"),
-    _p(
-        "cuda-graph-capture",
-        r"Capture cuda graph failed|\bcapture_one_batch_size\b|\binit_cuda_graphs\b|\bcapture_end\b",
-        "SGLang cuda_graph_runner (1751, 4968, 6342); torch capture_end (vllm 19186)",
-    ),
-    _p("kv-cache-init-failed", r"Error executing method initialize_cache", "vLLM 0.4 Ray worker (OpenRLHF 336)"),
 )
 
 ENGINE_SIGNATURES: tuple[tuple[str, re.Pattern[str]], ...] = (
