@@ -4,8 +4,9 @@ vLLM from 0.1 to V1, TGI 0.9 to 2.x, SGLang 0.3 to today and TensorRT-LLM (C++ r
 backend and PyTorch executor) say the same things in different words. Their start-up markers,
 traceback hints, failures and error classes are rows of nightowl/knowledge/engine_log.yaml; the value
 patterns here are read after ``engine_log``'s own. Each row names the public report it was read from
-(samples and sources: fixtures/corpus-extra/engine-log/SOURCE.md). This module also undoes what terminals and log viewers do
-to lines (k9s frames, hard wraps) and derives the facts the runbooks need from old logs that never
+(samples and sources: fixtures/corpus-extra/engine-log/SOURCE.md). This module also undoes what
+terminals and log viewers do to lines (k9s frames, hard wraps) and derives the facts the runbooks
+need from old logs that never
 print the final error (vLLM <= 0.4 block counts against the model length).
 """
 
