@@ -20,6 +20,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from nightowl.collectors.base import DerivedCollector, declare
+from nightowl.collectors.pci import find_pci, normalize_pci
 
 KIND = "pcie-attribution"
 NVIDIA_VENDOR = "0x10de"
@@ -33,14 +34,8 @@ _SEVERITY_RANK = {"nonfatal": 1, "fatal": 2}
 
 
 def _pci(address: Any) -> str | None:
-    """``00000000:03:00.0`` / ``0000:03:00`` -> ``0000:03:00`` (domain of 4 digits, no function)."""
-    if not isinstance(address, str):
-        return None
-    match = re.search(r"([0-9a-fA-F]{4,8}):([0-9a-fA-F]{2}):([0-9a-fA-F]{2})", address)
-    if match is None:
-        return None
-    domain, bus, device = match.groups()
-    return f"{domain[-4:]}:{bus}:{device}".lower()
+    """A bus address in any written form -> ``dddd:bb:dd`` (the project's one normaliser, pci.py)."""
+    return (normalize_pci(address) or find_pci(address)) if isinstance(address, str) else None
 
 
 def _drivers(kernel_log: Mapping[str, Any]) -> dict[str, str]:
@@ -63,11 +58,10 @@ def gpu_addresses(kernel_log: Mapping[str, Any], nvidia_smi: Mapping[str, Any]) 
     from_log: set[str] = set()
     for event in kernel_log.get("events") or []:
         if event.get("kind") in ("xid", "fallen_off_bus", "gpu_reset_required", "other_nvrm") and event.get("pci"):
-            from_log.add(str(_pci(event["pci"])))
+            from_log.update(p for p in (_pci(event["pci"]),) if p)
     for name in ("adapter_init_failed_gpus", "gpu_lost_gpus", "nouveau_devices"):
         from_log.update(p for p in map(_pci, kernel_log.get(name) or []) if p)
     from_log.update(pci for pci, driver in _drivers(kernel_log).items() if driver in _GPU_DRIVERS)
-    from_log.discard("None")
     sources = [name for name, found in (("nvidia-smi", from_smi), ("kernel-log", from_log)) if found]
     return sorted(from_smi | from_log), sources
 

@@ -17,7 +17,6 @@ from typing import Any
 from nightowl.collectors.base import Collector, declare, to_jsonable
 
 KIND = "stream-probe"
-DEFAULT_BODY = '{"prompt": "ping", "max_tokens": 1, "temperature": 0, "stream": true}'
 COMMANDS: tuple[tuple[str, ...], ...] = (
     (
         "curl",
