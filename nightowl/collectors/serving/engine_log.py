@@ -174,20 +174,7 @@ VERSION_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("tensorrt-llm", re.compile(r"TensorRT-LLM version: ?v?(\d[\w.+-]*)")),  # [M]
 )
 
-_SIZE = r"(-?[\d.]+)\s*(bytes|B|KiB|MiB|GiB|TiB|KB|MB|GB|TB)\b"
-# PyTorch, SGLang and TGI print binary sizes; "GB" in their logs means GiB as well.
-_GIB_PER_UNIT = {
-    "bytes": 2**-30,
-    "B": 2**-30,
-    "KiB": 2**-20,
-    "KB": 2**-20,
-    "MiB": 2**-10,
-    "MB": 2**-10,
-    "GiB": 1.0,
-    "GB": 1.0,
-    "TiB": 1024.0,
-    "TB": 1024.0,
-}
+_SIZE = _eras.SIZE
 OOM_FIELDS: tuple[tuple[str, re.Pattern[str]], ...] = (  # PyTorch OOM message, torch >= 2.1 wording
     ("tried_gib", re.compile(r"Tried to allocate " + _SIZE)),
     ("total_gib", re.compile(r"total capac\w* of " + _SIZE)),  # TGI 1.3 era torch spells "capacty"
@@ -549,21 +536,14 @@ def _first_failure(lines: list[str], engine: str | None, completed: str | None, 
     return None
 
 
-def _gib(number: str, unit: str) -> float | None:
-    try:
-        return float(number) * _GIB_PER_UNIT[unit]
-    except (ValueError, KeyError):
-        return None
-
-
 def _oom_from_line(line: str, kind: str, phase: str | None) -> OOM:
     sizes: dict[str, float | None] = {}
     for name, pattern in OOM_FIELDS:
         match = pattern.search(line)
-        sizes[name] = _gib(match.group(1), match.group(2)) if match else None
+        sizes[name] = _eras.gib(match.group(1), match.group(2)) if match else None
     old = OLD_OOM.search(line)
     if old and sizes["total_gib"] is None:
-        total, allocated, free, reserved = (_gib(old.group(i), old.group(i + 1)) for i in (2, 4, 6, 8))
+        total, allocated, free, reserved = (_eras.gib(old.group(i), old.group(i + 1)) for i in (2, 4, 6, 8))
         sizes.update(total_gib=total, free_gib=free, allocated_by_pytorch_gib=allocated)
         if reserved is not None and allocated is not None:
             sizes["reserved_unallocated_gib"] = reserved - allocated

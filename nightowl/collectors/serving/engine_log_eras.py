@@ -141,8 +141,13 @@ def derived_kv_too_small(engine: str | None, kv: dict[str, Any], settings: dict[
 
 
 # --- the OOM message: who holds the memory ----------------------------------------------------------
-_SIZE = r"(-?[\d.]+)\s*(bytes|B|KiB|MiB|GiB|TiB|KB|MB|GB|TB)\b"
-_UNIT = {"bytes": 2**-30, "B": 2**-30, "KiB": 2**-20, "KB": 2**-20, "MiB": 2**-10, "MB": 2**-10}
+SIZE = r"(-?[\d.]+)\s*(bytes|B|KiB|MiB|GiB|TiB|KB|MB|GB|TB)\b"
+_SIZE = SIZE
+# PyTorch, SGLang and TGI print binary sizes; "GB" in their logs means GiB as well.
+GIB_PER_UNIT = {
+    "bytes": 2**-30, "B": 2**-30, "KiB": 2**-20, "KB": 2**-20, "MiB": 2**-10, "MB": 2**-10,
+    "GiB": 1.0, "GB": 1.0, "TiB": 1024.0, "TB": 1024.0,
+}  # fmt: skip
 _OTHER_PROCESS = re.compile(r"Process (\d+) has " + _SIZE + r" memory in use")
 _THIS_PROCESS = re.compile(r"this process has " + _SIZE + r" memory in use")
 _OLD_RESERVED = re.compile(_SIZE + r" reserved in total by PyTorch")
@@ -156,10 +161,11 @@ _TGI_FIELDS = (
 
 
 def gib(value: str, unit: str) -> float | None:
+    """A size as the engines print it (``15.77``, ``GiB``) in GiB; None when it is not one."""
     amount = number(value)
-    if amount is None:
+    if amount is None or unit not in GIB_PER_UNIT:
         return None
-    return float(amount) * _UNIT.get(unit, 1024.0 if unit in ("TiB", "TB") else 1.0)
+    return float(amount) * GIB_PER_UNIT[unit]
 
 
 # torch < 2.1 with a memory fraction set: "(GPU 0; 15.77 GiB total capacity; 15.37 GiB already allocated;
