@@ -160,7 +160,6 @@ def _mask_private_keys(text: str) -> str:
 _TRIGGERS = (
     "token",
     "secret",
-    "passw",
     "pass",
     "pwd",
     "cookie",
@@ -174,7 +173,6 @@ _TRIGGERS = (
     "k_live_",
     "k_test_",
     "sg.",
-    "passphrase",
     "credential",
     "key",
     "authorization",

@@ -203,8 +203,10 @@ def render(summary: dict[str, Any], now: float | None = None) -> str:
 
 
 def write(bundle: Path, summary: dict[str, Any]) -> Path:
+    from nightowl.engine.bundle import write_private
+
     path = Path(bundle) / FILE_NAME
-    path.write_text(render(summary))
+    write_private(path, render(summary))  # owner-only, as every bundle file
     return path
 
 

@@ -120,7 +120,6 @@ def test_every_command_has_help_and_every_option_is_documented(ctx) -> None:
 
 def test_every_kind_is_documented() -> None:
     kinds = section("Kinds")
-    assert available_kinds() == sorted(MODULES)
     missing = [kind for kind in MODULES if f"| `{kind}` |" not in kinds]
     assert not missing, missing
 
@@ -185,4 +184,7 @@ def test_declared_facts_render_as_a_table() -> None:
     assert docgen.declared_facts(collector) == [("gpu_count", "int", "GPUs nvidia-smi lists")]
     mapping = SimpleNamespace(produces={"events": {"type": "list", "meaning": "kernel events"}})
     assert docgen.declared_facts(mapping) == [("events", "list", "kernel events")]
-    assert docgen.declared_facts(get_collector("nvidia-smi")) == [] or "#### `nvidia-smi` facts" in DOC
+    rows = docgen.declared_facts(get_collector("nvidia-smi"))
+    assert ("driver_version", "str | None", "driver version") in rows
+    facts = DOC[DOC.index("#### `nvidia-smi` facts") :]
+    assert all(f"`{name}`" in facts for name, _, _ in rows)

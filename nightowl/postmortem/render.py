@@ -142,14 +142,11 @@ def write_html_draft(bundle: Path) -> Path | None:
     bundle carries the draft whose citations link to the browsable copy of each raw file (served by
     ``nightowl serve`` and readable from disk). Owner-only like every bundle file; a draft that cannot be
     rendered costs only itself (``None``): the evidence is already saved."""
-    import os
+    from nightowl.engine.bundle import write_private
 
     target = Path(bundle) / "postmortem.html"
     try:
-        text = render_bundle(Path(bundle), fmt="html")
-        fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(text)
+        write_private(target, render_bundle(Path(bundle), fmt="html"))
     except Exception:  # noqa: BLE001 - a draft is a convenience on top of the saved evidence
         target.unlink(missing_ok=True)
         return None

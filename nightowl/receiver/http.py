@@ -133,9 +133,14 @@ def make_handler(receiver: Receiver) -> type[BaseHTTPRequestHandler]:
             if bundle is None:
                 self._json(404, {"error": "no such capture"})
             elif rel == "postmortem.html":
-                from nightowl.postmortem import render_bundle
+                # The draft the capture wrote into the bundle; rendered (and kept) only when it is missing.
+                from nightowl.postmortem.render import write_html_draft
 
-                self._send(200, render_bundle(bundle, fmt="html"), "text/html")
+                stored = bundle / "postmortem.html"
+                if stored.is_file() or write_html_draft(bundle) is not None:
+                    self._send(200, stored.read_text(encoding="utf-8", errors="replace"), "text/html")
+                else:
+                    self._json(500, {"error": "the draft could not be rendered"})
             elif rel == "":
                 self._send(200, _page(FILES_TEMPLATE, run_id=run_id, files=bundle_files(bundle)), "text/html")
             else:

@@ -447,10 +447,12 @@ class SSHTransport:
             options.key_types = first + [k for k in available if k not in first]
 
     def _verify_host_key(self, transport: paramiko.Transport, known: KnownHosts) -> None:
+        from nightowl.transports.host_certs import CERT_SUFFIX
+
         key = transport.get_remote_server_key()
         name = self._host_key_name()
         certificate = None
-        if str(transport.host_key_type).endswith("-cert-v01@openssh.com") and key.public_blob is not None:
+        if str(transport.host_key_type).endswith(CERT_SUFFIX) and key.public_blob is not None:
             certificate = key.public_blob.key_blob
         verdict, detail = known.verdict(name, key.get_name(), key.asbytes(), certificate, self.spec.hostname)
         if verdict == "ok":

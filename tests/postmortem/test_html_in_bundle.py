@@ -23,6 +23,7 @@ def test_triage_writes_the_html_draft_with_line_anchors(tmp_path: Path) -> None:
     anchors = set(re.findall(r'id="(E\d+-L\d+)"', html))
     assert links, "no citation links to a line"
     assert links <= anchors, f"citations without a line to land on: {sorted(links - anchors)[:5]}"
-    assert stat.S_IMODE((bundle / "postmortem.html").stat().st_mode) == 0o600
+    for written_after in ("postmortem.html", "status-update.md"):  # owner-only like every bundle file
+        assert stat.S_IMODE((bundle / written_after).stat().st_mode) == 0o600, written_after
     verified = CliRunner().invoke(main, ["postmortem", "--verify", str(bundle)])
     assert verified.exit_code == 0, verified.output
