@@ -42,6 +42,12 @@ def check(
 ) -> None:
     """Check this node only (`sweep --local`): for a DaemonSet, a cron job or Slurm's HealthCheckProgram.
 
+    The node is named by $NODE_NAME when set (the Kubernetes downward API's spec.nodeName; the
+    Slurm script exports Slurm's node name), else the host name, in the JSON, the textfile and the
+    bundle; an invalid $NODE_NAME is an error. The textfile (--textfile) holds
+    nightowl_host_verdict_info{host,runbook,status,verdict,severity,action} (renamed from
+    nightowl_host_verdict), nightowl_host_needs_action and nightowl_xid_events.
+
     Logs one line per check to stderr: JSON lines (level, node, runbook, verdict) unless stderr
     is a terminal or --log-format text (then the report itself is the log).
     """
