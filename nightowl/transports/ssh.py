@@ -193,14 +193,14 @@ class KnownHosts:
             return "mismatch", f"the {key_type} key of {name} is marked @revoked in {self.path}"
         cert_problem = ""
         if certificate is not None:
-            from nightowl.transports.host_certs import parse, problem
+            from nightowl.transports.host_certs import problem
 
-            cas = [e.blob for e in entries if e.cert_authority and not e.revoked]
-            revoked = [e.blob for e in entries if e.revoked]
+            revoked = {e.blob for e in entries if e.revoked}  # a revoked CA vouches for nothing
+            cas = [e.blob for e in entries if e.cert_authority and e.blob not in revoked]
             reason = problem(certificate, hostname or name, cas)
-            if reason is None and not any(parse(certificate).ca_blob == r for r in revoked):
+            if reason is None:
                 return "ok", ""
-            cert_problem = f"; {reason or 'its CA is marked @revoked'}"
+            cert_problem = f"; {reason}"
         current = [e for e in entries if not e.revoked and not e.cert_authority]
         if any(e.key_type == key_type and e.blob == blob for e in current):
             return "ok", ""

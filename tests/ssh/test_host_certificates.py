@@ -113,3 +113,20 @@ def test_certificate_checks(tmp_path: Path) -> None:
     no_principals = sign(ca, host, "-h", "-V", "-5m:+1h")
     assert "principals: none" in str(host_certs.problem(no_principals, "gpu-17", trusted))
     assert "unreadable" in str(host_certs.problem(b"garbage", "gpu-17", trusted))
+
+
+def test_a_certificate_from_a_revoked_ca_is_not_trusted(tmp_path: Path) -> None:
+    """`@revoked` on the CA's key withdraws its trust: its certificates are judged as unknown keys."""
+    from nightowl.transports.ssh import KnownHosts
+
+    ca, host = keygen(tmp_path / "ca"), keygen(tmp_path / "host")
+    certificate = sign(ca, host, "-h", "-n", "gpu-17", "-V", "-5m:+1h")
+    key_type, blob = Path(f"{host}.pub").read_text().split()[:2]
+    trusted = tmp_path / "trusted"
+    trusted.write_text(ca_line(ca, "gpu-17"))
+    revoked = tmp_path / "revoked"
+    ca_type, ca_b64 = Path(f"{ca}.pub").read_text().split()[:2]
+    revoked.write_text(ca_line(ca, "gpu-17") + f"@revoked gpu-17 {ca_type} {ca_b64}\n")
+    judge = {"hostname": "gpu-17", "certificate": certificate}
+    assert KnownHosts.load(trusted).verdict("gpu-17", key_type, base64.b64decode(blob), **judge)[0] == "ok"
+    assert KnownHosts.load(revoked).verdict("gpu-17", key_type, base64.b64decode(blob), **judge)[0] == "unknown"
