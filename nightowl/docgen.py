@@ -8,7 +8,6 @@ what tests/test_docs.py runs. Everything outside the markers is written by hand.
 
 from __future__ import annotations
 
-import os
 import re
 import sys
 from collections.abc import Iterable, Iterator
@@ -19,8 +18,6 @@ import click
 
 REFERENCE = Path(__file__).resolve().parent.parent / "docs" / "reference.md"
 BLOCK = re.compile(r"(<!-- BEGIN GENERATED: (?P<name>[a-z-]+) -->\n)(?P<body>.*?)(<!-- END GENERATED -->)", re.S)
-# The bundle directory's default is expanded from $HOME at import time; the doc names it as written.
-OUT_DEFAULT = "~/.local/state/nightowl/bundles"
 
 
 def walk(command: click.Command, parent: click.Context | None = None) -> Iterator[click.Context]:
@@ -32,16 +29,6 @@ def walk(command: click.Command, parent: click.Context | None = None) -> Iterato
             sub = command.get_command(ctx, name)
             if sub is not None and not sub.hidden:
                 yield from walk(sub, ctx)
-
-
-def _portable(text: str) -> str:
-    """Machine-specific defaults (the home directory) as the code writes them."""
-    from nightowl.paths import default_out_dir
-
-    text = text.replace(str(default_out_dir()), OUT_DEFAULT)
-    if os.environ.get("NIGHTOWL_OUT"):
-        text = text.replace(os.environ["NIGHTOWL_OUT"], OUT_DEFAULT)
-    return text
 
 
 def _cell(text: str) -> str:
@@ -103,7 +90,7 @@ def render_commands(root: click.Command) -> str:
             parts.append("| option | type | default | meaning |\n|---|---|---|---|\n" + "\n".join(rows) + "\n")
         if cmd.epilog:
             parts.append(_help_markdown(cmd.epilog) + "\n")
-    return _portable("\n".join(parts))
+    return "\n".join(parts)
 
 
 def declared_facts(collector: Any) -> list[tuple[str, str, str]]:

@@ -14,7 +14,6 @@ import time
 from typing import Any, TextIO
 
 LOG_FORMATS = ("auto", "json", "text")
-LEVELS = ("info", "warning", "error")
 
 
 class LogLine(str):

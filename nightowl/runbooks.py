@@ -114,15 +114,16 @@ def _load(path: Path):  # noqa: ANN202
 
 
 def declared_params(name: str) -> list[str] | None:
-    """Parameter names of a built-in runbook (read, not validated: chains may point both ways)."""
-    import yaml
+    """Parameter names of the runbook ``name`` reaches (site or built-in), read, not validated (chains
+    may point both ways), with the same guarded YAML loader as every runbook."""
+    from nightowl.engine.yamlines import YamlError, load_with_lines
 
-    path = builtin_paths().get(name)
+    path = all_paths().get(name)
     if path is None:
         return None
     try:
-        data = yaml.safe_load(path.read_text()) or {}
-    except (OSError, yaml.YAMLError):
+        data = load_with_lines(path.read_text())[0] or {}
+    except (OSError, UnicodeDecodeError, YamlError):
         return None
     return list((data.get("parameters") or {}) if isinstance(data, dict) else {})
 

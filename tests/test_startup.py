@@ -10,6 +10,7 @@ HEAVY = (
     "jinja2",
     "networkx",
     "pydantic",
+    "platformdirs",
     "yaml",
     "rich",
     "prometheus_client",

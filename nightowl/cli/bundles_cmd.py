@@ -11,8 +11,9 @@ from typing import Any
 
 import click
 
-from nightowl.cli.common import DEFAULT_OUT, DEFAULT_OUT_HELP, TEXT_JSON_OPTION, out_option
+from nightowl.cli.common import DEFAULT_OUT_HELP, TEXT_JSON_OPTION, out_option
 from nightowl.cli.exit import fail
+from nightowl.paths import default_out_dir
 
 _AGE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhdw])\s*$")
 _UNIT_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
@@ -118,7 +119,7 @@ def bundles(out_dir: Path | None, prune_age: str | None, dry_run: bool, limit: i
     With --prune AGE, delete bundles (and unfinished .partial folders) older than AGE first; an interrupted
     run's partial bundle that holds evidence is kept (delete it by hand once it is no longer needed).
     """
-    out_dir = out_dir or DEFAULT_OUT
+    out_dir = out_dir or default_out_dir()
     removed: list[str] = []
     if prune_age:
         try:

@@ -12,7 +12,7 @@ from typing import Any
 import click
 
 from nightowl.cli.exit import fail
-from nightowl.paths import default_out_dir
+from nightowl.logline import LOG_FORMATS
 
 
 @dataclass(frozen=True)
@@ -98,9 +98,8 @@ def limit_options(command: Callable[..., Any]) -> Callable[..., Any]:
     )(command)
 
 
-DEFAULT_OUT = default_out_dir()
 Decorator = Callable[[Callable[..., Any]], Callable[..., Any]]
-# The default folder as users read it: DEFAULT_OUT would print this machine's home path in --help.
+# The default folder as users read it (paths.default_out_dir() is resolved only when a command runs).
 DEFAULT_OUT_HELP = "$NIGHTOWL_OUT, else ~/.local/state/nightowl/bundles"
 
 
@@ -137,7 +136,7 @@ PARAM_OPTION = click.option(
 )
 LOG_FORMAT_OPTION = click.option(
     "--log-format",
-    type=click.Choice(["auto", "json", "text"]),
+    type=click.Choice(LOG_FORMATS),
     default="auto",
     show_default=True,
     help="stderr log lines: JSON lines (level, node, runbook, verdict) or text; auto: text on a terminal",

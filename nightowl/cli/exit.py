@@ -58,7 +58,9 @@ def report_crash(exc: BaseException) -> NoReturn:
     try:
         stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
         path = Path(tempfile.gettempdir()) / f"nightowl-crash-{stamp}-{__import__('os').getpid()}.txt"
-        path.write_text("".join(traceback.format_exception(exc)), encoding="utf-8")
+        from nightowl.engine.bundle import write_private  # tracebacks can hold collected output: 0600
+
+        write_private(path, "".join(traceback.format_exception(exc)))
         where = str(path)
     except OSError as error:
         where = f"not saved ({error})"

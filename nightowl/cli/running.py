@@ -13,8 +13,9 @@ from typing import Any
 
 import click
 
-from nightowl.cli.common import DEFAULT_OUT, fail
+from nightowl.cli.common import fail
 from nightowl.cli.exit import ExitStatus, status_for
+from nightowl.paths import default_out_dir
 
 
 def run_to_summary(
@@ -147,7 +148,7 @@ def run_and_report(
 ) -> ExitStatus:
     from nightowl.cli.render import json_report, text_report
 
-    summary = run_to_summary(loaded, transports, params, out_dir or DEFAULT_OUT, allow_invasive, limits=limits)
+    summary = run_to_summary(loaded, transports, params, out_dir or default_out_dir(), allow_invasive, limits=limits)
     summary.pop("_runs")
     click.echo(json_report(summary) if fmt == "json" else text_report(summary, verbose=verbose))
     if summary.get("bundle_error"):  # the verdict is printed; the missing evidence is a failure

@@ -13,7 +13,6 @@ from typing import Any
 import click
 
 from nightowl.cli.common import (
-    DEFAULT_OUT,
     DEFAULT_OUT_HELP,
     INVASIVE_OPTION,
     PARAM_OPTION,
@@ -24,6 +23,7 @@ from nightowl.cli.common import (
     ssh_options,
 )
 from nightowl.cli.exit import EXIT_HELP, ExitStatus, fail, status_for
+from nightowl.paths import default_out_dir
 
 RUNBOOK_OPTION = click.option("--runbook", default="node-health", show_default=True)
 SINCE_OPTION = click.option(
@@ -98,7 +98,7 @@ def sweep(
     if since:
         values["since"] = since
     limits = {"command_timeout": command_timeout, "host_timeout": host_timeout}
-    summary = _run(loaded, transports, values, out_dir or DEFAULT_OUT, allow_invasive, forks, fmt, limits)
+    summary = _run(loaded, transports, values, out_dir or default_out_dir(), allow_invasive, forks, fmt, limits)
     sys.exit(int(_finish(summary, textfile, log_format)))
 
 

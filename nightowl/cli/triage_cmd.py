@@ -145,12 +145,12 @@ def run_follow(
     verbose: bool = False,
 ) -> ExitStatus:
     """The run, then (--follow) the runbooks its verdicts name next, then (--status-update) the update."""
-    from nightowl.cli.common import DEFAULT_OUT
     from nightowl.cli.follow import follow as run_next
     from nightowl.cli.render import json_report, text_report
     from nightowl.cli.running import run_to_summary
+    from nightowl.paths import default_out_dir
 
-    summary = run_to_summary(loaded, transports, params, out_dir or DEFAULT_OUT, allow_invasive, limits=limits)
+    summary = run_to_summary(loaded, transports, params, out_dir or default_out_dir(), allow_invasive, limits=limits)
     summary.pop("_runs")
     followed = run_next(summary, transports, allow_invasive, limits) if follow else []
     if fmt == "json":

@@ -259,9 +259,10 @@ class BundleWriter:
 
         Called as each host ends (from its worker, overlapping the other hosts' waits) and again by
         :meth:`finish` for any host not yet marked; a host is marked once."""
-        if host in self._unreachable_marked or self.write_error is not None:
-            return
-        self._unreachable_marked.add(host)
+        with self._lock:
+            if host in self._unreachable_marked or self.write_error is not None:
+                return
+            self._unreachable_marked.add(host)
         try:
             write_private(self.host_dir(host) / "unreachable", reason + "\n")
         except OSError as exc:

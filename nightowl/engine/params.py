@@ -13,7 +13,6 @@ import math
 from typing import Any
 from urllib.parse import urlsplit
 
-PARAM_TYPES = ("string", "integer", "number", "boolean", "path", "url", "json", "yaml")
 _TRUE = frozenset({"true", "yes", "on", "1"})
 _FALSE = frozenset({"false", "no", "off", "0"})
 _URL_SCHEMES = frozenset({"http", "https"})
