@@ -152,6 +152,10 @@ def run_follow(
 
     summary = run_to_summary(loaded, transports, params, out_dir or default_out_dir(), allow_invasive, limits=limits)
     summary.pop("_runs")
+    if summary.get("bundle_error"):  # nothing saved to follow from or to update with: as run_and_report
+        click.echo(json_report(summary) if fmt == "json" else text_report(summary, verbose=verbose))
+        click.echo(f"nightowl: {summary['bundle_error']}", err=True)
+        return ExitStatus.USAGE
     followed = run_next(summary, transports, allow_invasive, limits) if follow else []
     if fmt == "json":
         click.echo(json_report({**summary, "followed": followed} if follow else summary))
@@ -161,12 +165,7 @@ def run_follow(
             click.echo("\nfollowed: " + text_report(result, verbose=verbose))
     if print_status:
         click.echo("\n" + (Path(summary["bundle"]) / "status-update.md").read_text().rstrip())
-    return max((status_for(s["hosts"]) for s in [summary, *followed]), key=_rank)
-
-
-def _rank(status: ExitStatus) -> int:
-    """Needs action outranks cannot judge, which outranks all clear (docs/reference.md#exit-status)."""
-    return {ExitStatus.OK: 0, ExitStatus.NO_VERDICT: 1, ExitStatus.ACTION_NEEDED: 2}.get(status, 3)
+    return status_for([host for run in (summary, *followed) for host in run["hosts"]])
 
 
 def triage_alert(alert_file: Any, config_path: Path | None, fmt: str, out_dir: Path | None) -> ExitStatus:

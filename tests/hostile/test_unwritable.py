@@ -113,3 +113,15 @@ def test_a_textfile_write_that_fails_midway_leaves_no_temporary_file(
     assert result.exit_code == 2, result.output
     assert "gpu-fell-off-bus" in result.stdout and "No space left on device" in result.stderr
     assert list(folder.iterdir()) == []
+
+
+@pytest.mark.parametrize("extra", [["--status-update"], ["--follow"]])
+def test_status_update_and_follow_on_an_unwritable_out_exit_2_not_70(tmp_path: Path, extra: list[str]) -> None:
+    """With no bundle there is no update to print and nothing to follow from: exit 2 with the reason."""
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    out = blocker / "bundles"
+    result = CliRunner().invoke(cli, ["triage", "xid", "--replay", str(XID79), "--out", str(out), *extra])
+    assert result.exit_code == 2, result.output
+    assert "gpu-fell-off-bus" in result.stdout
+    assert "cannot write the bundle" in result.stderr
