@@ -37,7 +37,7 @@ def run_to_summary(
     from nightowl.engine.bundle import BundleNotWritten, triage_summary
     from nightowl.engine.runner import RunOptions
     from nightowl.engine.session import Interrupted, run_runbook
-    from nightowl.postmortem import render_bundle
+    from nightowl.postmortem.render import render_drafts
     from nightowl.redact import scrub_secrets
 
     try:
@@ -64,7 +64,7 @@ def run_to_summary(
                 out_dir,
                 forks=forks,
                 on_host_done=on_host_done,
-                render_postmortem=render_bundle if postmortem else None,
+                render_postmortem=render_drafts if postmortem else None,
                 redact=scrub_secrets,
             )
     except BundleNotWritten as exc:
@@ -79,10 +79,6 @@ def run_to_summary(
     from nightowl import status_update
 
     summary, _ = status_update.write_for_runs(loaded.id, bundle, runs)
-    if postmortem:
-        from nightowl.postmortem.render import write_html_draft
-
-        write_html_draft(bundle)
     summary["_runs"] = runs
     return summary
 

@@ -54,9 +54,12 @@ def _user_template_dirs() -> list[Path]:
     return [d for d in dirs if d.is_dir()]
 
 
-def render_bundle(bundle: Path, template: str | None = None, fmt: str = "md", redact: bool = False) -> str:
-    """The draft of ``bundle`` as Markdown (``fmt="md"``) or a self-contained HTML page."""
-    data = load(Path(bundle))  # read and hashed once for the whole draft
+def render_bundle(
+    bundle: Path, template: str | None = None, fmt: str = "md", redact: bool = False, data: Bundle | None = None
+) -> str:
+    """The draft of ``bundle`` as Markdown (``fmt="md"``) or a self-contained HTML page; ``data`` is the
+    bundle already loaded (see :func:`render_drafts`)."""
+    data = data or load(Path(bundle))  # read and hashed once for the whole draft
     context = bundle_context(data)
     if fmt == "html":
         from markupsafe import Markup
@@ -137,16 +140,27 @@ def redactor_for(data: Bundle) -> Any:
     return redactor
 
 
+def render_drafts(bundle: Path) -> str:
+    """The run's drafts from one read of the bundle: ``postmortem.html`` written beside it (owner-only;
+    citations link to the browsable copy of each raw file), the Markdown returned for ``postmortem.md``.
+    The hook a run gives the bundle writer, so a capture reads and hashes its evidence once for both."""
+    data = load(Path(bundle))
+    _write_html(Path(bundle), lambda: render_bundle(bundle, fmt="html", data=data))
+    return render_bundle(bundle, data=data)
+
+
 def write_html_draft(bundle: Path) -> Path | None:
-    """``postmortem.html`` in the bundle, written after the run as ``postmortem.md`` is during it, so the
-    bundle carries the draft whose citations link to the browsable copy of each raw file (served by
-    ``nightowl serve`` and readable from disk). Owner-only like every bundle file; a draft that cannot be
-    rendered costs only itself (``None``): the evidence is already saved."""
+    """``postmortem.html`` for a bundle that has none (``serve`` asked for it); ``None`` when it cannot be rendered."""
+    return _write_html(Path(bundle), lambda: render_bundle(Path(bundle), fmt="html"))
+
+
+def _write_html(bundle: Path, html: Any) -> Path | None:
+    """A draft that cannot be rendered costs only itself: the evidence is already saved."""
     from nightowl.engine.bundle import write_private
 
-    target = Path(bundle) / "postmortem.html"
+    target = bundle / "postmortem.html"
     try:
-        write_private(target, render_bundle(Path(bundle), fmt="html"))
+        write_private(target, html())
     except Exception:  # noqa: BLE001 - a draft is a convenience on top of the saved evidence
         target.unlink(missing_ok=True)
         return None

@@ -140,7 +140,7 @@ def run_capture(capture: Capture, config: ServeConfig, lookup: Callable[[str], A
     from nightowl.collectors import get_collector
     from nightowl.engine.runner import RunOptions
     from nightowl.engine.session import run_runbook
-    from nightowl.postmortem import render_bundle
+    from nightowl.postmortem.render import render_drafts
     from nightowl.redact import scrub_secrets
     from nightowl.transports import open_transport
 
@@ -158,7 +158,7 @@ def run_capture(capture: Capture, config: ServeConfig, lookup: Callable[[str], A
             options,
             config.out_dir,
             forks=1,
-            render_postmortem=render_bundle,
+            render_postmortem=render_drafts,
             redact=scrub_secrets,
             extra_manifest={"alert": capture.manifest_alert()},
         )
@@ -167,9 +167,6 @@ def run_capture(capture: Capture, config: ServeConfig, lookup: Callable[[str], A
     else:
         capture.status, capture.bundle = "captured", str(bundle)
         capture.status_update = _status_update(capture, bundle, runs)
-        from nightowl.postmortem.render import write_html_draft
-
-        write_html_draft(bundle)
         capture.verdict, capture.host_status = runs[0].verdict, runs[0].status
         capture.host_error = runs[0].error
     capture.finished_at = time.time()
