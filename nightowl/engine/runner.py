@@ -552,7 +552,7 @@ def collect_on(
     for attempt in run.attempts:
         run.file = recorder.record_command(transport.host, kind, attempt, attempt is chosen) or run.file
     run.status, run.reason = _status_of(chosen)
-    if chosen.ok and shows_nothing(collector, chosen.stdout):
+    if chosen is blank:  # only an answer that showed nothing is ever kept as "blank"
         # No output is not "output showing nothing wrong": no facts, so no rule can read it as clean.
         run.status, run.reason = (
             "no_data",
