@@ -7,13 +7,13 @@ is left to the person sending it. Written as ``status-update.md`` into every bun
 
 from __future__ import annotations
 
-import functools
 import os
 import re
 import time
 from pathlib import Path
 from typing import Any
 
+from nightowl.engine.job import names_pattern
 from nightowl.paths import data_dir
 
 FILE_NAME = "status-update.md"
@@ -105,17 +105,9 @@ def short_names(names: list[str]) -> dict[str, str]:
     return bare
 
 
-@functools.lru_cache(maxsize=8)
-def _names_pattern(names: tuple[str, ...]) -> re.Pattern[str]:
-    """One pattern for every host name as a whole word, longest first: compiled once per run, not once
-    per name and sentence (a sweep of 1,000 hosts would compile a million patterns)."""
-    alternatives = "|".join(re.escape(n) for n in sorted(names, key=len, reverse=True)) or r"(?!)"
-    return re.compile(rf"(?<![\w.-])(?:{alternatives})(?![\w-])")
-
-
 def _plain(text: str, short: dict[str, str]) -> str:
     """A verdict sentence for chat: short host names, no code quoting."""
-    text = _names_pattern(tuple(sorted(short))).sub(lambda m: short[m.group(0)], text)
+    text = names_pattern(tuple(sorted(short))).sub(lambda m: short[m.group(0)], text)
     return text.replace("`", "")
 
 
@@ -186,7 +178,7 @@ def _named_hosts(verdict: dict[str, Any], affected: list[str], names: list[str])
         return list(hosts)
     # "r3 fails /health while r1, r2 serve": the hosts before "while" are the ones in trouble
     text = verdict.get("summary", "").split(" while ", 1)[0]
-    found = set(_names_pattern(tuple(sorted(names))).findall(text))
+    found = set(names_pattern(tuple(sorted(names))).findall(text))
     mentioned = [n for n in names if n in found]
     return mentioned or affected
 

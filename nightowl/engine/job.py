@@ -8,6 +8,7 @@ it names the host to act on, and every member's entry carries it.
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from collections.abc import Callable
@@ -188,12 +189,20 @@ class JobRunner(HostRunner):
         return {"members": members, "differing_facts": differing, "hosts_named": named}
 
 
+@functools.lru_cache(maxsize=8)
+def names_pattern(names: tuple[str, ...]) -> re.Pattern[str]:
+    """One pattern for every host name as a whole word, longest first, compiled once per set of names
+    (job members here, a run's hosts in status updates)."""
+    alternatives = "|".join(re.escape(n) for n in sorted(names, key=len, reverse=True)) or r"(?!)"
+    return re.compile(rf"(?<![\w.-])(?:{alternatives})(?![\w-])")
+
+
 def _hosts_named(verdict: dict[str, Any] | None, hosts: list[str]) -> list[str]:
     """The members the verdict's summary names (the host to act on), as whole words."""
     if not verdict:
         return []
-    text = verdict.get("summary") or ""
-    return [h for h in hosts if re.search(rf"(?<![\w.-]){re.escape(h)}(?![\w-])", text)]
+    found = set(names_pattern(tuple(sorted(hosts))).findall(verdict.get("summary") or ""))
+    return [h for h in hosts if h in found]
 
 
 def _role(status: str, verdict: dict[str, Any] | None, host: str, named: list[str]) -> str:
