@@ -193,7 +193,9 @@ OLD_OOM = re.compile(
     + _SIZE
     + r" already allocated; "
     + _SIZE
-    + r" free; "
+    + r" free; (?:"
+    + _SIZE
+    + r" allowed; )?"  # torch < 2.1 with a memory fraction set (TGI issue 866)
     + _SIZE
     + r" reserved in total by PyTorch"
 )
@@ -543,7 +545,7 @@ def _oom_from_line(line: str, kind: str, phase: str | None) -> OOM:
         sizes[name] = _eras.gib(match.group(1), match.group(2)) if match else None
     old = OLD_OOM.search(line)
     if old and sizes["total_gib"] is None:
-        total, allocated, free, reserved = (_eras.gib(old.group(i), old.group(i + 1)) for i in (2, 4, 6, 8))
+        total, allocated, free, reserved = (_eras.gib(old.group(i), old.group(i + 1)) for i in (2, 4, 6, 10))
         sizes.update(total_gib=total, free_gib=free, allocated_by_pytorch_gib=allocated)
         if reserved is not None and allocated is not None:
             sizes["reserved_unallocated_gib"] = reserved - allocated

@@ -150,7 +150,6 @@ GIB_PER_UNIT = {
 }  # fmt: skip
 _OTHER_PROCESS = re.compile(r"Process (\d+) has " + _SIZE + r" memory in use")
 _THIS_PROCESS = re.compile(r"this process has " + _SIZE + r" memory in use")
-_OLD_RESERVED = re.compile(_SIZE + r" reserved in total by PyTorch")
 # TGI 0.9 panic: "Currently allocated     : 16.08 GiB\nRequested               : 4.83 GiB\nDevice limit : 22.20 GiB"
 _TGI_FIELDS = (
     ("tried_gib", re.compile(r"Requested\s*: " + _SIZE)),
@@ -168,19 +167,10 @@ def gib(value: str, unit: str) -> float | None:
     return float(amount) * GIB_PER_UNIT[unit]
 
 
-# torch < 2.1 with a memory fraction set: "(GPU 0; 15.77 GiB total capacity; 15.37 GiB already allocated;
-# 13.62 MiB free; 15.77 GiB allowed; 15.40 GiB reserved in total by PyTorch)" (TGI issue 866): read field by field
-_OLD_FIELDS = (
-    ("total_gib", re.compile(r"\(GPU \d+; " + _SIZE + r" total capacity;")),
-    ("allocated_by_pytorch_gib", re.compile(r"; " + _SIZE + r" already allocated;")),
-    ("free_gib", re.compile(r"; " + _SIZE + r" free;")),
-)
-
-
 def oom_sizes(line: str) -> dict[str, float | None]:
-    """Sizes of OOM wordings engine_log's table does not read (TGI's Rust panic, torch < 2.1 with "allowed")."""
+    """Sizes of OOM wordings engine_log's table does not read (TGI's Rust panic)."""
     sizes: dict[str, float | None] = {}
-    for name, pattern in (*_TGI_FIELDS, *_OLD_FIELDS):
+    for name, pattern in _TGI_FIELDS:
         match = pattern.search(line)
         if match:
             sizes[name] = gib(match.group(1), match.group(2))
@@ -218,11 +208,7 @@ def outside_pytorch_gib(oom: dict[str, Any] | None) -> float | None:
     if not oom:
         return None
     total, free = oom.get("total_gib"), oom.get("free_gib")
-    text = str(oom.get("text") or "")
-    old = _OLD_RESERVED.search(text)
-    if old:
-        reserved = gib(old.group(1), old.group(2))
-    elif oom.get("allocated_by_pytorch_gib") is not None and oom.get("reserved_unallocated_gib") is not None:
+    if oom.get("allocated_by_pytorch_gib") is not None and oom.get("reserved_unallocated_gib") is not None:
         reserved = oom["allocated_by_pytorch_gib"] + oom["reserved_unallocated_gib"]
     else:
         reserved = None
