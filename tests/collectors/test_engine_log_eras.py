@@ -95,9 +95,8 @@ def test_hostile_lines_are_read_at_once(head: str, piece: str) -> None:
 def test_torch_before_2_1_oom_with_an_allowed_field_reads_every_size() -> None:
     """The real TGI 866 message (torch < 2.1 with a memory fraction) has an 'allowed' field between free
     and reserved: all four sizes are read, so the memory held outside PyTorch can be told (15.77 - 0.01 - 15.40)."""
-
-
-    text = (ROOT / "fixtures" / "corpus-extra" / "engine-log" / "tgi-1.0-legacy-oom-rank0-shard-cannot-start-flan-ul2-v100-issue866.txt").read_text()
+    sample = "tgi-1.0-legacy-oom-rank0-shard-cannot-start-flan-ul2-v100-issue866.txt"
+    text = (ROOT / "fixtures" / "corpus-extra" / "engine-log" / sample).read_text()
     facts = engine_log.facts(engine_log.parse(text))
     assert facts["oom"]["total_gib"] == 15.77 and facts["oom"]["allocated_by_pytorch_gib"] == 15.37
     assert round(facts["oom"]["reserved_unallocated_gib"], 2) == 0.03
