@@ -62,3 +62,15 @@ def test_the_checks_see_an_ignored_file(tmp_path: Path) -> None:
     run("add", ".venv/pyvenv.cfg")
     (tmp_path / ".gitignore").write_text(".venv/\n")
     assert run("ls-files", "--cached", "--ignored", "--exclude-standard").split() == [".venv/pyvenv.cfg"]
+
+
+TOP_LEVEL = {
+    ".ci", ".dockerignore", ".gitignore", "Dockerfile", "LICENSE", "README.md", "bench", "deploy", "docs",
+    "fixtures", "nightowl", "pyproject.toml", "runbooks", "scripts", "templates", "tests",
+}  # what a checkout holds at its root; a profile, a scratch JSON or an empty `kh` left by a session is not
+
+
+def test_nothing_stray_at_the_root() -> None:
+    tracked = {name.split("/", 1)[0] for name in git("ls-files", "-z")}
+    stray = sorted(tracked - TOP_LEVEL)
+    assert not stray, f"tracked at the repository root but not part of the project: {stray}"
