@@ -137,6 +137,26 @@ def test_triage_replay_of_a_bundle(tmp_path: Path) -> None:
     assert again["hosts"][0]["host"] == "xid79-fallen-off-bus"
 
 
+def test_a_bundles_unreachable_host_replays_unreachable(tmp_path: Path) -> None:
+    """An unreachable host has no folder in the bundle: its verdicts.json entry is what replays it."""
+    args = ["triage", "xid", "--replay", str(HOSTS / "healthy-l40s"), "--replay", str(HOSTS / "unreachable-node")]
+    first = json.loads(invoke(*args, "--out", str(tmp_path), "--format", "json").output)
+    bundle = Path(first["bundle"])
+    assert not (bundle / "hosts" / "unreachable-node").exists()
+    replayed = invoke("triage", "xid", "--replay", str(bundle), "--out", str(tmp_path), "--format", "json")
+    assert replayed.exit_code == 3
+    hosts = {h["host"]: h for h in json.loads(replayed.output)["hosts"]}
+    gone = next(h for h in first["hosts"] if h["status"] == "unreachable")
+    assert hosts["unreachable-node"]["status"] == "unreachable"
+    assert hosts["unreachable-node"]["error"] == gone["error"]
+    assert hosts["healthy-l40s"]["status"] == "ok"
+    # Unreadable: an error, never a replay that quietly drops the host and says healthy.
+    (bundle / "verdicts.json").write_text('{"hosts": [')
+    broken = invoke("triage", "xid", "--replay", str(bundle), "--out", str(tmp_path), "--format", "json")
+    assert broken.exit_code == 2
+    assert "verdicts.json" in broken.output
+
+
 def test_triage_param_and_usage_errors(tmp_path: Path) -> None:
     result = invoke(
         "triage",

@@ -160,23 +160,39 @@ def opener(spec: str, ssh_options: Any) -> Any:
 
 
 def replay_transports(replays: tuple[Path, ...]) -> dict[str, Any]:
-    """Recorded hosts: a host directory, or a bundle (every host in its hosts/).
+    """Recorded hosts: a host directory, or a bundle (every host in its hosts/, and the hosts its
+    verdicts.json records as unreachable, which have no folder).
 
     Two recordings with the same name are two hosts, never one: the second is named by its path.
     """
     from nightowl.engine.bundle import host_from_dirname
-    from nightowl.transports.replay import ReplayTransport
+    from nightowl.transports.replay import RecordedUnreachable, ReplayTransport, unreachable_in_bundle
 
     transports: dict[str, Any] = {}
+
+    def add(name: str, where: Path, make: Any) -> None:
+        if name in transports:
+            name = str(where)
+        suffix = 2
+        while name in transports:
+            name, suffix = f"{where}#{suffix}", suffix + 1
+        transports[name] = lambda n=name: make(n)
+
     for directory in replays:
-        in_bundle = (directory / "hosts").is_dir()
-        host_dirs = sorted(p for p in (directory / "hosts").iterdir() if p.is_dir()) if in_bundle else [directory]
-        for host_dir in host_dirs:
+        in_bundle = (directory / "hosts").is_dir() or (directory / "verdicts.json").is_file()
+        hosts = directory / "hosts"
+        host_dirs = sorted(p for p in hosts.iterdir() if p.is_dir()) if hosts.is_dir() else []
+        for host_dir in host_dirs if in_bundle else [directory]:
             name = host_from_dirname(host_dir.name) if in_bundle else host_dir.name
-            if name in transports:
-                name = str(host_dir)
-            suffix = 2
-            while name in transports:
-                name, suffix = f"{host_dir}#{suffix}", suffix + 1
-            transports[name] = lambda d=host_dir, n=name: ReplayTransport(d, n)
+            add(name, host_dir, lambda n, d=host_dir: ReplayTransport(d, n))
+        if not in_bundle:
+            continue
+        try:
+            unreachable = unreachable_in_bundle(directory)
+        except ValueError as exc:
+            fail(str(exc))
+        recorded = {host_from_dirname(d.name) for d in host_dirs}
+        for host, reason in unreachable.items():
+            if host not in recorded:
+                add(host, hosts / host, lambda n, r=reason: RecordedUnreachable(n, r))
     return transports

@@ -57,12 +57,17 @@ def host_from_dirname(name: str) -> str:
     return unquote(name)
 
 
-def write_private(path: Path, text: str) -> None:
-    """Write ``text`` to a file only its owner can read (0600 from creation, not chmod afterwards)."""
+def write_private(path: Path, text: str) -> bytes:
+    """Write ``text`` to a file only its owner can read (0600 from creation, not chmod afterwards).
+
+    Returns the bytes stored (UTF-8, undecodable input kept as it came), so the caller can hash them
+    without reading the file back."""
+    data = text.encode("utf-8", errors="surrogateescape")
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_NOFOLLOW", 0), 0o600)
-    with os.fdopen(fd, "w", encoding="utf-8", errors="surrogateescape") as handle:
+    with os.fdopen(fd, "wb") as handle:
         os.fchmod(handle.fileno(), 0o600)
-        handle.write(text)
+        handle.write(data)
+    return data
 
 
 def _private_dir(path: Path) -> Path:
@@ -118,7 +123,9 @@ class BundleWriter:
         self.final_path = self.out_dir / self.run_id
         self.tmp_path = self.out_dir / f".{self.run_id}.partial"
         self._host_dirs: dict[str, Path] = {}
-        self._unreachable_marked: set[str] = set()
+        # What this writer stored, by path inside the bundle: (bytes, sha256). The manifest lists every
+        # file; these need not be read back (a 1,000-host sweep writes thousands of files).
+        self._stored: dict[str, tuple[int, str]] = {}
         self._hosts_made: Path | None = None
         # A full disk or an unwritable --out must not cost the verdict: the run goes on without writing and
         # ``finish`` raises BundleNotWritten (with the runs) after removing what was half written.
@@ -193,14 +200,20 @@ class BundleWriter:
                 return None
             stem = self._next_stem(host, kind)
         folder = self.host_dir(host)
-        write_private(folder / f"{stem}.out", stored)
+        self._store(folder / f"{stem}.out", stored)
         if result.stderr:
-            write_private(folder / f"{stem}.err", self._redact(result.stderr))
+            self._store(folder / f"{stem}.err", self._redact(result.stderr))
         if result.rc is not None:
-            write_private(folder / f"{stem}.rc", f"{result.rc}\n")
+            self._store(folder / f"{stem}.rc", f"{result.rc}\n")
         if result.timed_out:
-            write_private(folder / f"{stem}.timeout", f"{result.duration:.3f}\n")
+            self._store(folder / f"{stem}.timeout", f"{result.duration:.3f}\n")
         return f"hosts/{host_dirname(host)}/{stem}.out"
+
+    def _store(self, path: Path, text: str) -> None:
+        """Write a bundle file (owner-only) and remember its size and sha256 for the manifest."""
+        data = write_private(path, text)
+        with self._lock:
+            self._stored[path.relative_to(self.tmp_path).as_posix()] = (len(data), hashlib.sha256(data).hexdigest())
 
     def _failed(self, exc: OSError) -> None:
         with self._lock:
@@ -219,7 +232,11 @@ class BundleWriter:
             for ext in ("out", "err", "rc", "timeout"):
                 old = folder / f"{kind}.{ext}"
                 if old.exists():
-                    old.rename(folder / f"{kind}.1.{ext}")
+                    new = folder / f"{kind}.1.{ext}"
+                    old.rename(new)
+                    known = self._stored.pop(old.relative_to(self.tmp_path).as_posix(), None)
+                    if known is not None:
+                        self._stored[new.relative_to(self.tmp_path).as_posix()] = known
             base = f"hosts/{host_dirname(host)}/{kind}"
             self.renamed[f"{base}.out"] = f"{base}.1.out"
             for command in self.commands:
@@ -243,30 +260,9 @@ class BundleWriter:
         """Add a file at the bundle's top level (``runbook.yaml``); hashed into the manifest by :meth:`finish`."""
         if self.write_error is None:
             try:
-                write_private(self.tmp_path / name, text)
+                self._store(self.tmp_path / name, text)
             except OSError as exc:
                 self._failed(exc)
-
-    def host_unreachable(self, host: str, reason: str) -> None:
-        """A host's run ended unreachable: mark it now, unless the bundle is already being finished."""
-        with self._lock:
-            if self._finished:
-                return
-        self.mark_unreachable(host, reason)
-
-    def mark_unreachable(self, host: str, reason: str) -> None:
-        """Leave ``hosts/<host>/unreachable`` with the reason, so the bundle says why a host has no output.
-
-        Called as each host ends (from its worker, overlapping the other hosts' waits) and again by
-        :meth:`finish` for any host not yet marked; a host is marked once."""
-        with self._lock:
-            if host in self._unreachable_marked or self.write_error is not None:
-                return
-            self._unreachable_marked.add(host)
-        try:
-            write_private(self.host_dir(host) / "unreachable", reason + "\n")
-        except OSError as exc:
-            self._failed(exc)
 
     def finish(
         self,
@@ -300,9 +296,6 @@ class BundleWriter:
         extra: dict[str, Any] | None,
     ) -> Path:
         self._fix_renamed(runs)
-        for run in runs:
-            if run.status == "unreachable":
-                self.mark_unreachable(run.host, run.error or "unreachable")
         if self.write_error is not None:
             raise OSError(self.write_error)
         summary = triage_summary(self.runbook_id, self.run_id, self.final_path, runs)
@@ -319,7 +312,7 @@ class BundleWriter:
         }
         self._write_json("manifest.json", manifest)
         if render_postmortem is not None:
-            write_private(self.tmp_path / "postmortem.md", _safe_render(render_postmortem, self.tmp_path))
+            self._store(self.tmp_path / "postmortem.md", _safe_render(render_postmortem, self.tmp_path))
         manifest["files"] = self._file_hashes()
         self._write_json("manifest.json", manifest)
         write_private(self.tmp_path / MANIFEST_HASH, f"{sha256_file(self.tmp_path / 'manifest.json')}  manifest.json\n")
@@ -327,11 +320,17 @@ class BundleWriter:
         return self.final_path
 
     def _file_hashes(self) -> list[dict[str, Any]]:
+        """Every file of the bundle with its size and sha256: the folder is listed, so a file written by
+        someone else (the postmortem renderer's HTML) is read and hashed; one this writer stored is not,
+        unless its size on disk says it changed."""
         files = []
         for path in sorted(self.tmp_path.rglob("*")):
             if path.is_file() and path.name not in ("manifest.json", MANIFEST_HASH):
                 rel = path.relative_to(self.tmp_path).as_posix()
-                files.append({"path": rel, "bytes": path.stat().st_size, "sha256": sha256_file(path)})
+                size = path.stat().st_size
+                known = self._stored.get(rel)
+                digest = known[1] if known is not None and known[0] == size else sha256_file(path)
+                files.append({"path": rel, "bytes": size, "sha256": digest})
         return files
 
     def _write_json(self, name: str, data: Any) -> None:
@@ -341,7 +340,7 @@ class BundleWriter:
         # Indented for people; a sweep's documents (thousands of hosts) are written compact, which lets
         # json use its C encoder (the indented one is pure Python: seconds for a 1,000-host trace).
         indent = 2 if len(self._host_dirs) <= COMPACT_AFTER_HOSTS else None
-        write_private(self.tmp_path / name, json.dumps(scrubbed, indent=indent, default=str) + "\n")
+        self._store(self.tmp_path / name, json.dumps(scrubbed, indent=indent, default=str) + "\n")
 
 
 def _scrub(value: Any, redact: Callable[[str], str]) -> Any:

@@ -87,8 +87,6 @@ def run_runbook(
     def one(name: str) -> HostRun:
         run = HostRunner(loaded, _open(name, transports[name]), lookup, writer, options).execute()
         results[name] = run
-        if run.status == "unreachable":
-            writer.host_unreachable(run.host, run.error or "unreachable")
         if on_host_done:
             on_host_done(run)
         return run

@@ -103,5 +103,47 @@ class ReplayTransport:
         return data[:cap].decode("utf-8", errors="replace"), dropped
 
 
+class RecordedUnreachable:
+    """A host a bundle recorded as unreachable (in its verdicts.json): replayed, it is unreachable again."""
+
+    recorded = True
+
+    def __init__(self, host: str, reason: str) -> None:
+        self.host = host
+        self.reason = reason
+
+    def connect(self) -> None:
+        raise TransportError(self.reason or "recorded as unreachable")
+
+    def run(self, argv: Sequence[str], timeout: float, kind: str | None = None) -> CommandResult:
+        raise TransportError(self.reason or "recorded as unreachable")
+
+    def close(self) -> None:
+        return None
+
+
+def unreachable_in_bundle(bundle: Path) -> dict[str, str]:
+    """Hosts a bundle's verdicts.json records as unreachable, with the reason.
+
+    An unreachable host has no folder in ``hosts/`` (nothing was collected), so this is the only record
+    of it. A verdicts.json that exists but cannot be read is an error (ValueError): replaying the bundle
+    without its unreachable hosts could turn a run that could not judge into a healthy one."""
+    path = bundle / "verdicts.json"
+    if not path.exists():
+        return {}
+    import json
+
+    try:
+        document = json.loads(path.read_text(encoding="utf-8"))
+        hosts = document["hosts"]
+        return {
+            str(h["host"]): str(h.get("error") or "recorded as unreachable")
+            for h in hosts
+            if h.get("status") == "unreachable"
+        }
+    except (OSError, UnicodeDecodeError, ValueError, KeyError, TypeError, AttributeError) as exc:
+        raise ValueError(f"cannot read {path}: {type(exc).__name__}: {exc}") from None
+
+
 class RefusedFile(Exception):
     """A recorded file that is not a regular file inside the folder, or cannot be read."""

@@ -15,7 +15,7 @@ from nightowl.engine.runner import RunOptions
 from nightowl.engine.session import plan, run_runbook
 from nightowl.engine.validate import load_runbook
 from nightowl.transports.local import LocalTransport
-from nightowl.transports.replay import ReplayTransport
+from nightowl.transports.replay import ReplayTransport, unreachable_in_bundle
 
 
 @dataclass(frozen=True)
@@ -184,7 +184,8 @@ def test_unreachable_host_and_every_collector_failed(tmp_path: Path) -> None:
     assert [r.status for r in runs] == ["unreachable", "incomplete"]
     assert runs[0].verdict is None and "no recorded host" in runs[0].error
     assert runs[1].verdict is None and "every collector failed" in runs[1].error
-    assert (bundle / "hosts" / "gone" / "unreachable").exists()
+    assert not (bundle / "hosts" / "gone").exists()  # nothing collected: no folder, the reason is in verdicts.json
+    assert unreachable_in_bundle(bundle) == {"gone": runs[0].error}
 
 
 def test_plan_lists_commands_and_marks_invasive(tmp_path: Path) -> None:

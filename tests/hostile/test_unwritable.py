@@ -36,11 +36,11 @@ def test_a_full_disk_leaves_no_half_written_bundle(
     real = bundle_module.write_private
     calls = {"n": 0}
 
-    def full_disk(path: Path, text: str) -> None:
+    def full_disk(path: Path, text: str) -> bytes:
         calls["n"] += 1
         if calls["n"] > fail_after:
             raise OSError(errno.ENOSPC, "No space left on device", str(path))
-        real(path, text)
+        return real(path, text)
 
     monkeypatch.setattr(bundle_module, "write_private", full_disk)
     out = tmp_path / "out"

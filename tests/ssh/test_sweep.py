@@ -69,7 +69,10 @@ def test_sweep_reaches_each_recorded_verdict_and_reports_each_fault(fleet: Fleet
     assert elapsed < 30, f"sweep took {elapsed:.1f}s: deadlines not honoured"
     bundle = Path(data["bundle"])
     assert (bundle / "hosts" / "xid79" / "kernel-log.out").is_file()
-    assert (bundle / "hosts" / "refused" / "unreachable").is_file()
+    assert not (bundle / "hosts" / "refused").exists()
+    assert json.loads((bundle / "verdicts.json").read_text())["hosts"][list(hosts).index("refused")]["status"] == (
+        "unreachable"
+    )
 
 
 def test_sweep_table_and_prometheus(fleet: Fleet, tmp_path: Path) -> None:
