@@ -203,6 +203,15 @@ _TRIGGERS = (
 _TRIGGER = re.compile("|".join(re.escape(trigger) for trigger in _TRIGGERS))
 
 
+def might_hold_secrets(text: str) -> bool:
+    """False only when ``scrub_secrets`` would leave ``text`` and every part of it unchanged.
+
+    Sound for a JSON document too (``json.dumps(..., ensure_ascii=False)``): each string appears in it
+    as written apart from escaped quotes, backslashes and control characters, and no trigger holds one
+    (tests/test_redact.py checks), so a trigger inside any string is a trigger inside the document."""
+    return bool(_TRIGGER.search(text.lower()))
+
+
 def scrub_secrets(text: str) -> str:
     """Mask secrets in command lines, environment dumps and logs. Idempotent; never raises."""
     if not text:

@@ -11,8 +11,9 @@ import pytest
 from click.testing import CliRunner
 
 from nightowl.cli.postmortem_cmd import postmortem
+from nightowl.engine.bundle import BundleWriter
 from nightowl.receiver.payload import parse_payload
-from nightowl.redact import MASK, Redactor, scrub_secrets
+from nightowl.redact import _TRIGGERS, MASK, Redactor, might_hold_secrets, scrub_secrets
 from tests.postmortem.bundles import ALERTS, HOSTS, make_bundle
 from tests.postmortem.test_serving_draft import serving_bundle
 
@@ -67,6 +68,30 @@ def test_bundle_outputs_are_scrubbed(tmp_path: Path) -> None:
     bundle = make_bundle(tmp_path / "out", ["leaky"], host_root=tmp_path / "hosts")
     stored = (bundle / "hosts" / "leaky" / "kernel-log.out").read_text()
     assert "hf_AbCd" not in stored and f"HF_TOKEN={MASK}" in stored and "Xid (PCI:0000:a1:00): 79" in stored
+
+
+def test_no_trigger_holds_a_character_json_escapes() -> None:
+    """What makes might_hold_secrets sound on a whole JSON document (bundle.BundleWriter._write_json)."""
+    for trigger in _TRIGGERS:
+        assert json.dumps(trigger, ensure_ascii=False)[1:-1] == trigger
+
+
+@pytest.mark.parametrize(("raw", "scrubbed"), SECRET_CASES)
+def test_a_document_holding_a_secret_anywhere_is_not_cleared(raw: str, scrubbed: str, tmp_path: Path) -> None:
+    document = {"hosts": [{"facts": {"lines": ['say "hi"\n\t' + raw + " \u00e9"]}}]}
+    assert might_hold_secrets(json.dumps(document, ensure_ascii=False))
+    writer = BundleWriter(tmp_path, "r", redact=scrub_secrets, redact_prefilter=might_hold_secrets)
+    writer._write_json("doc.json", document)
+    stored = json.loads((writer.tmp_path / "doc.json").read_text())
+    assert stored["hosts"][0]["facts"]["lines"][0] == scrub_secrets(document["hosts"][0]["facts"]["lines"][0])
+    assert MASK in stored["hosts"][0]["facts"]["lines"][0]
+
+
+@pytest.mark.parametrize("text", KEPT)
+def test_a_document_without_secrets_is_written_as_it_is(text: str, tmp_path: Path) -> None:
+    writer = BundleWriter(tmp_path, "r", redact=scrub_secrets, redact_prefilter=might_hold_secrets)
+    writer._write_json("doc.json", {"line": text, "n": 1})
+    assert json.loads((writer.tmp_path / "doc.json").read_text()) == {"line": text, "n": 1}
 
 
 def test_redactor_is_consistent_and_leaves_pci_and_times() -> None:

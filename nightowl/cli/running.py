@@ -38,7 +38,7 @@ def run_to_summary(
     from nightowl.engine.runner import RunOptions
     from nightowl.engine.session import Interrupted, run_runbook
     from nightowl.postmortem.render import render_drafts
-    from nightowl.redact import scrub_secrets
+    from nightowl.redact import might_hold_secrets, scrub_secrets
 
     try:
         values = loaded.resolve_params(params)
@@ -66,6 +66,7 @@ def run_to_summary(
                 on_host_done=on_host_done,
                 render_postmortem=render_drafts if postmortem else None,
                 redact=scrub_secrets,
+                redact_prefilter=might_hold_secrets,
             )
     except BundleNotWritten as exc:
         summary = triage_summary(loaded.id, exc.run_id, None, exc.runs)

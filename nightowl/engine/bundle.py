@@ -76,7 +76,7 @@ def _private_dir(path: Path) -> Path:
     return path
 
 
-COMPACT_AFTER_HOSTS = 100  # a bundle of more hosts writes its JSON without indentation
+COMPACT_AFTER_HOSTS = 16  # a bundle of more hosts (a sweep) writes its JSON without indentation
 MANIFEST_HASH = "manifest.sha256"  # sha256sum format: `<hex>  manifest.json`
 
 
@@ -116,6 +116,7 @@ class BundleWriter:
         runbook_id: str,
         run_id: str | None = None,
         redact: Callable[[str], str] | None = None,
+        redact_prefilter: Callable[[str], bool] | None = None,
     ) -> None:
         self.run_id = run_id or new_run_id(runbook_id)
         self.runbook_id = runbook_id
@@ -135,6 +136,10 @@ class BundleWriter:
         self._taken: dict[tuple[str, str], int] = {}
         self._lock = threading.Lock()
         self._redact = redact or (lambda text: text)
+        # False only when ``redact`` would change no string inside the given text: a JSON document that
+        # cannot hold a secret is written without visiting its strings one by one.
+        self._redact_prefilter = redact_prefilter if redact else (lambda text: False)
+        self._compact = False  # set by finish: documents of many hosts are written without indentation
         self.renamed: dict[str, str] = {}
         self._finished = False  # after an interrupt, threads still running must not write into a closed bundle
         try:
@@ -296,6 +301,7 @@ class BundleWriter:
         extra: dict[str, Any] | None,
     ) -> Path:
         self._fix_renamed(runs)
+        self._compact = len(runs) > COMPACT_AFTER_HOSTS
         if self.write_error is not None:
             raise OSError(self.write_error)
         summary = triage_summary(self.runbook_id, self.run_id, self.final_path, runs)
@@ -335,12 +341,14 @@ class BundleWriter:
 
     def _write_json(self, name: str, data: Any) -> None:
         # Facts were parsed from unscrubbed output, so every string is scrubbed on the way out
-        # (string by string: scrubbing the JSON text could break its quoting).
-        scrubbed = _scrub(data, self._redact)
-        # Indented for people; a sweep's documents (thousands of hosts) are written compact, which lets
-        # json use its C encoder (the indented one is pure Python: seconds for a 1,000-host trace).
-        indent = 2 if len(self._host_dirs) <= COMPACT_AFTER_HOSTS else None
-        self._store(self.tmp_path / name, json.dumps(scrubbed, indent=indent, default=str) + "\n")
+        # (string by string: scrubbing the JSON text could break its quoting). A document the prefilter
+        # clears (C-encoded once, non-ASCII as is, so each string appears in it as written) is not walked.
+        if self._redact_prefilter is None or self._redact_prefilter(json.dumps(data, ensure_ascii=False, default=str)):
+            data = _scrub(data, self._redact)
+        # Indented for people; a sweep's documents (many hosts) are written compact, which lets json use
+        # its C encoder (the indented one is pure Python: a second for a 1,000-host trace).
+        indent = None if self._compact else 2
+        self._store(self.tmp_path / name, json.dumps(data, indent=indent, default=str) + "\n")
 
 
 def _scrub(value: Any, redact: Callable[[str], str]) -> Any:

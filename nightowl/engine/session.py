@@ -66,6 +66,7 @@ def run_runbook(
     on_host_done: Callable[[HostRun], None] | None = None,
     render_postmortem: Callable[[Path], str] | None = None,
     redact: Callable[[str], str] | None = None,
+    redact_prefilter: Callable[[str], bool] | None = None,
     extra_manifest: dict[str, Any] | None = None,
 ) -> tuple[list[HostRun], Path]:
     """Run on every host (bounded concurrency), in the order given; write one bundle.
@@ -75,9 +76,10 @@ def run_runbook(
     of a kind. Returns the runs in the order of ``transports`` and the bundle's folder. The
     bundle appears only complete (renamed into place at the end); on Ctrl-C a partial bundle
     is saved and :class:`Interrupted` raised. ``redact`` scrubs every string before it is
-    written; ``render_postmortem`` adds ``postmortem.md``; ``extra_manifest`` adds manifest keys.
+    written (``redact_prefilter``, when given, says cheaply of a whole document that ``redact`` would
+    change nothing in it); ``render_postmortem`` adds ``postmortem.md``; ``extra_manifest`` adds manifest keys.
     """
-    writer = BundleWriter(out_dir, loaded.id, redact=redact)
+    writer = BundleWriter(out_dir, loaded.id, redact=redact, redact_prefilter=redact_prefilter)
     with _live_lock:
         _live_stops.add(options.stop)
     writer.add_file("runbook.yaml", loaded.path.read_text())

@@ -521,10 +521,7 @@ class SSHTransport:
         argv = tuple(str(arg) for arg in argv)
         started, clock = time.time(), time.monotonic()
         deadline = clock + max(0.0, timeout)
-        wrapped = argv
-        if self.options.remote_timeout and timeout > 0:
-            wrapped = ("timeout", "-k", "2", str(math.ceil(timeout) + 1), *argv)
-        command = shlex.join(wrapped)
+        command = remote_command(argv, timeout if self.options.remote_timeout else 0)
         extra = {"remote_command": command}
 
         def fail(error: str, timed_out: bool = False) -> CommandResult:
@@ -614,6 +611,16 @@ class SSHTransport:
 
     def __exit__(self, *exc_info: object) -> None:
         self.close()
+
+
+def remote_command(argv: Sequence[str], timeout: float) -> str:
+    """The command line sent to the host: with a timeout, wrapped in coreutils ``timeout`` so that the
+    host ends the command itself (one second after our deadline, SIGKILL two seconds later) even if the
+    connection drops; 0 sends the argv as it is."""
+    wrapped = tuple(argv)
+    if timeout > 0:
+        wrapped = ("timeout", "-k", "2", str(math.ceil(timeout) + 1), *wrapped)
+    return shlex.join(wrapped)
 
 
 class _CappedBuffer:
