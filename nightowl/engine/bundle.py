@@ -208,7 +208,7 @@ class BundleWriter:
         self._store(folder / f"{stem}.out", stored)
         if result.stderr:
             self._store(folder / f"{stem}.err", self._redact(result.stderr))
-        if result.rc is not None:
+        if result.rc:  # exit 0 is the absence of the file, as in a recorded host (and in manifest.json)
             self._store(folder / f"{stem}.rc", f"{result.rc}\n")
         if result.timed_out:
             self._store(folder / f"{stem}.timeout", f"{result.duration:.3f}\n")
