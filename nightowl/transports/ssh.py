@@ -501,7 +501,7 @@ class SSHTransport:
         notes: list[str] = []
         for path in dict.fromkeys(Path(os.path.expanduser(str(p))) for p in paths):
             try:
-                keys.append((str(path), paramiko.PKey.from_path(str(path))))
+                keys.append((str(path), _load_key(str(path))))
             except paramiko.PasswordRequiredException:
                 notes.append(f"{path} needs a passphrase (load it into ssh-agent)")
             except (OSError, paramiko.SSHException, ValueError) as exc:
@@ -611,6 +611,19 @@ class SSHTransport:
 
     def __exit__(self, *exc_info: object) -> None:
         self.close()
+
+
+def _load_key(path: str) -> Any:
+    """A private key file, parsed once per version of the file (a sweep offers it to every host)."""
+    info = os.stat(path)
+    return _parsed_key(path, info.st_mtime_ns, info.st_size, info.st_ino)
+
+
+@lru_cache(maxsize=64)
+def _parsed_key(path: str, mtime_ns: int, size: int, inode: int) -> Any:
+    import paramiko
+
+    return paramiko.PKey.from_path(path)
 
 
 def remote_command(argv: Sequence[str], timeout: float) -> str:
