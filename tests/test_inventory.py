@@ -296,6 +296,49 @@ def test_the_same_host_on_other_ports_or_behind_other_jumps_is_another_machine(
     assert [h.port for h in hosts] == [2201, 2202, 22, 22, 2222]
 
 
+# 600 well-formed hosts on lines 2-601, one to a line, as a large fleet writes them; the malformed
+# entry comes after them, on line 602.
+GOOD_HOSTS = "".join(
+    f"  - {{name: node-{n:04d}, address: 10.0.{n // 256}.{n % 256}, port: 22, user: root}}\n" for n in range(600)
+)
+
+
+@pytest.mark.parametrize(
+    ("bad", "message"),
+    [
+        # YAML the parser refuses: the line is the parser's
+        (
+            "  - {name: bad, address: 10.9.9.9\n  - {name: late}\n",
+            "603: invalid YAML: did not find expected ',' or '}'",
+        ),
+        (" - {name: bad}\n", "602: invalid YAML: did not find expected key"),
+        ("\t- {name: bad}\n", "602: invalid YAML: found character that cannot start any token"),
+        ("  - 'bad\n", "603: invalid YAML: found unexpected end of stream"),
+        ("---\nhosts: []\n", "602: invalid YAML: but found another document"),
+        # well-formed YAML, a wrong inventory: the line is the entry's
+        ("  - {name: bad, address: 10.9.9.9, port: ssh}\n", "602: host 'bad': port 'ssh' is not 1-65535"),
+        ("  - name: bad\n    address: 10.9.9.9\n    port: 70000\n", "602: host 'bad': port 70000 is not 1-65535"),
+        ("  - {name: bad, adress: 10.9.9.9}\n", "602: unknown host key 'adress'"),
+        ("  - {name: node-0007, address: 10.9.9.9}\n", "602: host 'node-0007' listed twice (first on line 9)"),
+        (
+            "  - {name: other, address: 10.0.0.7}\n",
+            "602: host 'other' is the same machine as 'node-0007' (line 9): both reach 10.0.0.7; list it once",
+        ),
+        ("  - 'gpu 01'\n", "602: host 'gpu 01': host spec 'gpu 01' contains whitespace or control characters"),
+    ],
+)
+def test_a_malformed_entry_in_a_large_inventory_is_reported_at_its_file_and_line(
+    tmp_path: Path, empty_config: Path, bad: str, message: str
+) -> None:
+    """Whichever way the YAML is read (a fast path for plain documents), the message is exactly
+    ``file:line: what``, the line counted in the file as written."""
+    path = tmp_path / "hosts.yaml"
+    path.write_text("hosts:\n" + GOOD_HOSTS + bad)
+    with pytest.raises(InventoryError) as caught:
+        load_inventory(path, empty_config)
+    assert str(caught.value) == f"{path}:{message}"
+
+
 def test_missing_file(tmp_path: Path) -> None:
     with pytest.raises(InventoryError, match="cannot read inventory"):
         load_inventory(tmp_path / "nope.yaml")

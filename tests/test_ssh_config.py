@@ -126,3 +126,16 @@ def test_agrees_with_paramiko_on_a_mixed_config(tmp_path: Path) -> None:
         got = ours.lookup(alias)
         for key in ("hostname", "user", "port", "proxyjump"):
             assert got.get(key) == expected.get(key), (alias, key)
+
+
+def test_home_and_user_tokens_follow_the_environment_as_it_changes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """%d and %u are remembered per environment, not per process: a changed $HOME or $LOGNAME shows."""
+    path = _config(tmp_path, "Host *\n  HostName %n.%x\n  IdentityFile %d/.ssh/%u-%h%%\n  IdentityFile ~/plain\n")
+    for home, user in (("/home/alice", "alice"), ("/srv/bob", "bob"), ("/home/alice", "alice")):
+        monkeypatch.setenv("HOME", home)
+        monkeypatch.setenv("LOGNAME", user)
+        found = _lookup(path, "gpu-01")
+        assert found["hostname"] == "gpu-01.%x"  # an unknown token stays as written
+        assert found["identityfile"] == [f"{home}/.ssh/{user}-gpu-01.%x%", "~/plain"]

@@ -27,13 +27,14 @@ import ast
 import re
 import shlex
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from fnmatch import fnmatchcase
 from pathlib import Path
 from typing import Any
 
 from nightowl.engine.yamlines import YamlError, line_of, load_with_lines
-from nightowl.transports.hostspec import HostSpec, local_spec, parse_host_spec, written_host
+from nightowl.transports.hostspec import HostSpec, host_spec_parser, local_spec, written_host
 
 MAPPING_KEYS = frozenset({"name", "address", "port", "user", "labels", "profile", "jump", "identity_file"})
 DEFAULT_KEYS = MAPPING_KEYS - {"name", "address"}
@@ -193,6 +194,7 @@ def _nightowl_yaml(data: dict[str, Any], where: _Where, ssh_config: Path | None)
     specs: list[HostSpec] = []
     lines: list[int | None] = []
     written: dict[int, str] = {}  # index -> the spec string of an entry named after its host
+    parse = host_spec_parser(ssh_config)
     for index, item in enumerate(data["hosts"]):
         line = where.line("hosts", index)
         if isinstance(item, str):
@@ -213,7 +215,7 @@ def _nightowl_yaml(data: dict[str, Any], where: _Where, ssh_config: Path | None)
             values["name"] = str(values["name"])
         else:
             raise InventoryError(where.at(line, f"a host is a spec string or a mapping, not {type(item).__name__}"))
-        specs.append(_build(_Entry(values["name"], line, values), where, ssh_config))
+        specs.append(_build(_Entry(values["name"], line, values), where, parse))
         lines.append(line)
     _no_same_machine(specs, lines, where)
     specs = _unique_names(specs, written)
@@ -241,7 +243,7 @@ def _unique_names(specs: list[HostSpec], written: dict[int, str]) -> list[HostSp
     with_port = Counter(clashing.values())
     for index, candidate in clashing.items():
         names[index] = written[index] if with_port[candidate] > 1 or kept[candidate] else candidate
-    return [replace(spec, name=name) for spec, name in zip(specs, names, strict=True)]
+    return [spec if spec.name == name else replace(spec, name=name) for spec, name in zip(specs, names, strict=True)]
 
 
 # ---------------------------------------------------------------------------- Ansible
@@ -510,25 +512,26 @@ def _jump_from_ssh_args(args: str) -> str | None:
 
 def _resolve_entries(entries: list[_Entry], where: _Where, ssh_config: Path | None) -> list[HostSpec]:
     specs = []
+    parse = host_spec_parser(ssh_config)
     for entry in entries:
         values = {"address": entry.name, **entry.values}
         if values.get("ssh_args") and not values.get("jump"):
             values["jump"] = _jump_from_ssh_args(values["ssh_args"])
-        spec = _build(_Entry(entry.name, entry.line, values), where, ssh_config)
+        spec = _build(_Entry(entry.name, entry.line, values), where, parse)
         specs.append(replace(spec, groups=tuple(entry.groups)))
     _no_same_machine(specs, [entry.line for entry in entries], where)
     return specs
 
 
-def _build(entry: _Entry, where: _Where, ssh_config: Path | None) -> HostSpec:
+def _build(entry: _Entry, where: _Where, parse: Callable[[str], HostSpec]) -> HostSpec:
     values = entry.values
     if values.get("connection") == "local":
         return replace(local_spec(entry.name), labels=_labels(values, entry, where), profile=_text(values, "profile"))
     address = str(values.get("address") or entry.name)
     try:
-        spec = parse_host_spec(address, ssh_config)
+        spec = parse(address)
         jump_text = _text(values, "jump")
-        jump = parse_host_spec(jump_text, ssh_config) if jump_text else None
+        jump = parse(jump_text) if jump_text else None
     except ValueError as exc:
         raise InventoryError(where.at(entry.line, f"host {entry.name!r}: {exc}")) from None
     if spec.is_local:

@@ -19,8 +19,13 @@ import os
 import re
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 from urllib.parse import parse_qs, unquote, urlsplit
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from nightowl.transports.ssh_config import SSHConfig
 
 DEFAULT_SSH_PORT = 22
 LOCAL_NAMES = frozenset({"local"})
@@ -37,6 +42,8 @@ URL_QUERY_KEYS = {
 # A host name or address: no whitespace, no shell or URL metacharacters, not an option.
 _HOSTNAME_RE = re.compile(r"^(?!-)[A-Za-z0-9_.%:-]+$")
 _USER_RE = re.compile(r"^(?!-)[^\s@:/\x00-\x1f\x7f]+$")
+# What str.isspace() calls whitespace (re's \s is the same set), or a control character below 32.
+_SPACE_OR_CONTROL_RE = re.compile(r"[\s\x00-\x1f]")
 
 
 @dataclass(frozen=True)
@@ -87,7 +94,14 @@ def local_spec(name: str = "local") -> HostSpec:
 
 def parse_host_spec(text: str, ssh_config: Path | None = None) -> HostSpec:
     """Parse one host spec; raise ValueError saying what is wrong with it."""
-    return _parse(text, ssh_config, depth=0)
+    return _parse(text, _Settings(ssh_config), depth=0)
+
+
+def host_spec_parser(ssh_config: Path | None = None) -> Callable[[str], HostSpec]:
+    """``parse_host_spec`` for many specs (an inventory) against one ssh config: its files are found
+    and checked once, on the first spec that needs them, instead of once per host and jump host."""
+    settings = _Settings(ssh_config)
+    return lambda text: _parse(text, settings, depth=0)
 
 
 def written_host(text: str) -> str:
@@ -103,20 +117,20 @@ def written_host(text: str) -> str:
     return host
 
 
-def _parse(text: str, ssh_config: Path | None, depth: int) -> HostSpec:
+def _parse(text: str, settings: _Settings, depth: int) -> HostSpec:
     if not isinstance(text, str):
         raise ValueError(f"host spec must be text, got {type(text).__name__}")
     written = text.strip()
     if not written:
         raise ValueError("empty host spec")
-    if any(ch.isspace() or ord(ch) < 32 for ch in written):
+    if _SPACE_OR_CONTROL_RE.search(written):
         raise ValueError(f"host spec {written!r} contains whitespace or control characters")
     if written.lower() in LOCAL_NAMES:
         return local_spec(written)
     if depth > MAX_JUMP_DEPTH:
         raise ValueError(f"jump host chain deeper than {MAX_JUMP_DEPTH} at {written!r} (a ProxyJump loop?)")
     parts = _split_url(written) if "://" in written else _split_short(written)
-    return _resolve(written, parts, ssh_config, depth)
+    return _resolve(written, parts, settings, depth)
 
 
 def _split_url(written: str) -> dict[str, Any]:
@@ -183,12 +197,13 @@ def _port(text: str, written: str) -> int:
     return int(text)
 
 
-def _resolve(written: str, parts: dict[str, Any], ssh_config: Path | None, depth: int) -> HostSpec:
+def _resolve(written: str, parts: dict[str, Any], settings: _Settings, depth: int) -> HostSpec:
     alias = parts["host"]
     _check_host(alias, written)
-    config = _config_lookup(alias, ssh_config)
+    config = settings.lookup(alias)
     hostname = config.get("hostname") or alias
-    _check_host(hostname, written)
+    if hostname != alias:  # the alias was just checked
+        _check_host(hostname, written)
     user = parts.get("user") or config.get("user")
     if user is not None and not _USER_RE.match(user):
         raise ValueError(f"host spec {written!r}: invalid user name {user!r}")
@@ -200,7 +215,7 @@ def _resolve(written: str, parts: dict[str, Any], ssh_config: Path | None, depth
         hostname=hostname,
         port=port,
         user=user,
-        jump=_jump(jump_text, ssh_config, depth, written),
+        jump=_jump(jump_text, settings, depth, written),
         identity_file=Path(os.path.expanduser(identity)) if identity else None,
         profile=parts.get("profile"),
     )
@@ -228,14 +243,14 @@ def _first_identity(config: dict[str, Any]) -> str | None:
     return files[0] if files else None
 
 
-def _jump(text: str | None, ssh_config: Path | None, depth: int, written: str) -> HostSpec | None:
+def _jump(text: str | None, settings: _Settings, depth: int, written: str) -> HostSpec | None:
     """ProxyJump ``a,b`` means: reach ``a``, then ``b`` through it, then the target through ``b``."""
     if not text or text.lower() == "none":
         return None
     previous: HostSpec | None = None
     for hop_text in text.split(","):
         try:
-            hop = _parse(hop_text, ssh_config, depth + 1)
+            hop = _parse(hop_text, settings, depth + 1)
         except ValueError as exc:
             raise ValueError(f"host spec {written!r}: jump host: {exc}") from None
         if hop.is_local:
@@ -244,14 +259,26 @@ def _jump(text: str | None, ssh_config: Path | None, depth: int, written: str) -
     return previous
 
 
-def _config_lookup(alias: str, ssh_config: Path | None) -> dict[str, Any]:
-    """ssh's settings for ``alias`` (nightowl/transports/ssh_config.py: indexed, Include and system file)."""
-    from nightowl.transports.ssh_config import SSHConfigError, cached, config_files
+class _Settings:
+    """ssh's settings per alias from one ssh config (nightowl/transports/ssh_config.py: indexed,
+    Include and system file). The files are found and their versions checked on the first lookup
+    only; a failure is not remembered, so it is raised again, naming the alias asked for."""
 
-    try:
-        files = config_files(ssh_config)
-        return cached(files).lookup(alias) if files else {}
-    except SSHConfigError as exc:
-        raise ValueError(str(exc)) from None
-    except OSError as exc:
-        raise ValueError(f"ssh config: cannot look up {alias!r}: {exc}") from None
+    def __init__(self, ssh_config: Path | None) -> None:
+        self.ssh_config = ssh_config
+        self.config: SSHConfig | None = None
+        self.found = False  # the files were found (and config is None when there are none)
+
+    def lookup(self, alias: str) -> dict[str, Any]:
+        from nightowl.transports.ssh_config import SSHConfigError, cached, config_files
+
+        try:
+            if not self.found:
+                files = config_files(self.ssh_config)
+                self.config = cached(files) if files else None
+                self.found = True
+            return self.config.lookup(alias) if self.config is not None else {}
+        except SSHConfigError as exc:
+            raise ValueError(str(exc)) from None
+        except OSError as exc:
+            raise ValueError(f"ssh config: cannot look up {alias!r}: {exc}") from None

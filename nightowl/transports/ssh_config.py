@@ -120,11 +120,48 @@ def _expand(found: dict[str, Any], alias: str) -> dict[str, Any]:
 
 def _tokens(value: str, alias: str, hostname: str) -> str:
     """The TOKENS of ssh_config(5) that need no connection: %h, %n, %d, %u, %%."""
-    table = {"h": hostname, "n": alias, "d": str(Path.home()), "u": _local_user(), "%": "%"}
-    return re.sub(r"%(.)", lambda m: table.get(m.group(1), m.group(0)), value)
+    if "%" not in value:
+        return value  # most values: no token, so no need to ask for the home folder or the user
+
+    def token(match: re.Match[str]) -> str:
+        letter = match.group(1)
+        if letter == "h":
+            return hostname
+        if letter == "n":
+            return alias
+        if letter == "d":
+            return _home()
+        if letter == "u":
+            return _local_user()
+        return "%" if letter == "%" else match.group(0)
+
+    return _TOKEN_RE.sub(token, value)
+
+
+_TOKEN_RE = re.compile(r"%(.)")
+# Where Path.home() and getpass.getuser() look, in their order: a changed environment (a test's
+# $HOME, a sudo'd USER) is a new cache key, so the answers stay what those calls would say now.
+_HOME_SOURCES = ("HOME",)
+_USER_SOURCES = ("LOGNAME", "USER", "LNAME", "USERNAME")
+
+
+def _home() -> str:
+    return _home_for(tuple(os.environ.get(name) for name in _HOME_SOURCES), os.getuid())
 
 
 def _local_user() -> str:
+    return _user_for(tuple(os.environ.get(name) for name in _USER_SOURCES), os.getuid())
+
+
+@lru_cache(maxsize=16)
+def _home_for(environ: tuple[str | None, ...], uid: int) -> str:
+    """Path.home(), once per ($HOME, uid): it is asked per host when an IdentityFile says %d."""
+    return str(Path.home())
+
+
+@lru_cache(maxsize=16)
+def _user_for(environ: tuple[str | None, ...], uid: int) -> str:
+    """getpass.getuser(), once per (its environment variables, uid)."""
     import getpass
 
     return getpass.getuser()
