@@ -22,9 +22,12 @@ from yaml.nodes import ScalarNode
 
 Path_ = tuple[Any, ...]
 
-# A runbook or inventory is a few hundred nodes. Aliases let a few hundred bytes stand for billions of
-# nodes ("billion laughs"), so the tree is measured as it would be expanded, before it is built or walked.
+# Aliases let a few hundred bytes stand for billions of nodes ("billion laughs"), so the tree is
+# measured as it would be expanded, before it is built or walked: past MAX_EXPANDED_NODES, a tree its
+# aliases make over ALIAS_EXPANSION times larger than it is written is refused. A big document written
+# out in full (a 10,000-host inventory) costs no more than its text and is read.
 MAX_EXPANDED_NODES = 100_000
+ALIAS_EXPANSION = 10
 # Deeper documents take the node path, which says "nested too deeply" where Python's recursion ends.
 MAX_PLAIN_DEPTH = 64
 
@@ -175,10 +178,10 @@ class _PlainBuilder:
 
 
 def _check_plain(event: Any, nodes: int, depth: int) -> None:
-    """Send the document to the node path at an anchor, alias or tag, past MAX_EXPANDED_NODES
-    nodes (the node path says how many) or deeper than MAX_PLAIN_DEPTH."""
+    """Send the document to the node path at an anchor, alias or tag, or deeper than MAX_PLAIN_DEPTH
+    (without aliases a document expands to nothing more than it is written: no size to check)."""
     # An alias has an anchor (and no tag attribute): the anchor is tested first.
-    if event.anchor is not None or event.tag is not None or nodes > MAX_EXPANDED_NODES or depth > MAX_PLAIN_DEPTH:
+    if event.anchor is not None or event.tag is not None or depth > MAX_PLAIN_DEPTH:
         raise _NotPlain
 
 
@@ -238,7 +241,8 @@ def _load_nodes(text: str) -> tuple[Any, dict[Path_, int]]:
 
 
 def _check_expanded_size(root: yaml.Node) -> None:
-    """Refuse a tree whose aliases expand past MAX_EXPANDED_NODES, or that contains itself.
+    """Refuse a tree whose aliases expand it past MAX_EXPANDED_NODES nodes and ALIAS_EXPANSION times its
+    written size, or that contains itself.
 
     Counts each distinct node once (memoised), so the check is linear in the document's size.
     """
@@ -258,7 +262,8 @@ def _check_expanded_size(root: yaml.Node) -> None:
         elif isinstance(node, yaml.SequenceNode):
             total += sum(size(item) for item in node.value)
         on_path.discard(key)
-        if total > MAX_EXPANDED_NODES:
+        # Distinct nodes met so far (each written once): a tree made of them can only be this big by aliases.
+        if total > MAX_EXPANDED_NODES and total > ALIAS_EXPANSION * (len(sizes) + len(on_path) + 1):
             raise YamlError(
                 f"invalid YAML: aliases expand to more than {MAX_EXPANDED_NODES} nodes (an alias bomb?)",
                 node.start_mark.line + 1,

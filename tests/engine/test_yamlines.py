@@ -114,12 +114,22 @@ def test_the_fast_path_leaves_what_it_cannot_build_to_the_node_path(text: str) -
     _check_identical(text)
 
 
-def test_too_many_nodes_is_refused_by_the_node_path_with_its_message() -> None:
-    text = "[" + ", ".join(["x"] * yamlines.MAX_EXPANDED_NODES) + "]"
-    assert yamlines._load_plain(text) is None
-    with pytest.raises(YamlError, match="more than 100000 nodes") as caught:
-        load_with_lines(text)
-    assert caught.value.line == 1
+def test_a_big_document_written_out_is_read_and_a_small_one_its_aliases_blow_up_is_refused() -> None:
+    """10,000 hosts with labels are past MAX_EXPANDED_NODES written out in full: read, by either path."""
+    hosts = "".join(
+        f"  - {{name: n{i}, address: 10.0.{i // 250}.{i % 250}, labels: {{rack: r{i % 9}}}}}\n" for i in range(10_000)
+    )
+    big = "hosts:\n" + hosts
+    data, lines = load_with_lines(big)
+    assert len(data["hosts"]) == 10_000 and lines[("hosts", 9_999, "labels", "rack")] == 10_001
+    assert yamlines._load_nodes(big)[0] == data
+    with_anchor = big.replace("  - {name: n0,", "  - &first {name: n0,", 1)  # the node path, no alias used
+    assert load_with_lines(with_anchor)[0] == data
+    laughs = "a: &a [x, x, x, x, x, x, x, x, x, x]\n" + "".join(
+        f"{chr(98 + i)}: &{chr(98 + i)} [{', '.join(['*' + chr(97 + i)] * 10)}]\n" for i in range(5)
+    )
+    with pytest.raises(YamlError, match="more than 100000 nodes"):
+        load_with_lines(laughs)
 
 
 def test_a_plain_document_is_built_by_the_fast_path_with_the_lines_of_its_keys() -> None:
