@@ -176,6 +176,7 @@ HOSTILE_TEXTS = [
     "$ nvidia-smi -q\n(venv) root@node1:~/dir# nvidia-smi\n[root@host ~]# x\n  GPU is lost\n> quote\n",
     "=====NVSMI LOG=====\n== not a banner\nGPU 00000000:01:00.0\nGPU 0000:01:00.0 extra\nGPUs : 2\n",
     "\tGPU 00000000:01:00.0\n\t\tProduct Name\t: X\n\t\tNo devices were\tfound\n  \t \n",
+    "GPU\u00a000000000:01:00.0\n    Product Name : X\nGPU\u200300000000:02:00.0\n",  # any \s after GPU
 ]
 
 
@@ -246,19 +247,25 @@ def test_cached_canon_and_value_checks_match_the_plain_functions() -> None:
 
 
 def test_long_strings_are_not_cached() -> None:
-    before = (tree._canon_cached.cache_info().currsize, tree._is_error_text_cached.cache_info().currsize)
+    def counters() -> tuple[object, ...]:
+        return (tree._canon_cached.cache_info(), tree._is_error_text_cached.cache_info())
+
     long_label = "Label " + "y" * tree._CACHED_LENGTH
+    before = counters()
     assert canon(long_label) == reference_canon(long_label)
     assert is_error_value(long_label) is False
-    after = (tree._canon_cached.cache_info().currsize, tree._is_error_text_cached.cache_info().currsize)
-    assert after == before
+    assert counters() == before  # neither a hit nor a miss: the caches were not asked
+    canon("Bus Id")
+    is_error_value("N/A")
+    assert counters() != before
 
 
 def test_table_prefilter_matches_the_plain_check() -> None:
     def reference(text: str) -> bool:
         return bool(_TABLE_HEADER.search(text)) or any(_TABLE_ROW_NAME.match(line) for line in text.splitlines())
 
-    texts = [*fixture_texts(), "| NVIDIA-SMI 550.54", "x\n|   0  Tesla V100  On | 00000000:18:00.0 Off | 0 |"]
+    rows = ["|   0  Tesla V100  On | 00000000:18:00.0 Off | 0 |", "|0 Tesla V100 On |00000000:18:00.0 Off |0 |"]
+    texts = [*fixture_texts(), "| NVIDIA-SMI 550.54", *(f"x\n{row}\n" for row in rows)]
     for text in texts:
         assert looks_like_table(text) == reference(text)
 
