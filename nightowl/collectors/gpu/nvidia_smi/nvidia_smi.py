@@ -47,6 +47,7 @@ from nightowl.collectors.gpu.nvidia_smi.tree import (
     canon,
     clean,
     is_error_value,
+    may_hold_tool_failure,
     pcie_degraded,
     raw_value,
     to_bool,
@@ -316,7 +317,8 @@ def _field_errors(gpu: Node, pci: str | None) -> list[GpuError]:
         if node.value is not None and is_error_value(node.value):
             name = _label_path(entry)
             errors.append(GpuError(pci=pci, message=f"{name}: {node.value.strip()}", field=name))
-        pending.extend((child, entry) for child in reversed(node.children))
+        if node.children:  # most nodes are leaves: no generator for them
+            pending.extend((child, entry) for child in reversed(node.children))
     return errors
 
 
@@ -461,14 +463,16 @@ def _from_table(text: str, lines: list[str], tool_errors: list[GpuError]) -> Nvi
 
 
 def _parse(text: str) -> NvidiaSmiResult:
-    lines = text.splitlines()
-    tool_errors = _tool_errors(lines)
+    # One scan of the whole text spares the per-line failure checks on almost every output.
+    check_failures = may_hold_tool_failure(text)
+    tool_errors = _tool_errors(text.splitlines()) if check_failures else []
     if "<nvidia_smi_log" in text:
         root, warnings = build_xml_tree(text)
         return _from_tree(root, "xml", warnings, tool_errors)
+    lines = text.splitlines()
     if looks_like_table(text):
         return _from_table(text, lines, tool_errors)
-    root, unread = build_text_tree(lines)
+    root, unread = build_text_tree(lines, check_failures)
     return _from_tree(root, "text", [f"unread line: {line}" for line in unread], tool_errors)
 
 

@@ -45,7 +45,11 @@ PERSISTENCE_WORDS = {"on": "Enabled", "off": "Disabled"}
 
 
 def looks_like_table(text: str) -> bool:
-    return bool(_TABLE_HEADER.search(text)) or any(_TABLE_ROW_NAME.match(line) for line in text.splitlines())
+    if "|" not in text:  # both the header and a GPU row start with "|": the common -q text is ruled out at once
+        return False
+    return bool(_TABLE_HEADER.search(text)) or any(
+        line.startswith("|") and _TABLE_ROW_NAME.match(line) for line in text.splitlines()
+    )
 
 
 def _table_gpu(first: re.Match[str], second: re.Match[str] | None) -> tuple[Gpu, list[GpuError]]:

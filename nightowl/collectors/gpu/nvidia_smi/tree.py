@@ -1,18 +1,21 @@
 """The generic side of ``nvidia-smi -q`` / ``-q -x`` reading: value vocabulary and one labelled tree.
 
-Text ``-q`` becomes a tree by indentation, XML by element nesting (strictly with defusedxml, else
+Text ``-q`` becomes a tree by indentation, XML by element nesting (strictly as defusedxml reads it, else
 leniently from the tag stream); values are read through ``clean``/``to_int``/``to_bool``. Nothing here
 knows about GPUs beyond the block header: ``nvidia_smi`` reads its fields out of the tree.
 """
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import html
 import re
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
+from xml.etree import ElementTree
 
 # ---------------------------------------------------------------------------------------------
 # Value vocabulary
@@ -54,22 +57,52 @@ TOOL_FAILURES: tuple[re.Pattern[str], ...] = (
     re.compile(r"NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver.*"),
     re.compile(r"Failed to initialize NVML:.*"),
 )
+# Literal text that every match of the pattern at the same place in TOOL_FAILURES contains. A line holding
+# none of them cannot match, so the patterns run only on the rare line that holds one: same results, a few
+# substring tests instead of five regex searches per line (tests/collectors/test_nvidia_smi_fast_paths.py).
+TOOL_FAILURE_HINTS: tuple[str, ...] = (
+    "Unable to determine the device handle for ",
+    "No devices were found",
+    "GPU is lost",
+    "NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver",
+    "Failed to initialize NVML:",
+)
+
+
+# Labels and values nvidia-smi prints repeat on every GPU and every host of a sweep ("N/A", "Enabled", "Bus Id"):
+# what is derived from them is cached. Longer strings (pasted junk, hostile output) are derived each time, so
+# the caches never pin them.
+_CACHE_SIZE = 4096
+_CACHED_LENGTH = 80
 
 
 def _bare(raw: str | None) -> str:
     return (raw or "").strip().strip("[]").strip().lower()
 
 
-def is_error_value(raw: str | None) -> bool:
-    bare = _bare(raw)
+def _is_error_bare(bare: str) -> bool:
     return bare in ERROR_VALUES or bare.startswith("gpu is lost")
+
+
+def _is_error_text(raw: str) -> bool:
+    return _is_error_bare(_bare(raw))
+
+
+_is_error_text_cached = functools.lru_cache(maxsize=_CACHE_SIZE)(_is_error_text)
+
+
+def is_error_value(raw: str | None) -> bool:
+    if raw is None:
+        return False
+    return _is_error_text_cached(raw) if len(raw) <= _CACHED_LENGTH else _is_error_text(raw)
 
 
 def clean(raw: str | None) -> str | None:
     """The value as printed, or None for N/A-like and error values."""
     if raw is None:
         return None
-    if _bare(raw) in NULL_VALUES or is_error_value(raw):
+    bare = _bare(raw)
+    if bare in NULL_VALUES or _is_error_bare(bare):
         return None
     return raw.strip()
 
@@ -107,12 +140,22 @@ def to_bool(raw: str | None) -> bool | None:
     return None
 
 
+_NOT_KEY_CHARS = re.compile(r"[^a-z0-9]+")
+
+
+def _canon(label: str) -> str:
+    return _NOT_KEY_CHARS.sub("_", label.lower()).strip("_")
+
+
+_canon_cached = functools.lru_cache(maxsize=_CACHE_SIZE)(_canon)
+
+
 def canon(label: str) -> str:
     """Text label or XML tag -> snake_case key.
 
     ``"SRAM Uncorrectable SEC-DED"`` -> ``sram_uncorrectable_sec_ded``; ``"Bus Id"`` -> ``bus_id``.
     """
-    return re.sub(r"[^a-z0-9]+", "_", label.lower()).strip("_")
+    return _canon_cached(label) if len(label) <= _CACHED_LENGTH else _canon(label)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -120,7 +163,7 @@ def canon(label: str) -> str:
 # ---------------------------------------------------------------------------------------------
 
 
-@dataclass
+@dataclass(slots=True)  # trees are built per parse, thousands of nodes a host: slots make them cheaper
 class Node:
     key: str  # canonical key
     label: str  # as printed (text label or XML tag)
@@ -185,7 +228,17 @@ def pcie_degraded(
     return below(gen_current, gen_max) or below(width_current, width_max)
 
 
+def may_hold_tool_failure(text: str) -> bool:
+    """False only when no line of ``text`` can match a TOOL_FAILURES pattern, tabs expanded or not.
+
+    A tab can expand to the one space a hint needs, so text with a tab is always checked line by line.
+    """
+    return "\t" in text or any(hint in text for hint in TOOL_FAILURE_HINTS)
+
+
 def tool_failure(line: str) -> str | None:
+    if not any(hint in line for hint in TOOL_FAILURE_HINTS):
+        return None
     for pattern in TOOL_FAILURES:
         match = pattern.search(line)
         if match:
@@ -193,30 +246,49 @@ def tool_failure(line: str) -> str | None:
     return None
 
 
-def build_text_tree(lines: Iterable[str]) -> tuple[Node, list[str]]:
-    """Indentation tree of ``-q`` text; also returns the leaf lines that were not ``key : value``."""
+def _skipped(body: str, check_failures: bool) -> bool:
+    """The banner, a pasted shell prompt or a tool failure: not part of the tree."""
+    # Each test is cheap and exact before its regex: the banner starts with "=", a prompt holds "#", "$" or ">".
+    if body[0] == "=" and _BANNER.match(body):
+        return True
+    if ("#" in body or "$" in body or ">" in body) and SHELL_PROMPT.match(body):
+        return True
+    return check_failures and tool_failure(body) is not None
+
+
+def build_text_tree(lines: Iterable[str], check_failures: bool = True) -> tuple[Node, list[str]]:
+    """Indentation tree of ``-q`` text; also returns the leaf lines that were not ``key : value``.
+
+    ``check_failures=False`` when ``may_hold_tool_failure`` already ruled out every line.
+    """
     root = Node("", "", None)
     stack: list[tuple[int, Node]] = [(-1, root)]
+    headers: list[Node] = []  # in document order, which is walk order: the childless ones were not read
     for raw in lines:
         line = raw.expandtabs(8).rstrip()
-        body = line.strip()
-        if not body or _BANNER.match(body) or SHELL_PROMPT.match(body) or tool_failure(body):
+        body = line.lstrip()
+        if not body or _skipped(body, check_failures):
             continue
-        indent = len(line) - len(line.lstrip())
+        indent = len(line) - len(body)
         while stack[-1][0] >= indent:
             stack.pop()
-        header = _GPU_HEADER.match(body)
-        key_value = None if header else _KEY_VALUE.match(body)
-        if header:
-            node = Node(GPU_KEY, body, header.group("pci"))
-        elif key_value:
-            node = Node(canon(key_value.group("key")), key_value.group("key"), key_value.group("value") or "")
-        else:
-            node = Node(canon(body), body, None)
+        node = _text_node(body)
+        if node.value is None:
+            headers.append(node)
         stack[-1][1].children.append(node)
         stack.append((indent, node))
-    unread = [n.label for n in walk(root) if n.value is None and not n.children and n.key != GPU_KEY]
-    return root, unread
+    return root, [node.label for node in headers if not node.children]
+
+
+def _text_node(body: str) -> Node:
+    header = _GPU_HEADER.match(body) if body.startswith("GPU") else None
+    if header:
+        return Node(GPU_KEY, body, header.group("pci"))
+    key_value = _KEY_VALUE.match(body)
+    if key_value:
+        key, value = key_value.group("key", "value")
+        return Node(canon(key), key, value or "")
+    return Node(canon(body), body, None)
 
 
 def walk(node: Node) -> Iterable[Node]:
@@ -231,10 +303,9 @@ def walk(node: Node) -> Iterable[Node]:
 def _element_to_node(element: Any) -> Node:
     tag = str(element.tag)
     children = [_element_to_node(child) for child in element]
-    text = (element.text or "").strip()
     if tag == "gpu":
         return Node(GPU_KEY, tag, element.get("id") or "", children)
-    return Node(canon(tag), tag, None if children else text, children)
+    return Node(canon(tag), tag, None if children else (element.text or "").strip(), children)
 
 
 # An unclosed comment or declaration runs to the end of the text: matched once, not retried at every "<".
@@ -293,9 +364,23 @@ def build_xml_tree(text: str) -> tuple[Node, list[str]]:
     end = text.rfind("</nvidia_smi_log>")
     document = text[start : end + len("</nvidia_smi_log>")] if end > start else text[start:]
     try:
-        from defusedxml import ElementTree
-
-        return _element_to_node(ElementTree.fromstring(document)), []
+        return _element_to_node(_read_strictly(document)), []
     except Exception as exc:  # noqa: BLE001 - ParseError, DefusedXmlException, RecursionError: fall back
         warning = f"XML not read strictly ({type(exc).__name__}: {exc}); read leniently"
         return build_xml_tree_leniently(document), [warning]
+
+
+def _read_strictly(document: str) -> Any:
+    """The root element as defusedxml reads it, or its exception; at the cost of the C parser when that is the same.
+
+    defusedxml's parser is pure Python, twice the cost of the standard C one. What it adds acts only on entity
+    declarations (expansion bombs, external entities; neither parser ever loads an external DTD), so a document
+    that declares none reads the same with both. Anything the C parser rejects is read again by defusedxml, whose
+    verdict and error message are the ones reported.
+    """
+    from defusedxml import ElementTree as DefusedElementTree  # first: without defusedxml nothing is read strictly
+
+    if "<!ENTITY" not in document:
+        with contextlib.suppress(Exception):
+            return ElementTree.fromstring(document)
+    return DefusedElementTree.fromstring(document)
