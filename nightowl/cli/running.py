@@ -28,6 +28,7 @@ def run_to_summary(
     limits: dict[str, float | None] | None = None,
     postmortem: bool = True,
     on_host_done: Any = None,
+    start_order: Any = None,
 ) -> dict[str, Any]:
     """Run a runbook (secrets scrubbed from the bundle) and return the summary of docs/reference.md#verdicts.
 
@@ -67,6 +68,7 @@ def run_to_summary(
                 render_postmortem=render_drafts if postmortem else None,
                 redact=scrub_secrets,
                 redact_prefilter=might_hold_secrets,
+                start_order=start_order,
             )
     except BundleNotWritten as exc:
         summary = triage_summary(loaded.id, exc.run_id, None, exc.runs)

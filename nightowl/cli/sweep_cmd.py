@@ -91,14 +91,24 @@ def sweep(
     if not inventory and not local_only:
         fail("give --inventory FILE or --local")
     loaded = load_runbook_or_exit(runbook)
-    transports = _local_transports() if local_only else _inventory_transports(inventory, limit, ssh)
+    dialer = None
+    if local_only:
+        transports = _local_transports()
+    else:
+        transports, dialer = _inventory_transports(inventory, limit, ssh, forks)
     if not transports:
         fail(f"no host left in {inventory} after --limit {limit}")
     values = parse_params(params)
     if since:
         values["since"] = since
     limits = {"command_timeout": command_timeout, "host_timeout": host_timeout}
-    summary = _run(loaded, transports, values, out_dir or default_out_dir(), allow_invasive, forks, fmt, limits)
+    try:
+        summary = _run(
+            loaded, transports, values, out_dir or default_out_dir(), allow_invasive, forks, fmt, limits, dialer
+        )
+    finally:
+        if dialer is not None:
+            dialer.close()
     sys.exit(int(_finish(summary, textfile, log_format)))
 
 
@@ -152,9 +162,14 @@ def _local_transports() -> dict[str, Any]:
     return {name: lambda: LocalTransport(name)}
 
 
-def _inventory_transports(inventory: Path | None, limit: str | None, ssh: SSHArgs) -> dict[str, Any]:
+def _inventory_transports(
+    inventory: Path | None, limit: str | None, ssh: SSHArgs, forks: int
+) -> tuple[dict[str, Any], Any]:
+    """The inventory's hosts, each with the function that opens its transport, and the dialer that opens
+    their TCP connections ahead of their sessions (nightowl/transports/dial.py)."""
     from nightowl.fleet.inventory import limit as limit_hosts
     from nightowl.fleet.inventory import load_inventory
+    from nightowl.transports.dial import Dialer
 
     assert inventory is not None
     try:
@@ -164,13 +179,16 @@ def _inventory_transports(inventory: Path | None, limit: str | None, ssh: SSHArg
     except (ValueError, OSError) as exc:
         fail(str(exc))
     options = ssh.options()
-    return {host.name: _opener(host, options) for host in hosts}
+    # Hosts behind a jump host are reached through it, one gate per jump host (transports/ssh.py): not dialed.
+    direct = {h.name: (h.hostname, h.port) for h in hosts if not h.is_local and h.jump is None}
+    dialer = Dialer(direct, options.connect_timeout, window=2 * max(1, forks))
+    return {host.name: _opener(host, options, dialer.taker(host.name)) for host in hosts}, dialer
 
 
-def _opener(host: Any, options: Any) -> Any:
+def _opener(host: Any, options: Any, dial: Any = None) -> Any:
     from nightowl.transports import transport_for
 
-    return lambda: transport_for(host, options)
+    return lambda: transport_for(host, options, dial)
 
 
 def _run(
@@ -182,6 +200,7 @@ def _run(
     forks: int,
     fmt: str,
     limits: dict[str, float | None],
+    dialer: Any = None,
 ) -> dict[str, Any]:
     from nightowl.cli.render import json_report, text_report
     from nightowl.cli.running import run_to_summary
@@ -202,6 +221,7 @@ def _run(
             limits=limits,
             postmortem=False,
             on_host_done=advance,
+            start_order=dialer.start_order(transports) if dialer is not None else None,
         )
     summary["fleet"] = fleet_facts(summary.pop("_runs"))
     render = {"json": json_report, "prometheus": prometheus_textfile, "text": text_report, "table": fleet_table}

@@ -10,7 +10,7 @@ from __future__ import annotations
 import contextlib
 import threading
 import weakref
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -68,6 +68,7 @@ def run_runbook(
     redact: Callable[[str], str] | None = None,
     redact_prefilter: Callable[[str], bool] | None = None,
     extra_manifest: dict[str, Any] | None = None,
+    start_order: Iterable[str] | None = None,
 ) -> tuple[list[HostRun], Path]:
     """Run on every host (bounded concurrency), in the order given; write one bundle.
 
@@ -78,6 +79,8 @@ def run_runbook(
     is saved and :class:`Interrupted` raised. ``redact`` scrubs every string before it is
     written (``redact_prefilter``, when given, says cheaply of a whole document that ``redact`` would
     change nothing in it); ``render_postmortem`` adds ``postmortem.md``; ``extra_manifest`` adds manifest keys.
+    ``start_order`` is the order hosts are started in, iterated as the pool takes them (a sweep's dialer
+    yields each host as its connection opens); the runs and the bundle keep the order of ``transports``.
     """
     writer = BundleWriter(out_dir, loaded.id, redact=redact, redact_prefilter=redact_prefilter)
     with _live_lock:
@@ -95,9 +98,11 @@ def run_runbook(
 
     if loaded.runbook.scope == "job":
         return _run_job(loaded, transports, lookup, options, writer, render_postmortem, extra_manifest)
-    pool = ThreadPoolExecutor(max_workers=max(1, min(forks, len(names) or 1)), thread_name_prefix="host")
+    workers = max(1, min(forks, len(names) or 1))
+    pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="host")
     try:
-        list(pool.map(one, names))
+        start_workers(pool, workers)
+        list(pool.map(one, _each_once(start_order, names)))
     except KeyboardInterrupt as exc:
         close_live_transports()
         pool.shutdown(wait=False, cancel_futures=True)
@@ -112,6 +117,35 @@ def run_runbook(
     runs = [results[n] for n in names]
     bundle = writer.finish(runs, render_postmortem=render_postmortem, extra=extra_manifest)
     return runs, bundle
+
+
+def start_workers(pool: ThreadPoolExecutor, count: int) -> None:
+    """Start the pool's threads now, before any host runs.
+
+    A pool starts a thread per task as tasks come, and a starting thread must get the GIL to run; once
+    the first hosts' SSH key exchanges hold it, each start waits its turn, and the last hosts of a wide
+    sweep began seconds late. Each of ``count`` tasks holds its thread until all have started."""
+    gate = threading.Barrier(count)
+
+    def hold() -> None:
+        with contextlib.suppress(threading.BrokenBarrierError):
+            gate.wait(timeout=5)
+
+    for future in [pool.submit(hold) for _ in range(count)]:
+        future.result()
+
+
+def _each_once(order: Iterable[str] | None, names: list[str]) -> Iterator[str]:
+    """Every name exactly once: first in ``order`` (names it does not know are ignored), then the rest."""
+    if order is None:
+        yield from names
+        return
+    left = dict.fromkeys(names)
+    for name in order:
+        if name in left:
+            del left[name]
+            yield name
+    yield from left
 
 
 def _save_partial(exc: Exception, writer: BundleWriter, runs: list[HostRun]) -> None:

@@ -19,15 +19,16 @@ def open_transport(spec: str, ssh_options: Any = None) -> Transport:
     return transport_for(parse_host_spec(spec, getattr(ssh_options, "ssh_config", None)), ssh_options)
 
 
-def transport_for(host: Any, ssh_options: Any = None) -> Transport:
-    """The transport for a parsed HostSpec: local for ``local`` (any case), SSH otherwise."""
+def transport_for(host: Any, ssh_options: Any = None, dial: Any = None) -> Transport:
+    """The transport for a parsed HostSpec: local for ``local`` (any case), SSH otherwise (``dial``: the
+    TCP connection a sweep opened ahead, see transports/dial.py)."""
     if host.is_local:
         from nightowl.transports.local import LocalTransport
 
         return LocalTransport(host.name)
     from nightowl.transports.ssh import SSHOptions, SSHTransport
 
-    return SSHTransport(host, ssh_options or SSHOptions())
+    return SSHTransport(host, ssh_options or SSHOptions(), dial=dial)
 
 
 __all__ = ["CommandResult", "Transport", "TransportError", "open_transport", "transport_for"]

@@ -27,7 +27,7 @@ import shlex
 import socket
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
@@ -315,12 +315,17 @@ def _parse_known_line(line: str) -> _KnownKey | None:
 class SSHTransport:
     """Transport over one SSH connection (optionally through jump hosts)."""
 
-    def __init__(self, spec: HostSpec, options: SSHOptions | None = None) -> None:
+    def __init__(
+        self, spec: HostSpec, options: SSHOptions | None = None, dial: Callable[[], socket.socket | None] | None = None
+    ) -> None:
+        """``dial``, when given, hands over the TCP connection a sweep opened ahead (transports/dial.py);
+        it returns None when it has none, and the transport then connects by itself."""
         if spec.is_local:
             raise ValueError("SSHTransport cannot reach 'local'; use the local transport")
         self.spec = spec
         self.host = spec.name
         self.options = options or SSHOptions()
+        self._dial = dial
         self._transport: paramiko.Transport | None = None
         self._jump: SSHTransport | None = None
         self._agent: Any = None
@@ -353,11 +358,16 @@ class SSHTransport:
         target = f"{self.spec.hostname}:{self.spec.port}"
         timeout = self.options.connect_timeout
         try:
+            dialed = self._dial() if self._dial is not None else None
+            if dialed is not None:
+                return dialed
             infos = socket.getaddrinfo(self.spec.hostname, self.spec.port, type=socket.SOCK_STREAM)
         except socket.gaierror as exc:
             raise SSHConnectError("dns", f"cannot resolve {self.spec.hostname!r}: {exc.strerror}") from None
         except (UnicodeError, ValueError) as exc:  # IDNA: an empty or over-long label
             raise SSHConnectError("dns", f"cannot resolve {self.spec.hostname!r}: {exc}") from None
+        except OSError as exc:  # the dial ahead failed: refused, timed out, unreachable
+            raise _socket_error(exc, target, timeout) from None
         errors: list[OSError] = []
         for family, kind, proto, _, address in infos:
             sock = socket.socket(family, kind, proto)
