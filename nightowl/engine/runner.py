@@ -10,7 +10,7 @@ import re
 import threading
 import time
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Executor, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -166,6 +166,10 @@ class RunOptions:
     # Set on SIGINT/SIGTERM (engine.session.close_live_transports): a `wait:` in progress ends at once and
     # no further node starts, in whichever thread the walk runs.
     stop: threading.Event = field(default_factory=threading.Event, compare=False, repr=False)
+    # Threads shared by every host of a run, started ahead (engine.session.run_runbook): a node's collectors
+    # run there, ``concurrency`` at a time. None: each node starts its own (a thread started while other
+    # hosts' SSH key exchanges hold the GIL waits its turn: hundreds of milliseconds in a wide sweep).
+    collect_pool: Executor | None = field(default=None, compare=False, repr=False)
 
 
 def parse_output(collector: CollectorLike, text: str) -> tuple[dict[str, Any], str | None]:
@@ -219,7 +223,9 @@ class HostRunner:
             return
         derived = [e for e in todo if getattr(self.lookup(split_entry(e)[0]), "inputs", None)]
         commands = [e for e in todo if e not in derived]
-        if commands:
+        if commands and self.options.collect_pool is not None:
+            self._collect_shared(commands, self.options.collect_pool)
+        elif commands:
             workers = max(1, min(self.options.concurrency, len(commands)))
             pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="collect")
             try:
@@ -231,6 +237,23 @@ class HostRunner:
             pool.shutdown(wait=True)
         for entry in derived:  # after the collectors whose facts they read
             self.run.collections[entry] = self._derive_one(entry)
+
+    def _collect_shared(self, commands: list[str], pool: Executor) -> None:
+        """The node's collectors on the run's shared threads, ``concurrency`` of them at a time."""
+        slots = threading.BoundedSemaphore(max(1, self.options.concurrency))
+
+        def one(entry: str) -> CollectorRun:
+            with slots:
+                return self._collect_one(entry)
+
+        futures = [pool.submit(one, entry) for entry in commands]
+        try:
+            for entry, future in zip(commands, futures, strict=True):
+                self.run.collections[entry] = future.result()
+        except BaseException:  # an interrupt: what has not started yet never will
+            for future in futures:
+                future.cancel()
+            raise
 
     def _derive_one(self, entry: str) -> CollectorRun:
         """A derived collector runs no command: it computes facts from namespaces collected before."""

@@ -8,6 +8,7 @@ Usable from Python without the CLI::
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import threading
 import weakref
 from collections.abc import Callable, Iterable, Iterator, Mapping
@@ -100,20 +101,26 @@ def run_runbook(
         return _run_job(loaded, transports, lookup, options, writer, render_postmortem, extra_manifest)
     workers = max(1, min(forks, len(names) or 1))
     pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="host")
+    collectors = ThreadPoolExecutor(max_workers=workers * max(1, options.concurrency), thread_name_prefix="collect")
+    options = dataclasses.replace(options, collect_pool=collectors)
     try:
         start_workers(pool, workers)
+        start_workers(collectors, workers * max(1, options.concurrency))
         list(pool.map(one, _each_once(start_order, names)))
     except KeyboardInterrupt as exc:
         close_live_transports()
         pool.shutdown(wait=False, cancel_futures=True)
+        collectors.shutdown(wait=False, cancel_futures=True)
         done = [results[n] for n in names if n in results]
         bundle = writer.finish(done, partial=True, render_postmortem=render_postmortem, extra=extra_manifest)
         raise Interrupted(done, bundle, isinstance(exc, Terminated)) from None
     except Exception as exc:
         pool.shutdown(wait=False, cancel_futures=True)
+        collectors.shutdown(wait=False, cancel_futures=True)
         _save_partial(exc, writer, [results[n] for n in names if n in results])
         raise
     pool.shutdown(wait=True)
+    collectors.shutdown(wait=True)
     runs = [results[n] for n in names]
     bundle = writer.finish(runs, render_postmortem=render_postmortem, extra=extra_manifest)
     return runs, bundle

@@ -6,6 +6,8 @@ import json
 import stat
 import sys
 import textwrap
+import threading
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -355,3 +357,52 @@ def test_secrets_never_reach_the_bundle(tmp_path: Path) -> None:
         if file.is_file():
             assert secret not in file.read_text(), file
     assert verify_bundle(bundle) == []
+
+
+class CountingTransport:
+    """Replays a line per command, noting how many of its commands run at once."""
+
+    def __init__(self, host: str) -> None:
+        self.host = host
+        self.now = 0
+        self.most = 0
+        self.lock = threading.Lock()
+
+    def connect(self) -> None:
+        return None
+
+    def close(self) -> None:
+        return None
+
+    def run(self, argv: Any, timeout: float, kind: str | None = None) -> Any:
+        from nightowl.transports.base import CommandResult
+
+        with self.lock:
+            self.now += 1
+            self.most = max(self.most, self.now)
+        time.sleep(0.05)
+        with self.lock:
+            self.now -= 1
+        return CommandResult(tuple(argv), 0, "a\nb\n", "", time.time(), 0.05)
+
+
+def test_a_runs_shared_collector_threads_keep_each_hosts_concurrency(tmp_path: Path) -> None:
+    kinds = {f"c{i}": LineCounter(f"c{i}", ((PY, "-c", "print(1)"),)) for i in range(6)}
+    text = "id: wide\ntitle: t\nentry: gather\nnodes:\n"
+    text += "  gather:\n    collect: [c0, c1, c2, c3, c4, c5]\n    next: end\n"
+    text += "  end:\n    verdict: {id: done, severity: ok, action: none, summary: '{{ c5.lines }}'}\n"
+    path = tmp_path / "wide.yaml"
+    path.write_text(text)
+    loaded = load_runbook(path, known_collectors=kinds)
+    hosts = {f"h{i}": CountingTransport(f"h{i}") for i in range(3)}
+    runs, _ = run_runbook(
+        loaded,
+        {name: (lambda t=t: t) for name, t in hosts.items()},
+        kinds.__getitem__,
+        RunOptions(concurrency=2),
+        tmp_path / "out",
+        forks=3,
+    )
+    assert [r.verdict["summary"] for r in runs] == ["2", "2", "2"]
+    assert all(r.collections[f"c{i}"].status == "ok" for r in runs for i in range(6))
+    assert [t.most for t in hosts.values()] == [2, 2, 2]  # side by side, never more than `concurrency`
