@@ -47,7 +47,7 @@ def time_nightowl(config: Path, inventory: Path) -> tuple[float, int]:
     from nightowl.fleet.inventory import load_inventory
     from nightowl.transports import ssh_config
 
-    ssh_config._cached.cache_clear()
+    ssh_config.clear_cache()
     started = time.perf_counter()
     hosts = load_inventory(inventory, config)
     return time.perf_counter() - started, len(hosts)

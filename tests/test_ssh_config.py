@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -139,3 +140,20 @@ def test_home_and_user_tokens_follow_the_environment_as_it_changes(
         found = _lookup(path, "gpu-01")
         assert found["hostname"] == "gpu-01.%x"  # an unknown token stays as written
         assert found["identityfile"] == [f"{home}/.ssh/{user}-gpu-01.%x%", "~/plain"]
+
+
+def test_the_cache_sees_an_edit_to_an_included_file_and_a_file_an_include_now_matches(tmp_path: Path) -> None:
+    """A long-running `nightowl serve` resolves hosts from the cache: an Include'd file changing under it counts."""
+    (tmp_path / "conf.d").mkdir()
+    included = _config(tmp_path, "Host gpu-01\n  HostName 10.0.0.1\n", "conf.d/10-gpu.conf")
+    path = _config(tmp_path, f"Include {tmp_path}/conf.d/*.conf\n")
+    first = ssh_config.cached([path])
+    assert first.lookup("gpu-01")["hostname"] == "10.0.0.1"
+    assert ssh_config.cached([path]) is first  # unchanged: not read again
+    included.write_text("Host gpu-01\n  HostName 10.0.0.99\n")
+    os.utime(included, ns=(1, 1))  # a new version even where the clock is coarse
+    assert ssh_config.cached([path]).lookup("gpu-01")["hostname"] == "10.0.0.99"
+    _config(tmp_path, "Host gpu-02\n  HostName 10.0.0.2\n", "conf.d/20-more.conf")
+    assert ssh_config.cached([path]).lookup("gpu-02")["hostname"] == "10.0.0.2"
+    (tmp_path / "conf.d" / "20-more.conf").unlink()
+    assert ssh_config.cached([path]).lookup("gpu-02")["hostname"] == "gpu-02"  # back to its own name

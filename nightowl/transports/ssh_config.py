@@ -21,6 +21,7 @@ import glob
 import os
 import re
 import shlex
+import threading
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
@@ -65,6 +66,19 @@ class SSHConfig:
     blocks: list[_Block] = field(default_factory=list)
     by_name: dict[str, list[int]] = field(default_factory=dict)
     scanned: list[int] = field(default_factory=list)  # blocks tried on every lookup
+    # What it was read from, to tell when it is out of date: every file (Include'd ones too) with its
+    # version, and every Include pattern with the files it matched.
+    read: list[tuple[str, int, int]] = field(default_factory=list)
+    globs: dict[str, tuple[str, ...]] = field(default_factory=dict)
+
+    def current(self) -> bool:
+        """Whether every file it was read from is as it was, and every Include matches the same files."""
+        try:
+            if any(_version(Path(path)) != (path, mtime, size) for path, mtime, size in self.read):
+                return False
+        except OSError:
+            return False
+        return all(_matches(pattern) == found for pattern, found in self.globs.items())
 
     def index(self) -> SSHConfig:
         for number, block in enumerate(self.blocks):
@@ -186,6 +200,7 @@ def _read(
     if depth > MAX_INCLUDE_DEPTH:
         raise SSHConfigError(f"{path}: Include nested more than {MAX_INCLUDE_DEPTH} deep (a loop?)")
     try:
+        config.read.append(_version(path))
         text = path.read_text(errors="replace")
     except OSError as exc:
         raise SSHConfigError(f"{path}: {exc.strerror or exc}") from None
@@ -204,8 +219,10 @@ def _read(
             config.blocks.append(block)
         elif key == "include":
             for pattern in args:
-                for included in _include_paths(pattern, base):
-                    _read(included, config, block.conditions, base, depth + 1)
+                expanded = _include_pattern(pattern, base)
+                config.globs[expanded] = _matches(expanded)
+                for included in config.globs[expanded]:
+                    _read(Path(included), config, block.conditions, base, depth + 1)
             block = _Block(block.conditions)  # settings after an Include continue the enclosing block
             config.blocks.append(block)
         elif key in ("sendenv", "setenv"):
@@ -240,11 +257,19 @@ def _match_condition(args: list[str], path: Path, number: int) -> tuple[str, tup
     return ("never", tuple(args))  # exec, user, localuser, canonical, final, ...: not evaluated here
 
 
-def _include_paths(pattern: str, base: Path) -> list[Path]:
+def _include_pattern(pattern: str, base: Path) -> str:
     expanded = os.path.expanduser(pattern)
-    if not os.path.isabs(expanded):
-        expanded = str(base / expanded)
-    return [Path(p) for p in sorted(glob.glob(expanded)) if Path(p).is_file()]
+    return expanded if os.path.isabs(expanded) else str(base / expanded)
+
+
+def _matches(pattern: str) -> tuple[str, ...]:
+    """The files an Include pattern names now, in the order ssh reads them."""
+    return tuple(p for p in sorted(glob.glob(pattern)) if Path(p).is_file())
+
+
+def _version(path: Path) -> tuple[str, int, int]:
+    stat = path.stat()
+    return (str(path), stat.st_mtime_ns, stat.st_size)
 
 
 # ---------------------------------------------------------------------------------- cache
@@ -260,14 +285,26 @@ def config_files(ssh_config: Path | None) -> list[Path]:
 
 
 def cached(files: list[Path]) -> SSHConfig:
-    """One parse per version of the files (path, mtime, size): a sweep of thousands reads them once."""
-    versions = []
-    for path in files:
-        stat = path.stat()
-        versions.append((str(path), stat.st_mtime_ns, stat.st_size))
-    return _cached(tuple(versions))
+    """One parse per version of the files, Include'd ones too: a sweep of thousands reads them once, and
+    a long-running ``nightowl serve`` sees an edit to any of them (or a file an Include glob now matches)."""
+    key = tuple(_version(path) for path in files)
+    with _CACHE_LOCK:
+        config = _CACHE.get(key)
+    if config is not None and config.current():
+        return config
+    config = load(files)
+    with _CACHE_LOCK:
+        if len(_CACHE) >= 16:
+            _CACHE.clear()
+        _CACHE[key] = config
+    return config
 
 
-@lru_cache(maxsize=16)
-def _cached(versions: tuple[tuple[str, int, int], ...]) -> SSHConfig:
-    return load([Path(p) for p, _, _ in versions])
+_CACHE: dict[tuple[tuple[str, int, int], ...], SSHConfig] = {}
+_CACHE_LOCK = threading.Lock()
+
+
+def clear_cache() -> None:
+    """Forget every parsed config (benchmarks time a cold read)."""
+    with _CACHE_LOCK:
+        _CACHE.clear()
