@@ -15,6 +15,7 @@ value not starting with "-").
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Iterable
 
@@ -235,6 +236,7 @@ def violations(commands: Iterable[tuple[str, ...]]) -> list[str]:
     return problems
 
 
+@functools.lru_cache(maxsize=1024)  # asked before every command of every host of a sweep: same few argvs
 def allowed_shape(argv: tuple[str, ...], resolved: bool = False) -> tuple[str, ...] | None:
     """The ALLOWED shape ``argv`` has, or None. ``resolved``: parameters are already filled in."""
     for shape in ALLOWED:

@@ -101,11 +101,15 @@ def run_runbook(
         return _run_job(loaded, transports, lookup, options, writer, render_postmortem, extra_manifest)
     workers = max(1, min(forks, len(names) or 1))
     pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="host")
-    collectors = ThreadPoolExecutor(max_workers=workers * max(1, options.concurrency), thread_name_prefix="collect")
+    # As many collector threads as the hosts can use at once: no host runs more commands at a time than
+    # its widest node has (derived collectors run no command).
+    widest = max((_commands_in(node.collect or [], lookup) for node in loaded.runbook.nodes.values()), default=1)
+    collect_threads = workers * max(1, min(options.concurrency, widest))
+    collectors = ThreadPoolExecutor(max_workers=collect_threads, thread_name_prefix="collect")
     options = dataclasses.replace(options, collect_pool=collectors)
     try:
         start_workers(pool, workers)
-        start_workers(collectors, workers * max(1, options.concurrency))
+        start_workers(collectors, collect_threads)
         list(pool.map(one, _each_once(start_order, names)))
     except KeyboardInterrupt as exc:
         close_live_transports()
@@ -124,6 +128,10 @@ def run_runbook(
     runs = [results[n] for n in names]
     bundle = writer.finish(runs, render_postmortem=render_postmortem, extra=extra_manifest)
     return runs, bundle
+
+
+def _commands_in(entries: list[str], lookup: Callable[[str], CollectorLike]) -> int:
+    return sum(1 for entry in dict.fromkeys(entries) if not getattr(lookup(split_entry(entry)[0]), "inputs", None))
 
 
 def start_workers(pool: ThreadPoolExecutor, count: int) -> None:
