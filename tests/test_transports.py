@@ -64,6 +64,45 @@ def test_replay_reads_recorded_files_in_order(tmp_path: Path) -> None:
     assert replay.run(["x"], 5, kind="nccl-log").error.startswith("not recorded")
 
 
+@pytest.mark.parametrize(
+    ("recorded", "why"),
+    [
+        ("none\n", "ended without an exit status"),
+        ("ok\n", "unreadable exit code 'ok'"),
+        ("", "unreadable exit code ''"),
+    ],
+)
+def test_an_exit_code_that_is_not_a_number_never_replays_as_success(tmp_path: Path, recorded: str, why: str) -> None:
+    (tmp_path / "nvidia-smi.out").write_text("<nvidia_smi_log>\n")
+    (tmp_path / "nvidia-smi.rc").write_text(recorded)
+    result = ReplayTransport(tmp_path).run(["nvidia-smi", "-q", "-x"], 5, kind="nvidia-smi")
+    assert not result.ok and result.rc is None and result.error == f"nvidia-smi.rc: {why}"
+
+
+def test_a_command_without_exit_status_is_recorded_so_and_replays_as_an_error(tmp_path: Path) -> None:
+    from nightowl.collectors import get_collector
+    from nightowl.engine.bundle import BundleWriter
+    from nightowl.engine.runner import RunOptions, collect_on
+    from nightowl.transports.base import CommandResult
+
+    class LostMidway:
+        host = "gpu-1"
+
+        def run(self, argv: tuple[str, ...], timeout: float, kind: str | None = None) -> CommandResult:
+            return CommandResult(
+                tuple(argv), None, "==== NVSMI LOG ====\n", "", time.time(), 1.0, error="connection lost"
+            )
+
+    writer = BundleWriter(tmp_path / "out", "node-health")
+    live = collect_on(LostMidway(), get_collector("nvidia-smi"), writer, RunOptions(), single_attempt=True)
+    folder = writer.tmp_path / "hosts" / "gpu-1"
+    assert live.status == "error" and (folder / "nvidia-smi.rc").read_text() == "none\n"
+    replayed = collect_on(
+        ReplayTransport(folder), get_collector("nvidia-smi"), BundleWriter(tmp_path / "again", "x"), RunOptions(), True
+    )
+    assert replayed.status == "error" and "without an exit status" in (replayed.reason or "")
+
+
 def test_replay_missing_or_unreachable_host(tmp_path: Path) -> None:
     with pytest.raises(TransportError):
         ReplayTransport(tmp_path / "absent").connect()

@@ -78,6 +78,7 @@ def _private_dir(path: Path) -> Path:
 
 COMPACT_AFTER_HOSTS = 16  # a bundle of more hosts (a sweep) writes its JSON without indentation
 MANIFEST_HASH = "manifest.sha256"  # sha256sum format: `<hex>  manifest.json`
+NO_EXIT_STATUS = "none"  # a `.rc` for a command that ended without one (connection lost, killed by a signal)
 
 
 def sha256_file(path: Path) -> str:
@@ -210,6 +211,8 @@ class BundleWriter:
             self._store(folder / f"{stem}.err", self._redact(result.stderr))
         if result.rc:  # exit 0 is the absence of the file, as in a recorded host (and in manifest.json)
             self._store(folder / f"{stem}.rc", f"{result.rc}\n")
+        elif result.rc is None and not result.timed_out:  # ended without an exit status: never replayed as 0
+            self._store(folder / f"{stem}.rc", f"{NO_EXIT_STATUS}\n")
         if result.timed_out:
             self._store(folder / f"{stem}.timeout", f"{result.duration:.3f}\n")
         return f"hosts/{host_dirname(host)}/{stem}.out"

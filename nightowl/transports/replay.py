@@ -12,6 +12,7 @@ symlink that leaves the folder (``kernel-log.out -> /etc/shadow``) is that comma
 from __future__ import annotations
 
 import os
+import re
 import stat
 import time
 from collections import defaultdict
@@ -19,6 +20,8 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from nightowl.transports.base import CommandResult, TransportError
+
+_EXIT_CODE = re.compile(r"-?[0-9]{1,5}")
 
 
 class ReplayTransport:
@@ -67,13 +70,17 @@ class ReplayTransport:
             out, dropped = self._read_capped(out_path, self.output_cap_bytes) if os.path.lexists(out_path) else ("", 0)
             err = self._read(stem, "err") or ""
             timeout_mark = self._read(stem, "timeout")
-            rc_text = (self._read(stem, "rc") or "0").strip()
+            rc_raw = self._read(stem, "rc")
+            rc_text = "0" if rc_raw is None else rc_raw.strip()  # no file: exit 0; an empty one is unreadable
         except RefusedFile as exc:
             return CommandResult(tuple(argv), None, "", "", started, 0.0, error=str(exc))
         if timeout_mark is not None:
             return CommandResult(tuple(argv), None, out, err, started, timeout, timed_out=True, error="timed out")
-        rc = int(rc_text) if rc_text.lstrip("-").isdigit() else 0
-        return CommandResult(tuple(argv), rc, out, err, started, 0.0, stdout_truncated_bytes=dropped)
+        if not _EXIT_CODE.fullmatch(rc_text):
+            # "none": recorded without an exit status; anything else is unreadable. Neither is a success.
+            why = "ended without an exit status" if rc_text == "none" else f"unreadable exit code {rc_text[:40]!r}"
+            return CommandResult(tuple(argv), None, out, err, started, 0.0, error=f"{stem}.rc: {why}")
+        return CommandResult(tuple(argv), int(rc_text), out, err, started, 0.0, stdout_truncated_bytes=dropped)
 
     def _read(self, stem: str, ext: str) -> str | None:
         path = self.directory / f"{stem}.{ext}"
