@@ -12,6 +12,7 @@ from nightowl import runbooks
 from nightowl.collectors import get_collector
 from nightowl.collectors.nccl.nccl_log import facts as nccl_facts
 from nightowl.collectors.nccl.nccl_log import parse as nccl_parse
+from nightowl.collectors.nccl.nccl_tests import BUSBW_PROFILES
 from nightowl.engine.runner import HostRun
 from nightowl.engine.session import plan
 from nightowl.rehearse import rehearsal_cases
@@ -68,6 +69,26 @@ def test_verdict_names_the_host_to_pull(fragment: str, verdict: str, named: list
         assert text in summary, f"{text!r} not in {summary!r}"
     for text in not_named:
         assert text not in summary, f"{text!r} in {summary!r}"
+
+
+# Rehearsals whose busbw_baseline is a figure of nightowl/knowledge/busbw_profiles.csv (their hosts'
+# SOURCE.md say which): (rehearsal name fragment, profile, verdict).
+PROFILE_BASELINES = [
+    ("half the H100 baseline", "h100-sxm-8gpu-single-node", "node-below-baseline"),
+    ("a healthy H100 node at its baseline", "h100-sxm-8gpu-single-node", "busbw-at-baseline"),
+    ("8x400G multi-node baseline", "h100-8x400g-ib-multi-node", "fabric-or-config-regression"),
+]
+
+
+@pytest.mark.parametrize(("fragment", "profile", "verdict"), PROFILE_BASELINES, ids=[p[0] for p in PROFILE_BASELINES])
+def test_rehearsal_baselines_are_the_busbw_profiles(fragment: str, profile: str, verdict: str) -> None:
+    """The runbook takes a number; a rehearsal copies its profile's figure, and judged by the data's
+    figure the job gets the same verdict (a changed figure fails here until the rehearsal follows)."""
+    case = case_named(fragment)
+    figure = BUSBW_PROFILES[profile]["busbw"]
+    assert case["params"]["busbw_baseline"] == figure
+    run, _ = run_job({h: HOSTS / h for h in case["hosts"]}, {**case["params"], "busbw_baseline": figure})
+    assert run.verdict is not None and run.verdict["id"] == verdict
 
 
 def test_ranks_seen_maps_ranks_to_the_member_log() -> None:

@@ -15,12 +15,14 @@ import pytest
 from nightowl import knowledge
 from nightowl.collectors.gpu import sku_profiles
 from nightowl.collectors.gpu import xid_catalog as xc
+from nightowl.collectors.nccl import nccl_tests
 from nightowl.collectors.serving import engine_log, metrics
 
 ROOT = Path(__file__).resolve().parents[2]
 # Verdict actions of the contract (docs/reference.md), which the runbooks end in.
 VERDICT_ACTIONS = set(xc.ACTION_ORDER)
 FIXTURE = ROOT / "fixtures" / "knowledge" / "xid-catalog-sample.csv"
+NCCL_CORPUS = ROOT / "fixtures" / "corpus" / "nccl"
 
 
 def _csv(name: str) -> list[dict[str, str]]:
@@ -30,7 +32,7 @@ def _csv(name: str) -> list[dict[str, str]]:
 # --- every row has a source -------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("name", ["xid_catalog.csv", "xid_buckets.csv", "metric_aliases.csv"])
+@pytest.mark.parametrize("name", ["xid_catalog.csv", "xid_buckets.csv", "metric_aliases.csv", "busbw_profiles.csv"])
 def test_every_csv_row_has_a_source(name: str) -> None:
     rows = _csv(name)
     assert rows
@@ -61,6 +63,8 @@ def test_confidence_markers_are_known() -> None:
         assert row["confidence"] in {"P", "S", "M"}, row["code"]
     for row in _csv("metric_aliases.csv"):
         assert set(row["confidence"].split("/")) <= {"P", "S", "M", "C"}, row["metric"]
+    for row in _csv("busbw_profiles.csv"):
+        assert set(row["confidence"].split("/")) <= {"P", "S", "M", "C"}, row["profile"]
 
 
 # --- Xid catalog ------------------------------------------------------------------------------
@@ -136,11 +140,14 @@ def test_tables_are_loaded_once() -> None:
     assert metrics.ALIASES is metrics.ALIASES
     assert engine_log.MARKERS is engine_log.MARKERS
     assert sku_profiles.PROFILES is sku_profiles.PROFILES
+    assert nccl_tests.BUSBW_PROFILES is nccl_tests.busbw_profiles()
 
 
 def test_unknown_attribute_still_raises() -> None:
     with pytest.raises(AttributeError):
         _ = xc.NO_SUCH_TABLE  # type: ignore[attr-defined]
+    with pytest.raises(AttributeError):
+        _ = nccl_tests.NO_SUCH_TABLE
 
 
 # --- metric aliases ---------------------------------------------------------------------------
@@ -217,13 +224,73 @@ def test_sku_profiles_are_unique_and_pinned() -> None:
     assert "azurehpc-health-checks/issues/162" in pcie.source
 
 
+# --- nccl-tests busbw profiles ---------------------------------------------------------------
+
+
+def test_busbw_profiles_are_unique_positive_and_cited() -> None:
+    rows = _csv("busbw_profiles.csv")
+    names = [row["profile"] for row in rows]
+    assert rows and len(names) == len(set(names))
+    for row in rows:
+        assert float(row["busbw"]) > 0 and int(row["min_size"]) > 0, row["profile"]
+        assert "docs/sources.md#nccl-tests" in row["source"] and "https://github.com/" in row["source"], row["profile"]
+    # The loader keeps every row, as the old Python table's shape: {name: {"min_size": int, "busbw": float}}.
+    expected = {row["profile"]: {"min_size": int(row["min_size"]), "busbw": float(row["busbw"])} for row in rows}
+    assert nccl_tests.busbw_profiles() == expected
+
+
+def _nccl_sample(name: str) -> nccl_tests.NcclTestsResult:
+    return nccl_tests.parse((NCCL_CORPUS / name).read_text())
+
+
+def test_busbw_profile_figures_decide_the_judgement() -> None:
+    """The files' figures, not a copy in code: changing a busbw or min_size changes these verdicts."""
+    single = nccl_tests.judge_busbw(
+        _nccl_sample("nccl-tests_all_reduce_h100_8gpu_single_node_nvswitch.txt"), "h100-sxm-8gpu-single-node"
+    )
+    # 466.57 and 470.73 GB/s at 1 and 2 GiB (256 and 512 MiB are under min_size) against 450
+    assert (single["status"], single["compared"]) == ("ok", 2)
+    assert single["worst_ratio"] == pytest.approx(466.57 / 450, abs=1e-4)
+    multi = nccl_tests.judge_busbw(
+        _nccl_sample("nccl-tests_all_reduce_h100_2node_16gpu_k8s_mpijob.txt"), "h100-8x400g-ib-multi-node"
+    )
+    # 195.20-196.52 GB/s at 1-8 GiB against 350 for 8x400G: every compared size is slow
+    assert (multi["status"], multi["compared"], len(multi["rows_below"])) == ("slow", 4, 4)
+    assert multi["worst_ratio"] == pytest.approx(195.20 / 350, abs=1e-4)
+    assert {row["expected"] for row in multi["rows_below"]} == {350.0}
+
+
+def _profiles_from(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, text: str) -> dict[str, dict[str, object]]:
+    (tmp_path / "busbw_profiles.csv").write_text(text)
+    monkeypatch.setattr(knowledge, "HERE", tmp_path)
+    return nccl_tests.busbw_profiles.__wrapped__()  # the uncached loader: the shipped table stays cached
+
+
+@pytest.mark.parametrize(
+    ("rows", "error"),
+    [
+        ("a,1024,10,S,x\na,2048,20,S,y\n", "profile a is listed twice"),
+        ("a,1024,0,S,x\n", "profile a: busbw must be positive"),
+        ("a,-1,10,S,x\n", "profile a: min_size must be positive"),
+        ("a,1 GiB,10,S,x\n", "profile a: min_size '1 GiB' is not a number"),
+        ("a,1024.5,10,S,x\n", "profile a: min_size is not whole bytes"),
+        ("a,1024,10,S,\n", "line 2: empty source"),
+    ],
+)
+def test_a_bad_busbw_profile_is_a_clear_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, rows: str, error: str
+) -> None:
+    with pytest.raises(knowledge.KnowledgeError, match=error):
+        _profiles_from(tmp_path, monkeypatch, "profile,min_size,busbw,confidence,source\n" + rows)
+
+
 # --- the data ships in the wheel --------------------------------------------------------------
 
 
 def test_data_files_are_package_data() -> None:
     """pyproject packages the whole nightowl/ folder; the files must sit inside it."""
     names = {file.name for file in knowledge.HERE.iterdir()}
-    expected = {"xid_catalog.csv", "xid_buckets.csv", "xid_rules.yaml", "sku_profiles.yaml"}
+    expected = {"xid_catalog.csv", "xid_buckets.csv", "xid_rules.yaml", "sku_profiles.yaml", "busbw_profiles.csv"}
     assert expected | {"metric_aliases.csv", "engine_log.yaml", "README.md"} <= names
 
 

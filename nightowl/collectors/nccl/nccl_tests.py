@@ -6,11 +6,13 @@ Reads the text table of every nccl-tests generation (old header without ``root``
 ``--tag-output`` prefixes, and the ``-J`` JSON file (format version 2, NVIDIA/nccl-tests
 src/util.cu). Invasive: running it loads every GPU and the network for minutes.
 
-busbw expectations: NVIDIA/nccl-tests doc/PERFORMANCE.md @a0b82b2 and docs/sources.md#nccl-tests.
+busbw expectations: NVIDIA/nccl-tests doc/PERFORMANCE.md @a0b82b2 and docs/sources.md#nccl-tests; the
+per-interconnect profiles, each with its source, live in nightowl/knowledge/busbw_profiles.csv.
 """
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import re
@@ -18,6 +20,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
+from nightowl import knowledge
 from nightowl.collectors.base import Collector, declare, to_jsonable
 from nightowl.collectors.pci import normalize_pci
 
@@ -46,14 +49,47 @@ AVG_BUSBW = re.compile(r"^# Avg bus bandwidth\s*:\s*(?P<value>\S+)\s*(?P<status>
 # Failures the run reports: harness errors (common.cu) and NCCL warnings interleaved with the table.
 TEST_FAILURE = re.compile(r"(?:Test (?:NCCL|CUDA) failure|# error:|NCCL WARN).*$")
 
-# Per-SKU busbw profiles (GB/s at or above min_size, all_reduce), docs/sources.md#nccl-tests (NVIDIA/nccl issue
-# 1264, nccl-tests issue 196). Indicative only: replace with fleet baselines from known-good nodes.
-BUSBW_PROFILES: dict[str, dict[str, Any]] = {
-    # 8x H100 SXM single node, NVSwitch + NVLS: "commonly reported around 450-480 GB/s" at >= 1 GiB [S]
-    "h100-sxm-8gpu-single-node": {"min_size": 1 << 30, "busbw": 450.0},
-    # multi-node H100 + 8x400G NDR, NCCL_ALGO=RING: ceiling ~400, "mid-to-high 300s" reported [S/D]
-    "h100-8x400g-ib-multi-node": {"min_size": 1 << 30, "busbw": 350.0},
-}
+PROFILES_FILE = "busbw_profiles.csv"
+
+
+def _positive(row: dict[str, str], column: str) -> float:
+    where = f"{PROFILES_FILE}: profile {row['profile']}"
+    try:
+        value = float(row[column])
+    except ValueError:
+        raise knowledge.KnowledgeError(f"{where}: {column} {row[column]!r} is not a number") from None
+    if not math.isfinite(value) or value <= 0:
+        raise knowledge.KnowledgeError(f"{where}: {column} must be positive, got {row[column]!r}")
+    return value
+
+
+@functools.cache
+def busbw_profiles() -> dict[str, dict[str, Any]]:
+    """Expected all_reduce busbw per interconnect profile: ``{name: {"min_size": bytes, "busbw": GB/s}}``.
+
+    Read once from nightowl/knowledge/busbw_profiles.csv (one row per profile, with its source,
+    docs/sources.md#nccl-tests). Indicative only: replace with fleet baselines from known-good nodes.
+    The dict is shared by every caller: read it, do not change it.
+    """
+    rows = knowledge.read_csv(PROFILES_FILE, required=("profile", "min_size", "busbw", "source"))
+    profiles: dict[str, dict[str, Any]] = {}
+    for row in rows:
+        if row["profile"] in profiles:
+            raise knowledge.KnowledgeError(f"{PROFILES_FILE}: profile {row['profile']} is listed twice")
+        min_size = _positive(row, "min_size")
+        if not min_size.is_integer():
+            raise knowledge.KnowledgeError(f"{PROFILES_FILE}: profile {row['profile']}: min_size is not whole bytes")
+        profiles[row["profile"]] = {"min_size": int(min_size), "busbw": _positive(row, "busbw")}
+    return profiles
+
+
+def __getattr__(name: str) -> Any:
+    """``BUSBW_PROFILES``, read from nightowl/knowledge/busbw_profiles.csv on first use."""
+    if name == "BUSBW_PROFILES":
+        return busbw_profiles()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
 DEFAULT_TOLERANCE = 0.2  # "treat >20% below the fleet baseline as degraded" (docs/sources.md#nccl-tests)
 
 
@@ -517,7 +553,7 @@ def parse(text: str) -> NcclTestsResult:
 
 def _baseline_table(baseline: Any) -> tuple[dict[int, float] | None, dict[str, Any] | None]:
     if isinstance(baseline, str):
-        return None, BUSBW_PROFILES.get(baseline)
+        return None, busbw_profiles().get(baseline)
     if isinstance(baseline, dict) and "busbw" in baseline:
         return None, baseline
     if isinstance(baseline, dict):
@@ -533,7 +569,7 @@ def _baseline_table(baseline: Any) -> tuple[dict[int, float] | None, dict[str, A
 def judge_busbw(result: Any, baseline: Any, tolerance: float = DEFAULT_TOLERANCE) -> dict[str, Any]:
     """Compare the whole size curve with a baseline.
 
-    ``baseline`` is ``{size: busbw}`` (from a known-good node), a ``BUSBW_PROFILES`` name, or a
+    ``baseline`` is ``{size: busbw}`` (from a known-good node), a ``busbw_profiles()`` name, or a
     profile ``{"min_size": bytes, "busbw": GB/s}``. Per size the better of out-of-place and
     in-place busbw is used: a slow link slows both, a one-off dip in one column is noise.
     ``status`` is ``slow`` when any compared size is below ``(1 - tolerance)`` of its baseline,
