@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import click
 
-from nightowl.cli.common import LOG_FORMAT_OPTION, PARAM_OPTION, limit_options
+from nightowl.cli.common import LOG_FORMAT_OPTION, PARAM_OPTION, limit_options, load_runbook_or_exit
 from nightowl.cli.exit import EXIT_HELP
 from nightowl.cli.sweep_cmd import (
     RUNBOOK_OPTION,
@@ -14,7 +15,9 @@ from nightowl.cli.sweep_cmd import (
     SWEEP_FORMAT_OPTION,
     SWEEP_OUT_OPTION,
     TEXTFILE_OPTION,
-    sweep,
+    local_transports,
+    param_values,
+    run_sweep,
 )
 
 
@@ -27,9 +30,7 @@ from nightowl.cli.sweep_cmd import (
 @limit_options
 @SWEEP_OUT_OPTION
 @LOG_FORMAT_OPTION
-@click.pass_context
 def check(
-    ctx: click.Context,
     runbook: str,
     params: tuple[str, ...],
     since: str | None,
@@ -51,25 +52,19 @@ def check(
     Logs one line per check to stderr: JSON lines (level, node, runbook, verdict) unless stderr
     is a terminal or --log-format text (then the report itself is the log).
     """
-    ctx.invoke(
-        sweep,
-        inventory=None,
-        local_only=True,
-        runbook=runbook,
-        limit=None,
-        forks=1,
-        params=params,
-        since=since,
+    # The order of sweep --local: an unknown runbook is reported before an invalid $NODE_NAME,
+    # and both before a malformed --param.
+    loaded = load_runbook_or_exit(runbook)
+    transports = local_transports()
+    status = run_sweep(
+        loaded,
+        transports,
+        param_values(params, since),
+        {"command_timeout": command_timeout, "host_timeout": host_timeout},
         fmt=fmt,
         textfile=textfile,
-        allow_invasive=False,
-        known_hosts=None,
-        ssh_config=None,
-        accept_new=False,
-        identities=(),
-        connect_timeout=10.0,
-        command_timeout=command_timeout,
-        host_timeout=host_timeout,
-        out_dir=out_dir,
         log_format=log_format,
+        out_dir=out_dir,
+        forks=1,
     )
+    sys.exit(int(status))

@@ -1,14 +1,14 @@
 """`nightowl sweep`: one runbook (default node-health) over many hosts, into one bundle.
 
-The options `nightowl check` shares with it are declared here once; the fleet logic (inventory,
-outliers, table and textfile views) lives in nightowl/fleet.
+The options `nightowl check` shares with it are declared here once, and so is the run both commands
+make (`run_sweep`); the fleet logic (inventory, outliers, table and textfile views) lives in nightowl/fleet.
 """
 
 from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -24,6 +24,9 @@ from nightowl.cli.common import (
 )
 from nightowl.cli.exit import EXIT_HELP, ExitStatus, fail, status_for
 from nightowl.paths import default_out_dir
+
+if TYPE_CHECKING:
+    from nightowl.transports.dial import Dialer
 
 RUNBOOK_OPTION = click.option("--runbook", default="node-health", show_default=True)
 SINCE_OPTION = click.option(
@@ -77,7 +80,6 @@ def sweep(
     command_timeout: float | None,
     host_timeout: float | None,
     out_dir: Path | None,
-    log_format: str | None = None,  # `nightowl check` only: its log lines (nightowl/logline.py)
 ) -> None:
     """Run a runbook on every host of an inventory, concurrently, into one bundle.
 
@@ -86,30 +88,74 @@ def sweep(
     order), or a node-exporter textfile. The exit status tells a cron job whether any node
     needs action. Host keys are checked strictly against known_hosts unless --accept-new.
     """
-    from nightowl.cli.common import load_runbook_or_exit, parse_params
+    from nightowl.cli.common import load_runbook_or_exit
 
     if not inventory and not local_only:
         fail("give --inventory FILE or --local")
     loaded = load_runbook_or_exit(runbook)
     dialer = None
     if local_only:
-        transports = _local_transports()
+        transports = local_transports()
     else:
         transports, dialer = _inventory_transports(inventory, limit, ssh, forks)
     if not transports:
         fail(f"no host left in {inventory} after --limit {limit}")
-    values = parse_params(params)
-    if since:
-        values["since"] = since
-    limits = {"command_timeout": command_timeout, "host_timeout": host_timeout}
+    status = run_sweep(
+        loaded,
+        transports,
+        param_values(params, since),
+        {"command_timeout": command_timeout, "host_timeout": host_timeout},
+        fmt=fmt,
+        textfile=textfile,
+        log_format=None,  # no log lines: a problem is one plain `nightowl: ...` line on stderr
+        out_dir=out_dir,
+        forks=forks,
+        allow_invasive=allow_invasive,
+        dialer=dialer,
+    )
+    sys.exit(int(status))
+
+
+def run_sweep(
+    loaded: Any,
+    transports: dict[str, Any],
+    params: dict[str, Any],
+    limits: dict[str, float | None],
+    *,
+    fmt: str,
+    textfile: Path | None,
+    log_format: str | None,
+    out_dir: Path | None,
+    forks: int,
+    allow_invasive: bool = False,
+    dialer: Dialer | None = None,
+) -> ExitStatus:
+    """Run a loaded runbook on the hosts of ``transports`` (name -> function opening its transport) into
+    one bundle under ``out_dir`` (the default folder when None), print the report as ``fmt``, write the
+    textfile if asked, and return the exit status; the caller exits with it.
+
+    ``params`` are the runbook's values (`param_values`), ``limits`` its command and host timeouts.
+    ``log_format`` is `check`'s --log-format: one log line per host on stderr when it resolves to json;
+    None (sweep) never logs. The dialer, when given, orders the hosts' starts and is closed here.
+    """
     try:
         summary = _run(
-            loaded, transports, values, out_dir or default_out_dir(), allow_invasive, forks, fmt, limits, dialer
+            loaded, transports, params, out_dir or default_out_dir(), allow_invasive, forks, fmt, limits, dialer
         )
     finally:
         if dialer is not None:
             dialer.close()
-    sys.exit(int(_finish(summary, textfile, log_format)))
+    return _finish(summary, textfile, log_format)
+
+
+def param_values(params: tuple[str, ...], since: str | None) -> dict[str, Any]:
+    """The runbook's values from --param KEY=VALUE pairs, --since winning over a `since` among them."""
+    from nightowl.cli.common import parse_params
+
+    values = parse_params(params)
+    if since:
+        values["since"] = since
+    return values
 
 
 def _finish(summary: dict[str, Any], textfile: Path | None, log_format: str | None) -> ExitStatus:
@@ -150,7 +196,7 @@ def _log_hosts(summary: dict[str, Any], problems: list[str]) -> None:
         log(LogLine(f"nightowl: {problem}", level="error", runbook=runbook))
 
 
-def _local_transports() -> dict[str, Any]:
+def local_transports() -> dict[str, Any]:
     """This node under its own name (nightowl/fleet/identity.py), so a fleet of textfiles stays apart."""
     from nightowl.fleet.identity import node_name
     from nightowl.transports.local import LocalTransport
@@ -200,7 +246,7 @@ def _run(
     forks: int,
     fmt: str,
     limits: dict[str, float | None],
-    dialer: Any = None,
+    dialer: Dialer | None = None,
 ) -> dict[str, Any]:
     from nightowl.cli.render import json_report, text_report
     from nightowl.cli.running import run_to_summary
