@@ -65,8 +65,22 @@ def test_the_checks_see_an_ignored_file(tmp_path: Path) -> None:
 
 
 TOP_LEVEL = {
-    ".ci", ".dockerignore", ".gitignore", "Dockerfile", "LICENSE", "README.md", "bench", "deploy", "docs",
-    "fixtures", "nightowl", "pyproject.toml", "runbooks", "scripts", "templates", "tests",
+    ".ci",
+    ".dockerignore",
+    ".gitignore",
+    "Dockerfile",
+    "LICENSE",
+    "README.md",
+    "bench",
+    "deploy",
+    "docs",
+    "fixtures",
+    "nightowl",
+    "pyproject.toml",
+    "runbooks",
+    "scripts",
+    "templates",
+    "tests",
 }  # what a checkout holds at its root; a profile, a scratch JSON or an empty `kh` left by a session is not
 
 
