@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from nightowl.hostnames import host_name_problem
 from nightowl.receiver.payload import Alert
 
 _MATCHER = re.compile(r"^\s*(?P<name>[A-Za-z_][A-Za-z0-9_]*)\s*(?P<op>=~|!~|!=|=)\s*(?P<value>.*?)\s*$")
@@ -71,8 +72,7 @@ _SLOT = re.compile(r"\{\{.*?\}\}", re.DOTALL)
 _SLOT_MARK = "\x00"
 # RFC 1123 section 2.1 host names: dot-separated labels of letters, digits and inner hyphens,
 # 63 characters a label, 253 in all (https://www.rfc-editor.org/rfc/rfc1123#page-13).
-_DNS_LABEL = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?$")
-MAX_HOST_NAME = 253
+_DNS_LABEL = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?")
 
 
 @dataclass(frozen=True)
@@ -126,24 +126,26 @@ def _host_span(spec: str) -> tuple[int, int]:
 
 
 def check_host_name(name: str) -> str:
-    """An RFC 1123 host name or an IP address, else ValueError saying why (the value shown shortened)."""
-    import ipaddress
+    """An RFC 1123 host name or an IP address, else ValueError saying why (the value shown shortened).
 
-    shown = name if len(name) <= 80 else name[:77] + "..."
-    try:
-        ipaddress.ip_address(name)
-        return name
-    except ValueError:
-        pass
-    if not name or len(name) > MAX_HOST_NAME:
-        raise ValueError(f"host name {shown!r} is empty or longer than {MAX_HOST_NAME} characters")
-    bad = next((label for label in name.split(".") if not _DNS_LABEL.match(label)), None)
+    The rules of any host name (nightowl/hostnames.py) first; then, as a label is the sender's word,
+    RFC 1123 strictly: no '_', no hyphen at either end of a label, no final dot."""
+    problem = host_name_problem(name)
+    if problem is not None:
+        raise ValueError(f"host name {_shown(name)!r} is not an RFC 1123 name or an IP address: {problem}")
+    if ":" in name:
+        return name  # an IPv6 address: host_name_problem parsed it
+    bad = next((label for label in name.split(".") if not _DNS_LABEL.fullmatch(label)), None)
     if bad is not None:
         raise ValueError(
-            f"host name {shown!r} is not an RFC 1123 name: label {bad[:70]!r} "
+            f"host name {_shown(name)!r} is not an RFC 1123 name: label {bad[:70]!r} "
             "(letters, digits and inner hyphens, 1-63 characters)"
         )
     return name
+
+
+def _shown(name: str) -> str:
+    return name if len(name) <= 80 else name[:77] + "..."
 
 
 def _hostonly(value: str) -> str:
@@ -188,11 +190,13 @@ def render_params(rule: Rule, alert: Alert) -> dict[str, Any]:
 
 
 def host_name(spec: str) -> str:
-    """What the bundle calls the host: the directory of a replay, the host of a URL, else the spec."""
+    """What the bundle calls the host: the directory of a replay, else the host the spec names as
+    written, as a sweep names an inventory entry (``ssh://root@GPU-17:2222`` -> ``GPU-17``)."""
+    from nightowl.transports.hostspec import written_host
+
     if spec.startswith("replay:"):
         return Path(spec[len("replay:") :]).name or spec
-    if "://" in spec:
-        from urllib.parse import urlsplit
-
-        return urlsplit(spec).hostname or spec
-    return spec.rsplit("@", 1)[-1]
+    try:
+        return written_host(spec)
+    except ValueError:
+        return spec  # an operator's literal spec that will not parse: its capture fails, named as written

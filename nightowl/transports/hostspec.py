@@ -22,6 +22,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 from urllib.parse import parse_qs, unquote, urlsplit
 
+from nightowl.hostnames import SPACE_OR_CONTROL, host_name_problem
+
 if TYPE_CHECKING:
     from collections.abc import Callable
 
@@ -39,11 +41,7 @@ URL_QUERY_KEYS = {
     "profile": "profile",
 }
 
-# A host name or address: no whitespace, no shell or URL metacharacters, not an option.
-_HOSTNAME_RE = re.compile(r"^(?!-)[A-Za-z0-9_.%:-]+$")
 _USER_RE = re.compile(r"^(?!-)[^\s@:/\x00-\x1f\x7f]+$")
-# What str.isspace() calls whitespace (re's \s is the same set), or a control character below 32.
-_SPACE_OR_CONTROL_RE = re.compile(r"[\s\x00-\x1f]")
 
 
 @dataclass(frozen=True)
@@ -123,7 +121,7 @@ def _parse(text: str, settings: _Settings, depth: int) -> HostSpec:
     written = text.strip()
     if not written:
         raise ValueError("empty host spec")
-    if _SPACE_OR_CONTROL_RE.search(written):
+    if SPACE_OR_CONTROL.search(written):
         raise ValueError(f"host spec {written!r} contains whitespace or control characters")
     if written.lower() in LOCAL_NAMES:
         return local_spec(written)
@@ -222,15 +220,11 @@ def _resolve(written: str, parts: dict[str, Any], settings: _Settings, depth: in
 
 
 def _check_host(host: str, written: str) -> None:
-    if not host or not _HOSTNAME_RE.match(host):
-        raise ValueError(f"host spec {written!r}: invalid host name {host!r}")
-    if ":" in host or "%" in host:  # an IPv6 literal (with its zone); getaddrinfo judges it
-        return
-    # RFC 1035 s2.3.4: 253 characters, labels of 1 to 63; an empty label (gpu-17..corp, ".") fails IDNA
-    # encoding deep in the resolver, so it is refused here, as this host's problem only.
-    name = host[:-1] if host.endswith(".") else host
-    if len(name) > 253 or any(not 1 <= len(label) <= 63 for label in name.split(".")):
-        raise ValueError(f"host spec {written!r}: invalid host name {host!r} (empty label, or too long for DNS)")
+    """What any host name must be (nightowl/hostnames.py), and no more: a spec's host is a name to
+    look up in ssh_config (an alias may hold '_' or end with a dot) or an address to dial."""
+    problem = host_name_problem(host)
+    if problem is not None:
+        raise ValueError(f"host spec {written!r}: invalid host name {host!r} ({problem})")
 
 
 def _config_port(config: dict[str, Any], written: str) -> int:
