@@ -115,25 +115,43 @@ SCALAR_FIELDS = (
 )
 
 
+class SampleSet(NamedTuple):
+    """What a scrape holds, read once: every collector of /metrics reads these (never the raw text)."""
+
+    samples: list[Sample]  # in scrape order
+    declared: set[str]  # every declared metric name (HELP/TYPE lines too: a family may have no sample)
+    warnings: list[str]  # one per line that could not be read
+    unread: list[str]  # those lines, stripped: a sample cut short or garbled is unknown, not absent
+
+
 def parse(text: str) -> MetricsScrape:
     """Scrape text -> contract result; lines it cannot read go to ``warnings``, it never raises."""
-    samples, declared, warnings = _read_samples(text)
+    return from_samples(read_samples(text))
+
+
+def from_samples(read: SampleSet) -> MetricsScrape:
+    """The contract result of samples `read_samples` read."""
     by_name: dict[str, list[Sample]] = {}
-    for sample in samples:
+    for sample in read.samples:
         by_name.setdefault(sample.name, []).append(sample)
     scalars: dict[str, Any] = {name: _scalar(name, by_name) for name in SCALAR_FIELDS}
     return MetricsScrape(
-        engine=_engine(declared | set(by_name)),
+        engine=_engine(read.declared | set(by_name)),
         histograms={name: _histogram(name, by_name) for name in HISTOGRAMS},
         length_histograms={name: _histogram(name, by_name) for name in LENGTH_HISTOGRAMS},
-        models=_models(samples),
-        warnings=tuple(warnings),
+        models=_models(read.samples),
+        warnings=tuple(read.warnings),
         **scalars,
     )
 
 
-def _read_samples(text: str) -> tuple[list[Sample], set[str], list[str]]:
-    """Samples and every declared metric name (HELP/TYPE lines too: a family may have no sample)."""
+def read_samples(text: str) -> SampleSet:
+    """The samples of a Prometheus text or OpenMetrics scrape; it never raises.
+
+    prometheus_client's parser reads the whole document (escaped label values, timestamps, exemplars,
+    ``# EOF``, NaN/Inf, CRLF, HELP/TYPE in any order); when it gives up on one line (a scrape cut
+    short), every line is read on its own and the unreadable ones are kept as warnings.
+    """
     try:
         from prometheus_client.parser import text_string_to_metric_families
 
@@ -141,23 +159,24 @@ def _read_samples(text: str) -> tuple[list[Sample], set[str], list[str]]:
     except Exception:  # noqa: BLE001 - pasted scrapes are often cut; fall back to a per-line reader
         return _read_lines(text)
     samples = [Sample(s.name, dict(s.labels), float(s.value)) for f in families for s in f.samples]
-    declared = {f.name for f in families}
-    return samples, declared, []
+    return SampleSet(samples, {f.name for f in families}, [], [])
 
 
+_LABELS = r'\{(?:[^"}]|"(?:[^"\\]|\\.)*")*\}'  # quoted values may hold braces, commas, escaped quotes
 _SAMPLE_LINE = re.compile(
     r"^(?P<name>[a-zA-Z_:][a-zA-Z0-9_:]*)\s*"
-    r'(?:\{(?P<labels>(?:[^"}]|"(?:[^"\\]|\\.)*")*)\})?'
-    r"\s+(?P<value>\S+)(?:\s+-?\d+)?\s*$"
+    rf"(?P<labels>{_LABELS})?"
+    r"\s+(?P<value>\S+)"
+    r"(?:\s+-?\d+(?:\.\d*)?(?:[eE][+-]?\d+)?)?"  # timestamp: milliseconds (text format) or seconds (OpenMetrics)
+    rf"(?:\s+#\s*{_LABELS}\s+\S+(?:\s+\S+)?)?"  # OpenMetrics exemplar: # {labels} value [timestamp]
+    r"\s*$"
 )
 _LABEL = re.compile(r'\s*([a-zA-Z_][a-zA-Z0-9_]*)\s*=\s*"((?:[^"\\]|\\.)*)"\s*,?')
 _DECLARATION = re.compile(r"^#\s*(?:HELP|TYPE)\s+([a-zA-Z_:][a-zA-Z0-9_:]*)")
 
 
-def _read_lines(text: str) -> tuple[list[Sample], set[str], list[str]]:
-    samples: list[Sample] = []
-    declared: set[str] = set()
-    warnings: list[str] = []
+def _read_lines(text: str) -> SampleSet:
+    read = SampleSet([], set(), [], [])
     for number, raw in enumerate(text.splitlines(), start=1):
         line = raw.strip()
         if not line:
@@ -165,14 +184,15 @@ def _read_lines(text: str) -> tuple[list[Sample], set[str], list[str]]:
         if line.startswith("#"):
             declaration = _DECLARATION.match(line)
             if declaration:
-                declared.add(declaration.group(1))
+                read.declared.add(declaration.group(1))
             continue
         sample = _sample_from_line(line)
         if sample is None:
-            warnings.append(f"line {number}: not a metric sample: {line[:200]}")
+            read.warnings.append(f"line {number}: not a metric sample: {line[:200]}")
+            read.unread.append(line)
         else:
-            samples.append(sample)
-    return samples, declared, warnings
+            read.samples.append(sample)
+    return read
 
 
 def _sample_from_line(line: str) -> Sample | None:
@@ -183,15 +203,19 @@ def _sample_from_line(line: str) -> Sample | None:
         value = float(match.group("value"))
     except ValueError:
         return None
-    label_text = match.group("labels") or ""
+    label_text = (match.group("labels") or "{}")[1:-1]
     labels = {key: _unescape(value) for key, value in _LABEL.findall(label_text)}
     if label_text.strip() and not labels:
         return None
     return Sample(match.group("name"), labels, value)
 
 
+_ESCAPE = re.compile(r'\\([\\n"])')  # the format's only escapes; any other backslash stays, as prometheus_client does
+
+
 def _unescape(value: str) -> str:
-    return value.replace("\\n", "\n").replace('\\"', '"').replace("\\\\", "\\")
+    """Label value escapes in one pass (an escaped backslash before an n is a backslash and an n, not a newline)."""
+    return _ESCAPE.sub(lambda m: "\n" if m.group(1) == "n" else m.group(1), value)
 
 
 def _aliases(field_name: str) -> Iterable[Alias]:

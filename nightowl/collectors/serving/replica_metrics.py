@@ -6,11 +6,14 @@ answered.
 vLLM's and SGLang's servers export (prometheus/client_python ``ProcessCollector``); a value that
 changes between two scrapes is a restart. ``http_requests_total{status="5xx"}`` is the counter of
 prometheus-fastapi-instrumentator that vLLM's API server mounts (vllm/entrypoints/openai/api_server.py).
+Both are read from the samples of `metrics.read_samples`, the one reader of the exposition format, never
+from the raw text: a format variant it reads (escaped label values, timestamps, exemplars, ``# EOF``)
+is read here too.
 """
 
 from __future__ import annotations
 
-import re
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -20,9 +23,8 @@ from nightowl.collectors.serving.metrics import PRODUCES as METRICS_FACTS
 
 KIND = "replica-metrics"
 COMMANDS: tuple[tuple[str, ...], ...] = (("curl", "-sS", "--fail", "--max-time", "5", "--", "{base_url}/metrics"),)
-_START = re.compile(r"^process_start_time_seconds(?:\{[^}]*\})?\s+(\S+)", re.MULTILINE)
-_HTTP = re.compile(r"^http_requests_total\{([^}]*)\}\s+(\S+)", re.MULTILINE)
-_STATUS = re.compile(r'status="([^"]*)"')
+START_METRIC = "process_start_time_seconds"
+HTTP_METRIC = "http_requests_total"
 
 
 @dataclass(frozen=True)
@@ -32,24 +34,33 @@ class ReplicaScrape:
     http_5xx_total: float | None
 
 
-def _float(text: str) -> float | None:
-    try:
-        return float(text)
-    except ValueError:
-        return None
-
-
 def parse(text: str) -> ReplicaScrape:
-    start = _START.search(text)
-    errors: float | None = None
-    for labels, value in _HTTP.findall(text):
-        status = _STATUS.search(labels)
-        number = _float(value)
-        if status and status.group(1).startswith("5") and number is not None:
-            errors = (errors or 0.0) + number
-    if errors is None and _HTTP.search(text):
-        errors = 0.0  # the counter is exported and no 5xx series exists yet
-    return ReplicaScrape(metrics.parse(text), _float(start.group(1)) if start else None, errors)
+    """The scrape read once by the `metrics` reader; never raises (unreadable lines become warnings)."""
+    read = metrics.read_samples(text)
+    return ReplicaScrape(metrics.from_samples(read), _start_time(read), _http_5xx(read))
+
+
+def _start_time(read: metrics.SampleSet) -> float | None:
+    """The first finite start time: NaN is no time, and two NaNs compare unequal (a restart that never was)."""
+    starts = (s.value for s in read.samples if s.name == START_METRIC and math.isfinite(s.value))
+    return next(starts, None)
+
+
+def _http_5xx(read: metrics.SampleSet) -> float | None:
+    """The 5xx responses summed over handlers and methods; 0.0 when the counter is exported with no 5xx
+    series yet (the instrumentator adds a label set on its first response); None when unknown."""
+    series = [s for s in read.samples if s.name == HTTP_METRIC and s.labels]
+    if not series or any(_may_be(line, HTTP_METRIC) for line in read.unread):
+        return None  # not exported, or a series was cut short or garbled: it may be the 5xx one
+    errors = [s.value for s in series if s.labels.get("status", "").startswith("5")]
+    if not all(math.isfinite(value) for value in errors):
+        return None  # a NaN/Inf counter counts nothing, and must not read as zero errors
+    return math.fsum(errors)
+
+
+def _may_be(line: str, name: str) -> bool:
+    """Whether an unread line is a sample of ``name`` or what is left of one cut short."""
+    return line.startswith(name) or name.startswith(line)
 
 
 def facts(result: ReplicaScrape) -> dict[str, Any]:
