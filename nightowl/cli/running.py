@@ -169,7 +169,8 @@ def replay_transports(replays: tuple[Path, ...]) -> dict[str, Any]:
     Two recordings with the same name are two hosts, never one: the second is named by its path.
     """
     from nightowl.engine.bundle import host_from_dirname
-    from nightowl.transports.replay import RecordedUnreachable, ReplayTransport, unreachable_in_bundle
+    from nightowl.transports.base import Unreachable
+    from nightowl.transports.replay import ReplayTransport, unreachable_in_bundle
 
     transports: dict[str, Any] = {}
 
@@ -197,5 +198,5 @@ def replay_transports(replays: tuple[Path, ...]) -> dict[str, Any]:
         recorded = {host_from_dirname(d.name) for d in host_dirs}
         for host, reason in unreachable.items():
             if host not in recorded:
-                add(host, hosts / host, lambda n, r=reason: RecordedUnreachable(n, r))
+                add(host, hosts / host, lambda n, r=reason: Unreachable(n, r, recorded=True))
     return transports

@@ -182,15 +182,15 @@ class BundleWriter:
             "exit_code": result.rc,
             "timed_out": result.timed_out,
             "error": self._redact(result.error) if result.error else None,
-            "bytes": len(raw := stored.encode()),
+            "bytes": len(raw := stored.encode("utf-8", errors="surrogateescape")),  # as write_private stores it
             "truncated_bytes": result.stdout_truncated_bytes,
-            "sha256": hashlib.sha256(raw).hexdigest(),
+            "sha256": (digest := hashlib.sha256(raw).hexdigest()),
             "file": None,
         }
         rel: str | None = None
         if keep_output and self.write_error is None:
             try:
-                rel = self._write_output(host, kind, result, stored)
+                rel = self._write_output(host, kind, result, stored, (len(raw), digest))
             except OSError as exc:
                 self._failed(exc)
             entry["file"] = rel
@@ -200,13 +200,15 @@ class BundleWriter:
             self.commands.append(entry)
         return rel
 
-    def _write_output(self, host: str, kind: str, result: CommandResult, stored: str) -> str | None:
+    def _write_output(
+        self, host: str, kind: str, result: CommandResult, stored: str, known: tuple[int, str]
+    ) -> str | None:
         with self._lock:
             if self._finished:
                 return None
             stem = self._next_stem(host, kind)
         folder = self.host_dir(host)
-        self._store(folder / f"{stem}.out", stored)
+        self._store(folder / f"{stem}.out", stored, known)
         if result.stderr:
             self._store(folder / f"{stem}.err", self._redact(result.stderr))
         if result.rc:  # exit 0 is the absence of the file, as in a recorded host (and in manifest.json)
@@ -217,11 +219,13 @@ class BundleWriter:
             self._store(folder / f"{stem}.timeout", f"{result.duration:.3f}\n")
         return f"hosts/{host_dirname(host)}/{stem}.out"
 
-    def _store(self, path: Path, text: str) -> None:
-        """Write a bundle file (owner-only) and remember its size and sha256 for the manifest."""
+    def _store(self, path: Path, text: str, known: tuple[int, str] | None = None) -> None:
+        """Write a bundle file (owner-only) and remember its size and sha256 for the manifest (``known``:
+        the caller hashed these very bytes already)."""
         data = write_private(path, text)
+        entry = known or (len(data), hashlib.sha256(data).hexdigest())
         with self._lock:
-            self._stored[path.relative_to(self.tmp_path).as_posix()] = (len(data), hashlib.sha256(data).hexdigest())
+            self._stored[path.relative_to(self.tmp_path).as_posix()] = entry
 
     def _failed(self, exc: OSError) -> None:
         with self._lock:

@@ -172,6 +172,11 @@ class RunOptions:
     collect_pool: Executor | None = field(default=None, compare=False, repr=False)
 
 
+def is_derived(lookup: Callable[[str], CollectorLike], entry: str) -> bool:
+    """Whether a ``collect:`` entry is a derived collector (it reads other facts and runs no command)."""
+    return bool(getattr(lookup(split_entry(entry)[0]), "inputs", None))
+
+
 def parse_output(collector: CollectorLike, text: str) -> tuple[dict[str, Any], str | None]:
     """Parse and derive facts; a parser bug becomes a recorded error, never a traceback."""
     try:
@@ -221,7 +226,7 @@ class HostRunner:
         todo = [e for e in dict.fromkeys(entries) if e not in self.run.collections]
         if not todo:
             return
-        derived = [e for e in todo if getattr(self.lookup(split_entry(e)[0]), "inputs", None)]
+        derived = [e for e in todo if is_derived(self.lookup, e)]
         commands = [e for e in todo if e not in derived]
         if commands and self.options.collect_pool is not None:
             self._collect_shared(commands, self.options.collect_pool)

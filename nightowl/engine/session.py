@@ -18,9 +18,9 @@ from typing import Any
 
 from nightowl.engine.bundle import BundleWriter
 from nightowl.engine.model import split_entry
-from nightowl.engine.runner import CollectorLike, HostRun, HostRunner, RunOptions
+from nightowl.engine.runner import CollectorLike, HostRun, HostRunner, RunOptions, is_derived
 from nightowl.engine.validate import LoadedRunbook
-from nightowl.transports.base import Transport, TransportError
+from nightowl.transports.base import Transport, Unreachable
 
 
 class Terminated(KeyboardInterrupt):
@@ -131,7 +131,7 @@ def run_runbook(
 
 
 def _commands_in(entries: list[str], lookup: Callable[[str], CollectorLike]) -> int:
-    return sum(1 for entry in dict.fromkeys(entries) if not getattr(lookup(split_entry(entry)[0]), "inputs", None))
+    return sum(1 for entry in dict.fromkeys(entries) if not is_derived(lookup, entry))
 
 
 def start_workers(pool: ThreadPoolExecutor, count: int) -> None:
@@ -169,29 +169,12 @@ def _save_partial(exc: Exception, writer: BundleWriter, runs: list[HostRun]) -> 
         exc.partial_bundle = writer.finish(runs, partial=True)  # type: ignore[attr-defined]
 
 
-class _Unopenable:
-    """Stands in for a host whose transport could not even be built (a bad spec): unreachable, with why."""
-
-    def __init__(self, host: str, reason: str) -> None:
-        self.host = host
-        self.reason = reason
-
-    def connect(self) -> None:
-        raise TransportError(self.reason)
-
-    def run(self, argv: Any, timeout: float, kind: str | None = None) -> Any:
-        raise TransportError(self.reason)
-
-    def close(self) -> None:
-        return None
-
-
 def _open(name: str, opener: Callable[[], Transport]) -> Transport:
     """The host's transport, named as the caller named it; a bad spec is that host's problem only."""
     try:
         transport = opener()
     except Exception as exc:  # noqa: BLE001
-        return _Unopenable(name, f"cannot open transport: {exc}")
+        return Unreachable(name, f"cannot open transport: {exc}")
     transport.host = name
     with _live_lock:
         _live.add(transport)

@@ -52,3 +52,23 @@ class Transport(Protocol):
 
     def close(self) -> None:
         """Release the connection."""
+
+
+class Unreachable:
+    """A host known to be unreachable before any connection: a spec no transport could be built for, or a
+    host a bundle recorded as unreachable (``recorded``: replayed, so no fallback commands are tried).
+    ``connect`` raises the reason, so the run reports the host ``unreachable`` with it."""
+
+    def __init__(self, host: str, reason: str, recorded: bool = False) -> None:
+        self.host = host
+        self.reason = reason or "unreachable"
+        self.recorded = recorded
+
+    def connect(self) -> None:
+        raise TransportError(self.reason)
+
+    def run(self, argv: Sequence[str], timeout: float, kind: str | None = None) -> CommandResult:
+        raise TransportError(self.reason)
+
+    def close(self) -> None:
+        return None

@@ -110,25 +110,6 @@ class ReplayTransport:
         return data[:cap].decode("utf-8", errors="replace"), dropped
 
 
-class RecordedUnreachable:
-    """A host a bundle recorded as unreachable (in its verdicts.json): replayed, it is unreachable again."""
-
-    recorded = True
-
-    def __init__(self, host: str, reason: str) -> None:
-        self.host = host
-        self.reason = reason
-
-    def connect(self) -> None:
-        raise TransportError(self.reason or "recorded as unreachable")
-
-    def run(self, argv: Sequence[str], timeout: float, kind: str | None = None) -> CommandResult:
-        raise TransportError(self.reason or "recorded as unreachable")
-
-    def close(self) -> None:
-        return None
-
-
 def unreachable_in_bundle(bundle: Path) -> dict[str, str]:
     """Hosts a bundle's verdicts.json records as unreachable, with the reason.
 
