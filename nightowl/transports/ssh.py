@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from nightowl.transports.base import CommandResult, TransportError
 from nightowl.transports.hostspec import HostSpec, known_hosts_name
+from nightowl.transports.ssh_config import FileVersion, file_version
 
 if TYPE_CHECKING:
     import paramiko
@@ -263,7 +264,7 @@ def _b64decode(text: str) -> bytes:
         return b""
 
 
-_KNOWN_FILES: dict[tuple[str, int, int], tuple[_KnownKey, ...]] = {}
+_KNOWN_FILES: dict[FileVersion, tuple[_KnownKey, ...]] = {}
 _KNOWN_FILES_LOCK = threading.Lock()
 # Host-name index per combination of parsed files (keyed by the cached tuples' identities, which live
 # as long as _KNOWN_FILES holds them; both are cleared together).
@@ -273,12 +274,11 @@ _KNOWN_INDEXES: dict[tuple[int, ...], tuple[dict[str, list[int]], list[int]]] = 
 def _parsed_known_file(source: Path) -> tuple[_KnownKey, ...]:
     """The entries of one known_hosts file, parsed once per version of the file."""
     try:
-        stat = source.stat()
+        key = file_version(source)
     except OSError:
         return ()
     if not source.is_file():
         return ()
-    key = (str(source), stat.st_size, stat.st_mtime_ns)
     with _KNOWN_FILES_LOCK:
         cached = _KNOWN_FILES.get(key)
     if cached is None:
@@ -625,15 +625,14 @@ class SSHTransport:
 
 def _load_key(path: str) -> Any:
     """A private key file, parsed once per version of the file (a sweep offers it to every host)."""
-    info = os.stat(path)
-    return _parsed_key(path, info.st_mtime_ns, info.st_size, info.st_ino)
+    return _parsed_key(file_version(Path(path)))
 
 
 @lru_cache(maxsize=64)
-def _parsed_key(path: str, mtime_ns: int, size: int, inode: int) -> Any:
+def _parsed_key(version: FileVersion) -> Any:
     import paramiko
 
-    return paramiko.PKey.from_path(path)
+    return paramiko.PKey.from_path(version[0])
 
 
 def remote_command(argv: Sequence[str], timeout: float) -> str:

@@ -68,13 +68,13 @@ class SSHConfig:
     scanned: list[int] = field(default_factory=list)  # blocks tried on every lookup
     # What it was read from, to tell when it is out of date: every file (Include'd ones too) with its
     # version, and every Include pattern with the files it matched.
-    read: list[tuple[str, int, int]] = field(default_factory=list)
+    read: list[FileVersion] = field(default_factory=list)
     globs: dict[str, tuple[str, ...]] = field(default_factory=dict)
 
     def current(self) -> bool:
         """Whether every file it was read from is as it was, and every Include matches the same files."""
         try:
-            if any(_version(Path(path)) != (path, mtime, size) for path, mtime, size in self.read):
+            if any(file_version(Path(version[0])) != version for version in self.read):
                 return False
         except OSError:
             return False
@@ -200,7 +200,7 @@ def _read(
     if depth > MAX_INCLUDE_DEPTH:
         raise SSHConfigError(f"{path}: Include nested more than {MAX_INCLUDE_DEPTH} deep (a loop?)")
     try:
-        config.read.append(_version(path))
+        config.read.append(file_version(path))
         text = path.read_text(errors="replace")
     except OSError as exc:
         raise SSHConfigError(f"{path}: {exc.strerror or exc}") from None
@@ -267,9 +267,14 @@ def _matches(pattern: str) -> tuple[str, ...]:
     return tuple(p for p in sorted(glob.glob(pattern)) if Path(p).is_file())
 
 
-def _version(path: Path) -> tuple[str, int, int]:
+FileVersion = tuple[str, int, int, int]  # path, mtime (ns), size, inode
+
+
+def file_version(path: Path) -> FileVersion:
+    """What tells one version of a file from the next, for caches keyed on it (OSError if it is gone):
+    a rewrite changes the mtime or size, a replaced file (rename over it) the inode."""
     stat = path.stat()
-    return (str(path), stat.st_mtime_ns, stat.st_size)
+    return (str(path), stat.st_mtime_ns, stat.st_size, stat.st_ino)
 
 
 # ---------------------------------------------------------------------------------- cache
@@ -287,7 +292,7 @@ def config_files(ssh_config: Path | None) -> list[Path]:
 def cached(files: list[Path]) -> SSHConfig:
     """One parse per version of the files, Include'd ones too: a sweep of thousands reads them once, and
     a long-running ``nightowl serve`` sees an edit to any of them (or a file an Include glob now matches)."""
-    key = tuple(_version(path) for path in files)
+    key = tuple(file_version(path) for path in files)
     with _CACHE_LOCK:
         config = _CACHE.get(key)
     if config is not None and config.current():
@@ -300,7 +305,7 @@ def cached(files: list[Path]) -> SSHConfig:
     return config
 
 
-_CACHE: dict[tuple[tuple[str, int, int], ...], SSHConfig] = {}
+_CACHE: dict[tuple[FileVersion, ...], SSHConfig] = {}
 _CACHE_LOCK = threading.Lock()
 
 
