@@ -86,7 +86,8 @@ def sweep(
     Prints one row per host (verdict, action, GPUs, duration) with the hosts that share a
     verdict and the ones that differ from the rest, JSON (docs/reference.md#verdicts, hosts in inventory
     order), or a node-exporter textfile. The exit status tells a cron job whether any node
-    needs action. Host keys are checked strictly against known_hosts unless --accept-new.
+    needs action. Connections are opened ahead (up to twice --forks waiting) and the hosts that answer
+    start first. Host keys are checked strictly against known_hosts unless --accept-new.
     """
     from nightowl.cli.common import load_runbook_or_exit
 
