@@ -88,10 +88,18 @@ def test_a_document_holding_a_secret_anywhere_is_not_cleared(raw: str, scrubbed:
 
 
 @pytest.mark.parametrize("text", KEPT)
-def test_a_document_without_secrets_is_written_as_it_is(text: str, tmp_path: Path) -> None:
-    writer = BundleWriter(tmp_path, "r", redact=scrub_secrets, redact_prefilter=might_hold_secrets)
+def test_a_document_the_prefilter_clears_is_not_walked(text: str, tmp_path: Path) -> None:
+    seen: list[str] = []
+
+    def spy(value: str) -> str:
+        seen.append(value)
+        return scrub_secrets(value)
+
+    writer = BundleWriter(tmp_path, "r", redact=spy, redact_prefilter=might_hold_secrets)
     writer._write_json("doc.json", {"line": text, "n": 1})
     assert json.loads((writer.tmp_path / "doc.json").read_text()) == {"line": text, "n": 1}
+    cleared = not might_hold_secrets(json.dumps({"line": text, "n": 1}, ensure_ascii=False))
+    assert seen == ([] if cleared else [text])
 
 
 def test_redactor_is_consistent_and_leaves_pci_and_times() -> None:
