@@ -38,6 +38,10 @@ MODULES: dict[str, str] = {
     "replica-metrics": "nightowl.collectors.serving.replica_metrics",
     "replica-compare": "nightowl.collectors.serving.replica_compare",
     "stream-probe": "nightowl.collectors.serving.stream_probe",
+    "ib-ports": "nightowl.collectors.host.ib_ports",
+    "ib-ports-window": "nightowl.collectors.host.ib_ports_window",
+    "fabric": "nightowl.collectors.gpu.fabric",
+    "fabric-manager": "nightowl.collectors.gpu.fabric_manager",
 }
 
 

@@ -36,6 +36,16 @@ ALLOWED: tuple[tuple[str, ...], ...] = (
     ("kubectl", "logs", "--tail", "5000", "-n", "{namespace}", "{pod}"),  # engine-log
     ("journalctl", "-u", "{engine_unit}", "--no-pager", "-n", "5000"),  # engine-log
     ("nvidia-smi", "topo", "-m"),  # gpu-topology
+    (
+        "sh",
+        "-c",
+        "exec grep -s -H . /sys/class/infiniband/*/ports/*/state /sys/class/infiniband/*/ports/*/phys_state"
+        " /sys/class/infiniband/*/ports/*/rate /sys/class/infiniband/*/ports/*/link_layer"
+        " /sys/class/infiniband/*/ports/*/counters/*",
+        "ib-ports",
+    ),  # ib-ports
+    ("ibstat",),  # ib-ports
+    ("systemctl", "is-active", "nvidia-fabricmanager"),  # fabric-manager
     ("journalctl", "-k", "-b", "--no-pager", "-o", "short-iso", "--since={since}"),  # kernel-log
     ("journalctl", "-k", "-b", "--no-pager", "-o", "short-iso"),  # kernel-log
     ("dmesg", "-T"),  # kernel-log

@@ -1,0 +1,243 @@
+"""``fabric``: the NVLink fabric as each GPU sees it, from ``nvidia-smi -q``'s Fabric section.
+
+Per GPU: State (Not Supported, Not Started, In Progress, Completed), Status (Success or the NVML
+error that ended the registration, e.g. "Insufficient Resources"), CliqueId, ClusterUUID and the
+Health block (Bandwidth, Route Recovery in progress, Route Unhealthy, Access Timeout Recovery,
+Summary where the driver prints them). Fields: NVML ``nvmlGpuFabricInfo_v2_t`` / nvidia-smi
+documentation (https://docs.nvidia.com/deploy/nvidia-smi/index.html, "Fabric").
+
+A GPU on a multi-node NVLink system (GB200/GB300 NVL) that finished registration with a Status other
+than Success, or with CliqueId 0 and a zero ClusterUUID, is outside the NVLink domain its job expects
+although State says Completed. An HGX board (H100/H200/B200 with NVSwitch in one node) shows
+CliqueId 0 and a zero ClusterUUID when healthy, so those two are judged on NVL systems only.
+
+The text and XML (``-q -x``: ``<fabric><state>...``) forms are both read.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from nightowl.collectors.base import Collector, declare, to_jsonable
+from nightowl.collectors.pci import find_pci
+
+KIND = "fabric"
+ZERO_UUID = "00000000-0000-0000-0000-000000000000"
+# Product names of multi-node NVLink (NVL) systems, where the clique and cluster identify the NVLink
+# domain (NVIDIA GB200 NVL72 / GB300 NVL72 product pages; nvidia-smi prints "NVIDIA GB200").
+NVL_PRODUCTS = re.compile(r"\bGB[23]00\b", re.IGNORECASE)
+UNSET = frozenset({"n/a", "not supported", "", "unknown"})
+
+_GPU = re.compile(r"^GPU\s+(?P<pci>[0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-9A-Fa-f])\s*$")
+_PAIR = re.compile(r"^(?P<indent>\s*)(?P<key>[A-Za-z][A-Za-z0-9 ()/_-]*?)\s*:\s*(?P<value>.*?)\s*$")
+_SECTION = re.compile(r"^(?P<indent>\s*)(?P<key>[A-Za-z][A-Za-z0-9 ()/_-]*?)\s*$")
+_XML_GPU = re.compile(r'<gpu id="(?P<pci>[^"]+)">(?P<body>.*?)</gpu>', re.DOTALL)
+_XML_TAG = re.compile(r"<(?P<tag>[A-Za-z_]+)>(?P<value>[^<]*)</(?P=tag)>")
+_XML_BLOCK = re.compile(r"<fabric>(?P<body>.*?)</fabric>", re.DOTALL)
+_XML_HEALTH = re.compile(r"<health>(?P<body>.*?)</health>", re.DOTALL)
+_XML_NAME = re.compile(r"<product_name>(?P<name>[^<]*)</product_name>")
+
+HEALTH_KEYS = {
+    "bandwidth": "bandwidth",
+    "route recovery in progress": "route_recovery_in_progress",
+    "route_recovery_in_progress": "route_recovery_in_progress",
+    "route unhealthy": "route_unhealthy",
+    "route_unhealthy": "route_unhealthy",
+    "access timeout recovery": "access_timeout_recovery",
+    "access_timeout_recovery": "access_timeout_recovery",
+    "incorrect configuration": "incorrect_configuration",
+    "incorrect_configuration": "incorrect_configuration",
+    "summary": "summary",
+}
+
+
+@dataclass
+class GpuFabric:
+    pci: str | None
+    name: str | None = None
+    state: str | None = None
+    status: str | None = None
+    clique_id: int | None = None
+    cluster_uuid: str | None = None
+    health: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass
+class FabricResult:
+    kind: str
+    warnings: list[str]
+    gpus: list[GpuFabric]
+
+
+def _value(text: str | None) -> str | None:
+    if text is None:
+        return None
+    cleaned = text.strip()
+    return None if cleaned.lower() in UNSET else cleaned
+
+
+def _clique(text: str | None) -> int | None:
+    value = _value(text)
+    return int(value) if value is not None and value.isdigit() else None
+
+
+def _set(gpu: GpuFabric, key: str, value: str) -> None:
+    key = key.strip().lower()
+    if key == "state":
+        gpu.state = _value(value)
+    elif key == "status":
+        gpu.status = _value(value)
+    elif key in ("cliqueid", "clique id", "clique_id"):
+        gpu.clique_id = _clique(value)
+    elif key in ("clusteruuid", "cluster uuid", "clusteruuid", "cluster_uuid"):
+        gpu.cluster_uuid = _value(value)
+
+
+def _parse_text(text: str, warnings: list[str]) -> list[GpuFabric]:
+    gpus: list[GpuFabric] = []
+    gpu: GpuFabric | None = None
+    section: list[tuple[int, str]] = []  # (indent, name) of the open sections
+    for raw in text.splitlines():
+        if not raw.strip():
+            continue
+        header = _GPU.match(raw.strip())
+        if header and not raw.startswith(" "):
+            gpu = GpuFabric(pci=find_pci(header.group("pci")))
+            gpus.append(gpu)
+            section = []
+            continue
+        pair, bare = _PAIR.match(raw), _SECTION.match(raw)
+        if gpu is None:
+            if bare is None or bare.group("key").strip().lower() != "fabric":
+                continue
+            gpu = GpuFabric(pci=None)  # a Fabric block pasted without its GPU header
+            gpus.append(gpu)
+            section = []
+        match = pair or bare
+        if match is None:
+            continue
+        indent = len(match.group("indent").expandtabs(4))
+        section = [(level, name) for level, name in section if level < indent]
+        key = match.group("key").strip()
+        if pair is None:
+            section.append((indent, key.lower()))
+            continue
+        names = [name for _, name in section]
+        if not names and key.lower() == "product name":
+            gpu.name = _value(pair.group("value"))
+        elif names == ["fabric"]:
+            _set(gpu, key, pair.group("value"))
+        elif names == ["fabric", "health"]:
+            health_key = HEALTH_KEYS.get(key.lower())
+            if health_key:
+                gpu.health[health_key] = pair.group("value").strip()
+    return gpus
+
+
+def _parse_xml(text: str) -> list[GpuFabric]:
+    gpus = []
+    for block in _XML_GPU.finditer(text):
+        body = block.group("body")
+        gpu = GpuFabric(pci=find_pci(block.group("pci")))
+        name = _XML_NAME.search(body)
+        gpu.name = _value(name.group("name")) if name else None
+        fabric = _XML_BLOCK.search(body)
+        if fabric:
+            inner = fabric.group("body")
+            health = _XML_HEALTH.search(inner)
+            outer = _XML_HEALTH.sub("", inner)
+            for tag in _XML_TAG.finditer(outer):
+                _set(gpu, tag.group("tag"), tag.group("value"))
+            for tag in _XML_TAG.finditer(health.group("body") if health else ""):
+                health_key = HEALTH_KEYS.get(tag.group("tag").lower())
+                if health_key:
+                    gpu.health[health_key] = tag.group("value").strip()
+        gpus.append(gpu)
+    return gpus
+
+
+def parse(text: str) -> FabricResult:
+    """nvidia-smi -q (text or XML) -> each GPU's fabric registration; never raises."""
+    text = str(text)
+    warnings: list[str] = []
+    gpus = _parse_xml(text) if "<nvidia_smi_log" in text else _parse_text(text, warnings)
+    if not gpus:
+        warnings.append("no GPU block found")
+    elif not any(g.state or g.status for g in gpus):
+        warnings.append("no Fabric section in any GPU block (driver too old, or output trimmed)")
+    return FabricResult(kind=KIND, warnings=warnings, gpus=gpus)
+
+
+def _is_nvl(gpu: GpuFabric) -> bool:
+    return bool(gpu.name and NVL_PRODUCTS.search(gpu.name)) or (
+        gpu.cluster_uuid is not None and gpu.cluster_uuid != ZERO_UUID
+    )
+
+
+def _health_problems(gpu: GpuFabric) -> list[str]:
+    """Health fields that report trouble (anything but Full/False/Healthy/N/A)."""
+    fine = {"full", "false", "healthy", "no", "n/a", "not supported", ""}
+    return [f"{key} {value}" for key, value in gpu.health.items() if value.strip().lower() not in fine]
+
+
+def facts(result: FabricResult) -> dict[str, Any]:
+    """Contract JSON plus the GPUs whose fabric registration is degraded, and why."""
+    data: dict[str, Any] = to_jsonable(result)
+    with_fabric = [g for g in result.gpus if g.state is not None or g.status is not None]
+    degraded = []
+    for index, gpu in enumerate(result.gpus):
+        if gpu not in with_fabric:
+            continue
+        reasons = []
+        if gpu.status is not None and gpu.status.lower() != "success":
+            reasons.append(f"Status {gpu.status}")
+        if gpu.state is not None and gpu.state.lower() != "completed":
+            reasons.append(f"State {gpu.state}")
+        if _is_nvl(gpu) and gpu.state and gpu.state.lower() == "completed" and gpu.clique_id == 0:
+            reasons.append("CliqueId 0 on an NVL system")
+        reasons += [f"Health {problem}" for problem in _health_problems(gpu)]
+        if reasons:
+            # a block pasted without its "GPU 0000:..." header is named by its position
+            degraded.append({"gpu": gpu.pci or f"GPU block {index + 1}", "name": gpu.name, "reasons": reasons})
+    data["gpus_with_fabric"] = [g.pci for g in with_fabric]
+    data["nvl_system"] = any(_is_nvl(g) for g in result.gpus)
+    data["degraded_gpus"] = [entry["gpu"] for entry in degraded]
+    data["degraded"] = degraded
+    data["in_progress_gpus"] = [g.pci for g in with_fabric if (g.state or "").lower() in ("in progress", "not started")]
+    data["cliques"] = sorted({g.clique_id for g in with_fabric if g.clique_id is not None})
+    data["cluster_uuids"] = sorted({g.cluster_uuid for g in with_fabric if g.cluster_uuid})
+    data["gpu_count"] = len(result.gpus)
+    return data
+
+
+# The facts `facts` returns (docs/reference.md#kinds); tests/collectors/test_declared_facts.py checks them.
+PRODUCES = declare(
+    ("gpus", "list", "each GPU: pci, name, state, status, clique_id, cluster_uuid, health"),
+    ("gpus_with_fabric", "list[str]", "GPUs whose block has a Fabric section with a State or Status"),
+    ("nvl_system", "bool", "a GB200/GB300 NVL GPU, or a non-zero ClusterUUID: clique and cluster are judged"),
+    ("degraded_gpus", "list[str]", "GPUs whose fabric registration is not Completed/Success, or CliqueId 0 on NVL"),
+    ("degraded", "list", "per degraded GPU, the reasons"),
+    ("in_progress_gpus", "list[str]", "GPUs whose registration has not finished (Not Started, In Progress)"),
+    ("cliques", "list[int]", "CliqueIds seen"),
+    ("cluster_uuids", "list[str]", "ClusterUUIDs seen"),
+    ("gpu_count", "int", "GPU blocks read"),
+)
+
+
+def shows_nothing(text: str) -> bool:
+    """No GPU block, or no GPU with a Fabric section: nothing to judge the fabric by."""
+    return not facts(parse(text))["gpus_with_fabric"]
+
+
+COLLECTOR = Collector(
+    produces=PRODUCES,
+    kind=KIND,
+    commands=(("nvidia-smi", "-q"),),
+    parse=parse,
+    facts=facts,
+    timeout=30.0,
+    shows_nothing=shows_nothing,
+    description="NVLink fabric registration per GPU (nvidia-smi -q Fabric: State, Status, CliqueId, ClusterUUID, Health)",
+)

@@ -1,0 +1,357 @@
+"""``ib-ports``: InfiniBand / RoCE port state, rate and error counters, read-only.
+
+Reads, auto-detected line by line (so outputs of several commands concatenated parse in one go):
+
+- the sysfs dump the collector runs: ``grep -s -H . /sys/class/infiniband/*/ports/*/{state,...}``,
+  one ``<path>:<value>`` line per file (``.../mlx5_0/ports/1/state:4: ACTIVE``,
+  ``.../counters/link_downed:0``); any prefix before ``infiniband/`` is accepted (a copied tree);
+- ``ibstat``: ``CA 'mlx5_0'`` / ``Port 1:`` / ``State: Active`` / ``Rate: 400``;
+- ``ibv_devinfo``: ``hca_id: mlx5_0`` / ``port: 1`` / ``state: PORT_ACTIVE (4)`` / ``link_layer:``.
+
+sysfs attribute meanings: Linux ``Documentation/ABI/stable/sysfs-class-infiniband``
+(https://www.kernel.org/doc/Documentation/ABI/stable/sysfs-class-infiniband). Counters are cumulative
+since the driver loaded, so one read cannot tell a climbing counter from an old count: the
+``ib-ports-window`` collector compares two reads a window apart.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from nightowl.collectors.base import Collector, declare, optional, to_jsonable
+
+KIND = "ib-ports"
+
+# The counters whose rise is an error (sysfs-class-infiniband "counters/"); the others (data, packets,
+# xmit_wait) measure traffic. hw_counters are vendor-specific and kept as read, never judged here.
+ERROR_COUNTERS = (
+    "symbol_error",
+    "link_downed",
+    "link_error_recovery",
+    "port_rcv_errors",
+    "port_rcv_remote_physical_errors",
+    "port_rcv_switch_relay_errors",
+    "port_xmit_discards",
+    "port_xmit_constraint_errors",
+    "port_rcv_constraint_errors",
+    "local_link_integrity_errors",
+    "excessive_buffer_overrun_errors",
+    "VL15_dropped",
+)
+
+# ibstat / ibv_devinfo / sysfs spellings of the port state -> the sysfs name (IBTA PortState).
+STATE_NAMES = {
+    "active": "ACTIVE",
+    "port_active": "ACTIVE",
+    "down": "DOWN",
+    "port_down": "DOWN",
+    "init": "INIT",
+    "initializing": "INIT",
+    "port_init": "INIT",
+    "armed": "ARMED",
+    "port_armed": "ARMED",
+    "active_defer": "ACTIVE_DEFER",
+    "port_active_defer": "ACTIVE_DEFER",
+}
+# Physical state spellings -> sysfs names (IBTA PortPhysicalState; ibv_devinfo prints LINK_UP etc.).
+PHYS_STATE_NAMES = {
+    "linkup": "LinkUp",
+    "link_up": "LinkUp",
+    "disabled": "Disabled",
+    "polling": "Polling",
+    "sleep": "Sleep",
+    "portconfigurationtraining": "PortConfigurationTraining",
+    "port_configuration_training": "PortConfigurationTraining",
+    "linkerrorrecovery": "LinkErrorRecovery",
+    "link_error_recovery": "LinkErrorRecovery",
+    "phytest": "PhyTest",
+    "phy_test": "PhyTest",
+}
+
+_SYSFS = re.compile(
+    r"(?:^|/)infiniband/(?P<device>[^/\s]+)/ports/(?P<port>\d+)/(?P<attr>[A-Za-z0-9_./-]+?):(?P<value>.*)$"
+)
+_STATE_VALUE = re.compile(r"^(?:(?P<code>\d+)\s*:\s*)?(?P<name>[A-Za-z_]+)(?:\s*\((?P<code2>\d+)\))?$")
+_RATE = re.compile(r"^(?P<gbps>\d+(?:\.\d+)?)(?:\s*Gb/sec)?(?:\s*\((?P<text>[^)]*)\))?\s*$")
+_IBSTAT_CA = re.compile(r"^CA '(?P<device>[^']+)'\s*$")
+_IBSTAT_PORT = re.compile(r"^Port (?P<port>\d+):\s*$")
+_DEVINFO_HCA = re.compile(r"^hca_id:\s*(?P<device>\S+)\s*$")
+_DEVINFO_PORT = re.compile(r"^port:\s*(?P<port>\d+)\s*$")
+_KEY_VALUE = re.compile(r"^(?P<key>[A-Za-z][A-Za-z0-9 _]*?)\s*:\s*(?P<value>.*)$")
+# A shell loop over one port's counters folder (``for f in $(find . -type f); do echo "=== $f ==="; cat $f``):
+# the prompt names the folder, ``=== ./name ===`` the counter, the next line its value.
+_LOOP_FOLDER = re.compile(r"infiniband/(?P<device>[^/\s]+)/ports/(?P<port>\d+)/(?P<folder>counters|hw_counters)\b")
+_LOOP_NAME = re.compile(r"^=== \./(?P<name>[A-Za-z0-9_]+) ===$")
+# iWARP and some RoCE drivers have no Performance Management Agent: the file exists, the count does not.
+_NO_PMA = re.compile(r"^N/A\b", re.IGNORECASE)
+_NOISE = re.compile(r"^(?:[$#]\s.*|\+[-+]*|.*\b(?:grep)\b.*/sys/.*|\S*[#$]\s*(?:ibstat|ibv_devinfo)\b.*)$")
+# infiniband-diags' own complaints (ibpanic/ibwarn/iberror): a device it could not read.
+_DIAG_ERROR = re.compile(r"^(?:ibpanic|ibwarn|iberror):\s*(?P<text>.*)$")
+
+
+@dataclass
+class Port:
+    device: str
+    port: int
+    state: str | None = None  # ACTIVE | DOWN | INIT | ARMED | ACTIVE_DEFER (sysfs names), None: not shown
+    phys_state: str | None = None  # LinkUp | Disabled | Polling | ...
+    rate_gbps: float | None = None
+    rate_text: str | None = None  # "4X NDR" as sysfs prints it
+    link_layer: str | None = None  # InfiniBand | Ethernet
+    counters: dict[str, int] = field(default_factory=dict)
+    hw_counters: dict[str, int] = field(default_factory=dict)
+    sources: list[str] = field(default_factory=list)  # sysfs | ibstat | ibv_devinfo
+
+    @property
+    def label(self) -> str:
+        return f"{self.device}/{self.port}"
+
+
+@dataclass
+class IbPortsResult:
+    kind: str
+    warnings: list[str]
+    ports: list[Port]
+
+
+@dataclass
+class _State:
+    ports: dict[tuple[str, int], Port] = field(default_factory=dict)
+    warnings: list[str] = field(default_factory=list)
+    device: str | None = None
+    port: Port | None = None
+    tool: str | None = None  # the block being read: ibstat | ibv_devinfo
+    loop: tuple[str, int, str] | None = None  # (device, port, folder) of a counters loop dump
+    loop_name: str | None = None
+    unavailable: set[str] = field(default_factory=set)  # ports whose counters read N/A (no PMA)
+
+    def port_at(self, device: str, number: int, source: str) -> Port:
+        key = (device, number)
+        if key not in self.ports:
+            self.ports[key] = Port(device=device, port=number)
+        port = self.ports[key]
+        if source not in port.sources:
+            port.sources.append(source)
+        return port
+
+
+def _state(text: str) -> str | None:
+    match = _STATE_VALUE.match(text.strip())
+    if match is None:
+        return None
+    return STATE_NAMES.get(match.group("name").lower())
+
+
+def _phys_state(text: str) -> str | None:
+    match = _STATE_VALUE.match(text.strip())
+    if match is None:
+        return None
+    return PHYS_STATE_NAMES.get(match.group("name").lower())
+
+
+def _read_rate(port: Port, text: str) -> bool:
+    match = _RATE.match(text.strip())
+    if match is None:
+        return False
+    port.rate_gbps = float(match.group("gbps"))
+    port.rate_text = match.group("text") or port.rate_text
+    return True
+
+
+def _read_sysfs(state: _State, match: re.Match[str]) -> bool:
+    port = state.port_at(match.group("device"), int(match.group("port")), "sysfs")
+    attr, value = match.group("attr"), match.group("value").strip()
+    folder, _, name = attr.rpartition("/")
+    if folder in ("counters", "hw_counters"):
+        if _NO_PMA.match(value):
+            state.unavailable.add(port.label)
+            return True
+        if not re.fullmatch(r"\d+", value):
+            return False
+        (port.counters if folder == "counters" else port.hw_counters)[name] = int(value)
+        return True
+    if folder:
+        return True  # other per-port folders (gids, pkeys, gid_attrs): not what this collector judges
+    if name == "state":
+        port.state = _state(value)
+        return port.state is not None
+    if name == "phys_state":
+        port.phys_state = _phys_state(value)
+        return port.phys_state is not None
+    if name == "rate":
+        return _read_rate(port, value)
+    if name == "link_layer":
+        port.link_layer = value or None
+        return True
+    return True  # lid, sm_lid, cap_mask ...: read, not judged
+
+
+def _read_tool_field(state: _State, key: str, value: str) -> bool:
+    """A ``key: value`` line inside an ibstat or ibv_devinfo port block."""
+    port = state.port
+    if port is None:
+        return True  # CA-level fields (firmware, GUIDs, transport): not judged
+    key = key.strip().lower()
+    if key == "state":
+        port.state = _state(value)
+        return port.state is not None
+    if key in ("physical state", "phys_state"):
+        port.phys_state = _phys_state(value)
+        return port.phys_state is not None
+    if key == "rate":
+        return _read_rate(port, value)
+    if key in ("link layer", "link_layer"):
+        port.link_layer = value.strip() or None
+        return True
+    return True
+
+
+def _read_loop(state: _State, line: str) -> bool:
+    """The three lines of a counters-folder loop: prompt (folder), ``=== ./name ===``, value."""
+    name = _LOOP_NAME.match(line)
+    if name is not None and state.loop is not None:
+        state.loop_name = name.group("name")
+        return True
+    if state.loop is not None and state.loop_name is not None and re.fullmatch(r"\d+", line):
+        device, number, folder = state.loop
+        port = state.port_at(device, number, "sysfs")
+        (port.counters if folder == "counters" else port.hw_counters)[state.loop_name] = int(line)
+        state.loop_name = None
+        return True
+    folder = _LOOP_FOLDER.search(line)
+    if folder is not None and not _SYSFS.search(line):
+        state.loop = (folder.group("device"), int(folder.group("port")), folder.group("folder"))
+        state.loop_name = None
+        return True
+    if state.loop is not None and re.match(r"^(?:echo|cat|done|do)\b", line):
+        return True  # the loop's own lines, echoed by the prompt
+    return False
+
+
+def _read_line(state: _State, raw: str) -> None:
+    line = raw.strip()
+    if not line or _NOISE.match(line):
+        return
+    diag = _DIAG_ERROR.match(line)
+    if diag is not None:
+        state.warnings.append(f"ibstat could not read everything: {diag.group('text')[:200]}")
+        return
+    if _read_loop(state, line):
+        return
+    sysfs = _SYSFS.search(line)
+    if sysfs is not None:
+        if not _read_sysfs(state, sysfs):
+            state.warnings.append(f"unreadable sysfs value: {line[:200]}")
+        return
+    for pattern, tool in ((_IBSTAT_CA, "ibstat"), (_DEVINFO_HCA, "ibv_devinfo")):
+        device = pattern.match(line)
+        if device is not None:
+            state.device, state.port, state.tool = device.group("device"), None, tool
+            return
+    port_header = (_IBSTAT_PORT if state.tool == "ibstat" else _DEVINFO_PORT).match(line)
+    if port_header is not None and state.device is not None and state.tool is not None:
+        state.port = state.port_at(state.device, int(port_header.group("port")), state.tool)
+        return
+    pair = _KEY_VALUE.match(line)
+    if pair is not None and state.tool is not None:
+        if not _read_tool_field(state, pair.group("key"), pair.group("value")):
+            state.warnings.append(f"unreadable {state.tool} value: {line[:200]}")
+        return
+    if state.tool is not None and state.port is None:
+        return  # ibv_devinfo -v CA-level blocks (GUIDs, caps lists)
+    state.warnings.append(f"unrecognised line: {line[:200]}")
+
+
+def parse(text: str) -> IbPortsResult:
+    """Parse a sysfs dump, ibstat or ibv_devinfo output; never raises."""
+    state = _State()
+    for raw in str(text).splitlines():
+        _read_line(state, raw)
+    ports = [state.ports[key] for key in sorted(state.ports)]
+    for label in sorted(state.unavailable):
+        state.warnings.append(f"{label}: counters read N/A (no PMA): this driver keeps no port counters")
+    if not ports:
+        state.warnings.append("no InfiniBand/RoCE port found")
+    return IbPortsResult(kind=KIND, warnings=state.warnings, ports=ports)
+
+
+def _is_down(port: Port) -> bool:
+    return (port.state is not None and port.state != "ACTIVE") or (
+        port.phys_state is not None and port.phys_state != "LinkUp"
+    )
+
+
+def role_of(port: Port) -> str:
+    """The ports a port is compared with: same link layer (InfiniBand fabric vs Ethernet/RoCE)."""
+    return port.link_layer or "unknown"
+
+
+def facts(result: IbPortsResult) -> dict[str, Any]:
+    """Contract JSON plus per-port judgements: ports down, below their role's rate, error counters."""
+    data: dict[str, Any] = to_jsonable(result)
+    ports = result.ports
+    data["port_count"] = len(ports)
+    data["active_ports"] = [p.label for p in ports if p.state == "ACTIVE" and not _is_down(p)]
+    data["ports_down"] = [
+        {"port": p.label, "state": p.state, "phys_state": p.phys_state, "link_layer": p.link_layer}
+        for p in ports
+        if _is_down(p)
+    ]
+    best: dict[str, float] = {}
+    for p in ports:
+        if not _is_down(p) and p.rate_gbps is not None:
+            best[role_of(p)] = max(best.get(role_of(p), 0.0), p.rate_gbps)
+    data["ports_below_peer_rate"] = [
+        {"port": p.label, "rate_gbps": p.rate_gbps, "peer_rate_gbps": best[role_of(p)], "link_layer": p.link_layer}
+        for p in ports
+        if not _is_down(p) and p.rate_gbps is not None and p.rate_gbps < best[role_of(p)]
+    ]
+    data["error_counts"] = {
+        p.label: {name: p.counters[name] for name in ERROR_COUNTERS if p.counters.get(name)}
+        for p in ports
+        if any(p.counters.get(name) for name in ERROR_COUNTERS)
+    }
+    data["has_counters"] = any(p.counters for p in ports)
+    data["roles"] = sorted({role_of(p) for p in ports})
+    return data
+
+
+# The facts `facts` returns (docs/reference.md#kinds); tests/collectors/test_declared_facts.py checks them.
+PRODUCES = declare(
+    ("ports", "list", "every port: device, port, state, phys_state, rate_gbps, link_layer, counters"),
+    ("port_count", "int", "ports listed"),
+    ("active_ports", "list[str]", "ports ACTIVE and LinkUp, as device/port"),
+    ("ports_down", "list", "ports not ACTIVE or not LinkUp (down, disabled, polling, init)"),
+    ("ports_below_peer_rate", "list", "active ports slower than the fastest active port of their link layer"),
+    optional("error_counts", "dict", "per port, the error counters that are not zero (cumulative counts)"),
+    ("has_counters", "bool", "the output carried sysfs counters (ibstat and ibv_devinfo carry none)"),
+    ("roles", "list[str]", "link layers seen (InfiniBand, Ethernet): ports are compared within one"),
+)
+
+# One fixed command, globbed by sh: the allow-list (readonly.py) holds it verbatim, and it only reads.
+# grep -s -H prints "<file>:<value>" per one-line sysfs file and stays silent on a missing or unreadable one.
+SYSFS_SCRIPT = (
+    "exec grep -s -H . /sys/class/infiniband/*/ports/*/state /sys/class/infiniband/*/ports/*/phys_state"
+    " /sys/class/infiniband/*/ports/*/rate /sys/class/infiniband/*/ports/*/link_layer"
+    " /sys/class/infiniband/*/ports/*/counters/*"
+)
+SYSFS_COMMAND = ("sh", "-c", SYSFS_SCRIPT, "ib-ports")
+
+
+def shows_nothing(text: str) -> bool:
+    """No port line at all: no sysfs tree (no RDMA driver) is not a clean port."""
+    return not parse(text).ports
+
+
+COLLECTOR = Collector(
+    produces=PRODUCES,
+    kind=KIND,
+    commands=(SYSFS_COMMAND, ("ibstat",)),
+    parse=parse,
+    facts=facts,
+    timeout=10.0,
+    shows_nothing=shows_nothing,
+    description="InfiniBand/RoCE ports from /sys/class/infiniband (state, rate, error counters), else ibstat",
+)
