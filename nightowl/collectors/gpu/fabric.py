@@ -239,5 +239,5 @@ COLLECTOR = Collector(
     facts=facts,
     timeout=30.0,
     shows_nothing=shows_nothing,
-    description="NVLink fabric registration per GPU (nvidia-smi -q Fabric: State, Status, CliqueId, ClusterUUID, Health)",
+    description="NVLink fabric registration per GPU (nvidia-smi -q Fabric: State, Status, CliqueId, Health)",
 )

@@ -18,7 +18,9 @@ from nightowl.collectors.base import Collector, declare, to_jsonable
 KIND = "fabric-manager"
 UNIT = "nvidia-fabricmanager"
 # systemctl(1) is-active states (ActiveState of systemd.unit).
-STATES = frozenset({"active", "reloading", "inactive", "failed", "activating", "deactivating", "maintenance", "refreshing"})
+STATES = frozenset(
+    {"active", "reloading", "inactive", "failed", "activating", "deactivating", "maintenance", "refreshing"}
+)
 
 
 @dataclass(frozen=True)

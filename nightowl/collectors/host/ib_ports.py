@@ -225,9 +225,8 @@ def _read_loop(state: _State, line: str) -> bool:
         state.loop = (folder.group("device"), int(folder.group("port")), folder.group("folder"))
         state.loop_name = None
         return True
-    if state.loop is not None and re.match(r"^(?:echo|cat|done|do)\b", line):
-        return True  # the loop's own lines, echoed by the prompt
-    return False
+    # the loop's own lines, echoed by the prompt
+    return state.loop is not None and re.match(r"^(?:echo|cat|done|do)\b", line) is not None
 
 
 def _read_line(state: _State, raw: str) -> None:

@@ -76,8 +76,11 @@ def derive(inputs: Mapping[str, Mapping[str, Any]], params: Mapping[str, Any] | 
         counts_a, counts_b = first.get("counters") or {}, second.get("counters") or {}
         if first.get("state") != second.get("state") or first.get("phys_state") != second.get("phys_state"):
             state_changed.append(
-                {"port": label, "before": [first.get("state"), first.get("phys_state")],
-                 "after": [second.get("state"), second.get("phys_state")]}  # fmt: skip
+                {
+                    "port": label,
+                    "before": [first.get("state"), first.get("phys_state")],
+                    "after": [second.get("state"), second.get("phys_state")],
+                }  # fmt: skip
             )
         port_deltas = {}
         went_down = False
