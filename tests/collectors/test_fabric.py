@@ -1,0 +1,172 @@
+"""ib-ports, ib-ports-window, fabric and fabric-manager: one JSON case per public sample, plus the window arithmetic."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from nightowl.collectors import get_collector
+from nightowl.collectors.base import to_jsonable
+from nightowl.collectors.gpu import fabric, fabric_manager
+from nightowl.collectors.host import ib_ports, ib_ports_window
+from nightowl.collectors.readonly import allowed_shape
+from tests.helpers import ROOT, assert_subset, load_cases
+
+IB_CASES = load_cases("ib-ports")
+FABRIC_CASES = load_cases("fabric")
+
+
+@pytest.mark.parametrize(("name", "case"), IB_CASES, ids=[name for name, _ in IB_CASES])
+def test_ib_ports_case(name: str, case: dict) -> None:
+    result = ib_ports.parse((ROOT / case["input"]).read_text())
+    data = to_jsonable(result)
+    derived = ib_ports.facts(result)
+    json.dumps(derived)
+    assert {key: derived[key] for key in data} == data  # facts = contract JSON + derived keys
+    assert_subset(data, case["expected"])
+
+
+@pytest.mark.parametrize(("name", "case"), FABRIC_CASES, ids=[name for name, _ in FABRIC_CASES])
+def test_fabric_case(name: str, case: dict) -> None:
+    result = fabric.parse((ROOT / case["input"]).read_text())
+    data = to_jsonable(result)
+    derived = fabric.facts(result)
+    json.dumps(derived)
+    assert {key: derived[key] for key in data} == data
+    assert_subset(data, case["expected"])
+
+
+def test_every_fabric_sample_has_a_case() -> None:
+    inputs = {case["input"] for _, case in IB_CASES + FABRIC_CASES}
+    samples = sorted((ROOT / "fixtures/corpus/fabric").glob("*.txt"))
+    assert [p.name for p in samples if f"fixtures/corpus/fabric/{p.name}" not in inputs] == []
+
+
+def test_port_judgements_on_real_samples() -> None:
+    read = ib_ports.facts(ib_ports.parse((ROOT / "fixtures/corpus/fabric/ibstat-roce-200-and-down-disabled-mooncake1999.txt").read_text()))
+    assert read["ports_down"] == [{"port": "mlx5_10/1", "state": "DOWN", "phys_state": "Disabled", "link_layer": None}]
+    assert read["active_ports"] == ["mlx5_0/1", "mlx5_1/1"]
+    old = ib_ports.facts(ib_ports.parse((ROOT / "fixtures/corpus/fabric/sysfs-counters-loop-mlx5_1-link-downed-255-gpud-pr943.txt").read_text()))
+    assert old["error_counts"]["mlx5_1/1"]["link_downed"] == 255
+    assert old["has_counters"] is True
+
+
+def test_fabric_judgements_on_real_samples() -> None:
+    def facts_of(name: str) -> dict:
+        return fabric.facts(fabric.parse((ROOT / name).read_text()))
+
+    hgx = facts_of("fixtures/corpus/gpu/nvsmi-q-h100-sxm-565-gpu0-trimmed.txt")
+    assert hgx["degraded_gpus"] == [] and hgx["nvl_system"] is False  # CliqueId 0 is normal on HGX
+    azure = facts_of("fixtures/corpus/fabric/nvsmi-q-fabric-completed-insufficient-resources-azhpc-images506.txt")
+    assert azure["degraded"] == [{"gpu": "GPU block 1", "name": None, "reasons": ["Status Insufficient Resources"]}]
+    assert facts_of("fixtures/corpus/gpu/nvsmi-q-l40s-550-healthy.txt")["gpus_with_fabric"] == []
+
+
+def test_clique_zero_is_degraded_on_an_nvl_system_only() -> None:
+    text = (
+        "GPU 00000009:01:00.0\n    Product Name                          : NVIDIA GB200\n    Fabric\n"
+        "        State                             : Completed\n        Status                            : Success\n"
+        "        CliqueId                          : 0\n"
+        "        ClusterUUID                       : 00000000-0000-0000-0000-000000000000\n"
+    )
+    facts = fabric.facts(fabric.parse(text))
+    assert facts["nvl_system"] is True
+    assert facts["degraded"] == [{"gpu": "0009:01:00", "name": "NVIDIA GB200", "reasons": ["CliqueId 0 on an NVL system"]}]
+
+
+def test_fabric_xml_form() -> None:
+    xml = (
+        '<nvidia_smi_log><gpu id="00000000:18:00.0"><product_name>NVIDIA H100 80GB HBM3</product_name>'
+        "<fabric><state>Completed</state><status>Insufficient Resources</status><cliqueId>0</cliqueId>"
+        "<clusterUuid>00000000-0000-0000-0000-000000000000</clusterUuid><health><bandwidth>N/A</bandwidth></health>"
+        "</fabric></gpu></nvidia_smi_log>"
+    )
+    facts = fabric.facts(fabric.parse(xml))
+    assert facts["degraded_gpus"] == ["0000:18:00"]
+
+
+@pytest.mark.parametrize(
+    ("text", "state", "active"),
+    [("active\n", "active", True), ("inactive\n", "inactive", False), ("failed\n", "failed", False), ("", None, None)],
+)
+def test_fabric_manager_states(text: str, state: str | None, active: bool | None) -> None:
+    result = fabric_manager.parse(text)
+    assert (result.state, result.active) == (state, active)
+
+
+def _dump(counters: dict[str, dict[str, int]], states: dict[str, str] | None = None) -> dict:
+    lines = []
+    for device, values in counters.items():
+        base = f"/sys/class/infiniband/{device}/ports/1"
+        lines += [f"{base}/state:{(states or {}).get(device, '4: ACTIVE')}", f"{base}/phys_state:5: LinkUp"]
+        lines += [f"{base}/rate:400 Gb/sec (4X NDR)", f"{base}/link_layer:InfiniBand"]
+        lines += [f"{base}/counters/{name}:{value}" for name, value in values.items()]
+    return ib_ports.facts(ib_ports.parse("\n".join(lines)))
+
+
+def test_window_flap_symbol_rate_stale_and_reset() -> None:
+    before = _dump(
+        {
+            "mlx5_0": {"link_downed": 1, "symbol_error": 0},
+            "mlx5_1": {"symbol_error": 10},
+            "mlx5_2": {"link_downed": 7, "symbol_error": 3},
+            "mlx5_3": {"port_rcv_errors": 50},
+        }
+    )
+    after = _dump(
+        {
+            "mlx5_0": {"link_downed": 2, "symbol_error": 0},
+            "mlx5_1": {"symbol_error": 11},  # 1 in 10 s = 360/hour: above the 120/hour limit
+            "mlx5_2": {"link_downed": 7, "symbol_error": 3},
+            "mlx5_3": {"port_rcv_errors": 0},
+        }
+    )
+    window = ib_ports_window.derive({"ib_ports": before, "ib_ports_after": after}, {"ib_window_seconds": 10})
+    assert window["has_window"] is True
+    assert window["flapping_ports"] == ["mlx5_0/1"]
+    assert window["degraded_ports"] == ["mlx5_1/1"] and window["degraded"][0]["per_hour"] == 360.0
+    assert window["stale_counts"] == [{"port": "mlx5_2/1", "counts": {"link_downed": 7, "symbol_error": 3}}]
+    assert window["counters_reset"] == ["mlx5_3/1"]
+
+
+def test_window_symbol_errors_below_the_limit_are_not_degraded() -> None:
+    before, after = _dump({"mlx5_0": {"symbol_error": 5}}), _dump({"mlx5_0": {"symbol_error": 6}})
+    window = ib_ports_window.derive({"ib_ports": before, "ib_ports_after": after}, {"ib_window_seconds": 3600})
+    assert window["degraded"] == [] and window["deltas"] == {"mlx5_0/1": {"symbol_error": 1}}
+
+
+def test_window_state_change_is_a_flap_and_no_counters_is_no_window() -> None:
+    before = _dump({"mlx5_0": {}}, {"mlx5_0": "1: DOWN"})
+    after = _dump({"mlx5_0": {}})
+    window = ib_ports_window.derive({"ib_ports": before, "ib_ports_after": after}, {"ib_window_seconds": 5})
+    assert window["flapping_ports"] == ["mlx5_0/1"] and window["has_window"] is False
+    empty = ib_ports_window.derive({"ib_ports": before, "ib_ports_after": {}}, {"ib_window_seconds": 5})
+    assert empty["has_window"] is False and empty["only_in_one_read"] == ["mlx5_0/1"]
+
+
+def test_thresholds_name_their_source() -> None:
+    rows = ib_ports_window.thresholds()
+    assert {"link_downed", "symbol_error"} <= set(rows)
+    assert all(row["source"].startswith(("NVIDIA", "IBTA")) and "https://" in row["source"] for row in rows.values())
+
+
+def test_the_sysfs_command_is_allow_listed_and_reads_a_tree(tmp_path: Path) -> None:
+    """The collector's own script, run on a copied tree (only the root differs), prints what parse reads."""
+    assert allowed_shape(ib_ports.SYSFS_COMMAND) is not None
+    assert get_collector("ib-ports").commands[0] == ib_ports.SYSFS_COMMAND
+    port = tmp_path / "class/infiniband/mlx5_0/ports/1"
+    (port / "counters").mkdir(parents=True)
+    for name, value in {"state": "4: ACTIVE", "phys_state": "5: LinkUp", "rate": "400 Gb/sec (4X NDR)"}.items():
+        (port / name).write_text(value + "\n")
+    (port / "link_layer").write_text("InfiniBand\n")
+    (port / "counters/link_downed").write_text("3\n")
+    script = ib_ports.SYSFS_SCRIPT.replace("/sys/class/", f"{tmp_path}/class/")
+    out = subprocess.run(["sh", "-c", script, "ib-ports"], capture_output=True, text=True, check=True).stdout
+    read = ib_ports.parse(out)
+    assert [(p.label, p.state, p.rate_gbps, p.counters) for p in read.ports] == [
+        ("mlx5_0/1", "ACTIVE", 400.0, {"link_downed": 3})
+    ]
+    assert ib_ports.shows_nothing("") and ib_ports.shows_nothing("grep: no such file\n")
