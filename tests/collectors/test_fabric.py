@@ -45,11 +45,15 @@ def test_every_fabric_sample_has_a_case() -> None:
     assert [p.name for p in samples if f"fixtures/corpus/fabric/{p.name}" not in inputs] == []
 
 
+def _ib_facts(name: str) -> dict:
+    return ib_ports.facts(ib_ports.parse((ROOT / "fixtures/corpus/fabric" / name).read_text()))
+
+
 def test_port_judgements_on_real_samples() -> None:
-    read = ib_ports.facts(ib_ports.parse((ROOT / "fixtures/corpus/fabric/ibstat-roce-200-and-down-disabled-mooncake1999.txt").read_text()))
+    read = _ib_facts("ibstat-roce-200-and-down-disabled-mooncake1999.txt")
     assert read["ports_down"] == [{"port": "mlx5_10/1", "state": "DOWN", "phys_state": "Disabled", "link_layer": None}]
     assert read["active_ports"] == ["mlx5_0/1", "mlx5_1/1"]
-    old = ib_ports.facts(ib_ports.parse((ROOT / "fixtures/corpus/fabric/sysfs-counters-loop-mlx5_1-link-downed-255-gpud-pr943.txt").read_text()))
+    old = _ib_facts("sysfs-counters-loop-mlx5_1-link-downed-255-gpud-pr943.txt")
     assert old["error_counts"]["mlx5_1/1"]["link_downed"] == 255
     assert old["has_counters"] is True
 
@@ -74,7 +78,8 @@ def test_clique_zero_is_degraded_on_an_nvl_system_only() -> None:
     )
     facts = fabric.facts(fabric.parse(text))
     assert facts["nvl_system"] is True
-    assert facts["degraded"] == [{"gpu": "0009:01:00", "name": "NVIDIA GB200", "reasons": ["CliqueId 0 on an NVL system"]}]
+    reasons = ["CliqueId 0 on an NVL system"]
+    assert facts["degraded"] == [{"gpu": "0009:01:00", "name": "NVIDIA GB200", "reasons": reasons}]
 
 
 def test_fabric_xml_form() -> None:
