@@ -42,6 +42,7 @@ MODULES: dict[str, str] = {
     "ib-ports-window": "nightowl.collectors.host.ib_ports_window",
     "fabric": "nightowl.collectors.gpu.fabric",
     "fabric-manager": "nightowl.collectors.gpu.fabric_manager",
+    "xid-nvlink5": "nightowl.collectors.gpu.xid_nvlink5",
 }
 
 

@@ -10,7 +10,7 @@ import pytest
 
 from nightowl.collectors import get_collector
 from nightowl.collectors.base import to_jsonable
-from nightowl.collectors.gpu import fabric, fabric_manager
+from nightowl.collectors.gpu import fabric, fabric_manager, xid_nvlink5
 from nightowl.collectors.host import ib_ports, ib_ports_window
 from nightowl.collectors.readonly import allowed_shape
 from tests.helpers import ROOT, assert_subset, load_cases
@@ -175,3 +175,48 @@ def test_the_sysfs_command_is_allow_listed_and_reads_a_tree(tmp_path: Path) -> N
         ("mlx5_0/1", "ACTIVE", 400.0, {"link_downed": 3})
     ]
     assert ib_ports.shows_nothing("") and ib_ports.shows_nothing("grep: no such file\n")
+
+
+def test_nvlink5_decode_sheet_rows_are_well_formed_and_cover_every_code() -> None:
+    from nightowl.collectors.gpu import xid_catalog
+
+    rows = xid_nvlink5.decode_rows()
+    assert {row.xid for row in rows} == set(range(144, 151)) == set(xid_catalog.NVLINK5_CODES)
+    for row in rows:
+        assert len(row.intrinfo_v1) == 32 and len(row.intrinfo_v2) == 32, row
+        assert row.resolution in xid_nvlink5.RESOLUTION_ACTIONS, row
+        assert "analyzing-xid-catalog" in row.source
+        # every row's own patterns decode back to it (the table and the matcher agree)
+        for layout, pattern in (("v1", row.intrinfo_v1), ("v2", row.intrinfo_v2)):
+            value = int(pattern.replace("-", "0"), 2)
+            assert xid_nvlink5.pattern_matches(pattern, value), (layout, row)
+
+
+@pytest.mark.parametrize(
+    ("line", "subcode", "resolution", "layout"),
+    [  # gpud's own decodes of these public lines: 149.38, 149.37, 144.0, 145.0 (leptonai/gpud#1160, #1174)
+        ("149, NETIR_LINK_EVT Fatal XC0 i0 Link 00 (0x026001c6 0x00000000 0x0 0x0 0x0 0x0)", 38, "IGNORE", "v1"),
+        ("149, NETIR_LINK_EVT Fatal XC0 i0 Link 00 (0x025001c6 0x00000000 0x0 0x0 0x0 0x0)", 37, "RESET_GPU", "v1"),
+        ("144, SAW_MVB Nonfatal XC0 i0 Link 0 (0x00000001 0x00000008 0x0 0x0 0x0 0x0)", 0, "IGNORE", "v2"),
+        ("145, RLW_RXPIPE Nonfatal XC0 i0 Link 13 (0x0409a0c2 0x00000008 0x1 0x0 0x00100000 0x4)", 0, "IGNORE", "v1"),
+    ],
+)
+def test_nvlink5_lines_decode_as_published(line: str, subcode: int, resolution: str, layout: str) -> None:
+    code, text = line.split(", ", 1)
+    decoded = xid_nvlink5.decode_line(int(code), text)
+    assert (decoded["decoded"], decoded["subcode"], decoded["resolution"], decoded["layout"]) == (
+        True,
+        subcode,
+        resolution,
+        layout,
+    )
+
+
+def test_nvlink5_layout_follows_the_driver_branch() -> None:
+    text = "NETIR_LINK_EVT Fatal XC0 i0 Link 00 (0x025001c6 0x00000000 0x0 0x0 0x0 0x0)"
+    assert xid_nvlink5.decode_line(149, text, branch=570)["layout"] == "v1"
+    newer = xid_nvlink5.decode_line(149, text, branch=580)  # an R575+ driver prints the V2 layout: no V2 row fits
+    assert newer["decoded"] is False and "no row" in newer["reason"]
+    elided = xid_nvlink5.decode_line(145, "RLW_RXPIPE Nonfatal XC0 i0 Link 11 (...)")
+    assert elided["decoded"] is False and elided["unit"] == "RLW_RXPIPE"
+    assert xid_nvlink5.driver_branch("570.158.01") == 570 and xid_nvlink5.driver_branch(None) is None
