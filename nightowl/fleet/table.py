@@ -8,10 +8,12 @@ from typing import Any
 
 def fleet_table(summary: dict[str, Any]) -> str:
     """The `--format table` view of a sweep summary (`run_to_summary` plus `fleet`)."""
-    rows = [("HOST", "STATUS", "VERDICT", "ACTION", "GPUS", "SECONDS")]
+    rows = [("HOST", "STATUS", "VERDICT", "ACTION", "GPUS", "PORTS", "FABRIC", "SECONDS")]
+    network = (summary.get("fleet") or {}).get("network") or {}
     for h in summary["hosts"]:
         v = h.get("verdict") or {}
         gpus = ",".join(map(str, v.get("gpus") or [])) or "-"
+        cells = network.get(h["host"]) or {}
         rows.append(
             (
                 h["host"],
@@ -19,6 +21,8 @@ def fleet_table(summary: dict[str, Any]) -> str:
                 v.get("id", "-"),
                 v.get("action", "-"),
                 gpus,
+                cells.get("ports", "-"),
+                cells.get("fabric", "-"),
                 f"{h.get('duration', 0):.1f}",
             )
         )

@@ -9,6 +9,10 @@ pick that host's recorded directory (docs/reference.md#recorded-hosts-and-bundle
 ``<kind>.out`` / ``<kind>.err`` / ``<kind>.rc``; ``<kind>.sleep`` (seconds) delays the answer,
 ``<kind>.timeout`` makes it hang, ``<kind>.bytes`` prints that many bytes of filler.
 A ``default.*`` file answers every kind that has no file of its own.
+InfiniBand ports are served as sysfs trees: a recorded ``ib-ports[.N].out`` in the collector's own
+``<path>:<value>`` form becomes ``sysfs.N/class/infiniband/...`` files in the host's folder, and the ``sh``
+stand-in runs the collector's real script with ``/sys/class/`` pointed at the next tree (reads cycle
+through the trees, so a run's two reads a window apart see two trees); every other ``sh`` runs /bin/sh.
 
 Usage::
 
@@ -22,6 +26,7 @@ import contextlib
 import enum
 import getpass
 import os
+import re
 import select
 import shutil
 import signal
@@ -50,8 +55,10 @@ STANDIN_KINDS: tuple[tuple[str, str | None, str], ...] = (
     ("journalctl", None, "kernel-log"),
     ("dmesg", None, "kernel-log"),
     ("dcgmi", "diag", "dcgmi-diag"),
+    ("systemctl", "is-active", "fabric-manager"),
 )
-DEFAULT_STANDINS = ("nvidia-smi", "journalctl", "dmesg", "dcgmi")
+DEFAULT_STANDINS = ("nvidia-smi", "journalctl", "dmesg", "dcgmi", "systemctl", "sh")
+_SYSFS_LINE = re.compile(r"^/sys/(?P<path>class/infiniband/[^:]+):(?P<value>.*)$")
 
 
 class Fault(str, enum.Enum):
@@ -218,6 +225,7 @@ class Fleet:
             shutil.copytree(source, folder, copy_function=shutil.copyfile)  # writable copies
         else:
             folder.mkdir(parents=True)
+        _write_sysfs_trees(folder)
         if source == Fault.HANG:
             (folder / "default.sleep").write_text(str(HANG_SECONDS))
         elif source == Fault.FLOOD:
@@ -313,6 +321,19 @@ class Fleet:
                 link.symlink_to(".standin")
 
 
+def _write_sysfs_trees(folder: Path) -> None:
+    """Each recorded ``ib-ports[.N].out`` sysfs dump -> a tree ``sysfs.N/class/infiniband/...`` of one-line files."""
+    dumps = sorted(folder.glob("ib-ports.[0-9].out")) or sorted(folder.glob("ib-ports.out"))
+    for take, dump in enumerate(dumps, start=1):
+        lines = [m for line in dump.read_text().splitlines() if (m := _SYSFS_LINE.match(line))]
+        if not lines:
+            continue  # ibstat output: served as recorded by no stand-in (sh finds no tree)
+        for match in lines:
+            path = folder / f"sysfs.{take}" / match.group("path")
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(match.group("value") + "\n")
+
+
 def _standin_script(hosts_dir: Path) -> str:
     """POSIX sh (no python start-up per command): pick kind, host dir, then serve the files."""
     cases: dict[str, list[str]] = {}
@@ -331,6 +352,18 @@ def _standin_script(hosts_dir: Path) -> str:
 hosts_dir='{hosts_dir}'
 name=${{0##*/}}
 kind=$name
+if [ "$name" = sh ]; then
+  # The ib-ports collector's script, run on this host's sysfs trees; any other shell command is /bin/sh.
+  case "$2" in *"/sys/class/infiniband/"*) ;; *) exec /bin/sh "$@" ;; esac
+  conn=$SSH_CONNECTION; server=${{conn#* * }}; dir="$hosts_dir/${{server%% *}}"
+  trees=0; while [ -d "$dir/sysfs.$((trees + 1))" ]; do trees=$((trees + 1)); done
+  [ "$trees" -gt 0 ] || exec /bin/sh "$@"
+  taken=0; [ -e "$dir/.ib-ports.taken" ] && read -r taken < "$dir/.ib-ports.taken"
+  echo $((taken + 1)) > "$dir/.ib-ports.taken"
+  tree="$dir/sysfs.$((taken % trees + 1))"
+  script=$(printf '%s' "$2" | sed "s#/sys/class/#$tree/class/#g")
+  exec /bin/sh -c "$script" "$3"
+fi
 while :; do
 case "$name" in
 {body}
