@@ -43,6 +43,7 @@ MODULES: dict[str, str] = {
     "fabric": "nightowl.collectors.gpu.fabric",
     "fabric-manager": "nightowl.collectors.gpu.fabric_manager",
     "xid-nvlink5": "nightowl.collectors.gpu.xid_nvlink5",
+    "nvlink-errors-window": "nightowl.collectors.gpu.nvlink_errors_window",
 }
 
 

@@ -220,3 +220,19 @@ def test_nvlink5_layout_follows_the_driver_branch() -> None:
     elided = xid_nvlink5.decode_line(145, "RLW_RXPIPE Nonfatal XC0 i0 Link 11 (...)")
     assert elided["decoded"] is False and elided["unit"] == "RLW_RXPIPE"
     assert xid_nvlink5.driver_branch("570.158.01") == 570 and xid_nvlink5.driver_branch(None) is None
+
+
+def test_nvlink_error_window_rising_and_old_counts() -> None:
+    from nightowl.collectors.gpu import nvlink, nvlink_errors_window
+
+    def read(replay: int, crc: int) -> dict:
+        text = f"GPU 0: NVIDIA H100 80GB HBM3\n Link 0: Replay Errors: {replay}\n Link 0: CRC Errors: {crc}\n"
+        return nvlink.facts(nvlink.parse_errors(text))
+
+    rising = nvlink_errors_window.derive({"nvlink_errors": read(2, 5), "nvlink_errors_after": read(3, 5)}, {})
+    assert rising["failing_gpus"] == [0] and rising["rising"][0]["counter"] == "replay"
+    old = nvlink_errors_window.derive({"nvlink_errors": read(2, 5), "nvlink_errors_after": read(2, 5)}, {})
+    assert old["rising"] == [] and old["stale_counts"] == [{"gpu": 0, "link": 0, "counts": {"replay": 2, "crc": 5}}]
+    assert (
+        nvlink_errors_window.derive({"nvlink_errors": read(2, 5), "nvlink_errors_after": {}}, {})["has_window"] is False
+    )
