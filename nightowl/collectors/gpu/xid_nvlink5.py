@@ -170,7 +170,8 @@ def derive(inputs: Mapping[str, Mapping[str, Any]], params: Mapping[str, Any] | 
     kernel, smi = inputs["kernel_log"], inputs.get("nvidia_smi") or {}
     version = kernel.get("driver_version") or smi.get("driver_version")
     branch = driver_branch(version)
-    decoded, undecoded = [], []
+    decoded: list[dict[str, Any]] = []
+    undecoded: list[dict[str, Any]] = []
     for event in kernel.get("events") or []:
         if event.get("kind") != "xid" or event.get("code") not in CODES:
             continue

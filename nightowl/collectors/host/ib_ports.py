@@ -220,9 +220,9 @@ def _read_loop(state: _State, line: str) -> bool:
         (port.counters if folder == "counters" else port.hw_counters)[state.loop_name] = int(line)
         state.loop_name = None
         return True
-    folder = _LOOP_FOLDER.search(line)
-    if folder is not None and not _SYSFS.search(line):
-        state.loop = (folder.group("device"), int(folder.group("port")), folder.group("folder"))
+    prompt = _LOOP_FOLDER.search(line)
+    if prompt is not None and not _SYSFS.search(line):
+        state.loop = (prompt.group("device"), int(prompt.group("port")), prompt.group("folder"))
         state.loop_name = None
         return True
     # the loop's own lines, echoed by the prompt

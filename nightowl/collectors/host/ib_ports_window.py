@@ -70,7 +70,12 @@ def derive(inputs: Mapping[str, Mapping[str, Any]], params: Mapping[str, Any] | 
     limits = thresholds()
     common = sorted(set(before) & set(after))
     deltas: dict[str, dict[str, int]] = {}
-    flapping, degraded, rising, stale, reset, state_changed = [], [], [], [], [], []
+    flapping: list[dict[str, Any]] = []
+    degraded: list[dict[str, Any]] = []
+    rising: list[dict[str, Any]] = []
+    stale: list[dict[str, Any]] = []
+    reset: list[str] = []
+    state_changed: list[dict[str, Any]] = []
     for label in common:
         first, second = before[label], after[label]
         counts_a, counts_b = first.get("counters") or {}, second.get("counters") or {}
@@ -82,7 +87,7 @@ def derive(inputs: Mapping[str, Mapping[str, Any]], params: Mapping[str, Any] | 
                     "after": [second.get("state"), second.get("phys_state")],
                 }  # fmt: skip
             )
-        port_deltas = {}
+        port_deltas: dict[str, int] = {}
         went_down = False
         for name in sorted(set(counts_a) & set(counts_b)):
             delta = counts_b[name] - counts_a[name]
@@ -106,7 +111,7 @@ def derive(inputs: Mapping[str, Mapping[str, Any]], params: Mapping[str, Any] | 
         old = {n: counts_b[n] for n in limits if counts_b.get(n) and not port_deltas.get(n)}
         if old and not deltas[label]:
             stale.append({"port": label, "counts": old})
-    flapping_ports = sorted({e["port"] for e in flapping} | {c["port"] for c in state_changed})
+    flapping_ports = sorted({str(e["port"]) for e in flapping} | {str(c["port"]) for c in state_changed})
     return {
         "kind": KIND,
         "window_seconds": seconds,
