@@ -46,6 +46,7 @@ NAMED = [
     ("never completes init", "init-incomplete", ["nccl-init-b", "veth25f2e72"], ["nccl-init-a"]),
     ("retry exceeded", "fabric-link-fault", ["nccl-ib-a", "11.214.147.122", "IBV_WC_RETRY_EXC_ERR"], ["nccl-ib-b"]),
     ("local protection", "ib-protection-error", ["gpu5", "nccl-ibprot-gpu5"], ["gpu4"]),
+    ("a port Down/Disabled", "rank-port-bad", ["nccl-ib-port-b", "mlx5_10/1"], ["nccl-ib-port-a"]),
     ("member of the job is unreachable", "rank-host-unreachable", ["nccl-unreachable"], ["nccl-peer-lost"]),
     ("falls back to sockets", "ib-not-used", ["nccl-socket-b", "libibverbs"], ["nccl-socket-a"]),
     ("half the H100 baseline", "node-below-baseline", ["nccl-busbw-low", "234.72", "450"], ["nccl-busbw-h100"]),
