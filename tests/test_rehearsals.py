@@ -19,6 +19,9 @@ def test_rehearsal(runbook: str, case: dict) -> None:
 # Verdicts no public report in the corpus shows; listed so a gap is a decision, not an accident.
 NOT_IN_CORPUS = {
     "xid": {
+        # issue 24: no public NVLink5 line decodes to a non-fatal RESET_GPU or to CONTACT_SUPPORT / XID_154_EVAL alone
+        "nvlink5-reset",
+        "nvlink5-escalate",
         "recovery-node-reboot",
         "recovery-drain-and-reset",
         "row-remap-failed",

@@ -24,7 +24,8 @@ def parse_cmd(kind: str, file: Any) -> None:
     cpu-governor, replica-health, replica-models, replica-metrics, stream-probe,
     ib-ports, fabric, fabric-manager.
     Runbooks also collect xid-judgement, pcie-attribution, metrics-window,
-    replica-compare, busbw-judgement and ib-ports-window, derived from other collectors' facts
+    replica-compare, busbw-judgement, ib-ports-window, nvlink-errors-window and
+    xid-nvlink5, derived from other collectors' facts
     (they read no file).
 
     The facts each kind gives runbook conditions (name, type, meaning) are listed in
