@@ -7,7 +7,8 @@ xid_nvlink5_decode.csv, generated, one row per sheet row with its source) is the
 match the line, whose errorStatus equals the line's, and whose intrInfo bit pattern matches the line's
 intrInfo. The sheet gives two patterns per row: V1 for drivers before R575 and V2 for R575 and later;
 the driver branch is read from the kernel log's load line (or nvidia-smi) when it is there, and both are
-tried otherwise (the result says which matched). Lines whose fields the poster elided (``(...)``) or that
+tried otherwise (the result says which matched; lines of one host that fit different layouts are left
+undecoded, since one driver prints one layout). Lines whose fields the poster elided (``(...)``) or that
 no row matches stay ``undecoded``: the runbook falls back to the catalog's Xid-level action for them.
 """
 
@@ -177,6 +178,12 @@ def derive(inputs: Mapping[str, Mapping[str, Any]], params: Mapping[str, Any] | 
             continue
         entry = {"pci": event.get("pci"), **decode_line(int(event["code"]), event.get("text") or "", branch)}
         (decoded if entry["decoded"] else undecoded).append(entry)
+    layouts = {entry["layout"] for entry in decoded}
+    if branch is None and len(layouts) > 1:
+        # One driver prints one layout: lines that fit different ones cannot all be read right without the version.
+        why = "lines fit different intrInfo layouts (V1 before R575, V2 from R575) and the driver version is unknown"
+        undecoded += [{**entry, "decoded": False, "reason": why} for entry in decoded]
+        decoded = []
     actions = [entry["action"] for entry in decoded]
     return {
         "kind": KIND,
