@@ -8,6 +8,7 @@ sha256 is the sha256 of its ``manifest.json``, the file ``manifest.sha256`` reco
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import re
@@ -27,10 +28,8 @@ def bundle_identity(bundle: Path) -> tuple[str | None, str | None]:
     if data is None:
         return None, None
     run_id = None
-    try:
+    with contextlib.suppress(ValueError, AttributeError):
         run_id = json.loads(data).get("run_id")
-    except (ValueError, AttributeError):
-        pass
     return (run_id if isinstance(run_id, str) else None), hashlib.sha256(data).hexdigest()
 
 

@@ -7,6 +7,7 @@ carrying nightowl's message, so the model can read it and correct its call.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sys
 import traceback
@@ -77,11 +78,10 @@ async def _call_tool(toolbox: Toolbox, ctx: Any, params: Any) -> Any:
     token = anyio.lowlevel.current_token()
 
     def progress(done: float, total: float | None, message: str | None) -> None:
-        # Called from the tool's thread or the engine's host threads: back to the event loop.
-        try:
+        # Called from the tool's thread or the engine's host threads: back to the event loop. Progress is
+        # a courtesy; a failure to send it must not fail the run.
+        with contextlib.suppress(Exception):
             anyio.from_thread.run(ctx.session.report_progress, done, total, message, token=token)
-        except Exception:  # noqa: BLE001, S110 - progress is a courtesy; the answer is what counts
-            pass
 
     def error(text: str) -> Any:
         return types.CallToolResult(content=[types.TextContent(text=text)], is_error=True)
