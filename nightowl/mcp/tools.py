@@ -218,6 +218,12 @@ class Toolbox:
             raise ToolError(f"replay: {missing[0]!r} is not a recorded host or bundle folder")
         if not replays and not hosts:
             raise ToolError("give at least one host or replay path")
+        uploads = sorted(set(params) & upload_params()) if hosts else []
+        if uploads:
+            raise ToolError(
+                f"parameter {uploads[0]} is refused on live hosts over MCP: a collector would send the file it "
+                "names to a URL (run it from the CLI, or give the body as text where the runbook allows)"
+            )
         total = float(len(hosts) + len(replays))  # a bundle may hold several hosts: the total grows then
         done: list[str] = []
 
@@ -316,6 +322,16 @@ class Toolbox:
     def _history(self, arguments: dict[str, Any], progress: Progress) -> dict[str, Any]:
         events = host_history(arguments["host"], arguments.get("gpu"), arguments.get("since"))
         return {"host": arguments["host"], "events": events, **NO_BUNDLE}
+
+
+def upload_params() -> frozenset[str]:
+    """Parameters a collector command reads as a file to send (curl's ``@{name}``): a model that could
+    set one on a live host could make the host post any file it can read to any URL."""
+    import re
+
+    from nightowl.collectors.readonly import ALLOWED
+
+    return frozenset(m for shape in ALLOWED for element in shape for m in re.findall(r"^@\{(\w+)\}$", element))
 
 
 def _kinds() -> list[str]:
