@@ -93,7 +93,8 @@ def test_triage_of_a_recorded_host_gives_the_clis_verdict_and_bundle_hash(tmp_pa
 
     async def main() -> tuple[Any, Any]:
         async with served(tmp_path) as session:
-            ours = await call(session, "triage", {"runbook": "xid", "replay": [str(XID79)]}, progress_callback=on_progress)
+            arguments = {"runbook": "xid", "replay": [str(XID79)]}
+            ours = await call(session, "triage", arguments, progress_callback=on_progress)
             theirs = await call(session, "read_bundle", {"bundle": cli["bundle"]})
             return ours, theirs
 
