@@ -9,6 +9,7 @@ import json
 import os
 import subprocess
 import sys
+import threading
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -307,3 +308,66 @@ def test_the_server_starts_without_a_config_and_refuses_a_bad_one(tmp_path: Path
         env={**os.environ},
     )
     assert out.returncode == 2 and "allow_invasive" in out.stderr
+
+
+# --- the front (answers while the SDK loads) and the SDK answer alike ----------------------------------
+
+
+def raw_session(front: bool, version: str, tmp_path: Path) -> list[dict[str, Any]]:
+    """initialize, initialized, tools/list, ping and one tools/call over plain pipes; the answers in order."""
+    hello = {"protocolVersion": version, "capabilities": {}, "clientInfo": {"name": "test", "version": "0"}}
+    messages = [
+        {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": hello},
+        {"jsonrpc": "2.0", "method": "notifications/initialized"},
+        {"jsonrpc": "2.0", "id": 2, "method": "tools/list"},
+        {"jsonrpc": "2.0", "id": 3, "method": "ping"},
+        {
+            "jsonrpc": "2.0",
+            "id": 4,
+            "method": "tools/call",
+            "params": {"name": "explain_xid", "arguments": {"codes": [79]}},
+        },
+    ]
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "nightowl.cli.main", "mcp", "--out", str(tmp_path)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+        cwd=ROOT,
+        env={**os.environ, "NIGHTOWL_MCP_FRONT": "1" if front else "0"},
+    )
+    assert proc.stdin is not None and proc.stdout is not None
+    answers: list[dict[str, Any]] = []
+    try:
+        proc.stdin.write("".join(json.dumps(m) + "\n" for m in messages))
+        proc.stdin.flush()
+        # stdin stays open until the last answer is read, as a client keeps it; the watchdog ends a hang
+        watchdog = threading.Timer(WATCHDOG, proc.kill)
+        watchdog.start()
+        try:
+            while not any(a.get("id") == 4 for a in answers) and (line := proc.stdout.readline()):
+                answers.append(json.loads(line))
+            proc.stdin.close()
+            answers += [json.loads(line) for line in proc.stdout if line.strip()]  # nothing more is expected
+        finally:
+            watchdog.cancel()
+    finally:
+        proc.kill()
+        proc.wait(timeout=WATCHDOG)
+    return sorted(answers, key=lambda m: m.get("id", 0))
+
+
+@pytest.mark.parametrize("version", ["2025-11-25", "2025-06-18"])
+def test_the_front_answers_as_the_sdk_would(tmp_path: Path, version: str) -> None:
+    from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
+
+    from nightowl.mcp.front import HANDSHAKE_VERSIONS
+
+    assert tuple(HANDSHAKE_VERSIONS) == tuple(HANDSHAKE_PROTOCOL_VERSIONS)
+    fronted = raw_session(True, version, tmp_path / "a")
+    sdk_only = raw_session(False, version, tmp_path / "b")
+    assert [m["id"] for m in fronted] == [1, 2, 3, 4], fronted  # one answer each: the SDK's duplicate dropped
+    assert fronted == sdk_only
+    assert fronted[0]["result"]["protocolVersion"] == version
+    assert not fronted[3]["result"].get("isError")
