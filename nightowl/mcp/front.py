@@ -65,7 +65,8 @@ class Front:
         if not isinstance(message, dict) or message.get("jsonrpc") != "2.0":
             return None
         method, id_ = message.get("method"), message.get("id")
-        params = message.get("params") if isinstance(message.get("params"), dict) else {}
+        given = message.get("params")
+        params: dict[str, Any] = given if isinstance(given, dict) else {}
         if method == "initialize" and self.handshake_id is None and id_ is not None:
             version = params.get("protocolVersion")
             if version not in HANDSHAKE_VERSIONS:

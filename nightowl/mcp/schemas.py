@@ -38,7 +38,8 @@ def runbook_parameters() -> dict[str, dict[str, Any]]:
             found[name] = {"title": None, "error": f"{path.name}: {exc}", "parameters": {}}
             continue
         data = data if isinstance(data, dict) else {}
-        declared = data.get("parameters") if isinstance(data.get("parameters"), dict) else {}
+        given = data.get("parameters")
+        declared: dict[Any, Any] = given if isinstance(given, dict) else {}
         parameters = {}
         for pname, spec in declared.items():
             spec = spec if isinstance(spec, dict) else {}
