@@ -157,3 +157,23 @@ def test_a_refusal_of_the_run_path_comes_back_with_its_message(tmp_path: Path) -
     with pytest.raises(ToolError, match="xid_policy .*cannot read it"):
         mcp_cmd.run_for_mcp(request)
     assert not list(tmp_path.glob("*T*Z-xid-*")), "a refused run wrote a bundle"
+
+
+def test_read_roots_keep_the_paths_a_model_gives_inside_them(bundle: Path, tmp_path: Path) -> None:
+    config = tmp_path / "mcp.yaml"
+    config.write_text(f"read_roots: [{bundle.parent}]\n")
+    box = Toolbox(never_runs, load_config(config))
+    assert box.call("read_bundle", {"bundle": str(bundle)})["verified"] is True
+    outside = [
+        ("read_bundle", {"bundle": str(tmp_path)}),
+        ("read_bundle", {"bundle": f"{bundle}/../../{tmp_path.name}"}),
+        ("parse", {"kind": "kernel-log", "path": "/etc/hostname"}),
+        ("triage", {"runbook": "xid", "replay": [str(XID79)]}),
+    ]
+    for tool, arguments in outside:
+        with pytest.raises(ToolError, match="outside the folders"):
+            box.call(tool, arguments)
+    # the server's own bundles stay readable: where it writes them counts as a root
+    writes_elsewhere = Toolbox(never_runs, load_config(config), out_dir=tmp_path / "own")
+    copy(bundle, tmp_path / "own")
+    assert writes_elsewhere.call("read_bundle", {"bundle": str(tmp_path / "own" / bundle.name)})["verified"]

@@ -6,6 +6,8 @@ known_hosts: /etc/nightowl/known_hosts    # SSH host keys are checked strictly a
 ssh_config: /etc/nightowl/ssh_config
 identity: [/etc/nightowl/id_ed25519]
 out: /var/lib/nightowl/bundles            # where bundles go (default: as `nightowl triage`)
+read_roots: [/var/lib/nightowl]           # folders the paths a model gives (replay, read_bundle, parse)
+                                          # must be inside; default: any the server's user can read
 ```
 No key enables invasive collectors: the server never runs them.
 """
@@ -16,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-KEYS = frozenset({"hosts", "known_hosts", "ssh_config", "identity", "out"})
+KEYS = frozenset({"hosts", "known_hosts", "ssh_config", "identity", "out", "read_roots"})
 
 
 class ConfigError(ValueError):
@@ -32,6 +34,20 @@ class ServerConfig:
     ssh_config: Path | None = None
     identity: tuple[Path, ...] = ()
     out: Path | None = None
+    read_roots: tuple[Path, ...] = ()
+
+    def readable(self, given: str, also: Path | None = None) -> Path:
+        """``given`` as a path, if the config lets a model make the server read it (inside ``read_roots``,
+        or ``also``: where the server writes its bundles); else ConfigError."""
+        path = Path(given).expanduser()
+        if not self.read_roots:
+            return path
+        real = path.resolve()
+        roots = [r.resolve() for r in (*self.read_roots, *([also] if also else []))]
+        if any(real == root or root in real.parents for root in roots):
+            return path
+        allowed = ", ".join(str(r) for r in self.read_roots)
+        raise ConfigError(f"{given!r} is outside the folders the server's config lets it read ({allowed})")
 
 
 def load_config(path: Path | None) -> ServerConfig:
@@ -56,6 +72,7 @@ def load_config(path: Path | None) -> ServerConfig:
         ssh_config=_path(path, "ssh_config", data.get("ssh_config")),
         identity=tuple(Path(p) for p in _strings(path, "identity", data.get("identity"))),
         out=_path(path, "out", data.get("out")),
+        read_roots=tuple(Path(p).expanduser() for p in _strings(path, "read_roots", data.get("read_roots"))),
     )
 
 

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from nightowl.mcp import schemas
-from nightowl.mcp.config import ServerConfig
+from nightowl.mcp.config import ConfigError, ServerConfig
 from nightowl.mcp.hooks import RunHook, RunRequest, ToolError, host_history
 
 # progress(done, total, message): callable from any thread.
@@ -207,7 +207,7 @@ class Toolbox:
         from nightowl.paths import default_out_dir
 
         loaded, params = self._runbook_and_params(arguments)
-        replays = tuple(Path(p).expanduser() for p in arguments.get("replay") or [])
+        replays = tuple(self._readable(p) for p in arguments.get("replay") or [])
         hosts = tuple(dict.fromkeys(arguments.get("hosts") or []))
         refused = [h for h in hosts if h not in self.config.hosts]
         if refused:
@@ -251,6 +251,14 @@ class Toolbox:
             "verdicts_by": "nightowl",
         }
 
+    def _readable(self, given: str) -> Path:
+        from nightowl.paths import default_out_dir
+
+        try:
+            return self.config.readable(given, also=self._out_dir or default_out_dir())
+        except ConfigError as exc:
+            raise ToolError(str(exc)) from None
+
     def _ssh(self) -> dict[str, Any]:
         config = self.config
         return {
@@ -287,6 +295,8 @@ class Toolbox:
         from nightowl.collectors.base import to_jsonable
 
         kind = arguments["kind"]
+        if arguments.get("path") is not None:
+            self._readable(arguments["path"])
         text = _text_or_file(arguments)
         try:
             collector = get_collector(kind)
@@ -317,7 +327,7 @@ class Toolbox:
     def _read_bundle(self, arguments: dict[str, Any], progress: Progress) -> dict[str, Any]:
         from nightowl.mcp.bundles import read_bundle
 
-        return read_bundle(arguments["bundle"])
+        return read_bundle(str(self._readable(arguments["bundle"])))
 
     def _history(self, arguments: dict[str, Any], progress: Progress) -> dict[str, Any]:
         events = host_history(arguments["host"], arguments.get("gpu"), arguments.get("since"))
