@@ -70,8 +70,12 @@ def params_schema(parameters: dict[str, dict[str, Any]]) -> dict[str, Any]:
     return {"type": "object", "properties": properties, "additionalProperties": False}
 
 
-def runbook_argument(runbooks: dict[str, dict[str, Any]]) -> tuple[dict[str, Any], dict[str, Any], list[Any]]:
-    """The ``runbook`` and ``params`` properties, and the ``allOf`` that ties each runbook to its params."""
+def runbook_argument(runbooks: dict[str, dict[str, Any]]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The ``runbook`` and ``params`` properties: ``params`` is one of the runbooks' parameter objects
+    (``anyOf``, each titled with its runbook; nightowl checks at the call that it is the named runbook's).
+
+    Nothing is tied at the top level (``allOf``/``if``): function-calling APIs that models are driven
+    through refuse a schema with those at its root."""
     names = sorted(runbooks)
     runbook = {
         "type": "string",
@@ -81,17 +85,15 @@ def runbook_argument(runbooks: dict[str, dict[str, Any]]) -> tuple[dict[str, Any
     }
     params = {
         "type": "object",
-        "description": "runbook parameters by name, typed as the runbook declares (list_runbooks); "
+        "description": "parameters of the runbook named, by name, typed as it declares (list_runbooks); "
         "an undeclared name is an error",
+        "anyOf": [
+            {"title": name, **params_schema(runbooks[name]["parameters"])}
+            for name in names
+            if runbooks[name]["parameters"]
+        ],
     }
-    per_runbook = [
-        {
-            "if": {"properties": {"runbook": {"const": name}}, "required": ["runbook"]},
-            "then": {"properties": {"params": params_schema(runbooks[name]["parameters"])}},
-        }
-        for name in names
-    ]
-    return runbook, params, per_runbook
+    return runbook, params
 
 
 def check_arguments(tool: str, schema: dict[str, Any], arguments: dict[str, Any]) -> None:

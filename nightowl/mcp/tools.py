@@ -74,7 +74,7 @@ class Toolbox:
     # --- the tools -------------------------------------------------------------------------------
 
     def _build(self) -> list[Tool]:
-        runbook, params, per_runbook = schemas.runbook_argument(self.runbooks())
+        runbook, params = schemas.runbook_argument(self.runbooks())
         strings = {"type": "array", "items": {"type": "string"}}
         allowed = list(self.config.hosts)
         hosts = {
@@ -98,7 +98,6 @@ class Toolbox:
                     "type": "object",
                     "properties": {"runbook": runbook, "params": params},
                     "required": ["runbook"],
-                    "allOf": per_runbook,
                     "additionalProperties": False,
                 },
                 self._plan,
@@ -120,7 +119,6 @@ class Toolbox:
                         "params": params,
                     },
                     "required": ["runbook"],
-                    "allOf": per_runbook,
                     "additionalProperties": False,
                 },
                 self._triage,
