@@ -296,7 +296,7 @@ def test_a_parameter_whose_file_a_collector_would_upload_is_refused_on_live_host
     assert result.is_error and "probe_file" in result.content[0].text
 
 
-def test_the_server_starts_without_a_config_and_refuses_a_bad_one(tmp_path: Path) -> None:
+def test_a_config_with_a_key_it_does_not_know_is_refused(tmp_path: Path) -> None:
     bad = tmp_path / "bad.yaml"
     bad.write_text("hosts: [local]\nallow_invasive: true\n")
     out = subprocess.run(
