@@ -12,6 +12,7 @@ import click
 from nightowl.cli.common import (
     FORMAT_OPTION,
     INVASIVE_OPTION,
+    HISTORY_OPTION,
     OUT_OPTION,
     PARAM_OPTION,
     VERBOSE_OPTION,
@@ -64,6 +65,7 @@ from nightowl.cli.running import opener, replay_transports, run_and_report
 @FORMAT_OPTION
 @VERBOSE_OPTION
 @OUT_OPTION
+@HISTORY_OPTION
 def triage(
     runbook: str | None,
     hosts: tuple[str, ...],
