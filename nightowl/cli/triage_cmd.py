@@ -11,8 +11,8 @@ import click
 
 from nightowl.cli.common import (
     FORMAT_OPTION,
-    INVASIVE_OPTION,
     HISTORY_OPTION,
+    INVASIVE_OPTION,
     OUT_OPTION,
     PARAM_OPTION,
     VERBOSE_OPTION,
