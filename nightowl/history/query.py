@@ -10,11 +10,14 @@ from typing import Any
 from nightowl.history import store
 
 
-def timeline(path: Path, host: str | None = None, gpu: str | None = None, since: float | None = None) -> list[dict]:
+def timeline(
+    path: Path, host: str | None = None, gpu: str | None = None, since: float | None = None
+) -> list[dict[str, Any]]:
     """Events and verdicts, oldest first: ``{time, ts, host, gpu, uuid, what, code, count, action,
     bundle_id, bundle_sha256}``. ``gpu`` matches the bus id or the UUID; ``since`` is seconds back from now."""
     cutoff = time.time() - since if since is not None else None
-    where, args = ["1"], []
+    where: list[str] = ["1"]
+    args: list[Any] = []
     if host:
         where.append("host = ?")
         args.append(host)
@@ -42,7 +45,8 @@ def timeline(path: Path, host: str | None = None, gpu: str | None = None, since:
         }
         for e in store.read(path, f"SELECT * FROM events WHERE {' AND '.join(where)}", args)
     ]
-    run_where, run_args = ["1"], []
+    run_where: list[str] = ["1"]
+    run_args: list[Any] = []
     if host:
         run_where.append("host = ?")
         run_args.append(host)

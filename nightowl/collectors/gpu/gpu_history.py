@@ -22,7 +22,7 @@ without it, never a healthier one):
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from nightowl.collectors.base import DerivedCollector, declare
@@ -136,7 +136,7 @@ def derive(inputs: Mapping[str, Mapping[str, Any]], params: Mapping[str, Any] | 
     cited: dict[str, str | None] = {}
     gpu_codes: list[dict[str, Any]] = []
 
-    def conclude(gpu: str, action: str, reason: str, rows: list[Mapping[str, Any]]) -> None:
+    def conclude(gpu: str, action: str, reason: str, rows: Sequence[Mapping[str, Any]]) -> None:
         actions[gpu] = strictest([actions.get(gpu, "none"), action])
         reasons.append(reason)
         for row in rows:
