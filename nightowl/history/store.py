@@ -9,6 +9,7 @@ add a second. Bundles are cited by id and sha256 only: pruning bundles keeps eve
 
 from __future__ import annotations
 
+import hashlib
 import json
 import sqlite3
 import time
@@ -38,16 +39,21 @@ CREATE TABLE IF NOT EXISTS runs (
     PRIMARY KEY (bundle_id, host)
 );
 CREATE INDEX IF NOT EXISTS runs_host ON runs (host, started);
--- the GPUs a run saw: bus id, and UUID/serial when known, so a GPU moved to another slot is followed
+-- the GPUs runs saw: bus id, and UUID/serial when known, so a GPU moved to another slot is followed; one
+-- row per distinct state (identity and ECC/remap counters), so hourly checks of a healthy GPU add none
 CREATE TABLE IF NOT EXISTS gpus (
-    bundle_id TEXT NOT NULL,
     host TEXT NOT NULL,
     pci TEXT NOT NULL,
+    state TEXT NOT NULL,
     uuid TEXT,
     serial TEXT,
     name TEXT,
     counters TEXT,
-    PRIMARY KEY (bundle_id, host, pci)
+    first_bundle TEXT,
+    last_bundle TEXT,
+    first_seen REAL,
+    last_seen REAL,
+    PRIMARY KEY (host, pci, state)
 );
 CREATE INDEX IF NOT EXISTS gpus_uuid ON gpus (uuid);
 -- one row per distinct kernel event (Xid, SXid, fallen off the bus, PCIe AER, host memory ...)
@@ -134,16 +140,24 @@ def write(path: Path, record: Mapping[str, Any]) -> int:
                 ),
             )
             for gpu in run.get("gpu_list", []):
+                counters = json.dumps(gpu.get("counters") or {}, sort_keys=True)
+                state = json.dumps([gpu.get("uuid"), gpu.get("serial"), gpu.get("name"), counters])
                 conn.execute(
-                    "INSERT OR REPLACE INTO gpus VALUES (?,?,?,?,?,?,?)",
+                    """INSERT INTO gpus VALUES (?,?,?,?,?,?,?,?,?,?,?)
+                       ON CONFLICT(host, pci, state) DO UPDATE SET
+                         last_bundle = excluded.last_bundle, last_seen = max(last_seen, excluded.last_seen)""",
                     (
-                        record["bundle_id"],
                         run["host"],
                         gpu["pci"],
+                        hashlib.sha256(state.encode()).hexdigest()[:16],
                         gpu.get("uuid"),
                         gpu.get("serial"),
                         gpu.get("name"),
-                        json.dumps(gpu.get("counters") or {}),
+                        counters,
+                        record["bundle_id"],
+                        record["bundle_id"],
+                        record["started"],
+                        record["started"],
                     ),
                 )
             for boot in run.get("boots", []):
