@@ -102,11 +102,13 @@ def connect(path: Path, readonly: bool = False) -> sqlite3.Connection:
             conn = sqlite3.connect(str(path), timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None)
         conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
         if not readonly:
-            conn.execute("PRAGMA journal_mode = WAL")
-            conn.execute("PRAGMA synchronous = NORMAL")
-            conn.executescript(SCHEMA)
-            conn.execute("INSERT OR IGNORE INTO meta VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
-            path.chmod(0o600)
+            conn.execute("PRAGMA synchronous = NORMAL")  # WAL: a commit is durable at the next checkpoint
+            if conn.execute("PRAGMA user_version").fetchone()[0] != SCHEMA_VERSION:  # new (or older) store
+                conn.execute("PRAGMA journal_mode = WAL")
+                conn.executescript(SCHEMA)
+                conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+                conn.execute("INSERT OR IGNORE INTO meta VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
+                path.chmod(0o600)
         else:
             conn.execute("SELECT count(*) FROM meta").fetchone()  # a file that is not a store fails here
         return conn
@@ -118,8 +120,18 @@ def write(path: Path, record: Mapping[str, Any]) -> int:
     """Write one bundle's rows (``extract.bundle_record``) in one transaction; returns the new event rows."""
     conn = connect(path)
     try:
+        return write_on(conn, record)
+    except sqlite3.Error as exc:
+        raise StoreError(f"{path}: {exc}") from exc
+    finally:
+        conn.close()
+
+
+def write_on(conn: sqlite3.Connection, record: Mapping[str, Any]) -> int:
+    """``write`` on an open connection (a long-lived writer, the benchmark); raises sqlite3.Error."""
+    try:
         conn.execute("BEGIN IMMEDIATE")
-        before = conn.execute("SELECT count(*) FROM events").fetchone()[0]
+        added = 0
         now = time.time()
         for run in record["runs"]:
             conn.execute(
@@ -165,22 +177,23 @@ def write(path: Path, record: Mapping[str, Any]) -> int:
                     "INSERT OR REPLACE INTO boots VALUES (?,?,?,?)",
                     (run["host"], boot["boot_id"], boot.get("first_entry"), boot.get("last_entry")),
                 )
-            _upsert_events(conn, run["host"], run.get("events", []), record)
-        after = conn.execute("SELECT count(*) FROM events").fetchone()[0]
+            added += _upsert_events(conn, run["host"], run.get("events", []), record)
         conn.execute("COMMIT")
-        return int(after - before)
-    except sqlite3.Error as exc:
+        return added
+    except sqlite3.Error:
         if conn.in_transaction:
             conn.execute("ROLLBACK")
-        raise StoreError(f"{path}: {exc}") from exc
-    finally:
-        conn.close()
+        raise
 
 
-def _upsert_events(conn: sqlite3.Connection, host: str, events: Iterable[Mapping[str, Any]], record: Any) -> None:
-    # Seen again: the larger count and the later last time win, the first bundle that saw it stays cited;
-    # a boot id learnt later (a previous-boot log) fills a null one.
+def _upsert_events(conn: sqlite3.Connection, host: str, events: Iterable[Mapping[str, Any]], record: Any) -> int:
+    """Insert or update each event by its key; returns how many were new.
+
+    Seen again: the larger count and the later last time win, the first bundle that saw it stays cited;
+    a boot id learnt later (a previous-boot log) fills a null one."""
+    added = 0
     for e in events:
+        added += conn.execute("SELECT 1 FROM events WHERE key = ?", (e["key"],)).fetchone() is None
         conn.execute(
             """INSERT INTO events VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)
                ON CONFLICT(key) DO UPDATE SET
@@ -208,6 +221,7 @@ def _upsert_events(conn: sqlite3.Connection, host: str, events: Iterable[Mapping
                 record["bundle_sha256"],
             ),
         )
+    return added
 
 
 def rows(conn: sqlite3.Connection, sql: str, args: Iterable[Any] = ()) -> list[dict[str, Any]]:
