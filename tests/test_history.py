@@ -225,3 +225,19 @@ def test_history_rules_are_not_plain_overrides() -> None:
     rules = {r["code"]: r for r in load_history_rules(str(POLICY))}
     assert rules[43]["count"] == 3 and rules[43]["window_seconds"] == 600
     assert rules[79]["after_reboots"] == 1
+
+
+def test_textfile_counts_incidents_per_gpu_and_action(tmp_path: Path) -> None:
+    db = tmp_path / "h.sqlite3"
+    for _ in range(2):
+        triage(HOSTS / "xid79-fallen-off-bus", tmp_path / "b", "--history", str(db))
+    history.activate(db)
+    from nightowl.fleet.textfile import prometheus_textfile
+
+    summary = {"runbook": "xid", "hosts": [{"host": "xid79-fallen-off-bus", "status": "ok", "verdict": None}]}
+    text = prometheus_textfile(summary)
+    assert "# TYPE nightowl_gpu_incidents_total counter" in text
+    line = 'nightowl_gpu_incidents_total{action="reboot-node",gpu="0000:a1:00",host="xid79-fallen-off-bus"} 2.0'
+    assert line in text
+    history.activate("off")
+    assert "nightowl_gpu_incidents" not in prometheus_textfile(summary)

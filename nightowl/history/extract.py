@@ -37,6 +37,7 @@ def host_rows(host: str, host_dir: Path) -> dict[str, Any]:
     for path in _outputs(host_dir, "kernel-log"):
         parsed = to_jsonable(kernel_log.parse(path.read_text(errors="replace")))
         events += [event_row(host, e, boot_id) for e in parsed.get("events") or [] if e["kind"] not in SKIPPED_KINDS]
+    faulty = sorted({e["pci"] for e in events if e["pci"] and e["kind"] in ("xid", "sxid", "fallen_off_bus")})
     events += [event_row(host, e, b) for e, b in earlier if e.get("kind") not in SKIPPED_KINDS]
     gpus: dict[str, dict[str, Any]] = {}
     for path in _outputs(host_dir, "nvidia-smi"):
@@ -60,7 +61,7 @@ def host_rows(host: str, host_dir: Path) -> dict[str, Any]:
     uuids = {g["pci"]: g["uuid"] for g in gpus.values() if g.get("uuid")}
     for event in events:  # the kernel names the bus, nvidia-smi the GPU in it
         event["uuid"] = event["uuid"] or uuids.get(event["pci"] or "")
-    return {"boot_id": boot_id, "boots": boots, "events": events, "gpu_list": list(gpus.values())}
+    return {"boot_id": boot_id, "boots": boots, "events": events, "gpu_list": list(gpus.values()), "faulty": faulty}
 
 
 def bundle_sha256(bundle: Path) -> str:
@@ -97,7 +98,8 @@ def bundle_record(bundle: Path) -> dict[str, Any]:
                 "verdict_id": verdict.get("id"),
                 "severity": verdict.get("severity"),
                 "action": verdict.get("action"),
-                "gpus": verdict.get("gpus") or [],
+                # the GPUs the verdict names, else (when it needs action) those with a fault in this boot's log
+                "gpus": verdict.get("gpus") or (rows.get("faulty", []) if verdict.get("action") != "none" else []),
                 **rows,
             }
         )
