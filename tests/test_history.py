@@ -241,3 +241,14 @@ def test_textfile_counts_incidents_per_gpu_and_action(tmp_path: Path) -> None:
     assert line in text
     history.activate("off")
     assert "nightowl_gpu_incidents" not in prometheus_textfile(summary)
+
+
+def test_postmortem_cites_earlier_bundles_before_this_incident(tmp_path: Path) -> None:
+    db = tmp_path / "h.sqlite3"
+    first = triage(HOSTS / "xid79-fallen-off-bus", tmp_path / "b", "--history", str(db))
+    second = triage(HOSTS / "xid79-fallen-off-bus", tmp_path / "b", "--history", str(db))
+    text = (Path(second["bundle"]) / "postmortem.md").read_text()
+    before = text.split("## Before this incident", 1)[1].split("\n## ", 1)[0]
+    sha = store.read(db, "SELECT bundle_sha256 FROM runs WHERE bundle_id = ?", (first["run_id"],))[0]["bundle_sha256"]
+    assert first["run_id"] in before and sha in before and second["run_id"] not in before
+    assert "## Before this incident" not in (Path(first["bundle"]) / "postmortem.md").read_text()
