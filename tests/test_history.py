@@ -237,7 +237,10 @@ def test_textfile_counts_incidents_per_gpu_and_action(tmp_path: Path) -> None:
     summary = {"runbook": "xid", "hosts": [{"host": "xid79-fallen-off-bus", "status": "ok", "verdict": None}]}
     text = prometheus_textfile(summary)
     assert "# TYPE nightowl_gpu_incidents_total counter" in text
-    line = 'nightowl_gpu_incidents_total{action="reboot-node",gpu="0000:a1:00",host="xid79-fallen-off-bus"} 2.0'
+    # two runs, one Xid 79: one incident
+    line = (
+        'nightowl_gpu_incidents_total{action="reboot-node",code="79",gpu="0000:a1:00",host="xid79-fallen-off-bus"} 1.0'
+    )
     assert line in text
     history.activate("off")
     assert "nightowl_gpu_incidents" not in prometheus_textfile(summary)

@@ -205,3 +205,25 @@ HISTORY_OPTION = click.option(
     help="the history store (SQLite) runs record into and read from; `off` for none "
     "[default: $NIGHTOWL_HISTORY, else ~/.local/state/nightowl/history.sqlite3]",
 )
+
+
+def _history_from(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    from nightowl import history
+
+    if value is not None and not value.startswith(("http://", "https://")):
+        raise click.BadParameter("needs an http:// or https:// URL of Prometheus", ctx, param)
+    history.use_prometheus(value)
+    return value
+
+
+# Per-node checks with no shared disk: the node's earlier incidents as Prometheus kept them.
+HISTORY_FROM_OPTION = click.option(
+    "--history-from",
+    "history_from",
+    metavar="URL",
+    default=None,
+    expose_value=False,
+    callback=_history_from,
+    help="also read this node's incidents before this boot from Prometheus at URL "
+    "(nightowl_gpu_incidents_total, the last 30 days; docs/reference.md#history)",
+)

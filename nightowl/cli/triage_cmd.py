@@ -11,6 +11,7 @@ import click
 
 from nightowl.cli.common import (
     FORMAT_OPTION,
+    HISTORY_FROM_OPTION,
     HISTORY_OPTION,
     INVASIVE_OPTION,
     OUT_OPTION,
@@ -66,6 +67,7 @@ from nightowl.cli.running import opener, replay_transports, run_and_report
 @VERBOSE_OPTION
 @OUT_OPTION
 @HISTORY_OPTION
+@HISTORY_FROM_OPTION
 def triage(
     runbook: str | None,
     hosts: tuple[str, ...],

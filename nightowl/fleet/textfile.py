@@ -92,9 +92,9 @@ class SweepCollector:
 
 
 def gpu_incidents(hosts: set[str]) -> Iterator[Any]:
-    """``nightowl_gpu_incidents_total{host,gpu,action}``: the runs the history store recorded that needed
-    action, per GPU the verdict named (``gpu=""`` when it named none). Nothing when the store is off or
-    unreadable (the store's own warning was given when the run wrote to it)."""
+    """``nightowl_gpu_incidents_total{host,gpu,code,action}``: the distinct GPU incidents (Xid, SXid, off the
+    bus; code 79 for the last) the history store holds, with the action of the run that first saw each. The
+    same Xid seen by every hourly check of a boot counts once. Nothing when the store is off or unreadable."""
     from prometheus_client.core import CounterMetricFamily
 
     from nightowl.history import StoreError, active_path, query
@@ -108,11 +108,11 @@ def gpu_incidents(hosts: set[str]) -> Iterator[Any]:
         return
     family = CounterMetricFamily(
         "nightowl_gpu_incidents",
-        "Recorded runs whose verdict needed action, per GPU and action (the history store).",
-        labels=["host", "gpu", "action"],
+        "Distinct GPU incidents (Xid, SXid, fallen off the bus) the history store holds, per GPU, code and action.",
+        labels=["host", "gpu", "code", "action"],
     )
     for row in rows:
-        family.add_metric([row["host"], row["gpu"], row["action"]], float(row["incidents"]))
+        family.add_metric([row["host"], row["gpu"], str(row["code"]), row["action"]], float(row["incidents"]))
     yield family
 
 

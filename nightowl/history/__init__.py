@@ -55,10 +55,19 @@ def deactivate() -> None:
 
     _active.clear()
     gpu_history.STORE_READER.clear()
+    gpu_history.PRIOR_READER.clear()
 
 
 def active_path() -> Path | None:
     return _active[0] if _active else None
+
+
+def use_prometheus(url: str | None) -> None:
+    """``--history-from URL``: runs also read the node's earlier incidents from Prometheus (None: not)."""
+    from nightowl.collectors.gpu import gpu_history
+    from nightowl.history import prometheus
+
+    gpu_history.PRIOR_READER[:] = [lambda host, before: prometheus.prior_incidents(url, host, before)] if url else []
 
 
 def _stderr(message: str) -> None:
@@ -114,4 +123,5 @@ __all__ = [
     "host_history",
     "record_bundle",
     "resolve",
+    "use_prometheus",
 ]

@@ -92,13 +92,16 @@ def top(path: Path, since: float | None = None, limit: int = 20) -> list[dict[st
 
 
 def incidents_per_gpu(path: Path) -> list[dict[str, Any]]:
-    """Recorded runs that needed action, per host, GPU and action: the textfile's counter."""
-    counts: dict[tuple[str, str, str], int] = {}
-    for run in store.read(path, "SELECT host, action, gpus FROM runs WHERE action IS NOT NULL AND action != 'none'"):
-        for gpu in json.loads(run["gpus"] or "[]") or [""]:
-            key = (run["host"], gpu, run["action"])
-            counts[key] = counts.get(key, 0) + 1
-    return [{"host": h, "gpu": g, "action": a, "incidents": n} for (h, g, a), n in sorted(counts.items())]
+    """Distinct GPU incidents (Xid, SXid, fallen off the bus) per host, GPU, code and the action of the run that
+    first recorded them: the textfile's counter. One event seen by many hourly checks counts once."""
+    return store.read(
+        path,
+        """SELECT e.host AS host, coalesce(e.pci, '') AS gpu, coalesce(e.code, 79) AS code,
+                  coalesce(r.action, 'unknown') AS action, count(*) AS incidents
+           FROM events e LEFT JOIN runs r ON r.bundle_id = e.bundle_id AND r.host = e.host
+           WHERE e.kind IN ('xid', 'sxid', 'fallen_off_bus')
+           GROUP BY 1, 2, 3, 4 ORDER BY 1, 2, 3, 4""",
+    )
 
 
 def _iso(ts: float | None) -> str | None:

@@ -36,6 +36,55 @@ SAME_INCIDENT_SECONDS = 60.0
 
 # host -> {"events": [...], "runs": [...], "boots": [...]}; raises when the store cannot be read.
 STORE_READER: list[Callable[[str], Mapping[str, Any]]] = []
+# (host, this boot's start) -> [{gpu, code, incidents}] before it (Prometheus, `--history-from`); may raise.
+PRIOR_READER: list[Callable[[str, float], list[Mapping[str, Any]]]] = []
+
+
+def boot_started(boots_facts: Mapping[str, Any]) -> float | None:
+    """When this boot began (Unix time), from ``journalctl --list-boots``; None when not listed.
+    journalctl prints local time; a zone other than UTC/GMT is read as UTC (off by the zone's offset)."""
+    from datetime import datetime, timezone
+
+    for boot in boots_facts.get("boots") or []:
+        if boot.get("offset") == 0 and boot.get("first_entry"):
+            text = " ".join(str(boot["first_entry"]).split()[1:3])
+            try:
+                return datetime.strptime(text, "%Y-%m-%d %H:%M:%S").replace(tzinfo=timezone.utc).timestamp()
+            except ValueError:
+                return None
+    return None
+
+
+def _prior(host: str | None, boots_facts: Mapping[str, Any], warnings: list[str]) -> list[dict[str, Any]]:
+    """Earlier boots' incidents as Prometheus remembers them, as rows dated just before this boot."""
+    if not PRIOR_READER or host is None:
+        return []
+    started = boot_started(boots_facts)
+    if started is None:
+        warnings.append("history-from: this boot's start is unknown (no journalctl --list-boots): not asked")
+        return []
+    try:
+        found = PRIOR_READER[0](host, started)
+    except Exception as exc:  # noqa: BLE001 - an unreachable Prometheus is "no history", never a crash
+        warnings.append(f"history-from: Prometheus not read, judged without it (no history): {exc}")
+        return []
+    return [
+        {
+            "key": f"prometheus:{f['gpu']}:{f['code']}",
+            "kind": "xid",
+            "code": f["code"],
+            "pci": f["gpu"],
+            "uuid": None,
+            "boot_id": "before-this-boot",
+            "first_ts": started - 1,
+            "last_ts": started - 1,
+            "count": 1,
+            "first_time": None,
+            "last_time": None,
+            "source": "Prometheus, before this boot",
+        }  # fmt: skip
+        for f in found
+    ]
 
 
 def _host(inputs: Mapping[str, Any]) -> str | None:
@@ -67,10 +116,12 @@ def _is_off_bus(row: Mapping[str, Any]) -> bool:
 
 
 def _before(earlier: Mapping[str, Any], now: Mapping[str, Any]) -> bool:
-    """An earlier incident, not the same one: earlier in time, or in another (known) boot."""
+    """An earlier incident, not the same one: in another (known) boot, or earlier in time."""
+    if earlier.get("boot_id") and now.get("boot_id") and earlier["boot_id"] != now["boot_id"]:
+        return True
     if earlier.get("first_ts") is not None and now.get("first_ts") is not None:
         return bool(earlier["first_ts"] < now["first_ts"] - SAME_INCIDENT_SECONDS)
-    return bool(earlier.get("boot_id") and now.get("boot_id") and earlier["boot_id"] != now["boot_id"])
+    return False
 
 
 def _in_window(rows: list[Mapping[str, Any]], anchor: float, window: float) -> int:
@@ -123,6 +174,8 @@ def derive(inputs: Mapping[str, Mapping[str, Any]], params: Mapping[str, Any] | 
     stored, store_state = _read_store(host, warnings)
     for row in (stored or {}).get("events") or []:
         earlier.setdefault(row["key"], {**row, "source": f"bundle {row.get('bundle_id')}"})
+    for row in _prior(host, boots_facts, warnings):
+        earlier.setdefault(row["key"], row)
     past = [row for key, row in earlier.items() if key not in keys]
 
     policy_path = params.get("xid_policy")
