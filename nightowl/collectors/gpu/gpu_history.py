@@ -37,7 +37,7 @@ SAME_INCIDENT_SECONDS = 60.0
 # host -> {"events": [...], "runs": [...], "boots": [...]}; raises when the store cannot be read.
 STORE_READER: list[Callable[[str], Mapping[str, Any]]] = []
 # (host, this boot's start) -> [{gpu, code, incidents}] before it (Prometheus, `--history-from`); may raise.
-PRIOR_READER: list[Callable[[str, float], list[Mapping[str, Any]]]] = []
+PRIOR_READER: list[Callable[[str, float], Sequence[Mapping[str, Any]]]] = []
 
 
 def boot_started(boots_facts: Mapping[str, Any]) -> float | None:
