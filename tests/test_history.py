@@ -255,3 +255,30 @@ def test_postmortem_cites_earlier_bundles_before_this_incident(tmp_path: Path) -
     sha = store.read(db, "SELECT bundle_sha256 FROM runs WHERE bundle_id = ?", (first["run_id"],))[0]["bundle_sha256"]
     assert first["run_id"] in before and sha in before and second["run_id"] not in before
     assert "## Before this incident" not in (Path(first["bundle"]) / "postmortem.md").read_text()
+
+
+BOOTS = (
+    "IDX BOOT ID                          FIRST ENTRY                 LAST ENTRY\n"
+    " -2 5b0c6f3e9d2a4e1f8a7b6c5d4e3f2a1b Mon 2024-07-15 09:00:02 UTC Mon 2024-07-22 10:20:44 UTC\n"
+    " -1 8d3c7b1e2f4a4b6c9d0e1f2a3b4c5d6e Mon 2024-07-22 10:31:15 UTC Sun 2024-07-28 09:10:51 UTC\n"
+    "  0 1f0e9d8c7b6a45f4e3d2c1b0a9f8e7d6 Sun 2024-07-28 09:15:20 UTC Wed 2024-07-31 23:40:02 UTC\n"
+)
+
+
+def test_an_xid_that_survives_two_reboots_is_a_hardware_ticket(tmp_path: Path) -> None:
+    """The same Xid 43 on the same GPU in this boot and the two before: twice through a reboot."""
+    host = xid43_host(tmp_path, ["23:14:18"])
+    earlier = [
+        "-- nightowl previous boot -1 --",
+        "2024-07-25T11:00:00+0000 node kernel: " + XID43.format(pid=1),
+        "-- nightowl previous boot -2 --",
+        "2024-07-18T11:00:00+0000 node kernel: " + XID43.format(pid=2),
+    ]
+    (host / "kernel-log-boots.out").write_text(BOOTS + "\n".join(earlier) + "\n")
+    verdict = triage(host, tmp_path / "b", "--history", "off")["hosts"][0]["verdict"]
+    assert (verdict["id"], verdict["action"]) == ("gpu-repeat-offender", "hardware-ticket")
+    assert "survived 2 reboots" in verdict["summary"]
+    site = triage(host, tmp_path / "b", "--history", "off", "--param", "xid_reboots_hardware=3")
+    assert site["hosts"][0]["verdict"]["action"] != "hardware-ticket"  # the site allows three
+    (host / "kernel-log-boots.out").write_text(BOOTS + "\n".join(earlier[:2]) + "\n")  # one reboot only
+    assert triage(host, tmp_path / "b", "--history", "off")["hosts"][0]["verdict"]["action"] != "hardware-ticket"
