@@ -160,7 +160,7 @@ def test_history_command_table_json_and_top(tmp_path: Path) -> None:
     triage(HOSTS / "xid79-previous-boot-same-gpu", tmp_path / "b", "--history", str(db))
     table = invoke("history", "--history", str(db))
     assert table.exit_code == 0 and "xid 79" in table.stdout and "verdict gpu-repeat-offender" in table.stdout
-    data = json.loads(invoke("history", "--history", str(db), "--gpu", "0000:a1:00", "--format", "json").stdout)
+    data = json.loads(invoke("history", "--history", str(db), "--gpu", "00000000:A1:00.0", "--format", "json").stdout)
     xids = [e for e in data["timeline"] if e["what"] == "xid"]
     assert len(xids) == 2 and len({e["boot_id"] for e in xids}) == 2  # this boot and the one two reboots ago
     top = json.loads(invoke("history", "--history", str(db), "--top", "--format", "json").stdout)["top"]

@@ -22,8 +22,11 @@ def timeline(
         where.append("host = ?")
         args.append(host)
     if gpu:
+        from nightowl.collectors.pci import normalize_pci
+
+        gpu = normalize_pci(gpu) or gpu  # 00000000:A1:00.0 and PCI:0000:a1:00 are 0000:a1:00, as the store keeps it
         where.append("(pci = ? OR uuid = ?)")
-        args += [gpu.lower(), gpu]
+        args += [gpu, gpu]
     if cutoff is not None:
         where.append("coalesce(last_ts, first_ts) >= ?")
         args.append(cutoff)
@@ -55,7 +58,7 @@ def timeline(
         run_args.append(cutoff)
     for run in store.read(path, f"SELECT * FROM runs WHERE {' AND '.join(run_where)}", run_args):
         gpus = json.loads(run["gpus"] or "[]")
-        if gpu and gpu.lower() not in gpus:
+        if gpu and gpu not in gpus:
             continue
         entries.append(
             {
