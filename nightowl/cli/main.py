@@ -17,6 +17,7 @@ from nightowl.cli.check_cmd import check
 from nightowl.cli.demo_cmd import demo
 from nightowl.cli.exit import EXIT_HELP, GuardedGroup
 from nightowl.cli.floor_cmd import floor
+from nightowl.cli.history_cmd import history
 from nightowl.cli.kv_size_cmd import kv_size
 from nightowl.cli.mcp_cmd import mcp
 from nightowl.cli.parse_cmd import parse_cmd
@@ -68,6 +69,7 @@ for command in (
     serve,
     bundles,
     mcp,
+    history,
 ):
     main.add_command(command)
 
