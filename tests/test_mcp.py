@@ -146,11 +146,11 @@ def test_refusals_are_tool_errors_naming_what_was_wrong(tmp_path: Path) -> None:
             results = [await call(session, "triage", arguments) for arguments, _ in cases]
             results.append(await call(session, "plan", {"runbook": "oom", "params": {"nope": 1}}))
             results.append(await call(session, "parse", {"kind": "no-such-kind", "text": ""}))
-            results.append(await call(session, "history", {"host": "gpu-17"}))
+            results.append(await call(session, "history", {"host": "gpu-17", "since": "soon"}))
             return results
 
     results = run(main)
-    expected = [needle for _, needle in cases] + ["no parameter nope", "no-such-kind", "no history store"]
+    expected = [needle for _, needle in cases] + ["no parameter nope", "no-such-kind", "since 'soon'"]
     for result, needle in zip(results, expected, strict=True):
         assert result.is_error, needle
         assert needle in result.content[0].text, (needle, result.content[0].text)
@@ -195,7 +195,8 @@ def test_parse_explain_and_plan_answer_as_the_cli(tmp_path: Path) -> None:
 
 # --- read-only, tried hard ------------------------------------------------------------------------
 
-FAKE = '#!/bin/sh\n{ printf "%s\\037" "${0##*/}" "$@"; printf "\\n"; } >> "$NIGHTOWL_ARGV_LOG"\nexit 1\n'
+# One write per line: collectors run at once, and printf's pieces of two stand-ins must not interleave.
+FAKE = '#!/bin/sh\nline=$(printf "%s\\037" "${0##*/}" "$@")\nprintf "%s\\n" "$line" >> "$NIGHTOWL_ARGV_LOG"\nexit 1\n'
 HOSTILE_TEXT = ("-rf", "@/etc/shadow", "$(reboot)", "; reboot", "--data-binary=@/etc/passwd", "/dev/sda")
 
 
@@ -212,6 +213,8 @@ def hostile_params(parameters: dict[str, Any], text: str) -> dict[str, Any]:
             continue  # refused on live hosts: tested below
         elif name.endswith("_policy") and text == SHELL_BAIT:
             continue  # a file nightowl itself reads (refused when missing), never a command's argument
+        elif name == "history_window" and text == SHELL_BAIT:
+            continue  # an age nightowl itself reads (refused when not one), never a command's argument
         elif spec["type"] in ("string", "path"):
             values[name] = text
         elif spec["type"] == "json":

@@ -177,3 +177,25 @@ def test_read_roots_keep_the_paths_a_model_gives_inside_them(bundle: Path, tmp_p
     writes_elsewhere = Toolbox(never_runs, load_config(config), out_dir=tmp_path / "own")
     copy(bundle, tmp_path / "own")
     assert writes_elsewhere.call("read_bundle", {"bundle": str(tmp_path / "own" / bundle.name)})["verified"]
+
+
+def test_history_answers_from_the_store_naming_each_bundle(tmp_path: Path) -> None:
+    """A triage recorded into the store, then the tool: the Xid 79 event with the bundle id and sha256."""
+    from click.testing import CliRunner
+
+    from nightowl import history
+    from nightowl.cli.main import main
+
+    store = tmp_path / "history.sqlite3"
+    recorded = ROOT / "fixtures" / "hosts" / "xid79-fallen-off-bus"
+    args = ["triage", "xid", "--replay", str(recorded), "--out", str(tmp_path / "b"), "--history", str(store)]
+    result = CliRunner().invoke(main, [*args, "--format", "json"])
+    assert result.exit_code == 1, result.output
+    history.activate(store)
+    answer = Toolbox(never_runs).call("history", {"host": "xid79-fallen-off-bus"})
+    events = [row for row in answer["timeline"] if row.get("code") == 79]
+    assert events, answer
+    assert all(row["bundle_sha256"] and row["bundle_id"] for row in events)
+    assert Toolbox(never_runs).call("history", {"host": "another-host"})["timeline"] == []
+    with pytest.raises(ToolError, match="expected an age"):
+        Toolbox(never_runs).call("history", {"host": "gpu-17", "since": "soon"})

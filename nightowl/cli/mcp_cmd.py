@@ -12,7 +12,7 @@ from typing import Any
 
 import click
 
-from nightowl.cli.common import DEFAULT_OUT_HELP, fail, out_option
+from nightowl.cli.common import DEFAULT_OUT_HELP, HISTORY_OPTION, fail, out_option
 
 
 @click.command("mcp")
@@ -24,6 +24,7 @@ from nightowl.cli.common import DEFAULT_OUT_HELP, fail, out_option
     "identity, out); default: none, recorded hosts and bundles only",
 )
 @out_option(f"where triage writes bundles [default: the config's `out`, else {DEFAULT_OUT_HELP}]")
+@HISTORY_OPTION
 def mcp(config_path: Path | None, out_dir: Path | None) -> None:
     """Serve the Model Context Protocol on stdio: nightowl's read-only tools for LLM agents.
 

@@ -41,12 +41,22 @@ RunHook = Callable[[RunRequest], dict[str, Any]]
 
 
 def host_history(host: str, gpu: str | None, since: str | None) -> Any:
-    """The events the history store holds for ``host``: the one call into ``nightowl.history``."""
+    """The timeline the history store holds for ``host`` (docs/reference.md#history): the one call into it."""
     try:
-        from nightowl import history  # type: ignore[attr-defined]
+        from nightowl.history import StoreError, active_path, query
     except ImportError:
         raise ToolError("no history store in this build") from None
-    query = getattr(history, "query", None)
-    if query is None:
-        raise ToolError("no history store in this build (nightowl.history has no query())")
-    return query(host=host, gpu=gpu, since=since)
+    from nightowl.ages import parse_age
+
+    seconds = None
+    if since is not None:
+        seconds = parse_age(since)
+        if seconds is None:
+            raise ToolError(f"since {since!r}: expected an age such as 90m, 24h or 30d")
+    path = active_path()
+    if path is None:
+        raise ToolError("history is off for this server (--history off)")
+    try:
+        return {"store": str(path), "timeline": query.timeline(path, host, gpu, seconds)}
+    except StoreError as exc:
+        raise ToolError(f"history store unreadable (no history): {exc}") from None

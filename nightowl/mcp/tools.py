@@ -328,8 +328,8 @@ class Toolbox:
         return read_bundle(str(self._readable(arguments["bundle"])))
 
     def _history(self, arguments: dict[str, Any], progress: Progress) -> dict[str, Any]:
-        events = host_history(arguments["host"], arguments.get("gpu"), arguments.get("since"))
-        return {"host": arguments["host"], "events": events, **NO_BUNDLE}
+        answer = host_history(arguments["host"], arguments.get("gpu"), arguments.get("since"))
+        return {"host": arguments["host"], **answer, **NO_BUNDLE}  # each timeline row names its bundle
 
 
 def upload_params() -> frozenset[str]:
