@@ -25,6 +25,7 @@ from nightowl.cli.runbook_cmd import runbook_group
 from nightowl.cli.serve_cmd import serve
 from nightowl.cli.sweep_cmd import sweep
 from nightowl.cli.triage_cmd import triage
+from nightowl.cli.watch_cmd import watch
 from nightowl.cli.xid_cmd import xid
 
 
@@ -66,5 +67,6 @@ for command in (
     postmortem,
     serve,
     bundles,
+    watch,
 ):
     main.add_command(command)

@@ -1387,3 +1387,11 @@ COLLECTOR = Collector(
     shows_nothing=shows_nothing,
     description="kernel log of the current boot: NVIDIA Xid/SXid events, GPUs off the bus, PCIe AER, OOM kills",
 )
+
+
+def message_start(text: str) -> int:
+    """Where the first message this parser reads (``NVRM: ``, ``SXid (``, ``AER: ``, ``EDAC `` ...) starts in
+    ``text`` (a line, or many), or -1: text without one holds no event. Followers (``nightowl watch``) skip
+    quiet text with it, and key what they learnt of a line by what follows its time stamp."""
+    match = _ANCHOR.search(text)
+    return -1 if match is None else match.start()

@@ -1,0 +1,58 @@
+"""The burst's lines as part of the run's kernel-log evidence.
+
+The runbook's ``kernel-log`` collector reads the journal or dmesg as always; this transport adds to what
+each of its commands printed the burst lines that output does not already hold (a followed file, or a
+record the journal has not stored yet), so the verdict rests on the lines that fired, and the bundle's
+``kernel-log.out`` holds them and replays as it ran. The ``.err`` beside it says how many were added.
+A command that failed keeps its exit status; its output is then the burst's lines alone.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+
+from nightowl.transports.base import CommandResult, Transport
+
+KERNEL_LOG = "kernel-log"
+
+
+def missing_lines(output: str, lines: Sequence[str]) -> list[str]:
+    """The lines of ``lines`` whose message is not in ``output`` (a time stamp may be written otherwise)."""
+    have = set(output.splitlines())
+    return [line for line in lines if line not in have and line.strip()]
+
+
+class BurstTransport:
+    """Wraps a host's transport for one run; only ``kernel-log`` results change."""
+
+    def __init__(self, inner: Transport, lines: Sequence[str], source: str) -> None:
+        self.inner = inner
+        self.lines = [line.encode("utf-8", "replace").decode("utf-8") for line in lines]
+        self.source = source
+
+    @property
+    def host(self) -> str:
+        return self.inner.host
+
+    @host.setter
+    def host(self, name: str) -> None:
+        self.inner.host = name
+
+    def connect(self) -> None:
+        self.inner.connect()
+
+    def close(self) -> None:
+        self.inner.close()
+
+    def run(self, argv: Sequence[str], timeout: float, kind: str | None = None) -> CommandResult:
+        result = self.inner.run(argv, timeout, kind)
+        if kind != KERNEL_LOG or not self.lines:
+            return result
+        stdout = result.stdout if result.ok else ""
+        added = missing_lines(stdout, self.lines)
+        if not added:
+            return result
+        joined = stdout + ("" if not stdout or stdout.endswith("\n") else "\n") + "\n".join(added) + "\n"
+        note = f"nightowl watch: {len(added)} lines of the burst read from {self.source} added to this output\n"
+        return dataclasses.replace(result, stdout=joined, stderr=result.stderr + note)
