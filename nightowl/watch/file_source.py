@@ -17,6 +17,7 @@ from nightowl.collectors.gpu import kernel_log
 from nightowl.watch.source import MAX_LINE_CHARS, Batch, Position, clip
 
 CHUNK = 256 * 1024
+_HINTS = tuple(hint.encode() for hint in kernel_log.MESSAGE_HINTS)  # tested on the bytes, before decoding
 
 
 class FileSource:
@@ -104,9 +105,9 @@ class FileSource:
         before = self.position()
         whole, self.partial = data[: end + 1], data[end + 1 :]
         self.offset += len(whole)
-        text = whole.decode("utf-8", errors="replace")
-        if kernel_log.message_start(text) < 0:
+        if not any(hint in whole for hint in _HINTS):
             return Batch([], before, may_matter=False)  # counted by position only
+        text = whole.decode("utf-8", errors="replace")
         return Batch([clip(line) for line in text.splitlines()], before)
 
     def position(self) -> Position:

@@ -107,7 +107,7 @@ class JournalSource:
             lines.extend(self._entries(chunk))
         if not lines:
             return None
-        return Batch(lines, before, may_matter=kernel_log.message_start("\n".join(lines)) >= 0)
+        return Batch(lines, before, may_matter=kernel_log.may_hold_message("\n".join(lines)))
 
     def _entries(self, chunk: bytes) -> list[str]:
         data = self.buffer + chunk

@@ -65,7 +65,7 @@ class KmsgSource:
         waited = False
         while len(lines) < BATCH_RECORDS:
             try:
-                record = os.read(self.fd, RECORD_BYTES)
+                record = self._read_record()
             except BlockingIOError:
                 if lines or waited:
                     break
@@ -87,7 +87,10 @@ class KmsgSource:
         if not lines:
             return None
         text = "\n".join(lines)
-        return Batch(lines, before, may_matter=kernel_log.message_start(text) >= 0)
+        return Batch(lines, before, may_matter=kernel_log.may_hold_message(text))
+
+    def _read_record(self) -> bytes:
+        return os.read(self.fd, RECORD_BYTES)
 
     def _line(self, record: bytes) -> str | None:
         head, _, _ = record.partition(b"\n")  # the dictionary lines after it are not the message

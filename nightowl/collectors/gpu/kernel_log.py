@@ -1389,6 +1389,16 @@ COLLECTOR = Collector(
 )
 
 
+# Every message ``_ANCHOR`` finds holds one of these (the substring tests of parse_lines' hot loop), and
+# ``in`` finds them at memory speed: text with none of them holds no event.
+MESSAGE_HINTS = ("NVRM: ", "Xid", "AER: ", "PCIe ", "of memory", "EDAC ", "Hardware Error]", "INFO: task ", "nouveau ")
+
+
+def may_hold_message(text: str) -> bool:
+    """False when ``text`` (a line, or many) holds no message this parser reads; cheap (``in`` tests)."""
+    return any(hint in text for hint in MESSAGE_HINTS)
+
+
 def message_start(text: str) -> int:
     """Where the first message this parser reads (``NVRM: ``, ``SXid (``, ``AER: ``, ``EDAC `` ...) starts in
     ``text`` (a line, or many), or -1: text without one holds no event. Followers (``nightowl watch``) skip
