@@ -21,7 +21,7 @@ from nightowl.cli.common import (
     limit_options,
     out_option,
 )
-from nightowl.cli.exit import EXIT_HELP, ExitStatus
+from nightowl.cli.exit import ExitStatus
 from nightowl.cli.sweep_cmd import TEXTFILE_OPTION
 
 TRIGGER_HELP = (
@@ -30,8 +30,19 @@ TRIGGER_HELP = (
     "aer-nonfatal, oom-kill, hung-task, driver-mismatch"
 )
 
+# A daemon's statuses, not a run's: each burst's verdict goes to the log, the bundle and the textfile.
+WATCH_EXIT_HELP = """\b
+Exit status:
+  0    --probe: the follower is alive (health file fresh)
+  1    --probe: no health file, a stale one, or the watch stopped
+  2    usage or input error (bad option, invalid runbook or parameter, no readable kernel log)
+  130  interrupted (SIGINT): as 143
+  143  terminated (SIGTERM): the run in progress finished, or after --grace was ended and its burst
+       is judged again at the next start
+"""
 
-@click.command(epilog=EXIT_HELP)
+
+@click.command(epilog=WATCH_EXIT_HELP)
 @click.option(
     "--file",
     "file_path",

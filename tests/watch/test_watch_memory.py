@@ -30,7 +30,7 @@ def quiet_block(size: int = 1 << 20) -> bytes:
     total = 0
     number = 0
     while total < size:
-        line = f"2026-12-01T20:00:{number % 60:02d}+0000 gpu-17 systemd[1]: Started session-{number}.scope of user {number % 97}.\n"
+        line = f"2026-12-01T20:00:{number % 60:02d}+0000 gpu-17 systemd[1]: Started session-{number}.scope.\n"
         lines.append(line)
         total += len(line)
         number += 1
