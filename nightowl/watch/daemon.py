@@ -188,8 +188,9 @@ class Watcher:
                     self._lock.wait()
                 if self.stop.is_set():
                     return  # a queued burst stays unjudged: read again after the restart
-                burst, self._queued = self._queued, None
-                self._running = burst
+                burst = self._queued
+                assert burst is not None  # the wait above ends on a queued burst or a stop
+                self._queued, self._running = None, burst
             record = self._judge(burst)
             with self._lock:
                 if not self._aborted:
