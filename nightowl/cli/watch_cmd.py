@@ -36,6 +36,7 @@ Exit status:
   0    --probe: the follower is alive (health file fresh)
   1    --probe: no health file, a stale one, or the watch stopped
   2    usage or input error (bad option, invalid runbook or parameter, no readable kernel log)
+  70   internal error (a bug): the runner stopped, so the watch stopped rather than follow unjudged
   130  interrupted (SIGINT): as 143
   143  terminated (SIGTERM): the run in progress finished, or after --grace was ended and its burst
        is judged again at the next start
@@ -258,6 +259,8 @@ def _follow(
         signal.signal(number, on_signal)
     log(f"following {followed.name}; triggers: {', '.join(chosen)}", source=followed.name)
     watcher.follow()
+    if watcher.failed:
+        return ExitStatus.SOFTWARE
     if not received:
         return ExitStatus.OK
     log("stopped by SIGTERM" if signal.SIGTERM in received else "interrupted", source=followed.name)

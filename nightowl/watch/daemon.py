@@ -81,6 +81,7 @@ class Watcher:
         self._health_at = 0.0
         self._saved_at = 0.0
         self._state = "following"
+        self.failed = False  # the watch stopped because of a bug, not a signal
 
     # -- the follower -------------------------------------------------------------------------------
     def follow(self) -> None:
@@ -89,6 +90,10 @@ class Watcher:
         self._write_health(force=True)
         try:
             while not self.stop.is_set():
+                if not self._runner.is_alive():  # cannot happen by design; never follow without judging
+                    self.log("the runner thread ended: stopping", level="error")
+                    self.failed = True
+                    break
                 batch = self.source.read(self.options.poll)
                 now = time.monotonic()
                 if batch is not None:
@@ -202,7 +207,7 @@ class Watcher:
         started = time.time()
         try:
             record = dict(self.run_burst(burst))
-        except Exception as exc:  # noqa: BLE001 - a bug in one run must not stop the watch
+        except (Exception, SystemExit) as exc:  # noqa: BLE001 - a bug in one run must not stop the watch
             self.counts.runs_failed += 1
             self.log(f"the run failed: {type(exc).__name__}: {exc}", level="error")
             return {"error": f"{type(exc).__name__}: {exc}", "started": started}
