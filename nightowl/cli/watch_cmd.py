@@ -158,6 +158,7 @@ def watch(
     log = _logger(stderr_logger(log_format, "nightowl.watch"), host, loaded.id)
     limits = {"command_timeout": command_timeout, "host_timeout": host_timeout}
     followed, cursor = _open_source(file_path, source, from_start, state)
+    _warm_up()
 
     def run_burst(burst: Any) -> dict[str, Any]:
         return _judge_burst(loaded, host, opener, values, limits, out_dir, textfile, burst, followed.name, log)
@@ -297,6 +298,18 @@ def _open_source(file_path: Path | None, source: str, from_start: bool, state: P
         fail("neither /dev/kmsg nor journalctl can be read: give --file PATH")
     cursor = Cursor(state / "journal.json", "journal")
     return JournalSource(cursor.load()), cursor
+
+
+def _warm_up() -> None:
+    """Import what a run needs now, not in the first burst's latency (seconds on a loaded node)."""
+    import nightowl.collectors  # noqa: F401
+    import nightowl.engine.session  # noqa: F401
+    import nightowl.fleet.textfile  # noqa: F401
+    import nightowl.redact  # noqa: F401
+    import nightowl.status_update  # noqa: F401
+    from nightowl.postmortem.render import warm_templates
+
+    warm_templates()
 
 
 def _check_params(loaded: Any, values: dict[str, Any]) -> None:

@@ -94,7 +94,7 @@ class Watcher:
                     self.log("the runner thread ended: stopping", level="error")
                     self.failed = True
                     break
-                batch = self.source.read(self.options.poll)
+                batch = self.source.read(self._read_timeout())
                 now = time.monotonic()
                 if batch is not None:
                     self.tracker.feed(batch, now)
@@ -106,6 +106,14 @@ class Watcher:
                 self._write_health(now)
         finally:
             self._shutdown()
+
+    def _read_timeout(self) -> float:
+        """Block at most ``poll``, and never past the moment the open burst closes (its latency)."""
+        burst = self.tracker.open
+        if burst is None:
+            return self.options.poll
+        closes = min(burst.last_trigger + self.tracker.debounce, burst.opened + self.tracker.max_age)
+        return max(0.0, min(self.options.poll, closes - time.monotonic()))
 
     def _submit(self, burst: Burst) -> None:
         self.counts.bursts += 1
