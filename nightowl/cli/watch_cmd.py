@@ -95,6 +95,11 @@ Exit status:
     help="seconds a run in progress may take to finish after SIGTERM",
 )
 @click.option(
+    "--notify-config",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="a YAML file whose `notify:` section (as in serve's config: chat, webhook) is told each verdict",
+)
+@click.option(
     "--probe",
     is_flag=True,
     help="do not watch: exit 0 if the health file was written within --max-age seconds (a liveness probe)",
@@ -116,6 +121,7 @@ def watch(
     state_dir: Path | None,
     health_file: Path | None,
     grace: float,
+    notify_config: Path | None,
     probe: bool,
     max_age: float,
     command_timeout: float | None,
@@ -157,13 +163,21 @@ def watch(
     host, opener = next(iter(local_transports().items()))
     log = _logger(stderr_logger(log_format, "nightowl.watch"), host, loaded.id)
     limits = {"command_timeout": command_timeout, "host_timeout": host_timeout}
+    notifier = _notifier(notify_config)
     followed, cursor = _open_source(file_path, source, from_start, state)
     _warm_up()
 
     def run_burst(burst: Any) -> dict[str, Any]:
-        return _judge_burst(loaded, host, opener, values, limits, out_dir, textfile, burst, followed.name, log)
+        record = _judge_burst(loaded, host, opener, values, limits, out_dir, textfile, burst, followed.name, log)
+        if notifier is not None:
+            _tell(notifier, record, host, loaded.id, burst, log)
+        return record
 
-    status = _follow(followed, cursor, chosen, run_burst, health, debounce, max_burst, grace, log)
+    try:
+        status = _follow(followed, cursor, chosen, run_burst, health, debounce, max_burst, grace, log)
+    finally:
+        if notifier is not None:
+            notifier.stop()
     sys.exit(int(status))
 
 
@@ -266,6 +280,50 @@ def _follow(
         return ExitStatus.OK
     log("stopped by SIGTERM" if signal.SIGTERM in received else "interrupted", source=followed.name)
     return ExitStatus.TERMINATED if signal.SIGTERM in received else ExitStatus.INTERRUPTED
+
+
+def _notifier(path: Path | None) -> Any:
+    """The notify targets of ``path`` (a serve-style config's `notify:` section), started; None without."""
+    if path is None:
+        return None
+    import yaml
+
+    from nightowl.receiver.notify import Notifier, parse_notify
+
+    try:
+        doc = yaml.safe_load(path.read_text()) or {}
+        config = parse_notify(doc.get("notify") if isinstance(doc, dict) else None, str(path))
+    except (OSError, ValueError, yaml.YAMLError) as exc:
+        fail(f"cannot read the notify config: {exc}")
+    if not config.targets:
+        fail(f"{path}: no notify targets (a `notify:` section with chat or webhook)")
+    notifier = Notifier(config)
+    notifier.start()
+    return notifier
+
+
+def _tell(notifier: Any, record: dict[str, Any], host: str, runbook: str, burst: Any, log: Any) -> None:
+    """Queue one verdict for the notify targets (never waited on); their outcome goes to the log."""
+    from nightowl.receiver.notify import summary
+
+    bundle = record.get("bundle")
+    verdict = record.get("verdict")
+    what = f"{verdict} -> {record.get('action')}" if verdict else f"no verdict ({record.get('status')})"
+    message = {
+        "alert": "watch: " + ", ".join(sorted(burst.triggers)),
+        "source": "watch",
+        "host": host,
+        "runbook": runbook,
+        "bundle": bundle,
+        "run_id": Path(bundle).name if bundle else None,
+        "verdict": record.get("verdict"),
+        "action": record.get("action"),
+        "host_status": record.get("status"),
+        "triggers": dict(burst.triggers),
+        "labels": {},
+        "annotations": {},
+    }
+    notifier.submit(message, f"{what} (bundle {bundle})", lambda results: log(f"notify: {summary(results)}"))
 
 
 def _open_source(file_path: Path | None, source: str, from_start: bool, state: Path) -> tuple[Any, Any]:

@@ -6,14 +6,17 @@ Each wait is a watchdog (the test gives up after a while, it never asserts how l
 
 from __future__ import annotations
 
+import http.server
 import json
 import os
 import signal
 import subprocess
 import sys
+import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -38,8 +41,29 @@ def corpus_lines(name: str, needle: str) -> list[str]:
     return [line for line in (CORPUS / name).read_text().splitlines() if needle in line]
 
 
+class Webhook:
+    """A local notify target: keeps every JSON body POSTed to it."""
+
+    def __init__(self) -> None:
+        received: list[dict[str, Any]] = []
+        self.received = received
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_POST(self) -> None:  # noqa: N802 - the http.server protocol
+                received.append(json.loads(self.rfile.read(int(self.headers["Content-Length"]))))
+                self.send_response(204)
+                self.end_headers()
+
+            def log_message(self, *args: object) -> None:
+                return None
+
+        self.server = http.server.HTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/hook"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+
 class Watch:
-    def __init__(self, tmp: Path) -> None:
+    def __init__(self, tmp: Path, webhook_url: str | None = None) -> None:
         self.tmp = tmp
         self.log = tmp / "kern.log"
         self.out = tmp / "bundles"
@@ -47,6 +71,9 @@ class Watch:
         self.textfile = tmp / "nightowl.prom"
         self.proc: subprocess.Popen[bytes] | None = None
         self.stderr = tmp / "watch.stderr"
+        self.notify = tmp / "notify.yaml"
+        if webhook_url:
+            self.notify.write_text(f"notify:\n  attempts: 1\n  webhook:\n    url: {webhook_url}\n")
 
     def start(self) -> subprocess.Popen[bytes]:
         env = {
@@ -59,6 +86,7 @@ class Watch:
         argv = [*NIGHTOWL, "watch", "--file", str(self.log), "--out", str(self.out)]
         argv += ["--state-dir", str(self.state), "--textfile", str(self.textfile), "--debounce", "0.3"]
         argv += ["--log-format", "json", "--command-timeout", "20"]
+        argv += ["--notify-config", str(self.notify)] if self.notify.exists() else []
         with self.stderr.open("ab") as err:
             self.proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=err, env=env, cwd=self.tmp)
         proc = self.proc
@@ -91,8 +119,15 @@ def kernel_log_of(bundle: Path) -> str:
 
 
 @pytest.fixture
-def watch(tmp_path: Path):
-    watch = Watch(tmp_path)
+def webhook() -> Iterator[Webhook]:
+    hook = Webhook()
+    yield hook
+    hook.server.shutdown()
+
+
+@pytest.fixture
+def watch(tmp_path: Path, webhook: Webhook) -> Iterator[Watch]:
+    watch = Watch(tmp_path, webhook.url)
     watch.log.touch()
     yield watch
     if watch.proc is not None and watch.proc.poll() is None:
@@ -100,7 +135,7 @@ def watch(tmp_path: Path):
         watch.proc.wait()
 
 
-def test_one_bundle_per_burst_of_corpus_xids_and_none_again_after_a_restart(watch: Watch) -> None:
+def test_one_bundle_per_burst_of_corpus_xids_and_none_again_after_a_restart(watch: Watch, webhook: Webhook) -> None:
     fell_off = corpus_lines("xid79-after-pcie-aer-surprise-down-dmesg-gpuburn1.txt", "")
     contained = corpus_lines("xid43-xid31-xid94-contained-sm-dmesg-T-535-akash244.txt", "NVRM: Xid")
     nvswitch = corpus_lines("xid79-sxid20034-dmesg-nvswitch-gpud-readme.txt", "SXid")
@@ -133,6 +168,10 @@ def test_one_bundle_per_burst_of_corpus_xids_and_none_again_after_a_restart(watc
     logged = [json.loads(line) for line in watch.stderr.read_text().splitlines() if line.startswith("{")]
     verdicts = [line for line in logged if line.get("bundle")]
     assert len(verdicts) == 3 and all(line["node"] == "gpu-watch-test" for line in verdicts)
+    # the notify target heard of each verdict (posted from a queue: the first two before the first stop)
+    told = [body["capture"] for body in webhook.received]
+    assert [c["run_id"] for c in told] == [b.name for b in watch.bundles()]
+    assert told[0]["verdict"] == "gpu-fell-off-bus" and told[2]["triggers"] == {"sxid": len(nvswitch)}
 
 
 def test_the_probe_reads_the_health_file(watch: Watch, tmp_path: Path) -> None:
