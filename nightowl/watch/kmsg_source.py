@@ -3,7 +3,8 @@
 A record is ``prio,seq,usec,flags;message`` and, on continuation lines starting with a blank, its
 dictionary (``SUBSYSTEM=pci``); the kernel-log parser reads the first line as it is. The position is the
 boot id and the last sequence number read: on a restart in the same boot the records up to it are
-skipped; with no saved position the watch starts at the current end. A reader that falls behind the
+skipped; with no saved position the watch starts at the current end (the backlog is read through, not
+judged, to learn its last number). A reader that falls behind the
 ring buffer gets ``EPIPE`` once, and the next read returns the oldest record still there: the records
 lost are counted (from the gap in sequence numbers) and reading goes on.
 """
@@ -51,13 +52,27 @@ class KmsgSource:
         if resume and resume.get("boot_id") == self.boot and isinstance(resume.get("seq"), int):
             self.skip_to = resume["seq"]  # read from the oldest record, skip what was judged
             self.seq = resume["seq"]
-        elif resume and resume.get("boot_id") == self.boot:
-            os.lseek(self.fd, 0, os.SEEK_END)  # saved before any record came: nothing to skip to
-        elif resume:
+        elif resume and resume.get("boot_id") != self.boot:
             # Another boot: nothing of this one was judged, so read it from the oldest record kept.
             self._notes.append("the saved position is of another boot: reading this boot's kernel log from its start")
         else:
-            os.lseek(self.fd, 0, os.SEEK_END)
+            self._skip_backlog()
+
+    def _skip_backlog(self) -> None:
+        """Start at the current end, knowing the last record's number (SEEK_END would not tell it), so a
+        restart soon after resumes exactly there."""
+        while True:
+            try:
+                record = self._read_record()
+            except BlockingIOError:
+                return
+            except OSError as exc:
+                if exc.errno in (errno.EPIPE, errno.EINTR):
+                    continue
+                raise
+            fields = record.split(b",", 2)
+            if len(fields) > 1 and fields[1].isdigit():
+                self.seq = int(fields[1])
 
     def read(self, timeout: float) -> Batch | None:
         before = self.position()

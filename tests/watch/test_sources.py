@@ -115,9 +115,10 @@ def test_quiet_chunks_are_not_split_and_long_lines_are_cut(tmp_path: Path) -> No
 class FakeKmsg(KmsgSource):
     """/dev/kmsg's read semantics (one record per read, EPIPE after an overrun, EAGAIN at the end)."""
 
-    def __init__(self, records: list[bytes | int], **kwargs: object) -> None:
-        self.records = records
+    def __init__(self, records: list[bytes | int], backlog: list[bytes | int] | None = None, **kwargs: object) -> None:
+        self.records = backlog or []  # what is in the ring when the watch starts
         super().__init__(path=Path(os.devnull), current_boot=lambda: "boot-1", **kwargs)  # type: ignore[arg-type]
+        self.records += records  # what comes after
 
     def _read_record(self) -> bytes:
         if not self.records:
@@ -156,6 +157,13 @@ def test_kmsg_resumes_after_the_saved_record_in_the_same_boot_only() -> None:
     other_boot = FakeKmsg(list(records), resume={"boot_id": "boot-0", "seq": 2})
     batch = other_boot.read(0)
     assert batch is not None and len(batch.lines) == 3
+
+
+def test_kmsg_starts_at_the_end_and_knows_the_last_record_so_a_restart_resumes_exactly() -> None:
+    source = FakeKmsg([kmsg(9, "NVRM: Xid (PCI:0000:3b:00): 13, new")], backlog=[kmsg(7, "old"), kmsg(8, "old")])
+    assert source.position() == {"boot_id": "boot-1", "seq": 8}  # before any new record came
+    batch = source.read(0)
+    assert batch is not None and [line.split(";")[1] for line in batch.lines] == ["NVRM: Xid (PCI:0000:3b:00): 13, new"]
 
 
 @pytest.mark.skipif(not os.access("/dev/kmsg", os.R_OK), reason="/dev/kmsg not readable here")
