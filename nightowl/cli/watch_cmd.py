@@ -26,7 +26,8 @@ from nightowl.cli.sweep_cmd import TEXTFILE_OPTION
 
 TRIGGER_HELP = (
     "what opens a burst, comma-separated or repeated; `default` is xid, sxid, fallen-off-bus, aer-fatal, "
-    "edac-uncorrectable, gpu-init-failed, hung-task-after-xid; also gpu-reset-required, gsp-error, "
+    "edac-uncorrectable, gpu-init-failed, hung-task-after-xid, pattern-action (a line kernel_patterns.csv says "
+    "needs a reset, reboot or ticket); also gpu-reset-required, gsp-error, "
     "aer-nonfatal, oom-kill, hung-task, driver-mismatch"
 )
 

@@ -1,8 +1,9 @@
 """Which kernel-log lines open a burst: the triggers, as a table, read by the kernel-log parser itself.
 
 A line is judged by what ``nightowl.collectors.gpu.kernel_log`` makes of it (the same patterns the
-``kernel-log`` collector and ``nightowl xid`` use), so a line shape the parser learns is one a watcher
-sees; nothing here matches kernel text on its own.
+``kernel-log`` collector and ``nightowl xid`` use) and by the pattern table of
+``nightowl/knowledge/kernel_patterns.csv``, so a line shape either learns is one a watcher sees; nothing
+here matches kernel text on its own.
 """
 
 from __future__ import annotations
@@ -11,7 +12,10 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from nightowl.collectors.gpu import kernel_log
+from nightowl.collectors.gpu import kernel_log, kernel_patterns
+
+# Actions of nightowl/knowledge/kernel_patterns.csv that make a line worth a run of its own.
+NODE_ACTIONS = frozenset({"reset-gpu", "drain-and-reset", "reboot-node", "hardware-ticket"})
 
 # What one line is, as signals: the event kinds (and notable sub-kinds) the parser found in it.
 Signals = frozenset[str]
@@ -38,6 +42,12 @@ TRIGGERS: tuple[Trigger, ...] = (
     Trigger("edac-uncorrectable", "an uncorrectable host memory error (EDAC UE)", True, _has("edac_uncorrected")),
     Trigger("gpu-init-failed", "a GPU failed to initialise (RmInitAdapter, probe, BAR)", True, _has("gpu_init_failed")),
     Trigger("hung-task-after-xid", "a task blocked for minutes after an Xid", True, _has("hung_task_after_xid")),
+    Trigger(
+        "pattern-action",
+        "a line the kernel-pattern table says needs a GPU reset, a reboot or a ticket (GSP hangs, WPR2, ...)",
+        True,
+        _has("pattern_action"),
+    ),
     Trigger("gpu-reset-required", "the driver asks for a GPU reset", False, _has("gpu_reset_required")),
     Trigger("gsp-error", "GSP firmware timeouts and failures", False, _has("gsp_error")),
     Trigger("aer-nonfatal", "an uncorrectable non-fatal PCIe AER error", False, _has("aer_nonfatal")),
@@ -90,6 +100,9 @@ def line_signals(line: str) -> Signals:
             found.add("edac_uncorrected")
     if result.hung_tasks:
         found.add("hung_task")
+    row = kernel_patterns.match(line)
+    if row is not None and not row.harmless and row.action in NODE_ACTIONS:
+        found.add("pattern_action")
     return frozenset(found)
 
 
