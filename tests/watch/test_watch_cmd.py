@@ -105,8 +105,10 @@ class Watch:
     def bundles(self) -> list[Path]:
         if not self.out.is_dir():
             return []
-        # a bundle is complete once renamed into place (it is written as a hidden .<run_id>.partial)
-        return sorted(p for p in self.out.iterdir() if not p.name.startswith(".") and (p / "verdicts.json").is_file())
+        # A bundle is complete once renamed into place (it is written as a hidden .<run_id>.partial); in the
+        # order they ran (run ids start with the second only, so two in one second sort by their suffix).
+        done = [p for p in self.out.iterdir() if not p.name.startswith(".") and (p / "verdicts.json").is_file()]
+        return sorted(done, key=lambda p: json.loads((p / "manifest.json").read_text())["started"])
 
     def judged_to_end(self) -> bool:
         cursors = list(self.state.glob("file-*.json"))
