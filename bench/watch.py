@@ -13,6 +13,16 @@ Starts ``nightowl watch --file LOG`` in a temporary directory and measures, from
 Targets (issue 26): idle <= 5 mCPU and RSS <= 80 MB; <= 100 mCPU at 10,000 lines/s; p95 latency <= 2 s.
 /dev/kmsg is not benchmarked: that would write the machine's kernel log.
 
+Figures (2026-12-01, a 2-core VM shared with other jobs, load average 10-12; --file source, xid runbook,
+no GPU on the machine so nvidia-smi fails at once):
+
+    idle:       1.3 mCPU   RSS  53.7 MB
+    rate:       5.7 mCPU   at 10,000 non-matching lines/s
+    latency: p50 1.26 s   p95 1.67 s   max 1.77 s   over 20 tries, debounce 1 s
+    peak RSS (VmHWM) over the run: 59.0 MB
+    (tests/watch/test_watch_memory.py, 1 GiB of quiet lines at full speed: read through in 22.6 s,
+    7.0 s of CPU including start-up, peak RSS 53.9 MB)
+
 Usage: .venv/bin/python bench/watch.py [--idle-seconds 30] [--rate 10000] [--rate-seconds 20] [--tries 20]
 """
 
