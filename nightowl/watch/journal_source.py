@@ -1,7 +1,8 @@
 """``journalctl -k -f -o json``: the kernel log through journald, resumed by its cursor.
 
 Each entry becomes the line ``journalctl -o short-iso`` would print (``2024-06-01T10:00:00+0000 host
-kernel: NVRM: Xid ...``), which the kernel-log parser reads. When journalctl exits (journald restarted,
+kernel: NVRM: Xid ...``), which the kernel-log parser reads. With no saved cursor it follows from after
+the newest entry (whose cursor it asks for first), so the position is known from the start. When journalctl exits (journald restarted,
 the journal rotated away under it) it is started again after the last cursor read, with a growing pause.
 Lines are read from its pipe as they come and cut at ``MAX_LINE_CHARS``; the pipe holds the rest.
 """
@@ -51,7 +52,26 @@ class JournalSource:
         self.pause = RESTART_PAUSE[0]
         self.next_start = 0.0
         self._notes: list[str] = []
+        if self.cursor is None:
+            self.cursor = self._last_cursor()
         self._start()
+
+    def _last_cursor(self) -> str | None:
+        """The cursor of the newest kernel entry, so the position is known before the first new one (a
+        burst in the first entries is then held, and judged again after a restart, like any other)."""
+        argv = [self.journalctl, "-k", "-n", "1", "-o", "json", "--no-pager"]
+        try:
+            out = subprocess.run(argv, stdin=subprocess.DEVNULL, capture_output=True, timeout=30).stdout
+        except (OSError, subprocess.SubprocessError):
+            return None
+        for raw in reversed(out.splitlines()):
+            try:
+                entry = json.loads(raw)
+            except ValueError:
+                continue
+            if isinstance(entry, dict) and isinstance(entry.get("__CURSOR"), str):
+                return str(entry["__CURSOR"])
+        return None
 
     def _argv(self) -> list[str]:
         argv = [self.journalctl, "-k", "-f", "-o", "json", "--no-pager"]

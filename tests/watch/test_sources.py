@@ -181,8 +181,8 @@ import json, sys
 with open(sys.argv[0] + ".calls", "a") as calls:
     calls.write(json.dumps(sys.argv[1:]) + "\\n")
 after = [a for a in sys.argv if a.startswith("--after-cursor=")]
-n = int(after[0].split("=")[1].split("-")[1]) + 1 if after else 1
-for i in range(n, n + 2):
+n = int(after[0].split("=")[1].split("-")[1]) + 1 if after else 0
+for i in range(n, n + (2 if "-f" in sys.argv else 1)):
     msg = "NVRM: Xid (PCI:0000:3b:00): 79, GPU has fallen off the bus." if i % 2 else "usb 1-1: new device"
     print(json.dumps({"__CURSOR": f"c-{i}", "__REALTIME_TIMESTAMP": "1717236000000000", "_HOSTNAME": "gpu-17",
                       "MESSAGE": msg}), flush=True)
@@ -204,7 +204,8 @@ def test_journal_entries_are_read_and_journalctl_restarted_after_its_cursor(tmp_
     assert lines[0] == "2024-06-01T10:00:00+0000 gpu-17 kernel: " + XID.split("] ")[1]
     assert len(lines) >= 4 and source.position()["cursor"].startswith("c-")
     calls = [json.loads(line) for line in (tmp_path / "journalctl.calls").read_text().splitlines()]
-    assert "-n" in calls[0] and calls[1][-1] == "--after-cursor=c-2"
+    # the newest entry's cursor first (no -f), then following after it, then again after the last read
+    assert "-f" not in calls[0] and calls[1][-1] == "--after-cursor=c-0" and calls[2][-1] == "--after-cursor=c-2"
     assert "ended" in (source.note() or "")
     source.close()
 
