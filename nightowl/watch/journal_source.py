@@ -2,9 +2,11 @@
 
 Each entry becomes the line ``journalctl -o short-iso`` would print (``2024-06-01T10:00:00+0000 host
 kernel: NVRM: Xid ...``), which the kernel-log parser reads. With no saved cursor it follows from after
-the newest entry (whose cursor it asks for first), so the position is known from the start. When journalctl exits (journald restarted,
-the journal rotated away under it) it is started again after the last cursor read, with a growing pause.
-Lines are read from its pipe as they come and cut at ``MAX_LINE_CHARS``; the pipe holds the rest.
+the newest entry (whose cursor it asks for first), so the position is known from the start. When
+journalctl exits (journald restarted, the journal rotated away under it) it is started again after the
+last cursor read, with a growing pause. Lines are read from its pipe as they come and cut at
+``MAX_LINE_CHARS``; the pipe holds the rest. journalctl runs in its own session: a Ctrl-C or a signal to
+the watcher's process group stops the watcher, which then ends journalctl itself.
 """
 
 from __future__ import annotations
@@ -80,7 +82,11 @@ class JournalSource:
     def _start(self) -> None:
         try:
             self.proc = subprocess.Popen(
-                self._argv(), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL
+                self._argv(),
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.DEVNULL,
+                start_new_session=True,
             )
         except OSError as exc:
             self.proc = None
