@@ -27,6 +27,7 @@ from nightowl.cli.runbook_cmd import runbook_group
 from nightowl.cli.serve_cmd import serve
 from nightowl.cli.sweep_cmd import sweep
 from nightowl.cli.triage_cmd import triage
+from nightowl.cli.watch_cmd import watch
 from nightowl.cli.xid_cmd import xid
 
 
@@ -70,6 +71,7 @@ for command in (
     bundles,
     mcp,
     history,
+    watch,
 ):
     main.add_command(command)
 
