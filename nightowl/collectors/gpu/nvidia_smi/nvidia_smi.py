@@ -21,6 +21,7 @@ Choices the contract leaves open, stated once here:
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Sequence
 from typing import Any
 
@@ -37,7 +38,14 @@ from nightowl.collectors.gpu.nvidia_smi.results import (
     RetiredPages,
     UnplacedCounter,
 )
-from nightowl.collectors.gpu.nvidia_smi.table import HEADER_CUDA, HEADER_DRIVER, looks_like_table, parse_table
+from nightowl.collectors.gpu.nvidia_smi.table import (
+    HEADER_CUDA,
+    HEADER_CUDA_UMD,
+    HEADER_DRIVER,
+    HEADER_KMD,
+    looks_like_table,
+    parse_table,
+)
 from nightowl.collectors.gpu.nvidia_smi.tree import (
     GPU_KEY,
     Node,
@@ -90,6 +98,15 @@ DRAIN_AND_RESET: Path = (("gpu_reset_status",), ("drain_and_reset_recommended",)
 FABRIC_STATE: Path = (("fabric",), ("state",))
 FABRIC_STATUS: Path = (("fabric",), ("status",))
 SRAM_THRESHOLD: Path = (("ecc_errors",), ("aggregate",), ("sram_threshold_exceeded",))
+DRIVER_MODEL: Path = (("driver_model",), ("current", "current_dm"))
+# R590+: "KMD Version" / "CUDA UMD Version" replace "Driver Version" / "CUDA Version", which stay for a
+# while with a note ("610.47 [Deprecated; will be removed in CUDA 14.0. Use KMD Version instead]"):
+# the new keys first, the note stripped (docs.nvidia.com/deploy/nvidia-smi, "Modified version information").
+DRIVER_VERSION: tuple[Path, ...] = ((("kmd_version",),), (("driver_version",),))
+CUDA_VERSION: tuple[Path, ...] = ((("cuda_umd_version",),), (("cuda_version",),))
+# NVML nvmlDeviceGetRepairStatus (R590+): a TPC or channel repair waits for the next GPU reset.
+REPAIR_KEYS = {"channel_repair_pending": "channel_repair_pending", "tpc_repair_pending": "tpc_repair_pending"}
+_BRACKETED_NOTE = re.compile(r"\s*\[[^\]]*\]\s*$")
 
 _LINK = (("pci",), ("gpu_link_info", "pci_gpu_link_info"))
 GEN_MAX: Path = (*_LINK, ("pcie_generation", "pcie_gen"), ("max", "max_link_gen"))
@@ -296,6 +313,27 @@ def _reason_counters(gpu: Node) -> dict[str, int | None] | None:
     return {COUNTER_NAMES.get(n.key, n.key): to_int(n.value) for n in section.children if n.value is not None}
 
 
+def version(root: Node, paths: Sequence[Path]) -> str | None:
+    """The first of ``paths`` that holds a version, its bracketed note (``[Deprecated; ...]``) removed."""
+    for path in paths:
+        raw = raw_value(root, path)
+        if raw is None:
+            continue
+        value = clean(_BRACKETED_NOTE.sub("", raw)) if not raw.strip().startswith("[") else None
+        if value is not None:
+            return value
+    return None
+
+
+def _repair_status(gpu: Node) -> dict[str, bool | None]:
+    found: dict[str, bool | None] = dict.fromkeys(REPAIR_KEYS.values())
+    for node in walk(gpu):
+        name = REPAIR_KEYS.get(node.key)
+        if name is not None and node.value is not None:
+            found[name] = to_bool(node.value)
+    return found
+
+
 def _first_float(gpu: Node, paths: Sequence[Path]) -> float | None:
     for path in paths:
         value = to_float(raw_value(gpu, path))
@@ -370,6 +408,8 @@ def gpu_from_node(gpu: Node) -> tuple[Gpu, list[GpuError]]:
         fabric_state=clean(raw_value(gpu, FABRIC_STATE)),
         fabric_status=clean(raw_value(gpu, FABRIC_STATUS)),
         clocks_event_reasons_counters_us=_reason_counters(gpu),
+        driver_model=clean(raw_value(gpu, DRIVER_MODEL)),
+        **_repair_status(gpu),
     )
     return record, errors
 
@@ -426,7 +466,8 @@ def _from_tree(root: Node, source_format: str, warnings: list[str], tool_errors:
             "counter lines outside any GPU/ECC section (volatile or aggregate unknown): see unplaced_counters"
         )
     attached = to_int(raw_value(root, (("attached_gpus",),)))
-    recognised = bool(gpu_nodes) or bool(tool_errors) or raw_value(root, (("driver_version",),)) is not None
+    driver_version = version(root, DRIVER_VERSION)
+    recognised = bool(gpu_nodes) or bool(tool_errors) or driver_version is not None
     if attached is not None:
         gpu_count: int | None = attached
     elif headerless or not recognised:
@@ -436,8 +477,8 @@ def _from_tree(root: Node, source_format: str, warnings: list[str], tool_errors:
     return NvidiaSmiResult(
         kind=KIND,
         warnings=_capped(warnings),
-        driver_version=clean(raw_value(root, (("driver_version",),))),
-        cuda_version=clean(raw_value(root, (("cuda_version",),))),
+        driver_version=driver_version,
+        cuda_version=version(root, CUDA_VERSION),
         gpu_count=gpu_count,
         gpus=tuple(gpus),
         errors=_dedupe(errors),
@@ -448,8 +489,8 @@ def _from_tree(root: Node, source_format: str, warnings: list[str], tool_errors:
 
 def _from_table(text: str, lines: list[str], tool_errors: list[GpuError]) -> NvidiaSmiResult:
     gpus, errors = parse_table(lines)
-    driver = HEADER_DRIVER.search(text)
-    cuda = HEADER_CUDA.search(text)
+    driver = HEADER_KMD.search(text) or HEADER_DRIVER.search(text)
+    cuda = HEADER_CUDA_UMD.search(text) or HEADER_CUDA.search(text)
     return NvidiaSmiResult(
         kind=KIND,
         warnings=(),
@@ -540,6 +581,8 @@ def facts(result: NvidiaSmiResult) -> dict[str, Any]:
         remap_failure_gpus=[g.pci for g in gpus if g.remapped_rows and g.remapped_rows.failure],
         retired_pages_pending_gpus=[g.pci for g in gpus if g.retired_pages and g.retired_pages.pending],
         sram_threshold_exceeded_gpus=[g.pci for g in gpus if g.sram_threshold_exceeded],
+        channel_repair_pending_gpus=[g.pci for g in gpus if g.channel_repair_pending],
+        tpc_repair_pending_gpus=[g.pci for g in gpus if g.tpc_repair_pending],
         hw_slowdown_gpus=[g.pci for g in gpus if HW_SLOWDOWN_REASONS.intersection(g.clocks_event_reasons_active or ())],
         pcie_degraded_gpus=[g.pci for g in gpus if _pcie_degraded(g)],
         recovery_actions={
@@ -583,6 +626,8 @@ PRODUCES = declare(
     ("remap_failure_gpus", "list[str]", "GPUs where a row remap failed"),
     ("retired_pages_pending_gpus", "list[str]", "GPUs with a page retirement pending"),
     ("sram_threshold_exceeded_gpus", "list[str]", "GPUs past the SRAM error threshold"),
+    ("channel_repair_pending_gpus", "list[str]", "GPUs with a memory channel repair pending (R590+ repair status)"),
+    ("tpc_repair_pending_gpus", "list[str]", "GPUs with a TPC repair pending (R590+ repair status)"),
     ("hw_slowdown_gpus", "list[str]", "GPUs in a hardware slowdown (thermal, power brake)"),
     ("pcie_degraded_gpus", "list[str]", "GPUs on a narrower or slower PCIe link than they support"),
     ("recovery_actions", "dict", "the driver's recovery action per GPU"),

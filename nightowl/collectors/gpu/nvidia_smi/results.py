@@ -86,6 +86,10 @@ class Gpu:
     fabric_state: str | None = None
     fabric_status: str | None = None
     clocks_event_reasons_counters_us: dict[str, int | None] | None = None
+    driver_model: str | None = None  # Windows: WDDM, TCC or MCDM
+    # R590+ repair status (NVML nvmlDeviceGetRepairStatus: TPC / channel repair pending)
+    channel_repair_pending: bool | None = None
+    tpc_repair_pending: bool | None = None
 
 
 @dataclass(frozen=True)

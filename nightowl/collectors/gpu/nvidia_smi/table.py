@@ -23,8 +23,16 @@ _TABLE_ROW_USAGE = re.compile(
     r"\s*(?P<mem_used>\S+)\s*/\s*(?P<mem_total>\S+)\s*\|\s*(?P<util>\S+)\s+(?P<compute>.*?)\s*\|"
 )
 _TABLE_HEADER = re.compile(r"^\|\s*NVIDIA-SMI\s", re.MULTILINE)
-HEADER_DRIVER = re.compile(r"Driver Version:\s*(\S+)")
-HEADER_CUDA = re.compile(r"CUDA Version:\s*(\S+)")
+# R590+ prints "KMD Version: X   CUDA UMD Version: Y" where older drivers print "Driver Version" /
+# "CUDA Version" (docs.nvidia.com/deploy/nvidia-smi: "deprecated Driver Version and CUDA Version in favor
+# of KMD Version and CUDA UMD Version"); the new keys are read first.
+HEADER_DRIVER = re.compile(r"(?:KMD|Driver) Version:\s*(\S+)")
+HEADER_CUDA = re.compile(r"CUDA (?:UMD )?Version:\s*(\S+)")
+HEADER_KMD = re.compile(r"KMD Version:\s*(\S+)")
+HEADER_CUDA_UMD = re.compile(r"CUDA UMD Version:\s*(\S+)")
+# The Windows table puts the driver model (WDDM, TCC, MCDM) where Linux prints Persistence-M, under a
+# "TCC/WDDM" or "Driver-Model" heading.
+DRIVER_MODELS = frozenset({"wddm", "tcc", "mcdm"})
 # Table column -> the name used in `errors[].field` when the cell reads "ERR!".
 TABLE_COLUMNS = {
     "persistence": "Persistence-M",
@@ -63,11 +71,15 @@ def _table_gpu(first: re.Match[str], second: re.Match[str] | None) -> tuple[Gpu,
         if is_error_value(value)
     ]
     persistence = clean(cells["persistence"])
+    driver_model = None
+    if (persistence or "").lower() in DRIVER_MODELS:
+        driver_model, persistence = persistence, None
     gpu = Gpu(
         pci=pci,
         index=int(cells["index"]),
         name=clean(cells["name"]),
         persistence_mode=PERSISTENCE_WORDS.get((persistence or "").lower(), persistence),
+        driver_model=driver_model,
         ecc_volatile_uncorrected_total=to_int(cells["ecc"]),
         fan_speed_percent=to_int(cells.get("fan")),
         temperature_gpu=to_int(cells.get("temp")),
