@@ -637,7 +637,15 @@ PRODUCES = declare(
 )
 
 
+def shows_nothing(text: str) -> bool:
+    """An output that exited 0 but lists no GPU and no error (one line of text, an HTML error page, XML with
+    zero GPUs, a table without rows) read nothing: no_data, so no runbook calls the node healthy on it."""
+    result = parse(text)
+    return not result.gpus and not result.errors
+
+
 COLLECTOR = Collector(
+    shows_nothing=shows_nothing,
     produces=PRODUCES,
     kind=KIND,
     commands=(("nvidia-smi", "-q", "-x"), ("nvidia-smi", "-q")),
