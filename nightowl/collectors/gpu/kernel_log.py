@@ -23,6 +23,7 @@ from typing import Any
 
 from nightowl.collectors.base import Collector, declare, to_jsonable
 from nightowl.collectors.gpu import xid_catalog
+from nightowl.collectors.gpu.driver_locks import DriverLockScan
 from nightowl.collectors.pci import find_pci, normalize_pci
 
 KIND = "kernel-log"
@@ -49,6 +50,9 @@ class KernelLogResult:
     host_errors: list[dict[str, Any]] = field(default_factory=list)
     hung_tasks: list[dict[str, Any]] = field(default_factory=list)
     nouveau_devices: list[str] = field(default_factory=list)
+    # Tasks in D state whose stack waits on a lock inside the NVIDIA driver (driver_locks.py).
+    driver_lock_waits: list[dict[str, Any]] = field(default_factory=list)
+    driver_module_missing: bool = False  # modprobe / systemd-modules-load found no nvidia module
 
 
 # --- where a message starts -------------------------------------------------------------------
@@ -1015,6 +1019,8 @@ def parse_lines(lines: Iterable[str]) -> KernelLogResult:
     substring tests; everything else goes to ``_Parser.feed``, which looks what it can up by text too.
     """
     parser = _Parser()
+    stacks = DriverLockScan()
+    in_stack = False
     nvrm_seen = parser.seen_nvrm.get
     sxid_seen = parser.seen_sxid.get
     pending: _Draft | None = None
@@ -1022,6 +1028,11 @@ def parse_lines(lines: Iterable[str]) -> KernelLogResult:
     saw_text = False
     for line in lines:
         lines_read += 1
+        # A D-state task's header opens its stack; the frames after it are read only while it is open.
+        if in_stack:
+            in_stack = stacks.feed(line)
+        if "state:D" in line or "blocked for more than" in line:
+            in_stack = stacks.start(line)
         head, found, tail = line.partition("NVRM: ")
         if found:
             known = nvrm_seen(tail) if pending is None else None
@@ -1059,12 +1070,24 @@ def parse_lines(lines: Iterable[str]) -> KernelLogResult:
         pending = parser.pending
     parser.saw_text = parser.saw_text or saw_text
     parser.lines_read = lines_read
-    return parser.finish()
+    result = parser.finish()
+    result.driver_lock_waits = stacks.finish()
+    return result
+
+
+# The nvidia module is not installed for the running kernel: modprobe's own message (kmod, "Module %s not
+# found in directory %s") and systemd-modules-load's ("Failed to find module '%s'"), in a syslog or a paste.
+_MODULE_MISSING = re.compile(r"modprobe: FATAL: Module nvidia\S* not found|Failed to find module 'nvidia")
+# The open kernel module refusing a GPU (kernel-open/nvidia/nv.c, "is not supported by open nvidia.ko
+# because it does not include the required GPU System Processor"), on one line or over continuation lines.
+_OPEN_MODULE_REFUSED = re.compile(r"not supported by open\s+(?:NVRM: )?nvidia\.ko")
 
 
 def parse(text: str) -> KernelLogResult:
     """Parse a whole kernel log held in memory. Never raises on any text."""
-    return parse_lines(text.splitlines())
+    result = parse_lines(text.splitlines())
+    result.driver_module_missing = "nvidia" in text and _MODULE_MISSING.search(text) is not None
+    return result
 
 
 # --- facts ------------------------------------------------------------------------------------------------
@@ -1245,6 +1268,26 @@ def _nvrm_facts(events: list[dict[str, Any]], data: Mapping[str, Any]) -> dict[s
     }
 
 
+def _driver_state_facts(events: list[dict[str, Any]], data: Mapping[str, Any]) -> dict[str, Any]:
+    waits: list[dict[str, Any]] = data.get("driver_lock_waits") or []
+    refused = [e for e in events if _OPEN_MODULE_REFUSED.search(_event_text(e))]
+    refused_gpus = _sorted_pcis(e.get("pci") for e in refused)
+    probe_failed = bool(_of_subkind(events, {"probe_failed", "no_device_initialized"}))
+    return {
+        "driver_deadlock": bool(waits),
+        "driver_deadlock_tasks": sorted({str(w["task"]) for w in waits if w.get("task")}),
+        "driver_deadlock_frames": sorted({frame for w in waits for frame in w.get("frames", ())}),
+        "open_module_refused": bool(refused),
+        "open_module_refused_gpus": refused_gpus,
+        "open_module_probe_failed": bool(refused) and probe_failed,
+        "driver_module_missing": bool(data.get("driver_module_missing")),
+    }
+
+
+def _event_text(event: Mapping[str, Any]) -> str:
+    return " ".join([str(event.get("text") or ""), *(str(line) for line in event.get("lines") or ())])
+
+
 def _remap_facts(xids: list[dict[str, Any]]) -> dict[str, Any]:
     return {
         "remap_reset_pending_gpus": _sorted_pcis(e["pci"] for e in xids if e.get("remap_status") == "reset-pending"),
@@ -1289,6 +1332,7 @@ def facts(result: KernelLogResult | Mapping[str, Any]) -> dict[str, Any]:
         **_hung_facts(data),
         **_nvrm_facts(events, data),
         **_remap_facts(xids),
+        **_driver_state_facts(events, data),
     }
 
 
@@ -1347,6 +1391,14 @@ PRODUCES = declare(
     ("hung_tasks_after_xid", "int", "hung-task reports after the first Xid"),
     ("wedged_driver", "bool", "the NVIDIA driver is wedged (stuck in a call)"),
     ("wedged_driver_gpus", "list", "GPUs of the wedged driver"),
+    ("driver_lock_waits", "list", "tasks in D state waiting on a lock inside the NVIDIA driver, with the frames"),
+    ("driver_module_missing", "bool", "modprobe or systemd-modules-load found no nvidia module for this kernel"),
+    ("driver_deadlock", "bool", "a task is stuck in D state on a lock inside the NVIDIA driver"),
+    ("driver_deadlock_tasks", "list[str]", "names of the tasks stuck on a driver lock"),
+    ("driver_deadlock_frames", "list[str]", "the driver lock frames their stacks wait in"),
+    ("open_module_refused", "bool", "the open kernel module refused a GPU (needs GSP, or unsupported)"),
+    ("open_module_refused_gpus", "list[str]", "GPUs the open kernel module refused"),
+    ("open_module_probe_failed", "bool", "the open module refused a GPU and the probe then failed"),
     ("driver_mismatch", "bool", "the kernel module and user-space driver versions differ"),
     ("driver_mismatch_versions", "list", "the two versions that differ"),
     ("driver_conflict", "bool", "another driver (nouveau) holds the GPU"),

@@ -562,12 +562,26 @@ def _unreadable_gpus(result: NvidiaSmiResult) -> list[str | None]:
     return list(dict.fromkeys(unreadable))
 
 
+# nvidia-smi's words for "the kernel module is not loaded" (its own message, NVML_ERROR_DRIVER_NOT_LOADED's
+# text, kmod's modprobe): nothing on the GPUs can be read until the module for this kernel is there.
+DRIVER_NOT_LOADED = (
+    "couldn't communicate with the NVIDIA driver",
+    "Failed to initialize NVML: Driver Not Loaded",
+    "modprobe: FATAL: Module nvidia",
+)
+
+
 def facts(result: NvidiaSmiResult) -> dict[str, Any]:
     """The contract JSON plus the conveniences runbook conditions read (lists of PCI addresses)."""
     data: dict[str, Any] = to_jsonable(result)
     gpus = result.gpus
     data.update(
         gpus_missing_or_unreadable=_unreadable_gpus(result),
+        driver_not_loaded_messages=[
+            error.message
+            for error in result.errors
+            if error.field is None and any(phrase in error.message for phrase in DRIVER_NOT_LOADED)
+        ],
         error_count=len(result.errors),
         field_error_count=sum(1 for e in result.errors if e.field is not None),
         dram_uncorrectable_volatile_gpus=[
@@ -596,6 +610,7 @@ def facts(result: NvidiaSmiResult) -> dict[str, Any]:
             c.value for c in result.unplaced_counters if c.value and "uncorrectable" in canon(c.field)
         ),
     )
+    data["driver_not_loaded"] = bool(data["driver_not_loaded_messages"])
     return data
 
 
@@ -619,6 +634,12 @@ PRODUCES = declare(
     ("source_format", "str", "which output was read (query, table, xml)"),
     ("unplaced_counters", "list", "ECC counters printed without a GPU to attach them to"),
     ("gpus_missing_or_unreadable", "list[str]", "GPUs listed but unreadable, or seen in an error"),
+    (
+        "driver_not_loaded",
+        "bool",
+        "nvidia-smi could not reach the kernel module (not loaded, or not built for this kernel)",
+    ),
+    ("driver_not_loaded_messages", "list[str]", "the lines that say so"),
     ("error_count", "int", "error lines"),
     ("field_error_count", "int", "fields that read as an error ([Unknown Error], ERR!)"),
     ("dram_uncorrectable_volatile_gpus", "list[str]", "GPUs with uncorrectable DRAM ECC errors since boot"),
