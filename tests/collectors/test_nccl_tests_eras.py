@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from nightowl.collectors.nccl import nccl_tests
+from tests.helpers import ROOT
 
 TWO_TESTS = """\
 # Collective test starting: all_reduce_perf
