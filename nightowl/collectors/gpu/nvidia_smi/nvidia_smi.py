@@ -32,6 +32,7 @@ from nightowl.collectors.gpu.nvidia_smi.results import (
     EccCounts,
     Gpu,
     GpuError,
+    MigDevice,
     NvidiaSmiResult,
     Pcie,
     RemappedRows,
@@ -55,6 +56,7 @@ from nightowl.collectors.gpu.nvidia_smi.tree import (
     canon,
     clean,
     is_error_value,
+    lookup,
     may_hold_tool_failure,
     pcie_degraded,
     raw_value,
@@ -106,6 +108,18 @@ DRIVER_VERSION: tuple[Path, ...] = ((("kmd_version",),), (("driver_version",),))
 CUDA_VERSION: tuple[Path, ...] = ((("cuda_umd_version",),), (("cuda_version",),))
 # NVML nvmlDeviceGetRepairStatus (R590+): a TPC or channel repair waits for the next GPU reset.
 REPAIR_KEYS = {"channel_repair_pending": "channel_repair_pending", "tpc_repair_pending": "tpc_repair_pending"}
+# MIG (nvidia-smi -q "MIG Mode" / "MIG Devices", XML <mig_mode>/<mig_devices><mig_device>; NVIDIA MIG user guide,
+# https://docs.nvidia.com/datacenter/tesla/mig-user-guide/): each MIG device has its own ECC and BAR1 sections.
+MIG_CURRENT: Path = (("mig_mode",), ("current", "current_mig"))
+MIG_PENDING: Path = (("mig_mode",), ("pending", "pending_mig"))
+MIG_DEVICES = ("mig_devices",)
+MIG_GI: Path = (("gpu_instance_id",),)
+MIG_CI: Path = (("compute_instance_id",),)
+MIG_INDEX: Path = (("index",),)
+MIG_ECC_VOLATILE: Path = (("ecc_errors", "ecc_error_count"), ("volatile", "volatile_count"))
+MIG_FB_TOTAL: Path = (("fb_memory_usage",), ("total",))
+MIG_BAR1_TOTAL: Path = (("bar1_memory_usage",), ("total",))
+_MIG_HEADER = re.compile(r"MIG\s+(?P<profile>\S+)\s+Device\s+(?P<index>\d+)")
 _BRACKETED_NOTE = re.compile(r"\s*\[[^\]]*\]\s*$")
 
 _LINK = (("pci",), ("gpu_link_info", "pci_gpu_link_info"))
@@ -325,6 +339,33 @@ def version(root: Node, paths: Sequence[Path]) -> str | None:
     return None
 
 
+def _mig_devices(gpu: Node) -> tuple[MigDevice, ...]:
+    section = gpu.child(MIG_DEVICES)
+    if section is None:
+        return ()
+    devices = []
+    for node in section.children:
+        if not node.children:
+            continue  # "None" (MIG off) or a stray value
+        header = _MIG_HEADER.search(node.label)
+        ecc = lookup(node, MIG_ECC_VOLATILE)
+        index = to_int(raw_value(node, MIG_INDEX))
+        devices.append(
+            MigDevice(
+                index=index if index is not None else (int(header.group("index")) if header else None),
+                profile=header.group("profile") if header else None,
+                gpu_instance_id=to_int(raw_value(node, MIG_GI)),
+                compute_instance_id=to_int(raw_value(node, MIG_CI)),
+                sram_uncorrectable_volatile=_ecc_counts(ecc).sram_uncorrectable if ecc else None,
+                dram_uncorrectable_volatile=_ecc_counts(ecc).dram_uncorrectable if ecc else None,
+                sram_correctable_volatile=_ecc_counts(ecc).sram_correctable if ecc else None,
+                memory_total_mib=to_int(raw_value(node, MIG_FB_TOTAL)),
+                bar1_total_mib=to_int(raw_value(node, MIG_BAR1_TOTAL)),
+            )
+        )
+    return tuple(devices)
+
+
 def _repair_status(gpu: Node) -> dict[str, bool | None]:
     found: dict[str, bool | None] = dict.fromkeys(REPAIR_KEYS.values())
     for node in walk(gpu):
@@ -409,6 +450,9 @@ def gpu_from_node(gpu: Node) -> tuple[Gpu, list[GpuError]]:
         fabric_status=clean(raw_value(gpu, FABRIC_STATUS)),
         clocks_event_reasons_counters_us=_reason_counters(gpu),
         driver_model=clean(raw_value(gpu, DRIVER_MODEL)),
+        mig_mode=clean(raw_value(gpu, MIG_CURRENT)),
+        mig_mode_pending=clean(raw_value(gpu, MIG_PENDING)),
+        mig_devices=_mig_devices(gpu),
         **_repair_status(gpu),
     )
     return record, errors
@@ -595,6 +639,32 @@ def facts(result: NvidiaSmiResult) -> dict[str, Any]:
         remap_failure_gpus=[g.pci for g in gpus if g.remapped_rows and g.remapped_rows.failure],
         retired_pages_pending_gpus=[g.pci for g in gpus if g.retired_pages and g.retired_pages.pending],
         sram_threshold_exceeded_gpus=[g.pci for g in gpus if g.sram_threshold_exceeded],
+        mig_enabled_gpus=[g.pci for g in gpus if (g.mig_mode or "").lower() == "enabled"],
+        mig_instances=[
+            {
+                "gpu": g.pci,
+                "index": m.index,
+                "profile": m.profile,
+                "gpu_instance_id": m.gpu_instance_id,
+                "compute_instance_id": m.compute_instance_id,
+            }
+            for g in gpus
+            for m in g.mig_devices
+        ],
+        # which MIG instance an uncorrectable ECC count belongs to (the GPU's own count is their sum)
+        mig_uncorrectable_ecc_instances=[
+            {
+                "gpu": g.pci,
+                "index": m.index,
+                "profile": m.profile,
+                "gpu_instance_id": m.gpu_instance_id,
+                "sram_uncorrectable": m.sram_uncorrectable_volatile,
+                "dram_uncorrectable": m.dram_uncorrectable_volatile,
+            }
+            for g in gpus
+            for m in g.mig_devices
+            if _positive(m.sram_uncorrectable_volatile) or _positive(m.dram_uncorrectable_volatile)
+        ],
         channel_repair_pending_gpus=[g.pci for g in gpus if g.channel_repair_pending],
         tpc_repair_pending_gpus=[g.pci for g in gpus if g.tpc_repair_pending],
         hw_slowdown_gpus=[g.pci for g in gpus if HW_SLOWDOWN_REASONS.intersection(g.clocks_event_reasons_active or ())],
@@ -647,6 +717,9 @@ PRODUCES = declare(
     ("remap_failure_gpus", "list[str]", "GPUs where a row remap failed"),
     ("retired_pages_pending_gpus", "list[str]", "GPUs with a page retirement pending"),
     ("sram_threshold_exceeded_gpus", "list[str]", "GPUs past the SRAM error threshold"),
+    ("mig_enabled_gpus", "list[str]", "GPUs with MIG mode enabled"),
+    ("mig_instances", "list", "MIG devices per GPU: index, profile, GPU and compute instance ids"),
+    ("mig_uncorrectable_ecc_instances", "list", "MIG devices with uncorrectable volatile ECC counts, by GPU instance"),
     ("channel_repair_pending_gpus", "list[str]", "GPUs with a memory channel repair pending (R590+ repair status)"),
     ("tpc_repair_pending_gpus", "list[str]", "GPUs with a TPC repair pending (R590+ repair status)"),
     ("hw_slowdown_gpus", "list[str]", "GPUs in a hardware slowdown (thermal, power brake)"),

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections.abc import Sequence
 
-from nightowl.collectors.gpu.nvidia_smi.results import Gpu, GpuError
+from nightowl.collectors.gpu.nvidia_smi.results import Gpu, GpuError, MigDevice
 from nightowl.collectors.gpu.nvidia_smi.tree import clean, is_error_value, to_float, to_int
 from nightowl.collectors.pci import normalize_pci
 
@@ -91,6 +92,34 @@ def _table_gpu(first: re.Match[str], second: re.Match[str] | None) -> tuple[Gpu,
     return gpu, errors
 
 
+# The table's "MIG devices" section: GPU, GPU instance, compute instance and MIG device ids, memory, SM count and
+# the instance's volatile uncorrectable ECC ("Vol Unc ECC"); the next row holds BAR1 usage.
+_MIG_ROW = re.compile(
+    r"^\|\s*(?P<gpu>\d+)\s+(?P<gi>\d+)\s+(?P<ci>\d+)\s+(?P<dev>\d+)\s*\|\s*(?P<used>\S+)\s*/\s*(?P<total>\S+)\s*\|"
+    r"\s*(?P<sm>\d+)\s+(?P<ecc>\S+)\s*\|"
+)
+
+
+def mig_rows(lines: Sequence[str]) -> dict[int, list[MigDevice]]:
+    """MIG devices of the table view by GPU index."""
+    found: dict[int, list[MigDevice]] = {}
+    for line in lines:
+        row = _MIG_ROW.match(line.strip())
+        if row is None:
+            continue
+        found.setdefault(int(row.group("gpu")), []).append(
+            MigDevice(
+                index=int(row.group("dev")),
+                profile=None,
+                gpu_instance_id=int(row.group("gi")),
+                compute_instance_id=int(row.group("ci")),
+                sram_uncorrectable_volatile=to_int(row.group("ecc")),
+                memory_total_mib=to_int(row.group("total")),
+            )
+        )
+    return found
+
+
 def parse_table(lines: Sequence[str]) -> tuple[list[Gpu], list[GpuError]]:
     gpus: list[Gpu] = []
     errors: list[GpuError] = []
@@ -102,4 +131,10 @@ def parse_table(lines: Sequence[str]) -> tuple[list[Gpu], list[GpuError]]:
         gpu, gpu_errors = _table_gpu(first, _TABLE_ROW_USAGE.match(following))
         gpus.append(gpu)
         errors.extend(gpu_errors)
+    migs = mig_rows(lines)
+    if migs:
+        gpus = [
+            dataclasses.replace(g, mig_mode="Enabled", mig_devices=tuple(migs[g.index])) if g.index in migs else g
+            for g in gpus
+        ]
     return gpus, errors
