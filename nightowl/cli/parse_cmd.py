@@ -22,10 +22,10 @@ def parse_cmd(kind: str, file: Any) -> None:
     nvlink-errors, gpu-topology, dcgmi-diag, dcgmi-diag-drained, nccl-ras,
     nccl-tests-run, container-state, bench-serve, known-answer, dev-shm,
     cpu-governor, replica-health, replica-models, replica-metrics, stream-probe,
-    ib-ports, fabric, fabric-manager.
+    kernel-log-boots, ib-ports, fabric, fabric-manager.
     Runbooks also collect xid-judgement, pcie-attribution, metrics-window,
-    replica-compare, busbw-judgement, ib-ports-window, nvlink-errors-window and
-    xid-nvlink5, derived from other collectors' facts
+    replica-compare, busbw-judgement, gpu-history, ib-ports-window,
+    nvlink-errors-window and xid-nvlink5, derived from other collectors' facts
     (they read no file).
 
     The facts each kind gives runbook conditions (name, type, meaning) are listed in

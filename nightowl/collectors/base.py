@@ -7,9 +7,12 @@ of a saved bundle and a unit test all go through the same ``parse``.
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
+
+from nightowl.collectors.escapes import strip_escapes
 
 
 def to_jsonable(value: Any) -> Any:
@@ -77,6 +80,15 @@ def _plain_facts(result: Any) -> dict[str, Any]:
     return facts if isinstance(facts, dict) else {"value": facts}
 
 
+def _stripping_escapes(parse: Callable[[str], Any]) -> Callable[[str], Any]:
+    @functools.wraps(parse)
+    def parse_without_escapes(text: str) -> Any:
+        return parse(strip_escapes(text))
+
+    parse_without_escapes.strips_escapes = True  # type: ignore[attr-defined]
+    return parse_without_escapes
+
+
 @dataclass(frozen=True)
 class Collector:
     """One kind of evidence.
@@ -109,6 +121,12 @@ class Collector:
     shows_nothing: Callable[[str], bool] | None = None
     # Every fact ``facts`` may return (docs/reference.md#kinds); runbook validation checks reads against it.
     produces: tuple[Fact, ...] = ()
+
+    def __post_init__(self) -> None:
+        # The one place every output passes before its parser (live, replay, `nightowl parse`, the
+        # postmortem): terminal escapes removed (collectors/escapes.py), so no parser sees them.
+        if not getattr(self.parse, "strips_escapes", False):
+            object.__setattr__(self, "parse", _stripping_escapes(self.parse))
 
     def check_argv(self, argv: tuple[str, ...]) -> str | None:
         """Why a resolved argv (parameters filled in) may not run, or None: the engine asks before running it,
