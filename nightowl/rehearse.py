@@ -45,23 +45,28 @@ def case_hosts(case: dict[str, Any]) -> list[str]:
 def replay_case(
     runbook_id: str, case: dict[str, Any], host_dirs: dict[str, Path] | None = None, out_dir: Path | None = None
 ) -> list[Any]:
-    """Run a rehearsal case; ``host_dirs`` replaces where a host's recording is read from."""
+    """Run a rehearsal case as triage runs it (``nightowl.run``: the same parameter checks, redaction),
+    without the drafts and the status update, which no rehearsal reads; ``host_dirs`` replaces where a
+    host's recording is read from. A case whose parameters are refused raises ``RunRefused``."""
     from nightowl import runbooks
-    from nightowl.collectors import get_collector
-    from nightowl.engine.runner import RunOptions
-    from nightowl.engine.session import run_runbook
+    from nightowl.run import run_and_save
     from nightowl.transports.replay import ReplayTransport
 
     loaded = runbooks.load(runbook_id)
     hosts_dir = data_dir("fixtures") / "hosts"
     dirs = {h: (host_dirs or {}).get(h, hosts_dir / h) for h in case_hosts(case)}
     transports = {h: (lambda d=d, n=h: ReplayTransport(d, n)) for h, d in dirs.items()}
-    options = RunOptions(
-        params=loaded.resolve_params(case.get("params", {})), allow_invasive=case.get("allow_invasive", False)
-    )
     with tempfile.TemporaryDirectory() as tmp:
-        runs, _ = run_runbook(loaded, transports, get_collector, options, out_dir or Path(tmp))
-    return runs
+        result = run_and_save(
+            loaded,
+            transports,
+            out_dir or Path(tmp),
+            params=case.get("params", {}),
+            allow_invasive=case.get("allow_invasive", False),
+            drafts=False,
+            status_update=False,
+        )
+    return result.runs
 
 
 def rehearse(runbook_id: str, case: dict[str, Any], out_dir: Path | None = None) -> RehearsalResult:
