@@ -124,12 +124,16 @@ def run_and_save(
     writes ``status-update.md``; ``redact`` scrubs secrets from everything written.
     """
     values = resolve_params(loaded, params, lookup)
+    stop = threading.Event()
     options = RunOptions(
         params=values,
         allow_invasive=allow_invasive,
         command_timeout=command_timeout,
         host_timeout=host_timeout,
-        stopping=stopping,
+        stop=stop,
+        # A command dying of a signal may have been sent it with ours (a cgroup's TERM reaches both): it
+        # waits a moment for our own handler to set ``stop`` before it is judged an ordinary failure.
+        stopping=stopping or stop,
     )
     saved = _run(
         loaded, transports, out_dir, options, forks, drafts, redact, extra_manifest, on_host_done, start_order, lookup
