@@ -113,12 +113,12 @@ def load_runbook(
         message = f"not UTF-8 text (byte {exc.start}): a runbook is YAML in UTF-8"
         raise RunbookInvalid([Issue(name, line, None, message)]) from None
     try:
-        data, lines = load_with_lines(text)
+        data, lines = load_with_lines(text, unique_keys=True)
     except YamlError as exc:
         raise RunbookInvalid([Issue(name, exc.line, None, exc.message)]) from exc
     runbook = _schema_pass(name, data, lines)
     loaded = LoadedRunbook(runbook, path, lines, graph=None)
-    issues = _graph_pass(loaded)
+    issues = _parameter_pass(loaded) + _graph_pass(loaded)
     if not issues:
         issues = _collector_pass(loaded, known_collectors) + _expression_pass(loaded)
     if not issues:
@@ -145,6 +145,28 @@ def _schema_pass(name: str, data: Any, lines: dict[tuple[Any, ...], int]) -> Run
             where = ".".join(str(p) for p in loc)
             issues.append(Issue(name, line_of(lines, loc), node, f"{where}: {err['msg']}"))
         raise RunbookInvalid(issues) from exc
+
+
+def _parameter_pass(loaded: LoadedRunbook) -> list[Issue]:
+    """A parameter's default is a value of its declared type (``{default: eight, type: number}`` would
+    fail only when the runbook runs without the parameter, and a quoted ``"8"`` of an integer would be
+    compared as text)."""
+    issues = []
+    for name, parameter in loaded.runbook.parameters.items():
+        if parameter.type is None or parameter.default is None:
+            continue
+        try:
+            coerce(name, parameter.type, parameter.default)
+        except ValueError as exc:
+            problem = f"default {parameter.default!r} is not of its type {parameter.type}: {exc}"
+        else:
+            text = isinstance(parameter.default, str)
+            if not (text and parameter.type in ("integer", "number", "boolean")):
+                continue
+            problem = f"default {parameter.default!r} is text, not {parameter.type}: write it unquoted"
+        line = line_of(loaded.lines, ("parameters", name, "default"))
+        issues.append(Issue(str(loaded.path), line, None, f"parameter {name}: {problem}"))
+    return issues
 
 
 def _graph_pass(loaded: LoadedRunbook) -> list[Issue]:
