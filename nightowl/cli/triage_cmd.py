@@ -161,8 +161,8 @@ def run_follow(
         click.echo(json_report({**summary, "followed": followed} if follow else summary))
     else:
         click.echo(text_report(summary, verbose=verbose))
-        for result in followed:
-            click.echo("\nfollowed: " + text_report(result, verbose=verbose))
+        for step in followed:
+            click.echo("\nfollowed: " + text_report(step, verbose=verbose))
     if print_status and result.status_update is not None:
         click.echo("\n" + result.status_update.read_text().rstrip())
     elif print_status:
