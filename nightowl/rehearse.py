@@ -70,8 +70,14 @@ def replay_case(
 
 
 def rehearse(runbook_id: str, case: dict[str, Any], out_dir: Path | None = None) -> RehearsalResult:
+    from nightowl.run import RunRefused
+
     hosts = case_hosts(case)
-    runs = replay_case(runbook_id, case, out_dir=out_dir)
+    name = case.get("name", hosts[0])
+    try:
+        runs = replay_case(runbook_id, case, out_dir=out_dir)
+    except RunRefused as exc:  # the case's parameters: a failed rehearsal, as triage would refuse them
+        return RehearsalResult(runbook_id, name, False, (f"parameters refused: {exc}",), None, ())
     expect = case.get("expect", {})
     run = runs[0]
     verdict = run.verdict or {}
@@ -89,7 +95,7 @@ def rehearse(runbook_id: str, case: dict[str, Any], out_dir: Path | None = None)
             problems.append(f"gpu {gpu} not named in verdict gpus {verdict.get('gpus')}")
     return RehearsalResult(
         runbook_id,
-        case.get("name", hosts[0]),
+        name,
         not problems,
         tuple(problems),
         verdict.get("id"),

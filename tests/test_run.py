@@ -174,3 +174,12 @@ def test_the_rules_timeouts_reach_the_run(tmp_path: Path, monkeypatch: pytest.Mo
     result = triage_alert(tmp_path, path)
     assert json.loads(result.stdout)["captures"][0]["status"] == "captured"
     assert (seen["command_timeout"], seen["host_timeout"]) == (7.0, 9.0)
+
+
+def test_a_rehearsal_whose_parameters_are_refused_fails_with_the_reason(tmp_path: Path) -> None:
+    from nightowl.rehearse import rehearse
+
+    result = rehearse("xid", {"name": "bad policy", "host": APP_FAULT, "params": {"xid_policy": str(tmp_path / "x")}})
+    assert (
+        not result.passed and "parameters refused" in result.problems[0] and str(tmp_path / "x") in result.problems[0]
+    )
