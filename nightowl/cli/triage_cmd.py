@@ -207,6 +207,11 @@ def alert_status(results: list[dict[str, Any]]) -> ExitStatus:
     if not captured:
         click.echo("nightowl: no alert in the payload was captured: nothing was judged", err=True)
     status = status_for(captured)
+    cut = [r for r in results if r.get("status") == "interrupted"]
+    if cut:  # the partial bundle is in the report
+        click.echo(f"nightowl: {cut[0].get('reason')}", err=True)
+        terminated = str(cut[0].get("reason") or "").startswith("terminated")
+        return ExitStatus.TERMINATED if terminated else ExitStatus.INTERRUPTED
     if status == ExitStatus.ACTION_NEEDED:
         return status
     if any(r.get("input_error") for r in refused):

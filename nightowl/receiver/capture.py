@@ -175,7 +175,8 @@ def run_capture(
         capture.status, capture.reason, capture.input_error = "not_captured", str(exc), True
     except Interrupted as exc:
         capture.status, capture.bundle = "interrupted", str(exc.bundle) if exc.bundle else None
-        capture.reason = "the receiver stopped mid-capture: partial bundle kept, resumed at the next start"
+        what = "terminated" if exc.terminated else "interrupted"
+        capture.reason = f"{what} mid-capture (nightowl was stopping): partial bundle kept; serve resumes it"
     except Exception as exc:  # noqa: BLE001 - the receiver keeps serving whatever one capture does
         capture.status, capture.reason = "failed", f"{type(exc).__name__}: {exc}"
     else:
@@ -212,4 +213,6 @@ def triage_alert_payload(
     for alert in parse_payload(payload):
         capture = plan_capture(alert, config, received_at)
         results.append(run_capture(capture, config, lookup) if capture.status == "queued" else capture)
+        if capture.status == "interrupted":  # Ctrl-C stops the command, not only this capture
+            break
     return results

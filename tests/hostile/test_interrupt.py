@@ -384,3 +384,30 @@ def test_a_collector_killed_by_a_signal_while_nothing_stops_is_an_ordinary_failu
     assert json.loads((result.bundle / "manifest.json").read_text())["partial"] is False
     assert [args for _pid, *args in _starts(log)] == [["-q", "-x"], ["-q"]]  # the fallback was tried
     assert result.runs[0].collections["nvidia-smi"].status == "error"
+
+
+@pytest.mark.parametrize(("signum", "status"), [(signal.SIGTERM, 143), (signal.SIGINT, 130)])
+def test_triage_alert_stops_on_a_signal_with_the_partial_bundle(tmp_path: Path, signum: int, status: int) -> None:
+    from tests.test_serve import payload
+
+    env, log = _hung_tool(tmp_path)
+    alert = tmp_path / "alert.json"
+    body = payload("alertmanager-xid-firing.json")
+    body["alerts"] = [body["alerts"][0], {**body["alerts"][0], "fingerprint": "second"}]
+    alert.write_text(json.dumps(body))
+    argv = [sys.executable, "-c", "from nightowl.cli.main import main; main()", "triage", "--alert", str(alert)]
+    argv += ["--config", str(_serve_config(tmp_path)), "--out", str(tmp_path / "out"), "--format", "json"]
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    try:
+        _wait_for_start(log, proc)
+        proc.send_signal(signum)
+        with watchdog(30):
+            stdout, stderr = proc.communicate()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == status, stderr
+    [capture] = json.loads(stdout)["captures"]  # the second alert never started
+    assert capture["status"] == "interrupted" and capture["bundle"]
+    assert json.loads((Path(capture["bundle"]) / "manifest.json").read_text())["partial"] is True
+    assert len(_starts(log)) == 1
