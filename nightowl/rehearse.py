@@ -46,8 +46,8 @@ def replay_case(
     runbook_id: str, case: dict[str, Any], host_dirs: dict[str, Path] | None = None, out_dir: Path | None = None
 ) -> list[Any]:
     """Run a rehearsal case as triage runs it (``nightowl.run``: the same parameter checks, redaction),
-    without the drafts and the status update, which no rehearsal reads; ``host_dirs`` replaces where a
-    host's recording is read from. A case whose parameters are refused raises ``RunRefused``."""
+    without the drafts, the status update and the history store, which no rehearsal reads; ``host_dirs``
+    replaces where a host's recording is read from. A case whose parameters are refused raises ``RunRefused``."""
     from nightowl import runbooks
     from nightowl.run import run_and_save
     from nightowl.transports.replay import ReplayTransport
@@ -65,6 +65,7 @@ def replay_case(
             allow_invasive=case.get("allow_invasive", False),
             drafts=False,
             status_update=False,
+            history=False,
         )
     return result.runs
 

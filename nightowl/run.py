@@ -105,6 +105,7 @@ def run_and_save(
     forks: int = 16,
     drafts: bool = True,
     status_update: bool = True,
+    history: bool = True,
     redact: bool = True,
     extra_manifest: dict[str, Any] | None = None,
     on_host_done: Callable[[HostRun], None] | None = None,
@@ -121,7 +122,9 @@ def run_and_save(
     recorded as interrupted); a later signal never cuts the partial bundle's save. ``stopping`` is the
     caller's own stop (a receiver shutting down): a command that dies of a signal while it is set makes
     the run partial instead of being judged. ``drafts`` renders ``postmortem.md``, ``status_update``
-    writes ``status-update.md``; ``redact`` scrubs secrets from everything written.
+    writes ``status-update.md``; ``history`` records the bundle in the history store (when a command
+    activated it; a failure there is a warning, never the run's); ``redact`` scrubs secrets from
+    everything written.
     """
     values = resolve_params(loaded, params, lookup)
     stop = threading.Event()
@@ -144,6 +147,10 @@ def run_and_save(
     runs, bundle = saved
     result = RunResult(loaded.id, runs, {}, bundle, params=values)
     _summarise(result, status_update)
+    if history:
+        from nightowl.history import record_bundle  # the run's one write into the history store
+
+        record_bundle(bundle)
     return result
 
 

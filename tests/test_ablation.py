@@ -22,10 +22,16 @@ def test_no_ablated_run_is_healthier(runbook: str) -> None:
 def test_ablation_catches_a_runbook_that_calls_absence_healthy(tmp_path: Path, monkeypatch) -> None:  # noqa: ANN001
     """The check can fail: drop the kernel-log guard from node-health and a healthy verdict survives without it."""
     source = runbooks.builtin_paths()["node-health"].read_text()
-    guard = "status.kernel_log != 'ok' or status.xid_judgement != 'ok' or status.pcie_attribution != 'ok'"
+    guard = (
+        "status.kernel_log != 'ok' or status.xid_judgement != 'ok' or status.pcie_attribution != 'ok'"
+        " or status.gpu_history != 'ok'"
+    )
     assert guard in source
     # Still read (so `runbook validate`'s hidden-failure lint passes it), never true: only a run can tell.
-    vacuous = "status.kernel_log == 'never' and status.xid_judgement == 'never' and status.pcie_attribution == 'never'"
+    vacuous = (
+        "status.kernel_log == 'never' and status.xid_judgement == 'never' and status.pcie_attribution == 'never'"
+        " and status.gpu_history == 'never'"
+    )
     folder = tmp_path / "runbooks"
     folder.mkdir()
     for name, path in runbooks.builtin_paths().items():

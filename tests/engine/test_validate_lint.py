@@ -107,7 +107,10 @@ def test_every_built_in_runbook_passes_the_lint() -> None:
 def test_the_xid_runbook_does_not_call_unjudged_xids_informational(tmp_path: Path) -> None:
     """Put back the per-code step as it was (no status check of the judgement): the lint refuses it."""
     source = runbooks.builtin_paths()["xid"].read_text()
-    guard = "status.kernel_log == 'ok' and (status.xid_judgement != 'ok' or status.pcie_attribution != 'ok')"
+    guard = (
+        "status.kernel_log == 'ok' and (status.xid_judgement != 'ok' or status.pcie_attribution != 'ok'"
+        " or status.gpu_history != 'ok')"
+    )
     assert guard in source
     path = tmp_path / "xid.yaml"
     path.write_text(source.replace(guard, "false"))
