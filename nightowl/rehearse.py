@@ -45,28 +45,40 @@ def case_hosts(case: dict[str, Any]) -> list[str]:
 def replay_case(
     runbook_id: str, case: dict[str, Any], host_dirs: dict[str, Path] | None = None, out_dir: Path | None = None
 ) -> list[Any]:
-    """Run a rehearsal case; ``host_dirs`` replaces where a host's recording is read from."""
+    """Run a rehearsal case as triage runs it (``nightowl.run``: the same parameter checks, redaction),
+    without the drafts, the status update and the history store, which no rehearsal reads; ``host_dirs``
+    replaces where a host's recording is read from. A case whose parameters are refused raises ``RunRefused``."""
     from nightowl import runbooks
-    from nightowl.collectors import get_collector
-    from nightowl.engine.runner import RunOptions
-    from nightowl.engine.session import run_runbook
+    from nightowl.run import run_and_save
     from nightowl.transports.replay import ReplayTransport
 
     loaded = runbooks.load(runbook_id)
     hosts_dir = data_dir("fixtures") / "hosts"
     dirs = {h: (host_dirs or {}).get(h, hosts_dir / h) for h in case_hosts(case)}
     transports = {h: (lambda d=d, n=h: ReplayTransport(d, n)) for h, d in dirs.items()}
-    options = RunOptions(
-        params=loaded.resolve_params(case.get("params", {})), allow_invasive=case.get("allow_invasive", False)
-    )
     with tempfile.TemporaryDirectory() as tmp:
-        runs, _ = run_runbook(loaded, transports, get_collector, options, out_dir or Path(tmp))
-    return runs
+        result = run_and_save(
+            loaded,
+            transports,
+            out_dir or Path(tmp),
+            params=case.get("params", {}),
+            allow_invasive=case.get("allow_invasive", False),
+            drafts=False,
+            status_update=False,
+            history=False,
+        )
+    return result.runs
 
 
 def rehearse(runbook_id: str, case: dict[str, Any], out_dir: Path | None = None) -> RehearsalResult:
+    from nightowl.run import RunRefused
+
     hosts = case_hosts(case)
-    runs = replay_case(runbook_id, case, out_dir=out_dir)
+    name = case.get("name", hosts[0])
+    try:
+        runs = replay_case(runbook_id, case, out_dir=out_dir)
+    except RunRefused as exc:  # the case's parameters: a failed rehearsal, as triage would refuse them
+        return RehearsalResult(runbook_id, name, False, (f"parameters refused: {exc}",), None, ())
     expect = case.get("expect", {})
     run = runs[0]
     verdict = run.verdict or {}
@@ -84,7 +96,7 @@ def rehearse(runbook_id: str, case: dict[str, Any], out_dir: Path | None = None)
             problems.append(f"gpu {gpu} not named in verdict gpus {verdict.get('gpus')}")
     return RehearsalResult(
         runbook_id,
-        case.get("name", hosts[0]),
+        name,
         not problems,
         tuple(problems),
         verdict.get("id"),

@@ -252,7 +252,7 @@ def _run(
     dialer: Dialer | None = None,
 ) -> dict[str, Any]:
     from nightowl.cli.render import json_report, text_report
-    from nightowl.cli.running import run_to_summary
+    from nightowl.cli.running import run_or_exit
     from nightowl.fleet.outliers import fleet_facts
     from nightowl.fleet.table import fleet_table
     from nightowl.fleet.textfile import prometheus_textfile
@@ -260,19 +260,20 @@ def _run(
     progress, advance = _progress(len(transports), fmt)
     with progress:
         # A fleet's bundle gets no postmortem draft: drafts are per incident (`nightowl postmortem`).
-        summary = run_to_summary(
+        result = run_or_exit(
             loaded,
             transports,
             params,
             out_dir,
             allow_invasive,
+            limits,
             forks=forks,
-            limits=limits,
-            postmortem=False,
+            drafts=False,
             on_host_done=advance,
             start_order=dialer.start_order(transports) if dialer is not None else None,
         )
-    summary["fleet"] = fleet_facts(summary.pop("_runs"))
+    summary = result.summary
+    summary["fleet"] = fleet_facts(result.runs)
     render = {"json": json_report, "prometheus": prometheus_textfile, "text": text_report, "table": fleet_table}
     click.echo(render[fmt](summary), nl=fmt != "prometheus")
     return summary

@@ -170,6 +170,44 @@ class RunOptions:
     # run there, ``concurrency`` at a time. None: each node starts its own (a thread started while other
     # hosts' SSH key exchanges hold the GIL waits its turn: hundreds of milliseconds in a wide sweep).
     collect_pool: Executor | None = field(default=None, compare=False, repr=False)
+    # Set when the program running this is being stopped while the run itself may still finish (a
+    # receiver's SIGTERM gives running captures a grace): a command that then dies of a signal was killed
+    # by that stop (systemd signals the whole cgroup), so its output is not evidence and the run is partial.
+    stopping: threading.Event | None = field(default=None, compare=False, repr=False)
+    # Set by the session while it writes the bundle's closing files: a signal then waits for the save.
+    saving: threading.Event = field(default_factory=threading.Event, compare=False, repr=False)
+    # Collectors and hosts still running: an interrupt waits (briefly) for them to record what they ran.
+    inflight: InFlight = field(default_factory=lambda: InFlight(), compare=False, repr=False)
+
+
+class InFlight:
+    """A count of work in progress that an interrupt waits to drain, so the partial bundle's manifest
+    lists the command a signal cut (with its elapsed time) instead of losing it to the race."""
+
+    def __init__(self) -> None:
+        self._count = 0
+        self._idle = threading.Condition()
+
+    def __enter__(self) -> InFlight:
+        with self._idle:
+            self._count += 1
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        with self._idle:
+            self._count -= 1
+            if self._count <= 0:
+                self._idle.notify_all()
+
+    def wait_idle(self, timeout: float) -> bool:
+        """Wait until nothing is in flight or ``timeout`` passes; True when idle."""
+        with self._idle:
+            return self._idle.wait_for(lambda: self._count <= 0, timeout)
+
+
+# After a command died of a signal, how long to wait for the stop that may have sent it (the program's
+# own signal handler runs a moment later, in the main thread). Only paid by a signalled command.
+SIGNALLED_GRACE_SECONDS = 2.0
 
 
 def is_derived(lookup: Callable[[str], CollectorLike], entry: str) -> bool:
@@ -557,9 +595,31 @@ def collect_on(
         run.status, run.reason = "error", "refused to run " + "; ".join(refused)
         return run
     commands = resolved[:1] if single_attempt else resolved
+    with options.inflight:
+        return _attempt(transport, collector, recorder, options, run, commands, keep_text, deadline)
+
+
+def _attempt(
+    transport: Transport,
+    collector: CollectorLike,
+    recorder: Recorder,
+    options: RunOptions,
+    run: CollectorRun,
+    commands: list[tuple[str, ...]],
+    keep_text: bool,
+    deadline: float | None,
+) -> CollectorRun:
+    """Run the commands in order until one answers; record every attempt; parse the chosen output.
+
+    Once a stop was asked nothing more starts (no fallback), and a command it cut is recorded as
+    interrupted, with its elapsed time, before the interrupt goes on up to the session."""
+    kind = collector.kind
     chosen: CommandResult | None = None
     blank: CommandResult | None = None  # exited 0 but showed nothing: the next command may do better
     for argv in commands:
+        if options.stop.is_set():
+            _record_all(transport, kind, recorder, run, run.attempts[-1] if run.attempts else None)
+            raise KeyboardInterrupt
         timeout = _timeout_for(collector, options, deadline)
         if timeout <= 0:
             if not run.attempts:
@@ -567,6 +627,10 @@ def collect_on(
                 return run
             break
         result = transport.run(argv, timeout, kind=kind)
+        if _cut_by_stop(result, options):
+            run.attempts.append(_interrupted(result, options))
+            _record_all(transport, kind, recorder, run, run.attempts[-1])
+            raise KeyboardInterrupt
         run.attempts.append(result)
         if result.ok and shows_nothing(collector, result.stdout):
             blank = blank or result
@@ -577,8 +641,7 @@ def collect_on(
         if chosen is None and result.stdout.strip():
             chosen = result  # a failing nvidia-smi still prints why
     chosen = chosen or blank or run.attempts[-1]
-    for attempt in run.attempts:
-        run.file = recorder.record_command(transport.host, kind, attempt, attempt is chosen) or run.file
+    _record_all(transport, kind, recorder, run, chosen)
     run.status, run.reason = _status_of(chosen)
     if chosen is blank:  # only an answer that showed nothing is ever kept as "blank"
         # No output is not "output showing nothing wrong": no facts, so no rule can read it as clean.
@@ -594,6 +657,38 @@ def collect_on(
         if run.parse_error and run.status == "ok":
             run.status, run.reason = "error", run.parse_error
     return run
+
+
+def _record_all(
+    transport: Transport, kind: str, recorder: Recorder, run: CollectorRun, chosen: CommandResult | None
+) -> None:
+    """Every attempt goes to the recorder; only the chosen one's output is kept as ``<kind>.out``."""
+    for attempt in run.attempts:
+        run.file = recorder.record_command(transport.host, kind, attempt, attempt is chosen) or run.file
+
+
+def _cut_by_stop(result: CommandResult, options: RunOptions) -> bool:
+    """Whether a command that did not answer was ended by nightowl being stopped, not by the host.
+
+    After an interrupt (``stop``) any unanswered command was cut by it. While the program is being stopped
+    (``stopping``: systemd's TERM reaches every process of the unit at once) a command that died of a
+    signal died of that stop; the program's own handler may set the event a moment after the command is
+    seen to die, hence the short wait, paid only by a command killed by a signal."""
+    if result.ok:
+        return False
+    if options.stop.is_set():
+        return True
+    signalled = result.rc is not None and result.rc < 0
+    return signalled and options.stopping is not None and options.stopping.wait(SIGNALLED_GRACE_SECONDS)
+
+
+def _interrupted(result: CommandResult, options: RunOptions) -> CommandResult:
+    """The cut command as the manifest records it: what it printed, its elapsed time, and why it ended."""
+    import dataclasses
+
+    how = f"killed by signal {-result.rc}" if result.rc is not None and result.rc < 0 else "ended"
+    why = "interrupted" if options.stop.is_set() else "stopped with nightowl"
+    return dataclasses.replace(result, error=f"{why}: {how} after {result.duration:.1f}s, as nightowl was stopping")
 
 
 def _refused(collector: CollectorLike, commands: list[tuple[str, ...]]) -> list[str]:

@@ -7,7 +7,7 @@ from typing import Any
 
 
 def fleet_table(summary: dict[str, Any]) -> str:
-    """The `--format table` view of a sweep summary (`run_to_summary` plus `fleet`)."""
+    """The `--format table` view of a sweep summary (`nightowl.run.RunResult.summary` plus `fleet`)."""
     rows = [("HOST", "STATUS", "VERDICT", "ACTION", "GPUS", "SECONDS")]
     for h in summary["hosts"]:
         v = h.get("verdict") or {}

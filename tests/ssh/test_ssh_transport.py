@@ -17,7 +17,11 @@ from nightowl.transports.ssh import SSHConnectError, SSHTransport
 from tests.ssh.conftest import HEALTHY_COPIES, RECORDED
 from tests.ssh.fleet import FLOOD_BYTES, SSHD, Fault, Fleet
 
-pytestmark = pytest.mark.skipif(not SSHD.exists(), reason=f"{SSHD} missing (Debian package openssh-server)")
+# Starts real sshd processes: `pytest -m "not integration"` leaves it out.
+pytestmark = [
+    pytest.mark.integration,
+    pytest.mark.skipif(not SSHD.exists(), reason=f"{SSHD} missing (Debian package openssh-server)"),
+]
 
 NVSMI = ("nvidia-smi", "-q")
 KERNEL_LOG = ("journalctl", "-k", "--no-pager")
