@@ -83,14 +83,15 @@ class Recorder(Protocol):
 class CollectorRun:
     """One collector's outcome on one host (or, merged, on a job): status, facts and where the output is.
 
-    ``status`` is ``ok``, ``timed_out``, ``error``, ``no_data`` or ``skipped``; anything but ``ok``
+    ``status`` is ``ok``, ``timed_out``, ``error``, ``no_data``, ``skipped`` or ``late`` (nightowl read the
+    output after its deadline: it says nothing about the host, which then gets no verdict); anything but ``ok``
     carries a ``reason`` a person can act on. ``facts`` is None when nothing could be parsed, so a
     condition never reads an empty output as healthy. ``file`` is the bundle path of the kept output.
     """
 
     kind: str
     namespace: str
-    status: str  # ok | timed_out | error | no_data | skipped
+    status: str  # ok | timed_out | error | no_data | skipped | late
     reason: str | None = None
     facts: dict[str, Any] | None = None
     parse_error: str | None = None
@@ -148,6 +149,14 @@ class CannotJudge(Exception):
         exc = cls.__new__(cls)
         Exception.__init__(exc, f"cannot judge ({node}): {reason}")
         return exc
+
+
+class Overloaded(CannotJudge):
+    """nightowl read a command's output after the command's deadline because nightowl itself was behind:
+    the host is not at fault, and no rule may read the missing answer as a hung command or a clean one."""
+
+    def __init__(self, late: list[CollectorRun]) -> None:
+        Exception.__init__(self, "cannot judge: " + "; ".join(f"{run.reason} ({run.kind})" for run in late))
 
 
 @dataclass(frozen=True)
@@ -240,6 +249,9 @@ class HostRunner:
                 pool.shutdown(wait=False, cancel_futures=True)
                 raise
             pool.shutdown(wait=True)
+        late = [self.run.collections[e] for e in commands if self.run.collections[e].status == "late"]
+        if late:
+            raise Overloaded(late)
         for entry in derived:  # after the collectors whose facts they read
             self.run.collections[entry] = self._derive_one(entry)
 
@@ -480,6 +492,8 @@ class HostRunner:
             node_id = next_id
 
     def _check_evidence(self) -> None:
+        if any(c.status == "late" for c in self.run.collections.values()):
+            return  # the run says nightowl was behind; "every collector failed" would blame the host
         if self.run.collections and not any(c.facts for c in self.run.collections.values()):
             self.run.status = "incomplete"
             self.run.error = (
@@ -571,8 +585,8 @@ def collect_on(
         if result.ok and shows_nothing(collector, result.stdout):
             blank = blank or result
             continue
-        if result.ok or result.timed_out:
-            chosen = result
+        if result.ok or result.timed_out or result.late:
+            chosen = result  # a late answer is no failure of the command: no fallback for it
             break
         if chosen is None and result.stdout.strip():
             chosen = result  # a failing nvidia-smi still prints why
@@ -589,7 +603,7 @@ def collect_on(
         )
     if keep_text:
         run.text = chosen.stdout
-    if chosen.stdout.strip() and run.status != "no_data":
+    if chosen.stdout.strip() and run.status not in ("no_data", "late"):
         run.facts, run.parse_error = parse_output(collector, chosen.stdout)
         if run.parse_error and run.status == "ok":
             run.status, run.reason = "error", run.parse_error
@@ -622,6 +636,8 @@ def _timeout_for(collector: CollectorLike, options: RunOptions, deadline: float 
 
 
 def _status_of(result: CommandResult) -> tuple[str, str | None]:
+    if result.late:
+        return "late", result.late
     if result.timed_out:
         return "timed_out", f"timed out after {result.duration:.1f}s"
     if result.rc is None:
@@ -634,11 +650,11 @@ def _status_of(result: CommandResult) -> tuple[str, str | None]:
     return "ok", None
 
 
-_SEVERITY = ["ok", "skipped", "no_data", "error", "timed_out"]
+_SEVERITY = ["ok", "skipped", "no_data", "error", "timed_out", "late"]
 
 
 def worst_status(statuses: set[str]) -> str:
-    """The most severe of collector statuses (ok < skipped < no_data < error < timed_out)."""
+    """The most severe of collector statuses (ok < skipped < no_data < error < timed_out < late)."""
     return max(statuses, key=lambda s: _SEVERITY.index(s) if s in _SEVERITY else 0)
 
 

@@ -50,10 +50,10 @@ class ReplayTransport:
         """Which recording of ``kind`` to hand out next."""
         self._taken[kind] += 1
         numbered = f"{kind}.{self._taken[kind]}"
-        if any((self.directory / f"{numbered}.{ext}").exists() for ext in ("out", "rc", "timeout")):
+        if any((self.directory / f"{numbered}.{ext}").exists() for ext in ("out", "rc", "timeout", "late")):
             return numbered
         if self._taken[kind] == 1 and any(
-            (self.directory / f"{kind}.{ext}").exists() for ext in ("out", "rc", "timeout")
+            (self.directory / f"{kind}.{ext}").exists() for ext in ("out", "rc", "timeout", "late")
         ):
             return kind
         return None
@@ -70,10 +70,13 @@ class ReplayTransport:
             out, dropped = self._read_capped(out_path, self.output_cap_bytes) if os.path.lexists(out_path) else ("", 0)
             err = self._read(stem, "err") or ""
             timeout_mark = self._read(stem, "timeout")
+            late_mark = self._read(stem, "late")
             rc_raw = self._read(stem, "rc")
             rc_text = "0" if rc_raw is None else rc_raw.strip()  # no file: exit 0; an empty one is unreadable
         except RefusedFile as exc:
             return CommandResult(tuple(argv), None, "", "", started, 0.0, error=str(exc))
+        if late_mark is not None:
+            return CommandResult(tuple(argv), None, out, err, started, 0.0, late=late_mark.strip() or "recorded late")
         if timeout_mark is not None:
             return CommandResult(tuple(argv), None, out, err, started, timeout, timed_out=True, error="timed out")
         if not _EXIT_CODE.fullmatch(rc_text):
