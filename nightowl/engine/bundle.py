@@ -218,6 +218,8 @@ class BundleWriter:
             self._store(folder / f"{stem}.rc", f"{NO_EXIT_STATUS}\n")
         if result.timed_out:
             self._store(folder / f"{stem}.timeout", f"{result.duration:.3f}\n")
+        if result.stdout_truncated_bytes:  # replayed as cut too: "no Xid" in a cut log says so again
+            self._store(folder / f"{stem}.truncated", f"{result.stdout_truncated_bytes}\n")
         if result.late:  # replayed as late too: the recording says nothing about the host either
             self._store(folder / f"{stem}.late", f"{result.late}\n")
         return f"hosts/{host_dirname(host)}/{stem}.out"

@@ -26,6 +26,7 @@ from nightowl.engine.runner import (
     RunOptions,
     _trim,
     collect_on,
+    mark_cut,
     parse_output,
     worst_status,
 )
@@ -121,6 +122,7 @@ class JobRunner(HostRunner):
         if texts:
             joined = "".join(t if t.endswith("\n") or not t else t + "\n" for t in texts)
             merged.facts, merged.parse_error = parse_output(collector, joined)
+            mark_cut(merged.facts, sum((r.facts or {}).get("truncated_bytes", 0) for r in per_member))
         for run in per_member:
             run.text = ""  # merged; do not keep big logs twice
         return merged

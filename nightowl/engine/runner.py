@@ -371,6 +371,10 @@ class HostRunner:
             "gpus": list(gpus) if isinstance(gpus, (list, tuple)) else gpus,
             "node": node_id,
         }
+        caveats = cut_caveats(list(self.run.collections.values()))
+        if caveats:  # a "no X" on a cut log says so, in the summary every reader sees
+            verdict["caveats"] = caveats
+            verdict["summary"] = f"{verdict['summary']} Caveat: {'; '.join(caveats)}."
         if unavailable:
             verdict["unavailable"] = unavailable  # which part of the verdict is missing, and why
         if spec.next is not None:
@@ -605,9 +609,27 @@ def collect_on(
         run.text = chosen.stdout
     if chosen.stdout.strip() and run.status not in ("no_data", "late"):
         run.facts, run.parse_error = parse_output(collector, chosen.stdout)
+        mark_cut(run.facts, chosen.stdout_truncated_bytes)
         if run.parse_error and run.status == "ok":
             run.status, run.reason = "error", run.parse_error
     return run
+
+
+def mark_cut(facts: dict[str, Any], cut_bytes: int) -> None:
+    """Say in the facts whether the output was cut at the transport's cap, so a rule or a summary can
+    tell "no Xid in the log" from "no Xid in what was kept of it"."""
+    facts["truncated"] = cut_bytes > 0
+    facts["truncated_bytes"] = cut_bytes
+
+
+def cut_caveats(collections: list[CollectorRun]) -> list[str]:
+    """One sentence per collection whose output was cut: what a verdict on it cannot have seen."""
+    return [
+        f"the {run.kind} output was cut at the transport's cap ({run.facts['truncated_bytes']} bytes from its"
+        " middle not kept), so what it does not show may be in the cut"
+        for run in collections
+        if run.facts and run.facts.get("truncated")
+    ]
 
 
 def _refused(collector: CollectorLike, commands: list[tuple[str, ...]]) -> list[str]:

@@ -38,6 +38,10 @@ class CappedOutput:
         if len(self.tail) > 2 * self.tail_cap:  # trim in bulk: amortised linear, never a copy per chunk
             del self.tail[: len(self.tail) - self.tail_cap]
 
+    def skip(self, count: int) -> None:
+        """Count ``count`` bytes past the head that are known to be cut (a file read from both ends)."""
+        self.total += max(0, count)
+
     @property
     def overflowed(self) -> bool:
         return self.total > self.cap

@@ -18,8 +18,10 @@ import time
 from collections import defaultdict
 from collections.abc import Sequence
 from pathlib import Path
+from typing import BinaryIO
 
 from nightowl.transports.base import CommandResult, TransportError
+from nightowl.transports.capped import CappedOutput
 
 _EXIT_CODE = re.compile(r"-?[0-9]{1,5}")
 
@@ -83,7 +85,17 @@ class ReplayTransport:
             # "none": recorded without an exit status; anything else is unreadable. Neither is a success.
             why = "ended without an exit status" if rc_text == "none" else f"unreadable exit code {rc_text[:40]!r}"
             return CommandResult(tuple(argv), None, out, err, started, 0.0, error=f"{stem}.rc: {why}")
+        dropped += self._recorded_cut(stem)
         return CommandResult(tuple(argv), int(rc_text), out, err, started, 0.0, stdout_truncated_bytes=dropped)
+
+    def _recorded_cut(self, stem: str) -> int:
+        """The bytes a live run had already cut from this output (``<kind>.truncated``), so a replay judges
+        the same cut log as the run did and says so."""
+        try:
+            text = self._read(stem, "truncated")
+        except RefusedFile:
+            return 0
+        return int(text.strip()) if text is not None and text.strip().isdigit() else 0
 
     def _read(self, stem: str, ext: str) -> str | None:
         path = self.directory / f"{stem}.{ext}"
@@ -105,12 +117,25 @@ class ReplayTransport:
         try:
             fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
             with os.fdopen(fd, "rb") as handle:
-                data = handle.read(cap + 1)
-                rest = os.fstat(handle.fileno()).st_size
+                kept = _head_and_tail(handle, cap)
         except OSError as exc:
             raise RefusedFile(f"cannot read {path.name}: {exc.strerror}") from None
-        dropped = max(0, rest - cap) if len(data) > cap else 0
-        return data[:cap].decode("utf-8", errors="replace"), dropped
+        text, dropped, _ = kept.text()
+        return text, dropped
+
+
+def _head_and_tail(handle: BinaryIO, cap: int) -> CappedOutput:
+    """A file kept as a live output is (its head and tail within ``cap``), reading only what is kept."""
+    kept = CappedOutput(cap)
+    size = os.fstat(handle.fileno()).st_size
+    if size <= cap:
+        kept.add(handle.read(cap + 1))
+        return kept
+    kept.add(handle.read(kept.head_cap))
+    kept.skip(size - kept.head_cap - kept.tail_cap)
+    handle.seek(size - kept.tail_cap)
+    kept.add(handle.read(kept.tail_cap))
+    return kept
 
 
 def unreachable_in_bundle(bundle: Path) -> dict[str, str]:
