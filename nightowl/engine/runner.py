@@ -23,6 +23,7 @@ from nightowl.engine.expressions import (
     resolve_path,
 )
 from nightowl.engine.model import Node, split_entry
+from nightowl.engine.parse_budget import ParseBudgetExceeded, bounded_input, within
 from nightowl.engine.validate import LoadedRunbook
 from nightowl.transports.base import CommandResult, Transport, TransportError
 
@@ -186,13 +187,25 @@ def is_derived(lookup: Callable[[str], CollectorLike], entry: str) -> bool:
     return bool(getattr(lookup(split_entry(entry)[0]), "inputs", None))
 
 
-def parse_output(collector: CollectorLike, text: str) -> tuple[dict[str, Any], str | None]:
-    """Parse and derive facts; a parser bug becomes a recorded error, never a traceback."""
+def parse_output(
+    collector: CollectorLike, text: str, seconds: float | None = None, cut_bytes: int = 0
+) -> tuple[dict[str, Any], str | None]:
+    """Parse and derive facts; a parser bug becomes a recorded error, never a traceback.
+
+    The parser sees at most PARSE_INPUT_CAP bytes (head and tail), and with ``seconds`` it is stopped
+    once they are spent (a recorded error). ``cut_bytes`` (what the transport cut) and the parse's own
+    cut land in the ``truncated`` facts."""
+    text, parse_cut = bounded_input(text)
     try:
-        return collector.facts(collector.parse(text)), None
-    except Exception as exc:  # noqa: BLE001 - odd output is evidence, not a crash
+        if seconds is None:
+            facts, error = collector.facts(collector.parse(text)), None
+        else:
+            facts, error = within(seconds, lambda: collector.facts(collector.parse(text))), None
+    except (Exception, ParseBudgetExceeded) as exc:  # noqa: BLE001 - odd output is evidence, not a crash
         error = f"{collector.kind} parser failed: {type(exc).__name__}: {exc}"
-        return {"kind": collector.kind, "warnings": [error]}, error
+        facts = {"kind": collector.kind, "warnings": [error]}
+    mark_cut(facts, cut_bytes + parse_cut)
+    return facts, error
 
 
 class HostRunner:
@@ -608,8 +621,8 @@ def collect_on(
     if keep_text:
         run.text = chosen.stdout
     if chosen.stdout.strip() and run.status not in ("no_data", "late"):
-        run.facts, run.parse_error = parse_output(collector, chosen.stdout)
-        mark_cut(run.facts, chosen.stdout_truncated_bytes)
+        budget = max(0.0, _timeout_for(collector, options, deadline))  # parsing counts against the deadline
+        run.facts, run.parse_error = parse_output(collector, chosen.stdout, budget, chosen.stdout_truncated_bytes)
         if run.parse_error and run.status == "ok":
             run.status, run.reason = "error", run.parse_error
     return run
