@@ -139,7 +139,11 @@ def nightowl_sweep(fleet: Fleet, names: list[str], forks: int, out: Path) -> tup
     FINISH_SECONDS.append(finish[0])
     import json
 
-    return wall, cpu, json.loads(result.stdout)["hosts"]
+    try:
+        return wall, cpu, json.loads(result.stdout)["hosts"]
+    except (ValueError, KeyError):  # no report at all: every host is a wrong answer, and why is shown
+        why = (result.output.strip().splitlines() or [repr(result.exception)])[-1][:160]
+        return wall, cpu, [{"host": n, "status": f"no report (exit {result.exit_code}: {why})"} for n in names]
 
 
 def verdict_errors(hosts: list[dict[str, Any]], dead: set[str]) -> list[str]:

@@ -335,7 +335,7 @@ def secret_spans(text: str) -> list[tuple[int, int]]:
         # the line before: an environment value written before its name ({"value": "x", "name": "API_KEY"})
         start = text.rfind("\n", 0, line - 1) + 1 if line and "name" in folded[line:line_end] else line
         # the lines after: only when a name ends the line (or a lone "=" or ":" does), its value may follow
-        open_ended = bool(words) and (_has_trigger(words[-1]) or set(words[-1]) <= _SEPARATORS)
+        open_ended = bool(words) and (any(t in words[-1] for t in _LINE_TRIGGERS) or set(words[-1]) <= _SEPARATORS)
         end = _value_line_end(text, line) if open_ended else line_end
         if spans and start <= spans[-1][1] + 1:
             spans[-1] = (spans[-1][0], max(spans[-1][1], end))
@@ -344,11 +344,17 @@ def secret_spans(text: str) -> list[tuple[int, int]]:
     return spans
 
 
+# The triggers that find lines: "key" alone is too wide for that ("Keyboard", "kernel key"), and every
+# pattern that needs it needs one of these (_SECRET_NAME: api_key, api-key, apikey, .key, accesskey ...).
+_KEY_WORDS = ("api", "access", "secret", "private", "auth", "session", "signing", "encryption", "master", "license")
+_LINE_TRIGGERS = (*(t for t in _TRIGGERS if t != "key"), "_key", "-key", ".key", *(f"{w}key" for w in _KEY_WORDS))
+
+
 def _trigger_lines(folded: str) -> list[int]:
     """The start of every line holding a trigger word, in order: one substring search per trigger, which
     skips to the next line after a hit (a line is listed once however many triggers it holds)."""
     starts: set[int] = set()
-    for trigger in _TRIGGERS:
+    for trigger in _LINE_TRIGGERS:
         position = folded.find(trigger)
         while position >= 0:
             starts.add(folded.rfind("\n", 0, position) + 1)
