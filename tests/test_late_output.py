@@ -159,3 +159,49 @@ def test_a_late_command_in_a_bundle_replays_late(
     assert (folder / "nvidia-smi.late").read_text().startswith("nightowl was overloaded")
     replayed = ReplayTransport(folder, "gpu-17").run(["nvidia-smi", "-q"], 5, kind="nvidia-smi")
     assert replayed.late is not None and not replayed.timed_out
+
+
+class _DroppingChannel:
+    """A channel whose command answered and whose connection dropped before it could be closed."""
+
+    eof_received, closed, remote_chanid = True, False, 0
+
+    def __init__(self) -> None:
+        import threading
+
+        self.status_event = threading.Event()
+        self.status_event.set()
+        self.exit_status = 0
+
+    def exec_command(self, command: str) -> None:
+        return None
+
+    def exit_status_ready(self) -> bool:
+        return True
+
+    def recv_ready(self) -> bool:
+        return False
+
+    def recv_stderr_ready(self) -> bool:
+        return False
+
+    def close(self) -> None:
+        raise EOFError  # paramiko's packetizer when the socket is gone
+
+
+class _Transport:
+    def open_session(self, timeout: float) -> _DroppingChannel:
+        return _DroppingChannel()
+
+    def is_active(self) -> bool:
+        return True
+
+
+def test_a_connection_that_drops_at_close_is_a_result_not_an_internal_error() -> None:
+    from nightowl.transports.hostspec import parse_host_spec
+    from nightowl.transports.ssh import SSHTransport
+
+    transport = SSHTransport(parse_host_spec("ssh://root@gpu-17"))
+    transport._transport = _Transport()  # type: ignore[assignment]
+    result = transport.run(["nvidia-smi", "-q"], timeout=5)
+    assert result.rc == 0 and result.error is None

@@ -592,7 +592,7 @@ class SSHTransport:
                     else "no exit status (the command was killed by a signal?)"
                 )
         if channel is not None:
-            channel.close()
+            _close_channel(channel)
         stdout, dropped, cut_at = out.text()
         stderr, err_dropped, _ = err.text()
         extra.update(cut_extra(cut_at, err_dropped))
@@ -737,6 +737,13 @@ def _remote_timeout_note(channel: Any) -> str:
     if channel is not None and channel.exit_status_ready() and channel.exit_status in REMOTE_TIMEOUT_EXITS:
         return f" (ended by the host's own timeout: exit {channel.exit_status})"
     return ""
+
+
+def _close_channel(channel: Any) -> None:
+    """Close a command's channel; a connection that dropped meanwhile (EOFError from paramiko's writer, as
+    a saturated sshd does) leaves the result as it is instead of escaping as an internal error."""
+    with contextlib.suppress(EOFError, OSError, Exception):
+        channel.close()
 
 
 def _drain(channel: Any, out: CappedOutput, err: CappedOutput) -> None:
