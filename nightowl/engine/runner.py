@@ -23,6 +23,7 @@ from nightowl.engine.expressions import (
     resolve_path,
 )
 from nightowl.engine.model import Node, split_entry
+from nightowl.engine.parse_budget import ParseBudgetExceeded, bounded_input, within
 from nightowl.engine.validate import LoadedRunbook
 from nightowl.transports.base import CommandResult, Transport, TransportError
 
@@ -83,14 +84,15 @@ class Recorder(Protocol):
 class CollectorRun:
     """One collector's outcome on one host (or, merged, on a job): status, facts and where the output is.
 
-    ``status`` is ``ok``, ``timed_out``, ``error``, ``no_data`` or ``skipped``; anything but ``ok``
+    ``status`` is ``ok``, ``timed_out``, ``error``, ``no_data``, ``skipped`` or ``late`` (nightowl read the
+    output after its deadline: it says nothing about the host, which then gets no verdict); anything but ``ok``
     carries a ``reason`` a person can act on. ``facts`` is None when nothing could be parsed, so a
     condition never reads an empty output as healthy. ``file`` is the bundle path of the kept output.
     """
 
     kind: str
     namespace: str
-    status: str  # ok | timed_out | error | no_data | skipped
+    status: str  # ok | timed_out | error | no_data | skipped | late
     reason: str | None = None
     facts: dict[str, Any] | None = None
     parse_error: str | None = None
@@ -148,6 +150,14 @@ class CannotJudge(Exception):
         exc = cls.__new__(cls)
         Exception.__init__(exc, f"cannot judge ({node}): {reason}")
         return exc
+
+
+class Overloaded(CannotJudge):
+    """nightowl read a command's output after the command's deadline because nightowl itself was behind:
+    the host is not at fault, and no rule may read the missing answer as a hung command or a clean one."""
+
+    def __init__(self, late: list[CollectorRun]) -> None:
+        Exception.__init__(self, "cannot judge: " + "; ".join(f"{run.reason} ({run.kind})" for run in late))
 
 
 @dataclass(frozen=True)
@@ -215,13 +225,25 @@ def is_derived(lookup: Callable[[str], CollectorLike], entry: str) -> bool:
     return bool(getattr(lookup(split_entry(entry)[0]), "inputs", None))
 
 
-def parse_output(collector: CollectorLike, text: str) -> tuple[dict[str, Any], str | None]:
-    """Parse and derive facts; a parser bug becomes a recorded error, never a traceback."""
+def parse_output(
+    collector: CollectorLike, text: str, seconds: float | None = None, cut_bytes: int = 0
+) -> tuple[dict[str, Any], str | None]:
+    """Parse and derive facts; a parser bug becomes a recorded error, never a traceback.
+
+    The parser sees at most PARSE_INPUT_CAP bytes (head and tail), and with ``seconds`` it is stopped
+    once they are spent (a recorded error). ``cut_bytes`` (what the transport cut) and the parse's own
+    cut land in the ``truncated`` facts."""
+    text, parse_cut = bounded_input(text)
     try:
-        return collector.facts(collector.parse(text)), None
-    except Exception as exc:  # noqa: BLE001 - odd output is evidence, not a crash
+        if seconds is None:
+            facts, error = collector.facts(collector.parse(text)), None
+        else:
+            facts, error = within(seconds, lambda: collector.facts(collector.parse(text))), None
+    except (Exception, ParseBudgetExceeded) as exc:  # noqa: BLE001 - odd output is evidence, not a crash
         error = f"{collector.kind} parser failed: {type(exc).__name__}: {exc}"
-        return {"kind": collector.kind, "warnings": [error]}, error
+        facts = {"kind": collector.kind, "warnings": [error]}
+    mark_cut(facts, cut_bytes + parse_cut)
+    return facts, error
 
 
 class HostRunner:
@@ -278,6 +300,9 @@ class HostRunner:
                 pool.shutdown(wait=False, cancel_futures=True)
                 raise
             pool.shutdown(wait=True)
+        late = [self.run.collections[e] for e in commands if self.run.collections[e].status == "late"]
+        if late:
+            raise Overloaded(late)
         for entry in derived:  # after the collectors whose facts they read
             self.run.collections[entry] = self._derive_one(entry)
 
@@ -397,6 +422,10 @@ class HostRunner:
             "gpus": list(gpus) if isinstance(gpus, (list, tuple)) else gpus,
             "node": node_id,
         }
+        caveats = cut_caveats(list(self.run.collections.values()))
+        if caveats:  # a "no X" on a cut log says so, in the summary every reader sees
+            verdict["caveats"] = caveats
+            verdict["summary"] = f"{verdict['summary']} Caveat: {'; '.join(caveats)}."
         if unavailable:
             verdict["unavailable"] = unavailable  # which part of the verdict is missing, and why
         if spec.next is not None:
@@ -518,6 +547,8 @@ class HostRunner:
             node_id = next_id
 
     def _check_evidence(self) -> None:
+        if any(c.status == "late" for c in self.run.collections.values()):
+            return  # the run says nightowl was behind; "every collector failed" would blame the host
         if self.run.collections and not any(c.facts for c in self.run.collections.values()):
             self.run.status = "incomplete"
             self.run.error = (
@@ -635,8 +666,8 @@ def _attempt(
         if result.ok and shows_nothing(collector, result.stdout):
             blank = blank or result
             continue
-        if result.ok or result.timed_out:
-            chosen = result
+        if result.ok or result.timed_out or result.late:
+            chosen = result  # a late answer is no failure of the command: no fallback for it
             break
         if chosen is None and result.stdout.strip():
             chosen = result  # a failing nvidia-smi still prints why
@@ -652,8 +683,9 @@ def _attempt(
         )
     if keep_text:
         run.text = chosen.stdout
-    if chosen.stdout.strip() and run.status != "no_data":
-        run.facts, run.parse_error = parse_output(collector, chosen.stdout)
+    if chosen.stdout.strip() and run.status not in ("no_data", "late"):
+        budget = max(0.0, _timeout_for(collector, options, deadline))  # parsing counts against the deadline
+        run.facts, run.parse_error = parse_output(collector, chosen.stdout, budget, chosen.stdout_truncated_bytes)
         if run.parse_error and run.status == "ok":
             run.status, run.reason = "error", run.parse_error
     return run
@@ -689,6 +721,21 @@ def _interrupted(result: CommandResult, options: RunOptions) -> CommandResult:
     how = f"killed by signal {-result.rc}" if result.rc is not None and result.rc < 0 else "ended"
     why = "interrupted" if options.stop.is_set() else "stopped with nightowl"
     return dataclasses.replace(result, error=f"{why}: {how} after {result.duration:.1f}s, as nightowl was stopping")
+def mark_cut(facts: dict[str, Any], cut_bytes: int) -> None:
+    """Say in the facts whether the output was cut at the transport's cap, so a rule or a summary can
+    tell "no Xid in the log" from "no Xid in what was kept of it"."""
+    facts["truncated"] = cut_bytes > 0
+    facts["truncated_bytes"] = cut_bytes
+
+
+def cut_caveats(collections: list[CollectorRun]) -> list[str]:
+    """One sentence per collection whose output was cut: what a verdict on it cannot have seen."""
+    return [
+        f"the {run.kind} output was cut at the transport's cap ({run.facts['truncated_bytes']} bytes from its"
+        " middle not kept), so what it does not show may be in the cut"
+        for run in collections
+        if run.facts and run.facts.get("truncated")
+    ]
 
 
 def _refused(collector: CollectorLike, commands: list[tuple[str, ...]]) -> list[str]:
@@ -717,6 +764,8 @@ def _timeout_for(collector: CollectorLike, options: RunOptions, deadline: float 
 
 
 def _status_of(result: CommandResult) -> tuple[str, str | None]:
+    if result.late:
+        return "late", result.late
     if result.timed_out:
         return "timed_out", f"timed out after {result.duration:.1f}s"
     if result.rc is None:
@@ -729,11 +778,11 @@ def _status_of(result: CommandResult) -> tuple[str, str | None]:
     return "ok", None
 
 
-_SEVERITY = ["ok", "skipped", "no_data", "error", "timed_out"]
+_SEVERITY = ["ok", "skipped", "no_data", "error", "timed_out", "late"]
 
 
 def worst_status(statuses: set[str]) -> str:
-    """The most severe of collector statuses (ok < skipped < no_data < error < timed_out)."""
+    """The most severe of collector statuses (ok < skipped < no_data < error < timed_out < late)."""
     return max(statuses, key=lambda s: _SEVERITY.index(s) if s in _SEVERITY else 0)
 
 
