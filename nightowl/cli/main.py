@@ -23,6 +23,7 @@ from nightowl.cli.plan_cmd import plan
 from nightowl.cli.postmortem_cmd import postmortem
 from nightowl.cli.runbook_cmd import runbook_group
 from nightowl.cli.serve_cmd import serve
+from nightowl.cli.slurm_cmd import slurm
 from nightowl.cli.sweep_cmd import sweep
 from nightowl.cli.triage_cmd import triage
 from nightowl.cli.xid_cmd import xid
@@ -66,5 +67,6 @@ for command in (
     postmortem,
     serve,
     bundles,
+    slurm,
 ):
     main.add_command(command)
