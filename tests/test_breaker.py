@@ -136,3 +136,24 @@ def test_resume_only_its_own_drains(tmp_path: Path) -> None:
         "unchanged",
     ]
     assert slurm.state["n05"].reason == "maintenance: PSU swap" and slurm.calls == [("resume", "n00")]
+
+
+def test_a_dry_run_over_many_nodes_counts_what_it_would_have_drained(tmp_path: Path) -> None:
+    slurm = FakeSlurm(_cluster(0))
+    planned: list[str] = []
+    results = []
+    for i in range(4):
+        entry = drain(
+            slurm,
+            f"n{i:02d}",
+            "v",
+            "reset-gpu",
+            Caps(max_drain=2),
+            tmp_path / "a",
+            dry_run=True,
+            planned=tuple(planned),
+            now=lambda: NOW,
+        )
+        planned += [entry["node"]] if entry["result"] == "would-drain" else []
+        results.append(entry["result"])
+    assert results == ["would-drain", "would-drain", "would-hold", "would-hold"] and slurm.calls == []

@@ -152,8 +152,8 @@ def test_slurm_wrapper_drains_only_when_the_action_needs_it(
 @pytest.mark.parametrize(
     ("rc", "sinfo", "expected"),
     [
-        (0, "drained|nightowl: gpu-fell-off-bus (reboot-node)", "update NodeName=gpu-17 State=RESUME"),
-        (0, "draining|nightowl: xid-reset-gpu (reset-gpu)", "update NodeName=gpu-17 State=RESUME"),
+        (0, "drained|nightowl: gpu-fell-off-bus (reboot-node)", "update NodeName=gpu-17 State=UNDRAIN"),
+        (0, "draining|nightowl: xid-reset-gpu (reset-gpu)", "update NodeName=gpu-17 State=UNDRAIN"),
         (0, "drained|maintenance: PSU swap", None),  # someone else's drain
         (0, "idle|none", None),
         (1, "drained|maintenance: PSU swap", None),  # a drain verdict does not overwrite a person's reason

@@ -74,13 +74,26 @@ def drain(
     except ValueError as exc:
         fail(f"--window: {exc}")
     log = actions_log or _default_log()
-    done = _each(
-        nodes,
-        lambda s, n: slurm_actions.drain(
-            s, n, verdict, verdict_action, caps, log, bundle=bundle, dry_run=dry_run, lock=lock
-        ),
-    )
-    _print(done, fmt)
+    planned: list[str] = []  # a dry run counts the drains it would already have made
+
+    def act(client: Any, node: str) -> dict[str, Any]:
+        entry = slurm_actions.drain(
+            client,
+            node,
+            verdict,
+            verdict_action,
+            caps,
+            log,
+            bundle=bundle,
+            dry_run=dry_run,
+            lock=lock,
+            planned=tuple(planned),
+        )
+        if entry["result"] == "would-drain":
+            planned.append(node)
+        return entry
+
+    _print(_each(nodes, act), fmt)
 
 
 @slurm.command(epilog=EXIT_HELP)

@@ -54,7 +54,9 @@ class Slurm:
         self.run(["scontrol", "update", f"NodeName={node}", "State=DRAIN", f"Reason={reason}"])
 
     def resume(self, node: str) -> None:
-        self.run(["scontrol", "update", f"NodeName={node}", "State=RESUME"])
+        # UNDRAIN, not RESUME: it clears the drain nightowl set and leaves the base state (a node that went
+        # DOWN meanwhile stays DOWN); RESUME would also bring a DOWN node back, which is not ours to undo.
+        self.run(["scontrol", "update", f"NodeName={node}", "State=UNDRAIN"])
 
 
 def drain_reason(verdict: str, action: str) -> str:
@@ -96,10 +98,12 @@ def drain(
     bundle: Path | None = None,
     dry_run: bool = False,
     lock: Path | None = None,
+    planned: tuple[str, ...] = (),
     now: Any = datetime.now,  # sinfo shows reason times in local time, without a zone
 ) -> dict[str, Any]:
     """Drain ``node`` for ``verdict`` unless the breaker holds it; returns the action as logged
-    (``result``: drained, held, unchanged, not-ours, would-drain, would-hold)."""
+    (``result``: drained, held, unchanged, not-ours, would-drain, would-hold). ``planned``: nodes a
+    dry run would already have drained, counted as nightowl's drains of this moment."""
     reason = drain_reason(verdict, action)
     entry = {"node": node, "what": "drain", "why": reason, "bundle": str(bundle) if bundle else None}
     entry["bundle_sha256"] = bundle_sha256(bundle)
@@ -114,7 +118,11 @@ def drain(
             return _record(
                 log, entry, "not-ours", f"drained by someone else ({current.reason}); left as it is", dry_run
             )
-        decision = may_drain(node, nodes, caps, now())
+        moment = now()
+        for other in planned:
+            if other in nodes and not nodes[other].drained:
+                nodes[other] = NodeState(other, "drained", reason, moment)
+        decision = may_drain(node, nodes, caps, moment)
         if not decision.allowed:
             return _record(log, entry, "held", decision.why, dry_run)
         if dry_run:
