@@ -18,6 +18,7 @@ from nightowl.cli.demo_cmd import demo
 from nightowl.cli.exit import EXIT_HELP, GuardedGroup
 from nightowl.cli.floor_cmd import floor
 from nightowl.cli.kv_size_cmd import kv_size
+from nightowl.cli.npd_cmd import npd_result
 from nightowl.cli.parse_cmd import parse_cmd
 from nightowl.cli.plan_cmd import plan
 from nightowl.cli.postmortem_cmd import postmortem
@@ -68,5 +69,6 @@ for command in (
     serve,
     bundles,
     slurm,
+    npd_result,
 ):
     main.add_command(command)
