@@ -22,7 +22,7 @@ from nightowl.engine.model import Action
 
 ROOT = Path(__file__).resolve().parent.parent
 # Where a reader looks: the package, the docs, the runbooks and everything shipped beside them.
-CHECKED = ("nightowl", "docs", "runbooks", "templates", "deploy", "scripts", "bench", "README.md")
+CHECKED = ("nightowl", "docs", "runbooks", "templates", "deploy", "scripts", "bench", "integrations", "README.md")
 # Documents users do not have, and machine paths.
 FORBIDDEN = ("CONTRACT", "../shared", "/work/", "decision-trees.md", "peers-gpu-health", "peers-runbook-engines")
 # Being rewritten into data files with their public sources (issue 11 item 5); drop each entry when it lands.

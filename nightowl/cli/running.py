@@ -82,6 +82,9 @@ def run_to_summary(
     from nightowl import status_update
 
     summary, _ = status_update.write_for_runs(loaded.id, bundle, runs)
+    from nightowl.history import record_bundle  # the run's one write into the history store (a warning at worst)
+
+    record_bundle(bundle)
     summary["_runs"] = runs
     return summary
 

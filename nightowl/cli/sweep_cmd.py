@@ -14,6 +14,7 @@ import click
 
 from nightowl.cli.common import (
     DEFAULT_OUT_HELP,
+    HISTORY_OPTION,
     INVASIVE_OPTION,
     PARAM_OPTION,
     SSHArgs,
@@ -65,6 +66,7 @@ SWEEP_OUT_OPTION = out_option(f"where the sweep bundle goes [default: {DEFAULT_O
 @ssh_options
 @limit_options
 @SWEEP_OUT_OPTION
+@HISTORY_OPTION
 def sweep(
     inventory: Path | None,
     local_only: bool,

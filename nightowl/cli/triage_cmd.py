@@ -11,6 +11,8 @@ import click
 
 from nightowl.cli.common import (
     FORMAT_OPTION,
+    HISTORY_FROM_OPTION,
+    HISTORY_OPTION,
     INVASIVE_OPTION,
     OUT_OPTION,
     PARAM_OPTION,
@@ -64,6 +66,8 @@ from nightowl.cli.running import opener, replay_transports, run_and_report
 @FORMAT_OPTION
 @VERBOSE_OPTION
 @OUT_OPTION
+@HISTORY_OPTION
+@HISTORY_FROM_OPTION
 def triage(
     runbook: str | None,
     hosts: tuple[str, ...],

@@ -166,6 +166,9 @@ def run_capture(capture: Capture, config: ServeConfig, lookup: Callable[[str], A
         capture.status, capture.reason = "failed", f"{type(exc).__name__}: {exc}"
     else:
         capture.status, capture.bundle = "captured", str(bundle)
+        from nightowl.history import record_bundle  # the capture's one write into the history store
+
+        record_bundle(bundle)
         capture.status_update = _status_update(capture, bundle, runs)
         capture.verdict, capture.host_status = runs[0].verdict, runs[0].status
         capture.host_error = runs[0].error

@@ -1387,3 +1387,21 @@ COLLECTOR = Collector(
     shows_nothing=shows_nothing,
     description="kernel log of the current boot: NVIDIA Xid/SXid events, GPUs off the bus, PCIe AER, OOM kills",
 )
+
+
+# Every message ``_ANCHOR`` finds holds one of these (the substring tests of parse_lines' hot loop), and
+# ``in`` finds them at memory speed: text with none of them holds no event.
+MESSAGE_HINTS = ("NVRM: ", "Xid", "AER: ", "PCIe ", "of memory", "EDAC ", "Hardware Error]", "INFO: task ", "nouveau ")
+
+
+def may_hold_message(text: str) -> bool:
+    """False when ``text`` (a line, or many) holds no message this parser reads; cheap (``in`` tests)."""
+    return any(hint in text for hint in MESSAGE_HINTS)
+
+
+def message_start(text: str) -> int:
+    """Where the first message this parser reads (``NVRM: ``, ``SXid (``, ``AER: ``, ``EDAC `` ...) starts in
+    ``text`` (a line, or many), or -1: text without one holds no event. Followers (``nightowl watch``) skip
+    quiet text with it, and key what they learnt of a line by what follows its time stamp."""
+    match = _ANCHOR.search(text)
+    return -1 if match is None else match.start()
