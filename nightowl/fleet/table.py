@@ -33,6 +33,9 @@ def fleet_table(summary: dict[str, Any]) -> str:
     for field, hosts in (summary.get("fleet") or {}).get("outliers", {}).items():
         if hosts:
             lines.append(f"differ from the rest on {field}: {', '.join(hosts)}")
+    from nightowl.fleet.domains import domains_table
+
+    lines.extend(domains_table(summary.get("domains") or []))
     if summary.get("bundle_error"):
         lines.append(f"bundle: not written ({summary['bundle_error']})")
     else:
