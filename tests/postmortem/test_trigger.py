@@ -1,0 +1,33 @@
+"""The Trigger, Impact and Detection of a draft rest on the line the verdict's own evidence cites."""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime, timezone
+from pathlib import Path
+
+from click.testing import CliRunner
+
+from nightowl.cli.main import main
+from tests.postmortem.bundles import HOSTS, section
+
+
+def _draft(out: Path, *args: str) -> tuple[str, dict]:
+    result = CliRunner().invoke(main, ["triage", *args, "--out", str(out)], catch_exceptions=False)
+    assert result.exit_code in (0, 1, 2, 3, 4, 5), result.output
+    (bundle,) = [p for p in out.iterdir() if (p / "postmortem.md").is_file()]
+    return (bundle / "postmortem.md").read_text(), json.loads((bundle / "manifest.json").read_text())
+
+
+def test_xid79_trigger_is_the_xid_line_not_the_driver_load(tmp_path: Path) -> None:
+    text, manifest = _draft(tmp_path, "xid", "--replay", str(HOSTS / "xid79-fallen-off-bus"))
+    trigger = section(text, "Trigger")
+    assert "Xid 79" in trigger and "kernel-log.out:L3" in trigger
+    assert "driver" not in trigger.lower()
+    impact = section(text, "Impact")
+    assert "27.4 h" not in impact and "2024-04-04" not in impact
+    assert "at 2024-04-05 21:29:39" in impact
+    # the fault-to-capture span starts at the Xid line (21:29:39 on 5 April), not the boot a day earlier
+    xid = datetime(2024, 4, 5, 21, 29, 39, tzinfo=timezone.utc).timestamp()
+    days = (manifest["started"] - xid) / 86400
+    assert f"nightowl's capture: {days:.1f} days" in impact
