@@ -31,3 +31,24 @@ def test_xid79_trigger_is_the_xid_line_not_the_driver_load(tmp_path: Path) -> No
     xid = datetime(2024, 4, 5, 21, 29, 39, tzinfo=timezone.utc).timestamp()
     days = (manifest["started"] - xid) / 86400
     assert f"nightowl's capture: {days:.1f} days" in impact
+
+
+def test_nccl_watchdog_timeouts_enter_the_timeline_with_the_stall_start(tmp_path: Path) -> None:
+    text, _ = _draft(
+        tmp_path,
+        "nccl-hang",
+        "--replay",
+        str(HOSTS / "nccl-straggler-a"),
+        "--replay",
+        str(HOSTS / "nccl-straggler-b"),
+        "--param",
+        "nccl_log=/var/log/job/nccl.log",
+    )
+    trigger = section(text, "Trigger")
+    assert "show no fault event" not in trigger
+    # ranks 0-2 timed out at 06:24:44 after running ~600020 ms: the stall began ten minutes earlier
+    assert "NCCL stall began: ALLREDUCE SeqNum=808 on rank(s) 0, 1, 2" in trigger
+    assert "06:14:44" in trigger and "nccl-log.out:L1" in trigger
+    timeline = section(text, "Timeline")
+    assert "NCCL watchdog timeout: ALLREDUCE SeqNum=808" in timeline and "Timeout(ms)=600000" in timeline
+    assert "(10.0 min)" in section(text, "Impact")
