@@ -1,6 +1,7 @@
 """Rehearsals (after Orquesta's orquesta-rehearse): recorded hosts in, expected path and verdict out.
 
-``fixtures/rehearsals/<runbook>.yaml`` holds a list of cases::
+``fixtures/rehearsals/<runbook>.yaml`` (for a site runbook, ``rehearsals/<runbook>.yaml`` in its folder)
+holds a list of cases::
 
     - name: xid79 node from akash-network/support#209
       host: xid79-fallen-off-bus          # a folder of fixtures/hosts/
@@ -31,9 +32,26 @@ class RehearsalResult:
     path: tuple[str, ...]
 
 
-def rehearsal_cases(runbook_id: str) -> list[dict[str, Any]]:
-    path = data_dir("fixtures") / "rehearsals" / f"{runbook_id}.yaml"
-    if not path.exists():
+def rehearsal_file(runbook_id: str, given: Path | None = None) -> Path | None:
+    """Where a runbook's rehearsals are: ``given`` (a file, or a folder holding ``<runbook>.yaml``);
+    else ``rehearsals/<runbook>.yaml`` beside a site runbook; else the built-in
+    ``fixtures/rehearsals/<runbook>.yaml``. None when there is none."""
+    from nightowl import runbooks
+
+    if given is not None:
+        chosen = given / f"{runbook_id}.yaml" if given.is_dir() else given
+        return chosen if chosen.is_file() else None
+    candidates = []
+    site = runbooks.site_paths().get(runbook_id)
+    if site is not None:
+        candidates += [site.parent / "rehearsals" / f"{runbook_id}{suffix}" for suffix in (".yaml", ".yml")]
+    candidates.append(data_dir("fixtures") / "rehearsals" / f"{runbook_id}.yaml")
+    return next((path for path in candidates if path.is_file()), None)
+
+
+def rehearsal_cases(runbook_id: str, given: Path | None = None) -> list[dict[str, Any]]:
+    path = rehearsal_file(runbook_id, given)
+    if path is None:
         return []
     return list(yaml.safe_load(path.read_text()) or [])
 
@@ -190,11 +208,11 @@ def ablate(runbook_id: str, case: dict[str, Any]) -> tuple[int, list[AblationFin
     return count, findings
 
 
-def ablate_cases(runbook_ids: list[str]) -> tuple[int, list[AblationFinding]]:
+def ablate_cases(runbook_ids: list[str], given: Path | None = None) -> tuple[int, list[AblationFinding]]:
     """Ablate every rehearsal of these runbooks: (ablated runs, findings)."""
     total, findings = 0, []
     for runbook_id in runbook_ids:
-        for case in rehearsal_cases(runbook_id):
+        for case in rehearsal_cases(runbook_id, given):
             count, found = ablate(runbook_id, case)
             total += count
             findings += found
