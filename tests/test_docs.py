@@ -188,3 +188,18 @@ def test_declared_facts_render_as_a_table() -> None:
     assert ("driver_version", "str | None", "driver version") in rows
     facts = DOC[DOC.index("#### `nvidia-smi` facts") :]
     assert all(f"`{name}`" in facts for name, _, _ in rows)
+
+
+def test_the_exit_status_section_is_generated_from_the_enum() -> None:
+    """docs/reference.md#exit-status comes from nightowl/cli/exit.py: every status, and --help names each."""
+    from nightowl.cli.exit import EXIT_HELP, MEANINGS, ExitStatus
+    from nightowl.docgen import REFERENCE, render_exit_status
+
+    assert set(MEANINGS) == set(ExitStatus)
+    rendered = render_exit_status()
+    text = REFERENCE.read_text()
+    assert "<!-- BEGIN GENERATED: exit-status -->\n\n" + rendered.strip() in text
+    for status in ExitStatus:
+        assert f"| {int(status)} | " in rendered
+        assert f"\n  {int(status)} " in EXIT_HELP
+    assert "reserved" not in text.split("## Exit status")[1].split("## Kinds")[0]

@@ -9,6 +9,7 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -138,11 +139,11 @@ def test_the_one_call_into_the_run_path_refuses_invasive_collectors(monkeypatch:
 
     calls: list[dict[str, Any]] = []
 
-    def spy(*args: Any, **kwargs: Any) -> dict[str, Any]:
+    def spy(*args: Any, **kwargs: Any) -> Any:
         calls.append({"args": args, **kwargs})
-        return {"runbook": "xid", "run_id": "r", "bundle": None, "hosts": [], "_runs": []}
+        return SimpleNamespace(summary={"runbook": "xid", "run_id": "r", "bundle": None, "hosts": []})
 
-    monkeypatch.setattr(running, "run_to_summary", spy)
+    monkeypatch.setattr(running, "run_or_exit", spy)
     request = RunRequest(runbooks.load("xid"), (XID79,), (), {}, Path("unused"))
     summary = mcp_cmd.run_for_mcp(request)
     assert calls[0]["allow_invasive"] is False and "_runs" not in summary and summary["exit_status"] == 0

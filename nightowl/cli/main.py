@@ -20,11 +20,13 @@ from nightowl.cli.floor_cmd import floor
 from nightowl.cli.history_cmd import history
 from nightowl.cli.kv_size_cmd import kv_size
 from nightowl.cli.mcp_cmd import mcp
+from nightowl.cli.npd_cmd import npd_result
 from nightowl.cli.parse_cmd import parse_cmd
 from nightowl.cli.plan_cmd import plan
 from nightowl.cli.postmortem_cmd import postmortem
 from nightowl.cli.runbook_cmd import runbook_group
 from nightowl.cli.serve_cmd import serve
+from nightowl.cli.slurm_cmd import slurm
 from nightowl.cli.sweep_cmd import sweep
 from nightowl.cli.triage_cmd import triage
 from nightowl.cli.watch_cmd import watch
@@ -69,6 +71,8 @@ for command in (
     postmortem,
     serve,
     bundles,
+    slurm,
+    npd_result,
     mcp,
     history,
     watch,

@@ -53,11 +53,11 @@ def mcp(config_path: Path | None, out_dir: Path | None) -> None:
 def run_for_mcp(request: Any) -> dict[str, Any]:
     """The one place the MCP server runs a runbook (a ``nightowl.mcp.hooks.RunRequest``), read-only.
 
-    Today's run path is ``cli/running.py`` ``run_to_summary``; point this at its successor when it
-    lands. Invasive collectors are refused here, whatever the request says.
+    It runs as triage does (``nightowl.run.run_and_save`` through ``cli/running.run_or_exit``, whose
+    refusals become tool errors). Invasive collectors are refused here, whatever the request says.
     """
     from nightowl.cli.exit import status_for
-    from nightowl.cli.running import opener, replay_transports, run_to_summary
+    from nightowl.cli.running import opener, replay_transports, run_or_exit
 
     with _cli_failures_as_tool_errors():
         transports = replay_transports(request.replays)
@@ -72,15 +72,14 @@ def run_for_mcp(request: Any) -> dict[str, Any]:
             )
             for spec in request.hosts:
                 transports[spec] = opener(spec, ssh)
-        summary = run_to_summary(
+        summary = run_or_exit(
             request.loaded,
             transports,
             request.params,
             request.out_dir,
             allow_invasive=False,
             on_host_done=request.on_host_done,
-        )
-    summary.pop("_runs", None)
+        ).summary
     summary["exit_status"] = int(status_for(summary["hosts"]))
     return summary
 

@@ -194,12 +194,10 @@ def run_burst(
     """Run the runbook once, as triage does (bundle with postmortem draft, secrets scrubbed): THE one call
     from `watch` into the run path, so it can be re-pointed in one place. Returns the run summary
     (docs/reference.md#run-json) without its internal keys."""
-    from nightowl.cli.running import run_to_summary
+    from nightowl.cli.running import run_or_exit
     from nightowl.paths import default_out_dir
 
-    summary = run_to_summary(loaded, transports, params, out_dir or default_out_dir(), False, limits=limits)
-    summary.pop("_runs", None)
-    return summary
+    return run_or_exit(loaded, transports, params, out_dir or default_out_dir(), False, limits=limits).summary
 
 
 def _judge_burst(
@@ -375,15 +373,12 @@ def _warm_up() -> None:
 
 def _check_params(loaded: Any, values: dict[str, Any]) -> None:
     """Parameter errors at start (exit 2), never in the first run minutes later."""
-    from nightowl.cli.running import parameter_problems
+    from nightowl.run import RunRefused, resolve_params
 
     try:
-        resolved = loaded.resolve_params(values)
-    except ValueError as exc:
+        resolve_params(loaded, values)
+    except RunRefused as exc:
         fail(str(exc))
-    problems = parameter_problems(loaded, resolved)
-    if problems:
-        fail("; ".join(problems))
 
 
 def _logger(emit: Any, node: str, runbook: str) -> Any:

@@ -57,6 +57,9 @@ COMMON_FACTS = (
     Fact("kind", "str", "the collector kind that produced these facts"),
     # optional: a derived collector may return none of its own; a failed one always carries it
     Fact("warnings", "list[str]", "what the parser could not read or found odd, in words", optional=True),
+    # set by the engine on every command output it parsed (a derived collector has none)
+    Fact("truncated", "bool", "the output passed the transport's cap and its middle was cut", optional=True),
+    Fact("truncated_bytes", "int", "how many bytes were cut (head and tail kept); 0 when none", optional=True),
 )
 
 

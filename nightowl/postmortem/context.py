@@ -57,7 +57,7 @@ def bundle_context(bundle: Path | Bundle) -> dict[str, Any]:
         "detection": {**detection(data), "time_to_detect": detect},
         "impact": impact(data, placed),
         "impact_sentence": impact_sentence(data, placed),
-        "trigger": trigger(placed),
+        "trigger": trigger(data, placed),
         "resolution": {**solved, "repairs": [row(m) for m in solved["repairs"]]},
         "action_items": action_items(data, found),
         "lessons": lessons(data, placed, detect),

@@ -59,6 +59,9 @@ class Rule:
     host: str  # Jinja2 template over labels, annotations, alert -> a host spec
     params: dict[str, Any] = field(default_factory=dict)  # string values are templates too
     on_resolved: bool = False
+    # Seconds, as triage's --command-timeout and --host-timeout; None: the config's default.
+    command_timeout: float | None = None
+    host_timeout: float | None = None
 
     def matches(self, alert: Alert) -> bool:
         return all(m.matches(alert.labels) for m in self.matchers)

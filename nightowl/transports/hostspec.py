@@ -63,6 +63,8 @@ class HostSpec:
     profile: str | None = None
     kind: Literal["ssh", "local"] = "ssh"
     groups: tuple[str, ...] = ()
+    # failure domains the inventory puts the host in ({"rack": "r07"}): nightowl/fleet/domains.py
+    domains: dict[str, str] = field(default_factory=dict, hash=False)
 
     @property
     def is_local(self) -> bool:
