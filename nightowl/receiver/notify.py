@@ -4,8 +4,8 @@ After a capture, ``nightowl serve`` posts what it concluded (or why it could not
 link to each configured target. Posting never holds up a capture: captures hand their record to
 one notifier thread per target through a bounded queue (so a hanging target never holds up the
 others), and a full queue is recorded, not waited on. Each post has a deadline, follows no redirect
-and never logs a secret. Each target is tried ``attempts`` times with exponential backoff; the outcome of every target (sent,
-failed, skipped and why) goes back into the capture's record and the serve log.
+and never logs a secret. Each target is tried ``attempts`` times with exponential backoff; the
+outcome of every target (sent, failed, skipped and why) goes back into the capture's record and the serve log.
 
 Targets and their wire formats:
 
