@@ -205,6 +205,7 @@ def test_a_failed_capture_is_not_a_duplicate(serve: Any, tmp_path: Path) -> None
     running.wait_idle()
     assert [e["status"] for e in journal(tmp_path)] == ["queued", "failed", "queued", "captured"]
     # A restarted receiver reads the journal the same way: captured is a duplicate from now on.
+    running.receiver.stop(timeout=5)  # one receiver owns a journal folder at a time
     again = serve(write_config(tmp_path))
     assert again.request("POST", "/alertmanager", body)[1]["statuses"] == ["duplicate"]
 

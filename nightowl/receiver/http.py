@@ -104,10 +104,12 @@ def make_handler(receiver: Receiver) -> type[BaseHTTPRequestHandler]:
                 self._send(200, _page(LOGIN_TEMPLATE, next=nxt, error=None), "text/html")
                 return
             if path == "/healthz":
+                healthy, why = receiver.health()
                 self._json(
-                    200,
+                    200 if healthy else 503,
                     {
-                        "status": "ok",
+                        "status": "ok" if healthy else "unhealthy",
+                        "reason": why,
                         "waiting": receiver.waiting(),
                         "queue": config.queue_size,
                         "busy": receiver.busy,
@@ -203,7 +205,13 @@ def make_handler(receiver: Receiver) -> type[BaseHTTPRequestHandler]:
             except ValueError as exc:
                 self._json(400, {"error": str(exc)[:300]})
                 return
-            self._json(200, admission_summary(receiver.submit(alerts)))
+            captures = receiver.submit(alerts)
+            answer = admission_summary(captures)
+            if any((c.reason or "").startswith("refused: cannot write the journal") for c in captures):
+                # Not journaled is not promised: a 5xx makes Alertmanager and PagerDuty deliver it again.
+                self._json(503, {**answer, "error": f"the journal cannot be written: {receiver.journal_error}"})
+                return
+            self._json(200, answer)
 
     return Handler
 
