@@ -375,13 +375,10 @@ def _readable(entry: Any) -> dict[str, Any]:
         if entry.get(key) is not None and not isinstance(entry[key], str):
             raise ValueError(f"{key} is not text")
     for key in ("received_at", "started_at", "finished_at"):
-        if entry.get(key) is not None:
-            if (
-                isinstance(entry[key], bool)
-                or not isinstance(entry[key], (int, float))
-                or not math.isfinite(entry[key])
-            ):
-                raise ValueError(f"{key} is not a time")
+        if entry.get(key) is not None and (
+            isinstance(entry[key], bool) or not isinstance(entry[key], (int, float)) or not math.isfinite(entry[key])
+        ):
+            raise ValueError(f"{key} is not a time")
     key = entry.get("dedupe_key")
     if key is not None and not (isinstance(key, list) and all(isinstance(k, str) for k in key)):
         raise ValueError("dedupe_key is not a list of text")
