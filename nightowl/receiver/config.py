@@ -137,6 +137,12 @@ def load_config(path: Path, out_dir: Path | None = None, for_receiver: bool = Tr
     token = _secret(doc, "token", where, DEFAULT_TOKEN_ENV) if for_receiver else None
     if for_receiver and not token:
         raise ConfigError(f"{where}: no bearer token (set token_file, token_env or ${DEFAULT_TOKEN_ENV})")
+    if for_receiver and token:
+        from nightowl.receiver.auth import token_problem
+
+        problem = token_problem(token)
+        if problem:
+            raise ConfigError(f"{where}: token: {problem} (e.g. `openssl rand -hex 32`)")
     secret = _secret(doc, "pagerduty_secret", where) if for_receiver else None
     try:
         workers, queue_size = int(doc.get("workers", 2)), int(doc.get("queue", 8))

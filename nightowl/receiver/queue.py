@@ -105,6 +105,10 @@ class Receiver:
         config.out_dir.mkdir(parents=True, exist_ok=True)
         self._load_journal()
 
+    def log(self, line: str | LogLine) -> None:
+        """A line for the serve log (the HTTP face logs logins through it)."""
+        self._log(line)
+
     def health(self) -> tuple[bool, str | None]:
         """(healthy, why not): a receiver that cannot journal cannot promise to capture."""
         if self.journal_error:
