@@ -289,7 +289,9 @@ def test_the_example_config_loads(tmp_path: Path, monkeypatch: pytest.MonkeyPatc
     (tmp_path / "serve.yaml").write_text(text)
     config = load_config(tmp_path / "serve.yaml", tmp_path / "out")
     assert [r.runbook for r in config.rules] == ["xid", "node-health", "engine-start", "xid"]
-    assert config.token == "s3cret-of-real-strength" and config.pagerduty_secrets == ("a", "b") and config.queue_size == 16
+    assert (
+        config.token == "s3cret-of-real-strength" and config.pagerduty_secrets == ("a", "b") and config.queue_size == 16
+    )
     assert [(t.kind, t.token) for t in config.notify.targets] == [
         ("pagerduty", "pd-key"),
         ("chat", None),

@@ -37,7 +37,9 @@ def token_problem(token: str) -> str | None:
     if len(token) < MIN_TOKEN_CHARS:
         return f"the bearer token has {len(token)} characters, at least {MIN_TOKEN_CHARS} are needed"
     if len(set(token)) < MIN_TOKEN_DISTINCT:
-        return f"the bearer token repeats too few characters ({len(set(token))} distinct, at least {MIN_TOKEN_DISTINCT})"
+        return (
+            f"the bearer token repeats too few characters ({len(set(token))} distinct, at least {MIN_TOKEN_DISTINCT})"
+        )
     return None
 
 
