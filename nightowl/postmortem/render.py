@@ -6,6 +6,7 @@ import os
 import re
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 from nightowl.paths import data_dir
 from nightowl.postmortem.bundle import Bundle, load
@@ -35,6 +36,9 @@ def _environment(template: str | None, fmt: str) -> tuple[Any, str]:
     )
     env.filters["md_cell"] = lambda v: str(v).replace("|", "\\|").replace("\n", " ")
     env.filters["code"] = _inline_code
+    # A bundle path as a link: host folders are percent-encoded names (``fe80%3A%3A1``), so the link
+    # encodes the ``%`` again, or the browser would decode it and ask for a folder that does not exist.
+    env.filters["urlpath"] = lambda v: quote(str(v), safe="/")
     return env, name
 
 

@@ -15,7 +15,7 @@ import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
-from urllib.parse import parse_qs, unquote, urlencode
+from urllib.parse import parse_qs, quote, unquote, urlencode
 
 from nightowl.logline import LogLine
 from nightowl.receiver import auth
@@ -338,4 +338,8 @@ def _templates() -> Any:
 
     from nightowl.paths import data_dir
 
-    return Environment(loader=FileSystemLoader(str(data_dir("templates"))), autoescape=True, undefined=StrictUndefined)
+    env = Environment(loader=FileSystemLoader(str(data_dir("templates"))), autoescape=True, undefined=StrictUndefined)
+    # Host folders are percent-encoded names (an IPv6 host is ``fe80%3A%3A1``): a link encodes the
+    # ``%`` again, so the path the handler decodes is the folder's real name.
+    env.filters["urlpath"] = lambda v: quote(str(v), safe="/")
+    return env
