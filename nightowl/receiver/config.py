@@ -42,7 +42,7 @@ CONFIG_KEYS = frozenset(
         "cookie_secure",
     }
 )
-RULE_KEYS = frozenset({"name", "match", "runbook", "host", "params", "on_resolved"})
+RULE_KEYS = frozenset({"name", "match", "runbook", "host", "params", "on_resolved", "label_urls"})
 
 
 class ConfigError(ValueError):
@@ -105,6 +105,9 @@ def _rule(item: Any, index: int, where: str) -> Rule:
     params = item.get("params") or {}
     if not isinstance(params, Mapping):
         raise ConfigError(f"{here}: params is a mapping")
+    label_urls = item.get("label_urls") or []
+    if not isinstance(label_urls, list) or not all(isinstance(k, str) and k in params for k in label_urls):
+        raise ConfigError(f"{here}: label_urls is a list of this rule's params")
     return Rule(
         str(item.get("name") or f"rule-{index + 1}"),
         matchers,
@@ -112,6 +115,7 @@ def _rule(item: Any, index: int, where: str) -> Rule:
         str(item["host"]),
         dict(params),
         bool(item.get("on_resolved", False)),
+        tuple(label_urls),
     )
 
 
