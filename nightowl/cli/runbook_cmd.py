@@ -24,6 +24,9 @@ def list_cmd() -> None:
     from nightowl import runbooks
 
     for name, path in runbooks.all_paths().items():
+        if name in runbooks.REFUSED:
+            click.echo(f"{name:<20} (refused: {runbooks.REFUSED[name]})")
+            continue
         try:
             title = (yaml.safe_load(path.read_text()) or {}).get("title", "")
         except yaml.YAMLError:
