@@ -65,6 +65,12 @@ def render_bundle(
     bundle already loaded (see :func:`render_drafts`)."""
     data = data or load(Path(bundle))  # read and hashed once for the whole draft
     context = bundle_context(data)
+    from nightowl.safetext import all_one_line
+
+    # What an alert or a node wrote fills one line of the draft each: a newline cannot forge a line.
+    for key in ("headline", "title", "detection", "impact_sentence", "trigger", "timeline", "unplaced", "hosts"):
+        if key in context:
+            context[key] = all_one_line(context[key])
     if fmt == "html":
         from markupsafe import Markup
 
@@ -76,7 +82,9 @@ def render_bundle(
     text = env.get_template(name).render(**context)
     if redact:
         text = redactor_for(data).apply(text)
-    return text
+    from nightowl.safetext import printable
+
+    return printable(text)  # what a node printed never reaches a reader's terminal as escape sequences
 
 
 MAX_VIEW_LINES = 5000  # lines of one raw file copied into the HTML draft (cited lines are always copied)

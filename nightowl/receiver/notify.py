@@ -123,7 +123,10 @@ def request_for(
     target: Target, record: Mapping[str, Any], text: str, link: str | None
 ) -> tuple[str, dict[str, str], Any]:
     """(url, headers, JSON body) of one target's message, or raise LookupError when it does not apply."""
-    headline = f"nightowl: {record.get('alert') or 'alert'} on {record.get('host') or '-'}: {text}"
+    from nightowl.safetext import chat_text, one_line
+
+    # One line: a PagerDuty title with a newline must not forge a second line of the note or message.
+    headline = one_line(f"nightowl: {record.get('alert') or 'alert'} on {record.get('host') or '-'}: {text}")
     if target.kind == "pagerduty":
         incident = _incident_id(target, record)
         content = headline + (f"\nPostmortem draft: {link}" if link else "")
@@ -134,18 +137,15 @@ def request_for(
         }
         return f"{target.url}/incidents/{quote(incident, safe='')}/notes", headers, {"note": {"content": content}}
     if target.kind == "chat":
-        blocks: list[dict[str, Any]] = [{"type": "section", "text": {"type": "mrkdwn", "text": _mrkdwn(headline)}}]
+        # Both `text` and the blocks are read as markup: both escaped (`<!channel>` stays text).
+        safe = chat_text(headline)
+        blocks: list[dict[str, Any]] = [{"type": "section", "text": {"type": "mrkdwn", "text": safe}}]
         if link:
             blocks.append({"type": "context", "elements": [{"type": "mrkdwn", "text": f"<{link}|postmortem draft>"}]})
-        return target.url, {}, {"text": headline + (f" {link}" if link else ""), "blocks": blocks}
+        return target.url, {}, {"text": safe + (f" {link}" if link else ""), "blocks": blocks}
     headers = {"Authorization": f"Bearer {target.token}"} if target.token else {}
     body = {"event": "nightowl.capture", "text": headline, "draft_url": link, "capture": dict(record)}
     return target.url, headers, body
-
-
-def _mrkdwn(text: str) -> str:
-    """Slack's three control characters, escaped (https://api.slack.com/reference/surfaces/formatting#escaping)."""
-    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
 
 
 def _incident_id(target: Target, record: Mapping[str, Any]) -> str:
