@@ -41,9 +41,10 @@ def show_cmd(runbook: str) -> None:
     from nightowl import runbooks
 
     try:
-        click.echo(runbooks.resolve(runbook).read_text(), nl=False)
-    except (FileNotFoundError, OSError) as exc:
+        text = runbooks.resolve(runbook).read_text()
+    except OSError as exc:
         fail(str(exc))
+    click.echo(text, nl=False)  # a closed pipe is the reader's choice, not an unreadable runbook
 
 
 @runbook_group.command("validate")
