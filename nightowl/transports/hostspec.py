@@ -63,6 +63,7 @@ class HostSpec:
     profile: str | None = None
     kind: Literal["ssh", "local"] = "ssh"
     groups: tuple[str, ...] = ()
+    problem: str | None = None  # an inventory entry that names no host it can reach: why (file:line)
 
     @property
     def is_local(self) -> bool:
