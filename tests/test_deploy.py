@@ -149,6 +149,12 @@ def test_slurm_wrapper_drains_only_when_the_action_needs_it(
         (1, "drained|maintenance: PSU swap", None),  # a drain verdict does not overwrite a person's reason
         (1, "drained|nightowl: gpu-fell-off-bus (reboot-node)", None),  # already drained for this reason
         (3, "drained|nightowl: gpu-fell-off-bus (reboot-node)", None),  # cannot judge: the drain stays
+        # issue 30 item 23: a person's annotation of nightowl's reason makes the drain theirs
+        (0, "drained|nightowl: gpu-fell-off-bus (reboot-node) - keep drained, RMA 4411", None),
+        (0, "drained|nightowl: keep drained until the PSU is swapped", None),
+        (0, "drained|nightowl:gpu-fell-off-bus (reboot-node)", None),
+        (0, "drained|Nightowl: gpu-fell-off-bus (reboot-node)", None),
+        (1, "drained|nightowl: gpu-fell-off-bus (reboot-node) - RMA 4411", None),  # not relabelled
     ],
 )
 def test_slurm_wrapper_resumes_only_its_own_drain(tmp_path: Path, rc: int, sinfo: str, expected: str | None) -> None:
