@@ -398,3 +398,22 @@ def test_a_malformed_host_is_unreachable_with_the_reason_and_the_others_are_swep
     only_bad.write_text('hosts:\n  - "gpu 17!!"\n')
     result = CliRunner().invoke(main, ["sweep", "--inventory", str(only_bad), "--out", str(tmp_path / "out")])
     assert result.exit_code == 3, result.output  # a host had no verdict; not a usage error
+
+
+# --- issue 30, item 24: deep nesting is an input error naming the file ------------------------------
+@pytest.mark.parametrize("depth", [100_000])
+def test_deeply_nested_ansible_json_is_an_input_error_naming_the_file(tmp_path: Path, depth: int) -> None:
+    path = tmp_path / "inventory.json"
+    path.write_text('{"all": {"vars": ' + '{"a": ' * depth + "1" + "}" * depth + "}}")
+    with pytest.raises(InventoryError, match=r"inventory.json.*nested too deeply"):
+        load_inventory(path)
+    groups = {f"g{i}": {"children": [f"g{i + 1}"]} for i in range(5000)}
+    groups["g5000"] = {"hosts": ["gpu-01"]}
+    deep = tmp_path / "groups.json"
+    import json
+
+    deep.write_text(json.dumps({"all": {"children": ["g0"]}, **groups}))
+    try:
+        load_inventory(deep)
+    except InventoryError as exc:
+        assert "groups.json" in str(exc)

@@ -74,6 +74,9 @@ class _Entry:
 def load_inventory(path: Path, ssh_config: Path | None = None, lenient: bool = False) -> list[HostSpec]:
     """Hosts of a nightowl YAML, Ansible YAML or Ansible INI inventory, in file order.
 
+    An inventory nested past what the readers can walk (JSON or groups thousands deep) is an
+    InventoryError naming the file, never a RecursionError.
+
     ``lenient`` (a sweep): a host whose spec cannot be parsed is kept, with ``problem`` saying why
     (file and line), so it is reported unreachable and the others are swept; otherwise it is an
     InventoryError. The shape of the file itself is always an InventoryError."""
@@ -82,6 +85,13 @@ def load_inventory(path: Path, ssh_config: Path | None = None, lenient: bool = F
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         raise InventoryError(f"{path}: cannot read inventory: {exc}") from None
+    try:
+        return _load(path, text, ssh_config, lenient)
+    except RecursionError:
+        raise InventoryError(f"{path}: nested too deeply to read (JSON objects or groups within groups)") from None
+
+
+def _load(path: Path, text: str, ssh_config: Path | None, lenient: bool) -> list[HostSpec]:
     where = _Where(path, lenient=lenient)
     if _looks_like_ini(text):
         return _resolve_entries(_ansible_ini(text, where), where, ssh_config)
