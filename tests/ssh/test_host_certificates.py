@@ -219,12 +219,13 @@ def test_revoked_host_keys_in_ssh_config_refuses_a_live_host(signed_sshd: dict, 
         use_agent=False,
         look_for_keys=False,
     )
-    with pytest.raises(SSHConnectError, match="host key mismatch.*revoked by RevokedHostKeys"):
-        with SSHTransport(spec, options) as transport:
-            transport.connect()
+    with (
+        pytest.raises(SSHConnectError, match="host key mismatch.*revoked by RevokedHostKeys"),
+        SSHTransport(spec, options) as transport,
+    ):
+        transport.connect()
     (tmp_path / "empty").write_bytes(b"SSHKRL\n\0garbage")
     config.write_text(f"Host 127.0.0.1\n  RevokedHostKeys {tmp_path / 'empty'}\n")
     spec = parse_host_spec(f"ssh://{getpass.getuser()}@127.0.0.1:{signed_sshd['port']}", config)
-    with pytest.raises(SSHConnectError, match="cannot read RevokedHostKeys"):
-        with SSHTransport(spec, options) as transport:
-            transport.connect()
+    with pytest.raises(SSHConnectError, match="cannot read RevokedHostKeys"), SSHTransport(spec, options) as transport:
+        transport.connect()
