@@ -190,3 +190,25 @@ def test_the_secure_flag_follows_cookie_secure() -> None:
 def test_the_final_dot_is_not_counted_and_hides_no_empty_label(name: str, problem: str | None) -> None:
     found = host_name_problem(name)
     assert (found is None) if problem is None else (found is not None and problem in found), found
+
+
+@pytest.mark.parametrize(
+    ("name", "problem"),
+    [
+        ("", "empty"),
+        ("gpu 17", "whitespace or control characters"),
+        ("gpu/17", "only letters, digits, '.', '-' and '_' (and ':' or '%' in an IPv6 address)"),
+        ("-oProxyCommand", "starts with '-', as an option does"),
+        ("fe80::1%eth 0", "whitespace or control characters"),
+        ("fe80::1%e/0", "only letters, digits, '.', '-' and '_' (and ':' or '%' in an IPv6 address)"),
+        ("fe80::1%:x", "an IPv6 zone after '%' is an interface name (letters, digits, '.', '_', '-')"),
+        ("gpu-17:22", "':' and '%' belong only in an IPv6 address, and this is none"),
+        ("_gpu", "starts with neither a letter nor a digit"),
+        ("x" * 254, "longer than 253 characters"),
+        ("gpu..corp", "an empty label or one longer than 63 characters"),
+        ("gpu-17.b.", None),  # a one-letter last label before the final dot
+        ("fe80::1%eth0", None),
+    ],
+)
+def test_host_name_problems_say_exactly_what(name: str, problem: str | None) -> None:
+    assert host_name_problem(name) == problem
