@@ -10,6 +10,7 @@ status update. Everything nightowl prints or posts passes through here on its wa
 from __future__ import annotations
 
 import re
+from typing import Any
 
 # ECMA-48: CSI (ESC [ ... final), OSC/DCS/SOS/PM/APC strings (ESC ] ... BEL or ST), then any other ESC
 # pair; the 8-bit CSI and OSC introducers; then the C0 and C1 controls left (tab and newline kept),
@@ -46,7 +47,7 @@ def chat_text(text: str) -> str:
     return _MENTION.sub(lambda m: "@\u2060" + m.group(1), text)
 
 
-def all_one_line(value: object) -> object:
+def all_one_line(value: Any) -> Any:
     """Every string inside ``value`` (dicts, lists, tuples) made one printable line."""
     if isinstance(value, str):
         return one_line(value)

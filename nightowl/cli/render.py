@@ -123,7 +123,7 @@ def text_report(summary: dict[str, Any], verbose: bool = False) -> str:
     """The run for a person; ``verbose`` adds the path, the conditions taken and every source."""
     from nightowl.safetext import all_one_line, printable
 
-    summary = all_one_line(summary)  # type: ignore[assignment] - the same shape, each string one line
+    summary = all_one_line(summary)  # the same shape, each string one line
     lines = [f"runbook {summary['runbook']}  run {summary['run_id']}"]
     if summary.get("job"):
         lines += _job_lines(summary, verbose)

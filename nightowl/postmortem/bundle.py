@@ -88,7 +88,9 @@ def sane_manifest(manifest: dict[str, Any]) -> dict[str, Any]:
     ]
     alert = manifest.get("alert")
     if isinstance(alert, dict):
-        clean = {k: v if v is None or isinstance(v, (str, int, bool)) else None for k, v in alert.items()}
+        clean: dict[str, Any] = {
+            k: v if v is None or isinstance(v, (str, int, bool)) else None for k, v in alert.items()
+        }
         clean.update(labels=_str_map(alert.get("labels")), annotations=_str_map(alert.get("annotations")))
         for key in ("name", "status", "source", "starts_at", "ends_at", "fingerprint", "generator_url"):
             clean[key] = _text(alert.get(key))

@@ -124,17 +124,18 @@ def plan_capture(alert: Alert, config: ServeConfig, received_at: float) -> Captu
             else f"event {alert.status} is neither firing nor resolved"
         )
         return capture
-    for what, render in (("cannot name the host", render_host), ("cannot fill the parameters", render_params)):
-        try:
-            value = render(rule, alert)
-        except Exception as exc:  # noqa: BLE001 - a bad template or label is this alert's problem only
-            capture.status, capture.reason = "not_captured", f"{what}: {exc}"
-            return capture
-        if render is render_host:
-            capture.host_spec = value
-        else:
-            capture.params = value
-    capture.host = host_name(capture.host_spec)
+    try:
+        host_spec = render_host(rule, alert)
+    except Exception as exc:  # noqa: BLE001 - a bad template or label is this alert's problem only
+        capture.status, capture.reason = "not_captured", f"cannot name the host: {exc}"
+        return capture
+    capture.host_spec = host_spec
+    try:
+        capture.params = render_params(rule, alert)
+    except Exception as exc:  # noqa: BLE001 - a label that escapes its template is this alert's problem only
+        capture.status, capture.reason = "not_captured", f"cannot fill the parameters: {exc}"
+        return capture
+    capture.host = host_name(host_spec)
     return capture
 
 

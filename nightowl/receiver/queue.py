@@ -383,8 +383,8 @@ def _readable(entry: Any) -> dict[str, Any]:
             isinstance(entry[key], bool) or not isinstance(entry[key], (int, float)) or not math.isfinite(entry[key])
         ):
             raise ValueError(f"{key} is not a time")
-    key = entry.get("dedupe_key")
-    if key is not None and not (isinstance(key, list) and all(isinstance(k, str) for k in key)):
+    dedupe = entry.get("dedupe_key")
+    if dedupe is not None and not (isinstance(dedupe, list) and all(isinstance(k, str) for k in dedupe)):
         raise ValueError("dedupe_key is not a list of text")
     for name, kind in (("verdict", dict), ("alert_record", dict), ("notifications", list)):
         if entry.get(name) is not None and not isinstance(entry[name], kind):

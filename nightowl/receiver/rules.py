@@ -212,7 +212,8 @@ def label_value_problem(key: str, template: str, text: str, url_allowed: bool = 
     """Why a param rendered from labels escapes its template, or None."""
     import posixpath
 
-    literal = template[: _SLOT.search(template).start()] if _SLOT.search(template) else template
+    first = _SLOT.search(template)
+    literal = template[: first.start()] if first else template
     if "://" in text or (_URLISH.match(text) and not _URLISH.match(literal or "x")):
         if not (url_allowed or _FIXED_ORIGIN.match(literal)):
             return (
