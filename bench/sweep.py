@@ -8,18 +8,22 @@ refused at once), spread through the inventory, then times, in each round:
   (b) the same pool dialling every inventory host, the unreachable ones failing on connect (the pool
       "doing the same" as the sweep: it cannot know which hosts are down before dialling them);
   (c) `nightowl sweep --runbook node-health` over the whole inventory (parsing, deciding, bundle).
-Prints wall times, the ratios of (c) to (a) and to (b) (target: nightowl within 1.2x), and CPU per host
+Prints the verdict errors of each round (a live host not "healthy", a dead one not "unreachable"), wall
+times, the ratios of (c) to (a) and to (b) (target: nightowl within 1.2x), peak RSS, and CPU per host
 (this process's CPU time over the inventory's hosts; sshd's own CPU is not counted). On a 2-core
 machine sshd's crypto shares the cores with the client, so the ratio is what counts.
 
     .venv/bin/python bench/sweep.py [--hosts 64] [--unreachable 0] [--forks 64] [--repeat 3]
     .venv/bin/python bench/sweep.py --hosts 64 --unreachable 936      # the 1,000-host case
+    .venv/bin/python bench/sweep.py --evidence real --hosts 32        # an 8-GPU node's outputs at real size
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import resource
+import shutil
 import statistics
 import sys
 import tempfile
@@ -105,7 +109,7 @@ def bare_pool(fleet: Fleet, names: list[str], forks: int) -> tuple[float, float]
     return time.monotonic() - started, time.process_time() - cpu0
 
 
-def nightowl_sweep(fleet: Fleet, names: list[str], forks: int, out: Path) -> tuple[float, float, int, int]:
+def nightowl_sweep(fleet: Fleet, names: list[str], forks: int, out: Path) -> tuple[float, float, list[dict[str, Any]]]:
     from click.testing import CliRunner
 
     from nightowl.cli.main import main
@@ -135,10 +139,24 @@ def nightowl_sweep(fleet: Fleet, names: list[str], forks: int, out: Path) -> tup
     FINISH_SECONDS.append(finish[0])
     import json
 
-    hosts = json.loads(result.stdout)["hosts"]
-    healthy = sum(1 for h in hosts if (h.get("verdict") or {}).get("id") == "healthy")
-    unreachable = sum(1 for h in hosts if h["status"] == "unreachable")
-    return wall, cpu, healthy, unreachable
+    try:
+        return wall, cpu, json.loads(result.stdout)["hosts"]
+    except (ValueError, KeyError):  # no report at all: every host is a wrong answer, and why is shown
+        why = (result.output.strip().splitlines() or [repr(result.exception)])[-1][:160]
+        return wall, cpu, [{"host": n, "status": f"no report (exit {result.exit_code}: {why})"} for n in names]
+
+
+def verdict_errors(hosts: list[dict[str, Any]], dead: set[str]) -> list[str]:
+    """Every host whose answer is wrong: a live (healthy) host not judged healthy, a dead one not unreachable."""
+    wrong = []
+    for host in hosts:
+        verdict = (host.get("verdict") or {}).get("id")
+        if host["host"] in dead:
+            if host["status"] != "unreachable":
+                wrong.append(f"{host['host']}: {host['status']} {verdict}")
+        elif verdict != "healthy":
+            wrong.append(f"{host['host']}: {host['status']} {verdict or (host.get('error') or '')[:80]}")
+    return wrong
 
 
 FINISH_SECONDS: list[float] = []  # per sweep: the bundle's last step (verdicts, trace, manifest)
@@ -184,34 +202,54 @@ def main() -> None:
     parser.add_argument("--unreachable", type=int, default=0, help="addresses with nothing listening")
     parser.add_argument("--forks", type=int, default=64)
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument(
+        "--evidence",
+        choices=("small", "real"),
+        default="small",
+        help="small: a one-GPU recording with a 159-byte kernel log; real: an 8-GPU node at real size "
+        "(bench/real_evidence.py: 80 KB nvidia-smi -q, 0.8 MB boot log, NVLink status)",
+    )
     args = parser.parse_args()
-    recorded = ROOT / "fixtures" / "hosts" / "healthy-l40s"
+    with tempfile.TemporaryDirectory() as tmp:
+        run_rounds(args, Path(tmp))
+
+
+def run_rounds(args: argparse.Namespace, root: Path) -> None:
+    if args.evidence == "real":
+        from bench.real_evidence import recorded_host
+
+        recorded = recorded_host(root / "real-size-host")
+    else:
+        recorded = ROOT / "fixtures" / "hosts" / "healthy-l40s"
     names = [f"node-{i:04d}" for i in range(args.hosts)]
     dead = [f"dead-{i:04d}" for i in range(args.unreachable)]
     inventory = spread(names, dead)
     total = len(inventory)
     runs: dict[str, list[float]] = {k: [] for k in ("bare", "bare_all", "sweep", "cpu_bare", "cpu_sweep")}
-    with tempfile.TemporaryDirectory() as tmp:
-        root = Path(tmp)
-        hosts = {**dict.fromkeys(names, recorded), **dict.fromkeys(dead, Fault.REFUSED)}
-        with Fleet(root / "fleet", hosts) as fleet:
-            for name in names:
-                fleet.set_output(name, "nvidia-smi", sleep=0.4)
-            for round_ in range(args.repeat):
-                wall, cpu = bare_pool(fleet, names, args.forks)
-                runs["bare"].append(wall)
-                runs["cpu_bare"].append(cpu / len(names))
-                if dead:
-                    runs["bare_all"].append(bare_pool(fleet, inventory, args.forks)[0])
-                out = root / f"run-{round_}"
-                out.mkdir()
-                wall, cpu, healthy, unreachable = nightowl_sweep(fleet, inventory, args.forks, out)
-                assert healthy == len(names), f"only {healthy}/{len(names)} hosts healthy"
-                assert unreachable == len(dead), f"{unreachable}/{len(dead)} unreachable"
-                runs["sweep"].append(wall)
-                runs["cpu_sweep"].append(cpu / total)
+    errors: list[list[str]] = []
+    hosts = {**dict.fromkeys(names, recorded), **dict.fromkeys(dead, Fault.REFUSED)}
+    with Fleet(root / "fleet", hosts) as fleet:
+        for name in names:
+            fleet.set_output(name, "nvidia-smi", sleep=0.4)
+        for round_ in range(args.repeat):
+            wall, cpu = bare_pool(fleet, names, args.forks)
+            runs["bare"].append(wall)
+            runs["cpu_bare"].append(cpu / len(names))
+            if dead:
+                runs["bare_all"].append(bare_pool(fleet, inventory, args.forks)[0])
+            out = root / f"run-{round_}"
+            out.mkdir()
+            wall, cpu, swept = nightowl_sweep(fleet, inventory, args.forks, out)
+            errors.append(verdict_errors(swept, set(dead)))
+            runs["sweep"].append(wall)
+            runs["cpu_sweep"].append(cpu / total)
+            shutil.rmtree(out / "bundles", ignore_errors=True)  # real-size bundles add up on a shared disk
     med = {k: statistics.median(v) for k, v in runs.items() if v}
+    print(f"evidence={args.evidence}")
     print(f"hosts={total} ({len(names)} reachable, {len(dead)} refused) forks={args.forks} repeat={args.repeat}")
+    print(f"verdict errors per round            : {', '.join(str(len(e)) for e in errors)}")
+    for wrong in sorted({w for round_errors in errors for w in round_errors})[:8]:
+        print(f"  wrong: {wrong}")
     print(f"bare paramiko pool, reachable hosts : {med['bare']:.2f} s  (runs: {_list(runs['bare'])})")
     if dead:
         print(f"bare paramiko pool, every host      : {med['bare_all']:.2f} s  (runs: {_list(runs['bare_all'])})")
@@ -232,6 +270,8 @@ def main() -> None:
         print(f"bare pool lost {len(BARE_FAILURES)} live host(s), e.g. {BARE_FAILURES[0]}")
     print(f"CPU per reachable host, bare pool   : {med['cpu_bare'] * 1000:.1f} ms")
     print(f"CPU per inventory host, nightowl    : {med['cpu_sweep'] * 1000:.1f} ms")
+    # this process's peak: the bare pool's and the sweep's (both run here), never sshd's
+    print(f"peak RSS of this process            : {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MB")
 
 
 def _list(values: list[float]) -> str:

@@ -2,8 +2,8 @@
 
 ``python -m nightowl.docgen`` rewrites what lies between ``<!-- BEGIN GENERATED: name -->`` and
 ``<!-- END GENERATED -->`` (``commands`` from the click tree, ``kinds`` from the collector
-registry); ``--check`` only reports whether the file is up to date (exit 1 when not), which is
-what tests/test_docs.py runs. Everything outside the markers is written by hand.
+registry, ``exit-status`` from nightowl/cli/exit.py); ``--check`` only reports whether the file is up
+to date (exit 1 when not), which is what tests/test_docs.py runs. Everything outside the markers is written by hand.
 """
 
 from __future__ import annotations
@@ -137,10 +137,18 @@ def render_kinds() -> str:
     return head + "\n".join(rows) + "\n" + ("\n" + "\n".join(facts) if facts else "")
 
 
+def render_exit_status() -> str:
+    """The exit-status table from nightowl/cli/exit.py (the enum and its meanings), never by hand."""
+    from nightowl.cli.exit import MEANINGS, ExitStatus
+
+    rows = [f"| {int(status)} | {_cell(MEANINGS[status])} |" for status in ExitStatus]
+    return "| code | meaning |\n|---|---|\n" + "\n".join(rows) + "\n"
+
+
 def sections() -> dict[str, str]:
     from nightowl.cli.main import main
 
-    return {"commands": render_commands(main), "kinds": render_kinds()}
+    return {"commands": render_commands(main), "kinds": render_kinds(), "exit-status": render_exit_status()}
 
 
 def regenerate(text: str, rendered: dict[str, str]) -> str:

@@ -93,14 +93,51 @@ TOKEN_SHAPES: tuple[SecretPattern, ...] = (
 )
 
 # name=value, name: value, "name": "value", 'name': 'value', --name value, --name=value.
+# A value in brackets (password=[hunter2]) is masked whole: cut at "]" it left a stray "]" behind.
 _ASSIGNMENT = re.compile(
     r"(?P<key>(?P<q>[\"']?)" + _NAME_START + _SECRET_NAME + r"(?P=q)\s*(?:=|:(?!//))\s*)"
-    r"(?P<secret>\"[^\"\n]*\"|'[^'\n]*'|[^\s,;&\"'}\])]+)",
+    r"(?P<secret>\"[^\"\n]*\"|'[^'\n]*'|\[[^\[\]\n]*\](?![^\s,;&\"'}\])])|[^\s,;&\"'}\])]+)",
     re.IGNORECASE,
 )
+# A lone "-" after the flag is the next item of a YAML list (``- --api-key`` / ``- value``), not its value.
 _CLI_FLAG = re.compile(
-    r"(?P<key>(?<![\w-])--?" + _SECRET_NAME + r"(?:=|\s+))(?P<secret>\"[^\"\n]*\"|'[^'\n]*'|[^\s\"']+)",
+    r"(?P<key>(?<![\w-])--?" + _SECRET_NAME + r"(?:=|\s+))(?P<secret>\"[^\"\n]*\"|'[^'\n]*'|(?!-\s)[^\s\"']+)",
     re.IGNORECASE,
+)
+
+
+_QUOTED = r"(?:\"[^\"\n]*\"|'[^'\n]*')"
+# Secrets set by name in a pod spec or a container inspect, which an assignment never shows: the name and
+# the value are two fields (JSON ``{"name": "API_KEY", "value": "..."}`` or YAML ``- name: API_KEY`` /
+# ``value: ...``, either order), or an argv list holds the flag and its value as two items
+# (``["--api-key", "..."]``, YAML ``- --api-key`` / ``- ...``).
+_ENV_NAME = r"[\"']?name[\"']?\s*:\s*[\"']?" + _NAME_START + _SECRET_NAME + r"[\"']?"
+LIST_SHAPES: tuple[SecretPattern, ...] = (
+    _p(
+        "env-name-then-value",
+        r"(?P<key>" + _ENV_NAME + r"\s*,?\s*[\"']?value[\"']?\s*:\s*)(?P<secret>" + _QUOTED + r"|[^\s,}\"']+)",
+        "Kubernetes EnvVar (name, value): kubectl get pod -o json / -o yaml, docker inspect Config.Env",
+        re.IGNORECASE,
+    ),
+    _p(
+        "env-value-then-name",
+        r"(?P<key>[\"']?value[\"']?\s*:\s*)(?P<secret>" + _QUOTED + r"|[^\s,}\"']+)(?=\s*,?\s*" + _ENV_NAME + r")",
+        "Kubernetes EnvVar with its fields in the other order",
+        re.IGNORECASE,
+    ),
+    _p(
+        "argv-list",
+        r"(?P<key>(?P<q>[\"'])--?" + _SECRET_NAME + r"(?P=q)\s*,\s*)(?P<secret>" + _QUOTED + ")",
+        "argv as a JSON or Python list (pod args, /proc/PID/cmdline dumps, container inspect)",
+        re.IGNORECASE,
+    ),
+    _p(
+        "argv-yaml",
+        r"(?P<key>(?<![^\s])-[ \t]+[\"']?--?" + _SECRET_NAME + r"[\"']?[ \t]*\r?\n[ \t]*-[ \t]+)"
+        r"(?P<secret>" + _QUOTED + r"|[^\s\"']+)",
+        "argv as a YAML block list (pod args in kubectl get pod -o yaml)",
+        re.IGNORECASE,
+    ),
 )
 
 
@@ -209,23 +246,137 @@ def might_hold_secrets(text: str) -> bool:
     Sound for a JSON document too (``json.dumps(..., ensure_ascii=False)``): each string appears in it
     as written apart from escaped quotes, backslashes and control characters, and no trigger holds one
     (tests/test_redact.py checks), so a trigger inside any string is a trigger inside the document."""
-    return bool(_TRIGGER.search(text.lower()))
+    return _has_trigger(text.lower())
+
+
+# Past this length one str.find per trigger (a fast substring search each) beats the alternation, which
+# Python's re tries position by position; below it, one regex call beats forty method calls.
+_LONG_TEXT = 4096
+
+
+def _has_trigger(lowered: str) -> bool:
+    if len(lowered) > _LONG_TEXT:
+        return any(trigger in lowered for trigger in _TRIGGERS)
+    return _TRIGGER.search(lowered) is not None
 
 
 def scrub_secrets(text: str) -> str:
-    """Mask secrets in command lines, environment dumps and logs. Idempotent; never raises."""
+    """Mask secrets in command lines, environment dumps and logs. Idempotent; never raises.
+
+    Only the lines that can hold a secret meet the patterns (``secret_spans``): one pass for the
+    trigger words finds them, so a 750 KB boot log costs about that one pass, not twenty."""
     if not text:
         return text
     lowered = text.lower()
-    if not _TRIGGER.search(lowered):
+    if not _has_trigger(lowered):
         return text
     if "private key" in lowered:
         text = _mask_private_keys(text)
+    spans = secret_spans(text)
+    scrubbed = _scrub_stretches([text[start:end] for start, end in spans], "\x00" in text)
+    pieces: list[str] = []
+    position = 0
+    for (start, end), stretch in zip(spans, scrubbed, strict=True):
+        pieces += [text[position:start], stretch]
+        position = end
+    pieces.append(text[position:])
+    return "".join(pieces)
+
+
+# Joins the stretches so that each pattern runs once over all of them (a call per stretch and pattern
+# was most of the cost): no pattern matches across a line holding only NUL, so none spans two stretches.
+_JOIN = "\n\x00\n"
+
+
+def _scrub_stretches(stretches: list[str], holds_nul: bool) -> list[str]:
+    if len(stretches) <= 1 or holds_nul:  # a NUL of the text's own could be taken for a join
+        return [_scrub_lines(stretch) for stretch in stretches]
+    parts = _scrub_lines(_JOIN.join(stretches)).split(_JOIN)
+    if len(parts) != len(stretches):  # cannot happen (see _JOIN); if it did, one stretch at a time
+        return [_scrub_lines(stretch) for stretch in stretches]
+    return parts
+
+
+def _scrub_lines(text: str) -> str:
+    """Every pattern, in order, over lines that may hold a secret."""
     for shape in TOKEN_SHAPES:
         text = shape.pattern.sub(_mask, text)
     text = _BASIC.sub(_mask_basic, text)
     text = _CLI_FLAG.sub(_mask, text)
-    return _ASSIGNMENT.sub(_mask, text)
+    text = _ASSIGNMENT.sub(_mask, text)
+    for shape in LIST_SHAPES:
+        text = shape.pattern.sub(_mask, text)
+    return text
+
+
+# The characters ``re.IGNORECASE`` matches to an ASCII letter although ``str.lower`` does not give it
+# (Python's re documentation): folded first, so a trigger is found wherever a pattern can match.
+_FOLD = str.maketrans({"\u0130": "i", "\u0131": "i", "\u017f": "s", "\u212a": "k"})
+# What may stand alone on a line between a secret's name and its value (``password`` / ``=`` / ``x``).
+_SEPARATORS = frozenset("=:\"',")
+
+
+def secret_spans(text: str) -> list[tuple[int, int]]:
+    """The stretches of whole lines every match of a secret pattern lies in, in order, disjoint.
+
+    Every match holds a trigger word and starts on the trigger's line, or on the line before it (an
+    environment value written before its name, where the line names it). A match that goes on past its
+    line's end does so from a name that ends the line (``--api-key``, ``password``, ``"HF_TOKEN",``) or a
+    lone ``=`` or ``:``, over whitespace, separators and quotes, to its value, which is on one line. So
+    each trigger line gives a stretch from that line (or the one before) to the line's end, or then to
+    the first following line that holds anything else; stretches that touch are merged."""
+    folded = text.translate(_FOLD).lower()
+    if len(folded) != len(text):  # a character whose lower case is longer: positions no longer line up
+        return [(0, len(text))]
+    spans: list[tuple[int, int]] = []
+    for line in _trigger_lines(folded):
+        line_end = _line_end(text, line)
+        words = folded[line:line_end].split()
+        # the line before: an environment value written before its name ({"value": "x", "name": "API_KEY"})
+        start = text.rfind("\n", 0, line - 1) + 1 if line and "name" in folded[line:line_end] else line
+        # the lines after: only when a name ends the line (or a lone "=" or ":" does), its value may follow
+        open_ended = bool(words) and (any(t in words[-1] for t in _LINE_TRIGGERS) or set(words[-1]) <= _SEPARATORS)
+        end = _value_line_end(text, line) if open_ended else line_end
+        if spans and start <= spans[-1][1] + 1:
+            spans[-1] = (spans[-1][0], max(spans[-1][1], end))
+        else:
+            spans.append((start, end))
+    return spans
+
+
+# The triggers that find lines: "key" alone is too wide for that ("Keyboard", "kernel key"), and every
+# pattern that needs it needs one of these (_SECRET_NAME: api_key, api-key, apikey, .key, accesskey ...).
+_KEY_WORDS = ("api", "access", "secret", "private", "auth", "session", "signing", "encryption", "master", "license")
+_LINE_TRIGGERS = (*(t for t in _TRIGGERS if t != "key"), "_key", "-key", ".key", *(f"{w}key" for w in _KEY_WORDS))
+
+
+def _trigger_lines(folded: str) -> list[int]:
+    """The start of every line holding a trigger word, in order: one substring search per trigger, which
+    skips to the next line after a hit (a line is listed once however many triggers it holds)."""
+    starts: set[int] = set()
+    for trigger in _LINE_TRIGGERS:
+        position = folded.find(trigger)
+        while position >= 0:
+            starts.add(folded.rfind("\n", 0, position) + 1)
+            following = folded.find("\n", position)
+            position = folded.find(trigger, following + 1) if following >= 0 else -1
+    return sorted(starts)
+
+
+def _value_line_end(text: str, position: int) -> int:
+    """The end of the first line after ``position``'s that holds more than whitespace and separators."""
+    end = _line_end(text, position)
+    while end < len(text):
+        following = _line_end(text, end + 1)
+        if not set(text[end + 1 : following].strip()) <= _SEPARATORS:
+            return following
+        end = following
+    return end
+
+
+def _line_end(text: str, position: int) -> int:
+    found = text.find("\n", position)
+    return len(text) if found < 0 else found
 
 
 # --- --redact: names, addresses, serials ---------------------------------------------------------

@@ -1,6 +1,7 @@
 """Rehearsals (after Orquesta's orquesta-rehearse): recorded hosts in, expected path and verdict out.
 
-``fixtures/rehearsals/<runbook>.yaml`` holds a list of cases::
+``fixtures/rehearsals/<runbook>.yaml`` (for a site runbook, ``rehearsals/<runbook>.yaml`` in its folder)
+holds a list of cases::
 
     - name: xid79 node from akash-network/support#209
       host: xid79-fallen-off-bus          # a folder of fixtures/hosts/
@@ -31,9 +32,26 @@ class RehearsalResult:
     path: tuple[str, ...]
 
 
-def rehearsal_cases(runbook_id: str) -> list[dict[str, Any]]:
-    path = data_dir("fixtures") / "rehearsals" / f"{runbook_id}.yaml"
-    if not path.exists():
+def rehearsal_file(runbook_id: str, given: Path | None = None) -> Path | None:
+    """Where a runbook's rehearsals are: ``given`` (a file, or a folder holding ``<runbook>.yaml``);
+    else ``rehearsals/<runbook>.yaml`` beside a site runbook; else the built-in
+    ``fixtures/rehearsals/<runbook>.yaml``. None when there is none."""
+    from nightowl import runbooks
+
+    if given is not None:
+        chosen = given / f"{runbook_id}.yaml" if given.is_dir() else given
+        return chosen if chosen.is_file() else None
+    candidates = []
+    site = runbooks.site_paths().get(runbook_id)
+    if site is not None:
+        candidates += [site.parent / "rehearsals" / f"{runbook_id}{suffix}" for suffix in (".yaml", ".yml")]
+    candidates.append(data_dir("fixtures") / "rehearsals" / f"{runbook_id}.yaml")
+    return next((path for path in candidates if path.is_file()), None)
+
+
+def rehearsal_cases(runbook_id: str, given: Path | None = None) -> list[dict[str, Any]]:
+    path = rehearsal_file(runbook_id, given)
+    if path is None:
         return []
     return list(yaml.safe_load(path.read_text()) or [])
 
@@ -45,28 +63,40 @@ def case_hosts(case: dict[str, Any]) -> list[str]:
 def replay_case(
     runbook_id: str, case: dict[str, Any], host_dirs: dict[str, Path] | None = None, out_dir: Path | None = None
 ) -> list[Any]:
-    """Run a rehearsal case; ``host_dirs`` replaces where a host's recording is read from."""
+    """Run a rehearsal case as triage runs it (``nightowl.run``: the same parameter checks, redaction),
+    without the drafts, the status update and the history store, which no rehearsal reads; ``host_dirs``
+    replaces where a host's recording is read from. A case whose parameters are refused raises ``RunRefused``."""
     from nightowl import runbooks
-    from nightowl.collectors import get_collector
-    from nightowl.engine.runner import RunOptions
-    from nightowl.engine.session import run_runbook
+    from nightowl.run import run_and_save
     from nightowl.transports.replay import ReplayTransport
 
     loaded = runbooks.load(runbook_id)
     hosts_dir = data_dir("fixtures") / "hosts"
     dirs = {h: (host_dirs or {}).get(h, hosts_dir / h) for h in case_hosts(case)}
     transports = {h: (lambda d=d, n=h: ReplayTransport(d, n)) for h, d in dirs.items()}
-    options = RunOptions(
-        params=loaded.resolve_params(case.get("params", {})), allow_invasive=case.get("allow_invasive", False)
-    )
     with tempfile.TemporaryDirectory() as tmp:
-        runs, _ = run_runbook(loaded, transports, get_collector, options, out_dir or Path(tmp))
-    return runs
+        result = run_and_save(
+            loaded,
+            transports,
+            out_dir or Path(tmp),
+            params=case.get("params", {}),
+            allow_invasive=case.get("allow_invasive", False),
+            drafts=False,
+            status_update=False,
+            history=False,
+        )
+    return result.runs
 
 
 def rehearse(runbook_id: str, case: dict[str, Any], out_dir: Path | None = None) -> RehearsalResult:
+    from nightowl.run import RunRefused
+
     hosts = case_hosts(case)
-    runs = replay_case(runbook_id, case, out_dir=out_dir)
+    name = case.get("name", hosts[0])
+    try:
+        runs = replay_case(runbook_id, case, out_dir=out_dir)
+    except RunRefused as exc:  # the case's parameters: a failed rehearsal, as triage would refuse them
+        return RehearsalResult(runbook_id, name, False, (f"parameters refused: {exc}",), None, ())
     expect = case.get("expect", {})
     run = runs[0]
     verdict = run.verdict or {}
@@ -84,7 +114,7 @@ def rehearse(runbook_id: str, case: dict[str, Any], out_dir: Path | None = None)
             problems.append(f"gpu {gpu} not named in verdict gpus {verdict.get('gpus')}")
     return RehearsalResult(
         runbook_id,
-        case.get("name", hosts[0]),
+        name,
         not problems,
         tuple(problems),
         verdict.get("id"),
@@ -178,11 +208,11 @@ def ablate(runbook_id: str, case: dict[str, Any]) -> tuple[int, list[AblationFin
     return count, findings
 
 
-def ablate_cases(runbook_ids: list[str]) -> tuple[int, list[AblationFinding]]:
+def ablate_cases(runbook_ids: list[str], given: Path | None = None) -> tuple[int, list[AblationFinding]]:
     """Ablate every rehearsal of these runbooks: (ablated runs, findings)."""
     total, findings = 0, []
     for runbook_id in runbook_ids:
-        for case in rehearsal_cases(runbook_id):
+        for case in rehearsal_cases(runbook_id, given):
             count, found = ablate(runbook_id, case)
             total += count
             findings += found

@@ -129,8 +129,9 @@ def test_cycle_checks_can_fail(tmp_path: Path) -> None:
 
 
 # What the engine may import from the rest of nightowl: itself, and the transport interface it drives
-# (not a transport: which host and how to reach it is the caller's business).
-ENGINE_MAY_IMPORT = ("nightowl.engine", "nightowl.transports.base")
+# (not a transport: which host and how to reach it is the caller's business), with the head-and-tail
+# buffer every transport cuts outputs with (a pure buffer: the parse cap cuts the same way).
+ENGINE_MAY_IMPORT = ("nightowl.engine", "nightowl.transports.base", "nightowl.transports.capped")
 
 
 def test_engine_imports_nothing_from_gpu_code_or_the_cli() -> None:
@@ -214,6 +215,7 @@ DOCUMENTED = (
     "engine/validate.py",
     "engine/session.py",
     "collectors/base.py",
+    "run.py",
 )
 
 
@@ -247,3 +249,52 @@ def test_the_docstring_check_can_fail(tmp_path: Path) -> None:
         'class A:\n    """Doc."""\n\n    def run(self):\n        pass\n\n    def _hidden(self):\n        pass\n'
     )
     assert undocumented(module, tmp_path) == ["m.py:4 A.run"]
+
+
+# The one way to run a runbook and save its bundle (issue 21): every caller goes through nightowl/run.py,
+# so no caller can skip a step (the parameter checks an alert used to skip).
+RUN_ENTRY = "nightowl.engine.session.run_runbook"
+RUN_ENTRY_MAY_BE_CALLED_FROM = ("nightowl.run", "nightowl.engine.session")
+
+
+def callers_of(name: str, modules: dict[str, Path]) -> list[str]:
+    """``module:line`` of every import of ``name`` (``pkg.mod.func``) and every ``mod.func`` or
+    ``pkg.mod.func`` attribute, outside the modules allowed to call it."""
+    module_name, _, func = name.rpartition(".")
+    short = module_name.rpartition(".")[2]
+    found = []
+    for module, path in modules.items():
+        if module in RUN_ENTRY_MAY_BE_CALLED_FROM:
+            continue
+        for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+            imported = (
+                isinstance(node, ast.ImportFrom)
+                and node.module == module_name
+                and any(alias.name == func for alias in node.names)
+            )
+            used = (
+                isinstance(node, ast.Attribute)
+                and node.attr == func
+                and ast.unparse(node.value) in (short, module_name)
+            )
+            if imported or used:
+                found.append(f"{module}:{node.lineno}")
+    return found
+
+
+def test_only_nightowl_run_calls_the_engine_session_entry() -> None:
+    assert not callers_of(RUN_ENTRY, module_files()), "run runbooks through nightowl.run.run_and_save"
+
+
+def test_the_session_entry_check_can_fail(tmp_path: Path) -> None:
+    pkg = tmp_path / "nightowl"
+    (pkg / "cli").mkdir(parents=True)
+    (pkg / "__init__.py").write_text("")
+    (pkg / "cli" / "__init__.py").write_text("")
+    (pkg / "cli" / "a.py").write_text("def f():\n    from nightowl.engine.session import plan, run_runbook\n")
+    (pkg / "cli" / "b.py").write_text("import nightowl.engine.session\nnightowl.engine.session.run_runbook()\n")
+    (pkg / "cli" / "c.py").write_text("from nightowl.engine import session\nsession.run_runbook()\n")
+    (pkg / "cli" / "d.py").write_text("from nightowl.engine.session import plan\n")
+    (pkg / "run.py").write_text("from nightowl.engine.session import run_runbook\n")
+    found = callers_of(RUN_ENTRY, module_files(pkg))
+    assert found == ["nightowl.cli.a:2", "nightowl.cli.b:2", "nightowl.cli.c:2"]

@@ -204,8 +204,11 @@ def test_plan_connects_to_nothing() -> None:
     steps = json.loads(result.output)["hosts"][0]["steps"]
     assert ["nvidia-smi", "-q", "-x"] in [argv for s in steps for argv in s["commands"]]
     text = invoke("plan", "xid", "--host", "gpu-17").output
-    assert "flowchart TD" in text and "journalctl -k" in text
+    assert text.startswith("gpu-17:\n") and "journalctl -k" in text
+    assert "flowchart TD" not in text  # the graph only on request
     assert "xid-judgement: runs no command; derived from kernel_log" in text
+    with_graph = invoke("plan", "xid", "--host", "gpu-17", "--graph").output
+    assert with_graph.startswith(text) and "flowchart TD" in with_graph[len(text) :]
 
 
 def test_postmortem_and_verify(tmp_path: Path) -> None:

@@ -88,18 +88,24 @@ def test_dockerfile_passes_hadolint() -> None:
 
 
 def _fake_bin(tmp_path: Path, verdict: str, action: str, rc: int, sinfo: str = "idle|none") -> Path:
-    """Stand-ins for nightowl (a fixed report), scontrol (records its arguments) and sinfo (a fixed state)."""
+    """Stand-ins for nightowl check (a fixed report; `nightowl slurm` is the real one), scontrol (records
+    its arguments) and sinfo (a fixed state, in the script's format and in `nightowl slurm`'s)."""
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     payload = {
         "runbook": "node-health",
         "hosts": [{"host": "gpu-17", "status": "ok", "verdict": {"id": verdict, "action": action}, "path": []}],
     }
+    real = Path(sys.executable).parent / "nightowl"
     (bin_dir / "nightowl").write_text(
-        f"#!/bin/sh\necho \"$@\" > {tmp_path / 'nightowl.args'}\ncat <<'EOF'\n{json.dumps(payload)}\nEOF\nexit {rc}\n"
+        f'#!/bin/sh\n[ "$1" = slurm ] && exec {real} "$@"\n'
+        f"echo \"$@\" > {tmp_path / 'nightowl.args'}\ncat <<'EOF'\n{json.dumps(payload)}\nEOF\nexit {rc}\n"
     )
     (bin_dir / "scontrol").write_text(f'#!/bin/sh\necho "$@" > {tmp_path / "scontrol.args"}\n')
-    (bin_dir / "sinfo").write_text(f"#!/bin/sh\necho '{sinfo}'\n")
+    state, _, reason = sinfo.partition("|")
+    (bin_dir / "sinfo").write_text(
+        f"#!/bin/sh\ncase \"$*\" in *%N*) echo 'gpu-17|{state}|Unknown|{reason}' ;; *) echo '{sinfo}' ;; esac\n"
+    )
     for tool in bin_dir.iterdir():
         tool.chmod(0o755)
     return bin_dir
@@ -113,7 +119,7 @@ def _run_wrapper(tmp_path: Path, bin_dir: Path) -> str | None:
         "SLURMD_NODENAME": "gpu-17",
         "NIGHTOWL_OUT": str(tmp_path / "b"),
         "NIGHTOWL_TEXTFILE": str(tmp_path / "t.prom"),
-        # its own lock: the default one in /run/lock is shared with any other run on this machine
+        # its own lock: the default one is machine-wide, and a check running elsewhere makes this one skip
         "NIGHTOWL_HEALTHCHECK_LOCK": str(tmp_path / "healthcheck.lock"),
     }
     result = subprocess.run(["bash", str(DEPLOY / "slurm" / "nightowl-healthcheck.sh")], env=env, timeout=30)
@@ -137,6 +143,8 @@ def test_slurm_wrapper_drains_only_when_the_action_needs_it(
     scontrol = _run_wrapper(tmp_path, _fake_bin(tmp_path, verdict, action, rc))
     if drains:
         assert scontrol == f"update NodeName=gpu-17 State=DRAIN Reason=nightowl: {verdict} ({action})"
+        (logged,) = [json.loads(line) for line in (tmp_path / "actions.jsonl").read_text().splitlines()]
+        assert (logged["node"], logged["what"], logged["result"]) == ("gpu-17", "drain", "drained")
     else:
         assert scontrol is None
 
@@ -144,8 +152,8 @@ def test_slurm_wrapper_drains_only_when_the_action_needs_it(
 @pytest.mark.parametrize(
     ("rc", "sinfo", "expected"),
     [
-        (0, "drained|nightowl: gpu-fell-off-bus (reboot-node)", "update NodeName=gpu-17 State=RESUME"),
-        (0, "draining|nightowl: xid-reset-gpu (reset-gpu)", "update NodeName=gpu-17 State=RESUME"),
+        (0, "drained|nightowl: gpu-fell-off-bus (reboot-node)", "update NodeName=gpu-17 State=UNDRAIN"),
+        (0, "draining|nightowl: xid-reset-gpu (reset-gpu)", "update NodeName=gpu-17 State=UNDRAIN"),
         (0, "drained|maintenance: PSU swap", None),  # someone else's drain
         (0, "idle|none", None),
         (1, "drained|maintenance: PSU swap", None),  # a drain verdict does not overwrite a person's reason

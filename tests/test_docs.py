@@ -22,7 +22,7 @@ from nightowl.engine.model import Action
 
 ROOT = Path(__file__).resolve().parent.parent
 # Where a reader looks: the package, the docs, the runbooks and everything shipped beside them.
-CHECKED = ("nightowl", "docs", "runbooks", "templates", "deploy", "scripts", "bench", "README.md")
+CHECKED = ("nightowl", "docs", "runbooks", "templates", "deploy", "scripts", "bench", "integrations", "README.md")
 # Documents users do not have, and machine paths.
 FORBIDDEN = ("CONTRACT", "../shared", "/work/", "decision-trees.md", "peers-gpu-health", "peers-runbook-engines")
 # Being rewritten into data files with their public sources (issue 11 item 5); drop each entry when it lands.
@@ -188,3 +188,18 @@ def test_declared_facts_render_as_a_table() -> None:
     assert ("driver_version", "str | None", "driver version") in rows
     facts = DOC[DOC.index("#### `nvidia-smi` facts") :]
     assert all(f"`{name}`" in facts for name, _, _ in rows)
+
+
+def test_the_exit_status_section_is_generated_from_the_enum() -> None:
+    """docs/reference.md#exit-status comes from nightowl/cli/exit.py: every status, and --help names each."""
+    from nightowl.cli.exit import EXIT_HELP, MEANINGS, ExitStatus
+    from nightowl.docgen import REFERENCE, render_exit_status
+
+    assert set(MEANINGS) == set(ExitStatus)
+    rendered = render_exit_status()
+    text = REFERENCE.read_text()
+    assert "<!-- BEGIN GENERATED: exit-status -->\n\n" + rendered.strip() in text
+    for status in ExitStatus:
+        assert f"| {int(status)} | " in rendered
+        assert f"\n  {int(status)} " in EXIT_HELP
+    assert "reserved" not in text.split("## Exit status")[1].split("## Kinds")[0]

@@ -37,6 +37,20 @@ SECRET_CASES = [
         "non-default args: {'api_key': '[REDACTED]', 'model': 'x'}",
     ),
     ("DB_PASSWORD: 'p@ss word'", "DB_PASSWORD: '[REDACTED]'"),
+    ("password=[hunter2]", "password=[REDACTED]"),  # whole, no stray "]"
+    ("opts: {password=[hunter2], user=x}", "opts: {password=[REDACTED], user=x}"),
+    # pod env (kubectl get pod -o json / -o yaml), either field order
+    ('{"name": "API_KEY", "value": "abc123"}', '{"name": "API_KEY", "value": "[REDACTED]"}'),
+    (
+        '"env": [\n  {\n    "name": "HF_TOKEN",\n    "value": "hf_notAshape"\n  }\n]',
+        '"env": [\n  {\n    "name": "HF_TOKEN",\n    "value": "[REDACTED]"\n  }\n]',
+    ),
+    ("env:\n- name: DB_PASSWORD\n  value: hunter2\n", "env:\n- name: DB_PASSWORD\n  value: [REDACTED]\n"),
+    ('{"value": "abc123", "name": "WANDB_API_KEY"}', '{"value": "[REDACTED]", "name": "WANDB_API_KEY"}'),
+    # argv lists (pod args, container inspect), JSON or YAML
+    ('"args": ["--api-key", "abc123", "--port", "8000"]', '"args": ["--api-key", "[REDACTED]", "--port", "8000"]'),
+    ("['--hf-token', 'abc123']", "['--hf-token', '[REDACTED]']"),
+    ("args:\n- --api-key\n- abc123\n- --port\n", "args:\n- --api-key\n- [REDACTED]\n- --port\n"),
 ]
 KEPT = [
     "Maximum concurrency for 4096 tokens per request: 12.5x",
@@ -44,6 +58,8 @@ KEPT = [
     "PWD=/root\nHOME=/root",
     "api_key=None",  # says no key is set; nothing to hide
     "NVRM: Xid (PCI:0000:a1:00): 79, pid='<unknown>', name=<unknown>, GPU has fallen off the bus.",
+    '{"name": "MODEL_NAME", "value": "meta-llama/Llama-3.1-8B"}',  # not a secret's name
+    '"args": ["--port", "8000", "--max-num-batched-tokens", "8192"]',
 ]
 
 

@@ -75,6 +75,7 @@ TOP_LEVEL = {
     "deploy",
     "docs",
     "fixtures",
+    "integrations",
     "nightowl",
     "pyproject.toml",
     "runbooks",

@@ -18,6 +18,8 @@ HEAVY = (
     "defusedxml",
     "nightowl.engine",
     "nightowl.collectors.gpu.kernel_log",
+    "mcp",  # the MCP SDK: `nightowl mcp` only (its import alone takes longer than --help may)
+    "nightowl.mcp",
 )
 
 

@@ -17,6 +17,14 @@
 # NIGHTOWL_TEXTFILE (node-exporter textfile), NIGHTOWL_HOST_TIMEOUT (seconds, default 40),
 # NIGHTOWL_HEALTHCHECK_LOG (where nightowl's stderr goes, default /dev/null),
 # NIGHTOWL_HEALTHCHECK_LOCK (default /run/lock/nightowl-healthcheck.lock).
+#
+# Drains and resumes go through `nightowl slurm drain|resume`, which log every action taken or held to a
+# hash-chained actions.jsonl (NIGHTOWL_ACTIONS_LOG, default next to the bundles' folder) and, when caps
+# are set, hold a drain once the fleet circuit breaker is open: NIGHTOWL_MAX_DRAIN (nodes),
+# NIGHTOWL_MAX_DRAIN_PERCENT (of the cluster's nodes), NIGHTOWL_DRAIN_WINDOW (default 1h), counted in
+# Slurm's own state (nodes drained with the `nightowl:` reason), so checks on different nodes share one
+# bound. NIGHTOWL_DRAIN_LOCK: a lock file shared by the nodes' checks (a shared file system) serialises
+# their decisions; without it, drains made at the same moment still settle on the cap.
 set -u
 export PATH="${PATH:+$PATH:}/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 if [ -z "${SLURM_CONF:-}" ]; then
@@ -36,6 +44,11 @@ NODE=${SLURMD_NODENAME:-$(hostname -s)}
 export NODE_NAME="$NODE"   # nightowl names the node (textfile, bundle) after Slurm's node name
 DRAIN_ACTIONS=" reboot-node drain-and-reset reset-gpu hardware-ticket "
 PREFIX="nightowl:"
+ACTIONS_LOG=${NIGHTOWL_ACTIONS_LOG:-${OUT%/*}/actions.jsonl}
+breaker=(--actions-log "$ACTIONS_LOG" --window "${NIGHTOWL_DRAIN_WINDOW:-1h}")
+[ -n "${NIGHTOWL_MAX_DRAIN:-}" ] && breaker+=(--max-drain "$NIGHTOWL_MAX_DRAIN")
+[ -n "${NIGHTOWL_MAX_DRAIN_PERCENT:-}" ] && breaker+=(--max-drain-percent "$NIGHTOWL_MAX_DRAIN_PERCENT")
+[ -n "${NIGHTOWL_DRAIN_LOCK:-}" ] && breaker+=(--lock "$NIGHTOWL_DRAIN_LOCK")
 
 # One check at a time: slurmd starts the program every HealthCheckInterval whether or not the last run
 # ended, and two runs racing on drain/resume could undo each other. A run that finds one in flight
@@ -68,24 +81,25 @@ status=$?
 current=$(drain_reason)
 
 case "$status" in
-  0)  # healthy: undo nightowl's own drain, never anyone else's
+  0)  # healthy: undo nightowl's own drain (the exact reason it wrote), never anyone else's
     if own_reason "$current"; then
-      scontrol update NodeName="$NODE" State=RESUME
+      "$NIGHTOWL" slurm resume "$NODE" --actions-log "$ACTIONS_LOG" >>"$LOG" 2>&1
     fi
     ;;
   1)  # needs action: drain when the action takes the node out of service
-    read -r verdict action < <(printf '%s' "$result" | python3 -c '
+    read -r verdict action bundle < <(printf '%s' "$result" | python3 -c '
 import json, sys
-host = json.load(sys.stdin)["hosts"][0]
-v = host.get("verdict") or {}
-print(v.get("id", "unknown"), v.get("action", "none"))')
+report = json.load(sys.stdin)
+v = report["hosts"][0].get("verdict") or {}
+print(v.get("id", "unknown"), v.get("action", "none"), report.get("bundle") or "")')
     reason="$PREFIX ${verdict:-unknown} (${action:-none})"
     case "$DRAIN_ACTIONS" in
       *" ${action:-none} "*)
         if [ -n "$current" ] && ! own_reason "$current"; then
           echo "nightowl-healthcheck: $NODE already drained by someone else ($current); not touching it" >>"$LOG"
         elif [ "$current" != "$reason" ]; then
-          scontrol update NodeName="$NODE" State=DRAIN Reason="$reason"
+          "$NIGHTOWL" slurm drain "$NODE" --verdict "${verdict:-unknown}" --action "${action:-none}" \
+            ${bundle:+--bundle "$bundle"} "${breaker[@]}" >>"$LOG" 2>&1
         fi
         ;;
     esac

@@ -7,7 +7,14 @@ from pathlib import Path
 
 import click
 
-from nightowl.cli.common import LOG_FORMAT_OPTION, PARAM_OPTION, limit_options, load_runbook_or_exit
+from nightowl.cli.common import (
+    HISTORY_FROM_OPTION,
+    HISTORY_OPTION,
+    LOG_FORMAT_OPTION,
+    PARAM_OPTION,
+    limit_options,
+    load_runbook_or_exit,
+)
 from nightowl.cli.exit import EXIT_HELP
 from nightowl.cli.sweep_cmd import (
     RUNBOOK_OPTION,
@@ -30,6 +37,8 @@ from nightowl.cli.sweep_cmd import (
 @limit_options
 @SWEEP_OUT_OPTION
 @LOG_FORMAT_OPTION
+@HISTORY_OPTION
+@HISTORY_FROM_OPTION
 def check(
     runbook: str,
     params: tuple[str, ...],

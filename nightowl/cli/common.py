@@ -181,3 +181,49 @@ def parse_params(pairs: tuple[str, ...]) -> dict[str, Any]:
             fail(f"--param expects KEY=VALUE, got {pair!r}")
         params[key] = None if value.strip() in ("", "null", "~") else value
     return params
+
+
+def _activate_history(ctx: click.Context, param: click.Parameter, value: Path | None) -> Path | None:
+    from nightowl import history
+
+    # given to the group (`nightowl history --history X import ...`): the subcommand keeps it
+    if value is None:
+        value = ctx.meta.get("nightowl.history")
+    ctx.meta["nightowl.history"] = value
+    return history.activate(value)
+
+
+# Every command that runs runbooks records into (and reads) the history store; the callback turns it on,
+# so the command's own function takes no parameter for it.
+HISTORY_OPTION = click.option(
+    "--history",
+    "history_path",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    expose_value=False,
+    callback=_activate_history,
+    help="the history store (SQLite) runs record into and read from; `off` for none "
+    "[default: $NIGHTOWL_HISTORY, else ~/.local/state/nightowl/history.sqlite3]",
+)
+
+
+def _history_from(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    from nightowl import history
+
+    if value is not None and not value.startswith(("http://", "https://")):
+        raise click.BadParameter("needs an http:// or https:// URL of Prometheus", ctx, param)
+    history.use_prometheus(value)
+    return value
+
+
+# Per-node checks with no shared disk: the node's earlier incidents as Prometheus kept them.
+HISTORY_FROM_OPTION = click.option(
+    "--history-from",
+    "history_from",
+    metavar="URL",
+    default=None,
+    expose_value=False,
+    callback=_history_from,
+    help="also read this node's incidents before this boot from Prometheus at URL "
+    "(nightowl_gpu_incidents_total, the last 30 days; docs/reference.md#history)",
+)

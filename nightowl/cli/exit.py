@@ -19,6 +19,24 @@ class ExitStatus(IntEnum):
     TERMINATED = 143  # terminated (SIGTERM); saved and marked partial, as for 130
 
 
+# What each status means, as docs/reference.md#exit-status states it (generated from here by
+# nightowl/docgen.py); `--help` says the same in short (EXIT_HELP).
+MEANINGS: dict[ExitStatus, str] = {
+    ExitStatus.OK: "ran; no host needs action",
+    ExitStatus.ACTION_NEEDED: "ran; at least one host needs action (a verdict whose action is not `none`)",
+    ExitStatus.USAGE: "usage or input error: bad option, invalid runbook (the message names file and line), "
+    "unreadable file, a parameter a collector cannot use (an unreadable `xid_policy`, also when an alert's rule "
+    "gives it)",
+    ExitStatus.NO_VERDICT: "ran, but at least one host got no verdict (unreachable, every collector failed, a rule "
+    "that could not be evaluated, evidence too thin to judge: a `cannot_judge` node) and none needs action",
+    ExitStatus.SOFTWARE: "internal error (a bug): one line says so and where the traceback and the partial bundle "
+    "were saved (as sysexits.h EX_SOFTWARE; never 1, which means act on a host)",
+    ExitStatus.INTERRUPTED: "interrupted (SIGINT, Ctrl-C): what was collected so far is saved and marked partial; the "
+    "command a signal cut is in the manifest with its elapsed time, and a second signal never cuts the save",
+    ExitStatus.TERMINATED: "terminated (SIGTERM, as Kubernetes, Slurm and systemd stop programs): saved and marked "
+    "partial as for 130",
+}
+
 EXIT_HELP = """\b
 Exit status:
   0    ran; no host needs action

@@ -24,7 +24,7 @@ def follow(
 ) -> list[dict[str, Any]]:
     """Run each next step at once; its bundle goes under ``<bundle>/next/``. Returns their summaries."""
     from nightowl.cli.common import load_runbook_or_exit
-    from nightowl.cli.running import run_to_summary
+    from nightowl.cli.running import run_or_exit
 
     done = []
     for step in next_steps(summary):
@@ -34,7 +34,5 @@ def follow(
         loaded = load_runbook_or_exit(step["runbook"])
         params = {k: v for k, v in step["params"].items() if v is not None}
         out = Path(summary["bundle"]) / "next"
-        result = run_to_summary(loaded, chosen, params, out, allow_invasive, limits=limits)
-        result.pop("_runs")
-        done.append(result)
+        done.append(run_or_exit(loaded, chosen, params, out, allow_invasive, limits).summary)
     return done

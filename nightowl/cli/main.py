@@ -17,14 +17,19 @@ from nightowl.cli.check_cmd import check
 from nightowl.cli.demo_cmd import demo
 from nightowl.cli.exit import EXIT_HELP, GuardedGroup
 from nightowl.cli.floor_cmd import floor
+from nightowl.cli.history_cmd import history
 from nightowl.cli.kv_size_cmd import kv_size
+from nightowl.cli.mcp_cmd import mcp
+from nightowl.cli.npd_cmd import npd_result
 from nightowl.cli.parse_cmd import parse_cmd
 from nightowl.cli.plan_cmd import plan
 from nightowl.cli.postmortem_cmd import postmortem
 from nightowl.cli.runbook_cmd import runbook_group
 from nightowl.cli.serve_cmd import serve
+from nightowl.cli.slurm_cmd import slurm
 from nightowl.cli.sweep_cmd import sweep
 from nightowl.cli.triage_cmd import triage
+from nightowl.cli.watch_cmd import watch
 from nightowl.cli.xid_cmd import xid
 
 
@@ -66,5 +71,14 @@ for command in (
     postmortem,
     serve,
     bundles,
+    slurm,
+    npd_result,
+    mcp,
+    history,
+    watch,
 ):
     main.add_command(command)
+
+
+if __name__ == "__main__":  # `python -m nightowl.cli.main`, as MCP clients may spawn it
+    main()

@@ -21,9 +21,10 @@ def parse_cmd(kind: str, file: Any) -> None:
     nccl-tests, metrics, engine-log. Also: nvidia-smi-query, nvlink,
     nvlink-errors, gpu-topology, dcgmi-diag, dcgmi-diag-drained, nccl-ras,
     nccl-tests-run, container-state, bench-serve, known-answer, dev-shm,
-    cpu-governor, replica-health, replica-models, replica-metrics, stream-probe.
+    cpu-governor, replica-health, replica-models, replica-metrics, stream-probe,
+    kernel-log-boots.
     Runbooks also collect xid-judgement, pcie-attribution, metrics-window,
-    replica-compare and busbw-judgement, derived from other collectors' facts
+    replica-compare, busbw-judgement and gpu-history, derived from other collectors' facts
     (they read no file).
 
     The facts each kind gives runbook conditions (name, type, meaning) are listed in

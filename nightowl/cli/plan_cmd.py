@@ -23,8 +23,12 @@ from nightowl.cli.common import (
 @INVASIVE_OPTION
 @PARAM_OPTION
 @TEXT_JSON_OPTION
-def plan(runbook: str, hosts: tuple[str, ...], allow_invasive: bool, params: tuple[str, ...], fmt: str) -> None:
-    """Dry run: the graph, and per host the exact commands RUNBOOK would run. Connects to nothing."""
+@click.option("--graph", is_flag=True, help="also print the runbook's graph (Mermaid), after the commands")
+def plan(
+    runbook: str, hosts: tuple[str, ...], allow_invasive: bool, params: tuple[str, ...], fmt: str, graph: bool
+) -> None:
+    """Dry run: per host the exact commands RUNBOOK would run, and its graph with --graph. Connects to
+    nothing."""
     from nightowl.collectors import get_collector
     from nightowl.engine.mermaid import to_mermaid
     from nightowl.engine.session import plan as plan_steps
@@ -37,7 +41,6 @@ def plan(runbook: str, hosts: tuple[str, ...], allow_invasive: bool, params: tup
     if fmt == "json":
         click.echo(json.dumps({"runbook": loaded.id, "hosts": [{"host": h, "steps": steps} for h in hosts]}, indent=2))
         return
-    click.echo(to_mermaid(loaded.runbook))
     for host in hosts:
         click.echo(f"{host}:")
         for step in steps:
@@ -56,3 +59,6 @@ def plan(runbook: str, hosts: tuple[str, ...], allow_invasive: bool, params: tup
                 continue
             alternatives = "  |or|  ".join(shlex.join(argv) for argv in step["commands"] or step["declared"])
             click.echo(f"  [{step['node']}] {step['collector']}: {alternatives}  (timeout {step['timeout']}s){note}")
+    if graph:  # the commands come first: at 3 a.m. they are what the reader came for
+        click.echo()
+        click.echo(to_mermaid(loaded.runbook))

@@ -125,19 +125,29 @@ def _bundle_path(bundle: Path, host: str | None, loaded: Any) -> list[str]:
     is_flag=True,
     help="also replay each rehearsal with every recorded output removed, then emptied: none may come back healthier",
 )
-def test_cmd(runbooks_: tuple[str, ...], ablate: bool) -> None:
-    """Rehearse runbooks on recorded hosts (fixtures/rehearsals/RUNBOOK.yaml); exit 1 on a miss."""
+@click.option(
+    "--rehearsals",
+    type=click.Path(exists=True, path_type=Path),
+    help="rehearsal file, or folder of RUNBOOK.yaml files, to use instead of the ones found by name",
+)
+def test_cmd(runbooks_: tuple[str, ...], ablate: bool, rehearsals: Path | None) -> None:
+    """Rehearse runbooks on recorded hosts; exit 1 on a miss.
+
+    A runbook's rehearsals are read from --rehearsals (a file, or a folder of RUNBOOK.yaml), else from
+    rehearsals/RUNBOOK.yaml beside a site runbook, else from the built-in fixtures/rehearsals/RUNBOOK.yaml.
+    """
     from nightowl import runbooks
     from nightowl.rehearse import ablate_cases, rehearsal_cases, rehearse
 
     names = list(runbooks_) or list(runbooks.builtin_paths())
-    unknown = [name for name in names if name not in runbooks.builtin_paths() or not rehearsal_cases(name)]
+    reachable = runbooks.all_paths()
+    unknown = [name for name in names if name not in reachable or not rehearsal_cases(name, rehearsals)]
     if unknown:  # "0 passed, 0 failed" for a typo would read as success
-        known = ", ".join(runbooks.builtin_paths())
-        fail(f"no rehearsals for {', '.join(unknown)} (runbooks with rehearsals: {known})")
+        known = ", ".join(n for n in reachable if rehearsal_cases(n, rehearsals))
+        fail(f"no rehearsals for {', '.join(unknown)} (runbooks with rehearsals: {known or 'none'})")
     failed = total = 0
     for name in names:
-        for case in rehearsal_cases(name):
+        for case in rehearsal_cases(name, rehearsals):
             total += 1
             result = rehearse(name, case)
             mark = "PASS" if result.passed else "FAIL"
@@ -147,7 +157,7 @@ def test_cmd(runbooks_: tuple[str, ...], ablate: bool) -> None:
             failed += not result.passed
     click.echo(f"{total - failed} passed, {failed} failed")
     if ablate:
-        runs, findings = ablate_cases(names)
+        runs, findings = ablate_cases(names, rehearsals)
         for f in findings:
             click.echo(f"ABLATION  {f.runbook}: {f.case} [{f.host}/{f.output} {f.mode}] {f.problem}")
         click.echo(f"{runs} ablated runs, {len(findings)} healthier than the full recording or crashed")

@@ -3,13 +3,10 @@
 from __future__ import annotations
 
 import os
-import signal
 import sys
 import threading
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import click
 
@@ -17,94 +14,44 @@ from nightowl.cli.common import fail
 from nightowl.cli.exit import ExitStatus, status_for
 from nightowl.paths import default_out_dir
 
+if TYPE_CHECKING:
+    from nightowl.run import RunResult
 
-def run_to_summary(
+
+def run_or_exit(
     loaded: Any,
     transports: dict[str, Any],
     params: dict[str, Any],
     out_dir: Path,
     allow_invasive: bool,
-    forks: int = 16,
     limits: dict[str, float | None] | None = None,
-    postmortem: bool = True,
-    on_host_done: Any = None,
-    start_order: Any = None,
-) -> dict[str, Any]:
-    """Run a runbook (secrets scrubbed from the bundle) and return the summary of docs/reference.md#verdicts.
+    **options: Any,
+) -> RunResult:
+    """``nightowl.run.run_and_save`` for a command: parameters it refuses exit 2 with the reason, an
+    interrupt exits 130 (143 for SIGTERM) once the partial bundle is saved. ``options`` go to
+    ``run_and_save`` as they are (forks, drafts, on_host_done, start_order)."""
+    from nightowl.run import Interrupted, RunRefused, run_and_save
 
-    An interrupt exits 130 after the partial bundle is saved.
-    """
-    from nightowl.collectors import get_collector
-    from nightowl.engine.bundle import BundleNotWritten, triage_summary
-    from nightowl.engine.runner import RunOptions
-    from nightowl.engine.session import Interrupted, run_runbook
-    from nightowl.postmortem.render import render_drafts
-    from nightowl.redact import might_hold_secrets, scrub_secrets
-
-    try:
-        values = loaded.resolve_params(params)
-    except ValueError as exc:
-        fail(str(exc))
-    problems = parameter_problems(loaded, values)
-    if problems:
-        fail("; ".join(problems))
     limits = limits or {}
-    options = RunOptions(
-        params=values,
-        allow_invasive=allow_invasive,
-        command_timeout=limits.get("command_timeout"),
-        host_timeout=limits.get("host_timeout"),
-    )
     try:
-        with interruptible():
-            runs, bundle = run_runbook(
-                loaded,
-                transports,
-                get_collector,
-                options,
-                out_dir,
-                forks=forks,
-                on_host_done=on_host_done,
-                render_postmortem=render_drafts if postmortem else None,
-                redact=scrub_secrets,
-                redact_prefilter=might_hold_secrets,
-                start_order=start_order,
-            )
-    except BundleNotWritten as exc:
-        summary = triage_summary(loaded.id, exc.run_id, None, exc.runs)
-        summary["bundle_error"] = exc.reason
-        summary["_runs"] = exc.runs
-        return summary
+        return run_and_save(
+            loaded,
+            transports,
+            out_dir,
+            params=params,
+            allow_invasive=allow_invasive,
+            command_timeout=limits.get("command_timeout"),
+            host_timeout=limits.get("host_timeout"),
+            **options,
+        )
+    except RunRefused as exc:
+        fail(str(exc))
     except Interrupted as exc:
         what = "terminated" if exc.terminated else "interrupted"
-        click.echo(f"nightowl: {what}; partial bundle saved at {exc.bundle}", err=True)
+        saved = f"partial bundle saved at {exc.bundle}" if exc.bundle else "nothing was collected yet"
+        click.echo(f"nightowl: {what}; {saved}", err=True)
         exit_now(ExitStatus.TERMINATED if exc.terminated else ExitStatus.INTERRUPTED)
-    from nightowl import status_update
-
-    summary, _ = status_update.write_for_runs(loaded.id, bundle, runs)
-    summary["_runs"] = runs
-    return summary
-
-
-@contextmanager
-def interruptible() -> Iterator[None]:
-    """SIGINT and SIGTERM end the run now: running commands are killed (their transports closed) and the
-    engine saves the partial bundle. Only the main thread can take signals; elsewhere this does nothing."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    from nightowl.engine.session import Terminated, close_live_transports
-
-    def on_signal(signum: int, frame: Any) -> None:
-        close_live_transports()
-        raise Terminated() if signum == signal.SIGTERM else KeyboardInterrupt()
-
-    previous = {number: signal.signal(number, on_signal) for number in (signal.SIGINT, signal.SIGTERM)}
-    try:
-        yield
-    finally:
-        for number, handler in previous.items():
-            signal.signal(number, handler)
+    raise AssertionError("unreachable")  # fail and exit_now do not return
 
 
 # Threads the engine starts (concurrent.futures pools); a collector still running in one of them after an
@@ -112,7 +59,7 @@ def interruptible() -> Iterator[None]:
 _ENGINE_THREADS = ("host", "collect", "connect", "member")
 
 
-def exit_now(status: ExitStatus) -> None:
+def exit_now(status: ExitStatus) -> NoReturn:
     """Exit with ``status`` at once, not after the engine's threads finish what they were doing."""
     if any(t.name.startswith(_ENGINE_THREADS) and t.is_alive() for t in threading.enumerate()):
         sys.stdout.flush()
@@ -121,18 +68,15 @@ def exit_now(status: ExitStatus) -> None:
     sys.exit(int(status))
 
 
-def parameter_problems(loaded: Any, values: dict[str, Any]) -> list[str]:
-    """What the runbook's collectors say about the parameters (an unreadable policy file), before any run."""
-    from nightowl.collectors import get_collector
-    from nightowl.engine.model import split_entry
-
-    kinds = {split_entry(e)[0] for node in loaded.runbook.nodes.values() for e in node.collect or []}
-    problems: list[str] = []
-    for kind in sorted(kinds):
-        check = getattr(get_collector(kind), "check_params", None)
-        if check is not None:
-            problems += [p for p in check(values) if p not in problems]
-    return problems
+def report_bundle_problems(result: RunResult) -> bool:
+    """Say on stderr what was not written (the bundle, the status update); True when the bundle is
+    missing, which fails the command (exit 2) after the verdict is printed."""
+    if result.status_update_error:
+        click.echo(f"nightowl: {result.status_update_error}", err=True)
+    if result.bundle_error:
+        click.echo(f"nightowl: {result.bundle_error}", err=True)
+        return True
+    return False
 
 
 def run_and_report(
@@ -147,11 +91,10 @@ def run_and_report(
 ) -> ExitStatus:
     from nightowl.cli.render import json_report, text_report
 
-    summary = run_to_summary(loaded, transports, params, out_dir or default_out_dir(), allow_invasive, limits=limits)
-    summary.pop("_runs")
+    result = run_or_exit(loaded, transports, params, out_dir or default_out_dir(), allow_invasive, limits)
+    summary = result.summary
     click.echo(json_report(summary) if fmt == "json" else text_report(summary, verbose=verbose))
-    if summary.get("bundle_error"):  # the verdict is printed; the missing evidence is a failure
-        click.echo(f"nightowl: {summary['bundle_error']}", err=True)
+    if report_bundle_problems(result):  # the verdict is printed; the missing evidence is a failure
         return ExitStatus.USAGE
     return status_for(summary["hosts"])
 

@@ -8,7 +8,7 @@ from typing import Any
 
 import click
 
-from nightowl.cli.common import LOG_FORMAT_OPTION, out_option
+from nightowl.cli.common import HISTORY_OPTION, LOG_FORMAT_OPTION, out_option
 from nightowl.cli.exit import fail
 
 
@@ -30,6 +30,7 @@ def _listen(text: str) -> tuple[str, int]:
 @click.option("--listen", help="HOST:PORT to listen on (default: the config's, else 127.0.0.1:9797)")
 @out_option("where bundles go (default: the config's `out`)")
 @LOG_FORMAT_OPTION
+@HISTORY_OPTION
 def serve(config_path: Path, listen: str | None, out_dir: Path | None, log_format: str) -> None:
     """Receive Alertmanager and PagerDuty v3 webhooks and capture evidence at once.
 

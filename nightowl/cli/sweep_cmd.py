@@ -14,6 +14,7 @@ import click
 
 from nightowl.cli.common import (
     DEFAULT_OUT_HELP,
+    HISTORY_OPTION,
     INVASIVE_OPTION,
     PARAM_OPTION,
     SSHArgs,
@@ -65,6 +66,7 @@ SWEEP_OUT_OPTION = out_option(f"where the sweep bundle goes [default: {DEFAULT_O
 @ssh_options
 @limit_options
 @SWEEP_OUT_OPTION
+@HISTORY_OPTION
 def sweep(
     inventory: Path | None,
     local_only: bool,
@@ -95,10 +97,11 @@ def sweep(
         fail("give --inventory FILE or --local")
     loaded = load_runbook_or_exit(runbook)
     dialer = None
+    domains: dict[str, dict[str, str]] = {}
     if local_only:
         transports = local_transports()
     else:
-        transports, dialer = _inventory_transports(inventory, limit, ssh, forks)
+        transports, dialer, domains = _inventory_transports(inventory, limit, ssh, forks)
     if not transports:
         fail(f"no host left in {inventory} after --limit {limit}")
     status = run_sweep(
@@ -113,6 +116,7 @@ def sweep(
         forks=forks,
         allow_invasive=allow_invasive,
         dialer=dialer,
+        domains=domains,
     )
     sys.exit(int(status))
 
@@ -130,6 +134,7 @@ def run_sweep(
     forks: int,
     allow_invasive: bool = False,
     dialer: Dialer | None = None,
+    domains: dict[str, dict[str, str]] | None = None,
 ) -> ExitStatus:
     """Run a loaded runbook on the hosts of ``transports`` (name -> function opening its transport) into
     one bundle under ``out_dir`` (the default folder when None), print the report as ``fmt``, write the
@@ -138,10 +143,20 @@ def run_sweep(
     ``params`` are the runbook's values (`param_values`), ``limits`` its command and host timeouts.
     ``log_format`` is `check`'s --log-format: one log line per host on stderr when it resolves to json;
     None (sweep) never logs. The dialer, when given, orders the hosts' starts and is closed here.
+    ``domains`` maps a host to its failure domains (``HostSpec.domains``) for the report's `domains`.
     """
     try:
         summary = _run(
-            loaded, transports, params, out_dir or default_out_dir(), allow_invasive, forks, fmt, limits, dialer
+            loaded,
+            transports,
+            params,
+            out_dir or default_out_dir(),
+            allow_invasive,
+            forks,
+            fmt,
+            limits,
+            dialer,
+            domains,
         )
     finally:
         if dialer is not None:
@@ -211,9 +226,9 @@ def local_transports() -> dict[str, Any]:
 
 def _inventory_transports(
     inventory: Path | None, limit: str | None, ssh: SSHArgs, forks: int
-) -> tuple[dict[str, Any], Any]:
-    """The inventory's hosts, each with the function that opens its transport, and the dialer that opens
-    their TCP connections ahead of their sessions (nightowl/transports/dial.py)."""
+) -> tuple[dict[str, Any], Any, dict[str, dict[str, str]]]:
+    """The inventory's hosts, each with the function that opens its transport, the dialer that opens
+    their TCP connections ahead of their sessions (nightowl/transports/dial.py), and their failure domains."""
     from nightowl.fleet.inventory import limit as limit_hosts
     from nightowl.fleet.inventory import load_inventory
     from nightowl.transports.dial import Dialer
@@ -229,7 +244,8 @@ def _inventory_transports(
     # Hosts behind a jump host are reached through it, one gate per jump host (transports/ssh.py): not dialed.
     direct = {h.name: (h.hostname, h.port) for h in hosts if not h.is_local and h.jump is None and not h.problem}
     dialer = Dialer(direct, options.connect_timeout, window=2 * max(1, forks))
-    return {host.name: _opener(host, options, dialer.taker(host.name)) for host in hosts}, dialer
+    openers = {host.name: _opener(host, options, dialer.taker(host.name)) for host in hosts}
+    return openers, dialer, {host.name: host.domains for host in hosts if host.domains}
 
 
 def _opener(host: Any, options: Any, dial: Any = None) -> Any:
@@ -248,9 +264,10 @@ def _run(
     fmt: str,
     limits: dict[str, float | None],
     dialer: Dialer | None = None,
+    domains: dict[str, dict[str, str]] | None = None,
 ) -> dict[str, Any]:
     from nightowl.cli.render import json_report, text_report
-    from nightowl.cli.running import run_to_summary
+    from nightowl.cli.running import run_or_exit
     from nightowl.fleet.outliers import fleet_facts
     from nightowl.fleet.table import fleet_table
     from nightowl.fleet.textfile import prometheus_textfile
@@ -258,19 +275,23 @@ def _run(
     progress, advance = _progress(len(transports), fmt)
     with progress:
         # A fleet's bundle gets no postmortem draft: drafts are per incident (`nightowl postmortem`).
-        summary = run_to_summary(
+        result = run_or_exit(
             loaded,
             transports,
             params,
             out_dir,
             allow_invasive,
+            limits,
             forks=forks,
-            limits=limits,
-            postmortem=False,
+            drafts=False,
             on_host_done=advance,
             start_order=dialer.start_order(transports) if dialer is not None else None,
         )
-    summary["fleet"] = fleet_facts(summary.pop("_runs"))
+    summary = result.summary
+    summary["fleet"] = fleet_facts(result.runs)
+    from nightowl.fleet.domains import fleet_domains
+
+    summary["domains"] = fleet_domains(summary["hosts"], domains or {}, summary["fleet"]["xid_events"])
     render = {"json": json_report, "prometheus": prometheus_textfile, "text": text_report, "table": fleet_table}
     click.echo(render[fmt](summary), nl=fmt != "prometheus")
     return summary

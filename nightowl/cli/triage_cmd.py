@@ -11,6 +11,8 @@ import click
 
 from nightowl.cli.common import (
     FORMAT_OPTION,
+    HISTORY_FROM_OPTION,
+    HISTORY_OPTION,
     INVASIVE_OPTION,
     OUT_OPTION,
     PARAM_OPTION,
@@ -64,6 +66,8 @@ from nightowl.cli.running import opener, replay_transports, run_and_report
 @FORMAT_OPTION
 @VERBOSE_OPTION
 @OUT_OPTION
+@HISTORY_OPTION
+@HISTORY_FROM_OPTION
 def triage(
     runbook: str | None,
     hosts: tuple[str, ...],
@@ -147,24 +151,26 @@ def run_follow(
     """The run, then (--follow) the runbooks its verdicts name next, then (--status-update) the update."""
     from nightowl.cli.follow import follow as run_next
     from nightowl.cli.render import json_report, text_report
-    from nightowl.cli.running import run_to_summary
+    from nightowl.cli.running import report_bundle_problems, run_or_exit
     from nightowl.paths import default_out_dir
 
-    summary = run_to_summary(loaded, transports, params, out_dir or default_out_dir(), allow_invasive, limits=limits)
-    summary.pop("_runs")
-    if summary.get("bundle_error"):  # nothing saved to follow from or to update with: as run_and_report
+    result = run_or_exit(loaded, transports, params, out_dir or default_out_dir(), allow_invasive, limits)
+    summary = result.summary
+    if result.bundle_error:  # nothing saved to follow from or to update with: as run_and_report
         click.echo(json_report(summary) if fmt == "json" else text_report(summary, verbose=verbose))
-        click.echo(f"nightowl: {summary['bundle_error']}", err=True)
+        report_bundle_problems(result)
         return ExitStatus.USAGE
     followed = run_next(summary, transports, allow_invasive, limits) if follow else []
     if fmt == "json":
         click.echo(json_report({**summary, "followed": followed} if follow else summary))
     else:
         click.echo(text_report(summary, verbose=verbose))
-        for result in followed:
-            click.echo("\nfollowed: " + text_report(result, verbose=verbose))
-    if print_status:
-        click.echo("\n" + (Path(summary["bundle"]) / "status-update.md").read_text().rstrip())
+        for step in followed:
+            click.echo("\nfollowed: " + text_report(step, verbose=verbose))
+    if print_status and result.status_update is not None:
+        click.echo("\n" + result.status_update.read_text().rstrip())
+    elif print_status:
+        report_bundle_problems(result)
     return status_for([host for run in (summary, *followed) for host in run["hosts"]])
 
 
@@ -195,8 +201,9 @@ def triage_alert(alert_file: Any, config_path: Path | None, fmt: str, out_dir: P
 
 
 def alert_status(results: list[dict[str, Any]]) -> ExitStatus:
-    """1 when a capture needs action; else 3 when one failed or was refused, or nothing was captured
-    at all (never a false OK); else from the verdicts. Alerts no rule matches judge nothing either way."""
+    """1 when a capture needs action; else 2 when one was refused for its rule's parameters (as triage
+    refuses them: an input error); else 3 when one failed or was refused, or nothing was captured at all
+    (never a false OK); else from the verdicts. Alerts no rule matches judge nothing either way."""
     refused = [r for r in results if r.get("status") in ("failed", "not_captured")]
     for item in refused:
         click.echo(f"nightowl: {item.get('alert') or 'alert'}: {item['status']}: {item.get('reason')}", err=True)
@@ -204,6 +211,13 @@ def alert_status(results: list[dict[str, Any]]) -> ExitStatus:
     if not captured:
         click.echo("nightowl: no alert in the payload was captured: nothing was judged", err=True)
     status = status_for(captured)
+    cut = [r for r in results if r.get("status") == "interrupted"]
+    if cut:  # the partial bundle is in the report
+        click.echo(f"nightowl: {cut[0].get('reason')}", err=True)
+        terminated = str(cut[0].get("reason") or "").startswith("terminated")
+        return ExitStatus.TERMINATED if terminated else ExitStatus.INTERRUPTED
     if status == ExitStatus.ACTION_NEEDED:
         return status
+    if any(r.get("input_error") for r in refused):
+        return ExitStatus.USAGE
     return ExitStatus.NO_VERDICT if refused or not captured else status

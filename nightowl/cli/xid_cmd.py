@@ -27,7 +27,7 @@ def xid(file: Any, fmt: str) -> None:
     from nightowl.collectors.base import to_jsonable
     from nightowl.collectors.gpu import kernel_log, kernel_patterns, xid_catalog
 
-    result = to_jsonable(kernel_log.parse(file.read()))
+    result = to_jsonable(kernel_log.COLLECTOR.parse(file.read()))  # the collector strips terminal escapes
     rows = [_row(xid_catalog.explain(e), e) for e in kernel_patterns.judged_events(result)]
     if fmt == "json":
         click.echo(json.dumps({"events": rows, "warnings": result["warnings"]}, indent=2, default=str))

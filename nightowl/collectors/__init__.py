@@ -12,6 +12,8 @@ from nightowl.collectors.readonly import violations
 MODULES: dict[str, str] = {
     "nvidia-smi": "nightowl.collectors.gpu.nvidia_smi.nvidia_smi",
     "kernel-log": "nightowl.collectors.gpu.kernel_log",
+    "kernel-log-boots": "nightowl.collectors.gpu.kernel_log_boots",
+    "gpu-history": "nightowl.collectors.gpu.gpu_history",
     "nccl-log": "nightowl.collectors.nccl.nccl_log",
     "nccl-ras": "nightowl.collectors.nccl.nccl_ras",
     "nccl-tests": "nightowl.collectors.nccl.nccl_tests",

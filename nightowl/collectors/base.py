@@ -7,9 +7,12 @@ of a saved bundle and a unit test all go through the same ``parse``.
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
+
+from nightowl.collectors.escapes import strip_escapes
 
 
 def to_jsonable(value: Any) -> Any:
@@ -54,6 +57,9 @@ COMMON_FACTS = (
     Fact("kind", "str", "the collector kind that produced these facts"),
     # optional: a derived collector may return none of its own; a failed one always carries it
     Fact("warnings", "list[str]", "what the parser could not read or found odd, in words", optional=True),
+    # set by the engine on every command output it parsed (a derived collector has none)
+    Fact("truncated", "bool", "the output passed the transport's cap and its middle was cut", optional=True),
+    Fact("truncated_bytes", "int", "how many bytes were cut (head and tail kept); 0 when none", optional=True),
 )
 
 
@@ -75,6 +81,15 @@ def optional(name: str, type_: str, meaning: str) -> Fact:
 def _plain_facts(result: Any) -> dict[str, Any]:
     facts = to_jsonable(result)
     return facts if isinstance(facts, dict) else {"value": facts}
+
+
+def _stripping_escapes(parse: Callable[[str], Any]) -> Callable[[str], Any]:
+    @functools.wraps(parse)
+    def parse_without_escapes(text: str) -> Any:
+        return parse(strip_escapes(text))
+
+    parse_without_escapes.strips_escapes = True  # type: ignore[attr-defined]
+    return parse_without_escapes
 
 
 @dataclass(frozen=True)
@@ -109,6 +124,12 @@ class Collector:
     shows_nothing: Callable[[str], bool] | None = None
     # Every fact ``facts`` may return (docs/reference.md#kinds); runbook validation checks reads against it.
     produces: tuple[Fact, ...] = ()
+
+    def __post_init__(self) -> None:
+        # The one place every output passes before its parser (live, replay, `nightowl parse`, the
+        # postmortem): terminal escapes removed (collectors/escapes.py), so no parser sees them.
+        if not getattr(self.parse, "strips_escapes", False):
+            object.__setattr__(self, "parse", _stripping_escapes(self.parse))
 
     def check_argv(self, argv: tuple[str, ...]) -> str | None:
         """Why a resolved argv (parameters filled in) may not run, or None: the engine asks before running it,

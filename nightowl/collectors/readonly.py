@@ -19,6 +19,14 @@ import functools
 import re
 from collections.abc import Iterable
 
+# kernel-log-boots: journalctl --list-boots, then journalctl -k -b -N for N = 1 .. $1 (at most 10); written
+# out here, not imported, so this list stays the one place that says what may run.
+_BOOTS_SCRIPT = (
+    "journalctl --list-boots --no-pager || exit $?; n=1; "
+    'while [ "$n" -le "$1" ] && [ "$n" -le 10 ]; do '
+    'echo "-- nightowl previous boot -$n --"; journalctl -k -b "-$n" --no-pager -o short-iso; n=$((n+1)); done'
+)
+
 # The read-only shapes the built-in collectors need (derived from every registered collector's declared
 # commands; tests/test_readonly.py checks both ways: every built-in is accepted, every shape is used).
 ALLOWED: tuple[tuple[str, ...], ...] = (
@@ -41,6 +49,8 @@ ALLOWED: tuple[tuple[str, ...], ...] = (
     ("dmesg", "-T"),  # kernel-log
     ("dmesg",),  # kernel-log
     ("sudo", "-n", "--", "dmesg", "-T"),  # kernel-log
+    ("sh", "-c", _BOOTS_SCRIPT, "kernel-log-boots", "{previous_boots}"),  # kernel-log-boots
+    ("sh", "-c", _BOOTS_SCRIPT, "kernel-log-boots", "2"),  # kernel-log-boots
     (
         "curl",
         "-sS",

@@ -206,6 +206,7 @@ class BundleWriter:
             "error": self._redact(result.error) if result.error else None,
             "bytes": len(raw := stored.encode("utf-8", errors="surrogateescape")),  # as write_private stores it
             "truncated_bytes": result.stdout_truncated_bytes,
+            "late": result.late,
             "sha256": (digest := hashlib.sha256(raw).hexdigest()),
             "file": None,
         }
@@ -239,6 +240,10 @@ class BundleWriter:
             self._store(folder / f"{stem}.rc", f"{NO_EXIT_STATUS}\n")
         if result.timed_out:
             self._store(folder / f"{stem}.timeout", f"{result.duration:.3f}\n")
+        if result.stdout_truncated_bytes:  # replayed as cut too: "no Xid" in a cut log says so again
+            self._store(folder / f"{stem}.truncated", f"{result.stdout_truncated_bytes}\n")
+        if result.late:  # replayed as late too: the recording says nothing about the host either
+            self._store(folder / f"{stem}.late", f"{result.late}\n")
         return f"hosts/{host_dirname(host)}/{stem}.out"
 
     def _store(self, path: Path, text: str, known: tuple[int, str] | None = None) -> None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import functools
 import json
 import re
+import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -66,7 +67,6 @@ class JobRunner(HostRunner):
 
     def execute_job(self) -> list[HostRun]:
         """Run the job; one HostRun per member, in the order given, each carrying the job's path and verdict."""
-        import time
 
         t0 = time.monotonic()
         self.run.started = time.time()
@@ -120,7 +120,9 @@ class JobRunner(HostRunner):
         texts = [r.text for r in per_member if r.facts is not None]
         if texts:
             joined = "".join(t if t.endswith("\n") or not t else t + "\n" for t in texts)
-            merged.facts, merged.parse_error = parse_output(collector, joined)
+            cut = sum((r.facts or {}).get("truncated_bytes", 0) for r in per_member)
+            left = collector.timeout if self.deadline is None else self.deadline - time.monotonic()
+            merged.facts, merged.parse_error = parse_output(collector, joined, max(0.0, left), cut)
         for run in per_member:
             run.text = ""  # merged; do not keep big logs twice
         return merged

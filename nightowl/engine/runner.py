@@ -23,6 +23,7 @@ from nightowl.engine.expressions import (
     resolve_path,
 )
 from nightowl.engine.model import Node, split_entry
+from nightowl.engine.parse_budget import ParseBudgetExceeded, bounded_input, within
 from nightowl.engine.validate import LoadedRunbook
 from nightowl.transports.base import CommandResult, Transport, TransportError
 
@@ -83,14 +84,15 @@ class Recorder(Protocol):
 class CollectorRun:
     """One collector's outcome on one host (or, merged, on a job): status, facts and where the output is.
 
-    ``status`` is ``ok``, ``timed_out``, ``error``, ``no_data`` or ``skipped``; anything but ``ok``
+    ``status`` is ``ok``, ``timed_out``, ``error``, ``no_data``, ``skipped`` or ``late`` (nightowl read the
+    output after its deadline: it says nothing about the host, which then gets no verdict); anything but ``ok``
     carries a ``reason`` a person can act on. ``facts`` is None when nothing could be parsed, so a
     condition never reads an empty output as healthy. ``file`` is the bundle path of the kept output.
     """
 
     kind: str
     namespace: str
-    status: str  # ok | timed_out | error | no_data | skipped
+    status: str  # ok | timed_out | error | no_data | skipped | late
     reason: str | None = None
     facts: dict[str, Any] | None = None
     parse_error: str | None = None
@@ -150,6 +152,14 @@ class CannotJudge(Exception):
         return exc
 
 
+class Overloaded(CannotJudge):
+    """nightowl read a command's output after the command's deadline because nightowl itself was behind:
+    the host is not at fault, and no rule may read the missing answer as a hung command or a clean one."""
+
+    def __init__(self, late: list[CollectorRun]) -> None:
+        Exception.__init__(self, "cannot judge: " + "; ".join(f"{run.reason} ({run.kind})" for run in late))
+
+
 @dataclass(frozen=True)
 class RunOptions:
     """How to run: parameter values, whether invasive collectors may run, concurrency and deadlines.
@@ -170,6 +180,44 @@ class RunOptions:
     # run there, ``concurrency`` at a time. None: each node starts its own (a thread started while other
     # hosts' SSH key exchanges hold the GIL waits its turn: hundreds of milliseconds in a wide sweep).
     collect_pool: Executor | None = field(default=None, compare=False, repr=False)
+    # Set when the program running this is being stopped while the run itself may still finish (a
+    # receiver's SIGTERM gives running captures a grace): a command that then dies of a signal was killed
+    # by that stop (systemd signals the whole cgroup), so its output is not evidence and the run is partial.
+    stopping: threading.Event | None = field(default=None, compare=False, repr=False)
+    # Set by the session while it writes the bundle's closing files: a signal then waits for the save.
+    saving: threading.Event = field(default_factory=threading.Event, compare=False, repr=False)
+    # Collectors and hosts still running: an interrupt waits (briefly) for them to record what they ran.
+    inflight: InFlight = field(default_factory=lambda: InFlight(), compare=False, repr=False)
+
+
+class InFlight:
+    """A count of work in progress that an interrupt waits to drain, so the partial bundle's manifest
+    lists the command a signal cut (with its elapsed time) instead of losing it to the race."""
+
+    def __init__(self) -> None:
+        self._count = 0
+        self._idle = threading.Condition()
+
+    def __enter__(self) -> InFlight:
+        with self._idle:
+            self._count += 1
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        with self._idle:
+            self._count -= 1
+            if self._count <= 0:
+                self._idle.notify_all()
+
+    def wait_idle(self, timeout: float) -> bool:
+        """Wait until nothing is in flight or ``timeout`` passes; True when idle."""
+        with self._idle:
+            return self._idle.wait_for(lambda: self._count <= 0, timeout)
+
+
+# After a command died of a signal, how long to wait for the stop that may have sent it (the program's
+# own signal handler runs a moment later, in the main thread). Only paid by a signalled command.
+SIGNALLED_GRACE_SECONDS = 2.0
 
 
 def is_derived(lookup: Callable[[str], CollectorLike], entry: str) -> bool:
@@ -177,13 +225,25 @@ def is_derived(lookup: Callable[[str], CollectorLike], entry: str) -> bool:
     return bool(getattr(lookup(split_entry(entry)[0]), "inputs", None))
 
 
-def parse_output(collector: CollectorLike, text: str) -> tuple[dict[str, Any], str | None]:
-    """Parse and derive facts; a parser bug becomes a recorded error, never a traceback."""
+def parse_output(
+    collector: CollectorLike, text: str, seconds: float | None = None, cut_bytes: int = 0
+) -> tuple[dict[str, Any], str | None]:
+    """Parse and derive facts; a parser bug becomes a recorded error, never a traceback.
+
+    The parser sees at most PARSE_INPUT_CAP bytes (head and tail), and with ``seconds`` it is stopped
+    once they are spent (a recorded error). ``cut_bytes`` (what the transport cut) and the parse's own
+    cut land in the ``truncated`` facts."""
+    text, parse_cut = bounded_input(text)
     try:
-        return collector.facts(collector.parse(text)), None
-    except Exception as exc:  # noqa: BLE001 - odd output is evidence, not a crash
+        if seconds is None:
+            facts, error = collector.facts(collector.parse(text)), None
+        else:
+            facts, error = within(seconds, lambda: collector.facts(collector.parse(text))), None
+    except (Exception, ParseBudgetExceeded) as exc:  # noqa: BLE001 - odd output is evidence, not a crash
         error = f"{collector.kind} parser failed: {type(exc).__name__}: {exc}"
-        return {"kind": collector.kind, "warnings": [error]}, error
+        facts = {"kind": collector.kind, "warnings": [error]}
+    mark_cut(facts, cut_bytes + parse_cut)
+    return facts, error
 
 
 class HostRunner:
@@ -240,6 +300,9 @@ class HostRunner:
                 pool.shutdown(wait=False, cancel_futures=True)
                 raise
             pool.shutdown(wait=True)
+        late = [self.run.collections[e] for e in commands if self.run.collections[e].status == "late"]
+        if late:
+            raise Overloaded(late)
         for entry in derived:  # after the collectors whose facts they read
             self.run.collections[entry] = self._derive_one(entry)
 
@@ -359,6 +422,10 @@ class HostRunner:
             "gpus": list(gpus) if isinstance(gpus, (list, tuple)) else gpus,
             "node": node_id,
         }
+        caveats = cut_caveats(list(self.run.collections.values()))
+        if caveats:  # a "no X" on a cut log says so, in the summary every reader sees
+            verdict["caveats"] = caveats
+            verdict["summary"] = f"{verdict['summary']} Caveat: {'; '.join(caveats)}."
         if unavailable:
             verdict["unavailable"] = unavailable  # which part of the verdict is missing, and why
         if spec.next is not None:
@@ -480,6 +547,8 @@ class HostRunner:
             node_id = next_id
 
     def _check_evidence(self) -> None:
+        if any(c.status == "late" for c in self.run.collections.values()):
+            return  # the run says nightowl was behind; "every collector failed" would blame the host
         if self.run.collections and not any(c.facts for c in self.run.collections.values()):
             self.run.status = "incomplete"
             self.run.error = (
@@ -557,9 +626,31 @@ def collect_on(
         run.status, run.reason = "error", "refused to run " + "; ".join(refused)
         return run
     commands = resolved[:1] if single_attempt else resolved
+    with options.inflight:
+        return _attempt(transport, collector, recorder, options, run, commands, keep_text, deadline)
+
+
+def _attempt(
+    transport: Transport,
+    collector: CollectorLike,
+    recorder: Recorder,
+    options: RunOptions,
+    run: CollectorRun,
+    commands: list[tuple[str, ...]],
+    keep_text: bool,
+    deadline: float | None,
+) -> CollectorRun:
+    """Run the commands in order until one answers; record every attempt; parse the chosen output.
+
+    Once a stop was asked nothing more starts (no fallback), and a command it cut is recorded as
+    interrupted, with its elapsed time, before the interrupt goes on up to the session."""
+    kind = collector.kind
     chosen: CommandResult | None = None
     blank: CommandResult | None = None  # exited 0 but showed nothing: the next command may do better
     for argv in commands:
+        if options.stop.is_set():
+            _record_all(transport, kind, recorder, run, run.attempts[-1] if run.attempts else None)
+            raise KeyboardInterrupt
         timeout = _timeout_for(collector, options, deadline)
         if timeout <= 0:
             if not run.attempts:
@@ -567,18 +658,21 @@ def collect_on(
                 return run
             break
         result = transport.run(argv, timeout, kind=kind)
+        if _cut_by_stop(result, options):
+            run.attempts.append(_interrupted(result, options))
+            _record_all(transport, kind, recorder, run, run.attempts[-1])
+            raise KeyboardInterrupt
         run.attempts.append(result)
         if result.ok and shows_nothing(collector, result.stdout):
             blank = blank or result
             continue
-        if result.ok or result.timed_out:
-            chosen = result
+        if result.ok or result.timed_out or result.late:
+            chosen = result  # a late answer is no failure of the command: no fallback for it
             break
         if chosen is None and result.stdout.strip():
             chosen = result  # a failing nvidia-smi still prints why
     chosen = chosen or blank or run.attempts[-1]
-    for attempt in run.attempts:
-        run.file = recorder.record_command(transport.host, kind, attempt, attempt is chosen) or run.file
+    _record_all(transport, kind, recorder, run, chosen)
     run.status, run.reason = _status_of(chosen)
     if chosen is blank:  # only an answer that showed nothing is ever kept as "blank"
         # No output is not "output showing nothing wrong": no facts, so no rule can read it as clean.
@@ -589,11 +683,61 @@ def collect_on(
         )
     if keep_text:
         run.text = chosen.stdout
-    if chosen.stdout.strip() and run.status != "no_data":
-        run.facts, run.parse_error = parse_output(collector, chosen.stdout)
+    if chosen.stdout.strip() and run.status not in ("no_data", "late"):
+        budget = max(0.0, _timeout_for(collector, options, deadline))  # parsing counts against the deadline
+        run.facts, run.parse_error = parse_output(collector, chosen.stdout, budget, chosen.stdout_truncated_bytes)
         if run.parse_error and run.status == "ok":
             run.status, run.reason = "error", run.parse_error
     return run
+
+
+def _record_all(
+    transport: Transport, kind: str, recorder: Recorder, run: CollectorRun, chosen: CommandResult | None
+) -> None:
+    """Every attempt goes to the recorder; only the chosen one's output is kept as ``<kind>.out``."""
+    for attempt in run.attempts:
+        run.file = recorder.record_command(transport.host, kind, attempt, attempt is chosen) or run.file
+
+
+def _cut_by_stop(result: CommandResult, options: RunOptions) -> bool:
+    """Whether a command that did not answer was ended by nightowl being stopped, not by the host.
+
+    After an interrupt (``stop``) any unanswered command was cut by it. While the program is being stopped
+    (``stopping``: systemd's TERM reaches every process of the unit at once) a command that died of a
+    signal died of that stop; the program's own handler may set the event a moment after the command is
+    seen to die, hence the short wait, paid only by a command killed by a signal."""
+    if result.ok:
+        return False
+    if options.stop.is_set():
+        return True
+    signalled = result.rc is not None and result.rc < 0
+    return signalled and options.stopping is not None and options.stopping.wait(SIGNALLED_GRACE_SECONDS)
+
+
+def _interrupted(result: CommandResult, options: RunOptions) -> CommandResult:
+    """The cut command as the manifest records it: what it printed, its elapsed time, and why it ended."""
+    import dataclasses
+
+    how = f"killed by signal {-result.rc}" if result.rc is not None and result.rc < 0 else "ended"
+    why = "interrupted" if options.stop.is_set() else "stopped with nightowl"
+    return dataclasses.replace(result, error=f"{why}: {how} after {result.duration:.1f}s, as nightowl was stopping")
+
+
+def mark_cut(facts: dict[str, Any], cut_bytes: int) -> None:
+    """Say in the facts whether the output was cut at the transport's cap, so a rule or a summary can
+    tell "no Xid in the log" from "no Xid in what was kept of it"."""
+    facts["truncated"] = cut_bytes > 0
+    facts["truncated_bytes"] = cut_bytes
+
+
+def cut_caveats(collections: list[CollectorRun]) -> list[str]:
+    """One sentence per collection whose output was cut: what a verdict on it cannot have seen."""
+    return [
+        f"the {run.kind} output was cut at the transport's cap ({run.facts['truncated_bytes']} bytes from its"
+        " middle not kept), so what it does not show may be in the cut"
+        for run in collections
+        if run.facts and run.facts.get("truncated")
+    ]
 
 
 def _refused(collector: CollectorLike, commands: list[tuple[str, ...]]) -> list[str]:
@@ -622,6 +766,8 @@ def _timeout_for(collector: CollectorLike, options: RunOptions, deadline: float 
 
 
 def _status_of(result: CommandResult) -> tuple[str, str | None]:
+    if result.late:
+        return "late", result.late
     if result.timed_out:
         return "timed_out", f"timed out after {result.duration:.1f}s"
     if result.rc is None:
@@ -634,11 +780,11 @@ def _status_of(result: CommandResult) -> tuple[str, str | None]:
     return "ok", None
 
 
-_SEVERITY = ["ok", "skipped", "no_data", "error", "timed_out"]
+_SEVERITY = ["ok", "skipped", "no_data", "error", "timed_out", "late"]
 
 
 def worst_status(statuses: set[str]) -> str:
-    """The most severe of collector statuses (ok < skipped < no_data < error < timed_out)."""
+    """The most severe of collector statuses (ok < skipped < no_data < error < timed_out < late)."""
     return max(statuses, key=lambda s: _SEVERITY.index(s) if s in _SEVERITY else 0)
 
 

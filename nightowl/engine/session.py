@@ -28,13 +28,21 @@ class Terminated(KeyboardInterrupt):
 
 
 class Interrupted(Exception):
-    """Raised after a partial bundle was saved because the run was interrupted."""
+    """Raised after a partial bundle was saved because the run was interrupted.
 
-    def __init__(self, runs: list[HostRun], bundle: Path, terminated: bool = False) -> None:
+    ``bundle`` is None only when the interrupt came before the bundle's folder existed."""
+
+    def __init__(self, runs: list[HostRun], bundle: Path | None, terminated: bool = False) -> None:
         super().__init__(f"interrupted; partial bundle at {bundle}")
         self.runs = runs
         self.bundle = bundle
         self.terminated = terminated
+
+
+# How long an interrupt waits for the collectors a signal cut to record what they ran (their transports
+# are closed, so they return at once unless a connection ignores the close).
+DRAIN_SECONDS = 3.0
+INTERRUPTED_REASON = "interrupted before a verdict: nightowl was stopped"
 
 
 # Transports of runs in progress, so an interrupt can end their running commands in every thread at once.
@@ -89,10 +97,19 @@ def run_runbook(
     writer.add_file("runbook.yaml", loaded.path.read_text())
     names = list(transports)
     results: dict[str, HostRun] = {}
+    opened: list[Transport] = []
 
     def one(name: str) -> HostRun:
-        run = HostRunner(loaded, _open(name, transports[name]), lookup, writer, options).execute()
-        results[name] = run
+        with options.inflight:
+            transport = _open(name, transports[name])
+            opened.append(transport)
+            runner = HostRunner(loaded, transport, lookup, writer, options)
+            try:
+                run = runner.execute()
+            except KeyboardInterrupt:
+                results[name] = _interrupted_run(runner.run)
+                raise
+            results[name] = run
         if on_host_done:
             on_host_done(run)
         return run
@@ -112,11 +129,12 @@ def run_runbook(
         start_workers(collectors, collect_threads)
         list(pool.map(one, _each_once(start_order, names)))
     except KeyboardInterrupt as exc:
-        close_live_transports()
+        _stop_own(options, opened)
         pool.shutdown(wait=False, cancel_futures=True)
         collectors.shutdown(wait=False, cancel_futures=True)
+        options.inflight.wait_idle(DRAIN_SECONDS)
         done = [results[n] for n in names if n in results]
-        bundle = writer.finish(done, partial=True, render_postmortem=render_postmortem, extra=extra_manifest)
+        bundle = _finish_partial(writer, done, options, render_postmortem, extra_manifest)
         raise Interrupted(done, bundle, isinstance(exc, Terminated)) from None
     except Exception as exc:
         pool.shutdown(wait=False, cancel_futures=True)
@@ -126,8 +144,37 @@ def run_runbook(
     pool.shutdown(wait=True)
     collectors.shutdown(wait=True)
     runs = [results[n] for n in names]
+    options.saving.set()
     bundle = writer.finish(runs, render_postmortem=render_postmortem, extra=extra_manifest)
     return runs, bundle
+
+
+def _stop_own(options: RunOptions, opened: Iterable[Any]) -> None:
+    """End this run only: its `wait:` pauses and its running commands (other runs in the process, a
+    receiver's other captures, keep theirs; a signal handler closes every run's)."""
+    options.stop.set()
+    for transport in list(opened):
+        with contextlib.suppress(Exception):
+            transport.close()
+
+
+def _finish_partial(
+    writer: BundleWriter,
+    runs: list[HostRun],
+    options: RunOptions,
+    render_postmortem: Callable[[Path], str] | None,
+    extra_manifest: dict[str, Any] | None,
+) -> Path:
+    """The partial bundle: its manifest written and the folder renamed into place, marked partial."""
+    options.saving.set()
+    return writer.finish(runs, partial=True, render_postmortem=render_postmortem, extra=extra_manifest)
+
+
+def _interrupted_run(run: HostRun) -> HostRun:
+    """A host's walk cut by an interrupt: what it collected stays in the bundle, with no verdict."""
+    run.status, run.verdict = "incomplete", None
+    run.error = INTERRUPTED_REASON + (f" ({run.error})" if run.error else "")
+    return run
 
 
 def _commands_in(entries: list[str], lookup: Callable[[str], CollectorLike]) -> int:
@@ -197,13 +244,15 @@ def _run_job(
     try:
         runs = runner.execute_job()
     except KeyboardInterrupt as exc:
-        close_live_transports()
+        _stop_own(options, members)
+        options.inflight.wait_idle(DRAIN_SECONDS)
         runs = list(runner.member_runs.values())
-        bundle = writer.finish(runs, partial=True, render_postmortem=render_postmortem, extra=extra_manifest)
+        bundle = _finish_partial(writer, runs, options, render_postmortem, extra_manifest)
         raise Interrupted(runs, bundle, isinstance(exc, Terminated)) from None
     except Exception as exc:
         _save_partial(exc, writer, list(runner.member_runs.values()))
         raise
+    options.saving.set()
     return runs, writer.finish(runs, render_postmortem=render_postmortem, extra=extra_manifest)
 
 

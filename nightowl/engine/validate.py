@@ -113,18 +113,20 @@ def load_runbook(
         message = f"not UTF-8 text (byte {exc.start}): a runbook is YAML in UTF-8"
         raise RunbookInvalid([Issue(name, line, None, message)]) from None
     try:
-        data, lines = load_with_lines(text)
+        data, lines = load_with_lines(text, unique_keys=True)
     except YamlError as exc:
         raise RunbookInvalid([Issue(name, exc.line, None, exc.message)]) from exc
     runbook = _schema_pass(name, data, lines)
     loaded = LoadedRunbook(runbook, path, lines, graph=None)
-    issues = _graph_pass(loaded)
+    issues = _parameter_pass(loaded) + _graph_pass(loaded)
     if not issues:
         issues = _collector_pass(loaded, known_collectors) + _expression_pass(loaded)
     if not issues:
         issues = _facts_pass(loaded, known_collectors)
     if not issues and lookup is not None:
         issues = _declared_facts_pass(loaded, lookup)
+    if not issues:
+        issues = _hidden_failure_pass(loaded)
     if issues:
         raise RunbookInvalid(issues)
     return loaded
@@ -143,6 +145,28 @@ def _schema_pass(name: str, data: Any, lines: dict[tuple[Any, ...], int]) -> Run
             where = ".".join(str(p) for p in loc)
             issues.append(Issue(name, line_of(lines, loc), node, f"{where}: {err['msg']}"))
         raise RunbookInvalid(issues) from exc
+
+
+def _parameter_pass(loaded: LoadedRunbook) -> list[Issue]:
+    """A parameter's default is a value of its declared type (``{default: eight, type: number}`` would
+    fail only when the runbook runs without the parameter, and a quoted ``"8"`` of an integer would be
+    compared as text)."""
+    issues = []
+    for name, parameter in loaded.runbook.parameters.items():
+        if parameter.type is None or parameter.default is None:
+            continue
+        try:
+            coerce(name, parameter.type, parameter.default)
+        except ValueError as exc:
+            problem = f"default {parameter.default!r} is not of its type {parameter.type}: {exc}"
+        else:
+            text = isinstance(parameter.default, str)
+            if not (text and parameter.type in ("integer", "number", "boolean")):
+                continue
+            problem = f"default {parameter.default!r} is text, not {parameter.type}: write it unquoted"
+        line = line_of(loaded.lines, ("parameters", name, "default"))
+        issues.append(Issue(str(loaded.path), line, None, f"parameter {name}: {problem}"))
+    return issues
 
 
 def _graph_pass(loaded: LoadedRunbook) -> list[Issue]:
@@ -338,3 +362,98 @@ def _declared_facts_pass(loaded: LoadedRunbook, lookup: Callable[[str], Any]) ->
             line = line_of(loaded.lines, ("nodes", node_id, *rel))
             issues.append(Issue(str(loaded.path), line, node_id, what + _did_you_mean(fact, known[root])))
     return issues
+
+
+def _hidden_failure_pass(loaded: LoadedRunbook) -> list[Issue]:
+    """A condition that reads a collector's fact through a fallback (``| default(...)``, ``is defined``)
+    where, that collector failing, the walk can go on to a verdict of action ``none`` with its
+    ``status.<namespace>`` checked nowhere on the way.
+
+    A failed collector's facts are empty, so the fallback decides, and the run ends healthy on evidence
+    that was never read (xid's per-code step read ``xid_judgement.action | default('none')`` and said
+    "informational"). The walk is followed as it would go with that collector's facts empty: a condition
+    that reads no other collector is evaluated so (``(kernel_log.xid_codes | default([])) | length > 0``
+    is false then), any other may go either way. A check anywhere counts, before the read or after it
+    on the way to the verdict (node-health reads Xids with fallbacks, then tests the kernel log's status
+    before it calls the node healthy), and so does a healthy verdict whose summary or evidence states the
+    status (it tells the reader what was not read)."""
+    rb = loaded.runbook
+    namespaces = {split_entry(entry)[1] for node in rb.nodes.values() for entry in node.collect or []}
+    checkers: dict[str, set[str]] = {ns: set() for ns in namespaces}
+    fallbacks: dict[tuple[str, str], list[tuple[tuple[Any, ...], str]]] = {}  # (node, namespace) -> reads
+    for node_id, node in rb.nodes.items():
+        for rel, source, is_condition in _expressions_of(node):
+            for dotted, guarded in attribute_reads(source, not is_condition):
+                root, _, rest = dotted.partition(".")
+                if root == "status" and rest.partition(".")[0] in checkers:
+                    checkers[rest.partition(".")[0]].add(node_id)
+                elif guarded and rel[0] == "decide" and root in namespaces:
+                    fallbacks.setdefault((node_id, root), []).append((rel, dotted))
+        for fact in node.verdict.evidence if node.verdict else []:
+            if fact.startswith("status.") and fact.split(".")[1] in checkers:
+                checkers[fact.split(".")[1]].add(node_id)
+    issues = []
+    for (node_id, namespace), reads in fallbacks.items():
+        verdict = _healthy_without_check(loaded, node_id, namespace, checkers[namespace])
+        for rel, dotted in reads if verdict is not None else []:
+            message = (
+                f"reads {dotted} through a fallback, and when that collector fails the walk can reach {verdict} "
+                f"(action none) with status.{namespace} checked nowhere on the way: test status.{namespace} "
+                "before a healthy verdict"
+            )
+            issues.append(Issue(str(loaded.path), line_of(loaded.lines, ("nodes", node_id, *rel)), node_id, message))
+    return list(dict.fromkeys(issues))  # a condition reading one fact twice is one problem
+
+
+def _healthy_without_check(loaded: LoadedRunbook, start: str, namespace: str, checkers: set[str]) -> str | None:
+    """A verdict of action ``none`` the walk can reach from the entry through ``start``, ``namespace``'s
+    collector having failed, passing no node of ``checkers``; None when there is none."""
+    import networkx as nx
+
+    rb = loaded.runbook
+    if start in checkers or rb.entry in checkers:
+        return None
+    free = loaded.graph.subgraph(n for n in loaded.graph.nodes if n not in checkers)
+    if start != rb.entry and not nx.has_path(free, rb.entry, start):
+        return None
+    seen, todo = set(), [start]
+    while todo:
+        node_id = todo.pop()
+        if node_id in seen or node_id in checkers:
+            continue
+        seen.add(node_id)
+        node = rb.nodes[node_id]
+        if node.verdict is not None and node.verdict.action == "none":
+            return node_id
+        todo += _next_when_failed(node, namespace, loaded)
+    return None
+
+
+def _next_when_failed(node: Node, namespace: str, loaded: LoadedRunbook) -> list[str]:
+    """Where a node may send the walk when ``namespace``'s facts are empty: a condition reading only that
+    namespace (and parameters) is evaluated so; one reading anything else may go either way."""
+    if node.decide is None:
+        return [node.next] if node.next else []
+    targets = []
+    for branch in node.decide:
+        outcome = _when_failed(branch.when, namespace, loaded)
+        if outcome is not False:
+            targets.append(branch.goto)
+        if outcome is True:
+            return targets
+    return targets + ([node.default] if node.default else [])
+
+
+def _when_failed(condition: str, namespace: str, loaded: LoadedRunbook) -> bool | None:
+    """The condition's value with ``namespace``'s facts empty and its status ``error``; None when it
+    reads another collector's facts or cannot be evaluated so."""
+    from nightowl.engine.expressions import evaluate_condition
+
+    roots = {dotted.split(".")[0] for dotted, _guarded in attribute_reads(condition, False)}
+    if not roots <= {namespace, "params"}:
+        return None
+    params = {name: p.default for name, p in loaded.runbook.parameters.items()}
+    try:
+        return evaluate_condition(condition, {"params": params, "status": {namespace: "error"}, namespace: {}})
+    except ExpressionError:
+        return None

@@ -45,10 +45,48 @@ class YamlError(Exception):
         self.line = line
 
 
-def load_with_lines(text: str) -> tuple[Any, dict[Path_, int]]:
-    """Parse ``text``; return the data and a map from key path to 1-based line (a key's own line)."""
+def load_with_lines(text: str, unique_keys: bool = False) -> tuple[Any, dict[Path_, int]]:
+    """Parse ``text``; return the data and a map from key path to 1-based line (a key's own line).
+
+    ``unique_keys``: a key written twice in one mapping is a YamlError naming both lines (YAML lets the
+    second silently replace the first: a runbook's second ``when:`` or ``default:`` would hide the first).
+    """
     loaded = _load_plain(text)
-    return loaded if loaded is not None else _load_nodes(text)
+    data, lines = loaded if loaded is not None else _load_nodes(text)
+    if unique_keys:
+        _check_unique_keys(text)
+    return data, lines
+
+
+def _check_unique_keys(text: str) -> None:
+    """Raise YamlError at the first key a mapping holds twice (the text parsed already: no errors left)."""
+    loader = _LOADER(text)
+    try:
+        root = loader.get_single_node()
+    finally:
+        loader.dispose()
+    todo = [root] if root is not None else []
+    seen: set[int] = set()  # an alias is the same node again: each is read once
+    while todo:
+        node = todo.pop()
+        if id(node) in seen:
+            continue
+        seen.add(id(node))
+        if isinstance(node, yaml.MappingNode):
+            first: dict[Any, int] = {}
+            for key_node, value_node in node.value:
+                key = (key_node.tag, key_node.value) if isinstance(key_node, ScalarNode) else id(key_node)
+                line = key_node.start_mark.line + 1
+                if key in first:
+                    raise YamlError(
+                        f"duplicate key {key_node.value!r} (first on line {first[key]}): "
+                        "the second would silently replace the first",
+                        line,
+                    )
+                first[key] = line
+                todo.append(value_node)
+        elif isinstance(node, yaml.SequenceNode):
+            todo.extend(node.value)
 
 
 # ---------------------------------------------------------------------------- the fast path

@@ -17,6 +17,10 @@ Three formats, read as they are:
   ``HostSpec.groups`` (selected with ``group=NAME``); ``nightowl_profile`` and
   ``nightowl_labels`` set the profile and labels. Host ranges (``gpu-[01:16]``) expand.
 
+Failure domains (``HostSpec.domains``, nightowl/fleet/domains.py): the ``rack`` and ``switch``
+variables (Ansible host or group vars; nightowl YAML labels) and any variable named in a
+``domains:`` list (a top-level key of nightowl YAML, an Ansible var such as ``all: vars:``).
+
 Every error names the file and line. Plain names resolve through the SSH client config,
 as ``ssh`` would resolve them.
 """
@@ -34,6 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from nightowl.engine.yamlines import YamlError, line_of, load_with_lines
+from nightowl.fleet.domains import domain_keys
 from nightowl.transports.hostspec import HostSpec, host_spec_parser, local_spec, written_host
 
 MAPPING_KEYS = frozenset({"name", "address", "port", "user", "labels", "profile", "jump", "identity_file"})
@@ -197,9 +202,12 @@ def expand_host_range(pattern: str) -> list[str]:
 
 
 def _nightowl_yaml(data: dict[str, Any], where: _Where, ssh_config: Path | None) -> list[HostSpec]:
-    unknown = sorted(set(data) - {"hosts", "defaults"})
+    unknown = sorted(set(data) - {"hosts", "defaults", "domains"})
     if unknown:
-        raise InventoryError(where.at(where.line(unknown[0]), f"unknown key {unknown[0]!r} (expected hosts, defaults)"))
+        raise InventoryError(
+            where.at(where.line(unknown[0]), f"unknown key {unknown[0]!r} (expected hosts, defaults, domains)")
+        )
+    listed = _domain_list(data.get("domains"), where, where.line("domains"))
     defaults = data.get("defaults") or {}
     if not isinstance(defaults, dict):
         raise InventoryError(where.at(where.line("defaults"), "`defaults:` must be a mapping"))
@@ -230,6 +238,7 @@ def _nightowl_yaml(data: dict[str, Any], where: _Where, ssh_config: Path | None)
             values["name"] = str(values["name"])
         else:
             raise InventoryError(where.at(line, f"a host is a spec string or a mapping, not {type(item).__name__}"))
+        values["domains"] = domain_keys(_mapping(values, "labels", where, line), listed)
         specs.append(_build(_Entry(values["name"], line, values), where, parse))
         lines.append(line)
     _no_same_machine(specs, lines, where)
@@ -484,18 +493,33 @@ def _flatten_groups(groups: dict[str, _Group], where: _Where) -> list[_Entry]:
         for group_name in sorted(member_of, key=lambda g: (depth(g), g)):
             values.update(groups[group_name].vars if group_name in groups else {})
         values.update(entry.values)
-        result.append(_Entry(host, entry.line, _from_ansible(values), sorted(member_of - IMPLICIT_GROUPS)))
+        result.append(
+            _Entry(host, entry.line, _from_ansible(values, where, entry.line), sorted(member_of - IMPLICIT_GROUPS))
+        )
     return result
 
 
-def _from_ansible(values: dict[str, Any]) -> dict[str, Any]:
-    out: dict[str, Any] = {}
+def _from_ansible(values: dict[str, Any], where: _Where | None = None, line: int | None = None) -> dict[str, Any]:
+    listed = _domain_list(values.get("domains", values.get("nightowl_domains")), where, line)
+    out: dict[str, Any] = {"domains": domain_keys(values, listed)}
     for ours, names in ANSIBLE_ALIASES.items():
         for name in names:
             if values.get(name) not in (None, ""):
                 out[ours] = values[name]
                 break
     return out
+
+
+def _domain_list(value: Any, where: _Where | None, line: int | None) -> list[str]:
+    """``domains:`` names the variables that are failure domains: a list, or a comma-separated string."""
+    if value in (None, ""):
+        return []
+    if isinstance(value, str):
+        return [k.strip() for k in value.split(",") if k.strip()]
+    if isinstance(value, list) and all(isinstance(k, str) for k in value):
+        return list(value)
+    message = "`domains:` must list variable names (a list or a comma-separated string)"
+    raise InventoryError(where.at(line, message) if where else message)
 
 
 def _jump_from_ssh_args(args: str) -> str | None:
@@ -540,8 +564,10 @@ def _resolve_entries(entries: list[_Entry], where: _Where, ssh_config: Path | No
 
 def _build(entry: _Entry, where: _Where, parse: Callable[[str], HostSpec]) -> HostSpec:
     values = entry.values
+    domains = dict(values.get("domains") or {})
     if values.get("connection") == "local":
-        return replace(local_spec(entry.name), labels=_labels(values, entry, where), profile=_text(values, "profile"))
+        local = local_spec(entry.name)
+        return replace(local, labels=_labels(values, entry, where), profile=_text(values, "profile"), domains=domains)
     address = str(values.get("address") or entry.name)
     try:
         spec = parse(address)
@@ -553,7 +579,7 @@ def _build(entry: _Entry, where: _Where, parse: Callable[[str], HostSpec]) -> Ho
             return HostSpec(name=entry.name, hostname=entry.name, problem=message)
         raise InventoryError(message) from None
     if spec.is_local:
-        return replace(spec, name=entry.name)
+        return replace(spec, name=entry.name, domains=domains)
     user, port = _text(values, "user"), _port(values, entry, where)
     if values.get("_spec"):
         # A spec string: what it says (URL, user@, :port, ssh config) wins over `defaults:`.
@@ -571,6 +597,7 @@ def _build(entry: _Entry, where: _Where, parse: Callable[[str], HostSpec]) -> Ho
         identity_file=Path(identity).expanduser() if identity else spec.identity_file,
         labels=_labels(values, entry, where),
         profile=_text(values, "profile") or spec.profile,
+        domains=domains,
     )
 
 

@@ -7,7 +7,7 @@ from typing import Any
 
 
 def fleet_table(summary: dict[str, Any]) -> str:
-    """The `--format table` view of a sweep summary (`run_to_summary` plus `fleet`)."""
+    """The `--format table` view of a sweep summary (`nightowl.run.RunResult.summary` plus `fleet`)."""
     rows = [("HOST", "STATUS", "VERDICT", "ACTION", "GPUS", "SECONDS")]
     for h in summary["hosts"]:
         v = h.get("verdict") or {}
@@ -33,6 +33,9 @@ def fleet_table(summary: dict[str, Any]) -> str:
     for field, hosts in (summary.get("fleet") or {}).get("outliers", {}).items():
         if hosts:
             lines.append(f"differ from the rest on {field}: {', '.join(hosts)}")
+    from nightowl.fleet.domains import domains_table
+
+    lines.extend(domains_table(summary.get("domains") or []))
     if summary.get("bundle_error"):
         lines.append(f"bundle: not written ({summary['bundle_error']})")
     else:

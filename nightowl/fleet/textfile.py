@@ -57,6 +57,7 @@ class SweepCollector:
         yield verdict
         yield needs_action
         yield from self._xid_events(runbook)
+        yield from gpu_incidents({str(h["host"]) for h in hosts})
         yield from self._sweep(runbook, hosts)
 
     def _xid_events(self, runbook: str) -> Iterator[Any]:
@@ -88,6 +89,31 @@ class SweepCollector:
         duration = max((h.get("duration") or 0 for h in hosts), default=0)
         yield _gauge("nightowl_sweep_duration_seconds", "Longest host run of the last sweep.", runbook, float(duration))
         yield _gauge("nightowl_sweep_timestamp_seconds", "When the last sweep finished (Unix time).", runbook, self.now)
+
+
+def gpu_incidents(hosts: set[str]) -> Iterator[Any]:
+    """``nightowl_gpu_incidents_total{host,gpu,code,action}``: the distinct GPU incidents (Xid, SXid, off the
+    bus; code 79 for the last) the history store holds, with the action of the run that first saw each. The
+    same Xid seen by every hourly check of a boot counts once. Nothing when the store is off or unreadable."""
+    from prometheus_client.core import CounterMetricFamily
+
+    from nightowl.history import StoreError, active_path, query
+
+    path = active_path()
+    if path is None:
+        return
+    try:
+        rows = [r for r in query.incidents_per_gpu(path) if r["host"] in hosts]
+    except StoreError:
+        return
+    family = CounterMetricFamily(
+        "nightowl_gpu_incidents",
+        "Distinct GPU incidents (Xid, SXid, fallen off the bus) the history store holds, per GPU, code and action.",
+        labels=["host", "gpu", "code", "action"],
+    )
+    for row in rows:
+        family.add_metric([row["host"], row["gpu"], str(row["code"]), row["action"]], float(row["incidents"]))
+    yield family
 
 
 def _gauge(name: str, documentation: str, runbook: str, value: float) -> Any:

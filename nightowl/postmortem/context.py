@@ -7,6 +7,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+from nightowl.postmortem.before import before_incident
 from nightowl.postmortem.bundle import Bundle, load
 from nightowl.postmortem.candidates import candidates, open_questions
 from nightowl.postmortem.clocks import Moment, stamp
@@ -56,7 +57,7 @@ def bundle_context(bundle: Path | Bundle) -> dict[str, Any]:
         "detection": {**detection(data), "time_to_detect": detect},
         "impact": impact(data, placed),
         "impact_sentence": impact_sentence(data, placed),
-        "trigger": trigger(placed),
+        "trigger": trigger(data, placed),
         "resolution": {**solved, "repairs": [row(m) for m in solved["repairs"]]},
         "action_items": action_items(data, found),
         "lessons": lessons(data, placed, detect),
@@ -69,6 +70,7 @@ def bundle_context(bundle: Path | Bundle) -> dict[str, Any]:
         "questions": open_questions(data, placed, unplaced, unbacked),
         "evidence": [asdict(e) for e in data.evidence],
         "integrity": integrity(data),
+        "before": before_incident(data),
         "tags": TAGS,
         "generated": stamp(time.time()),
         "redacted": False,

@@ -26,6 +26,10 @@ from nightowl.postmortem.outputs import FAULT_KINDS, METRIC_FIELDS, lines_of, lo
 MAX_EVENTS_PER_SOURCE = 30  # timeline rows per raw file; the file itself holds the rest
 
 
+# PyTorch's c10 log prefix (glog style): "[E626 06:24:44.903881913 ProcessGroupNCCL.cpp:616]", month and
+# day without a year and the month not zero-padded.
+_GLOG_TIME = re.compile(r"\[[EWIF](?P<md>\d{3,4}) (?P<hms>\d\d:\d\d:\d\d)(?P<frac>\.\d+)?")
+
 _ENGINE_TIME = (  # (regex, clock): where engine logs write their time
     (re.compile(r"(?P<ts>\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?Z)"), CLOCK_HOST_UTC),  # TGI (tracing, UTC)
     (re.compile(r"\[(?P<ts>\d{4}-\d\d-\d\d \d\d:\d\d:\d\d)"), CLOCK_HOST_LOCAL),  # SGLang
@@ -173,4 +177,63 @@ def metric_moments(data: Bundle, host: str) -> list[Moment]:
                 index,
             )
         )
+    return moments
+
+
+def nccl_moments(data: Bundle, host: str) -> list[Moment]:
+    """PyTorch watchdog timeouts, one row per collective (ranks folded), and the stall's start: the
+    watchdog fires once the collective ran ``Timeout(ms)``, so the stall began that long before."""
+    from nightowl.collectors.nccl.torch_pg import WATCHDOG, WORK_FIELD
+
+    moments: list[Moment] = []
+    captured = data.manifest.get("started")
+    for command in data.host_files(host, "nccl-log"):
+        groups: dict[tuple[str, str], dict[str, Any]] = {}
+        for index, line in enumerate(lines_of(data, command["file"])):
+            match, written = WATCHDOG.search(line), _GLOG_TIME.search(line)
+            if match is None or written is None:
+                continue
+            epoch = with_capture_year(
+                f"{written['md'][:-2].zfill(2)}-{written['md'][-2:]} {written['hms']}{(written['frac'] or '')[:7]}",
+                captured,
+            )
+            if epoch is None:
+                continue
+            work = {m["key"]: m["value"].strip() for m in WORK_FIELD.finditer(match["work"])}
+            ran_ms = int(match["ran"])
+            key = (work.get("SeqNum", "?"), work.get("OpType", "?"))
+            group = groups.setdefault(key, {"ranks": [], "first": epoch, "stall": epoch - ran_ms / 1000, "cites": []})
+            group["ranks"].append(match["rank"])
+            group["first"] = min(group["first"], epoch)
+            group["stall"] = min(group["stall"], epoch - ran_ms / 1000)
+            group["timeout"] = work.get("Timeout(ms)") or str(ran_ms)
+            group["cites"] += [c for c in [cite_lines(data, command["file"], index + 1, index + 1)] if c]
+        for order, ((seq, op), group) in enumerate(groups.items()):
+            ranks = f"rank(s) {', '.join(sorted(set(group['ranks']), key=int))}"
+            cites = group["cites"][:4]
+            moments.append(
+                Moment(
+                    group["stall"],
+                    f"{stamp(group['stall'])[:19]} (derived)",
+                    CLOCK_HOST_YEARLESS,
+                    "key moment",
+                    f"NCCL stall began: {op} SeqNum={seq} on {ranks} started and never completed "
+                    f"(derived: the watchdog's time less the time it ran, Timeout(ms)={group['timeout']})",
+                    host,
+                    cites,
+                    order,
+                )
+            )
+            moments.append(
+                Moment(
+                    group["first"],
+                    f"{stamp(group['first'])[:19]}",
+                    CLOCK_HOST_YEARLESS,
+                    "key moment",
+                    f"NCCL watchdog timeout: {op} SeqNum={seq} on {ranks} ran past Timeout(ms)={group['timeout']}",
+                    host,
+                    cites,
+                    order,
+                )
+            )
     return moments

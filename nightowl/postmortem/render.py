@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 from pathlib import Path
@@ -15,8 +16,6 @@ from nightowl.postmortem.svg import decision_svg
 
 
 def _environment(template: str | None, fmt: str) -> tuple[Any, str]:
-    from jinja2 import ChoiceLoader, Environment, FileSystemLoader, StrictUndefined, select_autoescape
-
     folders = [str(p) for p in _user_template_dirs()] + [str(data_dir("templates"))]
     name = f"postmortem.{fmt}.j2"
     if template:
@@ -26,6 +25,15 @@ def _environment(template: str | None, fmt: str) -> tuple[Any, str]:
             name = candidate.name
         else:
             name = template if template.endswith(".j2") else f"{template}.{fmt}.j2"
+    return _shared_environment(tuple(folders)), name
+
+
+@functools.lru_cache(maxsize=16)
+def _shared_environment(folders: tuple[str, ...]) -> Any:
+    """One jinja2 Environment per template search path: it keeps the compiled templates (and recompiles
+    one whose file changed), so `watch` and `serve` do not spend a second compiling them for each bundle."""
+    from jinja2 import ChoiceLoader, Environment, FileSystemLoader, StrictUndefined, select_autoescape
+
     env = Environment(
         loader=ChoiceLoader([FileSystemLoader(f) for f in folders]),
         undefined=StrictUndefined,
@@ -39,7 +47,7 @@ def _environment(template: str | None, fmt: str) -> tuple[Any, str]:
     # A bundle path as a link: host folders are percent-encoded names (``fe80%3A%3A1``), so the link
     # encodes the ``%`` again, or the browser would decode it and ask for a folder that does not exist.
     env.filters["urlpath"] = lambda v: quote(str(v), safe="/")
-    return env, name
+    return env
 
 
 def _inline_code(text: Any) -> Any:
@@ -177,3 +185,10 @@ def _write_html(bundle: Path, html: Any) -> Path | None:
         target.unlink(missing_ok=True)
         return None
     return target
+
+
+def warm_templates() -> None:
+    """Compile the built-in draft templates now, so a daemon's (`watch`) first bundle does not wait for it."""
+    for fmt in ("md", "html"):
+        env, name = _environment(None, fmt)
+        env.get_template(name)

@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from nightowl.postmortem.bundle import Bundle
+from nightowl.postmortem.candidates import candidates
 from nightowl.postmortem.clocks import CLOCK_NIGHTOWL, Moment, duration, epoch_of, stamp
 from nightowl.postmortem.outputs import metric_scrapes
 
@@ -47,8 +48,21 @@ def title(data: Bundle) -> str:
     return f"{worst['verdict'].get('id')} on {worst['host']}{others}"
 
 
-def first_fault(placed: list[Moment]) -> Moment | None:
-    return next((m for m in placed if m.tag == "key moment" and m.clock != CLOCK_NIGHTOWL and m.host), None)
+def fault_moments(data: Bundle, placed: list[Moment]) -> list[Moment]:
+    """The host-log key moments the verdicts' own evidence cites, in timeline order. Without such a
+    citation, every host-log key moment but a driver load: a boot line is context, not the fault."""
+    logged = [m for m in placed if m.tag == "key moment" and m.clock != CLOCK_NIGHTOWL and m.host]
+    evidence = [(c.path, c.start, c.end) for found in candidates(data)[0] for c in found["cites"]]
+    cited = [
+        m
+        for m in logged
+        if any(c.path == path and c.start <= end and start <= c.end for c in m.cites for path, start, end in evidence)
+    ]
+    return cited or [m for m in logged if not m.what.startswith("NVIDIA driver ")]
+
+
+def first_fault(data: Bundle, placed: list[Moment]) -> Moment | None:
+    return next(iter(fault_moments(data, placed)), None)
 
 
 def impact_sentence(data: Bundle, placed: list[Moment]) -> str:
@@ -69,11 +83,11 @@ def impact_sentence(data: Bundle, placed: list[Moment]) -> str:
         parts.append(f"none of {len(hosts)} host(s) needs action by the evidence")
     if serving:
         parts.append(f"{len(serving)} serving replica(s) ({', '.join(serving)}) were examined")
-    faults = [m.epoch for m in placed if m.tag == "key moment" and m.clock != CLOCK_NIGHTOWL and m.host and m.epoch]
+    faults = [m.epoch for m in fault_moments(data, placed) if m.epoch]
     if faults:
-        window = f"from {stamp(faults[0])} to {stamp(faults[-1])}"
+        window = f"at {stamp(faults[0])}"
         if faults[-1] - faults[0] > 0:
-            window += f" ({duration(faults[-1] - faults[0])})"
+            window = f"from {stamp(faults[0])} to {stamp(faults[-1])} ({duration(faults[-1] - faults[0])})"
         parts.append(f"the host logs show faults {window}")
     for host in serving:
         scrapes = metric_scrapes(data, host)
@@ -84,8 +98,8 @@ def impact_sentence(data: Bundle, placed: list[Moment]) -> str:
     return "; ".join(parts) + "."
 
 
-def trigger(placed: list[Moment]) -> dict[str, Any] | None:
-    first = first_fault(placed)
+def trigger(data: Bundle, placed: list[Moment]) -> dict[str, Any] | None:
+    first = first_fault(data, placed)
     if first is None:
         return None
     return {"when": first.shown, "clock": first.clock, "host": first.host, "what": first.what, "cites": first.cites}
@@ -119,7 +133,7 @@ def resolution(data: Bundle, placed: list[Moment]) -> dict[str, Any]:
 def time_to_detect(data: Bundle, placed: list[Moment]) -> str | None:
     alert = data.alert or {}
     starts, _ = epoch_of(alert.get("starts_at"))
-    first = first_fault(placed)
+    first = first_fault(data, placed)
     if starts is None or first is None or first.epoch is None:
         return None
     gap = starts - first.epoch

@@ -6,8 +6,9 @@ from collections import Counter
 from typing import Any
 
 from nightowl.postmortem.bundle import Bundle
-from nightowl.postmortem.clocks import CLOCK_HOST_LOCAL, CLOCK_NIGHTOWL, Moment, duration, epoch_of, stamp
+from nightowl.postmortem.clocks import CLOCK_HOST_LOCAL, Moment, duration, epoch_of, stamp
 from nightowl.postmortem.outputs import FAULT_KINDS, kernel_events, metric_scrapes, parsed_output
+from nightowl.postmortem.sre import fault_moments
 
 
 def headline(data: Bundle) -> str:
@@ -75,7 +76,7 @@ def impact(data: Bundle, placed: list[Moment]) -> list[str]:
                     f"{host}: engine out of memory in phase {oom.get('phase')}: tried "
                     f"{oom.get('tried_gib')} GiB with {oom.get('free_gib')} GiB free of {oom.get('total_gib')} GiB."
                 )
-    faults = [m for m in placed if m.tag == "key moment" and m.clock != CLOCK_NIGHTOWL]
+    faults = [m for m in fault_moments(data, placed) if m.epoch is not None]
     started = data.manifest.get("started")
     if faults and started:
         clock_note = " (host local time read as UTC)" if faults[0].clock == CLOCK_HOST_LOCAL else ""

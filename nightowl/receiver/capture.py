@@ -1,12 +1,13 @@
 """One alert's capture: plan it (which rule, runbook and host), then run it into a bundle.
 
 Planning never runs anything and never raises for a bad alert: a capture that will not run says
-why in ``reason``. Running is the same ``run_runbook`` as ``nightowl triage``; the bundle's
+why in ``reason``. Running is the same ``run_and_save`` as ``nightowl triage``; the bundle's
 manifest keeps the alert (labels and annotations scrubbed of secrets).
 """
 
 from __future__ import annotations
 
+import threading
 import time
 import uuid
 from collections.abc import Callable
@@ -25,7 +26,8 @@ class Capture:
 
     alert: Alert
     received_at: float
-    status: str = "queued"  # queued | running | captured | failed | not_captured | ignored | duplicate
+    # queued | running | captured | failed | not_captured | ignored | duplicate | interrupted (resumed later)
+    status: str = "queued"
     id: str = field(default_factory=lambda: uuid.uuid4().hex[:16])  # one capture across journal lines
     reason: str | None = None
     rule: str | None = None
@@ -39,6 +41,7 @@ class Capture:
     host_status: str | None = None
     host_error: str | None = None  # why the host gave no verdict (unreachable, a missing ssh config)
     notifications: list[dict[str, Any]] | None = None  # one outcome per notify target (receiver/notify.py)
+    input_error: bool = False  # not captured because the rule's parameters cannot be used (exit 2 for --alert)
     started_at: float | None = None
     finished_at: float | None = None
 
@@ -86,6 +89,7 @@ class Capture:
             "host_error": self.host_error,
             "outcome": self.outcome(),
             "notifications": self.notifications,
+            "input_error": self.input_error,
             "started_at": self.started_at,
             "finished_at": self.finished_at,
         }
@@ -139,54 +143,64 @@ def plan_capture(alert: Alert, config: ServeConfig, received_at: float) -> Captu
     return capture
 
 
-def run_capture(capture: Capture, config: ServeConfig, lookup: Callable[[str], Any] | None = None) -> Capture:
-    """Run the rule's runbook on the alert's host now; the bundle carries the alert in its manifest."""
+def run_capture(
+    capture: Capture,
+    config: ServeConfig,
+    lookup: Callable[[str], Any] | None = None,
+    stopping: threading.Event | None = None,
+) -> Capture:
+    """Run the rule's runbook on the alert's host now, as ``triage`` runs it (``nightowl.run``): the same
+    parameter checks (a rule's unreadable ``xid_policy`` is "not captured", naming the file), the rule's
+    host and command timeouts; the bundle carries the alert in its manifest. ``stopping`` is the
+    receiver's own stop: a collector killed by it leaves the capture interrupted, to be resumed."""
     from nightowl import runbooks
-    from nightowl.collectors import get_collector
-    from nightowl.engine.runner import RunOptions
-    from nightowl.engine.session import run_runbook
-    from nightowl.postmortem.render import render_drafts
-    from nightowl.redact import scrub_secrets
+    from nightowl.run import Interrupted, RunRefused, run_and_save
     from nightowl.transports import open_transport
 
     capture.started_at = time.time()
     try:
         loaded = runbooks.load(str(capture.runbook))
-        options = RunOptions(params=loaded.resolve_params(capture.params), allow_invasive=config.allow_invasive)
         spec = str(capture.host_spec)
         ssh_options = None if spec == "local" or spec.startswith("replay:") else _ssh_options(config)
-        transports = {str(capture.host): lambda: open_transport(spec, ssh_options)}
-        runs, bundle = run_runbook(
+        limits = config.limits_for(capture.rule)
+        result = run_and_save(
             loaded,
-            transports,
-            lookup or get_collector,  # type: ignore[arg-type]
-            options,
+            {str(capture.host): lambda: open_transport(spec, ssh_options)},
             config.out_dir,
+            params=capture.params,
+            allow_invasive=config.allow_invasive,
+            command_timeout=limits.command_timeout,
+            host_timeout=limits.host_timeout,
             forks=1,
-            render_postmortem=render_drafts,
-            redact=scrub_secrets,
             extra_manifest={"alert": capture.manifest_alert()},
+            stopping=stopping,
+            lookup=lookup,
         )
+    except RunRefused as exc:
+        capture.status, capture.reason, capture.input_error = "not_captured", str(exc), True
+    except Interrupted as exc:
+        capture.status, capture.bundle = "interrupted", str(exc.bundle) if exc.bundle else None
+        what = "terminated" if exc.terminated else "interrupted"
+        capture.reason = f"{what} mid-capture (nightowl was stopping): partial bundle kept; serve resumes it"
     except Exception as exc:  # noqa: BLE001 - the receiver keeps serving whatever one capture does
         capture.status, capture.reason = "failed", f"{type(exc).__name__}: {exc}"
     else:
-        capture.status, capture.bundle = "captured", str(bundle)
-        capture.status_update = _status_update(capture, bundle, runs)
-        capture.verdict, capture.host_status = runs[0].verdict, runs[0].status
-        capture.host_error = runs[0].error
+        _captured(capture, result)
     capture.finished_at = time.time()
     return capture
 
 
-def _status_update(capture: Capture, bundle: Path, runs: list[Any]) -> str | None:
-    """status-update.md in the bundle, as `triage` writes it; a failure to write it never fails the capture."""
-    from nightowl import status_update
-
-    try:
-        return str(status_update.write_for_runs(str(capture.runbook), bundle, runs)[1])
-    except Exception as exc:  # noqa: BLE001 - the evidence is saved; the message is a convenience
-        capture.reason = f"status update not written: {type(exc).__name__}: {exc}"
-        return None
+def _captured(capture: Capture, result: Any) -> None:
+    """The capture's record of a run: its bundle, status update, and the one host's verdict."""
+    if result.bundle is None:  # the verdict stands; the evidence could not be written
+        capture.status, capture.reason = "failed", result.bundle_error
+    else:
+        capture.status, capture.bundle = "captured", str(result.bundle)
+    capture.status_update = str(result.status_update) if result.status_update else None
+    if result.status_update_error:
+        capture.reason = result.status_update_error
+    run = result.runs[0]
+    capture.verdict, capture.host_status, capture.host_error = run.verdict, run.status, run.error
 
 
 def _ssh_options(config: ServeConfig) -> Any:
@@ -204,4 +218,6 @@ def triage_alert_payload(
     for alert in parse_payload(payload):
         capture = plan_capture(alert, config, received_at)
         results.append(run_capture(capture, config, lookup) if capture.status == "queued" else capture)
+        if capture.status == "interrupted":  # Ctrl-C stops the command, not only this capture
+            break
     return results

@@ -40,13 +40,25 @@ CONFIG_KEYS = frozenset(
         "notify",
         "session_hours",
         "cookie_secure",
+        "command_timeout",
+        "host_timeout",
     }
 )
-RULE_KEYS = frozenset({"name", "match", "runbook", "host", "params", "on_resolved", "label_urls"})
+RULE_KEYS = frozenset(
+    {"name", "match", "runbook", "host", "params", "on_resolved", "label_urls", "command_timeout", "host_timeout"}
+)
 
 
 class ConfigError(ValueError):
     """The serve config is unusable; the message names the file and the key."""
+
+
+@dataclass(frozen=True)
+class RunLimits:
+    """A capture's deadlines in seconds, as triage's --command-timeout and --host-timeout (None: none)."""
+
+    command_timeout: float | None = None
+    host_timeout: float | None = None
 
 
 @dataclass(frozen=True)
@@ -65,9 +77,20 @@ class ServeConfig:
     notify: NotifyConfig = NotifyConfig()
     session_hours: float = 12.0  # a browser login lasts this long
     cookie_secure: bool = False  # mark the session cookie Secure (set it when a TLS proxy fronts serve)
+    limits: RunLimits = RunLimits()  # the top-level command_timeout and host_timeout: rules that set none
 
     def rule_for(self, alert: Alert) -> Rule | None:
         return next((r for r in self.rules if r.matches(alert)), None)
+
+    def limits_for(self, rule_name: str | None) -> RunLimits:
+        """The rule's timeouts, each one it does not set taken from the config's defaults."""
+        rule = next((r for r in self.rules if r.name == rule_name), None)
+        if rule is None:
+            return self.limits
+        return RunLimits(
+            command_timeout=rule.command_timeout if rule.command_timeout is not None else self.limits.command_timeout,
+            host_timeout=rule.host_timeout if rule.host_timeout is not None else self.limits.host_timeout,
+        )
 
 
 def _secret(doc: Mapping[str, Any], key: str, where: str, default_env: str | None = None) -> str | None:
@@ -116,7 +139,24 @@ def _rule(item: Any, index: int, where: str) -> Rule:
         dict(params),
         bool(item.get("on_resolved", False)),
         tuple(label_urls),
+        command_timeout=_seconds(item, "command_timeout", here),
+        host_timeout=_seconds(item, "host_timeout", here),
     )
+
+
+def _seconds(doc: Mapping[str, Any], key: str, where: str) -> float | None:
+    """A timeout in seconds: a positive number, or absent (None)."""
+    value = doc.get(key)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value <= 86400:
+        raise ConfigError(f"{where}: {key} must be a number of seconds, more than 0 and at most 86400 (got {value!r})")
+    return float(value)
+
+
+def _default_limits(doc: Mapping[str, Any], where: str) -> RunLimits:
+    """The config's own timeouts, for every rule that sets none (none set: each collector's own timeout)."""
+    return RunLimits(_seconds(doc, "command_timeout", where), _seconds(doc, "host_timeout", where))
 
 
 def load_config(path: Path, out_dir: Path | None = None, for_receiver: bool = True) -> ServeConfig:
@@ -179,4 +219,5 @@ def load_config(path: Path, out_dir: Path | None = None, for_receiver: bool = Tr
         notify=notify,
         session_hours=session_hours,
         cookie_secure=bool(doc.get("cookie_secure", False)),
+        limits=_default_limits(doc, where),
     )

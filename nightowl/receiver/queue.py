@@ -39,7 +39,9 @@ SEEN_CAP = 10000
 JOURNAL = "captures.jsonl"
 LOCK = "captures.lock"
 STOP_GRACE = 20.0  # seconds running captures get to finish on SIGTERM (Kubernetes waits 30 by default)
-UNFINISHED = ("queued", "running")
+# Captures the next receiver on the same out resumes: never run, still running when it stopped, or cut
+# by the stop (a collector killed by systemd's TERM to the whole unit: the partial bundle is not a capture).
+UNFINISHED = ("queued", "running", "interrupted")
 
 
 class ReceiverBusy(RuntimeError):
@@ -86,7 +88,8 @@ class Receiver:
         log: Callable[[str], None] | None = None,
     ) -> None:
         self.config = config
-        self._run = run or run_capture
+        # The receiver's own stop goes into each run: a collector killed by it leaves the capture interrupted.
+        self._run = run or (lambda capture, config: run_capture(capture, config, stopping=self._stopping))
         self._log = log or (lambda _message: None)
         # Unbounded underneath: `queue` is enforced at admission, and resumed captures always fit.
         self._queue: queue.Queue[Capture | None] = queue.Queue()

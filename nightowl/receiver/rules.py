@@ -60,6 +60,9 @@ class Rule:
     params: dict[str, Any] = field(default_factory=dict)  # string values are templates too
     on_resolved: bool = False
     label_urls: tuple[str, ...] = ()  # params whose URL (scheme, host) a label may choose
+    # Seconds, as triage's --command-timeout and --host-timeout; None: the config's default.
+    command_timeout: float | None = None
+    host_timeout: float | None = None
 
     def matches(self, alert: Alert) -> bool:
         return all(m.matches(alert.labels) for m in self.matchers)

@@ -25,10 +25,25 @@ class CommandResult:
     error: str | None = None
     stdout_truncated_bytes: int = 0
     extra: dict[str, str] = field(default_factory=dict)
+    # Set when nightowl itself was behind: the command's deadline passed before nightowl had read what
+    # the host had already sent (the command ended by itself on the host, or its output was waiting
+    # unread). The output says nothing about the host then; the text says what was read (late_note).
+    late: str | None = None
 
     @property
     def ok(self) -> bool:
-        return self.rc == 0 and not self.timed_out and self.error is None
+        return self.rc == 0 and not self.timed_out and self.error is None and self.late is None
+
+
+# coreutils ``timeout`` exits 124 when it stopped the command (137 when it had to SIGKILL it): the
+# command ran long on the host itself.
+REMOTE_TIMEOUT_EXITS = (124, 137)
+
+
+def late_note(read_by_deadline: int, total: int, seconds: float, more: bool = False) -> str:
+    """Why a late output cannot be judged: how much nightowl had read by the deadline, of how much."""
+    of = f"at least {total}" if more else str(total)
+    return f"nightowl was overloaded (read {read_by_deadline} of {of} bytes in {seconds:.1f} s)"
 
 
 class TransportError(Exception):

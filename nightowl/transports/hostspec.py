@@ -65,6 +65,8 @@ class HostSpec:
     groups: tuple[str, ...] = ()
     problem: str | None = None  # an inventory entry that names no host it can reach: why (file:line)
     revoked_host_keys: Path | None = None  # ssh_config RevokedHostKeys: a KRL or a list of revoked keys
+    # failure domains the inventory puts the host in ({"rack": "r07"}): nightowl/fleet/domains.py
+    domains: dict[str, str] = field(default_factory=dict, hash=False)
 
     @property
     def is_local(self) -> bool:

@@ -18,8 +18,10 @@ import time
 from collections import defaultdict
 from collections.abc import Sequence
 from pathlib import Path
+from typing import BinaryIO
 
 from nightowl.transports.base import CommandResult, TransportError
+from nightowl.transports.capped import CappedOutput
 
 _EXIT_CODE = re.compile(r"-?[0-9]{1,5}")
 
@@ -50,10 +52,10 @@ class ReplayTransport:
         """Which recording of ``kind`` to hand out next."""
         self._taken[kind] += 1
         numbered = f"{kind}.{self._taken[kind]}"
-        if any((self.directory / f"{numbered}.{ext}").exists() for ext in ("out", "rc", "timeout")):
+        if any((self.directory / f"{numbered}.{ext}").exists() for ext in ("out", "rc", "timeout", "late")):
             return numbered
         if self._taken[kind] == 1 and any(
-            (self.directory / f"{kind}.{ext}").exists() for ext in ("out", "rc", "timeout")
+            (self.directory / f"{kind}.{ext}").exists() for ext in ("out", "rc", "timeout", "late")
         ):
             return kind
         return None
@@ -70,17 +72,30 @@ class ReplayTransport:
             out, dropped = self._read_capped(out_path, self.output_cap_bytes) if os.path.lexists(out_path) else ("", 0)
             err = self._read(stem, "err") or ""
             timeout_mark = self._read(stem, "timeout")
+            late_mark = self._read(stem, "late")
             rc_raw = self._read(stem, "rc")
             rc_text = "0" if rc_raw is None else rc_raw.strip()  # no file: exit 0; an empty one is unreadable
         except RefusedFile as exc:
             return CommandResult(tuple(argv), None, "", "", started, 0.0, error=str(exc))
+        if late_mark is not None:
+            return CommandResult(tuple(argv), None, out, err, started, 0.0, late=late_mark.strip() or "recorded late")
         if timeout_mark is not None:
             return CommandResult(tuple(argv), None, out, err, started, timeout, timed_out=True, error="timed out")
         if not _EXIT_CODE.fullmatch(rc_text):
             # "none": recorded without an exit status; anything else is unreadable. Neither is a success.
             why = "ended without an exit status" if rc_text == "none" else f"unreadable exit code {rc_text[:40]!r}"
             return CommandResult(tuple(argv), None, out, err, started, 0.0, error=f"{stem}.rc: {why}")
+        dropped += self._recorded_cut(stem)
         return CommandResult(tuple(argv), int(rc_text), out, err, started, 0.0, stdout_truncated_bytes=dropped)
+
+    def _recorded_cut(self, stem: str) -> int:
+        """The bytes a live run had already cut from this output (``<kind>.truncated``), so a replay judges
+        the same cut log as the run did and says so."""
+        try:
+            text = self._read(stem, "truncated")
+        except RefusedFile:
+            return 0
+        return int(text.strip()) if text is not None and text.strip().isdigit() else 0
 
     def _read(self, stem: str, ext: str) -> str | None:
         path = self.directory / f"{stem}.{ext}"
@@ -102,12 +117,25 @@ class ReplayTransport:
         try:
             fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
             with os.fdopen(fd, "rb") as handle:
-                data = handle.read(cap + 1)
-                rest = os.fstat(handle.fileno()).st_size
+                kept = _head_and_tail(handle, cap)
         except OSError as exc:
             raise RefusedFile(f"cannot read {path.name}: {exc.strerror}") from None
-        dropped = max(0, rest - cap) if len(data) > cap else 0
-        return data[:cap].decode("utf-8", errors="replace"), dropped
+        text, dropped, _ = kept.text()
+        return text, dropped
+
+
+def _head_and_tail(handle: BinaryIO, cap: int) -> CappedOutput:
+    """A file kept as a live output is (its head and tail within ``cap``), reading only what is kept."""
+    kept = CappedOutput(cap)
+    size = os.fstat(handle.fileno()).st_size
+    if size <= cap:
+        kept.add(handle.read(cap + 1))
+        return kept
+    kept.add(handle.read(kept.head_cap))
+    kept.skip(size - kept.head_cap - kept.tail_cap)
+    handle.seek(size - kept.tail_cap)
+    kept.add(handle.read(kept.tail_cap))
+    return kept
 
 
 def unreachable_in_bundle(bundle: Path) -> dict[str, str]:

@@ -25,6 +25,8 @@ import re
 import select
 import shlex
 import socket
+import struct
+import termios
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -33,7 +35,8 @@ from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from nightowl.transports.base import CommandResult, TransportError
+from nightowl.transports.base import REMOTE_TIMEOUT_EXITS, CommandResult, TransportError, late_note
+from nightowl.transports.capped import CappedOutput, cut_extra
 from nightowl.transports.hostspec import HostSpec, known_hosts_name
 from nightowl.transports.ssh_config import FileVersion, file_version
 
@@ -48,6 +51,9 @@ DEFAULT_IDENTITIES = ("id_ed25519", "id_ecdsa", "id_rsa")
 # known_hosts stores RSA keys as "ssh-rsa"; these are the signature algorithms that verify them.
 RSA_HOSTKEY_ALGORITHMS = ("rsa-sha2-512", "rsa-sha2-256", "ssh-rsa")
 READ_CHUNK = 65536
+# After nightowl's deadline, how long past the next whole second the host's own `timeout` (deadline + 1 s,
+# SIGKILL 2 s later) gets to report before a late answer is judged: its kill, and a second for the wire.
+REMOTE_TIMEOUT_SLACK = 4.0
 
 
 @dataclass(frozen=True)
@@ -574,44 +580,48 @@ class SSHTransport:
         timeout: float,
         extra: dict[str, str],
     ) -> CommandResult:
-        out = _CappedBuffer(self.options.output_cap_bytes)
-        err = _CappedBuffer(self.options.output_cap_bytes)
+        out = CappedOutput(self.options.output_cap_bytes)
+        err = CappedOutput(self.options.output_cap_bytes)
         error: str | None = None
         timed_out = False
+        late: str | None = None
         channel = None
         try:
             channel = _open_session(transport, deadline)
             channel.exec_command(command)
-            timed_out = not _pump(channel, out, err, deadline)
+            if not _pump(channel, out, err, deadline):
+                late, timed_out = _judge_deadline(channel, out, err, timeout, self.options.remote_timeout)
         except Exception as exc:  # noqa: BLE001 - a failing command must become a result
             error = f"ssh error: {type(exc).__name__}: {exc}"
         rc: int | None = None
         if timed_out:
             _kill_remote(channel)
-            error = f"timed out after {timeout:g}s"
+            error = f"timed out after {timeout:g}s" + _remote_timeout_note(channel)
         elif channel is not None and error is None:
-            rc = channel.exit_status if channel.exit_status >= 0 else None
-            if rc is None:
+            rc = channel.exit_status if channel.exit_status_ready() and channel.exit_status >= 0 else None
+            if rc is None and late is None:
                 error = (
                     f"connection lost: {_lost(transport)}"
                     if not transport.is_active()
                     else "no exit status (the command was killed by a signal?)"
                 )
         if channel is not None:
-            channel.close()
-        if err.dropped:
-            extra["stderr_truncated_bytes"] = str(err.dropped)
+            _close_channel(channel)
+        stdout, dropped, cut_at = out.text()
+        stderr, err_dropped, _ = err.text()
+        extra.update(cut_extra(cut_at, err_dropped))
         return CommandResult(
             argv=argv,
             rc=rc,
-            stdout=out.text(),
-            stderr=err.text(),
+            stdout=stdout,
+            stderr=stderr,
             started=started,
             duration=time.monotonic() - clock,
             timed_out=timed_out,
             error=error,
-            stdout_truncated_bytes=out.dropped,
+            stdout_truncated_bytes=dropped,
             extra=extra,
+            late=late,
         )
 
     def close(self) -> None:
@@ -659,26 +669,6 @@ def remote_command(argv: Sequence[str], timeout: float) -> str:
     return shlex.join(wrapped)
 
 
-class _CappedBuffer:
-    """Keeps the first ``cap`` bytes and counts the rest."""
-
-    def __init__(self, cap: int) -> None:
-        self.cap = cap
-        self.chunks: list[bytes] = []
-        self.kept = 0
-        self.dropped = 0
-
-    def add(self, data: bytes) -> None:
-        room = self.cap - self.kept
-        if room > 0:
-            self.chunks.append(data[:room])
-            self.kept += min(room, len(data))
-        self.dropped += max(0, len(data) - max(room, 0))
-
-    def text(self) -> str:
-        return b"".join(self.chunks).decode("utf-8", errors="replace")
-
-
 def _open_session(transport: Any, deadline: float) -> Any:
     """Open a session channel, retrying while sshd still counts sessions we just closed.
 
@@ -700,22 +690,77 @@ def _open_session(transport: Any, deadline: float) -> Any:
             pause = min(pause * 2, 0.5)
 
 
-def _pump(channel: Any, out: _CappedBuffer, err: _CappedBuffer, deadline: float) -> bool:
-    """Read both streams until EOF and exit status; False when the deadline passed first."""
+def _pump(channel: Any, out: CappedOutput, err: CappedOutput, deadline: float) -> bool:
+    """Read both streams until EOF and exit status; False when the deadline passed first.
+
+    The deadline is looked at before each read: what had arrived unread by then is judged by
+    ``_judge_deadline`` (nightowl was behind), never taken as an answer read in time."""
     while True:
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            return False
         _drain(channel, out, err)
         if channel.eof_received or channel.closed:
             done = channel.status_event.wait(max(0.0, deadline - time.monotonic()))
             _drain(channel, out, err)
             return done
-        remaining = deadline - time.monotonic()
-        if remaining <= 0:
-            return False
         # Channel.fileno() is a pipe paramiko sets on data, on stderr data and on EOF.
-        select.select([channel], [], [], min(remaining, 1.0))
+        _wait_readable(channel, max(0.0, min(deadline - time.monotonic(), 1.0)))
 
 
-def _drain(channel: Any, out: _CappedBuffer, err: _CappedBuffer) -> None:
+def _wait_readable(channel: Any, timeout: float) -> None:
+    """One wait for output (a seam: a test holds the reader back here as a saturated process would be)."""
+    select.select([channel], [], [], timeout)
+
+
+def _judge_deadline(
+    channel: Any, out: CappedOutput, err: CappedOutput, timeout: float, remote_timeout: bool
+) -> tuple[str | None, bool]:
+    """(late note, timed out) once nightowl's deadline passed with the command unfinished in its eyes.
+
+    The host ran long when nothing it sent is waiting unread, or when its own ``timeout`` ended the
+    command (exit 124/137). nightowl was behind when the exit status or output had arrived unread: it
+    reads on until the host's own timeout would have fired, to count what the host sent."""
+    read_by_deadline = out.total + err.total
+    if not channel.exit_status_ready() and not _pending(channel):
+        return None, True
+    grace_end = time.monotonic() + math.ceil(timeout) - timeout + REMOTE_TIMEOUT_SLACK
+    finished = _pump(channel, out, err, grace_end)
+    if finished and remote_timeout and channel.exit_status in REMOTE_TIMEOUT_EXITS:
+        return None, True
+    if not finished and not _pending(channel):
+        return None, True
+    return late_note(read_by_deadline, out.total + err.total, timeout, more=not finished), False
+
+
+def _pending(channel: Any) -> bool:
+    """Whether the host's answer is waiting on nightowl: an exit status, output paramiko holds unread, or
+    bytes in the connection's socket paramiko has not read yet (its thread was starved too)."""
+    if channel.exit_status_ready() or channel.recv_ready() or channel.recv_stderr_ready():
+        return True
+    sock = getattr(channel.transport, "sock", None)
+    if not isinstance(sock, socket.socket):
+        return False  # through a jump host the socket is a channel of another connection
+    try:
+        return struct.unpack("i", fcntl.ioctl(sock.fileno(), termios.FIONREAD, b"\0\0\0\0"))[0] > 0
+    except OSError:
+        return False
+
+
+def _remote_timeout_note(channel: Any) -> str:
+    if channel is not None and channel.exit_status_ready() and channel.exit_status in REMOTE_TIMEOUT_EXITS:
+        return f" (ended by the host's own timeout: exit {channel.exit_status})"
+    return ""
+
+
+def _close_channel(channel: Any) -> None:
+    """Close a command's channel; a connection that dropped meanwhile (EOFError from paramiko's writer, as
+    a saturated sshd does) leaves the result as it is instead of escaping as an internal error."""
+    with contextlib.suppress(EOFError, OSError, Exception):
+        channel.close()
+
+
+def _drain(channel: Any, out: CappedOutput, err: CappedOutput) -> None:
     while channel.recv_ready():
         out.add(channel.recv(READ_CHUNK))
     while channel.recv_stderr_ready():

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from nightowl.collectors.nccl import nccl_tests
+from tests.helpers import ROOT
 
 TWO_TESTS = """\
 # Collective test starting: all_reduce_perf
@@ -59,3 +60,18 @@ def test_three_leading_cells_are_unreadable() -> None:
     line = "  1024   256   float   sum   -1   x   7.09    0.14    0.14  0     7.09    0.14    0.14  0"
     result = nccl_tests.parse(line)
     assert result.rows == [] and result.warnings
+
+
+def test_every_rank_failing_on_a_busy_gpu_is_read_not_empty() -> None:
+    """Issue 23.9: ranks that stopped on CUDA "busy or unavailable" are evidence (gpu_busy), not a blank output."""
+    from nightowl.collectors import get_collector
+    from nightowl.engine.runner import shows_nothing
+
+    collector = get_collector("nccl-tests")
+    text = (ROOT / "fixtures/hosts/nccl-tests-gpus-busy-a/nccl-tests.out").read_text()
+    assert not shows_nothing(collector, text)
+    data = collector.facts(collector.parse(text))
+    assert data["gpu_busy"] and data["gpu_busy_failures"] == 2 and data["rows"] == []
+    assert shows_nothing(collector, "# nThread 1 nGpus 1\n#\n")  # nothing measured, nothing said: still no_data
+    healthy = collector.facts(collector.parse((ROOT / "fixtures/hosts/nccl-busbw-low/nccl-tests.out").read_text()))
+    assert not healthy["gpu_busy"]

@@ -43,6 +43,7 @@ REFERENCE_TOOL_FAILURES = (
     re.compile(r"\bGPU is lost\b.*"),
     re.compile(r"NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver.*"),
     re.compile(r"Failed to initialize NVML:.*"),
+    re.compile(r"modprobe: FATAL: Module nvidia\S* not found.*"),
 )
 
 
@@ -63,6 +64,9 @@ FAILURE_LINES = [
     "Unable to determine the device handle for device 0000:0B:00.0: Unknown Error",
     "Unable to determine the device handle for\tGPU 0000:0B:00.0: Unknown Error",
     "Unable\tto determine the device handle for GPU 0000:0B:00.0: Unknown Error",
+    "modprobe: FATAL: Module nvidia not found in directory /lib/modules/6.8.0-49-generic",
+    "modprobe: FATAL: Module nvidia_uvm not found.",
+    "modprobe: FATAL: Module nvidiafoo",
     "No devices were found",
     "   No devices were found   ",
     "No devices were foundX",

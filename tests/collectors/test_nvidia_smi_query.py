@@ -136,3 +136,93 @@ def test_query_shares_the_q_parsers_vocabulary() -> None:
     assert {e["field"] for e in result["errors"] if e["field"]} == {"temperature.gpu"}
     lost = [e for e in result["errors"] if e["field"] is None]
     assert lost and lost[0]["pci"] == "0000:1c:00" and lost[0]["message"].startswith("GPU is lost")
+
+
+# --- a header row of any field set and order (issue 23.2); composed: no full-query capture in the corpus.
+# Field names and units as `nvidia-smi --help-query-gpu` prints them; the deprecated cell as R590+ prints it.
+WIDE_FIELDS = [
+    "timestamp",
+    "driver_version",
+    "count",
+    "name",
+    "serial",
+    "uuid",
+    "pci.bus_id",
+    "pci.domain",
+    "pcie.link.gen.current",
+    "pcie.link.gen.max",
+    "pcie.link.width.current",
+    "pcie.link.width.max",
+    "index",
+    "fan.speed [%]",
+    "pstate",
+    "clocks_throttle_reasons.active",
+    "clocks_throttle_reasons.hw_slowdown",
+    "memory.total [MiB]",
+    "memory.used [MiB]",
+    "utilization.gpu [%]",
+    "ecc.mode.current",
+    "ecc.errors.corrected.volatile.total",
+    "ecc.errors.uncorrected.volatile.total",
+    "ecc.errors.uncorrected.volatile.dram",
+    "retired_pages.pending",
+    "remapped_rows.pending",
+    "temperature.gpu",
+    "power.draw [W]",
+    "gpu_recovery_action",
+] + [f"clocks_event_reasons_counters.field{n} [us]" for n in range(200)]
+
+
+def _wide_row(index: int, bus: str, uncorrected: str) -> str:
+    cells = [
+        "2026/12/01 10:00:00.123",
+        "610.57.04",
+        "2",
+        "NVIDIA H100 80GB HBM3",
+        "[N/A]",
+        f"GPU-0000000{index}-1111-2222-3333-444444444444",
+        bus,
+        "0x0000",
+        "5",
+        "5",
+        "16",
+        "16",
+        str(index),
+        "[N/A]",
+        "P0",
+        "0x0000000000000001",
+        "Not Active",
+        "81559 MiB",
+        "559 MiB",
+        "0 %",
+        "Enabled",
+        "0",
+        uncorrected,
+        "[Requested functionality has been deprecated]",
+        "[Requested functionality has been deprecated]",
+        "No",
+        "34",
+        "71.13 W",
+        "None",
+    ] + ["0"] * 200
+    return ", ".join(cells)
+
+
+def test_header_row_names_the_columns_in_any_order() -> None:
+    header = ", ".join(WIDE_FIELDS)
+    text = "\n".join([header, _wide_row(0, "00000000:1B:00.0", "0"), _wide_row(1, "00000000:43:00.0", "2")])
+    result = parse(text)
+    assert result.header and result.gpu_count == 2 and result.warnings == ()
+    assert len(result.fields) == len(WIDE_FIELDS) == 229
+    gpu = result.gpus[0]
+    assert gpu["ecc.errors.uncorrected.volatile.dram"] is None  # deprecated cell: missing, not an error
+    assert gpu["clocks_event_reasons.hw_slowdown"] == "Not Active"  # old name, new key
+    assert gpu["power.draw"] == 71.13 and result.units["power.draw"] == "W"
+    derived = facts(result)
+    assert derived["error_count"] == 0 and derived["gpus_with_field_errors"] == []
+    assert derived["dram_uncorrectable_volatile_gpus"] == ["0000:43:00"]
+    # the same columns reversed read the same values
+    order = list(reversed(range(len(WIDE_FIELDS))))
+    rows = [line.split(", ") for line in text.splitlines()]
+    reversed_text = "\n".join(", ".join(row[i] for i in order) for row in rows)
+    assert parse(reversed_text).gpus == result.gpus

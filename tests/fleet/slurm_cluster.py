@@ -4,7 +4,8 @@ Everything lives in one temp dir: the munge key and socket, slurm.conf, state an
 deploy/slurm/nightowl-healthcheck.sh as its HealthCheckProgram every second through a wrapper that,
 like a site's own wrapper, passes nightowl's settings (slurmd gives the program an empty environment)
 and runs the real script only while the test has armed it. The node is called ``gpu-17``
-(``slurmd -N``) and its GPU tools are stand-ins serving a recorded host (tests/fleet/standin.py).
+(``slurmd -N``) and its GPU tools are stand-ins serving a recorded host (tests/fleet/standin.py);
+23 more nodes (``SPARES``) exist only in slurm.conf, to be drained and resumed through scontrol.
 
 Binding to 127.0.0.1 (CommunicationParameters=NoCtldInAddrAny,NoInAddrAny) makes both daemons resolve
 gethostname(); where that is not a loopback address they run in their own UTS namespace named
@@ -27,6 +28,10 @@ from tests.fleet.standin import StandinNode
 BINARIES = ("munged", "munge", "unmunge", "slurmctld", "slurmd", "scontrol", "sinfo")
 HEALTHCHECK = ROOT / "deploy" / "slurm" / "nightowl-healthcheck.sh"
 NODE = "gpu-17"
+# Nodes slurm.conf lists with no slurmd behind them (an address nothing listens on): they never answer,
+# but slurmctld drains and resumes them through scontrol as it would real ones, so the circuit
+# breaker's tests see a cluster of 24 nodes.
+SPARES = [f"spare-{i:02d}" for i in range(1, 24)]
 
 
 def why_not() -> str | None:
@@ -184,6 +189,7 @@ HealthCheckProgram={wrapper}
 HealthCheckInterval=1
 HealthCheckNodeState=ANY
 NodeName={NODE} NodeHostname={self.hostname} NodeAddr={LOOPBACK} {hardware} RealMemory=100 State=UNKNOWN
+NodeName=spare-[01-23] NodeAddr=127.0.0.2 Port={free_port()} CPUs=1 RealMemory=100 State=UNKNOWN
 PartitionName=debug Nodes=ALL Default=YES MaxTime=INFINITE State=UP
 """
 
@@ -199,11 +205,17 @@ PartitionName=debug Nodes=ALL Default=YES MaxTime=INFINITE State=UP
         )
         return result.stdout.strip().splitlines()[0] if result.returncode == 0 and result.stdout.strip() else ""
 
-    def reason(self) -> str:
+    def reason(self, node: str = NODE) -> str:
         result = subprocess.run(
-            ["sinfo", "-h", "-N", "-n", NODE, "-o", "%E"], env=self.env, capture_output=True, text=True, timeout=30
+            ["sinfo", "-h", "-N", "-n", node, "-o", "%E"], env=self.env, capture_output=True, text=True, timeout=30
         )
-        return result.stdout.strip()
+        return result.stdout.strip().splitlines()[0] if result.stdout.strip() else ""
+
+    def node_state(self, node: str) -> str:
+        result = subprocess.run(
+            ["sinfo", "-h", "-N", "-n", node, "-o", "%T"], env=self.env, capture_output=True, text=True, timeout=30
+        )
+        return result.stdout.strip().splitlines()[0] if result.stdout.strip() else ""
 
     def _none_running(self) -> bool:
         return not any(self.running.parent.glob(self.running.name + ".*"))

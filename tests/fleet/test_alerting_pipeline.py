@@ -15,9 +15,14 @@ import subprocess
 import time
 from pathlib import Path
 
+import pytest
+
 from tests.fleet.daemons import wait_for
 from tests.fleet.prometheus_stack import ROOT, PrometheusStack, nightowl_argv
 from tests.fleet.standin import StandinNode
+
+# Starts Prometheus, Alertmanager and node-exporter: `pytest -m "not integration"` leaves it out.
+pytestmark = pytest.mark.integration
 
 XID79 = ROOT / "fixtures" / "hosts" / "xid79-fallen-off-bus"
 

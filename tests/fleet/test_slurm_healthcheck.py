@@ -12,8 +12,13 @@ import shutil
 import time
 from pathlib import Path
 
+import pytest
+
 from tests.fleet.prometheus_stack import ROOT
 from tests.fleet.slurm_cluster import NODE, SlurmCluster
+
+# Starts a Slurm cluster (slurmctld, slurmd): `pytest -m "not integration"` leaves it out.
+pytestmark = pytest.mark.integration
 
 HOSTS = ROOT / "fixtures" / "hosts"
 XID79 = HOSTS / "xid79-fallen-off-bus"

@@ -37,7 +37,7 @@ nodes:
       summary: "The engine ran out of GPU memory in phase {{ engine_log.oom_phase }}."
       evidence: [engine_log.oom]
   fine:
-    verdict: {id: fine, severity: ok, action: none, summary: nothing found}
+    verdict: {id: fine, severity: ok, action: none, summary: "nothing found (engine log {{ status.engine_log }})"}
 """
 
 

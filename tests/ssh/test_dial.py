@@ -23,6 +23,9 @@ from nightowl.transports.hostspec import HostSpec
 from nightowl.transports.ssh import SSHConnectError, SSHOptions, SSHTransport
 from tests.ssh.fleet import Fleet
 
+# Starts real sshd processes: `pytest -m "not integration"` leaves it out.
+pytestmark = pytest.mark.integration
+
 
 def targets(fleet: Fleet, names: list[str]) -> dict[str, tuple[str, int]]:
     return {name: fleet.addresses[name] for name in names}

@@ -18,7 +18,11 @@ from nightowl.transports.ssh import SSHConnectError, SSHOptions, SSHTransport
 from tests.fleet.daemons import Daemon, free_port, wait_for
 from tests.ssh.fleet import SSH_KEYGEN, SSHD
 
-pytestmark = pytest.mark.skipif(not SSHD.exists(), reason=f"{SSHD} missing (Debian package openssh-server)")
+# Starts real sshd processes: `pytest -m "not integration"` leaves it out.
+pytestmark = [
+    pytest.mark.integration,
+    pytest.mark.skipif(not SSHD.exists(), reason=f"{SSHD} missing (Debian package openssh-server)"),
+]
 
 
 def keygen(path: Path) -> Path:

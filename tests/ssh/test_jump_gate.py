@@ -13,6 +13,9 @@ from nightowl.transports.hostspec import parse_host_spec
 from nightowl.transports.ssh import SSHTransport
 from tests.ssh.fleet import SSHD, Fleet
 
+# Starts real sshd processes: `pytest -m "not integration"` leaves it out.
+pytestmark = pytest.mark.integration
+
 RECORDED = Path(__file__).resolve().parents[2] / "fixtures" / "hosts" / "healthy-l40s"
 BEHIND = [f"node-{n}" for n in range(10)]
 

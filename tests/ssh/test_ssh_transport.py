@@ -17,7 +17,11 @@ from nightowl.transports.ssh import SSHConnectError, SSHTransport
 from tests.ssh.conftest import HEALTHY_COPIES, RECORDED
 from tests.ssh.fleet import FLOOD_BYTES, SSHD, Fault, Fleet
 
-pytestmark = pytest.mark.skipif(not SSHD.exists(), reason=f"{SSHD} missing (Debian package openssh-server)")
+# Starts real sshd processes: `pytest -m "not integration"` leaves it out.
+pytestmark = [
+    pytest.mark.integration,
+    pytest.mark.skipif(not SSHD.exists(), reason=f"{SSHD} missing (Debian package openssh-server)"),
+]
 
 NVSMI = ("nvidia-smi", "-q")
 KERNEL_LOG = ("journalctl", "-k", "--no-pager")
@@ -162,9 +166,14 @@ def test_200_mb_of_output_is_capped_and_counted(fleet: Fleet) -> None:
     with open_host(fleet, "flood", output_cap_bytes=cap) as transport:
         result = transport.run(NVSMI, timeout=30)
     assert result.rc == 0 and not result.timed_out
-    assert len(result.stdout.encode()) == cap
-    assert result.stdout_truncated_bytes == FLOOD_BYTES - cap
+    kept = len(result.stdout.encode())
+    assert cap - 200 < kept <= cap  # cut on line boundaries: whole lines of head and tail
+    assert result.stdout_truncated_bytes == FLOOD_BYTES - kept
     assert result.stdout.startswith("nightowl fleet filler line")
+    # the tail is kept: the flood's last bytes (head -c cuts its last line short) are the output's last
+    assert result.stdout.endswith(
+        ("nightowl fleet filler line: the same words again and again\n" * 99)[: FLOOD_BYTES % 59]
+    )
 
 
 def test_dropped_connection_gives_a_result_not_an_exception(fleet: Fleet) -> None:

@@ -6,10 +6,14 @@ import json
 import time
 from pathlib import Path
 
+import pytest
 from click.testing import CliRunner
 
 from nightowl.cli.main import main
 from tests.ssh.fleet import Fault, Fleet
+
+# Starts real sshd processes: `pytest -m "not integration"` leaves it out.
+pytestmark = pytest.mark.integration
 
 RECORDED = {"healthy": "healthy", "xid79": "gpu-fell-off-bus", "nvsmi-hung": "nvidia-smi-hung"}
 

@@ -14,6 +14,7 @@ and ``last_time``, so memory grows with distinct events, not with lines.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -21,8 +22,11 @@ from datetime import datetime
 from functools import cached_property
 from typing import Any
 
+from nightowl import knowledge
 from nightowl.collectors.base import Collector, declare, to_jsonable
 from nightowl.collectors.gpu import xid_catalog
+from nightowl.collectors.gpu.driver_locks import DriverLockScan
+from nightowl.collectors.host.nic_links import LinkScan
 from nightowl.collectors.pci import find_pci, normalize_pci
 
 KIND = "kernel-log"
@@ -49,6 +53,10 @@ class KernelLogResult:
     host_errors: list[dict[str, Any]] = field(default_factory=list)
     hung_tasks: list[dict[str, Any]] = field(default_factory=list)
     nouveau_devices: list[str] = field(default_factory=list)
+    # Tasks in D state whose stack waits on a lock inside the NVIDIA driver (driver_locks.py).
+    driver_lock_waits: list[dict[str, Any]] = field(default_factory=list)
+    driver_module_missing: bool = False  # modprobe / systemd-modules-load found no nvidia module
+    nic_links: list[dict[str, Any]] = field(default_factory=list)  # link downs/ups per NIC port (nic_links.py)
 
 
 # --- where a message starts -------------------------------------------------------------------
@@ -188,6 +196,13 @@ _PLUGIN_XID = re.compile(r"XidCriticalError: Xid=(?P<code>\d+) on Device=(?P<uui
 # "EDAC MC3: 1 UE memory read error on CPU_SrcID#1_MC#1_Chan#2_DIMM#0 (channel:2 ...)"
 _EDAC = re.compile(
     r"EDAC (?:\w+ )?MC(?P<mc>\d+): (?P<count>\d+) (?P<sev>CE|UE|Fatal) (?P<what>[^(]*?)on (?P<dimm>[^\s(]+)"
+)
+# The wording of kernels before 3.x (edac_mc.c: "CE page 0x%lx, offset 0x%lx, grain %d, syndrome 0x%lx, row %d,
+# channel %d, label \"%s\": %s"), still printed by some vendor kernels: one error per line, the DIMM by label
+# (or by row and channel when no label is registered).
+_EDAC_LEGACY = re.compile(
+    r"EDAC MC(?P<mc>\d+): (?P<sev>CE|UE) (?:page 0x[0-9a-fA-F]+, offset 0x[0-9a-fA-F]+, grain \d+, "
+    r"(?:syndrome 0x[0-9a-fA-F]+, )?)?row (?P<row>\d+), channel (?P<channel>\d+), labels?:? ?\"(?P<label>[^\"]*)\""
 )
 _GHES_OPENER = re.compile(r"\[Hardware Error\]: Hardware error from APEI Generic Hardware Error Source")
 _GHES_FIELD = re.compile(
@@ -492,6 +507,13 @@ def _classify_host(message: str) -> _Classified:
             ("dimm", None if dimm == "unknown" else dimm),
             ("errors", int(edac.group("count"))),
         )
+        return _Classified("host_error", text=message, extras=extras)
+    legacy = _EDAC_LEGACY.search(message)
+    if legacy is not None:
+        label = legacy.group("label").strip(" :")
+        dimm = label or f"MC{legacy.group('mc')}_row{legacy.group('row')}_channel{legacy.group('channel')}"
+        severity = "corrected" if legacy.group("sev") == "CE" else "uncorrected"
+        extras = (("source", "edac"), ("severity", severity), ("dimm", dimm), ("errors", 1))
         return _Classified("host_error", text=message, extras=extras)
     if _GHES_OPENER.match(message):
         return _Classified("host_error", text=message, extras=(("source", "ghes"), ("severity", None)))
@@ -1015,6 +1037,9 @@ def parse_lines(lines: Iterable[str]) -> KernelLogResult:
     substring tests; everything else goes to ``_Parser.feed``, which looks what it can up by text too.
     """
     parser = _Parser()
+    stacks = DriverLockScan()
+    links = LinkScan()
+    in_stack = False
     nvrm_seen = parser.seen_nvrm.get
     sxid_seen = parser.seen_sxid.get
     pending: _Draft | None = None
@@ -1022,6 +1047,13 @@ def parse_lines(lines: Iterable[str]) -> KernelLogResult:
     saw_text = False
     for line in lines:
         lines_read += 1
+        # A D-state task's header opens its stack; the frames after it are read only while it is open.
+        if in_stack:
+            in_stack = stacks.feed(line)
+        if "state:D" in line or "blocked for more than" in line:
+            in_stack = stacks.start(line)
+        elif "Link " in line or "link status definitely" in line:
+            links.feed(line, seconds_of(line))
         head, found, tail = line.partition("NVRM: ")
         if found:
             known = nvrm_seen(tail) if pending is None else None
@@ -1059,12 +1091,44 @@ def parse_lines(lines: Iterable[str]) -> KernelLogResult:
         pending = parser.pending
     parser.saw_text = parser.saw_text or saw_text
     parser.lines_read = lines_read
-    return parser.finish()
+    result = parser.finish()
+    result.driver_lock_waits = stacks.finish()
+    result.nic_links = links.finish()
+    return result
+
+
+def seconds_of(prefix: str) -> float | None:
+    """Seconds of a line's time, monotonic or wall clock, to measure spans within one log; None if unknown."""
+    wall, monotonic = parse_time(prefix)
+    return _seconds(monotonic) if monotonic else _seconds(wall)
+
+
+def _seconds(text: str | None) -> float | None:
+    if not text:
+        return None
+    try:
+        return float(text)
+    except ValueError:
+        pass
+    try:
+        return datetime.fromisoformat(text).timestamp()
+    except ValueError:
+        return None
+
+
+# The nvidia module is not installed for the running kernel: modprobe's own message (kmod, "Module %s not
+# found in directory %s") and systemd-modules-load's ("Failed to find module '%s'"), in a syslog or a paste.
+_MODULE_MISSING = re.compile(r"modprobe: FATAL: Module nvidia\S* not found|Failed to find module 'nvidia")
+# The open kernel module refusing a GPU (kernel-open/nvidia/nv.c, "is not supported by open nvidia.ko
+# because it does not include the required GPU System Processor"), on one line or over continuation lines.
+_OPEN_MODULE_REFUSED = re.compile(r"not supported by open\s+(?:NVRM: )?nvidia\.ko")
 
 
 def parse(text: str) -> KernelLogResult:
     """Parse a whole kernel log held in memory. Never raises on any text."""
-    return parse_lines(text.splitlines())
+    result = parse_lines(text.splitlines())
+    result.driver_module_missing = "nvidia" in text and _MODULE_MISSING.search(text) is not None
+    return result
 
 
 # --- facts ------------------------------------------------------------------------------------------------
@@ -1245,6 +1309,91 @@ def _nvrm_facts(events: list[dict[str, Any]], data: Mapping[str, Any]) -> dict[s
     }
 
 
+@functools.cache
+def host_thresholds() -> dict[str, dict[str, Any]]:
+    """nightowl/knowledge/host_thresholds.csv by id: threshold, window_seconds, meaning, source."""
+    rows = knowledge.read_csv("host_thresholds.csv", required=("id", "threshold", "window_seconds", "source"))
+    return {
+        row["id"]: {**row, "threshold": int(row["threshold"]), "window_seconds": int(row["window_seconds"])}
+        for row in rows
+    }
+
+
+def _storm_facts(data: Mapping[str, Any]) -> dict[str, Any]:
+    limits = host_thresholds()
+    daily, burst = limits["memory_ce_per_dimm"], limits["memory_ce_burst_per_dimm"]
+    per_dimm: dict[str, dict[str, Any]] = {}
+    for record in data.get("host_errors") or []:
+        if record.get("source") != "edac" or record.get("severity") != "corrected":
+            continue
+        dimm = record.get("dimm") or "unnamed DIMM"
+        entry = per_dimm.setdefault(dimm, {"dimm": dimm, "errors": 0, "reports": 0, "burst": False, "span": None})
+        errors = record.get("errors") or record.get("count", 1)
+        entry["errors"] += errors
+        entry["reports"] += record.get("count", 1)
+        first, last = _seconds(record.get("time")), _seconds(record.get("last_time"))
+        span = last - first if first is not None and last is not None else None
+        entry["span"] = span if entry["span"] is None or (span is not None and span > entry["span"]) else entry["span"]
+        # one report of many errors, or several reports within the burst window
+        one_report = errors // max(record.get("count", 1), 1)
+        within = span is not None and span <= burst["window_seconds"]
+        if one_report >= daily["threshold"] or (within and errors >= burst["threshold"]):
+            entry["burst"] = True
+    storms = [
+        e
+        for e in per_dimm.values()
+        if e["burst"]
+        or (e["errors"] >= daily["threshold"] and (e["span"] is None or e["span"] <= daily["window_seconds"]))
+    ]
+    return {
+        "host_memory_ce_by_dimm": sorted(per_dimm.values(), key=lambda e: e["dimm"]),
+        "host_memory_ce_storm_dimms": sorted(e["dimm"] for e in storms),
+        "host_memory_ce_thresholds": {key: limits[key] for key in ("memory_ce_per_dimm", "memory_ce_burst_per_dimm")},
+    }
+
+
+def _link_facts(data: Mapping[str, Any]) -> dict[str, Any]:
+    from nightowl.collectors.host.nic_links import most_in_window
+
+    limits = host_thresholds()
+    fast, slow = limits["nic_link_flaps_per_port"], limits["nic_link_downs_per_port"]
+    ports: list[dict[str, Any]] = data.get("nic_links") or []
+    flapping = []
+    for port in ports:
+        changes = port["downs"] + port["ups"]
+        downs_in_window = most_in_window(port["down_times"], slow["window_seconds"])
+        # a down and its up are two changes: the fast window counts both, as flap guards do
+        fast_changes = 2 * most_in_window(port["down_times"], fast["window_seconds"])
+        if min(fast_changes, changes) >= fast["threshold"] or downs_in_window >= slow["threshold"]:
+            flapping.append(port["port"])
+    return {
+        "nic_flapping_ports": sorted(flapping),
+        "nic_flapping_devices": _sorted_pcis(p["pci"] for p in ports if p["port"] in flapping),
+        "nic_link_down_ports": sorted(p["port"] for p in ports if p["last_state"] == "down"),
+        "nic_link_thresholds": {key: limits[key] for key in ("nic_link_flaps_per_port", "nic_link_downs_per_port")},
+    }
+
+
+def _driver_state_facts(events: list[dict[str, Any]], data: Mapping[str, Any]) -> dict[str, Any]:
+    waits: list[dict[str, Any]] = data.get("driver_lock_waits") or []
+    refused = [e for e in events if _OPEN_MODULE_REFUSED.search(_event_text(e))]
+    refused_gpus = _sorted_pcis(e.get("pci") for e in refused)
+    probe_failed = bool(_of_subkind(events, {"probe_failed", "no_device_initialized"}))
+    return {
+        "driver_deadlock": bool(waits),
+        "driver_deadlock_tasks": sorted({str(w["task"]) for w in waits if w.get("task")}),
+        "driver_deadlock_frames": sorted({frame for w in waits for frame in w.get("frames", ())}),
+        "open_module_refused": bool(refused),
+        "open_module_refused_gpus": refused_gpus,
+        "open_module_probe_failed": bool(refused) and probe_failed,
+        "driver_module_missing": bool(data.get("driver_module_missing")),
+    }
+
+
+def _event_text(event: Mapping[str, Any]) -> str:
+    return " ".join([str(event.get("text") or ""), *(str(line) for line in event.get("lines") or ())])
+
+
 def _remap_facts(xids: list[dict[str, Any]]) -> dict[str, Any]:
     return {
         "remap_reset_pending_gpus": _sorted_pcis(e["pci"] for e in xids if e.get("remap_status") == "reset-pending"),
@@ -1289,6 +1438,9 @@ def facts(result: KernelLogResult | Mapping[str, Any]) -> dict[str, Any]:
         **_hung_facts(data),
         **_nvrm_facts(events, data),
         **_remap_facts(xids),
+        **_driver_state_facts(events, data),
+        **_storm_facts(data),
+        **_link_facts(data),
     }
 
 
@@ -1347,6 +1499,22 @@ PRODUCES = declare(
     ("hung_tasks_after_xid", "int", "hung-task reports after the first Xid"),
     ("wedged_driver", "bool", "the NVIDIA driver is wedged (stuck in a call)"),
     ("wedged_driver_gpus", "list", "GPUs of the wedged driver"),
+    ("driver_lock_waits", "list", "tasks in D state waiting on a lock inside the NVIDIA driver, with the frames"),
+    ("driver_module_missing", "bool", "modprobe or systemd-modules-load found no nvidia module for this kernel"),
+    ("driver_deadlock", "bool", "a task is stuck in D state on a lock inside the NVIDIA driver"),
+    ("driver_deadlock_tasks", "list[str]", "names of the tasks stuck on a driver lock"),
+    ("driver_deadlock_frames", "list[str]", "the driver lock frames their stacks wait in"),
+    ("open_module_refused", "bool", "the open kernel module refused a GPU (needs GSP, or unsupported)"),
+    ("open_module_refused_gpus", "list[str]", "GPUs the open kernel module refused"),
+    ("open_module_probe_failed", "bool", "the open module refused a GPU and the probe then failed"),
+    ("nic_links", "list", "NIC ports whose link went down or up: downs, ups, down times, last state"),
+    ("host_memory_ce_by_dimm", "list", "corrected host memory errors per DIMM: errors, reports, span, burst"),
+    ("host_memory_ce_storm_dimms", "list[str]", "DIMMs past a corrected-error threshold (host_thresholds.csv)"),
+    ("host_memory_ce_thresholds", "dict", "the corrected-error thresholds applied, with their sources"),
+    ("nic_flapping_ports", "list[str]", "NIC ports past a link-flap threshold (host_thresholds.csv)"),
+    ("nic_flapping_devices", "list[str]", "PCI addresses of the flapping ports, where the line names them"),
+    ("nic_link_down_ports", "list[str]", "NIC ports whose last link change was down"),
+    ("nic_link_thresholds", "dict", "the link-flap thresholds applied, with their sources"),
     ("driver_mismatch", "bool", "the kernel module and user-space driver versions differ"),
     ("driver_mismatch_versions", "list", "the two versions that differ"),
     ("driver_conflict", "bool", "another driver (nouveau) holds the GPU"),
@@ -1387,3 +1555,21 @@ COLLECTOR = Collector(
     shows_nothing=shows_nothing,
     description="kernel log of the current boot: NVIDIA Xid/SXid events, GPUs off the bus, PCIe AER, OOM kills",
 )
+
+
+# Every message ``_ANCHOR`` finds holds one of these (the substring tests of parse_lines' hot loop), and
+# ``in`` finds them at memory speed: text with none of them holds no event.
+MESSAGE_HINTS = ("NVRM: ", "Xid", "AER: ", "PCIe ", "of memory", "EDAC ", "Hardware Error]", "INFO: task ", "nouveau ")
+
+
+def may_hold_message(text: str) -> bool:
+    """False when ``text`` (a line, or many) holds no message this parser reads; cheap (``in`` tests)."""
+    return any(hint in text for hint in MESSAGE_HINTS)
+
+
+def message_start(text: str) -> int:
+    """Where the first message this parser reads (``NVRM: ``, ``SXid (``, ``AER: ``, ``EDAC `` ...) starts in
+    ``text`` (a line, or many), or -1: text without one holds no event. Followers (``nightowl watch``) skip
+    quiet text with it, and key what they learnt of a line by what follows its time stamp."""
+    match = _ANCHOR.search(text)
+    return -1 if match is None else match.start()

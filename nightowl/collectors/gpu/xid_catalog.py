@@ -412,8 +412,46 @@ def load_policy(path: str) -> dict[int, tuple[str, str]]:
             raise ValueError(f"{path}: override key {raw_code!r} is not a Xid code") from None
         if not isinstance(spec, dict) or spec.get("action") not in ACTION_ORDER:
             raise ValueError(f"{path}: override for Xid {code} needs an action, one of {', '.join(ACTION_ORDER)}")
+        if HISTORY_RULE_KEYS & set(spec):
+            history_rule(path, code, spec)  # conditional on history: gpu-history applies it, not the catalog
+            continue
         policy[code] = (str(spec["action"]), str(spec.get("reason") or "site policy"))
     return policy
+
+
+# An override with one of these applies only when the history shows it (collectors/gpu/gpu_history.py):
+# `43: {count: 3, window: 10m, action: drain-and-reset}`, `79: {after_reboots: 1, action: hardware-ticket}`.
+HISTORY_RULE_KEYS = frozenset({"count", "window", "after_reboots"})
+
+
+def history_rule(path: str, code: int, spec: Mapping[str, Any]) -> dict[str, Any]:
+    """One count-in-window or after-reboots rule, checked; raises ValueError naming the code."""
+    from nightowl.ages import parse_age
+
+    rule: dict[str, Any] = {"code": code, "action": str(spec["action"]), "reason": str(spec.get("reason") or "")}
+    if "count" in spec or "window" in spec:
+        count, window = spec.get("count"), spec.get("window")
+        seconds = parse_age(str(window)) if window is not None else None
+        if not isinstance(count, int) or isinstance(count, bool) or count < 1 or seconds is None:
+            raise ValueError(f"{path}: Xid {code}: count needs a positive integer and window an age (10m, 24h, 30d)")
+        rule["count"], rule["window_seconds"] = count, seconds
+    if "after_reboots" in spec:
+        reboots = spec["after_reboots"]
+        if not isinstance(reboots, int) or isinstance(reboots, bool) or reboots < 1:
+            raise ValueError(f"{path}: Xid {code}: after_reboots needs a positive integer")
+        rule["after_reboots"] = reboots
+    return rule
+
+
+def load_history_rules(path: str) -> list[dict[str, Any]]:
+    """The policy's rules that depend on history (``history_rule``), in file order."""
+    import yaml
+
+    with open(path, encoding="utf-8") as handle:
+        document = yaml.safe_load(handle) or {}
+    load_policy(path)  # the same checks, the same errors
+    overrides = document.get("overrides") or {}
+    return [history_rule(path, int(code), spec) for code, spec in overrides.items() if HISTORY_RULE_KEYS & set(spec)]
 
 
 def judge(events: Iterable[Mapping[str, Any]], policy: Mapping[int, tuple[str, str]] | None = None) -> dict[str, Any]:

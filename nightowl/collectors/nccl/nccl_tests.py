@@ -628,12 +628,22 @@ def facts(result: NcclTestsResult) -> dict[str, Any]:
     # pre-2.10 "error" column: the largest out-of-place error (in-place alltoall/sendrecv printed noise)
     data["max_error"] = max(errors) if errors else None
     data["collectives"] = [t["collective"] for t in result.tests]
+    busy = [e for e in result.errors if GPU_BUSY in e]
+    data["gpu_busy_failures"] = len(busy)
+    # every rank stopped on a GPU that is held or in reset (CUDA "busy or unavailable"): not the fabric
+    data["gpu_busy"] = bool(busy) and not result.rows
     return data
 
 
+# CUDA's text of cudaErrorDevicesUnavailable, which nccl-tests prints as "Test CUDA failure ... '<text>'".
+GPU_BUSY = "busy or unavailable"
+
+
 def shows_nothing(text: str) -> bool:
-    """An output without one result row measured nothing: no_data, never "within the baseline"."""
-    return not parse(text).rows
+    """An output without one result row measured nothing: no_data, never "within the baseline"; a run whose
+    ranks failed on busy GPUs says why it measured nothing, so it is read."""
+    result = parse(text)
+    return not result.rows and not any(GPU_BUSY in e for e in result.errors)
 
 
 # The facts `facts` returns (docs/reference.md#kinds); tests/collectors/test_declared_facts.py checks them.
@@ -648,6 +658,8 @@ PRODUCES = declare(
     ("footers", "list[str]", "footer lines"),
     ("min_busbw_row", "dict | None", "the row with the lowest busbw"),
     ("max_size_busbw", "float | None", "busbw at the largest size, GB/s"),
+    ("gpu_busy_failures", "int", 'ranks that failed with CUDA "device(s) is/are busy or unavailable"'),
+    ("gpu_busy", "bool", "the run measured nothing because its GPUs were busy or unavailable"),
     ("tests_version", "str | None", "nccl-tests version"),
     ("nccl_version", "str | None", "NCCL version"),
     ("nthreads", "int | None", "threads per process"),

@@ -159,7 +159,30 @@ def read_samples(text: str) -> SampleSet:
     except Exception:  # noqa: BLE001 - pasted scrapes are often cut; fall back to a per-line reader
         return _read_lines(text)
     samples = [Sample(s.name, dict(s.labels), float(s.value)) for f in families for s in f.samples]
-    return SampleSet(samples, {f.name for f in families}, [], [])
+    warnings: list[str] = []
+    return SampleSet(_without_duplicates(samples, warnings), {f.name for f in families}, warnings, [])
+
+
+MAX_DUPLICATE_WARNINGS = 10
+
+
+def _without_duplicates(samples: list[Sample], warnings: list[str]) -> list[Sample]:
+    """The first sample of each series (name and label set): a series printed twice (two registries, a
+    proxy that concatenates scrapes) is one series, never summed into twice its value; each is warned."""
+    seen: dict[tuple[str, tuple[tuple[str, str], ...]], int] = {}
+    kept: list[Sample] = []
+    for sample in samples:
+        key = (sample.name, tuple(sorted(sample.labels.items())))
+        seen[key] = seen.get(key, 0) + 1
+        if seen[key] == 1:
+            kept.append(sample)
+    duplicated = [(key, n) for key, n in seen.items() if n > 1]
+    for (name, labels), count in duplicated[:MAX_DUPLICATE_WARNINGS]:
+        label_text = ",".join(f'{k}="{v}"' for k, v in labels)
+        warnings.append(f"series {name}{{{label_text}}} appears {count} times: the first value is read, none summed")
+    if len(duplicated) > MAX_DUPLICATE_WARNINGS:
+        warnings.append(f"... and {len(duplicated) - MAX_DUPLICATE_WARNINGS} more duplicated series")
+    return kept
 
 
 _LABELS = r'\{(?:[^"}]|"(?:[^"\\]|\\.)*")*\}'  # quoted values may hold braces, commas, escaped quotes
@@ -192,6 +215,7 @@ def _read_lines(text: str) -> SampleSet:
             read.unread.append(line)
         else:
             read.samples.append(sample)
+    read.samples[:] = _without_duplicates(read.samples, read.warnings)
     return read
 
 
@@ -237,7 +261,9 @@ def _histogram(field_name: str, by_name: dict[str, list[Sample]]) -> Histogram |
         counts = by_name.get(alias.metric + "_count", [])
         sums = by_name.get(alias.metric + "_sum", [])
         if buckets or counts or sums:
-            return Histogram(_sum_or_none(counts), _sum_or_none(sums), _summed_buckets(buckets))
+            histogram = Histogram(_sum_or_none(counts), _sum_or_none(sums), _summed_buckets(buckets))
+            if histogram.count is not None or histogram.sum is not None or histogram.buckets:
+                return histogram  # NaN/Inf everywhere is no histogram, not an empty one
     return None
 
 
@@ -346,7 +372,14 @@ PRODUCES = declare(
 )
 
 
+def shows_nothing(text: str) -> bool:
+    """A scrape without one finite sample (blank, only comments, only NaN/Inf) measured nothing: no_data,
+    never an all-clear."""
+    return not any(math.isfinite(sample.value) for sample in read_samples(text).samples)
+
+
 COLLECTOR = Collector(
+    shows_nothing=shows_nothing,
     produces=PRODUCES,
     kind=KIND,
     commands=(("curl", "-sS", "--fail", "--max-time", "5", "--", "{metrics_url}"),),

@@ -81,6 +81,7 @@ PRODUCES = (
 
 
 COLLECTOR = Collector(
+    shows_nothing=metrics.shows_nothing,
     produces=PRODUCES,
     kind=KIND,
     commands=COMMANDS,

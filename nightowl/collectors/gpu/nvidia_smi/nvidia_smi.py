@@ -21,6 +21,7 @@ Choices the contract leaves open, stated once here:
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Sequence
 from typing import Any
 
@@ -31,13 +32,21 @@ from nightowl.collectors.gpu.nvidia_smi.results import (
     EccCounts,
     Gpu,
     GpuError,
+    MigDevice,
     NvidiaSmiResult,
     Pcie,
     RemappedRows,
     RetiredPages,
     UnplacedCounter,
 )
-from nightowl.collectors.gpu.nvidia_smi.table import HEADER_CUDA, HEADER_DRIVER, looks_like_table, parse_table
+from nightowl.collectors.gpu.nvidia_smi.table import (
+    HEADER_CUDA,
+    HEADER_CUDA_UMD,
+    HEADER_DRIVER,
+    HEADER_KMD,
+    looks_like_table,
+    parse_table,
+)
 from nightowl.collectors.gpu.nvidia_smi.tree import (
     GPU_KEY,
     Node,
@@ -47,6 +56,7 @@ from nightowl.collectors.gpu.nvidia_smi.tree import (
     canon,
     clean,
     is_error_value,
+    lookup,
     may_hold_tool_failure,
     pcie_degraded,
     raw_value,
@@ -90,6 +100,27 @@ DRAIN_AND_RESET: Path = (("gpu_reset_status",), ("drain_and_reset_recommended",)
 FABRIC_STATE: Path = (("fabric",), ("state",))
 FABRIC_STATUS: Path = (("fabric",), ("status",))
 SRAM_THRESHOLD: Path = (("ecc_errors",), ("aggregate",), ("sram_threshold_exceeded",))
+DRIVER_MODEL: Path = (("driver_model",), ("current", "current_dm"))
+# R590+: "KMD Version" / "CUDA UMD Version" replace "Driver Version" / "CUDA Version", which stay for a
+# while with a note ("610.47 [Deprecated; will be removed in CUDA 14.0. Use KMD Version instead]"):
+# the new keys first, the note stripped (docs.nvidia.com/deploy/nvidia-smi, "Modified version information").
+DRIVER_VERSION: tuple[Path, ...] = ((("kmd_version",),), (("driver_version",),))
+CUDA_VERSION: tuple[Path, ...] = ((("cuda_umd_version",),), (("cuda_version",),))
+# NVML nvmlDeviceGetRepairStatus (R590+): a TPC or channel repair waits for the next GPU reset.
+REPAIR_KEYS = {"channel_repair_pending": "channel_repair_pending", "tpc_repair_pending": "tpc_repair_pending"}
+# MIG (nvidia-smi -q "MIG Mode" / "MIG Devices", XML <mig_mode>/<mig_devices><mig_device>; NVIDIA MIG user guide,
+# https://docs.nvidia.com/datacenter/tesla/mig-user-guide/): each MIG device has its own ECC and BAR1 sections.
+MIG_CURRENT: Path = (("mig_mode",), ("current", "current_mig"))
+MIG_PENDING: Path = (("mig_mode",), ("pending", "pending_mig"))
+MIG_DEVICES = ("mig_devices",)
+MIG_GI: Path = (("gpu_instance_id",),)
+MIG_CI: Path = (("compute_instance_id",),)
+MIG_INDEX: Path = (("index",),)
+MIG_ECC_VOLATILE: Path = (("ecc_errors", "ecc_error_count"), ("volatile", "volatile_count"))
+MIG_FB_TOTAL: Path = (("fb_memory_usage",), ("total",))
+MIG_BAR1_TOTAL: Path = (("bar1_memory_usage",), ("total",))
+_MIG_HEADER = re.compile(r"MIG\s+(?P<profile>\S+)\s+Device\s+(?P<index>\d+)")
+_BRACKETED_NOTE = re.compile(r"\s*\[[^\]]*\]\s*$")
 
 _LINK = (("pci",), ("gpu_link_info", "pci_gpu_link_info"))
 GEN_MAX: Path = (*_LINK, ("pcie_generation", "pcie_gen"), ("max", "max_link_gen"))
@@ -296,6 +327,54 @@ def _reason_counters(gpu: Node) -> dict[str, int | None] | None:
     return {COUNTER_NAMES.get(n.key, n.key): to_int(n.value) for n in section.children if n.value is not None}
 
 
+def version(root: Node, paths: Sequence[Path]) -> str | None:
+    """The first of ``paths`` that holds a version, its bracketed note (``[Deprecated; ...]``) removed."""
+    for path in paths:
+        raw = raw_value(root, path)
+        if raw is None:
+            continue
+        value = clean(_BRACKETED_NOTE.sub("", raw)) if not raw.strip().startswith("[") else None
+        if value is not None:
+            return value
+    return None
+
+
+def _mig_devices(gpu: Node) -> tuple[MigDevice, ...]:
+    section = gpu.child(MIG_DEVICES)
+    if section is None:
+        return ()
+    devices = []
+    for node in section.children:
+        if not node.children:
+            continue  # "None" (MIG off) or a stray value
+        header = _MIG_HEADER.search(node.label)
+        ecc = lookup(node, MIG_ECC_VOLATILE)
+        index = to_int(raw_value(node, MIG_INDEX))
+        devices.append(
+            MigDevice(
+                index=index if index is not None else (int(header.group("index")) if header else None),
+                profile=header.group("profile") if header else None,
+                gpu_instance_id=to_int(raw_value(node, MIG_GI)),
+                compute_instance_id=to_int(raw_value(node, MIG_CI)),
+                sram_uncorrectable_volatile=_ecc_counts(ecc).sram_uncorrectable if ecc else None,
+                dram_uncorrectable_volatile=_ecc_counts(ecc).dram_uncorrectable if ecc else None,
+                sram_correctable_volatile=_ecc_counts(ecc).sram_correctable if ecc else None,
+                memory_total_mib=to_int(raw_value(node, MIG_FB_TOTAL)),
+                bar1_total_mib=to_int(raw_value(node, MIG_BAR1_TOTAL)),
+            )
+        )
+    return tuple(devices)
+
+
+def _repair_status(gpu: Node) -> dict[str, bool | None]:
+    found: dict[str, bool | None] = dict.fromkeys(REPAIR_KEYS.values())
+    for node in walk(gpu):
+        name = REPAIR_KEYS.get(node.key)
+        if name is not None and node.value is not None:
+            found[name] = to_bool(node.value)
+    return found
+
+
 def _first_float(gpu: Node, paths: Sequence[Path]) -> float | None:
     for path in paths:
         value = to_float(raw_value(gpu, path))
@@ -370,6 +449,11 @@ def gpu_from_node(gpu: Node) -> tuple[Gpu, list[GpuError]]:
         fabric_state=clean(raw_value(gpu, FABRIC_STATE)),
         fabric_status=clean(raw_value(gpu, FABRIC_STATUS)),
         clocks_event_reasons_counters_us=_reason_counters(gpu),
+        driver_model=clean(raw_value(gpu, DRIVER_MODEL)),
+        mig_mode=clean(raw_value(gpu, MIG_CURRENT)),
+        mig_mode_pending=clean(raw_value(gpu, MIG_PENDING)),
+        mig_devices=_mig_devices(gpu),
+        **_repair_status(gpu),
     )
     return record, errors
 
@@ -426,7 +510,8 @@ def _from_tree(root: Node, source_format: str, warnings: list[str], tool_errors:
             "counter lines outside any GPU/ECC section (volatile or aggregate unknown): see unplaced_counters"
         )
     attached = to_int(raw_value(root, (("attached_gpus",),)))
-    recognised = bool(gpu_nodes) or bool(tool_errors) or raw_value(root, (("driver_version",),)) is not None
+    driver_version = version(root, DRIVER_VERSION)
+    recognised = bool(gpu_nodes) or bool(tool_errors) or driver_version is not None
     if attached is not None:
         gpu_count: int | None = attached
     elif headerless or not recognised:
@@ -436,8 +521,8 @@ def _from_tree(root: Node, source_format: str, warnings: list[str], tool_errors:
     return NvidiaSmiResult(
         kind=KIND,
         warnings=_capped(warnings),
-        driver_version=clean(raw_value(root, (("driver_version",),))),
-        cuda_version=clean(raw_value(root, (("cuda_version",),))),
+        driver_version=driver_version,
+        cuda_version=version(root, CUDA_VERSION),
         gpu_count=gpu_count,
         gpus=tuple(gpus),
         errors=_dedupe(errors),
@@ -448,8 +533,8 @@ def _from_tree(root: Node, source_format: str, warnings: list[str], tool_errors:
 
 def _from_table(text: str, lines: list[str], tool_errors: list[GpuError]) -> NvidiaSmiResult:
     gpus, errors = parse_table(lines)
-    driver = HEADER_DRIVER.search(text)
-    cuda = HEADER_CUDA.search(text)
+    driver = HEADER_KMD.search(text) or HEADER_DRIVER.search(text)
+    cuda = HEADER_CUDA_UMD.search(text) or HEADER_CUDA.search(text)
     return NvidiaSmiResult(
         kind=KIND,
         warnings=(),
@@ -521,12 +606,26 @@ def _unreadable_gpus(result: NvidiaSmiResult) -> list[str | None]:
     return list(dict.fromkeys(unreadable))
 
 
+# nvidia-smi's words for "the kernel module is not loaded" (its own message, NVML_ERROR_DRIVER_NOT_LOADED's
+# text, kmod's modprobe): nothing on the GPUs can be read until the module for this kernel is there.
+DRIVER_NOT_LOADED = (
+    "couldn't communicate with the NVIDIA driver",
+    "Failed to initialize NVML: Driver Not Loaded",
+    "modprobe: FATAL: Module nvidia",
+)
+
+
 def facts(result: NvidiaSmiResult) -> dict[str, Any]:
     """The contract JSON plus the conveniences runbook conditions read (lists of PCI addresses)."""
     data: dict[str, Any] = to_jsonable(result)
     gpus = result.gpus
     data.update(
         gpus_missing_or_unreadable=_unreadable_gpus(result),
+        driver_not_loaded_messages=[
+            error.message
+            for error in result.errors
+            if error.field is None and any(phrase in error.message for phrase in DRIVER_NOT_LOADED)
+        ],
         error_count=len(result.errors),
         field_error_count=sum(1 for e in result.errors if e.field is not None),
         dram_uncorrectable_volatile_gpus=[
@@ -540,6 +639,34 @@ def facts(result: NvidiaSmiResult) -> dict[str, Any]:
         remap_failure_gpus=[g.pci for g in gpus if g.remapped_rows and g.remapped_rows.failure],
         retired_pages_pending_gpus=[g.pci for g in gpus if g.retired_pages and g.retired_pages.pending],
         sram_threshold_exceeded_gpus=[g.pci for g in gpus if g.sram_threshold_exceeded],
+        mig_enabled_gpus=[g.pci for g in gpus if (g.mig_mode or "").lower() == "enabled"],
+        mig_instances=[
+            {
+                "gpu": g.pci,
+                "index": m.index,
+                "profile": m.profile,
+                "gpu_instance_id": m.gpu_instance_id,
+                "compute_instance_id": m.compute_instance_id,
+            }
+            for g in gpus
+            for m in g.mig_devices
+        ],
+        # which MIG instance an uncorrectable ECC count belongs to (the GPU's own count is their sum)
+        mig_uncorrectable_ecc_instances=[
+            {
+                "gpu": g.pci,
+                "index": m.index,
+                "profile": m.profile,
+                "gpu_instance_id": m.gpu_instance_id,
+                "sram_uncorrectable": m.sram_uncorrectable_volatile,
+                "dram_uncorrectable": m.dram_uncorrectable_volatile,
+            }
+            for g in gpus
+            for m in g.mig_devices
+            if _positive(m.sram_uncorrectable_volatile) or _positive(m.dram_uncorrectable_volatile)
+        ],
+        channel_repair_pending_gpus=[g.pci for g in gpus if g.channel_repair_pending],
+        tpc_repair_pending_gpus=[g.pci for g in gpus if g.tpc_repair_pending],
         hw_slowdown_gpus=[g.pci for g in gpus if HW_SLOWDOWN_REASONS.intersection(g.clocks_event_reasons_active or ())],
         pcie_degraded_gpus=[g.pci for g in gpus if _pcie_degraded(g)],
         recovery_actions={
@@ -553,6 +680,7 @@ def facts(result: NvidiaSmiResult) -> dict[str, Any]:
             c.value for c in result.unplaced_counters if c.value and "uncorrectable" in canon(c.field)
         ),
     )
+    data["driver_not_loaded"] = bool(data["driver_not_loaded_messages"])
     return data
 
 
@@ -576,6 +704,12 @@ PRODUCES = declare(
     ("source_format", "str", "which output was read (query, table, xml)"),
     ("unplaced_counters", "list", "ECC counters printed without a GPU to attach them to"),
     ("gpus_missing_or_unreadable", "list[str]", "GPUs listed but unreadable, or seen in an error"),
+    (
+        "driver_not_loaded",
+        "bool",
+        "nvidia-smi could not reach the kernel module (not loaded, or not built for this kernel)",
+    ),
+    ("driver_not_loaded_messages", "list[str]", "the lines that say so"),
     ("error_count", "int", "error lines"),
     ("field_error_count", "int", "fields that read as an error ([Unknown Error], ERR!)"),
     ("dram_uncorrectable_volatile_gpus", "list[str]", "GPUs with uncorrectable DRAM ECC errors since boot"),
@@ -583,6 +717,11 @@ PRODUCES = declare(
     ("remap_failure_gpus", "list[str]", "GPUs where a row remap failed"),
     ("retired_pages_pending_gpus", "list[str]", "GPUs with a page retirement pending"),
     ("sram_threshold_exceeded_gpus", "list[str]", "GPUs past the SRAM error threshold"),
+    ("mig_enabled_gpus", "list[str]", "GPUs with MIG mode enabled"),
+    ("mig_instances", "list", "MIG devices per GPU: index, profile, GPU and compute instance ids"),
+    ("mig_uncorrectable_ecc_instances", "list", "MIG devices with uncorrectable volatile ECC counts, by GPU instance"),
+    ("channel_repair_pending_gpus", "list[str]", "GPUs with a memory channel repair pending (R590+ repair status)"),
+    ("tpc_repair_pending_gpus", "list[str]", "GPUs with a TPC repair pending (R590+ repair status)"),
     ("hw_slowdown_gpus", "list[str]", "GPUs in a hardware slowdown (thermal, power brake)"),
     ("pcie_degraded_gpus", "list[str]", "GPUs on a narrower or slower PCIe link than they support"),
     ("recovery_actions", "dict", "the driver's recovery action per GPU"),
@@ -592,7 +731,15 @@ PRODUCES = declare(
 )
 
 
+def shows_nothing(text: str) -> bool:
+    """An output that exited 0 but lists no GPU and no error (one line of text, an HTML error page, XML with
+    zero GPUs, a table without rows) read nothing: no_data, so no runbook calls the node healthy on it."""
+    result = parse(text)
+    return not result.gpus and not result.errors
+
+
 COLLECTOR = Collector(
+    shows_nothing=shows_nothing,
     produces=PRODUCES,
     kind=KIND,
     commands=(("nvidia-smi", "-q", "-x"), ("nvidia-smi", "-q")),

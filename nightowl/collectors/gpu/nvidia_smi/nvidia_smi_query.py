@@ -98,6 +98,8 @@ class QueryResult:
 
 def _canonical_field(name: str) -> str:
     name = name.strip().lower()
+    if name.startswith("clocks_throttle_reasons."):  # renamed clocks_event_reasons.* around R535, same bits
+        name = "clocks_event_reasons." + name.removeprefix("clocks_throttle_reasons.")
     return FIELD_ALIASES.get(name, name)
 
 

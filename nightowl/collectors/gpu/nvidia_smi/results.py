@@ -58,6 +58,21 @@ class Pcie:
 
 
 @dataclass(frozen=True)
+class MigDevice:
+    """One MIG device of a GPU (its own ECC and BAR1 sections in ``-q``; ``<mig_device>`` in XML)."""
+
+    index: int | None
+    profile: str | None  # "3g.40gb", from the text block's header
+    gpu_instance_id: int | None
+    compute_instance_id: int | None
+    sram_uncorrectable_volatile: int | None = None
+    dram_uncorrectable_volatile: int | None = None
+    sram_correctable_volatile: int | None = None
+    memory_total_mib: int | None = None
+    bar1_total_mib: int | None = None
+
+
+@dataclass(frozen=True)
 class Gpu:
     pci: str | None
     name: str | None = None
@@ -86,6 +101,13 @@ class Gpu:
     fabric_state: str | None = None
     fabric_status: str | None = None
     clocks_event_reasons_counters_us: dict[str, int | None] | None = None
+    driver_model: str | None = None  # Windows: WDDM, TCC or MCDM
+    mig_mode: str | None = None  # "Enabled" / "Disabled" (current); null where MIG does not apply
+    mig_mode_pending: str | None = None
+    mig_devices: tuple[MigDevice, ...] = ()
+    # R590+ repair status (NVML nvmlDeviceGetRepairStatus: TPC / channel repair pending)
+    channel_repair_pending: bool | None = None
+    tpc_repair_pending: bool | None = None
 
 
 @dataclass(frozen=True)

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections.abc import Sequence
 
-from nightowl.collectors.gpu.nvidia_smi.results import Gpu, GpuError
+from nightowl.collectors.gpu.nvidia_smi.results import Gpu, GpuError, MigDevice
 from nightowl.collectors.gpu.nvidia_smi.tree import clean, is_error_value, to_float, to_int
 from nightowl.collectors.pci import normalize_pci
 
@@ -23,8 +24,16 @@ _TABLE_ROW_USAGE = re.compile(
     r"\s*(?P<mem_used>\S+)\s*/\s*(?P<mem_total>\S+)\s*\|\s*(?P<util>\S+)\s+(?P<compute>.*?)\s*\|"
 )
 _TABLE_HEADER = re.compile(r"^\|\s*NVIDIA-SMI\s", re.MULTILINE)
-HEADER_DRIVER = re.compile(r"Driver Version:\s*(\S+)")
-HEADER_CUDA = re.compile(r"CUDA Version:\s*(\S+)")
+# R590+ prints "KMD Version: X   CUDA UMD Version: Y" where older drivers print "Driver Version" /
+# "CUDA Version" (docs.nvidia.com/deploy/nvidia-smi: "deprecated Driver Version and CUDA Version in favor
+# of KMD Version and CUDA UMD Version"); the new keys are read first.
+HEADER_DRIVER = re.compile(r"(?:KMD|Driver) Version:\s*(\S+)")
+HEADER_CUDA = re.compile(r"CUDA (?:UMD )?Version:\s*(\S+)")
+HEADER_KMD = re.compile(r"KMD Version:\s*(\S+)")
+HEADER_CUDA_UMD = re.compile(r"CUDA UMD Version:\s*(\S+)")
+# The Windows table puts the driver model (WDDM, TCC, MCDM) where Linux prints Persistence-M, under a
+# "TCC/WDDM" or "Driver-Model" heading.
+DRIVER_MODELS = frozenset({"wddm", "tcc", "mcdm"})
 # Table column -> the name used in `errors[].field` when the cell reads "ERR!".
 TABLE_COLUMNS = {
     "persistence": "Persistence-M",
@@ -63,11 +72,15 @@ def _table_gpu(first: re.Match[str], second: re.Match[str] | None) -> tuple[Gpu,
         if is_error_value(value)
     ]
     persistence = clean(cells["persistence"])
+    driver_model = None
+    if (persistence or "").lower() in DRIVER_MODELS:
+        driver_model, persistence = persistence, None
     gpu = Gpu(
         pci=pci,
         index=int(cells["index"]),
         name=clean(cells["name"]),
         persistence_mode=PERSISTENCE_WORDS.get((persistence or "").lower(), persistence),
+        driver_model=driver_model,
         ecc_volatile_uncorrected_total=to_int(cells["ecc"]),
         fan_speed_percent=to_int(cells.get("fan")),
         temperature_gpu=to_int(cells.get("temp")),
@@ -77,6 +90,34 @@ def _table_gpu(first: re.Match[str], second: re.Match[str] | None) -> tuple[Gpu,
         utilization_gpu=to_int(cells.get("util")),
     )
     return gpu, errors
+
+
+# The table's "MIG devices" section: GPU, GPU instance, compute instance and MIG device ids, memory, SM count and
+# the instance's volatile uncorrectable ECC ("Vol Unc ECC"); the next row holds BAR1 usage.
+_MIG_ROW = re.compile(
+    r"^\|\s*(?P<gpu>\d+)\s+(?P<gi>\d+)\s+(?P<ci>\d+)\s+(?P<dev>\d+)\s*\|\s*(?P<used>\S+)\s*/\s*(?P<total>\S+)\s*\|"
+    r"\s*(?P<sm>\d+)\s+(?P<ecc>\S+)\s*\|"
+)
+
+
+def mig_rows(lines: Sequence[str]) -> dict[int, list[MigDevice]]:
+    """MIG devices of the table view by GPU index."""
+    found: dict[int, list[MigDevice]] = {}
+    for line in lines:
+        row = _MIG_ROW.match(line.strip())
+        if row is None:
+            continue
+        found.setdefault(int(row.group("gpu")), []).append(
+            MigDevice(
+                index=int(row.group("dev")),
+                profile=None,
+                gpu_instance_id=int(row.group("gi")),
+                compute_instance_id=int(row.group("ci")),
+                sram_uncorrectable_volatile=to_int(row.group("ecc")),
+                memory_total_mib=to_int(row.group("total")),
+            )
+        )
+    return found
 
 
 def parse_table(lines: Sequence[str]) -> tuple[list[Gpu], list[GpuError]]:
@@ -90,4 +131,10 @@ def parse_table(lines: Sequence[str]) -> tuple[list[Gpu], list[GpuError]]:
         gpu, gpu_errors = _table_gpu(first, _TABLE_ROW_USAGE.match(following))
         gpus.append(gpu)
         errors.extend(gpu_errors)
+    migs = mig_rows(lines)
+    if migs:
+        gpus = [
+            dataclasses.replace(g, mig_mode="Enabled", mig_devices=tuple(migs[g.index])) if g.index in migs else g
+            for g in gpus
+        ]
     return gpus, errors

@@ -56,6 +56,9 @@ TOOL_FAILURES: tuple[re.Pattern[str], ...] = (
     # Driver not loaded / NVML unusable: nvidia-smi's own message texts.
     re.compile(r"NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver.*"),
     re.compile(r"Failed to initialize NVML:.*"),
+    # kmod's modprobe when the module was never built for the running kernel (nvidia-smi loads it through
+    # nvidia-modprobe and passes the message on)
+    re.compile(r"modprobe: FATAL: Module nvidia\S* not found.*"),
 )
 # Literal text that every match of the pattern at the same place in TOOL_FAILURES contains. A line holding
 # none of them cannot match, so the patterns run only on the rare line that holds one: same results, a few
@@ -66,6 +69,7 @@ TOOL_FAILURE_HINTS: tuple[str, ...] = (
     "GPU is lost",
     "NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver",
     "Failed to initialize NVML:",
+    "modprobe: FATAL: Module nvidia",
 )
 
 

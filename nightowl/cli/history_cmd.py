@@ -1,0 +1,110 @@
+"""`nightowl history`: the store's timeline, the repeat offenders (`--top`), and `history import BUNDLE...`."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import click
+
+from nightowl.cli.common import HISTORY_OPTION, format_option
+from nightowl.cli.exit import EXIT_HELP, ExitStatus, fail
+
+
+def _store() -> Path:
+    from nightowl import history
+
+    path = history.active_path()
+    if path is None:
+        fail("history is off (--history off or NIGHTOWL_HISTORY=off)")
+    return path
+
+
+@click.group(invoke_without_command=True, epilog=EXIT_HELP)
+@click.option("--host", help="only this host")
+@click.option("--gpu", help="only this GPU: bus id (0000:a1:00) or UUID")
+@click.option("--since", metavar="AGE", help="only the last AGE (90m, 24h, 30d)")
+@click.option("--top", is_flag=True, help="the repeat offenders: host and GPU by distinct Xid/SXid incidents")
+@format_option("table", "json", help="a table for people, json for scripts")
+@HISTORY_OPTION
+@click.pass_context
+def history(ctx: click.Context, host: str | None, gpu: str | None, since: str | None, top: bool, fmt: str) -> None:
+    """The history store: every recorded Xid/SXid, GPU and host fault, and every verdict, oldest first.
+
+    Every triage, sweep, check and serve capture records its bundle here when it completes (the events
+    with counts and first/last time, the GPUs with bus id and UUID, the verdict, the boot id, the
+    bundle id and sha256); `nightowl history import BUNDLE...` backfills from saved bundles. The same
+    event seen twice is one row. An unreadable store is a warning, and runs judge without it.
+    """
+    if ctx.invoked_subcommand is not None:
+        return
+    from nightowl.ages import parse_age
+    from nightowl.history import StoreError, query
+
+    seconds = None
+    if since is not None:
+        seconds = parse_age(since)
+        if seconds is None:
+            fail(f"--since {since!r}: expected an age such as 90m, 24h or 30d")
+    path = _store()
+    try:
+        rows = query.top(path, seconds) if top else query.timeline(path, host, gpu, seconds)
+    except StoreError as exc:
+        click.echo(f"nightowl: warning: history store unreadable (no history): {exc}", err=True)
+        rows = []
+    if fmt == "json":
+        click.echo(json.dumps({"store": str(path), "top" if top else "timeline": rows}, indent=2))
+    else:
+        click.echo(_top_table(rows) if top else _timeline_table(rows))
+    ctx.exit(int(ExitStatus.OK))
+
+
+def _table(header: list[str], rows: list[list[Any]]) -> str:
+    cells = [header] + [["-" if v is None else str(v) for v in row] for row in rows]
+    widths = [max(len(row[i]) for row in cells) for i in range(len(header))]
+    return "\n".join("  ".join(v.ljust(w) for v, w in zip(row, widths, strict=True)).rstrip() for row in cells)
+
+
+def _timeline_table(rows: list[dict[str, Any]]) -> str:
+    if not rows:
+        return "no history recorded"
+    body = []
+    for r in rows:
+        what = r["what"] if r["code"] is None else f"{r['what']} {r['code']}"
+        if r["what"] == "verdict":
+            what = f"verdict {r['code']} -> {r['action']}"
+        elif r["count"] and r["count"] > 1:
+            what += f" x{r['count']}"
+        body.append([r["time"], r["host"], r["gpu"], what, (r["boot_id"] or "")[:8] or None, r["bundle_id"]])
+    return _table(["TIME", "HOST", "GPU", "WHAT", "BOOT", "BUNDLE"], body)
+
+
+def _top_table(rows: list[dict[str, Any]]) -> str:
+    if not rows:
+        return "no repeat offenders recorded"
+    body = [
+        [r["host"], r["gpu"], r["uuid"], r["incidents"], r["codes"], r["boots"], r["first_time"], r["last_time"]]
+        for r in rows
+    ]
+    return _table(["HOST", "GPU", "UUID", "INCIDENTS", "CODES", "BOOTS", "FIRST", "LAST"], body)
+
+
+@history.command("import", epilog=EXIT_HELP)
+@click.argument("bundles", nargs=-1, required=True, type=click.Path(exists=True, file_okay=False, path_type=Path))
+@HISTORY_OPTION
+def import_cmd(bundles: tuple[Path, ...]) -> None:
+    """Backfill the store from saved bundles; importing one twice adds nothing.
+
+    Exits 2 when a bundle cannot be read or the store cannot be written (the others are still imported).
+    """
+    from nightowl import history
+
+    path = _store()
+    problems: list[str] = []
+    for bundle in bundles:
+        added = history.record_bundle(bundle, path, warn=problems.append)
+        click.echo(f"{bundle}: {added} new event(s)")
+    for problem in problems:
+        click.echo(f"nightowl: {problem}", err=True)
+    raise SystemExit(int(ExitStatus.USAGE if problems else ExitStatus.OK))

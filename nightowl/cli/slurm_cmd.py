@@ -1,0 +1,137 @@
+"""`nightowl slurm drain|resume`: scheduler actions behind the fleet circuit breaker (fleet/slurm_actions.py)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import click
+
+from nightowl.cli.bundles_cmd import parse_age
+from nightowl.cli.common import TEXT_JSON_OPTION
+from nightowl.cli.exit import EXIT_HELP, fail
+
+ACTIONS_LOG_OPTION = click.option(
+    "--actions-log",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="the hash-chained log of actions taken and held [default: actions.jsonl in the state dir]",
+)
+LOCK_OPTION = click.option(
+    "--lock",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="a lock file the checks deciding at once share (one node: serialises them)",
+)
+DRY_RUN_OPTION = click.option("--dry-run", is_flag=True, help="say what would be done; change and log nothing")
+
+
+@click.group(epilog=EXIT_HELP)
+def slurm() -> None:
+    """Drain and resume Slurm nodes, opt-in, behind a fleet-wide circuit breaker.
+
+    Drains carry the reason `nightowl: VERDICT (ACTION)`; the breaker counts the nodes Slurm shows
+    drained with that prefix inside the window, so checks on different nodes respect one cap. Every
+    action taken or held is appended to a hash-chained actions.jsonl.
+    """
+
+
+@slurm.command(epilog=EXIT_HELP)
+@click.argument("nodes", nargs=-1, required=True)
+@click.option("--verdict", required=True, help="the verdict id that needs the node out of service")
+@click.option("--action", "verdict_action", required=True, help="the verdict's action (e.g. reboot-node)")
+@click.option("--bundle", type=click.Path(file_okay=False, path_type=Path), help="the evidence bundle behind it")
+@click.option("--max-drain", type=click.IntRange(min=0), help="at most N nodes drained by nightowl per window")
+@click.option(
+    "--max-drain-percent", type=click.FloatRange(0, 100), help="at most P percent of the cluster's nodes per window"
+)
+@click.option("--window", default="1h", show_default=True, help="the window the caps count in (90s, 30m, 1h, 1d)")
+@ACTIONS_LOG_OPTION
+@LOCK_OPTION
+@DRY_RUN_OPTION
+@TEXT_JSON_OPTION
+def drain(
+    nodes: tuple[str, ...],
+    verdict: str,
+    verdict_action: str,
+    bundle: Path | None,
+    max_drain: int | None,
+    max_drain_percent: float | None,
+    window: str,
+    actions_log: Path | None,
+    lock: Path | None,
+    dry_run: bool,
+    fmt: str,
+) -> None:
+    """Drain NODES (in order) unless the circuit breaker is open; a held drain is logged as held, with why.
+
+    A node drained by someone else is left with its reason. Prints one line per node: what was done.
+    """
+    from nightowl.fleet import slurm_actions
+    from nightowl.fleet.breaker import Caps
+
+    try:
+        caps = Caps(max_drain, max_drain_percent, parse_age(window))
+    except ValueError as exc:
+        fail(f"--window: {exc}")
+    log = actions_log or _default_log()
+    planned: list[str] = []  # a dry run counts the drains it would already have made
+
+    def act(client: Any, node: str) -> dict[str, Any]:
+        entry = slurm_actions.drain(
+            client,
+            node,
+            verdict,
+            verdict_action,
+            caps,
+            log,
+            bundle=bundle,
+            dry_run=dry_run,
+            lock=lock,
+            planned=tuple(planned),
+        )
+        if entry["result"] == "would-drain":
+            planned.append(node)
+        return entry
+
+    _print(_each(nodes, act), fmt)
+
+
+@slurm.command(epilog=EXIT_HELP)
+@click.argument("nodes", nargs=-1, required=True)
+@ACTIONS_LOG_OPTION
+@LOCK_OPTION
+@DRY_RUN_OPTION
+@TEXT_JSON_OPTION
+def resume(nodes: tuple[str, ...], actions_log: Path | None, lock: Path | None, dry_run: bool, fmt: str) -> None:
+    """Resume NODES that nightowl drained (their reason is exactly the one it wrote); others stay drained."""
+    from nightowl.fleet import slurm_actions
+
+    log = actions_log or _default_log()
+    _print(_each(nodes, lambda s, n: slurm_actions.resume(s, n, log, dry_run=dry_run, lock=lock)), fmt)
+
+
+def _default_log() -> Path:
+    from nightowl.paths import state_dir
+
+    return state_dir() / "actions.jsonl"
+
+
+def _each(nodes: tuple[str, ...], act: Any) -> list[dict[str, Any]]:
+    from nightowl.fleet.slurm_actions import Slurm, SlurmError
+
+    slurm_client = Slurm()
+    done = []
+    for node in nodes:
+        try:
+            done.append(act(slurm_client, node))
+        except (SlurmError, OSError, TimeoutError) as exc:
+            fail(f"{node}: {exc}")
+    return done
+
+
+def _print(done: list[dict[str, Any]], fmt: str) -> None:
+    if fmt == "json":
+        click.echo(json.dumps({"actions": done}, indent=2))
+        return
+    for entry in done:
+        click.echo(f"{entry['node']}: {entry['what']} {entry['result']}: {entry['why']}")

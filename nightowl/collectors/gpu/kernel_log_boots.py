@@ -1,0 +1,138 @@
+"""`kernel-log-boots`: the kernel log of earlier boots, so one run sees "Xid 79 on this GPU before the reboot".
+
+Needs no history store: the systemd journal keeps earlier boots (when it is persistent). One command,
+read-only: ``journalctl --list-boots``, then ``journalctl -k -b -N`` for N = 1 .. ``previous_boots``
+(runbook parameter, default 2, at most 10), each boot's lines after a marker line. Recorded-host layout
+(``kernel-log-boots.out``)::
+
+    IDX BOOT ID                          FIRST ENTRY                  LAST ENTRY
+     -1 8d3c...                          Thu 2024-04-04 18:03:50 UTC  Fri 2024-04-05 21:40:02 UTC
+      0 1f0e...                          Fri 2024-04-05 21:45:10 UTC  Fri 2024-04-05 23:10:00 UTC
+    -- nightowl previous boot -1 --
+    2024-04-05T21:29:39+0000 gpu-17 kernel: NVRM: Xid (PCI:0000:a1:00): 79, ...
+
+Older journalctl prints the list without the header and with an em dash between the two times; both
+are read. Each boot's lines go through the ``kernel-log`` parser unchanged.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from nightowl.collectors.base import Collector, declare
+
+KIND = "kernel-log-boots"
+MAX_BOOTS = 10
+MARKER = "-- nightowl previous boot "
+# $1 is the parameter previous_boots: a non-number makes `[` fail, so no boot is read (never a command).
+SCRIPT = (
+    "journalctl --list-boots --no-pager || exit $?; n=1; "
+    f'while [ "$n" -le "$1" ] && [ "$n" -le {MAX_BOOTS} ]; do '
+    f'echo "{MARKER}-$n --"; journalctl -k -b "-$n" --no-pager -o short-iso; n=$((n+1)); done'
+)
+
+_BOOT_ROW = re.compile(r"^\s*(-?\d+)\s+([0-9a-f]{32})\s*(.*)$")
+_ENTRY_TIME = re.compile(r"\w{3} \d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?: [A-Z][A-Za-z0-9+-]*)?")
+_MARKER_LINE = re.compile(r"^-- nightowl previous boot -(\d+) --$")
+
+
+def parse(text: str) -> dict[str, Any]:
+    from nightowl.collectors.base import to_jsonable
+    from nightowl.collectors.gpu.kernel_log import parse as parse_kernel_log
+
+    warnings: list[str] = []
+    boots: dict[int, dict[str, Any]] = {}
+    sections: dict[int, list[str]] = {}
+    current: int | None = None
+    for line in text.splitlines():
+        marker = _MARKER_LINE.match(line.strip())
+        if marker:
+            current = -int(marker.group(1))
+            sections[current] = []
+            continue
+        if current is not None:
+            sections[current].append(line)
+            continue
+        row = _BOOT_ROW.match(line)
+        if row:
+            times = _ENTRY_TIME.findall(row.group(3))
+            boots[int(row.group(1))] = {
+                "offset": int(row.group(1)),
+                "boot_id": row.group(2),
+                "first_entry": times[0] if times else None,
+                "last_entry": times[1] if len(times) > 1 else None,
+            }
+        elif line.strip() and not line.lstrip().startswith("IDX"):
+            warnings.append(f"not a --list-boots line: {line.strip()[:120]}")
+    previous = []
+    for offset in sorted(sections, reverse=True):
+        log = to_jsonable(parse_kernel_log("\n".join(sections[offset])))
+        known = boots.get(offset, {})
+        previous.append(
+            {
+                "offset": offset,
+                "boot_id": known.get("boot_id"),
+                "first_entry": known.get("first_entry"),
+                "last_entry": known.get("last_entry"),
+                "events": [e for e in log.get("events") or [] if e.get("kind") != "other_nvrm"],
+            }
+        )
+        warnings += [f"boot {offset}: {w}" for w in log.get("warnings") or []]
+    current_boot = boots.get(0, {}).get("boot_id")
+    return {
+        "kind": KIND,
+        "warnings": warnings,
+        "boots": [boots[k] for k in sorted(boots)],
+        "current_boot_id": current_boot,
+        "previous": previous,
+    }
+
+
+def facts(result: dict[str, Any]) -> dict[str, Any]:
+    earlier: dict[str, set[int]] = {}
+    fallen: set[str] = set()
+    for boot in result.get("previous") or []:
+        for event in boot["events"]:
+            pci = event.get("pci") or "unknown"
+            if event.get("kind") == "xid" and isinstance(event.get("code"), int):
+                earlier.setdefault(pci, set()).add(int(event["code"]))
+            if event.get("kind") == "fallen_off_bus" or (event.get("kind") == "xid" and event.get("code") == 79):
+                fallen.add(pci)
+    return {
+        **result,
+        "reboots_listed": max(0, len(result.get("boots") or []) - 1),
+        "previous_boots_read": len(result.get("previous") or []),
+        "earlier_xids_by_gpu": {pci: sorted(codes) for pci, codes in sorted(earlier.items())},
+        "earlier_fallen_off_bus_gpus": sorted(fallen),
+    }
+
+
+def shows_nothing(text: str) -> bool:
+    """No boot listed at all (a volatile journal, a container): nothing was read, never "no earlier Xid"."""
+    return not any(_BOOT_ROW.match(line) for line in text.splitlines())
+
+
+PRODUCES = declare(
+    ("boots", "list", "every boot journalctl --list-boots lists: {offset, boot_id, first_entry, last_entry}"),
+    ("current_boot_id", "str | None", "the boot id of the running boot (offset 0)"),
+    ("previous", "list", "each earlier boot read: {offset, boot_id, first_entry, last_entry, events}"),
+    ("reboots_listed", "int", "boots the journal lists before the running one"),
+    ("previous_boots_read", "int", "earlier boots whose kernel log was read (parameter previous_boots)"),
+    ("earlier_xids_by_gpu", "dict", "GPU bus id -> the Xid codes it logged in earlier boots"),
+    ("earlier_fallen_off_bus_gpus", "list", "GPUs that fell off the bus (Xid 79) in an earlier boot"),
+)
+
+COLLECTOR = Collector(
+    produces=PRODUCES,
+    kind=KIND,
+    commands=(
+        ("sh", "-c", SCRIPT, KIND, "{previous_boots}"),
+        ("sh", "-c", SCRIPT, KIND, "2"),
+    ),
+    parse=parse,
+    facts=facts,
+    timeout=20.0,
+    shows_nothing=shows_nothing,
+    description="kernel log of earlier boots (journalctl --list-boots, journalctl -k -b -N; parameter previous_boots)",
+)

@@ -1,0 +1,166 @@
+"""Drain and resume Slurm nodes behind the circuit breaker (nightowl/fleet/breaker.py), logging each
+action taken or held to ``actions.jsonl`` (nightowl/fleet/actions_log.py).
+
+Only ``sinfo`` and ``scontrol update`` run, as argv lists. A drain is refused when the node was
+drained by someone else (their reason stays), held when the breaker is open, and confirmed after
+it is made: a check on another node may have drained in the same moment, and the later of the two
+beyond the cap resumes its own drain and records itself as held. A resume touches only a drain
+whose reason is exactly what nightowl wrote.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import subprocess
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import Any, Protocol
+
+from nightowl.fleet import actions_log
+from nightowl.fleet.breaker import OWN_REASON, PREFIX, SINFO_ARGV, Caps, NodeState, keeps_drain, may_drain, parse_sinfo
+
+
+class SlurmError(RuntimeError):
+    """sinfo or scontrol failed; the message holds its stderr."""
+
+
+class SlurmClient(Protocol):
+    def nodes(self) -> dict[str, NodeState]: ...
+    def drain(self, node: str, reason: str) -> None: ...
+    def resume(self, node: str) -> None: ...
+
+
+@dataclass
+class Slurm:
+    """Runs Slurm's client commands (SLURM_CONF from the environment, as they read it)."""
+
+    env: dict[str, str] | None = None
+    timeout: float = 30
+
+    def run(self, argv: list[str]) -> str:
+        result = subprocess.run(argv, capture_output=True, text=True, timeout=self.timeout, env=self.env)
+        if result.returncode:
+            raise SlurmError(f"{' '.join(argv[:2])}: {result.stderr.strip() or f'exit {result.returncode}'}")
+        return result.stdout
+
+    def nodes(self) -> dict[str, NodeState]:
+        return parse_sinfo(self.run(SINFO_ARGV))
+
+    def drain(self, node: str, reason: str) -> None:
+        self.run(["scontrol", "update", f"NodeName={node}", "State=DRAIN", f"Reason={reason}"])
+
+    def resume(self, node: str) -> None:
+        # UNDRAIN, not RESUME: it clears the drain nightowl set and leaves the base state (a node that went
+        # DOWN meanwhile stays DOWN); RESUME would also bring a DOWN node back, which is not ours to undo.
+        self.run(["scontrol", "update", f"NodeName={node}", "State=UNDRAIN"])
+
+
+def drain_reason(verdict: str, action: str) -> str:
+    return f"{PREFIX} {verdict} ({action})"
+
+
+def bundle_sha256(bundle: Path | None) -> str | None:
+    """The bundle's identity: the sha256 of its manifest.json (every command and output's own sha256)."""
+    manifest = bundle / "manifest.json" if bundle else None
+    if manifest is None or not manifest.is_file():
+        return None
+    from nightowl.engine.bundle import sha256_file
+
+    return sha256_file(manifest)
+
+
+@contextmanager
+def _locked(lock: Path | None) -> Iterator[None]:
+    """One decision at a time among the checks sharing ``lock`` (e.g. on a shared file system)."""
+    if lock is None:
+        yield
+        return
+    fd = os.open(lock, os.O_CREAT | os.O_RDWR, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)
+
+
+def drain(
+    slurm: SlurmClient,
+    node: str,
+    verdict: str,
+    action: str,
+    caps: Caps,
+    log: Path,
+    *,
+    bundle: Path | None = None,
+    dry_run: bool = False,
+    lock: Path | None = None,
+    planned: tuple[str, ...] = (),
+    now: Any = datetime.now,  # sinfo shows reason times in local time, without a zone
+) -> dict[str, Any]:
+    """Drain ``node`` for ``verdict`` unless the breaker holds it; returns the action as logged
+    (``result``: drained, held, unchanged, not-ours, would-drain, would-hold). ``planned``: nodes a
+    dry run would already have drained, counted as nightowl's drains of this moment."""
+    reason = drain_reason(verdict, action)
+    entry = {"node": node, "what": "drain", "why": reason, "bundle": str(bundle) if bundle else None}
+    entry["bundle_sha256"] = bundle_sha256(bundle)
+    with _locked(lock):
+        nodes = slurm.nodes()
+        current = nodes.get(node)
+        if current is None:
+            raise SlurmError(f"sinfo does not list node {node!r}")
+        if current.drained and current.reason == reason:
+            return {**entry, "result": "unchanged"}
+        if current.drained and not current.drained_by_nightowl:
+            return _record(
+                log, entry, "not-ours", f"drained by someone else ({current.reason}); left as it is", dry_run
+            )
+        moment = now()
+        for other in planned:
+            if other in nodes and not nodes[other].drained:
+                nodes[other] = NodeState(other, "drained", reason, moment)
+        decision = may_drain(node, nodes, caps, moment)
+        if not decision.allowed:
+            return _record(log, entry, "held", decision.why, dry_run)
+        if dry_run:
+            return {**entry, "result": "would-drain", "why": f"{reason}; {decision.why}"}
+        slurm.drain(node, reason)
+        confirmed = keeps_drain(node, slurm.nodes(), caps, now())
+        if not confirmed.allowed:
+            slurm.resume(node)
+            return _record(log, entry, "held", confirmed.why, dry_run)
+        return _record(log, entry, "drained", f"{reason}; {decision.why}", dry_run)
+
+
+def resume(
+    slurm: SlurmClient, node: str, log: Path, *, dry_run: bool = False, lock: Path | None = None
+) -> dict[str, Any]:
+    """Resume ``node`` when nightowl drained it: its reason is the one nightowl last logged draining it
+    with, or has nightowl's exact form. Any other drain is someone else's and stays."""
+    entry = {"node": node, "what": "resume", "bundle": None, "bundle_sha256": None}
+    with _locked(lock):
+        current = slurm.nodes().get(node)
+        if current is None:
+            raise SlurmError(f"sinfo does not list node {node!r}")
+        if not current.drained:
+            return {**entry, "why": "not drained", "result": "unchanged"}
+        logged = [
+            a["why"].split(";")[0] for a in actions_log.read(log) if a["node"] == node and a["result"] == "drained"
+        ]
+        ours = current.reason == logged[-1] if logged else OWN_REASON.match(current.reason) is not None
+        if not ours:
+            return {**entry, "why": f"drained by someone else ({current.reason}); left as it is", "result": "not-ours"}
+        if dry_run:
+            return {**entry, "why": current.reason, "result": "would-resume"}
+        slurm.resume(node)
+        return _record(log, {**entry, "why": current.reason}, "resumed", current.reason, dry_run)
+
+
+def _record(log: Path, entry: dict[str, Any], result: str, why: str, dry_run: bool) -> dict[str, Any]:
+    """Log an action taken or withheld; a dry run only says what it would have logged."""
+    if dry_run:
+        return {**entry, "why": why, "result": f"would-{'hold' if result == 'held' else result}"}
+    return actions_log.append(log, {**entry, "why": why, "result": result})

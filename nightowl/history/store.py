@@ -1,0 +1,241 @@
+"""The history store: one SQLite file (stdlib ``sqlite3``), safe for many writers at once.
+
+WAL lets readers go on while one process writes; ``busy_timeout`` plus ``BEGIN IMMEDIATE`` makes a
+second writer (another serve worker, a sweep, a DaemonSet pod) wait its turn instead of failing. Every
+event row has a key computed from what the event is (host, kind, code, GPU, first time, text), so the
+same lines replayed, a second run in the same boot or a bundle imported twice update one row and never
+add a second. Bundles are cited by id and sha256 only: pruning bundles keeps every row.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import sqlite3
+import time
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+SCHEMA_VERSION = 1
+BUSY_TIMEOUT_MS = 15_000
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+-- one row per host per bundle: what the run concluded
+CREATE TABLE IF NOT EXISTS runs (
+    bundle_id TEXT NOT NULL,
+    host TEXT NOT NULL,
+    bundle_sha256 TEXT,
+    runbook TEXT,
+    started REAL,
+    boot_id TEXT,
+    status TEXT,
+    verdict_id TEXT,
+    severity TEXT,
+    action TEXT,
+    gpus TEXT,
+    recorded REAL NOT NULL,
+    PRIMARY KEY (bundle_id, host)
+);
+CREATE INDEX IF NOT EXISTS runs_host ON runs (host, started);
+-- the GPUs runs saw: bus id, and UUID/serial when known, so a GPU moved to another slot is followed; one
+-- row per distinct state (identity and ECC/remap counters), so hourly checks of a healthy GPU add none
+CREATE TABLE IF NOT EXISTS gpus (
+    host TEXT NOT NULL,
+    pci TEXT NOT NULL,
+    state TEXT NOT NULL,
+    uuid TEXT,
+    serial TEXT,
+    name TEXT,
+    counters TEXT,
+    first_bundle TEXT,
+    last_bundle TEXT,
+    first_seen REAL,
+    last_seen REAL,
+    PRIMARY KEY (host, pci, state)
+);
+CREATE INDEX IF NOT EXISTS gpus_uuid ON gpus (uuid);
+-- one row per distinct kernel event (Xid, SXid, fallen off the bus, PCIe AER, host memory ...)
+CREATE TABLE IF NOT EXISTS events (
+    key TEXT PRIMARY KEY,
+    host TEXT NOT NULL,
+    pci TEXT,
+    uuid TEXT,
+    kind TEXT NOT NULL,
+    code INTEGER,
+    boot_id TEXT,
+    first_time TEXT,
+    last_time TEXT,
+    first_ts REAL,
+    last_ts REAL,
+    count INTEGER NOT NULL,
+    text TEXT,
+    bundle_id TEXT,
+    bundle_sha256 TEXT
+);
+CREATE INDEX IF NOT EXISTS events_host ON events (host, pci, code);
+-- the boots `journalctl --list-boots` showed, per host
+CREATE TABLE IF NOT EXISTS boots (
+    host TEXT NOT NULL,
+    boot_id TEXT NOT NULL,
+    first_entry TEXT,
+    last_entry TEXT,
+    PRIMARY KEY (host, boot_id)
+);
+"""
+
+
+class StoreError(Exception):
+    """The store cannot be opened, read or written (corrupt, locked, unwritable): callers warn, never fail."""
+
+
+def connect(path: Path, readonly: bool = False) -> sqlite3.Connection:
+    """A connection with WAL and a busy timeout; the schema is created when writing. Raises StoreError."""
+    try:
+        if readonly:
+            if not path.is_file():
+                raise StoreError(f"{path}: no history store yet")
+            conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=BUSY_TIMEOUT_MS / 1000)
+        else:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            conn = sqlite3.connect(str(path), timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None)
+        conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+        if not readonly:
+            conn.execute("PRAGMA synchronous = NORMAL")  # WAL: a commit is durable at the next checkpoint
+            if conn.execute("PRAGMA user_version").fetchone()[0] != SCHEMA_VERSION:  # new (or older) store
+                conn.execute("PRAGMA journal_mode = WAL")
+                conn.executescript(SCHEMA)
+                conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+                conn.execute("INSERT OR IGNORE INTO meta VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
+                path.chmod(0o600)
+        else:
+            conn.execute("SELECT count(*) FROM meta").fetchone()  # a file that is not a store fails here
+        return conn
+    except (sqlite3.Error, OSError) as exc:
+        raise StoreError(f"{path}: {exc}") from exc
+
+
+def write(path: Path, record: Mapping[str, Any]) -> int:
+    """Write one bundle's rows (``extract.bundle_record``) in one transaction; returns the new event rows."""
+    conn = connect(path)
+    try:
+        return write_on(conn, record)
+    except sqlite3.Error as exc:
+        raise StoreError(f"{path}: {exc}") from exc
+    finally:
+        conn.close()
+
+
+def write_on(conn: sqlite3.Connection, record: Mapping[str, Any]) -> int:
+    """``write`` on an open connection (a long-lived writer, the benchmark); raises sqlite3.Error."""
+    try:
+        conn.execute("BEGIN IMMEDIATE")
+        added = 0
+        now = time.time()
+        for run in record["runs"]:
+            conn.execute(
+                "INSERT OR REPLACE INTO runs VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
+                (
+                    record["bundle_id"],
+                    run["host"],
+                    record["bundle_sha256"],
+                    record["runbook"],
+                    record["started"],
+                    run.get("boot_id"),
+                    run.get("status"),
+                    run.get("verdict_id"),
+                    run.get("severity"),
+                    run.get("action"),
+                    json.dumps(run.get("gpus") or []),
+                    now,
+                ),
+            )
+            for gpu in run.get("gpu_list", []):
+                counters = json.dumps(gpu.get("counters") or {}, sort_keys=True)
+                state = json.dumps([gpu.get("uuid"), gpu.get("serial"), gpu.get("name"), counters])
+                conn.execute(
+                    """INSERT INTO gpus VALUES (?,?,?,?,?,?,?,?,?,?,?)
+                       ON CONFLICT(host, pci, state) DO UPDATE SET
+                         last_bundle = excluded.last_bundle, last_seen = max(last_seen, excluded.last_seen)""",
+                    (
+                        run["host"],
+                        gpu["pci"],
+                        hashlib.sha256(state.encode()).hexdigest()[:16],
+                        gpu.get("uuid"),
+                        gpu.get("serial"),
+                        gpu.get("name"),
+                        counters,
+                        record["bundle_id"],
+                        record["bundle_id"],
+                        record["started"],
+                        record["started"],
+                    ),
+                )
+            for boot in run.get("boots", []):
+                conn.execute(
+                    "INSERT OR REPLACE INTO boots VALUES (?,?,?,?)",
+                    (run["host"], boot["boot_id"], boot.get("first_entry"), boot.get("last_entry")),
+                )
+            added += _upsert_events(conn, run["host"], run.get("events", []), record)
+        conn.execute("COMMIT")
+        return added
+    except sqlite3.Error:
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")
+        raise
+
+
+def _upsert_events(conn: sqlite3.Connection, host: str, events: Iterable[Mapping[str, Any]], record: Any) -> int:
+    """Insert or update each event by its key; returns how many were new.
+
+    Seen again: the larger count and the later last time win, the first bundle that saw it stays cited;
+    a boot id learnt later (a previous-boot log) fills a null one."""
+    added = 0
+    for e in events:
+        added += conn.execute("SELECT 1 FROM events WHERE key = ?", (e["key"],)).fetchone() is None
+        conn.execute(
+            """INSERT INTO events VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)
+               ON CONFLICT(key) DO UPDATE SET
+                 count = max(count, excluded.count),
+                 last_time = CASE WHEN excluded.last_ts > coalesce(last_ts, -1e18) THEN excluded.last_time
+                                  ELSE last_time END,
+                 last_ts = max(coalesce(last_ts, excluded.last_ts), coalesce(excluded.last_ts, last_ts)),
+                 boot_id = coalesce(boot_id, excluded.boot_id),
+                 uuid = coalesce(uuid, excluded.uuid)""",
+            (
+                e["key"],
+                host,
+                e.get("pci"),
+                e.get("uuid"),
+                e["kind"],
+                e.get("code"),
+                e.get("boot_id"),
+                e.get("first_time"),
+                e.get("last_time"),
+                e.get("first_ts"),
+                e.get("last_ts"),
+                int(e.get("count") or 1),
+                e.get("text"),
+                record["bundle_id"],
+                record["bundle_sha256"],
+            ),
+        )
+    return added
+
+
+def rows(conn: sqlite3.Connection, sql: str, args: Iterable[Any] = ()) -> list[dict[str, Any]]:
+    cursor = conn.execute(sql, tuple(args))
+    names = [d[0] for d in cursor.description]
+    return [dict(zip(names, row, strict=True)) for row in cursor.fetchall()]
+
+
+def read(path: Path, sql: str, args: Iterable[Any] = ()) -> list[dict[str, Any]]:
+    """Rows of one query on a read-only connection. Raises StoreError (a missing store is one too)."""
+    conn = connect(path, readonly=True)
+    try:
+        return rows(conn, sql, args)
+    except sqlite3.Error as exc:
+        raise StoreError(f"{path}: {exc}") from exc
+    finally:
+        conn.close()

@@ -1,0 +1,94 @@
+"""The server's own config (``nightowl mcp --config FILE``): which live hosts a model may triage.
+
+```yaml
+hosts: [local, ssh://root@gpu-17:22]     # host specs a `triage` call may name; default none
+known_hosts: /etc/nightowl/known_hosts    # SSH host keys are checked strictly against it
+ssh_config: /etc/nightowl/ssh_config
+identity: [/etc/nightowl/id_ed25519]
+out: /var/lib/nightowl/bundles            # where bundles go (default: as `nightowl triage`)
+read_roots: [/var/lib/nightowl]           # folders the paths a model gives (replay, read_bundle, parse)
+                                          # must be inside; default: any the server's user can read
+```
+No key enables invasive collectors: the server never runs them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+KEYS = frozenset({"hosts", "known_hosts", "ssh_config", "identity", "out", "read_roots"})
+
+
+class ConfigError(ValueError):
+    """The config file cannot be used; the message names the file and what is wrong."""
+
+
+@dataclass(frozen=True)
+class ServerConfig:
+    """What a model may reach through the server, fixed when it starts."""
+
+    hosts: tuple[str, ...] = ()
+    known_hosts: Path | None = None
+    ssh_config: Path | None = None
+    identity: tuple[Path, ...] = ()
+    out: Path | None = None
+    read_roots: tuple[Path, ...] = ()
+
+    def readable(self, given: str, also: Path | None = None) -> Path:
+        """``given`` as a path, if the config lets a model make the server read it (inside ``read_roots``,
+        or ``also``: where the server writes its bundles); else ConfigError."""
+        path = Path(given).expanduser()
+        if not self.read_roots:
+            return path
+        real = path.resolve()
+        roots = [r.resolve() for r in (*self.read_roots, *([also] if also else []))]
+        if any(real == root or root in real.parents for root in roots):
+            return path
+        allowed = ", ".join(str(r) for r in self.read_roots)
+        raise ConfigError(f"{given!r} is outside the folders the server's config lets it read ({allowed})")
+
+
+def load_config(path: Path | None) -> ServerConfig:
+    """The config at ``path`` (None: no live host allowed)."""
+    if path is None:
+        return ServerConfig()
+    import yaml
+
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
+        raise ConfigError(f"{path}: {exc}") from None
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: expected a mapping with keys {', '.join(sorted(KEYS))}")
+    unknown = sorted(set(map(str, data)) - KEYS)
+    if unknown:
+        raise ConfigError(f"{path}: unknown key {', '.join(unknown)} (known: {', '.join(sorted(KEYS))})")
+    hosts = _strings(path, "hosts", data.get("hosts"))
+    return ServerConfig(
+        hosts=tuple(dict.fromkeys(hosts)),
+        known_hosts=_path(path, "known_hosts", data.get("known_hosts")),
+        ssh_config=_path(path, "ssh_config", data.get("ssh_config")),
+        identity=tuple(Path(p) for p in _strings(path, "identity", data.get("identity"))),
+        out=_path(path, "out", data.get("out")),
+        read_roots=tuple(Path(p).expanduser() for p in _strings(path, "read_roots", data.get("read_roots"))),
+    )
+
+
+def _strings(path: Path, key: str, value: Any) -> list[str]:
+    if value is None:
+        return []
+    if isinstance(value, str):
+        value = [value]
+    if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
+        raise ConfigError(f"{path}: {key} must be a list of strings")
+    return list(value)
+
+
+def _path(path: Path, key: str, value: Any) -> Path | None:
+    if value is None:
+        return None
+    if not isinstance(value, str) or not value:
+        raise ConfigError(f"{path}: {key} must be a path")
+    return Path(value).expanduser()

@@ -1,0 +1,191 @@
+"""The stdio MCP server: nightowl's tools (tools.py) served with the official ``mcp`` SDK.
+
+The SDK is imported here only, when ``nightowl mcp`` starts. Tools run in a worker thread (the engine
+is synchronous); a triage reports progress as each host finishes. A refusal is a tool error (``isError``)
+carrying nightowl's message, so the model can read it and correct its call.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import os
+import sys
+import threading
+import traceback
+from collections.abc import AsyncIterator
+from typing import IO, Any
+
+from nightowl import __version__
+from nightowl.mcp.front import Front
+from nightowl.mcp.hooks import ToolError
+from nightowl.mcp.tools import Toolbox
+
+INSTRUCTIONS = (
+    "nightowl triages GPU servers with read-only runbooks. Verdicts are nightowl's, decided from hashed "
+    "evidence: cite the bundle_id and bundle_sha256 of every answer, and the evidence's source files."
+)
+# Tools that may reach live hosts talk to the world outside the server; the rest read what they are given.
+OPEN_WORLD = frozenset({"triage"})
+
+
+SERVER_INFO = {
+    "capabilities": {"tools": {"listChanged": False}},
+    "instructions": INSTRUCTIONS,
+    "serverInfo": {"name": "nightowl", "version": __version__},
+}
+
+
+def tool_listing(toolbox: Toolbox) -> list[dict[str, Any]]:
+    """The ``tools/list`` entries as JSON: the one listing both the front and the SDK serve."""
+    return [
+        {
+            "name": tool.name,
+            "description": tool.description,
+            "inputSchema": tool.input_schema,
+            "annotations": {
+                "readOnlyHint": True,
+                "destructiveHint": False,
+                "idempotentHint": tool.name not in OPEN_WORLD,
+                "openWorldHint": tool.name in OPEN_WORLD,
+            },
+        }
+        for tool in toolbox.tools().values()
+    ]
+
+
+def serve(toolbox: Toolbox) -> None:
+    """Serve ``toolbox`` on stdin/stdout until the client closes the connection."""
+    wire_in, wire_out = _claim_stdio()
+    replay: list[bytes] = []
+    answered_handshake: Any = None
+    if os.environ.get("NIGHTOWL_MCP_FRONT", "1") != "0":
+        listing = tool_listing(toolbox)  # before the SDK import starts competing for the CPU
+        ready = threading.Event()
+        loader = threading.Thread(target=_import_sdk, args=(ready,), name="mcp-sdk-import", daemon=True)
+        loader.start()
+        front = Front(wire_in, wire_out, SERVER_INFO, lambda: listing, ready)
+        replay, ended = front.run()
+        if ended:
+            return
+        loader.join()
+        answered_handshake = front.handshake_id
+    import anyio
+
+    anyio.run(_serve, toolbox, wire_in, wire_out, replay, answered_handshake)
+
+
+def _claim_stdio() -> tuple[IO[bytes], IO[bytes]]:
+    """The wire on private descriptors; fd 0 reads the null device and fd 1 writes to stderr, so nothing
+    the engine or a collector prints can corrupt the protocol (as the SDK's own stdio transport does)."""
+    wire_in = os.fdopen(os.dup(0), "rb")
+    wire_out = os.fdopen(os.dup(1), "wb")
+    devnull = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(devnull, 0)
+    os.close(devnull)
+    os.dup2(2, 1)
+    return wire_in, wire_out
+
+
+def _import_sdk(ready: threading.Event) -> None:
+    try:
+        import mcp.server.lowlevel  # noqa: F401
+        import mcp.server.stdio  # noqa: F401
+    finally:
+        ready.set()
+
+
+async def _serve(toolbox: Toolbox, wire_in: IO[bytes], wire_out: IO[bytes], replay: list[bytes], answered: Any) -> None:
+    import anyio
+    from mcp.server.lowlevel import Server
+    from mcp.server.stdio import stdio_server
+
+    server: Server[Any] = Server(
+        "nightowl",
+        version=__version__,
+        instructions=INSTRUCTIONS,
+        on_list_tools=lambda ctx, params: _list_tools(toolbox),
+        on_call_tool=lambda ctx, params: _call_tool(toolbox, ctx, params),
+    )
+    reader = _Replaying(replay, anyio.wrap_file(io.TextIOWrapper(wire_in, encoding="utf-8", errors="replace")))
+    writer = _Writer(wire_out, answered)
+    async with stdio_server(stdin=reader, stdout=writer) as (read_stream, write_stream):  # type: ignore[arg-type]
+        await server.run(read_stream, write_stream, server.create_initialization_options())
+
+
+class _Replaying:
+    """The lines the front read for the SDK to see (the handshake, the first message it did not answer),
+    then the wire."""
+
+    def __init__(self, first: list[bytes], rest: Any) -> None:
+        self._first = first
+        self._rest = rest
+
+    async def __aiter__(self) -> AsyncIterator[str]:
+        for line in self._first:
+            yield line.decode("utf-8", "replace")
+        async for line in self._rest:
+            yield line
+
+
+class _Writer:
+    """The wire, minus the SDK's answer to the handshake the front already answered."""
+
+    def __init__(self, wire_out: IO[bytes], answered: Any) -> None:
+        self._out = wire_out
+        self._drop = answered
+
+    async def write(self, text: str) -> None:
+        import anyio.to_thread
+
+        if self._drop is not None:
+            with contextlib.suppress(ValueError):
+                message = json.loads(text)
+                if message.get("id") == self._drop and ("result" in message or "error" in message):
+                    self._drop = None
+                    return
+        await anyio.to_thread.run_sync(self._out.write, text.encode())
+
+    async def flush(self) -> None:
+        import anyio.to_thread
+
+        await anyio.to_thread.run_sync(self._out.flush)
+
+
+async def _list_tools(toolbox: Toolbox) -> Any:
+    import mcp.types as types
+
+    return types.ListToolsResult(tools=[types.Tool.model_validate(entry) for entry in tool_listing(toolbox)])
+
+
+async def _call_tool(toolbox: Toolbox, ctx: Any, params: Any) -> Any:
+    import anyio
+    import anyio.from_thread
+    import anyio.lowlevel
+    import anyio.to_thread
+    import mcp.types as types
+
+    token = anyio.lowlevel.current_token()
+
+    def progress(done: float, total: float | None, message: str | None) -> None:
+        # Called from the tool's thread or the engine's host threads: back to the event loop. Progress is
+        # a courtesy; a failure to send it must not fail the run.
+        with contextlib.suppress(Exception):
+            anyio.from_thread.run(ctx.session.report_progress, done, total, message, token=token)
+
+    def error(text: str) -> Any:
+        return types.CallToolResult(content=[types.TextContent(text=text)], is_error=True)
+
+    try:
+        answer = await anyio.to_thread.run_sync(toolbox.call, params.name, dict(params.arguments or {}), progress)
+    except ToolError as exc:
+        return error(f"nightowl: {exc}")
+    except Exception as exc:  # noqa: BLE001 - a bug answers as one, the server keeps serving
+        traceback.print_exc(file=sys.stderr)
+        return error(f"nightowl: internal error (a bug) in tool {params.name}: {type(exc).__name__}: {exc}")
+    answer = json.loads(json.dumps(answer, default=str))
+    return types.CallToolResult(
+        content=[types.TextContent(text=json.dumps(answer, indent=2, ensure_ascii=False))],
+        structured_content=answer,
+    )

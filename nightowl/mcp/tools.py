@@ -1,0 +1,375 @@
+"""The read-only tools, as plain functions from JSON arguments to a JSON answer (no MCP SDK here).
+
+Every answer carries ``bundle_id`` and ``bundle_sha256`` (null when the tool reads no bundle), so a
+model cites hashed evidence. Nothing here can run an invasive collector or a command of the model's
+choosing: tools name runbooks and parameters, never commands; runbooks name collectors, whose commands
+are the read-only shapes of collectors/readonly.py; the run path is always asked with invasive
+collectors refused; live hosts are only those the server's config lists.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from nightowl.mcp import schemas
+from nightowl.mcp.config import ConfigError, ServerConfig
+from nightowl.mcp.hooks import RunHook, RunRequest, ToolError, host_history
+
+# progress(done, total, message): callable from any thread.
+Progress = Callable[[float, float | None, str | None], None]
+MAX_PARSE_BYTES = 64 * 1024 * 1024
+NO_BUNDLE = {"bundle_id": None, "bundle_sha256": None}
+VERDICT_NOTE = "verdicts are nightowl's, decided by the runbook from the hashed evidence in the bundle"
+
+
+@dataclass(frozen=True)
+class Tool:
+    """One tool: its name, what it does, the JSON Schema of its arguments and its handler."""
+
+    name: str
+    description: str
+    input_schema: dict[str, Any]
+    handler: Callable[[dict[str, Any], Progress], dict[str, Any]]
+
+
+class Toolbox:
+    """The server's tools, built once from the runbooks the server can reach."""
+
+    def __init__(self, run: RunHook, config: ServerConfig | None = None, out_dir: Path | None = None) -> None:
+        self._run = run
+        self.config = config or ServerConfig()
+        self._out_dir = out_dir or self.config.out
+        self._lock = threading.Lock()
+        self._tools: dict[str, Tool] | None = None
+        self._runbooks: dict[str, dict[str, Any]] | None = None
+
+    def runbooks(self) -> dict[str, dict[str, Any]]:
+        with self._lock:
+            if self._runbooks is None:
+                self._runbooks = schemas.runbook_parameters()
+            return self._runbooks
+
+    def tools(self) -> dict[str, Tool]:
+        """Every tool by name (computed on the first call)."""
+        if self._tools is None:
+            self._tools = {t.name: t for t in self._build()}
+        return self._tools
+
+    def call(self, name: str, arguments: dict[str, Any] | None, progress: Progress | None = None) -> dict[str, Any]:
+        """Run tool ``name``; ToolError carries the message of a refusal or failure."""
+        tool = self.tools().get(name)
+        if tool is None:
+            raise ToolError(f"no tool named {name!r} (tools: {', '.join(self.tools())})")
+        arguments = arguments or {}
+        try:
+            schemas.check_arguments(name, tool.input_schema, arguments)
+        except ValueError as exc:
+            raise ToolError(str(exc)) from None
+        return tool.handler(arguments, progress or (lambda done, total, message: None))
+
+    # --- the tools -------------------------------------------------------------------------------
+
+    def _build(self) -> list[Tool]:
+        runbook, params = schemas.runbook_argument(self.runbooks())
+        strings = {"type": "array", "items": {"type": "string"}}
+        allowed = list(self.config.hosts)
+        hosts = {
+            **strings,
+            "items": {"type": "string", "enum": allowed} if allowed else {"type": "string"},
+            "description": "live hosts to triage, only those the server's config allows: "
+            + (", ".join(allowed) if allowed else "none (this server allows no live host; use replay)"),
+        }
+        return [
+            Tool(
+                "list_runbooks",
+                "The runbooks nightowl can run, what each decides, and its parameters (name, type, default).",
+                {"type": "object", "properties": {}, "additionalProperties": False},
+                self._list_runbooks,
+            ),
+            Tool(
+                "plan",
+                "Dry run: every read-only command a runbook would run per collect node, parameters filled in. "
+                "Connects to nothing. Invasive collectors are listed as skipped: this server never runs them.",
+                {
+                    "type": "object",
+                    "properties": {"runbook": runbook, "params": params},
+                    "required": ["runbook"],
+                    "additionalProperties": False,
+                },
+                self._plan,
+            ),
+            Tool(
+                "triage",
+                "Run a runbook, read-only, on recorded hosts or bundles (replay) or on live hosts the server "
+                "allows (hosts). Returns per host the status, the verdict (id, severity, action, summary, "
+                "evidence citing bundle files) and the path, with the bundle id and sha256. " + VERDICT_NOTE + ".",
+                {
+                    "type": "object",
+                    "properties": {
+                        "runbook": runbook,
+                        "replay": {
+                            **strings,
+                            "description": "recorded host folders (one file per collector output) or bundle folders",
+                        },
+                        "hosts": hosts,
+                        "params": params,
+                    },
+                    "required": ["runbook"],
+                    "additionalProperties": False,
+                },
+                self._triage,
+            ),
+            Tool(
+                "parse",
+                "Parse a saved command output into JSON, as `nightowl parse KIND FILE` (kinds: nvidia-smi, "
+                "kernel-log, nccl-log, nccl-tests, metrics, engine-log, ...). Give the text, or a file path.",
+                {
+                    "type": "object",
+                    "properties": {
+                        "kind": {"type": "string", "enum": _kinds(), "description": "collector kind"},
+                        "text": {"type": "string", "description": "the saved output"},
+                        "path": {"type": "string", "description": "a file holding the saved output"},
+                    },
+                    "required": ["kind"],
+                    "additionalProperties": False,
+                },
+                self._parse,
+            ),
+            Tool(
+                "explain_xid",
+                "What NVIDIA Xid or SXid codes mean and NVIDIA's documented first action, as `nightowl xid`; "
+                "give codes, or a kernel log (dmesg, journalctl -k) to explain each event in it.",
+                {
+                    "type": "object",
+                    "properties": {
+                        "codes": {"type": "array", "items": {"type": "integer"}, "description": "Xid/SXid codes"},
+                        "kind": {"type": "string", "enum": ["xid", "sxid"], "description": "default xid"},
+                        "log": {"type": "string", "description": "kernel log text"},
+                    },
+                    "additionalProperties": False,
+                },
+                self._explain_xid,
+            ),
+            Tool(
+                "read_bundle",
+                "Read an evidence bundle: verdicts with their evidence (each citing the file it came from and "
+                "that file's sha256), the commands run, the postmortem draft, every file's sha256, and whether "
+                "the bundle still matches its manifest. " + VERDICT_NOTE + ".",
+                {
+                    "type": "object",
+                    "properties": {"bundle": {"type": "string", "description": "the bundle folder"}},
+                    "required": ["bundle"],
+                    "additionalProperties": False,
+                },
+                self._read_bundle,
+            ),
+            Tool(
+                "history",
+                "Past events nightowl recorded for a host (Xids, verdicts), each naming its bundle.",
+                {
+                    "type": "object",
+                    "properties": {
+                        "host": {"type": "string"},
+                        "gpu": {"type": "string", "description": "PCI bus id, e.g. 0000:a1:00"},
+                        "since": {"type": "string", "description": "age, e.g. 7d, 12h"},
+                    },
+                    "required": ["host"],
+                    "additionalProperties": False,
+                },
+                self._history,
+            ),
+        ]
+
+    def _list_runbooks(self, arguments: dict[str, Any], progress: Progress) -> dict[str, Any]:
+        listed = [{"name": name, **info} for name, info in sorted(self.runbooks().items())]
+        return {"runbooks": listed, **NO_BUNDLE}
+
+    def _plan(self, arguments: dict[str, Any], progress: Progress) -> dict[str, Any]:
+        from nightowl.collectors import get_collector
+        from nightowl.engine.session import plan
+
+        loaded, params = self._runbook_and_params(arguments)
+        try:
+            steps = plan(loaded, get_collector, allow_invasive=False, params=params)
+        except ValueError as exc:
+            raise ToolError(str(exc)) from None
+        return {"runbook": loaded.id, "steps": steps, **NO_BUNDLE}
+
+    def _triage(self, arguments: dict[str, Any], progress: Progress) -> dict[str, Any]:
+        from nightowl.engine.bundle import host_entry
+        from nightowl.mcp.bundles import bundle_identity
+        from nightowl.paths import default_out_dir
+
+        loaded, params = self._runbook_and_params(arguments)
+        replays = tuple(self._readable(p) for p in arguments.get("replay") or [])
+        hosts = tuple(dict.fromkeys(arguments.get("hosts") or []))
+        refused = [h for h in hosts if h not in self.config.hosts]
+        if refused:
+            allowed = ", ".join(self.config.hosts) or "none"
+            raise ToolError(f"host {refused[0]!r} is not allowed by the server's config (allowed: {allowed})")
+        missing = [str(p) for p in replays if not p.is_dir()]
+        if missing:
+            raise ToolError(f"replay: {missing[0]!r} is not a recorded host or bundle folder")
+        if not replays and not hosts:
+            raise ToolError("give at least one host or replay path")
+        uploads = sorted(set(params) & upload_params()) if hosts else []
+        if uploads:
+            raise ToolError(
+                f"parameter {uploads[0]} is refused on live hosts over MCP: a collector would send the file it "
+                "names to a URL (run it from the CLI, or give the body as text where the runbook allows)"
+            )
+        total = float(len(hosts) + len(replays))  # a bundle may hold several hosts: the total grows then
+        done: list[str] = []
+
+        def host_done(run: Any) -> None:
+            done.append(run.host)
+            verdict = (host_entry(run).get("verdict") or {}).get("id")
+            progress(float(len(done)), max(total, float(len(done))), f"{run.host}: {run.status} {verdict or ''}")
+
+        progress(0.0, total, f"running {loaded.id}")
+        request = RunRequest(
+            loaded=loaded,
+            replays=replays,
+            hosts=hosts,
+            params=params,
+            out_dir=self._out_dir or default_out_dir(),
+            ssh=self._ssh(),
+            on_host_done=host_done,
+        )
+        summary = self._run(request)
+        bundle_id, sha256 = bundle_identity(Path(summary["bundle"])) if summary.get("bundle") else (None, None)
+        return {
+            **summary,
+            "bundle_id": bundle_id or summary.get("run_id"),
+            "bundle_sha256": sha256,
+            "verdicts_by": "nightowl",
+        }
+
+    def _readable(self, given: str) -> Path:
+        from nightowl.paths import default_out_dir
+
+        try:
+            return self.config.readable(given, also=self._out_dir or default_out_dir())
+        except ConfigError as exc:
+            raise ToolError(str(exc)) from None
+
+    def _ssh(self) -> dict[str, Any]:
+        config = self.config
+        return {
+            "known_hosts": config.known_hosts,
+            "ssh_config": config.ssh_config,
+            "identity_files": config.identity,
+        }
+
+    def _runbook_and_params(self, arguments: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
+        """The named runbook, loaded and validated, and the model's parameters checked against it."""
+        from nightowl import runbooks
+        from nightowl.engine.validate import RunbookInvalid
+
+        name = arguments["runbook"]
+        known = self.runbooks()
+        if name not in known:
+            raise ToolError(f"no runbook named {name!r} (known: {', '.join(sorted(known)) or 'none'})")
+        try:
+            loaded = runbooks.load(name)
+        except FileNotFoundError as exc:
+            raise ToolError(str(exc)) from None
+        except RunbookInvalid as exc:
+            raise ToolError(f"invalid runbook:\n{exc}") from None
+        params = dict(arguments.get("params") or {})
+        try:
+            schemas.check_param_values(loaded.id, known[name]["parameters"], params)
+            loaded.resolve_params(params)  # an undeclared name or a value of the wrong type: the CLI's message
+        except ValueError as exc:
+            raise ToolError(str(exc)) from None
+        return loaded, params
+
+    def _parse(self, arguments: dict[str, Any], progress: Progress) -> dict[str, Any]:
+        from nightowl.collectors import UnknownCollector, available_kinds, get_collector
+        from nightowl.collectors.base import to_jsonable
+
+        kind = arguments["kind"]
+        if arguments.get("path") is not None:
+            self._readable(arguments["path"])
+        text = _text_or_file(arguments)
+        try:
+            collector = get_collector(kind)
+        except (UnknownCollector, ModuleNotFoundError):
+            raise ToolError(f"unknown kind {kind!r}; one of: {', '.join(available_kinds())}") from None
+        try:
+            result = to_jsonable(collector.parse(text))
+        except Exception as exc:  # noqa: BLE001 - as `nightowl parse`: JSON whenever the text was read
+            result = {"kind": kind, "warnings": [f"parser failed: {type(exc).__name__}: {exc}"]}
+        return {"result": result, **NO_BUNDLE}
+
+    def _explain_xid(self, arguments: dict[str, Any], progress: Progress) -> dict[str, Any]:
+        from nightowl.collectors.base import to_jsonable
+        from nightowl.collectors.gpu import kernel_log, kernel_patterns, xid_catalog
+
+        codes, log = arguments.get("codes") or [], arguments.get("log")
+        if not codes and log is None:
+            raise ToolError("give codes or a kernel log")
+        kind = arguments.get("kind") or "xid"
+        rows = [xid_catalog.explain({"kind": kind, "code": code}) for code in codes]
+        warnings: list[str] = []
+        if log is not None:
+            result = to_jsonable(kernel_log.parse(log))
+            rows += [_xid_row(xid_catalog.explain(e), e) for e in kernel_patterns.judged_events(result)]
+            warnings = result["warnings"]
+        return {"events": rows, "warnings": warnings, **NO_BUNDLE}
+
+    def _read_bundle(self, arguments: dict[str, Any], progress: Progress) -> dict[str, Any]:
+        from nightowl.mcp.bundles import read_bundle
+
+        return read_bundle(str(self._readable(arguments["bundle"])))
+
+    def _history(self, arguments: dict[str, Any], progress: Progress) -> dict[str, Any]:
+        answer = host_history(arguments["host"], arguments.get("gpu"), arguments.get("since"))
+        return {"host": arguments["host"], **answer, **NO_BUNDLE}  # each timeline row names its bundle
+
+
+def upload_params() -> frozenset[str]:
+    """Parameters a collector command reads as a file to send (curl's ``@{name}``): a model that could
+    set one on a live host could make the host post any file it can read to any URL."""
+    import re
+
+    from nightowl.collectors.readonly import ALLOWED
+
+    return frozenset(m for shape in ALLOWED for element in shape for m in re.findall(r"^@\{(\w+)\}$", element))
+
+
+def _kinds() -> list[str]:
+    from nightowl.collectors import available_kinds
+
+    return sorted(available_kinds())
+
+
+def _text_or_file(arguments: dict[str, Any]) -> str:
+    if (arguments.get("text") is None) == (arguments.get("path") is None):
+        raise ToolError("give either text or path")
+    if arguments.get("text") is not None:
+        return str(arguments["text"])
+    path = Path(arguments["path"]).expanduser()
+    try:
+        with path.open("rb") as handle:
+            data = handle.read(MAX_PARSE_BYTES)
+    except OSError as exc:
+        raise ToolError(f"cannot read {arguments['path']!r}: {exc.strerror or exc}") from None
+    return data.decode("utf-8", "replace")
+
+
+def _xid_row(explained: dict[str, Any], event: dict[str, Any]) -> dict[str, Any]:
+    """One event as `nightowl xid --format json` prints it (cli/xid_cmd.py ``_row``; a test keeps them equal)."""
+    label = event.get("subkind") or explained.get("mnemonic") or str(event.get("kind"))
+    row = {**explained, "count": event.get("count", 1), "label": label}
+    if event.get("kind") == "hung_task" and "after Xid 45" in label:
+        row.update(
+            action="reboot-node",
+            first_step="wedged driver: drain the node and reboot it (a GPU reset "
+            "cannot succeed while tasks are stuck in the driver)",
+        )
+    return row

@@ -1,0 +1,140 @@
+"""Which kernel-log lines open a burst: the triggers, as a table, read by the kernel-log parser itself.
+
+A line is judged by what ``nightowl.collectors.gpu.kernel_log`` makes of it (the same patterns the
+``kernel-log`` collector and ``nightowl xid`` use) and by the pattern table of
+``nightowl/knowledge/kernel_patterns.csv``, so a line shape either learns is one a watcher sees; nothing
+here matches kernel text on its own.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from nightowl.collectors.gpu import kernel_log, kernel_patterns
+
+# Actions of nightowl/knowledge/kernel_patterns.csv that make a line worth a run of its own.
+NODE_ACTIONS = frozenset({"reset-gpu", "drain-and-reset", "reboot-node", "hardware-ticket"})
+
+# What one line is, as signals: the event kinds (and notable sub-kinds) the parser found in it.
+Signals = frozenset[str]
+
+
+@dataclass(frozen=True)
+class Trigger:
+    name: str
+    description: str
+    default: bool
+    fires: Callable[[Signals], bool]
+
+
+def _has(signal: str) -> Callable[[Signals], bool]:
+    return lambda signals: signal in signals
+
+
+# name -> what fires it. "hung-task-after-xid" needs an earlier Xid: the burst tracker keeps that memory.
+TRIGGERS: tuple[Trigger, ...] = (
+    Trigger("xid", "any NVIDIA Xid", True, _has("xid")),
+    Trigger("sxid", "any NVSwitch SXid", True, _has("sxid")),
+    Trigger("fallen-off-bus", "a GPU fell off the bus (or the driver lost it)", True, _has("fallen_off_bus")),
+    Trigger("aer-fatal", "a fatal PCIe AER error", True, _has("aer_fatal")),
+    Trigger("edac-uncorrectable", "an uncorrectable host memory error (EDAC UE)", True, _has("edac_uncorrected")),
+    Trigger("gpu-init-failed", "a GPU failed to initialise (RmInitAdapter, probe, BAR)", True, _has("gpu_init_failed")),
+    Trigger("hung-task-after-xid", "a task blocked for minutes after an Xid", True, _has("hung_task_after_xid")),
+    Trigger(
+        "pattern-action",
+        "a line the kernel-pattern table says needs a GPU reset, a reboot or a ticket (GSP hangs, WPR2, ...)",
+        True,
+        _has("pattern_action"),
+    ),
+    Trigger("gpu-reset-required", "the driver asks for a GPU reset", False, _has("gpu_reset_required")),
+    Trigger("gsp-error", "GSP firmware timeouts and failures", False, _has("gsp_error")),
+    Trigger("aer-nonfatal", "an uncorrectable non-fatal PCIe AER error", False, _has("aer_nonfatal")),
+    Trigger("oom-kill", "the kernel OOM killer killed a process", False, _has("oom_kill")),
+    Trigger("hung-task", "any task blocked for minutes", False, _has("hung_task")),
+    Trigger("driver-mismatch", "kernel module and user-space driver versions differ", False, _has("driver_mismatch")),
+)
+BY_NAME = {trigger.name: trigger for trigger in TRIGGERS}
+DEFAULT_TRIGGERS = tuple(trigger.name for trigger in TRIGGERS if trigger.default)
+
+
+def resolve(names: Iterable[str]) -> tuple[str, ...]:
+    """Trigger names from the command line (comma-separated, ``default`` for the default set); raises
+    ValueError naming an unknown one."""
+    chosen: dict[str, None] = {}
+    for given in names:
+        for name in filter(None, (part.strip() for part in given.split(","))):
+            if name == "default":
+                chosen.update(dict.fromkeys(DEFAULT_TRIGGERS))
+            elif name in BY_NAME:
+                chosen[name] = None
+            else:
+                raise ValueError(f"unknown trigger {name!r}; known: default, {', '.join(BY_NAME)}")
+    return tuple(chosen) or DEFAULT_TRIGGERS
+
+
+def line_signals(line: str) -> Signals:
+    """What the kernel-log parser finds in one line. Pure (and the caller memoises it by message)."""
+    result = kernel_log.parse_lines([line])
+    found: set[str] = set()
+    for event in result.events:
+        kind = event["kind"]
+        found.add(kind)
+        if kind == "pcie_aer":
+            severity = kernel_log.aer_severity(event)
+            if severity in ("fatal", "nonfatal"):
+                found.add(f"aer_{severity}")
+        elif kind == "other_nvrm":
+            subkind = event.get("subkind")
+            if subkind in kernel_log.INIT_FAILED_SUBKINDS:
+                found.add("gpu_init_failed")
+            elif subkind in kernel_log.GSP_SUBKINDS:
+                found.add("gsp_error")
+            elif subkind == "driver_mismatch":
+                found.add("driver_mismatch")
+            elif subkind == "gpu_lost":
+                found.add("fallen_off_bus")
+    for record in result.host_errors:
+        if record.get("source") == "edac" and record.get("severity") == "uncorrected":
+            found.add("edac_uncorrected")
+    if result.hung_tasks:
+        found.add("hung_task")
+    row = kernel_patterns.match(line)
+    if row is not None and not row.harmless and row.action in NODE_ACTIONS:
+        found.add("pattern_action")
+    return frozenset(found)
+
+
+class LineJudge:
+    """Which triggers a line fires. Remembers what it learnt per message (the text from the parser's
+    anchor on, which repeats behind new time stamps in a storm), at most ``memo_limit`` of them."""
+
+    def __init__(self, triggers: Iterable[str] = DEFAULT_TRIGGERS, memo_limit: int = 4096) -> None:
+        self.triggers = tuple(BY_NAME[name] for name in triggers)
+        self.memo: dict[str, Signals] = {}
+        self.memo_limit = memo_limit
+        self.xid_seen = False  # an Xid since the watch started: a hung task after it is a trigger
+
+    def fired(self, line: str) -> list[str]:
+        """The names of the triggers ``line`` fires (empty for most lines)."""
+        start = kernel_log.message_start(line)
+        if start < 0:
+            return []
+        message = line[start:]
+        signals = self.memo.get(message)
+        if signals is None:
+            signals = line_signals(line)
+            if len(self.memo) >= self.memo_limit:
+                self.memo.clear()
+            self.memo[message] = signals
+        if "xid" in signals:
+            self.xid_seen = True
+        if self.xid_seen and "hung_task" in signals:
+            signals = signals | {"hung_task_after_xid"}
+        return [trigger.name for trigger in self.triggers if trigger.fires(signals)]
+
+
+def describe() -> list[dict[str, Any]]:
+    """The trigger table, for --help and the docs."""
+    return [{"name": t.name, "default": t.default, "description": t.description} for t in TRIGGERS]

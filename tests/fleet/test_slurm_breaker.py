@@ -1,0 +1,117 @@
+"""The fleet circuit breaker on a real slurmctld: `nightowl slurm drain|resume` on 24 nodes.
+
+gpu-17 runs a real slurmd; the 23 spares (tests/fleet/slurm_cluster.py) exist only in slurm.conf, and
+slurmctld drains and resumes them through scontrol as it would any node. Twelve checks judge their
+node fatal at the same moment, each a separate `nightowl slurm drain` process sharing a lock file.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from nightowl.fleet import actions_log
+from tests.fleet.daemons import wait_for
+from tests.fleet.prometheus_stack import nightowl_argv
+from tests.fleet.slurm_cluster import NODE, SPARES, SlurmCluster
+
+pytestmark = pytest.mark.integration
+FATAL = SPARES[:12]
+PERSONS = SPARES[19]  # drained by a person before the storm
+REASON = "nightowl: nvlink-xid (reset-gpu)"
+
+
+def _nightowl(cluster: SlurmCluster, *args: str) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [*nightowl_argv(), *args], env=cluster.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+
+
+def _clean(cluster: SlurmCluster) -> None:
+    """Every spare DOWN and not drained. A spare never registers, so slurmctld refuses RESUME and UNDRAIN
+    while its state is UNKNOWN; once DOWN, it drains and undrains as a real node that went down would."""
+    for node in SPARES:
+        state = cluster.node_state(node)
+        if "drain" in state:
+            cluster.scontrol("update", f"nodename={node}", "state=undrain")
+        if not cluster.node_state(node).startswith("down"):
+            cluster.scontrol("update", f"nodename={node}", "state=down", "reason=test: no slurmd")
+
+
+def test_twelve_fatal_at_once_under_a_cap_of_five(slurm_cluster: SlurmCluster, tmp_path: Path) -> None:
+    cluster = slurm_cluster
+    cluster.reset()
+    _clean(cluster)
+    log, lock = tmp_path / "actions.jsonl", tmp_path / "drain.lock"
+    cluster.scontrol("update", f"nodename={PERSONS}", "state=drain", "reason=maintenance: PSU swap")
+    try:
+        drain_args = ["--verdict", "nvlink-xid", "--action", "reset-gpu", "--max-drain", "5", "--window", "1h"]
+        drain_args += ["--actions-log", str(log), "--format", "json"]
+        preview = _nightowl(cluster, "slurm", "drain", *FATAL, *drain_args, "--dry-run")
+        out, err = preview.communicate(timeout=120)
+        assert preview.returncode == 0, err
+        assert [a["result"] for a in json.loads(out)["actions"]] == ["would-drain"] * 5 + ["would-hold"] * 7
+        assert not log.exists() and not any("drain" in cluster.node_state(n) for n in FATAL)
+
+        checks = [_nightowl(cluster, "slurm", "drain", node, *drain_args, "--lock", str(lock)) for node in FATAL]
+        results = []
+        for check in checks:
+            out, err = check.communicate(timeout=120)
+            assert check.returncode == 0, err
+            results.extend(json.loads(out)["actions"])
+        drained = [r["node"] for r in results if r["result"] == "drained"]
+        held = [r for r in results if r["result"] == "held"]
+        print(f"\ncircuit breaker: {len(drained)} drained, {len(held)} held of {len(FATAL)} fatal (cap 5)")
+        assert len(drained) == 5 and len(held) == 7
+        assert all("circuit breaker open" in r["why"] and "--max-drain 5" in r["why"] for r in held)
+        in_slurm = [n for n in FATAL if "drain" in cluster.node_state(n)]
+        assert sorted(in_slurm) == sorted(drained)
+        assert {cluster.reason(n) for n in in_slurm} == {REASON}
+        logged = actions_log.read(log)
+        assert sorted((a["node"], a["result"]) for a in logged) == sorted((r["node"], r["result"]) for r in results)
+        assert actions_log.verify(log) == []
+
+        resume = _nightowl(cluster, "slurm", "resume", *FATAL, PERSONS, "--actions-log", str(log), "--format", "json")
+        out, err = resume.communicate(timeout=120)
+        assert resume.returncode == 0, err
+        by_node = {a["node"]: a["result"] for a in json.loads(out)["actions"]}
+        assert sorted(n for n, r in by_node.items() if r == "resumed") == sorted(drained)
+        assert by_node[PERSONS] == "not-ours"
+        assert not any("drain" in cluster.node_state(n) for n in FATAL)
+        assert "drain" in cluster.node_state(PERSONS) and cluster.reason(PERSONS) == "maintenance: PSU swap"
+        assert actions_log.verify(log) == []
+    finally:
+        _clean(cluster)
+
+
+def test_the_health_check_holds_its_own_drain_when_the_breaker_is_open(
+    slurm_cluster: SlurmCluster, tmp_path: Path
+) -> None:
+    """gpu-17's real health check finds a fatal Xid while five spares are already drained by nightowl."""
+    from tests.fleet.test_slurm_healthcheck import XID79
+
+    cluster = slurm_cluster
+    cluster.reset()
+    _clean(cluster)
+    log = cluster.root / "actions.jsonl"  # where the script writes it: next to NIGHTOWL_OUT
+    try:
+        for node in SPARES[:5]:
+            cluster.scontrol("update", f"nodename={node}", "state=drain", f"reason={REASON}")
+        cluster.node.switch(XID79)
+        cluster.settings.write_text("export NIGHTOWL_MAX_DRAIN=5\n")
+        cluster.armed.touch()
+        held = wait_for(
+            "the health check to hold its drain",
+            lambda: [a for a in actions_log.read(log) if a["node"] == NODE and a["result"] == "held"],
+            90,
+            list(cluster.daemons.values()),
+        )
+        assert "drain" not in cluster.state()
+        assert "circuit breaker open: 5 nodes" in held[-1]["why"]
+        assert held[-1]["bundle_sha256"] and Path(held[-1]["bundle"]).is_dir()
+    finally:
+        cluster.reset()
+        _clean(cluster)

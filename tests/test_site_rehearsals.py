@@ -1,0 +1,81 @@
+"""`nightowl runbook test NAME` for a site runbook: rehearsals beside it, or given with --rehearsals."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from nightowl import paths, runbooks
+from nightowl.cli.main import main
+
+SITE_RUNBOOK = """\
+id: gpu-count
+title: Site check that nvidia-smi lists GPUs
+entry: collect
+nodes:
+  collect:
+    collect: [nvidia-smi]
+    next: judge
+  judge:
+    decide:
+      - when: "(nvidia_smi.gpus | default([])) | length > 0"
+        goto: ok
+    default: no-gpus
+  ok:
+    verdict: {id: ok, severity: ok, action: none, summary: nvidia-smi lists GPUs}
+  no-gpus:
+    verdict: {id: no-gpus, severity: critical, action: escalate, summary: nvidia-smi lists no GPU}
+"""
+CASES = """\
+- name: a healthy L40S node
+  host: healthy-l40s
+  expect: {verdict: ok, action: none, path: [collect, judge, ok]}
+"""
+
+
+@pytest.fixture
+def site(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))
+    monkeypatch.delenv("NIGHTOWL_RUNBOOK_PATH", raising=False)
+    monkeypatch.setattr(paths, "SITE_CONFIG_DIR", tmp_path / "etc")
+    monkeypatch.setattr(runbooks, "EXTRA_DIRS", [])
+    folder = tmp_path / "team"
+    (folder / "rehearsals").mkdir(parents=True)
+    (folder / "gpu-count.yaml").write_text(SITE_RUNBOOK)
+    return folder
+
+
+def _test(*args: str):
+    return CliRunner().invoke(main, list(args), catch_exceptions=False)
+
+
+def test_rehearsals_beside_a_site_runbook_are_found_by_name(site: Path) -> None:
+    (site / "rehearsals" / "gpu-count.yaml").write_text(CASES)
+    result = _test("--runbook-path", str(site), "runbook", "test", "gpu-count")
+    assert result.exit_code == 0, result.output
+    assert "PASS  gpu-count: a healthy L40S node -> ok" in result.output and "1 passed, 0 failed" in result.output
+
+
+def test_a_wrong_expectation_fails(site: Path) -> None:
+    (site / "rehearsals" / "gpu-count.yaml").write_text(CASES.replace("verdict: ok", "verdict: too-hot"))
+    result = _test("--runbook-path", str(site), "runbook", "test", "gpu-count")
+    assert result.exit_code == 1 and "verdict 'ok' != expected 'too-hot'" in result.output
+
+
+def test_rehearsals_given_by_path(site: Path, tmp_path: Path) -> None:
+    elsewhere = tmp_path / "cases.yaml"
+    elsewhere.write_text(CASES)
+    result = _test("--runbook-path", str(site), "runbook", "test", "gpu-count", "--rehearsals", str(elsewhere))
+    assert result.exit_code == 0 and "1 passed, 0 failed" in result.output, result.output
+    folder = tmp_path / "cases"
+    folder.mkdir()
+    (folder / "gpu-count.yaml").write_text(CASES)
+    result = _test("--runbook-path", str(site), "runbook", "test", "gpu-count", "--rehearsals", str(folder))
+    assert result.exit_code == 0 and "1 passed, 0 failed" in result.output, result.output
+
+
+def test_a_site_runbook_without_rehearsals_is_named(site: Path) -> None:
+    result = _test("--runbook-path", str(site), "runbook", "test", "gpu-count")
+    assert result.exit_code != 0 and "no rehearsals for gpu-count" in result.output
