@@ -41,7 +41,9 @@ def render(line: str, fmt: str, logger: str, now: float | None = None) -> str:
     fields = dict(getattr(line, "fields", {}))
     level = str(fields.pop("level", "info"))
     if fmt != "json":
-        return f"{time.strftime('%H:%M:%S', time.localtime(now))} {line}"
+        from nightowl.safetext import one_line
+
+        return f"{time.strftime('%H:%M:%S', time.localtime(now))} {one_line(line)}"
     stamp = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(now)) + f".{int(now % 1 * 1000):03d}Z"
     record = {"time": stamp, "level": level, "logger": logger, "msg": str(line), **fields}
     return json.dumps(record, default=str, ensure_ascii=False)

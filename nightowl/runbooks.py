@@ -3,11 +3,14 @@
 A team adds its own runbooks without forking: a ``NAME.yaml`` in a site folder (nightowl/paths.py
 ``runbook_dirs``: ``--runbook-path``, ``$NIGHTOWL_RUNBOOK_PATH``, ``$XDG_CONFIG_HOME/nightowl/runbooks``,
 ``/etc/nightowl/runbooks``) is found by ``NAME``; the first folder holding a name wins, so a site copy
-of a built-in replaces it.
+of a built-in replaces it. A site folder or file that others than its owner or root may write is
+refused with the reason (whoever can write it would choose what nightowl, often root, runs).
 """
 
 from __future__ import annotations
 
+import os
+import stat
 from pathlib import Path
 from typing import Any
 
@@ -25,13 +28,46 @@ def builtin_paths() -> dict[str, Path]:
     return {p.stem: p for p in sorted(builtin_dir().glob("*.yaml"))}
 
 
+class UnsafeSitePath(FileNotFoundError):
+    """A site runbook that others than its owner or root may write (a FileNotFoundError, so every
+    caller that reports an unknown runbook reports this too, exit 2)."""
+
+
+def unsafe_reason(path: Path) -> str | None:
+    """Why ``path`` may not supply a runbook (someone else may write it), or None."""
+    try:
+        info = path.stat()
+    except OSError as exc:
+        return f"{path}: cannot stat ({exc.strerror})"
+    mode = stat.S_IMODE(info.st_mode)
+    if info.st_uid not in (0, os.getuid()):
+        return f"{path} is owned by uid {info.st_uid}, neither root nor the user running nightowl"
+    if mode & stat.S_IWOTH:
+        return f"{path} is writable by every user (mode {mode:04o})"
+    if mode & stat.S_IWGRP and info.st_gid not in (0, os.getgid()):
+        return f"{path} is writable by group {info.st_gid} (mode {mode:04o})"
+    return None
+
+
+# name -> why its site runbook is refused (filled by site_paths)
+REFUSED: dict[str, str] = {}
+
+
 def site_paths() -> dict[str, Path]:
-    """Runbooks of the site folders by name, the first folder holding a name winning."""
+    """Runbooks of the site folders by name, the first folder holding a name winning (a refused one
+    too: it is named and refused, never silently replaced by the next folder's or the built-in)."""
     found: dict[str, Path] = {}
+    REFUSED.clear()
     for folder in runbook_dirs(tuple(EXTRA_DIRS)):
         if folder.is_dir():
+            folder_problem = unsafe_reason(folder)
             for path in sorted([*folder.glob("*.yaml"), *folder.glob("*.yml")]):
-                found.setdefault(path.stem, path)
+                if path.stem in found:
+                    continue
+                found[path.stem] = path
+                problem = folder_problem or unsafe_reason(path)
+                if problem:
+                    REFUSED[path.stem] = problem
     return found
 
 
@@ -43,6 +79,11 @@ def all_paths() -> dict[str, Path]:
 def resolve(name_or_path: str) -> Path:
     """A runbook name (``xid``; site folders first, then built-in) or a path to a YAML file."""
     known = all_paths()
+    if name_or_path in REFUSED:
+        raise UnsafeSitePath(
+            f"site runbook {known[name_or_path]} refused: {REFUSED[name_or_path]}; whoever can write it "
+            "would choose what nightowl runs (chmod go-w, chown root, or remove it)"
+        )
     if name_or_path in known:
         return known[name_or_path]
     path = Path(name_or_path)

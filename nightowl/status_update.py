@@ -191,7 +191,11 @@ def render(summary: dict[str, Any], now: float | None = None) -> str:
         autoescape=False,  # noqa: S701 - plain text for chat, never HTML
         keep_trailing_newline=True,
     )
-    return env.get_template(TEMPLATE).render(**context(summary, now))
+    from nightowl.safetext import all_one_line, printable
+
+    # Each value one printable line: an alert title or a replica's text never forges a line or
+    # reaches a reader's terminal as an escape sequence.
+    return printable(env.get_template(TEMPLATE).render(**all_one_line(context(summary, now))))
 
 
 def write(bundle: Path, summary: dict[str, Any]) -> Path:

@@ -159,6 +159,12 @@ def test_slurm_wrapper_drains_only_when_the_action_needs_it(
         (1, "drained|maintenance: PSU swap", None),  # a drain verdict does not overwrite a person's reason
         (1, "drained|nightowl: gpu-fell-off-bus (reboot-node)", None),  # already drained for this reason
         (3, "drained|nightowl: gpu-fell-off-bus (reboot-node)", None),  # cannot judge: the drain stays
+        # issue 30 item 23: a person's annotation of nightowl's reason makes the drain theirs
+        (0, "drained|nightowl: gpu-fell-off-bus (reboot-node) - keep drained, RMA 4411", None),
+        (0, "drained|nightowl: keep drained until the PSU is swapped", None),
+        (0, "drained|nightowl:gpu-fell-off-bus (reboot-node)", None),
+        (0, "drained|Nightowl: gpu-fell-off-bus (reboot-node)", None),
+        (1, "drained|nightowl: gpu-fell-off-bus (reboot-node) - RMA 4411", None),  # not relabelled
     ],
 )
 def test_slurm_wrapper_resumes_only_its_own_drain(tmp_path: Path, rc: int, sinfo: str, expected: str | None) -> None:
@@ -177,3 +183,41 @@ def test_slurm_wrapper_deadline_is_well_inside_slurmds_minute(tmp_path: Path) ->
     kill_after, grace = int(limits.group(1)), int(limits.group(2))
     assert host_timeout + grace + kill_after < 60  # SIGTERM at deadline + grace, SIGKILL kill_after later
     assert args[:2] == ["check", "--format"]
+
+
+# --- issue 30, item 28: the DaemonSet states what reading the kernel log needs, and says when it cannot --
+def _kernel_log_probe() -> str:
+    pod = _documents("nightowl-node-health.yaml")["DaemonSet"]["spec"]["template"]["spec"]
+    script = pod["containers"][0]["args"][0]
+    return script.split("while true; do", 1)[0]
+
+
+def test_the_daemonset_states_what_dev_kmsg_needs_and_why() -> None:
+    text = (DEPLOY / "kubernetes" / "nightowl-node-health.yaml").read_text()
+    for fact in ("device cgroup", "1:11", "privileged: true", "CAP_SYSLOG", "no per-device allow rule"):
+        assert fact in text, fact
+    pod = _documents("nightowl-node-health.yaml")["DaemonSet"]["spec"]["template"]["spec"]
+    assert "privileged" not in pod["containers"][0]["securityContext"]  # the least by default: the journal
+
+
+@pytest.mark.parametrize(
+    ("journal_lines", "kmsg", "says"),
+    [
+        ("", "missing", "NO kernel log is readable"),
+        ("Dec 01 kernel: NVRM: Xid 79", "missing", "kernel log from: host journal"),
+        ("", "readable", "kernel log from: "),
+    ],
+)
+def test_the_pod_says_which_kernel_log_it_can_read(tmp_path: Path, journal_lines: str, kmsg: str, says: str) -> None:
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "journalctl").write_text(f"#!/bin/sh\nprintf '%s' '{journal_lines}'\n")
+    (bin_dir / "journalctl").chmod(0o755)
+    device = tmp_path / "kmsg"
+    if kmsg == "readable":
+        device.write_text("6,1,0,-;NVRM: loaded\n")
+    env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}", "NIGHTOWL_KMSG": str(device)}
+    done = subprocess.run(["bash", "-c", _kernel_log_probe()], env=env, capture_output=True, text=True, timeout=30)
+    assert done.returncode == 0 and says in done.stderr, done.stderr
+    if kmsg == "missing":
+        assert f"cannot read {device}" in done.stderr

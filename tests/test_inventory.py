@@ -370,3 +370,50 @@ def test_limit_by_name_label_group_and_exclusion(empty_config: Path) -> None:
     assert limit(fleet, "nothing-matches") == []
     with pytest.raises(ValueError, match="empty"):
         limit(fleet, " , ")
+
+
+# --- issue 30, item 22: one malformed host is that host's problem, never the whole sweep's ----------
+def test_a_malformed_host_is_unreachable_with_the_reason_and_the_others_are_swept(tmp_path: Path) -> None:
+    import json
+
+    from click.testing import CliRunner
+
+    from nightowl.cli.main import main
+    from nightowl.fleet.inventory import InventoryError, load_inventory
+
+    inventory = tmp_path / "hosts.yaml"
+    inventory.write_text('hosts:\n  - local\n  - "gpu 17!!"\n  - "ssh://root@[::1"\n')
+    with pytest.raises(InventoryError, match="hosts.yaml:3"):
+        load_inventory(inventory)  # strict for every other reader
+    result = CliRunner().invoke(
+        main, ["sweep", "--inventory", str(inventory), "--format", "json", "--out", str(tmp_path / "out")]
+    )
+    report = json.loads(result.output)
+    assert [h["host"] for h in report["hosts"]] == ["local", "gpu 17!!", "ssh://root@[::1"]
+    local, bad, bad6 = report["hosts"]
+    assert local["status"] != "unreachable"  # swept
+    assert bad["status"] == "unreachable" and "hosts.yaml:3" in bad["error"] and "whitespace" in bad["error"]
+    assert bad6["status"] == "unreachable" and "hosts.yaml:4" in bad6["error"]
+    only_bad = tmp_path / "bad.yaml"
+    only_bad.write_text('hosts:\n  - "gpu 17!!"\n')
+    result = CliRunner().invoke(main, ["sweep", "--inventory", str(only_bad), "--out", str(tmp_path / "out")])
+    assert result.exit_code == 3, result.output  # a host had no verdict; not a usage error
+
+
+# --- issue 30, item 24: deep nesting is an input error naming the file ------------------------------
+@pytest.mark.parametrize("depth", [100_000])
+def test_deeply_nested_ansible_json_is_an_input_error_naming_the_file(tmp_path: Path, depth: int) -> None:
+    path = tmp_path / "inventory.json"
+    path.write_text('{"all": {"vars": ' + '{"a": ' * depth + "1" + "}" * depth + "}}")
+    with pytest.raises(InventoryError, match=r"inventory.json.*nested too deeply"):
+        load_inventory(path)
+    groups = {f"g{i}": {"children": [f"g{i + 1}"]} for i in range(5000)}
+    groups["g5000"] = {"hosts": ["gpu-01"]}
+    deep = tmp_path / "groups.json"
+    import json
+
+    deep.write_text(json.dumps({"all": {"children": ["g0"]}, **groups}))
+    try:
+        load_inventory(deep)
+    except InventoryError as exc:
+        assert "groups.json" in str(exc)

@@ -66,3 +66,42 @@ def test_runbook_path_option_reaches_list_and_show(xdg: Path) -> None:
     assert "gpu-temp" in listed.output and "xid" in listed.output, listed.output
     shown = runner.invoke(main, ["--runbook-path", str(folder), "runbook", "show", "gpu-temp"])
     assert "Site check of GPU temperature" in shown.output, shown.output
+
+
+# --- issue 30, item 18: a site path others may write is refused, with the reason --------------------
+@pytest.mark.parametrize(("what", "mode"), [("folder", 0o777), ("folder", 0o1777), ("file", 0o666)])
+def test_a_world_writable_site_runbook_is_refused_with_the_reason(xdg: Path, what: str, mode: int) -> None:
+    import os
+
+    folder = xdg / "config" / "nightowl" / "runbooks"
+    folder.mkdir(parents=True)
+    path = folder / "xid.yaml"  # a site copy of a built-in's name: it would replace the built-in
+    path.write_text(SITE_RUNBOOK.replace("gpu-temp", "xid"))
+    os.chmod(folder if what == "folder" else path, mode)
+    with pytest.raises(runbooks.UnsafeSitePath, match="writable by every user"):
+        runbooks.resolve("xid")
+    runner = CliRunner()
+    run = runner.invoke(main, ["triage", "xid", "--replay", str(runbooks.builtin_dir())])
+    assert run.exit_code == 2 and "refused" in run.output and "writable by every user" in run.output
+    listed = runner.invoke(main, ["runbook", "list"])
+    assert "refused" in listed.output
+    os.chmod(folder if what == "folder" else path, 0o755 if what == "folder" else 0o644)
+    assert runbooks.resolve("xid") == path  # once fixed, the site copy is what `xid` names
+
+
+def test_a_site_runbook_owned_by_another_user_is_refused(xdg: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import os
+
+    folder = xdg / "config" / "nightowl" / "runbooks"
+    folder.mkdir(parents=True)
+    (folder / "gpu-temp.yaml").write_text(SITE_RUNBOOK)
+    monkeypatch.setattr(os, "getuid", lambda: 4242)  # as if the runner were another, non-root user
+    real_stat = Path.stat
+    owner_uid = real_stat(folder).st_uid
+    if owner_uid != 0:
+        pytest.skip("needs files owned by root to pose as another user's")
+    monkeypatch.setattr(
+        Path, "stat", lambda self, **kw: os.stat_result((*real_stat(self, **kw)[:4], 1001, *real_stat(self, **kw)[5:]))
+    )
+    with pytest.raises(runbooks.UnsafeSitePath, match="owned by uid 1001"):
+        runbooks.resolve("gpu-temp")

@@ -78,7 +78,7 @@ def test_serve_example_routes_every_alert(monkeypatch: pytest.MonkeyPatch) -> No
     from nightowl.receiver.payload import Alert
     from nightowl.receiver.rules import render_host
 
-    monkeypatch.setenv("NIGHTOWL_SERVE_TOKEN", "test-token")
+    monkeypatch.setenv("NIGHTOWL_SERVE_TOKEN", "test-token-of-real-strength")
     config = load_config(DEPLOY / "nightowl-serve.yml")
     for alert in alerts():
         labels = {"alertname": alert["alert"], **alert.get("labels", {}), "instance": "gpu-17:8000", "host": "gpu-17"}

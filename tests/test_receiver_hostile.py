@@ -205,6 +205,7 @@ def test_a_failed_capture_is_not_a_duplicate(serve: Any, tmp_path: Path) -> None
     running.wait_idle()
     assert [e["status"] for e in journal(tmp_path)] == ["queued", "failed", "queued", "captured"]
     # A restarted receiver reads the journal the same way: captured is a duplicate from now on.
+    running.receiver.stop(timeout=5)  # one receiver owns a journal folder at a time
     again = serve(write_config(tmp_path))
     assert again.request("POST", "/alertmanager", body)[1]["statuses"] == ["duplicate"]
 
@@ -376,3 +377,69 @@ def test_triage_alert_exits_3_when_a_capture_fails_or_its_host_is_unreachable(tm
         expected = 1 if capture.get("verdict") else 3
         assert result.exit_code == expected, result.output
     assert expected == 1  # the last one, on the recorded host, is judged
+
+
+# --- issue 30, item 17: a label-filled param stays in its template's directory; URLs need consent ----
+def _param_rule(params: dict[str, Any], label_urls: tuple[str, ...] = ()) -> Any:
+    from nightowl.receiver.rules import Matcher, Rule
+
+    return Rule("r", (Matcher("alertname", "=", "GpuXidErrors"),), "xid", "h", params, False, label_urls)
+
+
+def _with(**labels: str) -> Any:
+    from nightowl.receiver.payload import Alert
+
+    return Alert("alertmanager", "firing", {"alertname": "GpuXidErrors", **labels}, {}, None, None, "f")
+
+
+@pytest.mark.parametrize(
+    "model",
+    ["../../etc/shadow", "../../../root/.ssh/id_ed25519", "x/../../../etc/passwd", "../shadow", "a/..\\\\..\\\\b"],
+)
+def test_a_label_cannot_climb_out_of_a_path_template(model: str) -> None:
+    from nightowl.receiver.rules import render_params
+
+    rule = _param_rule({"engine_log_file": "/var/log/{{ labels.model }}.log"})
+    with pytest.raises(ValueError, match="engine_log_file"):
+        render_params(rule, _with(model=model))
+
+
+def test_a_label_fills_a_path_inside_the_template_and_a_fixed_url_path() -> None:
+    from nightowl.receiver.rules import render_params
+
+    rule = _param_rule(
+        {
+            "engine_log_file": "/var/log/{{ labels.model }}.log",
+            "metrics": "http://gpu-metrics.corp:9400/{{ labels.job }}",
+            "since": "-2h",
+        }
+    )
+    got = render_params(rule, _with(model="meta-llama/Llama-3", job="vllm"))
+    assert got == {
+        "engine_log_file": "/var/log/meta-llama/Llama-3.log",
+        "metrics": "http://gpu-metrics.corp:9400/vllm",
+        "since": "-2h",
+    }
+    with pytest.raises(ValueError, match="absolute path"):
+        render_params(_param_rule({"engine_log_file": "{{ labels.f }}"}), _with(f="/etc/shadow"))
+
+
+def test_an_endpoint_comes_from_a_label_only_when_the_rule_allows_it(tmp_path: Path) -> None:
+    from nightowl.receiver.rules import render_params
+
+    params = {"endpoint": "{{ labels.endpoint }}"}
+    alert = _with(endpoint="http://attacker.example/collect")
+    with pytest.raises(ValueError, match="label_urls"):
+        render_params(_param_rule(params), alert)
+    with pytest.raises(ValueError, match="label_urls"):
+        render_params(_param_rule({"endpoint": "http://{{ labels.h }}/v1"}), _with(h="attacker.example"))
+    assert render_params(_param_rule(params, ("endpoint",)), alert) == {"endpoint": "http://attacker.example/collect"}
+    # Through the receiver: that alert is not captured, with the reason, and the others still are.
+    path = ssh_config(tmp_path)
+    path.write_text(path.read_text().rstrip("}\n") + ", params: {probe_url: '{{ labels.endpoint }}'}}\n")
+    receiver = Receiver(load_config(path), run=never_run)
+    [capture] = receiver.submit([_with(Hostname="gpu-17", endpoint="http://attacker.example/")])
+    assert capture.status == "not_captured" and "cannot fill the parameters" in str(capture.reason)
+    path.write_text(path.read_text().replace("'}}\n", "'}, label_urls: [nope]}\n"))
+    with pytest.raises(ConfigError, match="label_urls"):
+        load_config(path)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from nightowl.receiver.http import index_page
 
 
@@ -52,3 +54,49 @@ def test_severity_column_and_colours_follow_the_verdict() -> None:
     assert "<td>no verdict</td><td>no verdict: host h unreachable: cannot open transport</td>" in rows[2]
     assert "tr.sev-critical td:nth-child(7){background:#d93025" in page  # the severity cell is coloured
     assert page.count("<th>") == 11 and "<th>severity</th><th>verdict</th>" in page
+
+
+# --- issue 30, item 15: every link of an IPv6 host's evidence resolves ------------------------------
+def test_every_evidence_link_of_an_ipv6_host_resolves(tmp_path: Path) -> None:
+    import re
+    import shutil
+    from urllib.parse import urljoin
+
+    from tests.postmortem.bundles import HOSTS
+    from tests.test_serve import TOKEN, Running, payload, write_config
+    from tests.test_serve_browser import fetch
+
+    hosts = tmp_path / "hosts"
+    shutil.copytree(HOSTS / "xid79-fallen-off-bus", hosts / "fe80::1")
+    config = write_config(tmp_path)
+    config.write_text(config.read_text().replace(str(HOSTS), str(hosts)))
+    from nightowl.receiver.config import load_config
+    from nightowl.receiver.queue import Receiver
+
+    receiver = Receiver(load_config(config))
+    receiver.start()
+    running = Running(receiver)
+    running.thread.start()
+    try:
+        body = payload("alertmanager-xid-firing.json")
+        alert = body["alerts"][0]
+        body["alerts"] = [{**alert, "labels": {**alert["labels"], "Hostname": "fe80::1"}}]
+        assert running.request("POST", "/alertmanager", body)[1]["statuses"] == ["queued"]
+        running.wait_idle()
+        (capture,) = running.receiver.captures()
+        base = f"/captures/{capture['run_id']}/"
+        auth_header = {"Authorization": f"Bearer {TOKEN}"}
+        checked = 0
+        for page in (base, base + "postmortem.html"):
+            status, _, html = fetch(running.url, path=page, headers=auth_header)
+            assert status == 200
+            links = [urljoin(page, h) for h in re.findall(r'href="([^"#]+)"', html) if "hosts/" in h]
+            assert links, f"{page} links no host file"
+            for link in links:
+                assert fetch(running.url, path=link, headers=auth_header)[0] == 200, link
+                checked += 1
+        assert checked >= 2
+    finally:
+        running.server.shutdown()
+        running.server.server_close()
+        receiver.stop(timeout=5)

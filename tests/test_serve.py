@@ -282,14 +282,16 @@ def test_the_example_config_loads(tmp_path: Path, monkeypatch: pytest.MonkeyPatc
     monkeypatch.setenv("NIGHTOWL_PAGERDUTY_SECRET", "a,b")
     monkeypatch.setenv("NIGHTOWL_PAGERDUTY_API_TOKEN", "pd-key")
     token, chat = tmp_path / "token", tmp_path / "chat.url"
-    token.write_text("s3cret\n")
+    token.write_text("s3cret-of-real-strength\n")
     chat.write_text("https://chat.example/hooks/T0/B0/x\n")
     text = (ALERTS / "serve.yaml").read_text().replace("/etc/nightowl/serve.token", str(token))
     text = text.replace("/etc/nightowl/chat-webhook.url", str(chat))
     (tmp_path / "serve.yaml").write_text(text)
     config = load_config(tmp_path / "serve.yaml", tmp_path / "out")
     assert [r.runbook for r in config.rules] == ["xid", "node-health", "engine-start", "xid"]
-    assert config.token == "s3cret" and config.pagerduty_secrets == ("a", "b") and config.queue_size == 16
+    assert (
+        config.token == "s3cret-of-real-strength" and config.pagerduty_secrets == ("a", "b") and config.queue_size == 16
+    )
     assert [(t.kind, t.token) for t in config.notify.targets] == [
         ("pagerduty", "pd-key"),
         ("chat", None),

@@ -273,8 +273,11 @@ def test_notifying_never_holds_up_a_capture(
     running.wait_idle()
     # Every capture finished while the notifier was stuck; the one that found its queue full says so.
     assert ran == ["n0", "n1", "n2"] and len(bundles(tmp_path)) == 3
-    full = [c for c in running.receiver.captures() if c.get("notifications")]
-    assert len(full) == 1 and all("notify queue full" in n["error"] for n in full[0]["notifications"])
+    full = wait_notified(running, 1)
+    # Each target has its own queue: only the stuck chat's was full; the others were posted.
+    assert len(full) == 1
+    by_target = {n["target"]: n for n in full[0]["notifications"]}
+    assert "notify queue full" in by_target["chat"]["error"] and by_target["webhook"]["status"] == "sent"
     recorder.gate["/chat"].set()
     assert len(wait_notified(running, 3)) == 3
 
@@ -333,3 +336,158 @@ def test_the_log_line_and_triage_say_what_prevented_a_verdict(tmp_path: Path) ->
     )
     assert f"GpuXidErrors -> xid on xid79-fallen-off-bus: {expected}" in result.output
     assert "NodeFilesystemAlmostFull -> - on -: ignored: no rule matches" in result.output
+
+
+# --- issue 30, items 8 and 13: secrets, redirects, deadlines, one target never blocks another --------
+def _collect(notifier: Any) -> tuple[Any, list[list[dict[str, Any]]], threading.Event]:
+    got: list[list[dict[str, Any]]] = []
+    event = threading.Event()
+
+    def done(results: list[dict[str, Any]]) -> None:
+        got.append(results)
+        event.set()
+
+    return done, got, event
+
+
+def test_a_secret_with_a_trailing_newline_is_stripped_and_posted(
+    serving: Any, recorder: Recorder, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capfd: Any
+) -> None:
+    # A Kubernetes Secret made from a file ends in a newline; as a header it killed the notifier.
+    monkeypatch.setenv("TEST_HOOK_URL", f"{recorder.url}/hook\n")
+    monkeypatch.setenv("TEST_HOOK_TOKEN", HOOK_TOKEN + "\n")
+    running = serving(notify_config(tmp_path, recorder))
+    first = payload("alertmanager-xid-firing.json")
+    running.request("POST", "/alertmanager", dict(first, alerts=first["alerts"][:1]))
+    (record,) = wait_notified(running, 1)
+    by_target = {n["target"]: n for n in record["notifications"]}
+    assert by_target["webhook"]["status"] == "sent"
+    (hook,) = recorder.to("/hook")
+    assert hook["headers"]["Authorization"] == f"Bearer {HOOK_TOKEN}"
+    assert HOOK_TOKEN not in capfd.readouterr().err
+
+
+def test_a_post_that_raises_never_stops_later_ones_nor_shows_the_secret(recorder: Recorder) -> None:
+    from nightowl.receiver.notify import Notifier, NotifyConfig, Target
+
+    secret = "s3cret-with\nline-break"
+    bad = Target("webhook", f"{recorder.url}/bad", token=secret)  # an inner line break: invalid header
+    good = Target("chat", f"{recorder.url}/chat")
+    notifier = Notifier(NotifyConfig(targets=(bad, good), attempts=1, timeout_s=5))
+    done, got, event = _collect(notifier)
+    notifier.start()
+    try:
+        assert notifier.submit({"alert": "A", "host": "h"}, "one", done)
+        assert event.wait(20)
+        event.clear()
+        assert notifier.submit({"alert": "B", "host": "h"}, "two", done)
+        assert event.wait(20), "the notifier died after the first post raised"
+    finally:
+        notifier.stop(timeout=5)
+    for results in got:
+        assert results[0]["status"] == "failed" and results[1]["status"] == "sent"
+        assert "s3cret" not in json.dumps(results)
+    assert len(recorder.to("/chat")) == 2 and not recorder.to("/bad")
+
+
+class _Scripted:
+    """A raw TCP endpoint that answers every connection with ``answer(conn)``."""
+
+    def __init__(self, answer: Any) -> None:
+        import socket
+
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(8)
+        self.url = f"http://127.0.0.1:{self.sock.getsockname()[1]}"
+        self.stop = threading.Event()
+        self.connections = 0
+
+        def serve() -> None:
+            while not self.stop.is_set():
+                try:
+                    conn, _ = self.sock.accept()
+                except OSError:
+                    return
+                self.connections += 1
+                threading.Thread(target=answer, args=(conn, self.stop), daemon=True).start()
+
+        threading.Thread(target=serve, daemon=True).start()
+
+    def close(self) -> None:
+        self.stop.set()
+        self.sock.close()
+
+
+def _drip(conn: Any, stop: threading.Event) -> None:
+    """Reads the request, then sends a header one byte at a time, well inside any per-read timeout."""
+    conn.recv(65536)
+    conn.sendall(b"HTTP/1.1 200 OK\r\n")
+    while not stop.wait(0.2):
+        try:
+            conn.sendall(b"X")
+        except OSError:
+            return
+
+
+def test_a_post_has_a_deadline_not_a_per_read_timeout() -> None:
+    from nightowl.receiver.notify import post_json
+
+    endpoint = _Scripted(_drip)
+    outcome: list[BaseException | int] = []
+
+    def post() -> None:
+        try:
+            outcome.append(post_json(endpoint.url + "/x", {}, {"a": 1}, timeout=1.0))
+        except BaseException as exc:  # noqa: BLE001 - the test reads what happened
+            outcome.append(exc)
+
+    worker = threading.Thread(target=post, daemon=True)
+    worker.start()
+    worker.join(15)  # a watchdog, far beyond the 1 s deadline: the old per-read timeout never fired
+    endpoint.close()
+    assert not worker.is_alive(), "post_json drip-fed past its deadline"
+    assert isinstance(outcome[0], OSError) and "within 1 s" in str(outcome[0])
+
+
+def test_a_redirect_is_never_followed_with_the_credentials(recorder: Recorder) -> None:
+    from nightowl.receiver.notify import Notifier, NotifyConfig, Target
+
+    def redirect(conn: Any, stop: threading.Event) -> None:
+        conn.recv(65536)
+        conn.sendall(
+            f"HTTP/1.1 307 Temporary Redirect\r\nLocation: {recorder.url}/stolen\r\n"
+            "Content-Length: 0\r\nConnection: close\r\n\r\n".encode()
+        )
+        conn.close()
+
+    endpoint = _Scripted(redirect)
+    try:
+        target = Target("pagerduty", endpoint.url, token=PD_KEY, sender="oncall@example.com")
+        notifier = Notifier(NotifyConfig(targets=(target,), attempts=3, backoff_s=0))
+        (result,) = notifier.send({"alert": "A", "host": "h", "source": "pagerduty", "fingerprint": "P1"}, "t")
+    finally:
+        endpoint.close()
+    assert not recorder.requests, "the PagerDuty key was sent on to the redirect's host"
+    assert result["status"] == "failed" and result["attempts"] == 1
+    assert "redirect" in result["error"] and "127.0.0.1" in result["error"]
+
+
+def test_one_hanging_target_never_holds_up_the_others(recorder: Recorder) -> None:
+    from nightowl.receiver.notify import Notifier, NotifyConfig, Target
+
+    recorder.gate["/chat"] = threading.Event()  # chat hangs until the test lets it answer
+    targets = (Target("chat", f"{recorder.url}/chat"), Target("webhook", f"{recorder.url}/hook"))
+    notifier = Notifier(NotifyConfig(targets=targets, attempts=1, timeout_s=60))
+    notifier.start()
+    try:
+        for name in ("A", "B", "C"):
+            notifier.submit({"alert": name, "host": "h"}, "t", lambda _results: None)
+        deadline = time.monotonic() + 20  # a watchdog: the webhook's three posts need no chat answer
+        while len(recorder.to("/hook")) < 3 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert len(recorder.to("/hook")) == 3, "a hanging chat endpoint held up the webhook"
+        assert len(recorder.to("/chat")) == 1
+    finally:
+        recorder.gate["/chat"].set()
+        notifier.stop(timeout=5)

@@ -157,3 +157,35 @@ def test_the_cache_sees_an_edit_to_an_included_file_and_a_file_an_include_now_ma
     assert ssh_config.cached([path]).lookup("gpu-02")["hostname"] == "10.0.0.2"
     (tmp_path / "conf.d" / "20-more.conf").unlink()
     assert ssh_config.cached([path]).lookup("gpu-02")["hostname"] == "gpu-02"  # back to its own name
+
+
+# --- issue 30, item 24: an Include that fans out is bounded ------------------------------------------
+def test_an_include_fan_out_is_bounded(tmp_path: Path) -> None:
+    import threading
+
+    from nightowl.transports.ssh_config import MAX_CONFIG_READS, SSHConfigError, load
+
+    # Twelve layers of four files, each including the whole next layer: no loop, within the depth
+    # limit, and 4^12 (16 million) reads.
+    for layer in range(12):
+        folder = tmp_path / f"layer{layer}"
+        folder.mkdir()
+        for i in range(4):
+            include = f"Include {tmp_path}/layer{layer + 1}/*.conf\n" if layer < 11 else ""
+            (folder / f"{i}.conf").write_text(f"{include}Host h{layer}-{i}\n  User u{i}\n")
+    top = tmp_path / "config"
+    top.write_text(f"Include {tmp_path}/layer0/*.conf\n")
+    outcome: list[BaseException | None] = []
+
+    def read() -> None:
+        try:
+            load([top])
+            outcome.append(None)
+        except BaseException as exc:  # noqa: BLE001 - the test reads what happened
+            outcome.append(exc)
+
+    worker = threading.Thread(target=read, daemon=True)
+    worker.start()
+    worker.join(60)  # a watchdog: the unbounded reader would still be reading
+    assert not worker.is_alive(), "Include fan-out is unbounded"
+    assert isinstance(outcome[0], SSHConfigError) and f"more than {MAX_CONFIG_READS} files" in str(outcome[0])

@@ -2,7 +2,9 @@
 # Slurm HealthCheckProgram wrapper (slurm.conf: HealthCheckProgram=/usr/local/sbin/nightowl-healthcheck.sh,
 # HealthCheckInterval=3600). Runs nightowl's node-health on this node only, then:
 #   - the verdict's action needs the node out of service: drain it, reason "nightowl: VERDICT (ACTION)";
-#   - the node is healthy again and nightowl drained it: resume it;
+#   - the node is healthy again and nightowl drained it: resume it. "nightowl drained it" means the reason
+#     is exactly one this script writes ("nightowl: VERDICT (ACTION)"); a reason a person annotated
+#     ("nightowl: gpu-fell-off-bus (reboot-node), RMA open") is theirs now, and stays;
 #   - anything else (informational verdict, nightowl could not judge or failed, a node drained by someone
 #     else): leave the node as it is. A health check must never drain a fleet because of its own bug,
 #     nor undo a person's drain.
@@ -56,6 +58,13 @@ if command -v flock >/dev/null 2>&1; then
   exec 9>>"$LOCK" && flock -n 9 || exit 0
 fi
 
+# True when REASON is exactly what this script writes when it drains: "nightowl: VERDICT (ACTION)" with a
+# verdict id and one of the drain actions, nothing before or after.
+own_reason() {
+  local pattern='^nightowl: [a-z0-9][a-z0-9-]* \((reboot-node|drain-and-reset|reset-gpu|hardware-ticket)\)$'
+  [[ "$1" =~ $pattern ]]
+}
+
 # The drain reason of this node when it is drained or draining, else nothing.
 drain_reason() {
   local state reason
@@ -73,7 +82,7 @@ current=$(drain_reason)
 
 case "$status" in
   0)  # healthy: undo nightowl's own drain (the exact reason it wrote), never anyone else's
-    if [[ "$current" == "$PREFIX"* ]]; then
+    if own_reason "$current"; then
       "$NIGHTOWL" slurm resume "$NODE" --actions-log "$ACTIONS_LOG" >>"$LOG" 2>&1
     fi
     ;;
@@ -86,7 +95,7 @@ print(v.get("id", "unknown"), v.get("action", "none"), report.get("bundle") or "
     reason="$PREFIX ${verdict:-unknown} (${action:-none})"
     case "$DRAIN_ACTIONS" in
       *" ${action:-none} "*)
-        if [ -n "$current" ] && [[ "$current" != "$PREFIX"* ]]; then
+        if [ -n "$current" ] && ! own_reason "$current"; then
           echo "nightowl-healthcheck: $NODE already drained by someone else ($current); not touching it" >>"$LOG"
         elif [ "$current" != "$reason" ]; then
           "$NIGHTOWL" slurm drain "$NODE" --verdict "${verdict:-unknown}" --action "${action:-none}" \

@@ -28,16 +28,17 @@ def parse_age(text: str) -> float:
 
 
 def _read(path: Path) -> dict[str, Any]:
-    """A bundle's JSON object; {} when it is unreadable or corrupt, so one bad bundle never hides the rest."""
-    try:
-        data = json.loads(path.read_text())
-    except (OSError, ValueError):
-        return {}
-    return data if isinstance(data, dict) else {}
+    """A bundle's JSON object; {} when it is unreadable, not a regular file or corrupt, so one bad
+    bundle never hides the rest."""
+    from nightowl.postmortem.bundle import _read_json
+
+    return _read_json(path) or {}
 
 
 def bundle_rows(out_dir: Path) -> list[dict[str, Any]]:
     """One row per bundle (a folder with a manifest.json), newest first."""
+    from nightowl.postmortem.bundle import sane_manifest, sane_verdicts
+
     rows: list[dict[str, Any]] = []
     if not out_dir.is_dir():
         return rows
@@ -46,22 +47,20 @@ def bundle_rows(out_dir: Path) -> list[dict[str, Any]]:
             continue
         manifest = _read(folder / "manifest.json")
         verdicts = _read(folder / "verdicts.json")
-        hosts = (
-            [h for h in verdicts.get("hosts") or [] if isinstance(h, dict)]
-            if isinstance(verdicts.get("hosts"), list)
-            else []
-        )
+        # A bundle folder may have come from anywhere: every field read as untrusted input.
+        manifest, verdicts = sane_manifest(manifest), sane_verdicts(verdicts)
+        hosts = verdicts["hosts"]
         started = manifest.get("started")
         rows.append(
             {
                 "run_id": folder.name,
                 "path": str(folder),
-                "started": started if isinstance(started, (int, float)) else folder.stat().st_mtime,
+                "started": started if started is not None else folder.stat().st_mtime,
                 "runbook": manifest.get("runbook") or verdicts.get("runbook"),
-                "hosts": [h.get("host") for h in hosts],
+                "hosts": [h["host"] for h in hosts],
                 "verdicts": [_verdict(h).get("id") or f"({h.get('status')})" for h in hosts],
                 "actions": sorted({str(_verdict(h).get("action") or "-") for h in hosts}),
-                "alert": (manifest.get("alert") or {}).get("name") if isinstance(manifest.get("alert"), dict) else None,
+                "alert": (manifest.get("alert") or {}).get("name"),
                 "partial": bool(manifest.get("partial")),
             }
         )

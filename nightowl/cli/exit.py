@@ -92,6 +92,22 @@ def report_crash(exc: BaseException) -> NoReturn:
     sys.exit(int(ExitStatus.SOFTWARE))
 
 
+SIGPIPE_STATUS = 141  # 128 + SIGPIPE: what a shell reports for `yes | head -1`'s writer
+
+
+def reader_went_away() -> NoReturn:
+    """stdout's reader closed it (``nightowl bundles | head -1``): not a bug, nothing more to say.
+    stdout is pointed at /dev/null so the interpreter's last flush cannot raise again."""
+    import os
+
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):
+        pass
+    sys.exit(SIGPIPE_STATUS)
+
+
 class GuardedGroup(click.Group):
     """The command group: an unexpected exception exits 70 with one line, never a bare traceback or 1."""
 
@@ -100,5 +116,7 @@ class GuardedGroup(click.Group):
             return super().invoke(ctx)
         except (click.exceptions.ClickException, click.exceptions.Exit, click.exceptions.Abort):
             raise
+        except BrokenPipeError:
+            reader_went_away()
         except Exception as exc:  # noqa: BLE001 - the last line of defence
             report_crash(exc)

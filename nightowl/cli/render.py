@@ -121,6 +121,9 @@ def _job_lines(summary: dict[str, Any], verbose: bool) -> list[str]:
 
 def text_report(summary: dict[str, Any], verbose: bool = False) -> str:
     """The run for a person; ``verbose`` adds the path, the conditions taken and every source."""
+    from nightowl.safetext import all_one_line, printable
+
+    summary = all_one_line(summary)  # the same shape, each string one line
     lines = [f"runbook {summary['runbook']}  run {summary['run_id']}"]
     if summary.get("job"):
         lines += _job_lines(summary, verbose)
@@ -132,7 +135,7 @@ def text_report(summary: dict[str, Any], verbose: bool = False) -> str:
             else:
                 lines += _no_verdict_lines(host, verbose)
     lines.append(f"\nbundle: {summary['bundle']}" + ("" if verbose else "  (-v for the path and every fact)"))
-    return "\n".join(lines)
+    return printable("\n".join(lines))  # a replica's text never reaches the terminal as escape sequences
 
 
 def json_report(summary: dict[str, Any]) -> str:

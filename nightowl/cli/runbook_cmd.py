@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -24,6 +25,9 @@ def list_cmd() -> None:
     from nightowl import runbooks
 
     for name, path in runbooks.all_paths().items():
+        if name in runbooks.REFUSED:
+            click.echo(f"{name:<20} (refused: {runbooks.REFUSED[name]})")
+            continue
         try:
             title = (yaml.safe_load(path.read_text()) or {}).get("title", "")
         except yaml.YAMLError:
@@ -38,9 +42,10 @@ def show_cmd(runbook: str) -> None:
     from nightowl import runbooks
 
     try:
-        click.echo(runbooks.resolve(runbook).read_text(), nl=False)
-    except (FileNotFoundError, OSError) as exc:
+        text = runbooks.resolve(runbook).read_text()
+    except OSError as exc:
         fail(str(exc))
+    click.echo(text, nl=False)  # a closed pipe is the reader's choice, not an unreadable runbook
 
 
 @runbook_group.command("validate")
@@ -87,12 +92,30 @@ def graph_cmd(runbook: str, bundle: Path | None, host: str | None) -> None:
     loaded = load_runbook_or_exit(runbook)
     path = None
     if bundle is not None:
-        hosts = json.loads((bundle / "verdicts.json").read_text())["hosts"]
-        chosen = [h for h in hosts if host is None or h["host"] == host]
-        if not chosen:
-            fail(f"no host {host!r} in {bundle}")
-        path = chosen[0]["path"]
+        path = _bundle_path(bundle, host, loaded)
     click.echo(to_mermaid(loaded.runbook, path), nl=False)
+
+
+def _bundle_path(bundle: Path, host: str | None, loaded: Any) -> list[str]:
+    """The path a bundle's host took, read as untrusted input: exit 2 when the bundle is not readable,
+    has no such host, or ran another runbook (its path would mark nodes this runbook does not have)."""
+    from nightowl.postmortem.bundle import _read_json, sane_verdicts
+
+    raw = _read_json(bundle / "verdicts.json")
+    if raw is None:
+        fail(f"{bundle}: no readable verdicts.json (is it a bundle?)")
+    verdicts = sane_verdicts(raw)
+    chosen = [h for h in verdicts["hosts"] if host is None or h["host"] == host]
+    if not chosen:
+        fail(f"no host {host!r} in {bundle}" if host else f"{bundle}: no host in verdicts.json")
+    ran = verdicts.get("runbook")
+    if ran and ran != loaded.runbook.id:
+        fail(f"{bundle} is a run of runbook {ran!r}, not {loaded.runbook.id!r}: draw it with `runbook graph {ran}`")
+    path = chosen[0]["path"]
+    unknown = [node for node in path if node not in loaded.runbook.nodes]
+    if unknown:
+        fail(f"{bundle}: its path visits {', '.join(unknown[:3])}, which runbook {loaded.runbook.id!r} does not have")
+    return path
 
 
 @runbook_group.command("test")

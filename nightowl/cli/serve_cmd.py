@@ -63,7 +63,7 @@ def serve(config_path: Path, listen: str | None, out_dir: Path | None, log_forma
     from nightowl.logline import LogLine
     from nightowl.receiver.config import ConfigError, load_config
     from nightowl.receiver.http import make_server
-    from nightowl.receiver.queue import JOURNAL, STOP_GRACE, Receiver
+    from nightowl.receiver.queue import JOURNAL, STOP_GRACE, Receiver, ReceiverBusy
 
     try:
         config = load_config(config_path, out_dir)
@@ -72,8 +72,11 @@ def serve(config_path: Path, listen: str | None, out_dir: Path | None, log_forma
     host, port = _listen(listen or config.listen)
     log = stderr_logger(log_format, "nightowl.serve")
     receiver = Receiver(config, log=log)
+    try:
+        receiver.start()
+    except ReceiverBusy as exc:
+        fail(str(exc))
     server = make_server(receiver, host, port)
-    receiver.start()
 
     def stop(_signum: int, _frame: Any) -> None:
         raise KeyboardInterrupt

@@ -235,14 +235,14 @@ def _inventory_transports(
 
     assert inventory is not None
     try:
-        hosts = load_inventory(inventory, ssh.ssh_config)
+        hosts = load_inventory(inventory, ssh.ssh_config, lenient=True)  # a bad host is that host's problem
         if limit:
             hosts = limit_hosts(hosts, limit)
     except (ValueError, OSError) as exc:
         fail(str(exc))
     options = ssh.options()
     # Hosts behind a jump host are reached through it, one gate per jump host (transports/ssh.py): not dialed.
-    direct = {h.name: (h.hostname, h.port) for h in hosts if not h.is_local and h.jump is None}
+    direct = {h.name: (h.hostname, h.port) for h in hosts if not h.is_local and h.jump is None and not h.problem}
     dialer = Dialer(direct, options.connect_timeout, window=2 * max(1, forks))
     openers = {host.name: _opener(host, options, dialer.taker(host.name)) for host in hosts}
     return openers, dialer, {host.name: host.domains for host in hosts if host.domains}

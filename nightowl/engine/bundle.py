@@ -81,10 +81,32 @@ MANIFEST_HASH = "manifest.sha256"  # sha256sum format: `<hex>  manifest.json`
 NO_EXIT_STATUS = "none"  # a `.rc` for a command that ended without one (connection lost, killed by a signal)
 
 
+def open_regular(path: Path) -> Any:
+    """``path`` opened for reading only if it is a regular file, else OSError: a FIFO or a device in a
+    received bundle would block a reader forever (opened non-blocking, checked, then read blocking)."""
+    import stat
+
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise OSError(f"{path} is not a regular file")
+        os.set_blocking(fd, True)
+    except BaseException:
+        os.close(fd)
+        raise
+    return os.fdopen(fd, "rb")
+
+
+def read_regular_text(path: Path) -> str:
+    """The text of a regular file (undecodable bytes replaced); OSError for anything else."""
+    with open_regular(path) as handle:
+        return handle.read().decode("utf-8", errors="replace")
+
+
 def sha256_file(path: Path) -> str:
-    """Hex sha256 of a file, read in 1 MiB blocks."""
+    """Hex sha256 of a regular file, read in 1 MiB blocks (OSError for a FIFO, device, folder)."""
     digest = hashlib.sha256()
-    with path.open("rb") as handle:
+    with open_regular(path) as handle:
         for block in iter(lambda: handle.read(1 << 20), b""):
             digest.update(block)
     return digest.hexdigest()

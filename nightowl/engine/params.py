@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -58,25 +59,50 @@ def coerce(name: str, kind: str, value: Any) -> Any:
             return number
         raise ValueError(f"parameter {name} expects a number, got {value!r}")
     if not isinstance(value, str):
+        if kind in ("yaml", "json"):
+            _check_nested_urls(name, value)
         return value  # given from Python or a rehearsal as data: kept as given
     _check_text(name, value)
     if kind == "yaml":  # a mapping or list given on the command line ('{r1: http://..., r2: ...}')
         from nightowl.engine.yamlines import YamlError, load_with_lines
 
         try:
-            return load_with_lines(value)[0]
+            loaded = load_with_lines(value)[0]
         except YamlError as exc:
             raise ValueError(f"parameter {name}: {exc.message}") from None
+        _check_nested_urls(name, loaded)
+        return loaded
     if kind == "path":
         _check_path(name, value)
     elif kind == "url":
         _check_url(name, value)
     elif kind == "json":
         try:
-            json.loads(value)
+            loaded = json.loads(value)
         except ValueError as exc:
             raise ValueError(f"parameter {name} expects JSON: {exc}") from None
+        _check_nested_urls(name, loaded)
     return value
+
+
+# Schemes a value inside a mapping names only to reach something other than an HTTP server; with
+# "://" anywhere, any scheme counts (a URL nested in a yaml or json value is checked as a `url` is).
+_LOCAL_SCHEMES = re.compile(r"^\s*(file|data|gopher|dict|ftps?|tftp|ldaps?|scp|sftp|smb|telnet|jar|netdoc):", re.I)
+
+
+def _check_nested_urls(name: str, value: Any, where: str = "", depth: int = 0) -> None:
+    """Every URL inside a yaml or json value, checked as a ``url`` parameter is (no ``file://``)."""
+    if depth > 64:
+        raise ValueError(f"parameter {name}: nested deeper than 64 levels")
+    if isinstance(value, str):
+        if "://" in value or _LOCAL_SCHEMES.match(value):
+            _check_url(f"{name}{where}", value.strip())
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            _check_nested_urls(name, item, f"{where}.{key}", depth + 1)
+    elif isinstance(value, (list, tuple)):
+        for index, item in enumerate(value):
+            _check_nested_urls(name, item, f"{where}[{index}]", depth + 1)
 
 
 def _check_text(name: str, value: str) -> None:

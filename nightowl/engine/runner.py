@@ -721,6 +721,8 @@ def _interrupted(result: CommandResult, options: RunOptions) -> CommandResult:
     how = f"killed by signal {-result.rc}" if result.rc is not None and result.rc < 0 else "ended"
     why = "interrupted" if options.stop.is_set() else "stopped with nightowl"
     return dataclasses.replace(result, error=f"{why}: {how} after {result.duration:.1f}s, as nightowl was stopping")
+
+
 def mark_cut(facts: dict[str, Any], cut_bytes: int) -> None:
     """Say in the facts whether the output was cut at the transport's cap, so a rule or a summary can
     tell "no Xid in the log" from "no Xid in what was kept of it"."""

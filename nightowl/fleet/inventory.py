@@ -76,14 +76,28 @@ class _Entry:
     groups: list[str] = field(default_factory=list)
 
 
-def load_inventory(path: Path, ssh_config: Path | None = None) -> list[HostSpec]:
-    """Hosts of a nightowl YAML, Ansible YAML or Ansible INI inventory, in file order."""
+def load_inventory(path: Path, ssh_config: Path | None = None, lenient: bool = False) -> list[HostSpec]:
+    """Hosts of a nightowl YAML, Ansible YAML or Ansible INI inventory, in file order.
+
+    An inventory nested past what the readers can walk (JSON or groups thousands deep) is an
+    InventoryError naming the file, never a RecursionError.
+
+    ``lenient`` (a sweep): a host whose spec cannot be parsed is kept, with ``problem`` saying why
+    (file and line), so it is reported unreachable and the others are swept; otherwise it is an
+    InventoryError. The shape of the file itself is always an InventoryError."""
     path = Path(path)
     try:
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         raise InventoryError(f"{path}: cannot read inventory: {exc}") from None
-    where = _Where(path)
+    try:
+        return _load(path, text, ssh_config, lenient)
+    except RecursionError:
+        raise InventoryError(f"{path}: nested too deeply to read (JSON objects or groups within groups)") from None
+
+
+def _load(path: Path, text: str, ssh_config: Path | None, lenient: bool) -> list[HostSpec]:
+    where = _Where(path, lenient=lenient)
     if _looks_like_ini(text):
         return _resolve_entries(_ansible_ini(text, where), where, ssh_config)
     if text.lstrip().startswith("{"):
@@ -143,6 +157,7 @@ def _matches(host: HostSpec, term: str) -> bool:
 class _Where:
     path: Path
     lines: dict[tuple[Any, ...], int] = field(default_factory=dict)
+    lenient: bool = False
 
     def line(self, *key_path: Any) -> int | None:
         return line_of(self.lines, key_path)
@@ -559,7 +574,10 @@ def _build(entry: _Entry, where: _Where, parse: Callable[[str], HostSpec]) -> Ho
         jump_text = _text(values, "jump")
         jump = parse(jump_text) if jump_text else None
     except ValueError as exc:
-        raise InventoryError(where.at(entry.line, f"host {entry.name!r}: {exc}")) from None
+        message = where.at(entry.line, f"host {entry.name!r}: {exc}")
+        if where.lenient:  # this host only: reported unreachable with the reason, the others swept
+            return HostSpec(name=entry.name, hostname=entry.name, problem=message)
+        raise InventoryError(message) from None
     if spec.is_local:
         return replace(spec, name=entry.name, domains=domains)
     user, port = _text(values, "user"), _port(values, entry, where)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -14,12 +15,148 @@ DRAFT_FILES = frozenset({"postmortem.md", "postmortem.html", "status-update.md"}
 
 
 def _read_json(path: Path) -> Any:
-    """A bundle's JSON object, or None when it is missing, unreadable or not an object (a corrupt file)."""
+    """A bundle's JSON object, or None when it is missing, unreadable, not a regular file (a FIFO
+    would block) or not an object (a corrupt file)."""
+    from nightowl.engine.bundle import read_regular_text
+
     try:
-        data = json.loads(path.read_text()) if path.exists() else None
-    except (OSError, ValueError):
+        data = json.loads(read_regular_text(path)) if path.exists() else None
+    except (OSError, ValueError, RecursionError):
         return None
     return data if isinstance(data, dict) else None
+
+
+# --- a received bundle is untrusted input: every field the readers use, in the shape they expect ------
+_LATEST = 1e11  # seconds since the epoch: year 5138; anything later (or 1e400 = inf) is not a time
+
+
+def _time(value: Any) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    return float(value) if math.isfinite(value) and 0 <= value < _LATEST else None
+
+
+def _text(value: Any) -> str | None:
+    return value if isinstance(value, str) else None
+
+
+def _dicts(value: Any) -> list[dict[str, Any]]:
+    return [item for item in value if isinstance(item, dict)] if isinstance(value, list) else []
+
+
+def _texts(value: Any) -> list[str]:
+    return [item for item in value if isinstance(item, str)] if isinstance(value, list) else []
+
+
+def _str_map(value: Any) -> dict[str, str]:
+    return (
+        {str(k): str(v) for k, v in value.items() if isinstance(v, (str, int, float))}
+        if isinstance(value, dict)
+        else {}
+    )
+
+
+def sane_manifest(manifest: dict[str, Any]) -> dict[str, Any]:
+    """The manifest with every field the readers use of the type they expect; the rest dropped."""
+    out = dict(manifest)
+    for key in ("started", "finished"):
+        out[key] = _time(manifest.get(key))
+    for key in ("run_id", "runbook"):
+        out[key] = _text(manifest.get(key))
+    out["partial"] = manifest.get("partial") is True or isinstance(manifest.get("partial"), str)
+    commands = []
+    for command in _dicts(manifest.get("commands")):
+        commands.append(
+            {
+                **command,
+                "host": _text(command.get("host")),
+                "kind": _text(command.get("kind")),
+                "file": _text(command.get("file")),
+                "argv": [str(a) for a in command["argv"]] if isinstance(command.get("argv"), list) else [],
+                "start": _time(command.get("start")),
+                "duration": _time(command.get("duration")),
+                "exit_code": command["exit_code"]
+                if isinstance(command.get("exit_code"), int) and not isinstance(command.get("exit_code"), bool)
+                else None,
+                "timed_out": command.get("timed_out") is True,
+                "error": _text(command.get("error")),
+            }
+        )
+    out["commands"] = commands
+    out["files"] = [
+        f for f in _dicts(manifest.get("files")) if isinstance(f.get("path"), str) and isinstance(f.get("sha256"), str)
+    ]
+    alert = manifest.get("alert")
+    if isinstance(alert, dict):
+        clean: dict[str, Any] = {
+            k: v if v is None or isinstance(v, (str, int, bool)) else None for k, v in alert.items()
+        }
+        clean.update(labels=_str_map(alert.get("labels")), annotations=_str_map(alert.get("annotations")))
+        for key in ("name", "status", "source", "starts_at", "ends_at", "fingerprint", "generator_url"):
+            clean[key] = _text(alert.get(key))
+        for key in ("received_at", "queued_s"):
+            clean[key] = _time(alert.get(key))
+        out["alert"] = clean
+    else:
+        out.pop("alert", None)
+    return out
+
+
+def sane_verdicts(verdicts: dict[str, Any]) -> dict[str, Any]:
+    hosts = []
+    for host in _dicts(verdicts.get("hosts")):
+        if not isinstance(host.get("host"), str):
+            continue
+        verdict = host.get("verdict") if isinstance(host.get("verdict"), dict) else None
+        if verdict is not None:
+            verdict = {
+                **verdict,
+                **{k: _text(verdict.get(k)) for k in ("id", "severity", "action", "summary")},
+                "evidence": _dicts(verdict.get("evidence")),
+            }
+        hosts.append(
+            {
+                **host,
+                "status": _text(host.get("status")),
+                "verdict": verdict,
+                "path": _texts(host.get("path")),
+                "error": _text(host.get("error")),
+            }
+        )
+    return {**verdicts, "runbook": _text(verdicts.get("runbook")), "hosts": hosts}
+
+
+def sane_trace(trace: dict[str, Any]) -> dict[str, Any]:
+    hosts = []
+    for entry in _dicts(trace.get("hosts")):
+        if not isinstance(entry.get("host"), str):
+            continue
+        nodes = [
+            {
+                **n,
+                "collectors": n["collectors"] if isinstance(n.get("collectors"), dict) else {},
+                "conditions": _dicts(n.get("conditions")),
+            }
+            for n in _dicts(entry.get("nodes"))
+            if isinstance(n.get("node"), str)
+        ]
+        collectors = (
+            {str(k): v for k, v in (entry.get("collectors") or {}).items() if isinstance(v, dict)}
+            if isinstance(entry.get("collectors"), dict)
+            else {}
+        )
+        hosts.append(
+            {
+                **entry,
+                "status": _text(entry.get("status")),
+                "error": _text(entry.get("error")),
+                "path": _texts(entry.get("path")),
+                "nodes": nodes,
+                "collectors": collectors,
+                "started": _time(entry.get("started")),
+            }
+        )
+    return {**trace, "hosts": hosts}
 
 
 def _sha256(path: Path) -> str:
@@ -84,9 +221,9 @@ def load(bundle: Path) -> Bundle:
     root = Path(bundle)
     data = Bundle(
         root=root,
-        manifest=_renumbered(root, _read_json(root / "manifest.json") or {"commands": []}),
-        verdicts=_read_json(root / "verdicts.json") or {"hosts": []},
-        trace=_read_json(root / "trace.json") or {"hosts": []},
+        manifest=_renumbered(root, sane_manifest(_read_json(root / "manifest.json") or {"commands": []})),
+        verdicts=sane_verdicts(_read_json(root / "verdicts.json") or {"hosts": []}),
+        trace=sane_trace(_read_json(root / "trace.json") or {"hosts": []}),
         runbook=read_runbook(root / "runbook.yaml"),
     )
     data.evidence = _catalog(data)
@@ -108,7 +245,7 @@ def _catalog(data: Bundle) -> list[EvidenceFile]:
     """Every file of the bundle, with the sha256 the manifest recorded (or, while the bundle is
     still being written, the one it will record)."""
     listed = {f["path"]: f for f in data.manifest.get("files", []) if isinstance(f, dict) and "path" in f}
-    on_disk = sorted(p.relative_to(data.root).as_posix() for p in data.root.rglob("*") if p.is_file())
+    on_disk = sorted(p.relative_to(data.root).as_posix() for p in data.root.rglob("*") if p.is_file() or p.is_fifo())
     paths = [p for p in on_disk if p not in DRAFT_FILES and p not in ("manifest.json", MANIFEST_HASH)]
     paths += [p for p in listed if p not in paths and p not in DRAFT_FILES]
     described = _describe_commands(data.manifest)
@@ -119,10 +256,16 @@ def _catalog(data: Bundle) -> list[EvidenceFile]:
         path = data.root / rel
         entry = listed.get(rel)
         state = "ok"
-        if not path.exists():
-            state, digest, size = "missing", entry["sha256"] if entry else "", entry.get("bytes", 0) if entry else 0
+        regular = path.is_file()
+        if not regular:  # gone, or not a regular file (a FIFO, a device: never opened)
+            state = "missing" if not path.exists() and not path.is_symlink() else "not a regular file"
+            digest = entry["sha256"] if entry else ""
+            size = entry.get("bytes", 0) if entry and isinstance(entry.get("bytes"), int) else 0
         else:
-            digest, size = _sha256(path), path.stat().st_size
+            try:
+                digest, size = _sha256(path), path.stat().st_size
+            except OSError:
+                state, digest, size = "unreadable", entry["sha256"] if entry else "", 0
             if entry is None:
                 state = "unlisted" if listed else "ok"
             elif entry["sha256"] != digest:

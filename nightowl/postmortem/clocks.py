@@ -25,9 +25,12 @@ _MONTH_DAY = re.compile(r"(?P<mon>\d\d)-(?P<day>\d\d) (?P<hms>\d\d:\d\d:\d\d)(?P
 
 
 def stamp(epoch: float | None) -> str:
-    if epoch is None:
+    if epoch is None or isinstance(epoch, bool) or not isinstance(epoch, (int, float)):
         return "?"
-    moment = datetime.fromtimestamp(epoch, tz=timezone.utc)
+    try:
+        moment = datetime.fromtimestamp(epoch, tz=timezone.utc)
+    except (OverflowError, OSError, ValueError):  # 1e400, -1e300: not a moment this machine can show
+        return "?"
     return moment.strftime("%Y-%m-%d %H:%M:%S.") + f"{moment.microsecond // 1000:03d}Z"
 
 

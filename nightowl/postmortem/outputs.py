@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from nightowl.engine.bundle import read_regular_text
 from nightowl.postmortem.bundle import Bundle
 
 # Kernel-log event kinds that mark a fault; what they are called in the draft.
@@ -36,7 +37,7 @@ def _parse(data: Bundle, rel: str, kind: str) -> dict[str, Any] | None:
     from nightowl.collectors.base import to_jsonable
 
     try:
-        return to_jsonable(get_collector(kind).parse(path.read_text(errors="replace")))
+        return to_jsonable(get_collector(kind).parse(read_regular_text(path)))
     except Exception:  # noqa: BLE001 - a parser bug must not cost the draft
         return None
 
@@ -66,7 +67,7 @@ def lines_of(data: Bundle, rel: str) -> list[str]:
     if key not in data.parsed:
         path = data.root / rel
         try:
-            data.parsed[key] = path.read_text(errors="replace").splitlines() if path.is_file() else []
+            data.parsed[key] = read_regular_text(path).splitlines() if path.is_file() else []
         except OSError:
             data.parsed[key] = []
     lines: list[str] = data.parsed[key]

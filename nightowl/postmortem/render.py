@@ -7,6 +7,7 @@ import os
 import re
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 from nightowl.paths import data_dir
 from nightowl.postmortem.bundle import Bundle, load
@@ -43,6 +44,9 @@ def _shared_environment(folders: tuple[str, ...]) -> Any:
     )
     env.filters["md_cell"] = lambda v: str(v).replace("|", "\\|").replace("\n", " ")
     env.filters["code"] = _inline_code
+    # A bundle path as a link: host folders are percent-encoded names (``fe80%3A%3A1``), so the link
+    # encodes the ``%`` again, or the browser would decode it and ask for a folder that does not exist.
+    env.filters["urlpath"] = lambda v: quote(str(v), safe="/")
     return env
 
 
@@ -69,6 +73,12 @@ def render_bundle(
     bundle already loaded (see :func:`render_drafts`)."""
     data = data or load(Path(bundle))  # read and hashed once for the whole draft
     context = bundle_context(data)
+    from nightowl.safetext import all_one_line
+
+    # What an alert or a node wrote fills one line of the draft each: a newline cannot forge a line.
+    for key in ("headline", "title", "detection", "impact_sentence", "trigger", "timeline", "unplaced", "hosts"):
+        if key in context:
+            context[key] = all_one_line(context[key])
     if fmt == "html":
         from markupsafe import Markup
 
@@ -80,7 +90,9 @@ def render_bundle(
     text = env.get_template(name).render(**context)
     if redact:
         text = redactor_for(data).apply(text)
-    return text
+    from nightowl.safetext import printable
+
+    return printable(text)  # what a node printed never reaches a reader's terminal as escape sequences
 
 
 MAX_VIEW_LINES = 5000  # lines of one raw file copied into the HTML draft (cited lines are always copied)

@@ -13,12 +13,15 @@ _EVIDENCE_ROW = re.compile(r"^\| (E\d+) \| `([^`]+)` \|.*\| `([0-9a-f]{64})` \|$
 
 def verify_citations(bundle: Path, draft_name: str = "postmortem.md") -> tuple[int, list[str]]:
     """(citations checked, problems) for the draft stored in the bundle; no draft is no problem."""
-    from nightowl.engine.bundle import sha256_file
+    from nightowl.engine.bundle import read_regular_text, sha256_file
 
     draft = Path(bundle) / draft_name
     if not draft.is_file():
         return 0, []
-    text = draft.read_text(errors="replace")
+    try:
+        text = read_regular_text(draft)
+    except OSError as exc:
+        return 0, [f"{draft_name}: cannot read: {exc}"]
     table = {m.group(1): (m.group(2), m.group(3)) for m in _EVIDENCE_ROW.finditer(text)}
     problems: list[str] = []
     seen: dict[str, tuple[str, int] | None] = {}  # path -> (sha256, line count), or None if unreadable
@@ -39,7 +42,7 @@ def verify_citations(bundle: Path, draft_name: str = "postmortem.md") -> tuple[i
         if rel not in seen:
             path = Path(bundle) / rel
             try:
-                seen[rel] = (sha256_file(path), len(path.read_text(errors="replace").splitlines()))
+                seen[rel] = (sha256_file(path), len(read_regular_text(path).splitlines()))
             except OSError:
                 seen[rel] = None
         state = seen[rel]

@@ -129,12 +129,17 @@ def plan_capture(alert: Alert, config: ServeConfig, received_at: float) -> Captu
         )
         return capture
     try:
-        capture.host_spec = render_host(rule, alert)
-        capture.params = render_params(rule, alert)
+        host_spec = render_host(rule, alert)
     except Exception as exc:  # noqa: BLE001 - a bad template or label is this alert's problem only
         capture.status, capture.reason = "not_captured", f"cannot name the host: {exc}"
         return capture
-    capture.host = host_name(capture.host_spec)
+    capture.host_spec = host_spec
+    try:
+        capture.params = render_params(rule, alert)
+    except Exception as exc:  # noqa: BLE001 - a label that escapes its template is this alert's problem only
+        capture.status, capture.reason = "not_captured", f"cannot fill the parameters: {exc}"
+        return capture
+    capture.host = host_name(host_spec)
     return capture
 
 

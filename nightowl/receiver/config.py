@@ -44,7 +44,9 @@ CONFIG_KEYS = frozenset(
         "host_timeout",
     }
 )
-RULE_KEYS = frozenset({"name", "match", "runbook", "host", "params", "on_resolved", "command_timeout", "host_timeout"})
+RULE_KEYS = frozenset(
+    {"name", "match", "runbook", "host", "params", "on_resolved", "label_urls", "command_timeout", "host_timeout"}
+)
 
 
 class ConfigError(ValueError):
@@ -126,6 +128,9 @@ def _rule(item: Any, index: int, where: str) -> Rule:
     params = item.get("params") or {}
     if not isinstance(params, Mapping):
         raise ConfigError(f"{here}: params is a mapping")
+    label_urls = item.get("label_urls") or []
+    if not isinstance(label_urls, list) or not all(isinstance(k, str) and k in params for k in label_urls):
+        raise ConfigError(f"{here}: label_urls is a list of this rule's params")
     return Rule(
         str(item.get("name") or f"rule-{index + 1}"),
         matchers,
@@ -133,6 +138,7 @@ def _rule(item: Any, index: int, where: str) -> Rule:
         str(item["host"]),
         dict(params),
         bool(item.get("on_resolved", False)),
+        tuple(label_urls),
         command_timeout=_seconds(item, "command_timeout", here),
         host_timeout=_seconds(item, "host_timeout", here),
     )
@@ -175,6 +181,12 @@ def load_config(path: Path, out_dir: Path | None = None, for_receiver: bool = Tr
     token = _secret(doc, "token", where, DEFAULT_TOKEN_ENV) if for_receiver else None
     if for_receiver and not token:
         raise ConfigError(f"{where}: no bearer token (set token_file, token_env or ${DEFAULT_TOKEN_ENV})")
+    if for_receiver and token:
+        from nightowl.receiver.auth import token_problem
+
+        problem = token_problem(token)
+        if problem:
+            raise ConfigError(f"{where}: token: {problem} (e.g. `openssl rand -hex 32`)")
     secret = _secret(doc, "pagerduty_secret", where) if for_receiver else None
     try:
         workers, queue_size = int(doc.get("workers", 2)), int(doc.get("queue", 8))

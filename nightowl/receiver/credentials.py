@@ -24,7 +24,13 @@ def read_secret(doc: Mapping[str, Any], key: str, where: str, default_env: str |
         except OSError as exc:
             raise ValueError(f"{where}: {key}_file: cannot read {path}: {exc}") from None
     if doc.get(f"{key}_env"):
-        return os.environ.get(str(doc[f"{key}_env"])) or None
+        return _clean(os.environ.get(str(doc[f"{key}_env"])))
     if doc.get(key):
-        return str(doc[key])
-    return (os.environ.get(default_env) or None) if default_env else None
+        return _clean(str(doc[key]))
+    return _clean(os.environ.get(default_env)) if default_env else None
+
+
+def _clean(value: str | None) -> str | None:
+    """Surrounding whitespace is never part of a secret: a Kubernetes Secret made from a file, or an
+    ``echo`` into a variable, ends in a newline that would make an invalid (and logged) HTTP header."""
+    return (value or "").strip() or None

@@ -15,8 +15,9 @@ import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
-from urllib.parse import parse_qs, unquote, urlencode
+from urllib.parse import parse_qs, quote, unquote, urlencode
 
+from nightowl.logline import LogLine
 from nightowl.receiver import auth
 from nightowl.receiver.capture import Capture
 from nightowl.receiver.payload import PARSERS, verify_pagerduty_signature
@@ -51,6 +52,8 @@ def make_server(receiver: Receiver, host: str = "127.0.0.1", port: int = 9797) -
 
 def make_handler(receiver: Receiver) -> type[BaseHTTPRequestHandler]:
     config = receiver.config
+    sessions = auth.Sessions()
+    throttle = auth.LoginThrottle()
 
     class Handler(BaseHTTPRequestHandler):
         server_version = "nightowl"
@@ -81,7 +84,7 @@ def make_handler(receiver: Receiver) -> type[BaseHTTPRequestHandler]:
             """The bearer token; for pages (``cookie=True``) a browser's session cookie as well."""
             if auth.bearer_ok(self.headers.get("Authorization"), config.token):
                 return True
-            return cookie and auth.session_ok(auth.session_from(self.headers.get("Cookie")), config.token)
+            return cookie and sessions.ok(auth.session_from(self.headers.get("Cookie")), config.token)
 
         def _deny(self, path: str | None = None) -> None:
             if path is not None and "text/html" in (self.headers.get("Accept") or ""):
@@ -104,10 +107,12 @@ def make_handler(receiver: Receiver) -> type[BaseHTTPRequestHandler]:
                 self._send(200, _page(LOGIN_TEMPLATE, next=nxt, error=None), "text/html")
                 return
             if path == "/healthz":
+                healthy, why = receiver.health()
                 self._json(
-                    200,
+                    200 if healthy else 503,
                     {
-                        "status": "ok",
+                        "status": "ok" if healthy else "unhealthy",
+                        "reason": why,
                         "waiting": receiver.waiting(),
                         "queue": config.queue_size,
                         "busy": receiver.busy,
@@ -162,11 +167,32 @@ def make_handler(receiver: Receiver) -> type[BaseHTTPRequestHandler]:
             length = self.headers.get("Content-Length") or ""
             body = self.rfile.read(int(length)) if length.isdigit() and int(length) <= auth.MAX_LOGIN_BODY else b""
             token, nxt = auth.login_form(body)
+            address = str(self.client_address[0])
+            wait = throttle.retry_after(address)
+            if wait > 0:
+                # Refused before the token is even compared: a throttled guess learns nothing.
+                self._send(
+                    429,
+                    _page(LOGIN_TEMPLATE, next=nxt, error="too many failed logins; try again later"),
+                    "text/html",
+                    {"Retry-After": str(int(wait) + 1)},
+                )
+                return
             if not auth.token_matches(token, config.token):
+                failures = throttle.failed(address)
+                receiver.log(
+                    LogLine(
+                        f"nightowl serve: login refused from {address}: wrong token "
+                        f"({failures} in the last {auth.LOGIN_WINDOW_S:.0f} s)",
+                        level="warning",
+                        status="login_refused",
+                    )
+                )
                 self._send(401, _page(LOGIN_TEMPLATE, next=nxt, error="wrong token"), "text/html")
                 return
+            receiver.log(LogLine(f"nightowl serve: login from {address}", status="login"))
             lifetime = config.session_hours * 3600
-            cookie = auth.set_cookie(auth.new_session(str(config.token), lifetime), lifetime, config.cookie_secure)
+            cookie = auth.set_cookie(sessions.new(str(config.token), lifetime), lifetime, config.cookie_secure)
             self._redirect(nxt, cookie)
 
         def do_POST(self) -> None:  # noqa: N802 - the stdlib's name
@@ -175,6 +201,8 @@ def make_handler(receiver: Receiver) -> type[BaseHTTPRequestHandler]:
                 self._login()
                 return
             if path == "/logout":
+                if sessions.revoke(auth.session_from(self.headers.get("Cookie")), config.token):
+                    receiver.log(LogLine(f"nightowl serve: logout from {self.client_address[0]}", status="logout"))
                 self._redirect("/login", auth.clear_cookie(config.cookie_secure))
                 return
             route = self.path.split("?", 1)[0].strip("/")
@@ -203,7 +231,13 @@ def make_handler(receiver: Receiver) -> type[BaseHTTPRequestHandler]:
             except ValueError as exc:
                 self._json(400, {"error": str(exc)[:300]})
                 return
-            self._json(200, admission_summary(receiver.submit(alerts)))
+            captures = receiver.submit(alerts)
+            answer = admission_summary(captures)
+            if any((c.reason or "").startswith("refused: cannot write the journal") for c in captures):
+                # Not journaled is not promised: a 5xx makes Alertmanager and PagerDuty deliver it again.
+                self._json(503, {**answer, "error": f"the journal cannot be written: {receiver.journal_error}"})
+                return
+            self._json(200, answer)
 
     return Handler
 
@@ -304,4 +338,8 @@ def _templates() -> Any:
 
     from nightowl.paths import data_dir
 
-    return Environment(loader=FileSystemLoader(str(data_dir("templates"))), autoescape=True, undefined=StrictUndefined)
+    env = Environment(loader=FileSystemLoader(str(data_dir("templates"))), autoescape=True, undefined=StrictUndefined)
+    # Host folders are percent-encoded names (an IPv6 host is ``fe80%3A%3A1``): a link encodes the
+    # ``%`` again, so the path the handler decodes is the folder's real name.
+    env.filters["urlpath"] = lambda v: quote(str(v), safe="/")
+    return env

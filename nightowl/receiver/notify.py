@@ -2,9 +2,10 @@
 
 After a capture, ``nightowl serve`` posts what it concluded (or why it could not) and the draft's
 link to each configured target. Posting never holds up a capture: captures hand their record to
-one notifier thread through a bounded queue, and a full queue is recorded, not waited on. Each
-target is tried ``attempts`` times with exponential backoff; the outcome of every target (sent,
-failed, skipped and why) goes back into the capture's record and the serve log.
+one notifier thread per target through a bounded queue (so a hanging target never holds up the
+others), and a full queue is recorded, not waited on. Each post has a deadline, follows no redirect
+and never logs a secret. Each target is tried ``attempts`` times with exponential backoff; the
+outcome of every target (sent, failed, skipped and why) goes back into the capture's record and the serve log.
 
 Targets and their wire formats:
 
@@ -25,10 +26,9 @@ import contextlib
 import json
 import queue
 import threading
-import urllib.error
-import urllib.request
+import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote
 
@@ -123,7 +123,10 @@ def request_for(
     target: Target, record: Mapping[str, Any], text: str, link: str | None
 ) -> tuple[str, dict[str, str], Any]:
     """(url, headers, JSON body) of one target's message, or raise LookupError when it does not apply."""
-    headline = f"nightowl: {record.get('alert') or 'alert'} on {record.get('host') or '-'}: {text}"
+    from nightowl.safetext import chat_text, one_line
+
+    # One line: a PagerDuty title with a newline must not forge a second line of the note or message.
+    headline = one_line(f"nightowl: {record.get('alert') or 'alert'} on {record.get('host') or '-'}: {text}")
     if target.kind == "pagerduty":
         incident = _incident_id(target, record)
         content = headline + (f"\nPostmortem draft: {link}" if link else "")
@@ -134,18 +137,15 @@ def request_for(
         }
         return f"{target.url}/incidents/{quote(incident, safe='')}/notes", headers, {"note": {"content": content}}
     if target.kind == "chat":
-        blocks: list[dict[str, Any]] = [{"type": "section", "text": {"type": "mrkdwn", "text": _mrkdwn(headline)}}]
+        # Both `text` and the blocks are read as markup: both escaped (`<!channel>` stays text).
+        safe = chat_text(headline)
+        blocks: list[dict[str, Any]] = [{"type": "section", "text": {"type": "mrkdwn", "text": safe}}]
         if link:
             blocks.append({"type": "context", "elements": [{"type": "mrkdwn", "text": f"<{link}|postmortem draft>"}]})
-        return target.url, {}, {"text": headline + (f" {link}" if link else ""), "blocks": blocks}
+        return target.url, {}, {"text": safe + (f" {link}" if link else ""), "blocks": blocks}
     headers = {"Authorization": f"Bearer {target.token}"} if target.token else {}
     body = {"event": "nightowl.capture", "text": headline, "draft_url": link, "capture": dict(record)}
     return target.url, headers, body
-
-
-def _mrkdwn(text: str) -> str:
-    """Slack's three control characters, escaped (https://api.slack.com/reference/surfaces/formatting#escaping)."""
-    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
 
 
 def _incident_id(target: Target, record: Mapping[str, Any]) -> str:
@@ -162,27 +162,68 @@ def _incident_id(target: Target, record: Mapping[str, Any]) -> str:
 
 # --- how it is sent --------------------------------------------------------------------------------
 class Permanent(Exception):
-    """A rejection that retrying will not change (4xx other than 408 and 429)."""
+    """A rejection that retrying will not change (4xx other than 408 and 429, a redirect)."""
 
 
 def post_json(url: str, headers: Mapping[str, str], body: Any, timeout: float) -> int:
-    """POST JSON; the HTTP status on 2xx. Raises Permanent, or OSError for what is worth retrying."""
-    data = json.dumps(body).encode()
-    request = urllib.request.Request(url, data=data, method="POST")
-    request.add_header("Content-Type", "application/json")
-    request.add_header("User-Agent", "nightowl-serve")
-    for name, value in headers.items():
-        request.add_header(name, value)
+    """POST JSON; the HTTP status on 2xx. Raises Permanent, or OSError for what is worth retrying.
+
+    ``timeout`` is a deadline for the whole post (connect, send, answer), not a per-read timeout: an
+    endpoint that drip-feeds its answer is cut when the deadline passes. Redirects are never followed,
+    since the request carries the target's credentials (PagerDuty key, bearer token) and a redirect
+    would hand them to whatever host the ``Location`` names."""
+    import http.client
+    import socket
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(url)
+    connection_class = http.client.HTTPSConnection if parts.scheme == "https" else http.client.HTTPConnection
+    connection = connection_class(parts.hostname or "", parts.port, timeout=timeout)
+    cut = threading.Event()
+
+    def deadline() -> None:
+        cut.set()
+        sock = connection.sock
+        if sock is not None:
+            with contextlib.suppress(OSError):
+                sock.shutdown(socket.SHUT_RDWR)
+
+    timer = threading.Timer(timeout, deadline)
+    timer.daemon = True
+    timer.start()
+    target = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+    all_headers = {"Content-Type": "application/json", "User-Agent": "nightowl-serve", **headers}
     try:
-        with urllib.request.urlopen(request, timeout=timeout) as response:  # noqa: S310 - http(s) checked at load
-            return int(response.status)
-    except urllib.error.HTTPError as exc:
-        detail = exc.read(300).decode(errors="replace").strip()
-        message = f"HTTP {exc.code}" + (f": {detail}" if detail else "")
-        if 400 <= exc.code < 500 and exc.code not in (408, 429):
-            raise Permanent(message) from None
-        retry_after = exc.headers.get("Retry-After") if exc.headers else None
-        raise _Retry(message, float(retry_after) if retry_after and retry_after.isdigit() else None) from None
+        try:
+            connection.request("POST", target, body=json.dumps(body).encode(), headers=all_headers)
+            response = connection.getresponse()
+            detail = response.read(300).decode(errors="replace").strip()
+            code, retry_after, location = (
+                response.status,
+                response.getheader("Retry-After"),
+                response.getheader("Location"),
+            )
+        except ValueError:
+            # http.client refuses a header with a line break; its message would quote the secret.
+            raise Permanent("a header value is invalid (a line break in a token?); not sent") from None
+        except (OSError, http.client.HTTPException) as exc:
+            if cut.is_set():
+                raise _Retry(f"no complete answer within {timeout:g} s") from None
+            raise _Retry(str(getattr(exc, "reason", None) or exc) or type(exc).__name__) from None
+    finally:
+        timer.cancel()
+        connection.close()
+    if cut.is_set():
+        raise _Retry(f"no complete answer within {timeout:g} s")
+    if 200 <= code < 300:
+        return int(code)
+    if 300 <= code < 400:
+        where = urlsplit(location or "").hostname or "?"
+        raise Permanent(f"HTTP {code}: a redirect (to {where}) is never followed with credentials")
+    message = f"HTTP {code}" + (f": {detail}" if detail else "")
+    if 400 <= code < 500 and code not in (408, 429):
+        raise Permanent(message)
+    raise _Retry(message, float(retry_after) if retry_after and retry_after.isdigit() else None)
 
 
 class _Retry(OSError):
@@ -214,6 +255,9 @@ def deliver(
             after = getattr(exc, "after", None)
             if not sleep(min(MAX_RETRY_AFTER_S, max(wait, after or 0.0))):
                 return _result(target, "failed", attempt, f"{error}; stopped while waiting to retry")
+        except Exception as exc:  # noqa: BLE001 - one post's bug never stops the others
+            # Only the type: an exception's text may quote a header, and headers hold the secrets.
+            return _result(target, "failed", attempt, f"{type(exc).__name__} while posting")
         else:
             return _result(target, "sent", attempt, None, code)
     return _result(target, "failed", config.attempts, error)
@@ -223,74 +267,84 @@ def _result(target: Target, status: str, attempts: int, error: str | None, code:
     return {"target": target.kind, "status": status, "attempts": attempts, "http_status": code, "error": error}
 
 
-@dataclass
 class _Job:
-    record: dict[str, Any]
-    text: str
-    done: Callable[[list[dict[str, Any]]], None]
-    results: list[dict[str, Any]] = field(default_factory=list)
+    """One capture's message, posted to every target; ``done`` hears all outcomes, in config order."""
+
+    def __init__(self, record: dict[str, Any], text: str, done: Callable[[list[dict[str, Any]]], None], n: int) -> None:
+        self.record, self.text, self.done = record, text, done
+        self.results: list[dict[str, Any] | None] = [None] * n
+        self._pending = n
+        self._lock = threading.Lock()
+
+    def report(self, index: int, result: dict[str, Any]) -> None:
+        with self._lock:
+            self.results[index] = result
+            self._pending -= 1
+            finished = self._pending == 0
+        if finished:
+            with contextlib.suppress(Exception):  # a failing callback never stops the notifier
+                self.done([r for r in self.results if r is not None])
 
 
 class Notifier:
-    """One thread and a bounded queue: posting never holds up a capture, however slow a target is."""
+    """One thread and a bounded queue per target: posting never holds up a capture, and a slow or
+    hanging target never holds up the others."""
 
     def __init__(self, config: NotifyConfig) -> None:
         self.config = config
-        self._queue: queue.Queue[_Job | None] = queue.Queue(maxsize=config.queue_size)
+        self._queues: list[queue.Queue[_Job | None]] = [queue.Queue(maxsize=config.queue_size) for _ in config.targets]
         self._stopping = threading.Event()
-        self._thread: threading.Thread | None = None
+        self._threads: list[threading.Thread] = []
 
     def start(self) -> None:
-        self._thread = threading.Thread(target=self._work, name="notify", daemon=True)
-        self._thread.start()
+        for index, target in enumerate(self.config.targets):
+            thread = threading.Thread(target=self._work, args=(index,), name=f"notify-{target.kind}", daemon=True)
+            thread.start()
+            self._threads.append(thread)
 
     def stop(self, timeout: float = 10.0) -> None:
         """Finish what is being sent now (no more backoff waits), then stop."""
         self._stopping.set()
-        if self._thread is not None:
+        deadline = time.monotonic() + timeout
+        for q in self._queues if self._threads else []:
             with contextlib.suppress(queue.Full):
-                self._queue.put(None, timeout=timeout)
-            self._thread.join(timeout)
+                q.put(None, timeout=max(0.01, deadline - time.monotonic()))
+        for thread in self._threads:
+            thread.join(max(0.01, deadline - time.monotonic()))
 
     def submit(self, record: dict[str, Any], text: str, done: Callable[[list[dict[str, Any]]], None]) -> bool:
-        """Queue one capture's message; when the queue is full, ``done`` hears so at once."""
-        try:
-            self._queue.put_nowait(_Job(record, text, done))
-        except queue.Full:
-            done(
-                [
-                    {
-                        "target": t.kind,
-                        "status": "failed",
-                        "attempts": 0,
-                        "http_status": None,
-                        "error": f"notify queue full ({self.config.queue_size} waiting)",
-                    }
-                    for t in self.config.targets
-                ]
-            )
-            return False
-        return True
+        """Queue one capture's message; a target whose queue is full is recorded failed at once."""
+        job = _Job(record, text, done, len(self.config.targets))
+        queued = True
+        for index, (target, q) in enumerate(zip(self.config.targets, self._queues, strict=True)):
+            try:
+                q.put_nowait(job)
+            except queue.Full:
+                queued = False
+                job.report(index, _result(target, "failed", 0, f"notify queue full ({self.config.queue_size} waiting)"))
+        return queued
 
-    def _work(self) -> None:
+    def _work(self, index: int) -> None:
+        target, q = self.config.targets[index], self._queues[index]
         while True:
-            job = self._queue.get()
+            job = q.get()
             if job is None:
                 return
-            job.done(self.send(job.record, job.text))
+            job.report(index, self.send_one(target, job.record, job.text))
+
+    def send_one(self, target: Target, record: Mapping[str, Any], text: str) -> dict[str, Any]:
+        """One target's outcome for one capture; never raises."""
+        try:
+            url, headers, body = request_for(target, record, text, draft_url(record, self.config.link_base))
+        except LookupError as exc:
+            return _result(target, "skipped", 0, str(exc))
+        except Exception as exc:  # noqa: BLE001 - a crafted record is this message's problem only
+            return _result(target, "failed", 0, f"{type(exc).__name__} while composing the message")
+        return deliver(target, url, headers, body, self.config, self._sleep)
 
     def send(self, record: Mapping[str, Any], text: str) -> list[dict[str, Any]]:
-        """Every target's outcome for one capture, in config order."""
-        link = draft_url(record, self.config.link_base)
-        results = []
-        for target in self.config.targets:
-            try:
-                url, headers, body = request_for(target, record, text, link)
-            except LookupError as exc:
-                results.append(_result(target, "skipped", 0, str(exc)))
-                continue
-            results.append(deliver(target, url, headers, body, self.config, self._sleep))
-        return results
+        """Every target's outcome for one capture, in config order (one after the other, here)."""
+        return [self.send_one(target, record, text) for target in self.config.targets]
 
     def _sleep(self, seconds: float) -> bool:
         return not self._stopping.wait(seconds)

@@ -40,15 +40,19 @@ class Alert:
     external_url: str | None = None
     receiver: str | None = None
     group_key: str | None = None
+    delivery: str | None = None  # PagerDuty: the v3 event's id (a reopen is a new event of the same incident)
 
     @property
     def name(self) -> str:
         return self.labels.get("alertname") or self.labels.get("title") or "alert"
 
     @property
-    def dedupe_key(self) -> tuple[str, str, str, str]:
-        """Alertmanager redelivers the same alert on every group_interval: same fingerprint and start."""
-        return (self.source, self.fingerprint, self.starts_at or "", self.status)
+    def dedupe_key(self) -> tuple[str, ...]:
+        """Alertmanager redelivers the same alert on every group_interval: same fingerprint and start.
+        PagerDuty retries one event with its id; a reopened incident is a new event, so it is keyed
+        on the delivery, never on the incident id alone."""
+        key = (self.source, self.fingerprint, self.starts_at or "", self.status)
+        return key + ((self.delivery,) if self.delivery else ())
 
     @classmethod
     def from_record(cls, record: Mapping[str, Any]) -> Alert:
@@ -65,6 +69,7 @@ class Alert:
             external_url=record.get("external_url"),
             receiver=record.get("receiver"),
             group_key=record.get("group_key"),
+            delivery=str(record["delivery"]) if record.get("delivery") else None,
         )
 
     def record(self) -> dict[str, Any]:
@@ -82,6 +87,7 @@ class Alert:
             "external_url": self.external_url,
             "receiver": self.receiver,
             "group_key": self.group_key,
+            "delivery": self.delivery,
         }
 
 
@@ -165,6 +171,7 @@ def parse_pagerduty(payload: Any) -> list[Alert]:
             ends_at=_time(event.get("occurred_at")) if status == "resolved" else None,
             fingerprint=str(data.get("id") or event.get("id") or _label_fingerprint(labels)),
             external_url=data.get("html_url") or None,
+            delivery=str(event["id"]) if event.get("id") else None,
         )
     ]
 

@@ -7,20 +7,26 @@ captured, never of one that failed or was not captured. Every outcome goes to
 ``<out>/captures.jsonl``, and so does every admitted capture the moment it is queued (with its
 alert): the journal is the persisted queue. A receiver that stops (SIGTERM) lets running captures
 finish for a grace period; whatever is still queued or running when it stops is resumed by the
-next receiver on the same ``out``.
+next receiver on the same ``out``; only one receiver at a time owns an ``out`` (a lock), so a queued
+capture is resumed once. A journal line that cannot be written refuses the delivery (the sender
+retries) and makes ``/healthz`` unhealthy; a journal line that cannot be read is skipped and
+reported, never taking the next record with it.
 """
 
 from __future__ import annotations
 
 import functools
 import json
+import math
+import os
 import queue
 import threading
 import time
 from collections import OrderedDict, deque
 from collections.abc import Callable
 from dataclasses import replace
-from typing import Any
+from pathlib import Path
+from typing import IO, Any
 
 from nightowl.logline import LogLine, verdict_level
 from nightowl.receiver.capture import Capture, plan_capture, run_capture
@@ -31,10 +37,45 @@ from nightowl.receiver.payload import Alert
 RECENT = 200
 SEEN_CAP = 10000
 JOURNAL = "captures.jsonl"
+LOCK = "captures.lock"
 STOP_GRACE = 20.0  # seconds running captures get to finish on SIGTERM (Kubernetes waits 30 by default)
 # Captures the next receiver on the same out resumes: never run, still running when it stopped, or cut
 # by the stop (a collector killed by systemd's TERM to the whole unit: the partial bundle is not a capture).
 UNFINISHED = ("queued", "running", "interrupted")
+
+
+class ReceiverBusy(RuntimeError):
+    """Another receiver owns this ``out`` folder (its journal and queue)."""
+
+
+def _append(path: Path, text: str) -> None:
+    """Append to the journal and make it durable (a full disk shows here, not later)."""
+    with path.open("a") as handle:
+        handle.write(text)
+        handle.flush()
+        os.fsync(handle.fileno())
+
+
+def _owner_lock(out_dir: Path) -> IO[str]:
+    """An exclusive lock on ``out_dir`` held for the receiver's life; ReceiverBusy names the owner."""
+    import fcntl
+
+    handle = (out_dir / LOCK).open("a+")
+    try:
+        fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        handle.seek(0)
+        owner = handle.read().strip() or "?"
+        handle.close()
+        raise ReceiverBusy(
+            f"{out_dir} is already served by another nightowl serve (pid {owner}): one receiver per "
+            "journal folder, or every queued capture would run twice; stop it or give this one another `out`"
+        ) from None
+    handle.seek(0)
+    handle.truncate()
+    handle.write(f"{os.getpid()}\n")
+    handle.flush()
+    return handle
 
 
 class Receiver:
@@ -61,11 +102,34 @@ class Receiver:
         self._stopping = threading.Event()
         self._closed = False  # after stop(): nothing more is journaled, so unfinished stays unfinished
         self._resume: list[Capture] = []
+        self._owner: IO[str] | None = None
+        self.journal_error: str | None = None  # the last journal write that failed, until one succeeds
+        self._cut_line = False  # the journal ends mid-line (a crash mid-write): end it before appending
         config.out_dir.mkdir(parents=True, exist_ok=True)
         self._load_journal()
 
+    def log(self, line: str | LogLine) -> None:
+        """A line for the serve log (the HTTP face logs logins through it)."""
+        self._log(line)
+
+    def health(self) -> tuple[bool, str | None]:
+        """(healthy, why not): a receiver that cannot journal cannot promise to capture."""
+        if self.journal_error:
+            return False, f"cannot write {JOURNAL}: {self.journal_error}"
+        dead = [t.name for t in self._threads if not t.is_alive()] if not self._stopping.is_set() else []
+        if dead:
+            return False, f"worker(s) {', '.join(dead)} stopped"
+        return True, None
+
     # -- lifecycle ----------------------------------------------------------------------------
     def start(self) -> None:
+        """Own the ``out`` folder (ReceiverBusy when another receiver does), resume, start the workers."""
+        self._owner = _owner_lock(self.config.out_dir)
+        # Read again as owner: what another receiver did before it let go is what there is to resume.
+        self._seen.clear()
+        self.recent.clear()
+        self._resume = []
+        self._load_journal()
         if self.notifier is not None:
             self.notifier.start()
         for capture in self._resume:
@@ -98,7 +162,11 @@ class Receiver:
             # A capture still running now dies with the process (or fails as the interpreter shuts
             # down): it stays `queued` in the journal and the next receiver resumes it.
             self._closed = True
-            return self.busy + sum(1 for item in list(self._queue.queue) if item is not None)
+            left = self.busy + sum(1 for item in list(self._queue.queue) if item is not None)
+        if self._owner is not None:
+            self._owner.close()  # releases the lock
+            self._owner = None
+        return left
 
     # -- intake ---------------------------------------------------------------------------------
     def submit(self, alerts: list[Alert], received_at: float | None = None) -> list[Capture]:
@@ -121,10 +189,13 @@ class Receiver:
                     f"{self.config.workers} worker(s) busy (raise `queue` or `workers`)"
                 )
             elif capture.status == "queued":
-                self._remember(key, capture.received_at)
                 # Journaled before a worker can see it: a stop at any moment leaves a record to resume.
-                self._write(self._entry(capture, with_alert=True))
-                self._queue.put(capture)
+                if self._write(self._entry(capture, with_alert=True)):
+                    self._remember(key, capture.received_at)
+                    self._queue.put(capture)
+                else:  # not journaled, not promised: refused, so the sender delivers it again
+                    capture.status = "not_captured"
+                    capture.reason = f"refused: cannot write the journal ({self.journal_error})"
             self.recent.append(capture)
             # What was decided at admission: a worker may take the capture the moment the lock is released.
             admitted = replace(capture)
@@ -160,7 +231,10 @@ class Receiver:
             finally:
                 with self._lock:
                     self.busy -= 1
-            self._finish(capture)
+            try:
+                self._finish(capture)
+            except Exception as exc:  # noqa: BLE001 - a worker never dies; /healthz says what broke
+                self.journal_error = self.journal_error or f"{type(exc).__name__}: {exc}"
 
     def _finish(self, capture: Capture) -> None:
         with self._lock:
@@ -207,31 +281,48 @@ class Receiver:
             entry["alert_record"] = {k: v for k, v in capture.manifest_alert().items() if k != "queued_s"}
         return entry
 
-    def _write(self, entry: dict[str, Any]) -> None:
-        """One journal line; the caller holds the lock."""
-        with (self.config.out_dir / JOURNAL).open("a") as handle:
-            handle.write(json.dumps(entry, default=str) + "\n")
+    def _write(self, entry: dict[str, Any]) -> bool:
+        """One journal line; the caller holds the lock. False (and ``journal_error`` set) when it failed."""
+        line = json.dumps(entry, default=str) + "\n"
+        try:
+            _append(self.config.out_dir / JOURNAL, ("\n" if self._cut_line else "") + line)
+        except OSError as exc:
+            self.journal_error = f"{exc.strerror or exc}"
+            self._log(LogLine(f"nightowl serve: cannot write {JOURNAL}: {self.journal_error}", level="error"))
+            return False
+        self._cut_line = False
+        self.journal_error = None
+        return True
 
     def _load_journal(self) -> None:
-        """Read the journal back: the last line of each capture is its state."""
+        """Read the journal back, line by line: the last line of each capture is its state. A line
+        that cannot be read (cut by a crash, mistyped by hand) is skipped and reported."""
         path = self.config.out_dir / JOURNAL
-        if not path.exists():
+        try:
+            data = path.read_bytes()
+        except FileNotFoundError:
             return
+        except OSError as exc:
+            self._log(LogLine(f"nightowl serve: cannot read {path}: {exc}", level="warning"))
+            return
+        self._cut_line = bool(data) and not data.endswith(b"\n")
         last: OrderedDict[str, dict[str, Any]] = OrderedDict()
         records: dict[str, dict[str, Any]] = {}
-        with path.open(errors="replace") as handle:
-            for line in handle:
-                try:
-                    entry = json.loads(line)
-                except ValueError:
-                    continue
-                if not isinstance(entry, dict):
-                    continue
-                ident = str(entry.get("id") or f"line-{len(last)}")
-                last.pop(ident, None)
-                last[ident] = entry
-                if isinstance(entry.get("alert_record"), dict):
-                    records[ident] = entry["alert_record"]
+        for number, raw in enumerate(data.split(b"\n"), 1):
+            if not raw.strip():
+                continue
+            try:
+                entry = _readable(json.loads(raw.decode(errors="replace")))
+            except (ValueError, TypeError) as exc:
+                self._log(
+                    LogLine(f"nightowl serve: {path} line {number} cannot be read ({exc}); skipped", level="warning")
+                )
+                continue
+            ident = str(entry.get("id") or f"line-{number}")
+            last.pop(ident, None)
+            last[ident] = entry
+            if isinstance(entry.get("alert_record"), dict):
+                records[ident] = entry["alert_record"]
         for ident, entry in last.items():
             key = tuple(entry.get("dedupe_key") or ())
             if entry.get("status") == "captured" and key:
@@ -248,7 +339,8 @@ class Receiver:
         capture = plan_capture(alert, self.config, float(entry.get("received_at") or time.time()))
         capture.id = ident
         if capture.status != "queued":  # the rules changed since: record why it will not run
-            self._write(self._entry(capture))
+            if self._owner is not None:  # only the owner writes; a reader's view just shows it
+                self._write(self._entry(capture))
             self.recent.append(capture)
             return
         self._remember(alert.dedupe_key, capture.received_at)
@@ -259,6 +351,53 @@ class Receiver:
         with self._lock:
             items = list(self.recent)
         return [c.to_json() if isinstance(c, Capture) else c for c in reversed(items)]
+
+
+_TEXT_FIELDS = (
+    "id",
+    "alert",
+    "source",
+    "alert_status",
+    "fingerprint",
+    "status",
+    "reason",
+    "rule",
+    "runbook",
+    "host",
+    "bundle",
+    "run_id",
+    "outcome",
+    "host_status",
+    "host_error",
+    "status_update",
+    "starts_at",
+)
+
+
+def _readable(entry: Any) -> dict[str, Any]:
+    """A journal entry of the shape the receiver wrote, else ValueError naming the field."""
+    if not isinstance(entry, dict):
+        raise ValueError("not a JSON object")
+    for key in _TEXT_FIELDS:
+        if entry.get(key) is not None and not isinstance(entry[key], str):
+            raise ValueError(f"{key} is not text")
+    for key in ("received_at", "started_at", "finished_at"):
+        if entry.get(key) is not None and (
+            isinstance(entry[key], bool) or not isinstance(entry[key], (int, float)) or not math.isfinite(entry[key])
+        ):
+            raise ValueError(f"{key} is not a time")
+    dedupe = entry.get("dedupe_key")
+    if dedupe is not None and not (isinstance(dedupe, list) and all(isinstance(k, str) for k in dedupe)):
+        raise ValueError("dedupe_key is not a list of text")
+    for name, kind in (("verdict", dict), ("alert_record", dict), ("notifications", list)):
+        if entry.get(name) is not None and not isinstance(entry[name], kind):
+            raise ValueError(f"{name} is not a {kind.__name__}")
+    notes = entry.get("notifications") or []
+    if not all(
+        isinstance(n, dict) and isinstance(n.get("target"), str) and isinstance(n.get("status"), str) for n in notes
+    ):
+        raise ValueError("notifications are not target outcomes")
+    return entry
 
 
 def _fields(capture: Capture, **extra: Any) -> dict[str, Any]:

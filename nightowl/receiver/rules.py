@@ -59,6 +59,7 @@ class Rule:
     host: str  # Jinja2 template over labels, annotations, alert -> a host spec
     params: dict[str, Any] = field(default_factory=dict)  # string values are templates too
     on_resolved: bool = False
+    label_urls: tuple[str, ...] = ()  # params whose URL (scheme, host) a label may choose
     # Seconds, as triage's --command-timeout and --host-timeout; None: the config's default.
     command_timeout: float | None = None
     host_timeout: float | None = None
@@ -184,12 +185,55 @@ def render_host(rule: Rule, alert: Alert) -> str:
 
 
 def render_params(rule: Rule, alert: Alert) -> dict[str, Any]:
+    """The rule's params for an alert. What a label fills stays where the template put it: a path
+    never leaves the template's directory, and a URL's scheme and host come from a label only for a
+    param the rule lists in ``label_urls`` (ValueError naming the rule and the param otherwise)."""
     from jinja2 import StrictUndefined
     from jinja2.sandbox import SandboxedEnvironment
 
     env = SandboxedEnvironment(undefined=StrictUndefined, autoescape=False)
     context = {"labels": alert.labels, "annotations": alert.annotations, "alert": alert.record()}
-    return {k: env.from_string(v).render(**context) if isinstance(v, str) else v for k, v in rule.params.items()}
+    rendered: dict[str, Any] = {}
+    for key, value in rule.params.items():
+        if not isinstance(value, str):
+            rendered[key] = value
+            continue
+        text = env.from_string(value).render(**context)
+        if _SLOT.search(value):
+            problem = label_value_problem(key, value, text, key in rule.label_urls)
+            if problem:
+                raise ValueError(f"rule {rule.name}: parameter {key}: {problem}")
+        rendered[key] = text
+    return rendered
+
+
+_FIXED_ORIGIN = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://[^/?#{}]+/")
+_URLISH = re.compile(r"^\s*[A-Za-z][A-Za-z0-9+.-]*:(//)?")
+
+
+def label_value_problem(key: str, template: str, text: str, url_allowed: bool = False) -> str | None:
+    """Why a param rendered from labels escapes its template, or None."""
+    import posixpath
+
+    first = _SLOT.search(template)
+    literal = template[: first.start()] if first else template
+    if "://" in text or (_URLISH.match(text) and not _URLISH.match(literal or "x")):
+        if not (url_allowed or _FIXED_ORIGIN.match(literal)):
+            return (
+                "a label may not choose a URL's scheme or host (list the param in the rule's `label_urls` to allow it)"
+            )
+        return None
+    if ".." in text.replace("\\", "/").split("/"):
+        return f"{_shown(text)!r}: a label may not climb out of the template's directory (..)"
+    if "/" in literal:
+        base = literal[: literal.rfind("/") + 1]
+        normal = posixpath.normpath(text)
+        inside = posixpath.normpath(base)
+        if not (normal == inside or normal.startswith(inside.rstrip("/") + "/")):
+            return f"{_shown(text)!r} is outside {base!r}, the template's directory"
+    elif text.startswith("/"):
+        return f"{_shown(text)!r}: a label may not name an absolute path"
+    return None
 
 
 def host_name(spec: str) -> str:

@@ -21,7 +21,10 @@ def open_transport(spec: str, ssh_options: Any = None) -> Transport:
 
 def transport_for(host: Any, ssh_options: Any = None, dial: Any = None) -> Transport:
     """The transport for a parsed HostSpec: local for ``local`` (any case), SSH otherwise (``dial``: the
-    TCP connection a sweep opened ahead, see transports/dial.py)."""
+    TCP connection a sweep opened ahead, see transports/dial.py). A host whose inventory entry could
+    not be parsed (``host.problem``) is TransportError: unreachable, with the reason."""
+    if getattr(host, "problem", None):
+        raise TransportError(host.problem)
     if host.is_local:
         from nightowl.transports.local import LocalTransport
 

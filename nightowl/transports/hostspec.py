@@ -63,6 +63,8 @@ class HostSpec:
     profile: str | None = None
     kind: Literal["ssh", "local"] = "ssh"
     groups: tuple[str, ...] = ()
+    problem: str | None = None  # an inventory entry that names no host it can reach: why (file:line)
+    revoked_host_keys: Path | None = None  # ssh_config RevokedHostKeys: a KRL or a list of revoked keys
     # failure domains the inventory puts the host in ({"rack": "r07"}): nightowl/fleet/domains.py
     domains: dict[str, str] = field(default_factory=dict, hash=False)
 
@@ -218,7 +220,17 @@ def _resolve(written: str, parts: dict[str, Any], settings: _Settings, depth: in
         jump=_jump(jump_text, settings, depth, written),
         identity_file=Path(os.path.expanduser(identity)) if identity else None,
         profile=parts.get("profile"),
+        revoked_host_keys=_revoked_host_keys(config),
     )
+
+
+def _revoked_host_keys(config: dict[str, Any]) -> Path | None:
+    """ssh_config(5) RevokedHostKeys: one file (``none`` switches it off)."""
+    value = config.get("revokedhostkeys")
+    value = value[0] if isinstance(value, list) and value else value
+    if not value or str(value).lower() == "none":
+        return None
+    return Path(os.path.expanduser(str(value)))
 
 
 def _check_host(host: str, written: str) -> None:

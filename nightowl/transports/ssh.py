@@ -198,6 +198,8 @@ class KnownHosts:
         entries = self.for_host(name)
         if any(e.revoked and e.blob == blob for e in entries):
             return "mismatch", f"the {key_type} key of {name} is marked @revoked in {self.path}"
+        if certificate is not None and any(e.revoked and e.blob == certificate for e in entries):
+            return "mismatch", f"the host certificate of {name} is marked @revoked in {self.path}"
         cert_problem = ""
         if certificate is not None:
             from nightowl.transports.host_certs import problem
@@ -470,6 +472,18 @@ class SSHTransport:
         certificate = None
         if str(transport.host_key_type).endswith(CERT_SUFFIX) and key.public_blob is not None:
             certificate = key.public_blob.key_blob
+        revoked_file = getattr(self.spec, "revoked_host_keys", None)
+        if revoked_file is not None:
+            from nightowl.transports.host_certs import read_revoked_keys
+
+            try:
+                why = read_revoked_keys(revoked_file).why(key.asbytes(), certificate)
+            except (OSError, ValueError) as exc:  # as ssh: an unreadable revocation list accepts no key
+                raise SSHConnectError(
+                    "host key mismatch", f"cannot read RevokedHostKeys {revoked_file}: {exc}"
+                ) from None
+            if why:
+                raise SSHConnectError("host key mismatch", f"{why} by RevokedHostKeys {revoked_file}")
         verdict, detail = known.verdict(name, key.get_name(), key.asbytes(), certificate, self.spec.hostname)
         if verdict == "ok":
             return

@@ -33,6 +33,10 @@ LIST_KEYWORDS = frozenset(
     {"identityfile", "certificatefile", "localforward", "remoteforward", "dynamicforward", "sendenv", "setenv"}
 )
 MAX_INCLUDE_DEPTH = 16  # OpenSSH's READCONF_MAX_DEPTH
+# Files one load may read, Include'd ones counted each time: a file that includes a glob of ten files,
+# each including it again, would otherwise cost 10^16 reads within the depth limit, and no connect or
+# host timeout bounds the time spent here.
+MAX_CONFIG_READS = 1000
 
 
 class SSHConfigError(ValueError):
@@ -199,6 +203,10 @@ def _read(
 ) -> None:
     if depth > MAX_INCLUDE_DEPTH:
         raise SSHConfigError(f"{path}: Include nested more than {MAX_INCLUDE_DEPTH} deep (a loop?)")
+    if len(config.read) >= MAX_CONFIG_READS:
+        raise SSHConfigError(
+            f"{path}: Include reads more than {MAX_CONFIG_READS} files in all (an Include that fans out, or a loop)"
+        )
     try:
         config.read.append(file_version(path))
         text = path.read_text(errors="replace")

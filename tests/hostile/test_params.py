@@ -68,3 +68,36 @@ def test_plan_shows_the_string_as_given() -> None:
     result = CliRunner().invoke(cli, ["plan", "xid", "--host", "gpu-01", "--param", "since=10:00", "--format", "json"])
     assert result.exit_code == 0, result.output
     assert "10:00" in json.dumps(json.loads(result.output))
+
+
+# --- issue 30, item 16: a URL inside a yaml or json value is checked as a `url` parameter is ---------
+@pytest.mark.parametrize(
+    "pair",
+    [
+        "base_url={r1: file:///etc/shadow}",
+        "base_url={r1: http://10.0.0.5:8000, r2: 'FILE:///root/.ssh/id_ed25519'}",
+        "base_url={r1: [gopher://x/]}",
+        "base_url=file:///etc/shadow",
+        "base_url={r1: 'data:text/plain,hello'}",
+    ],
+)
+def test_a_url_inside_a_yaml_value_is_checked(pair: str) -> None:
+    with pytest.raises(ValueError, match="base_url.*expects an http:// or https:// URL"):
+        _resolved("first-look", pair)
+
+
+def test_a_url_inside_json_or_given_as_data_is_checked() -> None:
+    from nightowl.engine.params import coerce
+
+    with pytest.raises(ValueError, match=r"p\.a\[1\] expects an http"):
+        coerce("p", "json", '{"a": ["http://ok.example/", "file:///etc/passwd"]}')
+    with pytest.raises(ValueError, match=r"p\.r1 expects an http"):
+        coerce("p", "yaml", {"r1": "file:///etc/passwd"})  # from a serve rule's params, as data
+    assert coerce("p", "yaml", "{r1: 'http://10.0.0.5:8000', r2: 'gpu-17:8000', note: 'a: b'}")["r1"]
+
+
+def test_a_file_url_in_base_url_is_exit_2_from_the_cli(tmp_path: object) -> None:
+    result = CliRunner().invoke(
+        cli, ["plan", "first-look", "--host", "r1", "--param", "base_url={r1: file:///etc/shadow}"]
+    )
+    assert result.exit_code == 2 and "base_url" in result.output

@@ -134,3 +134,102 @@ def test_a_certificate_from_a_revoked_ca_is_not_trusted(tmp_path: Path) -> None:
     judge = {"hostname": "gpu-17", "certificate": certificate}
     assert KnownHosts.load(trusted).verdict("gpu-17", key_type, base64.b64decode(blob), **judge)[0] == "ok"
     assert KnownHosts.load(revoked).verdict("gpu-17", key_type, base64.b64decode(blob), **judge)[0] == "unknown"
+
+
+# --- issue 30, item 19: @revoked <certificate> and RevokedHostKeys (a KRL) are honoured ---------------
+def _krl(tmp_path: Path, spec: str, ca: Path | None = None, name: str = "krl") -> Path:
+    (tmp_path / f"{name}.spec").write_text(spec)
+    args = [SSH_KEYGEN, "-q", "-k", "-f", str(tmp_path / name)] + (["-s", f"{ca}.pub"] if ca else [])
+    subprocess.run([*args, str(tmp_path / f"{name}.spec")], check=True, capture_output=True)
+    return tmp_path / name
+
+
+def test_a_revoked_certificate_line_in_known_hosts_is_refused(tmp_path: Path) -> None:
+    from nightowl.transports.ssh import KnownHosts
+
+    ca, host = keygen(tmp_path / "ca"), keygen(tmp_path / "host")
+    certificate = sign(ca, host, "-h", "-n", "gpu-17", "-V", "-5m:+1h")
+    key_type, blob = Path(f"{host}.pub").read_text().split()[:2]
+    cert_type, cert_b64 = Path(f"{host}-cert.pub").read_text().split()[:2]
+    known = tmp_path / "known_hosts"
+    known.write_text(ca_line(ca, "gpu-17") + f"@revoked * {cert_type} {cert_b64}\n")
+    verdict, detail = KnownHosts.load(known).verdict(
+        "gpu-17", key_type, base64.b64decode(blob), certificate=certificate, hostname="gpu-17"
+    )
+    assert verdict == "mismatch" and "host certificate of gpu-17 is marked @revoked" in detail
+
+
+@pytest.mark.parametrize(
+    ("spec", "by_ca", "revoked"),
+    [
+        ("serial: 7\n", True, True),
+        ("serial: 5-9\n", True, True),
+        ("serial: 8\n", True, False),
+        ("id: gpu-17-host\n", True, True),
+        ("id: other\n", True, False),
+        ("serial: 7\n", False, False),  # another CA's serial 7 (signed with the other CA below)
+    ],
+)
+def test_a_krl_revokes_host_certificates_by_serial_range_and_key_id(
+    tmp_path: Path, spec: str, by_ca: bool, revoked: bool
+) -> None:
+    ca, other, host = keygen(tmp_path / "ca"), keygen(tmp_path / "other"), keygen(tmp_path / "host")
+    subprocess.run(
+        [SSH_KEYGEN, "-q", "-s", str(ca), "-I", "gpu-17-host", "-z", "7", "-h", "-n", "gpu-17", f"{host}.pub"],
+        check=True,
+        capture_output=True,
+    )
+    certificate = base64.b64decode(Path(f"{host}-cert.pub").read_text().split()[1])
+    plain = base64.b64decode(Path(f"{host}.pub").read_text().split()[1])
+    krl = _krl(tmp_path, spec, ca if by_ca else other)
+    why = host_certs.read_revoked_keys(krl).why(plain, certificate)
+    assert (why is not None) == revoked, why
+
+
+def test_a_krl_revokes_plain_keys_and_cas_by_key_and_fingerprint(tmp_path: Path) -> None:
+    ca, host, other = keygen(tmp_path / "ca"), keygen(tmp_path / "host"), keygen(tmp_path / "other")
+    certificate = sign(ca, host, "-h", "-n", "gpu-17")
+    plain = base64.b64decode(Path(f"{host}.pub").read_text().split()[1])
+    fingerprint = subprocess.run(
+        [SSH_KEYGEN, "-l", "-E", "sha256", "-f", f"{host}.pub"], check=True, capture_output=True, text=True
+    ).stdout.split()[1]
+    host_pub, ca_pub, other_pub = (Path(f"{k}.pub").read_text() for k in (host, ca, other))
+    for spec in (f"key: {host_pub}", f"hash: {fingerprint}\n"):
+        krl = _krl(tmp_path, spec, name="plain")
+        assert host_certs.read_revoked_keys(krl).why(plain, None) == "the host key is revoked"
+    krl = _krl(tmp_path, f"key: {ca_pub}", name="ca")
+    assert "CA key is revoked" in str(host_certs.read_revoked_keys(krl).why(plain, certificate))
+    listed = tmp_path / "revoked.pub"  # RevokedHostKeys may also be a plain list of keys
+    listed.write_text(other_pub + host_pub)
+    assert host_certs.read_revoked_keys(listed).why(plain, None) == "the host key is revoked"
+    clean = _krl(tmp_path, f"key: {other_pub}", name="clean")
+    assert host_certs.read_revoked_keys(clean).why(plain, certificate) is None
+
+
+def test_revoked_host_keys_in_ssh_config_refuses_a_live_host(signed_sshd: dict, tmp_path: Path) -> None:
+    known = tmp_path / "known_hosts"
+    known.write_text(ca_line(Path(str(signed_sshd["ca"])), "*"))
+    root = Path(str(signed_sshd["root"]))
+    host_pub = (root / "host.pub").read_text()
+    krl = _krl(tmp_path, f"key: {host_pub}")
+    config = tmp_path / "ssh_config"
+    config.write_text(f"Host 127.0.0.1\n  RevokedHostKeys {krl}\n")
+    spec = parse_host_spec(f"ssh://{getpass.getuser()}@127.0.0.1:{signed_sshd['port']}", config)
+    assert spec.revoked_host_keys == krl
+    options = SSHOptions(
+        known_hosts=known,
+        global_known_hosts=None,
+        identity_files=(Path(str(signed_sshd["user"])),),
+        use_agent=False,
+        look_for_keys=False,
+    )
+    with (
+        pytest.raises(SSHConnectError, match="host key mismatch.*revoked by RevokedHostKeys"),
+        SSHTransport(spec, options) as transport,
+    ):
+        transport.connect()
+    (tmp_path / "empty").write_bytes(b"SSHKRL\n\0garbage")
+    config.write_text(f"Host 127.0.0.1\n  RevokedHostKeys {tmp_path / 'empty'}\n")
+    spec = parse_host_spec(f"ssh://{getpass.getuser()}@127.0.0.1:{signed_sshd['port']}", config)
+    with pytest.raises(SSHConnectError, match="cannot read RevokedHostKeys"), SSHTransport(spec, options) as transport:
+        transport.connect()
