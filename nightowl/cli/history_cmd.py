@@ -74,6 +74,8 @@ def _timeline_table(rows: list[dict[str, Any]]) -> str:
         what = r["what"] if r["code"] is None else f"{r['what']} {r['code']}"
         if r["what"] == "verdict":
             what = f"verdict {r['code']} -> {r['action']}"
+        elif r.get("detail"):
+            what += f": {r['detail']}"
         elif r["count"] and r["count"] > 1:
             what += f" x{r['count']}"
         body.append([r["time"], r["host"], r["gpu"], what, (r["boot_id"] or "")[:8] or None, r["bundle_id"]])

@@ -9,18 +9,92 @@ from __future__ import annotations
 
 import hashlib
 import json
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from nightowl.collectors.gpu.history_rows import SKIPPED_KINDS, event_row
+from nightowl.collectors.gpu.history_rows import SKIPPED_KINDS, event_key, event_row
+from nightowl.collectors.pci import normalize_pci
 
 
 def _outputs(host_dir: Path, kind: str) -> list[Path]:
     return sorted([*host_dir.glob(f"{kind}.out"), *host_dir.glob(f"{kind}.[0-9]*.out")])
 
 
-def host_rows(host: str, host_dir: Path) -> dict[str, Any]:
-    """Events, boots and GPUs of one recorded host folder."""
+# Fabric and NIC findings kept as events (docs/reference.md#history): a state, not a logged line.
+NETWORK_KINDS = ("nic_port_down", "nic_link_flapping", "nic_symbol_errors", "fabric_degraded")
+
+
+def _finding(
+    host: str, kind: str, name: str, text: str, boot_id: str | None, when: str | None, count: int = 1
+) -> dict[str, Any]:
+    """One finding as an event row. Its key is the host, kind, port or bus id and boot (never the time or the
+    counts), so the same state seen again in the same boot, or a bundle imported twice, is one event."""
+    is_gpu = kind.startswith("fabric_")
+    row = event_row(host, {"kind": kind, "pci": name if is_gpu else None, "time": when, "count": count}, boot_id)
+    row["key"] = event_key(host, {"kind": kind, "pci": name if is_gpu else None, "text": name}, boot_id)
+    row["text"] = text[:500]
+    return row
+
+
+def network_rows(
+    host_dir: Path, host: str, boot_id: str | None, when: str | None = None, window: float | None = None
+) -> list[dict[str, Any]]:
+    """NIC port and NVLink fabric findings of one recorded host folder; an unreadable output is no row."""
+    from nightowl.collectors.gpu import fabric
+    from nightowl.collectors.host import ib_ports, ib_ports_window
+
+    rows: list[dict[str, Any]] = []
+    reads: list[dict[str, Any]] = []
+    for path in _outputs(host_dir, "ib-ports"):
+        try:
+            reads.append(ib_ports.facts(ib_ports.parse(path.read_text(errors="replace"))))
+        except Exception:  # noqa: BLE001 - an unreadable port list is no row, never a failed import
+            continue
+    down: dict[str, dict[str, Any]] = {}
+    for read in reads:
+        for port in read.get("ports_down") or []:
+            down.setdefault(str(port["port"]), port)
+    for name, port in sorted(down.items()):
+        state = " ".join(str(v) for v in (port.get("state"), port.get("phys_state")) if v)
+        rows.append(_finding(host, "nic_port_down", name, f"{name} down ({state or 'state unknown'})", boot_id, when))
+    if len(reads) >= 2:
+        delta: dict[str, Any]
+        try:
+            delta = ib_ports_window.derive(
+                {"ib_ports": reads[0], "ib_ports_after": reads[-1]}, {"ib_window_seconds": window}
+            )
+        except Exception:  # noqa: BLE001 - no window, no row
+            delta = {}
+        for kind, entries, changes in (
+            ("nic_link_flapping", delta.get("flapping") or [], delta.get("state_changed") or []),
+            ("nic_symbol_errors", delta.get("degraded") or [], []),
+        ):
+            counts: dict[str, int] = {}
+            for entry in entries:
+                counts[str(entry["port"])] = counts.get(str(entry["port"]), 0) + int(entry.get("delta") or 0)
+            for change in changes:
+                counts.setdefault(str(change["port"]), 1)
+            for name, count in sorted(counts.items()):
+                what = "link went down" if kind == "nic_link_flapping" else "symbol errors above the IBTA limit"
+                text = f"{name} {what} in the window (+{count})"
+                rows.append(_finding(host, kind, name, text, boot_id, when, max(count, 1)))
+    for path in _outputs(host_dir, "fabric"):
+        try:
+            found = fabric.facts(fabric.parse(path.read_text(errors="replace")))
+        except Exception:  # noqa: BLE001 - an unreadable Fabric section is no row
+            continue
+        for entry in found.get("degraded") or []:
+            gpu = normalize_pci(entry["gpu"])  # None: a block pasted without its bus id, keyed by position
+            text = f"{entry['gpu']} fabric degraded: {'; '.join(entry.get('reasons') or [])}"
+            rows.append(_finding(host, "fabric_degraded", gpu or str(entry["gpu"]), text, boot_id, when))
+            rows[-1]["pci"] = gpu
+    return list({r["key"]: r for r in rows}.values())
+
+
+def host_rows(host: str, host_dir: Path, when: str | None = None, window: float | None = None) -> dict[str, Any]:
+    """Events, boots and GPUs of one recorded host folder (``when``: the run's time, given to fabric and NIC
+    findings; ``window``: the seconds between the two ib-ports reads)."""
     from nightowl.collectors.base import to_jsonable
     from nightowl.collectors.gpu import kernel_log, kernel_log_boots
     from nightowl.collectors.gpu.nvidia_smi import nvidia_smi
@@ -58,6 +132,7 @@ def host_rows(host: str, host_dir: Path) -> dict[str, Any]:
                         "retired_pages": gpu.get("retired_pages"),
                     },  # fmt: skip
                 }
+    events += network_rows(host_dir, host, boot_id, when, window)
     uuids = {g["pci"]: g["uuid"] for g in gpus.values() if g.get("uuid")}
     for event in events:  # the kernel names the bus, nvidia-smi the GPU in it
         event["uuid"] = event["uuid"] or uuids.get(event["pci"] or "")
@@ -74,6 +149,17 @@ def bundle_sha256(bundle: Path) -> str:
     return hashlib.sha256((bundle / "manifest.json").read_bytes()).hexdigest()
 
 
+def _window_seconds(bundle: Path) -> float | None:
+    """The ib_window_seconds the bundle's runbook declares (None: not declared or unreadable)."""
+    try:
+        import yaml
+
+        value = (yaml.safe_load((bundle / "runbook.yaml").read_text()) or {})["parameters"]["ib_window_seconds"]
+        return float(value["default"] if isinstance(value, dict) else value)
+    except Exception:  # noqa: BLE001 - no window: rates are not judged, no row
+        return None
+
+
 def bundle_record(bundle: Path) -> dict[str, Any]:
     """Every row one bundle gives. Raises OSError/ValueError when it is not a readable bundle."""
     from nightowl.engine.bundle import host_from_dirname
@@ -86,11 +172,20 @@ def bundle_record(bundle: Path) -> dict[str, Any]:
     hosts_root = bundle / "hosts"
     if hosts_root.is_dir():
         host_dirs = {host_from_dirname(d.name): d for d in hosts_root.iterdir() if d.is_dir()}
+    when = None
+    if isinstance(manifest.get("started"), (int, float)):
+        started = datetime.fromtimestamp(manifest["started"], timezone.utc)
+        when = started.isoformat(timespec="seconds").replace("+00:00", "Z")
+    window = _window_seconds(bundle)
     listed = {entry["host"]: entry for entry in verdicts.get("hosts") or []}
     for host in [*listed, *(h for h in host_dirs if h not in listed)]:
         entry = listed.get(host, {})
         verdict = entry.get("verdict") or {}
-        rows = host_rows(host, host_dirs[host]) if host in host_dirs else {"events": [], "boots": [], "gpu_list": []}
+        rows = (
+            host_rows(host, host_dirs[host], when, window)
+            if host in host_dirs
+            else {"events": [], "boots": [], "gpu_list": []}
+        )
         runs.append(
             {
                 "host": host,

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from nightowl.history import store
+from nightowl.history.extract import NETWORK_KINDS
 
 
 def timeline(
@@ -43,6 +44,7 @@ def timeline(
             "last_time": e["last_time"],
             "boot_id": e["boot_id"],
             "action": None,
+            "detail": e["text"] if e["kind"] in NETWORK_KINDS else None,
             "bundle_id": e["bundle_id"],
             "bundle_sha256": e["bundle_sha256"],
         }
@@ -73,6 +75,7 @@ def timeline(
                 "last_time": None,
                 "boot_id": run["boot_id"],
                 "action": run["action"],
+                "detail": None,
                 "bundle_id": run["bundle_id"],
                 "bundle_sha256": run["bundle_sha256"],
             }
