@@ -10,6 +10,8 @@ Target: under 0.5 s (median of the runs).
 
 `--sdk-only` turns the front off (NIGHTOWL_MCP_FRONT=0): the SDK answers everything, after its import.
 
+Measured 2026-12-01 on the same 2 CPUs idle (load average 0.2), 7 runs: median 0.26 s (min 0.22 s) to the
+tool list, 0.25 s of server CPU.
 Measured 2026-12-01 on 2 CPUs shared with other work (load average 9.5), mcp 2.3.0, Python 3.11:
 front: median 0.84 s (min 0.62 s) wall, 0.22 s of server CPU when the list arrived (0.16 s of it is
 importing the CLI, as `nightowl --help` does); SDK only: median 7.0 s wall, 1.73 s CPU. The target is

@@ -73,4 +73,7 @@ def recorded_host(dest: Path) -> Path:
     for name in ("nvidia-smi.out", "nvlink.out"):
         shutil.copyfile(RECORDED / name, dest / name)
     (dest / "kernel-log.out").write_text(kernel_log())
+    # An NVSwitch board's GPUs report a fabric, so node-health expects nvidia-fabricmanager: a healthy
+    # node has it running (`systemctl is-active` prints "active").
+    (dest / "fabric-manager.out").write_text("active\n")
     return dest
