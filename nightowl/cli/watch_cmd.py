@@ -191,9 +191,8 @@ def run_burst(
     limits: dict[str, float | None],
     out_dir: Path | None,
 ) -> dict[str, Any]:
-    """Run the runbook once, as triage does (bundle with postmortem draft, secrets scrubbed): THE one call
-    from `watch` into the run path, so it can be re-pointed in one place. Returns the run summary
-    (docs/reference.md#run-json) without its internal keys."""
+    """Run the runbook once, as triage does (``nightowl.run.run_and_save``: bundle with postmortem draft,
+    secrets scrubbed, history recorded). Returns the run summary (docs/reference.md#run-json)."""
     from nightowl.cli.running import run_or_exit
     from nightowl.paths import default_out_dir
 

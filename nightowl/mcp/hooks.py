@@ -1,8 +1,8 @@
 """The outside pieces the tools reach, each through one function here, so each can be re-pointed alone.
 
-- Running a runbook: ``RunHook``, given to the server by ``nightowl/cli/mcp_cmd.py`` (``run_for_mcp``),
-  because today's run path lives in the CLI (``cli/running.py``) and this package may not import the CLI
-  (that would be an import cycle between the two folders).
+- Running a runbook: ``RunHook``, given to the server by ``nightowl/cli/mcp_cmd.py`` (``run_for_mcp``,
+  through ``nightowl.run.run_and_save`` as triage runs); the CLI turns the run path's refusals into
+  tool errors, and this package may not import the CLI (an import cycle between the two folders).
 - The history of a host: ``host_history`` below.
 """
 
