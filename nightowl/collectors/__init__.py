@@ -11,7 +11,7 @@ from nightowl.collectors.readonly import violations
 # docs/reference.md#kinds)
 MODULES: dict[str, str] = {
     "nvidia-smi": "nightowl.collectors.gpu.nvidia_smi.nvidia_smi",
-    "kernel-log": "nightowl.collectors.gpu.kernel_log",
+    "kernel-log": "nightowl.collectors.gpu.kernel_log.kernel_log",
     "kernel-log-boots": "nightowl.collectors.gpu.kernel_log_boots",
     "gpu-history": "nightowl.collectors.gpu.gpu_history",
     "nccl-log": "nightowl.collectors.nccl.nccl_log",

@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 from nightowl.collectors import get_collector
 from nightowl.collectors.base import to_jsonable
 from nightowl.collectors.gpu import kernel_log
+from nightowl.collectors.gpu.kernel_log import parser as kernel_log_parser
 from tests.helpers import ROOT, assert_subset, load_cases
 
 CASES = load_cases("kernel-log")
@@ -241,7 +242,7 @@ def test_parse_lines_streams_a_file_like_parse() -> None:
 
 
 def test_distinct_event_cap_warns(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(kernel_log, "MAX_DISTINCT_EVENTS", 5)
+    monkeypatch.setattr(kernel_log_parser, "MAX_DISTINCT_EVENTS", 5)
     result = kernel_log.parse("\n".join(f"NVRM: Xid (PCI:0000:3b:00): 13, pid={i}, name=a, x" for i in range(8)))
     assert len(result.events) == 5
     assert any("3 events beyond 5" in w for w in result.warnings)
@@ -365,8 +366,8 @@ def test_memoized_paths_read_like_the_general_path(pairs: list[tuple[str, str]],
     log = "\n".join([stamp + rest for stamp, rest in pairs] * repeats)
     fast = to_jsonable(kernel_log.parse_lines(io.StringIO(log)))
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(kernel_log, "_SEEN_LIMIT", 0)  # no burst fast path
-        patch.setattr(kernel_log, "_STAMP", re.compile(""))  # no stamp cut: every line split afresh
+        patch.setattr(kernel_log_parser, "_SEEN_LIMIT", 0)  # no burst fast path
+        patch.setattr(kernel_log_parser, "_STAMP", re.compile(""))  # no stamp cut: every line split afresh
         general = to_jsonable(kernel_log.parse_lines(io.StringIO(log)))
     assert fast == general
 

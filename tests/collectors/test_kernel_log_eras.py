@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 
 from nightowl.collectors.base import to_jsonable
 from nightowl.collectors.gpu import kernel_log
+from nightowl.collectors.gpu.kernel_log import patterns
 
 
 def facts_of(text: str) -> dict[str, Any]:
@@ -127,13 +128,13 @@ def test_bare_probe_block_continues_without_indent_or_time() -> None:
 
 # --- the new patterns stay linear: a hostile line is read at once -----------------------------------------
 NEW_PATTERNS = [
-    kernel_log._EDAC,
-    kernel_log._GHES_FIELD,
-    kernel_log._HUNG_TASK,
-    kernel_log._API_MISMATCH,
-    kernel_log._GPU_ADDRESS,
-    kernel_log._BLOCK_CONTINUATION,
-    kernel_log._NOUVEAU_DEVICE,
+    patterns._EDAC,
+    patterns._GHES_FIELD,
+    patterns._HUNG_TASK,
+    patterns._API_MISMATCH,
+    patterns._GPU_ADDRESS,
+    patterns._BLOCK_CONTINUATION,
+    patterns._NOUVEAU_DEVICE,
 ]
 
 

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from nightowl.collectors.gpu import kernel_log
+from nightowl.collectors.gpu.kernel_log import patterns
 from nightowl.watch import triggers
 from nightowl.watch.triggers import LineJudge
 
@@ -85,7 +86,7 @@ def test_quiet_lines_fire_nothing_and_the_memo_stays_bounded() -> None:
 
 def test_the_hints_cover_every_anchor_of_the_parser() -> None:
     """may_hold_message is a cheap superset of the parser's anchor: each literal alternative holds a hint."""
-    pattern = kernel_log._ANCHOR.pattern
+    pattern = patterns._ANCHOR.pattern
     for alternative in pattern.split("|"):
         literal = re.sub(r"\\(.)", r"\1", alternative)
         assert kernel_log.may_hold_message(literal), alternative

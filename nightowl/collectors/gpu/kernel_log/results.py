@@ -1,0 +1,30 @@
+"""The ``kernel-log`` result type and its event kinds (docs/reference.md#parse-output)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+KIND = "kernel-log"
+
+EVENT_KINDS = ("xid", "sxid", "fallen_off_bus", "gpu_reset_required", "oom_kill", "pcie_aer", "other_nvrm")
+
+
+@dataclass
+class KernelLogResult:
+    """``kernel-log`` (docs/reference.md#parse-output). Events are dicts: the contract keys plus per-kind extras."""
+
+    kind: str = KIND
+    events: list[dict[str, Any]] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+    driver_version: str | None = None
+    pcie_bandwidth_limited: list[dict[str, Any]] = field(default_factory=list)
+    lines_read: int = 0
+    # Beside the GPU events (new keys): host memory/APEI errors, hung tasks, devices nouveau holds.
+    host_errors: list[dict[str, Any]] = field(default_factory=list)
+    hung_tasks: list[dict[str, Any]] = field(default_factory=list)
+    nouveau_devices: list[str] = field(default_factory=list)
+    # Tasks in D state whose stack waits on a lock inside the NVIDIA driver (driver_locks.py).
+    driver_lock_waits: list[dict[str, Any]] = field(default_factory=list)
+    driver_module_missing: bool = False  # modprobe / systemd-modules-load found no nvidia module
+    nic_links: list[dict[str, Any]] = field(default_factory=list)  # link downs/ups per NIC port (nic_links.py)
