@@ -28,7 +28,7 @@ def xid(file: Any, fmt: str) -> None:
     from nightowl.collectors.gpu import kernel_log, kernel_patterns, xid_catalog
 
     result = to_jsonable(kernel_log.COLLECTOR.parse(file.read()))  # the collector strips terminal escapes
-    rows = [_row(xid_catalog.explain(e), e) for e in kernel_patterns.judged_events(result)]
+    rows = [xid_catalog.event_row(e) for e in kernel_patterns.judged_events(result)]
     if fmt == "json":
         click.echo(json.dumps({"events": rows, "warnings": result["warnings"]}, indent=2, default=str))
         return
@@ -42,13 +42,3 @@ def xid(file: Any, fmt: str) -> None:
             f"{row.get('mnemonic') or '?'}: {row.get('meaning') or 'unknown code'}  "
             f"-> {row['action']}: {row['first_step']}"
         )
-
-
-def _row(explained: dict[str, Any], event: dict[str, Any]) -> dict[str, Any]:
-    label = event.get("subkind") or explained.get("mnemonic") or str(event.get("kind"))
-    row = {**explained, "count": event.get("count", 1), "label": label}
-    if event.get("kind") == "hung_task" and "after Xid 45" in label:
-        # Xid 45 then tasks stuck in D state: a wedged driver (https://github.com/leptonai/gpud/pull/117)
-        row.update(action="reboot-node", first_step="wedged driver: drain the node and reboot it (a GPU reset "
-                   "cannot succeed while tasks are stuck in the driver)")  # fmt: skip
-    return row

@@ -318,7 +318,7 @@ class Toolbox:
         warnings: list[str] = []
         if log is not None:
             result = to_jsonable(kernel_log.parse(log))
-            rows += [_xid_row(xid_catalog.explain(e), e) for e in kernel_patterns.judged_events(result)]
+            rows += [xid_catalog.event_row(e) for e in kernel_patterns.judged_events(result)]
             warnings = result["warnings"]
         return {"events": rows, "warnings": warnings, **NO_BUNDLE}
 
@@ -360,16 +360,3 @@ def _text_or_file(arguments: dict[str, Any]) -> str:
     except OSError as exc:
         raise ToolError(f"cannot read {arguments['path']!r}: {exc.strerror or exc}") from None
     return data.decode("utf-8", "replace")
-
-
-def _xid_row(explained: dict[str, Any], event: dict[str, Any]) -> dict[str, Any]:
-    """One event as `nightowl xid --format json` prints it (cli/xid_cmd.py ``_row``; a test keeps them equal)."""
-    label = event.get("subkind") or explained.get("mnemonic") or str(event.get("kind"))
-    row = {**explained, "count": event.get("count", 1), "label": label}
-    if event.get("kind") == "hung_task" and "after Xid 45" in label:
-        row.update(
-            action="reboot-node",
-            first_step="wedged driver: drain the node and reboot it (a GPU reset "
-            "cannot succeed while tasks are stuck in the driver)",
-        )
-    return row
