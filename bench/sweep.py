@@ -166,7 +166,7 @@ BARE_FAILURES: list[str] = []  # live hosts a bare pool run lost (it did less wo
 @contextlib.contextmanager
 def _timed_bundle_finish() -> Iterator[list[float]]:
     """Time BundleWriter.finish (serial, after every host is done) to show where a sweep's time goes."""
-    from nightowl.engine.bundle import BundleWriter
+    from nightowl.engine.bundle_writer import BundleWriter
 
     spent = [0.0]
     real = BundleWriter.finish

@@ -169,7 +169,8 @@ def _run(
 ) -> tuple[list[HostRun], Path] | RunResult:
     """The engine's run under the signal handlers; a bundle that could not be written is a RunResult
     with its reason (the verdicts stand)."""
-    from nightowl.engine.bundle import BundleNotWritten, triage_summary
+    from nightowl.engine.bundle_summary import triage_summary
+    from nightowl.engine.bundle_writer import BundleNotWritten
 
     scrub, prefilter = _redaction() if redact else (None, None)
     try:
@@ -204,7 +205,7 @@ def _run(
 def _summarise(result: RunResult, with_status_update: bool) -> None:
     """The summary of the saved bundle, and its status update (a failure to write it costs only it)."""
     from nightowl import status_update
-    from nightowl.engine.bundle import triage_summary
+    from nightowl.engine.bundle_summary import triage_summary
 
     assert result.bundle is not None
     result.summary = triage_summary(result.runbook, result.bundle.name, result.bundle, result.runs)

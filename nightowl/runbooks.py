@@ -157,7 +157,7 @@ def _load(path: Path):  # noqa: ANN202
 def declared_params(name: str) -> list[str] | None:
     """Parameter names of the runbook ``name`` reaches (site or built-in), read, not validated (chains
     may point both ways), with the same guarded YAML loader as every runbook."""
-    from nightowl.engine.yamlines import YamlError, load_with_lines
+    from nightowl.engine.yaml_lines import YamlError, load_with_lines
 
     path = all_paths().get(name)
     if path is None:
@@ -173,7 +173,7 @@ def _chain_issues(loaded):  # noqa: ANN001, ANN202 - LoadedRunbook, Issue: impor
     """A verdict's ``next`` names a built-in runbook and only parameters it takes."""
     from nightowl.engine.chain import check
     from nightowl.engine.validate import Issue
-    from nightowl.engine.yamlines import line_of
+    from nightowl.engine.yaml_lines import line_of
 
     issues = []
     for node_id, node in loaded.runbook.nodes.items():

@@ -13,10 +13,11 @@ import time
 from pathlib import Path
 from typing import Any
 
+from nightowl.engine import layout
 from nightowl.engine.job import names_pattern
 from nightowl.paths import data_dir
 
-FILE_NAME = "status-update.md"
+FILE_NAME = layout.STATUS_UPDATE
 TEMPLATE = "status-update.md.j2"
 NEXT_UPDATE = "____ (yours to set: e.g. in 30 minutes, or when the action above is done)"
 
@@ -199,7 +200,7 @@ def render(summary: dict[str, Any], now: float | None = None) -> str:
 
 
 def write(bundle: Path, summary: dict[str, Any]) -> Path:
-    from nightowl.engine.bundle import write_private
+    from nightowl.engine.private_files import write_private
 
     path = Path(bundle) / FILE_NAME
     write_private(path, render(summary))  # owner-only, as every bundle file
@@ -209,7 +210,7 @@ def write(bundle: Path, summary: dict[str, Any]) -> Path:
 def write_for_runs(runbook_id: str, bundle: Path, runs: list[Any]) -> tuple[dict[str, Any], Path]:
     """The one way a finished run gets its status update (``triage`` and ``serve`` alike): the run's
     summary (docs/reference.md#verdicts) and the ``status-update.md`` written from it."""
-    from nightowl.engine.bundle import triage_summary
+    from nightowl.engine.bundle_summary import triage_summary
 
     summary = triage_summary(runbook_id, Path(bundle).name, Path(bundle), runs)
     return summary, write(Path(bundle), summary)

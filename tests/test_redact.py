@@ -11,7 +11,7 @@ import pytest
 from click.testing import CliRunner
 
 from nightowl.cli.postmortem_cmd import postmortem
-from nightowl.engine.bundle import BundleWriter
+from nightowl.engine.bundle_writer import BundleWriter
 from nightowl.receiver.payload import parse_payload
 from nightowl.redact import _TRIGGERS, MASK, Redactor, might_hold_secrets, scrub_secrets
 from tests.postmortem.bundles import ALERTS, HOSTS, make_bundle

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from nightowl import status_update
-from nightowl.engine.bundle import triage_summary
+from nightowl.engine.bundle_summary import triage_summary
 from nightowl.rehearse import rehearsal_cases, replay_case
 
 LEAKS = re.compile(r"None|null|True|False|\[|\{")

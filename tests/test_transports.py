@@ -81,7 +81,7 @@ def test_an_exit_code_that_is_not_a_number_never_replays_as_success(tmp_path: Pa
 
 def test_a_command_without_exit_status_is_recorded_so_and_replays_as_an_error(tmp_path: Path) -> None:
     from nightowl.collectors import get_collector
-    from nightowl.engine.bundle import BundleWriter
+    from nightowl.engine.bundle_writer import BundleWriter
     from nightowl.engine.runner import RunOptions, collect_on
     from nightowl.transports.base import CommandResult
 

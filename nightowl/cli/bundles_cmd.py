@@ -30,23 +30,24 @@ def parse_age(text: str) -> float:
 def _read(path: Path) -> dict[str, Any]:
     """A bundle's JSON object; {} when it is unreadable, not a regular file or corrupt, so one bad
     bundle never hides the rest."""
-    from nightowl.postmortem.bundle import _read_json
+    from nightowl.postmortem.bundle_reader import _read_json
 
     return _read_json(path) or {}
 
 
 def bundle_rows(out_dir: Path) -> list[dict[str, Any]]:
     """One row per bundle (a folder with a manifest.json), newest first."""
-    from nightowl.postmortem.bundle import sane_manifest, sane_verdicts
+    from nightowl.engine import layout
+    from nightowl.postmortem.bundle_reader import sane_manifest, sane_verdicts
 
     rows: list[dict[str, Any]] = []
     if not out_dir.is_dir():
         return rows
     for folder in out_dir.iterdir():
-        if folder.name.startswith(".") or folder.is_symlink() or not (folder / "manifest.json").is_file():
+        if folder.name.startswith(".") or folder.is_symlink() or not (folder / layout.MANIFEST).is_file():
             continue
-        manifest = _read(folder / "manifest.json")
-        verdicts = _read(folder / "verdicts.json")
+        manifest = _read(folder / layout.MANIFEST)
+        verdicts = _read(folder / layout.VERDICTS)
         # A bundle folder may have come from anywhere: every field read as untrusted input.
         manifest, verdicts = sane_manifest(manifest), sane_verdicts(verdicts)
         hosts = verdicts["hosts"]
@@ -74,7 +75,9 @@ def _verdict(host: dict[str, Any]) -> dict[str, Any]:
 
 def _holds_evidence(folder: Path) -> bool:
     """An interrupted run's folder with any recorded output: kept by --prune (delete it by hand)."""
-    hosts = folder / "hosts"
+    from nightowl.engine import layout
+
+    hosts = folder / layout.HOSTS
     return hosts.is_dir() and any(p.is_file() and p.stat().st_size > 0 for p in hosts.rglob("*"))
 
 

@@ -76,7 +76,7 @@ def report_crash(exc: BaseException) -> NoReturn:
     try:
         stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
         path = Path(tempfile.gettempdir()) / f"nightowl-crash-{stamp}-{__import__('os').getpid()}.txt"
-        from nightowl.engine.bundle import write_private  # tracebacks can hold collected output: 0600
+        from nightowl.engine.private_files import write_private  # tracebacks can hold collected output: 0600
 
         write_private(path, "".join(traceback.format_exception(exc)))
         where = str(path)

@@ -44,7 +44,7 @@ def postmortem(bundle: Path, output: Path | None, template: str | None, fmt: str
     changed, missing or not in the manifest, and every citation whose file or lines no longer match.
     """
     if verify:
-        from nightowl.engine.bundle import verify_bundle
+        from nightowl.engine.bundle_verify import verify_bundle
         from nightowl.postmortem.verify import verify_citations
 
         problems = verify_bundle(bundle)

@@ -99,9 +99,10 @@ def graph_cmd(runbook: str, bundle: Path | None, host: str | None) -> None:
 def _bundle_path(bundle: Path, host: str | None, loaded: Any) -> list[str]:
     """The path a bundle's host took, read as untrusted input: exit 2 when the bundle is not readable,
     has no such host, or ran another runbook (its path would mark nodes this runbook does not have)."""
-    from nightowl.postmortem.bundle import _read_json, sane_verdicts
+    from nightowl.engine import layout
+    from nightowl.postmortem.bundle_reader import _read_json, sane_verdicts
 
-    raw = _read_json(bundle / "verdicts.json")
+    raw = _read_json(bundle / layout.VERDICTS)
     if raw is None:
         fail(f"{bundle}: no readable verdicts.json (is it a bundle?)")
     verdicts = sane_verdicts(raw)

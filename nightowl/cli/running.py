@@ -111,7 +111,7 @@ def replay_transports(replays: tuple[Path, ...]) -> dict[str, Any]:
 
     Two recordings with the same name are two hosts, never one: the second is named by its path.
     """
-    from nightowl.engine.bundle import host_from_dirname
+    from nightowl.engine import layout
     from nightowl.transports.base import Unreachable
     from nightowl.transports.replay import ReplayTransport, unreachable_in_bundle
 
@@ -126,11 +126,11 @@ def replay_transports(replays: tuple[Path, ...]) -> dict[str, Any]:
         transports[name] = lambda n=name: make(n)
 
     for directory in replays:
-        in_bundle = (directory / "hosts").is_dir() or (directory / "verdicts.json").is_file()
-        hosts = directory / "hosts"
+        in_bundle = (directory / layout.HOSTS).is_dir() or (directory / layout.VERDICTS).is_file()
+        hosts = directory / layout.HOSTS
         host_dirs = sorted(p for p in hosts.iterdir() if p.is_dir()) if hosts.is_dir() else []
         for host_dir in host_dirs if in_bundle else [directory]:
-            name = host_from_dirname(host_dir.name) if in_bundle else host_dir.name
+            name = layout.host_from_dirname(host_dir.name) if in_bundle else host_dir.name
             add(name, host_dir, lambda n, d=host_dir: ReplayTransport(d, n))
         if not in_bundle:
             continue
@@ -138,7 +138,7 @@ def replay_transports(replays: tuple[Path, ...]) -> dict[str, Any]:
             unreachable = unreachable_in_bundle(directory)
         except ValueError as exc:
             fail(str(exc))
-        recorded = {host_from_dirname(d.name) for d in host_dirs}
+        recorded = {layout.host_from_dirname(d.name) for d in host_dirs}
         for host, reason in unreachable.items():
             if host not in recorded:
                 add(host, hosts / host, lambda n, r=reason: Unreachable(n, r, recorded=True))

@@ -64,7 +64,7 @@ def coerce(name: str, kind: str, value: Any) -> Any:
         return value  # given from Python or a rehearsal as data: kept as given
     _check_text(name, value)
     if kind == "yaml":  # a mapping or list given on the command line ('{r1: http://..., r2: ...}')
-        from nightowl.engine.yamlines import YamlError, load_with_lines
+        from nightowl.engine.yaml_lines import YamlError, load_with_lines
 
         try:
             loaded = load_with_lines(value)[0]

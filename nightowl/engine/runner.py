@@ -14,6 +14,7 @@ from concurrent.futures import Executor, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from nightowl.engine import layout
 from nightowl.engine.expressions import (
     ExpressionError,
     evaluate_condition,
@@ -485,7 +486,7 @@ class HostRunner:
             head = rest.partition(".")[0]
         for c in self.run.collections.values():
             if c.namespace == head:
-                return c.file or "manifest.json"
+                return c.file or layout.MANIFEST
         return None
 
     # -- walking --------------------------------------------------------------------

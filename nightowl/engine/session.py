@@ -16,7 +16,8 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from nightowl.engine.bundle import BundleWriter
+from nightowl.engine import layout
+from nightowl.engine.bundle_writer import BundleWriter
 from nightowl.engine.model import split_entry
 from nightowl.engine.runner import CollectorLike, HostRun, HostRunner, RunOptions, is_derived
 from nightowl.engine.validate import LoadedRunbook
@@ -94,7 +95,7 @@ def run_runbook(
     writer = BundleWriter(out_dir, loaded.id, redact=redact, redact_prefilter=redact_prefilter)
     with _live_lock:
         _live_stops.add(options.stop)
-    writer.add_file("runbook.yaml", loaded.path.read_text())
+    writer.add_file(layout.RUNBOOK, loaded.path.read_text())
     names = list(transports)
     results: dict[str, HostRun] = {}
     opened: list[Transport] = []

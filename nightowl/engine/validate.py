@@ -24,7 +24,7 @@ from nightowl.engine.expressions import (
 )
 from nightowl.engine.model import Node, Runbook, split_entry
 from nightowl.engine.params import coerce, declared_type
-from nightowl.engine.yamlines import YamlError, line_of, load_with_lines
+from nightowl.engine.yaml_lines import YamlError, line_of, load_with_lines
 
 
 @dataclass(frozen=True)

@@ -37,7 +37,7 @@ from fnmatch import fnmatchcase
 from pathlib import Path
 from typing import Any
 
-from nightowl.engine.yamlines import YamlError, line_of, load_with_lines
+from nightowl.engine.yaml_lines import YamlError, line_of, load_with_lines
 from nightowl.fleet.domains import domain_keys
 from nightowl.transports.hostspec import HostSpec, host_spec_parser, local_spec, written_host
 

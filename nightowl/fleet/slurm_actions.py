@@ -20,6 +20,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, Protocol
 
+from nightowl.engine import layout
 from nightowl.fleet import actions_log
 from nightowl.fleet.breaker import OWN_REASON, PREFIX, SINFO_ARGV, Caps, NodeState, keeps_drain, may_drain, parse_sinfo
 
@@ -65,10 +66,10 @@ def drain_reason(verdict: str, action: str) -> str:
 
 def bundle_sha256(bundle: Path | None) -> str | None:
     """The bundle's identity: the sha256 of its manifest.json (every command and output's own sha256)."""
-    manifest = bundle / "manifest.json" if bundle else None
+    manifest = bundle / layout.MANIFEST if bundle else None
     if manifest is None or not manifest.is_file():
         return None
-    from nightowl.engine.bundle import sha256_file
+    from nightowl.engine.private_files import sha256_file
 
     return sha256_file(manifest)
 

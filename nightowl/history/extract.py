@@ -15,10 +15,11 @@ from typing import Any
 
 from nightowl.collectors.gpu.history_rows import SKIPPED_KINDS, event_key, event_row
 from nightowl.collectors.pci import normalize_pci
+from nightowl.engine import layout
 
 
 def _outputs(host_dir: Path, kind: str) -> list[Path]:
-    return sorted([*host_dir.glob(f"{kind}.out"), *host_dir.glob(f"{kind}.[0-9]*.out")])
+    return sorted([*host_dir.glob(f"{kind}{layout.OUT}"), *host_dir.glob(f"{kind}.[0-9]*{layout.OUT}")])
 
 
 # Fabric and NIC findings kept as events (docs/reference.md#history): a state, not a logged line.
@@ -141,12 +142,12 @@ def host_rows(host: str, host_dir: Path, when: str | None = None, window: float 
 
 def bundle_sha256(bundle: Path) -> str:
     """The bundle's hash: the sha256 of its manifest (``manifest.sha256``), which hashes every file."""
-    recorded = bundle / "manifest.sha256"
+    recorded = bundle / layout.MANIFEST_HASH
     if recorded.is_file():
         text = recorded.read_text().split()
         if text and len(text[0]) == 64:
             return text[0]
-    return hashlib.sha256((bundle / "manifest.json").read_bytes()).hexdigest()
+    return hashlib.sha256((bundle / layout.MANIFEST).read_bytes()).hexdigest()
 
 
 def _window_seconds(bundle: Path) -> float | None:
@@ -154,7 +155,7 @@ def _window_seconds(bundle: Path) -> float | None:
     try:
         import yaml
 
-        value = (yaml.safe_load((bundle / "runbook.yaml").read_text()) or {})["parameters"]["ib_window_seconds"]
+        value = (yaml.safe_load((bundle / layout.RUNBOOK).read_text()) or {})["parameters"]["ib_window_seconds"]
         return float(value["default"] if isinstance(value, dict) else value)
     except Exception:  # noqa: BLE001 - no window: rates are not judged, no row
         return None
@@ -162,16 +163,14 @@ def _window_seconds(bundle: Path) -> float | None:
 
 def bundle_record(bundle: Path) -> dict[str, Any]:
     """Every row one bundle gives. Raises OSError/ValueError when it is not a readable bundle."""
-    from nightowl.engine.bundle import host_from_dirname
-
-    manifest = json.loads((bundle / "manifest.json").read_text())
-    verdicts_path = bundle / "verdicts.json"
+    manifest = json.loads((bundle / layout.MANIFEST).read_text())
+    verdicts_path = bundle / layout.VERDICTS
     verdicts = json.loads(verdicts_path.read_text()) if verdicts_path.is_file() else {"hosts": []}
     runs = []
     host_dirs = {}
-    hosts_root = bundle / "hosts"
+    hosts_root = bundle / layout.HOSTS
     if hosts_root.is_dir():
-        host_dirs = {host_from_dirname(d.name): d for d in hosts_root.iterdir() if d.is_dir()}
+        host_dirs = {layout.host_from_dirname(d.name): d for d in hosts_root.iterdir() if d.is_dir()}
     when = None
     if isinstance(manifest.get("started"), (int, float)):
         started = datetime.fromtimestamp(manifest["started"], timezone.utc)

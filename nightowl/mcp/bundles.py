@@ -15,6 +15,7 @@ import re
 from pathlib import Path
 from typing import Any
 
+from nightowl.engine import layout
 from nightowl.mcp.hooks import ToolError
 
 MAX_JSON_BYTES = 16 * 1024 * 1024
@@ -24,7 +25,7 @@ _HEX64 = re.compile(r"^[0-9a-f]{64}$")
 
 def bundle_identity(bundle: Path) -> tuple[str | None, str | None]:
     """The bundle's id (its run id) and its sha256 (of manifest.json), for a bundle nightowl just wrote."""
-    data = _read_bytes(bundle, "manifest.json")
+    data = _read_bytes(bundle, layout.MANIFEST)
     if data is None:
         return None, None
     run_id = None
@@ -35,25 +36,26 @@ def bundle_identity(bundle: Path) -> tuple[str | None, str | None]:
 
 def read_bundle(path: str) -> dict[str, Any]:
     """Verdicts, evidence with the sha256 of the file each fact came from, the postmortem and the hashes."""
-    from nightowl.engine.bundle import MANIFEST_HASH, verify_bundle
+    from nightowl.engine.bundle_verify import verify_bundle
+    from nightowl.engine.layout import MANIFEST_HASH
 
     root = Path(path).expanduser()
     if root.is_symlink() or not root.is_dir():
         raise ToolError(f"{path}: not a bundle folder")
-    raw_manifest = _read_bytes(root, "manifest.json")
+    raw_manifest = _read_bytes(root, layout.MANIFEST)
     if raw_manifest is None:
         raise ToolError(f"{path}: not a bundle (no readable manifest.json)")
     problems: list[str] = []
-    manifest = _json(raw_manifest, "manifest.json", problems)
+    manifest = _json(raw_manifest, layout.MANIFEST, problems)
     if not isinstance(manifest, dict):
         raise ToolError(f"{path}: manifest.json is not a JSON object")
     sha256 = hashlib.sha256(raw_manifest).hexdigest()
     recorded = (_read_bytes(root, MANIFEST_HASH) or b"").decode("ascii", "replace").split()
     recorded_sha = recorded[0] if recorded and _HEX64.match(recorded[0]) else None
     files = _file_hashes(manifest.get("files"))
-    verdicts = _json(_read_bytes(root, "verdicts.json"), "verdicts.json", problems)
+    verdicts = _json(_read_bytes(root, layout.VERDICTS), layout.VERDICTS, problems)
     hosts = [_host(h, files) for h in _list(verdicts.get("hosts") if isinstance(verdicts, dict) else None)]
-    postmortem = _read_bytes(root, "postmortem.md")
+    postmortem = _read_bytes(root, layout.POSTMORTEM)
     text = postmortem.decode("utf-8", "replace") if postmortem is not None else None
     try:
         verify = verify_bundle(root)

@@ -200,7 +200,7 @@ class Toolbox:
         return {"runbook": loaded.id, "steps": steps, **NO_BUNDLE}
 
     def _triage(self, arguments: dict[str, Any], progress: Progress) -> dict[str, Any]:
-        from nightowl.engine.bundle import host_entry
+        from nightowl.engine.bundle_summary import host_entry
         from nightowl.mcp.bundles import bundle_identity
         from nightowl.paths import default_out_dir
 

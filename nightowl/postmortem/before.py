@@ -10,7 +10,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from nightowl.postmortem.bundle import Bundle
+from nightowl.postmortem.bundle_reader import Bundle
 
 LIMIT = 10
 

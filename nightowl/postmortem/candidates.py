@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from nightowl.postmortem.bundle import Bundle
+from nightowl.engine import layout
+from nightowl.postmortem.bundle_reader import Bundle
 from nightowl.postmortem.citations import cite_lines, cite_numbers, fact_cites, json_lines, merged
 from nightowl.postmortem.clocks import (
     CLOCK_HOST_BOOT,
@@ -14,8 +15,8 @@ from nightowl.postmortem.clocks import (
     Moment,
     duration,
 )
+from nightowl.postmortem.decision_paths import short
 from nightowl.postmortem.outputs import FAULT_KINDS, kernel_events, located_kernel_events
-from nightowl.postmortem.paths import short
 
 # Questions a careful engineer asks when a log shows these; each row names why.
 QUESTIONS_BY_EVENT: tuple[tuple[str, str, str], ...] = (
@@ -97,7 +98,7 @@ def candidates(data: Bundle) -> tuple[list[dict[str, Any]], list[str]]:
                     catalog.append({"text": line, "cites": [cite] if cite else []})
                 elif cite and len(known["cites"]) < 4:
                     known["cites"].append(cite)
-        verdict_cites = cite_numbers(data, "verdicts.json", json_lines(data, "verdicts.json", "id", verdict.get("id")))
+        verdict_cites = cite_numbers(data, layout.VERDICTS, json_lines(data, layout.VERDICTS, "id", verdict.get("id")))
         found.append(
             {
                 "host": host,

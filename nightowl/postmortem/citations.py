@@ -14,7 +14,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from nightowl.postmortem.bundle import Bundle
+from nightowl.postmortem.bundle_reader import Bundle
 from nightowl.postmortem.outputs import FAULT_KINDS, lines_of, located_kernel_events
 
 MAX_RANGES = 6  # line ranges cited for one fact; the file holds the rest

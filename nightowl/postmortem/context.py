@@ -8,10 +8,10 @@ from pathlib import Path
 from typing import Any
 
 from nightowl.postmortem.before import before_incident
-from nightowl.postmortem.bundle import Bundle, load
+from nightowl.postmortem.bundle_reader import Bundle, load
 from nightowl.postmortem.candidates import candidates, open_questions
 from nightowl.postmortem.clocks import Moment, stamp
-from nightowl.postmortem.paths import decision_paths
+from nightowl.postmortem.decision_paths import decision_paths
 from nightowl.postmortem.sre import (
     action_items,
     impact_sentence,

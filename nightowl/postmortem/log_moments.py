@@ -6,7 +6,7 @@ import re
 from collections import Counter
 from typing import Any
 
-from nightowl.postmortem.bundle import Bundle
+from nightowl.postmortem.bundle_reader import Bundle
 from nightowl.postmortem.citations import cite_file, cite_lines
 from nightowl.postmortem.clocks import (
     CLOCK_HOST_LOCAL,

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from nightowl.engine.bundle import read_regular_text
-from nightowl.postmortem.bundle import Bundle
+from nightowl.engine.private_files import read_regular_text
+from nightowl.postmortem.bundle_reader import Bundle
 
 # Kernel-log event kinds that mark a fault; what they are called in the draft.
 FAULT_KINDS = {

@@ -9,8 +9,9 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
+from nightowl.engine import layout
 from nightowl.paths import data_dir
-from nightowl.postmortem.bundle import Bundle, load
+from nightowl.postmortem.bundle_reader import Bundle, load
 from nightowl.postmortem.context import bundle_context
 from nightowl.postmortem.svg import decision_svg
 
@@ -176,9 +177,9 @@ def write_html_draft(bundle: Path) -> Path | None:
 
 def _write_html(bundle: Path, html: Any) -> Path | None:
     """A draft that cannot be rendered costs only itself: the evidence is already saved."""
-    from nightowl.engine.bundle import write_private
+    from nightowl.engine.private_files import write_private
 
-    target = bundle / "postmortem.html"
+    target = bundle / layout.POSTMORTEM_HTML
     try:
         write_private(target, html())
     except Exception:  # noqa: BLE001 - a draft is a convenience on top of the saved evidence

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from nightowl.postmortem.bundle import Bundle
+from nightowl.postmortem.bundle_reader import Bundle
 from nightowl.postmortem.candidates import candidates
 from nightowl.postmortem.clocks import CLOCK_NIGHTOWL, Moment, duration, epoch_of, stamp
 from nightowl.postmortem.outputs import metric_scrapes

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
-from nightowl.postmortem.bundle import Bundle
+from nightowl.postmortem.bundle_reader import Bundle
 from nightowl.postmortem.clocks import CLOCK_HOST_LOCAL, Moment, duration, epoch_of, stamp
 from nightowl.postmortem.outputs import FAULT_KINDS, kernel_events, metric_scrapes, parsed_output
 from nightowl.postmortem.sre import fault_moments

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from nightowl.postmortem.bundle import Bundle, command_outcome
+from nightowl.engine import layout
+from nightowl.postmortem.bundle_reader import Bundle, command_outcome
 from nightowl.postmortem.citations import cite_numbers, json_lines
 from nightowl.postmortem.clocks import CLOCK_HOST_UTC, CLOCK_NIGHTOWL, Moment, duration, epoch_of, stamp
 from nightowl.postmortem.log_moments import engine_moments, kernel_moments, metric_moments, nccl_moments
@@ -79,10 +80,10 @@ def _run_moments(data: Bundle) -> list[Moment]:
         verdict = entry.get("verdict")
         if verdict:
             verdicts.append(f"{entry['host']} → `{verdict.get('id')}` ({verdict.get('action')})")
-            cites += cite_numbers(data, "verdicts.json", json_lines(data, "verdicts.json", "id", verdict.get("id")))
+            cites += cite_numbers(data, layout.VERDICTS, json_lines(data, layout.VERDICTS, "id", verdict.get("id")))
         else:
             verdicts.append(f"{entry['host']} → no verdict ({entry.get('status')})")
-            cites += cite_numbers(data, "verdicts.json", json_lines(data, "verdicts.json", "host", entry["host"]))
+            cites += cite_numbers(data, layout.VERDICTS, json_lines(data, layout.VERDICTS, "host", entry["host"]))
     if verdicts:
         what += "; verdicts: " + ", ".join(verdicts)
     unique = list({c.label: c for c in cites}.values())

@@ -6,14 +6,15 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from nightowl.engine import layout
 from nightowl.postmortem.citations import CITATION
 
 _EVIDENCE_ROW = re.compile(r"^\| (E\d+) \| `([^`]+)` \|.*\| `([0-9a-f]{64})` \|$", re.M)
 
 
-def verify_citations(bundle: Path, draft_name: str = "postmortem.md") -> tuple[int, list[str]]:
+def verify_citations(bundle: Path, draft_name: str = layout.POSTMORTEM) -> tuple[int, list[str]]:
     """(citations checked, problems) for the draft stored in the bundle; no draft is no problem."""
-    from nightowl.engine.bundle import read_regular_text, sha256_file
+    from nightowl.engine.private_files import read_regular_text, sha256_file
 
     draft = Path(bundle) / draft_name
     if not draft.is_file():

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, quote, unquote, urlencode
 
+from nightowl.engine import layout
 from nightowl.logline import LogLine
 from nightowl.receiver import auth
 from nightowl.receiver.capture import Capture
@@ -137,11 +138,11 @@ def make_handler(receiver: Receiver) -> type[BaseHTTPRequestHandler]:
             rel = unquote("/".join(rest))
             if bundle is None:
                 self._json(404, {"error": "no such capture"})
-            elif rel == "postmortem.html":
+            elif rel == layout.POSTMORTEM_HTML:
                 # The draft the capture wrote into the bundle; rendered (and kept) only when it is missing.
                 from nightowl.postmortem.render import write_html_draft
 
-                stored = bundle / "postmortem.html"
+                stored = bundle / layout.POSTMORTEM_HTML
                 if stored.is_file() or write_html_draft(bundle) is not None:
                     self._send(200, stored.read_text(encoding="utf-8", errors="replace"), "text/html")
                 else:
@@ -258,7 +259,7 @@ def _bundle_dir(out_dir: Path, run_id: str) -> Path | None:
     if not run_id or run_id.startswith(".") or not all(ch.isalnum() or ch in "._-" for ch in run_id):
         return None
     path = out_dir / run_id
-    return path if path.is_dir() and (path / "manifest.json").is_file() else None
+    return path if path.is_dir() and (path / layout.MANIFEST).is_file() else None
 
 
 def bundle_file(bundle: Path, rel: str) -> Path | None:

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from nightowl.engine.bundle import verify_bundle
+from nightowl.engine.bundle_verify import verify_bundle
 from nightowl.engine.runner import RunOptions
 from nightowl.engine.session import plan, run_runbook
 from nightowl.engine.validate import load_runbook

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from nightowl.cli.render import human, text_report
-from nightowl.engine.bundle import triage_summary
+from nightowl.engine.bundle_summary import triage_summary
 from nightowl.rehearse import rehearsal_cases, replay_case
 from nightowl.runbooks import builtin_paths
 

@@ -14,7 +14,8 @@ from click.testing import CliRunner
 
 from nightowl.cli.bundles_cmd import bundle_rows
 from nightowl.cli.main import main as cli
-from nightowl.engine.bundle import host_dirname, host_from_dirname, verify_bundle
+from nightowl.engine.bundle_verify import verify_bundle
+from nightowl.engine.layout import host_dirname, host_from_dirname
 from nightowl.paths import data_dir
 from nightowl.transports.replay import ReplayTransport
 from tests.hostile.watchdog import watchdog

@@ -11,7 +11,7 @@ import pytest
 from click.testing import CliRunner
 
 from nightowl.cli.main import main as cli
-from nightowl.engine import bundle as bundle_module
+from nightowl.engine import bundle_writer as bundle_module
 from nightowl.paths import data_dir
 
 XID79 = data_dir("fixtures") / "hosts" / "xid79-fallen-off-bus"

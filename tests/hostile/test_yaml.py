@@ -9,7 +9,7 @@ import pytest
 from click.testing import CliRunner
 
 from nightowl.cli.main import main as cli
-from nightowl.engine.yamlines import YamlError, load_with_lines
+from nightowl.engine.yaml_lines import YamlError, load_with_lines
 from nightowl.fleet.inventory import InventoryError, load_inventory
 from tests.hostile.watchdog import watchdog
 

@@ -121,7 +121,7 @@ def test_certificate_checks(tmp_path: Path) -> None:
 
 def test_a_certificate_from_a_revoked_ca_is_not_trusted(tmp_path: Path) -> None:
     """`@revoked` on the CA's key withdraws its trust: its certificates are judged as unknown keys."""
-    from nightowl.transports.ssh import KnownHosts
+    from nightowl.transports.known_hosts import KnownHosts
 
     ca, host = keygen(tmp_path / "ca"), keygen(tmp_path / "host")
     certificate = sign(ca, host, "-h", "-n", "gpu-17", "-V", "-5m:+1h")
@@ -145,7 +145,7 @@ def _krl(tmp_path: Path, spec: str, ca: Path | None = None, name: str = "krl") -
 
 
 def test_a_revoked_certificate_line_in_known_hosts_is_refused(tmp_path: Path) -> None:
-    from nightowl.transports.ssh import KnownHosts
+    from nightowl.transports.known_hosts import KnownHosts
 
     ca, host = keygen(tmp_path / "ca"), keygen(tmp_path / "host")
     certificate = sign(ca, host, "-h", "-n", "gpu-17", "-V", "-5m:+1h")

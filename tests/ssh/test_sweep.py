@@ -143,7 +143,7 @@ def test_sweep_labels_spec_strings_by_their_host_everywhere(fleet: Fleet, tmp_pa
     """Issue: labels were raw specs (`ssh://root@gpu-02:2222?jump=bastion`) in every view."""
     from prometheus_client.parser import text_string_to_metric_families
 
-    from nightowl.engine.bundle import host_dirname
+    from nightowl.engine.layout import host_dirname
 
     bastion_ip, bastion_port = fleet.addresses["gpu-02"]
     specs = [f"{fleet.spec('gpu-01')}?jump={fleet.user}@{bastion_ip}:{bastion_port}", fleet.spec("xid79")]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from nightowl.postmortem.bundle import Bundle
+from nightowl.postmortem.bundle_reader import Bundle
 from nightowl.postmortem.citations import fact_cites, merged
 
 

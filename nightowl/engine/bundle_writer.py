@@ -7,6 +7,9 @@ partial). Evidence can hold what a host would not show everyone: every file is
 0600 and every folder 0700, whatever the umask. ``manifest.sha256`` holds the
 manifest's own hash, so ``postmortem --verify`` covers exit codes, argv and the
 alert as well as the files.
+
+The bundle's file names are in ``layout``, the owner-only file helpers in ``private_files``, the JSON
+documents in ``bundle_summary`` and ``postmortem --verify`` in ``bundle_verify``.
 """
 
 from __future__ import annotations
@@ -21,8 +24,10 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
-from urllib.parse import quote, unquote
 
+from nightowl.engine import layout
+from nightowl.engine.bundle_summary import trace_document, triage_summary
+from nightowl.engine.private_files import private_dir, sha256_file, write_private
 from nightowl.engine.runner import HostRun
 from nightowl.transports.base import CommandResult
 
@@ -33,83 +38,8 @@ def new_run_id(runbook_id: str) -> str:
     return f"{stamp}-{runbook_id}-{secrets.token_hex(3)}"
 
 
-_MAX_DIRNAME = 200  # file systems allow 255 bytes per name
-
-
-def host_dirname(host: str) -> str:
-    """A host's folder name: percent-encoded, so it is unique and reversible (``gpu 1`` -> ``gpu%201``,
-    ``gpu_1`` stays ``gpu_1``); ``.``/``..`` and hidden names are encoded; an over-long name is cut and
-    suffixed with its hash (still unique; the manifest keeps the full name)."""
-    encoded = quote(host, safe="-_") or "%"
-    if encoded.startswith("."):
-        encoded = "%2E" + encoded[1:]
-    if len(encoded) > _MAX_DIRNAME:
-        encoded = (
-            encoded[: _MAX_DIRNAME - 17].rstrip("%0123456789ABCDEF")
-            + "~"
-            + hashlib.sha256(host.encode()).hexdigest()[:16]
-        )
-    return encoded
-
-
-def host_from_dirname(name: str) -> str:
-    """The host a folder was named after (the inverse of ``host_dirname`` for names it did not cut)."""
-    return unquote(name)
-
-
-def write_private(path: Path, text: str) -> bytes:
-    """Write ``text`` to a file only its owner can read (0600 from creation, not chmod afterwards).
-
-    Returns the bytes stored (UTF-8, undecodable input kept as it came), so the caller can hash them
-    without reading the file back."""
-    data = text.encode("utf-8", errors="surrogateescape")
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_NOFOLLOW", 0), 0o600)
-    with os.fdopen(fd, "wb") as handle:
-        os.fchmod(handle.fileno(), 0o600)
-        handle.write(data)
-    return data
-
-
-def _private_dir(path: Path) -> Path:
-    path.mkdir(mode=0o700, exist_ok=True)
-    os.chmod(path, 0o700)
-    return path
-
-
 COMPACT_AFTER_HOSTS = 16  # a bundle of more hosts (a sweep) writes its JSON without indentation
-MANIFEST_HASH = "manifest.sha256"  # sha256sum format: `<hex>  manifest.json`
 NO_EXIT_STATUS = "none"  # a `.rc` for a command that ended without one (connection lost, killed by a signal)
-
-
-def open_regular(path: Path) -> Any:
-    """``path`` opened for reading only if it is a regular file, else OSError: a FIFO or a device in a
-    received bundle would block a reader forever (opened non-blocking, checked, then read blocking)."""
-    import stat
-
-    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
-    try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            raise OSError(f"{path} is not a regular file")
-        os.set_blocking(fd, True)
-    except BaseException:
-        os.close(fd)
-        raise
-    return os.fdopen(fd, "rb")
-
-
-def read_regular_text(path: Path) -> str:
-    """The text of a regular file (undecodable bytes replaced); OSError for anything else."""
-    with open_regular(path) as handle:
-        return handle.read().decode("utf-8", errors="replace")
-
-
-def sha256_file(path: Path) -> str:
-    """Hex sha256 of a regular file, read in 1 MiB blocks (OSError for a FIFO, device, folder)."""
-    digest = hashlib.sha256()
-    with open_regular(path) as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 class BundleNotWritten(Exception):
@@ -179,13 +109,13 @@ class BundleWriter:
         re-chmodding ``hosts/`` for each was most of a 1,000-host bundle's finishing time."""
         made = self._host_dirs.get(host)
         if made is None:
-            made = _private_dir(self._hosts_root() / host_dirname(host))
+            made = private_dir(self._hosts_root() / layout.host_dirname(host))
             self._host_dirs[host] = made
         return made
 
     def _hosts_root(self) -> Path:
         if self._hosts_made is None:
-            self._hosts_made = _private_dir(self.tmp_path / "hosts")
+            self._hosts_made = private_dir(self.tmp_path / layout.HOSTS)
         return self._hosts_made
 
     def record_command(self, host: str, kind: str, result: CommandResult, keep_output: bool) -> str | None:
@@ -231,20 +161,20 @@ class BundleWriter:
                 return None
             stem = self._next_stem(host, kind)
         folder = self.host_dir(host)
-        self._store(folder / f"{stem}.out", stored, known)
+        self._store(folder / f"{stem}{layout.OUT}", stored, known)
         if result.stderr:
-            self._store(folder / f"{stem}.err", self._redact(result.stderr))
+            self._store(folder / f"{stem}{layout.ERR}", self._redact(result.stderr))
         if result.rc:  # exit 0 is the absence of the file, as in a recorded host (and in manifest.json)
-            self._store(folder / f"{stem}.rc", f"{result.rc}\n")
+            self._store(folder / f"{stem}{layout.RC}", f"{result.rc}\n")
         elif result.rc is None and not result.timed_out:  # ended without an exit status: never replayed as 0
-            self._store(folder / f"{stem}.rc", f"{NO_EXIT_STATUS}\n")
+            self._store(folder / f"{stem}{layout.RC}", f"{NO_EXIT_STATUS}\n")
         if result.timed_out:
-            self._store(folder / f"{stem}.timeout", f"{result.duration:.3f}\n")
+            self._store(folder / f"{stem}{layout.TIMEOUT}", f"{result.duration:.3f}\n")
         if result.stdout_truncated_bytes:  # replayed as cut too: "no Xid" in a cut log says so again
-            self._store(folder / f"{stem}.truncated", f"{result.stdout_truncated_bytes}\n")
+            self._store(folder / f"{stem}{layout.TRUNCATED}", f"{result.stdout_truncated_bytes}\n")
         if result.late:  # replayed as late too: the recording says nothing about the host either
-            self._store(folder / f"{stem}.late", f"{result.late}\n")
-        return f"hosts/{host_dirname(host)}/{stem}.out"
+            self._store(folder / f"{stem}{layout.LATE}", f"{result.late}\n")
+        return f"{layout.host_folder(host)}/{stem}{layout.OUT}"
 
     def _store(self, path: Path, text: str, known: tuple[int, str] | None = None) -> None:
         """Write a bundle file (owner-only) and remember its size and sha256 for the manifest (``known``:
@@ -268,19 +198,19 @@ class BundleWriter:
             return kind
         folder = self.host_dir(host)
         if count == 2:
-            for ext in ("out", "err", "rc", "timeout"):
-                old = folder / f"{kind}.{ext}"
+            for ext in (layout.OUT, layout.ERR, layout.RC, layout.TIMEOUT):
+                old = folder / f"{kind}{ext}"
                 if old.exists():
-                    new = folder / f"{kind}.1.{ext}"
+                    new = folder / f"{kind}.1{ext}"
                     old.rename(new)
                     known = self._stored.pop(old.relative_to(self.tmp_path).as_posix(), None)
                     if known is not None:
                         self._stored[new.relative_to(self.tmp_path).as_posix()] = known
-            base = f"hosts/{host_dirname(host)}/{kind}"
-            self.renamed[f"{base}.out"] = f"{base}.1.out"
+            first = f"{layout.host_folder(host)}/{kind}{layout.OUT}"
+            self.renamed[first] = layout.first_take(first)
             for command in self.commands:
-                if command["file"] == f"{base}.out":
-                    command["file"] = f"{base}.1.out"
+                if command["file"] == first:
+                    command["file"] = layout.first_take(first)
         return f"{kind}.{count}"
 
     def _fix_renamed(self, runs: list[HostRun]) -> None:
@@ -339,8 +269,8 @@ class BundleWriter:
         if self.write_error is not None:
             raise OSError(self.write_error)
         summary = triage_summary(self.runbook_id, self.run_id, self.final_path, runs)
-        self._write_json("verdicts.json", summary)
-        self._write_json("trace.json", trace_document(self.runbook_id, self.run_id, runs, self._redact))
+        self._write_json(layout.VERDICTS, summary)
+        self._write_json(layout.TRACE, trace_document(self.runbook_id, self.run_id, runs, self._redact))
         manifest = {
             "run_id": self.run_id,
             "runbook": self.runbook_id,
@@ -350,12 +280,13 @@ class BundleWriter:
             "commands": self.commands,
             **(extra or {}),
         }
-        self._write_json("manifest.json", manifest)
+        self._write_json(layout.MANIFEST, manifest)
         if render_postmortem is not None:
-            self._store(self.tmp_path / "postmortem.md", _safe_render(render_postmortem, self.tmp_path))
+            self._store(self.tmp_path / layout.POSTMORTEM, _safe_render(render_postmortem, self.tmp_path))
         manifest["files"] = self._file_hashes()
-        self._write_json("manifest.json", manifest)
-        write_private(self.tmp_path / MANIFEST_HASH, f"{sha256_file(self.tmp_path / 'manifest.json')}  manifest.json\n")
+        self._write_json(layout.MANIFEST, manifest)
+        digest = sha256_file(self.tmp_path / layout.MANIFEST)
+        write_private(self.tmp_path / layout.MANIFEST_HASH, f"{digest}  {layout.MANIFEST}\n")
         os.replace(self.tmp_path, self.final_path)
         return self.final_path
 
@@ -365,7 +296,7 @@ class BundleWriter:
         unless its size on disk says it changed."""
         files = []
         for path in sorted(self.tmp_path.rglob("*")):
-            if path.is_file() and path.name not in ("manifest.json", MANIFEST_HASH):
+            if path.is_file() and path.name not in (layout.MANIFEST, layout.MANIFEST_HASH):
                 rel = path.relative_to(self.tmp_path).as_posix()
                 size = path.stat().st_size
                 known = self._stored.get(rel)
@@ -406,119 +337,3 @@ def _safe_render(render: Callable[[Path], str], folder: Path) -> str:
         return render(folder)
     except Exception as exc:  # noqa: BLE001
         return f"# Postmortem draft\n\nThe draft could not be rendered: {type(exc).__name__}: {exc}\n"
-
-
-def host_entry(run: HostRun) -> dict[str, Any]:
-    """One host of ``verdicts.json``: host, status, verdict, path, error, duration."""
-    return {
-        "host": run.host,
-        "status": run.status,
-        "verdict": run.verdict,
-        "path": run.path,
-        "error": run.error,
-        "duration": round(run.duration, 3),
-    }
-
-
-def triage_summary(runbook_id: str, run_id: str, bundle: Path | None, runs: list[HostRun]) -> dict[str, Any]:
-    """The JSON of ``triage --format json`` and of ``verdicts.json`` (docs/reference.md#verdicts).
-
-    Runbook, run id, bundle folder, and one entry per host in the order the hosts were given.
-    """
-    summary: dict[str, Any] = {
-        "runbook": runbook_id,
-        "run_id": run_id,
-        "bundle": str(bundle) if bundle else None,
-        "hosts": [host_entry(r) for r in runs],
-    }
-    job = next((r.job for r in runs if r.job is not None), None)
-    if job is not None:  # scope: job: one verdict, the members' roles and what differs between them
-        verdict = next((r.verdict for r in runs if r.verdict), None)
-        summary["job"] = {**job, "verdict": verdict}
-    return summary
-
-
-def trace_document(
-    runbook_id: str, run_id: str, runs: list[HostRun], redact: Callable[[str], str] = str
-) -> dict[str, Any]:
-    """``trace.json``: per host every node visited, every condition with the values it read, every collector."""
-    hosts = []
-    for run in runs:
-        collectors = {
-            entry: {
-                "status": c.status,
-                "reason": c.reason,
-                "file": c.file,
-                "parse_error": c.parse_error,
-                "attempts": [[redact(arg) for arg in a.argv] for a in c.attempts],
-            }
-            for entry, c in run.collections.items()
-        }
-        hosts.append(
-            {
-                "host": run.host,
-                "status": run.status,
-                "error": run.error,
-                "started": run.started,
-                "duration": run.duration,
-                "path": run.path,
-                "nodes": [dict(vars(v)) for v in run.visits],
-                "collectors": collectors,
-            }
-        )
-    return {"runbook": runbook_id, "run_id": run_id, "hosts": hosts}
-
-
-AFTER_MANIFEST = frozenset({"status-update.md", "postmortem.html"})
-
-
-def verify_bundle(bundle: Path) -> list[str]:
-    """Re-hash the manifest and every file it lists; report changed, missing and unlisted files.
-
-    The manifest itself is checked against ``manifest.sha256``, and every command's output file must be
-    in its file list, so neither an edited manifest nor a file deleted from both goes unnoticed.
-    """
-    root = Path(bundle)
-    manifest_path = root / "manifest.json"
-    if not manifest_path.is_file():
-        return [f"missing: manifest.json in {bundle}"]
-    problems = _verify_manifest_hash(root)
-    try:
-        manifest = json.loads(manifest_path.read_text(encoding="utf-8"))
-        listed = {str(f["path"]): str(f["sha256"]) for f in manifest.get("files", [])}
-        cited = {str(c["file"]) for c in manifest.get("commands", []) if c.get("file")}
-    except (OSError, ValueError, TypeError, KeyError, AttributeError) as exc:
-        return [*problems, f"corrupt: manifest.json is not a bundle manifest ({type(exc).__name__}: {exc})"]
-    for rel, digest in listed.items():
-        path = root / rel
-        if not path.is_file() or path.is_symlink():
-            problems.append(f"missing: {rel}")
-        elif sha256_file(path) != digest:
-            problems.append(f"changed: {rel}")
-    for rel in sorted(cited - set(listed)):
-        if rel not in listed and _first_take(rel) not in listed:
-            problems.append(f"missing: {rel} (a command's output, not in the file list)")
-    for path in sorted(root.rglob("*")):
-        rel = path.relative_to(root).as_posix()
-        # written after the manifest: the status update (re-rendered from verdicts.json) and the
-        # runbooks `triage --follow` ran, each a bundle with its own manifest under next/
-        if rel in AFTER_MANIFEST or rel.startswith("next/"):
-            continue
-        if path.is_file() and rel not in ("manifest.json", MANIFEST_HASH) and rel not in listed:
-            problems.append(f"not in manifest: {rel}")
-    return problems
-
-
-def _first_take(rel: str) -> str:
-    """``kind.out`` renamed ``kind.1.out`` when the collector ran twice (``_next_stem``)."""
-    return rel[: -len(".out")] + ".1.out" if rel.endswith(".out") else rel
-
-
-def _verify_manifest_hash(root: Path) -> list[str]:
-    hash_path = root / MANIFEST_HASH
-    if not hash_path.is_file():
-        return [f"missing: {MANIFEST_HASH} (the manifest's own hash; bundles before it have none)"]
-    recorded = hash_path.read_text(encoding="utf-8", errors="replace").split(maxsplit=1)[:1]
-    if recorded != [sha256_file(root / "manifest.json")]:
-        return ["changed: manifest.json (its sha256 differs from manifest.sha256)"]
-    return []

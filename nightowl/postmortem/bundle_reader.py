@@ -8,16 +8,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from nightowl.engine.bundle import MANIFEST_HASH, host_from_dirname
+from nightowl.engine.layout import DRAFT_FILES, MANIFEST, MANIFEST_HASH, TRACE, VERDICTS, first_take, host_from_dirname
 from nightowl.postmortem.clocks import stamp
-
-DRAFT_FILES = frozenset({"postmortem.md", "postmortem.html", "status-update.md"})
 
 
 def _read_json(path: Path) -> Any:
     """A bundle's JSON object, or None when it is missing, unreadable, not a regular file (a FIFO
     would block) or not an object (a corrupt file)."""
-    from nightowl.engine.bundle import read_regular_text
+    from nightowl.engine.private_files import read_regular_text
 
     try:
         data = json.loads(read_regular_text(path)) if path.exists() else None
@@ -160,7 +158,7 @@ def sane_trace(trace: dict[str, Any]) -> dict[str, Any]:
 
 
 def _sha256(path: Path) -> str:
-    from nightowl.engine.bundle import sha256_file
+    from nightowl.engine.private_files import sha256_file
 
     return sha256_file(path)
 
@@ -193,7 +191,7 @@ class Bundle:
 
     def cite(self, rel_path: str | None) -> EvidenceFile | None:
         if rel_path and rel_path.endswith(".out") and not (self.root / rel_path).exists():
-            first = rel_path[: -len(".out")] + ".1.out"  # see _renumbered
+            first = first_take(rel_path)  # see _renumbered
             rel_path = first if (self.root / first).exists() else rel_path
         return next((e for e in self.evidence if e.path == rel_path), None)
 
@@ -207,11 +205,11 @@ class Bundle:
 
 def _renumbered(root: Path, manifest: dict[str, Any]) -> dict[str, Any]:
     """A collector taken twice has its first output renamed ``<kind>.1.out`` after the manifest named it
-    ``<kind>.out`` (engine/bundle.py ``_next_stem``): point such entries at the file that exists."""
+    ``<kind>.out`` (engine/bundle_writer.py ``_next_stem``): point such entries at the file that exists."""
     for command in manifest.get("commands", []):
         rel = command.get("file")
         if isinstance(rel, str) and rel.endswith(".out") and not (root / rel).exists():
-            first = rel[: -len(".out")] + ".1.out"
+            first = first_take(rel)
             if (root / first).exists():
                 command["file"] = first
     return manifest
@@ -221,9 +219,9 @@ def load(bundle: Path) -> Bundle:
     root = Path(bundle)
     data = Bundle(
         root=root,
-        manifest=_renumbered(root, sane_manifest(_read_json(root / "manifest.json") or {"commands": []})),
-        verdicts=sane_verdicts(_read_json(root / "verdicts.json") or {"hosts": []}),
-        trace=sane_trace(_read_json(root / "trace.json") or {"hosts": []}),
+        manifest=_renumbered(root, sane_manifest(_read_json(root / MANIFEST) or {"commands": []})),
+        verdicts=sane_verdicts(_read_json(root / VERDICTS) or {"hosts": []}),
+        trace=sane_trace(_read_json(root / TRACE) or {"hosts": []}),
         runbook=read_runbook(root / "runbook.yaml"),
     )
     data.evidence = _catalog(data)
@@ -246,7 +244,7 @@ def _catalog(data: Bundle) -> list[EvidenceFile]:
     still being written, the one it will record)."""
     listed = {f["path"]: f for f in data.manifest.get("files", []) if isinstance(f, dict) and "path" in f}
     on_disk = sorted(p.relative_to(data.root).as_posix() for p in data.root.rglob("*") if p.is_file() or p.is_fifo())
-    paths = [p for p in on_disk if p not in DRAFT_FILES and p not in ("manifest.json", MANIFEST_HASH)]
+    paths = [p for p in on_disk if p not in DRAFT_FILES and p not in (MANIFEST, MANIFEST_HASH)]
     paths += [p for p in listed if p not in paths and p not in DRAFT_FILES]
     described = _describe_commands(data.manifest)
     order = {p: i for i, p in enumerate(described)}
@@ -304,7 +302,7 @@ def _what(rel: str, described: dict[str, str]) -> str:
     if rel.endswith("/unreachable"):
         return "why the host could not be reached"
     return {
-        "verdicts.json": "verdict per host (docs/reference.md#verdicts)",
-        "trace.json": "path walked, each condition and the fact values it read",
+        VERDICTS: "verdict per host (docs/reference.md#verdicts)",
+        TRACE: "path walked, each condition and the fact values it read",
         "runbook.yaml": "the runbook as it was when the run started",
     }.get(rel, "file of the bundle")

@@ -11,8 +11,8 @@ import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from nightowl.engine import yamlines
-from nightowl.engine.yamlines import YamlError, load_with_lines
+from nightowl.engine import yaml_lines
+from nightowl.engine.yaml_lines import YamlError, load_with_lines
 from tests.helpers import ROOT
 
 
@@ -40,7 +40,7 @@ def _outcome(load: Any, text: str) -> tuple[str, Any, Any]:
 
 
 def _check_identical(text: str) -> None:
-    fast, nodes = _outcome(load_with_lines, text), _outcome(yamlines._load_nodes, text)
+    fast, nodes = _outcome(load_with_lines, text), _outcome(yaml_lines._load_nodes, text)
     assert fast[0] == nodes[0] and fast[2] == nodes[2], text
     assert _same(fast[1], nodes[1]), text
 
@@ -105,12 +105,12 @@ def test_every_yaml_and_json_file_of_the_project_loads_identically() -> None:
         "t: 2001-12-14\n",  # timestamp
         "[1]: x\n",  # a sequence as a key
         "a: 1\n---\nb: 2\n",  # two documents
-        "x: " + "[" * (yamlines.MAX_PLAIN_DEPTH + 2) + "]" * (yamlines.MAX_PLAIN_DEPTH + 2),
+        "x: " + "[" * (yaml_lines.MAX_PLAIN_DEPTH + 2) + "]" * (yaml_lines.MAX_PLAIN_DEPTH + 2),
         "a: [x, {y: [1, 2, 3]}]\nb: [1, 2, 3\n",  # a syntax error after good content
     ],
 )
 def test_the_fast_path_leaves_what_it_cannot_build_to_the_node_path(text: str) -> None:
-    assert yamlines._load_plain(text) is None
+    assert yaml_lines._load_plain(text) is None
     _check_identical(text)
 
 
@@ -122,7 +122,7 @@ def test_a_big_document_written_out_is_read_and_a_small_one_its_aliases_blow_up_
     big = "hosts:\n" + hosts
     data, lines = load_with_lines(big)
     assert len(data["hosts"]) == 10_000 and lines[("hosts", 9_999, "labels", "rack")] == 10_001
-    assert yamlines._load_nodes(big)[0] == data
+    assert yaml_lines._load_nodes(big)[0] == data
     with_anchor = big.replace("  - {name: n0,", "  - &first {name: n0,", 1)  # the node path, no alias used
     assert load_with_lines(with_anchor)[0] == data
     laughs = "a: &a [x, x, x, x, x, x, x, x, x, x]\n" + "".join(
@@ -134,8 +134,8 @@ def test_a_big_document_written_out_is_read_and_a_small_one_its_aliases_blow_up_
 
 def test_a_plain_document_is_built_by_the_fast_path_with_the_lines_of_its_keys() -> None:
     text = "hosts:\n  - {name: a, port: 22}\n  -\n    name: b\n    labels:\n      rack: r1\n"
-    data, lines = yamlines._load_plain(text) or (None, {})
+    data, lines = yaml_lines._load_plain(text) or (None, {})
     assert data == {"hosts": [{"name": "a", "port": 22}, {"name": "b", "labels": {"rack": "r1"}}]}
     assert lines[("hosts",)] == 1 and lines[("hosts", 0)] == 2 and lines[("hosts", 0, "port")] == 2
     assert lines[("hosts", 1)] == 4 and lines[("hosts", 1, "labels", "rack")] == 6
-    assert yamlines._load_plain("") == (None, {}) and yamlines._load_plain("# only\n") == (None, {})
+    assert yaml_lines._load_plain("") == (None, {}) and yaml_lines._load_plain("# only\n") == (None, {})
