@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, settings
@@ -21,3 +22,19 @@ def _own_history_store(tmp_path_factory: pytest.TempPathFactory, monkeypatch: py
     monkeypatch.setenv("NIGHTOWL_HISTORY", str(tmp_path_factory.mktemp("history") / "history.sqlite3"))
     yield
     history.deactivate()
+
+
+@pytest.fixture(scope="session")
+def recorded_facts(tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[dict[str, Any]]]:
+    """Every recorded sample's facts per collector kind (tests/fact_samples.py), built once per session:
+    replaying every rehearsal takes seconds, shown as this fixture's setup instead of being paid by
+    whichever test asked first. The replays record into a store of their own, as every test's runs do."""
+    from nightowl import history
+    from tests.fact_samples import sample_facts
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("NIGHTOWL_HISTORY", str(tmp_path_factory.mktemp("history") / "history.sqlite3"))
+        try:
+            return sample_facts()
+        finally:
+            history.deactivate()

@@ -11,7 +11,6 @@ import dataclasses
 import json
 from collections import defaultdict
 from collections.abc import Callable
-from functools import lru_cache
 from typing import Any
 
 from tests.helpers import CASES, ROOT
@@ -58,9 +57,8 @@ def _parse_samples(kind: str, get_collector: Callable[[str], Any], seen: dict[st
         seen[kind].append(collector.facts(collector.parse(text)))
 
 
-@lru_cache(maxsize=1)
 def sample_facts() -> dict[str, list[dict[str, Any]]]:
-    """kind -> the facts of every sample of it."""
+    """kind -> the facts of every sample of it (built once per session: the ``recorded_facts`` fixture)."""
     import nightowl.rehearse as rehearse
     from nightowl.collectors import MODULES, get_collector
     from nightowl.runbooks import builtin_paths

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from nightowl.collectors import MODULES, get_collector
-from tests.fact_samples import sample_facts
 
 KINDS = sorted(MODULES)
 
@@ -19,8 +20,10 @@ def test_every_collector_declares_its_facts_with_a_meaning(kind: str) -> None:
 
 
 @pytest.mark.parametrize("kind", KINDS)
-def test_facts_returned_are_declared_and_declared_facts_are_seen(kind: str) -> None:
-    samples = sample_facts().get(kind, [])
+def test_facts_returned_are_declared_and_declared_facts_are_seen(
+    kind: str, recorded_facts: dict[str, list[dict[str, Any]]]
+) -> None:
+    samples = recorded_facts.get(kind, [])
     assert samples, f"no recorded sample of {kind}"
     declared = {f.name for f in get_collector(kind).produces}
     seen: set[str] = set()

@@ -8,6 +8,7 @@ from hypothesis import strategies as st
 
 from nightowl.collectors.serving import engine_log, engine_log_eras
 from tests.helpers import ROOT, assert_subset, load_cases
+from tests.hostile.watchdog import LINEAR_SECONDS, finishes_within
 
 CASES = [(name, case) for name, case in load_cases("engine-log") if "facts" in case]
 
@@ -89,7 +90,7 @@ def test_blocks_that_fit_derive_nothing() -> None:
 )
 def test_hostile_lines_are_read_at_once(head: str, piece: str) -> None:
     # 20 000 repeats: a quadratic pattern would take minutes here.
-    engine_log.parse(head + piece * 20_000)
+    finishes_within(LINEAR_SECONDS, engine_log.parse, head + piece * 20_000)
 
 
 def test_torch_before_2_1_oom_with_an_allowed_field_reads_every_size() -> None:

@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 from nightowl.collectors.base import to_jsonable
 from nightowl.collectors.gpu import kernel_log
 from nightowl.collectors.gpu.kernel_log import patterns
+from tests.hostile.watchdog import LINEAR_SECONDS, finishes_within
 
 
 def facts_of(text: str) -> dict[str, Any]:
@@ -155,6 +156,10 @@ NEW_PATTERNS = [
 def test_new_patterns_are_linear_on_repeated_pieces(head: str, piece: str) -> None:
     # 20 000 repeats: a quadratic pattern would take minutes here; a linear one is instant.
     hostile = head + piece * 20_000
+    finishes_within(LINEAR_SECONDS, _read_hostile, hostile)
+
+
+def _read_hostile(hostile: str) -> None:
     for pattern in NEW_PATTERNS:
         pattern.search(hostile)
     kernel_log.parse(hostile)
