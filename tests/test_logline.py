@@ -91,7 +91,7 @@ def test_serve_log_lines_carry_node_runbook_and_verdict(tmp_path: Path) -> None:
     from nightowl.receiver.config import load_config
     from nightowl.receiver.payload import parse_payload
     from nightowl.receiver.queue import Receiver
-    from tests.test_serve import payload, write_config
+    from tests.receiver.test_serve import payload, write_config
 
     lines: list[str] = []
     receiver = Receiver(load_config(write_config(tmp_path)), log=lines.append)

@@ -24,7 +24,7 @@ from nightowl.rehearse import replay_case
 from nightowl.run import RunRefused, run_and_save
 from nightowl.transports.replay import ReplayTransport
 from tests.postmortem.bundles import HOSTS
-from tests.test_serve import TOKEN, payload
+from tests.receiver.test_serve import TOKEN, payload
 
 APP_FAULT = "xid13-app-fault"  # Xid 13 from one process: restart-app (fixtures/rehearsals/xid.yaml)
 

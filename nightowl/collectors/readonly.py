@@ -28,7 +28,7 @@ _BOOTS_SCRIPT = (
 )
 
 # The read-only shapes the built-in collectors need (derived from every registered collector's declared
-# commands; tests/test_readonly.py checks both ways: every built-in is accepted, every shape is used).
+# commands; tests/collectors/test_readonly.py checks both ways: every built-in is accepted, every shape is used).
 ALLOWED: tuple[tuple[str, ...], ...] = (
     ("cat", "--", "{bench_result_file}"),  # bench-serve
     ("docker", "inspect", "--", "{container}"),  # container-state

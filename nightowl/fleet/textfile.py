@@ -5,7 +5,7 @@ and named per Prometheus's conventions (https://prometheus.io/docs/practices/nam
 series carries its labels in an ``_info`` metric, durations and times are in ``_seconds``, every
 family has HELP and TYPE. One series per host (verdict, needs-action, Xid counts) plus sweep totals;
 the recording and alert rules in deploy/prometheus/ read these names, so renaming a metric or a label
-breaks them (tests/test_prometheus_rules.py and tests/fleet run them).
+breaks them (tests/deploy/test_prometheus_rules.py and tests/fleet run them).
 """
 
 from __future__ import annotations

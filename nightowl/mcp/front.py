@@ -5,7 +5,7 @@ times the half second an agent should wait for nightowl's tool list. So the serv
 a thread and, meanwhile, answers the handshake and the tool list itself, from the same tool listing the
 SDK serves. At the first message it does not answer (a ``tools/call``), or once the SDK is loaded, it
 hands the connection over: the SDK is given the handshake again (its answer, a duplicate, is dropped) and
-every message from there on. tests/test_mcp.py checks that both paths answer the same, byte for byte
+every message from there on. tests/mcp/test_mcp.py checks that both paths answer the same, byte for byte
 in JSON. ``NIGHTOWL_MCP_FRONT=0`` turns this off.
 """
 

@@ -290,7 +290,7 @@ def _serve_config(tmp_path: Path) -> Path:
 def _post_alert(port: int) -> None:
     import urllib.request
 
-    from tests.test_serve import payload
+    from tests.receiver.test_serve import payload
 
     body = payload("alertmanager-xid-firing.json")
     body["alerts"] = body["alerts"][:1]
@@ -388,7 +388,7 @@ def test_a_collector_killed_by_a_signal_while_nothing_stops_is_an_ordinary_failu
 
 @pytest.mark.parametrize(("signum", "status"), [(signal.SIGTERM, 143), (signal.SIGINT, 130)])
 def test_triage_alert_stops_on_a_signal_with_the_partial_bundle(tmp_path: Path, signum: int, status: int) -> None:
-    from tests.test_serve import payload
+    from tests.receiver.test_serve import payload
 
     env, log = _hung_tool(tmp_path)
     alert = tmp_path / "alert.json"

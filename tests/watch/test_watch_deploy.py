@@ -1,5 +1,5 @@
 """The deployments of `nightowl watch`: the DaemonSet's watch container and the systemd units, checked
-offline (the manifests' schema validation is tests/test_deploy.py's; `systemd-analyze verify` when present)."""
+offline (the manifests' schema validation is tests/deploy/test_deploy.py's; `systemd-analyze verify` when present)."""
 
 from __future__ import annotations
 

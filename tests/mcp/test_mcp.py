@@ -23,7 +23,7 @@ anyio = pytest.importorskip("anyio")
 from mcp import ClientSession, StdioServerParameters  # noqa: E402
 from mcp.client.stdio import stdio_client  # noqa: E402
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 XID79 = ROOT / "fixtures" / "hosts" / "xid79-fallen-off-bus"
 TOOLS = {"list_runbooks", "plan", "triage", "parse", "explain_xid", "read_bundle", "history"}
 WATCHDOG = 60.0  # seconds any one client call may take (the box is shared; a run takes well under one)

@@ -23,7 +23,7 @@ from nightowl.receiver.notify import parse_notify
 from nightowl.receiver.payload import parse_payload, sign_pagerduty
 from nightowl.receiver.queue import Receiver
 from tests.postmortem.bundles import ALERTS
-from tests.test_serve import SECRET, Running, bundles, payload, write_config
+from tests.receiver.test_serve import SECRET, Running, bundles, payload, write_config
 
 PD_KEY = "pd-rest-api-key-for-tests"
 HOOK_TOKEN = "hook-bearer-for-tests"

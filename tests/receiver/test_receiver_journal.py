@@ -21,8 +21,8 @@ from nightowl.receiver.config import load_config
 from nightowl.receiver.payload import parse_alertmanager, parse_pagerduty, sign_pagerduty
 from nightowl.receiver.queue import JOURNAL, Receiver, ReceiverBusy
 from tests.postmortem.bundles import ALERTS
-from tests.test_receiver_hostile import alert_with
-from tests.test_serve import SECRET, payload, serve_factory, write_config
+from tests.receiver.test_receiver_hostile import alert_with
+from tests.receiver.test_serve import SECRET, payload, serve_factory, write_config
 
 
 @pytest.fixture

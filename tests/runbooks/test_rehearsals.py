@@ -41,8 +41,8 @@ NOT_IN_CORPUS = {
         # radiasoft/devops#134 beside the healthy L40S nvidia-smi: host-memory-single-ce-sbridge.)
         "pcie-uncorrectable-on-gpu",
         "pcie-error-unattributed",
-        # issue 29: reached only under a site policy's count-in-window or after-reboot rule; tests/test_history.py
-        # replays it with docs/xid-policy.example.yaml
+        # issue 29: reached only under a site policy's count-in-window or after-reboot rule;
+        # tests/history/test_history.py replays it with docs/xid-policy.example.yaml
         "xid-repeating",
     },
     "oom": {
@@ -78,7 +78,7 @@ NOT_IN_CORPUS = {
         # the nvidia-smi a driver deadlock hangs outranks it here (same first action, reboot-node); xid.yaml
         # rehearses driver-deadlock on the same hosts (k8s-device-plugin#77 and the composed sysrq dump)
         "driver-deadlock",
-        "xid-repeating",  # issue 29: only under a site policy rule (tests/test_history.py)
+        "xid-repeating",  # issue 29: only under a site policy rule (tests/history/test_history.py)
         "no-evidence",
         "app-xids-seen",
         "xid-reboot-node",

@@ -63,8 +63,8 @@ def test_every_evidence_link_of_an_ipv6_host_resolves(tmp_path: Path) -> None:
     from urllib.parse import urljoin
 
     from tests.postmortem.bundles import HOSTS
-    from tests.test_serve import TOKEN, Running, payload, write_config
-    from tests.test_serve_browser import fetch
+    from tests.receiver.test_serve import TOKEN, Running, payload, write_config
+    from tests.receiver.test_serve_browser import fetch
 
     hosts = tmp_path / "hosts"
     shutil.copytree(HOSTS / "xid79-fallen-off-bus", hosts / "fe80::1")

@@ -15,7 +15,7 @@ from click.testing import CliRunner
 from nightowl import runbooks
 from nightowl.cli.main import main
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 COMMITTED = ROOT / "docs" / "runbook.schema.json"
 
 

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 import yaml
 
-DEPLOY = Path(__file__).resolve().parent.parent / "deploy"
+DEPLOY = Path(__file__).resolve().parents[2] / "deploy"
 
 
 def _documents(name: str) -> dict[str, dict[str, Any]]:

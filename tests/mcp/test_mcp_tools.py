@@ -18,7 +18,7 @@ from nightowl.mcp.config import ConfigError, load_config
 from nightowl.mcp.hooks import RunRequest, ToolError
 from nightowl.mcp.tools import Toolbox
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 XID79 = ROOT / "fixtures" / "hosts" / "xid79-fallen-off-bus"
 
 

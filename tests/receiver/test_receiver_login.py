@@ -11,8 +11,8 @@ import pytest
 from nightowl.receiver import auth
 from nightowl.receiver.config import ConfigError, load_config
 from nightowl.receiver.queue import Receiver
-from tests.test_serve import TOKEN, Running, write_config
-from tests.test_serve_browser import fetch, login
+from tests.receiver.test_serve import TOKEN, Running, write_config
+from tests.receiver.test_serve_browser import fetch, login
 
 
 @pytest.fixture

@@ -27,7 +27,7 @@ from nightowl.receiver.payload import MAX_ALERTS, parse_alertmanager, sign_pager
 from nightowl.receiver.queue import JOURNAL, Receiver
 from nightowl.receiver.rules import check_host_name, render_host, split_host_template
 from tests.postmortem.bundles import ALERTS, HOSTS
-from tests.test_serve import SECRET, TOKEN, bundles, payload, serve_factory, write_config
+from tests.receiver.test_serve import SECRET, TOKEN, bundles, payload, serve_factory, write_config
 
 
 @pytest.fixture

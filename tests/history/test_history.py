@@ -19,7 +19,7 @@ from nightowl.history import query, store
 from nightowl.paths import data_dir
 
 HOSTS = data_dir("fixtures") / "hosts"
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 POLICY = ROOT / "docs" / "xid-policy.example.yaml"
 XID79 = "NVRM: Xid (PCI:0000:a1:00): 79, pid='<unknown>', name=<unknown>, GPU has fallen off the bus."
 XID43 = "NVRM: Xid (PCI:0000:00:05): 43, pid={pid}, name=pt_main_thread, Ch 00000008"

@@ -18,7 +18,7 @@ import pytest
 
 from nightowl.fleet.node_condition import NPD_DEFAULT_MAX_OUTPUT_LENGTH, PluginStatus, fit, plugin_result
 
-DEPLOY = Path(__file__).resolve().parent.parent / "deploy" / "kubernetes"
+DEPLOY = Path(__file__).resolve().parents[2] / "deploy" / "kubernetes"
 REPORT = {
     "runbook": "node-health",
     "run_id": "20261201T211426Z-node-health-fe15ae",

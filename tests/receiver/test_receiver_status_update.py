@@ -6,7 +6,7 @@ from pathlib import Path
 
 from nightowl.receiver.capture import triage_alert_payload
 from nightowl.receiver.config import load_config
-from tests.test_serve import payload, write_config
+from tests.receiver.test_serve import payload, write_config
 
 
 def test_capture_bundle_holds_the_status_update_and_the_record_links_it(tmp_path: Path) -> None:

@@ -278,7 +278,7 @@ def test_bundled_data_ships_in_the_wheel(tmp_path: Path) -> None:
 
     if importlib.util.find_spec("hatchling") is None:
         pytest.skip("hatchling is not installed (pip install -e '.[test]')")
-    root = Path(__file__).resolve().parent.parent
+    root = Path(__file__).resolve().parents[2]
     out = subprocess.run(
         [
             sys.executable,

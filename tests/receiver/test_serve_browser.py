@@ -16,7 +16,7 @@ from urllib.parse import urlsplit
 import pytest
 
 from nightowl.receiver import auth
-from tests.test_serve import TOKEN, bundles, payload, serve  # noqa: F401 - `serve` is a fixture
+from tests.receiver.test_serve import TOKEN, bundles, payload, serve  # noqa: F401 - `serve` is a fixture
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 
