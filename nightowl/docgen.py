@@ -145,10 +145,72 @@ def render_exit_status() -> str:
     return "| code | meaning |\n|---|---|\n" + "\n".join(rows) + "\n"
 
 
+def render_actions() -> str:
+    """The verdict actions from nightowl/knowledge/actions.csv, least drastic first."""
+    from nightowl.knowledge import actions
+
+    rows = [
+        f"| `{row.action}` | {row.rank} | {_cell(row.meaning)} | {_cell(row.who_acts)} | {_cell(row.business_impact)} |"
+        for row in actions.rows()
+    ]
+    head = "| action | rank | the first step | who acts | what the business side should expect |\n" + "|---" * 5 + "|\n"
+    return head + "\n".join(rows) + "\n"
+
+
+def _type_text(annotation: Any) -> str:
+    """A field's type in words: ``list[Branch] | None`` -> ``list of Branch, or null``."""
+    import types
+    import typing
+
+    origin, args = typing.get_origin(annotation), typing.get_args(annotation)
+    if origin in (typing.Union, types.UnionType):
+        kinds = [_type_text(a) for a in args if a is not type(None)]
+        return " or ".join(kinds) + (", or null" if type(None) in args else "")
+    if origin is typing.Literal:
+        return " | ".join(f"`{a}`" for a in args)
+    if origin is list:
+        return f"list of {_type_text(args[0])}"
+    if origin is dict:
+        return f"mapping of {_type_text(args[0])} to {_type_text(args[1])}"
+    words = {str: "string", int: "integer", float: "number", bool: "boolean", typing.Any: "any"}
+    return words.get(annotation, getattr(annotation, "__name__", str(annotation)))
+
+
+def render_runbook_nodes() -> str:
+    """Every key of a runbook, a parameter, a node, a branch and a verdict, from engine/model.py."""
+    from nightowl.engine import model
+
+    parts = []
+    for title, cls in (
+        ("runbook", model.Runbook),
+        ("parameter", model.Parameter),
+        ("node", model.Node),
+        ("branch (`decide:` entry)", model.Branch),
+        ("`verdict:`", model.VerdictSpec),
+        ("`next:` (of a verdict)", model.NextSpec),
+    ):
+        rows = []
+        for name, info in cls.model_fields.items():
+            kind = "action (the table above)" if name == "action" and cls is model.VerdictSpec else None
+            required = "yes" if info.is_required() else ""
+            meaning = _cell(info.description or "")
+            rows.append(f"| `{name}` | {_cell(kind or _type_text(info.annotation))} | {required} | {meaning} |")
+        doc = _cell((cls.__doc__ or "").strip().split("\n\n")[0]).replace("``", "`")
+        head = f"#### {title}\n\n{doc}\n\n| key | type | required | meaning |\n|---|---|---|---|\n"
+        parts.append(head + "\n".join(rows) + "\n")
+    return "\n".join(parts)
+
+
 def sections() -> dict[str, str]:
     from nightowl.cli.main import main
 
-    return {"commands": render_commands(main), "kinds": render_kinds(), "exit-status": render_exit_status()}
+    return {
+        "commands": render_commands(main),
+        "kinds": render_kinds(),
+        "exit-status": render_exit_status(),
+        "actions": render_actions(),
+        "runbook-nodes": render_runbook_nodes(),
+    }
 
 
 def regenerate(text: str, rendered: dict[str, str]) -> str:

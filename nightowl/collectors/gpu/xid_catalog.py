@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from nightowl import knowledge
+from nightowl.knowledge import actions as action_table
 
 
 @dataclass(frozen=True)
@@ -134,6 +135,9 @@ _LAZY: dict[str, Callable[[], Any]] = {
     "RECOVERY_ORDER": lambda: _recovery()[1],
     "RECOVERY_TO_ACTION": lambda: _recovery()[2],
     "RECOVERY_BY_NVML": _recovery_by_nvml,
+    # Verdict actions from least to most drastic, and the first step of each: nightowl/knowledge/actions.csv.
+    "ACTION_ORDER": action_table.names,
+    "FIRST_STEP_BY_ACTION": lambda: {row.action: row.first_step for row in action_table.rows()},
 }
 
 
@@ -144,39 +148,12 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-# Verdict actions (docs/reference.md) from least to most drastic. `escalate` (a person must look, we
-# cannot name the fix) outranks every software/reset action but not a known reboot or hardware replacement.
-ACTION_ORDER: tuple[str, ...] = (
-    "none",
-    "restart-app",
-    "scale-out",
-    "reconfigure",
-    "reset-gpu",
-    "drain-and-reset",
-    "escalate",
-    "reboot-node",
-    "hardware-ticket",
-)
-
 _LAST_PARENTHESISED = re.compile(r".*\(([^()]*)\)")
 _RECOVERY_VALUE = re.compile(r"\bto\s+(0x[0-9a-fA-F]+)\b")  # "... from 0x0 (None) to 0x2 (OS Reboot)"
 _NVLINK_SEVERITY = re.compile(r"\b(non-?fatal|fatal)\b", re.I)
 
-# First step per verdict action, in words a person at 3 a.m. can follow; bucket meanings from the
-# catalog's Resolution Buckets sheet (see nightowl/knowledge/xid_buckets.csv).
-FIRST_STEP_BY_ACTION: dict[str, str] = {
-    "none": "no action on its own; check which Xid it follows",
-    "restart-app": "restart the application; suspect the GPU only if this Xid repeats on it across "
-    "different applications",
-    "scale-out": "add capacity",
-    "reconfigure": "update the driver / firmware, then retry",
-    "reset-gpu": "reset the GPU (nvidia-smi -r after stopping its processes); if it recurs reboot, then replace",
-    "drain-and-reset": "drain the GPU's peer-to-peer / NVLink users, then reset the GPU; if it recurs, "
-    "reboot and open a hardware ticket",
-    "escalate": "collect nvidia-bug-report.sh output and escalate to NVIDIA support",
-    "reboot-node": "drain the node and power-cycle it; if it recurs, open a hardware ticket",
-    "hardware-ticket": "open a hardware ticket (check seating and auxiliary power first)",
-}
+# First step per catalog bucket (the one per verdict action is actions.csv's first_step); bucket
+# meanings from the catalog's Resolution Buckets sheet (see nightowl/knowledge/xid_buckets.csv).
 FIRST_STEP_BY_BUCKET: dict[str, str] = {
     "IGNORE": "no action on its own; if it follows another Xid act on that one",
     "RESTART_BM": "drain the node, run nvidia-bug-report.sh, then power-cycle it (a GPU reset cannot "
@@ -208,11 +185,8 @@ def lookup(code: int) -> XidEntry | None:
 
 
 def action_rank(action: str) -> int:
-    """Position in ACTION_ORDER; an action we do not know counts as `escalate`."""
-    try:
-        return ACTION_ORDER.index(action)
-    except ValueError:
-        return ACTION_ORDER.index("escalate")
+    """Rank in nightowl/knowledge/actions.csv; an action we do not know counts as `escalate`."""
+    return action_table.rank(action)
 
 
 def strictest(actions: Iterable[str]) -> str:
@@ -220,7 +194,7 @@ def strictest(actions: Iterable[str]) -> str:
     best = "none"
     for action in actions:
         if action_rank(action) > action_rank(best):
-            best = action if action in ACTION_ORDER else "escalate"
+            best = action if action in action_table.by_action() else "escalate"
     return best
 
 
@@ -292,7 +266,8 @@ def action_for(code: int, text: str | None = None) -> str:
 
 def _first_step(code: int | None, entry: XidEntry | None, action: str, text: str | None) -> str:
     if code is None:
-        return FIRST_STEP_BY_ACTION.get(action, UNKNOWN_FIRST_STEP)
+        row = action_table.by_action().get(action)
+        return row.first_step if row else UNKNOWN_FIRST_STEP
     if entry is None:
         return UNKNOWN_FIRST_STEP
     if not entry.immediate_action:
@@ -305,7 +280,7 @@ def _first_step(code: int | None, entry: XidEntry | None, action: str, text: str
         return FIRST_STEP_BY_CODE[code]
     if action == "none" and code in _codes("nvlink5_codes"):
         return "non-fatal: no action now; watch for repeats on the same link"
-    return FIRST_STEP_BY_BUCKET.get(entry.immediate_action) or FIRST_STEP_BY_ACTION[action]
+    return FIRST_STEP_BY_BUCKET.get(entry.immediate_action) or action_table.first_step(action)
 
 
 # Kernel-log event kinds other than xid: what they mean and the action they imply.
@@ -318,7 +293,7 @@ _KIND_EXPLAINED: dict[str, tuple[str, str, str]] = {
     "gpu_reset_required": (
         "driver reports the GPU needs a reset",
         "reset-gpu",
-        FIRST_STEP_BY_ACTION["reset-gpu"],
+        action_table.first_step("reset-gpu"),
     ),
     "oom_kill": (
         "the kernel killed a process: host out of memory",
@@ -366,7 +341,7 @@ def _explain_other(event: Mapping[str, Any]) -> dict[str, Any]:
             return {"mnemonic": row.id, "meaning": row.meaning, "action": row.action, "first_step": row.first_step}
         if kind in kernel_patterns.KIND_DEFAULTS:
             action, why = kernel_patterns.KIND_DEFAULTS[kind]
-            return {"mnemonic": None, "meaning": why, "action": action, "first_step": FIRST_STEP_BY_ACTION[action]}
+            return {"mnemonic": None, "meaning": why, "action": action, "first_step": action_table.first_step(action)}
     meaning, action, step = _KIND_EXPLAINED.get(kind, ("kernel event", "none", ""))
     return {"mnemonic": None, "meaning": meaning, "action": action, "first_step": step}
 
@@ -410,8 +385,9 @@ def load_policy(path: str) -> dict[int, tuple[str, str]]:
             code = int(raw_code)
         except (TypeError, ValueError):
             raise ValueError(f"{path}: override key {raw_code!r} is not a Xid code") from None
-        if not isinstance(spec, dict) or spec.get("action") not in ACTION_ORDER:
-            raise ValueError(f"{path}: override for Xid {code} needs an action, one of {', '.join(ACTION_ORDER)}")
+        if not isinstance(spec, dict) or spec.get("action") not in action_table.names():
+            known = ", ".join(action_table.names())
+            raise ValueError(f"{path}: override for Xid {code} needs an action, one of {known}")
         if HISTORY_RULE_KEYS & set(spec):
             history_rule(path, code, spec)  # conditional on history: gpu-history applies it, not the catalog
             continue
