@@ -120,9 +120,11 @@ def _pattern(entry: dict[str, Any], where: str) -> re.Pattern[str]:
 def _entries(document: dict[str, Any], key: str) -> list[tuple[str, dict[str, Any]]]:
     where = "engine_log.yaml"
     entries = document.get(key) or []
-    for index, entry in enumerate(entries):
-        knowledge.field(entry, "source", f"{where}: {key}[{index}]")
-    return [(f"{where}: {key}[{index}]", entry) for index, entry in enumerate(entries)]
+    # each row's source as readers show it: "[confidence] source" (knowledge.sourced checks the notation)
+    return [
+        (f"{where}: {key}[{index}]", {**entry, "source": knowledge.sourced(entry, f"{where}: {key}[{index}]")})
+        for index, entry in enumerate(entries)
+    ]
 
 
 @functools.cache
