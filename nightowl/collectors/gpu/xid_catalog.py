@@ -131,6 +131,7 @@ _LAZY: dict[str, Callable[[], Any]] = {
     "NVLINK5_CODES": lambda: _codes("nvlink5_codes"),
     "NVLINK_CODES": lambda: _codes("nvlink_codes"),
     "SYMPATHETIC_CODES": lambda: _codes("sympathetic_codes"),
+    "MEMORY_CODES": lambda: _codes("memory_codes"),
     "RECOVERY_PATTERNS": lambda: _recovery()[0],
     "RECOVERY_ORDER": lambda: _recovery()[1],
     "RECOVERY_TO_ACTION": lambda: _recovery()[2],

@@ -793,7 +793,25 @@ def facts(result: NcclLogResult) -> dict[str, Any]:
     data["ranks_seen"] = ranks_seen(result)
     data["uses_loopback"] = "lo" in result.interfaces
     data["loopback_only"] = bool(result.interfaces) and all(name == "lo" for name in result.interfaces)
+    data["hang_evidence"] = bool(
+        result.watchdog_timeouts
+        or data["timeout_ranks"]
+        or data["missing_init_ranks"]
+        or result.dist_backend_errors
+        or set(data["error_kinds"]) & HANG_ERROR_KINDS
+    )
     return data
+
+
+# Error kinds that show a collective stuck or a peer gone (a hang), not a slow one (nccl-hang's split).
+HANG_ERROR_KINDS = frozenset(
+    {
+        "timeout", "ib_completion", "ibv_failed", "no_route", "connection_refused", "connection_reset",
+        "connection_aborted", "connection_closed", "connect_timeout", "net_plugin_error", "proxy_failed",
+        "socket_recv_failed", "cuda_failure", "remote_error", "unhandled_system_error", "unhandled_cuda_error",
+        "internal_error", "process_down",
+    }
+)  # fmt: skip
 
 
 # The facts `facts` returns (docs/reference.md#kinds); tests/collectors/test_declared_facts.py checks them.
@@ -828,6 +846,12 @@ PRODUCES = declare(
     ("completed_lag_ranks", "list[int]", "ranks behind the others in completed collectives"),
     ("timeout_ranks", "list[int]", "ranks that hit the watchdog timeout"),
     ("error_kinds", "list[str]", "kinds of the recognised errors"),
+    (
+        "hang_evidence",
+        "bool",
+        "a watchdog timeout, a rank without Init COMPLETE, a DistBackendError or an error "
+        "of a hang kind (HANG_ERROR_KINDS): the job hangs rather than runs slow",
+    ),
     ("ranks_seen", "list[int]", "ranks this log speaks for"),
     ("uses_loopback", "bool", "an interface is the loopback"),
     ("loopback_only", "bool", "the loopback is the only interface: other hosts cannot be reached"),
