@@ -2,8 +2,10 @@
 
 ``python -m nightowl.docgen`` rewrites what lies between ``<!-- BEGIN GENERATED: name -->`` and
 ``<!-- END GENERATED -->`` (``commands`` from the click tree, ``kinds`` from the collector
-registry, ``exit-status`` from nightowl/cli/exit.py); ``--check`` only reports whether the file is up
-to date (exit 1 when not), which is what tests/test_docs.py runs. Everything outside the markers is written by hand.
+registry, ``exit-status`` from nightowl/cli/exit.py, ``actions`` from nightowl/knowledge/actions.csv,
+``runbook-nodes`` from engine/model.py, ``contents`` from the page's own headings), in docs/reference.md
+and README.md; ``--check`` only reports whether they are up to date (exit 1 when not), which is what
+tests/test_docs.py runs. Everything outside the markers is written by hand.
 """
 
 from __future__ import annotations
@@ -16,7 +18,10 @@ from typing import Any
 
 import click
 
-REFERENCE = Path(__file__).resolve().parent.parent / "docs" / "reference.md"
+ROOT = Path(__file__).resolve().parent.parent
+REFERENCE = ROOT / "docs" / "reference.md"
+# Every file with generated blocks; the README repeats the exit-status table, generated the same way.
+FILES = (REFERENCE, ROOT / "README.md")
 BLOCK = re.compile(r"(<!-- BEGIN GENERATED: (?P<name>[a-z-]+) -->\n)(?P<body>.*?)(<!-- END GENERATED -->)", re.S)
 
 
@@ -201,6 +206,25 @@ def render_runbook_nodes() -> str:
     return "\n".join(parts)
 
 
+def render_contents(text: str) -> str:
+    """A table of contents of ``text``'s ``##`` and ``###`` headings outside generated blocks, linked as
+    GitHub anchors them (lower case, punctuation dropped, spaces as hyphens)."""
+    lines = []
+    in_code = in_block = False
+    for line in text.splitlines():
+        if line.startswith("```"):
+            in_code = not in_code
+        if line.startswith(("<!-- BEGIN GENERATED", "<!-- END GENERATED")):
+            in_block = line.startswith("<!-- BEGIN")  # a generated block's own headings are not listed
+        match = None if in_code or in_block else re.match(r"^(##|###) (.+)$", line)
+        if match:
+            title = match.group(2).strip()
+            anchor = re.sub(r"[^\w\- ]", "", title.lower()).replace(" ", "-")
+            indent = "  " if match.group(1) == "###" else ""
+            lines.append(f"{indent}- [{title}](#{anchor})")
+    return "\n".join(lines) + "\n"
+
+
 def sections() -> dict[str, str]:
     from nightowl.cli.main import main
 
@@ -225,17 +249,28 @@ def regenerate(text: str, rendered: dict[str, str]) -> str:
     return BLOCK.sub(fill, text)
 
 
+def render_file(text: str, rendered: dict[str, str] | None = None) -> str:
+    """``text`` with every generated block rendered afresh, the contents list last (it lists the rest)."""
+    rendered = sections() if rendered is None else rendered
+    fresh = regenerate(text, {**rendered, "contents": "-"})
+    return regenerate(fresh, {**rendered, "contents": render_contents(fresh)})
+
+
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
-    current = REFERENCE.read_text(encoding="utf-8")
-    fresh = regenerate(current, sections())
-    if "--check" in args:
-        if fresh != current:
-            print(f"{REFERENCE.name} is out of date: run python -m nightowl.docgen", file=sys.stderr)
-            return 1
-        return 0
-    if fresh != current:
-        REFERENCE.write_text(fresh, encoding="utf-8")
+    rendered = sections()
+    stale = []
+    for file in FILES:
+        current = file.read_text(encoding="utf-8")
+        fresh = render_file(current, rendered)
+        if fresh == current:
+            continue
+        stale.append(file.name)
+        if "--check" not in args:
+            file.write_text(fresh, encoding="utf-8")
+    if "--check" in args and stale:
+        print(f"{', '.join(stale)} out of date: run python -m nightowl.docgen", file=sys.stderr)
+        return 1
     return 0
 
 
