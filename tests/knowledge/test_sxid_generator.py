@@ -4,8 +4,6 @@ public SXid tables (fixtures/knowledge/SOURCE.md); ``--check`` fails when the ca
 from __future__ import annotations
 
 import csv
-import importlib.machinery
-import importlib.util
 import subprocess
 import sys
 from pathlib import Path
@@ -15,6 +13,7 @@ import pytest
 
 from nightowl import knowledge
 from nightowl.collectors.gpu import sxid_catalog
+from tests.helpers import load_script
 
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "scripts" / "gen-sxid-catalog"
@@ -24,11 +23,7 @@ GUIDE = FIXTURES / "fabric-manager-sxid-tables.csv"
 
 
 def generator() -> ModuleType:
-    loader = importlib.machinery.SourceFileLoader("gen_sxid_catalog", str(SCRIPT))
-    spec = importlib.util.spec_from_loader("gen_sxid_catalog", loader)
-    assert spec is not None
-    module = importlib.util.module_from_spec(spec)
-    loader.exec_module(module)
+    module: ModuleType = load_script("gen-sxid-catalog")
     return module
 
 
