@@ -2,8 +2,10 @@
 
 ``python -m nightowl.docgen`` rewrites what lies between ``<!-- BEGIN GENERATED: name -->`` and
 ``<!-- END GENERATED -->`` (``commands`` from the click tree, ``kinds`` from the collector
-registry, ``exit-status`` from nightowl/cli/exit.py); ``--check`` only reports whether the file is up
-to date (exit 1 when not), which is what tests/test_docs.py runs. Everything outside the markers is written by hand.
+registry, ``exit-status`` from nightowl/cli/exit.py, ``actions`` from nightowl/knowledge/actions.csv,
+``runbook-nodes`` from engine/model.py, ``contents`` from the page's own headings), in docs/reference.md
+and README.md; ``--check`` only reports whether they are up to date (exit 1 when not), which is what
+tests/test_docs.py runs. Everything outside the markers is written by hand.
 """
 
 from __future__ import annotations
@@ -16,7 +18,10 @@ from typing import Any
 
 import click
 
-REFERENCE = Path(__file__).resolve().parent.parent / "docs" / "reference.md"
+ROOT = Path(__file__).resolve().parent.parent
+REFERENCE = ROOT / "docs" / "reference.md"
+# Every file with generated blocks; the README repeats the exit-status table, generated the same way.
+FILES = (REFERENCE, ROOT / "README.md")
 BLOCK = re.compile(r"(<!-- BEGIN GENERATED: (?P<name>[a-z-]+) -->\n)(?P<body>.*?)(<!-- END GENERATED -->)", re.S)
 
 
@@ -145,10 +150,91 @@ def render_exit_status() -> str:
     return "| code | meaning |\n|---|---|\n" + "\n".join(rows) + "\n"
 
 
+def render_actions() -> str:
+    """The verdict actions from nightowl/knowledge/actions.csv, least drastic first."""
+    from nightowl.knowledge import actions
+
+    rows = [
+        f"| `{row.action}` | {row.rank} | {_cell(row.meaning)} | {_cell(row.who_acts)} | {_cell(row.business_impact)} |"
+        for row in actions.rows()
+    ]
+    head = "| action | rank | the first step | who acts | what the business side should expect |\n" + "|---" * 5 + "|\n"
+    return head + "\n".join(rows) + "\n"
+
+
+def _type_text(annotation: Any) -> str:
+    """A field's type in words: ``list[Branch] | None`` -> ``list of Branch, or null``."""
+    import types
+    import typing
+
+    origin, args = typing.get_origin(annotation), typing.get_args(annotation)
+    if origin in (typing.Union, types.UnionType):
+        kinds = [_type_text(a) for a in args if a is not type(None)]
+        return " or ".join(kinds) + (", or null" if type(None) in args else "")
+    if origin is typing.Literal:
+        return " | ".join(f"`{a}`" for a in args)
+    if origin is list:
+        return f"list of {_type_text(args[0])}"
+    if origin is dict:
+        return f"mapping of {_type_text(args[0])} to {_type_text(args[1])}"
+    words = {str: "string", int: "integer", float: "number", bool: "boolean", typing.Any: "any"}
+    return words.get(annotation, getattr(annotation, "__name__", str(annotation)))
+
+
+def render_runbook_nodes() -> str:
+    """Every key of a runbook, a parameter, a node, a branch and a verdict, from engine/model.py."""
+    from nightowl.engine import model
+
+    parts = []
+    for title, cls in (
+        ("runbook", model.Runbook),
+        ("parameter", model.Parameter),
+        ("node", model.Node),
+        ("branch (`decide:` entry)", model.Branch),
+        ("`verdict:`", model.VerdictSpec),
+        ("`next:` (of a verdict)", model.NextSpec),
+    ):
+        rows = []
+        for name, info in cls.model_fields.items():
+            kind = "action (the table above)" if name == "action" and cls is model.VerdictSpec else None
+            required = "yes" if info.is_required() else ""
+            meaning = _cell(info.description or "")
+            rows.append(f"| `{name}` | {_cell(kind or _type_text(info.annotation))} | {required} | {meaning} |")
+        doc = _cell((cls.__doc__ or "").strip().split("\n\n")[0]).replace("``", "`")
+        head = f"#### {title}\n\n{doc}\n\n| key | type | required | meaning |\n|---|---|---|---|\n"
+        parts.append(head + "\n".join(rows) + "\n")
+    return "\n".join(parts)
+
+
+def render_contents(text: str) -> str:
+    """A table of contents of ``text``'s ``##`` and ``###`` headings outside generated blocks, linked as
+    GitHub anchors them (lower case, punctuation dropped, spaces as hyphens)."""
+    lines = []
+    in_code = in_block = False
+    for line in text.splitlines():
+        if line.startswith("```"):
+            in_code = not in_code
+        if line.startswith(("<!-- BEGIN GENERATED", "<!-- END GENERATED")):
+            in_block = line.startswith("<!-- BEGIN")  # a generated block's own headings are not listed
+        match = None if in_code or in_block else re.match(r"^(##|###) (.+)$", line)
+        if match:
+            title = match.group(2).strip()
+            anchor = re.sub(r"[^\w\- ]", "", title.lower()).replace(" ", "-")
+            indent = "  " if match.group(1) == "###" else ""
+            lines.append(f"{indent}- [{title}](#{anchor})")
+    return "\n".join(lines) + "\n"
+
+
 def sections() -> dict[str, str]:
     from nightowl.cli.main import main
 
-    return {"commands": render_commands(main), "kinds": render_kinds(), "exit-status": render_exit_status()}
+    return {
+        "commands": render_commands(main),
+        "kinds": render_kinds(),
+        "exit-status": render_exit_status(),
+        "actions": render_actions(),
+        "runbook-nodes": render_runbook_nodes(),
+    }
 
 
 def regenerate(text: str, rendered: dict[str, str]) -> str:
@@ -163,17 +249,28 @@ def regenerate(text: str, rendered: dict[str, str]) -> str:
     return BLOCK.sub(fill, text)
 
 
+def render_file(text: str, rendered: dict[str, str] | None = None) -> str:
+    """``text`` with every generated block rendered afresh, the contents list last (it lists the rest)."""
+    rendered = sections() if rendered is None else rendered
+    fresh = regenerate(text, {**rendered, "contents": "-"})
+    return regenerate(fresh, {**rendered, "contents": render_contents(fresh)})
+
+
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
-    current = REFERENCE.read_text(encoding="utf-8")
-    fresh = regenerate(current, sections())
-    if "--check" in args:
-        if fresh != current:
-            print(f"{REFERENCE.name} is out of date: run python -m nightowl.docgen", file=sys.stderr)
-            return 1
-        return 0
-    if fresh != current:
-        REFERENCE.write_text(fresh, encoding="utf-8")
+    rendered = sections()
+    stale = []
+    for file in FILES:
+        current = file.read_text(encoding="utf-8")
+        fresh = render_file(current, rendered)
+        if fresh == current:
+            continue
+        stale.append(file.name)
+        if "--check" not in args:
+            file.write_text(fresh, encoding="utf-8")
+    if "--check" in args and stale:
+        print(f"{', '.join(stale)} out of date: run python -m nightowl.docgen", file=sys.stderr)
+        return 1
     return 0
 
 

@@ -15,6 +15,7 @@ from typing import Any
 
 from nightowl.engine import layout
 from nightowl.engine.job import names_pattern
+from nightowl.knowledge import actions
 from nightowl.paths import data_dir
 
 FILE_NAME = layout.STATUS_UPDATE
@@ -60,23 +61,17 @@ BY_SEVERITY = {
     "info": "nothing yet",
     "ok": "nothing: no fault found",
 }
-# What the business side should do, by the verdict's first action.
-BUSINESS: dict[str, str] = {
-    "none": "none.",
-    "scale-out": "expect degraded latency until capacity is added; pause or defer batch and bulk traffic.",
-    "reconfigure": "hold further deploys to this service until the rollback is done.",
-    "escalate": "none yet; expect degraded service while the cause is found.",
-    "restart-app": "expect failed requests during the restart.",
-    "reset-gpu": "expect reduced capacity while the GPU is reset.",
-    "drain-and-reset": "expect reduced capacity while the node is drained.",
-    "reboot-node": "expect reduced capacity while the node reboots.",
-    "hardware-ticket": "expect reduced capacity until the hardware is replaced.",
-}
-WHO: dict[str, str] = {
-    "hardware-ticket": "on-call opens the ticket; the datacenter or vendor replaces the part",
-    "reconfigure": "on-call with the service's owners (rollback or config change)",
-    "scale-out": "on-call (autoscaler or capacity owner)",
-}
+
+
+def _business(action: str) -> str:
+    """What the business side should do, by the verdict's first action (nightowl/knowledge/actions.csv)."""
+    row = actions.by_action().get(action)
+    return row.business_impact if row else "none yet."
+
+
+def _who(action: str) -> str:
+    row = actions.by_action().get(action)
+    return row.who_acts if row else "on-call"
 
 
 def _affected(hosts: list[dict[str, Any]]) -> list[str]:
@@ -152,7 +147,7 @@ def context(summary: dict[str, Any], now: float | None = None) -> dict[str, Any]
         impact = f"{what}{where} ({checked})"
         action = f"{worst['action']}: {_plain(_first_sentence(worst['summary']), short)}"
         users_see = USERS_SEE.get(worst["id"], BY_SEVERITY[worst["severity"]])
-        business = BUSINESS.get(worst["action"], "none yet.")
+        business = _business(worst["action"])
     next_step = (worst or {}).get("next") or {}
     return {
         "service": summary.get("service") or _service(names, short),
@@ -162,7 +157,7 @@ def context(summary: dict[str, Any], now: float | None = None) -> dict[str, Any]
         "the dashboards show when it began",
         "users_see": users_see,
         "action": action,
-        "who": WHO.get((worst or {}).get("action", ""), "on-call"),
+        "who": _who((worst or {}).get("action", "")),
         "next_command": _next_check(next_step, short),
         "business": business,
         "next_update": NEXT_UPDATE,

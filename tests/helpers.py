@@ -48,3 +48,18 @@ def assert_subset(actual: Any, expected: Any, where: str = "$") -> None:
         assert abs(actual - expected) <= 1e-6 * max(1.0, abs(expected)), f"{where}: {actual!r} != {expected!r}"
         return
     assert actual == expected, f"{where}: {actual!r} != {expected!r}"
+
+
+def load_script(name: str) -> Any:
+    """A script of scripts/ (no .py suffix) imported as a module, so a test calls its functions."""
+    import importlib.machinery
+    import importlib.util
+
+    path = ROOT / "scripts" / name
+    module_name = name.replace("-", "_")
+    loader = importlib.machinery.SourceFileLoader(module_name, str(path))
+    spec = importlib.util.spec_from_loader(module_name, loader)
+    assert spec is not None
+    module = importlib.util.module_from_spec(spec)
+    loader.exec_module(module)
+    return module

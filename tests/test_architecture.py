@@ -131,7 +131,12 @@ def test_cycle_checks_can_fail(tmp_path: Path) -> None:
 # What the engine may import from the rest of nightowl: itself, and the transport interface it drives
 # (not a transport: which host and how to reach it is the caller's business), with the head-and-tail
 # buffer every transport cuts outputs with (a pure buffer: the parse cap cuts the same way).
-ENGINE_MAY_IMPORT = ("nightowl.engine", "nightowl.transports.base", "nightowl.transports.capped")
+ENGINE_MAY_IMPORT = (
+    "nightowl.engine",
+    "nightowl.transports.base",
+    "nightowl.transports.capped",
+    "nightowl.knowledge.actions",  # the verdict-action vocabulary, as data (no GPU code)
+)
 
 
 def test_engine_imports_nothing_from_gpu_code_or_the_cli() -> None:

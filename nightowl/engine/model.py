@@ -2,23 +2,32 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, GetJsonSchemaHandler, model_validator
+
+import nightowl.knowledge.actions as actions  # this module only: the engine imports no other knowledge
 
 Severity = Literal["ok", "info", "warning", "critical"]
-# docs/reference.md#verdicts: the first thing a person should do.
-Action = Literal[
-    "none",
-    "restart-app",
-    "reset-gpu",
-    "drain-and-reset",
-    "reboot-node",
-    "hardware-ticket",
-    "reconfigure",
-    "scale-out",
-    "escalate",
-]
+
+
+def _known_action(value: str) -> str:
+    names = actions.names()
+    if value not in names:
+        raise ValueError(f"unknown action {value!r}: one of {', '.join(names)}")
+    return value
+
+
+class _ActionEnum:
+    """The JSON Schema of an action: the names of nightowl/knowledge/actions.csv, read when asked."""
+
+    def __get_pydantic_json_schema__(self, core: Any, handler: GetJsonSchemaHandler) -> dict[str, Any]:
+        return {"type": "string", "enum": list(actions.names())}
+
+
+# docs/reference.md#verdicts: the first thing a person should do; the vocabulary is data
+# (nightowl/knowledge/actions.csv), so it has one home.
+Action = Annotated[str, AfterValidator(_known_action), _ActionEnum()]
 
 
 class Strict(BaseModel):
@@ -31,25 +40,28 @@ class Branch(Strict):
     """One branch of a decide node: when the condition holds, go to ``goto``; branches are tried in order."""
 
     when: str = Field(description="Jinja2 expression that must yield a bool")
-    goto: str
+    goto: str = Field(description="the node to go to when `when` holds")
     why: str | None = Field(default=None, description="what it means when this branch is taken")
 
 
 class NextSpec(Strict):
     """The runbook to run after this verdict (nightowl/engine/chain.py)."""
 
-    runbook: str
+    runbook: str = Field(description="the runbook to run next (a built-in name or a path)")
     hosts: str = Field(description="expression yielding the host names to run it on")
-    params: dict[str, Any] = Field(default_factory=dict, description="parameter -> expression (strings) or value")
-    why: str | None = None
+    params: dict[str, Any] = Field(
+        default_factory=dict,
+        description="parameter -> expression (strings) or value; a mapping keyed by host names gives each host its own",
+    )
+    why: str | None = Field(default=None, description="why the next runbook is run, shown with the command")
 
 
 class VerdictSpec(Strict):
     """What a verdict node concludes: an id, how bad it is, the first action, a summary and its evidence."""
 
-    id: str
-    severity: Severity
-    action: Action
+    id: str = Field(description="what it concludes, e.g. gpu-fell-off-bus")
+    severity: Severity = Field(description="ok, info, warning or critical")
+    action: Action = Field(description="the first thing a person should do (docs/reference.md#verdicts)")
     summary: str = Field(description="Jinja2 template rendered with the facts")
     evidence: list[str] = Field(default_factory=list, description="fact paths, e.g. kernel_log.events")
     gpus: str | None = Field(default=None, description="expression giving the GPUs concerned")
@@ -67,18 +79,20 @@ def split_entry(entry: str) -> tuple[str, str]:
 
 
 class Node(Strict):
-    """A step of the decision graph: exactly one of ``collect`` (then ``next``), ``decide`` (then ``default``)
-    or ``verdict`` (the end of a path)."""
+    """A step of the decision graph: exactly one of ``collect`` (then ``next``), ``decide`` (then ``default``),
+    ``verdict`` or ``cannot_judge`` (both end the path)."""
 
-    title: str | None = None
-    collect: list[str] | None = None
+    title: str | None = Field(default=None, description="what the node does, shown in the trace and the graph")
+    collect: list[str] | None = Field(
+        default=None, description="collector kinds to run (`kind:label` takes a kind twice; facts as kind_label)"
+    )
     wait: float | str | None = Field(
         default=None, description="seconds (or a parameter name) to wait before collecting, e.g. a scrape window"
     )
-    next: str | None = None
-    decide: list[Branch] | None = None
-    default: str | None = None
-    verdict: VerdictSpec | None = None
+    next: str | None = Field(default=None, description="after collect: the node to go to")
+    decide: list[Branch] | None = Field(default=None, description="branches tried in order; the first true one wins")
+    default: str | None = Field(default=None, description="after decide: the node to go to when no branch is true")
+    verdict: VerdictSpec | None = Field(default=None, description="ends the path with this verdict")
     cannot_judge: str | None = Field(
         default=None,
         description="ends the path with no verdict (exit 3): a Jinja2 template saying which evidence is missing",
@@ -121,8 +135,8 @@ class Node(Strict):
 class Parameter(Strict):
     """A runbook parameter (``--param NAME=VALUE``): its default and what it means."""
 
-    default: Any = None
-    description: str = ""
+    default: Any = Field(default=None, description="the value when no --param gives one; must be of `type`")
+    description: str = Field(default="", description="what the parameter means")
     type: Literal["string", "integer", "number", "boolean", "path", "url", "json", "yaml"] | None = Field(
         default=None,
         description="what a value given as text becomes; omitted: the default's type (null default: string). "
@@ -138,12 +152,12 @@ class Runbook(Strict):
     condition reads (``nightowl runbook validate``).
     """
 
-    id: str
-    title: str
-    description: str = ""
+    id: str = Field(description="unique name: what `triage RUNBOOK` takes")
+    title: str = Field(description="one line, shown by `runbook list`")
+    description: str = Field(default="", description="what the runbook is for")
     scope: Literal["host", "job"] = Field(
         default="host", description="host: one run per host; job: one run over all hosts together"
     )
-    parameters: dict[str, Parameter] = Field(default_factory=dict)
-    entry: str
-    nodes: dict[str, Node]
+    parameters: dict[str, Parameter] = Field(default_factory=dict, description="name -> parameter (below)")
+    entry: str = Field(description="the first node")
+    nodes: dict[str, Node] = Field(description="node id -> node (below)")

@@ -74,3 +74,21 @@ def compile_pattern(pattern: str, where: str, ignore_case: bool = False) -> re.P
 def optional(value: str) -> str | None:
     """CSV has no null: an empty cell is None."""
     return value or None
+
+
+# The one notation for confidence in every data file: a `confidence` column or key of letters, one per
+# part of the source in order, joined by "/" (README.md here): P primary, S secondary, M not yet
+# checked, C seen in the real outputs under fixtures/corpus/.
+CONFIDENCE = re.compile(r"^[PSMC](?:/[PSMC])*$")
+
+
+def sourced(entry: Mapping[str, Any], where: str, required: bool = False) -> str:
+    """The entry's ``source`` as the readers show it: ``[confidence] source`` (just the source when the
+    entry gives no confidence and none is required); a confidence not in the notation is an error."""
+    source = str(field(entry, "source", where))
+    confidence = entry.get("confidence")
+    if confidence is None and not required:
+        return source
+    if not isinstance(confidence, str) or not CONFIDENCE.match(confidence):
+        raise KnowledgeError(f"{where}: confidence {confidence!r} is not P, S, M or C (several joined by /)")
+    return f"[{confidence}] {source}"

@@ -18,15 +18,17 @@ Choices, stated once:
   distinct experts under uniform routing, ``E x (1 - (1 - k/E)^batch)``, plus shared experts.
 * KV bytes come from ``kv_size.kv_bytes_per_token`` (per GPU, replicated heads counted as vLLM does);
   a sliding-window layer holds at most ``window`` tokens per sequence.
-* Bandwidth is the vendor's peak figure (``GPU_BANDWIDTH``); real kernels reach 70-90% of it, so the
-  floor is a floor, not a prediction.
+* Bandwidth is the vendor's peak figure (``GPU_BANDWIDTH``, from nightowl/knowledge/sku_profiles.yaml);
+  real kernels reach 70-90% of it, so the floor is a floor, not a prediction.
 """
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
+from nightowl import knowledge
 from nightowl.llmperf.kv_size import DTYPE_BYTES, UnsupportedModel, kv_bytes_per_token
 
 
@@ -37,32 +39,34 @@ class Bandwidth(NamedTuple):
     source: str
 
 
-TB = 1e12
 GB = 1e9
-# Peak HBM/GDDR bandwidth per GPU. [DS] NVIDIA/AMD product datasheet figure, from background knowledge
-# [M] unless a second source was checked ([S]: figure seen in a public spec table while writing this).
-GPU_BANDWIDTH: tuple[Bandwidth, ...] = (
-    Bandwidth(
-        "H100-SXM", 3.35 * TB, "datasheet", "[DS] H100 SXM5 80GB HBM3 3.35 TB/s [S: public H100/H200 spec tables]"
-    ),
-    Bandwidth("H100-PCIE", 2.0 * TB, "datasheet", "[DS] H100 PCIe 80GB HBM2e 2.0 TB/s [M]"),
-    Bandwidth("H100-NVL", 3.9 * TB, "datasheet", "[DS] H100 NVL 94GB HBM3 3.9 TB/s [M]"),
-    Bandwidth("H200", 4.8 * TB, "datasheet", "[DS] H200 SXM 141GB HBM3e 4.8 TB/s [S: public H100/H200 spec tables]"),
-    Bandwidth("H20", 4.0 * TB, "datasheet", "[DS] H20 96GB HBM3 4.0 TB/s [M]"),
-    Bandwidth("GH200", 4.0 * TB, "datasheet", "[DS] GH200 96GB HBM3 4 TB/s (144GB HBM3e part: 4.9 TB/s) [M]"),
-    Bandwidth("B200", 8.0 * TB, "datasheet", "[DS] B200 HBM3e 8 TB/s [M]"),
-    Bandwidth("A100-SXM4-80GB", 2.039 * TB, "datasheet", "[DS] A100 80GB SXM 2,039 GB/s [M]"),
-    Bandwidth("A100-SXM4-40GB", 1.555 * TB, "datasheet", "[DS] A100 40GB 1,555 GB/s [M]"),
-    Bandwidth("A100-PCIE-80GB", 1.935 * TB, "datasheet", "[DS] A100 80GB PCIe 1,935 GB/s [M]"),
-    Bandwidth("A800-SXM4-80GB", 2.039 * TB, "derived", "same HBM2e stack as A100 80GB SXM [M]"),
-    Bandwidth("L40S", 864 * GB, "datasheet", "[DS] L40S GDDR6 864 GB/s [M]"),
-    Bandwidth("L4", 300 * GB, "datasheet", "[DS] L4 GDDR6 300 GB/s [M]"),
-    Bandwidth("A10", 600 * GB, "datasheet", "[DS] A10 GDDR6 600 GB/s [M]"),
-    Bandwidth("T4", 320 * GB, "datasheet", "[DS] T4 GDDR6 320 GB/s [M]"),
-    Bandwidth("V100-SXM2", 900 * GB, "datasheet", "[DS] V100 SXM2 HBM2 900 GB/s [M]"),
-    Bandwidth("RTX-4090", 1008 * GB, "derived", "21 Gbps GDDR6X x 384-bit / 8 [M]"),
-    Bandwidth("MI300X", 5.3 * TB, "datasheet", "[DS] AMD Instinct MI300X HBM3 5.3 TB/s [M]"),
-)
+BASES = ("datasheet", "derived")
+
+
+@functools.cache
+def gpu_bandwidth() -> tuple[Bandwidth, ...]:
+    """Peak memory bandwidth per GPU: ``memory_bandwidth`` of nightowl/knowledge/sku_profiles.yaml, each
+    row with its source; ``source`` reads ``[confidence] source`` as the other tables' sources do."""
+    rows = []
+    for index, entry in enumerate((knowledge.read_yaml("sku_profiles.yaml") or {}).get("memory_bandwidth") or []):
+        where = f"sku_profiles.yaml: memory_bandwidth[{index}]"
+        speed, basis = knowledge.field(entry, "gb_per_s", where), knowledge.field(entry, "basis", where)
+        if not isinstance(speed, (int, float)) or isinstance(speed, bool) or speed <= 0:
+            raise knowledge.KnowledgeError(f"{where}: gb_per_s must be a positive number, got {speed!r}")
+        if basis not in BASES:
+            raise knowledge.KnowledgeError(f"{where}: basis {basis!r} is not one of {', '.join(BASES)}")
+        source = knowledge.sourced(entry, where, required=True)
+        rows.append(Bandwidth(str(knowledge.field(entry, "gpu", where)), speed * GB, basis, source))
+    return tuple(rows)
+
+
+def __getattr__(name: str) -> Any:
+    """``GPU_BANDWIDTH``, read from nightowl/knowledge/sku_profiles.yaml on first use."""
+    if name == "GPU_BANDWIDTH":
+        return gpu_bandwidth()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
 WEIGHT_DTYPE_BYTES: dict[str, float] = {**DTYPE_BYTES, "int8": 1, "int4": 0.5, "fp4": 0.5, "nvfp4": 0.5}
 
 
@@ -97,10 +101,10 @@ class DecodeFloor:
 
 def bandwidth_for(gpu: str) -> Bandwidth:
     wanted = gpu.upper().replace(" ", "-").replace("_", "-")
-    for row in GPU_BANDWIDTH:
+    for row in gpu_bandwidth():
         if row.gpu.upper() == wanted:
             return row
-    known = ", ".join(row.gpu for row in GPU_BANDWIDTH)
+    known = ", ".join(row.gpu for row in gpu_bandwidth())
     raise ValueError(f"no bandwidth figure for GPU {gpu!r}; known: {known}")
 
 

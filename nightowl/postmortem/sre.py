@@ -10,28 +10,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from nightowl.knowledge import actions
 from nightowl.postmortem.bundle_reader import Bundle
 from nightowl.postmortem.candidates import candidates
 from nightowl.postmortem.clocks import CLOCK_NIGHTOWL, Moment, duration, epoch_of, stamp
 from nightowl.postmortem.outputs import metric_scrapes
 
-# What keeps a verdict's fault from coming back, per first action (the verdict actions nightowl knows).
-# Sources: NVIDIA Xid catalog (https://docs.nvidia.com/deploy/xid-errors/) for GPU actions; the
-# serving engines' memory and capacity docs for reconfigure and scale-out.
-PREVENT_BY_ACTION = {
-    "reset-gpu": "Keep this GPU's Xid history; if the error comes back after the reset, drain the node and "
-    "open a hardware ticket (NVIDIA's catalog: a recurring error after reset means replace).",
-    "drain-and-reset": "Run the GPU's field diagnostic (dcgmi diag -r 3) before it takes work again; "
-    "a second failure is a hardware ticket.",
-    "reboot-node": "Find out why the GPU needed a reboot (bug report, firmware and driver versions) and check "
-    "whether other nodes run the same versions.",
-    "hardware-ticket": "Replace the part and add its serial number to the fleet's watch list.",
-    "restart-app": "Find the application fault in the process the log names and fix it, or pin the "
-    "workload, driver and CUDA versions that worked.",
-    "reconfigure": "Fix the setting in the deployment (every replica), not only on this one.",
-    "scale-out": "Revisit the capacity plan: this load will come again.",
-    "escalate": "Have the owner or vendor identify the cause, then add a runbook branch for it.",
-}
 SEVERITY_RANK = {"critical": 3, "warning": 2, "info": 1, "ok": 0}
 
 
@@ -148,10 +132,12 @@ def action_items(data: Bundle, found: list[dict[str, Any]]) -> list[dict[str, An
     for c in found:
         gpus = f" (GPU {', '.join(map(str, c['gpus']))})" if c.get("gpus") else ""
         items.append({"type": "mitigate", "text": f"{c['action']} on {c['host']}{gpus}", "cites": c["verdict_cites"]})
+    # What keeps a verdict's fault from coming back, per first action: actions.csv's prevention column.
+    prevent = {row.action: row.prevention for row in actions.rows() if row.prevention}
     for action in dict.fromkeys(c["action"] for c in found):
-        if action in PREVENT_BY_ACTION:
+        if action in prevent:
             hosts = ", ".join(c["host"] for c in found if c["action"] == action)
-            items.append({"type": "prevent", "text": f"{hosts}: {PREVENT_BY_ACTION[action]}", "cites": []})
+            items.append({"type": "prevent", "text": f"{hosts}: {prevent[action]}", "cites": []})
     if not data.alert:
         items.append(
             {

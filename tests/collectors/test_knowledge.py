@@ -4,8 +4,6 @@ with the contract's verdict actions; scripts/gen-xid-catalog rebuilds the Xid fi
 from __future__ import annotations
 
 import csv
-import importlib.machinery
-import importlib.util
 import re
 from pathlib import Path
 from types import ModuleType
@@ -17,6 +15,7 @@ from nightowl.collectors.gpu import sku_profiles
 from nightowl.collectors.gpu import xid_catalog as xc
 from nightowl.collectors.nccl import nccl_tests
 from nightowl.collectors.serving import engine_log, metrics
+from tests.helpers import load_script
 
 ROOT = Path(__file__).resolve().parents[2]
 # Verdict actions of the contract (docs/reference.md), which the runbooks end in.
@@ -305,12 +304,7 @@ def test_readme_describes_every_data_file() -> None:
 
 
 def _generator() -> ModuleType:
-    path = ROOT / "scripts" / "gen-xid-catalog"
-    loader = importlib.machinery.SourceFileLoader("gen_xid_catalog", str(path))
-    spec = importlib.util.spec_from_loader("gen_xid_catalog", loader)
-    assert spec is not None
-    module = importlib.util.module_from_spec(spec)
-    loader.exec_module(module)
+    module: ModuleType = load_script("gen-xid-catalog")
     return module
 
 

@@ -199,6 +199,7 @@ def facts(result: TopologyResult) -> dict[str, Any]:
         data["gpu_pairs_without_nvlink"] = None
         data["nvlink_all_pairs"] = None
         data["nvlink_min_bonded"] = None
+        data["nvlink_gap_within_first"] = None
         return data
     without = [{"a": a, "b": b, "link": value} for a, b, value in pairs if value and not _NVLINK.match(value)]
     unknown = [pair for pair in pairs if pair[2] is None]
@@ -211,7 +212,18 @@ def facts(result: TopologyResult) -> dict[str, Any]:
     else:
         data["nvlink_all_pairs"] = True
     data["nvlink_min_bonded"] = min(bonded) if bonded else None
+    data["nvlink_gap_within_first"] = _nvlink_gap_within_first(result, without)
     return data
+
+
+def _nvlink_gap_within_first(result: TopologyResult, without: list[dict[str, Any]]) -> int | None:
+    """The smallest n whose first n GPUs (matrix order) hold a pair without NVLink: a tensor-parallel
+    group on the first ``tp`` GPUs lacks NVLink when n <= tp. None when no GPU pair lacks NVLink."""
+    order = {device.name: index for index, device in enumerate(d for d in result.devices if d.type == "gpu")}
+    sizes = [
+        max(order[pair["a"]], order[pair["b"]]) + 1 for pair in without if pair["a"] in order and pair["b"] in order
+    ]
+    return min(sizes) if sizes else None
 
 
 # The facts `facts` returns (docs/reference.md#kinds); tests/collectors/test_declared_facts.py checks them.
@@ -226,6 +238,12 @@ PRODUCES = declare(
     ("gpu_pairs_without_nvlink", "list | None", "GPU pairs not joined by NVLink"),
     ("nvlink_all_pairs", "bool | None", "every GPU pair is joined by NVLink; none when unknown"),
     ("nvlink_min_bonded", "int | None", "fewest bonded NVLinks between any GPU pair"),
+    (
+        "nvlink_gap_within_first",
+        "int | None",
+        "smallest n whose first n GPUs hold a pair without NVLink (a TP group "
+        "of the first tp GPUs lacks NVLink when n <= tp); null when none lacks it or NVLink is not known",
+    ),
 )
 
 

@@ -52,7 +52,7 @@ def _profile(entry: dict[str, Any], index: int) -> SkuProfile:
         pcie_width=entry.get("pcie_width"),
         memory_gib=float(memory) if memory is not None else None,
         nvlink_gbps_per_link=float(speed) if speed is not None else None,
-        source=str(knowledge.field(entry, "source", where)),
+        source=knowledge.sourced(entry, where, required=True),
     )
 
 

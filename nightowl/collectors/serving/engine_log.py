@@ -82,12 +82,28 @@ class ErrorClass(NamedTuple):
     source: str
 
 
+# The tables of numbers (and a few texts) logged at start-up; in each, the last occurrence wins.
+VALUE_TABLES = ("kv_cache", "settings", "kv_too_small", "startup_limits", "kv_extras")
+CASTS = (None, "float", "text")
+
+
+class Value(NamedTuple):
+    """A value logged at start-up: the first group of ``pattern`` is ``field`` of ``table``."""
+
+    table: str  # one of VALUE_TABLES
+    field: str
+    pattern: re.Pattern[str]
+    source: str
+    cast: str | None  # None: a number (else not read); "float": a number as float; "text": kept as text
+
+
 class _Tables(NamedTuple):
     engine_phases: dict[str, tuple[str, ...]]
     markers: tuple[Marker, ...]
     hints: tuple[Hint, ...]
     failures: tuple[Failure, ...]
     errors: tuple[ErrorClass, ...]
+    values: tuple[Value, ...]
 
 
 def _choice(value: Any, allowed: tuple[str | None, ...], where: str) -> Any:
@@ -104,9 +120,11 @@ def _pattern(entry: dict[str, Any], where: str) -> re.Pattern[str]:
 def _entries(document: dict[str, Any], key: str) -> list[tuple[str, dict[str, Any]]]:
     where = "engine_log.yaml"
     entries = document.get(key) or []
-    for index, entry in enumerate(entries):
-        knowledge.field(entry, "source", f"{where}: {key}[{index}]")
-    return [(f"{where}: {key}[{index}]", entry) for index, entry in enumerate(entries)]
+    # each row's source as readers show it: "[confidence] source" (knowledge.sourced checks the notation)
+    return [
+        (f"{where}: {key}[{index}]", {**entry, "source": knowledge.sourced(entry, f"{where}: {key}[{index}]")})
+        for index, entry in enumerate(entries)
+    ]
 
 
 @functools.cache
@@ -135,7 +153,12 @@ def tables() -> _Tables:
         ErrorClass(str(knowledge.field(e, "kind", w)), _pattern(e, w), e["source"])
         for w, e in _entries(document, "error_classes")
     )
-    return _Tables(phases, markers, hints, failures, errors)
+    values = tuple(
+        Value(_choice(e.get("table"), VALUE_TABLES, w), str(knowledge.field(e, "field", w)), _pattern(e, w),
+              e["source"], _choice(e.get("cast"), CASTS, w))
+        for w, e in _entries(document, "values")
+    )  # fmt: skip
+    return _Tables(phases, markers, hints, failures, errors, values)
 
 
 _LAZY: dict[str, Callable[[], Any]] = {
@@ -144,6 +167,7 @@ _LAZY: dict[str, Callable[[], Any]] = {
     "TRACEBACK_HINTS": lambda: tables().hints,
     "FAILURES": lambda: tables().failures,
     "ERROR_CLASSES": lambda: tables().errors,
+    "VALUES": lambda: tables().values,
 }
 
 
@@ -202,126 +226,7 @@ OLD_OOM = re.compile(
 OOM_GPU = re.compile(r"\bGPU (\d+)\b")
 
 
-class Value(NamedTuple):
-    field: str
-    pattern: re.Pattern[str]
-    source: str
-
-
-# Numbers logged at start-up; the last occurrence wins (the most recent start).
-KV_VALUES: tuple[Value, ...] = (
-    Value("gpu_blocks", re.compile(r"GPU blocks: (\d+)"), "V0 executor; corpus 12330, 10517"),
-    Value("cpu_blocks", re.compile(r"CPU blocks: (\d+)"), "V0 executor; corpus"),
-    Value("gpu_blocks", re.compile(r"num_gpu_blocks is: (\d+)"), "V1; corpus aiperf449"),
-    Value(
-        "tokens",
-        re.compile(r"GPU KV cache size: ([\d,]+) tokens"),
-        "vllm-project/vllm vllm/v1/core/kv_cache_utils.py [P]",
-    ),
-    Value(
-        "tokens_per_request",
-        re.compile(r"Maximum concurrency for ([\d,]+) tokens per request"),
-        "vllm-project/vllm vllm/v1/worker/gpu_worker.py, gpu_model_runner.py",
-    ),
-    Value(
-        "max_concurrency",
-        re.compile(r"Maximum concurrency for [\d,]+ tokens per request: ([\d.]+)x"),
-        "vllm-project/vllm vllm/v1/worker/gpu_worker.py, gpu_model_runner.py",
-    ),
-    Value(
-        "kv_cache_gib",
-        re.compile(r"Available KV cache memory: (-?[\d.]+) ?GiB"),
-        "vllm-project/vllm vllm/v1/worker/gpu_worker.py determine_available_memory [P]",
-    ),
-    Value("kv_cache_gib", re.compile(r"reserved for KV Cache is (-?[\d.]+) ?GiB"), "V0 worker.py; corpus"),
-    Value("kv_cache_gib", re.compile(r"kv_cache_size=(-?[\d.]+) ?GiB"), "V0 worker.py; corpus 10517"),
-    Value(
-        "tokens",
-        re.compile(r"KV Cache is allocated\. #tokens: (\d+)"),
-        "sgl-project/sglang python/sglang/srt/model_executor/model_runner.py",
-    ),
-    Value(
-        "tokens",
-        re.compile(r"max_total_num_tokens=(\d+)"),
-        "sgl-project/sglang python/sglang/srt/model_executor/model_runner.py",
-    ),
-    Value("tokens", re.compile(r"is larger than the profiled value (-?\d+)"), "SGLang; corpus sglang 7691"),
-    Value(
-        "tokens",
-        re.compile(r"Setting max batch total tokens to (\d+)"),
-        "huggingface/text-generation-inference@db931fc TGI; corpus tgi 2744",
-    ),
-    Value("gpu_blocks", re.compile(r"KV-cache blocks: (\d+)"), "huggingface/text-generation-inference@db931fc TGI"),
-    Value(
-        "block_size",
-        re.compile(r"KV-cache blocks: \d+, size: (\d+)"),
-        "huggingface/text-generation-inference@db931fc TGI",
-    ),
-    Value("kv_cache_gib", re.compile(r"Allocated ([\d.]+) GiB for max tokens in paged KV cache"), "TRT-LLM [M]"),
-    Value("tokens", re.compile(r"for max tokens in paged KV cache \((\d+)\)"), "TRT-LLM [M]"),
-    Value("gpu_blocks", re.compile(r"Number of blocks in KV cache primary pool: (\d+)"), "TRT-LLM [M]"),
-)
-SETTINGS: tuple[Value, ...] = (
-    Value(
-        "weights_gib",
-        re.compile(r"Model loading took ([\d.]+) ?GiB"),
-        "vllm-project/vllm vllm/v1/worker/gpu_model_runner.py load_model",
-    ),
-    Value("weights_gib", re.compile(r"Loading model weights took ([\d.]+) ?GB"), "V0; corpus 12330"),
-    Value("weights_gib", re.compile(r"model weights take ([\d.]+) ?GiB"), "V0 worker.py; corpus 11251"),
-    Value(
-        "weights_gib",
-        re.compile(r"Load weight end\..*mem usage=([\d.]+) ?GB"),
-        "sgl-project/sglang python/sglang/srt/model_executor/model_runner.py",
-    ),
-    Value("total_gpu_gib", re.compile(r"total_gpu_memory[ =]\(?([\d.]+) ?GiB"), "V0 worker.py; corpus"),
-    Value(
-        "gpu_memory_utilization",
-        re.compile(r"gpu[_ ]memory[_ ]utilization[`'\"]?\s*(?:[:=]\s*|\(\s*)([01](?:\.\d+)?)\b", re.I),
-        "vLLM args dict / profile lines; corpus 27466, 10517, 11251",
-    ),
-    Value("gpu_memory_utilization", re.compile(r"--gpu-memory-utilization[= ]([01](?:\.\d+)?)\b"), "CLI"),
-    Value(
-        "mem_fraction_static",
-        re.compile(r"mem[_-]fraction[_-]static['\"]?\s*[:= ]\s*([01](?:\.\d+)?)\b"),
-        "SGLang server args [M]",
-    ),
-    Value("max_model_len", re.compile(r"Using max model len (\d+)"), "vLLM; corpus 27466"),
-    Value("max_model_len", re.compile(r"'max_model_len': (\d+)"), "vLLM non-default args; corpus 27466"),
-    Value("max_model_len", re.compile(r"--max-model-len[= ](\d+)"), "CLI"),
-    Value("exit_code", re.compile(r"exited with code (\d+)"), "docker compose; corpus scalellm 38"),
-    Value("exit_code", re.compile(r"exit ?code[\"']?\s*[:=]?\s*(\d+)", re.I), "docker/k8s status [M]"),
-    Value("exit_code", re.compile(r"code=exited, status=(\d+)"), "systemd [M]"),
-    Value("preemptions_total", re.compile(r"total_num_cumulative_preemption=(\d+)"), "V0 scheduler; corpus"),
-)
 KILLED = re.compile(r"\bKilled\b(?! process)|status=9/KILL|\bSIGKILL\b")  # shell / systemd / k8s wording
-KV_TOO_SMALL: tuple[Value, ...] = (
-    Value(
-        "max_model_len",
-        re.compile(r"max seq len \((\d+)\)"),
-        "vllm-project/vllm vllm/v1/core/kv_cache_utils.py check_enough_kv_cache_memory [P]; corpus 10517",
-    ),
-    Value(
-        "kv_tokens",
-        re.compile(r"maximum number of tokens that can be stored in KV cache \((\d+)\)"),
-        "V0 message; corpus 10517",
-    ),
-    Value(
-        "estimated_max_len",
-        re.compile(r"estimated maximum model length is (\d+)"),
-        "vllm-project/vllm vllm/v1/core/kv_cache_utils.py check_enough_kv_cache_memory (V1) [P]",
-    ),
-    Value(
-        "needed_gib",
-        re.compile(r"\(([\d.]+) GiB KV cache is needed"),
-        "vllm-project/vllm vllm/v1/core/kv_cache_utils.py check_enough_kv_cache_memory (V1) [P]",
-    ),
-    Value(
-        "available_gib",
-        re.compile(r"available KV cache memory \(([\d.]+) GiB\)"),
-        "vllm-project/vllm vllm/v1/core/kv_cache_utils.py check_enough_kv_cache_memory (V1) [P]",
-    ),
-)
 STATS = (  # periodic load lines: vLLM loggers (V0 "Pending", V1 "Waiting"), SGLang batch lines
     ("running", re.compile(r"Running: (\d+) reqs|#running-req: (\d+)")),
     ("waiting", re.compile(r"(?:Waiting|Pending): (\d+) reqs|#queue-req: (\d+)")),
@@ -415,12 +320,12 @@ def parse(text: str) -> EngineLog:
         completed = _previous_phase(engine, oom.phase)  # e.g. "# GPU blocks" logged, admission failed
     if oom is not None and oom.kind == "cuda-oom" and _eras.oom_holders(oom.text)["oom_holder"] == "other":
         oom = replace(oom, kind="gpu-occupied")  # the message lists this process AND another one
-    settings = _values(lines, SETTINGS)
-    limits = _eras.values(lines, _eras.SETTINGS)
-    kv = _values(lines, KV_VALUES)
-    for name, value in _eras.kv_extras(lines).items():
+    settings = values(lines, "settings")
+    limits = values(lines, "startup_limits")
+    kv = values(lines, "kv_cache")
+    for name, value in _eras.kv_extras(values(lines, "kv_extras")).items():
         kv.setdefault(name, value)
-    too_small = _values(lines, KV_TOO_SMALL)
+    too_small = values(lines, "kv_too_small")
     derived = None if too_small else _eras.derived_kv_too_small(engine, kv, {**limits, **settings})
     if derived:  # vLLM refuses to start then ("max seq len ... larger than ... KV cache"): cut from the paste
         too_small = derived
@@ -564,17 +469,20 @@ def _oom_from_line(line: str, kind: str, phase: str | None) -> OOM:
     )
 
 
-def _values(lines: list[str], table: tuple[Value, ...]) -> dict[str, Any]:
+def values(lines: list[str], table: str) -> dict[str, Any]:
+    """The last value of each field of ``table`` (nightowl/knowledge/engine_log.yaml ``values``)."""
+    rows = [row for row in tables().values if row.table == table]
     found: dict[str, Any] = {}
     for line in lines:
-        for value in table:
-            match = value.pattern.search(line)
-            if match:
-                number = _number(match.group(1))
-                if number is not None:
-                    found[value.field] = number
-    if "gpu_memory_utilization" in found:
-        found["gpu_memory_utilization"] = float(found["gpu_memory_utilization"])
+        for row in rows:
+            match = row.pattern.search(line)
+            if not match:
+                continue
+            number = _number(match.group(1))
+            if number is not None and row.cast != "text":
+                found[row.field] = float(number) if row.cast == "float" else number
+            elif row.cast == "text":
+                found[row.field] = match.group(1).strip()
     return found
 
 

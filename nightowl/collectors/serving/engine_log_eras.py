@@ -2,18 +2,17 @@
 
 vLLM from 0.1 to V1, TGI 0.9 to 2.x, SGLang 0.3 to today and TensorRT-LLM (C++ runtime, Triton
 backend and PyTorch executor) say the same things in different words. Their start-up markers,
-traceback hints, failures and error classes are rows of nightowl/knowledge/engine_log.yaml; the value
-patterns here are read after ``engine_log``'s own. Each row names the public report it was read from
-(samples and sources: fixtures/corpus-extra/engine-log/SOURCE.md). This module also undoes what
-terminals and log viewers do to lines (k9s frames, hard wraps) and derives the facts the runbooks
-need from old logs that never
-print the final error (vLLM <= 0.4 block counts against the model length).
+traceback hints, failures, error classes and logged values are rows of nightowl/knowledge/engine_log.yaml
+(values: one row type, read by ``engine_log.values``). Each row names the public report it was read from
+(samples and sources: fixtures/corpus-extra/engine-log/SOURCE.md). This module undoes what terminals and
+log viewers do to lines (k9s frames, hard wraps) and derives the facts the runbooks need from old logs
+that never print the final error (vLLM <= 0.4 block counts against the model length).
 """
 
 from __future__ import annotations
 
 import re
-from typing import Any, NamedTuple
+from typing import Any
 
 from nightowl.collectors.base import number
 
@@ -21,47 +20,6 @@ from nightowl.collectors.base import number
 # CacheConfig default block_size=16 in every release from 0.1 to V1).
 VLLM_DEFAULT_BLOCK_SIZE = 16
 
-
-class Pattern(NamedTuple):
-    name: str  # a marker phase / failure kind / value field / error kind, depending on the table
-    pattern: re.Pattern[str]
-    source: str
-
-
-def _p(name: str, pattern: str, source: str) -> Pattern:
-    return Pattern(name, re.compile(pattern), source)
-
-
-# Values (as engine_log.KV_VALUES / SETTINGS): the last occurrence wins.
-KV_VALUES: tuple[Pattern, ...] = (
-    _p("tokens", r"Using (\d+) tokens in paged KV cache", "TensorRT-LLM issue 1400"),
-    _p("tokens", r"Max tokens in paged KV cache: (\d+)", "tensorrtllm_backend issue 456"),
-    _p("kv_cache_bytes", r"Allocate (\d+) bytes for k/v cache", "TensorRT-LLM issue 1400"),
-    _p("kv_cache_bytes", r"Max tokens in paged KV cache: \d+\. Allocating (\d+) bytes", "tensorrtllm_backend 456"),
-    _p("k_gib", r"KV Cache is allocated\. #tokens: \d+, K size: ([\d.]+) GB", "SGLang PR 11716"),
-    _p("v_gib", r"KV Cache is allocated\. #tokens: \d+, K size: [\d.]+ GB, V size: ([\d.]+) GB", "SGLang PR 11716"),
-)
-SETTINGS: tuple[Pattern, ...] = (
-    _p("max_model_len", r"\bmax_seq_len=(\d+)", "vLLM 0.2-0.3 engine banner (vllm 2418, FastChat 3177)"),
-    _p("max_model_len", r"\bmax_model_len=(\d+)", "vLLM 0.4+ engine banner"),
-    _p("max_model_len", r"\bcontext_len=(\d+)", "SGLang scheduler summary (SGLang issue 29575)"),
-    _p("block_size", r"\bblock_size=(\d+)", "vLLM engine banner"),
-    _p("max_running_requests", r"\bmax_running_requests=(\d+)", "SGLang scheduler summary"),
-    _p("headroom_gib", r"(?:avail mem|available_gpu_mem)=([\d.]+) ?GB", "SGLang memory pool / summary lines"),
-    _p("cuda_graph_gib", r"Capture cuda graph end\..*?mem usage=([\d.]+) ?GB", "SGLang PR 11830"),
-    _p("max_prefill_tokens", r"\bmax_prefill_tokens=(\d+)", "TGI warmup span (TGI 2572); SGLang summary"),
-    _p("max_total_tokens", r"\bmax_total_tokens=(\d+)", "TGI warmup span (TGI issue 2572)"),
-    _p("max_input_length", r"\bmax_input_length=(\d+)", "TGI warmup span (TGI issue 2572)"),
-    _p("prefill_tokens_refused", r"Not enough memory to handle (\d+) prefill tokens", "TGI warm-up message"),
-    _p(
-        "kv_cache_free_gpu_mem_fraction",
-        r"kv_cache_free_gpu_mem_fraction\b.*?(?:default value of |[:=] ?)([01](?:\.\d+)?)\b",
-        "tensorrtllm_backend issue 456",
-    ),
-    _p("total_gpu_gib", r"Total GPU memory \(GiB\): ([\d.]+)", "TensorRT-LLM issue 5872"),
-    _p("free_before_gib", r"Free GPU memory before component creation attempt \(GiB\): ([\d.]+)", "TRT-LLM 5872"),
-    _p("component_failed", r"The following component could not be created: (.+?)\s*$", "TensorRT-LLM issue 5872"),
-)
 
 ENGINE_SIGNATURES: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("vllm", re.compile(r"\b(?:llm_engine|core_client|multiproc_executor|multiproc_worker_utils)\.py\b")),
@@ -100,22 +58,9 @@ def normalize(lines: list[str]) -> list[str]:
     return out
 
 
-def values(lines: list[str], table: tuple[Pattern, ...]) -> dict[str, Any]:
-    """The last value of each field (numbers as numbers; ``component_failed`` stays text)."""
-    found: dict[str, Any] = {}
-    for line in lines:
-        for row in table:
-            match = row.pattern.search(line)
-            if match:
-                raw = match.group(1)
-                value = number(raw)
-                found[row.name] = value if value is not None else raw.strip()
-    return found
-
-
-def kv_extras(lines: list[str]) -> dict[str, Any]:
-    """KV figures only these eras print: TRT-LLM bytes, SGLang K and V sizes (summed into GiB)."""
-    found = values(lines, KV_VALUES)
+def kv_extras(found: dict[str, Any]) -> dict[str, Any]:
+    """KV figures only these eras print (engine_log.yaml ``kv_extras`` values, as ``engine_log.values``
+    reads them): TRT-LLM bytes, SGLang K and V sizes (summed into GiB)."""
     extras: dict[str, Any] = {}
     if "tokens" in found:
         extras["tokens"] = found["tokens"]

@@ -53,6 +53,7 @@ PRODUCES = declare(
     ("recovery_action_gpus", "list[str]", "GPUs with a recovery action"),
     ("catalog_action", "str", "strictest action NVIDIA's Xid catalog gives for the codes seen"),
     ("unknown_xid_codes", "list[int]", "Xid codes not in the catalog"),
+    ("memory_xid_codes", "list[int]", "Xid codes that report GPU memory errors (xid_rules.yaml memory_codes)"),
     ("app_xid_repeating_gpus", "list[str]", "GPUs where an application Xid repeats"),
     ("nvlink_xid_codes", "list[int]", "NVLink-related Xid codes seen"),
     ("oom_kills", "int", "kernel OOM-killer kills"),

@@ -316,6 +316,7 @@ def facts(result: KernelLogResult | Mapping[str, Any]) -> dict[str, Any]:
         "unknown_xid_codes": [code for code in codes if xid_catalog.lookup(code) is None],
         "app_xid_repeating_gpus": _app_xid_repeating_gpus(xids),
         "nvlink_xid_codes": [code for code in codes if code in xid_catalog.NVLINK_CODES],
+        "memory_xid_codes": [code for code in codes if code in xid_catalog.MEMORY_CODES],
         "oom_kills": sum(e.get("count", 1) for e in events if e["kind"] == "oom_kill"),
         "pcie_aer_count": sum(e.get("count", 1) for e in events if e["kind"] == "pcie_aer"),
         "pcie_bandwidth_limited_devices": _sorted_pcis(d.get("pci") for d in data.get("pcie_bandwidth_limited") or []),

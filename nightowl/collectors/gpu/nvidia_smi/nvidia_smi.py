@@ -681,7 +681,19 @@ def facts(result: NvidiaSmiResult) -> dict[str, Any]:
         ),
     )
     data["driver_not_loaded"] = bool(data["driver_not_loaded_messages"])
+    # Every GPU whose memory shows trouble, once each: the memory evidence of silent-corruption.
+    data["memory_error_gpus"] = list(dict.fromkeys(pci for name in MEMORY_ERROR_FACTS for pci in data[name]))
     return data
+
+
+# The per-GPU lists whose GPUs count as memory evidence (uncorrectable ECC, retirement or remap pending,
+# remap failed): docs/sources.md, NVIDIA's GPU memory error management guide.
+MEMORY_ERROR_FACTS = (
+    "dram_uncorrectable_volatile_gpus",
+    "retired_pages_pending_gpus",
+    "remap_pending_gpus",
+    "remap_failure_gpus",
+)
 
 
 def _sku_judgement(result: NvidiaSmiResult) -> dict[str, Any]:
@@ -715,6 +727,11 @@ PRODUCES = declare(
     ("dram_uncorrectable_volatile_gpus", "list[str]", "GPUs with uncorrectable DRAM ECC errors since boot"),
     ("remap_pending_gpus", "list[str]", "GPUs with a row remap pending (reset needed)"),
     ("remap_failure_gpus", "list[str]", "GPUs where a row remap failed"),
+    (
+        "memory_error_gpus",
+        "list[str]",
+        "GPUs in any of the four lists above: uncorrectable ECC, retirement or remap pending, remap failed",
+    ),
     ("retired_pages_pending_gpus", "list[str]", "GPUs with a page retirement pending"),
     ("sram_threshold_exceeded_gpus", "list[str]", "GPUs past the SRAM error threshold"),
     ("mig_enabled_gpus", "list[str]", "GPUs with MIG mode enabled"),

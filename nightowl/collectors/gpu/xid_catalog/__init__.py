@@ -8,7 +8,6 @@ from typing import Any
 
 from nightowl.collectors.gpu.xid_catalog import catalog as _catalog_module
 from nightowl.collectors.gpu.xid_catalog.catalog import (
-    ACTION_ORDER,
     XidEntry,
     action_for,
     action_rank,
@@ -21,7 +20,6 @@ from nightowl.collectors.gpu.xid_catalog.catalog import (
     strictest_recovery,
 )
 from nightowl.collectors.gpu.xid_catalog.explanation import (
-    FIRST_STEP_BY_ACTION,
     FIRST_STEP_BY_BUCKET,
     FIRST_STEP_BY_CODE,
     UNKNOWN_FIRST_STEP,

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from nightowl import knowledge
+from nightowl.knowledge import actions as action_table
 
 
 @dataclass(frozen=True)
@@ -133,10 +134,14 @@ _LAZY: dict[str, Callable[[], Any]] = {
     "NVLINK5_CODES": lambda: _codes("nvlink5_codes"),
     "NVLINK_CODES": lambda: _codes("nvlink_codes"),
     "SYMPATHETIC_CODES": lambda: _codes("sympathetic_codes"),
+    "MEMORY_CODES": lambda: _codes("memory_codes"),
     "RECOVERY_PATTERNS": lambda: _recovery()[0],
     "RECOVERY_ORDER": lambda: _recovery()[1],
     "RECOVERY_TO_ACTION": lambda: _recovery()[2],
     "RECOVERY_BY_NVML": _recovery_by_nvml,
+    # Verdict actions from least to most drastic, and the first step of each: nightowl/knowledge/actions.csv.
+    "ACTION_ORDER": action_table.names,
+    "FIRST_STEP_BY_ACTION": lambda: {row.action: row.first_step for row in action_table.rows()},
 }
 
 
@@ -146,20 +151,6 @@ def __getattr__(name: str) -> Any:
         return _LAZY[name]()
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
-
-# Verdict actions (docs/reference.md) from least to most drastic. `escalate` (a person must look, we
-# cannot name the fix) outranks every software/reset action but not a known reboot or hardware replacement.
-ACTION_ORDER: tuple[str, ...] = (
-    "none",
-    "restart-app",
-    "scale-out",
-    "reconfigure",
-    "reset-gpu",
-    "drain-and-reset",
-    "escalate",
-    "reboot-node",
-    "hardware-ticket",
-)
 
 _LAST_PARENTHESISED = re.compile(r".*\(([^()]*)\)")
 _RECOVERY_VALUE = re.compile(r"\bto\s+(0x[0-9a-fA-F]+)\b")  # "... from 0x0 (None) to 0x2 (OS Reboot)"
@@ -171,11 +162,8 @@ def lookup(code: int) -> XidEntry | None:
 
 
 def action_rank(action: str) -> int:
-    """Position in ACTION_ORDER; an action we do not know counts as `escalate`."""
-    try:
-        return ACTION_ORDER.index(action)
-    except ValueError:
-        return ACTION_ORDER.index("escalate")
+    """Rank in nightowl/knowledge/actions.csv; an action we do not know counts as `escalate`."""
+    return action_table.rank(action)
 
 
 def strictest(actions: Iterable[str]) -> str:
@@ -183,7 +171,7 @@ def strictest(actions: Iterable[str]) -> str:
     best = "none"
     for action in actions:
         if action_rank(action) > action_rank(best):
-            best = action if action in ACTION_ORDER else "escalate"
+            best = action if action in action_table.by_action() else "escalate"
     return best
 
 

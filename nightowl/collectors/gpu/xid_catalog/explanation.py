@@ -8,22 +8,10 @@ from typing import Any
 
 from nightowl.collectors.gpu.xid_catalog.catalog import XidEntry, _codes, action_for, lookup, recovery_name
 from nightowl.collectors.gpu.xid_catalog.policy import WEDGED_DRIVER_ACTION, WEDGED_DRIVER_STEP, wedged_driver_line
+from nightowl.knowledge import actions as action_table
 
-# First step per verdict action, in words a person at 3 a.m. can follow; bucket meanings from the
-# catalog's Resolution Buckets sheet (see nightowl/knowledge/xid_buckets.csv).
-FIRST_STEP_BY_ACTION: dict[str, str] = {
-    "none": "no action on its own; check which Xid it follows",
-    "restart-app": "restart the application; suspect the GPU only if this Xid repeats on it across "
-    "different applications",
-    "scale-out": "add capacity",
-    "reconfigure": "update the driver / firmware, then retry",
-    "reset-gpu": "reset the GPU (nvidia-smi -r after stopping its processes); if it recurs reboot, then replace",
-    "drain-and-reset": "drain the GPU's peer-to-peer / NVLink users, then reset the GPU; if it recurs, "
-    "reboot and open a hardware ticket",
-    "escalate": "collect nvidia-bug-report.sh output and escalate to NVIDIA support",
-    "reboot-node": "drain the node and power-cycle it; if it recurs, open a hardware ticket",
-    "hardware-ticket": "open a hardware ticket (check seating and auxiliary power first)",
-}
+# First step per catalog bucket (the one per verdict action is actions.csv's first_step); bucket
+# meanings from the catalog's Resolution Buckets sheet (see nightowl/knowledge/xid_buckets.csv).
 FIRST_STEP_BY_BUCKET: dict[str, str] = {
     "IGNORE": "no action on its own; if it follows another Xid act on that one",
     "RESTART_BM": "drain the node, run nvidia-bug-report.sh, then power-cycle it (a GPU reset cannot "
@@ -52,7 +40,8 @@ UNKNOWN_FIRST_STEP = "look up this code in NVIDIA's Xid catalog; collect nvidia-
 
 def _first_step(code: int | None, entry: XidEntry | None, action: str, text: str | None) -> str:
     if code is None:
-        return FIRST_STEP_BY_ACTION.get(action, UNKNOWN_FIRST_STEP)
+        row = action_table.by_action().get(action)
+        return row.first_step if row else UNKNOWN_FIRST_STEP
     if entry is None:
         return UNKNOWN_FIRST_STEP
     if not entry.immediate_action:
@@ -65,7 +54,7 @@ def _first_step(code: int | None, entry: XidEntry | None, action: str, text: str
         return FIRST_STEP_BY_CODE[code]
     if action == "none" and code in _codes("nvlink5_codes"):
         return "non-fatal: no action now; watch for repeats on the same link"
-    return FIRST_STEP_BY_BUCKET.get(entry.immediate_action) or FIRST_STEP_BY_ACTION[action]
+    return FIRST_STEP_BY_BUCKET.get(entry.immediate_action) or action_table.first_step(action)
 
 
 # Kernel-log event kinds other than xid: what they mean and the action they imply.
@@ -78,7 +67,7 @@ _KIND_EXPLAINED: dict[str, tuple[str, str, str]] = {
     "gpu_reset_required": (
         "driver reports the GPU needs a reset",
         "reset-gpu",
-        FIRST_STEP_BY_ACTION["reset-gpu"],
+        action_table.first_step("reset-gpu"),
     ),
     "oom_kill": (
         "the kernel killed a process: host out of memory",
@@ -126,7 +115,7 @@ def _explain_other(event: Mapping[str, Any]) -> dict[str, Any]:
             return {"mnemonic": row.id, "meaning": row.meaning, "action": row.action, "first_step": row.first_step}
         if kind in kernel_patterns.KIND_DEFAULTS:
             action, why = kernel_patterns.KIND_DEFAULTS[kind]
-            return {"mnemonic": None, "meaning": why, "action": action, "first_step": FIRST_STEP_BY_ACTION[action]}
+            return {"mnemonic": None, "meaning": why, "action": action, "first_step": action_table.first_step(action)}
     meaning, action, step = _KIND_EXPLAINED.get(kind, ("kernel event", "none", ""))
     return {"mnemonic": None, "meaning": meaning, "action": action, "first_step": step}
 

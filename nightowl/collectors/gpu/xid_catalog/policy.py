@@ -6,7 +6,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from nightowl.collectors.gpu.xid_catalog.catalog import ACTION_ORDER, _codes, _companions, action_for, lookup, strictest
+from nightowl.collectors.gpu.xid_catalog.catalog import _codes, _companions, action_for, lookup, strictest
+from nightowl.knowledge import actions as action_table
 
 
 def load_policy(path: str) -> dict[int, tuple[str, str]]:
@@ -27,8 +28,9 @@ def load_policy(path: str) -> dict[int, tuple[str, str]]:
             code = int(raw_code)
         except (TypeError, ValueError):
             raise ValueError(f"{path}: override key {raw_code!r} is not a Xid code") from None
-        if not isinstance(spec, dict) or spec.get("action") not in ACTION_ORDER:
-            raise ValueError(f"{path}: override for Xid {code} needs an action, one of {', '.join(ACTION_ORDER)}")
+        if not isinstance(spec, dict) or spec.get("action") not in action_table.names():
+            known = ", ".join(action_table.names())
+            raise ValueError(f"{path}: override for Xid {code} needs an action, one of {known}")
         if HISTORY_RULE_KEYS & set(spec):
             history_rule(path, code, spec)  # conditional on history: gpu-history applies it, not the catalog
             continue

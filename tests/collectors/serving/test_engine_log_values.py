@@ -1,0 +1,59 @@
+"""The values an engine logs at start-up are rows of nightowl/knowledge/engine_log.yaml: one row type,
+one reader (``engine_log.values``), for the tables of every era."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from nightowl import knowledge
+from nightowl.collectors.serving import engine_log
+
+
+def test_every_value_table_has_rows_of_the_one_row_type() -> None:
+    rows = engine_log.VALUES
+    assert {row.table for row in rows} == set(engine_log.VALUE_TABLES)
+    assert all(isinstance(row, engine_log.Value) and row.source for row in rows)
+    assert all(row.pattern.groups >= 1 for row in rows), "each row reads its value from the first group"
+
+
+def test_the_last_occurrence_wins_and_numbers_are_numbers() -> None:
+    lines = ["# GPU blocks: 100, # CPU blocks: 7", "restart", "# GPU blocks: 2048"]
+    assert engine_log.values(lines, "kv_cache") == {"gpu_blocks": 2048, "cpu_blocks": 7}
+
+
+def test_a_float_row_casts_and_a_text_row_keeps_its_text() -> None:
+    assert engine_log.values(["--gpu-memory-utilization 1"], "settings") == {"gpu_memory_utilization": 1.0}
+    assert isinstance(engine_log.values(["--gpu-memory-utilization 1"], "settings")["gpu_memory_utilization"], float)
+    line = "The following component could not be created: KvCacheManager  "
+    assert engine_log.values([line], "startup_limits") == {"component_failed": "KvCacheManager"}
+
+
+def test_a_row_that_matches_no_number_reads_nothing() -> None:
+    assert engine_log.values(["Available KV cache memory: . GiB"], "kv_cache") == {}
+
+
+def test_tables_read_only_their_own_rows() -> None:
+    line = "Using 4096 tokens in paged KV cache"  # a kv_extras wording (TensorRT-LLM)
+    assert engine_log.values([line], "kv_extras") == {"tokens": 4096}
+    assert engine_log.values([line], "settings") == {}
+
+
+@pytest.mark.parametrize(
+    ("row", "error"),
+    [
+        ('{table: kv_cash, field: tokens, regex: "(\\\\d+)", source: s}', "'kv_cash' is not one of"),
+        ('{table: kv_cache, field: tokens, regex: "(\\\\d+)", cast: int, source: s}', "'int' is not one of"),
+        ('{table: kv_cache, regex: "(\\\\d+)", source: s}', "missing 'field'"),
+        ('{table: kv_cache, field: tokens, regex: "(\\\\d+"}', "missing 'source'"),
+    ],
+)
+def test_a_bad_value_row_is_an_error_naming_the_row(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, row: str, error: str
+) -> None:
+    (tmp_path / "engine_log.yaml").write_text(f"values:\n- {row}\n")
+    monkeypatch.setattr(knowledge, "HERE", tmp_path)
+    with pytest.raises(knowledge.KnowledgeError, match=r"engine_log.yaml: values\[0\]") as raised:
+        engine_log.tables.__wrapped__()  # the uncached loader: the shipped tables stay cached
+    assert error in str(raised.value)
