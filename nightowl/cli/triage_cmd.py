@@ -51,7 +51,7 @@ from nightowl.cli.running import opener, replay_transports, run_and_report
     multiple=True,
     metavar="NAME=URL",
     help="a serving replica reached by its URL from here, no SSH (first-look): GET /health, /version, "
-    "/v1/models and /metrics; repeatable",
+    "/v1/models and /metrics; what needs the node (container, engine log, GPUs) is reported not checked",
 )
 @click.option(
     "--replica-inventory",

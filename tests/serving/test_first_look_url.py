@@ -99,6 +99,7 @@ def test_restart_before_the_first_scrape_is_seen(tmp_path: Path) -> None:
     _, document = first_look(specs, tmp_path)
     verdict = verdict_of(document)
     assert verdict["id"] == "replica-restarted" and verdict["next"]["hosts"] == ["r3"]
+    assert "its engine process started just before the look: r3 1.5 min ago" in verdict["summary"]
     assert "Since " in verdict["summary"] and "the engine process on r3 started then" in verdict["summary"]
     # an old start is no restart: the same replicas with a day-old process give the all-clear
     specs = healthy()

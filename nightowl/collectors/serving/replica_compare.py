@@ -292,10 +292,19 @@ def _shared_args(down: list[dict[str, Any]], up: list[dict[str, Any]]) -> dict[s
     return shared
 
 
+NODE_TRAITS = ("image", "node", "gpu_model", "engine_args")  # read on the node only (container, log, GPUs)
+
+
 def _not_compared(judged: list[dict[str, Any]]) -> list[str]:
-    """Traits left out of the comparison on some replica, each with the evidence that would name it."""
+    """Traits left out of the comparison on some replica, each with the evidence that would name it.
+
+    When no replica's node was read at all (replicas reached by URL only), the node's traits are one
+    line of ``not_checked`` instead of one line each here."""
     out = []
+    no_node = bool(judged) and _no_node(judged)
     for name in (*CONFIG_FIELDS, *PLACE_FIELDS, "engine_args"):
+        if no_node and name in NODE_TRAITS:
+            continue
         missing = [r["host"] for r in judged if r.get(name) is None]
         if missing:
             which = "any replica" if len(missing) == len(judged) else ", ".join(missing)
@@ -350,9 +359,13 @@ def not_checked(replicas: list[dict[str, Any]], params: Mapping[str, Any]) -> li
     out = []
     if not params.get("stream_probe"):
         out.append("streamed answers (no stream probe: pass --param stream_probe=true)")
-    if replicas and not any(r.get("image") or r.get("engine_args") or r.get("gpu_model") for r in replicas):
+    if replicas and _no_node(replicas):
         out.append("the nodes (container state, engine log, GPUs: read them with --host)")
     return out
+
+
+def _no_node(replicas: list[dict[str, Any]]) -> bool:
+    return not any(r.get(name) for r in replicas for name in NODE_TRAITS)
 
 
 def service(replicas: list[dict[str, Any]]) -> str | None:
