@@ -61,7 +61,10 @@ def replica_transports(urls: dict[str, str]) -> dict[str, Callable[[], Transport
     """Name -> the function opening its HTTP transport, as run_and_save takes transports."""
     from nightowl.transports.http import HttpTransport
 
-    return {name: (lambda n=name, u=url: HttpTransport(n, u)) for name, url in urls.items()}
+    def opener(name: str, url: str) -> Callable[[], Transport]:
+        return lambda: HttpTransport(name, url)
+
+    return {name: opener(name, url) for name, url in urls.items()}
 
 
 def with_base_urls(params: dict[str, Any], urls: dict[str, str], others: list[str]) -> dict[str, Any]:
