@@ -98,3 +98,14 @@ def test_a_stream_that_hangs_ends_at_the_deadline_with_what_came() -> None:
     assert took < 4  # the command's deadline bounds it, not the server
     probe = stream_probe.facts(stream_probe.parse(result.stdout))
     assert result.rc == 28 and probe["chunks"] == 1 and probe["missing_end"] is True
+
+
+def test_close_ends_a_read_in_flight() -> None:
+    """An interrupt closes the run's transports: a stream being read ends then, not at its deadline."""
+    with _hung_stream() as url:
+        transport = HttpTransport("r1", url)
+        threading.Timer(0.5, transport.close).start()
+        t0 = time.monotonic()
+        result = transport.run(_argv(stream_probe, url), 20, kind="stream-probe")
+        took = time.monotonic() - t0
+    assert took < 5 and result.rc != 0

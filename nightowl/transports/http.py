@@ -17,13 +17,15 @@ out), so a refused connection reads as "down", as it does through SSH.
 
 from __future__ import annotations
 
+import contextlib
 import http.client
 import re
 import socket
+import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from urllib.parse import urlsplit
+from urllib.parse import SplitResult, urlsplit
 
 from nightowl.transports.base import CommandResult, TransportError
 
@@ -109,6 +111,9 @@ def check_base_url(url: str) -> str:
         raise TransportError(f"expects an http:// or https:// URL, got {url!r}")
     if parts.query or parts.fragment:
         raise TransportError(f"a replica's base URL has no query or fragment: {url!r}")
+    if parts.username is not None or parts.password is not None:
+        # they would be written into every bundle's manifest with the commands, and never sent anyway
+        raise TransportError(f"a replica's base URL carries no user or password: {parts.hostname}")
     return url.strip().rstrip("/")
 
 
@@ -132,13 +137,22 @@ class HttpTransport:
     def __init__(self, host: str, base_url: str) -> None:
         self.host = host
         self.base_url = check_base_url(base_url)
+        # connections in flight, so that close() (an interrupt) ends their reads at once
+        self._open: set[socket.socket] = set()
+        self._lock = threading.Lock()
+        self._closes = 0  # how many times close() ran: a read it cut is no answer from the replica
 
     def connect(self) -> None:
         """Nothing to open: a replica that refuses connections is "down", a verdict, not "unreachable"."""
         return None
 
     def close(self) -> None:
-        return None
+        with self._lock:
+            open_now, self._open = list(self._open), set()
+            self._closes += 1
+        for sock in open_now:
+            with contextlib.suppress(OSError):
+                sock.shutdown(socket.SHUT_RDWR)
 
     def run(self, argv: Sequence[str], timeout: float, kind: str | None = None) -> CommandResult:
         started, t0 = time.time(), time.monotonic()
@@ -148,6 +162,7 @@ class HttpTransport:
         except (Refused, ValueError) as exc:
             return CommandResult(tuple(argv), None, "", "", started, 0.0, error=f"refused over --replica: {exc}")
         deadline = t0 + max(0.0, timeout)
+        closes = self._closes
         out: list[str] = []
         errors: list[str] = []
         rc = 0
@@ -156,7 +171,11 @@ class HttpTransport:
             if left <= 0:
                 return self._result(argv, None, out, errors, started, t0, timed_out=True)
             limit = min(left, call.max_time) if call.max_time else left
-            answer = fetch(url, call, limit)
+            answer = fetch(url, call, limit, self._opened)
+            if self._closes != closes:  # cut by close(): what came is not how the replica ended it
+                return CommandResult(
+                    tuple(argv), None, "".join(out), "", started, time.monotonic() - t0, error="closed while reading"
+                )
             out.append(_shown(answer, call))
             if call.write_out is not None:
                 out.append(_write_out(call.write_out, url, answer))
@@ -164,6 +183,10 @@ class HttpTransport:
                 rc = answer.rc  # curl exits with the last failing transfer's code
                 errors.append(f"curl: ({answer.rc}) {answer.error}")
         return self._result(argv, rc, out, errors, started, t0)
+
+    def _opened(self, sock: socket.socket, is_open: bool) -> None:
+        with self._lock:
+            (self._open.add if is_open else self._open.discard)(sock)
 
     def _check(self, call: CurlCall, kind: str | None) -> None:
         for url in call.urls:
@@ -187,29 +210,56 @@ class HttpTransport:
         )
 
 
-def fetch(url: str, call: CurlCall, timeout: float) -> Answer:
+Track = Callable[[socket.socket, bool], None]
+
+
+def fetch(url: str, call: CurlCall, timeout: float, track: Track | None = None) -> Answer:
     """One request as curl makes it: GET (POST with a body), the response read up to MAX_BYTES or the
     deadline (a stream that never ends is read until then: curl's exit 28, with what came)."""
     parts = urlsplit(url)
     connection_type = http.client.HTTPSConnection if parts.scheme == "https" else http.client.HTTPConnection
     t0 = time.monotonic()
-    deadline = t0 + timeout
     connection = connection_type(parts.netloc, timeout=max(0.05, timeout))
+    held: list[socket.socket] = []
+    try:
+        return _exchange(connection, parts, call, t0, timeout, held, track)
+    finally:
+        connection.close()
+        for sock in held:
+            if track is not None:
+                track(sock, False)
+            with contextlib.suppress(OSError):
+                sock.close()
+
+
+def _exchange(
+    connection: http.client.HTTPConnection,
+    parts: SplitResult,
+    call: CurlCall,
+    t0: float,
+    timeout: float,
+    held: list[socket.socket],
+    track: Track | None,
+) -> Answer:
+    deadline = t0 + timeout
     path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
     headers = {"User-Agent": USER_AGENT, "Accept": "*/*", **call.headers}
     try:
+        connection.connect()
+        sock = connection.sock  # kept: getresponse() hands it to the response and forgets it
+        held.append(sock)
+        if track is not None:
+            track(sock, True)
         connection.request("POST" if call.data is not None else "GET", path, body=call.data, headers=headers)
         response = connection.getresponse()
     except TimeoutError:
         return Answer(0, time.monotonic() - t0, "", b"", CURL_TIMEOUT, f"timed out after {timeout:.1f} s")
     except (OSError, http.client.HTTPException) as exc:
-        connection.close()
         return Answer(0, time.monotonic() - t0, "", b"", CURL_COULDNT_CONNECT, f"Failed to connect: {exc}")
     head = f"HTTP/1.1 {response.status} {response.reason}\r\n" + "".join(
         f"{k}: {v}\r\n" for k, v in response.getheaders()
     )
-    body, rc, error = _read_body(response, connection.sock, deadline)
-    connection.close()
+    body, rc, error = _read_body(response, sock, deadline)
     seconds = time.monotonic() - t0
     if call.fail and response.status >= 400:
         return Answer(

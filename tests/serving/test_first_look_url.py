@@ -180,7 +180,9 @@ def test_only_get_and_only_the_replicas_own_urls(tmp_path: Path) -> None:
     assert "needs the node" in (shell.error or "")
 
 
-@pytest.mark.parametrize("url", ["file:///etc/passwd", "gopher://x", "http://", "ftp://h/x", "http://h/ x"])
+@pytest.mark.parametrize(
+    "url", ["file:///etc/passwd", "gopher://x", "http://", "ftp://h/x", "http://h/ x", "http://u:secret@h:8000"]
+)
 def test_replica_urls_are_checked(tmp_path: Path, url: str) -> None:
     result = CliRunner().invoke(main, ["triage", "first-look", "--replica", f"r1={url}", "--out", str(tmp_path)])
     assert result.exit_code == 2 and "r1" in result.output
