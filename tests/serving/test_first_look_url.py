@@ -14,23 +14,10 @@ import pytest
 from click.testing import CliRunner
 
 from nightowl.cli.main import main
-from tests.serving.firstlook_standins import Replica, Window, render, replicas
+from tests.serving.firstlook_standins import Replica, Window, replicas
+from tests.serving.record_firstlook_url import FreshReplica
 
 NAMES = ("r1", "r2", "r3")
-
-
-class FreshReplica(Replica):
-    """A replica whose engine process started ``age`` seconds before now (a deploy, a crash-restart)
-    before the first scrape: its counters start at zero and never go back within the look."""
-
-    def __init__(self, age: float, **kwargs: Any) -> None:
-        super().__init__(**kwargs)
-        self.started = time.time() - age
-
-    def scrape(self) -> str:
-        index = min(self.scrapes, len(self.windows) - 1)
-        self.scrapes += 1
-        return render(self.windows[: index + 1], self.started, fresh=True)
 
 
 def healthy() -> dict[str, Replica]:
