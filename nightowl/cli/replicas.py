@@ -9,7 +9,7 @@ not read; give those hosts with ``--host``.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -67,9 +67,12 @@ def replica_transports(urls: dict[str, str]) -> dict[str, Callable[[], Transport
     return {name: opener(name, url) for name, url in urls.items()}
 
 
-def with_base_urls(params: dict[str, Any], urls: dict[str, str], others: list[str]) -> dict[str, Any]:
+def with_base_urls(
+    params: dict[str, Any], urls: dict[str, str], others: list[str], declared: Iterable[str] = ()
+) -> dict[str, Any]:
     """``base_url`` as the mapping name -> URL; a base_url given too stays the value of the other hosts
-    (``others``, given with --host or --replay): its own mapping's entries, or its one URL for each."""
+    (``others``, given with --host or --replay): its own mapping's entries, or its one URL for each.
+    A runbook that declares ``reached_by_url`` (first-look) is told which members have no node to read."""
     if not urls:
         return params
     given = params.get("base_url")
@@ -81,4 +84,7 @@ def with_base_urls(params: dict[str, Any], urls: dict[str, str], others: list[st
         except YamlError:
             fail("--param base_url: not a mapping of host -> URL")
     mapping = dict(given) if isinstance(given, dict) else {n: given for n in others if given}
-    return {**params, "base_url": {**mapping, **urls}}
+    out = {**params, "base_url": {**mapping, **urls}}
+    if "reached_by_url" in declared:
+        out["reached_by_url"] = sorted(urls)
+    return out

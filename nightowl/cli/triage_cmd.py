@@ -126,7 +126,8 @@ def triage(
     if clash:
         fail(f"--replica {clash[0]}: that name is also a --host or --replay")
     transports.update(replica_transports(urls))
-    run_params = with_base_urls(parse_params(params), urls, [n for n in transports if n not in urls])
+    others = [n for n in transports if n not in urls]
+    run_params = with_base_urls(parse_params(params), urls, others, loaded.runbook.parameters)
     limits = {"command_timeout": command_timeout, "host_timeout": host_timeout}
     if not (follow or print_status):
         sys.exit(

@@ -47,7 +47,11 @@ def test_one_down_by_url_only(tmp_path: Path) -> None:
     assert verdict["id"] == "partial-down" and result.exit_code == 1
     assert "r2: 503" in verdict["summary"] and verdict["next"]["hosts"] == ["r2"]
     # what needs the node was not read, and says so; the service is named from /v1/models
-    assert "the nodes (container state, engine log, GPUs: read them with --host)" in verdict["summary"]
+    assert (
+        "the node of any replica (container state, engine log, GPUs: reached by URL only; add --host)"
+        in verdict["summary"]
+    )
+    assert "image on any replica" not in verdict["summary"]  # no parameter would name it without the node
     assert "Service: Qwen/Qwen2.5-Coder-32B-Instruct" in verdict["summary"]
     bundle = Path(document["bundle"])
     assert (bundle / "hosts" / "r2" / "replica-health.out").read_text().count("nightowl-probe") == 2

@@ -295,17 +295,16 @@ def _shared_args(down: list[dict[str, Any]], up: list[dict[str, Any]]) -> dict[s
 NODE_TRAITS = ("image", "node", "gpu_model", "engine_args")  # read on the node only (container, log, GPUs)
 
 
-def _not_compared(judged: list[dict[str, Any]]) -> list[str]:
+def _not_compared(judged: list[dict[str, Any]], by_url: set[str]) -> list[str]:
     """Traits left out of the comparison on some replica, each with the evidence that would name it.
 
-    When no replica's node was read at all (replicas reached by URL only), the node's traits are one
-    line of ``not_checked`` instead of one line each here."""
+    The node's traits of replicas reached by URL only (``by_url``) are one line of ``not_checked``
+    instead: no parameter would name them without the node."""
     out = []
-    no_node = bool(judged) and _no_node(judged)
     for name in (*CONFIG_FIELDS, *PLACE_FIELDS, "engine_args"):
-        if no_node and name in NODE_TRAITS:
-            continue
-        missing = [r["host"] for r in judged if r.get(name) is None]
+        missing = [
+            r["host"] for r in judged if r.get(name) is None and not (name in NODE_TRAITS and r["host"] in by_url)
+        ]
         if missing:
             which = "any replica" if len(missing) == len(judged) else ", ".join(missing)
             out.append(f"{TRAIT_NAMES[name]} on {which} ({TRAIT_SOURCES[name]})")
@@ -359,13 +358,17 @@ def not_checked(replicas: list[dict[str, Any]], params: Mapping[str, Any]) -> li
     out = []
     if not params.get("stream_probe"):
         out.append("streamed answers (no stream probe: pass --param stream_probe=true)")
-    if replicas and _no_node(replicas):
-        out.append("the nodes (container state, engine log, GPUs: read them with --host)")
+    url_only = sorted(by_url(params) & {r["host"] for r in replicas})
+    if url_only:
+        which = "any replica" if len(url_only) == len(replicas) else ", ".join(url_only)
+        out.append(f"the node of {which} (container state, engine log, GPUs: reached by URL only; add --host)")
     return out
 
 
-def _no_node(replicas: list[dict[str, Any]]) -> bool:
-    return not any(r.get(name) for r in replicas for name in NODE_TRAITS)
+def by_url(params: Mapping[str, Any]) -> set[str]:
+    """The replicas reached by URL only (``triage --replica``), whose node nothing reads."""
+    value = params.get("reached_by_url")
+    return {str(v) for v in value} if isinstance(value, (list, tuple)) else set()
 
 
 def service(replicas: list[dict[str, Any]]) -> str | None:
@@ -421,7 +424,7 @@ def derive(inputs: Mapping[str, Mapping[str, Any]], params: Mapping[str, Any] | 
         "drifted": sorted(
             {h for hosts_ in drift.values() for h in hosts_} | {h for d in args_drift for h in d["hosts"]}
         ),
-        "not_compared": _not_compared(judged),
+        "not_compared": _not_compared(judged, by_url(params)),
         "restarted": [
             r["host"]
             for r in replicas
