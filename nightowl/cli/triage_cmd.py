@@ -45,6 +45,20 @@ from nightowl.cli.running import opener, replay_transports, run_and_report
     help="recorded host directory to run on instead of a live host; a bundle works too "
     "(docs/reference.md#recorded-hosts-and-bundles)",
 )
+@click.option(
+    "--replica",
+    "replica_pairs",
+    multiple=True,
+    metavar="NAME=URL",
+    help="a serving replica reached by its URL from here, no SSH (first-look): GET /health, /version, "
+    "/v1/models and /metrics; what needs the node (container, engine log, GPUs) is reported not checked",
+)
+@click.option(
+    "--replica-inventory",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="an inventory whose hosts carry a `url` label: each is a --replica",
+)
+@click.option("--replica-group", metavar="GROUP", help="with --replica-inventory: only the hosts of this group")
 @PARAM_OPTION
 @INVASIVE_OPTION
 @click.option(
@@ -84,8 +98,11 @@ def triage(
     out_dir: Path | None,
     follow: bool = False,
     print_status: bool = False,
+    replica_pairs: tuple[str, ...] = (),
+    replica_inventory: Path | None = None,
+    replica_group: str | None = None,
 ) -> None:
-    """Run RUNBOOK on live hosts (--host) or recorded ones (--replay).
+    """Run RUNBOOK on live hosts (--host), recorded ones (--replay), or serving replicas by URL (--replica).
 
     Only read-only collectors run unless --allow-invasive is given. The evidence
     bundle is written before the verdict is printed. With --alert FILE --config RULES,
@@ -95,13 +112,22 @@ def triage(
         sys.exit(int(triage_alert(alert_file, alert_config, fmt, out_dir)))
     if runbook is None:
         fail("give a RUNBOOK (or --alert FILE --config RULES)")
-    if not hosts and not replays:
-        fail("give at least one --host or --replay")
+    from nightowl.cli.replicas import replica_transports, replica_urls, with_base_urls
+
+    urls = replica_urls(replica_pairs, replica_inventory, replica_group)
+    if not hosts and not replays and not urls:
+        fail("give at least one --host, --replay or --replica")
     loaded = load_runbook_or_exit(runbook)
     transports = replay_transports(replays)
     ssh_settings = ssh.options() if hosts else None
     for spec in hosts:
         transports[spec] = opener(spec, ssh_settings)
+    clash = sorted(set(transports) & set(urls))
+    if clash:
+        fail(f"--replica {clash[0]}: that name is also a --host or --replay")
+    transports.update(replica_transports(urls))
+    others = [n for n in transports if n not in urls]
+    run_params = with_base_urls(parse_params(params), urls, others, loaded.runbook.parameters)
     limits = {"command_timeout": command_timeout, "host_timeout": host_timeout}
     if not (follow or print_status):
         sys.exit(
@@ -109,7 +135,7 @@ def triage(
                 run_and_report(
                     loaded,
                     transports,
-                    parse_params(params),
+                    run_params,
                     fmt,
                     out_dir,
                     allow_invasive,
@@ -123,7 +149,7 @@ def triage(
             run_follow(
                 loaded,
                 transports,
-                parse_params(params),
+                run_params,
                 fmt,
                 out_dir,
                 allow_invasive,

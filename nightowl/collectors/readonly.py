@@ -107,6 +107,7 @@ ALLOWED: tuple[tuple[str, ...], ...] = (
     (
         "curl",
         "-sS",
+        "-i",
         "--max-time",
         "5",
         "-w",

@@ -1,4 +1,4 @@
-"""Transports: local, ssh and replay, all behind ``base.Transport``."""
+"""Transports: local, ssh, replay and http (serving replicas by URL), behind ``base.Transport``."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The one interface every transport (local, ssh, replay) implements."""
+"""The one interface every transport (local, ssh, replay, http) implements."""
 
 from __future__ import annotations
 

@@ -13,6 +13,7 @@ to divide, never a guess.
 
 from __future__ import annotations
 
+import time
 from collections import Counter
 from collections.abc import Mapping
 from typing import Any
@@ -28,6 +29,7 @@ LATENCY_RATIO = 1.5  # a window mean this much above history is "up"
 TRAFFIC_RATIO = 1.5  # requests per window this much above the window before is a surge
 FLAT_TRAFFIC = 1.25  # below this ratio traffic counts as flat
 SIGKILL_EXIT = 137
+RECENT_START = 600.0  # an engine process younger than this at the first look restarted just before it
 
 
 def _hist(scrape: Mapping[str, Any], name: str) -> tuple[float, float] | None:
@@ -133,6 +135,9 @@ def _replica(host: str, facts: Mapping[str, Any], params: Mapping[str, Any]) -> 
     container = facts.get("container_state") or {}
     stream = facts.get("stream_probe") or {}
     window = _window(facts)
+    started, server_time = _first_start(facts), health.get("server_time")
+    uptime = server_time - started if started is not None and isinstance(server_time, (int, float)) else None
+    recent = float(params.get("recent_start_seconds") or RECENT_START)
     base = _base_url(params, host)
     args, args_source = _engine_args(facts)
     gpus = (facts.get("nvidia_smi_query") or {}).get("gpu_names") or []
@@ -156,7 +161,21 @@ def _replica(host: str, facts: Mapping[str, Any], params: Mapping[str, Any]) -> 
         "engine_args": args,
         "args_source": args_source,
         **window,
+        "process_start_time": started if started is not None else window.get("process_start_time"),
+        "server_time": server_time,
+        # the replica's own clock on both sides (Date header, process start): no clock skew between them
+        "uptime_seconds": max(0.0, uptime) if uptime is not None else None,
+        "started_recently": uptime is not None and uptime < recent,
     }
+
+
+def _first_start(facts: Mapping[str, Any]) -> float | None:
+    """The engine's process start time from its first scrape taken (a down replica may answer one only)."""
+    for name in SCRAPES:
+        value = (facts.get(name) or {}).get("process_start_time")
+        if isinstance(value, (int, float)):
+            return float(value)
+    return None
 
 
 def _engine_args(facts: Mapping[str, Any]) -> tuple[dict[str, str] | None, str | None]:
@@ -273,11 +292,19 @@ def _shared_args(down: list[dict[str, Any]], up: list[dict[str, Any]]) -> dict[s
     return shared
 
 
-def _not_compared(judged: list[dict[str, Any]]) -> list[str]:
-    """Traits left out of the comparison on some replica, each with the evidence that would name it."""
+NODE_TRAITS = ("image", "node", "gpu_model", "engine_args")  # read on the node only (container, log, GPUs)
+
+
+def _not_compared(judged: list[dict[str, Any]], by_url: set[str]) -> list[str]:
+    """Traits left out of the comparison on some replica, each with the evidence that would name it.
+
+    The node's traits of replicas reached by URL only (``by_url``) are one line of ``not_checked``
+    instead: no parameter would name them without the node."""
     out = []
     for name in (*CONFIG_FIELDS, *PLACE_FIELDS, "engine_args"):
-        missing = [r["host"] for r in judged if r.get(name) is None]
+        missing = [
+            r["host"] for r in judged if r.get(name) is None and not (name in NODE_TRAITS and r["host"] in by_url)
+        ]
         if missing:
             which = "any replica" if len(missing) == len(judged) else ", ".join(missing)
             out.append(f"{TRAIT_NAMES[name]} on {which} ({TRAIT_SOURCES[name]})")
@@ -295,6 +322,59 @@ def _shared(
         if len(down_values) == 1 and None not in down_values and up and not (down_values & up_values):
             shared[name] = next(iter(down_values))
     return shared
+
+
+def _utc(seconds: float) -> str:
+    return time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(seconds))
+
+
+def since(replicas: list[dict[str, Any]], down: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """When the trouble began, from the evidence, with its source; None when the evidence does not show it.
+
+    An engine process that started just before the look (a deploy, a crash and restart) dates it best;
+    else a replica's first failing answer, which dates it "at or before" (the trouble may be older)."""
+    starts = sorted((r["process_start_time"], r["host"]) for r in replicas if r.get("started_recently"))
+    if starts:
+        at, host = starts[0]
+        who = host if len(starts) == 1 else f"{host} (first of {', '.join(h for _, h in starts)})"
+        return {
+            "time": at,
+            "text": _utc(at),
+            "source": f"the engine process on {who} started then (process_start_time_seconds in /metrics)",
+        }
+    failing = sorted((r["server_time"], r["host"], r.get("health_status")) for r in down if r.get("server_time"))
+    if failing:
+        at, host, status = failing[0]
+        return {
+            "time": at,
+            "text": f"at or before {_utc(at)}",
+            "source": f"the first failing answer seen: {host} /health {status} (the replica's Date header)",
+        }
+    return None
+
+
+def not_checked(replicas: list[dict[str, Any]], params: Mapping[str, Any]) -> list[str]:
+    """What this look did not check, so no verdict reads as an all-clear on it."""
+    out = []
+    if not params.get("stream_probe"):
+        out.append("streamed answers (no stream probe: pass --param stream_probe=true)")
+    url_only = sorted(by_url(params) & {r["host"] for r in replicas})
+    if url_only:
+        which = "any replica" if len(url_only) == len(replicas) else ", ".join(url_only)
+        out.append(f"the node of {which} (container state, engine log, GPUs: reached by URL only; add --host)")
+    return out
+
+
+def by_url(params: Mapping[str, Any]) -> set[str]:
+    """The replicas reached by URL only (``triage --replica``), whose node nothing reads."""
+    value = params.get("reached_by_url")
+    return {str(v) for v in value} if isinstance(value, (list, tuple)) else set()
+
+
+def service(replicas: list[dict[str, Any]]) -> str | None:
+    """The service as its replicas name it in /v1/models: the served model id (the most common one)."""
+    ids = Counter(r["model_id"] for r in replicas if r.get("model_id"))
+    return ids.most_common(1)[0][0] if ids else None
 
 
 def derive(inputs: Mapping[str, Mapping[str, Any]], params: Mapping[str, Any] | None = None) -> dict[str, Any]:
@@ -344,8 +424,16 @@ def derive(inputs: Mapping[str, Mapping[str, Any]], params: Mapping[str, Any] | 
         "drifted": sorted(
             {h for hosts_ in drift.values() for h in hosts_} | {h for d in args_drift for h in d["hosts"]}
         ),
-        "not_compared": _not_compared(judged),
-        "restarted": [r["host"] for r in replicas if r.get("restarted") or (r.get("restart_count") or 0) > 0],
+        "not_compared": _not_compared(judged, by_url(params)),
+        "restarted": [
+            r["host"]
+            for r in replicas
+            if r.get("restarted") or r.get("started_recently") or (r.get("restart_count") or 0) > 0
+        ],
+        "started_recently": [r["host"] for r in replicas if r.get("started_recently")],
+        "since": since(replicas, down),
+        "not_checked": not_checked(replicas, params),
+        "service": service(replicas),
         "oom": [r["host"] for r in replicas if r.get("oom_killed") is True or r.get("exit_code") == SIGKILL_EXIT],
         "slow": [r["host"] for r in up if (r.get("health_seconds") or 0) >= slow_after],
         "broken_stream": [r["host"] for r in up if r.get("stream_complete") is False],
@@ -387,7 +475,11 @@ PRODUCES = declare(
     ("args_drift", "list", "engine arguments that differ: arg, hosts, values, expected, text"),
     ("not_compared", "list[str]", "traits left out of the comparison on some replica, and why"),
     ("drifted", "list[str]", "replicas that differ from the majority"),
-    ("restarted", "list[str]", "replicas that restarted in the window"),
+    ("restarted", "list[str]", "replicas that restarted in the window or just before the first scrape"),
+    ("started_recently", "list[str]", "replicas whose engine process started less than recent_start_seconds before"),
+    ("since", "dict | None", "when the trouble began (time, text, source), from start times or the first bad answer"),
+    ("not_checked", "list[str]", "what this look did not check (the stream when unprobed, the nodes)"),
+    ("service", "str | None", "the service as /v1/models names it (the served model id)"),
     ("oom", "list[str]", "replicas that ran out of memory"),
     ("slow", "list[str]", "replicas slower than the others"),
     ("broken_stream", "list[str]", "replicas whose streamed answer broke off"),

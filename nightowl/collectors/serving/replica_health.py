@@ -5,7 +5,10 @@ when the engine is up, SGLang too; vLLM answers 503 while its engine core is dea
 ``{base_url}/version`` (vLLM's ``{"version": "0.6.3"}``; TGI and SGLang answer 404 there, which
 leaves the version unknown, never guessed). ``-w`` writes a marker line after each transfer with
 the URL, the HTTP status and the time taken, so a refused connection (status 000, curl exit 7) is
-read as "down", with its latency, and not as a failed collector.
+read as "down", with its latency, and not as a failed collector. ``-i`` keeps each answer's headers:
+the ``Date`` of the ``/health`` answer is the replica's own clock at the first look, which the engine's
+``process_start_time_seconds`` is compared with (a restart just before the first scrape is seen, and
+when it was); output recorded without headers reads as before, with that time unknown.
 Routes: vLLM vllm/entrypoints/openai/api_server.py (``/health``, ``/version``), TGI router
 ``/health`` (docs/sources.md#serving-metrics).
 """
@@ -15,6 +18,7 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass, field
+from email.utils import parsedate_to_datetime
 from typing import Any
 
 from nightowl.collectors.base import Collector, declare, to_jsonable
@@ -25,7 +29,7 @@ MARKER = "nightowl-probe"
 # lower-case {parameter} placeholders.
 WRITE_OUT = "\\n" + MARKER + " %{URL_EFFECTIVE} %{HTTP_CODE} %{TIME_TOTAL}\\n"
 COMMANDS: tuple[tuple[str, ...], ...] = (
-    ("curl", "-sS", "--max-time", "5", "-w", WRITE_OUT, "--", "{base_url}/health", "{base_url}/version"),
+    ("curl", "-sS", "-i", "--max-time", "5", "-w", WRITE_OUT, "--", "{base_url}/health", "{base_url}/version"),
 )
 _MARKER_LINE = re.compile(rf"^{MARKER} (\S+) (\d{{3}}) ([0-9.]+)\s*$")
 MAX_BODY = 300
@@ -38,6 +42,7 @@ class Probe:
     http_status: int | None  # None: no HTTP answer (refused, timed out, DNS)
     seconds: float | None
     body: str
+    date: float | None = None  # the answer's Date header (Unix seconds), when headers were kept (-i)
 
 
 @dataclass(frozen=True)
@@ -63,7 +68,8 @@ def parse(text: str) -> ReplicaHealth:
             body.append(line)
             continue
         url, status, seconds = match.group(1), int(match.group(2)), float(match.group(3))
-        probes.append(Probe(url, _path(url), status or None, seconds, "\n".join(body).strip()[:MAX_BODY]))
+        date, text = _headers("\n".join(body))
+        probes.append(Probe(url, _path(url), status or None, seconds, text.strip()[:MAX_BODY], date))
         body = []
     rest = "\n".join(body).strip()
     if rest:
@@ -71,6 +77,26 @@ def parse(text: str) -> ReplicaHealth:
     if text.strip() and not probes:
         warnings.append("no probe marker line: not the output of the replica-health command")
     return ReplicaHealth(probes=tuple(probes), warnings=tuple(warnings))
+
+
+_STATUS_LINE = re.compile(r"^HTTP/[0-9.]+ \d{3}")
+
+
+def _headers(text: str) -> tuple[float | None, str]:
+    """(the Date header as Unix seconds, the body) of one answer; text without headers is all body."""
+    text = text.lstrip("\r\n")
+    if not _STATUS_LINE.match(text):
+        return None, text
+    head, _, body = text.replace("\r\n", "\n").partition("\n\n")
+    date = None
+    for line in head.splitlines()[1:]:
+        name, _, value = line.partition(":")
+        if name.strip().lower() == "date":
+            try:
+                date = parsedate_to_datetime(value.strip()).timestamp()
+            except (TypeError, ValueError):
+                date = None
+    return date, body
 
 
 def _version(body: str) -> str | None:
@@ -84,7 +110,7 @@ def _version(body: str) -> str | None:
 
 def facts(result: ReplicaHealth) -> dict[str, Any]:
     """Contract-style JSON plus ``alive`` (``/health`` answered 2xx), ``health_status``,
-    ``health_seconds``, ``answered`` (any HTTP answer at all) and ``version``."""
+    ``health_seconds``, ``answered`` (any HTTP answer at all), ``version`` and ``server_time``."""
     out: dict[str, Any] = to_jsonable(result)
     health = next((p for p in result.probes if p.path.rstrip("/").endswith("/health")), None)
     version = next((p for p in result.probes if p.path.rstrip("/").endswith("/version")), None)
@@ -93,6 +119,7 @@ def facts(result: ReplicaHealth) -> dict[str, Any]:
     out["alive"] = None if health is None else bool(health.http_status and 200 <= health.http_status < 300)
     out["answered"] = None if health is None else health.http_status is not None
     out["version"] = _version(version.body) if version and version.http_status == 200 else None
+    out["server_time"] = health.date if health else None
     return out
 
 
@@ -104,6 +131,7 @@ PRODUCES = declare(
     ("alive", "bool", "the health check answered 200"),
     ("answered", "bool", "the replica answered a request"),
     ("version", "str | None", "engine version the replica reports"),
+    ("server_time", "float | None", "the replica's clock at its health check (Date header, Unix seconds)"),
 )
 
 
