@@ -61,7 +61,7 @@ def _catalog() -> dict[int, XidEntry]:
             meaning=row["meaning"],
             immediate_action=row["immediate_action"],
             investigatory_action=knowledge.optional(row["investigatory_action"]),
-            source=knowledge.sourced(row, f"xid_catalog.csv: line {number}", required=True),
+            source=f"[{row['confidence']}] {row['source']}",
             source_date=row["catalog_date"],
             description=row.get("description", ""),
             guidance=knowledge.optional(row.get("guidance", "")),
