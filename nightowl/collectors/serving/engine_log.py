@@ -104,6 +104,7 @@ class _Tables(NamedTuple):
     failures: tuple[Failure, ...]
     errors: tuple[ErrorClass, ...]
     values: tuple[Value, ...]
+    signatures: tuple[tuple[str, re.Pattern[str]], ...]  # (engine, pattern): a matching line votes for it
 
 
 def _choice(value: Any, allowed: tuple[str | None, ...], where: str) -> Any:
@@ -158,7 +159,10 @@ def tables() -> _Tables:
               e["source"], _choice(e.get("cast"), CASTS, w))
         for w, e in _entries(document, "values")
     )  # fmt: skip
-    return _Tables(phases, markers, hints, failures, errors, values)
+    signatures = tuple(
+        (str(knowledge.field(e, "engine", w)), _pattern(e, w)) for w, e in _entries(document, "engine_signatures")
+    )
+    return _Tables(phases, markers, hints, failures, errors, values, signatures)
 
 
 _LAZY: dict[str, Callable[[], Any]] = {
@@ -168,6 +172,7 @@ _LAZY: dict[str, Callable[[], Any]] = {
     "FAILURES": lambda: tables().failures,
     "ERROR_CLASSES": lambda: tables().errors,
     "VALUES": lambda: tables().values,
+    "ENGINE_SIGNATURES": lambda: tables().signatures,
 }
 
 
@@ -177,19 +182,6 @@ def __getattr__(name: str) -> Any:
         return _LAZY[name]()
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
-
-ENGINE_SIGNATURES: tuple[tuple[str, re.Pattern[str]], ...] = (
-    ("vllm", re.compile(r"vllm|VllmWorker|EngineCore|PreemptionMode", re.I)),
-    ("sglang", re.compile(r"sglang|mem-fraction-static|alloc_req_slots|#running-req|\bDP\d+ TP\d+\]", re.I)),
-    (
-        "tgi",
-        re.compile(
-            r"text[_-]generation|max[_-]batch[_-](?:prefill|total)[_-]tokens"
-            r"|max batch total tokens"
-        ),
-    ),
-    ("tensorrt-llm", re.compile(r"TensorRT-LLM|TRT-LLM|tensorrt_llm")),
-)
 
 VERSION_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("vllm", re.compile(r"vLLM API server version v?(\d[\w.+-]*)")),  # corpus 27466
@@ -307,9 +299,6 @@ class EngineLog:
     engine_args_source: str | None = None  # non-default | config
 
 
-_ALL_SIGNATURES = (*ENGINE_SIGNATURES, *_eras.ENGINE_SIGNATURES)
-
-
 def parse(text: str) -> EngineLog:
     """Engine log text -> contract result; never raises, unreadable input yields nulls."""
     lines = _eras.normalize(text.splitlines())
@@ -380,7 +369,7 @@ def _engine(lines: list[str]) -> str | None:
     """The engine whose signatures and markers appear on most lines; a tie means unknown."""
     votes: dict[str, int] = {}
     for line in lines:
-        for engine, pattern in _ALL_SIGNATURES:
+        for engine, pattern in tables().signatures:
             if pattern.search(line):
                 votes[engine] = votes.get(engine, 0) + 1
         for marker in tables().markers:

@@ -21,11 +21,6 @@ from nightowl.collectors.base import number
 VLLM_DEFAULT_BLOCK_SIZE = 16
 
 
-ENGINE_SIGNATURES: tuple[tuple[str, re.Pattern[str]], ...] = (
-    ("vllm", re.compile(r"\b(?:llm_engine|core_client|multiproc_executor|multiproc_worker_utils)\.py\b")),
-    ("tensorrt-llm", re.compile(r"\[TRT-LLM\]|kv_cache_free_gpu_mem_fraction")),
-)
-
 # --- line clean-up ----------------------------------------------------------------------------------
 _WRAPPABLE_END = re.compile(r"[A-Za-z0-9_]$")
 _WRAPPED_START = re.compile(r"[a-z_]")

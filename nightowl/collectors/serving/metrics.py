@@ -44,8 +44,14 @@ def aliases() -> tuple[Alias, ...]:
     """nightowl/knowledge/metric_aliases.csv, in file order (newest name of a field first)."""
     rows = knowledge.read_csv("metric_aliases.csv", required=("field", "engine", "metric", "confidence", "source"))
     return tuple(
-        Alias(row["field"], row["engine"], row["metric"], f"[{row['confidence']}] {row['source']}", row["versions"])
-        for row in rows
+        Alias(
+            row["field"],
+            row["engine"],
+            row["metric"],
+            knowledge.sourced(row, f"metric_aliases.csv: line {line}", required=True),
+            row["versions"],
+        )
+        for line, row in enumerate(rows, start=2)
     )
 
 

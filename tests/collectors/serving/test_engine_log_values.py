@@ -57,3 +57,17 @@ def test_a_bad_value_row_is_an_error_naming_the_row(
     with pytest.raises(knowledge.KnowledgeError, match=r"engine_log.yaml: values\[0\]") as raised:
         engine_log.tables.__wrapped__()  # the uncached loader: the shipped tables stay cached
     assert error in str(raised.value)
+
+
+def test_engine_signatures_are_rows_of_the_data_file_only() -> None:
+    signatures = engine_log.ENGINE_SIGNATURES
+    phases = engine_log.ENGINE_PHASES
+    assert len(signatures) >= 6 and {engine for engine, _ in signatures} <= set(phases)
+    for module in ("engine_log.py", "engine_log_eras.py"):
+        code = (Path(engine_log.__file__).parent / module).read_text()
+        assert "ENGINE_SIGNATURES: tuple" not in code, module  # no second home in code
+
+
+def test_a_signature_line_votes_for_its_engine() -> None:
+    assert engine_log.parse("INFO  multiproc_executor.py:123] starting\n").engine == "vllm"
+    assert engine_log.parse("[TRT-LLM] [I] loading\n").engine == "tensorrt-llm"
