@@ -204,8 +204,8 @@ def _run(
 
 def _summarise(result: RunResult, with_status_update: bool) -> None:
     """The summary of the saved bundle, and its status update (a failure to write it costs only it)."""
-    from nightowl import status_update
     from nightowl.engine.bundle_summary import triage_summary
+    from nightowl.reports import status_update
 
     assert result.bundle is not None
     result.summary = triage_summary(result.runbook, result.bundle.name, result.bundle, result.runs)

@@ -59,9 +59,9 @@ def _parse_samples(kind: str, get_collector: Callable[[str], Any], seen: dict[st
 
 def sample_facts() -> dict[str, list[dict[str, Any]]]:
     """kind -> the facts of every sample of it (built once per session: the ``recorded_facts`` fixture)."""
-    import nightowl.rehearse as rehearse
     from nightowl.collectors import MODULES, get_collector
-    from nightowl.runbooks import builtin_paths
+    from nightowl.library import rehearse
+    from nightowl.library.runbooks import builtin_paths
 
     seen: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for kind in MODULES:

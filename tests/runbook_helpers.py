@@ -28,10 +28,10 @@ def run_runbook_on(
     """Run a built-in runbook on the given transports (bundle in a temporary folder); the host runs."""
     import tempfile
 
-    from nightowl import runbooks
     from nightowl.collectors import get_collector
     from nightowl.engine.runner import RunOptions
     from nightowl.engine.session import run_runbook
+    from nightowl.library import runbooks
 
     loaded = runbooks.load(runbook_id)
     options = RunOptions(params=loaded.resolve_params(params), allow_invasive=allow_invasive)

@@ -15,12 +15,12 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
-from nightowl import runbooks
 from nightowl.cli.main import main
+from nightowl.library import runbooks
+from nightowl.library.rehearse import replay_case
 from nightowl.receiver.config import ConfigError, load_config
 from nightowl.receiver.payload import parse_payload
 from nightowl.receiver.queue import Receiver
-from nightowl.rehearse import replay_case
 from nightowl.run import RunRefused, run_and_save
 from nightowl.transports.replay import ReplayTransport
 from tests.postmortem.bundles import HOSTS
@@ -177,7 +177,7 @@ def test_the_rules_timeouts_reach_the_run(tmp_path: Path, monkeypatch: pytest.Mo
 
 
 def test_a_rehearsal_whose_parameters_are_refused_fails_with_the_reason(tmp_path: Path) -> None:
-    from nightowl.rehearse import rehearse
+    from nightowl.library.rehearse import rehearse
 
     result = rehearse("xid", {"name": "bad policy", "host": APP_FAULT, "params": {"xid_policy": str(tmp_path / "x")}})
     assert (

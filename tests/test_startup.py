@@ -76,7 +76,7 @@ def test_readme_example_runbook_is_valid(tmp_path) -> None:  # noqa: ANN001
     import re
     from pathlib import Path
 
-    from nightowl import runbooks
+    from nightowl.library import runbooks
 
     readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
     example = re.search(r"```yaml\n(.*?)```", readme, re.S)

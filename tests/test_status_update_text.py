@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from nightowl import status_update
 from nightowl.engine.bundle_summary import triage_summary
-from nightowl.rehearse import rehearsal_cases, replay_case
+from nightowl.library.rehearse import rehearsal_cases, replay_case
+from nightowl.reports import status_update
 
 LEAKS = re.compile(r"None|null|True|False|\[|\{")
 CASES = rehearsal_cases("first-look")

@@ -159,8 +159,8 @@ INVASIVE_OPTION = click.option(
 
 
 def load_runbook_or_exit(name: str) -> Any:
-    from nightowl import runbooks
     from nightowl.engine.validate import RunbookInvalid
+    from nightowl.library import runbooks
 
     try:
         return runbooks.load(name)

@@ -51,7 +51,7 @@ def main(runbook_path: tuple[Path, ...]) -> None:
     and saves an evidence bundle before anyone restarts anything.
     """
     if runbook_path:
-        from nightowl import runbooks
+        from nightowl.library import runbooks
 
         runbooks.EXTRA_DIRS[:] = list(runbook_path)
 

@@ -22,7 +22,7 @@ def list_cmd() -> None:
     """List the runbooks a name reaches: site folders (see --runbook-path) first, then the built-ins."""
     import yaml
 
-    from nightowl import runbooks
+    from nightowl.library import runbooks
 
     for name, path in runbooks.all_paths().items():
         if name in runbooks.REFUSED:
@@ -39,7 +39,7 @@ def list_cmd() -> None:
 @click.argument("runbook")
 def show_cmd(runbook: str) -> None:
     """Print a runbook's YAML (built-in name or path)."""
-    from nightowl import runbooks
+    from nightowl.library import runbooks
 
     try:
         text = runbooks.resolve(runbook).read_text()
@@ -55,8 +55,8 @@ def validate_cmd(paths: tuple[str, ...]) -> None:
 
     Each problem is printed as FILE:LINE: [node NODE] MESSAGE; exit 2 if any.
     """
-    from nightowl import runbooks
     from nightowl.engine.validate import RunbookInvalid
+    from nightowl.library import runbooks
 
     targets = list(paths) or [str(p) for p in runbooks.builtin_paths().values()]
     bad = 0
@@ -137,8 +137,8 @@ def test_cmd(runbooks_: tuple[str, ...], ablate: bool, rehearsals: Path | None) 
     A runbook's rehearsals are read from --rehearsals (a file, or a folder of RUNBOOK.yaml), else from
     rehearsals/RUNBOOK.yaml beside a site runbook, else from the built-in fixtures/rehearsals/RUNBOOK.yaml.
     """
-    from nightowl import runbooks
-    from nightowl.rehearse import ablate_cases, rehearsal_cases, rehearse
+    from nightowl.library import runbooks
+    from nightowl.library.rehearse import ablate_cases, rehearsal_cases, rehearse
 
     names = list(runbooks_) or list(runbooks.builtin_paths())
     reachable = runbooks.all_paths()
@@ -176,6 +176,6 @@ def schema_cmd() -> None:
     # yaml-language-server: $schema=runbook.schema.json
     (docs/runbook-schema.md: VS Code and other editors)
     """
-    from nightowl import runbooks
+    from nightowl.library import runbooks
 
     click.echo(json.dumps(runbooks.json_schema(), indent=2, ensure_ascii=False))

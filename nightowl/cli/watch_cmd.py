@@ -364,7 +364,7 @@ def _warm_up() -> None:
     import nightowl.engine.session  # noqa: F401
     import nightowl.fleet.textfile  # noqa: F401
     import nightowl.redact  # noqa: F401
-    import nightowl.status_update  # noqa: F401
+    import nightowl.reports.status_update  # noqa: F401
     from nightowl.postmortem.render import warm_templates
 
     warm_templates()

@@ -26,9 +26,9 @@ TEXT_TYPES = frozenset({"string", "path", "url", "json"})
 
 def runbook_parameters() -> dict[str, dict[str, Any]]:
     """Runbook name -> {title, description, scope, parameters: {name: {type, default, description}}}."""
-    from nightowl import runbooks
     from nightowl.engine.params import declared_type
     from nightowl.engine.yaml_lines import YamlError, load_with_lines
+    from nightowl.library import runbooks
 
     found: dict[str, dict[str, Any]] = {}
     for name, path in runbooks.all_paths().items():

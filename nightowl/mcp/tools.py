@@ -267,8 +267,8 @@ class Toolbox:
 
     def _runbook_and_params(self, arguments: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
         """The named runbook, loaded and validated, and the model's parameters checked against it."""
-        from nightowl import runbooks
         from nightowl.engine.validate import RunbookInvalid
+        from nightowl.library import runbooks
 
         name = arguments["runbook"]
         known = self.runbooks()

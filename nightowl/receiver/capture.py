@@ -153,7 +153,7 @@ def run_capture(
     parameter checks (a rule's unreadable ``xid_policy`` is "not captured", naming the file), the rule's
     host and command timeouts; the bundle carries the alert in its manifest. ``stopping`` is the
     receiver's own stop: a collector killed by it leaves the capture interrupted, to be resumed."""
-    from nightowl import runbooks
+    from nightowl.library import runbooks
     from nightowl.run import Interrupted, RunRefused, run_and_save
     from nightowl.transports import open_transport
 

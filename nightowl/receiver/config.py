@@ -102,7 +102,7 @@ def _secret(doc: Mapping[str, Any], key: str, where: str, default_env: str | Non
 
 
 def _rule(item: Any, index: int, where: str) -> Rule:
-    from nightowl import runbooks
+    from nightowl.library import runbooks
 
     here = f"{where}: rules[{index}]"
     if not isinstance(item, Mapping):

@@ -10,11 +10,11 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
-from nightowl import runbooks
 from nightowl.cli import check_cmd
 from nightowl.cli.exit import ExitStatus
 from nightowl.cli.main import main as cli
 from nightowl.cli.sweep_cmd import param_values, run_sweep, sweep
+from nightowl.library import runbooks
 from nightowl.paths import data_dir
 from nightowl.transports.local import LocalTransport
 from nightowl.transports.replay import ReplayTransport

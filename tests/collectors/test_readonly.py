@@ -166,16 +166,16 @@ def test_an_unsafe_collector_never_loads(monkeypatch: pytest.MonkeyPatch, tmp_pa
         "id: bad\ntitle: bad\nentry: a\nnodes:\n  a:\n    collect: [reset]\n    next: v\n"
         "  v:\n    verdict: {id: v, severity: ok, action: none, summary: s}\n"
     )
-    from nightowl import runbooks
     from nightowl.engine.validate import RunbookInvalid
+    from nightowl.library import runbooks
 
     with pytest.raises(RunbookInvalid, match=r"bad.yaml:5: \[node a\] collector 'reset' is not read-only"):
         runbooks.load(str(runbook))
 
 
 def test_a_derived_collector_needs_its_inputs_collected(tmp_path) -> None:  # noqa: ANN001
-    from nightowl import runbooks
     from nightowl.engine.validate import RunbookInvalid
+    from nightowl.library import runbooks
 
     runbook = tmp_path / "derived.yaml"
     runbook.write_text(

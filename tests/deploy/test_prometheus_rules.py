@@ -13,8 +13,8 @@ import subprocess
 import pytest
 import yaml
 
-from nightowl import runbooks
 from nightowl.collectors.serving.metrics import ALIASES
+from nightowl.library import runbooks
 from tests.helpers import ROOT
 
 DEPLOY = ROOT / "deploy" / "prometheus"

@@ -137,7 +137,7 @@ def test_bad_action_names_line(tmp_path: Path) -> None:
 
 
 def test_builtin_runbooks_are_valid() -> None:
-    from nightowl import runbooks
+    from nightowl.library import runbooks
 
     for name in runbooks.builtin_paths():
         runbooks.load(name)

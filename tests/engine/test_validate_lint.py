@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from nightowl import runbooks
 from nightowl.engine.validate import RunbookInvalid, load_runbook
 from nightowl.engine.yaml_lines import YamlError, load_with_lines
+from nightowl.library import runbooks
 
 # The shape of the defect in xid.yaml's per-code step: the judgement's action read through a fallback,
 # its status never tested, a default that is healthy.

@@ -10,8 +10,8 @@ import pytest
 
 from nightowl.cli.render import human, text_report
 from nightowl.engine.bundle_summary import triage_summary
-from nightowl.rehearse import rehearsal_cases, replay_case
-from nightowl.runbooks import builtin_paths
+from nightowl.library.rehearse import rehearsal_cases, replay_case
+from nightowl.library.runbooks import builtin_paths
 
 # What leaks when a value is printed as Python or JSON instead of words.
 INTERNALS = re.compile(

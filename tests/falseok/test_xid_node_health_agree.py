@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
+from nightowl.library.rehearse import replay_case
 from nightowl.paths import data_dir
-from nightowl.rehearse import replay_case
 
 HOSTS = data_dir("fixtures") / "hosts"
 SHARED = ("nvidia-smi", "kernel-log")  # the outputs both runbooks read

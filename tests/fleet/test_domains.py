@@ -7,11 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from nightowl import runbooks
 from nightowl.cli.exit import ExitStatus
 from nightowl.cli.sweep_cmd import param_values, run_sweep
 from nightowl.fleet.domains import domain_keys, domains_table, fleet_domains
 from nightowl.fleet.inventory import InventoryError, load_inventory
+from nightowl.library import runbooks
 from nightowl.paths import data_dir
 from nightowl.transports.replay import ReplayTransport
 

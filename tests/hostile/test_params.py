@@ -8,9 +8,9 @@ import json
 import pytest
 from click.testing import CliRunner
 
-from nightowl import runbooks
 from nightowl.cli.common import parse_params
 from nightowl.cli.main import main as cli
+from nightowl.library import runbooks
 
 
 def _resolved(runbook: str, *pairs: str) -> dict:

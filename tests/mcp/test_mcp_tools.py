@@ -134,8 +134,8 @@ def test_triage_hands_the_run_path_a_read_only_request(tmp_path: Path) -> None:
 
 
 def test_the_one_call_into_the_run_path_refuses_invasive_collectors(monkeypatch: pytest.MonkeyPatch) -> None:
-    from nightowl import runbooks
     from nightowl.cli import mcp_cmd, running
+    from nightowl.library import runbooks
 
     calls: list[dict[str, Any]] = []
 
@@ -150,8 +150,8 @@ def test_the_one_call_into_the_run_path_refuses_invasive_collectors(monkeypatch:
 
 
 def test_a_refusal_of_the_run_path_comes_back_with_its_message(tmp_path: Path) -> None:
-    from nightowl import runbooks
     from nightowl.cli import mcp_cmd
+    from nightowl.library import runbooks
 
     missing = str(tmp_path / "no-policy.yaml")
     request = RunRequest(runbooks.load("xid"), (XID79,), (), {"xid_policy": missing}, tmp_path)

@@ -21,10 +21,10 @@ def make_bundle(
     extra_manifest: dict[str, Any] | None = None,
     host_root: Path = HOSTS,
 ) -> Path:
-    from nightowl import runbooks
     from nightowl.collectors import get_collector
     from nightowl.engine.runner import RunOptions
     from nightowl.engine.session import run_runbook
+    from nightowl.library import runbooks
     from nightowl.postmortem import render_bundle
     from nightowl.redact import scrub_secrets
     from nightowl.transports.replay import ReplayTransport

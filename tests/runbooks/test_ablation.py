@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from nightowl import runbooks
-from nightowl.rehearse import ablate, ablate_cases, rehearsal_cases
+from nightowl.library import runbooks
+from nightowl.library.rehearse import ablate, ablate_cases, rehearsal_cases
 
 
 @pytest.mark.parametrize("runbook", list(runbooks.builtin_paths()))

@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from nightowl import runbooks
 from nightowl.collectors.serving.engine_log import ERROR_CLASSES, parse
-from nightowl.rehearse import rehearsal_cases, rehearse
+from nightowl.library import runbooks
+from nightowl.library.rehearse import rehearsal_cases, rehearse
 from tests.helpers import ROOT
 from tests.runbook_helpers import make_host, run_on
 

@@ -8,14 +8,14 @@ from typing import Any
 
 import pytest
 
-from nightowl import runbooks
 from nightowl.collectors import get_collector
 from nightowl.collectors.nccl.nccl_log import facts as nccl_facts
 from nightowl.collectors.nccl.nccl_log import parse as nccl_parse
 from nightowl.collectors.nccl.nccl_tests import BUSBW_PROFILES
 from nightowl.engine.runner import HostRun
 from nightowl.engine.session import plan
-from nightowl.rehearse import rehearsal_cases
+from nightowl.library import runbooks
+from nightowl.library.rehearse import rehearsal_cases
 from tests.helpers import ROOT
 from tests.runbook_helpers import RecordingReplay, run_runbook_on
 

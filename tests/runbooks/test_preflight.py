@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from nightowl import runbooks
-from nightowl.rehearse import rehearsal_cases, rehearse
+from nightowl.library import runbooks
+from nightowl.library.rehearse import rehearsal_cases, rehearse
 from tests.helpers import ROOT
 from tests.runbook_helpers import make_host, run_on
 

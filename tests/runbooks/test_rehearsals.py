@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from nightowl import runbooks
-from nightowl.rehearse import rehearsal_cases, rehearse
+from nightowl.library import runbooks
+from nightowl.library.rehearse import rehearsal_cases, rehearse
 
 CASES = [(name, case) for name in runbooks.builtin_paths() for case in rehearsal_cases(name)]
 
@@ -117,10 +117,10 @@ def test_site_policy_overrides_a_code_and_the_verdict_says_why(tmp_path) -> None
         "expect": {"verdict": "xid-requires-reboot", "action": "reboot-node"},
     }
     assert rehearse("xid", case).passed
-    from nightowl import runbooks as rb
     from nightowl.collectors import get_collector
     from nightowl.engine.runner import RunOptions
     from nightowl.engine.session import run_runbook
+    from nightowl.library import runbooks as rb
     from nightowl.paths import data_dir
     from nightowl.transports.replay import ReplayTransport
 

@@ -12,8 +12,8 @@ import pytest
 import yaml
 from click.testing import CliRunner
 
-from nightowl import runbooks
 from nightowl.cli.main import main
+from nightowl.library import runbooks
 
 ROOT = Path(__file__).resolve().parents[2]
 COMMITTED = ROOT / "docs" / "runbook.schema.json"

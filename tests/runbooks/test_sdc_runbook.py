@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from nightowl.engine.runner import HostRun
-from nightowl.rehearse import rehearsal_cases
+from nightowl.library.rehearse import rehearsal_cases
 from nightowl.transports.base import CommandResult
 from nightowl.transports.local import LocalTransport
 from tests.collectors.test_known_answer import PROBE, replica_servers

@@ -7,8 +7,9 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from nightowl import paths, runbooks
+from nightowl import paths
 from nightowl.cli.main import main
+from nightowl.library import runbooks
 
 SITE_RUNBOOK = """\
 id: gpu-count

@@ -106,9 +106,9 @@ def test_unset_url_skips_the_collector() -> None:
 
 
 def test_p99_runbook_live_over_loopback(server: tuple[str, Scrapes], tmp_path: Any) -> None:
-    from nightowl import runbooks
     from nightowl.collectors import get_collector
     from nightowl.engine.session import run_runbook
+    from nightowl.library import runbooks
 
     url, scrapes = server
     loaded = runbooks.load("p99-regression")

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from nightowl.rehearse import rehearsal_cases, rehearse
+from nightowl.library.rehearse import rehearsal_cases, rehearse
 from nightowl.transports.replay import ReplayTransport
 from tests.helpers import ROOT
 from tests.runbook_helpers import run_runbook_on

@@ -18,10 +18,10 @@ from typing import Any
 
 import pytest
 
-from nightowl import runbooks
 from nightowl.cli.exit import ExitStatus
 from nightowl.cli.sweep_cmd import param_values, run_sweep
 from nightowl.engine.runner import RunOptions, collect_on
+from nightowl.library import runbooks
 from nightowl.paths import data_dir
 from nightowl.transports import local
 from nightowl.transports.local import LocalTransport

@@ -11,10 +11,10 @@ from typing import Any
 
 import pytest
 
-from nightowl import runbooks
 from nightowl.cli.sweep_cmd import param_values, run_sweep
 from nightowl.collectors import get_collector
 from nightowl.engine.runner import RunOptions, collect_on
+from nightowl.library import runbooks
 from nightowl.paths import data_dir
 from nightowl.transports.capped import CappedOutput
 from nightowl.transports.local import LocalTransport

@@ -36,7 +36,7 @@ def rehearsal_file(runbook_id: str, given: Path | None = None) -> Path | None:
     """Where a runbook's rehearsals are: ``given`` (a file, or a folder holding ``<runbook>.yaml``);
     else ``rehearsals/<runbook>.yaml`` beside a site runbook; else the built-in
     ``fixtures/rehearsals/<runbook>.yaml``. None when there is none."""
-    from nightowl import runbooks
+    from nightowl.library import runbooks
 
     if given is not None:
         chosen = given / f"{runbook_id}.yaml" if given.is_dir() else given
@@ -66,7 +66,7 @@ def replay_case(
     """Run a rehearsal case as triage runs it (``nightowl.run``: the same parameter checks, redaction),
     without the drafts, the status update and the history store, which no rehearsal reads; ``host_dirs``
     replaces where a host's recording is read from. A case whose parameters are refused raises ``RunRefused``."""
-    from nightowl import runbooks
+    from nightowl.library import runbooks
     from nightowl.run import run_and_save
     from nightowl.transports.replay import ReplayTransport
 
