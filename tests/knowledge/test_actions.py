@@ -9,11 +9,12 @@ from typing import Any
 import pydantic
 import pytest
 
-from nightowl import docgen, knowledge, status_update
+from nightowl import docgen, knowledge
 from nightowl.collectors.gpu import xid_catalog as xc
 from nightowl.engine.model import Runbook, VerdictSpec
 from nightowl.knowledge import actions
 from nightowl.postmortem import sre
+from nightowl.reports import status_update
 
 HEADER = "action,rank,meaning,first_step,business_impact,who_acts,prevention,source\n"
 
