@@ -63,6 +63,10 @@ _PREFIXED_DETAIL = re.compile(r"^(?P<name>Warning|Error|Info)\s*:\s*(?P<text>.*)
 _GPU_IN_TEXT = re.compile(r"\bGPU\s?(\d+)\b")
 _LEVEL = re.compile(r"\bdcgmi\s+diag\b.*?(?:-r|--run)\s+(?P<level>\S+)")
 _RUNTIME_ERROR = re.compile(r"^Error:\s*(?P<text>.+)$")
+# DCGM refuses to run on a GPU whose MIG layout hides part of it (the diagnostic needs the whole GPU; only one GPU
+# instance over the whole GPU with one compute instance is supported): that is no result, not a failed test.
+# Wording as printed by DCGM 2.x/3.x (NVIDIA/DCGM issues 31, 70, 94).
+_MIG_BLOCKED = re.compile(r"^GPU (?P<gpu>\d+)'s MIG configuration is incompatible with the diagnostic\b")
 _NOISE = re.compile(
     r"^(?:.*\bdcgmi\s.*|[$#]\s.*|Successfully ran diagnostic for group\.|Executing in Pod .*"
     r"|Health monitor systems set successfully\.|Health monitor systems report)$",
@@ -121,6 +125,7 @@ class DcgmiResult:
     complete: bool = False
     runtime_error: str | None = None
     health: HealthReport | None = None
+    mig_blocked_gpus: list[int] = field(default_factory=list)
 
 
 def _result_word(text: Any) -> str | None:
@@ -452,6 +457,7 @@ def parse(text: str) -> DcgmiResult:
     in_health = False
     level: int | None = None
     runtime_error: str | None = None
+    mig_blocked: set[int] = set()
     tests: list[DiagTest] = []
     metadata: dict[str, str] = {}
     json_complete = False
@@ -494,6 +500,10 @@ def parse(text: str) -> DcgmiResult:
             continue
         if _NOISE.match(line):
             continue
+        blocked = _MIG_BLOCKED.match(line)
+        if blocked:
+            mig_blocked.add(int(blocked.group("gpu")))
+            continue
         error = _RUNTIME_ERROR.match(line)
         if error:
             runtime_error = runtime_error or error.group("text")
@@ -508,7 +518,7 @@ def parse(text: str) -> DcgmiResult:
     complete = reader.complete or (json_complete and not reader.rows_seen)
     if reader.rows_seen and not reader.complete:
         reader.warnings.append("diag table ends without its closing border: output truncated")
-    if not tests and health is None and runtime_error is None:
+    if not tests and health is None and runtime_error is None and not mig_blocked:
         reader.warnings.append("no dcgmi diag table, JSON or health report found")
     id_cell = metadata.get("GPU Device IDs Detected", "")
     device_ids = [item.strip() for item in id_cell.split(",") if item.strip()]
@@ -524,11 +534,13 @@ def parse(text: str) -> DcgmiResult:
         complete=complete,
         runtime_error=runtime_error,
         health=health,
+        mig_blocked_gpus=sorted(mig_blocked),
     )
 
 
 def facts(result: DcgmiResult) -> dict[str, Any]:
-    """Contract JSON plus failed_tests, warned_tests, skipped_tests, overall, failed_gpus, health_overall."""
+    """Contract JSON plus failed_tests, warned_tests, skipped_tests, overall, failed_gpus, health_overall and
+    mig_blocked."""
     data = to_jsonable(result)
     data["failed_tests"] = [test.name for test in result.tests if test.result == "fail"]
     data["warned_tests"] = [test.name for test in result.tests if test.result == "warn"]
@@ -543,6 +555,7 @@ def facts(result: DcgmiResult) -> dict[str, Any]:
     }
     data["failed_gpus"] = sorted(failed_gpus)
     data["health_overall"] = result.health.overall if result.health else None
+    data["mig_blocked"] = bool(result.mig_blocked_gpus)
     return data
 
 
@@ -562,6 +575,8 @@ PRODUCES = declare(
     ("skipped_tests", "list[str]", "tests that were skipped"),
     ("failed_gpus", "list", "GPUs with a failed test"),
     ("health_overall", "str | None", "overall `dcgmi health` result"),
+    ("mig_blocked_gpus", "list[int]", "GPUs whose MIG configuration kept the diagnostic from running"),
+    ("mig_blocked", "bool", "the diagnostic did not run because of a GPU's MIG configuration (no result, not a fail)"),
 )
 
 

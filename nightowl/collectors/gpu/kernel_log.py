@@ -103,6 +103,10 @@ _PID_NAME = re.compile(r"pid=(?P<pid>'?<unknown>'?|'?\d+'?),\s*name=(?P<name>[^,
 _SXID_DETAIL = re.compile(r"(?:Severity \d+|Data \{)")  # continuation lines of an SXid report
 _SXID_SEVERITY = re.compile(r"(non-?fatal|fatal)\b", re.I)
 _CAUSED_BY = re.compile(r"caused by previous Xid (\d+)")
+# On a MIG GPU the driver attributes an Xid to its GPU / compute instance inside the parenthesis:
+# "Xid (PCI:0000:01:00 GPU-I:05): 94, ..." or "(PCI:0000:3b:00 GPU-I:01 GPU-CI:02)" (open-gpu-kernel-modules
+# kernel_rc_notification.c; NVIDIA A100 GPU memory error management, docs/sources.md#nvidia-smi).
+_XID_MIG = re.compile(r"^(?P<pci>\S+)\s+GPU-I:(?P<gi>\d+)(?:\s+GPU-CI:(?P<ci>\d+))?")
 _GPU_PRELUDE = re.compile(r"GPU at (?:PCI:)?(?P<pci>[0-9a-fA-F:.]+?):?\s+(?P<uuid>GPU-[0-9a-fA-F-]+)")
 _BOARD_SERIAL = re.compile(r"GPU Board Serial Number:\s*(?P<serial>\S+)")
 _GPU_SERIAL = re.compile(r"GPU (?P<pci>[0-9a-fA-F:.]+): GPU serial number is (?P<serial>\w+)")
@@ -384,7 +388,14 @@ def _classify_xid(body: str) -> _Classified:
     caused_by = _CAUSED_BY.search(text)
     if caused_by is not None:
         extras.append(("caused_by_xid", int(caused_by.group(1))))
-    return _Classified("event", "xid", code, _address(match.group("pci")), pid, process, text, tuple(extras))
+    address = match.group("pci")
+    mig = _XID_MIG.match(address.strip())
+    if mig is not None:
+        address = mig.group("pci")
+        extras.append(("gpu_instance", int(mig.group("gi"))))
+        if mig.group("ci") is not None:
+            extras.append(("compute_instance", int(mig.group("ci"))))
+    return _Classified("event", "xid", code, _address(address), pid, process, text, tuple(extras))
 
 
 def _classify_sxid(body: str) -> _Classified:
@@ -1052,7 +1063,7 @@ def parse_lines(lines: Iterable[str]) -> KernelLogResult:
             in_stack = stacks.feed(line)
         if "state:D" in line or "blocked for more than" in line:
             in_stack = stacks.start(line)
-        elif "Link " in line or "link status definitely" in line:
+        elif "Link " in line or "link status" in line:  # nic_links.HINTS
             links.feed(line, seconds_of(line))
         head, found, tail = line.partition("NVRM: ")
         if found:
@@ -1121,7 +1132,9 @@ def _seconds(text: str | None) -> float | None:
 _MODULE_MISSING = re.compile(r"modprobe: FATAL: Module nvidia\S* not found|Failed to find module 'nvidia")
 # The open kernel module refusing a GPU (kernel-open/nvidia/nv.c, "is not supported by open nvidia.ko
 # because it does not include the required GPU System Processor"), on one line or over continuation lines.
-_OPEN_MODULE_REFUSED = re.compile(r"not supported by open\s+(?:NVRM: )?nvidia\.ko")
+_OPEN_MODULE_REFUSED = re.compile(
+    r"not supported by open\s+(?:NVRM: )?nvidia\.ko|Open nvidia\.ko is only ready for use on Data Center GPUs"
+)
 
 
 def parse(text: str) -> KernelLogResult:
@@ -1401,6 +1414,17 @@ def _remap_facts(xids: list[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
+def _xid_mig_instances(xids: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The MIG instances Xid lines name (GPU-I / GPU-CI), once per GPU, code and instance, in log order."""
+    seen: dict[tuple[Any, ...], dict[str, Any]] = {}
+    for e in xids:
+        if e.get("gpu_instance") is None:
+            continue
+        key = (e.get("pci"), e["code"], e["gpu_instance"], e.get("compute_instance"))
+        seen.setdefault(key, {"pci": key[0], "code": key[1], "gpu_instance": key[2], "compute_instance": key[3]})
+    return list(seen.values())
+
+
 def facts(result: KernelLogResult | Mapping[str, Any]) -> dict[str, Any]:
     """The contract JSON plus the conveniences runbook conditions read (see module docstring)."""
     data: dict[str, Any] = dict(result) if isinstance(result, Mapping) else to_jsonable(result)
@@ -1417,6 +1441,7 @@ def facts(result: KernelLogResult | Mapping[str, Any]) -> dict[str, Any]:
         "sxid_codes": sorted({e["code"] for e in events if e["kind"] == "sxid" and e["code"] is not None}),
         "xid_event_count": sum(e.get("count", 1) for e in xids),
         "xids_by_gpu": _xids_by_gpu(xids),
+        "xid_mig_instances": _xid_mig_instances(xids),
         "fallen_off_bus": bool(fallen),
         "fallen_off_bus_gpus": _sorted_pcis(fallen),
         "reset_required": bool(reset_gpus) or recovery in ("gpu-reset", "drain-and-reset"),
@@ -1463,6 +1488,7 @@ PRODUCES = declare(
     ("sxid_codes", "list[int]", "distinct NVSwitch SXid codes seen"),
     ("xid_event_count", "int", "Xid lines seen"),
     ("xids_by_gpu", "dict", "Xid codes per GPU PCI address"),
+    ("xid_mig_instances", "list", "MIG instances Xid lines name: pci, code, gpu_instance, compute_instance"),
     ("fallen_off_bus", "bool", "a GPU has fallen off the bus (Xid 79 or the driver's message)"),
     ("fallen_off_bus_gpus", "list[str]", "GPUs that fell off the bus"),
     ("reset_required", "bool", "the driver asked for a GPU reset (Xid 154 or similar)"),

@@ -564,15 +564,40 @@ def _oom_from_line(line: str, kind: str, phase: str | None) -> OOM:
     )
 
 
+# A vLLM worker's line prefix, "(Worker_TP1 pid=104299)": its name tells the tensor/pipeline rank.
+_WORKER_TAG = re.compile(r"^\((?P<tag>[A-Za-z_]+\d*(?: rank=\d+)?) pid=\d+\)")
+
+
+class _PerWorkerMin:
+    """The KV budget of one start is the smallest any worker reported (the engine sizes every worker's cache
+    alike, vllm/v1/core/kv_cache_utils.py get_kv_cache_configs): a worker that reports again starts a new group."""
+
+    def __init__(self) -> None:
+        self.tags: set[str] = set()
+        self.value: float | None = None
+
+    def add(self, line: str, number: float) -> float:
+        tag_match = _WORKER_TAG.match(line.strip())
+        tag = tag_match.group("tag") if tag_match else ""
+        if not tag or tag in self.tags or self.value is None:
+            self.tags, self.value = set(), number
+        else:
+            self.value = min(self.value, number)
+        if tag:
+            self.tags.add(tag)
+        return self.value
+
+
 def _values(lines: list[str], table: tuple[Value, ...]) -> dict[str, Any]:
     found: dict[str, Any] = {}
+    kv_budget = _PerWorkerMin()
     for line in lines:
         for value in table:
             match = value.pattern.search(line)
             if match:
                 number = _number(match.group(1))
                 if number is not None:
-                    found[value.field] = number
+                    found[value.field] = kv_budget.add(line, number) if value.field == "kv_cache_gib" else number
     if "gpu_memory_utilization" in found:
         found["gpu_memory_utilization"] = float(found["gpu_memory_utilization"])
     return found
