@@ -5,8 +5,9 @@ Drivers print a port's link going down and up in a few wordings (read here by ``
 Intel's and Broadcom's ``NIC Link is Down`` / ``NIC Link is Up 100 Gbps ...``, and bonding's ``bond0: (slave
 ens1f0np0): link status definitely down, disabling slave`` (drivers/net/bonding/bond_main.c; older kernels:
 ``link status definitely down for interface eth1, disabling it``; with a downdelay, the first word of an outage is
-``link status down for interface eno4, disabling it in 200 ms``, named after whatever the bond is called). A port that flaps is a cable, optic or NIC
-problem, not the GPU's; the thresholds are data (nightowl/knowledge/host_thresholds.csv, each with its source).
+``link status down for interface eno4, disabling it in 200 ms``, named after whatever the bond is called). A port
+that flaps is a cable, optic or NIC problem, not the GPU's; the thresholds are data
+(nightowl/knowledge/host_thresholds.csv, each with its source).
 """
 
 from __future__ import annotations
