@@ -156,7 +156,10 @@ def __getattr__(name: str) -> Any:
 
 ENGINE_SIGNATURES: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("vllm", re.compile(r"vllm|VllmWorker|EngineCore|PreemptionMode", re.I)),
-    ("sglang", re.compile(r"sglang|mem-fraction-static|alloc_req_slots|#running-req|\bDP\d+ TP\d+\]|sigquit from a child", re.I)),
+    (
+        "sglang",
+        re.compile(r"sglang|mem-fraction-static|alloc_req_slots|#running-req|\bDP\d+ TP\d+\]|sigquit from a child", re.I),
+    ),
     (
         "tgi",
         re.compile(
