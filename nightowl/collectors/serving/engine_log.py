@@ -158,7 +158,9 @@ ENGINE_SIGNATURES: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("vllm", re.compile(r"vllm|VllmWorker|EngineCore|PreemptionMode", re.I)),
     (
         "sglang",
-        re.compile(r"sglang|mem-fraction-static|alloc_req_slots|#running-req|\bDP\d+ TP\d+\]|sigquit from a child", re.I),
+        re.compile(
+            r"sglang|mem-fraction-static|alloc_req_slots|#running-req|\bDP\d+ TP\d+\]|sigquit from a child", re.I
+        ),
     ),
     (
         "tgi",
