@@ -75,9 +75,6 @@ NOT_IN_CORPUS = {
         "host-oom-killed",
     },
     "node-health": {
-        # the nvidia-smi a driver deadlock hangs outranks it here (same first action, reboot-node); xid.yaml
-        # rehearses driver-deadlock on the same hosts (k8s-device-plugin#77 and the composed sysrq dump)
-        "driver-deadlock",
         "xid-repeating",  # issue 29: only under a site policy rule (tests/history/test_history.py)
         "no-evidence",
         "app-xids-seen",

@@ -63,6 +63,10 @@ _PREFIXED_DETAIL = re.compile(r"^(?P<name>Warning|Error|Info)\s*:\s*(?P<text>.*)
 _GPU_IN_TEXT = re.compile(r"\bGPU\s?(\d+)\b")
 _LEVEL = re.compile(r"\bdcgmi\s+diag\b.*?(?:-r|--run)\s+(?P<level>\S+)")
 _RUNTIME_ERROR = re.compile(r"^Error:\s*(?P<text>.+)$")
+# DCGM refuses to run on a GPU whose MIG layout hides part of it (the diagnostic needs the whole GPU; only one GPU
+# instance over the whole GPU with one compute instance is supported): that is no result, not a failed test.
+# Wording as printed by DCGM 2.x/3.x (NVIDIA/DCGM issues 31, 70, 94).
+_MIG_BLOCKED = re.compile(r"^GPU (?P<gpu>\d+)'s MIG configuration is incompatible with the diagnostic\b")
 _NOISE = re.compile(
     r"^(?:.*\bdcgmi\s.*|[$#]\s.*|Successfully ran diagnostic for group\.|Executing in Pod .*"
     r"|Health monitor systems set successfully\.|Health monitor systems report)$",
@@ -121,6 +125,7 @@ class DcgmiResult:
     complete: bool = False
     runtime_error: str | None = None
     health: HealthReport | None = None
+    mig_blocked_gpus: list[int] = field(default_factory=list)
 
 
 def _result_word(text: Any) -> str | None:
@@ -443,19 +448,15 @@ def _overall(tests: list[DiagTest], complete: bool) -> str:
     return "pass" if complete else "incomplete"
 
 
-def parse(text: str) -> DcgmiResult:
-    """Parse ``dcgmi diag`` (table or JSON) and ``dcgmi health -c`` output; never raises."""
-    text = str(text)
-    reader = _TableReader()
-    health: HealthReport | None = None
-    health_context: dict[str, Any] = {}
-    in_health = False
-    level: int | None = None
-    runtime_error: str | None = None
+def _read_json_blocks(
+    blocks: list[Any],
+) -> tuple[list[DiagTest], dict[str, str], str | None, bool, HealthReport | None]:
+    """The diag tests, metadata, runtime error, completeness and health report of ``dcgmi -j`` blocks."""
     tests: list[DiagTest] = []
     metadata: dict[str, str] = {}
-    json_complete = False
-    blocks, json_lines = _json_blocks(text)
+    runtime_error: str | None = None
+    complete = False
+    health: HealthReport | None = None
     for block in blocks:
         if not isinstance(block, dict):
             continue
@@ -467,7 +468,20 @@ def parse(text: str) -> DcgmiResult:
             tests.extend(json_tests)
             metadata.update(json_metadata)
             runtime_error = runtime_error or json_error
-            json_complete = True
+            complete = True
+    return tests, metadata, runtime_error, complete, health
+
+
+def parse(text: str) -> DcgmiResult:
+    """Parse ``dcgmi diag`` (table or JSON) and ``dcgmi health -c`` output; never raises."""
+    text = str(text)
+    reader = _TableReader()
+    health_context: dict[str, Any] = {}
+    in_health = False
+    level: int | None = None
+    mig_blocked: set[int] = set()
+    blocks, json_lines = _json_blocks(text)
+    tests, metadata, runtime_error, json_complete, health = _read_json_blocks(blocks)
     unread = 0
     for number, raw in enumerate(text.splitlines()):
         if number in json_lines:
@@ -494,6 +508,10 @@ def parse(text: str) -> DcgmiResult:
             continue
         if _NOISE.match(line):
             continue
+        blocked = _MIG_BLOCKED.match(line)
+        if blocked:
+            mig_blocked.add(int(blocked.group("gpu")))
+            continue
         error = _RUNTIME_ERROR.match(line)
         if error:
             runtime_error = runtime_error or error.group("text")
@@ -508,7 +526,7 @@ def parse(text: str) -> DcgmiResult:
     complete = reader.complete or (json_complete and not reader.rows_seen)
     if reader.rows_seen and not reader.complete:
         reader.warnings.append("diag table ends without its closing border: output truncated")
-    if not tests and health is None and runtime_error is None:
+    if not tests and health is None and runtime_error is None and not mig_blocked:
         reader.warnings.append("no dcgmi diag table, JSON or health report found")
     id_cell = metadata.get("GPU Device IDs Detected", "")
     device_ids = [item.strip() for item in id_cell.split(",") if item.strip()]
@@ -524,11 +542,13 @@ def parse(text: str) -> DcgmiResult:
         complete=complete,
         runtime_error=runtime_error,
         health=health,
+        mig_blocked_gpus=sorted(mig_blocked),
     )
 
 
 def facts(result: DcgmiResult) -> dict[str, Any]:
-    """Contract JSON plus failed_tests, warned_tests, skipped_tests, overall, failed_gpus, health_overall."""
+    """Contract JSON plus failed_tests, warned_tests, skipped_tests, overall, failed_gpus, health_overall and
+    mig_blocked."""
     data = to_jsonable(result)
     data["failed_tests"] = [test.name for test in result.tests if test.result == "fail"]
     data["warned_tests"] = [test.name for test in result.tests if test.result == "warn"]
@@ -543,6 +563,7 @@ def facts(result: DcgmiResult) -> dict[str, Any]:
     }
     data["failed_gpus"] = sorted(failed_gpus)
     data["health_overall"] = result.health.overall if result.health else None
+    data["mig_blocked"] = bool(result.mig_blocked_gpus)
     return data
 
 
@@ -562,6 +583,8 @@ PRODUCES = declare(
     ("skipped_tests", "list[str]", "tests that were skipped"),
     ("failed_gpus", "list", "GPUs with a failed test"),
     ("health_overall", "str | None", "overall `dcgmi health` result"),
+    ("mig_blocked_gpus", "list[int]", "GPUs whose MIG configuration kept the diagnostic from running"),
+    ("mig_blocked", "bool", "the diagnostic did not run because of a GPU's MIG configuration (no result, not a fail)"),
 )
 
 

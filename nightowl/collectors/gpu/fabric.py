@@ -38,6 +38,7 @@ _XML_TAG = re.compile(r"<(?P<tag>[A-Za-z_]+)>(?P<value>[^<]*)</(?P=tag)>")
 _XML_BLOCK = re.compile(r"<fabric>(?P<body>.*?)</fabric>", re.DOTALL)
 _XML_HEALTH = re.compile(r"<health>(?P<body>.*?)</health>", re.DOTALL)
 _XML_NAME = re.compile(r"<product_name>(?P<name>[^<]*)</product_name>")
+_FABRIC_SEEN = re.compile(r"^\s*Fabric\s*$|<fabric>", re.MULTILINE)
 
 HEALTH_KEYS = {
     "bandwidth": "bandwidth",
@@ -166,7 +167,10 @@ def parse(text: str) -> FabricResult:
     if not gpus:
         warnings.append("no GPU block found")
     elif not any(g.state or g.status for g in gpus):
-        warnings.append("no Fabric section in any GPU block (driver too old, or output trimmed)")
+        if _FABRIC_SEEN.search(text):  # printed, every value N/A: the GPUs register with no NVLink fabric
+            warnings.append("Fabric section reads N/A on every GPU (no NVLink fabric registration on this system)")
+        else:
+            warnings.append("no Fabric section in any GPU block (driver too old, or output trimmed)")
     return FabricResult(kind=KIND, warnings=warnings, gpus=gpus)
 
 

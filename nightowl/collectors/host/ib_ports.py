@@ -6,7 +6,9 @@ Reads, auto-detected line by line (so outputs of several commands concatenated p
   one ``<path>:<value>`` line per file (``.../mlx5_0/ports/1/state:4: ACTIVE``,
   ``.../counters/link_downed:0``); any prefix before ``infiniband/`` is accepted (a copied tree);
 - ``ibstat``: ``CA 'mlx5_0'`` / ``Port 1:`` / ``State: Active`` / ``Rate: 400``;
-- ``ibv_devinfo``: ``hca_id: mlx5_0`` / ``port: 1`` / ``state: PORT_ACTIVE (4)`` / ``link_layer:``.
+- ``ibv_devinfo``: ``hca_id: mlx5_0`` / ``port: 1`` / ``state: PORT_ACTIVE (4)`` / ``link_layer:``;
+- ``ibstatus`` (infiniband-diags' script over the same sysfs files, the fallback gpud uses when ``ibstat``
+  fails): ``Infiniband device 'mlx5_0' port 1 status:`` / ``state: 4: ACTIVE`` / ``rate: 400 Gb/sec (4X NDR)``.
 
 sysfs attribute meanings: Linux ``Documentation/ABI/stable/sysfs-class-infiniband``
 (https://www.kernel.org/doc/Documentation/ABI/stable/sysfs-class-infiniband). Counters are cumulative
@@ -79,6 +81,7 @@ _IBSTAT_CA = re.compile(r"^CA '(?P<device>[^']+)'\s*$")
 _IBSTAT_PORT = re.compile(r"^Port (?P<port>\d+):\s*$")
 _DEVINFO_HCA = re.compile(r"^hca_id:\s*(?P<device>\S+)\s*$")
 _DEVINFO_PORT = re.compile(r"^port:\s*(?P<port>\d+)\s*$")
+_IBSTATUS_PORT = re.compile(r"^Infiniband device '(?P<device>[^']+)' port (?P<port>\d+) status:\s*$")
 _KEY_VALUE = re.compile(r"^(?P<key>[A-Za-z][A-Za-z0-9 _]*?)\s*:\s*(?P<value>.*)$")
 # A shell loop over one port's counters folder (``for f in $(find . -type f); do echo "=== $f ==="; cat $f``):
 # the prompt names the folder, ``=== ./name ===`` the counter, the next line its value.
@@ -86,7 +89,7 @@ _LOOP_FOLDER = re.compile(r"infiniband/(?P<device>[^/\s]+)/ports/(?P<port>\d+)/(
 _LOOP_NAME = re.compile(r"^=== \./(?P<name>[A-Za-z0-9_]+) ===$")
 # iWARP and some RoCE drivers have no Performance Management Agent: the file exists, the count does not.
 _NO_PMA = re.compile(r"^N/A\b", re.IGNORECASE)
-_NOISE = re.compile(r"^(?:[$#]\s.*|\+[-+]*|.*\b(?:grep)\b.*/sys/.*|\S*[#$]\s*(?:ibstat|ibv_devinfo)\b.*)$")
+_NOISE = re.compile(r"^(?:[$#]\s.*|\+[-+]*|.*\b(?:grep)\b.*/sys/.*|\S*[#$]\s*(?:ibstat|ibstatus|ibv_devinfo)\b.*)$")
 # infiniband-diags' own complaints (ibpanic/ibwarn/iberror): a device it could not read.
 _DIAG_ERROR = re.compile(r"^(?:ibpanic|ibwarn|iberror):\s*(?P<text>.*)$")
 
@@ -102,7 +105,7 @@ class Port:
     link_layer: str | None = None  # InfiniBand | Ethernet
     counters: dict[str, int] = field(default_factory=dict)
     hw_counters: dict[str, int] = field(default_factory=dict)
-    sources: list[str] = field(default_factory=list)  # sysfs | ibstat | ibv_devinfo
+    sources: list[str] = field(default_factory=list)  # sysfs | ibstat | ibv_devinfo | ibstatus
 
     @property
     def label(self) -> str:
@@ -122,7 +125,7 @@ class _State:
     warnings: list[str] = field(default_factory=list)
     device: str | None = None
     port: Port | None = None
-    tool: str | None = None  # the block being read: ibstat | ibv_devinfo
+    tool: str | None = None  # the block being read: ibstat | ibv_devinfo | ibstatus
     loop: tuple[str, int, str] | None = None  # (device, port, folder) of a counters loop dump
     loop_name: str | None = None
     unavailable: set[str] = field(default_factory=set)  # ports whose counters read N/A (no PMA)
@@ -197,7 +200,7 @@ def _read_tool_field(state: _State, key: str, value: str) -> bool:
     if key == "state":
         port.state = _state(value)
         return port.state is not None
-    if key in ("physical state", "phys_state"):
+    if key in ("physical state", "phys_state", "phys state"):
         port.phys_state = _phys_state(value)
         return port.phys_state is not None
     if key == "rate":
@@ -243,6 +246,11 @@ def _read_line(state: _State, raw: str) -> None:
     if sysfs is not None:
         if not _read_sysfs(state, sysfs):
             state.warnings.append(f"unreadable sysfs value: {line[:200]}")
+        return
+    status = _IBSTATUS_PORT.match(line)
+    if status is not None:  # ibstatus names device and port in one header
+        state.device, state.tool = status.group("device"), "ibstatus"
+        state.port = state.port_at(state.device, int(status.group("port")), "ibstatus")
         return
     for pattern, tool in ((_IBSTAT_CA, "ibstat"), (_DEVINFO_HCA, "ibv_devinfo")):
         device = pattern.match(line)

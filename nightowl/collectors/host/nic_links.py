@@ -4,8 +4,10 @@ Drivers print a port's link going down and up in a few wordings (read here by ``
 ``mlx5_core 0000:3b:00.0 ens1f0np0: Link down`` / ``Link up`` (drivers/net/ethernet/mellanox/mlx5/core/en_main.c),
 Intel's and Broadcom's ``NIC Link is Down`` / ``NIC Link is Up 100 Gbps ...``, and bonding's ``bond0: (slave
 ens1f0np0): link status definitely down, disabling slave`` (drivers/net/bonding/bond_main.c; older kernels:
-``link status definitely down for interface eth1, disabling it``). A port that flaps is a cable, optic or NIC
-problem, not the GPU's; the thresholds are data (nightowl/knowledge/host_thresholds.csv, each with its source).
+``link status definitely down for interface eth1, disabling it``; with a downdelay, the first word of an outage is
+``link status down for interface eno4, disabling it in 200 ms``, named after whatever the bond is called). A port
+that flaps is a cable, optic or NIC problem, not the GPU's; the thresholds are data
+(nightowl/knowledge/host_thresholds.csv, each with its source).
 """
 
 from __future__ import annotations
@@ -21,10 +23,10 @@ _LINK = re.compile(
     r"(?P<driver>[\w-]+)[: ]\s*"
     + _ADDRESS
     + r"(?P<port>[\w.@-]+):? (?:\w+: \S+ )?(?:NIC )?Link (?:is )?(?P<state>[Dd]own|[Uu]p)\b"
-    r"|(?P<bond>bond\w*): (?:\(slave (?P<slave>[\w.@-]+)\): )?link status definitely (?P<bstate>down|up)"
-    r"(?: for interface (?P<iface>[\w.@-]+))?"
+    r"|(?P<bond>[\w-]+): (?:\(slave (?P<slave>[\w.@-]+)\): )?link status (?:definitely )?(?P<bstate>down|up)\b"
+    r"(?: again after \d+ ms)?(?: for interface (?P<iface>[\w.@-]+))?"
 )
-HINTS = ("Link ", "link status definitely")
+HINTS = ("Link ", "link status")
 
 
 def link_change(message: str) -> tuple[str, str, str | None, str] | None:

@@ -30,6 +30,7 @@ from nightowl.collectors.nccl.nccl_log_patterns import (
     ENV_SETTING,
     ERA_CAUSE_PATTERNS,
     ERA_WRAPPER_PATTERNS,
+    HCA_GDR,
     IB_COMPLETION,
     IB_DEVICE,
     IB_NO_DEVICE,
@@ -288,6 +289,10 @@ class _Builder:
         gdr = CONNECTED_GDR.search(msg)
         if gdr:
             self.result.gdr = gdr.group("gdr") == "1" or bool(self.result.gdr)
+            return
+        hca_gdr = HCA_GDR.search(msg)
+        if hca_gdr:
+            self.result.gdr = hca_gdr.group("state") == "Enabled" or bool(self.result.gdr)
             return
         plugin = P2P_PLUGIN.match(msg)
         if plugin:

@@ -187,6 +187,9 @@ ERA_WRAPPER_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
 # (NCCL src/bootstrap.cc, init.cc), not slowness.
 INIT_CHAIN = re.compile(r"^(?:\S*/)?(?P<file>bootstrap|init|socket)\.(?:cc|cu):\d+ -> (?P<code>\d+)")
 CONNECTED_GDR = re.compile(r"Connected all rings\b.*?\bGDR (?P<gdr>[01])\b")
+# NCCL's IB transport says per HCA whether it will use GPUDirect RDMA (src/transport/net_ib.cc ncclIbGdrSupport):
+# "NET/IB : GPU Direct RDMA Disabled for HCA 0 'mlx5_0'" (older: "... Disabled for GPU 3[3] / HCA 0 ...").
+HCA_GDR = re.compile(r"GPU Direct RDMA (?P<state>Enabled|Disabled) for (?:GPU \S+ / )?HCA \d+")
 P2P_PLUGIN = re.compile(r"^P2P plugin (?P<name>\S+)")  # HPC-X nccl-rdma-sharp-plugins: "P2P plugin IBext_v8"
 OFI_PLUGIN = re.compile(r"^NET/OFI ")  # aws-ofi-nccl, which names its network "AWS Libfabric"
 ASYNC_EVENT = re.compile(r"(?:Got async event : |async fatal event on \S+ \([^)]*\): )(?P<event>.*\S)")

@@ -458,10 +458,36 @@ def _oom_from_line(line: str, kind: str, phase: str | None) -> OOM:
     )
 
 
+# A vLLM worker's line prefix, "(Worker_TP1 pid=104299)": its name tells the tensor/pipeline rank.
+_WORKER_TAG = re.compile(r"^\((?P<tag>[A-Za-z_]+\d*(?: rank=\d+)?) pid=\d+\)")
+
+
+class _PerWorkerMin:
+    """The KV budget of one start is the smallest any worker reported (the engine sizes every worker's cache
+    alike, vllm/v1/core/kv_cache_utils.py get_kv_cache_configs): a worker that reports again starts a new group."""
+
+    def __init__(self) -> None:
+        self.tags: set[str] = set()
+        self.value: float | None = None
+
+    def add(self, line: str, number: float) -> float:
+        tag_match = _WORKER_TAG.match(line.strip())
+        tag = tag_match.group("tag") if tag_match else ""
+        if not tag or tag in self.tags or self.value is None:
+            self.tags, self.value = set(), number
+        else:
+            self.value = min(self.value, number)
+        if tag:
+            self.tags.add(tag)
+        return self.value
+
+
 def values(lines: list[str], table: str) -> dict[str, Any]:
-    """The last value of each field of ``table`` (nightowl/knowledge/engine_log.yaml ``values``)."""
+    """The last value of each field of ``table`` (nightowl/knowledge/engine_log.yaml ``values``); the KV budget
+    of one start is the smallest any worker reported (``_PerWorkerMin``)."""
     rows = [row for row in tables().values if row.table == table]
     found: dict[str, Any] = {}
+    kv_budget = _PerWorkerMin()
     for line in lines:
         for row in rows:
             match = row.pattern.search(line)
@@ -469,6 +495,7 @@ def values(lines: list[str], table: str) -> dict[str, Any]:
                 continue
             number = _number(match.group(1))
             if number is not None and row.cast != "text":
+                number = kv_budget.add(line, number) if row.field == "kv_cache_gib" else number
                 found[row.field] = float(number) if row.cast == "float" else number
             elif row.cast == "text":
                 found[row.field] = match.group(1).strip()

@@ -450,13 +450,18 @@ def derive(inputs: Mapping[str, Mapping[str, Any]], params: Mapping[str, Any] | 
         "traffic_ratio": _ratio(now, before) if scraped else None,
         "errors_now": sum(r.get("errors_now") or 0 for r in scraped) if scraped else None,
         "metrics_url_by_host": {r["host"]: f"{r['base_url']}/metrics" for r in replicas if r["base_url"]},
-        "thresholds": {
-            "kv_full": KV_FULL,
-            "latency_ratio": LATENCY_RATIO,
-            "traffic_ratio": TRAFFIC_RATIO,
-            "flat_traffic": FLAT_TRAFFIC,
-            "slow_seconds": slow_after,
-        },
+        "thresholds": _thresholds(slow_after),
+    }
+
+
+def _thresholds(slow_after: float) -> dict[str, float]:
+    """The thresholds the findings above used, for the verdict's prose and the bundle."""
+    return {
+        "kv_full": KV_FULL,
+        "latency_ratio": LATENCY_RATIO,
+        "traffic_ratio": TRAFFIC_RATIO,
+        "flat_traffic": FLAT_TRAFFIC,
+        "slow_seconds": slow_after,
     }
 
 

@@ -43,6 +43,7 @@ from nightowl.collectors.gpu.kernel_log.patterns import (
     _SXID_DETAIL,
     _SXID_SEVERITY,
     _XID,
+    _XID_MIG,
 )
 from nightowl.collectors.pci import find_pci, normalize_pci
 
@@ -143,7 +144,14 @@ def _classify_xid(body: str) -> _Classified:
     caused_by = _CAUSED_BY.search(text)
     if caused_by is not None:
         extras.append(("caused_by_xid", int(caused_by.group(1))))
-    return _Classified("event", "xid", code, _address(match.group("pci")), pid, process, text, tuple(extras))
+    address = match.group("pci")
+    mig = _XID_MIG.match(address.strip())
+    if mig is not None:
+        address = mig.group("pci")
+        extras.append(("gpu_instance", int(mig.group("gi"))))
+        if mig.group("ci") is not None:
+            extras.append(("compute_instance", int(mig.group("ci"))))
+    return _Classified("event", "xid", code, _address(address), pid, process, text, tuple(extras))
 
 
 def _classify_sxid(body: str) -> _Classified:

@@ -44,6 +44,7 @@ PRODUCES = declare(
     ("sxid_codes", "list[int]", "distinct NVSwitch SXid codes seen"),
     ("xid_event_count", "int", "Xid lines seen"),
     ("xids_by_gpu", "dict", "Xid codes per GPU PCI address"),
+    ("xid_mig_instances", "list", "MIG instances Xid lines name: pci, code, gpu_instance, compute_instance"),
     ("fallen_off_bus", "bool", "a GPU has fallen off the bus (Xid 79 or the driver's message)"),
     ("fallen_off_bus_gpus", "list[str]", "GPUs that fell off the bus"),
     ("reset_required", "bool", "the driver asked for a GPU reset (Xid 154 or similar)"),

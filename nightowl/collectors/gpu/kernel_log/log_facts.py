@@ -16,7 +16,9 @@ from nightowl.collectors.pci import find_pci
 
 # The open kernel module refusing a GPU (kernel-open/nvidia/nv.c, "is not supported by open nvidia.ko
 # because it does not include the required GPU System Processor"), on one line or over continuation lines.
-_OPEN_MODULE_REFUSED = re.compile(r"not supported by open\s+(?:NVRM: )?nvidia\.ko")
+_OPEN_MODULE_REFUSED = re.compile(
+    r"not supported by open\s+(?:NVRM: )?nvidia\.ko|Open nvidia\.ko is only ready for use on Data Center GPUs"
+)
 
 
 # --- facts ------------------------------------------------------------------------------------------------
@@ -289,6 +291,17 @@ def _remap_facts(xids: list[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
+def _xid_mig_instances(xids: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The MIG instances Xid lines name (GPU-I / GPU-CI), once per GPU, code and instance, in log order."""
+    seen: dict[tuple[Any, ...], dict[str, Any]] = {}
+    for e in xids:
+        if e.get("gpu_instance") is None:
+            continue
+        key = (e.get("pci"), e["code"], e["gpu_instance"], e.get("compute_instance"))
+        seen.setdefault(key, {"pci": key[0], "code": key[1], "gpu_instance": key[2], "compute_instance": key[3]})
+    return list(seen.values())
+
+
 def facts(result: KernelLogResult | Mapping[str, Any]) -> dict[str, Any]:
     """The contract JSON plus the conveniences runbook conditions read (see module docstring)."""
     data: dict[str, Any] = dict(result) if isinstance(result, Mapping) else to_jsonable(result)
@@ -305,6 +318,7 @@ def facts(result: KernelLogResult | Mapping[str, Any]) -> dict[str, Any]:
         "sxid_codes": sorted({e["code"] for e in events if e["kind"] == "sxid" and e["code"] is not None}),
         "xid_event_count": sum(e.get("count", 1) for e in xids),
         "xids_by_gpu": _xids_by_gpu(xids),
+        "xid_mig_instances": _xid_mig_instances(xids),
         "fallen_off_bus": bool(fallen),
         "fallen_off_bus_gpus": _sorted_pcis(fallen),
         "reset_required": bool(reset_gpus) or recovery in ("gpu-reset", "drain-and-reset"),

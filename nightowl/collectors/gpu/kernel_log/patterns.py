@@ -37,6 +37,10 @@ _PID_NAME = re.compile(r"pid=(?P<pid>'?<unknown>'?|'?\d+'?),\s*name=(?P<name>[^,
 _SXID_DETAIL = re.compile(r"(?:Severity \d+|Data \{)")  # continuation lines of an SXid report
 _SXID_SEVERITY = re.compile(r"(non-?fatal|fatal)\b", re.I)
 _CAUSED_BY = re.compile(r"caused by previous Xid (\d+)")
+# On a MIG GPU the driver attributes an Xid to its GPU / compute instance inside the parenthesis:
+# "Xid (PCI:0000:01:00 GPU-I:05): 94, ..." or "(PCI:0000:3b:00 GPU-I:01 GPU-CI:02)" (open-gpu-kernel-modules
+# kernel_rc_notification.c; NVIDIA A100 GPU memory error management, docs/sources.md#nvidia-smi).
+_XID_MIG = re.compile(r"^(?P<pci>\S+)\s+GPU-I:(?P<gi>\d+)(?:\s+GPU-CI:(?P<ci>\d+))?")
 _GPU_PRELUDE = re.compile(r"GPU at (?:PCI:)?(?P<pci>[0-9a-fA-F:.]+?):?\s+(?P<uuid>GPU-[0-9a-fA-F-]+)")
 _BOARD_SERIAL = re.compile(r"GPU Board Serial Number:\s*(?P<serial>\S+)")
 _GPU_SERIAL = re.compile(r"GPU (?P<pci>[0-9a-fA-F:.]+): GPU serial number is (?P<serial>\w+)")

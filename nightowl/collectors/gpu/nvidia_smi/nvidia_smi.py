@@ -548,6 +548,8 @@ def _from_table(text: str, lines: list[str], tool_errors: list[GpuError]) -> Nvi
 
 
 def _parse(text: str) -> NvidiaSmiResult:
+    if "\u2018" in text or "\u2019" in text:  # a paste's typographic apostrophe ("couldn‘t", qixuema/envs#4)
+        text = text.replace("\u2018", "'").replace("\u2019", "'")
     # One scan of the whole text spares the per-line failure checks on almost every output.
     check_failures = may_hold_tool_failure(text)
     tool_errors = _tool_errors(text.splitlines()) if check_failures else []
