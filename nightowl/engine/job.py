@@ -299,9 +299,11 @@ def role(status: str, verdict: dict[str, Any] | None, host: str) -> str:
     ``whole job: <action>`` (the runbook declares the action is for the job, ``implicates: "[]"``), ``healthy``,
     or ``no verdict``. A verdict whose declared members are none of the job's leaves every member not implicated
     (the host to act on is outside the job given, e.g. a node NCCL RAS names by address)."""
+    implicated = (verdict or {}).get("implicated")
+    if verdict is not None and status != "ok" and host in (implicated or []):
+        return f"act on: {verdict['action']} ({status})"  # the member that could not be reached is the one to act on
     if status != "ok" or verdict is None:
         return "no verdict" + (f" ({status})" if status != "ok" else "")
-    implicated = verdict.get("implicated")
     if verdict["severity"] == "ok" and not implicated:
         return "healthy"
     action = verdict["action"]
