@@ -63,6 +63,7 @@ BY_SEVERITY = {
 BUSINESS: dict[str, str] = {
     "none": "none.",
     "scale-out": "expect degraded latency until capacity is added; pause or defer batch and bulk traffic.",
+    "free-disk-space": "none; the replica or node is out of service until space is freed.",
     "reconfigure": "hold further deploys to this service until the rollback is done.",
     "escalate": "none yet; expect degraded service while the cause is found.",
     "restart-app": "expect failed requests during the restart.",
@@ -75,6 +76,7 @@ WHO: dict[str, str] = {
     "hardware-ticket": "on-call opens the ticket; the datacenter or vendor replaces the part",
     "reconfigure": "on-call with the service's owners (rollback or config change)",
     "scale-out": "on-call (autoscaler or capacity owner)",
+    "free-disk-space": "on-call (the node's owner if the space is someone else's data)",
 }
 
 

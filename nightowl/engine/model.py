@@ -17,6 +17,7 @@ Action = Literal[
     "hardware-ticket",
     "reconfigure",
     "scale-out",
+    "free-disk-space",
     "escalate",
 ]
 

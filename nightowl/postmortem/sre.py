@@ -30,6 +30,8 @@ PREVENT_BY_ACTION = {
     "workload, driver and CUDA versions that worked.",
     "reconfigure": "Fix the setting in the deployment (every replica), not only on this one.",
     "scale-out": "Revisit the capacity plan: this load will come again.",
+    "free-disk-space": "Alert on free bytes and inodes before they run out (the kubelet evicts at 10% / 5% free), "
+    "and prune images and caches on a schedule (docker image prune, the model cache's unused revisions).",
     "escalate": "Have the owner or vendor identify the cause, then add a runbook branch for it.",
 }
 SEVERITY_RANK = {"critical": 3, "warning": 2, "info": 1, "ok": 0}

@@ -149,6 +149,7 @@ def __getattr__(name: str) -> Any:
 ACTION_ORDER: tuple[str, ...] = (
     "none",
     "restart-app",
+    "free-disk-space",
     "scale-out",
     "reconfigure",
     "reset-gpu",
@@ -169,6 +170,7 @@ FIRST_STEP_BY_ACTION: dict[str, str] = {
     "restart-app": "restart the application; suspect the GPU only if this Xid repeats on it across "
     "different applications",
     "scale-out": "add capacity",
+    "free-disk-space": "free space on the full filesystem (old images, caches, logs), then retry",
     "reconfigure": "update the driver / firmware, then retry",
     "reset-gpu": "reset the GPU (nvidia-smi -r after stopping its processes); if it recurs reboot, then replace",
     "drain-and-reset": "drain the GPU's peer-to-peer / NVLink users, then reset the GPU; if it recurs, "
