@@ -61,7 +61,10 @@ def _as_one_incident(context: dict[str, Any], data: Bundle, job: JobView, placed
     action items only for the implicated members; the timeline keeps a lane per member."""
     found = one_candidate(job, context["candidates"])
     hosts, host_cites = summary_entries(job, found)
-    faults = [m.epoch for m in fault_moments(data, placed) if m.epoch]
+    # Members' logs keep different clocks (a year written, or taken from the capture): the window is measured
+    # on the clock of the first fault only, never across two clocks that cannot be compared.
+    moments = [m for m in fault_moments(data, placed) if m.epoch]
+    faults = [m.epoch for m in moments if m.clock == moments[0].clock]
     window = None
     if faults:
         window = f"at {stamp(faults[0])}"
