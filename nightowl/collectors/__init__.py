@@ -23,6 +23,7 @@ MODULES: dict[str, str] = {
     "engine-log": "nightowl.collectors.serving.engine_log",
     "container-state": "nightowl.collectors.serving.container_state",
     "dev-shm": "nightowl.collectors.host.dev_shm",
+    "free-space": "nightowl.collectors.host.free_space",
     "cpu-governor": "nightowl.collectors.host.cpu_governor",
     "bench-serve": "nightowl.collectors.serving.bench_serve",
     "metrics-window": "nightowl.collectors.serving.metrics_window",

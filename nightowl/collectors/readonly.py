@@ -38,6 +38,8 @@ ALLOWED: tuple[tuple[str, ...], ...] = (
     ("dcgmi", "diag", "-r", "{dcgm_level}", "--json"),  # dcgmi-diag-drained
     ("df", "-B1", "--output=size,avail", "--", "/dev/shm"),  # dev-shm
     ("df", "-k", "--", "/dev/shm"),  # dev-shm
+    ("df", "-B1", "--output=size,used,avail,itotal,iused,iavail,target", "--", "{space_path}"),  # free-space
+    ("stat", "-f", "-c", "%S %b %f %a %c %d %n", "--", "{space_path}"),  # free-space
     ("tail", "-n", "5000", "--", "{engine_log_file}"),  # engine-log
     ("sh", "-c", 'exec docker logs --tail "$1" -- "$2" 2>&1', "docker-logs", "5000", "{container}"),  # engine-log
     ("kubectl", "logs", "--previous", "--tail", "5000", "-n", "{namespace}", "{pod}"),  # engine-log

@@ -16,8 +16,8 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from nightowl.engine.expressions import resolve_path
-from nightowl.engine.model import split_entry
+from nightowl.engine.expressions import ExpressionError, evaluate_value, resolve_path
+from nightowl.engine.model import Node, split_entry
 from nightowl.engine.runner import (
     CollectorLike,
     CollectorRun,
@@ -32,6 +32,44 @@ from nightowl.engine.runner import (
 )
 from nightowl.engine.validate import LoadedRunbook
 from nightowl.transports.base import Transport, TransportError
+
+# Outputs that are one document per member (a scrape, a JSON answer, an XML report): joined, they would
+# read as one host with summed counters (3 x 42 preemptions = 126) or a digest no member returned. Their
+# job-level facts are the values every member shares, or the largest of differing numbers; the rest is
+# read per member (hosts[<host>].<namespace>).
+ONE_DOCUMENT_PER_MEMBER = frozenset(
+    {
+        "metrics",
+        "replica-metrics",
+        "replica-health",
+        "replica-models",
+        "known-answer",
+        "stream-probe",
+        "container-state",
+        "nvidia-smi",
+        "nvidia-smi-query",
+    }
+)
+
+
+def shared_facts(per_member: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """The job-level facts of a one-document-per-member collector: a key every member holds with one value
+    keeps it; differing numbers give their maximum (the worst member, recorded under ``_rules``); any
+    other difference is left out, so a condition never reads a value no member has."""
+    if not per_member:
+        return None
+    shared: dict[str, Any] = {}
+    rules: dict[str, str] = {}
+    for key in dict.fromkeys(k for facts in per_member for k in facts):
+        values = [facts.get(key) for facts in per_member]
+        encoded = {json.dumps(v, sort_keys=True, default=str) for v in values}
+        if len(encoded) == 1:
+            shared[key] = values[0]
+        elif all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in values):
+            shared[key], rules[key] = max(values), "max over members"
+    if rules:
+        shared["_rules"] = rules
+    return shared
 
 
 class JobRunner(HostRunner):
@@ -118,7 +156,9 @@ class JobRunner(HostRunner):
         merged.reason = "; ".join(reasons) or None
         merged.file = ", ".join(r.file for r in per_member if r.file) or None
         texts = [r.text for r in per_member if r.facts is not None]
-        if texts:
+        if kind in ONE_DOCUMENT_PER_MEMBER:
+            merged.facts = shared_facts([r.facts for r in per_member if r.facts is not None])
+        elif texts:
             joined = "".join(t if t.endswith("\n") or not t else t + "\n" for t in texts)
             cut = sum((r.facts or {}).get("truncated_bytes", 0) for r in per_member)
             left = collector.timeout if self.deadline is None else self.deadline - time.monotonic()
@@ -140,6 +180,27 @@ class JobRunner(HostRunner):
         return ctx
 
     # -- per-member evidence and roles -------------------------------------------
+    def _conclude(self, node_id: str, node: Node) -> dict[str, Any]:
+        """The verdict, with the members it implicates as the runbook declares them (``implicates``)."""
+        verdict = super()._conclude(node_id, node)
+        spec = node.verdict
+        if spec is None or spec.implicates is None:
+            return verdict
+        try:
+            value = evaluate_value(spec.implicates, self.context())
+        except ExpressionError as exc:
+            verdict.setdefault("unavailable", {})["implicated"] = f"{spec.implicates} could not be evaluated: {exc}"
+            return verdict
+        named = {str(v) for v in (value if isinstance(value, (list, tuple, set)) else [value]) if v is not None}
+        members = list(self.member_runs)
+        if spec.implicates.strip() == "[]":  # declared: the action is for the job as a whole
+            verdict["whole_job"] = True
+        verdict["implicated"] = [h for h in members if h in named]
+        verdict["not_implicated"] = (
+            [h for h in members if h not in named and self.member_runs[h].status != "unreachable"] if named else []
+        )
+        return verdict
+
     def _member_values(self, fact_path: str) -> dict[str, Any]:
         """Each reachable member's own value of a fact path (members without the namespace left out)."""
         namespace = fact_path.partition(".")[0]
@@ -150,69 +211,106 @@ class JobRunner(HostRunner):
                 values[host] = resolve_path(fact_path, facts)
         return values
 
-    def _differs(self, fact_path: str) -> dict[str, Any] | None:
-        values = self._member_values(fact_path)
-        distinct = {json.dumps(v, sort_keys=True, default=str) for v in values.values()}
-        return values if len(distinct) > 1 else None
+    def _member_source(self, host: str, fact_path: str) -> str | None:
+        namespace = fact_path.split(".")[0]
+        return next((c.file for c in self.member_runs[host].collections.values() if c.namespace == namespace), None)
 
     def _evidence(self, declared: list[str], ctx: dict[str, Any]) -> list[dict[str, Any]]:
-        """Evidence the members agree on is cited once; evidence they differ on is cited per host, never merged."""
+        """A fact the members agree on is cited once, with the members that hold it; one they differ on is
+        cited per member, never merged; a fact no member has (a derived job fact) is the job's own."""
         items: list[dict[str, Any]] = []
         for path in declared:
-            per_host = self._differs(path)
-            if per_host is None:
-                items += super()._evidence([path], ctx)[:1]
-                continue
-            for host, value in per_host.items():
-                source = next(
-                    (c.file for c in self.member_runs[host].collections.values() if c.namespace == path.split(".")[0]),
-                    None,
+            values = self._member_values(path)
+            distinct = {json.dumps(v, sort_keys=True, default=str) for v in values.values()}
+            if not values:
+                items += [{**i, "rule": "job"} for i in super()._evidence([path], ctx)[:1]]
+            elif len(distinct) == 1:
+                held_by = list(values)
+                sources = [s for h in held_by if (s := self._member_source(h, path))]
+                value = _trim(next(iter(values.values())))
+                items.append(
+                    {
+                        "fact": path,
+                        "value": value,
+                        "held_by": held_by,
+                        "rule": "same on every member",
+                        "source": ", ".join(sources) or None,
+                    }
                 )
-                items.append({"fact": path, "host": host, "value": _trim(value), "source": source})
-        conditions = super()._evidence([], ctx)
-        return items + conditions
+            else:
+                for host, value in values.items():
+                    item = {"fact": path, "host": host, "value": _trim(value), "rule": "per member"}
+                    items.append({**item, "source": self._member_source(host, path)})
+        return items + super()._evidence([], ctx)
 
     def _job_table(self) -> dict[str, Any]:
-        """The job's members: each one's role under the job's verdict and the facts that differ between them."""
+        """The job's members: each one's role under the job's verdict (from the verdict's declared
+        ``implicates``) and the facts that differ between them."""
         verdict = self.run.verdict
-        paths = [p for p in (verdict or {}).get("evidence", []) if "host" in p]
-        differing = list(dict.fromkeys(p["fact"] for p in paths))
-        named = _hosts_named(verdict, list(self.member_runs))
+        evidence = (verdict or {}).get("evidence", [])
+        paths = [p for p in evidence if "host" in p]
+        implicated = (verdict or {}).get("implicated")
         members = []
         for host, run in self.member_runs.items():
             members.append(
                 {
                     "host": host,
                     "status": run.status,
-                    "role": _role(run.status, verdict, host, named),
+                    "role": role(run.status, verdict, host),
                     "facts": {p["fact"]: p["value"] for p in paths if p["host"] == host},
                 }
             )
-        return {"members": members, "differing_facts": differing, "hosts_named": named}
+        return {
+            "members": members,
+            "implicated": implicated,
+            "not_implicated": (verdict or {}).get("not_implicated"),
+            "differing_facts": list(dict.fromkeys(p["fact"] for p in paths)),
+            "facts": job_facts(evidence),
+        }
+
+
+def job_facts(evidence: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The job's facts as the verdict cites them, each with its rule: one value the members share (and who
+    holds it), each member's own value, or a fact of the job itself (derived from the members)."""
+    facts: dict[str, dict[str, Any]] = {}
+    for item in evidence:
+        if item.get("rule") is None:
+            continue  # a condition the walk took, not a fact
+        entry = facts.setdefault(item["fact"], {"fact": item["fact"], "rule": item["rule"]})
+        if item["rule"] == "per member":
+            entry.setdefault("values", {})[item["host"]] = item["value"]
+        else:
+            entry["value"] = item["value"]
+            if item.get("held_by"):
+                entry["held_by"] = item["held_by"]
+    return list(facts.values())
 
 
 @functools.lru_cache(maxsize=8)
 def names_pattern(names: tuple[str, ...]) -> re.Pattern[str]:
     """One pattern for every host name as a whole word, longest first, compiled once per set of names
-    (job members here, a run's hosts in status updates)."""
+    (a run's hosts in status updates)."""
     alternatives = "|".join(re.escape(n) for n in sorted(names, key=len, reverse=True)) or r"(?!)"
     return re.compile(rf"(?<![\w.-])(?:{alternatives})(?![\w-])")
 
 
-def _hosts_named(verdict: dict[str, Any] | None, hosts: list[str]) -> list[str]:
-    """The members the verdict's summary names (the host to act on), as whole words."""
-    if not verdict:
-        return []
-    found = set(names_pattern(tuple(sorted(hosts))).findall(verdict.get("summary") or ""))
-    return [h for h in hosts if h in found]
-
-
-def _role(status: str, verdict: dict[str, Any] | None, host: str, named: list[str]) -> str:
-    """``act on`` (the verdict's action applies here), ``healthy``, ``not implicated`` or ``no verdict``."""
+def role(status: str, verdict: dict[str, Any] | None, host: str) -> str:
+    """A member's role under the job's verdict: ``act on: <action>`` (it is implicated), ``not implicated``,
+    ``whole job: <action>`` (the runbook declares the action is for the job, ``implicates: "[]"``), ``healthy``,
+    or ``no verdict``. A verdict whose declared members are none of the job's leaves every member not implicated
+    (the host to act on is outside the job given, e.g. a node NCCL RAS names by address)."""
+    implicated = (verdict or {}).get("implicated")
+    if verdict is not None and status != "ok" and host in (implicated or []):
+        return f"act on: {verdict['action']} ({status})"  # the member that could not be reached is the one to act on
     if status != "ok" or verdict is None:
         return "no verdict" + (f" ({status})" if status != "ok" else "")
-    if verdict["severity"] == "ok":
+    if verdict["severity"] == "ok" and not implicated:
         return "healthy"
-    if not named or host in named:
-        return f"act on: {verdict['action']}"
+    action = verdict["action"]
+    if implicated is None:
+        return f"not determined (the verdict names no members): {action}"
+    if verdict.get("whole_job"):
+        return f"whole job: {action}"
+    if host in implicated:
+        return f"act on: {action}" if action != "none" else "implicated"
     return "not implicated"

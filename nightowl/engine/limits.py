@@ -20,6 +20,8 @@ from typing import Any
 
 from jinja2.sandbox import ImmutableSandboxedEnvironment, safe_range
 
+from nightowl.engine.members import FILTERS
+
 MAX_OUTPUT = 1_000_000  # characters (or items) any one value or rendered template may hold
 BUDGET_SECONDS = 5.0  # per expression or template; a real one takes microseconds
 _MAX_POWER_BITS = 100_000
@@ -112,7 +114,8 @@ class LimitedSandbox(ImmutableSandboxedEnvironment):
         super().__init__(**options)
         self.globals["range"] = BudgetedRange
         self.globals.pop("lipsum", None)
-        self.filters = {name: _guard_filter(f) for name, f in self.filters.items()}
+        # a job's members picked by their own facts (a verdict's `implicates`) join Jinja's filters
+        self.filters = {name: _guard_filter(f) for name, f in {**self.filters, **FILTERS}.items()}
 
     def call_binop(self, context: Any, operator: str, left: Any, right: Any) -> Any:
         check_deadline()

@@ -65,6 +65,13 @@ class VerdictSpec(Strict):
     summary: str = Field(description="Jinja2 template rendered with the facts")
     evidence: list[str] = Field(default_factory=list, description="fact paths, e.g. kernel_log.events")
     gpus: str | None = Field(default=None, description="expression giving the GPUs concerned")
+    implicates: str | None = Field(
+        default=None,
+        description=(
+            "scope: job only: expression giving the members (host names) the verdict's action is for; "
+            "the others are not implicated, and [] means the job as a whole (docs/runbook-schema.md#jobs)"
+        ),
+    )
     next: NextSpec | None = Field(default=None, description="the runbook to run next, and on which hosts")
 
 

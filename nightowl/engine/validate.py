@@ -118,7 +118,7 @@ def load_runbook(
         raise RunbookInvalid([Issue(name, exc.line, None, exc.message)]) from exc
     runbook = _schema_pass(name, data, lines)
     loaded = LoadedRunbook(runbook, path, lines, graph=None)
-    issues = _parameter_pass(loaded) + _graph_pass(loaded)
+    issues = _parameter_pass(loaded) + _graph_pass(loaded) + _implicates_pass(loaded)
     if not issues:
         issues = _collector_pass(loaded, known_collectors) + _expression_pass(loaded)
     if not issues:
@@ -166,6 +166,27 @@ def _parameter_pass(loaded: LoadedRunbook) -> list[Issue]:
             problem = f"default {parameter.default!r} is text, not {parameter.type}: write it unquoted"
         line = line_of(loaded.lines, ("parameters", name, "default"))
         issues.append(Issue(str(loaded.path), line, None, f"parameter {name}: {problem}"))
+    return issues
+
+
+def _implicates_pass(loaded: LoadedRunbook) -> list[Issue]:
+    """Roles in a job come from the runbook, never from names found in a summary: a ``scope: job``
+    verdict whose action is not ``none`` declares ``implicates`` (``[]``: the job as a whole); a
+    ``scope: host`` verdict has no members to name."""
+    issues = []
+    job = loaded.runbook.scope == "job"
+    for node_id, node in loaded.runbook.nodes.items():
+        spec = node.verdict
+        if spec is None:
+            continue
+        if job and spec.action != "none" and spec.implicates is None:
+            problem = "a scope: job verdict with an action declares `implicates` (the members it is for; [] = the job)"
+        elif not job and spec.implicates is not None:
+            problem = "`implicates` names members of a job; this runbook is scope: host"
+        else:
+            continue
+        line = line_of(loaded.lines, ("nodes", node_id, "verdict"))
+        issues.append(Issue(str(loaded.path), line, node_id, problem))
     return issues
 
 
@@ -251,6 +272,8 @@ def _expressions_of(node: Node) -> Iterable[tuple[tuple[Any, ...], str, bool]]:
         yield ("verdict", "summary"), node.verdict.summary, False
         if node.verdict.gpus:
             yield ("verdict", "gpus"), "(" + node.verdict.gpus + ") is not none", True
+        if node.verdict.implicates:
+            yield ("verdict", "implicates"), "(" + node.verdict.implicates + ") is not none", True
         if node.verdict.next is not None:
             from nightowl.engine.chain import expressions as next_expressions
 

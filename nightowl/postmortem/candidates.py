@@ -67,9 +67,10 @@ def candidates(data: Bundle) -> tuple[list[dict[str, Any]], list[str]]:
                 [c for s in sources for c in fact_cites(data, s, str(item.get("fact")), item.get("value"))], data
             )
             if cites:
+                on = f" on {item['host']}" if isinstance(item.get("host"), str) else ""  # a job member's own value
                 support.append(
                     {
-                        "fact": item.get("fact"),
+                        "fact": f"{item.get('fact')}{on}",
                         "value": short(item.get("value")),
                         "cites": cites,
                         "files": sorted({c.path for c in cites}),

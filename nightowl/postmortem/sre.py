@@ -126,8 +126,9 @@ def time_to_detect(data: Bundle, placed: list[Moment]) -> str | None:
     return f"{duration(gap)} from the first fault in the host logs ({first.shown}) to the alert"
 
 
-def action_items(data: Bundle, found: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Mitigate (the verdict's first action), prevent (by action), process (the incident's own gaps)."""
+def action_items(data: Bundle, found: list[dict[str, Any]], members: list[str] | None = None) -> list[dict[str, Any]]:
+    """Mitigate (the verdict's first action), prevent (by action), process (the incident's own gaps).
+    For a job (``members``), the evidence gaps are one item, so no healthy member reads as one to act on."""
     items = []
     for c in found:
         gpus = f" (GPU {', '.join(map(str, c['gpus']))})" if c.get("gpus") else ""
@@ -146,16 +147,17 @@ def action_items(data: Bundle, found: list[dict[str, Any]]) -> list[dict[str, An
                 "cites": [],
             }
         )
-    for entry in data.trace.get("hosts", []):
-        for kind, collector in (entry.get("collectors") or {}).items():
-            if collector.get("status") not in ("ok", None):
-                items.append(
-                    {
-                        "type": "process",
-                        "text": f"Make {kind} collectable on {entry['host']} ({collector['status']}).",
-                        "cites": [],
-                    }
-                )
+    gaps = [
+        (entry["host"], kind, collector["status"])
+        for entry in data.trace.get("hosts", [])
+        for kind, collector in (entry.get("collectors") or {}).items()
+        if collector.get("status") not in ("ok", None)
+    ]
+    if members is not None and gaps:
+        listed = ", ".join(f"{kind} on {host} ({status})" for host, kind, status in gaps)
+        items.append({"type": "process", "text": f"Evidence the job's run could not collect: {listed}.", "cites": []})
+    for host, kind, status in gaps if members is None else []:
+        items.append({"type": "process", "text": f"Make {kind} collectable on {host} ({status}).", "cites": []})
     items.append({"type": "process", "text": "Confirm or reject each root-cause candidate in this draft.", "cites": []})
     items.append(
         {

@@ -119,17 +119,111 @@ def draft_url(record: Mapping[str, Any], link_base: str | None) -> str | None:
     return f"{link_base}/captures/{run_id}/postmortem.html" if run_id and link_base else None
 
 
+# Size limits of each target, and where they are documented. PagerDuty's API reference gives no length for
+# a note's `content` (only "a maximum of 2000 notes can be added to an incident",
+# https://developer.pagerduty.com/api-reference/3df2b685a0dbc-create-a-note-on-an-incident); nightowl keeps
+# a note well under the size its web app and mobile app show in one screen. Slack: a section block's text
+# is at most 3000 characters (https://api.slack.com/reference/block-kit/blocks#section) and a message's
+# `text` is truncated past 40,000 (https://api.slack.com/methods/chat.postMessage#truncating).
+PAGERDUTY_NOTE_CHARS = 4000
+SLACK_SECTION_CHARS = 3000
+SLACK_TEXT_CHARS = 4000  # the notification fallback: the headline and the finding, not the whole update
+WEBHOOK_TEXT_CHARS = 16000
+STATUS_UPDATE_BYTES = 16384  # what is read of the bundle's status-update.md
+CUT = "… (cut to fit; the whole status update is in the bundle)"
+
+
+def finding_lines(record: Mapping[str, Any]) -> list[str]:
+    """The finding beyond the headline: GPU(s), the why line, the first action, and for a job the members
+    implicated and not; one printable line each. Nothing when the capture has no verdict."""
+    from nightowl.safetext import one_line
+
+    verdict = record.get("verdict") if isinstance(record.get("verdict"), Mapping) else None
+    if not verdict:
+        return []
+    lines = []
+    gpus = verdict.get("gpus")
+    if isinstance(gpus, list) and gpus:
+        lines.append(f"GPU(s): {', '.join(str(g) for g in gpus)}")
+    summary = str(verdict.get("summary") or "")
+    head, dot, _ = summary.partition(". ")
+    if head:
+        lines.append(f"Why: {head}{'.' if dot else ''}")
+    implicated = verdict.get("implicated")
+    if isinstance(implicated, list):
+        on = ", ".join(map(str, implicated)) or ("the whole job" if verdict.get("whole_job") else "no member")
+        others = ", ".join(map(str, verdict.get("not_implicated") or []))
+        lines.append(
+            f"First action: {verdict.get('action')} on {on}" + (f" (not implicated: {others})" if others else "")
+        )
+    else:
+        lines.append(f"First action: {verdict.get('action')}")
+    return [one_line(line) for line in lines]
+
+
+def status_update_lines(record: Mapping[str, Any]) -> list[str]:
+    """The bundle's status update (status-update.md), line by line; empty when the capture wrote none."""
+    from pathlib import Path
+
+    from nightowl.safetext import printable
+
+    path = record.get("status_update")
+    if not isinstance(path, str) or not path:
+        return []
+    try:
+        with Path(path).open("rb") as handle:
+            text = handle.read(STATUS_UPDATE_BYTES).decode("utf-8", errors="replace")
+    except OSError:
+        return []
+    return [line for line in printable(text).splitlines() if line.strip()]
+
+
+def fit(lines: list[str], limit: int, join: str = "\n") -> str:
+    """``lines`` joined, within ``limit`` characters: whole lines while they fit, then the next one cut with a
+    mark saying so. A line is never split into two, and the result never ends inside an escape."""
+    out: list[str] = []
+    used = 0
+    for line in lines:
+        extra = len(line) + (len(join) if out else 0)
+        if used + extra <= limit:
+            out.append(line)
+            used += extra
+            continue
+        room = limit - used - (len(join) if out else 0) - len(CUT)
+        if room > 20:
+            out.append(_cut(line, room) + CUT)
+        elif out and len(out[-1]) > len(CUT) + 20:
+            out[-1] = _cut(out[-1], len(out[-1]) - len(CUT)) + CUT
+        break
+    return join.join(out)
+
+
+def _cut(line: str, room: int) -> str:
+    cut = line[: max(0, room)]
+    amp = cut.rfind("&")  # never leave half of an escaped `&lt;` behind
+    if amp != -1 and ";" not in cut[amp:]:
+        cut = cut[:amp]
+    return cut.rstrip()
+
+
 def request_for(
     target: Target, record: Mapping[str, Any], text: str, link: str | None
 ) -> tuple[str, dict[str, str], Any]:
-    """(url, headers, JSON body) of one target's message, or raise LookupError when it does not apply."""
+    """(url, headers, JSON body) of one target's message, or raise LookupError when it does not apply.
+
+    Each carries the verdict line, the finding (GPU(s), why, first action, a job's members) and the status
+    update, within the target's size limit (above)."""
     from nightowl.safetext import chat_text, one_line
 
     # One line: a PagerDuty title with a newline must not forge a second line of the note or message.
     headline = one_line(f"nightowl: {record.get('alert') or 'alert'} on {record.get('host') or '-'}: {text}")
+    finding, update = finding_lines(record), status_update_lines(record)
     if target.kind == "pagerduty":
         incident = _incident_id(target, record)
-        content = headline + (f"\nPostmortem draft: {link}" if link else "")
+        tail = f"Postmortem draft: {link}" if link else ""
+        room = PAGERDUTY_NOTE_CHARS - len(tail) - 1
+        body_lines = [headline, *finding] + (["", "Status update:", *update] if update else [])
+        content = fit(body_lines, room) + (f"\n{tail}" if tail else "")
         headers = {
             "Authorization": f"Token token={target.token}",
             "From": str(target.sender),
@@ -139,12 +233,26 @@ def request_for(
     if target.kind == "chat":
         # Both `text` and the blocks are read as markup: both escaped (`<!channel>` stays text).
         safe = chat_text(headline)
-        blocks: list[dict[str, Any]] = [{"type": "section", "text": {"type": "mrkdwn", "text": safe}}]
+        main = fit([safe, *(chat_text(line) for line in finding)], SLACK_SECTION_CHARS)
+        blocks: list[dict[str, Any]] = [{"type": "section", "text": {"type": "mrkdwn", "text": main}}]
         if link:
             blocks.append({"type": "context", "elements": [{"type": "mrkdwn", "text": f"<{link}|postmortem draft>"}]})
-        return target.url, {}, {"text": safe + (f" {link}" if link else ""), "blocks": blocks}
+        if update:
+            shown = fit([chat_text(line) for line in update], SLACK_SECTION_CHARS - 8)
+            blocks.append({"type": "section", "text": {"type": "mrkdwn", "text": f"```\n{shown}\n```"}})
+        fallback = fit([safe, *(chat_text(line) for line in finding)], SLACK_TEXT_CHARS - len(link or "") - 1, " ")
+        return target.url, {}, {"text": fallback + (f" {link}" if link else ""), "blocks": blocks}
     headers = {"Authorization": f"Bearer {target.token}"} if target.token else {}
-    body = {"event": "nightowl.capture", "text": headline, "draft_url": link, "capture": dict(record)}
+    note = fit([headline, *finding] + (["", *update] if update else []), WEBHOOK_TEXT_CHARS)
+    body = {
+        "event": "nightowl.capture",
+        "text": headline,
+        "note": note,
+        "finding": finding,
+        "status_update_text": "\n".join(update) or None,
+        "draft_url": link,
+        "capture": dict(record),
+    }
     return target.url, headers, body
 
 

@@ -126,8 +126,11 @@ def _next_check(step: dict[str, Any], short: dict[str, str]) -> str | None:
 
 def context(summary: dict[str, Any], now: float | None = None) -> dict[str, Any]:
     hosts = summary.get("hosts") or []
+    job = summary.get("job") or {}
     verdicts = [h["verdict"] for h in hosts if h.get("verdict")]
-    worst = max(verdicts, key=lambda v: ["ok", "info", "warning", "critical"].index(v["severity"]), default=None)
+    worst = job.get("verdict") or max(
+        verdicts, key=lambda v: ["ok", "info", "warning", "critical"].index(v["severity"]), default=None
+    )
     at = now if now is not None else time.time()
     stamp = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(at))
     names = [h["host"] for h in hosts]
@@ -140,11 +143,8 @@ def context(summary: dict[str, Any], now: float | None = None) -> dict[str, Any]
         action, users_see = "find out why nightowl got no evidence (see the bundle)", "not known yet"
         business = "none yet."
     else:
-        named = [short.get(n, n) for n in _named_hosts(worst, affected, names)]
         what = WHAT.get(worst["id"], worst["id"].replace("-", " "))
-        name_them = named and worst["severity"] != "ok" and worst["id"] != "cannot-judge"
-        where = f" on {', '.join(named)}" if name_them else ""
-        impact = f"{what}{where} ({checked})"
+        impact = f"{what}{_where(worst, job, affected, names, short)} ({checked}{_not_implicated(job, short)})"
         action = f"{worst['action']}: {_plain(_first_sentence(worst['summary']), short)}"
         users_see = USERS_SEE.get(worst["id"], BY_SEVERITY[worst["severity"]])
         business = _business(worst["action"])
@@ -165,6 +165,27 @@ def context(summary: dict[str, Any], now: float | None = None) -> dict[str, Any]
         "run_id": summary.get("run_id"),
         "bundle": summary.get("bundle"),
     }
+
+
+def _where(
+    verdict: dict[str, Any], job: dict[str, Any], affected: list[str], names: list[str], short: dict[str, str]
+) -> str:
+    """ " on r2" (the members or hosts the verdict is for), " on the whole job", or nothing for an all-clear.
+    A job names the members its runbook declares implicated, never those found in the summary."""
+    if verdict["severity"] == "ok" or verdict["id"] == "cannot-judge":
+        return ""
+    if job and verdict.get("whole_job"):
+        return " on the whole job"
+    named = verdict.get("implicated") if job and verdict.get("implicated") is not None else None
+    if named is None:
+        named = _named_hosts(verdict, affected, names)
+    return f" on {', '.join(short.get(n, n) for n in named)}" if named else ""
+
+
+def _not_implicated(job: dict[str, Any], short: dict[str, str]) -> str:
+    """ "; not implicated: r1, r3" for a job whose verdict leaves members out of the action."""
+    others = (job.get("verdict") or {}).get("not_implicated") or []
+    return f"; not implicated: {', '.join(short.get(n, n) for n in others)}" if others else ""
 
 
 def _named_hosts(verdict: dict[str, Any], affected: list[str], names: list[str]) -> list[str]:

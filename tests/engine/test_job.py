@@ -31,7 +31,9 @@ nodes:
         goto: odd
     default: straggler
   member-lost:
-    verdict: {id: member-lost, severity: critical, action: escalate, summary: "lost {{ unreachable_hosts }}"}
+    verdict:
+      {id: member-lost, severity: critical, action: escalate, summary: "lost {{ unreachable_hosts }}",
+       implicates: unreachable_hosts}
   odd:
     verdict: {id: odd, severity: ok, action: none, summary: "{{ ranks.lines }}"}
   straggler:
@@ -42,6 +44,7 @@ nodes:
       summary: >
         {% for h, f in hosts | dictsort %}{% if f.ranks.lines == 1 %}pull {{ h }}{% endif %}{% endfor %}
       gpus: "[hosts['b'].ranks.lines]"
+      implicates: "hosts | members_with('ranks.lines', 1)"
 """
 
 
@@ -62,6 +65,9 @@ def test_job_merges_outputs_and_names_the_host(tmp_path: Path) -> None:
     assert (bundle / "hosts" / "b" / "ranks.out").read_text() == "b rank 0\n"
     verdicts = json.loads((bundle / "verdicts.json").read_text())
     assert [h["path"] for h in verdicts["hosts"]] == [["gather", "judge", "straggler"]] * 2
+    roles = {m["host"]: m["role"] for m in verdicts["job"]["members"]}
+    assert roles == {"a": "not implicated", "b": "act on: drain-and-reset"}  # from b's own facts, not the prose
+    assert verdicts["job"]["implicated"] == ["b"] and verdicts["job"]["not_implicated"] == ["a"]
 
 
 def test_job_with_an_unreachable_member(tmp_path: Path) -> None:
