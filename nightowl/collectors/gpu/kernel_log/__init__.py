@@ -1,9 +1,9 @@
 """The kernel-log family: the collector (``kernel_log``), its parser split along its seams (``patterns``,
-``timestamps``, ``classify``, ``parser``), the facts a runbook reads (``log_facts``) and the result type
+``timestamps``, ``classification``, ``parser``), the facts a runbook reads (``log_facts``) and the result type
 (``results``). The names callers use are re-exported here, so ``from nightowl.collectors.gpu import
 kernel_log; kernel_log.parse(text)`` keeps working."""
 
-from nightowl.collectors.gpu.kernel_log.classify import classify
+from nightowl.collectors.gpu.kernel_log.classification import classify
 from nightowl.collectors.gpu.kernel_log.kernel_log import (
     COLLECTOR,
     MESSAGE_HINTS,

@@ -12,7 +12,7 @@ lines (same kind, code, GPU, pid, process and text) becomes one event with ``cou
 and ``last_time``, so memory grows with distinct events, not with lines.
 
 The package splits along the parser's seams: ``patterns`` (the message expressions), ``timestamps``,
-``classify`` (what one message is), ``parser`` (the streaming parser), ``log_facts`` (what a runbook
+``classification`` (what one message is), ``parser`` (the streaming parser), ``log_facts`` (what a runbook
 reads) and ``results`` (the result type); this module holds the collector and the cheap tests that
 followers (``nightowl watch``) use to skip quiet text.
 """

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from nightowl.collectors.gpu.driver_locks import DriverLockScan
-from nightowl.collectors.gpu.kernel_log.classify import _Classified, classify
+from nightowl.collectors.gpu.kernel_log.classification import _Classified, classify
 from nightowl.collectors.gpu.kernel_log.patterns import (
     _ADDRESS_FIRST,
     _AER_DETAIL,

@@ -1,5 +1,5 @@
 """The kernel log's message patterns: where a message starts, NVRM messages, other kernel messages
-and the host around the GPU. Tables of expressions only; ``classify`` reads them."""
+and the host around the GPU. Tables of expressions only; ``classification`` reads them."""
 
 from __future__ import annotations
 
