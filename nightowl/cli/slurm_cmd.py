@@ -15,7 +15,8 @@ from nightowl.cli.exit import EXIT_HELP, fail
 ACTIONS_LOG_OPTION = click.option(
     "--actions-log",
     type=click.Path(dir_okay=False, path_type=Path),
-    help="the hash-chained log of actions taken and held [default: actions.jsonl in the state dir]",
+    help="the hash-chained log of actions taken and held [default: $NIGHTOWL_ACTIONS_LOG, else actions.jsonl in "
+    "the state dir]",
 )
 LOCK_OPTION = click.option(
     "--lock",
@@ -110,10 +111,32 @@ def resume(nodes: tuple[str, ...], actions_log: Path | None, lock: Path | None, 
     _print(_each(nodes, lambda s, n: slurm_actions.resume(s, n, log, dry_run=dry_run, lock=lock)), fmt)
 
 
-def _default_log() -> Path:
-    from nightowl.paths import state_dir
+@slurm.command(epilog=EXIT_HELP)
+@TEXT_JSON_OPTION
+def reasons(fmt: str) -> None:
+    """Every node reason Slurm holds (`sinfo -R`): who set it, when, and whether it is nightowl's drain.
 
-    return state_dir() / "actions.jsonl"
+    Others' drains are facts nightowl never changes (`resume` leaves them); this lists them, so a
+    person sees a maintenance drain next to nightowl's before acting.
+    """
+    from nightowl.fleet.slurm_actions import Slurm, SlurmError
+
+    try:
+        facts = Slurm().reasons()
+    except (SlurmError, OSError, TimeoutError) as exc:
+        fail(f"sinfo -R: {exc}")
+    if fmt == "json":
+        click.echo(json.dumps({"reasons": facts}, indent=2))
+        return
+    for fact in facts:
+        whose = "nightowl" if fact["ours"] else (fact["user"] or "someone else")
+        click.echo(f"{fact['node']}: {fact['state']} since {fact['since'] or '?'} by {whose}: {fact['reason']}")
+
+
+def _default_log() -> Path:
+    from nightowl.fleet.actions_log import default_path
+
+    return default_path()
 
 
 def _each(nodes: tuple[str, ...], act: Any) -> list[dict[str, Any]]:

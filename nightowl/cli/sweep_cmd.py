@@ -293,6 +293,11 @@ def _run(
 
     memberships = with_fact_domains(domains or {}, summary["fleet"])
     summary["domains"] = fleet_domains(summary["hosts"], memberships, summary["fleet"]["xid_events"])
+    from nightowl.fleet.actions_log import breaker_state, default_path
+
+    breaker = breaker_state(default_path())  # held scheduler actions (slurm, k8s): None when nightowl never acted
+    if breaker is not None:
+        summary["breaker"] = breaker
     render = {"json": json_report, "prometheus": prometheus_textfile, "text": text_report, "table": fleet_table}
     click.echo(render[fmt](summary), nl=fmt != "prometheus")
     return summary

@@ -47,6 +47,7 @@ class Capture:
     started_at: float | None = None
     finished_at: float | None = None
     storm: Storm | None = None  # the alerts of one failure domain folded into this capture (receiver/storm.py)
+    breaker: dict[str, Any] | None = None  # the fleet circuit breaker when the capture ended (fleet/actions_log.py)
 
     def manifest_alert(self) -> dict[str, Any]:
         """The ``alert`` object written to the bundle's manifest (see the module docstring of postmortem)."""
@@ -69,8 +70,12 @@ class Capture:
 
     def outcome(self) -> str:
         """One line for the serve log, ``triage --alert`` and the notes: the verdict, or what prevented one."""
+        from nightowl.fleet.actions_log import breaker_line
+
         line = describe_outcome(self.status, self.verdict, self.host, self.host_status, self.host_error, self.reason)
-        return self.storm.describe(line) if self.storm is not None and self.status == "captured" else line
+        line = self.storm.describe(line) if self.storm is not None and self.status == "captured" else line
+        breaker = breaker_line(self.breaker)  # an open breaker: the responders learn actions are held
+        return f"{line}; {breaker}" if breaker else line
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -99,6 +104,7 @@ class Capture:
             "started_at": self.started_at,
             "finished_at": self.finished_at,
             "storm": self.storm.to_json() if self.storm is not None else None,
+            "breaker": self.breaker,
         }
 
 
@@ -227,6 +233,9 @@ def run_capture(
         capture.status, capture.reason = "failed", f"{type(exc).__name__}: {exc}"
     else:
         _captured(capture, result)
+        from nightowl.fleet.actions_log import breaker_state, default_path
+
+        capture.breaker = breaker_state(default_path())
     capture.finished_at = time.time()
     return capture
 

@@ -499,6 +499,7 @@ def _readable(entry: Any) -> dict[str, Any]:
         ("notifications", list),
         ("storm", dict),
         ("storm_records", list),
+        ("breaker", dict),
     ):
         if entry.get(name) is not None and not isinstance(entry[name], kind):
             raise ValueError(f"{name} is not a {kind.__name__}")
