@@ -12,7 +12,14 @@ import click
 
 from nightowl.cli.common import TEXT_JSON_OPTION
 from nightowl.cli.exit import EXIT_HELP, fail
-from nightowl.cli.slurm_cmd import ACTIONS_LOG_OPTION, DRY_RUN_OPTION, _default_log, _print
+from nightowl.cli.slurm_cmd import (
+    ACTIONS_LOG_OPTION,
+    DRY_RUN_OPTION,
+    caps_options,
+    caps_or_exit,
+    default_actions_log,
+    print_actions,
+)
 from nightowl.fleet.node_condition import NPD_DEFAULT_MAX_OUTPUT_LENGTH
 
 
@@ -56,11 +63,7 @@ def k8s() -> None:
 @k8s.command("condition", epilog=EXIT_HELP)
 @click.argument("node")
 @click.option("--check-status", type=int, required=True, help="the exit status of `nightowl check`")
-@click.option("--max-drain", type=click.IntRange(min=0), help="at most N nodes turned unhealthy per window")
-@click.option(
-    "--max-drain-percent", type=click.FloatRange(0, 100), help="at most P percent of the cluster's nodes per window"
-)
-@click.option("--window", default="1h", show_default=True, help="the window the caps count in (90s, 30m, 1h, 1d)")
+@caps_options("turned unhealthy (False) by nightowl")
 @ACTIONS_LOG_OPTION
 @DRY_RUN_OPTION
 @TEXT_JSON_OPTION
@@ -83,14 +86,9 @@ def condition(
     ever run. Turning a node False is capped: the breaker counts the nodes already False in the
     window; a held node is set Unknown saying why, and logged as held in actions.jsonl.
     """
-    from nightowl.cli.bundles_cmd import parse_age
-    from nightowl.fleet.breaker import Caps
     from nightowl.fleet.k8s_condition import Kubectl, KubectlError, set_condition
 
-    try:
-        caps = Caps(max_drain, max_drain_percent, parse_age(window))
-    except ValueError as exc:
-        fail(f"--window: {exc}")
+    caps = caps_or_exit(max_drain, max_drain_percent, window)
     try:
         report = json.loads(sys.stdin.read() or "null")
     except ValueError:
@@ -102,9 +100,9 @@ def condition(
             report if isinstance(report, dict) else None,
             check_status,
             caps,
-            actions_log or _default_log(),
+            actions_log or default_actions_log(),
             dry_run=dry_run,
         )
     except (KubectlError, OSError, subprocess.TimeoutExpired) as exc:
         fail(f"{node}: {exc}")
-    _print([entry], fmt)
+    print_actions([entry], fmt)

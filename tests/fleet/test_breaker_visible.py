@@ -9,13 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from nightowl import runbooks
-from nightowl.cli.sweep_cmd import param_values, run_sweep
 from nightowl.fleet import actions_log
 from nightowl.paths import data_dir
 from nightowl.receiver.capture import triage_alert_payload
 from nightowl.receiver.config import load_config
-from nightowl.transports.replay import ReplayTransport
+from tests.fleet.test_fact_domains import sweep
 from tests.postmortem.bundles import ALERTS
 from tests.test_serve import write_config
 
@@ -53,17 +51,7 @@ def test_breaker_state_counts_held_actions_in_the_window(tmp_path: Path) -> None
 
 
 def _sweep(tmp_path: Path, fmt: str, capsys: pytest.CaptureFixture[str]) -> str:
-    run_sweep(
-        runbooks.load("node-health"),
-        {"gpu-01": lambda: ReplayTransport(HEALTHY, "gpu-01")},
-        param_values((), None),
-        {"command_timeout": None, "host_timeout": None},
-        fmt=fmt,
-        textfile=None,
-        log_format=None,
-        out_dir=tmp_path / "b",
-        forks=1,
-    )
+    sweep(tmp_path, {"gpu-01": HEALTHY}, fmt)
     return capsys.readouterr().out
 
 

@@ -22,7 +22,7 @@ from nightowl.receiver.config import ConfigError, load_config
 from nightowl.receiver.queue import Receiver
 from tests.postmortem.bundles import HOSTS
 from tests.test_serve import TOKEN, Running
-from tests.test_serve_notify import Recorder
+from tests.test_serve_notify import Recorder, wait_notified
 
 RECORDED = HOSTS / "xid79-fallen-off-bus"
 
@@ -103,17 +103,6 @@ def stop(running: Running) -> None:
     running.receiver.stop(timeout=5)
 
 
-def finished(running: Running, count: int, timeout: float = 60.0) -> list[dict[str, Any]]:
-    """The captures that ran and were announced, once ``count`` of them are."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        done = [c for c in running.receiver.captures() if c["notifications"] is not None]
-        if len(done) >= count:
-            return done
-        time.sleep(0.05)
-    raise AssertionError(f"fewer than {count} captures announced: {running.receiver.captures()}")
-
-
 @pytest.mark.integration
 def test_64_alerts_of_one_rack_are_one_capture_and_one_note(tmp_path: Path, recorder: Recorder) -> None:
     hosts = rack_hosts(tmp_path, "r07", 16)
@@ -126,7 +115,7 @@ def test_64_alerts_of_one_rack_are_one_capture_and_one_note(tmp_path: Path, reco
         answers.append(deliver(running, [alert(lone, 0, "r12")]))  # another rack, the same seconds
         assert time.monotonic() - began < 5
         assert sum(a["counts"].get("held", 0) for a in answers) == 65
-        done = finished(running, 2)
+        done = wait_notified(running, 2, timeout=90)
     finally:
         stop(running)
     assert len(done) == 2
@@ -165,10 +154,10 @@ def test_a_storm_never_holds_up_another_alert(tmp_path: Path, recorder: Recorder
         deliver(running, [alert(h, 0, "r03") for h in hosts])
         assert storm_started.wait(10)
         deliver(running, [alert(other, 0, None)])  # no rack: captured at once, by the ordinary lane
-        done = finished(running, 1)
+        done = wait_notified(running, 1)
         assert [c["host"] for c in done] == [other] and not gate.is_set()
         gate.set()
-        done = finished(running, 2)
+        done = wait_notified(running, 2)
     finally:
         gate.set()
         stop(running)
@@ -184,7 +173,7 @@ def test_a_full_window_is_released_at_the_cap_and_a_redelivery_is_a_duplicate(
     try:
         first = deliver(running, [alert(h, 0, "r05") for h in hosts])
         again = deliver(running, [alert(hosts[0], 0, "r05")])
-        done = finished(running, 2)
+        done = wait_notified(running, 2)
     finally:
         stop(running)
     assert first["counts"] == {"held": 6}
