@@ -115,7 +115,11 @@ def test_64_alerts_of_one_rack_are_one_capture_and_one_note(tmp_path: Path, reco
         answers.append(deliver(running, [alert(lone, 0, "r12")]))  # another rack, the same seconds
         assert time.monotonic() - began < 5
         assert sum(a["counts"].get("held", 0) for a in answers) == 65
+        health = running.request("GET", "/healthz")[1]
+        assert health["status"] == "ok" and health["waiting"] >= 1  # held alerts count as waiting
         done = wait_notified(running, 2, timeout=90)
+        status, page = running.request("GET", "/")
+        assert status == 200 and "rack=r07" in page  # the index lists the storm as one capture
     finally:
         stop(running)
     assert len(done) == 2
