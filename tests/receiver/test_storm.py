@@ -210,3 +210,34 @@ def test_storm_config_is_checked(tmp_path: Path) -> None:
     typo = storm_config(tmp_path, "http://127.0.0.1:9/hook", extra="    storm_by: 'rack name'\n")
     with pytest.raises(ConfigError, match="storm_by is a label name"):
         load_config(typo)
+
+
+def test_which_alerts_fold_and_by_what(tmp_path: Path) -> None:
+    from nightowl.receiver.capture import plan_capture
+    from nightowl.receiver.payload import parse_alertmanager
+    from nightowl.receiver.storm import storm_key
+
+    extra = """  - name: by-rule
+    match: ["alertname=NodeDown"]
+    runbook: node-health
+    host: "replay:/x/{{ labels.Hostname }}"
+    storm_by: rule
+  - name: by-switch
+    match: ["alertname=IbPortDown"]
+    runbook: node-health
+    host: "replay:/x/{{ labels.Hostname }}"
+    storm_by: switch
+"""
+    config = load_config(storm_config(tmp_path, "http://127.0.0.1:9/hook", extra=extra))
+
+    def key(labels: dict[str, str], status: str = "firing") -> Any:
+        (parsed,) = parse_alertmanager({"alerts": [{"status": status, "labels": {"Hostname": "n1", **labels}}]})
+        return storm_key(plan_capture(parsed, config, 0.0), config)
+
+    assert key({"alertname": "GpuXidErrors", "rack": "r1"}) == ("gpu-xid", "rack", "r1")  # storm.by
+    assert key({"alertname": "GpuXidErrors"}) is None  # no domain label: captured at once
+    assert key({"alertname": "GpuXidErrors", "rack": "r1"}, status="resolved") is None  # only firing alerts
+    assert key({"alertname": "NodeDown", "rack": "r1"}) == ("by-rule", "rule", "by-rule")
+    assert key({"alertname": "IbPortDown", "rack": "r1", "switch": "leaf-3"}) == ("by-switch", "switch", "leaf-3")
+    assert key({"alertname": "IbPortDown", "rack": "r1"}) is None  # the rule's own label wins over storm.by
+    assert key({"alertname": "Unrouted", "rack": "r1"}) is None  # ignored alerts never fold
