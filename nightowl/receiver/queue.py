@@ -325,7 +325,8 @@ class Receiver:
                 return
             if capture.status != "captured":
                 # Never a duplicate of a capture that did not happen: a redelivery gets its chance.
-                self._seen.pop(capture.alert.dedupe_key, None)
+                for alert in [m.alert for m in capture.storm.members] if capture.storm else [capture.alert]:
+                    self._seen.pop(alert.dedupe_key, None)
             self._write(self._entry(capture))
         level = "error" if capture.status == "failed" else verdict_level(capture.host_status, capture.verdict)
         self._log(
@@ -503,6 +504,8 @@ def _readable(entry: Any) -> dict[str, Any]:
     ):
         if entry.get(name) is not None and not isinstance(entry[name], kind):
             raise ValueError(f"{name} is not a {kind.__name__}")
+    if not all(isinstance(r, dict) for r in entry.get("storm_records") or []):
+        raise ValueError("storm_records are not alert records")
     notes = entry.get("notifications") or []
     if not all(
         isinstance(n, dict) and isinstance(n.get("target"), str) and isinstance(n.get("status"), str) for n in notes

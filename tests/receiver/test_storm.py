@@ -241,3 +241,33 @@ def test_which_alerts_fold_and_by_what(tmp_path: Path) -> None:
     assert key({"alertname": "IbPortDown", "rack": "r1", "switch": "leaf-3"}) == ("by-switch", "switch", "leaf-3")
     assert key({"alertname": "IbPortDown", "rack": "r1"}) is None  # the rule's own label wins over storm.by
     assert key({"alertname": "Unrouted", "rack": "r1"}) is None  # ignored alerts never fold
+
+
+@pytest.mark.integration
+def test_a_failed_storm_is_never_a_duplicate_of_its_redelivery(tmp_path: Path, recorder: Recorder) -> None:
+    hosts = rack_hosts(tmp_path, "r11", 3)
+
+    def broken(capture: Capture, config: Any) -> Capture:
+        capture.status, capture.reason = "failed", "the storm lane broke"
+        return capture
+
+    running = start(storm_config(tmp_path, f"{recorder.url}/hook", window=0.3), run_storm=broken)
+    try:
+        storm = [alert(h, 0, "r11") for h in hosts]
+        deliver(running, storm)
+        (failed,) = wait_notified(running, 1)
+        assert failed["status"] == "failed" and failed["storm"]["alerts"] == 3
+        again = deliver(running, storm[1:])  # Alertmanager redelivers: each alert gets its chance again
+    finally:
+        stop(running)
+    assert again["counts"] == {"held": 2}
+
+
+def test_a_journal_line_with_unreadable_storm_records_is_skipped(tmp_path: Path) -> None:
+    config = storm_config(tmp_path, "http://127.0.0.1:9/hook")
+    (tmp_path / "bundles").mkdir()
+    bad = {"id": "s1", "status": "queued", "alert_record": {"labels": {"alertname": "GpuXidErrors"}}}
+    (tmp_path / "bundles" / "captures.jsonl").write_text(json.dumps({**bad, "storm_records": [1, "x"]}) + "\n")
+    lines: list[str] = []
+    receiver = Receiver(load_config(config), log=lambda line: lines.append(str(line)))
+    assert receiver._resume == [] and any("storm_records are not alert records" in line for line in lines)
