@@ -293,9 +293,9 @@ def _run(
 
     memberships = with_fact_domains(domains or {}, summary["fleet"])
     summary["domains"] = fleet_domains(summary["hosts"], memberships, summary["fleet"]["xid_events"])
-    from nightowl.fleet.actions_log import breaker_state, default_path
+    from nightowl.fleet.actions_log import breaker_state, watched_path
 
-    breaker = breaker_state(default_path())  # held scheduler actions (slurm, k8s): None when nightowl never acted
+    breaker = breaker_state(watched_path())  # held scheduler actions (slurm, k8s): None when nightowl never acted
     if breaker is not None:
         summary["breaker"] = breaker
     render = {"json": json_report, "prometheus": prometheus_textfile, "text": text_report, "table": fleet_table}

@@ -65,7 +65,7 @@ ENV = "NIGHTOWL_ACTIONS_LOG"
 
 def default_path() -> Path:
     """``$NIGHTOWL_ACTIONS_LOG``, else ``actions.jsonl`` in the state dir: where `slurm` and `k8s` log by
-    default and where `sweep`, `check` and `serve` look for held actions."""
+    default (`sweep`, `check` and `serve` watch only ``$NIGHTOWL_ACTIONS_LOG``: :func:`watched_path`)."""
     import os
 
     from nightowl.paths import state_dir
@@ -73,12 +73,21 @@ def default_path() -> Path:
     return Path(os.environ[ENV]) if os.environ.get(ENV) else state_dir() / "actions.jsonl"
 
 
-def breaker_state(path: Path, window_s: float = 3600.0, now: float | None = None) -> dict[str, Any] | None:
+def watched_path() -> Path | None:
+    """The actions log reports watch for an open breaker: ``$NIGHTOWL_ACTIONS_LOG`` only. Reports never
+    look the state dir up themselves: under slurmd's bare environment that lookup cost a health check
+    its deadline (tests/fleet/test_slurm_healthcheck.py), and a report must not slow the check it reports."""
+    import os
+
+    return Path(os.environ[ENV]) if os.environ.get(ENV) else None
+
+
+def breaker_state(path: Path | None, window_s: float = 3600.0, now: float | None = None) -> dict[str, Any] | None:
     """Whether the circuit breaker held actions lately, from the log: ``{open, held_in_window, held_total,
     window_s, last_held: {when, node, why} | None, error}``. ``open`` is a held action inside the window.
-    None when there is no log (nightowl never acted); a log that cannot be read says so in ``error``
+    None when there is no log (nightowl never acted, or none is watched); a log that cannot be read says so in ``error``
     (and ``open`` is None: unknown, never a closed breaker)."""
-    if not path.exists():
+    if path is None or not path.exists():
         return None
     try:
         entries = read(path)

@@ -233,9 +233,9 @@ def run_capture(
         capture.status, capture.reason = "failed", f"{type(exc).__name__}: {exc}"
     else:
         _captured(capture, result)
-        from nightowl.fleet.actions_log import breaker_state, default_path
+        from nightowl.fleet.actions_log import breaker_state, watched_path
 
-        capture.breaker = breaker_state(default_path())
+        capture.breaker = breaker_state(watched_path())
     capture.finished_at = time.time()
     return capture
 
