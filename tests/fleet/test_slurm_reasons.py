@@ -39,8 +39,8 @@ def test_reasons_tell_nightowls_drains_from_everyone_elses(slurm_cluster: SlurmC
         assert facts[ours]["reason"] == "nightowl: nvlink-xid (reset-gpu)" and facts[ours]["ours"] is True
         assert "drain" in facts[person]["state"] and facts[person]["user"]  # who set it, as Slurm recorded
         assert facts[person]["since"]  # when, as an ISO time
-        # the spares nobody drained are down with the test's reason: someone else's, listed too
-        assert facts[SPARES[0]]["reason"] == "test: no slurmd" and facts[SPARES[0]]["ours"] is False
+        # a down node's reason is listed too (the spares never register: they are down with one)
+        assert "down" in facts[SPARES[0]]["state"] and facts[SPARES[0]]["reason"]
         assert cluster.reason(person) == "maintenance: PSU swap"  # read, never changed
     finally:
         _clean(cluster)
