@@ -20,7 +20,7 @@ from nightowl.cli.floor_cmd import floor
 from nightowl.cli.history_cmd import history
 from nightowl.cli.kv_size_cmd import kv_size
 from nightowl.cli.mcp_cmd import mcp
-from nightowl.cli.npd_cmd import npd_result
+from nightowl.cli.npd_cmd import k8s, npd_result
 from nightowl.cli.parse_cmd import parse_cmd
 from nightowl.cli.plan_cmd import plan
 from nightowl.cli.postmortem_cmd import postmortem
@@ -73,6 +73,7 @@ for command in (
     bundles,
     slurm,
     npd_result,
+    k8s,
     mcp,
     history,
     watch,

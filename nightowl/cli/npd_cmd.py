@@ -1,12 +1,25 @@
-"""`nightowl npd-result`: a `check` report as node-problem-detector's custom-plugin answer."""
+"""`nightowl npd-result`: a `check` report as node-problem-detector's custom-plugin answer; `nightowl k8s
+condition`: the same report as the NightowlGPUHealthy condition, patched with kubectl (fleet/k8s_condition.py)."""
 
 from __future__ import annotations
 
 import json
+import subprocess
 import sys
+from pathlib import Path
 
 import click
 
+from nightowl.cli.common import TEXT_JSON_OPTION
+from nightowl.cli.exit import EXIT_HELP, fail
+from nightowl.cli.slurm_cmd import (
+    ACTIONS_LOG_OPTION,
+    DRY_RUN_OPTION,
+    caps_options,
+    caps_or_exit,
+    default_actions_log,
+    print_actions,
+)
 from nightowl.fleet.node_condition import NPD_DEFAULT_MAX_OUTPUT_LENGTH
 
 
@@ -40,3 +53,56 @@ def npd_result(check_status: int, max_output_length: int) -> None:
         message = message.replace("[-]", "[no report]", 1)
     click.echo(message)
     sys.exit(int(status))
+
+
+@click.group("k8s", epilog=EXIT_HELP)
+def k8s() -> None:
+    """Kubernetes node conditions without node-problem-detector, opt-in, behind the circuit breaker."""
+
+
+@k8s.command("condition", epilog=EXIT_HELP)
+@click.argument("node")
+@click.option("--check-status", type=int, required=True, help="the exit status of `nightowl check`")
+@caps_options("turned unhealthy (False) by nightowl")
+@ACTIONS_LOG_OPTION
+@DRY_RUN_OPTION
+@TEXT_JSON_OPTION
+def condition(
+    node: str,
+    check_status: int,
+    max_drain: int | None,
+    max_drain_percent: float | None,
+    window: str,
+    actions_log: Path | None,
+    dry_run: bool,
+    fmt: str,
+) -> None:
+    """Read `nightowl check --format json` on stdin; set NODE's NightowlGPUHealthy condition with kubectl.
+
+    \b
+    status True (check exit 0), False (exit 1: the node needs action), Unknown (anything else);
+    reason the verdict id, message its summary and the bundle id. Only `kubectl get nodes -o json`
+    and `kubectl patch node NODE --subresource=status --type=strategic -p BODY` (this one condition)
+    ever run. Turning a node False is capped: the breaker counts the nodes already False in the
+    window; a held node is set Unknown saying why, and logged as held in actions.jsonl.
+    """
+    from nightowl.fleet.k8s_condition import Kubectl, KubectlError, set_condition
+
+    caps = caps_or_exit(max_drain, max_drain_percent, window)
+    try:
+        report = json.loads(sys.stdin.read() or "null")
+    except ValueError:
+        report, check_status = None, -1  # an unreadable report is no verdict: Unknown
+    try:
+        entry = set_condition(
+            Kubectl(),
+            node,
+            report if isinstance(report, dict) else None,
+            check_status,
+            caps,
+            actions_log or default_actions_log(),
+            dry_run=dry_run,
+        )
+    except (KubectlError, OSError, subprocess.TimeoutExpired) as exc:
+        fail(f"{node}: {exc}")
+    print_actions([entry], fmt)

@@ -15,7 +15,8 @@ from nightowl.cli.exit import EXIT_HELP, fail
 ACTIONS_LOG_OPTION = click.option(
     "--actions-log",
     type=click.Path(dir_okay=False, path_type=Path),
-    help="the hash-chained log of actions taken and held [default: actions.jsonl in the state dir]",
+    help="the hash-chained log of actions taken and held [default: $NIGHTOWL_ACTIONS_LOG, else actions.jsonl in "
+    "the state dir]",
 )
 LOCK_OPTION = click.option(
     "--lock",
@@ -23,6 +24,39 @@ LOCK_OPTION = click.option(
     help="a lock file the checks deciding at once share (one node: serialises them)",
 )
 DRY_RUN_OPTION = click.option("--dry-run", is_flag=True, help="say what would be done; change and log nothing")
+
+
+def caps_options(what: str) -> Any:
+    """The circuit breaker's --max-drain, --max-drain-percent and --window; ``what``: the action capped."""
+
+    def decorate(command: Any) -> Any:
+        for option in reversed(
+            (
+                click.option("--max-drain", type=click.IntRange(min=0), help=f"at most N nodes {what} per window"),
+                click.option(
+                    "--max-drain-percent",
+                    type=click.FloatRange(0, 100),
+                    help="at most P percent of the cluster's nodes per window",
+                ),
+                click.option(
+                    "--window", default="1h", show_default=True, help="the window the caps count in (90s, 30m, 1h, 1d)"
+                ),
+            )
+        ):
+            command = option(command)
+        return command
+
+    return decorate
+
+
+def caps_or_exit(max_drain: int | None, max_drain_percent: float | None, window: str) -> Any:
+    """The breaker's caps from the options (exit 2 naming --window when it cannot be read)."""
+    from nightowl.fleet.breaker import Caps
+
+    try:
+        return Caps(max_drain, max_drain_percent, parse_age(window))
+    except ValueError as exc:
+        fail(f"--window: {exc}")
 
 
 @click.group(epilog=EXIT_HELP)
@@ -40,11 +74,7 @@ def slurm() -> None:
 @click.option("--verdict", required=True, help="the verdict id that needs the node out of service")
 @click.option("--action", "verdict_action", required=True, help="the verdict's action (e.g. reboot-node)")
 @click.option("--bundle", type=click.Path(file_okay=False, path_type=Path), help="the evidence bundle behind it")
-@click.option("--max-drain", type=click.IntRange(min=0), help="at most N nodes drained by nightowl per window")
-@click.option(
-    "--max-drain-percent", type=click.FloatRange(0, 100), help="at most P percent of the cluster's nodes per window"
-)
-@click.option("--window", default="1h", show_default=True, help="the window the caps count in (90s, 30m, 1h, 1d)")
+@caps_options("drained by nightowl")
 @ACTIONS_LOG_OPTION
 @LOCK_OPTION
 @DRY_RUN_OPTION
@@ -67,13 +97,9 @@ def drain(
     A node drained by someone else is left with its reason. Prints one line per node: what was done.
     """
     from nightowl.fleet import slurm_actions
-    from nightowl.fleet.breaker import Caps
 
-    try:
-        caps = Caps(max_drain, max_drain_percent, parse_age(window))
-    except ValueError as exc:
-        fail(f"--window: {exc}")
-    log = actions_log or _default_log()
+    caps = caps_or_exit(max_drain, max_drain_percent, window)
+    log = actions_log or default_actions_log()
     planned: list[str] = []  # a dry run counts the drains it would already have made
 
     def act(client: Any, node: str) -> dict[str, Any]:
@@ -93,7 +119,7 @@ def drain(
             planned.append(node)
         return entry
 
-    _print(_each(nodes, act), fmt)
+    print_actions(_each(nodes, act), fmt)
 
 
 @slurm.command(epilog=EXIT_HELP)
@@ -106,14 +132,36 @@ def resume(nodes: tuple[str, ...], actions_log: Path | None, lock: Path | None, 
     """Resume NODES that nightowl drained (their reason is exactly the one it wrote); others stay drained."""
     from nightowl.fleet import slurm_actions
 
-    log = actions_log or _default_log()
-    _print(_each(nodes, lambda s, n: slurm_actions.resume(s, n, log, dry_run=dry_run, lock=lock)), fmt)
+    log = actions_log or default_actions_log()
+    print_actions(_each(nodes, lambda s, n: slurm_actions.resume(s, n, log, dry_run=dry_run, lock=lock)), fmt)
 
 
-def _default_log() -> Path:
-    from nightowl.paths import state_dir
+@slurm.command(epilog=EXIT_HELP)
+@TEXT_JSON_OPTION
+def reasons(fmt: str) -> None:
+    """Every node reason Slurm holds (`sinfo -R`): who set it, when, and whether it is nightowl's drain.
 
-    return state_dir() / "actions.jsonl"
+    Others' drains are facts nightowl never changes (`resume` leaves them); this lists them, so a
+    person sees a maintenance drain next to nightowl's before acting.
+    """
+    from nightowl.fleet.slurm_actions import Slurm, SlurmError
+
+    try:
+        facts = Slurm().reasons()
+    except (SlurmError, OSError, TimeoutError) as exc:
+        fail(f"sinfo -R: {exc}")
+    if fmt == "json":
+        click.echo(json.dumps({"reasons": facts}, indent=2))
+        return
+    for fact in facts:
+        whose = "nightowl" if fact["ours"] else (fact["user"] or "someone else")
+        click.echo(f"{fact['node']}: {fact['state']} since {fact['since'] or '?'} by {whose}: {fact['reason']}")
+
+
+def default_actions_log() -> Path:
+    from nightowl.fleet.actions_log import default_path
+
+    return default_path()
 
 
 def _each(nodes: tuple[str, ...], act: Any) -> list[dict[str, Any]]:
@@ -129,7 +177,7 @@ def _each(nodes: tuple[str, ...], act: Any) -> list[dict[str, Any]]:
     return done
 
 
-def _print(done: list[dict[str, Any]], fmt: str) -> None:
+def print_actions(done: list[dict[str, Any]], fmt: str) -> None:
     if fmt == "json":
         click.echo(json.dumps({"actions": done}, indent=2))
         return

@@ -289,9 +289,15 @@ def _run(
         )
     summary = result.summary
     summary["fleet"] = fleet_facts(result.runs)
-    from nightowl.fleet.domains import fleet_domains
+    from nightowl.fleet.domains import fleet_domains, with_fact_domains
 
-    summary["domains"] = fleet_domains(summary["hosts"], domains or {}, summary["fleet"]["xid_events"])
+    memberships = with_fact_domains(domains or {}, summary["fleet"])
+    summary["domains"] = fleet_domains(summary["hosts"], memberships, summary["fleet"]["xid_events"])
+    from nightowl.fleet.actions_log import breaker_state, watched_path
+
+    breaker = breaker_state(watched_path())  # held scheduler actions (slurm, k8s): None when nightowl never acted
+    if breaker is not None:
+        summary["breaker"] = breaker
     render = {"json": json_report, "prometheus": prometheus_textfile, "text": text_report, "table": fleet_table}
     click.echo(render[fmt](summary), nl=fmt != "prometheus")
     return summary

@@ -58,3 +58,76 @@ def verify(path: Path) -> list[str]:
             problems.append(f"line {number}: hash does not match its fields")
         prev = line.get("hash") or ""
     return problems
+
+
+ENV = "NIGHTOWL_ACTIONS_LOG"
+
+
+def default_path() -> Path:
+    """``$NIGHTOWL_ACTIONS_LOG``, else ``actions.jsonl`` in the state dir: where `slurm` and `k8s` log by
+    default (`sweep`, `check` and `serve` watch only ``$NIGHTOWL_ACTIONS_LOG``: :func:`watched_path`)."""
+    import os
+
+    from nightowl.paths import state_dir
+
+    return Path(os.environ[ENV]) if os.environ.get(ENV) else state_dir() / "actions.jsonl"
+
+
+def watched_path() -> Path | None:
+    """The actions log reports watch for an open breaker: ``$NIGHTOWL_ACTIONS_LOG`` only. Reports never
+    look the state dir up themselves: under slurmd's bare environment that lookup cost a health check
+    its deadline (tests/fleet/test_slurm_healthcheck.py), and a report must not slow the check it reports."""
+    import os
+
+    return Path(os.environ[ENV]) if os.environ.get(ENV) else None
+
+
+def breaker_state(path: Path | None, window_s: float = 3600.0, now: float | None = None) -> dict[str, Any] | None:
+    """Whether the circuit breaker held actions lately, from the log: ``{open, held_in_window, held_total,
+    window_s, last_held: {when, node, why} | None, error}``. ``open`` is a held action inside the window.
+    None when there is no log (nightowl never acted, or none is watched); a log that cannot be read says so in ``error``
+    (and ``open`` is None: unknown, never a closed breaker)."""
+    if path is None or not path.exists():
+        return None
+    try:
+        entries = read(path)
+    except (OSError, ValueError) as exc:
+        return {"open": None, "held_in_window": None, "held_total": None, "window_s": window_s, "last_held": None,
+                "error": f"cannot read {path.name}: {exc}"}  # fmt: skip
+    now = time.time() if now is None else now
+    held = [e for e in entries if e.get("result") == "held"]
+    recent = [e for e in held if now - _epoch(e.get("when")) < window_s]
+    last = recent[-1] if recent else None
+    return {
+        "open": bool(recent),
+        "held_in_window": len(recent),
+        "held_total": len(held),
+        "window_s": window_s,
+        "last_held": {k: last.get(k) for k in ("when", "node", "why")} if last else None,
+        "error": None,
+    }
+
+
+def _epoch(when: Any) -> float:
+    """A log line's ``when`` as Unix time; one that cannot be read counts as now (unknown age is not old)."""
+    from datetime import datetime
+
+    try:
+        return datetime.fromisoformat(str(when).replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return time.time()
+
+
+def breaker_line(state: dict[str, Any] | None) -> str | None:
+    """One line for reports and notes when the breaker is open or its log unreadable; None otherwise."""
+    if not state:
+        return None
+    if state.get("error"):
+        return f"circuit breaker: unknown ({state['error']})"
+    if not state.get("open"):
+        return None
+    last = state.get("last_held") or {}
+    return (
+        f"circuit breaker open: {state['held_in_window']} action(s) held in the last {state['window_s']:g} s "
+        f"(last: {last.get('node')}: {last.get('why')})"
+    )

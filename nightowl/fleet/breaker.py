@@ -20,6 +20,8 @@ PREFIX = "nightowl:"
 OWN_REASON = re.compile(r"^nightowl: [a-z0-9][a-z0-9._-]* \([a-z-]+\)$")
 # sinfo -h -N -o ... : node, state, reason time, reason (last: a reason may hold the separator)
 SINFO_ARGV = ["sinfo", "-h", "-N", "-o", "%N|%T|%H|%E"]
+# sinfo -R (--list-reasons): only nodes with a reason (down, drained, failing), with who set it (%u)
+REASONS_ARGV = ["sinfo", "-R", "-h", "-N", "-o", "%N|%T|%H|%u|%E"]
 
 
 @dataclass(frozen=True)
@@ -64,6 +66,30 @@ def parse_sinfo(text: str) -> dict[str, NodeState]:
         node, state, since, reason = (p.strip() for p in parts)
         nodes.setdefault(node, NodeState(node, state, reason, _time(since)))
     return nodes
+
+
+def parse_reasons(text: str) -> list[dict[str, object]]:
+    """``sinfo -R -h -N -o '%N|%T|%H|%u|%E'`` as facts: each node's reason, who set it and when, and whether it
+    is nightowl's own (the exact form it writes); a node in several partitions once, in sinfo's order."""
+    facts: dict[str, dict[str, object]] = {}
+    for line in text.splitlines():
+        parts = line.split("|", 4)
+        if len(parts) != 5 or not parts[0].strip():
+            continue
+        node, state, since, user, reason = (p.strip() for p in parts)
+        when = _time(since)
+        facts.setdefault(
+            node,
+            {
+                "node": node,
+                "state": state,
+                "since": when.isoformat() if when else None,
+                "user": None if user in ("", "Unknown", "N/A") else user,
+                "reason": reason,
+                "ours": OWN_REASON.match(reason) is not None,
+            },
+        )
+    return list(facts.values())
 
 
 def _time(text: str) -> datetime | None:

@@ -2,9 +2,12 @@
 
 A sweep judges each host alone; 18 nodes of one rack with the same fabric fault then read as 18
 unrelated verdicts. Here the per-host summaries of a sweep are grouped by the domain keys the
-inventory gave each host (``rack``, ``switch``, and any keys the inventory lists under ``domains:``),
-and each domain gets its verdict counts, a domain finding when enough of its members share a
-verdict, and the members that stand out from their own peers. Pure functions: no I/O.
+inventory gave each host (``rack``, ``switch``, and any keys the inventory lists under ``domains:``)
+and by what the hosts' own facts show (``nvlink_domain``: the fabric's ClusterUUID), and each domain
+gets its verdict counts, a domain finding when enough of its members share a verdict, the members
+that stand out from their own peers, and its primary node where the Xids show one: the one member
+whose Xids are a fault of the node while its peers' are only what a job shows when another member
+fails (application-level or sympathetic in NVIDIA's Xid catalog). Pure functions: no I/O.
 """
 
 from __future__ import annotations
@@ -32,6 +35,17 @@ def domain_keys(variables: Mapping[str, Any], listed: Iterable[str] = ()) -> dic
     """The domain memberships in a host's variables: ``rack``, ``switch`` and the ``listed`` keys."""
     keys = [*DEFAULT_DOMAIN_KEYS, *(k for k in listed if k not in DEFAULT_DOMAIN_KEYS)]
     return {k: str(variables[k]) for k in keys if variables.get(k) not in (None, "")}
+
+
+def with_fact_domains(
+    memberships: Mapping[str, Mapping[str, str]], fleet: Mapping[str, Any]
+) -> dict[str, dict[str, str]]:
+    """The inventory's memberships plus those the hosts' facts show (``fleet_facts``' ``nvlink_domains``);
+    where the inventory names a host's ``nvlink_domain`` itself, its word stands."""
+    merged = {host: dict(kinds) for host, kinds in memberships.items()}
+    for host, cluster in (fleet.get("nvlink_domains") or {}).items():
+        merged.setdefault(host, {}).setdefault("nvlink_domain", cluster)
+    return merged
 
 
 def fleet_domains(
@@ -86,6 +100,10 @@ def _domain(
                 f"{count} of {len(group)} members show {verdict_id}: {', '.join(sharing)}",
             }
         )
+    primary = primary_node(names, xid_events)
+    if primary is not None:
+        for finding in findings:
+            finding["action"] += f"; start with {primary['host']}: {primary['why']}"
     return {
         "kind": kind,
         "name": name,
@@ -93,6 +111,44 @@ def _domain(
         "verdicts": dict(verdicts.most_common()),
         "findings": findings,
         "outliers": _outliers(group, judged, xid_events, min_shared),
+        "primary": primary,
+    }
+
+
+def xid_is_follower(code: str) -> bool:
+    """An Xid a GPU shows when its work was torn down by someone else's fault: sympathetic in nightowl's
+    rules (xid_rules.yaml ``sympathetic_codes``), or one whose catalog action is none or restart-app
+    (nvidia's RESTART_APP/IGNORE buckets, xid_buckets.csv). An SXid or an unknown code is never one."""
+    from nightowl.collectors.gpu import xid_catalog
+
+    if not code.isdigit():
+        return False
+    number = int(code)
+    return number in xid_catalog.SYMPATHETIC_CODES or xid_catalog.action_for(number) in ("none", "restart-app")
+
+
+def primary_node(names: list[str], xid_events: Mapping[str, Mapping[str, int]]) -> dict[str, Any] | None:
+    """The member whose fault the others' errors follow, where the Xids show it: exactly one member
+    with an Xid that is a fault of the node, and at least one peer whose Xids all follow (see
+    :func:`xid_is_follower`). None when the evidence does not single one out (two faulted members, no
+    follower, no kernel log read)."""
+    faulted, followers = [], []
+    for host in names:
+        codes = [code for code, count in (xid_events.get(host) or {}).items() if count]
+        if any(not xid_is_follower(code) for code in codes):
+            faulted.append((host, sorted(c for c in codes if not xid_is_follower(c))))
+        elif codes:
+            followers.append((host, sorted(codes)))
+    if len(faulted) != 1 or not followers:
+        return None
+    host, own = faulted[0]
+    seen = sorted({code for _, codes in followers for code in codes}, key=lambda c: (len(c), c))
+    return {
+        "host": host,
+        "xids": own,
+        "followers": [h for h, _ in followers],
+        "why": f"it alone shows Xid {', '.join(own)}; {len(followers)} peer(s) show only Xid {', '.join(seen)}, "
+        "which follow another GPU's fault (application-level or sympathetic in NVIDIA's Xid catalog)",
     }
 
 
@@ -128,10 +184,12 @@ def domains_table(domains: list[dict[str, Any]]) -> list[str]:
     """Lines for `--format table`: each domain with a finding or an outlier (quiet domains stay quiet)."""
     lines = []
     for d in domains:
-        if not d["findings"] and not d["outliers"]:
+        if not d["findings"] and not d["outliers"] and not d.get("primary"):
             continue
         counts = ", ".join(f"{k} {n}" for k, n in d["verdicts"].items())
         lines.append(f"{d['kind']} {d['name']} ({len(d['members'])} hosts: {counts})")
         lines.extend(f"  finding: {f['action']}" for f in d["findings"])
         lines.extend(f"  outlier: {o['host']} ({o['by']} {o['value']}, peers {o['peers']})" for o in d["outliers"])
+        if d.get("primary"):
+            lines.append(f"  primary: {d['primary']['host']} ({d['primary']['why']})")
     return lines

@@ -1,11 +1,14 @@
 """A node condition through node-problem-detector's custom-plugin contract.
 
-NPD (pkg/custompluginmonitor) runs a plugin, reads its exit status (0 OK, 1 NonOK, anything else
-Unknown) and its stdout, whitespace-trimmed and cut at ``max_output_length`` bytes (default 80), as
-the condition's message; the condition's type and reason are fixed in the monitor's rule. NonOK sets
-the condition True, so the condition names the problem: ``NightowlGPUProblem``
-(deploy/kubernetes/nightowl-npd-monitor.json). Pure: the `check` report and its exit status in,
-the plugin's exit status and message out.
+NPD (pkg/custompluginmonitor, documented in
+https://github.com/kubernetes/node-problem-detector/blob/master/docs/custom_plugin_monitor.md) runs a
+plugin, reads its exit status (0 OK, 1 NonOK, anything else Unknown) and its stdout, whitespace-trimmed
+and cut at ``max_output_length`` bytes (default 80), as the condition's message; the condition's type
+and reason are fixed in the monitor's rule. NonOK sets the condition True, so the condition names the
+problem: ``NightowlGPUProblem`` (deploy/kubernetes/nightowl-npd-monitor.json). Without NPD,
+``nightowl k8s condition`` sets ``NightowlGPUHealthy`` (the polarity of ``Ready``, reason = verdict id)
+itself: fleet/k8s_condition.py. Pure: the `check` report and its exit status in, the plugin's exit
+status and message out.
 """
 
 from __future__ import annotations

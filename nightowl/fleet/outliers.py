@@ -14,13 +14,18 @@ def fleet_facts(runs: list[Any]) -> dict[str, Any]:
     """Hosts that differ from the rest of the fleet on driver version or GPU count, and Xid counts per host.
 
     Returns ``{"outliers": {field: [host, ...]}, "values": {host: {field: value}}, "xid_events": {host: {code: n}},
-    "network": {host: {"ports": text, "fabric": text}}}``.
+    "network": {host: {"ports": text, "fabric": text}}, "nvlink_domains": {host: ClusterUUID}}``.
     """
     seen: dict[str, dict[str, Any]] = {}
     xid_events: dict[str, dict[str, int]] = {}
     network: dict[str, dict[str, str]] = {}
+    nvlink_domains: dict[str, str] = {}
     for run in runs:
-        network[run.host] = network_summary({c.namespace: c.facts for c in run.collections.values() if c.facts})
+        facts = {c.namespace: c.facts for c in run.collections.values() if c.facts}
+        network[run.host] = network_summary(facts)
+        cluster = nvlink_domain(facts.get("fabric") or {})
+        if cluster:
+            nvlink_domains[run.host] = cluster
         kernel = next((c.facts for c in run.collections.values() if c.kind == "kernel-log" and c.facts), None)
         if kernel:
             counts: dict[str, int] = {}
@@ -38,7 +43,23 @@ def fleet_facts(runs: list[Any]) -> dict[str, Any]:
         if len(values) > 1:
             majority = values.most_common(1)[0][0]
             outliers[field] = [h for h, v in seen.items() if v[field] not in (None, majority)]
-    return {"outliers": outliers, "values": seen, "xid_events": xid_events, "network": network}
+    return {
+        "outliers": outliers,
+        "values": seen,
+        "xid_events": xid_events,
+        "network": network,
+        "nvlink_domains": nvlink_domains,
+    }
+
+
+def nvlink_domain(fabric: dict[str, Any]) -> str | None:
+    """The NVLink domain a host's GPUs registered in: their one non-zero ClusterUUID (``nvidia-smi -q``
+    Fabric block, the fabric collector), else None. A GPU that lost its clique keeps the cluster, so the
+    CliqueId (a partition of the domain) does not split a sick node from its peers."""
+    from nightowl.collectors.gpu.fabric import ZERO_UUID
+
+    clusters = {str(u).lower() for u in fabric.get("cluster_uuids") or [] if u and str(u).lower() != ZERO_UUID}
+    return clusters.pop() if len(clusters) == 1 else None
 
 
 def network_summary(facts: dict[str, Any]) -> dict[str, str]:

@@ -22,7 +22,18 @@ from typing import Any, Protocol
 
 from nightowl.engine import layout
 from nightowl.fleet import actions_log
-from nightowl.fleet.breaker import OWN_REASON, PREFIX, SINFO_ARGV, Caps, NodeState, keeps_drain, may_drain, parse_sinfo
+from nightowl.fleet.breaker import (
+    OWN_REASON,
+    PREFIX,
+    REASONS_ARGV,
+    SINFO_ARGV,
+    Caps,
+    NodeState,
+    keeps_drain,
+    may_drain,
+    parse_reasons,
+    parse_sinfo,
+)
 
 
 class SlurmError(RuntimeError):
@@ -50,6 +61,10 @@ class Slurm:
 
     def nodes(self) -> dict[str, NodeState]:
         return parse_sinfo(self.run(SINFO_ARGV))
+
+    def reasons(self) -> list[dict[str, Any]]:
+        """Every reason Slurm holds (``sinfo -R``): nightowl's drains and everyone else's, as facts."""
+        return parse_reasons(self.run(REASONS_ARGV))
 
     def drain(self, node: str, reason: str) -> None:
         self.run(["scontrol", "update", f"NodeName={node}", "State=DRAIN", f"Reason={reason}"])

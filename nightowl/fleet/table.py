@@ -40,6 +40,11 @@ def fleet_table(summary: dict[str, Any]) -> str:
     from nightowl.fleet.domains import domains_table
 
     lines.extend(domains_table(summary.get("domains") or []))
+    from nightowl.fleet.actions_log import breaker_line
+
+    breaker = breaker_line(summary.get("breaker"))
+    if breaker:
+        lines.append(breaker)
     if summary.get("bundle_error"):
         lines.append(f"bundle: not written ({summary['bundle_error']})")
     else:

@@ -59,6 +59,24 @@ class SweepCollector:
         yield from self._xid_events(runbook)
         yield from gpu_incidents({str(h["host"]) for h in hosts})
         yield from self._sweep(runbook, hosts)
+        yield from self._breaker()
+
+    def _breaker(self) -> Iterator[Any]:
+        """The circuit breaker, when nightowl has an actions log: open (1) when it held an action inside
+        the window, and the held actions counted. Nothing when the log cannot be read (no false 0)."""
+        from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+
+        state = self.summary.get("breaker")
+        if not state or state.get("open") is None:
+            return
+        opened = GaugeMetricFamily(
+            "nightowl_breaker_open", "1 when the fleet circuit breaker held a scheduler action inside its window."
+        )
+        opened.add_metric([], float(bool(state["open"])))
+        yield opened
+        held = CounterMetricFamily("nightowl_actions_held", "Scheduler actions (drain, condition) the breaker held.")
+        held.add_metric([], float(state["held_total"]))
+        yield held
 
     def _xid_events(self, runbook: str) -> Iterator[Any]:
         from prometheus_client.core import GaugeMetricFamily

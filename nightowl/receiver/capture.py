@@ -19,6 +19,8 @@ from nightowl.receiver.config import ServeConfig
 from nightowl.receiver.payload import Alert, parse_payload
 from nightowl.receiver.rules import host_name, render_host, render_params
 
+STORM_FORKS = 8  # hosts of one storm capture collected side by side
+
 
 @dataclass
 class Capture:
@@ -44,6 +46,8 @@ class Capture:
     input_error: bool = False  # not captured because the rule's parameters cannot be used (exit 2 for --alert)
     started_at: float | None = None
     finished_at: float | None = None
+    storm: Storm | None = None  # the alerts of one failure domain folded into this capture (receiver/storm.py)
+    breaker: dict[str, Any] | None = None  # the fleet circuit breaker when the capture ended (fleet/actions_log.py)
 
     def manifest_alert(self) -> dict[str, Any]:
         """The ``alert`` object written to the bundle's manifest (see the module docstring of postmortem)."""
@@ -60,11 +64,18 @@ class Capture:
             host_spec=self.host_spec,
             queued_s=round(self.started_at - self.received_at, 3) if self.started_at else None,
         )
+        if self.storm is not None:
+            record["storm"] = self.storm.to_json()
         return record
 
     def outcome(self) -> str:
         """One line for the serve log, ``triage --alert`` and the notes: the verdict, or what prevented one."""
-        return describe_outcome(self.status, self.verdict, self.host, self.host_status, self.host_error, self.reason)
+        from nightowl.fleet.actions_log import breaker_line
+
+        line = describe_outcome(self.status, self.verdict, self.host, self.host_status, self.host_error, self.reason)
+        line = self.storm.describe(line) if self.storm is not None and self.status == "captured" else line
+        breaker = breaker_line(self.breaker)  # an open breaker: the responders learn actions are held
+        return f"{line}; {breaker}" if breaker else line
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -92,6 +103,44 @@ class Capture:
             "input_error": self.input_error,
             "started_at": self.started_at,
             "finished_at": self.finished_at,
+            "storm": self.storm.to_json() if self.storm is not None else None,
+            "breaker": self.breaker,
+        }
+
+
+@dataclass
+class Storm:
+    """Alerts of one rule and one failure domain (``by``=``value``) that arrived within the storm
+    window: one capture runs the rule's runbook over all their hosts, in one bundle."""
+
+    by: str  # the label naming the domain, or "rule"
+    value: str
+    members: list[Capture]  # each folded alert's own plan, first arrival first
+    results: list[dict[str, Any]] = field(default_factory=list)  # per host: host, status, verdict, error
+
+    def hosts(self) -> dict[str, str]:
+        """Each distinct host once (name -> spec), in arrival order."""
+        named: dict[str, str] = {}
+        for member in self.members:
+            named.setdefault(str(member.host), str(member.host_spec))
+        return named
+
+    def needing_action(self) -> list[str]:
+        return [r["host"] for r in self.results if (r.get("verdict") or {}).get("action") not in (None, "none")]
+
+    def describe(self, worst: str) -> str:
+        """``storm rack=r07: 64 alerts on 16 hosts, 16 need action; worst: gpu-fell-off-bus ...``."""
+        judged = f", {len(self.needing_action())} need action" if self.results else ""
+        scope = f"{len(self.members)} alerts on {len(self.hosts())} hosts"
+        return f"storm {self.by}={self.value}: {scope}{judged}; worst: {worst}"
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "by": self.by,
+            "value": self.value,
+            "alerts": len(self.members),
+            "hosts": list(self.hosts()),
+            "results": self.results,
         }
 
 
@@ -155,23 +204,21 @@ def run_capture(
     receiver's own stop: a collector killed by it leaves the capture interrupted, to be resumed."""
     from nightowl.library import runbooks
     from nightowl.run import Interrupted, RunRefused, run_and_save
-    from nightowl.transports import open_transport
 
     capture.started_at = time.time()
     try:
         loaded = runbooks.load(str(capture.runbook))
-        spec = str(capture.host_spec)
-        ssh_options = None if spec == "local" or spec.startswith("replay:") else _ssh_options(config)
+        transports = _transports(capture, config)
         limits = config.limits_for(capture.rule)
         result = run_and_save(
             loaded,
-            {str(capture.host): lambda: open_transport(spec, ssh_options)},
+            transports,
             config.out_dir,
             params=capture.params,
             allow_invasive=config.allow_invasive,
             command_timeout=limits.command_timeout,
             host_timeout=limits.host_timeout,
-            forks=1,
+            forks=min(STORM_FORKS, len(transports)),
             extra_manifest={"alert": capture.manifest_alert()},
             stopping=stopping,
             lookup=lookup,
@@ -186,6 +233,9 @@ def run_capture(
         capture.status, capture.reason = "failed", f"{type(exc).__name__}: {exc}"
     else:
         _captured(capture, result)
+        from nightowl.fleet.actions_log import breaker_state, watched_path
+
+        capture.breaker = breaker_state(watched_path())
     capture.finished_at = time.time()
     return capture
 
@@ -199,8 +249,42 @@ def _captured(capture: Capture, result: Any) -> None:
     capture.status_update = str(result.status_update) if result.status_update else None
     if result.status_update_error:
         capture.reason = result.status_update_error
+    if capture.storm is not None:
+        _storm_results(capture, result.runs)
+        return
     run = result.runs[0]
     capture.verdict, capture.host_status, capture.host_error = run.verdict, run.status, run.error
+
+
+def _storm_results(capture: Capture, runs: list[Any]) -> None:
+    """A storm's record: every host's outcome, and the most severe verdict as the capture's own; a host
+    with no verdict is never hidden behind the others' (its status stays in ``storm.results``)."""
+    from nightowl.postmortem.sre import SEVERITY_RANK
+
+    assert capture.storm is not None
+    capture.storm.results = [
+        {"host": run.host, "status": run.status, "verdict": run.verdict, "error": run.error} for run in runs
+    ]
+    judged = [run for run in runs if run.verdict]
+    worst = max(judged, key=lambda r: SEVERITY_RANK.get(r.verdict.get("severity"), 0), default=None)
+    unjudged = next((run for run in runs if not run.verdict), None)
+    chosen = worst or unjudged or runs[0]
+    capture.verdict, capture.host_status, capture.host_error = chosen.verdict, chosen.status, chosen.error
+    if unjudged is not None and worst is not None:
+        capture.host_error = f"{sum(1 for r in runs if not r.verdict)} host(s) gave no verdict, e.g. {unjudged.host}"
+
+
+def _transports(capture: Capture, config: ServeConfig) -> dict[str, Callable[[], Any]]:
+    """One opener per host: the alert's host, or each distinct host of a storm."""
+    from nightowl.transports import open_transport
+
+    specs = capture.storm.hosts() if capture.storm is not None else {str(capture.host): str(capture.host_spec)}
+
+    def opener(spec: str) -> Callable[[], Any]:
+        ssh_options = None if spec == "local" or spec.startswith("replay:") else _ssh_options(config)
+        return lambda: open_transport(spec, ssh_options)
+
+    return {name: opener(spec) for name, spec in specs.items()}
 
 
 def _ssh_options(config: ServeConfig) -> Any:

@@ -42,11 +42,25 @@ CONFIG_KEYS = frozenset(
         "cookie_secure",
         "command_timeout",
         "host_timeout",
+        "storm",
     }
 )
 RULE_KEYS = frozenset(
-    {"name", "match", "runbook", "host", "params", "on_resolved", "label_urls", "command_timeout", "host_timeout"}
+    {
+        "name",
+        "match",
+        "runbook",
+        "host",
+        "params",
+        "on_resolved",
+        "label_urls",
+        "command_timeout",
+        "host_timeout",
+        "storm_by",
+    }
 )
+STORM_KEYS = frozenset({"by", "window", "max_hosts", "workers", "queue"})
+_LABEL_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
 class ConfigError(ValueError):
@@ -59,6 +73,23 @@ class RunLimits:
 
     command_timeout: float | None = None
     host_timeout: float | None = None
+
+
+@dataclass(frozen=True)
+class StormConfig:
+    """How alerts of one failure domain fold into one capture (docs/receiver.md#alert-storms).
+
+    ``by``: the labels that name a domain (``rack``, ``switch``), tried in order; a rule's
+    ``storm_by`` (a label, or ``rule``) overrides them. Firing alerts of one rule and one domain
+    value arriving within ``window`` seconds of the first become one capture over their hosts, at
+    most ``max_hosts`` hosts a capture. Storm captures have a lane of their own: ``workers`` and
+    ``queue`` apart from the receiver's, so a storm never holds up another alert."""
+
+    by: tuple[str, ...] = ()
+    window_s: float = 5.0
+    max_hosts: int = 64
+    workers: int = 1
+    queue_size: int = 4
 
 
 @dataclass(frozen=True)
@@ -78,6 +109,7 @@ class ServeConfig:
     session_hours: float = 12.0  # a browser login lasts this long
     cookie_secure: bool = False  # mark the session cookie Secure (set it when a TLS proxy fronts serve)
     limits: RunLimits = RunLimits()  # the top-level command_timeout and host_timeout: rules that set none
+    storm: StormConfig = StormConfig()
 
     def rule_for(self, alert: Alert) -> Rule | None:
         return next((r for r in self.rules if r.matches(alert)), None)
@@ -141,7 +173,41 @@ def _rule(item: Any, index: int, where: str) -> Rule:
         tuple(label_urls),
         command_timeout=_seconds(item, "command_timeout", here),
         host_timeout=_seconds(item, "host_timeout", here),
+        storm_by=_storm_by(item, here),
     )
+
+
+def _storm_by(item: Mapping[str, Any], where: str) -> str | None:
+    """A rule's ``storm_by``: a label name, or ``rule`` (all its firing alerts within the window fold)."""
+    value = item.get("storm_by")
+    if value is None:
+        return None
+    if not isinstance(value, str) or not _LABEL_NAME.match(value):
+        raise ConfigError(f"{where}: storm_by is a label name or `rule` (got {value!r})")
+    return value
+
+
+def parse_storm(doc: Any, where: str) -> StormConfig:
+    """The ``storm`` section; ConfigError names the file and the key."""
+    if doc is None:
+        return StormConfig()
+    if not isinstance(doc, Mapping):
+        raise ConfigError(f"{where}: storm is a mapping")
+    unknown = set(doc) - STORM_KEYS
+    if unknown:
+        raise ConfigError(f"{where}: storm: unknown key(s) {', '.join(sorted(unknown))}")
+    by = doc.get("by") or []
+    by = [by] if isinstance(by, str) else by
+    if not isinstance(by, list) or not all(isinstance(b, str) and _LABEL_NAME.match(b) for b in by):
+        raise ConfigError(f"{where}: storm.by is a label name or a list of them")
+    try:
+        window = float(doc.get("window", 5.0))
+        max_hosts, workers, size = int(doc.get("max_hosts", 64)), int(doc.get("workers", 1)), int(doc.get("queue", 4))
+    except (TypeError, ValueError):
+        raise ConfigError(f"{where}: storm: window, max_hosts, workers and queue are numbers") from None
+    if not (0 < window <= 600 and 2 <= max_hosts <= 1024 and 1 <= workers <= 16 and 1 <= size <= 1000):
+        raise ConfigError(f"{where}: storm: window 0-600 s, max_hosts 2-1024, workers 1-16, queue 1-1000")
+    return StormConfig(tuple(by), window, max_hosts, workers, size)
 
 
 def _seconds(doc: Mapping[str, Any], key: str, where: str) -> float | None:
@@ -220,4 +286,5 @@ def load_config(path: Path, out_dir: Path | None = None, for_receiver: bool = Tr
         session_hours=session_hours,
         cookie_secure=bool(doc.get("cookie_secure", False)),
         limits=_default_limits(doc, where),
+        storm=parse_storm(doc.get("storm"), where),
     )

@@ -33,6 +33,7 @@ from nightowl.receiver.capture import Capture, plan_capture, run_capture
 from nightowl.receiver.config import ServeConfig
 from nightowl.receiver.notify import Notifier, summary
 from nightowl.receiver.payload import Alert
+from nightowl.receiver.storm import StormKey, StormWindows, fold, fold_members, storm_key
 
 RECENT = 200
 SEEN_CAP = 10000
@@ -42,6 +43,7 @@ STOP_GRACE = 20.0  # seconds running captures get to finish on SIGTERM (Kubernet
 # Captures the next receiver on the same out resumes: never run, still running when it stopped, or cut
 # by the stop (a collector killed by systemd's TERM to the whole unit: the partial bundle is not a capture).
 UNFINISHED = ("queued", "running", "interrupted")
+FLUSH_EVERY_S = 0.1  # how often storm windows are checked for their time being up
 
 
 class ReceiverBusy(RuntimeError):
@@ -86,10 +88,15 @@ class Receiver:
         config: ServeConfig,
         run: Callable[[Capture, ServeConfig], Capture] | None = None,
         log: Callable[[str], None] | None = None,
+        run_storm: Callable[[Capture, ServeConfig], Capture] | None = None,
     ) -> None:
         self.config = config
         # The receiver's own stop goes into each run: a collector killed by it leaves the capture interrupted.
         self._run = run or (lambda capture, config: run_capture(capture, config, stopping=self._stopping))
+        self._run_storm = run_storm or self._run
+        # Storm captures' own lane (receiver/storm.py): a storm never takes a worker from another alert.
+        self._storm_queue: queue.Queue[Capture | None] = queue.Queue()
+        self._windows = StormWindows(config.storm)
         self._log = log or (lambda _message: None)
         # Unbounded underneath: `queue` is enforced at admission, and resumed captures always fit.
         self._queue: queue.Queue[Capture | None] = queue.Queue()
@@ -139,21 +146,28 @@ class Receiver:
                     **_fields(capture, status="resumed"),
                 )
             )
-            self._queue.put(capture)
+            (self._storm_queue if capture.storm is not None else self._queue).put(capture)
         self._resume = []
-        for index in range(self.config.workers):
-            thread = threading.Thread(target=self._work, name=f"capture-{index}", daemon=True)
+        lanes = [(f"capture-{i}", self._queue, self._run) for i in range(self.config.workers)]
+        lanes += [(f"storm-{i}", self._storm_queue, self._run_storm) for i in range(self.config.storm.workers)]
+        for name, lane, run in lanes:
+            thread = threading.Thread(target=self._work, args=(lane, run), name=name, daemon=True)
             thread.start()
             self._threads.append(thread)
+        flusher = threading.Thread(target=self._flush_windows, name="storm-windows", daemon=True)
+        flusher.start()
+        self._threads.append(flusher)
 
     def stop(self, timeout: float = STOP_GRACE) -> int:
         """Take no new capture; let running ones finish within ``timeout``; queued ones stay journaled.
 
         Returns how many captures are left unfinished for the next receiver to resume."""
         deadline = time.monotonic() + timeout
+        self._release_windows(everything=True)  # journaled as queued: the next receiver runs them
         self._stopping.set()
         for _ in self._threads:
             self._queue.put(None)
+            self._storm_queue.put(None)
         for thread in self._threads:
             thread.join(max(0.0, deadline - time.monotonic()))
         if self.notifier is not None:
@@ -162,7 +176,8 @@ class Receiver:
             # A capture still running now dies with the process (or fails as the interpreter shuts
             # down): it stays `queued` in the journal and the next receiver resumes it.
             self._closed = True
-            left = self.busy + sum(1 for item in list(self._queue.queue) if item is not None)
+            waiting = list(self._queue.queue) + list(self._storm_queue.queue)
+            left = self.busy + sum(1 for item in waiting if item is not None)
         if self._owner is not None:
             self._owner.close()  # releases the lock
             self._owner = None
@@ -171,7 +186,75 @@ class Receiver:
     # -- intake ---------------------------------------------------------------------------------
     def submit(self, alerts: list[Alert], received_at: float | None = None) -> list[Capture]:
         received_at = time.time() if received_at is None else received_at
-        return [self._admit(plan_capture(alert, self.config, received_at)) for alert in alerts]
+        admitted = []
+        for alert in alerts:
+            capture = plan_capture(alert, self.config, received_at)
+            key = storm_key(capture, self.config)
+            admitted.append(self._hold(capture, key) if key is not None else self._admit(capture))
+        return admitted
+
+    # -- storms (receiver/storm.py) -----------------------------------------------------------------
+    def _hold(self, capture: Capture, key: StormKey) -> Capture:
+        """Hold a firing alert in its storm window; released with the others when the window ends."""
+        dedupe = capture.alert.dedupe_key
+        full = []
+        with self._lock:
+            if dedupe in self._seen or self._windows.holding(dedupe):
+                capture.status, capture.reason = "duplicate", "same fingerprint and start already held or captured"
+            elif self._stopping.is_set():
+                capture.status, capture.reason = "not_captured", "the receiver is stopping"
+            else:
+                full = self._windows.hold(key, capture)
+                capture.status = "held"
+                capture.reason = f"storm window {key[1]}={key[2]} ({self.config.storm.window_s:g} s)"
+            shown = replace(capture)
+        for window in full:
+            self._release(fold(window))
+        self._log(
+            LogLine(f"{shown.alert.name} [{shown.alert.status}] -> {shown.status}: {shown.reason}", **_fields(shown))
+        )
+        return shown
+
+    def _flush_windows(self) -> None:
+        while not self._stopping.wait(FLUSH_EVERY_S):
+            self._release_windows()
+
+    def _release_windows(self, everything: bool = False) -> None:
+        with self._lock:
+            windows = self._windows.due(everything)
+        for window in windows:
+            self._release(fold(window))
+
+    def _release(self, capture: Capture) -> None:
+        """A released window: its one alert admitted as any other, or one storm capture in the storm lane."""
+        capture.status, capture.reason = "queued", None
+        if capture.storm is None:
+            self._admit(capture)
+            return
+        with self._lock:
+            if self._storm_queue.qsize() >= self.config.storm.queue_size:
+                capture.status = "not_captured"
+                capture.reason = (
+                    f"storm queue full: {self._storm_queue.qsize()} storm capture(s) waiting (raise `storm.queue`)"
+                )
+            elif self._write(self._entry(capture, with_alert=True)):
+                for member in capture.storm.members:
+                    self._remember(member.alert.dedupe_key, member.received_at)
+                self._storm_queue.put(capture)
+            else:
+                capture.status = "not_captured"
+                capture.reason = f"cannot write the journal ({self.journal_error})"
+            self.recent.append(capture)
+            shown = replace(capture)
+            if shown.status != "queued":
+                self._write(self._entry(shown))
+        self._log(
+            LogLine(
+                f"{shown.alert.name}: {shown.status} storm of {len(shown.storm.members) if shown.storm else 0} "
+                f"alert(s) on {shown.host}" + (f": {shown.reason}" if shown.reason else ""),
+                **_fields(shown, level="warning" if shown.status == "not_captured" else "info"),
+            )
+        )
 
     def _admit(self, capture: Capture) -> Capture:
         key = capture.alert.dedupe_key
@@ -216,16 +299,16 @@ class Receiver:
             self._seen.popitem(last=False)
 
     # -- work -----------------------------------------------------------------------------------
-    def _work(self) -> None:
+    def _work(self, lane: queue.Queue[Capture | None], run: Callable[[Capture, ServeConfig], Capture]) -> None:
         while not self._stopping.is_set():
-            capture = self._queue.get()
+            capture = lane.get()
             if capture is None or self._stopping.is_set():
                 return
             with self._lock:
                 self.busy += 1
                 capture.status = "running"
             try:
-                self._run(capture, self.config)
+                run(capture, self.config)
             except Exception as exc:  # noqa: BLE001 - a worker never dies
                 capture.status, capture.reason = "failed", f"{type(exc).__name__}: {exc}"
             finally:
@@ -242,7 +325,8 @@ class Receiver:
                 return
             if capture.status != "captured":
                 # Never a duplicate of a capture that did not happen: a redelivery gets its chance.
-                self._seen.pop(capture.alert.dedupe_key, None)
+                for alert in [m.alert for m in capture.storm.members] if capture.storm else [capture.alert]:
+                    self._seen.pop(alert.dedupe_key, None)
             self._write(self._entry(capture))
         level = "error" if capture.status == "failed" else verdict_level(capture.host_status, capture.verdict)
         self._log(
@@ -271,14 +355,23 @@ class Receiver:
         )
 
     def waiting(self) -> int:
-        return self._queue.qsize()
+        """Alerts not yet running: queued in either lane, or held in a storm window."""
+        with self._lock:
+            held = self._windows.count()
+        return self._queue.qsize() + self._storm_queue.qsize() + held
 
     # -- journal ----------------------------------------------------------------------------------
     @staticmethod
     def _entry(capture: Capture, with_alert: bool = False) -> dict[str, Any]:
         entry = capture.to_json()
         if with_alert:  # what a restarted receiver needs to run it (labels scrubbed as in the manifest)
-            entry["alert_record"] = {k: v for k, v in capture.manifest_alert().items() if k != "queued_s"}
+            entry["alert_record"] = {
+                k: v for k, v in capture.manifest_alert().items() if k not in ("queued_s", "storm")
+            }
+            if capture.storm is not None:
+                entry["storm_records"] = [
+                    {k: v for k, v in m.manifest_alert().items() if k != "queued_s"} for m in capture.storm.members
+                ]
         return entry
 
     def _write(self, entry: dict[str, Any]) -> bool:
@@ -323,6 +416,8 @@ class Receiver:
             last[ident] = entry
             if isinstance(entry.get("alert_record"), dict):
                 records[ident] = entry["alert_record"]
+            if isinstance(entry.get("storm_records"), list):
+                records[ident] = {**records.get(ident, {}), "storm_records": entry["storm_records"]}
         for ident, entry in last.items():
             key = tuple(entry.get("dedupe_key") or ())
             if entry.get("status") == "captured" and key:
@@ -331,12 +426,22 @@ class Receiver:
                 self._resume_capture(ident, entry, records[ident])
         for entry in list(last.values())[-RECENT:]:
             if entry.get("status") not in UNFINISHED:
-                self.recent.append({k: v for k, v in entry.items() if k != "alert_record"})
+                self.recent.append({k: v for k, v in entry.items() if k not in ("alert_record", "storm_records")})
 
     def _resume_capture(self, ident: str, entry: dict[str, Any], record: dict[str, Any]) -> None:
         """A capture queued or running when the last receiver stopped: plan it again and queue it."""
         alert = Alert.from_record(record)
-        capture = plan_capture(alert, self.config, float(entry.get("received_at") or time.time()))
+        received_at = float(entry.get("received_at") or time.time())
+        capture = plan_capture(alert, self.config, received_at)
+        members = [
+            plan_capture(Alert.from_record(r), self.config, received_at) for r in record.get("storm_records") or []
+        ]
+        members = [m for m in members if m.status == "queued"]
+        if capture.status == "queued" and len(members) >= 2:  # a storm: its alerts that still match, folded again
+            storm = entry.get("storm") or {}
+            capture = fold_members(members[0], str(storm.get("by") or "rule"), str(storm.get("value") or "?"), members)
+            for member in members[1:]:
+                self._remember(member.alert.dedupe_key, received_at)
         capture.id = ident
         if capture.status != "queued":  # the rules changed since: record why it will not run
             if self._owner is not None:  # only the owner writes; a reader's view just shows it
@@ -389,9 +494,18 @@ def _readable(entry: Any) -> dict[str, Any]:
     dedupe = entry.get("dedupe_key")
     if dedupe is not None and not (isinstance(dedupe, list) and all(isinstance(k, str) for k in dedupe)):
         raise ValueError("dedupe_key is not a list of text")
-    for name, kind in (("verdict", dict), ("alert_record", dict), ("notifications", list)):
+    for name, kind in (
+        ("verdict", dict),
+        ("alert_record", dict),
+        ("notifications", list),
+        ("storm", dict),
+        ("storm_records", list),
+        ("breaker", dict),
+    ):
         if entry.get(name) is not None and not isinstance(entry[name], kind):
             raise ValueError(f"{name} is not a {kind.__name__}")
+    if not all(isinstance(r, dict) for r in entry.get("storm_records") or []):
+        raise ValueError("storm_records are not alert records")
     notes = entry.get("notifications") or []
     if not all(
         isinstance(n, dict) and isinstance(n.get("target"), str) and isinstance(n.get("status"), str) for n in notes

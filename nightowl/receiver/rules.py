@@ -63,6 +63,7 @@ class Rule:
     # Seconds, as triage's --command-timeout and --host-timeout; None: the config's default.
     command_timeout: float | None = None
     host_timeout: float | None = None
+    storm_by: str | None = None  # a label naming the failure domain, or "rule" (docs/receiver.md#alert-storms)
 
     def matches(self, alert: Alert) -> bool:
         return all(m.matches(alert.labels) for m in self.matchers)

@@ -1,0 +1,216 @@
+"""The ``NightowlGPUHealthy`` node condition, patched with ``kubectl`` behind the circuit breaker.
+
+For clusters without node-problem-detector (nightowl/fleet/node_condition.py is its plugin). The
+condition has the polarity of ``Ready``: ``True`` healthy, ``False`` the node needs action, ``Unknown``
+the check could not judge; ``reason`` is the verdict id and ``message`` its summary and the bundle id.
+Only two kubectl command lines ever run (an allow-list, checked before each run, argv lists): ``kubectl
+get nodes -o json`` and ``kubectl patch node NODE --subresource=status --type=strategic -p BODY`` whose
+body sets this one condition (a node's ``status.conditions`` merge on ``type``, so the others stay).
+
+Turning a node ``False`` is what the breaker caps (nightowl/fleet/breaker.py): the nodes counted are
+those Kubernetes itself shows with ``NightowlGPUHealthy=False`` whose ``lastTransitionTime`` falls in
+the window, so checks on different nodes that never talk to each other respect one cap. A held
+node gets ``Unknown`` saying it was held and why (never its old ``True``: that would be a false OK).
+Every condition set or held goes to ``actions.jsonl`` (nightowl/fleet/actions_log.py).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from nightowl.fleet import actions_log
+from nightowl.fleet.breaker import PREFIX, Caps, NodeState, keeps_drain, may_drain
+from nightowl.fleet.node_condition import fit
+
+CONDITION = "NightowlGPUHealthy"
+GET_NODES = ["kubectl", "get", "nodes", "-o", "json"]
+PATCH_FLAGS = ["--subresource=status", "--type=strategic", "-p"]
+# A node condition's message has no limit of its own short of the object's size; kept to what
+# `kubectl describe node` shows on a line or two.
+MESSAGE_LIMIT = 1024
+# A node's name is a DNS-1123 subdomain (https://kubernetes.io/docs/concepts/overview/working-with-objects/names/).
+NODE_NAME = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
+
+
+class KubectlError(RuntimeError):
+    """kubectl failed, answered something unreadable, or a command line is not on the allow-list."""
+
+
+def patch_argv(node: str, condition: dict[str, Any]) -> list[str]:
+    body = json.dumps({"status": {"conditions": [condition]}}, sort_keys=True, separators=(",", ":"))
+    return ["kubectl", "patch", "node", node, *PATCH_FLAGS, body]
+
+
+def allowed(argv: list[str]) -> bool:
+    """Whether ``argv`` is one of the two command lines nightowl may run (see the module docstring)."""
+    if argv == GET_NODES:
+        return True
+    if len(argv) != 8 or argv[:3] != ["kubectl", "patch", "node"] or argv[4:7] != PATCH_FLAGS:
+        return False
+    if len(argv[3]) > 253 or not NODE_NAME.fullmatch(argv[3]):
+        return False
+    try:
+        body = json.loads(argv[7])
+    except ValueError:
+        return False
+    status = body.get("status") if isinstance(body, dict) and set(body) == {"status"} else None
+    conditions = status.get("conditions") if isinstance(status, dict) and set(status) == {"conditions"} else None
+    return (
+        isinstance(conditions, list)
+        and len(conditions) == 1
+        and isinstance(conditions[0], dict)
+        and conditions[0].get("type") == CONDITION
+    )
+
+
+@dataclass
+class Kubectl:
+    """Runs kubectl (KUBECONFIG and the in-cluster account from the environment, as kubectl reads them)."""
+
+    timeout: float = 30
+    env: dict[str, str] | None = None
+
+    def run(self, argv: list[str]) -> str:
+        if not allowed(argv):
+            raise KubectlError(f"not on nightowl's kubectl allow-list: {' '.join(argv[:4])}")
+        result = subprocess.run(argv, capture_output=True, text=True, timeout=self.timeout, env=self.env)
+        if result.returncode:
+            raise KubectlError(f"{' '.join(argv[:3])}: {result.stderr.strip() or f'exit {result.returncode}'}")
+        return result.stdout
+
+    def nodes(self) -> dict[str, dict[str, Any] | None]:
+        """Each node's ``NightowlGPUHealthy`` condition (None where it has none)."""
+        try:
+            items = json.loads(self.run(GET_NODES)).get("items")
+        except (ValueError, AttributeError) as exc:
+            raise KubectlError(f"kubectl get nodes: not a node list ({exc})") from None
+        if not isinstance(items, list):
+            raise KubectlError("kubectl get nodes: not a node list")
+        found: dict[str, dict[str, Any] | None] = {}
+        for item in items:
+            name = str((item.get("metadata") or {}).get("name") or "")
+            conditions = (item.get("status") or {}).get("conditions") or []
+            found[name] = next((c for c in conditions if isinstance(c, dict) and c.get("type") == CONDITION), None)
+        return found
+
+    def patch(self, node: str, condition: dict[str, Any]) -> None:
+        self.run(patch_argv(node, condition))
+
+
+def _stamp(moment: datetime) -> str:
+    return moment.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _time(text: Any) -> datetime | None:
+    try:
+        return datetime.fromisoformat(str(text).replace("Z", "+00:00"))
+    except ValueError:
+        return None
+
+
+def condition_for(report: dict[str, Any] | None, check_status: int, now: datetime) -> dict[str, Any]:
+    """The condition for `nightowl check --format json` and its exit status: 0 True, 1 False, else Unknown."""
+    status = {0: "True", 1: "False"}.get(check_status, "Unknown")
+    hosts = (report or {}).get("hosts") or [{}]
+    host = hosts[0] if isinstance(hosts[0], dict) else {}
+    verdict = host.get("verdict") or {}
+    bundle = str((report or {}).get("run_id") or (report or {}).get("bundle") or "-").rsplit("/", 1)[-1]
+    if verdict and status != "Unknown":
+        reason, text = str(verdict.get("id")), str(verdict.get("summary") or verdict.get("id"))
+    else:
+        status, reason = "Unknown", "cannot-judge"
+        text = f"no verdict (exit {check_status}): {host.get('error') or 'see the bundle'}"
+    return {
+        "type": CONDITION,
+        "status": status,
+        "reason": reason,
+        "message": fit(f"{text} [bundle {bundle}]", MESSAGE_LIMIT),
+        "lastHeartbeatTime": _stamp(now),
+        "lastTransitionTime": _stamp(now),
+    }
+
+
+def as_states(conditions: dict[str, dict[str, Any] | None], now: datetime) -> dict[str, NodeState]:
+    """The breaker's view: a node whose condition nightowl turned False counts as one of its drains."""
+    states = {}
+    for node, condition in conditions.items():
+        unhealthy = bool(condition) and condition.get("status") == "False"  # type: ignore[union-attr]
+        since = (_time(condition.get("lastTransitionTime")) if condition else None) or now  # unknown age: inside
+        reason = f"{PREFIX} {condition.get('reason')}" if unhealthy and condition else "none"
+        states[node] = NodeState(node, "drained" if unhealthy else "idle", reason, since)
+    return states
+
+
+def set_condition(
+    kubectl: Kubectl,
+    node: str,
+    report: dict[str, Any] | None,
+    check_status: int,
+    caps: Caps,
+    log: Path,
+    *,
+    dry_run: bool = False,
+    planned: tuple[str, ...] = (),
+    now: Callable[[], datetime] = lambda: datetime.now(timezone.utc),
+) -> dict[str, Any]:
+    """Set ``node``'s condition from a check report unless the breaker holds it; returns the action as
+    logged (``result``: set, held, unchanged, would-set, would-hold)."""
+    from nightowl.fleet.slurm_actions import bundle_sha256
+
+    moment = now()
+    wanted = condition_for(report, check_status, moment)
+    bundle = (report or {}).get("bundle")
+    entry = {"node": node, "what": "condition", "bundle": bundle, "bundle_sha256": bundle_sha256(_path(bundle))}
+    conditions = kubectl.nodes()
+    if node not in conditions:
+        raise KubectlError(f"kubectl get nodes does not list node {node!r}")
+    current = conditions[node] or {}
+    said = f"{CONDITION}={wanted['status']} ({wanted['reason']})"
+    if all(current.get(k) == wanted[k] for k in ("status", "reason", "message")):
+        return {**entry, "why": said, "result": "unchanged"}
+    if current.get("status") == wanted["status"] and current.get("lastTransitionTime"):
+        wanted["lastTransitionTime"] = current["lastTransitionTime"]  # no transition: keep when it began
+    if wanted["status"] == "False" and current.get("status") != "False":
+        states = as_states(conditions, moment)
+        for other in planned:
+            if other in states and not states[other].drained:
+                states[other] = NodeState(other, "drained", f"{PREFIX} planned", moment)
+        decision = may_drain(node, states, caps, moment)
+        if not decision.allowed:
+            return _hold(kubectl, node, wanted, entry, decision.why, log, dry_run)
+        said += f"; {decision.why}"
+    if dry_run:
+        return {**entry, "why": said, "result": "would-set"}
+    kubectl.patch(node, wanted)
+    if wanted["status"] == "False":
+        confirmed = keeps_drain(node, as_states(kubectl.nodes(), now()), caps, now())
+        if not confirmed.allowed:
+            return _hold(kubectl, node, wanted, entry, confirmed.why, log, dry_run)
+    return actions_log.append(log, {**entry, "why": said, "result": "set"})
+
+
+def _hold(
+    kubectl: Kubectl, node: str, wanted: dict[str, Any], entry: dict[str, Any], why: str, log: Path, dry_run: bool
+) -> dict[str, Any]:
+    """Withheld: the node says Unknown, held and why (never its old True), and the log says held."""
+    said = f"{CONDITION}=False ({wanted['reason']}) held: {why}"
+    if dry_run:
+        return {**entry, "why": said, "result": "would-hold"}
+    held = {
+        **wanted,
+        "status": "Unknown",
+        "message": fit(f"held by nightowl: {why}; {wanted['message']}", MESSAGE_LIMIT),
+    }
+    kubectl.patch(node, held)
+    return actions_log.append(log, {**entry, "why": said, "result": "held"})
+
+
+def _path(bundle: Any) -> Path | None:
+    return Path(str(bundle)) if bundle else None
