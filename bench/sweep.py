@@ -231,6 +231,10 @@ def run_rounds(args: argparse.Namespace, root: Path) -> None:
     with Fleet(root / "fleet", hosts) as fleet:
         for name in names:
             fleet.set_output(name, "nvidia-smi", sleep=0.4)
+        if args.evidence == "real":
+            from bench.real_evidence import list_boots_standin
+
+            list_boots_standin(fleet.root / "bin")
         for round_ in range(args.repeat):
             wall, cpu = bare_pool(fleet, names, args.forks)
             runs["bare"].append(wall)

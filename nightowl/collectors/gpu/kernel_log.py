@@ -1131,6 +1131,12 @@ def parse(text: str) -> KernelLogResult:
     return result
 
 
+def may_continue_report(line: str) -> bool:
+    """Whether ``line`` may carry on a pending AER report (a detail line): only then does a line without
+    a message leave the message before it pending; any other such line ends it."""
+    return _AER_DETAIL.search(line) is not None
+
+
 # --- facts ------------------------------------------------------------------------------------------------
 def _sorted_pcis(values: Iterable[str | None]) -> list[str]:
     return sorted({v for v in values if v})
