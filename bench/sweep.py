@@ -38,22 +38,27 @@ sys.path.insert(0, str(ROOT))
 
 from tests.ssh.fleet import Fault, Fleet  # noqa: E402
 
-KINDS = ("nvidia-smi", "kernel-log", "nvlink")  # what node-health collects from a healthy node
-
-
 def node_health_commands() -> list[str]:
-    """The command lines nightowl sends for those kinds: each collector's first runnable alternative,
-    wrapped as SSHTransport wraps it (coreutils `timeout`, so the host ends a hung command itself).
-    The bare pool sends exactly these, so both sides ask the hosts for the same work."""
+    """The command lines nightowl's node-health sends: each command collector of its `collect` node, its
+    first runnable alternative with the runbook's default parameters, wrapped as SSHTransport wraps it
+    (coreutils `timeout`, so the host ends a hung command itself). The bare pool sends exactly these, so
+    both sides ask the hosts for the same work (derived collectors run no command)."""
+    from nightowl import runbooks
     from nightowl.collectors import get_collector
+    from nightowl.engine.model import split_entry
     from nightowl.engine.runner import resolve_argv
     from nightowl.transports.ssh import remote_command
 
+    loaded = runbooks.load("node-health")
+    params = loaded.resolve_params({})
     lines = []
-    for kind in KINDS:
-        collector = get_collector(kind)
-        argv = next(a for t in collector.commands if (a := resolve_argv(t, {"since": None})) is not None)
-        lines.append(remote_command(argv, collector.timeout))
+    for entry in loaded.runbook.nodes[loaded.runbook.entry].collect or []:
+        collector = get_collector(split_entry(entry)[0])
+        if getattr(collector, "inputs", None):
+            continue
+        argv = next((a for t in collector.commands if (a := resolve_argv(t, params)) is not None), None)
+        if argv is not None:
+            lines.append(remote_command(argv, collector.timeout))
     return lines
 
 

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from nightowl.engine.bundle import BundleWriter
+from nightowl.engine.flow import AdaptiveLimit, LagSampler
 from nightowl.engine.model import split_entry
 from nightowl.engine.runner import CollectorLike, HostRun, HostRunner, RunOptions, is_derived
 from nightowl.engine.validate import LoadedRunbook
@@ -100,6 +101,12 @@ def run_runbook(
     opened: list[Transport] = []
 
     def one(name: str) -> HostRun:
+        with flow.slot(options.stop) as admitted:
+            if not admitted:
+                raise KeyboardInterrupt  # stopped while waiting for a slot: this host never started
+            return _one(name)
+
+    def _one(name: str) -> HostRun:
         with options.inflight:
             transport = _open(name, transports[name])
             opened.append(transport)
@@ -117,6 +124,9 @@ def run_runbook(
     if loaded.runbook.scope == "job":
         return _run_job(loaded, transports, lookup, options, writer, render_postmortem, extra_manifest)
     workers = max(1, min(forks, len(names) or 1))
+    # Hosts in flight follow what this process keeps up with, up to --forks (engine/flow.py).
+    flow = AdaptiveLimit(workers)
+    sampler = LagSampler(flow) if workers > 1 else contextlib.nullcontext()
     pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="host")
     # As many collector threads as the hosts can use at once: no host runs more commands at a time than
     # its widest node has (derived collectors run no command).
@@ -127,7 +137,8 @@ def run_runbook(
     try:
         start_workers(pool, workers)
         start_workers(collectors, collect_threads)
-        list(pool.map(one, _each_once(start_order, names)))
+        with sampler:
+            list(pool.map(one, _each_once(start_order, names)))
     except KeyboardInterrupt as exc:
         _stop_own(options, opened)
         pool.shutdown(wait=False, cancel_futures=True)
