@@ -5,10 +5,14 @@ busy to read it ends "cannot judge: nightowl was overloaded" (transports/base.py
 that starts more hosts than its reader can serve buys nothing but lost verdicts. ``--forks`` is the ceiling;
 the hosts actually in flight follow an AIMD rule on the reader's lag, as TCP follows loss:
 
-* the lag is how late a short sleep of a sampler thread wakes (``LagSampler``): what any reading thread
-  waits, behind the GIL or behind other processes on the cores, before it can read what arrived;
-* lag above ``high`` halves the limit (at most once per ``cooldown``, so one burst is one decrease);
-* lag below ``low`` adds one host per sample (doubling while no lag was ever seen: slow start);
+* the reader is behind when a short sleep of a sampler thread wakes late (``LagSampler``: what any reading
+  thread waits, behind the GIL or behind other processes on the cores, before it can read what arrived),
+  or when this process used a whole core over the sample (``busy``: the GIL is one core, so past that the
+  threads queue for it however short each wait);
+* behind: the limit halves (at most once per ``cooldown``, so one burst is one decrease);
+* not behind, lag below ``low``, and every slot in use: one host more per sample. No slow start: hosts that
+  started cannot be stopped, so a burst of starts the reader cannot serve costs verdicts, while a sweep
+  that is CPU-bound gains nothing from more hosts in flight;
 * the limit stays within 1 .. ``maximum``; hosts wait for a slot in the order they asked.
 
 The rule takes its inputs (``observe(lag, now)``) from outside, so a test drives it with a fake clock.
@@ -21,10 +25,11 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
-HIGH_LAG = 0.2  # seconds: a reader this late is behind (a command's output waits unread)
-LOW_LAG = 0.05  # seconds: a reader this prompt has room for another host
+HIGH_LAG = 0.1  # seconds: a reader this late is behind (a command's output waits unread)
+LOW_LAG = 0.02  # seconds: a reader this prompt has room for another host
+BUSY = 0.9  # share of one core over a sample past which the reader is behind
 COOLDOWN = 1.0  # seconds between two decreases
-SAMPLE_SECONDS = 0.1  # the sampler's sleep
+SAMPLE_SECONDS = 0.25  # the sampler's sleep
 START = 4  # hosts in flight before the first sample says more
 
 
@@ -44,26 +49,24 @@ class AdaptiveLimit:
         self.high, self.low, self.cooldown = high, low, cooldown
         self.in_flight = 0
         self.lowest = self.limit  # the smallest limit it went down to (the report's "flow control held ...")
-        self._slow_start = True
         self._last_decrease: float | None = None
         self._tickets = 0  # next ticket handed out
         self._serving = 0  # next ticket let in
         self._gone: set[int] = set()  # tickets whose waiter gave up before its turn
         self._changed = threading.Condition()
 
-    def observe(self, lag: float, now: float) -> int:
-        """One lag sample (seconds) at ``now`` (monotonic seconds); returns the new limit."""
+    def observe(self, lag: float, now: float, busy: float = 0.0) -> int:
+        """One sample at ``now`` (monotonic seconds): the sampler's ``lag`` (seconds late) and ``busy`` (CPU
+        seconds this process used per second over it); returns the new limit."""
         with self._changed:
-            if lag > self.high:
+            if lag > self.high or busy > BUSY:
                 recent = self._last_decrease is not None and now - self._last_decrease < self.cooldown
                 if not recent:
                     self.limit = max(1, self.limit // 2)
                     self.lowest = min(self.lowest, self.limit)
                     self._last_decrease = now
-                self._slow_start = False
-            elif lag < self.low:
-                grown = self.limit * 2 if self._slow_start else self.limit + 1
-                self.limit = min(self.maximum, grown)
+            elif lag < self.low and self.in_flight >= self.limit:
+                self.limit = min(self.maximum, self.limit + 1)
             self._changed.notify_all()
             return self.limit
 
@@ -111,12 +114,17 @@ class AdaptiveLimit:
 
 
 class LagSampler:
-    """A daemon thread that sleeps ``SAMPLE_SECONDS`` at a time and reports how late it woke to ``limit``."""
+    """A daemon thread that sleeps ``SAMPLE_SECONDS`` at a time and reports to ``limit`` how late it woke and
+    how much CPU this process used meanwhile."""
 
     def __init__(
-        self, limit: AdaptiveLimit, clock: Callable[[], float] = time.monotonic, period: float = SAMPLE_SECONDS
+        self,
+        limit: AdaptiveLimit,
+        clock: Callable[[], float] = time.monotonic,
+        period: float = SAMPLE_SECONDS,
+        cpu: Callable[[], float] = time.process_time,
     ) -> None:
-        self.limit, self.clock, self.period = limit, clock, period
+        self.limit, self.clock, self.period, self.cpu = limit, clock, period, cpu
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="flow-sampler", daemon=True)
 
@@ -130,8 +138,9 @@ class LagSampler:
 
     def _run(self) -> None:
         while True:
-            asked = self.clock()
+            asked, cpu = self.clock(), self.cpu()
             if self._stop.wait(self.period):
                 return
-            woke = self.clock()
-            self.limit.observe(max(0.0, woke - asked - self.period), woke)
+            woke, used = self.clock(), self.cpu()
+            elapsed = max(woke - asked, 1e-6)
+            self.limit.observe(max(0.0, elapsed - self.period), woke, (used - cpu) / elapsed)

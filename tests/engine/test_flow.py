@@ -9,15 +9,22 @@ import threading
 from nightowl.engine.flow import AdaptiveLimit
 
 
-def test_slow_start_doubles_then_a_lagging_reader_halves_the_limit() -> None:
-    flow = AdaptiveLimit(maximum=64, start=4, high=0.2, low=0.05, cooldown=1.0)
-    assert [flow.observe(0.0, t) for t in (0.1, 0.2, 0.3, 0.4, 0.5)] == [8, 16, 32, 64, 64]
-    assert flow.observe(0.5, 0.6) == 32  # behind: half
-    assert flow.observe(0.5, 0.7) == 32  # the same burst (within the cooldown): no second cut
-    assert flow.observe(0.5, 1.7) == 16  # still behind a second later: half again
-    assert flow.observe(0.1, 1.8) == 16  # between low and high: held
-    assert [flow.observe(0.0, 2.0 + i / 10) for i in range(3)] == [17, 18, 19]  # after a cut: one at a time
-    assert flow.lowest == 4
+def test_a_prompt_reader_adds_one_host_a_sample_and_a_lagging_or_busy_one_halves() -> None:
+    flow = AdaptiveLimit(maximum=64, start=4, high=0.1, low=0.02, cooldown=1.0)
+    flow.in_flight = 4  # every slot in use
+    assert flow.observe(0.0, 0.25) == 5
+    flow.in_flight = 2  # slots left unused: more would not be used either
+    assert flow.observe(0.0, 0.5) == 5
+    flow.in_flight = 5
+    assert [flow.observe(0.01, t) for t in (0.75, 1.0)] == [6, 6]  # a full slot each: +1, then 6 > 5 in use
+    flow.in_flight = 64
+    assert [flow.observe(0.0, 1.0 + i / 4) for i in range(1, 5)] == [7, 8, 9, 10]
+    assert flow.observe(0.5, 2.5) == 5  # behind: half
+    assert flow.observe(0.5, 2.75) == 5  # the same burst (within the cooldown): no second cut
+    assert flow.observe(0.0, 3.0, busy=1.0) == 5  # a whole core used, still within the cooldown
+    assert flow.observe(0.0, 3.6, busy=1.0) == 2  # a second on, the GIL still saturated: half again
+    assert flow.observe(0.05, 3.8) == 2  # between low and high: held
+    assert flow.lowest == 2
 
 
 def test_the_limit_stays_within_one_and_the_ceiling() -> None:
@@ -26,6 +33,7 @@ def test_the_limit_stays_within_one_and_the_ceiling() -> None:
     for step in range(10):
         flow.observe(5.0, step * 2.0)
     assert flow.limit == 1 and flow.lowest == 1
+    flow.in_flight = 3
     for step in range(10):
         flow.observe(0.0, 100 + step)
     assert flow.limit == 3
@@ -56,7 +64,10 @@ def test_hosts_wait_for_a_slot_in_the_order_they_asked() -> None:
     release.release()
     _wait_until(lambda: len(admitted) == 3)
     assert admitted == [0, 1, 2]
-    flow.observe(0.0, 1.0)  # the reader keeps up: the limit doubles, two more go in, in order
+    flow.observe(0.0, 1.0)  # the reader keeps up and every slot is used: one more goes in, the next in order
+    _wait_until(lambda: len(admitted) == 4)
+    assert admitted == [0, 1, 2, 3] and flow.limit == 3
+    flow.observe(0.0, 2.0)
     _wait_until(lambda: len(admitted) == 5)
     assert admitted == [0, 1, 2, 3, 4]
     for _ in range(6):
