@@ -8,14 +8,16 @@ refused at once), spread through the inventory, then times, in each round:
   (b) the same pool dialling every inventory host, the unreachable ones failing on connect (the pool
       "doing the same" as the sweep: it cannot know which hosts are down before dialling them);
   (c) `nightowl sweep --runbook node-health` over the whole inventory (parsing, deciding, bundle).
-Prints the verdict errors of each round (a live host not "healthy", a dead one not "unreachable"), wall
-times, the ratios of (c) to (a) and to (b) (target: nightowl within 1.2x), peak RSS, and CPU per host
-(this process's CPU time over the inventory's hosts; sshd's own CPU is not counted). On a 2-core
-machine sshd's crypto shares the cores with the client, so the ratio is what counts.
+Prints one table row per --forks value (a comma list): the verdict errors of each round (a live host not
+"healthy", a dead one not "unreachable"), the median wall times of the pool and the sweep and their ratio
+(target: nightowl within 1.2x), the sweep's CPU per live host and its peak RSS. The sweep runs as a child
+process, so both are its own (wait4; start-up included), never this process's or sshd's. On a 2-core machine
+sshd's crypto shares the cores with the client, so the ratio is what counts. --check also times `nightowl
+check` on one node (the fleet's stand-ins on PATH serve it). Figures: bench/README.md.
 
-    .venv/bin/python bench/sweep.py [--hosts 64] [--unreachable 0] [--forks 64] [--repeat 3]
+    .venv/bin/python bench/sweep.py [--hosts 64] [--unreachable 0] [--forks 8,32,64] [--repeat 3]
     .venv/bin/python bench/sweep.py --hosts 64 --unreachable 936      # the 1,000-host case
-    .venv/bin/python bench/sweep.py --evidence real --hosts 32        # an 8-GPU node's outputs at real size
+    .venv/bin/python bench/sweep.py --evidence real --hosts 32 --check  # an 8-GPU node's outputs at real size
 """
 
 from __future__ import annotations
