@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import hashlib
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
@@ -55,6 +55,16 @@ def remember(kind: str, text: str, result: Any) -> None:
     with _lock:
         if _runs[0]:
             _kept[key] = result
+
+
+def parse_and_keep(kind: str, parse: Callable[[str], Any], text: str) -> Any:
+    """``parse(text)``, kept for a reader of the bundle only when the parser read ``text`` as it is (a
+    collector that strips escapes first says how: ``parse.strip``)."""
+    parsed = parse(text)
+    strip = getattr(parse, "strip", None)
+    if strip is None or strip(text) is text:
+        remember(kind, text, parsed)
+    return parsed
 
 
 def recall(kind: str, text: str) -> Any | None:

@@ -237,12 +237,7 @@ def parse_output(
     text, parse_cut = bounded_input(text)
 
     def parse_and_keep() -> dict[str, Any]:
-        parsed = collector.parse(text)
-        # Kept for a reader of the bundle (the history store) only when the parser read ``text`` as it is.
-        strip = getattr(collector.parse, "strip", None)
-        if strip is None or strip(text) is text:
-            parse_memo.remember(collector.kind, text, parsed)
-        return collector.facts(parsed)
+        return collector.facts(parse_memo.parse_and_keep(collector.kind, collector.parse, text))
 
     try:
         if seconds is None:

@@ -63,3 +63,17 @@ def test_nothing_is_kept_outside_a_run_or_of_other_kinds() -> None:
         assert parse_memo.recall("kernel-log", "text ") is None
         assert parse_memo.recall("metrics", "text") is None
     assert parse_memo.recall("kernel-log", "text") is None
+
+
+def test_a_text_the_parser_read_otherwise_is_not_kept() -> None:
+    """A collector that strips escapes first parsed another text than the bundle holds: nothing is kept."""
+
+    def parse(text: str) -> dict[str, str]:
+        return {"read": text.replace("\x1b[1m", "")}
+
+    parse.strip = lambda text: text.replace("\x1b[1m", "")  # type: ignore[attr-defined]
+    with parse_memo.keeping(frozenset({"kernel-log"})):
+        assert parse_memo.parse_and_keep("kernel-log", parse, "\x1b[1mXid") == {"read": "Xid"}
+        assert parse_memo.recall("kernel-log", "\x1b[1mXid") is None
+        assert parse_memo.parse_and_keep("kernel-log", parse, "plain") == {"read": "plain"}
+        assert parse_memo.recall("kernel-log", "plain") == {"read": "plain"}
