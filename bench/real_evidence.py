@@ -7,12 +7,15 @@ node answers (issue "Real evidence at real size").
 * ``kernel-log.out``: a boot kernel log of 7,227 lines and about 755 KB in ``journalctl -k -o short-iso``
   form, written here: the lines of a GPU node's boot (PCI, ACPI, NVMe, mlx5, NVSwitch, the driver's load
   line) in turn, so its size and its share of lines holding a trigger word of the secret scrubber
-  ("key", "token", ...) are those of a boot log, while no line is a health problem.
+  ("key", "token", ...) are those of a boot log, while no line is a health problem;
+* ``journalctl --list-boots`` (``list_boots_standin``): two earlier boots, whose logs (``journalctl -k -b -N``)
+  are that boot log again, so kernel-log-boots reads 1.6 MB per node as on a node with a persistent journal.
 """
 
 from __future__ import annotations
 
 import shutil
+import stat
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -77,3 +80,33 @@ def recorded_host(dest: Path) -> Path:
     # node has it running (`systemctl is-active` prints "active").
     (dest / "fabric-manager.out").write_text("active\n")
     return dest
+
+
+# `journalctl --list-boots` of a node with two earlier boots (journalctl(1): IDX, boot id, first and last
+# entry). The fleet's journalctl stand-in serves the kernel log for every call; a real node lists its boots
+# here, so kernel-log-boots reads each earlier boot's kernel log (`journalctl -k -b -N`: the same real-size
+# log) as it would on a real node, not a "list" that is a boot log.
+LIST_BOOTS = """IDX BOOT ID                          FIRST ENTRY                  LAST ENTRY
+ -2 3f1b6c0e9a2d4e7f8b5c1d0a9e8f7a6b Mon 2024-11-11 06:00:01 UTC  Tue 2024-11-12 21:40:02 UTC
+ -1 8d3c2b1a0f9e8d7c6b5a4f3e2d1c0b9a Tue 2024-11-12 21:45:10 UTC  Thu 2024-11-14 05:59:30 UTC
+  0 1f0e9d8c7b6a5f4e3d2c1b0a9f8e7d6c Thu 2024-11-14 06:00:01 UTC  Thu 2024-11-14 07:30:00 UTC
+"""
+
+
+def list_boots_standin(bin_dir: Path) -> None:
+    """Put a `journalctl` in front of the fleet's stand-in that answers --list-boots with LIST_BOOTS and
+    hands every other call to the stand-in (under its own name, which is how the stand-in picks the kind)."""
+    served = bin_dir / "served"
+    served.mkdir(exist_ok=True)
+    (served / "journalctl").unlink(missing_ok=True)
+    (served / "journalctl").symlink_to(bin_dir / ".standin")
+    listing = bin_dir / "list-boots.txt"
+    listing.write_text(LIST_BOOTS)
+    front = bin_dir / "journalctl"
+    front.unlink(missing_ok=True)
+    front.write_text(
+        "#!/bin/sh\n"
+        f'for a in "$@"; do [ "$a" = --list-boots ] && exec /bin/cat {listing}; done\n'
+        f'exec {served / "journalctl"} "$@"\n'
+    )
+    front.chmod(front.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)

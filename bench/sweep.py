@@ -8,27 +8,29 @@ refused at once), spread through the inventory, then times, in each round:
   (b) the same pool dialling every inventory host, the unreachable ones failing on connect (the pool
       "doing the same" as the sweep: it cannot know which hosts are down before dialling them);
   (c) `nightowl sweep --runbook node-health` over the whole inventory (parsing, deciding, bundle).
-Prints the verdict errors of each round (a live host not "healthy", a dead one not "unreachable"), wall
-times, the ratios of (c) to (a) and to (b) (target: nightowl within 1.2x), peak RSS, and CPU per host
-(this process's CPU time over the inventory's hosts; sshd's own CPU is not counted). On a 2-core
-machine sshd's crypto shares the cores with the client, so the ratio is what counts.
+Prints one table row per --forks value (a comma list): the verdict errors of each round (a live host not
+"healthy", a dead one not "unreachable"), the median wall times of the pool and the sweep and their ratio
+(target: nightowl within 1.2x), the sweep's CPU per live host and its peak RSS. The sweep runs as a child
+process, so both are its own (wait4; start-up included), never this process's or sshd's. On a 2-core machine
+sshd's crypto shares the cores with the client, so the ratio is what counts. --check also times `nightowl
+check` on one node (the fleet's stand-ins on PATH serve it). Figures: bench/README.md.
 
-    .venv/bin/python bench/sweep.py [--hosts 64] [--unreachable 0] [--forks 64] [--repeat 3]
+    .venv/bin/python bench/sweep.py [--hosts 64] [--unreachable 0] [--forks 8,32,64] [--repeat 3]
     .venv/bin/python bench/sweep.py --hosts 64 --unreachable 936      # the 1,000-host case
-    .venv/bin/python bench/sweep.py --evidence real --hosts 32        # an 8-GPU node's outputs at real size
+    .venv/bin/python bench/sweep.py --evidence real --hosts 32 --check  # an 8-GPU node's outputs at real size
 """
 
 from __future__ import annotations
 
 import argparse
-import contextlib
-import resource
+import json
+import os
 import shutil
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -38,22 +40,28 @@ sys.path.insert(0, str(ROOT))
 
 from tests.ssh.fleet import Fault, Fleet  # noqa: E402
 
-KINDS = ("nvidia-smi", "kernel-log", "nvlink")  # what node-health collects from a healthy node
-
 
 def node_health_commands() -> list[str]:
-    """The command lines nightowl sends for those kinds: each collector's first runnable alternative,
-    wrapped as SSHTransport wraps it (coreutils `timeout`, so the host ends a hung command itself).
-    The bare pool sends exactly these, so both sides ask the hosts for the same work."""
+    """The command lines nightowl's node-health sends: each command collector of its `collect` node, its
+    first runnable alternative with the runbook's default parameters, wrapped as SSHTransport wraps it
+    (coreutils `timeout`, so the host ends a hung command itself). The bare pool sends exactly these, so
+    both sides ask the hosts for the same work (derived collectors run no command)."""
+    from nightowl import runbooks
     from nightowl.collectors import get_collector
+    from nightowl.engine.model import split_entry
     from nightowl.engine.runner import resolve_argv
     from nightowl.transports.ssh import remote_command
 
+    loaded = runbooks.load("node-health")
+    params = loaded.resolve_params({})
     lines = []
-    for kind in KINDS:
-        collector = get_collector(kind)
-        argv = next(a for t in collector.commands if (a := resolve_argv(t, {"since": None})) is not None)
-        lines.append(remote_command(argv, collector.timeout))
+    for entry in loaded.runbook.nodes[loaded.runbook.entry].collect or []:
+        collector = get_collector(split_entry(entry)[0])
+        if getattr(collector, "inputs", None):
+            continue
+        argv = next((a for t in collector.commands if (a := resolve_argv(t, params)) is not None), None)
+        if argv is not None:
+            lines.append(remote_command(argv, collector.timeout))
     return lines
 
 
@@ -109,41 +117,40 @@ def bare_pool(fleet: Fleet, names: list[str], forks: int) -> tuple[float, float]
     return time.monotonic() - started, time.process_time() - cpu0
 
 
-def nightowl_sweep(fleet: Fleet, names: list[str], forks: int, out: Path) -> tuple[float, float, list[dict[str, Any]]]:
-    from click.testing import CliRunner
-
-    from nightowl.cli.main import main
-
+def nightowl_sweep(
+    fleet: Fleet, names: list[str], forks: int, out: Path, workers: int | None = None
+) -> tuple[float, float, float, list[dict[str, Any]]]:
+    """`nightowl sweep` in a process of its own: wall seconds, its CPU seconds and peak RSS (MB, from
+    wait4: the sweep's alone, start-up and imports included), and the report's hosts."""
     inventory = fleet.write_inventory(out / "hosts.yaml", names)
-    args = [
-        "sweep",
-        "--inventory",
-        str(inventory),
-        "--known-hosts",
-        str(fleet.known_hosts),
-        "--ssh-config",
-        str(fleet.ssh_config),
-        "--identity",
-        str(fleet.client_key),
-        "--forks",
-        str(forks),
-        "--format",
-        "json",
-        "--out",
-        str(out / "bundles"),
-    ]
-    cpu0, started = time.process_time(), time.monotonic()
-    with _timed_bundle_finish() as finish:
-        result = CliRunner().invoke(main, args)
-    wall, cpu = time.monotonic() - started, time.process_time() - cpu0
-    FINISH_SECONDS.append(finish[0])
-    import json
-
+    args = ["sweep", "--inventory", str(inventory), "--known-hosts", str(fleet.known_hosts)]
+    args += ["--ssh-config", str(fleet.ssh_config), "--identity", str(fleet.client_key), "--forks", str(forks)]
+    args += ["--format", "json", "--out", str(out / "bundles"), "--history", str(out / "history.db")]
+    if workers is not None:
+        args += ["--workers", str(workers)]
+    wall, cpu, rss, code, stdout, stderr = run_nightowl(args)
     try:
-        return wall, cpu, json.loads(result.stdout)["hosts"]
+        return wall, cpu, rss, json.loads(stdout)["hosts"]
     except (ValueError, KeyError):  # no report at all: every host is a wrong answer, and why is shown
-        why = (result.output.strip().splitlines() or [repr(result.exception)])[-1][:160]
-        return wall, cpu, [{"host": n, "status": f"no report (exit {result.exit_code}: {why})"} for n in names]
+        why = (stderr.strip().splitlines() or ["no output"])[-1][:160]
+        return wall, cpu, rss, [{"host": n, "status": f"no report (exit {code}: {why})"} for n in names]
+
+
+def run_nightowl(args: list[str], env: dict[str, str] | None = None) -> tuple[float, float, float, int, str, str]:
+    """Run the CLI as a child: (wall s, CPU s, peak RSS MB, exit code, stdout, stderr), its own rusage
+    from wait4 (so neither this process's nor an earlier child's figures are counted)."""
+    command = [sys.executable, "-c", "import sys; from nightowl.cli.main import main; sys.exit(main())", *args]
+    with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
+        started = time.monotonic()
+        child = subprocess.Popen(
+            command, cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT), **(env or {})}, stdout=out, stderr=err
+        )
+        _, status, usage = os.wait4(child.pid, 0)
+        child.returncode = os.waitstatus_to_exitcode(status)  # reaped here: Popen must not wait for it again
+        wall = time.monotonic() - started
+        out.seek(0)
+        err.seek(0)
+        return wall, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024, child.returncode, out.read(), err.read()
 
 
 def verdict_errors(hosts: list[dict[str, Any]], dead: set[str]) -> list[str]:
@@ -159,30 +166,7 @@ def verdict_errors(hosts: list[dict[str, Any]], dead: set[str]) -> list[str]:
     return wrong
 
 
-FINISH_SECONDS: list[float] = []  # per sweep: the bundle's last step (verdicts, trace, manifest)
 BARE_FAILURES: list[str] = []  # live hosts a bare pool run lost (it did less work than asked)
-
-
-@contextlib.contextmanager
-def _timed_bundle_finish() -> Iterator[list[float]]:
-    """Time BundleWriter.finish (serial, after every host is done) to show where a sweep's time goes."""
-    from nightowl.engine.bundle_writer import BundleWriter
-
-    spent = [0.0]
-    real = BundleWriter.finish
-
-    def finish(self: Any, *args: Any, **kwargs: Any) -> Any:
-        started = time.monotonic()
-        try:
-            return real(self, *args, **kwargs)
-        finally:
-            spent[0] += time.monotonic() - started
-
-    BundleWriter.finish = finish  # type: ignore[method-assign]
-    try:
-        yield spent
-    finally:
-        BundleWriter.finish = real  # type: ignore[method-assign]
 
 
 def spread(reachable: list[str], dead: list[str]) -> list[str]:
@@ -200,18 +184,26 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--hosts", type=int, default=64, help="reachable hosts (real sshd on loopback)")
     parser.add_argument("--unreachable", type=int, default=0, help="addresses with nothing listening")
-    parser.add_argument("--forks", type=int, default=64)
+    parser.add_argument("--forks", default="64", help="forks, or a comma list of them: one table row each")
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--check", action="store_true", help="also time `nightowl check` on one recorded node")
     parser.add_argument(
         "--evidence",
         choices=("small", "real"),
         default="small",
         help="small: a one-GPU recording with a 159-byte kernel log; real: an 8-GPU node at real size "
-        "(bench/real_evidence.py: 80 KB nvidia-smi -q, 0.8 MB boot log, NVLink status)",
+        "(bench/real_evidence.py: 80 KB nvidia-smi -q, 0.8 MB boot log, two earlier boots, NVLink status)",
     )
     args = parser.parse_args()
+    args.forks = [int(f) for f in str(args.forks).split(",")]
     with tempfile.TemporaryDirectory() as tmp:
         run_rounds(args, Path(tmp))
+
+
+HEADER = (
+    "| hosts (live, refused) | forks | bare pool s | sweep s | ratio | verdict errors | CPU ms / live host "
+    "| sweep peak RSS MB |"
+)
 
 
 def run_rounds(args: argparse.Namespace, root: Path) -> None:
@@ -224,58 +216,86 @@ def run_rounds(args: argparse.Namespace, root: Path) -> None:
     names = [f"node-{i:04d}" for i in range(args.hosts)]
     dead = [f"dead-{i:04d}" for i in range(args.unreachable)]
     inventory = spread(names, dead)
-    total = len(inventory)
-    runs: dict[str, list[float]] = {k: [] for k in ("bare", "bare_all", "sweep", "cpu_bare", "cpu_sweep")}
-    errors: list[list[str]] = []
     hosts = {**dict.fromkeys(names, recorded), **dict.fromkeys(dead, Fault.REFUSED)}
+    rows = []
     with Fleet(root / "fleet", hosts) as fleet:
         for name in names:
             fleet.set_output(name, "nvidia-smi", sleep=0.4)
-        for round_ in range(args.repeat):
-            wall, cpu = bare_pool(fleet, names, args.forks)
-            runs["bare"].append(wall)
-            runs["cpu_bare"].append(cpu / len(names))
-            if dead:
-                runs["bare_all"].append(bare_pool(fleet, inventory, args.forks)[0])
-            out = root / f"run-{round_}"
-            out.mkdir()
-            wall, cpu, swept = nightowl_sweep(fleet, inventory, args.forks, out)
-            errors.append(verdict_errors(swept, set(dead)))
-            runs["sweep"].append(wall)
-            runs["cpu_sweep"].append(cpu / total)
-            shutil.rmtree(out / "bundles", ignore_errors=True)  # real-size bundles add up on a shared disk
-    med = {k: statistics.median(v) for k, v in runs.items() if v}
-    print(f"evidence={args.evidence}")
-    print(f"hosts={total} ({len(names)} reachable, {len(dead)} refused) forks={args.forks} repeat={args.repeat}")
-    print(f"verdict errors per round            : {', '.join(str(len(e)) for e in errors)}")
-    for wrong in sorted({w for round_errors in errors for w in round_errors})[:8]:
-        print(f"  wrong: {wrong}")
-    print(f"bare paramiko pool, reachable hosts : {med['bare']:.2f} s  (runs: {_list(runs['bare'])})")
-    if dead:
-        print(f"bare paramiko pool, every host      : {med['bare_all']:.2f} s  (runs: {_list(runs['bare_all'])})")
-    print(f"nightowl sweep, every host          : {med['sweep']:.2f} s  (runs: {_list(runs['sweep'])})")
-    finish = statistics.median(FINISH_SECONDS)
-    print(f"  of which bundle finish (serial)   : {finish:.2f} s  (verdicts, trace, manifest)")
-    # Per round as well: this machine's speed drifts between rounds, and a round's two runs share it.
-    paired = statistics.median(x / y for x, y in zip(runs["sweep"], runs["bare"], strict=True))
-    print(f"ratio sweep / bare (reachable)      : {med['sweep'] / med['bare']:.2f}x  (round by round: {paired:.2f}x)")
-    if dead:
-        paired_all = statistics.median(x / y for x, y in zip(runs["sweep"], runs["bare_all"], strict=True))
-        print(
-            f"ratio sweep / bare (every host)     : {med['sweep'] / med['bare_all']:.2f}x"
-            f"  (round by round: {paired_all:.2f}x)"
-        )
-    print("target: within 1.2x of the bare pool")
+        if args.evidence == "real":
+            from bench.real_evidence import list_boots_standin
+
+            list_boots_standin(fleet.root / "bin")
+        for forks in args.forks:
+            rows.append(_rounds(args, fleet, root, names, dead, inventory, forks))
+        check = check_cpu(fleet, names[0], root / "check") if args.check else None
+    print(
+        f"evidence={args.evidence} repeat={args.repeat} (medians; the bare pool dials "
+        f"{'every inventory host' if dead else 'the live hosts'})"
+    )
+    print(HEADER)
+    print("|---|---|---|---|---|---|---|---|")
+    for row in rows:
+        print(row)
+    print("targets: ratio <= 1.2x, no verdict error, <= 30 ms CPU per real-size host, <= 400 MB RSS at 1,000 hosts")
     if BARE_FAILURES:
         print(f"bare pool lost {len(BARE_FAILURES)} live host(s), e.g. {BARE_FAILURES[0]}")
-    print(f"CPU per reachable host, bare pool   : {med['cpu_bare'] * 1000:.1f} ms")
-    print(f"CPU per inventory host, nightowl    : {med['cpu_sweep'] * 1000:.1f} ms")
-    # this process's peak: the bare pool's and the sweep's (both run here), never sshd's
-    print(f"peak RSS of this process            : {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MB")
+    if check is not None:
+        print(
+            f"nightowl check on one real-size node: {check[0]:.2f} s CPU, {check[1]:.2f} s wall, verdict {check[2]}"
+            " (target: <= 0.5 s CPU)"
+        )
 
 
-def _list(values: list[float]) -> str:
-    return ", ".join(f"{v:.2f}" for v in values)
+def _rounds(
+    args: argparse.Namespace,
+    fleet: Fleet,
+    root: Path,
+    names: list[str],
+    dead: list[str],
+    inventory: list[str],
+    forks: int,
+) -> str:
+    """One table row: ``repeat`` rounds of the bare pool and the sweep at ``forks``."""
+    bare, swept_walls, cpus, rsss, wrong_counts = [], [], [], [], []
+    wrong_seen: list[str] = []
+    for round_ in range(args.repeat):
+        bare.append(bare_pool(fleet, inventory if dead else names, forks)[0])
+        out = root / f"run-{forks}-{round_}"
+        out.mkdir()
+        wall, cpu, rss, swept = nightowl_sweep(fleet, inventory, forks, out)
+        wrong = verdict_errors(swept, set(dead))
+        wrong_seen += wrong
+        swept_walls.append(wall)
+        cpus.append(cpu / len(names))
+        rsss.append(rss)
+        wrong_counts.append(len(wrong))
+        shutil.rmtree(out, ignore_errors=True)  # real-size bundles add up on a shared disk
+    for line in sorted(set(wrong_seen))[:4]:
+        print(f"  forks {forks} wrong: {line}")
+    med_bare, med_sweep = statistics.median(bare), statistics.median(swept_walls)
+    return (
+        f"| {len(inventory)} ({len(names)}, {len(dead)}) | {forks} | {med_bare:.2f} | {med_sweep:.2f} "
+        f"| {med_sweep / med_bare:.2f}x | {', '.join(map(str, wrong_counts))} | {statistics.median(cpus) * 1000:.0f} "
+        f"| {max(rsss):.0f} |"
+    )
+
+
+def check_cpu(fleet: Fleet, name: str, out: Path) -> tuple[float, float, str]:
+    """`nightowl check` run here as if on ``name``: the fleet's stand-ins on PATH serve that node's recorded
+    outputs (they pick the node by $SSH_CONNECTION, as under its sshd). CPU and wall seconds, the verdict."""
+    ip, port = fleet.addresses[name]
+    env = {
+        "PATH": f"{fleet.root / 'bin'}:{os.environ.get('PATH', '/usr/bin:/bin')}",
+        "SSH_CONNECTION": f"127.0.0.1 40000 {ip} {port}",
+        "NODE_NAME": name,
+    }
+    args = ["check", "--format", "json", "--out", str(out), "--history", str(out / "history.db")]
+    wall, cpu, _, _, stdout, stderr = run_nightowl(args, env)
+    try:
+        verdict = (json.loads(stdout)["hosts"][0].get("verdict") or {}).get("id")
+    except (ValueError, KeyError, IndexError):
+        verdict = f"no report: {(stderr.strip().splitlines() or ['?'])[-1][:120]}"
+    return cpu, wall, str(verdict)
 
 
 if __name__ == "__main__":

@@ -268,11 +268,17 @@ def scrub_secrets(text: str) -> str:
     if not text:
         return text
     lowered = text.lower()
-    if not _has_trigger(lowered):
+    # A long text without the characters _FOLD maps folds to ``lowered`` itself, and every line trigger
+    # holds a trigger: finding the trigger lines (or none) is then the early test too, one pass, not two.
+    folded = lowered if len(text) > _LONG_TEXT and not any(c in text for c in _FOLDED) else None
+    if folded is None and not _has_trigger(lowered):
         return text
     if "private key" in lowered:
         text = _mask_private_keys(text)
-    spans = secret_spans(text)
+        folded = None  # the text changed
+    spans = secret_spans(text, folded)
+    if not spans:
+        return text
     scrubbed = _scrub_stretches([text[start:end] for start, end in spans], "\x00" in text)
     pieces: list[str] = []
     position = 0
@@ -312,11 +318,12 @@ def _scrub_lines(text: str) -> str:
 # The characters ``re.IGNORECASE`` matches to an ASCII letter although ``str.lower`` does not give it
 # (Python's re documentation): folded first, so a trigger is found wherever a pattern can match.
 _FOLD = str.maketrans({"\u0130": "i", "\u0131": "i", "\u017f": "s", "\u212a": "k"})
+_FOLDED = ("\u0130", "\u0131", "\u017f", "\u212a")
 # What may stand alone on a line between a secret's name and its value (``password`` / ``=`` / ``x``).
 _SEPARATORS = frozenset("=:\"',")
 
 
-def secret_spans(text: str) -> list[tuple[int, int]]:
+def secret_spans(text: str, folded: str | None = None) -> list[tuple[int, int]]:
     """The stretches of whole lines every match of a secret pattern lies in, in order, disjoint.
 
     Every match holds a trigger word and starts on the trigger's line, or on the line before it (an
@@ -325,7 +332,7 @@ def secret_spans(text: str) -> list[tuple[int, int]]:
     lone ``=`` or ``:``, over whitespace, separators and quotes, to its value, which is on one line. So
     each trigger line gives a stretch from that line (or the one before) to the line's end, or then to
     the first following line that holds anything else; stretches that touch are merged."""
-    folded = text.translate(_FOLD).lower()
+    folded = text.translate(_FOLD).lower() if folded is None else folded
     if len(folded) != len(text):  # a character whose lower case is longer: positions no longer line up
         return [(0, len(text))]
     spans: list[tuple[int, int]] = []

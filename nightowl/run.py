@@ -138,19 +138,34 @@ def run_and_save(
         # waits a moment for our own handler to set ``stop`` before it is judged an ordinary failure.
         stopping=stopping or stop,
     )
-    saved = _run(
-        loaded, transports, out_dir, options, forks, drafts, redact, extra_manifest, on_host_done, start_order, lookup
-    )
-    if isinstance(saved, RunResult):
-        saved.params = values
-        return saved
-    runs, bundle = saved
-    result = RunResult(loaded.id, runs, {}, bundle, params=values)
-    _summarise(result, status_update)
-    if history:
-        from nightowl.history import record_bundle  # the run's one write into the history store
+    from nightowl.engine import parse_memo
+    from nightowl.history.extract import KINDS_READ
 
-        record_bundle(bundle)
+    # The history reads the bundle's outputs back: what the run parsed is kept for it (engine/parse_memo.py).
+    with parse_memo.keeping(KINDS_READ if history else frozenset()):
+        saved = _run(
+            loaded,
+            transports,
+            out_dir,
+            options,
+            forks,
+            drafts,
+            redact,
+            extra_manifest,
+            on_host_done,
+            start_order,
+            lookup,
+        )
+        if isinstance(saved, RunResult):
+            saved.params = values
+            return saved
+        runs, bundle = saved
+        result = RunResult(loaded.id, runs, {}, bundle, params=values)
+        _summarise(result, status_update)
+        if history:
+            from nightowl.history import record_bundle  # the run's one write into the history store
+
+            record_bundle(bundle)
     return result
 
 

@@ -57,7 +57,12 @@ SWEEP_OUT_OPTION = out_option(f"where the sweep bundle goes [default: {DEFAULT_O
 @click.option("--local", "local_only", is_flag=True, help="run on this node only (as `nightowl check`)")
 @RUNBOOK_OPTION
 @click.option("--limit", help="hosts by name glob, label=value, group=NAME; commas for or, ! to exclude")
-@click.option("--forks", default=32, show_default=True, help="hosts run at once")
+@click.option(
+    "--forks",
+    default=32,
+    show_default=True,
+    help="hosts run at once at most; fewer while this process lags behind reading them (flow control)",
+)
 @PARAM_OPTION
 @SINCE_OPTION
 @SWEEP_FORMAT_OPTION

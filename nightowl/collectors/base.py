@@ -8,11 +8,14 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from nightowl.collectors.escapes import strip_escapes
+
+T = TypeVar("T")
 
 
 def to_jsonable(value: Any) -> Any:
@@ -83,12 +86,33 @@ def _plain_facts(result: Any) -> dict[str, Any]:
     return facts if isinstance(facts, dict) else {"value": facts}
 
 
+def parsed_once(parse: Callable[[str], T]) -> Callable[[str], T]:
+    """``parse``, handing out its last result again (per thread) for the very same text object.
+
+    The engine asks a collector's ``shows_nothing`` and then parses the same output; a ``shows_nothing``
+    that parses (an 8-GPU ``nvidia-smi -q`` is 80 KB, ~20 ms a parse) would parse it twice. Only for parse
+    results nobody changes (frozen or only read)."""
+    memo = threading.local()
+
+    @functools.wraps(parse)
+    def parse_once(text: str) -> T:
+        last = getattr(memo, "last", None)
+        if last is not None and last[0] is text:
+            return last[1]  # type: ignore[no-any-return]
+        result = parse(text)
+        memo.last = (text, result)
+        return result
+
+    return parse_once
+
+
 def _stripping_escapes(parse: Callable[[str], Any]) -> Callable[[str], Any]:
     @functools.wraps(parse)
     def parse_without_escapes(text: str) -> Any:
         return parse(strip_escapes(text))
 
     parse_without_escapes.strips_escapes = True  # type: ignore[attr-defined]
+    parse_without_escapes.strip = strip_escapes  # type: ignore[attr-defined]  # what the parser reads of a text
     return parse_without_escapes
 
 

@@ -14,7 +14,7 @@ from concurrent.futures import Executor, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from nightowl.engine import layout
+from nightowl.engine import layout, parse_memo
 from nightowl.engine.expressions import (
     ExpressionError,
     evaluate_condition,
@@ -235,11 +235,15 @@ def parse_output(
     once they are spent (a recorded error). ``cut_bytes`` (what the transport cut) and the parse's own
     cut land in the ``truncated`` facts."""
     text, parse_cut = bounded_input(text)
+
+    def parse_and_keep() -> dict[str, Any]:
+        return collector.facts(parse_memo.parse_and_keep(collector.kind, collector.parse, text))
+
     try:
         if seconds is None:
-            facts, error = collector.facts(collector.parse(text)), None
+            facts, error = parse_and_keep(), None
         else:
-            facts, error = within(seconds, lambda: collector.facts(collector.parse(text))), None
+            facts, error = within(seconds, parse_and_keep), None
     except (Exception, ParseBudgetExceeded) as exc:  # noqa: BLE001 - odd output is evidence, not a crash
         error = f"{collector.kind} parser failed: {type(exc).__name__}: {exc}"
         facts = {"kind": collector.kind, "warnings": [error]}

@@ -18,6 +18,7 @@ from typing import Any
 
 from nightowl.engine import layout
 from nightowl.engine.bundle_writer import BundleWriter
+from nightowl.engine.flow import AdaptiveLimit, LagSampler
 from nightowl.engine.model import split_entry
 from nightowl.engine.runner import CollectorLike, HostRun, HostRunner, RunOptions, is_derived
 from nightowl.engine.validate import LoadedRunbook
@@ -82,15 +83,12 @@ def run_runbook(
 ) -> tuple[list[HostRun], Path]:
     """Run on every host (bounded concurrency), in the order given; write one bundle.
 
-    ``transports`` maps each host name to a function that opens its transport, so a bad host
-    spec makes that host unreachable instead of failing the run. ``lookup`` gives the collector
-    of a kind. Returns the runs in the order of ``transports`` and the bundle's folder. The
-    bundle appears only complete (renamed into place at the end); on Ctrl-C a partial bundle
-    is saved and :class:`Interrupted` raised. ``redact`` scrubs every string before it is
-    written (``redact_prefilter``, when given, says cheaply of a whole document that ``redact`` would
-    change nothing in it); ``render_postmortem`` adds ``postmortem.md``; ``extra_manifest`` adds manifest keys.
-    ``start_order`` is the order hosts are started in, iterated as the pool takes them (a sweep's dialer
-    yields each host as its connection opens); the runs and the bundle keep the order of ``transports``.
+    ``transports`` maps each host to a function that opens its transport (a bad host spec makes that host
+    unreachable, not the run fail); ``lookup`` gives the collector of a kind. Returns the runs in the order
+    of ``transports`` and the bundle's folder, which appears only complete; on Ctrl-C a partial bundle is
+    saved and :class:`Interrupted` raised. ``redact`` scrubs every string written (``redact_prefilter`` says
+    cheaply of a document that it would change nothing); ``render_postmortem`` adds ``postmortem.md``;
+    ``extra_manifest`` adds manifest keys; ``start_order`` is the order hosts start in (a sweep's dialer's).
     """
     writer = BundleWriter(out_dir, loaded.id, redact=redact, redact_prefilter=redact_prefilter)
     with _live_lock:
@@ -101,6 +99,12 @@ def run_runbook(
     opened: list[Transport] = []
 
     def one(name: str) -> HostRun:
+        with flow.slot(options.stop) as admitted:
+            if not admitted:
+                raise KeyboardInterrupt  # stopped while waiting for a slot: this host never started
+            return _one(name)
+
+    def _one(name: str) -> HostRun:
         with options.inflight:
             transport = _open(name, transports[name])
             opened.append(transport)
@@ -118,36 +122,46 @@ def run_runbook(
     if loaded.runbook.scope == "job":
         return _run_job(loaded, transports, lookup, options, writer, render_postmortem, extra_manifest)
     workers = max(1, min(forks, len(names) or 1))
+    flow = AdaptiveLimit(workers)  # hosts in flight follow what this process keeps up with, up to --forks
+    sampler = LagSampler(flow) if workers > 1 else contextlib.nullcontext()
     pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="host")
-    # As many collector threads as the hosts can use at once: no host runs more commands at a time than
-    # its widest node has (derived collectors run no command).
-    widest = max((_commands_in(node.collect or [], lookup) for node in loaded.runbook.nodes.values()), default=1)
-    collect_threads = workers * max(1, min(options.concurrency, widest))
+    collect_threads = workers * _collect_threads(loaded, lookup, options)
     collectors = ThreadPoolExecutor(max_workers=collect_threads, thread_name_prefix="collect")
     options = dataclasses.replace(options, collect_pool=collectors)
     try:
         start_workers(pool, workers)
         start_workers(collectors, collect_threads)
-        list(pool.map(one, _each_once(start_order, names)))
+        with sampler:
+            list(pool.map(one, _each_once(start_order, names)))
     except KeyboardInterrupt as exc:
         _stop_own(options, opened)
-        pool.shutdown(wait=False, cancel_futures=True)
-        collectors.shutdown(wait=False, cancel_futures=True)
+        _shut_down(pool, collectors, wait=False)
         options.inflight.wait_idle(DRAIN_SECONDS)
         done = [results[n] for n in names if n in results]
         bundle = _finish_partial(writer, done, options, render_postmortem, extra_manifest)
         raise Interrupted(done, bundle, isinstance(exc, Terminated)) from None
     except Exception as exc:
-        pool.shutdown(wait=False, cancel_futures=True)
-        collectors.shutdown(wait=False, cancel_futures=True)
+        _shut_down(pool, collectors, wait=False)
         _save_partial(exc, writer, [results[n] for n in names if n in results])
         raise
-    pool.shutdown(wait=True)
-    collectors.shutdown(wait=True)
+    _shut_down(pool, collectors, wait=True)
     runs = [results[n] for n in names]
     options.saving.set()
     bundle = writer.finish(runs, render_postmortem=render_postmortem, extra=extra_manifest)
     return runs, bundle
+
+
+def _collect_threads(loaded: LoadedRunbook, lookup: Callable[[str], CollectorLike], options: RunOptions) -> int:
+    """Collector threads per host: no host runs more commands at a time than its widest node has (derived
+    collectors run no command), nor more than ``options.concurrency``."""
+    widest = max((_commands_in(node.collect or [], lookup) for node in loaded.runbook.nodes.values()), default=1)
+    return max(1, min(options.concurrency, widest))
+
+
+def _shut_down(*pools: ThreadPoolExecutor, wait: bool) -> None:
+    """Shut the pools down: waiting for their work, or cancelling what has not started."""
+    for pool in pools:
+        pool.shutdown(wait=wait, cancel_futures=not wait)
 
 
 def _stop_own(options: RunOptions, opened: Iterable[Any]) -> None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Callable
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -20,6 +21,19 @@ from nightowl.engine import layout
 
 def _outputs(host_dir: Path, kind: str) -> list[Path]:
     return sorted([*host_dir.glob(f"{kind}{layout.OUT}"), *host_dir.glob(f"{kind}.[0-9]*{layout.OUT}")])
+
+
+# The kinds read back here; a run keeps what it parsed of them (nightowl/engine/parse_memo.py).
+KINDS_READ = frozenset({"kernel-log", "kernel-log-boots", "nvidia-smi", "fabric", "ib-ports"})
+
+
+def _parsed(kind: str, parse: Callable[[str], Any], path: Path) -> Any:
+    """``parse`` of the output at ``path``: the run's own result for exactly that text when it kept one."""
+    from nightowl.engine import parse_memo
+
+    text = path.read_text(errors="replace")
+    kept = parse_memo.recall(kind, text)
+    return kept if kept is not None else parse(text)
 
 
 # Fabric and NIC findings kept as events (docs/reference.md#history): a state, not a logged line.
@@ -49,7 +63,7 @@ def network_rows(
     reads: list[dict[str, Any]] = []
     for path in _outputs(host_dir, "ib-ports"):
         try:
-            reads.append(ib_ports.facts(ib_ports.parse(path.read_text(errors="replace"))))
+            reads.append(ib_ports.facts(_parsed("ib-ports", ib_ports.parse, path)))
         except Exception:  # noqa: BLE001 - an unreadable port list is no row, never a failed import
             continue
     down: dict[str, dict[str, Any]] = {}
@@ -82,7 +96,7 @@ def network_rows(
                 rows.append(_finding(host, kind, name, text, boot_id, when, max(count, 1)))
     for path in _outputs(host_dir, "fabric"):
         try:
-            found = fabric.facts(fabric.parse(path.read_text(errors="replace")))
+            found = fabric.facts(_parsed("fabric", fabric.parse, path))
         except Exception:  # noqa: BLE001 - an unreadable Fabric section is no row
             continue
         for entry in found.get("degraded") or []:
@@ -104,20 +118,20 @@ def host_rows(host: str, host_dir: Path, when: str | None = None, window: float 
     boot_id = None
     earlier: list[tuple[dict[str, Any], str | None]] = []
     for path in _outputs(host_dir, "kernel-log-boots"):
-        parsed = kernel_log_boots.parse(path.read_text(errors="replace"))
+        parsed = _parsed("kernel-log-boots", kernel_log_boots.parse, path)
         boots = [b for b in parsed["boots"] if b.get("boot_id")]
         boot_id = parsed["current_boot_id"] or boot_id
         earlier += [(e, b["boot_id"]) for b in parsed["previous"] for e in b["events"]]
     events: list[dict[str, Any]] = []
     for path in _outputs(host_dir, "kernel-log"):
-        parsed = to_jsonable(kernel_log.parse(path.read_text(errors="replace")))
+        parsed = to_jsonable(_parsed("kernel-log", kernel_log.parse, path))
         events += [event_row(host, e, boot_id) for e in parsed.get("events") or [] if e["kind"] not in SKIPPED_KINDS]
     faulty = sorted({e["pci"] for e in events if e["pci"] and e["kind"] in ("xid", "sxid", "fallen_off_bus")})
     events += [event_row(host, e, b) for e, b in earlier if e.get("kind") not in SKIPPED_KINDS]
     gpus: dict[str, dict[str, Any]] = {}
     for path in _outputs(host_dir, "nvidia-smi"):
         try:
-            parsed = to_jsonable(nvidia_smi.parse(path.read_text(errors="replace")))
+            parsed = to_jsonable(_parsed("nvidia-smi", nvidia_smi.parse, path))
         except Exception:  # noqa: BLE001 - an unreadable nvidia-smi is no GPU row, never a failed import
             continue
         for gpu in parsed.get("gpus") or []:
@@ -155,7 +169,10 @@ def _window_seconds(bundle: Path) -> float | None:
     try:
         import yaml
 
-        value = (yaml.safe_load((bundle / layout.RUNBOOK).read_text()) or {})["parameters"]["ib_window_seconds"]
+        # libyaml's loader when there: the pure-Python one took a second of a sweep's CPU on a 50 KB runbook
+        loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+        declared = yaml.load((bundle / layout.RUNBOOK).read_text(), Loader=loader) or {}  # a safe loader
+        value = declared["parameters"]["ib_window_seconds"]
         return float(value["default"] if isinstance(value, dict) else value)
     except Exception:  # noqa: BLE001 - no window: rates are not judged, no row
         return None

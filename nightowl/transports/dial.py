@@ -33,6 +33,10 @@ RESOLVERS = 8
 LOOKAHEAD = 64  # names handed to the resolvers ahead of the dialer
 BURST_SECONDS = 0.1  # how long an open connection may wait for the rest of its burst
 POLL_SECONDS = 0.05  # how often a dialer waiting for workers to take sockets looks again
+# A connection open this long and not yet taken (flow control holding its host back) is closed and the host
+# connects anew: sshd drops a connection that has not logged in after LoginGraceTime (120 s by default,
+# sshd_config(5)), which must never read as the host being unreachable.
+STALE_SECONDS = 60.0
 
 Address = tuple[int, int, int, tuple[object, ...]]  # family, type, proto, sockaddr (as getaddrinfo gives)
 
@@ -56,6 +60,7 @@ class Dialer:
         self.timeout = timeout
         self.window = max(1, window)
         self._ready: dict[str, socket.socket] = {}  # connected, not yet taken
+        self._ready_since: dict[str, float] = {}
         self._failed: dict[str, Exception] = {}
         self._taken: set[str] = set()
         self._lock = threading.Lock()
@@ -71,9 +76,13 @@ class Dialer:
         with self._lock:
             self._taken.add(name)
             sock = self._ready.pop(name, None)
+            since = self._ready_since.pop(name, None)
             error = self._failed.pop(name, None)
         if error is not None:
             raise error
+        if sock is not None and since is not None and time.monotonic() - since > STALE_SECONDS:
+            sock.close()  # too old to trust: the transport connects by itself
+            return None
         if sock is not None:
             sock.settimeout(self.timeout)
         return sock
@@ -236,6 +245,7 @@ class Dialer:
                 dial.sock.close()
                 return False
             self._ready[dial.name] = dial.sock
+            self._ready_since[dial.name] = time.monotonic()
             dial.sock = None  # the worker's now
             return True
 

@@ -20,7 +20,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from nightowl.collectors.base import Collector, declare, to_jsonable
+from nightowl.collectors.base import Collector, declare, parsed_once, to_jsonable
 from nightowl.collectors.pci import find_pci
 
 KIND = "fabric"
@@ -159,6 +159,7 @@ def _parse_xml(text: str) -> list[GpuFabric]:
     return gpus
 
 
+@parsed_once  # shows_nothing parses, then the engine parses the same text
 def parse(text: str) -> FabricResult:
     """nvidia-smi -q (text or XML) -> each GPU's fabric registration; never raises."""
     text = str(text)

@@ -18,6 +18,8 @@ are read. Each boot's lines go through the ``kernel-log`` parser unchanged.
 from __future__ import annotations
 
 import re
+from bisect import bisect_right
+from itertools import accumulate
 from typing import Any
 
 from nightowl.collectors.base import Collector, declare
@@ -39,14 +41,14 @@ _MARKER_LINE = re.compile(r"^-- nightowl previous boot -(\d+) --$")
 
 def parse(text: str) -> dict[str, Any]:
     from nightowl.collectors.base import to_jsonable
-    from nightowl.collectors.gpu.kernel_log import parse as parse_kernel_log
+    from nightowl.collectors.gpu.kernel_log import parse_lines
 
     warnings: list[str] = []
     boots: dict[int, dict[str, Any]] = {}
     sections: dict[int, list[str]] = {}
     current: int | None = None
     for line in text.splitlines():
-        marker = _MARKER_LINE.match(line.strip())
+        marker = _MARKER_LINE.match(line.strip()) if MARKER in line else None
         if marker:
             current = -int(marker.group(1))
             sections[current] = []
@@ -67,7 +69,7 @@ def parse(text: str) -> dict[str, Any]:
             warnings.append(f"not a --list-boots line: {line.strip()[:120]}")
     previous = []
     for offset in sorted(sections, reverse=True):
-        log = to_jsonable(parse_kernel_log("\n".join(sections[offset])))
+        log = to_jsonable(parse_lines(candidate_lines(sections[offset])))
         known = boots.get(offset, {})
         previous.append(
             {
@@ -87,6 +89,48 @@ def parse(text: str) -> dict[str, Any]:
         "current_boot_id": current_boot,
         "previous": previous,
     }
+
+
+def candidate_lines(lines: list[str]) -> list[str]:
+    """The lines of one boot's log the kernel-log parser can take events or warnings from, in order.
+
+    An earlier boot's log is read for its events alone, and most of a boot log is lines the parser skips
+    unread (``may_hold_message`` false while no message is pending). Kept: every line that may hold a
+    message; after it, the lines that may carry on its report (``may_continue_report``) and then one line
+    more, which ends it as the whole log would; and the first non-blank line (so a log of skipped lines
+    is not "empty input"). Every line dropped is one parse_lines would skip with nothing pending, so the
+    events and warnings are those of the whole log (tests/collectors/gpu/test_kernel_log_boots_prefilter.py
+    checks them against it); driver-lock stacks and NIC link lines, which no earlier boot's result holds,
+    are not read."""
+    from nightowl.collectors.gpu.kernel_log import MESSAGE_HINTS, may_continue_report
+
+    # Found in the joined text, at memory speed, not line by line (no hint holds a line break).
+    text = "\n".join(lines)
+    starts = list(accumulate((len(line) + 1 for line in lines), initial=0))
+    found: set[int] = set()
+    for hint in MESSAGE_HINTS:
+        at = text.find(hint)
+        while at >= 0:
+            index = bisect_right(starts, at) - 1
+            found.add(index)
+            at = text.find(hint, starts[index + 1])
+    first = next((i for i, line in enumerate(lines) if line.strip()), None)
+    if first is not None:
+        found.add(first)
+    kept: list[str] = []
+    free = 0  # the first line not kept yet
+    for index in sorted(found):
+        if index < free:
+            continue
+        kept.append(lines[index])
+        after = index + 1
+        while after < len(lines) and after not in found:
+            kept.append(lines[after])
+            after += 1
+            if not may_continue_report(lines[after - 1]):
+                break
+        free = after
+    return kept
 
 
 def facts(result: dict[str, Any]) -> dict[str, Any]:
@@ -110,7 +154,12 @@ def facts(result: dict[str, Any]) -> dict[str, Any]:
 
 def shows_nothing(text: str) -> bool:
     """No boot listed at all (a volatile journal, a container): nothing was read, never "no earlier Xid"."""
-    return not any(_BOOT_ROW.match(line) for line in text.splitlines())
+    for line in text.splitlines():  # the list comes first: parse reads boot rows before the first marker only
+        if MARKER in line and _MARKER_LINE.match(line.strip()):
+            return True
+        if _BOOT_ROW.match(line):
+            return False
+    return True
 
 
 PRODUCES = declare(

@@ -25,7 +25,7 @@ import re
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from nightowl.collectors.base import Collector, declare, to_jsonable
+from nightowl.collectors.base import Collector, declare, parsed_once, to_jsonable
 from nightowl.collectors.gpu.nvidia_smi.results import (
     BankHistogram,
     Ecc,
@@ -563,6 +563,7 @@ def _parse(text: str) -> NvidiaSmiResult:
     return _from_tree(root, "text", [f"unread line: {line}" for line in unread], tool_errors)
 
 
+@parsed_once  # shows_nothing parses, then the engine parses the same text
 def parse(text: str) -> NvidiaSmiResult:
     """Parse ``nvidia-smi -q``, ``-q -x`` or table output. Pure; never raises."""
     try:

@@ -1,0 +1,146 @@
+"""Flow control for a run over many hosts: how many hosts are in flight adapts to what this process keeps up with.
+
+Every command's deadline runs on nightowl's side too: a host whose output arrives while this process is too
+busy to read it ends "cannot judge: nightowl was overloaded" (transports/base.py ``late_note``). So a sweep
+that starts more hosts than its reader can serve buys nothing but lost verdicts. ``--forks`` is the ceiling;
+the hosts actually in flight follow an AIMD rule on the reader's lag, as TCP follows loss:
+
+* the reader is behind when a short sleep of a sampler thread wakes late (``LagSampler``: what any reading
+  thread waits, behind the GIL or behind other processes on the cores, before it can read what arrived),
+  or when this process used a whole core over the sample (``busy``: the GIL is one core, so past that the
+  threads queue for it however short each wait);
+* behind: the limit halves (at most once per ``cooldown``, so one burst is one decrease);
+* not behind, lag below ``low``, and every slot in use: one host more per sample. No slow start: hosts that
+  started cannot be stopped, so a burst of starts the reader cannot serve costs verdicts, while a sweep
+  that is CPU-bound gains nothing from more hosts in flight;
+* the limit stays within 1 .. ``maximum``; hosts wait for a slot in the order they asked.
+
+The rule takes its inputs (``observe(lag, now)``) from outside, so a test drives it with a fake clock.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+
+HIGH_LAG = 0.1  # seconds: a reader this late is behind (a command's output waits unread)
+LOW_LAG = 0.02  # seconds: a reader this prompt has room for another host
+BUSY = 0.9  # share of one core over a sample past which the reader is behind
+COOLDOWN = 1.0  # seconds between two decreases
+SAMPLE_SECONDS = 0.25  # the sampler's sleep
+START = 4  # hosts in flight before the first sample says more
+
+
+class AdaptiveLimit:
+    """Slots for hosts in flight, their number set by ``observe``; ``slot()`` waits for one in FIFO order."""
+
+    def __init__(
+        self,
+        maximum: int,
+        start: int = START,
+        high: float = HIGH_LAG,
+        low: float = LOW_LAG,
+        cooldown: float = COOLDOWN,
+    ) -> None:
+        self.maximum = max(1, maximum)
+        self.limit = max(1, min(start, self.maximum))
+        self.high, self.low, self.cooldown = high, low, cooldown
+        self.in_flight = 0
+        self.lowest = self.limit  # the smallest limit it went down to (the report's "flow control held ...")
+        self._last_decrease: float | None = None
+        self._tickets = 0  # next ticket handed out
+        self._serving = 0  # next ticket let in
+        self._gone: set[int] = set()  # tickets whose waiter gave up before its turn
+        self._changed = threading.Condition()
+
+    def observe(self, lag: float, now: float, busy: float = 0.0) -> int:
+        """One sample at ``now`` (monotonic seconds): the sampler's ``lag`` (seconds late) and ``busy`` (CPU
+        seconds this process used per second over it); returns the new limit."""
+        with self._changed:
+            if lag > self.high or busy > BUSY:
+                recent = self._last_decrease is not None and now - self._last_decrease < self.cooldown
+                if not recent:
+                    self.limit = max(1, self.limit // 2)
+                    self.lowest = min(self.lowest, self.limit)
+                    self._last_decrease = now
+            elif lag < self.low and self.in_flight >= self.limit:
+                self.limit = min(self.maximum, self.limit + 1)
+            self._changed.notify_all()
+            return self.limit
+
+    def acquire(self, stop: threading.Event | None = None) -> bool:
+        """Wait for a slot, in the order asked; False (no slot taken) once ``stop`` is set."""
+        with self._changed:
+            ticket = self._tickets
+            self._tickets += 1
+            while ticket != self._serving or self.in_flight >= self.limit:
+                if stop is not None and stop.is_set():
+                    self._drop(ticket)
+                    return False
+                self._changed.wait(0.2 if stop is not None else None)
+            self._serving += 1
+            self._skip_gone()
+            self.in_flight += 1
+            self._changed.notify_all()  # the next ticket may fit too
+            return True
+
+    def _drop(self, ticket: int) -> None:
+        """A waiter that gives up (a stop): the tickets after it must not wait for it."""
+        self._gone.add(ticket)
+        self._skip_gone()
+        self._changed.notify_all()
+
+    def _skip_gone(self) -> None:
+        while self._serving in self._gone:
+            self._gone.discard(self._serving)
+            self._serving += 1
+
+    def release(self) -> None:
+        with self._changed:
+            self.in_flight -= 1
+            self._changed.notify_all()
+
+    @contextmanager
+    def slot(self, stop: threading.Event | None = None) -> Iterator[bool]:
+        """A slot while the block runs; yields False (and holds none) when ``stop`` was set while waiting."""
+        taken = self.acquire(stop)
+        try:
+            yield taken
+        finally:
+            if taken:
+                self.release()
+
+
+class LagSampler:
+    """A daemon thread that sleeps ``SAMPLE_SECONDS`` at a time and reports to ``limit`` how late it woke and
+    how much CPU this process used meanwhile."""
+
+    def __init__(
+        self,
+        limit: AdaptiveLimit,
+        clock: Callable[[], float] = time.monotonic,
+        period: float = SAMPLE_SECONDS,
+        cpu: Callable[[], float] = time.process_time,
+    ) -> None:
+        self.limit, self.clock, self.period, self.cpu = limit, clock, period, cpu
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="flow-sampler", daemon=True)
+
+    def __enter__(self) -> LagSampler:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self._stop.set()
+        self._thread.join(timeout=1.0)
+
+    def _run(self) -> None:
+        while True:
+            asked, cpu = self.clock(), self.cpu()
+            if self._stop.wait(self.period):
+                return
+            woke, used = self.clock(), self.cpu()
+            elapsed = max(woke - asked, 1e-6)
+            self.limit.observe(max(0.0, elapsed - self.period), woke, (used - cpu) / elapsed)

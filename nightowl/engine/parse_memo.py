@@ -1,0 +1,74 @@
+"""Parse results kept for the length of a run, so one output is parsed once.
+
+A run parses each command's output (nightowl/engine/runner.py), and at its end the history store reads the
+bundle back and parses the same outputs again (nightowl/history/extract.py): on a real-size GPU node (an
+8-GPU ``nvidia-smi -q``, three boots of kernel log) that second pass cost as much as the first. While a
+run keeps results (``keeping(kinds)``, the kinds its caller will read back), the engine leaves each parse
+result of those kinds here,
+keyed by its kind and the SHA-256 of the exact text its parser read; the history's reader asks for the text
+it read from the bundle. A text that differs in any way (secrets scrubbed in the bundle, a parse input cut
+to its head and tail, escapes stripped first) has another digest and is parsed anew, so a result found is
+always the one its parser gives that text. The results are not copied: their callers only read them.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+MAX_KEPT = 1024  # results kept at most (about 200 hosts); past it the history parses again, as before
+
+_lock = threading.Lock()
+_kept: dict[tuple[str, bytes], Any] = {}
+_runs = [0]  # runs under way that keep results
+_kinds: set[str] = set()  # the kinds they keep
+
+
+def _key(kind: str, text: str) -> tuple[str, bytes]:
+    return kind, hashlib.sha256(text.encode("utf-8", "surrogateescape")).digest()
+
+
+@contextmanager
+def keeping(kinds: frozenset[str]) -> Iterator[None]:
+    """Keep parse results of ``kinds`` while the block runs; they are dropped once the last such run ends."""
+    with _lock:
+        _runs[0] += 1
+        _kinds.update(kinds)
+    try:
+        yield
+    finally:
+        with _lock:
+            _runs[0] -= 1
+            if not _runs[0]:
+                _kept.clear()
+                _kinds.clear()
+
+
+def remember(kind: str, text: str, result: Any) -> None:
+    """Keep ``result`` as what ``kind``'s parser gives ``text`` (only during a run, only the history's kinds)."""
+    if not _runs[0] or kind not in _kinds or len(_kept) >= MAX_KEPT:
+        return
+    key = _key(kind, text)
+    with _lock:
+        if _runs[0]:
+            _kept[key] = result
+
+
+def parse_and_keep(kind: str, parse: Callable[[str], Any], text: str) -> Any:
+    """``parse(text)``, kept for a reader of the bundle only when the parser read ``text`` as it is (a
+    collector that strips escapes first says how: ``parse.strip``)."""
+    parsed = parse(text)
+    strip = getattr(parse, "strip", None)
+    if strip is None or strip(text) is text:
+        remember(kind, text, parsed)
+    return parsed
+
+
+def recall(kind: str, text: str) -> Any | None:
+    """The result kept for ``kind`` and exactly ``text``, else None."""
+    if not _kept or kind not in _kinds:
+        return None
+    return _kept.get(_key(kind, text))

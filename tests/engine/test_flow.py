@@ -1,0 +1,126 @@
+"""Flow control (nightowl/engine/flow.py): hosts in flight follow the reader's lag, driven here by hand.
+
+No timing: every lag sample and its time are given, so each test says exactly what the limit must be."""
+
+from __future__ import annotations
+
+import threading
+
+from nightowl.engine.flow import AdaptiveLimit
+
+
+def test_a_prompt_reader_adds_one_host_a_sample_and_a_lagging_or_busy_one_halves() -> None:
+    flow = AdaptiveLimit(maximum=64, start=4, high=0.1, low=0.02, cooldown=1.0)
+    flow.in_flight = 4  # every slot in use
+    assert flow.observe(0.0, 0.25) == 5
+    flow.in_flight = 2  # slots left unused: more would not be used either
+    assert flow.observe(0.0, 0.5) == 5
+    flow.in_flight = 5
+    assert [flow.observe(0.01, t) for t in (0.75, 1.0)] == [6, 6]  # a full slot each: +1, then 6 > 5 in use
+    flow.in_flight = 64
+    assert [flow.observe(0.0, 1.0 + i / 4) for i in range(1, 5)] == [7, 8, 9, 10]
+    assert flow.observe(0.5, 2.5) == 5  # behind: half
+    assert flow.observe(0.5, 2.75) == 5  # the same burst (within the cooldown): no second cut
+    assert flow.observe(0.0, 3.0, busy=1.0) == 5  # a whole core used, still within the cooldown
+    assert flow.observe(0.0, 3.6, busy=1.0) == 2  # a second on, the GIL still saturated: half again
+    assert flow.observe(0.05, 3.8) == 2  # between low and high: held
+    assert flow.lowest == 2
+
+
+def test_the_limit_stays_within_one_and_the_ceiling() -> None:
+    flow = AdaptiveLimit(maximum=3, start=8)
+    assert flow.limit == 3
+    for step in range(10):
+        flow.observe(5.0, step * 2.0)
+    assert flow.limit == 1 and flow.lowest == 1
+    flow.in_flight = 3
+    for step in range(10):
+        flow.observe(0.0, 100 + step)
+    assert flow.limit == 3
+
+
+def test_hosts_wait_for_a_slot_in_the_order_they_asked() -> None:
+    """64 forks asked for at once while the reader lags: only the limit is in flight, the rest wait, in order."""
+    flow = AdaptiveLimit(maximum=64, start=2)
+    admitted: list[int] = []
+    lock = threading.Lock()
+    release = threading.Semaphore(0)
+
+    def host(number: int) -> None:
+        with flow.slot() as taken:
+            assert taken
+            with lock:
+                admitted.append(number)
+            release.acquire()
+
+    threads = []
+    for number in range(6):  # each asks only once the one before holds its ticket: a known order
+        thread = threading.Thread(target=host, args=(number,), daemon=True)
+        thread.start()
+        threads.append(thread)
+        _wait_until(lambda n=number: flow._tickets == n + 1)
+    _wait_until(lambda: flow.in_flight == 2)
+    assert admitted == [0, 1] and flow.in_flight == 2  # the limit, not the 6 threads
+    release.release()
+    _wait_until(lambda: len(admitted) == 3)
+    assert admitted == [0, 1, 2]
+    flow.observe(0.0, 1.0)  # the reader keeps up and every slot is used: one more goes in, the next in order
+    _wait_until(lambda: len(admitted) == 4)
+    assert admitted == [0, 1, 2, 3] and flow.limit == 3
+    flow.observe(0.0, 2.0)
+    _wait_until(lambda: len(admitted) == 5)
+    assert admitted == [0, 1, 2, 3, 4]
+    for _ in range(6):
+        release.release()
+    for thread in threads:
+        thread.join(5)
+    assert admitted == list(range(6)) and flow.in_flight == 0
+
+
+def test_a_stop_while_waiting_takes_no_slot_and_lets_the_next_in() -> None:
+    flow = AdaptiveLimit(maximum=4, start=1)
+    stop = threading.Event()
+    assert flow.acquire()
+    outcome: list[bool] = []
+    waiter = threading.Thread(target=lambda: outcome.append(flow.acquire(stop)), daemon=True)
+    waiter.start()
+    _wait_until(lambda: flow._tickets == 2)
+    stop.set()
+    waiter.join(5)
+    assert outcome == [False] and flow.in_flight == 1
+    flow.release()
+    assert flow.acquire()  # the gone ticket does not block the next one
+    assert flow.in_flight == 1
+
+
+def _wait_until(condition, seconds: float = 5.0) -> None:  # type: ignore[no-untyped-def]
+    event = threading.Event()
+    for _ in range(int(seconds / 0.005)):
+        if condition():
+            return
+        event.wait(0.005)
+    raise AssertionError("condition not reached")
+
+
+def test_a_connection_held_back_past_the_grace_time_is_dialed_anew(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """A host flow control kept waiting gets a fresh connection, never sshd's closed one (LoginGraceTime)."""
+    import socket
+
+    from nightowl.transports import dial as dial_module
+
+    server = socket.create_server(("127.0.0.1", 0))
+    try:
+        dialer = dial_module.Dialer({"h": ("127.0.0.1", server.getsockname()[1])}, timeout=2.0)
+        a, b = socket.socketpair()
+        clock = [1000.0]
+        monkeypatch.setattr(dial_module.time, "monotonic", lambda: clock[0])
+        dialer._ready["h"], dialer._ready_since["h"] = a, clock[0]
+        clock[0] += dial_module.STALE_SECONDS + 1
+        assert dialer.take("h") is None  # the transport connects by itself
+        assert a.fileno() == -1  # the stale one was closed
+        dialer._ready["h"], dialer._ready_since["h"] = b, clock[0]
+        clock[0] += 1
+        assert dialer.take("h") is b
+        b.close()
+    finally:
+        server.close()
