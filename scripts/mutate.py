@@ -401,7 +401,9 @@ def _measure(
     target = tree / module
     outcomes: list[Outcome] = []
     try:
-        for m in chosen:
+        for done, m in enumerate(chosen):
+            if done and done % 10 == 0:
+                print(f"  {done}/{len(chosen)} run", flush=True)
             _write(target, mutated_source(source, m.index))
             state, seconds = _run_tests(tree, tests, timeout, set() if patch else fresh, patch)
             if state == "survived" and patch is not None:
@@ -429,6 +431,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-warm", dest="warm", action="store_false",
                         help="import everything afresh for each mutant (slower; to cross-check)")
     parser.add_argument("--json", type=Path, help="write every outcome to this file")
+    parser.add_argument(
+        "--rerun",
+        type=Path,
+        help="an earlier --json file: run again only the mutants that survived it (added tests cannot "
+        "revive a killed mutant) and report the figures of the whole earlier set",
+    )
     args = parser.parse_args(argv)
 
     module = Path(args.module).as_posix()
@@ -442,6 +450,17 @@ def main(argv: list[str] | None = None) -> int:
     if args.sample and args.sample < len(chosen):
         step = len(chosen) / args.sample
         chosen = [chosen[int(i * step)] for i in range(args.sample)]
+    earlier: list[Outcome] = []
+    if args.rerun:
+        rows = json.loads(args.rerun.read_text(encoding="utf-8"))["outcomes"]
+        by_key = {(m.line, m.change): m for m in every}
+        again = {(r["line"], r["change"]) for r in rows if r["status"] == "survived"}
+        earlier = [
+            Outcome(by_key.get((r["line"], r["change"]), Mutant(-1, r["line"], r["change"])), r["status"], r["seconds"])
+            for r in rows
+            if r["status"] != "survived" and (r["line"], r["change"]) not in skipped
+        ]
+        chosen = [m for m in every if (m.line, m.change) in again and (m.line, m.change) not in skipped]
     excluded = [m for m in every if (m.line, m.change) in skipped]
     if args.list:
         for m in every:
@@ -471,7 +490,7 @@ def main(argv: list[str] | None = None) -> int:
         timeout = args.timeout or 3 * clean + 5
         print(f"{module}: {len(chosen)} mutants ({len(excluded)} equivalent left out), "
               f"clean run {clean:.1f}s, timeout {timeout:.0f}s", flush=True)  # fmt: skip
-        outcomes = _measure(module, source, chosen, tree, args.tests, timeout, fresh, patch)
+        outcomes = earlier + _measure(module, source, chosen, tree, args.tests, timeout, fresh, patch)
 
     killed = sum(o.status == "killed" for o in outcomes)
     timed_out = sum(o.status == "timeout" for o in outcomes)
