@@ -395,9 +395,11 @@ def _measure(
     timeout: float,
     fresh: set[str],
     patch: tuple[str, Path] | None,
+    confirm: bool = False,
 ) -> list[Outcome]:
-    """Run each mutant; one that survives the quick in-place run is run again with its dependents
-    imported afresh, so a reference the in-place run could not re-point cannot make a false survivor."""
+    """Run each mutant. The in-place run can only err towards "survived" (a reference to the module
+    it could not re-point still holds the original); with ``confirm`` a survivor is run again with its
+    dependents imported afresh, so no survivor is false."""
     target = tree / module
     outcomes: list[Outcome] = []
     try:
@@ -406,7 +408,7 @@ def _measure(
                 print(f"  {done}/{len(chosen)} run", flush=True)
             _write(target, mutated_source(source, m.index))
             state, seconds = _run_tests(tree, tests, timeout, set() if patch else fresh, patch)
-            if state == "survived" and patch is not None:
+            if state == "survived" and patch is not None and confirm:
                 _write(target, mutated_source(source, m.index))
                 state, again = _run_tests(tree, tests, timeout, fresh)
                 seconds += again
@@ -430,6 +432,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--timeout", type=float, help="seconds per mutant (default 3x the clean run + 5)")
     parser.add_argument("--no-warm", dest="warm", action="store_false",
                         help="import everything afresh for each mutant (slower; to cross-check)")
+    parser.add_argument(
+        "--confirm", action="store_true", help="run each survivor again with what imports the module imported afresh"
+    )
     parser.add_argument("--json", type=Path, help="write every outcome to this file")
     parser.add_argument(
         "--rerun",
@@ -490,7 +495,7 @@ def main(argv: list[str] | None = None) -> int:
         timeout = args.timeout or 3 * clean + 5
         print(f"{module}: {len(chosen)} mutants ({len(excluded)} equivalent left out), "
               f"clean run {clean:.1f}s, timeout {timeout:.0f}s", flush=True)  # fmt: skip
-        outcomes = earlier + _measure(module, source, chosen, tree, args.tests, timeout, fresh, patch)
+        outcomes = earlier + _measure(module, source, chosen, tree, args.tests, timeout, fresh, patch, args.confirm)
 
     killed = sum(o.status == "killed" for o in outcomes)
     timed_out = sum(o.status == "timeout" for o in outcomes)
