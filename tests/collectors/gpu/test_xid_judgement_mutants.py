@@ -89,3 +89,16 @@ def test_the_collector_is_derived_from_the_kernel_log_and_runs_nothing() -> None
     assert not any(declared[name].optional for name in ("policy", "action", "reasons", "gpus", "gpu_actions"))
     assert all(fact.meaning for fact in COLLECTOR.produces)
     assert "xid_policy" in COLLECTOR.description
+
+
+TYPES = {"str": (str,), "str | None": (str, type(None)), "list[str]": (list,), "dict": (dict,), "bool": (bool,),
+         "int": (int,), "list[str] | None": (list, type(None))}  # fmt: skip
+
+
+def test_what_derive_returns_has_the_declared_types() -> None:
+    produced = derive({"kernel_log": {"events": [xid(63)]}}, {"xid_policy": str(EXAMPLE_POLICY)})
+    for fact in COLLECTOR.produces:
+        if fact.name in produced:
+            assert isinstance(produced[fact.name], TYPES[fact.type]), fact
+        else:
+            assert fact.optional, fact
