@@ -334,6 +334,8 @@ def _patch(target: str, path: Path) -> None:
 
 def _child(tree: Path, tests: list[str], fresh: set[str], patch: tuple[str, Path] | None) -> None:
     os.setsid()
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
     _evict(fresh)
     devnull = os.open(os.devnull, os.O_RDWR)
     for fd in (0, 1, 2):
@@ -422,6 +424,10 @@ def _measure(
     return outcomes
 
 
+def _interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("module", help="the module to mutate, e.g. nightowl/redact.py")
@@ -443,6 +449,10 @@ def main(argv: list[str] | None = None) -> int:
         "revive a killed mutant) and report the figures of the whole earlier set",
     )
     args = parser.parse_args(argv)
+    # Stopped by SIGTERM (or SIGINT where a background start ignores it): report the figures so far and
+    # remove the temporary tree, as on Ctrl-C.
+    signal.signal(signal.SIGTERM, _interrupt)
+    signal.signal(signal.SIGINT, _interrupt)
 
     module = Path(args.module).as_posix()
     source = (ROOT / module).read_text(encoding="utf-8")
