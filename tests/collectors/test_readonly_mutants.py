@@ -99,6 +99,7 @@ def test_a_shell_string_that_is_not_one_fixed_command_is_refused(script: str) ->
     [
         ("nvidia-smi", "nvlink", "-e", "0"),  # nvlink's -e reads error counters; it is not nvidia-smi -e
         ("nvidia-smi", "topo", "-p2p", "r"),
+        ("nvidia-smi",),
         ("nvidia-smi", "-pmx"),  # not bundled: nvidia-smi options are words, -pmx is not -pm
         ("dmesg", "-T", "-x"),
         ("sh", "-c"),  # no script: nothing to run, nothing it changes
