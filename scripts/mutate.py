@@ -188,11 +188,16 @@ class _Replace(ast.NodeTransformer):
 
 
 def mutants(source: str) -> list[Mutant]:
+    """Every mutant; the same change twice on one line (two `1`s) is told apart by `(2nd)`, `(3rd)` ..."""
     tree = ast.parse(source)
-    return [
-        Mutant(i, getattr(node, "lineno", 0), change)
-        for i, (node, change, _how) in enumerate(_sites(tree, source))
-    ]
+    found: list[Mutant] = []
+    seen: dict[tuple[int, str], int] = {}
+    for i, (node, change, _how) in enumerate(_sites(tree, source)):
+        line = getattr(node, "lineno", 0)
+        count = seen[(line, change)] = seen.get((line, change), 0) + 1
+        suffix = {2: "2nd", 3: "3rd"}.get(count, f"{count}th")
+        found.append(Mutant(i, line, change if count == 1 else f"{change} ({suffix})"))
+    return found
 
 
 def mutated_source(source: str, index: int) -> str:

@@ -79,3 +79,9 @@ def test_every_equivalent_row_names_a_mutant_that_exists(mutate) -> None:  # typ
         listed = {(m.line, m.change) for m in mutate.mutants((ROOT / module).read_text(encoding="utf-8"))}
         assert (line, change) in listed, f"stale row (the code moved or changed): {row}"
         assert (line, change) in mutate.equivalent(module)
+
+
+def test_the_same_change_twice_on_a_line_is_told_apart(mutate) -> None:  # type: ignore[no-untyped-def]
+    changes = [m.change for m in mutate.mutants("x = 1 if y > 1 else 2\n")]
+    assert "`1` -> `2`" in changes and "`1` -> `2` (2nd)" in changes
+    assert len(changes) == len(set(changes))
