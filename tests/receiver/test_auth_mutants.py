@@ -165,3 +165,22 @@ def test_revocation_forgets_expired_cookies_only() -> None:
     third = sessions.new(TOKEN, 60)
     assert sessions.revoke(third, TOKEN)
     assert set(sessions._revoked) == {lasting, third}
+
+
+def test_a_failure_counts_only_the_window_it_is_in() -> None:
+    throttle = auth.LoginThrottle(per_address=5, in_all=30, window_s=60.0)
+    assert throttle.failed("a", now=0.0) == 1
+    assert throttle.failed("a", now=100.0) == 1  # the one at 0 s left the window before this one
+    assert throttle.failed("b", now=0.0) == 1
+    assert throttle.failed("b", now=60.0) == 1  # exactly one window old: gone
+    assert throttle.failed("b", now=60.5) == 2
+
+
+def test_session_checks_answer_false_not_just_something_false() -> None:
+    value = auth.new_session(TOKEN, 60, now=1000.0)
+    assert auth.session_ok(value, TOKEN, now=1000.0) is True
+    assert auth.session_ok(value, TOKEN + "x", now=1000.0) is False
+    assert auth.session_ok(value, TOKEN, now=2000.0) is False
+    assert auth.session_ok(None, TOKEN) is False
+    sessions = auth.Sessions()
+    assert sessions.ok(None, TOKEN) is False and sessions.revoke(None, TOKEN) is False
