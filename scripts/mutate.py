@@ -312,6 +312,9 @@ def _patch(target: str, path: Path) -> None:
     made at import time stay instances of them); their new methods are copied onto the old class."""
     module = sys.modules[target]
     old = dict(module.__dict__)
+    # Start from an empty namespace, as an import does: a removed assignment must leave its name unbound.
+    for name in [n for n in module.__dict__ if not (n.startswith("__") and n.endswith("__"))]:
+        del module.__dict__[name]
     exec(compile(path.read_text(encoding="utf-8"), str(path), "exec"), module.__dict__)  # noqa: S102
     swapped: dict[str, tuple[object, object]] = {}
     for name, new in list(module.__dict__.items()):
