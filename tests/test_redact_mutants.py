@@ -122,3 +122,13 @@ def test_redactor_placeholders() -> None:
 def test_redactor_learns_hosts_from_nccl_prefixes_and_fqdns_but_not_code() -> None:
     out = Redactor().apply("gpu-01:123:456 [0] NCCL INFO x\nnode.cluster.local and vllm.entrypoints.openai")
     assert out == "host-2:123:456 [0] NCCL INFO x\nhost-1 and vllm.entrypoints.openai"
+
+
+def test_every_secret_shape_names_where_its_format_is_documented() -> None:
+    from nightowl.redact import LIST_SHAPES, TOKEN_SHAPES
+
+    shapes = (*TOKEN_SHAPES, *LIST_SHAPES)
+    assert len({shape.name for shape in shapes}) == len(shapes)
+    for shape in shapes:
+        assert shape.name and len(shape.source) >= 10, shape
+        assert "secret" in shape.pattern.groupindex, shape.name
