@@ -138,3 +138,26 @@ def test_a_count_rule_of_one_and_an_after_reboots_rule_of_one_are_accepted(tmp_p
         (43, 1, 3600, None),
         (79, None, None, 1),
     ]
+
+
+@pytest.mark.parametrize(
+    ("event", "meaning", "action", "first_step"),
+    [
+        ({"kind": "other_nvrm", "text": "NVRM: foo"}, "NVIDIA driver message", "none",
+         "read it alongside the Xids around it"),
+        ({"kind": "oom_kill", "text": "oom"}, "the kernel killed a process: host out of memory", "none",
+         "check the process's memory limit"),
+        ({"kind": "pcie_aer", "text": "AER"}, "PCIe Advanced Error Reporting event", "none",
+         "watch the link; uncorrected or repeating errors: check riser, slot and cabling"),
+        ({"kind": "xid", "code": 78, "pci": "0000:5a:00", "text": "x"}, "vGPU Start Error", "reconfigure",
+         "update the driver and GPU firmware to current versions, then retry"),
+        ({"kind": "xid", "code": 144, "text": "Nonfatal"}, "NVLink5 SAW unit error", "none",
+         "non-fatal: no action now; watch for repeats on the same link"),
+    ],
+)  # fmt: skip
+def test_explain_gives_the_meaning_action_and_first_step(
+    event: dict[str, object], meaning: str, action: str, first_step: str
+) -> None:
+    explained = catalog.explain({"code": None, "pci": None, **event})
+    assert (explained["meaning"], explained["action"], explained["first_step"]) == (meaning, action, first_step)
+    assert explained["kind"] == event["kind"]
