@@ -109,7 +109,7 @@ def test_the_graph_pass(tmp_path: Path) -> None:
     (issue,) = issues(tmp_path, GOOD.replace("default: good", "default: goood"))
     assert (issue.line, issue.message) == (14, "target 'goood' does not exist")
     found = issues(tmp_path, GOOD.replace("        goto: bad", "        goto: start"))
-    assert found[0].message == "node is part of a cycle" and found[0].node in ("start", "check")
+    assert (found[0].message, found[0].node, found[0].line) == ("node is part of a cycle", "start", 7)
     assert sum(i.message == "node is part of a cycle" for i in found) == 1  # the first cycle, once
     unreachable = GOOD + "  lost:\n    verdict: {id: lost, severity: ok, action: none, summary: x}\n"
     (issue,) = issues(tmp_path, unreachable)
@@ -146,6 +146,11 @@ def test_the_facts_pass(tmp_path: Path) -> None:
     # A guarded read passes the facts pass (what stops it is the later hidden-failure lint).
     (issue,) = issues(tmp_path, guarded.replace('"xids {{ kernel_log.xid_codes }}"', "x"))
     assert "through a fallback" in issue.message and "not every path" not in issue.message
+    # A healthy verdict that states the collector's status in its evidence counts as its check.
+    stated = guarded.replace('"xids {{ kernel_log.xid_codes }}"', "x").replace(
+        "summary: fine}", "summary: fine, evidence: [status.kernel_log]}"
+    )
+    load_runbook(write(tmp_path, stated), known_collectors=KNOWN)
 
 
 def test_the_declared_facts_pass(tmp_path: Path) -> None:
