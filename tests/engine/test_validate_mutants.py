@@ -130,6 +130,9 @@ def test_the_facts_pass(tmp_path: Path) -> None:
     (issue,) = issues(tmp_path, GOOD.replace("kernel_log.xid_codes | length", "kernel_lg.xid_codes | length"))
     assert (issue.line, issue.node) == (12, "check")
     assert issue.message == "reads unknown name 'kernel_lg' (did you mean 'kernel_log'?)"
+    (issue,) = issues(tmp_path, GOOD.replace("summary: fine}", "summary: fine, evidence: [nvidia_smi.gpu_count]}"))
+    assert (issue.line, issue.node) == (18, "good")  # the evidence line
+    assert issue.message.startswith("reads 'nvidia_smi', which not every path to this node collects")
     (issue,) = issues(tmp_path, GOOD.replace("kernel_log.xid_codes | length", "zzz | length"))
     assert issue.message == "reads unknown name 'zzz'"
     late = GOOD.replace("collect: [kernel-log]\n    next: check", (
