@@ -174,3 +174,13 @@ def test_the_declared_facts_pass(tmp_path: Path) -> None:
     (issue,) = issues(tmp_path, through_hosts, True)
     assert issue.message.startswith("reads kernel_log.xid_code, which collector 'kernel-log' does not produce")
     load_runbook(write(tmp_path, GOOD), known_collectors=KNOWN, lookup=lambda kind: None)  # declares nothing
+
+
+def test_a_cannot_judge_text_is_checked_and_a_lone_verdict_loads(tmp_path: Path) -> None:
+    unsure = GOOD.replace("default: good", "default: unsure") + '  unsure:\n    cannot_judge: "no {{ x "\n'
+    unsure = unsure.replace("  good:\n    verdict: {id: good, severity: ok, action: none, summary: fine}\n", "")
+    found = issues(tmp_path, unsure)
+    assert [(i.node, i.message.split(":")[0]) for i in found] == [("unsure", "cannot_judge")]
+    lone = "id: t\ntitle: t\nentry: only\nnodes:\n  only:\n"
+    lone += "    verdict: {id: ok, severity: ok, action: none, summary: x}\n"
+    assert set(load_runbook(write(tmp_path, lone)).graph.nodes) == {"only"}
