@@ -63,6 +63,8 @@ REFUSED = [
     (("sudo", "-n", "--", "reboot"), "reboots the node"),
     (("sudo", "-n", "reboot"), "reboots the node"),
     (("/usr/bin/sudo", "-n", "--", "rm", "-f", "x"), "deletes files"),
+    (("/usr/bin/sudo", "-u", "root", "reboot"), "runs sudo with -u (only `sudo -n --` is allowed)"),
+    (("/usr/bin/timeout", "5", "reboot"), "reboots the node"),
     (("env", "LANG=C", "reboot"), "reboots the node"),
     (("env", "-i", "reboot"), "reboots the node"),
     (("timeout", "5", "reboot"), "reboots the node"),
@@ -100,6 +102,10 @@ def test_a_shell_string_that_is_not_one_fixed_command_is_refused(script: str) ->
         ("nvidia-smi", "nvlink", "-e", "0"),  # nvlink's -e reads error counters; it is not nvidia-smi -e
         ("nvidia-smi", "topo", "-p2p", "r"),
         ("nvidia-smi",),
+        # A subcommand's options are its own: `-r` after `mig` is not nvidia-smi's GPU reset (and no
+        # subcommand but nvlink has a shape here, so each is refused as not allowed).
+        *[("nvidia-smi", sub, "-r") for sub in ("topo", "mig", "dmon", "pmon", "clocks", "conf-compute", "c2c")],
+        ("nvidia-smi", "vgpu", "-r"),
         ("nvidia-smi", "-pmx"),  # not bundled: nvidia-smi options are words, -pmx is not -pm
         ("dmesg", "-T", "-x"),
         ("sh", "-c"),  # no script: nothing to run, nothing it changes
