@@ -143,6 +143,11 @@ def test_a_count_rule_of_one_and_an_after_reboots_rule_of_one_are_accepted(tmp_p
 @pytest.mark.parametrize(
     ("event", "meaning", "action", "first_step"),
     [
+        ({"kind": "fallen_off_bus", "text": "t"}, "GPU fell off the bus (no Xid line)", "reboot-node",
+         "drain the node, run nvidia-bug-report.sh, then power-cycle it (a GPU reset cannot work); if it "
+         "recurs, hardware ticket (GPU, riser, slot, power)"),
+        ({"kind": "gpu_reset_required", "text": "t"}, "driver reports the GPU needs a reset", "reset-gpu",
+         "reset the GPU (nvidia-smi -r after stopping its processes); if it recurs reboot, then replace"),
         ({"kind": "other_nvrm", "text": "NVRM: foo"}, "NVIDIA driver message", "none",
          "read it alongside the Xids around it"),
         ({"kind": "oom_kill", "text": "oom"}, "the kernel killed a process: host out of memory", "none",
