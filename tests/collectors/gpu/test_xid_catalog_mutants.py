@@ -166,3 +166,27 @@ def test_explain_gives_the_meaning_action_and_first_step(
     explained = catalog.explain({"code": None, "pci": None, **event})
     assert (explained["meaning"], explained["action"], explained["first_step"]) == (meaning, action, first_step)
     assert explained["kind"] == event["kind"]
+
+
+def test_judge_treats_a_gpu_off_the_bus_without_xid_79_as_79() -> None:
+    off = {"kind": "fallen_off_bus", "code": None, "pci": "0000:5a:00", "text": "fell off the bus"}
+    judged = catalog.judge([off])
+    assert judged["action"] == "reboot-node"
+    assert judged["reasons"] == ["0000:5a:00 fell off the bus (no Xid 79 line) -> treated as Xid 79 -> reboot-node"]
+    with_79 = catalog.judge([off, {"kind": "xid", "code": 79, "pci": "0000:5a:00", "text": "Xid 79"}])
+    assert not any("no Xid 79 line" in reason for reason in with_79["reasons"])
+    assert with_79["action"] == "reboot-node"
+
+
+def test_judge_names_an_event_without_a_pci_address_unknown_gpu() -> None:
+    judged = catalog.judge([{"kind": "xid", "code": 13, "pci": None, "text": "x"}])
+    assert judged["reasons"] == ["Xid 13 on unknown GPU: catalog RESTART_APP -> restart-app"]
+    assert judged["gpu_actions"] == {"unknown": "restart-app"}
+
+
+def test_the_first_step_of_each_action() -> None:
+    steps = catalog.FIRST_STEP_BY_ACTION
+    assert steps["drain-and-reset"].startswith("drain the GPU's peer-to-peer / NVLink users, then reset the GPU")
+    assert steps["escalate"] == "collect nvidia-bug-report.sh output and escalate to NVIDIA support"
+    assert set(steps) >= set(catalog.ACTION_ORDER) - {"none"}
+    assert all(steps[action] for action in steps)
