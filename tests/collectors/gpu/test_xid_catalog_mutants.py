@@ -190,3 +190,10 @@ def test_the_first_step_of_each_action() -> None:
     assert steps["escalate"] == "collect nvidia-bug-report.sh output and escalate to NVIDIA support"
     assert set(steps) >= set(catalog.ACTION_ORDER) - {"none"}
     assert all(steps[action] for action in steps)
+
+
+def test_the_recovery_tables_read_from_the_knowledge_file() -> None:
+    assert catalog.RECOVERY_TO_ACTION["gpu-reset"] == "reset-gpu"
+    assert catalog.RECOVERY_TO_ACTION["node-reboot"] == "reboot-node"
+    assert catalog.RECOVERY_ORDER[0] == "none" and catalog.RECOVERY_ORDER[-1] == "node-reboot"
+    assert {value for _, value in catalog.RECOVERY_PATTERNS} == set(catalog.RECOVERY_ORDER)
