@@ -47,6 +47,7 @@ def rule(host: str = "h", **params: object) -> Rule:
         ("host:abc", "host:abc"),
         ("a:1:2", "a:1:2"),
         ("a@b@host", "host"),
+        ("gpu]17", "gpu]17"),  # a "]" without a "[" before it opens no IPv6 literal
     ],
 )
 def test_the_host_span_of_a_spec(spec: str, host: str) -> None:
@@ -136,6 +137,7 @@ def test_render_params() -> None:
     )
     assert params == {"n": 3, "f": "/var/log/gpu-17.log", "lit": "plain", "url": "http://evil", "note": "n"}
     assert render_params(rule(), ALERT) == {}
+    assert render_params(rule(state="{{ alert.status }}/{{ annotations.note }}"), ALERT) == {"state": "firing/n"}
 
 
 @pytest.mark.parametrize(
