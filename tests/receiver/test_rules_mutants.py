@@ -194,6 +194,7 @@ def test_matcher_parse() -> None:
     assert Matcher.parse(' a = "x" ') == Matcher("a", "=", "x")
     assert Matcher.parse("a='x'") == Matcher("a", "=", "x")
     assert Matcher.parse('a="') == Matcher("a", "=", '"')
+    assert Matcher.parse('a=""') == Matcher("a", "=", "")  # quoted empty value
     assert Matcher.parse("a=\"x'") == Matcher("a", "=", "\"x'")
     assert Matcher.parse("a=~x.*") == Matcher("a", "=~", "x.*")
     assert Matcher.parse("a!~x") == Matcher("a", "!~", "x")
