@@ -97,6 +97,7 @@ def test_evaluate_value_returns_the_value_and_names_what_is_missing() -> None:
 
 def test_render_fills_the_template_or_names_the_missing_fact() -> None:
     assert render("x={{ a }}", {"a": 1}) == "x=1"
+    assert render("{{ a }}", {"a": "<b> & 'c'"}) == "<b> & 'c'"  # plain text: nothing is HTML-escaped
     with pytest.raises(ExpressionError, match="^UndefinedError: 'a' is undefined$"):
         render("x={{ a }}", {})
 
