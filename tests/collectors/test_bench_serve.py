@@ -3,17 +3,8 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 from nightowl.collectors.serving.bench_serve import COLLECTOR, ROWS, facts, parse
-from tests.helpers import ROOT, load_cases
-
-CASES = load_cases("bench-serve")
-SAMPLES = sorted((ROOT / "fixtures" / "corpus" / "serving").glob("*bench*"))
-
-
-def test_every_benchmark_sample_has_a_case() -> None:
-    assert {Path(case["input"]).name for _, case in CASES} == {p.name for p in SAMPLES}
 
 
 def test_percentile_rows_of_metric_percentiles_and_e2el() -> None:

@@ -5,13 +5,15 @@ subset of the parse result (of the facts for the kinds in ``EXPECTED_IN_FACTS``)
 ``expected_facts``) a subset of the collector's facts, both written by reading the sample
 (tests/helpers.py:load_cases). Every case also keeps the collector contract: the result names its kind,
 its warnings are a list, the facts are strict JSON and hold the contract JSON unchanged (docs/reference.md#kinds).
-What one kind alone promises on every case is in ``KIND_CHECKS``; the kind's own file holds the rest.
+What one kind alone promises on every case is in ``KIND_CHECKS``; every recorded sample of a family
+(``FAMILIES``) has a case of its kind. The kind's own file holds the rest.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import pytest
@@ -66,6 +68,52 @@ def test_every_case_folder_is_a_registered_kind_of_json_cases() -> None:
         folder = CASES / kind
         assert [p.name for p in folder.iterdir() if p.suffix != ".json"] == [], kind
         assert load_cases(kind), kind
+
+
+@dataclass(frozen=True)
+class Family:
+    """The recorded samples of one output family, which cases of ``kinds`` must read."""
+
+    kinds: tuple[str, ...]
+    globs: tuple[str, ...]  # below the repo root
+    unless: str = ""  # a sample whose name holds this belongs to another family
+    only: bool = False  # the kinds' cases read these samples and no other
+
+
+KERNEL_LOG_GLOBS = ("dmesg-*", "fallen-off-bus-*", "gsp-*", "xid*-*", "k8s-device-plugin-*", "nvlink-postrx-*")
+FAMILIES: dict[str, Family] = {
+    "bench-serve": Family(("bench-serve",), ("fixtures/corpus/serving/*bench*",), only=True),
+    "dcgmi-diag": Family(("dcgmi-diag",), ("fixtures/corpus/gpu/dcgmi-diag-*",)),
+    "engine-log": Family(("engine-log",), ("fixtures/corpus/serving/*.txt",), unless="metrics|bench"),
+    "fabric": Family(("ib-ports", "fabric"), ("fixtures/corpus/fabric/*.txt",)),
+    "gpu-topology": Family(("gpu-topology",), ("fixtures/corpus/gpu/topo-*",)),
+    "kernel-log": Family(("kernel-log",), tuple(f"fixtures/corpus/gpu/{glob}" for glob in KERNEL_LOG_GLOBS)),
+    "metrics": Family(("metrics",), ("fixtures/corpus/serving/*metrics*.txt",)),
+    "nccl-log": Family(("nccl-log",), ("fixtures/corpus/nccl/*.txt",), unless="nccl-tests_"),
+    "nccl-ras": Family(("nccl-ras",), ("fixtures/corpus-extra/nccl-ras/*.txt",), only=True),
+    "nccl-tests": Family(("nccl-tests",), ("fixtures/corpus/nccl/nccl-tests_*.txt",)),
+    "nvidia-smi": Family(("nvidia-smi",), ("fixtures/corpus/gpu/nvsmi-*",), unless="query-gpu-csv"),
+    "nvidia-smi-query": Family(("nvidia-smi-query",), ("fixtures/corpus/gpu/nvsmi-query-gpu-csv-*",)),
+    "nvlink": Family(("nvlink",), ("fixtures/corpus/gpu/nvlink-*", "fixtures/corpus/gpu/dcgmi-nvlink-*")),
+}
+
+
+@pytest.mark.parametrize("family", sorted(FAMILIES))
+def test_every_sample_of_a_family_has_a_case_of_its_kind(family: str) -> None:
+    """tests/collectors/test_corpus_coverage.py asks for some case per sample; this asks for the right kind's."""
+    spec = FAMILIES[family]
+    others = [word for word in spec.unless.split("|") if word]
+    samples = {
+        path.relative_to(ROOT).as_posix()
+        for glob in spec.globs
+        for path in ROOT.glob(glob)
+        if not any(word in path.name for word in others)
+    }
+    inputs = {case["input"] for kind in spec.kinds for _, case in load_cases(kind)}
+    assert samples, family
+    assert sorted(samples - inputs) == []
+    if spec.only:
+        assert sorted(inputs - samples) == []
 
 
 IDS = [f"{kind}/{name}" for kind, name, _ in ALL_CASES]

@@ -10,8 +10,6 @@ from nightowl.collectors.serving import engine_log, engine_log_eras
 from tests.helpers import ROOT, load_cases
 from tests.hostile.watchdog import LINEAR_SECONDS, finishes_within
 
-CASES = [(name, case) for name, case in load_cases("engine-log") if "facts" in case]
-
 
 def test_an_oom_without_phase_is_an_excerpt_without_context() -> None:
     for _, case in load_cases("engine-log"):

@@ -5,9 +5,7 @@ from __future__ import annotations
 from nightowl.collectors import get_collector
 from nightowl.collectors.host import free_space
 from nightowl.collectors.readonly import violations
-from tests.helpers import ROOT, load_cases
-
-CASES = load_cases("free-space")
+from tests.helpers import ROOT
 
 
 def test_what_the_collector_runs_reads_bytes_and_inodes_together() -> None:

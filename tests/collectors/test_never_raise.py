@@ -53,6 +53,8 @@ FUZZ: dict[str, Fuzz] = {
     "engine-log": Fuzz(text=50, text_size=400, binary=50, binary_size=400, cut=50),
     "gpu-topology": Fuzz(text=150, cut=150, extra=(TABBED,)),
     "kernel-log": Fuzz(text=150, binary=150, cut=150),
+    "nccl-log": Fuzz(text=60, binary=60, cut=60),
+    "nccl-tests": Fuzz(text=60, binary=60, cut=60),
     "metrics": Fuzz(text=60, text_size=400, binary=60, binary_size=400, cut=60),
     "nccl-ras": Fuzz(text=200, prefixes=("#0-0 (ab) MISMATCH\n", "Errors\n======\nINCOMPLETE\n")),
     "nvidia-smi": Fuzz(

@@ -4,21 +4,9 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
 from nightowl.collectors.serving.metrics import ALIASES, COLLECTOR, facts, parse
-from tests.helpers import ROOT, load_cases
-
-CASES = load_cases("metrics")
-SERVING = ROOT / "fixtures" / "corpus" / "serving"
-SAMPLES = sorted(p for p in SERVING.glob("*.txt") if "metrics" in p.name)
-
-
-def test_every_metrics_sample_has_a_case() -> None:
-    inputs = {Path(case["input"]).name for _, case in CASES}
-    assert {p.name for p in SAMPLES} <= inputs
 
 
 def test_collector_declaration() -> None:
@@ -125,8 +113,3 @@ def test_truncated_scrape_falls_back_to_line_reader() -> None:
 
 def test_nan_samples_are_ignored() -> None:
     assert parse('vllm:num_requests_running{model_name="m"} NaN\n').requests_running is None
-
-
-# --- robustness -------------------------------------------------------------------------------
-
-

@@ -202,5 +202,3 @@ def test_every_cut_of_a_scrape_parses() -> None:
         out = facts(text[:cut])
         assert out["kind"] == "replica-metrics"
         assert out["http_5xx_total"] is None or out["http_5xx_total"] >= 0
-
-
