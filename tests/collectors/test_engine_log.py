@@ -4,48 +4,17 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
 
 from nightowl.collectors.base import to_jsonable
 from nightowl.collectors.serving.engine_log import (
     COLLECTOR,
     ENGINE_PHASES,
     MARKERS,
-    OOM_PHASES,
-    PHASE_ORDER,
     facts,
     parse,
 )
-from tests.helpers import ROOT, assert_subset, load_cases
-
-CASES = load_cases("engine-log")
-SERVING = ROOT / "fixtures" / "corpus" / "serving"
-SAMPLES = sorted(p for p in SERVING.glob("*.txt") if "metrics" not in p.name and "bench" not in p.name)
-
-
-@pytest.mark.parametrize("name,case", CASES, ids=[name for name, _ in CASES])
-def test_case(name: str, case: dict) -> None:
-    result = to_jsonable(parse((ROOT / case["input"]).read_text()))
-    assert_subset(result, {"kind": "engine-log", **case["expected"]})
-    assert result["last_phase"] in (*PHASE_ORDER, None)
-    # None only for an excerpt without any marker or traceback frame (tests/collectors/test_engine_log_eras.py)
-    assert result["oom"] is None or result["oom"]["phase"] in (*OOM_PHASES, None)
-
-
-def test_every_engine_log_sample_has_a_case() -> None:
-    inputs = {Path(case["input"]).name for _, case in CASES}
-    assert {p.name for p in SAMPLES} <= inputs
-
-
-def test_every_oom_sample_gets_a_phase() -> None:
-    for _, case in CASES:
-        oom = case["expected"].get("oom")
-        if oom:
-            assert parse((ROOT / case["input"]).read_text()).oom.phase == oom["phase"]
+from tests.helpers import assert_subset
 
 
 def test_collector_declaration() -> None:
@@ -273,26 +242,3 @@ def test_version_and_utilisation_from_v1_banner() -> None:
     text = "INFO 04-30 10:19:50 [core.py:58] Initializing a V1 LLM engine (v0.8.5) with config: model='Qwen/Qwen3-8B', gpu_memory_utilization=0.4\n"
     result = parse(text)
     assert (result.engine, result.version, result.gpu_memory_utilization) == ("vllm", "0.8.5", 0.4)
-
-
-# --- robustness -------------------------------------------------------------------------------
-
-
-@settings(max_examples=50, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(st.text(max_size=400))
-def test_random_text_never_raises(text: str) -> None:
-    result = facts(parse(text))
-    assert result["kind"] == "engine-log" and isinstance(result["warnings"], list)
-
-
-@settings(max_examples=50, deadline=None)
-@given(st.binary(max_size=400))
-def test_random_bytes_never_raise(data: bytes) -> None:
-    assert parse(data.decode("utf-8", errors="replace")).kind == "engine-log"
-
-
-@settings(max_examples=50, deadline=None)
-@given(st.sampled_from(SAMPLES), st.floats(min_value=0.0, max_value=1.0))
-def test_truncated_samples_never_raise(path: Path, fraction: float) -> None:
-    text = path.read_text()
-    assert facts(parse(text[: int(len(text) * fraction)]))["kind"] == "engine-log"

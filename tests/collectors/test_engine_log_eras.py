@@ -7,16 +7,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from nightowl.collectors.serving import engine_log, engine_log_eras
-from tests.helpers import ROOT, assert_subset, load_cases
+from tests.helpers import ROOT, load_cases
 from tests.hostile.watchdog import LINEAR_SECONDS, finishes_within
-
-CASES = [(name, case) for name, case in load_cases("engine-log") if "facts" in case]
-
-
-@pytest.mark.parametrize(("name", "case"), CASES, ids=[name for name, _ in CASES])
-def test_case_facts(name: str, case: dict) -> None:
-    result = engine_log.parse((ROOT / case["input"]).read_text())
-    assert_subset(engine_log.facts(result), case["facts"])
 
 
 def test_an_oom_without_phase_is_an_excerpt_without_context() -> None:

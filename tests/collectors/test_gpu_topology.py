@@ -2,35 +2,8 @@
 
 from __future__ import annotations
 
-import json
-
-import pytest
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
-
 from nightowl.collectors import get_collector
-from nightowl.collectors.base import to_jsonable
 from nightowl.collectors.gpu.gpu_topology import COLLECTOR, facts, parse
-from tests.helpers import ROOT, assert_subset, load_cases
-
-CASES = load_cases("gpu-topology")
-SAMPLES = [(ROOT / case["input"]).read_text() for _, case in CASES]
-
-
-@pytest.mark.parametrize(("name", "case"), CASES, ids=[name for name, _ in CASES])
-def test_case(name: str, case: dict) -> None:
-    result = parse((ROOT / case["input"]).read_text())
-    data = to_jsonable(result)
-    derived = facts(result)
-    json.dumps(derived)
-    assert {key: derived[key] for key in data} == data
-    assert_subset(derived, case["expected"])
-
-
-def test_every_topo_sample_has_a_case() -> None:
-    inputs = {case["input"] for _, case in CASES}
-    samples = sorted((ROOT / "fixtures/corpus/gpu").glob("topo-*"))
-    assert [p.name for p in samples if f"fixtures/corpus/gpu/{p.name}" not in inputs] == []
 
 
 def test_collector() -> None:
@@ -72,28 +45,3 @@ def test_full_nvlink_mesh() -> None:
 def test_not_topology_output() -> None:
     derived = facts(parse("nothing here\n"))
     assert derived["devices"] == [] and derived["nvlink_all_pairs"] is None and derived["warnings"]
-
-
-def _check(text: str) -> None:
-    result = parse(text)
-    assert result.kind == "gpu-topology"
-    json.dumps(facts(result))
-
-
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(st.text())
-def test_random_text(text: str) -> None:
-    _check(text)
-
-
-@settings(max_examples=100, deadline=None)
-@given(st.binary(max_size=2000))
-def test_random_bytes(data: bytes) -> None:
-    _check(data.decode("utf-8", errors="replace"))
-
-
-@settings(max_examples=150, deadline=None)
-@given(st.sampled_from(SAMPLES + [TABBED]), st.floats(0, 1), st.floats(0, 1))
-def test_truncated_samples(sample: str, start: float, length: float) -> None:
-    begin = int(len(sample) * start * 0.3)
-    _check(sample[begin : begin + int(len(sample) * length)])

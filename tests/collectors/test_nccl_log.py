@@ -4,33 +4,14 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
 
 from nightowl.collectors.nccl.nccl_log import COLLECTOR, WatchdogTimeout, collective_mismatch, facts, parse
-from tests.helpers import ROOT, assert_subset, load_cases
-
-CASES = load_cases("nccl-log")
-SAMPLES = sorted((ROOT / "fixtures" / "corpus" / "nccl").glob("*.txt"))
+from tests.helpers import assert_subset
 
 
 def facts_of(text: str) -> dict:
     return facts(parse(text))
-
-
-@pytest.mark.parametrize("name,case", CASES, ids=[name for name, _ in CASES])
-def test_case(name: str, case: dict) -> None:
-    text = (ROOT / case["input"]).read_text()
-    assert_subset(facts_of(text), {"kind": "nccl-log", **case["expected"]})
-
-
-def test_every_log_sample_has_a_case() -> None:
-    inputs = {Path(case["input"]).name for _, case in CASES}
-    logs = {p.name for p in SAMPLES if not p.name.startswith("nccl-tests_")}
-    assert logs <= inputs
 
 
 def test_collector_declaration() -> None:
@@ -195,34 +176,6 @@ def test_empty_and_unrelated_text() -> None:
     assert facts_of("")["warnings"] == []
     assert facts_of("hello world\n")["warnings"] == ["no NCCL or ProcessGroupNCCL lines recognised"]
     assert facts_of("")["missing_init_ranks"] is None
-
-
-# --- never raises ----------------------------------------------------------------------------
-
-FAST = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-
-
-@FAST
-@given(st.text())
-def test_random_text(text: str) -> None:
-    assert facts_of(text)["kind"] == "nccl-log"
-
-
-@FAST
-@given(st.binary(max_size=2000))
-def test_random_bytes(data: bytes) -> None:
-    assert facts_of(data.decode("utf-8", errors="replace"))["kind"] == "nccl-log"
-
-
-@FAST
-@given(
-    st.sampled_from(SAMPLES),
-    st.integers(min_value=0, max_value=5000),
-    st.integers(min_value=0, max_value=5000),
-)
-def test_truncated_samples(path: Path, start: int, length: int) -> None:
-    text = path.read_text()
-    assert facts_of(text[start : start + length])["kind"] == "nccl-log"
 
 
 def test_stragglers_are_compared_within_one_process_group_only() -> None:

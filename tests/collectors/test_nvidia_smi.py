@@ -2,39 +2,8 @@
 
 from __future__ import annotations
 
-import json
-
-import pytest
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
-
 from nightowl.collectors import get_collector
-from nightowl.collectors.base import to_jsonable
 from nightowl.collectors.gpu.nvidia_smi.nvidia_smi import COLLECTOR, facts, normalize_pci, parse
-from tests.helpers import ROOT, assert_subset, load_cases
-
-CASES = load_cases("nvidia-smi")
-SAMPLES = [(ROOT / case["input"]).read_text() for _, case in CASES]
-
-
-@pytest.mark.parametrize(("name", "case"), CASES, ids=[name for name, _ in CASES])
-def test_case(name: str, case: dict) -> None:
-    result = parse((ROOT / case["input"]).read_text())
-    data = to_jsonable(result)
-    assert data["kind"] == "nvidia-smi"
-    assert_subset(data, case["expected"])
-    derived = facts(result)
-    json.dumps(derived)  # facts are plain JSON
-    assert_subset(derived, case.get("facts", {}))
-
-
-def test_every_nvsmi_sample_has_a_case() -> None:
-    inputs = {case["input"] for _, case in CASES}
-    samples = sorted((ROOT / "fixtures/corpus/gpu").glob("nvsmi-*"))
-    missing = [
-        p.name for p in samples if "query-gpu-csv" not in p.name and f"fixtures/corpus/gpu/{p.name}" not in inputs
-    ]
-    assert not missing
 
 
 def test_collector_is_registered() -> None:
@@ -258,39 +227,3 @@ def test_not_nvidia_smi_output() -> None:
     result = parse("hello world\nthis: is not it\n")
     assert result.gpu_count is None and result.gpus == () and result.errors == ()
     assert result.warnings
-
-
-# --- property tests: never raises, always the right kind
-
-
-def _check(text: str) -> None:
-    result = parse(text)
-    assert result.kind == "nvidia-smi"
-    assert not any("parser error" in w for w in result.warnings), result.warnings
-    json.dumps(facts(result))
-
-
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(st.text())
-def test_random_text(text: str) -> None:
-    _check(text)
-
-
-@settings(max_examples=150, deadline=None)
-@given(st.binary(max_size=2000))
-def test_random_bytes(data: bytes) -> None:
-    _check(data.decode("utf-8", errors="replace"))
-
-
-@settings(max_examples=150, deadline=None)
-@given(st.sampled_from(SAMPLES + [XML_V12, VOLTA_XML, TEXT_ACTIVE_SLOWDOWN]), st.floats(0, 1), st.floats(0, 1))
-def test_truncated_samples(sample: str, start: float, length: float) -> None:
-    begin = int(len(sample) * start * 0.3)
-    _check(sample[begin : begin + int(len(sample) * length)])
-
-
-@settings(max_examples=60, deadline=None)
-@given(st.sampled_from(SAMPLES), st.text(alphabet="<>:|/ \t\n[]!&x0", max_size=40), st.integers(0, 10_000))
-def test_samples_with_junk_inserted(sample: str, junk: str, at: int) -> None:
-    position = at % (len(sample) + 1)
-    _check(sample[:position] + junk + sample[position:])

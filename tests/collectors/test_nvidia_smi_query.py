@@ -2,34 +2,9 @@
 
 from __future__ import annotations
 
-import json
-
-import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
-
 from nightowl.collectors import get_collector
 from nightowl.collectors.base import to_jsonable
 from nightowl.collectors.gpu.nvidia_smi.nvidia_smi_query import COLLECTOR, DEFAULT_FIELDS, facts, parse
-from tests.helpers import ROOT, assert_subset, load_cases
-
-CASES = load_cases("nvidia-smi-query")
-SAMPLES = [(ROOT / case["input"]).read_text() for _, case in CASES]
-
-
-@pytest.mark.parametrize(("name", "case"), CASES, ids=[name for name, _ in CASES])
-def test_case(name: str, case: dict) -> None:
-    result = parse((ROOT / case["input"]).read_text())
-    assert_subset(to_jsonable(result), case["expected"])
-    derived = facts(result)
-    json.dumps(derived)
-    assert_subset(derived, case.get("facts", {}))
-
-
-def test_every_query_sample_has_a_case() -> None:
-    inputs = {case["input"] for _, case in CASES}
-    for path in (ROOT / "fixtures/corpus/gpu").glob("nvsmi-query-gpu-csv-*"):
-        assert f"fixtures/corpus/gpu/{path.name}" in inputs
 
 
 def test_collector_fixes_the_field_list() -> None:
@@ -96,31 +71,6 @@ def test_tool_failure_and_garbage() -> None:
     assert result.gpu_count == 0 and result.errors[0].message == "No devices were found"
     garbage = parse('{\n  "a": 1,\n}\nsome, words, here\n')
     assert garbage.gpus == () and garbage.warnings
-
-
-def _check(text: str) -> None:
-    result = parse(text)
-    assert result.kind == "nvidia-smi-query"
-    assert not any("parser error" in w for w in result.warnings)
-    json.dumps(facts(result))
-
-
-@settings(max_examples=150, deadline=None)
-@given(st.text())
-def test_random_text(text: str) -> None:
-    _check(text)
-
-
-@settings(max_examples=150, deadline=None)
-@given(st.binary(max_size=1000))
-def test_random_bytes(data: bytes) -> None:
-    _check(data.decode("utf-8", errors="replace"))
-
-
-@settings(max_examples=100, deadline=None)
-@given(st.sampled_from([*SAMPLES, NOHEADER]), st.integers(0, 600), st.integers(0, 600))
-def test_truncated_samples(sample: str, start: int, length: int) -> None:
-    _check(sample[start : start + length])
 
 
 def test_query_shares_the_q_parsers_vocabulary() -> None:

@@ -2,36 +2,8 @@
 
 from __future__ import annotations
 
-import json
-
-import pytest
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
-
 from nightowl.collectors import get_collector
-from nightowl.collectors.base import to_jsonable
 from nightowl.collectors.gpu.nvlink import COLLECTOR, ERRORS_COLLECTOR, facts, parse
-from tests.helpers import ROOT, assert_subset, load_cases
-
-CASES = load_cases("nvlink")
-SAMPLES = [(ROOT / case["input"]).read_text() for _, case in CASES]
-
-
-@pytest.mark.parametrize(("name", "case"), CASES, ids=[name for name, _ in CASES])
-def test_case(name: str, case: dict) -> None:
-    result = parse((ROOT / case["input"]).read_text())
-    data = to_jsonable(result)
-    derived = facts(result)
-    json.dumps(derived)
-    assert {key: derived[key] for key in data} == data  # facts = contract JSON + derived keys
-    assert_subset(derived, case["expected"])
-
-
-def test_every_nvlink_sample_has_a_case() -> None:
-    inputs = {case["input"] for _, case in CASES}
-    corpus = ROOT / "fixtures/corpus/gpu"
-    samples = sorted(corpus.glob("nvlink-*")) + sorted(corpus.glob("dcgmi-nvlink-*"))
-    assert [p.name for p in samples if f"fixtures/corpus/gpu/{p.name}" not in inputs] == []
 
 
 def test_collectors() -> None:
@@ -124,32 +96,3 @@ def test_not_nvlink_output() -> None:
 
 
 # --- property tests
-
-
-def _check(text: str) -> None:
-    result = parse(text)
-    assert result.kind == "nvlink"
-    json.dumps(facts(result))
-
-
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(st.text())
-def test_random_text(text: str) -> None:
-    _check(text)
-
-
-@settings(max_examples=100, deadline=None)
-@given(st.binary(max_size=2000))
-def test_random_bytes(data: bytes) -> None:
-    _check(data.decode("utf-8", errors="replace"))
-
-
-@settings(max_examples=150, deadline=None)
-@given(
-    st.sampled_from(SAMPLES + [MIXED, DCGMI_ERRORS, DCGMI_STATUS_SWITCH]),
-    st.floats(0, 1),
-    st.floats(0, 1),
-)
-def test_truncated_samples(sample: str, start: float, length: float) -> None:
-    begin = int(len(sample) * start * 0.3)
-    _check(sample[begin : begin + int(len(sample) * length)])

@@ -10,8 +10,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
 
 from nightowl.collectors.serving import metrics, replica_metrics
 from nightowl.engine.runner import parse_output
@@ -204,10 +202,3 @@ def test_every_cut_of_a_scrape_parses() -> None:
         out = facts(text[:cut])
         assert out["kind"] == "replica-metrics"
         assert out["http_5xx_total"] is None or out["http_5xx_total"] >= 0
-
-
-@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(st.text(max_size=400))
-def test_random_text_never_raises(text: str) -> None:
-    out = facts(text)
-    assert out["kind"] == "replica-metrics" and isinstance(out["warnings"], list)
