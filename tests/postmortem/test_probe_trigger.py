@@ -60,3 +60,12 @@ def test_a_memory_fault_verdict_keeps_the_kernel_log_as_trigger(tmp_path: Path) 
     draft = _draft(tmp_path, "the diverging replica logged Xid 48")
     trigger = _section(draft, "Trigger")
     assert "known-answer" not in trigger and "Xid" in trigger
+
+
+def test_the_html_draft_states_the_same_first_fault(tmp_path: Path) -> None:
+    case = next(c for c in rehearsal_cases("silent-corruption") if c["name"].startswith("one replica of three"))
+    replay_case("silent-corruption", case, out_dir=tmp_path)
+    (bundle,) = [p for p in tmp_path.iterdir() if p.is_dir()]
+    html = render_bundle(bundle, fmt="html")
+    assert "<p>The first fault the evidence shows: known-answer probe: the answer differs" in html
+    assert f"on sdc-diverged at {_created('sdc-diverged')}" in html
