@@ -119,7 +119,7 @@ def impact_sentence(job: JobView, data: Bundle, fault_window: str | None) -> str
         if job.not_implicated:
             parts.append(f"not implicated: {', '.join(job.not_implicated)}")
     if fault_window:
-        parts.append(f"the host logs show faults {fault_window}")
+        parts.append(f"the evidence shows faults {fault_window}")
     window = wrong_answers_window(job, data)
     if window:
         parts.append(window)

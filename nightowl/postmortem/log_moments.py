@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 from collections import Counter
 from typing import Any
@@ -23,6 +24,7 @@ from nightowl.postmortem.clocks import (
 )
 from nightowl.postmortem.outputs import FAULT_KINDS, METRIC_FIELDS, lines_of, located_kernel_events, metric_scrapes
 
+PROBE_DIVERGED = "known-answer probe: the answer differs"  # how a diverging answer's row begins
 MAX_EVENTS_PER_SOURCE = 30  # timeline rows per raw file; the file itself holds the rest
 
 
@@ -236,4 +238,53 @@ def nccl_moments(data: Bundle, host: str) -> list[Moment]:
                     order,
                 )
             )
+    return moments
+
+
+def _probe_digest(verdict: dict[str, Any], host: str) -> str | None:
+    """The host's known-answer digest as the verdict cites it (a job member's own value, or the host's)."""
+    for item in verdict.get("evidence") or []:
+        if item.get("fact") == "known_answer.answer_digest" and item.get("host") in (host, None):
+            return str(item["value"]) if item.get("value") else None
+    return None
+
+
+def _created(line: str) -> float | None:
+    """The answer's own time: ``created``, the Unix time the server made the completion (OpenAI API, as
+    vLLM answers: https://platform.openai.com/docs/api-reference/completions/object)."""
+    try:
+        document = json.loads(line)
+    except ValueError:
+        return None
+    created = document.get("created") if isinstance(document, dict) else None
+    return float(created) if isinstance(created, (int, float)) and not isinstance(created, bool) else None
+
+
+def probe_moments(data: Bundle, host: str) -> list[Moment]:
+    """The known-answer probe's answer: a key moment on a member the verdict implicates from it (the
+    diverging answer of a silent-corruption verdict), at the time the replica stamped it; else context."""
+    entry = next((h for h in data.verdicts.get("hosts", []) if h.get("host") == host), {})
+    verdict = entry.get("verdict") or {}
+    digest = _probe_digest(verdict, host)
+    implicated = verdict.get("implicated")
+    diverging = (
+        digest is not None
+        and verdict.get("action") not in (None, "none")
+        and (host in implicated if isinstance(implicated, list) else True)
+    )
+    moments: list[Moment] = []
+    for command in data.host_files(host, "known-answer"):
+        lines = lines_of(data, command["file"])
+        index, epoch = next(((i, e) for i, line in enumerate(lines) if (e := _created(line)) is not None), (0, None))
+        clock = CLOCK_HOST_UTC
+        if epoch is None:  # no time in the answer: when nightowl asked
+            epoch, clock = command.get("start"), CLOCK_NIGHTOWL
+        what = (
+            f"{PROBE_DIVERGED} (answer digest {digest[:12]}…, verdict `{verdict.get('id')}`)"
+            if diverging and digest
+            else "known-answer probe answered" + (f" (answer digest {digest[:12]}…)" if digest else "")
+        )
+        cites = [c for c in [cite_lines(data, command["file"], index + 1, index + 1)] if c]
+        tag = "key moment" if diverging else "diagnosis"
+        moments.append(Moment(epoch, stamp(epoch) if epoch else "(no time written)", clock, tag, what, host, cites))
     return moments

@@ -14,6 +14,7 @@ from nightowl.knowledge import actions
 from nightowl.postmortem.bundle_reader import Bundle
 from nightowl.postmortem.candidates import candidates
 from nightowl.postmortem.clocks import CLOCK_NIGHTOWL, Moment, duration, epoch_of, stamp
+from nightowl.postmortem.log_moments import PROBE_DIVERGED
 from nightowl.postmortem.outputs import metric_scrapes
 
 SEVERITY_RANK = {"critical": 3, "warning": 2, "info": 1, "ok": 0}
@@ -33,8 +34,9 @@ def title(data: Bundle) -> str:
 
 
 def fault_moments(data: Bundle, placed: list[Moment]) -> list[Moment]:
-    """The host-log key moments the verdicts' own evidence cites, in timeline order. Without such a
-    citation, every host-log key moment but a driver load: a boot line is context, not the fault."""
+    """The host-log key moments the verdicts' own evidence cites, in timeline order (a diverging known-answer
+    probe answer only when no log line is cited). Without such a citation, every host-log key moment but a
+    driver load: a boot line is context, not the fault."""
     logged = [m for m in placed if m.tag == "key moment" and m.clock != CLOCK_NIGHTOWL and m.host]
     evidence = [(c.path, c.start, c.end) for found in candidates(data)[0] for c in found["cites"]]
     cited = [
@@ -42,7 +44,10 @@ def fault_moments(data: Bundle, placed: list[Moment]) -> list[Moment]:
         for m in logged
         if any(c.path == path and c.start <= end and start <= c.end for c in m.cites for path, start, end in evidence)
     ]
-    return cited or [m for m in logged if not m.what.startswith("NVIDIA driver ")]
+    # A diverging probe answer is the fault when nothing else shows it; a cited log fault (an Xid) is the cause
+    # the answer only reveals, and the two are on clocks that cannot be compared (the answer's, the log's).
+    in_logs = [m for m in cited if not m.what.startswith(PROBE_DIVERGED)]
+    return in_logs or cited or [m for m in logged if not m.what.startswith("NVIDIA driver ")]
 
 
 def first_fault(data: Bundle, placed: list[Moment]) -> Moment | None:
@@ -72,7 +77,7 @@ def impact_sentence(data: Bundle, placed: list[Moment]) -> str:
         window = f"at {stamp(faults[0])}"
         if faults[-1] - faults[0] > 0:
             window = f"from {stamp(faults[0])} to {stamp(faults[-1])} ({duration(faults[-1] - faults[0])})"
-        parts.append(f"the host logs show faults {window}")
+        parts.append(f"the evidence shows faults {window}")
     for host in serving:
         scrapes = metric_scrapes(data, host)
         if scrapes and scrapes[-1]["values"]:

@@ -8,7 +8,7 @@ from nightowl.engine import layout
 from nightowl.postmortem.bundle_reader import Bundle, command_outcome
 from nightowl.postmortem.citations import cite_numbers, json_lines
 from nightowl.postmortem.clocks import CLOCK_HOST_UTC, CLOCK_NIGHTOWL, Moment, duration, epoch_of, stamp
-from nightowl.postmortem.log_moments import engine_moments, kernel_moments, metric_moments, nccl_moments
+from nightowl.postmortem.log_moments import engine_moments, kernel_moments, metric_moments, nccl_moments, probe_moments
 
 TAGS = ("detection", "diagnosis", "repair", "key moment")
 
@@ -18,7 +18,7 @@ def timeline(data: Bundle) -> tuple[list[Moment], list[Moment]]:
     moments = _alert_moments(data) + _run_moments(data)  # lanes: alert, nightowl, then one per host
     for host in [h["host"] for h in data.verdicts.get("hosts", [])]:
         moments += kernel_moments(data, host) + engine_moments(data, host) + metric_moments(data, host)
-        moments += nccl_moments(data, host)
+        moments += nccl_moments(data, host) + probe_moments(data, host)
     placed = sorted((m for m in moments if m.epoch is not None), key=lambda m: (m.epoch, m.order))
     unplaced = [m for m in moments if m.epoch is None]
     return placed, unplaced

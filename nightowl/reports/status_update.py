@@ -150,10 +150,11 @@ def context(summary: dict[str, Any], now: float | None = None) -> dict[str, Any]
         business = _business(worst["action"])
     next_step = (worst or {}).get("next") or {}
     return {
-        "service": summary.get("service") or _service(names, short),
+        "service": summary.get("service") or _named_service(job, names, short),
         "now": stamp,
         "impact": impact,
-        "since": f"not known: first seen by this check at {time.strftime('%H:%M UTC', time.gmtime(at))}; "
+        "since": _since(job, short)
+        or f"not known: first seen by this check at {time.strftime('%H:%M UTC', time.gmtime(at))}; "
         "the dashboards show when it began",
         "users_see": users_see,
         "action": action,
@@ -165,6 +166,33 @@ def context(summary: dict[str, Any], now: float | None = None) -> dict[str, Any]
         "run_id": summary.get("run_id"),
         "bundle": summary.get("bundle"),
     }
+
+
+def _job_fact(job: dict[str, Any], name: str) -> Any:
+    """The value of the job's own fact ``<namespace>.<name>`` as the verdict cites it (``job.facts``), or
+    None: a derived collector (replica-compare's ``since``, ``service``) states it, the report only reads it."""
+    for fact in job.get("facts") or []:
+        if fact.get("rule") == "job" and str(fact.get("fact", "")).rpartition(".")[2] == name:
+            return fact.get("value") or None
+    return None
+
+
+def _named_service(job: dict[str, Any], names: list[str], short: dict[str, str]) -> str:
+    """The service as /v1/models names it, with its replicas ("Qwen/Qwen2.5-7B (r1, r2)"); else by host names."""
+    model = _job_fact(job, "service")
+    if not isinstance(model, str):
+        return _service(names, short)
+    return f"{model} ({', '.join(short[n] for n in names)})" if names else model
+
+
+def _since(job: dict[str, Any], short: dict[str, str]) -> str | None:
+    """ "at or before 2026-01-05 03:12 UTC; source: the first failing answer seen: r2 /health 503 ...": when
+    the trouble began as the evidence dates it, with its source; None when the evidence does not show it."""
+    since = _job_fact(job, "since")
+    if not isinstance(since, dict) or not since.get("text"):
+        return None
+    source = f"; source: {_plain(str(since['source']), short)}" if since.get("source") else ""
+    return f"{since['text']}{source}"
 
 
 def _where(

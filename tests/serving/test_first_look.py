@@ -151,7 +151,9 @@ def test_status_update_printed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) 
     result, document = triage(specs, tmp_path, monkeypatch, "--status-update")
     text = (Path(document["bundle"]) / "status-update.md").read_text()
     assert text.strip() in result.output
-    assert "Impact: replica down on r2 (3 checked: r1, r2, r3)" in text
+    assert "Impact: replica down on r2 (3 checked: r1, r2, r3; not implicated: r1, r3)" in text
+    # dated by the failing answer's own Date header, with its source (issue 27 item 3)
+    assert "Since: at or before " in text and "; source: the first failing answer seen: r2 /health 503" in text
     assert "Next check: run the xid runbook on r2 (exact command in the report)" in text
     assert "nightowl triage xid --host r2" in result.output  # the exact command, in the report
     assert "Next update: ____ (yours to set" in text and "<" not in text
