@@ -86,8 +86,10 @@ def _skipped_ids(tree: ast.Module) -> set[int]:
         if isinstance(body, list) and body and isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef,
                                                                  ast.AsyncFunctionDef)):  # fmt: skip
             first = body[0]
-            if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant) and isinstance(
-                first.value.value, str
+            if (
+                isinstance(first, ast.Expr)
+                and isinstance(first.value, ast.Constant)
+                and isinstance(first.value.value, str)
             ):
                 mark(first)
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
@@ -101,8 +103,10 @@ def _skipped_ids(tree: ast.Module) -> set[int]:
         elif (
             isinstance(node, ast.ImportFrom)
             or (isinstance(node, ast.If) and "TYPE_CHECKING" in ast.dump(node.test))
-            or (isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "__all__"
-                                                     for t in node.targets))  # fmt: skip
+            or (
+                isinstance(node, ast.Assign)
+                and any(isinstance(t, ast.Name) and t.id == "__all__" for t in node.targets)
+            )  # fmt: skip
         ):
             mark(node)
         elif isinstance(node, ast.JoinedStr):
@@ -142,8 +146,10 @@ def _sites(tree: ast.Module, source: str) -> Iterator[tuple[ast.AST, str, object
                 yield node, f"string `{_snippet(source, node, 40)}` -> `''`", ("const", "")
         if isinstance(node, (ast.If, ast.While, ast.IfExp)) and id(node.test) not in skip:
             yield node, f"condition negated: `{_snippet(source, node.test)}`", ("negate",)
-        if isinstance(node, ast.Return) and node.value is not None and not (
-            isinstance(node.value, ast.Constant) and node.value.value is None
+        if (
+            isinstance(node, ast.Return)
+            and node.value is not None
+            and not (isinstance(node.value, ast.Constant) and node.value.value is None)
         ):
             yield node, f"`return {_snippet(source, node.value, 40)}` -> `return None`", ("retnone",)
         if isinstance(node, REMOVABLE) and not (
@@ -235,8 +241,24 @@ def _copy_tree(dest: Path) -> None:
             shutil.copy2(src, dest / name)
 
 
-WARM = ("pytest", "hypothesis", "yaml", "click", "pydantic", "jinja2", "networkx", "paramiko", "rich",
-        "defusedxml", "psutil", "platformdirs", "prometheus_client", "jsonschema", "sqlite3", "asyncio")
+WARM = (
+    "pytest",
+    "hypothesis",
+    "yaml",
+    "click",
+    "pydantic",
+    "jinja2",
+    "networkx",
+    "paramiko",
+    "rich",
+    "defusedxml",
+    "psutil",
+    "platformdirs",
+    "prometheus_client",
+    "jsonschema",
+    "sqlite3",
+    "asyncio",
+)
 
 
 def _module_name(tree: Path, path: Path) -> str:
@@ -444,8 +466,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--lines", help="only mutants on these lines, e.g. 40-80")
     parser.add_argument("--sample", type=int, help="run only this many mutants, spread evenly over the module")
     parser.add_argument("--timeout", type=float, help="seconds per mutant (default 3x the clean run + 5)")
-    parser.add_argument("--no-warm", dest="warm", action="store_false",
-                        help="import everything afresh for each mutant (slower; to cross-check)")
+    parser.add_argument(
+        "--no-warm",
+        dest="warm",
+        action="store_false",
+        help="import everything afresh for each mutant (slower; to cross-check)",
+    )
     parser.add_argument(
         "--confirm", action="store_true", help="run each survivor again with what imports the module imported afresh"
     )

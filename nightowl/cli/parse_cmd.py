@@ -22,7 +22,7 @@ def parse_cmd(kind: str, file: Any) -> None:
     nvlink-errors, gpu-topology, dcgmi-diag, dcgmi-diag-drained, nccl-ras,
     nccl-tests-run, container-state, bench-serve, known-answer, dev-shm,
     cpu-governor, replica-health, replica-models, replica-metrics, stream-probe,
-    kernel-log-boots, ib-ports, fabric, fabric-manager.
+    kernel-log-boots, ib-ports, fabric, fabric-manager, free-space.
     Runbooks also collect xid-judgement, pcie-attribution, metrics-window,
     replica-compare, busbw-judgement, gpu-history, ib-ports-window,
     nvlink-errors-window and xid-nvlink5, derived from other collectors' facts

@@ -66,7 +66,7 @@ def shared_facts(per_member: list[dict[str, Any]]) -> dict[str, Any] | None:
         if len(encoded) == 1:
             shared[key] = values[0]
         elif all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in values):
-            shared[key], rules[key] = max(values), "max over members"
+            shared[key], rules[key] = max(v for v in values if v is not None), "max over members"
     if rules:
         shared["_rules"] = rules
     return shared

@@ -60,7 +60,7 @@ def candidates(data: Bundle) -> tuple[list[dict[str, Any]], list[str]]:
         verdict, host = entry.get("verdict"), entry["host"]
         if not verdict or verdict.get("action") == "none":
             continue
-        support = []
+        support: list[dict[str, Any]] = []
         for item in verdict.get("evidence", []):
             sources = [s.strip() for s in str(item.get("source") or "").split(",") if s.strip()]
             cites = merged(

@@ -64,7 +64,7 @@ def _as_one_incident(context: dict[str, Any], data: Bundle, job: JobView, placed
     # Members' logs keep different clocks (a year written, or taken from the capture): the window is measured
     # on the clock of the first fault only, never across two clocks that cannot be compared.
     moments = [m for m in fault_moments(data, placed) if m.epoch]
-    faults = [m.epoch for m in moments if m.clock == moments[0].clock]
+    faults = [m.epoch for m in moments if m.clock == moments[0].clock and m.epoch is not None]
     window = None
     if faults:
         window = f"at {stamp(faults[0])}"

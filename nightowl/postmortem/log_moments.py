@@ -263,7 +263,7 @@ def _created(line: str) -> float | None:
 def probe_moments(data: Bundle, host: str) -> list[Moment]:
     """The known-answer probe's answer: a key moment on a member the verdict implicates from it (the
     diverging answer of a silent-corruption verdict), at the time the replica stamped it; else context."""
-    entry = next((h for h in data.verdicts.get("hosts", []) if h.get("host") == host), {})
+    entry: dict[str, Any] = next((h for h in data.verdicts.get("hosts", []) if h.get("host") == host), {})
     verdict = entry.get("verdict") or {}
     digest = _probe_digest(verdict, host)
     implicated = verdict.get("implicated")

@@ -19,11 +19,36 @@ REFUSED = [
     *[
         (("nvidia-smi", option, "1"), GPU_STATE)
         for option in (
-            "-r", "--gpu-reset", "-pm", "--persistence-mode", "-lgc", "--lock-gpu-clocks", "-rgc",
-            "--reset-gpu-clocks", "-lmc", "--lock-memory-clocks", "-rmc", "-pl", "--power-limit", "-e",
-            "--ecc-config", "-c", "--compute-mode", "-ac", "--applications-clocks", "-rac", "-mig",
-            "--multi-instance-gpu", "-am", "--accounting-mode", "-caa", "--clear-accounted-apps", "-dm",
-            "--driver-model", "-acp", "--auto-boost-default",
+            "-r",
+            "--gpu-reset",
+            "-pm",
+            "--persistence-mode",
+            "-lgc",
+            "--lock-gpu-clocks",
+            "-rgc",
+            "--reset-gpu-clocks",
+            "-lmc",
+            "--lock-memory-clocks",
+            "-rmc",
+            "-pl",
+            "--power-limit",
+            "-e",
+            "--ecc-config",
+            "-c",
+            "--compute-mode",
+            "-ac",
+            "--applications-clocks",
+            "-rac",
+            "-mig",
+            "--multi-instance-gpu",
+            "-am",
+            "--accounting-mode",
+            "-caa",
+            "--clear-accounted-apps",
+            "-dm",
+            "--driver-model",
+            "-acp",
+            "--auto-boost-default",
         )
     ],  # fmt: skip
     (("nvidia-smi", "--power-limit=300"), GPU_STATE),
@@ -38,22 +63,51 @@ REFUSED = [
     (("/sbin/reboot", "-f"), "reboots the node"),
     (("shutdown", "-h", "now"), "stops the node"),
     (("poweroff",), "stops the node"),
-    *[(("systemctl", verb, "vllm"), "changes services")
-      for verb in ("start", "stop", "restart", "reload", "kill", "disable", "enable", "mask")],  # fmt: skip
-    *[(("scontrol", verb, "node=gpu-17"), "changes the Slurm cluster")
-      for verb in ("update", "reboot", "delete", "create")],  # fmt: skip
+    *[
+        (("systemctl", verb, "vllm"), "changes services")
+        for verb in ("start", "stop", "restart", "reload", "kill", "disable", "enable", "mask")
+    ],  # fmt: skip
+    *[
+        (("scontrol", verb, "node=gpu-17"), "changes the Slurm cluster")
+        for verb in ("update", "reboot", "delete", "create")
+    ],  # fmt: skip
     *[
         (("kubectl", verb, "node/gpu-17"), "changes the Kubernetes cluster")
-        for verb in ("delete", "drain", "cordon", "uncordon", "apply", "patch", "edit", "scale", "rollout", "exec",
-                     "label", "annotate", "taint")
+        for verb in (
+            "delete",
+            "drain",
+            "cordon",
+            "uncordon",
+            "apply",
+            "patch",
+            "edit",
+            "scale",
+            "rollout",
+            "exec",
+            "label",
+            "annotate",
+            "taint",
+        )
     ],  # fmt: skip
-    *[(("docker", verb, "vllm"), "changes containers")
-      for verb in ("rm", "kill", "stop", "restart", "start", "run", "exec", "pause", "update")],  # fmt: skip
+    *[
+        (("docker", verb, "vllm"), "changes containers")
+        for verb in ("rm", "kill", "stop", "restart", "start", "run", "exec", "pause", "update")
+    ],  # fmt: skip
     (("ncclras", "CONTROL", "abort"), "changes the running NCCL job (NCCL 2.31 ncclras CONTROL)"),
     *[
         (("dmesg", option), "clears the kernel ring buffer or changes console logging")
-        for option in ("-c", "-C", "--clear", "--read-clear", "-D", "-E", "--console-off", "--console-on", "-n",
-                       "--console-level")
+        for option in (
+            "-c",
+            "-C",
+            "--clear",
+            "--read-clear",
+            "-D",
+            "-E",
+            "--console-off",
+            "--console-on",
+            "-n",
+            "--console-level",
+        )
     ],  # fmt: skip
     (("dmesg", "-Tc"), "clears the kernel ring buffer or changes console logging"),  # bundled short options
     (("dmesg", "--console-level=1"), "clears the kernel ring buffer or changes console logging"),
@@ -143,11 +197,17 @@ def test_an_allowed_command_has_no_violation_and_a_list_reports_each_refusal_in_
         (("cat", "--", "-n"), True, None),  # a whole element may not be an option
         (("cat", "--", ""), True, None),
         (("cat", "--", "a\x00b"), True, None),
-        (("journalctl", "-k", "-b", "--no-pager", "-o", "short-iso", "--since=-1h"), True,
-         ("journalctl", "-k", "-b", "--no-pager", "-o", "short-iso", "--since={since}")),  # fmt: skip
+        (
+            ("journalctl", "-k", "-b", "--no-pager", "-o", "short-iso", "--since=-1h"),
+            True,
+            ("journalctl", "-k", "-b", "--no-pager", "-o", "short-iso", "--since={since}"),
+        ),  # fmt: skip
         (("journalctl", "-k", "-b", "--no-pager", "-o", "short-iso", "--since="), True, None),
-        (("journalctl", "-k", "-b", "--no-pager", "-o", "short-iso", "--since={x}"), False,
-         ("journalctl", "-k", "-b", "--no-pager", "-o", "short-iso", "--since={since}")),  # fmt: skip
+        (
+            ("journalctl", "-k", "-b", "--no-pager", "-o", "short-iso", "--since={x}"),
+            False,
+            ("journalctl", "-k", "-b", "--no-pager", "-o", "short-iso", "--since={since}"),
+        ),  # fmt: skip
         (("journalctl", "-k", "-b", "--no-pager", "-o", "short-iso", "--since={x"), False, None),
         (("dcgmi", "diag", "-r", "1"), False, ("dcgmi", "diag", "-r", "1")),
         (("dcgmi", "diag", "-r", "4"), False, None),  # a number is compared exactly

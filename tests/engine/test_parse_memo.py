@@ -9,9 +9,9 @@ from typing import Any
 import pytest
 
 from nightowl import history
-from nightowl.library import runbooks
 from nightowl.engine import parse_memo
 from nightowl.history import extract
+from nightowl.library import runbooks
 from nightowl.run import run_and_save
 from nightowl.transports.replay import ReplayTransport
 

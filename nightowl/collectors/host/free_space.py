@@ -136,11 +136,11 @@ def parse(text: str) -> FreeSpace:
         if header is None:
             warnings.append(f"not a df or stat -f line: {line.strip()[:120]}")
             continue
-        fs = _row(line.split(), *header)
-        if fs is None:
+        row = _row(line.split(), *header)
+        if row is None:
             warnings.append(f"df row shorter than its header: {line.strip()[:120]}")
         else:
-            _merge(found, fs)
+            _merge(found, row)
     if text.strip() and not found and not warnings:
         warnings.append("df printed a header but no row")
     return FreeSpace(filesystems=tuple(found), warnings=tuple(warnings))
