@@ -10,8 +10,8 @@ import pytest
 
 from nightowl.collectors.gpu import xid_catalog as catalog
 
-ORDER = ("none", "restart-app", "scale-out", "reconfigure", "reset-gpu", "drain-and-reset", "escalate",
-         "reboot-node", "hardware-ticket")  # fmt: skip
+ORDER = ("none", "restart-app", "free-disk-space", "scale-out", "reconfigure", "reset-gpu", "drain-and-reset",
+         "escalate", "reboot-node", "hardware-ticket")  # fmt: skip
 
 
 def test_action_ranks_and_the_strictest_action() -> None:
