@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import socket
 import subprocess
 import sys
@@ -160,6 +161,8 @@ def test_fallback_script_asks_the_ras_socket() -> None:
     try:
         run = subprocess.run([sys.executable, "-c", RAS_QUERY_SCRIPT], capture_output=True, timeout=20)
     finally:
+        with contextlib.suppress(OSError):
+            server.shutdown(socket.SHUT_RDWR)  # wakes an accept() still waiting (no connection came)
         thread.join(timeout=5)
         server.close()
     assert received == [b"VERBOSE STATUS\n"]

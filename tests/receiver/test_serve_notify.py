@@ -7,6 +7,7 @@ without touching the capture.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import threading
 import time
@@ -412,11 +413,20 @@ class _Scripted:
                 self.connections += 1
                 threading.Thread(target=answer, args=(conn, self.stop), daemon=True).start()
 
-        threading.Thread(target=serve, daemon=True).start()
+        self.thread = threading.Thread(target=serve, daemon=True)
+        self.thread.start()
 
     def close(self) -> None:
+        """Stop accepting for good. shutdown() wakes the blocked accept(): a bare close() leaves the thread
+        waiting on the fd number, and the next socket given that number (another test's server) would have
+        its connections accepted here."""
+        import socket
+
         self.stop.set()
+        with contextlib.suppress(OSError):
+            self.sock.shutdown(socket.SHUT_RDWR)
         self.sock.close()
+        self.thread.join(timeout=5)
 
 
 def _drip(conn: Any, stop: threading.Event) -> None:

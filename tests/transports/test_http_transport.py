@@ -4,6 +4,7 @@ command's deadline with what came, as curl's --max-time ends it."""
 
 from __future__ import annotations
 
+import contextlib
 import shutil
 import socket
 import threading
@@ -86,6 +87,8 @@ def _hung_stream() -> Iterator[str]:
         yield f"http://127.0.0.1:{server.getsockname()[1]}"
     finally:
         stop.set()
+        with contextlib.suppress(OSError):
+            server.shutdown(socket.SHUT_RDWR)  # wakes an accept() still waiting (no connection came)
         thread.join(timeout=5)
         server.close()
 
