@@ -16,6 +16,7 @@ from nightowl.receiver.credentials import read_secret
 from nightowl.receiver.notify import NotifyConfig, parse_notify
 from nightowl.receiver.payload import Alert
 from nightowl.receiver.rules import Matcher, Rule, split_host_template
+from nightowl.receiver.sections import known_section
 
 DEFAULT_TOKEN_ENV = "NIGHTOWL_SERVE_TOKEN"
 
@@ -189,13 +190,8 @@ def _storm_by(item: Mapping[str, Any], where: str) -> str | None:
 
 def parse_storm(doc: Any, where: str) -> StormConfig:
     """The ``storm`` section; ConfigError names the file and the key."""
-    if doc is None:
+    if not known_section(doc, "storm", STORM_KEYS, where, ConfigError):
         return StormConfig()
-    if not isinstance(doc, Mapping):
-        raise ConfigError(f"{where}: storm is a mapping")
-    unknown = set(doc) - STORM_KEYS
-    if unknown:
-        raise ConfigError(f"{where}: storm: unknown key(s) {', '.join(sorted(unknown))}")
     by = doc.get("by") or []
     by = [by] if isinstance(by, str) else by
     if not isinstance(by, list) or not all(isinstance(b, str) and _LABEL_NAME.match(b) for b in by):

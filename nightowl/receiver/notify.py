@@ -33,6 +33,7 @@ from typing import Any
 from urllib.parse import quote
 
 from nightowl.receiver.credentials import read_secret
+from nightowl.receiver.sections import known_section
 
 PAGERDUTY_API = "https://api.pagerduty.com"
 PAGERDUTY_ACCEPT = "application/vnd.pagerduty+json;version=2"
@@ -68,13 +69,8 @@ class NotifyConfig:
 
 def parse_notify(doc: Any, where: str) -> NotifyConfig:
     """The ``notify`` section; ValueError names the file and the key."""
-    if doc is None:
+    if not known_section(doc, "notify", NOTIFY_KEYS, where, ValueError):
         return NotifyConfig()
-    if not isinstance(doc, Mapping):
-        raise ValueError(f"{where}: notify is a mapping")
-    unknown = set(doc) - NOTIFY_KEYS
-    if unknown:
-        raise ValueError(f"{where}: notify: unknown key(s) {', '.join(sorted(unknown))}")
     try:
         attempts, backoff = int(doc.get("attempts", 4)), float(doc.get("backoff", 2.0))
         timeout, size = float(doc.get("timeout", 10.0)), int(doc.get("queue", 64))
