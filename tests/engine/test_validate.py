@@ -2,39 +2,17 @@
 
 from __future__ import annotations
 
-import textwrap
 from pathlib import Path
 
 import pytest
 
 from nightowl.engine.validate import RunbookInvalid, load_runbook
+from tests.engine.runbook_texts import XID_CHECK
+from tests.engine.runbook_texts import write_runbook as write
 
 KNOWN = ["kernel-log", "nvidia-smi"]
 
-GOOD = """\
-id: t
-title: test
-entry: start
-nodes:
-  start:
-    collect: [kernel-log]
-    next: check
-  check:
-    decide:
-      - when: "kernel_log.xid_codes | length > 0"
-        goto: bad
-    default: good
-  bad:
-    verdict: {id: bad, severity: critical, action: reset-gpu, summary: "xids {{ kernel_log.xid_codes }}"}
-  good:
-    verdict: {id: good, severity: ok, action: none, summary: fine}
-"""
-
-
-def write(tmp_path: Path, text: str) -> Path:
-    path = tmp_path / "rb.yaml"
-    path.write_text(textwrap.dedent(text))
-    return path
+GOOD = XID_CHECK
 
 
 def issues_of(tmp_path: Path, text: str) -> list:

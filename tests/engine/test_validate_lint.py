@@ -3,7 +3,6 @@ collector, a parameter default of the wrong type, a YAML key written twice. Each
 
 from __future__ import annotations
 
-import textwrap
 from pathlib import Path
 
 import pytest
@@ -11,27 +10,15 @@ import pytest
 from nightowl.engine.validate import RunbookInvalid, load_runbook
 from nightowl.engine.yaml_lines import YamlError, load_with_lines
 from nightowl.library import runbooks
+from tests.engine.runbook_texts import XID_CHECK, variant, write_runbook
 
 # The shape of the defect in xid.yaml's per-code step: the judgement's action read through a fallback,
 # its status never tested, a default that is healthy.
-HIDDEN = """\
-id: t
-title: test
-entry: start
-nodes:
-  start:
-    collect: [kernel-log]
-    next: judge
-  judge:
-    decide:
-      - when: "(kernel_log.xid_codes | default([])) | length > 0"
-        goto: bad
-    default: good
-  bad:
-    verdict: {id: bad, severity: critical, action: reset-gpu, summary: "xids {{ kernel_log.xid_codes }}"}
-  good:
-    verdict: {id: good, severity: ok, action: none, summary: fine}
-"""
+HIDDEN = variant(
+    XID_CHECK,
+    ("next: check\n  check:", "next: judge\n  judge:"),
+    ("kernel_log.xid_codes | length > 0", "(kernel_log.xid_codes | default([])) | length > 0"),
+)
 CHECK = """      - when: "status.kernel_log != 'ok'"
         goto: unread
 """
@@ -41,9 +28,7 @@ UNREAD = """  unread:
 
 
 def load(tmp_path: Path, text: str) -> object:
-    path = tmp_path / "rb.yaml"
-    path.write_text(textwrap.dedent(text))
-    return load_runbook(path, known_collectors=["kernel-log", "nvidia-smi"])
+    return load_runbook(write_runbook(tmp_path, text), known_collectors=["kernel-log", "nvidia-smi"])
 
 
 def issues_of(tmp_path: Path, text: str) -> list:

@@ -3,41 +3,21 @@ the file, the line and the node, and says exactly what is wrong."""
 
 from __future__ import annotations
 
-import textwrap
 from pathlib import Path
 
 import pytest
 
 from nightowl.collectors import get_collector
 from nightowl.engine.validate import Issue, RunbookInvalid, load_runbook
+from tests.engine.runbook_texts import XID_CHECK, variant
+from tests.engine.runbook_texts import write_runbook as write
 
 KNOWN = ["kernel-log", "nvidia-smi"]
-GOOD = """\
-id: t
-title: test
-entry: start
-parameters:
-  limit: {default: 3, type: integer}
-nodes:
-  start:
-    collect: [kernel-log]
-    next: check
-  check:
-    decide:
-      - when: "kernel_log.xid_codes | length > params.limit"
-        goto: bad
-    default: good
-  bad:
-    verdict: {id: bad, severity: critical, action: reset-gpu, summary: "xids {{ kernel_log.xid_codes }}"}
-  good:
-    verdict: {id: good, severity: ok, action: none, summary: fine}
-"""
-
-
-def write(tmp_path: Path, text: str) -> Path:
-    path = tmp_path / "rb.yaml"
-    path.write_text(textwrap.dedent(text), encoding="utf-8")
-    return path
+GOOD = variant(
+    XID_CHECK,
+    ("entry: start\n", "entry: start\nparameters:\n  limit: {default: 3, type: integer}\n"),
+    ("length > 0", "length > params.limit"),
+)
 
 
 def issues(tmp_path: Path, text: str, lookup: bool = False) -> list[Issue]:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import re
-import textwrap
 from pathlib import Path
 
 import pytest
@@ -12,6 +11,7 @@ from click.testing import CliRunner
 from nightowl.cli.main import main
 from nightowl.collectors import MODULES, get_collector
 from nightowl.engine.validate import RunbookInvalid, load_runbook
+from tests.engine.runbook_texts import XID_CHECK, variant, write_runbook
 from tests.helpers import ROOT
 
 
@@ -44,37 +44,21 @@ def test_readme_runbook_with_a_typo_fails_with_did_you_mean(tmp_path: Path) -> N
     assert "nvidia_smi.gpu_cnt" in result.output and "did you mean 'gpu_count'" in result.output
 
 
-BASE = """\
-id: t
-title: t
-parameters:
-  limit: {default: 1}
-entry: start
-nodes:
-  start:
-    collect: [kernel-log]
-    next: check
-  check:
-    decide:
-      - when: "kernel_log.xid_codes | length > params.limit"
-        goto: bad
-    default: good
-  bad:
-    verdict:
-      id: bad
-      severity: critical
-      action: reset-gpu
-      summary: "xids {{ kernel_log.xid_codes }}"
-      gpus: "kernel_log.fallen_off_bus_gpus"
-      evidence: [kernel_log.xids_by_gpu]
-  good:
-    verdict: {id: good, severity: ok, action: none, summary: fine}
-"""
+BASE = variant(
+    XID_CHECK,
+    ("title: test\n", "title: t\nparameters:\n  limit: {default: 1}\n"),
+    ("length > 0", "length > params.limit"),
+    (
+        '    verdict: {id: bad, severity: critical, action: reset-gpu, summary: "xids {{ kernel_log.xid_codes }}"}\n',
+        "    verdict:\n      id: bad\n      severity: critical\n      action: reset-gpu\n"
+        '      summary: "xids {{ kernel_log.xid_codes }}"\n'
+        '      gpus: "kernel_log.fallen_off_bus_gpus"\n      evidence: [kernel_log.xids_by_gpu]\n',
+    ),
+)
 
 
 def issues(tmp_path: Path, text: str) -> list:
-    path = tmp_path / "rb.yaml"
-    path.write_text(textwrap.dedent(text))
+    path = write_runbook(tmp_path, text)
     with pytest.raises(RunbookInvalid) as info:
         load_runbook(path, known_collectors=MODULES, lookup=get_collector)
     return info.value.issues
@@ -112,25 +96,16 @@ def test_a_default_guard_does_not_hide_a_fact_no_collector_produces(tmp_path: Pa
     assert "does not produce" in found[0].message
 
 
-OPTIONAL_PATH = """\
-id: t
-title: t
-entry: start
-nodes:
-  start:
-    collect: [kernel-log]
-    next: check
-  check:
-    decide:
-      - when: "kernel_log.xid_codes | length > 0"
-        goto: more
-    default: verdict
-  more:
-    collect: [nvidia-smi]
-    next: verdict
-  verdict:
-    verdict: {id: v, severity: info, action: none, summary: "{{ READ }}"}
-"""
+OPTIONAL_PATH = variant(
+    XID_CHECK,
+    ("title: test", "title: t"),
+    ("goto: bad\n    default: good\n", "goto: more\n    default: verdict\n"),
+    (
+        XID_CHECK[XID_CHECK.index("  bad:\n") :],  # both verdicts give way to a collect and one verdict
+        "  more:\n    collect: [nvidia-smi]\n    next: verdict\n"
+        '  verdict:\n    verdict: {id: v, severity: info, action: none, summary: "{{ READ }}"}\n',
+    ),
+)
 
 
 def test_verdict_reading_a_fact_not_collected_on_every_path_is_flagged_unless_guarded(tmp_path: Path) -> None:
