@@ -11,6 +11,7 @@ from click.testing import CliRunner
 from nightowl.cli.floor_cmd import floor
 from nightowl.llmperf.floor import GPU_BANDWIDTH, bandwidth_for, count_weights, decode_floor, expected_experts
 from nightowl.llmperf.kv_size import UnsupportedModel
+from tests.serving.model_configs import DEEPSEEK_V3_ATTENTION
 
 # config.json values as published on the Hugging Face hub
 LLAMA_31_8B = {
@@ -102,17 +103,7 @@ def test_fp8_weights_and_kv_halve_the_bytes() -> None:
 
 
 def test_weights_given_for_models_config_cannot_count() -> None:
-    deepseek = {
-        "model_type": "deepseek_v3",
-        "num_hidden_layers": 61,
-        "num_attention_heads": 128,
-        "num_key_value_heads": 128,
-        "hidden_size": 7168,
-        "kv_lora_rank": 512,
-        "qk_rope_head_dim": 64,
-        "vocab_size": 129280,
-        "torch_dtype": "bfloat16",
-    }
+    deepseek = {**DEEPSEEK_V3_ATTENTION, "vocab_size": 129280, "torch_dtype": "bfloat16"}
     with pytest.raises(UnsupportedModel):
         count_weights(deepseek)
     result = decode_floor(deepseek, "H200", tp=8, batch=1, context=1024, weights_gib=642.0)

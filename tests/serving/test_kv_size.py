@@ -5,36 +5,10 @@ from __future__ import annotations
 import pytest
 
 from nightowl.llmperf.kv_size import UnsupportedModel, kv_bytes_per_token, max_concurrency
+from tests.serving.model_configs import DEEPSEEK_V3_ATTENTION, LLAMA_31_8B, LLAMA_31_70B
 
-# config.json values as published on the Hugging Face hub for these models
-LLAMA_31_8B = {
-    "model_type": "llama",
-    "num_hidden_layers": 32,
-    "num_attention_heads": 32,
-    "num_key_value_heads": 8,
-    "hidden_size": 4096,
-    "torch_dtype": "bfloat16",
-}
-LLAMA_31_70B = {
-    "model_type": "llama",
-    "num_hidden_layers": 80,
-    "num_attention_heads": 64,
-    "num_key_value_heads": 8,
-    "hidden_size": 8192,
-    "torch_dtype": "bfloat16",
-}
-DEEPSEEK_V3 = {
-    "model_type": "deepseek_v3",
-    "num_hidden_layers": 61,
-    "num_attention_heads": 128,
-    "num_key_value_heads": 128,
-    "hidden_size": 7168,
-    "kv_lora_rank": 512,
-    "qk_rope_head_dim": 64,
-    "qk_nope_head_dim": 128,
-    "v_head_dim": 128,
-    "torch_dtype": "bfloat16",
-}
+DEEPSEEK_V3 = {**DEEPSEEK_V3_ATTENTION, "qk_nope_head_dim": 128, "v_head_dim": 128, "torch_dtype": "bfloat16"}
+# config.json values as published on the Hugging Face hub
 GEMMA2_9B = {
     "model_type": "gemma2",
     "num_hidden_layers": 42,

@@ -10,37 +10,12 @@ import pytest
 from click.testing import CliRunner
 
 from nightowl.cli.kv_size_cmd import kv_size
+from tests.serving import model_configs as hub
 
-# config.json values as published on the Hugging Face hub
-LLAMA_3_8B = {
-    "model_type": "llama",
-    "num_hidden_layers": 32,
-    "num_attention_heads": 32,
-    "num_key_value_heads": 8,
-    "hidden_size": 4096,
-    "torch_dtype": "bfloat16",
-    "max_position_embeddings": 8192,
-}
-LLAMA_31_70B = {
-    "model_type": "llama",
-    "num_hidden_layers": 80,
-    "num_attention_heads": 64,
-    "num_key_value_heads": 8,
-    "hidden_size": 8192,
-    "torch_dtype": "bfloat16",
-    "max_position_embeddings": 131072,
-}
-DEEPSEEK_V3 = {
-    "model_type": "deepseek_v3",
-    "num_hidden_layers": 61,
-    "num_attention_heads": 128,
-    "num_key_value_heads": 128,
-    "hidden_size": 7168,
-    "kv_lora_rank": 512,
-    "qk_rope_head_dim": 64,
-    "torch_dtype": "bfloat16",
-    "max_position_embeddings": 163840,
-}
+# config.json values as published on the Hugging Face hub, with each model's context length
+LLAMA_3_8B = {**hub.LLAMA_31_8B, "max_position_embeddings": 8192}
+LLAMA_31_70B = {**hub.LLAMA_31_70B, "max_position_embeddings": 131072}
+DEEPSEEK_V3 = {**hub.DEEPSEEK_V3_ATTENTION, "torch_dtype": "bfloat16", "max_position_embeddings": 163840}
 JAMBA = {"model_type": "jamba", "num_hidden_layers": 32, "num_attention_heads": 32, "hidden_size": 4096}
 
 
