@@ -86,22 +86,10 @@ def test_check_log_format_text_keeps_stderr_for_problems_only(tmp_path: Path, xi
 
 
 def test_serve_log_lines_carry_node_runbook_and_verdict(tmp_path: Path) -> None:
-    import time
-
-    from nightowl.receiver.config import load_config
-    from nightowl.receiver.payload import parse_payload
-    from nightowl.receiver.queue import Receiver
-    from tests.receiver.test_serve import payload, write_config
+    from tests.receiver.test_serve import capture_first_alert, write_config
 
     lines: list[str] = []
-    receiver = Receiver(load_config(write_config(tmp_path)), log=lines.append)
-    receiver.start()
-    first = payload("alertmanager-xid-firing.json")
-    receiver.submit(parse_payload(dict(first, alerts=first["alerts"][:1])))
-    deadline = time.monotonic() + 60
-    while receiver.captures()[0]["status"] in ("queued", "running") and time.monotonic() < deadline:
-        time.sleep(0.05)
-    receiver.stop(timeout=5)
+    capture_first_alert(write_config(tmp_path), lines.append)
     records = [json.loads(render(line, "json", "nightowl.serve")) for line in lines]
     admitted, finished = records[0], records[-1]
     assert (admitted["level"], admitted["status"], admitted["runbook"]) == ("info", "queued", "xid")

@@ -96,8 +96,8 @@ def serve_factory(tmp_path: Path) -> Iterator[Any]:
     """Start receivers over HTTP on 127.0.0.1 (yields the start function; stops them all after)."""
     started: list[Running] = []
 
-    def start(config_path: Path | None = None, run: Any = None) -> Running:
-        receiver = Receiver(load_config(config_path or write_config(tmp_path)), run=run)
+    def start(config_path: Path | None = None, run: Any = None, log: Any = None) -> Running:
+        receiver = Receiver(load_config(config_path or write_config(tmp_path)), run=run, log=log)
         receiver.start()
         running = Running(receiver)
         running.thread.start()
@@ -113,6 +113,19 @@ def serve_factory(tmp_path: Path) -> Iterator[Any]:
 
 def payload(name: str) -> dict[str, Any]:
     return json.loads((ALERTS / name).read_text())
+
+
+def capture_first_alert(config_path: Path, log: Any, timeout: float = 60) -> list[dict[str, Any]]:
+    """The captures of a receiver (no HTTP) given the firing payload's first alert, once it has finished."""
+    receiver = Receiver(load_config(config_path), log=log)
+    receiver.start()
+    first = payload("alertmanager-xid-firing.json")
+    receiver.submit(parse_payload(dict(first, alerts=first["alerts"][:1])))
+    deadline = time.monotonic() + timeout
+    while receiver.captures()[0]["status"] in ("queued", "running") and time.monotonic() < deadline:
+        time.sleep(0.05)
+    receiver.stop(timeout=5)
+    return receiver.captures()
 
 
 def bundles(tmp_path: Path) -> list[Path]:

@@ -21,10 +21,18 @@ import pytest
 from nightowl.receiver.capture import Capture, run_capture
 from nightowl.receiver.config import ConfigError, load_config
 from nightowl.receiver.notify import parse_notify
-from nightowl.receiver.payload import parse_payload, sign_pagerduty
+from nightowl.receiver.payload import sign_pagerduty
 from nightowl.receiver.queue import Receiver
 from tests.postmortem.bundles import ALERTS
-from tests.receiver.test_serve import SECRET, Running, bundles, payload, write_config
+from tests.receiver.test_serve import (
+    SECRET,
+    Running,
+    bundles,
+    capture_first_alert,
+    payload,
+    serve_factory,
+    write_config,
+)
 
 PD_KEY = "pd-rest-api-key-for-tests"
 HOOK_TOKEN = "hook-bearer-for-tests"
@@ -106,22 +114,8 @@ notify:
 
 
 @pytest.fixture
-def serving(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
-    started: list[Running] = []
-
-    def start(config_path: Path, run: Any = None, log: Any = None) -> Running:
-        receiver = Receiver(load_config(config_path), run=run, log=log)
-        receiver.start()
-        running = Running(receiver)
-        running.thread.start()
-        started.append(running)
-        return running
-
-    yield start
-    for running in started:
-        running.server.shutdown()
-        running.server.server_close()
-        running.receiver.stop(timeout=5)
+def serving(tmp_path: Path) -> Iterator[Any]:
+    yield from serve_factory(tmp_path)
 
 
 def wait_notified(running: Running, count: int, timeout: float = 20.0) -> list[dict[str, Any]]:
@@ -314,15 +308,7 @@ def test_the_log_line_and_triage_say_what_prevented_a_verdict(tmp_path: Path) ->
         + f"ssh_config: {tmp_path / 'no-such-ssh-config'}\n"
     )
     lines: list[str] = []
-    receiver = Receiver(load_config(path), log=lines.append)
-    receiver.start()
-    first = payload("alertmanager-xid-firing.json")
-    receiver.submit(parse_payload(dict(first, alerts=first["alerts"][:1])))
-    deadline = time.monotonic() + 30
-    while receiver.captures()[0]["status"] in ("queued", "running") and time.monotonic() < deadline:
-        time.sleep(0.05)
-    receiver.stop(timeout=5)
-    (record,) = receiver.captures()
+    (record,) = capture_first_alert(path, lines.append, timeout=30)
     assert record["status"] == "captured" and record["verdict"] is None and record["host_status"] == "unreachable"
     expected = "no verdict: host xid79-fallen-off-bus unreachable: cannot open transport: ssh config"
     assert record["outcome"].startswith(expected) and "no-such-ssh-config" in record["outcome"]
