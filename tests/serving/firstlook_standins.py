@@ -10,12 +10,14 @@ adds the requests of one window on top, so counters only grow unless the replica
 from __future__ import annotations
 
 import json
+import tempfile
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any
 
 MODEL = "Qwen/Qwen2.5-Coder-32B-Instruct"
@@ -192,3 +194,10 @@ def replicas(specs: dict[str, Replica]) -> Iterator[dict[str, Replica]]:
             httpd.shutdown()
             httpd.server_close()
             thread.join(timeout=5)
+
+
+def record_cases(names: list[str], cases: dict[str, Any], record: Callable[[str, Any, Path], None]) -> None:
+    """A recorder script's main: each named case (every case when none is named), in a folder of its own."""
+    for name in names or list(cases):
+        with tempfile.TemporaryDirectory() as tmp:
+            record(name, cases[name], Path(tmp))

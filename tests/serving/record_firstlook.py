@@ -13,12 +13,11 @@ from __future__ import annotations
 import os
 import shutil
 import sys
-import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from tests.serving.firstlook_standins import Replica, replicas
+from tests.serving.firstlook_standins import Replica, record_cases, replicas
 
 NAMES = ("r1", "r2", "r3")
 HOSTS = Path(__file__).resolve().parents[2] / "fixtures" / "hosts"
@@ -132,11 +131,5 @@ def record(name: str, case: Case, tmp: Path) -> None:
     print(f"{name}: exit {result.exit_code}", file=sys.stderr)
 
 
-def main_(names: list[str]) -> None:
-    for name in names or list(CASES):
-        with tempfile.TemporaryDirectory() as tmp:
-            record(name, CASES[name], Path(tmp))
-
-
 if __name__ == "__main__":
-    main_(sys.argv[1:])
+    record_cases(sys.argv[1:], CASES, record)
