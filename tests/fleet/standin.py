@@ -12,7 +12,7 @@ import os
 import shutil
 from pathlib import Path
 
-from tests.ssh.fleet import STANDIN_KINDS
+from tests.ssh.fleet import kind_cases
 
 STANDINS = ("nvidia-smi", "journalctl", "dmesg")
 
@@ -48,19 +48,7 @@ class StandinNode:
 
 
 def _script(current: Path) -> str:
-    cases: dict[str, list[str]] = {}
-    for command, arg_glob, kind in STANDIN_KINDS:
-        if command not in STANDINS:
-            continue
-        if arg_glob is None:
-            cases.setdefault(command, []).append(f"kind={kind}")
-        else:
-            cases.setdefault(command, []).append(
-                f'for a in "$@"; do case "$a" in {arg_glob}) kind={kind}; break 2 ;; esac; done'
-            )
-    body = "\n".join(
-        f"  {cmd})\n    " + "\n    ".join([*steps[:-1], steps[-1] + " ;;"]) for cmd, steps in cases.items()
-    )
+    body = kind_cases(STANDINS)
     return f"""#!/bin/sh
 # Stand-in written by tests/fleet/standin.py: prints the current recording's output for one kind.
 name=${{0##*/}}

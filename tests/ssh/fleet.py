@@ -334,19 +334,27 @@ def _write_sysfs_trees(folder: Path) -> None:
             path.write_text(match.group("value") + "\n")
 
 
-def _standin_script(hosts_dir: Path) -> str:
-    """POSIX sh (no python start-up per command): pick kind, host dir, then serve the files."""
+def kind_cases(commands: Iterable[str] | None = None) -> str:
+    """The arms of a stand-in's ``case "$name"`` that set ``kind`` from STANDIN_KINDS (the command's
+    name, or the first argument matching its glob), for ``commands`` (every command when None)."""
     cases: dict[str, list[str]] = {}
     for command, arg_glob, kind in STANDIN_KINDS:
+        if commands is not None and command not in commands:
+            continue
         if arg_glob is None:
             cases.setdefault(command, []).append(f"kind={kind}")
         else:
             cases.setdefault(command, []).append(
                 f'for a in "$@"; do case "$a" in {arg_glob}) kind={kind}; break 2 ;; esac; done'
             )
-    body = "\n".join(
+    return "\n".join(
         f"  {command})\n    " + "\n    ".join(steps[:-1] + [steps[-1] + " ;;"]) for command, steps in cases.items()
     )
+
+
+def _standin_script(hosts_dir: Path) -> str:
+    """POSIX sh (no python start-up per command): pick kind, host dir, then serve the files."""
+    body = kind_cases()
     return f"""#!/bin/sh
 # Stand-in written by tests/ssh/fleet.py: serves this host's recorded output for one kind.
 hosts_dir='{hosts_dir}'
