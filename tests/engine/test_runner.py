@@ -18,6 +18,7 @@ from nightowl.engine.session import plan, run_runbook
 from nightowl.engine.validate import load_runbook
 from nightowl.transports.local import LocalTransport
 from nightowl.transports.replay import ReplayTransport, unreachable_in_bundle
+from tests.engine.runbook_texts import variant
 
 
 @dataclass(frozen=True)
@@ -81,21 +82,39 @@ nodes:
 """
 
 
-def load(tmp_path: Path, text: str = RUNBOOK):
-    path = tmp_path / "generic.yaml"
+def load(tmp_path: Path, text: str = RUNBOOK, collectors: Any = COLLECTORS, name: str = "generic.yaml"):
+    path = tmp_path / name
     path.write_text(textwrap.dedent(text))
-    return load_runbook(path, known_collectors=COLLECTORS)
+    return load_runbook(path, known_collectors=collectors)
+
+
+def one_collector(kind: str, condition: str, summary: str, evidence: str) -> str:
+    """RUNBOOK gathering only ``kind``: `judge` goes to `hung` on ``condition`` (the second rule reads
+    only a parameter) and the verdict says ``summary`` with ``evidence``."""
+    return variant(
+        RUNBOOK,
+        ("collect: [three-lines, hangs, missing, crashes-parser, loads-gpu]", f"collect: [{kind}]"),
+        ("status.hangs == 'timed_out' and three_lines.lines == params.want", condition),
+        ("three_lines.nonexistent == 1", "params.want == 0"),
+        (
+            'summary: "the tool hung; {{ three_lines.lines }} lines; fallback said {{ missing.lines }} line"',
+            f"summary: {summary}",
+        ),
+        ("evidence: [three_lines.lines, status.hangs]", f"evidence: [{evidence}]"),
+    )
+
+
+def run_on_box(
+    loaded: Any, out: Path, params: dict[str, Any], collectors: Any = COLLECTORS, transport: Any = None, **kw: Any
+) -> tuple[list[Any], Path]:
+    """``loaded`` run on one host, box: this machine, or the one ``transport`` builds."""
+    transports = {"box": transport or (lambda: LocalTransport("box"))}
+    return run_runbook(loaded, transports, collectors.__getitem__, RunOptions(params=params), out, **kw)
 
 
 def test_walk_statuses_trace_and_bundle(tmp_path: Path) -> None:
     loaded = load(tmp_path)
-    runs, bundle = run_runbook(
-        loaded,
-        {"box": lambda: LocalTransport("box")},
-        COLLECTORS.__getitem__,
-        RunOptions(params={"want": 3}),
-        tmp_path / "out",
-    )
+    runs, bundle = run_on_box(loaded, tmp_path / "out", {"want": 3})
     run = runs[0]
     assert run.status == "ok"
     assert run.path == ["gather", "judge", "hung"]
@@ -139,13 +158,7 @@ def test_walk_statuses_trace_and_bundle(tmp_path: Path) -> None:
 def test_condition_on_missing_fact_is_no_verdict_not_false(tmp_path: Path) -> None:
     """Taking a failed condition as false would walk on to `fine`: a false OK."""
     loaded = load(tmp_path)
-    runs, _ = run_runbook(
-        loaded,
-        {"box": lambda: LocalTransport("box")},
-        COLLECTORS.__getitem__,
-        RunOptions(params={"want": 99}),
-        tmp_path / "out",
-    )
+    runs, _ = run_on_box(loaded, tmp_path / "out", {"want": 99})
     run = runs[0]
     judge = run.visits[1]
     assert run.path[-1] == "judge" and run.verdict is None and run.status == "incomplete"
@@ -156,19 +169,9 @@ def test_condition_on_missing_fact_is_no_verdict_not_false(tmp_path: Path) -> No
 
 def test_replay_of_a_bundle_reaches_the_same_verdict(tmp_path: Path) -> None:
     loaded = load(tmp_path)
-    _, bundle = run_runbook(
-        loaded,
-        {"box": lambda: LocalTransport("box")},
-        COLLECTORS.__getitem__,
-        RunOptions(params={"want": 3}),
-        tmp_path / "out",
-    )
-    runs, _ = run_runbook(
-        loaded,
-        {"box": lambda: ReplayTransport(bundle / "hosts" / "box")},
-        COLLECTORS.__getitem__,
-        RunOptions(params={"want": 3}),
-        tmp_path / "out2",
+    _, bundle = run_on_box(loaded, tmp_path / "out", {"want": 3})
+    runs, _ = run_on_box(
+        loaded, tmp_path / "out2", {"want": 3}, transport=lambda: ReplayTransport(bundle / "hosts" / "box")
     )
     assert runs[0].path == ["gather", "judge", "hung"]
     assert runs[0].collections["hangs"].status == "timed_out"
@@ -228,35 +231,14 @@ def test_resolve_argv_fills_whole_elements_and_refuses_options() -> None:
 
 
 def test_collector_with_unset_parameter_is_skipped(tmp_path: Path) -> None:
-    text = RUNBOOK.replace("collect: [three-lines, hangs, missing, crashes-parser, loads-gpu]", "collect: [file]")
-    text = text.replace("status.hangs == 'timed_out' and three_lines.lines == params.want", "status.file == 'skipped'")
-    text = text.replace("three_lines.nonexistent == 1", "params.want == 0")
-    text = text.replace(
-        'summary: "the tool hung; {{ three_lines.lines }} lines; fallback said {{ missing.lines }} line"',
-        "summary: skipped",
-    )
-    text = text.replace("evidence: [three_lines.lines, status.hangs]", "evidence: [status.file]")
+    text = one_collector("file", "status.file == 'skipped'", "skipped", "status.file")
     collectors = {"file": LineCounter("file", (("cat", "--", "{path}"),))}
-    path = tmp_path / "p.yaml"
-    path.write_text(textwrap.dedent(text))
-    loaded = load_runbook(path, known_collectors=collectors)
-    runs, _ = run_runbook(
-        loaded,
-        {"box": lambda: LocalTransport("box")},
-        collectors.__getitem__,
-        RunOptions(params={"want": 3}),
-        tmp_path / "out",
-    )
+    loaded = load(tmp_path, text, collectors, "p.yaml")
+    runs, _ = run_on_box(loaded, tmp_path / "out", {"want": 3}, collectors)
     assert runs[0].collections["file"].status == "skipped" and "path" in runs[0].collections["file"].reason
     target = tmp_path / "x.log"
     target.write_text("1\n2\n")
-    runs, _ = run_runbook(
-        loaded,
-        {"box": lambda: LocalTransport("box")},
-        collectors.__getitem__,
-        RunOptions(params={"want": 3, "path": str(target)}),
-        tmp_path / "out",
-    )
+    runs, _ = run_on_box(loaded, tmp_path / "out", {"want": 3, "path": str(target)}, collectors)
     assert runs[0].collections["file"].facts["lines"] == 2
 
 
@@ -298,17 +280,9 @@ def test_a_collector_taken_twice_numbers_its_files_and_replays(tmp_path: Path) -
       still:
         verdict: {id: still, severity: ok, action: none, summary: x}
     """
-    path = tmp_path / "twice.yaml"
-    path.write_text(textwrap.dedent(text))
-    loaded = load_runbook(path, known_collectors=collectors)
+    loaded = load(tmp_path, text, collectors, "twice.yaml")
     del counter
-    runs, bundle = run_runbook(
-        loaded,
-        {"box": lambda: LocalTransport("box")},
-        collectors.__getitem__,
-        RunOptions(params={"window": 0.2}),
-        tmp_path / "out",
-    )
+    runs, bundle = run_on_box(loaded, tmp_path / "out", {"window": 0.2}, collectors)
     assert runs[0].verdict["summary"] == "1 -> 2"
     assert runs[0].visits[1].duration >= 0.2  # waited for the window
     host = bundle / "hosts" / "box"
@@ -319,12 +293,8 @@ def test_a_collector_taken_twice_numbers_its_files_and_replays(tmp_path: Path) -
     trace = json.loads((bundle / "trace.json").read_text())
     assert trace["hosts"][0]["collectors"]["tick"]["file"] == "hosts/box/tick.1.out"
     assert trace["hosts"][0]["collectors"]["tick:after"]["file"] == "hosts/box/tick.2.out"
-    replayed, _ = run_runbook(
-        loaded,
-        {"box": lambda: ReplayTransport(host)},
-        collectors.__getitem__,
-        RunOptions(params={"window": 0.2}),
-        tmp_path / "out2",
+    replayed, _ = run_on_box(
+        loaded, tmp_path / "out2", {"window": 0.2}, collectors, transport=lambda: ReplayTransport(host)
     )
     assert replayed[0].verdict["summary"] == "1 -> 2"
 
@@ -334,25 +304,9 @@ def test_secrets_never_reach_the_bundle(tmp_path: Path) -> None:
 
     secret = "hf_abcdefghijklmnopqrstuvwxyz0123456789"
     collectors = {"leaky": LineCounter("leaky", ((PY, "-c", f"print('HF_TOKEN={secret}')", f"--api-key={secret}"),))}
-    text = RUNBOOK.replace("collect: [three-lines, hangs, missing, crashes-parser, loads-gpu]", "collect: [leaky]")
-    text = text.replace("status.hangs == 'timed_out' and three_lines.lines == params.want", "leaky.lines == 1")
-    text = text.replace("three_lines.nonexistent == 1", "params.want == 0")
-    text = text.replace(
-        'summary: "the tool hung; {{ three_lines.lines }} lines; fallback said {{ missing.lines }} line"',
-        "summary: leaked",
-    )
-    text = text.replace("evidence: [three_lines.lines, status.hangs]", "evidence: [leaky.lines]")
-    path = tmp_path / "leak.yaml"
-    path.write_text(textwrap.dedent(text))
-    loaded = load_runbook(path, known_collectors=collectors)
-    _, bundle = run_runbook(
-        loaded,
-        {"box": lambda: LocalTransport("box")},
-        collectors.__getitem__,
-        RunOptions(params={"want": 3}),
-        tmp_path / "out",
-        redact=scrub_secrets,
-    )
+    text = one_collector("leaky", "leaky.lines == 1", "leaked", "leaky.lines")
+    loaded = load(tmp_path, text, collectors, "leak.yaml")
+    _, bundle = run_on_box(loaded, tmp_path / "out", {"want": 3}, collectors, redact=scrub_secrets)
     for file in bundle.rglob("*"):
         if file.is_file():
             assert secret not in file.read_text(), file
