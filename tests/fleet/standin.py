@@ -48,17 +48,12 @@ class StandinNode:
 
 
 def _script(current: Path) -> str:
-    body = kind_cases(STANDINS)
+    pick_kind = kind_cases(STANDINS)
     return f"""#!/bin/sh
 # Stand-in written by tests/fleet/standin.py: prints the current recording's output for one kind.
 name=${{0##*/}}
 kind=$name
-while :; do
-case "$name" in
-{body}
-esac
-break
-done
+{pick_kind}
 base='{current}'/$kind
 if [ ! -e "$base.out" ] && [ ! -e "$base.rc" ] && [ ! -e "$base.sleep" ]; then
   echo "$name: not recorded ($kind)" >&2; exit 127

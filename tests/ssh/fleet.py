@@ -335,8 +335,8 @@ def _write_sysfs_trees(folder: Path) -> None:
 
 
 def kind_cases(commands: Iterable[str] | None = None) -> str:
-    """The arms of a stand-in's ``case "$name"`` that set ``kind`` from STANDIN_KINDS (the command's
-    name, or the first argument matching its glob), for ``commands`` (every command when None)."""
+    """The sh loop of a stand-in that sets ``kind`` from STANDIN_KINDS (the command's name, or the first
+    argument matching its glob), for ``commands`` (every command when None); ``break 2`` leaves it."""
     cases: dict[str, list[str]] = {}
     for command, arg_glob, kind in STANDIN_KINDS:
         if commands is not None and command not in commands:
@@ -347,14 +347,15 @@ def kind_cases(commands: Iterable[str] | None = None) -> str:
             cases.setdefault(command, []).append(
                 f'for a in "$@"; do case "$a" in {arg_glob}) kind={kind}; break 2 ;; esac; done'
             )
-    return "\n".join(
+    body = "\n".join(
         f"  {command})\n    " + "\n    ".join(steps[:-1] + [steps[-1] + " ;;"]) for command, steps in cases.items()
     )
+    return f'while :; do\ncase "$name" in\n{body}\nesac\nbreak\ndone'
 
 
 def _standin_script(hosts_dir: Path) -> str:
     """POSIX sh (no python start-up per command): pick kind, host dir, then serve the files."""
-    body = kind_cases()
+    pick_kind = kind_cases()
     return f"""#!/bin/sh
 # Stand-in written by tests/ssh/fleet.py: serves this host's recorded output for one kind.
 hosts_dir='{hosts_dir}'
@@ -372,12 +373,7 @@ if [ "$name" = sh ]; then
   script=$(printf '%s' "$2" | sed "s#/sys/class/#$tree/class/#g")
   exec /bin/sh -c "$script" "$3"
 fi
-while :; do
-case "$name" in
-{body}
-esac
-break
-done
+{pick_kind}
 conn=$SSH_CONNECTION
 server=${{conn#* * }}
 server_ip=${{server%% *}}
