@@ -95,36 +95,18 @@ def test_xid_unknown_code_says_look_up() -> None:
 
 
 def test_triage_replay_several_hosts_and_exit_codes(tmp_path: Path) -> None:
-    result = invoke(
-        "triage", "xid", "--replay", str(HOSTS / "healthy-l40s"), "--out", str(tmp_path), "--format", "json"
-    )
+    def triage_xid(*hosts: str, form: tuple[str, ...] = ("--format", "json")):  # noqa: ANN202
+        replays = [arg for host in hosts for arg in ("--replay", str(HOSTS / host))]
+        return invoke("triage", "xid", *replays, "--out", str(tmp_path), *form)
+
+    result = triage_xid("healthy-l40s")
     assert result.exit_code == 0
     assert json.loads(result.output)["hosts"][0]["verdict"]["id"] == "healthy"
-    result = invoke(
-        "triage",
-        "xid",
-        "--replay",
-        str(HOSTS / "healthy-l40s"),
-        "--replay",
-        str(HOSTS / "unreachable-node"),
-        "--out",
-        str(tmp_path),
-        "--format",
-        "json",
-    )
+    result = triage_xid("healthy-l40s", "unreachable-node")
     assert result.exit_code == 3
     hosts = json.loads(result.output)["hosts"]
     assert [h["status"] for h in hosts] == ["ok", "unreachable"]
-    result = invoke(
-        "triage",
-        "xid",
-        "--replay",
-        str(HOSTS / "healthy-l40s"),
-        "--replay",
-        str(HOSTS / "xid48-xid64-dbe"),
-        "--out",
-        str(tmp_path),
-    )
+    result = triage_xid("healthy-l40s", "xid48-xid64-dbe", form=())
     assert result.exit_code == 1
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from nightowl.collectors import MODULES, UnsafeCollector, get_collector
@@ -149,6 +151,15 @@ def test_resolved_commands_match_only_with_safe_values(argv: tuple[str, ...], al
     assert (allowed_shape(argv, resolved=True) is not None) is allowed
 
 
+def collect_and_end(path: Path, runbook_id: str, kinds: str) -> Path:
+    """A runbook at ``path`` whose node a (line 5) collects ``kinds`` and goes on to a verdict."""
+    path.write_text(
+        f"id: {runbook_id}\ntitle: {runbook_id}\nentry: a\nnodes:\n  a:\n    collect: [{kinds}]\n    next: v\n"
+        "  v:\n    verdict: {id: v, severity: ok, action: none, summary: s}\n"
+    )
+    return path
+
+
 def test_an_unsafe_collector_never_loads(monkeypatch: pytest.MonkeyPatch, tmp_path) -> None:  # noqa: ANN001
     import sys
     import types
@@ -161,11 +172,7 @@ def test_an_unsafe_collector_never_loads(monkeypatch: pytest.MonkeyPatch, tmp_pa
     monkeypatch.setitem(MODULES, "reset", "nightowl_test_unsafe")
     with pytest.raises(UnsafeCollector, match="resets|changes GPU state"):
         get_collector("reset")
-    runbook = tmp_path / "bad.yaml"
-    runbook.write_text(
-        "id: bad\ntitle: bad\nentry: a\nnodes:\n  a:\n    collect: [reset]\n    next: v\n"
-        "  v:\n    verdict: {id: v, severity: ok, action: none, summary: s}\n"
-    )
+    runbook = collect_and_end(tmp_path / "bad.yaml", "bad", "reset")
     from nightowl.engine.validate import RunbookInvalid
     from nightowl.library import runbooks
 
@@ -177,11 +184,7 @@ def test_a_derived_collector_needs_its_inputs_collected(tmp_path) -> None:  # no
     from nightowl.engine.validate import RunbookInvalid
     from nightowl.library import runbooks
 
-    runbook = tmp_path / "derived.yaml"
-    runbook.write_text(
-        "id: d\ntitle: d\nentry: a\nnodes:\n  a:\n    collect: [nvidia-smi, xid-judgement]\n"
-        "    next: v\n  v:\n    verdict: {id: v, severity: ok, action: none, summary: s}\n"
-    )
+    runbook = collect_and_end(tmp_path / "derived.yaml", "d", "nvidia-smi, xid-judgement")
     with pytest.raises(RunbookInvalid, match=r"derived.yaml:5: \[node a\] xid-judgement derives from kernel_log"):
         runbooks.load(str(runbook))
     runbook.write_text(runbook.read_text().replace("[nvidia-smi, xid-judgement]", "[kernel-log, xid-judgement]"))
