@@ -66,15 +66,20 @@ def signed_sshd(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, 
     daemon.stop()
 
 
-def connect(sshd: dict[str, object], known: Path, global_known: Path | None = None) -> None:
-    spec = parse_host_spec(f"ssh://{getpass.getuser()}@127.0.0.1:{sshd['port']}")
-    options = SSHOptions(
+def user_options(sshd: dict[str, object], known: Path, global_known: Path | None = None) -> SSHOptions:
+    """The test user's key and only the known_hosts files given: no agent, no ~/.ssh keys."""
+    return SSHOptions(
         known_hosts=known,
         global_known_hosts=global_known,
         identity_files=(Path(str(sshd["user"])),),
         use_agent=False,
         look_for_keys=False,
     )
+
+
+def connect(sshd: dict[str, object], known: Path, global_known: Path | None = None) -> None:
+    spec = parse_host_spec(f"ssh://{getpass.getuser()}@127.0.0.1:{sshd['port']}")
+    options = user_options(sshd, known, global_known)
     with SSHTransport(spec, options) as transport:
         transport.connect()
         assert transport.run(["true"], timeout=10).rc == 0
@@ -216,13 +221,7 @@ def test_revoked_host_keys_in_ssh_config_refuses_a_live_host(signed_sshd: dict, 
     config.write_text(f"Host 127.0.0.1\n  RevokedHostKeys {krl}\n")
     spec = parse_host_spec(f"ssh://{getpass.getuser()}@127.0.0.1:{signed_sshd['port']}", config)
     assert spec.revoked_host_keys == krl
-    options = SSHOptions(
-        known_hosts=known,
-        global_known_hosts=None,
-        identity_files=(Path(str(signed_sshd["user"])),),
-        use_agent=False,
-        look_for_keys=False,
-    )
+    options = user_options(signed_sshd, known)
     with (
         pytest.raises(SSHConnectError, match="host key mismatch.*revoked by RevokedHostKeys"),
         SSHTransport(spec, options) as transport,
