@@ -9,6 +9,8 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -81,14 +83,10 @@ def test_a_signal_keeps_the_partial_bundle(tmp_path: Path, signum: int, status: 
         proc, out = _start(tmp_path, SLOW_JOB_RUNBOOK, ("local", "localhost"))
     else:
         proc, out = _start(tmp_path)
-    try:
+    with _killed_at_exit(proc):
         _wait_for_first_output(out, proc)
         proc.send_signal(signum)
-        with watchdog(20):  # the pause is 120 s: it must not be waited out
-            _stdout, stderr = proc.communicate()
-    finally:
-        if proc.poll() is None:
-            proc.kill()
+        _stdout, stderr = _exit_output(proc, 20)  # the pause is 120 s: it must not be waited out
     assert proc.returncode == status, stderr
     bundles = [p for p in out.iterdir() if not p.name.startswith(".")]
     assert len(bundles) == 1, list(out.iterdir())
@@ -200,6 +198,22 @@ def _wait_for_start(log: Path, proc: subprocess.Popen[str]) -> list[str]:
     return _starts(log)[0]
 
 
+@contextmanager
+def _killed_at_exit(proc: subprocess.Popen[str]) -> Iterator[subprocess.Popen[str]]:
+    """``proc`` killed if it still runs when the block ends, so that a failed step leaves no process behind."""
+    try:
+        yield proc
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+
+
+def _exit_output(proc: subprocess.Popen[str], seconds: int) -> tuple[str, str]:
+    """stdout and stderr once ``proc`` has exited; the test fails if that takes more than ``seconds``."""
+    with watchdog(seconds):
+        return proc.communicate()
+
+
 def _pid_alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
@@ -222,17 +236,13 @@ def test_a_second_signal_never_loses_the_bundle(
     tmp_path: Path, first: int, second: int, status: int, delay: float
 ) -> None:
     proc, out = _start(tmp_path)
-    try:
+    with _killed_at_exit(proc):
         _wait_for_first_output(out, proc)
         proc.send_signal(first)
         time.sleep(delay)  # the second comes while the first is being handled (not an assertion on time)
         if proc.poll() is None:
             proc.send_signal(second)
-        with watchdog(30):
-            _stdout, stderr = proc.communicate()
-    finally:
-        if proc.poll() is None:
-            proc.kill()
+        _stdout, stderr = _exit_output(proc, 30)
     assert proc.returncode == status, stderr
     assert "Aborted" not in stderr
     assert not [p for p in out.iterdir() if p.name.endswith(".partial")], list(out.iterdir())
@@ -254,15 +264,11 @@ def test_ctrl_c_while_a_command_hangs_records_it_and_starts_no_fallback(tmp_path
         text=True,
         env=env,
     )
-    try:
+    with _killed_at_exit(proc):
         pid, *args = _wait_for_start(log, proc)
         assert args == ["-q", "-x"]
         proc.send_signal(signal.SIGINT)
-        with watchdog(15):  # nvidia-smi's own timeout is 20 s: the interrupt must not wait for it
-            _stdout, stderr = proc.communicate()
-    finally:
-        if proc.poll() is None:
-            proc.kill()
+        _stdout, stderr = _exit_output(proc, 15)  # nvidia-smi's own timeout is 20 s: the interrupt must not wait for it
     assert proc.returncode == 130, stderr
     assert len(_starts(log)) == 1, _starts(log)  # the fallback `nvidia-smi -q` never started
     assert not _pid_alive(int(pid))
@@ -277,14 +283,9 @@ def test_ctrl_c_while_a_command_hangs_records_it_and_starts_no_fallback(tmp_path
 
 
 def _serve_config(tmp_path: Path) -> Path:
-    runbook = tmp_path / "hung.yaml"
-    runbook.write_text(NVIDIA_SMI_RUNBOOK)
-    config = tmp_path / "serve.yaml"
-    config.write_text(
-        f"token: t0k3n-for-tests-only\nout: {tmp_path / 'bundles'}\nlisten: 127.0.0.1:0\n"
-        f"rules:\n  - {{name: hung, match: [alertname=GpuXidErrors], runbook: {runbook}, host: local}}\n"
-    )
-    return config
+    from tests.receiver.test_serve import local_rule_config
+
+    return local_rule_config(tmp_path, "hung", "hung.yaml", NVIDIA_SMI_RUNBOOK, "listen: 127.0.0.1:0\n")
 
 
 def _post_alert(port: int) -> None:
@@ -323,16 +324,12 @@ def test_a_collector_killed_with_serve_by_systemd_leaves_the_capture_partial_and
     proc = subprocess.Popen(
         [*argv, "--log-format", "json"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env
     )
-    try:
+    with _killed_at_exit(proc):
         _post_alert(_listening_port(proc))
         pid, *_args = _wait_for_start(log, proc)
         os.kill(int(pid), signal.SIGTERM)
         proc.send_signal(signal.SIGTERM)
-        with watchdog(30):
-            proc.communicate()
-    finally:
-        if proc.poll() is None:
-            proc.kill()
+        _exit_output(proc, 30)
     entries = [json.loads(line) for line in (tmp_path / "bundles" / JOURNAL).read_text().splitlines()]
     last = entries[-1]
     assert last["status"] == "interrupted", entries
@@ -398,14 +395,10 @@ def test_triage_alert_stops_on_a_signal_with_the_partial_bundle(tmp_path: Path, 
     argv = [sys.executable, "-c", "from nightowl.cli.main import main; main()", "triage", "--alert", str(alert)]
     argv += ["--config", str(_serve_config(tmp_path)), "--out", str(tmp_path / "out"), "--format", "json"]
     proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
-    try:
+    with _killed_at_exit(proc):
         _wait_for_start(log, proc)
         proc.send_signal(signum)
-        with watchdog(30):
-            stdout, stderr = proc.communicate()
-    finally:
-        if proc.poll() is None:
-            proc.kill()
+        stdout, stderr = _exit_output(proc, 30)
     assert proc.returncode == status, stderr
     [capture] = json.loads(stdout)["captures"]  # the second alert never started
     assert capture["status"] == "interrupted" and capture["bundle"]

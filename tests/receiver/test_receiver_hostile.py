@@ -27,7 +27,15 @@ from nightowl.receiver.payload import MAX_ALERTS, parse_alertmanager, sign_pager
 from nightowl.receiver.queue import JOURNAL, Receiver
 from nightowl.receiver.rules import check_host_name, render_host, split_host_template
 from tests.postmortem.bundles import ALERTS, HOSTS
-from tests.receiver.test_serve import SECRET, TOKEN, bundles, payload, serve_factory, write_config
+from tests.receiver.test_serve import (
+    SECRET,
+    TOKEN,
+    bundles,
+    local_rule_config,
+    payload,
+    serve_factory,
+    write_config,
+)
 
 
 @pytest.fixture
@@ -290,13 +298,7 @@ def _start_serve(config: Path, port: int, log: Path) -> subprocess.Popen[bytes]:
 
 
 def test_sigterm_keeps_queued_captures_and_a_restart_captures_them(tmp_path: Path) -> None:
-    runbook = tmp_path / "slow-capture.yaml"
-    runbook.write_text(SLOW_RUNBOOK)
-    config = tmp_path / "serve.yaml"
-    config.write_text(
-        f"out: {tmp_path / 'bundles'}\ntoken: {TOKEN}\nworkers: 1\nqueue: 8\nrules:\n"
-        f"  - {{name: slow, match: [alertname=GpuXidErrors], runbook: {runbook}, host: local}}\n"
-    )
+    config = local_rule_config(tmp_path, "slow", "slow-capture.yaml", SLOW_RUNBOOK, "workers: 1\nqueue: 8\n")
     body = payload("alertmanager-xid-firing.json")
     body["alerts"] = [{**body["alerts"][0], "fingerprint": f"sig{i}"} for i in range(4)]
     log, port = tmp_path / "serve.log", _free_port()

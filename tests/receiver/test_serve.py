@@ -115,6 +115,18 @@ def payload(name: str) -> dict[str, Any]:
     return json.loads((ALERTS / name).read_text())
 
 
+def local_rule_config(tmp_path: Path, rule: str, runbook_file: str, runbook_text: str, settings: str = "") -> Path:
+    """serve.yaml whose one rule sends GpuXidErrors to a runbook (written beside it) run on this machine."""
+    runbook = tmp_path / runbook_file
+    runbook.write_text(runbook_text)
+    config = tmp_path / "serve.yaml"
+    config.write_text(
+        f"out: {tmp_path / 'bundles'}\ntoken: {TOKEN}\n{settings}rules:\n"
+        f"  - {{name: {rule}, match: [alertname=GpuXidErrors], runbook: {runbook}, host: local}}\n"
+    )
+    return config
+
+
 def capture_first_alert(config_path: Path, log: Any, timeout: float = 60) -> list[dict[str, Any]]:
     """The captures of a receiver (no HTTP) given the firing payload's first alert, once it has finished."""
     receiver = Receiver(load_config(config_path), log=log)
