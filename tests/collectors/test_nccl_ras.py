@@ -191,12 +191,23 @@ def test_dead_rank_process_names_its_node(host: str) -> None:
     assert ("dead: unreachable" in summary) == (host == "nccl-ras-dead")
 
 
+def composed_member(folder: Path, logs_from: str, names: tuple[str, ...], ras_twice: Path | None = None) -> Path:
+    """A member's folder: the files ``names`` of recorded host ``logs_from``, and ``ras_twice`` (a recorded
+    RAS report) as the answer to both RAS queries when given."""
+    folder.mkdir()
+    for name in names:
+        (folder / name).write_text((HOSTS / logs_from / name).read_text())
+    if ras_twice is not None:
+        for take in (1, 2):
+            (folder / f"nccl-ras.{take}.out").write_text(ras_twice.read_text())
+    return folder
+
+
 def test_ras_node_address_maps_to_the_member(tmp_path: Path) -> None:
     # Composed: the member's NCCL log says its bootstrap interface has the address RAS names.
-    member = tmp_path / "gpu-13"
-    member.mkdir()
-    for name in ("nccl-log.out", "kernel-log.out", "nccl-ras.out"):
-        (member / name).write_text((HOSTS / "nccl-ras-incomplete" / name).read_text())
+    member = composed_member(
+        tmp_path / "gpu-13", "nccl-ras-incomplete", ("nccl-log.out", "kernel-log.out", "nccl-ras.out")
+    )
     with (member / "nccl-log.out").open("a") as log:
         log.write("gpu-13:3487984:3487984 [5] NCCL INFO Bootstrap : Using eth0:172.16.64.213<0>\n")
     run = run_job({"gpu-13": member}, LOG)
@@ -209,13 +220,8 @@ def test_second_query_waits_and_a_changed_mismatch_goes_on(tmp_path: Path) -> No
     assert run.path[:6] == ["collect", "members", "hang-or-slow", "hang-host-evidence", "ras-again", "ras-compare"]
     assert run.path[6] == "hang-init"
     # The same first report twice: unchanged, so straight to the sequence comparison.
-    member = tmp_path / "m"
-    member.mkdir()
-    for name in ("nccl-log.out", "kernel-log.out"):
-        (member / name).write_text((HOSTS / "nccl-ras-transient-a" / name).read_text())
-    first = (HOSTS / "nccl-ras-transient-a" / "nccl-ras.1.out").read_text()
-    (member / "nccl-ras.1.out").write_text(first)
-    (member / "nccl-ras.2.out").write_text(first)
+    first = HOSTS / "nccl-ras-transient-a" / "nccl-ras.1.out"
+    member = composed_member(tmp_path / "m", "nccl-ras-transient-a", ("nccl-log.out", "kernel-log.out"), first)
     run = run_job({"m": member}, LOG)
     assert run.path[5:7] == ["ras-compare", "hang-sequence"]
 
@@ -228,13 +234,8 @@ def test_without_ras_the_hang_branch_is_unchanged() -> None:
 
 def test_stuck_mismatch_the_logs_cannot_explain_is_told_in_unknown_hang(tmp_path: Path) -> None:
     # Composed: NVIDIA/nccl#1911's report in both queries, next to BasicSR#737's inconclusive log.
-    member = tmp_path / "m"
-    member.mkdir()
-    for name in ("nccl-log.out", "kernel-log.out"):
-        (member / name).write_text((HOSTS / "nccl-unknown-hang" / name).read_text())
-    report = (HOSTS / "nccl-ras-stuck-a" / "nccl-ras.1.out").read_text()
-    (member / "nccl-ras.1.out").write_text(report)
-    (member / "nccl-ras.2.out").write_text(report)
+    report = HOSTS / "nccl-ras-stuck-a" / "nccl-ras.1.out"
+    member = composed_member(tmp_path / "m", "nccl-unknown-hang", ("nccl-log.out", "kernel-log.out"), report)
     run = run_job({"m": member}, LOG)
     assert run.path[-4:] == ["ras-compare", "hang-sequence", "hang-transport", "unknown-hang"]
     assert (
