@@ -100,31 +100,26 @@ class PrometheusStack:
         self.daemons.append(Daemon("node_exporter", argv, self.root))
 
     def _start_alertmanager(self) -> None:
-        self.ports["alertmanager"] = port = free_port()
-        config = self.root / "alertmanager.yml"
-        config.write_text(yaml.safe_dump(self.alertmanager_config(), sort_keys=False))
-        argv = [
-            "prometheus-alertmanager",
-            f"--config.file={config}",
-            f"--storage.path={self.root / 'alertmanager-data'}",
-            f"--web.listen-address={LOOPBACK}:{port}",
-            "--cluster.listen-address=",  # no gossip: it would bind 0.0.0.0:9094
-            "--log.level=warn",
-        ]
-        self.daemons.append(Daemon("alertmanager", argv, self.root))
+        # no gossip: it would bind 0.0.0.0:9094
+        argv = ["prometheus-alertmanager", "--cluster.listen-address="]
+        self._start_configured("alertmanager", argv, self.alertmanager_config(), "--storage.path")
 
     def _start_prometheus(self) -> None:
-        self.ports["prometheus"] = port = free_port()
-        config = self.root / "prometheus.yml"
-        config.write_text(yaml.safe_dump(self.prometheus_config(), sort_keys=False))
+        self._start_configured("prometheus", ["prometheus"], self.prometheus_config(), "--storage.tsdb.path")
+
+    def _start_configured(self, name: str, argv: list[str], config: dict[str, Any], storage_flag: str) -> None:
+        """Daemon ``name`` (Prometheus' flag conventions) on a free loopback port, ``config`` as its YAML file."""
+        self.ports[name] = port = free_port()
+        path = self.root / f"{name}.yml"
+        path.write_text(yaml.safe_dump(config, sort_keys=False))
         argv = [
-            "prometheus",
-            f"--config.file={config}",
-            f"--storage.tsdb.path={self.root / 'prometheus-data'}",
+            *argv,
+            f"--config.file={path}",
+            f"{storage_flag}={self.root / f'{name}-data'}",
             f"--web.listen-address={LOOPBACK}:{port}",
             "--log.level=warn",
         ]
-        self.daemons.append(Daemon("prometheus", argv, self.root))
+        self.daemons.append(Daemon(name, argv, self.root))
 
     # --- configs: the deploy files with test addresses ----------------------------------------
     def serve_config(self) -> dict[str, Any]:
