@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from nightowl.engine.validate import RunbookInvalid, load_runbook
-from tests.engine.runbook_texts import XID_CHECK
+from tests.engine.runbook_texts import XID_CHECK, variant
 from tests.engine.runbook_texts import write_runbook as write
 
 KNOWN = ["kernel-log", "nvidia-smi"]
@@ -39,12 +39,6 @@ def test_unknown_key_is_an_error_with_line(tmp_path: Path) -> None:
     assert any(i.line == 8 and i.node == "start" and "nxet" in i.message for i in issues), issues
 
 
-def test_dangling_target(tmp_path: Path) -> None:
-    issues = issues_of(tmp_path, GOOD.replace("goto: bad", "goto: nowhere"))
-    assert [(i.line, i.node) for i in issues] == [(11, "check")]
-    assert "nowhere" in issues[0].message
-
-
 def test_cycle(tmp_path: Path) -> None:
     text = GOOD.replace("    default: good", "    default: start")
     issues = issues_of(tmp_path, text)
@@ -53,28 +47,37 @@ def test_cycle(tmp_path: Path) -> None:
     assert cycle_issue.line in (5, 8)
 
 
-def test_unreachable_node(tmp_path: Path) -> None:
-    text = GOOD + "  orphan:\n    verdict: {id: o, severity: ok, action: none, summary: x}\n"
-    issues = issues_of(tmp_path, text)
-    assert [(i.line, i.node) for i in issues] == [(17, "orphan")]
-    assert "unreachable" in issues[0].message
+ORPHAN = "  orphan:\n    verdict: {id: o, severity: ok, action: none, summary: x}\n"
 
 
-def test_non_boolean_condition(tmp_path: Path) -> None:
-    issues = issues_of(tmp_path, GOOD.replace('"kernel_log.xid_codes | length > 0"', '"kernel_log.xid_codes"'))
-    assert [(i.line, i.node) for i in issues] == [(10, "check")]
-    assert "bool" in issues[0].message
+@pytest.mark.parametrize(
+    ("old", "new", "line", "node", "words"),
+    [
+        pytest.param("goto: bad", "goto: nowhere", 11, "check", ["nowhere"], id="dangling-target"),
+        pytest.param("summary: fine}\n", "summary: fine}\n" + ORPHAN, 17, "orphan", ["unreachable"], id="unreachable"),
+        pytest.param("xid_codes | length > 0", "xid_codes", 10, "check", ["bool"], id="non-boolean-condition"),
+        pytest.param(
+            "kernel_log.xid_codes | length > 0",
+            "nvidia_smi.gpu_count > 0",
+            10,
+            "check",
+            ["nvidia_smi", "not every path"],
+            id="fact-read-before-collected",
+        ),
+        pytest.param("[kernel-log]", "[kernel-logs]", 6, "start", ["unknown collector"], id="unknown-collector"),
+    ],
+)
+def test_one_problem_is_one_issue_naming_line_and_node(
+    tmp_path: Path, old: str, new: str, line: int, node: str, words: list[str]
+) -> None:
+    issues = issues_of(tmp_path, variant(GOOD, (old, new)))
+    assert [(i.line, i.node) for i in issues] == [(line, node)]
+    assert all(word in issues[0].message for word in words), issues[0].message
 
 
 def test_template_braces_rejected(tmp_path: Path) -> None:
     issues = issues_of(tmp_path, GOOD.replace('"kernel_log.xid_codes | length > 0"', '"{{ 1 == 1 }}"'))
     assert issues[0].line == 10 and "{{ }}" in issues[0].message
-
-
-def test_fact_read_before_collected(tmp_path: Path) -> None:
-    issues = issues_of(tmp_path, GOOD.replace("kernel_log.xid_codes | length > 0", "nvidia_smi.gpu_count > 0"))
-    assert [(i.line, i.node) for i in issues] == [(10, "check")]
-    assert "nvidia_smi" in issues[0].message and "not every path" in issues[0].message
 
 
 def test_fact_collected_on_one_path_only(tmp_path: Path) -> None:
@@ -101,12 +104,6 @@ def test_fact_collected_on_one_path_only(tmp_path: Path) -> None:
     """
     issues = issues_of(tmp_path, text)
     assert [(i.line, i.node) for i in issues] == [(15, "c")]
-
-
-def test_unknown_collector(tmp_path: Path) -> None:
-    issues = issues_of(tmp_path, GOOD.replace("collect: [kernel-log]", "collect: [kernel-logs]"))
-    assert [(i.line, i.node) for i in issues] == [(6, "start")]
-    assert "unknown collector" in issues[0].message
 
 
 def test_bad_action_names_line(tmp_path: Path) -> None:
