@@ -108,14 +108,17 @@ def test_no_import_cycle_between_subpackages(package: str) -> None:
     assert not cycles, f"cycles between the parts of {package}:\n" + describe(cycles, groups)
 
 
+def packages(root: Path, *folders: str) -> Path:
+    """``root`` and each folder below it made a package (an empty ``__init__.py``) for a made-up tree."""
+    for folder in ("", *folders):
+        (root / folder).mkdir(parents=True, exist_ok=True)
+        (root / folder / "__init__.py").write_text("")
+    return root
+
+
 def test_cycle_checks_can_fail(tmp_path: Path) -> None:
     """The same functions on a made-up package with a hidden (in-function) and a relative-import cycle."""
-    pkg = tmp_path / "demo"
-    (pkg / "a").mkdir(parents=True)
-    (pkg / "b").mkdir()
-    (pkg / "__init__.py").write_text("")
-    (pkg / "a" / "__init__.py").write_text("")
-    (pkg / "b" / "__init__.py").write_text("")
+    pkg = packages(tmp_path / "demo", "a", "b")
     (pkg / "a" / "one.py").write_text("from . import two\n")
     (pkg / "a" / "two.py").write_text("def f():\n    from demo.a import one\n")
     (pkg / "a" / "three.py").write_text("from demo.b.four import x\n")
@@ -296,10 +299,7 @@ def test_only_nightowl_run_calls_the_engine_session_entry() -> None:
 
 
 def test_the_session_entry_check_can_fail(tmp_path: Path) -> None:
-    pkg = tmp_path / "nightowl"
-    (pkg / "cli").mkdir(parents=True)
-    (pkg / "__init__.py").write_text("")
-    (pkg / "cli" / "__init__.py").write_text("")
+    pkg = packages(tmp_path / "nightowl", "cli")
     (pkg / "cli" / "a.py").write_text("def f():\n    from nightowl.engine.session import plan, run_runbook\n")
     (pkg / "cli" / "b.py").write_text("import nightowl.engine.session\nnightowl.engine.session.run_runbook()\n")
     (pkg / "cli" / "c.py").write_text("from nightowl.engine import session\nsession.run_runbook()\n")
