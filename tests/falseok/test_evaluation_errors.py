@@ -10,34 +10,17 @@ from pathlib import Path
 from click.testing import CliRunner
 
 from nightowl.cli.main import main
+from tests.engine.runbook_texts import variant
+from tests.falseok.test_declared_fact_checks import readme_runbook
 from tests.helpers import ROOT
 
 HOSTS = ROOT / "fixtures" / "hosts"
 
-WRONG_TYPE_RUNBOOK = """\
-id: gpu-count
-title: Are all GPUs there?
-parameters:
-  expected_gpus: {default: 8, description: GPUs this node should have}
-entry: collect
-nodes:
-  collect:
-    collect: [nvidia-smi]
-    next: judge
-  judge:
-    decide:
-      - when: "status.nvidia_smi == 'timed_out'"
-        goto: hung
-      - when: "nvidia_smi.driver_version < params.expected_gpus"
-        goto: missing
-    default: fine
-  hung:
-    verdict: {id: nvidia-smi-hung, severity: critical, action: reboot-node, summary: nvidia-smi did not answer}
-  missing:
-    verdict: {id: gpu-missing, severity: critical, action: reboot-node, summary: GPUs missing}
-  fine:
-    verdict: {id: ok, severity: ok, action: none, summary: all GPUs visible}
-"""
+# The README's minimal runbook with a condition a user gets wrong: a version string against a number.
+WRONG_TYPE_RUNBOOK = variant(
+    readme_runbook(),
+    ("(nvidia_smi.gpu_count | default(0)) < params.expected_gpus", "nvidia_smi.driver_version < params.expected_gpus"),
+)
 
 
 def invoke(*args: str):  # noqa: ANN201
