@@ -18,7 +18,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from nightowl.collectors.base import Collector, declare, to_jsonable
+from nightowl.collectors.base import Collector, registered, to_jsonable
 from nightowl.collectors.pci import find_pci
 
 KIND = "nvlink"
@@ -344,28 +344,11 @@ def _sku_judgement(result: NvlinkResult, links_up_per_gpu: dict[str, int]) -> di
     return judge(names[0], links_up_per_gpu=links_up_per_gpu)
 
 
-# The facts `facts` returns (docs/reference.md#kinds); tests/collectors/test_declared_facts.py checks them.
-PRODUCES = declare(
-    ("gpus", "list", "every GPU with its links (state, speed, error counters)"),
-    ("nvswitches", "list", "NVSwitches listed"),
-    ("links_down", "list", "links that are down, by GPU and link"),
-    ("links_up_per_gpu", "dict", "links up per GPU"),
-    ("gpus_with_link_errors", "list[str]", "GPUs with a non-zero link error counter"),
-    ("min_speed_gbps", "float | None", "slowest link speed, GB/s"),
-    ("gpu_count", "int", "GPUs listed"),
-    ("partial_gpus", "list[str]", "GPUs whose link list was cut short"),
-    ("sku_judgement", "dict", "links up per GPU against what the SKU expects"),
-)
-
-
 COLLECTOR = Collector(
-    produces=PRODUCES,
-    kind=KIND,
+    **registered(KIND),
     commands=(("nvidia-smi", "nvlink", "-s"),),
     parse=parse,
     facts=facts,
-    timeout=20.0,
-    description="NVLink link state and speed per GPU (nvidia-smi nvlink -s)",
 )
 
 
@@ -379,11 +362,8 @@ def parse_errors(text: str) -> NvlinkResult:
 # Error counters come from a second command (the engine runs only the first alternative that exits 0).
 # Not registered in collectors/__init__.py yet: it needs an "nvlink-errors" entry there.
 ERRORS_COLLECTOR = Collector(
-    produces=PRODUCES,
-    kind=ERRORS_KIND,
+    **registered(ERRORS_KIND),
     commands=(("nvidia-smi", "nvlink", "-e"),),
     parse=parse_errors,
     facts=facts,
-    timeout=20.0,
-    description="NVLink replay/recovery/CRC error counters per link (nvidia-smi nvlink -e)",
 )

@@ -24,7 +24,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from nightowl.collectors.base import Collector, declare, to_jsonable
+from nightowl.collectors.base import Collector, registered, to_jsonable
 
 KIND = "nccl-ras"
 
@@ -443,36 +443,8 @@ def facts(result: RasStatus) -> dict[str, Any]:
     return data
 
 
-# The facts `facts` returns (docs/reference.md#kinds); tests/collectors/test_declared_facts.py checks them.
-PRODUCES = declare(
-    ("reports", "int", "RAS reports read"),
-    ("nccl_version", "str | None", "NCCL version"),
-    ("cuda_runtime_version", "int | None", "CUDA runtime version"),
-    ("cuda_driver_version", "int | None", "CUDA driver version"),
-    ("job", "dict | None", "job summary: nodes, processes, GPUs"),
-    ("outlier_nodes", "list", "nodes that differ from the rest"),
-    ("collection_seconds", "float | None", "time the RAS collection took"),
-    ("groups", "list", "communicator groups with their status"),
-    ("missing_process_count", "int", "processes that did not answer"),
-    ("dead_process_count", "int", "processes known dead"),
-    ("missing_processes", "list", "the processes that did not answer"),
-    ("missing_ranks", "list", "ranks missing from communicators"),
-    ("mismatches", "list", "communicators whose ranks disagree"),
-    ("rank_errors", "list", "errors reported per rank"),
-    ("timeouts", "int", "timeouts reported"),
-    ("error_flags", "list[str]", "kinds of errors reported"),
-    ("statuses", "list[str]", "communicator statuses"),
-    ("healthy", "bool", "every communicator reported and none is in error"),
-    ("missing_hosts", "list[str]", "hosts with missing processes"),
-    ("dead_hosts", "list[str]", "hosts with dead processes"),
-    ("mismatch_signature", "list[str]", "what differs in the mismatched communicators"),
-    ("behind", "list", "ranks behind the others in collective count"),
-)
-
-
 COLLECTOR = Collector(
-    produces=PRODUCES,
-    kind=KIND,
+    **registered(KIND),
     # ncclras -v lists outlier ranks up to half of a communicator (10 at most without it); the
     # fallback asks the same socket directly. Both only read: STATUS is a query (ras.rst).
     commands=(("ncclras", "-v"), ("python3", "-c", RAS_QUERY_SCRIPT)),
@@ -480,9 +452,4 @@ COLLECTOR = Collector(
     facts=facts,
     # RAS waits up to 5 s per leg for unresponsive peers (ncclras -t default); a hung job's report
     # "may take several seconds to generate".
-    timeout=30.0,
-    description=(
-        "Asks NCCL's RAS service (localhost:28028, NCCL 2.24+) for the job's status: communicators, "
-        "missing or dead rank processes with their node and GPU, operation-count mismatches, errors."
-    ),
 )

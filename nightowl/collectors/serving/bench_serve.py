@@ -24,7 +24,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
-from nightowl.collectors.base import Collector, declare, number, to_jsonable
+from nightowl.collectors.base import Collector, number, registered, to_jsonable
 
 KIND = "bench-serve"
 LATENCY_METRICS = ("ttft", "tpot", "itl", "e2el")
@@ -267,56 +267,9 @@ def facts(result: BenchResult) -> dict[str, Any]:
     return data
 
 
-# nightowl never runs a benchmark (it loads the serving fleet): the collector reads a result that was
-# saved on the host (`{bench_result_file}`), and `nightowl parse bench-serve FILE` / `bench compare` read
-# saved output directly.
-# The facts `facts` returns (docs/reference.md#kinds); tests/collectors/test_declared_facts.py checks them.
-PRODUCES = declare(
-    ("tool", "str", "which benchmark printed the output (vllm bench serve, sglang bench_serving, ...)"),
-    ("command", "str | None", "the command line the output echoes, when it does"),
-    ("backend", "str | None", "the serving backend the benchmark drove"),
-    ("request_rate", "float | str | None", "the configured request rate (inf: all at once)"),
-    ("max_concurrency", "str | None", "the configured concurrency cap, as printed"),
-    ("successful_requests", "int | None", "requests that completed"),
-    ("failed_requests", "int | None", "requests that failed"),
-    ("duration_s", "float", "benchmark duration in seconds"),
-    ("total_input_tokens", "int | None", "prompt tokens sent"),
-    ("total_output_tokens", "int | None", "tokens generated"),
-    ("request_throughput", "float", "requests per second"),
-    ("request_goodput", "float | None", "requests per second within the SLO, when a goodput SLO was set"),
-    ("input_token_throughput", "float | None", "prompt tokens per second"),
-    ("output_token_throughput", "float | None", "generated tokens per second"),
-    ("peak_output_token_throughput", "float | None", "highest generated tokens per second in any second"),
-    ("peak_concurrent_requests", "float | None", "most requests in flight at once"),
-    ("total_token_throughput", "float | None", "prompt plus generated tokens per second"),
-    ("concurrency", "float | None", "mean requests in flight"),
-    ("latency_ms", "dict", "every latency statistic printed, by metric and statistic, in milliseconds"),
-    ("ttft_mean_ms", "float | None", "mean time to first token, ms"),
-    ("ttft_median_ms", "float | None", "median time to first token, ms"),
-    ("ttft_p95_ms", "float | None", "95th percentile time to first token, ms (printed only with that percentile)"),
-    ("ttft_p99_ms", "float | None", "99th percentile time to first token, ms"),
-    ("tpot_mean_ms", "float | None", "mean time per output token, ms"),
-    ("tpot_median_ms", "float | None", "median time per output token, ms"),
-    ("tpot_p95_ms", "float | None", "95th percentile time per output token, ms"),
-    ("tpot_p99_ms", "float | None", "99th percentile time per output token, ms"),
-    ("itl_mean_ms", "float | None", "mean inter-token latency, ms"),
-    ("itl_median_ms", "float | None", "median inter-token latency, ms"),
-    ("itl_p95_ms", "float | None", "95th percentile inter-token latency, ms"),
-    ("itl_p99_ms", "float | None", "99th percentile inter-token latency, ms"),
-    ("e2el_mean_ms", "float | None", "mean end-to-end request latency, ms"),
-    ("e2el_median_ms", "float | None", "median end-to-end request latency, ms"),
-    ("e2el_p95_ms", "float | None", "95th percentile end-to-end request latency, ms"),
-    ("e2el_p99_ms", "float | None", "99th percentile end-to-end request latency, ms"),
-    ("requests_total", "int | None", "successful plus failed requests"),
-)
-
-
 COLLECTOR = Collector(
-    produces=PRODUCES,
-    kind=KIND,
+    **registered(KIND),
     commands=(("cat", "--", "{bench_result_file}"),),
     parse=parse,
     facts=facts,
-    timeout=10.0,
-    description="Saved result of vllm bench serve / benchmark_serving.py / SGLang bench_serving",
 )
