@@ -567,12 +567,7 @@ def facts(result: DcgmiResult) -> dict[str, Any]:
     return data
 
 
-COLLECTOR = Collector(
-    **registered(KIND),
-    commands=(("dcgmi", "diag", "-r", "1"),),
-    parse=parse,
-    facts=facts,
-)
+COLLECTOR = Collector(**registered(KIND), commands=(("dcgmi", "diag", "-r", "1"),), parse=parse, facts=facts)
 
 # DCGM diagnostics on a drained GPU (NVIDIA dcgm-diagnostics docs, docs/sources.md#dcgm): level 3 adds the
 # GEMM "diagnostic", targeted stress/power and memory bandwidth; level 4 adds memtest. Minutes of full

@@ -47,9 +47,4 @@ def facts(result: FabricManagerState) -> dict[str, Any]:
     return data
 
 
-COLLECTOR = Collector(
-    **registered(KIND),
-    commands=(("systemctl", "is-active", UNIT),),
-    parse=parse,
-    facts=facts,
-)
+COLLECTOR = Collector(**registered(KIND), commands=(("systemctl", "is-active", UNIT),), parse=parse, facts=facts)

@@ -226,9 +226,4 @@ def _nvlink_gap_within_first(result: TopologyResult, without: list[dict[str, Any
     return min(sizes) if sizes else None
 
 
-COLLECTOR = Collector(
-    **registered(KIND),
-    commands=(("nvidia-smi", "topo", "-m"),),
-    parse=parse,
-    facts=facts,
-)
+COLLECTOR = Collector(**registered(KIND), commands=(("nvidia-smi", "topo", "-m"),), parse=parse, facts=facts)

@@ -344,12 +344,7 @@ def _sku_judgement(result: NvlinkResult, links_up_per_gpu: dict[str, int]) -> di
     return judge(names[0], links_up_per_gpu=links_up_per_gpu)
 
 
-COLLECTOR = Collector(
-    **registered(KIND),
-    commands=(("nvidia-smi", "nvlink", "-s"),),
-    parse=parse,
-    facts=facts,
-)
+COLLECTOR = Collector(**registered(KIND), commands=(("nvidia-smi", "nvlink", "-s"),), parse=parse, facts=facts)
 
 
 def parse_errors(text: str) -> NvlinkResult:

@@ -62,8 +62,4 @@ def derive(inputs: Mapping[str, Mapping[str, Any]], params: Mapping[str, Any] | 
     }
 
 
-COLLECTOR = DerivedCollector(
-    **registered(KIND),
-    inputs=INPUTS,
-    derive=derive,
-)
+COLLECTOR = DerivedCollector(**registered(KIND), inputs=INPUTS, derive=derive)

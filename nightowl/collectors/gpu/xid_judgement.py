@@ -47,9 +47,4 @@ def check_params(params: Mapping[str, Any]) -> list[str]:
     return []
 
 
-COLLECTOR = DerivedCollector(
-    **registered(KIND),
-    inputs=("kernel_log",),
-    derive=derive,
-    check_params=check_params,
-)
+COLLECTOR = DerivedCollector(**registered(KIND), inputs=("kernel_log",), derive=derive, check_params=check_params)

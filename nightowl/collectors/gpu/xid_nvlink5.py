@@ -197,9 +197,4 @@ def derive(inputs: Mapping[str, Mapping[str, Any]], params: Mapping[str, Any] | 
     }
 
 
-COLLECTOR = DerivedCollector(
-    **registered(KIND),
-    inputs=INPUTS,
-    optional_inputs=OPTIONAL_INPUTS,
-    derive=derive,
-)
+COLLECTOR = DerivedCollector(**registered(KIND), inputs=INPUTS, optional_inputs=OPTIONAL_INPUTS, derive=derive)

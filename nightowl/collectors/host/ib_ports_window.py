@@ -130,8 +130,4 @@ def derive(inputs: Mapping[str, Mapping[str, Any]], params: Mapping[str, Any] | 
     }
 
 
-COLLECTOR = DerivedCollector(
-    **registered(KIND),
-    inputs=INPUTS,
-    derive=derive,
-)
+COLLECTOR = DerivedCollector(**registered(KIND), inputs=INPUTS, derive=derive)

@@ -139,9 +139,4 @@ def derive(inputs: Mapping[str, Mapping[str, Any]], params: Mapping[str, Any] | 
     }
 
 
-COLLECTOR = DerivedCollector(
-    **registered(KIND),
-    inputs=("kernel_log",),
-    optional_inputs=("nvidia_smi",),
-    derive=derive,
-)
+COLLECTOR = DerivedCollector(**registered(KIND), inputs=("kernel_log",), optional_inputs=("nvidia_smi",), derive=derive)

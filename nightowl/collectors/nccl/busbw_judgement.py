@@ -53,8 +53,4 @@ def judge_members(inputs: Mapping[str, Any], params: Mapping[str, Any] | None = 
     }
 
 
-COLLECTOR = DerivedCollector(
-    **registered("busbw-judgement"),
-    inputs=("nccl_tests",),
-    derive=judge_members,
-)
+COLLECTOR = DerivedCollector(**registered("busbw-judgement"), inputs=("nccl_tests",), derive=judge_members)

@@ -267,9 +267,4 @@ def facts(result: BenchResult) -> dict[str, Any]:
     return data
 
 
-COLLECTOR = Collector(
-    **registered(KIND),
-    commands=(("cat", "--", "{bench_result_file}"),),
-    parse=parse,
-    facts=facts,
-)
+COLLECTOR = Collector(**registered(KIND), commands=(("cat", "--", "{bench_result_file}"),), parse=parse, facts=facts)

@@ -197,9 +197,4 @@ def facts(result: KnownAnswerResult) -> dict[str, Any]:
     return data
 
 
-COLLECTOR = Collector(
-    **registered(KIND),
-    commands=COMMANDS,
-    parse=parse,
-    facts=facts,
-)
+COLLECTOR = Collector(**registered(KIND), commands=COMMANDS, parse=parse, facts=facts)

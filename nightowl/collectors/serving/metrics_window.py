@@ -85,8 +85,4 @@ def _decode_floor(rows: list[dict[str, Any]], after: Mapping[str, Any], params: 
     return {"step_ms": round(floor_ms, 3), "batch": batch, "context": context, "itl_ratio": ratio, "line": line}
 
 
-COLLECTOR = DerivedCollector(
-    **registered(KIND),
-    inputs=INPUTS,
-    derive=derive,
-)
+COLLECTOR = DerivedCollector(**registered(KIND), inputs=INPUTS, derive=derive)

@@ -465,8 +465,4 @@ def _thresholds(slow_after: float) -> dict[str, float]:
     }
 
 
-COLLECTOR = DerivedCollector(
-    **registered(KIND),
-    inputs=INPUTS,
-    derive=derive,
-)
+COLLECTOR = DerivedCollector(**registered(KIND), inputs=INPUTS, derive=derive)

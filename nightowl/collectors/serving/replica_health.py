@@ -123,9 +123,4 @@ def facts(result: ReplicaHealth) -> dict[str, Any]:
     return out
 
 
-COLLECTOR = Collector(
-    **registered(KIND),
-    commands=COMMANDS,
-    parse=parse,
-    facts=facts,
-)
+COLLECTOR = Collector(**registered(KIND), commands=COMMANDS, parse=parse, facts=facts)

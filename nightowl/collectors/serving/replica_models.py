@@ -71,9 +71,4 @@ def facts(result: ReplicaModels) -> dict[str, Any]:
     return out
 
 
-COLLECTOR = Collector(
-    **registered(KIND),
-    commands=COMMANDS,
-    parse=parse,
-    facts=facts,
-)
+COLLECTOR = Collector(**registered(KIND), commands=COMMANDS, parse=parse, facts=facts)

@@ -92,9 +92,4 @@ def facts(result: StreamProbe) -> dict[str, Any]:
     return out
 
 
-COLLECTOR = Collector(
-    **registered(KIND),
-    commands=COMMANDS,
-    parse=parse,
-    facts=facts,
-)
+COLLECTOR = Collector(**registered(KIND), commands=COMMANDS, parse=parse, facts=facts)
