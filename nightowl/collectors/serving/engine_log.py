@@ -85,6 +85,9 @@ class ErrorClass(NamedTuple):
 # The tables of numbers (and a few texts) logged at start-up; in each, the last occurrence wins.
 VALUE_TABLES = ("kv_cache", "settings", "kv_too_small", "startup_limits", "kv_extras")
 CASTS = (None, "float", "text")
+# How workers' reports of one field combine: None, the last occurrence wins; "min", the smallest any worker of
+# one start reported (``_PerWorkerMin``).
+ACROSS_WORKERS = (None, "min")
 
 
 class Value(NamedTuple):
@@ -95,6 +98,7 @@ class Value(NamedTuple):
     pattern: re.Pattern[str]
     source: str
     cast: str | None  # None: a number (else not read); "float": a number as float; "text": kept as text
+    across_workers: str | None = None  # one of ACROSS_WORKERS
 
 
 class _Tables(NamedTuple):
@@ -156,7 +160,7 @@ def tables() -> _Tables:
     )
     values = tuple(
         Value(_choice(e.get("table"), VALUE_TABLES, w), str(knowledge.field(e, "field", w)), _pattern(e, w),
-              e["source"], _choice(e.get("cast"), CASTS, w))
+              e["source"], _choice(e.get("cast"), CASTS, w), _choice(e.get("across_workers"), ACROSS_WORKERS, w))
         for w, e in _entries(document, "values")
     )  # fmt: skip
     signatures = tuple(
@@ -483,11 +487,11 @@ class _PerWorkerMin:
 
 
 def values(lines: list[str], table: str) -> dict[str, Any]:
-    """The last value of each field of ``table`` (nightowl/knowledge/engine_log.yaml ``values``); the KV budget
-    of one start is the smallest any worker reported (``_PerWorkerMin``)."""
+    """The last value of each field of ``table`` (nightowl/knowledge/engine_log.yaml ``values``), or for a row
+    marked ``across_workers: min`` the smallest any worker of one start reported (``_PerWorkerMin``)."""
     rows = [row for row in tables().values if row.table == table]
     found: dict[str, Any] = {}
-    kv_budget = _PerWorkerMin()
+    per_worker = {row.field: _PerWorkerMin() for row in rows if row.across_workers == "min"}
     for line in lines:
         for row in rows:
             match = row.pattern.search(line)
@@ -495,7 +499,7 @@ def values(lines: list[str], table: str) -> dict[str, Any]:
                 continue
             number = _number(match.group(1))
             if number is not None and row.cast != "text":
-                number = kv_budget.add(line, number) if row.field == "kv_cache_gib" else number
+                number = per_worker[row.field].add(line, number) if row.across_workers == "min" else number
                 found[row.field] = float(number) if row.cast == "float" else number
             elif row.cast == "text":
                 found[row.field] = match.group(1).strip()
