@@ -62,7 +62,9 @@ def test_marking_another_row_makes_it_the_per_worker_minimum(tmp_path: Path, mon
     assert engine_log.values(blocks_reversed, "kv_cache")["gpu_blocks"] == 400  # the last line says 900
 
 
-def test_an_unknown_way_of_combining_is_an_error_naming_the_row(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_an_unknown_way_of_combining_is_an_error_naming_the_row(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     (tmp_path / "engine_log.yaml").write_text(
         'values:\n- {table: kv_cache, field: tokens, regex: "(\\\\d+)", source: s, across_workers: max}\n'
     )
