@@ -98,7 +98,10 @@ def _entries() -> dict[str, tuple[Path, dict[str, Any]]]:
     loader: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml when present
     entries: dict[str, tuple[Path, dict[str, Any]]] = {}
     for file in sorted(Path(__file__).resolve().parent.glob(f"*/{FACTS_FILE}")):
-        data = yaml.load(file.read_text(encoding="utf-8"), Loader=loader) or {}
+        try:
+            data = yaml.load(file.read_text(encoding="utf-8"), Loader=loader) or {}
+        except yaml.YAMLError as error:
+            raise RegistrationError(f"{file}: {error}") from None
         for kind, entry in data.items():
             if kind in entries:
                 raise RegistrationError(f"{file}: kind {kind!r} is also declared in {entries[kind][0]}")
@@ -117,10 +120,12 @@ def _fact(file: Path, kind: str, name: str, row: Any) -> Fact:
     return Fact(name, row[0], row[1], optional=len(row) == 3)
 
 
-def _own_facts(kind: str) -> tuple[Fact, ...]:
+def _own_facts(kind: str, seen: tuple[str, ...] = ()) -> tuple[Fact, ...]:
     file, entry = _entry(kind)
+    if kind in seen:
+        raise RegistrationError(f"{file}: {kind}: includes itself ({' -> '.join((*seen, kind))})")
     # `includes: other-kind` first takes that kind's facts (a companion collector, a superset of another)
-    included = _own_facts(entry["includes"]) if "includes" in entry else ()
+    included = _own_facts(entry["includes"], (*seen, kind)) if "includes" in entry else ()
     rows = entry.get("facts") or {}
     return included + tuple(_fact(file, kind, name, row) for name, row in rows.items())
 

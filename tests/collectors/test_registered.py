@@ -94,6 +94,8 @@ def test_an_entry_without_timeout_or_description_keeps_the_defaults(
         ("demo-kind: [a, b]\n", "expected a mapping"),
         ("other-kind:\n  facts: {}\n", "declares kind 'demo-kind'"),
         ("demo-kind:\n  includes: nowhere\n", "declares kind 'nowhere'"),
+        ("demo-kind:\n  includes: other\nother:\n  includes: demo-kind\n", "includes itself"),
+        ("demo-kind: {facts: [\n", "facts.yaml: while parsing"),
     ],
 )
 def test_a_malformed_entry_is_an_error_naming_it(
