@@ -11,6 +11,7 @@ import functools
 import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, TypeVar
 
 from nightowl.collectors.escapes import strip_escapes
@@ -79,6 +80,85 @@ def declare(*rows: tuple[str, str, str] | Fact) -> tuple[Fact, ...]:
 def optional(name: str, type_: str, meaning: str) -> Fact:
     """A fact only some outputs carry (see ``Fact.optional``)."""
     return Fact(name, type_, meaning, optional=True)
+
+
+# Each domain folder's facts.yaml (gpu/, host/, nccl/, serving/) declares its kinds: the facts, description
+# and timeout of each. The module (file = kind) keeps what runs and what parses: commands, parse, facts.
+FACTS_FILE = "facts.yaml"
+
+
+class RegistrationError(ValueError):
+    """A facts.yaml entry is malformed, names a kind twice, or a module asks for a kind none declares."""
+
+
+@functools.cache
+def _entries() -> dict[str, tuple[Path, dict[str, Any]]]:
+    import yaml  # lazy: `nightowl --help` must not import it
+
+    loader: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml when present
+    entries: dict[str, tuple[Path, dict[str, Any]]] = {}
+    for file in sorted(Path(__file__).resolve().parent.glob(f"*/{FACTS_FILE}")):
+        try:
+            data = yaml.load(file.read_text(encoding="utf-8"), Loader=loader) or {}
+        except yaml.YAMLError as error:
+            raise RegistrationError(f"{file}: {error}") from None
+        for kind, entry in data.items():
+            if kind in entries:
+                raise RegistrationError(f"{file}: kind {kind!r} is also declared in {entries[kind][0]}")
+            if not isinstance(entry, dict):
+                raise RegistrationError(f"{file}: {kind}: expected a mapping (description, timeout, facts)")
+            entries[kind] = (file, entry)
+    return entries
+
+
+def _fact(file: Path, kind: str, name: str, row: Any) -> Fact:
+    # a row is [type, meaning] or [type, meaning, optional]
+    if not (isinstance(row, list) and len(row) in (2, 3) and all(isinstance(v, str) for v in row)):
+        raise RegistrationError(f"{file}: {kind}.facts.{name}: expected [type, meaning] or [type, meaning, optional]")
+    if len(row) == 3 and row[2] != "optional":
+        raise RegistrationError(f"{file}: {kind}.facts.{name}: the third item can only be 'optional'")
+    return Fact(name, row[0], row[1], optional=len(row) == 3)
+
+
+def _own_facts(kind: str, seen: tuple[str, ...] = ()) -> tuple[Fact, ...]:
+    file, entry = _entry(kind)
+    if kind in seen:
+        raise RegistrationError(f"{file}: {kind}: includes itself ({' -> '.join((*seen, kind))})")
+    # `includes: other-kind` first takes that kind's facts (a companion collector, a superset of another)
+    included = _own_facts(entry["includes"], (*seen, kind)) if "includes" in entry else ()
+    rows = entry.get("facts") or {}
+    return included + tuple(_fact(file, kind, name, row) for name, row in rows.items())
+
+
+def _entry(kind: str) -> tuple[Path, dict[str, Any]]:
+    found = _entries().get(kind)
+    if found is None:
+        raise RegistrationError(f"no collectors/*/{FACTS_FILE} declares kind {kind!r}")
+    return found
+
+
+@functools.cache
+def _registered(kind: str) -> tuple[tuple[str, Any], ...]:
+    file, entry = _entry(kind)
+    unknown = sorted(set(entry) - {"description", "timeout", "facts", "includes"})
+    if unknown:
+        raise RegistrationError(f"{file}: {kind}: unknown key(s) {', '.join(unknown)}")
+    try:
+        produces = declare(*_own_facts(kind))
+    except ValueError as error:
+        raise RegistrationError(f"{file}: {kind}: {error}") from None
+    fields: list[tuple[str, Any]] = [("kind", kind), ("produces", produces)]
+    if "description" in entry:
+        fields.append(("description", str(entry["description"])))
+    if "timeout" in entry:
+        fields.append(("timeout", float(entry["timeout"])))
+    return tuple(fields)
+
+
+def registered(kind: str) -> dict[str, Any]:
+    """``kind``, ``produces``, ``description`` and ``timeout`` of a kind as its domain's facts.yaml declares
+    them: keyword arguments for ``Collector``/``DerivedCollector`` (read once, on the first registration)."""
+    return dict(_registered(kind))
 
 
 def _plain_facts(result: Any) -> dict[str, Any]:

@@ -1,12 +1,12 @@
 """Read-only by construction: the exact command shapes collectors may declare, and nothing else.
 
 Every command nightowl runs comes from a collector's declaration (runbooks name collectors, never
-commands, and parameters fill whole argv elements that may not start with "-"). ``ALLOWED`` is the
-second lock: a declaration that is not one of these read-only shapes is refused when the collector is
-loaded, so it can never be planned, let alone run. A new collector command is added here, deliberately,
-after checking it changes nothing. (A deny-list of mutating commands let ``systemctl reboot``,
-``busybox reboot``, ``nsenter``, ``python3 -c``, ``find / -delete`` ... through.) ``MUTATING`` stays
-only to say *why* a refused command is dangerous.
+commands, and parameters fill whole argv elements that may not start with "-"). ``ALLOWED``
+(readonly_commands.yaml beside this module) is the second lock: a declaration that is not one of these
+read-only shapes is refused when the collector is loaded, so it can never be planned, let alone run. A
+new collector command is added there, deliberately, after checking it changes nothing. (A deny-list of
+mutating commands let ``systemctl reboot``, ``busybox reboot``, ``nsenter``, ``python3 -c``,
+``find / -delete`` ... through.) ``MUTATING`` stays only to say *why* a refused command is dangerous.
 
 Matching: tokens are compared exactly (a number too: ``dcgmi diag -r 1`` is not ``-r 4``, an hour of
 GPU load), except that a ``{parameter}`` matches any parameter placeholder (or, in a resolved argv, any
@@ -18,122 +18,37 @@ from __future__ import annotations
 import functools
 import re
 from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
 
-# kernel-log-boots: journalctl --list-boots, then journalctl -k -b -N for N = 1 .. $1 (at most 10); written
-# out here, not imported, so this list stays the one place that says what may run.
-_BOOTS_SCRIPT = (
-    "journalctl --list-boots --no-pager || exit $?; n=1; "
-    'while [ "$n" -le "$1" ] && [ "$n" -le 10 ]; do '
-    'echo "-- nightowl previous boot -$n --"; journalctl -k -b "-$n" --no-pager -o short-iso; n=$((n+1)); done'
-)
+# The read-only shapes the built-in collectors need, by kind, in readonly_commands.yaml beside this module
+# (tests/collectors/test_readonly.py checks both ways: every built-in is accepted, every shape is used).
+COMMANDS_FILE = Path(__file__).resolve().with_name("readonly_commands.yaml")
 
-# The read-only shapes the built-in collectors need (derived from every registered collector's declared
-# commands; tests/collectors/test_readonly.py checks both ways: every built-in is accepted, every shape is used).
-ALLOWED: tuple[tuple[str, ...], ...] = (
-    ("cat", "--", "{bench_result_file}"),  # bench-serve
-    ("docker", "inspect", "--", "{container}"),  # container-state
-    ("kubectl", "get", "pod", "{pod}", "-n", "{namespace}", "-o", "json"),  # container-state
-    ("cat", "--", "/sys/devices/system/cpu/cpu0/cpufreq/scaling_governor"),  # cpu-governor
-    ("dcgmi", "diag", "-r", "1"),  # dcgmi-diag
-    ("dcgmi", "diag", "-r", "{dcgm_level}", "--json"),  # dcgmi-diag-drained
-    ("df", "-B1", "--output=size,avail", "--", "/dev/shm"),  # dev-shm
-    ("df", "-k", "--", "/dev/shm"),  # dev-shm
-    ("df", "-B1", "--output=size,used,avail,itotal,iused,iavail,target", "--", "{space_path}"),  # free-space
-    ("stat", "-f", "-c", "%S %b %f %a %c %d %n", "--", "{space_path}"),  # free-space
-    ("tail", "-n", "5000", "--", "{engine_log_file}"),  # engine-log
-    ("sh", "-c", 'exec docker logs --tail "$1" -- "$2" 2>&1', "docker-logs", "5000", "{container}"),  # engine-log
-    ("kubectl", "logs", "--previous", "--tail", "5000", "-n", "{namespace}", "{pod}"),  # engine-log
-    ("kubectl", "logs", "--tail", "5000", "-n", "{namespace}", "{pod}"),  # engine-log
-    ("journalctl", "-u", "{engine_unit}", "--no-pager", "-n", "5000"),  # engine-log
-    ("nvidia-smi", "topo", "-m"),  # gpu-topology
-    (
-        "sh",
-        "-c",
-        "exec grep -s -H . /sys/class/infiniband/*/ports/*/state /sys/class/infiniband/*/ports/*/phys_state"
-        " /sys/class/infiniband/*/ports/*/rate /sys/class/infiniband/*/ports/*/link_layer"
-        " /sys/class/infiniband/*/ports/*/counters/*",
-        "ib-ports",
-    ),  # ib-ports
-    ("ibstat",),  # ib-ports
-    ("systemctl", "is-active", "nvidia-fabricmanager"),  # fabric-manager
-    ("journalctl", "-k", "-b", "--no-pager", "-o", "short-iso", "--since={since}"),  # kernel-log
-    ("journalctl", "-k", "-b", "--no-pager", "-o", "short-iso"),  # kernel-log
-    ("dmesg", "-T"),  # kernel-log
-    ("dmesg",),  # kernel-log
-    ("sudo", "-n", "--", "dmesg", "-T"),  # kernel-log
-    ("sh", "-c", _BOOTS_SCRIPT, "kernel-log-boots", "{previous_boots}"),  # kernel-log-boots
-    ("sh", "-c", _BOOTS_SCRIPT, "kernel-log-boots", "2"),  # kernel-log-boots
-    (
-        "curl",
-        "-sS",
-        "--max-time",
-        "120",
-        "-H",
-        "Content-Type: application/json",
-        "--data-binary",
-        "@{probe_file}",
-        "{endpoint}",
-    ),  # known-answer
-    (
-        "curl",
-        "-sS",
-        "--max-time",
-        "120",
-        "-H",
-        "Content-Type: application/json",
-        "--data-binary",
-        "{probe_body}",
-        "{endpoint}",
-    ),  # known-answer
-    ("curl", "-sS", "--fail", "--max-time", "5", "--", "{metrics_url}"),  # metrics
-    ("cat", "--", "{nccl_log}"),  # nccl-log
-    ("ncclras", "-v"),  # nccl-ras
-    (
-        "python3",
-        "-c",
-        "import socket,sys;s=socket.create_connection(('localhost',28028),10);s.settimeout(60);"
-        "s.sendall(b'VERBOSE STATUS\\n');[sys.stdout.buffer.write(b) for b in iter(lambda:s.recv(65536),b'')]",
-    ),  # nccl-ras
-    ("cat", "--", "{nccl_tests_file}"),  # nccl-tests
-    ("all_reduce_perf", "-b", "8", "-e", "8G", "-f", "2", "-g", "{gpus_per_node}"),  # nccl-tests-run
-    ("nvidia-smi", "-q", "-x"),  # nvidia-smi
-    ("nvidia-smi", "-q"),  # nvidia-smi
-    (
-        "nvidia-smi",
-        "--query-gpu=index,pci.bus_id,name,uuid,driver_version,temperature.gpu,utilization.gpu,"
-        "memory.total,memory.used,ecc.errors.uncorrected.volatile.total,clocks_event_reasons.active,pcie.link.gen.current,pcie.link.gen.max,pcie.link.width.current,pcie.link.width.max",
-        "--format=csv,noheader,nounits",
-    ),  # nvidia-smi-query
-    ("nvidia-smi", "nvlink", "-s"),  # nvlink
-    ("nvidia-smi", "nvlink", "-e"),  # nvlink-errors
-    (
-        "curl",
-        "-sS",
-        "-i",
-        "--max-time",
-        "5",
-        "-w",
-        "\\nnightowl-probe %{URL_EFFECTIVE} %{HTTP_CODE} %{TIME_TOTAL}\\n",
-        "--",
-        "{base_url}/health",
-        "{base_url}/version",
-    ),  # replica-health
-    ("curl", "-sS", "--fail", "--max-time", "5", "--", "{base_url}/metrics"),  # replica-metrics
-    ("curl", "-sS", "--fail", "--max-time", "5", "--", "{base_url}/v1/models"),  # replica-models
-    (
-        "curl",
-        "-sS",
-        "-N",
-        "--max-time",
-        "20",
-        "-H",
-        "Content-Type: application/json",
-        "--data-binary",
-        "{stream_body}",
-        "--",
-        "{base_url}/v1/completions",
-    ),  # stream-probe
-)
+
+@functools.cache
+def allowed_shapes() -> tuple[tuple[str, ...], ...]:
+    """Every shape of readonly_commands.yaml, in file order (read once; ``ALLOWED`` is the same tuple)."""
+    import yaml  # lazy: `nightowl --help` must not import it
+
+    loader: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml when present
+    data = yaml.load(COMMANDS_FILE.read_text(encoding="utf-8"), Loader=loader) or {}
+    shapes = []
+    for kind, commands in data.items():
+        for argv in commands or ():
+            if not (isinstance(argv, list) and argv and all(isinstance(token, str) for token in argv)):
+                raise ValueError(f"{COMMANDS_FILE.name}: {kind}: a command is a list of strings, not {argv!r}")
+            shapes.append(tuple(argv))
+    return tuple(shapes)
+
+
+def __getattr__(name: str) -> Any:
+    """``ALLOWED``: the shapes of readonly_commands.yaml, read on first use."""
+    if name == "ALLOWED":
+        return allowed_shapes()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
 _PLACEHOLDER = re.compile(r"\{[A-Za-z_][A-Za-z0-9_]*\}")
 
 # nvidia-smi's subcommands take their own options: `nvidia-smi nvlink -e` reads error counters,
@@ -262,7 +177,7 @@ def violations(commands: Iterable[tuple[str, ...]]) -> list[str]:
 @functools.lru_cache(maxsize=1024)  # asked before every command of every host of a sweep: same few argvs
 def allowed_shape(argv: tuple[str, ...], resolved: bool = False) -> tuple[str, ...] | None:
     """The ALLOWED shape ``argv`` has, or None. ``resolved``: parameters are already filled in."""
-    for shape in ALLOWED:
+    for shape in allowed_shapes():
         if len(shape) == len(argv) and all(_token_matches(s, a, resolved) for s, a in zip(shape, argv, strict=True)):
             return shape
     return None

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from nightowl.collectors.serving.bench_serve import COLLECTOR, ROWS, facts, parse
+from nightowl.collectors.serving.bench_serve import COLLECTOR, facts, parse, rows
 
 
 def test_percentile_rows_of_metric_percentiles_and_e2el() -> None:
@@ -66,6 +66,6 @@ def test_text_that_is_not_a_benchmark() -> None:
 
 
 def test_table_and_collector() -> None:
-    assert all(row.source for row in ROWS)
+    assert all(row.source for row in rows())
     assert COLLECTOR.kind == "bench-serve"
     assert COLLECTOR.commands == (("cat", "--", "{bench_result_file}"),)

@@ -23,7 +23,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from nightowl.collectors.base import Collector, declare, to_jsonable
+from nightowl.collectors.base import Collector, registered, to_jsonable
 
 KIND = "dcgmi-diag"
 
@@ -567,47 +567,15 @@ def facts(result: DcgmiResult) -> dict[str, Any]:
     return data
 
 
-# The facts `facts` returns (docs/reference.md#kinds); tests/collectors/test_declared_facts.py checks them.
-PRODUCES = declare(
-    ("dcgm_version", "str | None", "DCGM version printed by the diagnostic"),
-    ("level", "int | None", "diagnostic run level (-r 1, 2, 3)"),
-    ("tests", "list", "every test with its result per GPU"),
-    ("overall", "str", "overall result: pass, fail, warn, incomplete"),
-    ("driver_version", "str | None", "driver version printed by the diagnostic"),
-    ("gpu_device_ids", "list[str]", "the GPUs' PCI device ids"),
-    ("complete", "bool", "the output reached its end (a truncated run is not a pass)"),
-    ("runtime_error", "str | None", "an error that stopped the diagnostic"),
-    ("health", "dict | None", "`dcgmi health` results, when that output is included"),
-    ("failed_tests", "list[str]", "tests that failed"),
-    ("warned_tests", "list[str]", "tests that warned"),
-    ("skipped_tests", "list[str]", "tests that were skipped"),
-    ("failed_gpus", "list", "GPUs with a failed test"),
-    ("health_overall", "str | None", "overall `dcgmi health` result"),
-    ("mig_blocked_gpus", "list[int]", "GPUs whose MIG configuration kept the diagnostic from running"),
-    ("mig_blocked", "bool", "the diagnostic did not run because of a GPU's MIG configuration (no result, not a fail)"),
-)
-
-
-COLLECTOR = Collector(
-    produces=PRODUCES,
-    kind=KIND,
-    commands=(("dcgmi", "diag", "-r", "1"),),
-    parse=parse,
-    facts=facts,
-    timeout=120.0,
-    description="DCGM level-1 diagnostics (deployment/software checks; levels 2+ are invasive)",
-)
+COLLECTOR = Collector(**registered(KIND), commands=(("dcgmi", "diag", "-r", "1"),), parse=parse, facts=facts)
 
 # DCGM diagnostics on a drained GPU (NVIDIA dcgm-diagnostics docs, docs/sources.md#dcgm): level 3 adds the
 # GEMM "diagnostic", targeted stress/power and memory bandwidth; level 4 adds memtest. Minutes of full
 # load: invasive, and only for GPUs already drained (the silent-corruption runbook checks that).
 DRAINED_COLLECTOR = Collector(
-    produces=PRODUCES,
-    kind="dcgmi-diag-drained",
+    **registered("dcgmi-diag-drained"),
     commands=(("dcgmi", "diag", "-r", "{dcgm_level}", "--json"),),
     parse=parse,
     facts=facts,
-    timeout=3600.0,
     invasive=True,
-    description="DCGM level 3/4 diagnostics (GEMM, stress, memtest): minutes of full load, drained GPUs.",
 )

@@ -20,7 +20,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from nightowl.collectors.base import Collector, declare, parsed_once, to_jsonable
+from nightowl.collectors.base import Collector, parsed_once, registered, to_jsonable
 from nightowl.collectors.pci import find_pci
 
 KIND = "fabric"
@@ -217,32 +217,15 @@ def facts(result: FabricResult) -> dict[str, Any]:
     return data
 
 
-# The facts `facts` returns (docs/reference.md#kinds); tests/collectors/test_declared_facts.py checks them.
-PRODUCES = declare(
-    ("gpus", "list", "each GPU: pci, name, state, status, clique_id, cluster_uuid, health"),
-    ("gpus_with_fabric", "list[str]", "GPUs whose block has a Fabric section with a State or Status"),
-    ("nvl_system", "bool", "a GB200/GB300 NVL GPU, or a non-zero ClusterUUID: clique and cluster are judged"),
-    ("degraded_gpus", "list[str]", "GPUs whose fabric registration is not Completed/Success, or CliqueId 0 on NVL"),
-    ("degraded", "list", "per degraded GPU, the reasons"),
-    ("in_progress_gpus", "list[str]", "GPUs whose registration has not finished (Not Started, In Progress)"),
-    ("cliques", "list[int]", "CliqueIds seen"),
-    ("cluster_uuids", "list[str]", "ClusterUUIDs seen"),
-    ("gpu_count", "int", "GPU blocks read"),
-)
-
-
 def shows_nothing(text: str) -> bool:
     """No GPU block, or no GPU with a Fabric section: nothing to judge the fabric by."""
     return not facts(parse(text))["gpus_with_fabric"]
 
 
 COLLECTOR = Collector(
-    produces=PRODUCES,
-    kind=KIND,
+    **registered(KIND),
     commands=(("nvidia-smi", "-q"),),
     parse=parse,
     facts=facts,
-    timeout=30.0,
     shows_nothing=shows_nothing,
-    description="NVLink fabric registration per GPU (nvidia-smi -q Fabric: State, Status, CliqueId, Health)",
 )

@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from nightowl.collectors.base import Collector, declare, to_jsonable
+from nightowl.collectors.base import Collector, registered, to_jsonable
 
 KIND = "fabric-manager"
 UNIT = "nvidia-fabricmanager"
@@ -47,18 +47,4 @@ def facts(result: FabricManagerState) -> dict[str, Any]:
     return data
 
 
-PRODUCES = declare(
-    ("unit", "str", "the systemd unit asked about"),
-    ("state", "str | None", "its ActiveState as systemctl is-active printed it"),
-    ("active", "bool | None", "whether it is running (null when the output was not a state)"),
-)
-
-COLLECTOR = Collector(
-    produces=PRODUCES,
-    kind=KIND,
-    commands=(("systemctl", "is-active", UNIT),),
-    parse=parse,
-    facts=facts,
-    timeout=10.0,
-    description="whether nvidia-fabricmanager is running (systemctl is-active)",
-)
+COLLECTOR = Collector(**registered(KIND), commands=(("systemctl", "is-active", UNIT),), parse=parse, facts=facts)

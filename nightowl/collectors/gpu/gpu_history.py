@@ -25,7 +25,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from nightowl.collectors.base import DerivedCollector, declare
+from nightowl.collectors.base import DerivedCollector, registered
 from nightowl.collectors.gpu.history_rows import SKIPPED_KINDS
 
 KIND = "gpu-history"
@@ -303,32 +303,10 @@ def check_params(params: Mapping[str, Any]) -> list[str]:
     return problems
 
 
-PRODUCES = declare(
-    ("store", "str", "the history store: read, off (no store this run) or unreadable (a warning says why)"),
-    ("host", "str | None", "the host whose past was read"),
-    ("boot_id", "str | None", "this boot's id (kernel-log-boots), null when the journal did not say"),
-    ("action", "str", "the strictest action the history rules give (none when no rule applies)"),
-    ("log_action", "str", "the action this run's kernel log alone gives (xid-judgement's rules and policy)"),
-    ("escalates", "bool", "whether the history's action is stricter than the log's alone"),
-    ("reasons", "list[str]", "why, one line per history rule that applied, naming the earlier evidence"),
-    ("gpus", "list[str]", "the GPUs a history rule applies to"),
-    (
-        "gpu_codes",
-        "list",
-        "per GPU and Xid now: earlier incidents and boots, count in the window, time since the last, the bundles cited",
-    ),
-    ("earlier_events", "int", "distinct earlier kernel events of this host (earlier boots and the store)"),
-    ("earlier_bundles", "list", "the earlier bundles the rules rest on: {bundle_id, bundle_sha256}"),
-    ("last_verdicts", "list", "this host's last five recorded verdicts (store)"),
-    ("mean_seconds_between_incidents", "float | None", "mean time between the host's recorded runs that needed action"),
-)
-
 COLLECTOR = DerivedCollector(
-    produces=PRODUCES,
-    kind=KIND,
+    **registered(KIND),
     inputs=("kernel_log",),
     optional_inputs=("kernel_log_boots", "nvidia_smi"),
     derive=derive,
     check_params=check_params,
-    description="the same GPU's past (earlier boots, the history store) against this run's Xids: repeat offenders",
 )

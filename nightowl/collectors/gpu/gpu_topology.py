@@ -11,7 +11,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from nightowl.collectors.base import Collector, declare, to_jsonable
+from nightowl.collectors.base import Collector, registered, to_jsonable
 
 KIND = "gpu-topology"
 
@@ -226,33 +226,4 @@ def _nvlink_gap_within_first(result: TopologyResult, without: list[dict[str, Any
     return min(sizes) if sizes else None
 
 
-# The facts `facts` returns (docs/reference.md#kinds); tests/collectors/test_declared_facts.py checks them.
-PRODUCES = declare(
-    ("devices", "list[str]", "device labels of the matrix (GPU0, NIC0, ...)"),
-    ("matrix", "dict", "connection type between every pair of devices (NV12, PIX, SYS, ...)"),
-    ("cpu_affinity", "dict", "CPU cores close to each GPU"),
-    ("numa_affinity", "dict", "NUMA node close to each GPU"),
-    ("gpu_numa_id", "dict", "GPU NUMA id (Grace and similar systems)"),
-    ("mode", "str", "which matrix was printed (topology or nvlink)"),
-    ("gpu_count", "int", "GPUs in the matrix"),
-    ("gpu_pairs_without_nvlink", "list | None", "GPU pairs not joined by NVLink"),
-    ("nvlink_all_pairs", "bool | None", "every GPU pair is joined by NVLink; none when unknown"),
-    ("nvlink_min_bonded", "int | None", "fewest bonded NVLinks between any GPU pair"),
-    (
-        "nvlink_gap_within_first",
-        "int | None",
-        "smallest n whose first n GPUs hold a pair without NVLink (a TP group "
-        "of the first tp GPUs lacks NVLink when n <= tp); null when none lacks it or NVLink is not known",
-    ),
-)
-
-
-COLLECTOR = Collector(
-    produces=PRODUCES,
-    kind=KIND,
-    commands=(("nvidia-smi", "topo", "-m"),),
-    parse=parse,
-    facts=facts,
-    timeout=20.0,
-    description="GPU/NIC connection matrix and CPU/NUMA affinity (nvidia-smi topo -m)",
-)
+COLLECTOR = Collector(**registered(KIND), commands=(("nvidia-smi", "topo", "-m"),), parse=parse, facts=facts)

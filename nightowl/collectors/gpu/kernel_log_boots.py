@@ -22,7 +22,7 @@ from bisect import bisect_right
 from itertools import accumulate
 from typing import Any
 
-from nightowl.collectors.base import Collector, declare
+from nightowl.collectors.base import Collector, registered
 
 KIND = "kernel-log-boots"
 MAX_BOOTS = 10
@@ -162,26 +162,13 @@ def shows_nothing(text: str) -> bool:
     return True
 
 
-PRODUCES = declare(
-    ("boots", "list", "every boot journalctl --list-boots lists: {offset, boot_id, first_entry, last_entry}"),
-    ("current_boot_id", "str | None", "the boot id of the running boot (offset 0)"),
-    ("previous", "list", "each earlier boot read: {offset, boot_id, first_entry, last_entry, events}"),
-    ("reboots_listed", "int", "boots the journal lists before the running one"),
-    ("previous_boots_read", "int", "earlier boots whose kernel log was read (parameter previous_boots)"),
-    ("earlier_xids_by_gpu", "dict", "GPU bus id -> the Xid codes it logged in earlier boots"),
-    ("earlier_fallen_off_bus_gpus", "list", "GPUs that fell off the bus (Xid 79) in an earlier boot"),
-)
-
 COLLECTOR = Collector(
-    produces=PRODUCES,
-    kind=KIND,
+    **registered(KIND),
     commands=(
         ("sh", "-c", SCRIPT, KIND, "{previous_boots}"),
         ("sh", "-c", SCRIPT, KIND, "2"),
     ),
     parse=parse,
     facts=facts,
-    timeout=20.0,
     shows_nothing=shows_nothing,
-    description="kernel log of earlier boots (journalctl --list-boots, journalctl -k -b -N; parameter previous_boots)",
 )

@@ -14,35 +14,31 @@ what decides links up/down; ``nvidia-smi nvlink -e`` is the ``nvlink-errors`` co
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from nightowl.collectors.base import Collector, declare, to_jsonable
+from nightowl import knowledge
+from nightowl.collectors.base import Collector, registered, to_jsonable
 from nightowl.collectors.pci import find_pci
 
 KIND = "nvlink"
 ERRORS_KIND = "nvlink-errors"
 
-# nvidia-smi ``nvlink -e`` / dcgmi ``nvlink -e`` counter names -> result keys.
-# Sources: nvidia-smi nvlink -e samples in fixtures/corpus/gpu (H100, GB300); DCGM dcgmi/Nvlink.cpp
-# (HelperGetNvlinkErrorCountType: "CRC FLIT Error", "CRC Data Error", "Replay Error", "Recovery Error").
-# nvidia-smi prints a single "CRC Errors" count without saying flit or data: it stays ``crc``.
-COUNTER_ALIASES: dict[str, str] = {
-    "replay errors": "replay",
-    "replay error": "replay",
-    "recovery errors": "recovery",
-    "recovery error": "recovery",
-    "crc errors": "crc",
-    "crc error": "crc",
-    "crc flit errors": "crc_flit",
-    "crc flit error": "crc_flit",
-    "flit crc errors": "crc_flit",
-    "crc data errors": "crc_data",
-    "crc data error": "crc_data",
-    "data crc errors": "crc_data",
-    "ecc data errors": "ecc_data",
-}
+# nvidia-smi ``nvlink -e`` / dcgmi ``nvlink -e`` counter names -> result keys, each with its source:
+# nightowl/knowledge/nvlink_counter_names.csv. nvidia-smi prints a single "CRC Errors" count without saying
+# flit or data: it stays ``crc``.
+COUNTER_NAMES_FILE = "nvlink_counter_names.csv"
+
+
+@functools.cache
+def counter_names() -> dict[str, str]:
+    """Lower-case counter name -> result key (read once)."""
+    rows = knowledge.read_csv(COUNTER_NAMES_FILE, required=("name", "counter", "confidence", "source"))
+    return {row["name"].lower(): row["counter"] for row in rows}
+
+
 # Always present in ``errors`` (null when the input does not show them).
 BASE_COUNTERS = ("replay", "recovery", "crc_flit", "crc_data")
 # Counters whose non-zero value is an error event (BER ratios and packet counts are not).
@@ -155,7 +151,7 @@ def _number(text: str) -> int | float | str | None:
 
 def _counter_key(name: str) -> str:
     lowered = " ".join(name.lower().split())
-    return COUNTER_ALIASES.get(lowered, re.sub(r"[^a-z0-9]+", "_", lowered).strip("_"))
+    return counter_names().get(lowered, re.sub(r"[^a-z0-9]+", "_", lowered).strip("_"))
 
 
 def _read_link_value(link: Link, rest: str) -> bool:
@@ -344,29 +340,7 @@ def _sku_judgement(result: NvlinkResult, links_up_per_gpu: dict[str, int]) -> di
     return judge(names[0], links_up_per_gpu=links_up_per_gpu)
 
 
-# The facts `facts` returns (docs/reference.md#kinds); tests/collectors/test_declared_facts.py checks them.
-PRODUCES = declare(
-    ("gpus", "list", "every GPU with its links (state, speed, error counters)"),
-    ("nvswitches", "list", "NVSwitches listed"),
-    ("links_down", "list", "links that are down, by GPU and link"),
-    ("links_up_per_gpu", "dict", "links up per GPU"),
-    ("gpus_with_link_errors", "list[str]", "GPUs with a non-zero link error counter"),
-    ("min_speed_gbps", "float | None", "slowest link speed, GB/s"),
-    ("gpu_count", "int", "GPUs listed"),
-    ("partial_gpus", "list[str]", "GPUs whose link list was cut short"),
-    ("sku_judgement", "dict", "links up per GPU against what the SKU expects"),
-)
-
-
-COLLECTOR = Collector(
-    produces=PRODUCES,
-    kind=KIND,
-    commands=(("nvidia-smi", "nvlink", "-s"),),
-    parse=parse,
-    facts=facts,
-    timeout=20.0,
-    description="NVLink link state and speed per GPU (nvidia-smi nvlink -s)",
-)
+COLLECTOR = Collector(**registered(KIND), commands=(("nvidia-smi", "nvlink", "-s"),), parse=parse, facts=facts)
 
 
 def parse_errors(text: str) -> NvlinkResult:
@@ -379,11 +353,8 @@ def parse_errors(text: str) -> NvlinkResult:
 # Error counters come from a second command (the engine runs only the first alternative that exits 0).
 # Not registered in collectors/__init__.py yet: it needs an "nvlink-errors" entry there.
 ERRORS_COLLECTOR = Collector(
-    produces=PRODUCES,
-    kind=ERRORS_KIND,
+    **registered(ERRORS_KIND),
     commands=(("nvidia-smi", "nvlink", "-e"),),
     parse=parse_errors,
     facts=facts,
-    timeout=20.0,
-    description="NVLink replay/recovery/CRC error counters per link (nvidia-smi nvlink -e)",
 )

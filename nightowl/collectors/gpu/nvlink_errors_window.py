@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from nightowl.collectors.base import DerivedCollector, declare
+from nightowl.collectors.base import DerivedCollector, registered
 from nightowl.collectors.gpu.nvlink import ERROR_COUNTERS
 
 KIND = "nvlink-errors-window"
@@ -62,20 +62,4 @@ def derive(inputs: Mapping[str, Mapping[str, Any]], params: Mapping[str, Any] | 
     }
 
 
-PRODUCES = declare(
-    ("has_window", "bool", "both reads carry error counters for at least one common link"),
-    ("compared_links", "int", "links seen in both reads"),
-    ("rising", "list", "per link, the error counters that rose in the window (gpu, link, counter, delta, fails)"),
-    ("rising_gpus", "list[int]", "GPU indexes with a counter that rose"),
-    ("failing_gpus", "list[int]", "GPU indexes whose replay or recovery counter rose (DCGM fails these)"),
-    ("stale_counts", "list", "links whose error counters are non-zero but did not move: an old count"),
-    ("counters_reset", "list", "counters that went down (reset inside the window)"),
-)
-
-COLLECTOR = DerivedCollector(
-    produces=PRODUCES,
-    kind=KIND,
-    inputs=INPUTS,
-    derive=derive,
-    description="NVLink error counter deltas between two nvidia-smi nvlink -e reads (rising vs old counts)",
-)
+COLLECTOR = DerivedCollector(**registered(KIND), inputs=INPUTS, derive=derive)

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from nightowl.collectors.base import DerivedCollector, declare
+from nightowl.collectors.base import DerivedCollector, registered
 
 KIND = "xid-judgement"
 
@@ -47,21 +47,4 @@ def check_params(params: Mapping[str, Any]) -> list[str]:
     return []
 
 
-# The facts `facts` returns (docs/reference.md#kinds); tests/collectors/test_declared_facts.py checks them.
-PRODUCES = declare(
-    ("policy", "str | None", "the site policy file applied (parameter xid_policy)"),
-    ("action", "str", "the strictest action the pairing rules and the policy give"),
-    ("reasons", "list[str]", "why, one line per rule applied"),
-    ("gpus", "list[str]", "the GPUs concerned"),
-    ("gpu_actions", "dict", "the action per GPU"),
-)
-
-
-COLLECTOR = DerivedCollector(
-    produces=PRODUCES,
-    kind=KIND,
-    inputs=("kernel_log",),
-    derive=derive,
-    check_params=check_params,
-    description="NVIDIA's pairing rules over the kernel log's Xids, with the site policy (parameter xid_policy)",
-)
+COLLECTOR = DerivedCollector(**registered(KIND), inputs=("kernel_log",), derive=derive, check_params=check_params)

@@ -22,7 +22,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from nightowl.collectors.base import DerivedCollector, declare
+from nightowl.collectors.base import DerivedCollector, registered
 
 KIND = "xid-nvlink5"
 INPUTS = ("kernel_log",)
@@ -197,21 +197,4 @@ def derive(inputs: Mapping[str, Mapping[str, Any]], params: Mapping[str, Any] | 
     }
 
 
-PRODUCES = declare(
-    ("driver_version", "str | None", "driver version the intrInfo layout was chosen by (kernel log or nvidia-smi)"),
-    ("driver_branch", "int | None", "its major branch (V1 layout before R575, V2 from R575)"),
-    ("decoded", "list", "NVLink5 Xids decoded: unit, link, subcode, the sheet's resolution, investigatory, action"),
-    ("undecoded", "list", "NVLink5 Xids whose fields were missing or that no sheet row matches, with the reason"),
-    ("action", "str | None", "the strictest action among the decoded Xids"),
-    ("gpus", "list[str]", "GPUs with a decoded NVLink5 Xid"),
-    ("peer_suspected", "list", "decoded Xids whose investigatory action points at the peer device"),
-)
-
-COLLECTOR = DerivedCollector(
-    produces=PRODUCES,
-    kind=KIND,
-    inputs=INPUTS,
-    optional_inputs=OPTIONAL_INPUTS,
-    derive=derive,
-    description="Xid 144-150 decoded from intrInfo/errorStatus by NVIDIA's decode sheet, per driver branch",
-)
+COLLECTOR = DerivedCollector(**registered(KIND), inputs=INPUTS, optional_inputs=OPTIONAL_INPUTS, derive=derive)

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from nightowl.collectors.base import Collector, declare, to_jsonable
+from nightowl.collectors.base import Collector, registered, to_jsonable
 
 GOVERNOR_KIND = "cpu-governor"
 
@@ -42,19 +42,9 @@ def governor_facts(result: CpuGovernor) -> dict[str, Any]:
     return data
 
 
-# The facts `facts` returns (docs/reference.md#kinds); tests/collectors/test_declared_facts.py checks them.
-PRODUCES = declare(
-    ("governor", "str | None", "cpu0's cpufreq governor (performance, powersave, schedutil, ...)"),
-    ("is_performance", "bool | None", "the governor is `performance`; none when unknown"),
-)
-
-
 COLLECTOR = Collector(
-    produces=PRODUCES,
-    kind=GOVERNOR_KIND,
+    **registered(GOVERNOR_KIND),
     commands=(("cat", "--", "/sys/devices/system/cpu/cpu0/cpufreq/scaling_governor"),),
     parse=parse_governor,
     facts=governor_facts,
-    timeout=5.0,
-    description="CPU frequency governor of cpu0 (absent on VMs without cpufreq)",
 )

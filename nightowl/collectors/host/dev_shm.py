@@ -14,7 +14,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from nightowl.collectors.base import Collector, declare, to_jsonable
+from nightowl.collectors.base import Collector, registered, to_jsonable
 
 SHM_KIND = "dev-shm"
 GIB = 2**30
@@ -99,22 +99,9 @@ def shm_facts(result: ShmSize) -> dict[str, Any]:
     return data
 
 
-# The facts `facts` returns (docs/reference.md#kinds); tests/collectors/test_declared_facts.py checks them.
-PRODUCES = declare(
-    ("size_bytes", "int | None", "size of the /dev/shm mount"),
-    ("avail_bytes", "int | None", "free bytes on /dev/shm"),
-    ("mounted_on", "str | None", "mount point printed by df"),
-    ("size_gib", "float | None", "size in GiB"),
-    ("avail_gib", "float | None", "free GiB"),
-)
-
-
 COLLECTOR = Collector(
-    produces=PRODUCES,
-    kind=SHM_KIND,
+    **registered(SHM_KIND),
     commands=(("df", "-B1", "--output=size,avail", "--", "/dev/shm"), ("df", "-k", "--", "/dev/shm")),
     parse=parse_shm,
     facts=shm_facts,
-    timeout=10.0,
-    description="Size and free space of /dev/shm (NCCL SHM transport, engine IPC)",
 )

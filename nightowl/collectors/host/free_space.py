@@ -22,7 +22,7 @@ import re
 from dataclasses import dataclass, replace
 from typing import Any
 
-from nightowl.collectors.base import Collector, declare, to_jsonable
+from nightowl.collectors.base import Collector, registered, to_jsonable
 from nightowl.collectors.host.dev_shm import BLOCK_HEADERS, _human_bytes
 
 KIND = "free-space"
@@ -177,27 +177,12 @@ def facts(result: FreeSpace) -> dict[str, Any]:
     return data
 
 
-PRODUCES = declare(
-    (
-        "filesystems",
-        "list[dict]",
-        "each filesystem shown: mounted_on, size/used/avail bytes, inodes, free shares, full",
-    ),
-    ("full_paths", "list[str]", "mount points with < 10% of bytes or < 5% of inodes free (kubelet eviction defaults)"),
-    ("unjudged_paths", "list[str]", "mount points whose size the output did not show"),
-    ("bytes_free_pct_min", "float | None", "the smallest free share of bytes, percent"),
-    ("inodes_free_pct_min", "float | None", "the smallest free share of inodes, percent (None: no inode limit shown)"),
-)
-
 COLLECTOR = Collector(
-    produces=PRODUCES,
-    kind=KIND,
+    **registered(KIND),
     commands=(
         ("df", "-B1", "--output=size,used,avail,itotal,iused,iavail,target", "--", "{space_path}"),
         ("stat", "-f", "-c", "%S %b %f %a %c %d %n", "--", "{space_path}"),
     ),
     parse=parse,
     facts=facts,
-    timeout=10.0,
-    description="Free bytes and inodes of the filesystem holding a path (model cache, /var/lib/docker, bundles)",
 )

@@ -22,7 +22,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from nightowl.collectors.base import Collector, declare, optional, to_jsonable
+from nightowl.collectors.base import Collector, registered, to_jsonable
 
 KIND = "ib-ports"
 
@@ -325,18 +325,6 @@ def facts(result: IbPortsResult) -> dict[str, Any]:
     return data
 
 
-# The facts `facts` returns (docs/reference.md#kinds); tests/collectors/test_declared_facts.py checks them.
-PRODUCES = declare(
-    ("ports", "list", "every port: device, port, state, phys_state, rate_gbps, link_layer, counters"),
-    ("port_count", "int", "ports listed"),
-    ("active_ports", "list[str]", "ports ACTIVE and LinkUp, as device/port"),
-    ("ports_down", "list", "ports not ACTIVE or not LinkUp (down, disabled, polling, init)"),
-    ("ports_below_peer_rate", "list", "active ports slower than the fastest active port of their link layer"),
-    optional("error_counts", "dict", "per port, the error counters that are not zero (cumulative counts)"),
-    ("has_counters", "bool", "the output carried sysfs counters (ibstat and ibv_devinfo carry none)"),
-    ("roles", "list[str]", "link layers seen (InfiniBand, Ethernet): ports are compared within one"),
-)
-
 # One fixed command, globbed by sh: the allow-list (readonly.py) holds it verbatim, and it only reads.
 # grep -s -H prints "<file>:<value>" per one-line sysfs file and stays silent on a missing or unreadable one.
 SYSFS_SCRIPT = (
@@ -353,12 +341,9 @@ def shows_nothing(text: str) -> bool:
 
 
 COLLECTOR = Collector(
-    produces=PRODUCES,
-    kind=KIND,
+    **registered(KIND),
     commands=(SYSFS_COMMAND, ("ibstat",)),
     parse=parse,
     facts=facts,
-    timeout=10.0,
     shows_nothing=shows_nothing,
-    description="InfiniBand/RoCE ports from /sys/class/infiniband (state, rate, error counters), else ibstat",
 )

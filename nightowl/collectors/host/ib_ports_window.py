@@ -18,7 +18,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from nightowl.collectors.base import DerivedCollector, declare
+from nightowl.collectors.base import DerivedCollector, registered
 
 KIND = "ib-ports-window"
 INPUTS = ("ib_ports", "ib_ports_after")
@@ -130,28 +130,4 @@ def derive(inputs: Mapping[str, Mapping[str, Any]], params: Mapping[str, Any] | 
     }
 
 
-# The facts `derive` returns (docs/reference.md#kinds); tests/collectors/test_declared_facts.py checks them.
-PRODUCES = declare(
-    ("window_seconds", "float | None", "seconds between the two reads (the ib_window_seconds parameter)"),
-    ("compared_ports", "list[str]", "ports seen in both reads"),
-    ("has_window", "bool", "both reads carry counters for at least one common port"),
-    ("only_in_one_read", "list[str]", "ports that appeared or vanished between the reads"),
-    ("deltas", "dict", "per port, counters that rose in the window and by how much"),
-    ("flapping", "list", "link_downed rises in the window (port, delta, rate, source)"),
-    ("flapping_ports", "list[str]", "ports whose link went down in the window or changed state between reads"),
-    ("state_changed", "list", "ports whose state or physical state differs between the reads"),
-    ("degraded", "list", "counters above their published rate limit in the window (symbol errors)"),
-    ("degraded_ports", "list[str]", "ports with a counter above its published rate limit"),
-    ("rising", "list", "other error counters that rose in the window (reported, not judged alone)"),
-    ("stale_counts", "list", "ports whose error counters are non-zero but did not move: an old count"),
-    ("counters_reset", "list[str]", "ports whose counters went down (reset inside the window)"),
-)
-
-
-COLLECTOR = DerivedCollector(
-    produces=PRODUCES,
-    kind=KIND,
-    inputs=INPUTS,
-    derive=derive,
-    description="per-port InfiniBand/RoCE counter deltas between two ib-ports reads (flapping, degraded, old counts)",
-)
+COLLECTOR = DerivedCollector(**registered(KIND), inputs=INPUTS, derive=derive)

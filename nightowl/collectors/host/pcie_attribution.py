@@ -19,7 +19,7 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from nightowl.collectors.base import DerivedCollector, declare
+from nightowl.collectors.base import DerivedCollector, registered
 from nightowl.collectors.pci import find_pci, normalize_pci
 
 KIND = "pcie-attribution"
@@ -139,27 +139,4 @@ def derive(inputs: Mapping[str, Mapping[str, Any]], params: Mapping[str, Any] | 
     }
 
 
-PRODUCES = declare(
-    ("gpu_addresses", "list[str]", "the GPUs' bus addresses (domain:bus:device) from nvidia-smi and the kernel log"),
-    ("gpu_addresses_from", "list[str]", "where they came from: nvidia-smi, kernel-log"),
-    (
-        "uncorrectable_devices",
-        "list[dict]",
-        "each device with an uncorrectable error: pci, severity, attributed_to, identified_by",
-    ),
-    ("gpu_devices", "list[str]", "GPU addresses hit by an uncorrectable PCIe error"),
-    ("gpu_fatal", "bool", "a GPU's error was fatal or the kernel could not recover the device"),
-    ("other_devices", "list[str]", "devices known not to be a GPU (another driver, or a non-NVIDIA PCIe end point)"),
-    ("other_described", "list[str]", "those devices with what identified them and the severity, in words"),
-    ("port_devices", "list[str]", "root or switch ports and unidentified addresses: a GPU may sit below them"),
-    ("correctable_count", "int", "correctable AER errors (counted, not attributed)"),
-)
-
-COLLECTOR = DerivedCollector(
-    produces=PRODUCES,
-    kind=KIND,
-    inputs=("kernel_log",),
-    optional_inputs=("nvidia_smi",),
-    derive=derive,
-    description="uncorrectable PCIe AER/GHES errors attributed by bus address to a GPU, another device, or a port",
-)
+COLLECTOR = DerivedCollector(**registered(KIND), inputs=("kernel_log",), optional_inputs=("nvidia_smi",), derive=derive)

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from nightowl.collectors.base import DerivedCollector, declare
+from nightowl.collectors.base import DerivedCollector, registered
 from nightowl.collectors.nccl.nccl_tests import DEFAULT_TOLERANCE
 
 KIND = "busbw-judgement"
@@ -53,28 +53,4 @@ def judge_members(inputs: Mapping[str, Any], params: Mapping[str, Any] | None = 
     }
 
 
-# The facts `facts` returns (docs/reference.md#kinds); tests/collectors/test_declared_facts.py checks them.
-PRODUCES = declare(
-    ("busbw_by_host", "dict", "each member's busbw at the largest message size, GB/s"),
-    (
-        "reference",
-        "float | None",
-        "the busbw members are judged against: the busbw_baseline parameter, else the job median",
-    ),
-    ("reference_kind", "str", "`baseline` or `job median`"),
-    ("tolerance", "float", "fraction below the reference that counts as degraded"),
-    ("threshold", "float | None", "the busbw below which a member is degraded"),
-    ("below_hosts", "list[str]", "members below the threshold"),
-    ("at_baseline_hosts", "list[str]", "members at or above the threshold"),
-    ("no_data_hosts", "list[str]", "members without a readable busbw"),
-    ("judgeable", "bool", "every member has a busbw and there is a reference other than one member itself"),
-)
-
-
-COLLECTOR = DerivedCollector(
-    produces=PRODUCES,
-    kind="busbw-judgement",
-    inputs=("nccl_tests",),
-    derive=judge_members,
-    description="every member's busbw at the largest size against the baseline or the job median",
-)
+COLLECTOR = DerivedCollector(**registered("busbw-judgement"), inputs=("nccl_tests",), derive=judge_members)

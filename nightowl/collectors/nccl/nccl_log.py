@@ -18,7 +18,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from nightowl.collectors.base import Collector, declare, to_jsonable
+from nightowl.collectors.base import Collector, registered, to_jsonable
 from nightowl.collectors.nccl.nccl_log_patterns import (
     ASYNC_EVENT,
     BOOTSTRAP_USING,
@@ -670,66 +670,10 @@ HANG_ERROR_KINDS = frozenset(
 )  # fmt: skip
 
 
-# The facts `facts` returns (docs/reference.md#kinds); tests/collectors/test_declared_facts.py checks them.
-PRODUCES = declare(
-    ("nranks", "int | None", "ranks of the communicator"),
-    ("init_complete_ranks", "list[int]", "ranks whose init completed"),
-    ("network", "str | None", "the network NCCL chose (IB, Socket)"),
-    ("transports", "list[str]", "transports used between peers (P2P, SHM, NET, ...)"),
-    ("interfaces", "list[str]", "network interfaces NCCL used"),
-    ("warnings_nccl", "list[str]", "NCCL WARN lines"),
-    ("watchdog_timeouts", "list", "PyTorch watchdog timeouts with their collective and sequence number"),
-    ("version", "str | None", "NCCL version"),
-    ("networks", "list[str]", "every network NCCL tried"),
-    ("net_plugin", "str | None", "network plugin loaded"),
-    ("ranks", "list", "per-rank details from init lines"),
-    ("interface_details", "list", "interfaces with their addresses"),
-    ("ib_devices", "list[str]", "InfiniBand devices used"),
-    ("ib_completion_errors", "list", "IB work-completion errors"),
-    ("errors", "list", "recognised error lines with their kind"),
-    ("collective_mismatch", "bool | None", "ranks ran different collectives (PyTorch's mismatch check)"),
-    ("progress", "list", "each rank's last enqueued and completed sequence numbers"),
-    ("last_enqueued", "dict", "last enqueued sequence number per rank"),
-    ("last_completed", "dict", "last completed sequence number per rank"),
-    ("dist_backend_errors", "list", "torch.distributed DistBackendError lines"),
-    ("fr_dump_ranks", "list[int]", "ranks that dumped a flight recorder trace"),
-    ("env", "dict", "NCCL_* settings printed"),
-    ("missing_init_ranks", "list | None", "ranks of the communicator never seen completing init"),
-    ("has_ib_errors", "bool", "an InfiniBand error was logged"),
-    ("uses_socket", "bool", "NCCL fell back to TCP sockets"),
-    ("has_gdrdma", "bool", "GPUDirect RDMA is in use"),
-    ("straggler_ranks", "list[int]", "ranks behind the others in enqueued collectives"),
-    ("completed_lag_ranks", "list[int]", "ranks behind the others in completed collectives"),
-    ("timeout_ranks", "list[int]", "ranks that hit the watchdog timeout"),
-    ("error_kinds", "list[str]", "kinds of the recognised errors"),
-    (
-        "hang_evidence",
-        "bool",
-        "a watchdog timeout, a rank without Init COMPLETE, a DistBackendError or an error "
-        "of a hang kind (HANG_ERROR_KINDS): the job hangs rather than runs slow",
-    ),
-    ("ranks_seen", "list[int]", "ranks this log speaks for"),
-    ("uses_loopback", "bool", "an interface is the loopback"),
-    ("loopback_only", "bool", "the loopback is the only interface: other hosts cannot be reached"),
-    ("network_source", "str | None", "where the network choice came from (env, plugin, default)"),
-    ("gdr", "bool | None", "GPUDirect RDMA is enabled; none when the log does not say"),
-    ("ib_async_events", "list", "InfiniBand asynchronous events (port down, ...)"),
-    ("failed_in", "list", "the NCCL calls that failed"),
-    ("init_failed", "bool", "communicator initialisation failed"),
-    ("bootstrap_failed", "bool", "the bootstrap (rank discovery) failed"),
-)
-
-
 COLLECTOR = Collector(
-    produces=PRODUCES,
-    kind=KIND,
+    **registered(KIND),
     # The log path is the runbook parameter `nccl_log` (one argv element; "--" keeps it a path).
     commands=(("cat", "--", "{nccl_log}"),),
     parse=parse,
     facts=facts,
-    description=(
-        "Reads an NCCL_DEBUG=INFO / PyTorch ProcessGroupNCCL log (path: runbook parameter nccl_log): "
-        "init completion per rank, network and transports, NCCL WARNs, "
-        "IB completion errors, watchdog timeouts and per-rank progress."
-    ),
 )

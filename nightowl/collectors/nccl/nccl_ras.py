@@ -20,11 +20,13 @@ process, rank or mismatch seen in any report counts once. RAS names nodes by IP 
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from nightowl.collectors.base import Collector, declare, to_jsonable
+from nightowl import knowledge
+from nightowl.collectors.base import Collector, registered, to_jsonable
 
 KIND = "nccl-ras"
 
@@ -40,43 +42,28 @@ RAS_QUERY_SCRIPT = (
     "s.sendall(b'VERBOSE STATUS\\n');[sys.stdout.buffer.write(b) for b in iter(lambda:s.recv(65536),b'')]"
 )
 
-_HEADER = re.compile(r"^NCCL version (?P<version>\S+) compiled with CUDA (?P<cuda>\S+)$")
-_CUDA = re.compile(r"^CUDA runtime version (?P<runtime>\d+), driver version (?P<driver>\d+)$")
-_NUMBERS = re.compile(r"^\d+(?:\s+\d+)*$")
-_OUTLIER_NODE = re.compile(r"^Node (?P<node>\S+) running process(?:es)? (?P<pids>[\d,]+)$")
-_COMMUNICATORS = re.compile(r"^Communicators\.\.\.(?:\s*\((?P<seconds>[\d.]+)s\))?$")
-_GROUP_ROW = re.compile(
-    r"^(?P<group>\d+)\s+(?P<comms>\d+)\s+(?P<nodes>\d+)\s+(?P<per_node>\d+(?:-\d+)?)\s+(?P<per_comm>\d+)"
-    r"\s+(?P<in_group>\d+)\s+(?P<status>[A-Z]+)\s+(?P<errors>[A-Z]+(?:,[A-Z]+)*)$"
-)
-_COMM_BLOCK = re.compile(r"^#(?P<id>\d+-\d+) \((?P<hash>[0-9a-fA-F]+)\) (?P<what>INCOMPLETE|ERROR|MISMATCH)$")
-_MISSING_PROCESSES = re.compile(r"^Missing communicator data from (?P<count>\d+) job process(?:es)?$")
-_MISSING_RANK_COUNT = re.compile(r"^Missing communicator data from (?P<count>\d+) ranks?$")
-_DEAD_COUNT = re.compile(r"^(?P<count>\d+) job process(?:es)? (?:is|are) considered dead\b")
-_PROCESS = re.compile(
-    r"^Process (?P<pid>\d+) on node (?P<node>\S+) managing GPUs? (?P<gpus>\d+(?:,\d+)*)(?: \(NVML [\d,]+\))?$"
-)
-_NOT_FOUND = re.compile(r"^\[could not find information on \d+ process(?:es)?\]$")
-_TIMEOUTS = re.compile(r"^Encountered (?P<count>\d+) communication timeouts? while gathering communicator data$")
-_THE_MISSING = re.compile(r"^The missing ranks?: (?P<ranks>\d+(?:\s*,\s*\d+)*)$")
-_RANK = re.compile(
-    r"^Rank (?P<rank>\d+)(?: (?:has launched up to operation (?P<operation>\d+)"
-    r"|(?P<none>has not launched any operations)|has status (?P<status>[A-Z]+)|reported (?P<error>.+?)))? -- "
-    r"(?:GPU (?P<gpu>\d+)(?: \(NVML \d+\))? managed by process (?P<pid>\d+) on node (?P<node>\S+)"
-    r"|\[process information not found\])$"
-)
-_DIFFERENT_STATUS = re.compile(r"^Communicator ranks have different status$")
-_DIFFERENT_COUNTS = re.compile(r"^Communicator ranks have different (?P<op>\S+) operation counts$")
-_LAUNCHED = re.compile(r"^(?P<count>\d+) ranks have launched up to operation (?P<operation>\d+)$")
-_NOT_LAUNCHED = re.compile(r"^(?P<count>\d+) ranks have not launched any operations$")
-_HAVE_STATUS = re.compile(r"^(?P<count>\d+) ranks have status (?P<status>[A-Z]+)$")
-_ERROR_PHASE = re.compile(r"^(?P<phase>Initialization|Asynchronous) errors? on (?P<count>\d+) ranks?$")
-_REPORTED = re.compile(r"^(?P<count>\d+) ranks reported (?P<error>.+)$")
-# Lines that carry nothing: underlines, table headers, elisions by whoever quoted the output.
-_NOISE = re.compile(
-    r"^(?:=+|Job summary|Errors|Warnings|Nodes\s+Processes.*|\(total\).*|per node.*|Processes\s+GPUs|per process"
-    r"|Group\s+Comms.*|#\s+in group.*|The outlier nodes?:|\[\.\.\.\]|\.\.\.)$"
-)
+# The report's lines by the name the reader uses, each regex with its source in
+# nightowl/knowledge/nccl_ras_lines.yaml (read once).
+LINES_FILE = "nccl_ras_lines.yaml"
+
+
+@functools.cache
+def line_patterns() -> dict[str, re.Pattern[str]]:
+    """Name -> compiled regex of every report line the reader knows (tests/collectors/nccl checks that the
+    names are exactly those the reader asks ``_match`` for)."""
+    document = knowledge.read_yaml(LINES_FILE) or {}
+    knowledge.sourced(document, LINES_FILE, required=True)
+    return {
+        str(name): knowledge.compile_pattern(str(regex), f"{LINES_FILE}: lines.{name}")
+        for name, regex in (document.get("lines") or {}).items()
+    }
+
+
+def _match(name: str, line: str) -> re.Match[str] | None:
+    pattern = line_patterns().get(name)
+    if pattern is None:
+        raise knowledge.KnowledgeError(f"{LINES_FILE}: no line named {name!r}")
+    return pattern.match(line)
 
 
 @dataclass(frozen=True)
@@ -175,17 +162,17 @@ class _Reader:
             return
         if self._header(line) or self._summary(line) or self._block_start(line) or self._detail(line):
             return
-        if not _NOISE.match(line):
+        if not _match("noise", line):
             self.result.warnings.append(line[:200])
 
     def _header(self, line: str) -> bool:
         result = self.result
-        if m := _HEADER.match(line):
+        if m := _match("header", line):
             result.reports += 1
             result.nccl_version = result.nccl_version or m["version"]
             self.block = None
             return True
-        if m := _CUDA.match(line):
+        if m := _match("cuda", line):
             result.cuda_runtime_version = int(m["runtime"])
             result.cuda_driver_version = int(m["driver"])
             return True
@@ -193,17 +180,17 @@ class _Reader:
 
     def _summary(self, line: str) -> bool:
         result = self.result
-        if _NUMBERS.match(line) and self.block is None:
+        if _match("numbers", line) and self.block is None:
             self._job_row([int(n) for n in line.split()])
             return True
-        if m := _OUTLIER_NODE.match(line):
+        if m := _match("outlier_node", line):
             result.outlier_nodes.append({"node": m["node"], "pids": [int(p) for p in m["pids"].split(",")]})
             return True
-        if m := _COMMUNICATORS.match(line):
+        if m := _match("communicators", line):
             if m["seconds"]:
                 result.collection_seconds = float(m["seconds"])
             return True
-        if m := _GROUP_ROW.match(line):
+        if m := _match("group_row", line):
             group = CommGroup(
                 int(m["group"]),
                 int(m["comms"]),
@@ -222,7 +209,7 @@ class _Reader:
             return True
         if line in ("Errors", "Warnings"):
             self.block = None
-        elif not _NUMBERS.match(line):
+        elif not _match("numbers", line):
             self.header = line
         return False
 
@@ -241,7 +228,7 @@ class _Reader:
         if line in ("INCOMPLETE", "DEAD", "TIMEOUT"):
             self.block = line
             return True
-        if m := _COMM_BLOCK.match(line):
+        if m := _match("comm_block", line):
             self.block = "comm-" + m["what"]
             self.comm = ("#" + m["id"], m["hash"].lower())
             self.mismatch, self.phase, self.error, self.group_value = None, "init", None, None
@@ -252,19 +239,19 @@ class _Reader:
         result = self.result
         if self.block in ("INCOMPLETE", "DEAD"):
             dead = self.block == "DEAD"
-            if m := _MISSING_PROCESSES.match(line):
+            if m := _match("missing_processes", line):
                 result.missing_process_count = max(result.missing_process_count, int(m["count"]))
                 return True
-            if m := _DEAD_COUNT.match(line):
+            if m := _match("dead_count", line):
                 result.dead_process_count = max(result.dead_process_count, int(m["count"]))
                 return True
-            if m := _PROCESS.match(line):
+            if m := _match("process", line):
                 gpus = tuple(int(g) for g in m["gpus"].split(","))
                 process = RasProcess(int(m["pid"]), m["node"], gpus, dead)
                 _add_process(result.missing_processes, process)
                 return True
-            return bool(_NOT_FOUND.match(line))
-        if self.block == "TIMEOUT" and (m := _TIMEOUTS.match(line)):
+            return bool(_match("not_found", line))
+        if self.block == "TIMEOUT" and (m := _match("timeouts", line)):
             result.timeouts = max(result.timeouts, int(m["count"]))
             return True
         if self.block == "comm-INCOMPLETE":
@@ -277,12 +264,12 @@ class _Reader:
 
     def _missing_rank(self, line: str) -> bool:
         comm, comm_hash = self.comm
-        if _MISSING_RANK_COUNT.match(line):
+        if _match("missing_rank_count", line):
             return True
         ranks: list[dict[str, Any]] = []
-        if m := _THE_MISSING.match(line):
+        if m := _match("the_missing", line):
             ranks = [{"rank": int(r), "gpu": None, "pid": None, "node": None} for r in m["ranks"].split(",")]
-        elif m := _RANK.match(line):
+        elif m := _match("rank", line):
             ranks = [{"rank": int(m["rank"]), "gpu": _int(m["gpu"]), "pid": _int(m["pid"]), "node": m["node"]}]
         else:
             return False
@@ -294,14 +281,14 @@ class _Reader:
 
     def _rank_error(self, line: str) -> bool:
         comm, comm_hash = self.comm
-        if m := _ERROR_PHASE.match(line):
+        if m := _match("error_phase", line):
             self.phase, self.error = ("init" if m["phase"] == "Initialization" else "async"), None
             return True
-        if m := _REPORTED.match(line):
+        if m := _match("reported", line):
             self.error = m["error"]
             self._add_error(RankError(comm, comm_hash, self.phase, self.error, int(m["count"])))
             return True
-        if m := _RANK.match(line):
+        if m := _match("rank", line):
             rank, gpu, pid = int(m["rank"]), _int(m["gpu"]), _int(m["pid"])
             error = m["error"] or self.error
             self._add_error(RankError(comm, comm_hash, self.phase, error, 1, rank, gpu, pid, m["node"]))
@@ -314,8 +301,8 @@ class _Reader:
 
     def _mismatch(self, line: str) -> bool:
         comm, comm_hash = self.comm
-        counts = _DIFFERENT_COUNTS.match(line)
-        if counts or _DIFFERENT_STATUS.match(line):
+        counts = _match("different_counts", line)
+        if counts or _match("different_status", line):
             self.mismatch = Mismatch(comm, comm_hash, counts["op"] if counts else "status")
             self.result.mismatches.append(self.mismatch)
             self.group_value = None
@@ -323,19 +310,19 @@ class _Reader:
         if self.mismatch is None:
             return False
         groups = self.mismatch.groups
-        if m := _LAUNCHED.match(line):
+        if m := _match("launched", line):
             self.group_value = int(m["operation"])
             groups.append((int(m["count"]), self.group_value))
             return True
-        if m := _NOT_LAUNCHED.match(line):
+        if m := _match("not_launched", line):
             self.group_value = 0
             groups.append((int(m["count"]), 0))
             return True
-        if m := _HAVE_STATUS.match(line):
+        if m := _match("have_status", line):
             self.group_value = m["status"]
             groups.append((int(m["count"]), self.group_value))
             return True
-        if m := _RANK.match(line):
+        if m := _match("rank", line):
             own: int | str | None = _int(m["operation"]) if m["operation"] else 0 if m["none"] else m["status"]
             if own is not None:
                 groups.append((1, own))  # a group of one is printed as its rank line only
@@ -443,36 +430,8 @@ def facts(result: RasStatus) -> dict[str, Any]:
     return data
 
 
-# The facts `facts` returns (docs/reference.md#kinds); tests/collectors/test_declared_facts.py checks them.
-PRODUCES = declare(
-    ("reports", "int", "RAS reports read"),
-    ("nccl_version", "str | None", "NCCL version"),
-    ("cuda_runtime_version", "int | None", "CUDA runtime version"),
-    ("cuda_driver_version", "int | None", "CUDA driver version"),
-    ("job", "dict | None", "job summary: nodes, processes, GPUs"),
-    ("outlier_nodes", "list", "nodes that differ from the rest"),
-    ("collection_seconds", "float | None", "time the RAS collection took"),
-    ("groups", "list", "communicator groups with their status"),
-    ("missing_process_count", "int", "processes that did not answer"),
-    ("dead_process_count", "int", "processes known dead"),
-    ("missing_processes", "list", "the processes that did not answer"),
-    ("missing_ranks", "list", "ranks missing from communicators"),
-    ("mismatches", "list", "communicators whose ranks disagree"),
-    ("rank_errors", "list", "errors reported per rank"),
-    ("timeouts", "int", "timeouts reported"),
-    ("error_flags", "list[str]", "kinds of errors reported"),
-    ("statuses", "list[str]", "communicator statuses"),
-    ("healthy", "bool", "every communicator reported and none is in error"),
-    ("missing_hosts", "list[str]", "hosts with missing processes"),
-    ("dead_hosts", "list[str]", "hosts with dead processes"),
-    ("mismatch_signature", "list[str]", "what differs in the mismatched communicators"),
-    ("behind", "list", "ranks behind the others in collective count"),
-)
-
-
 COLLECTOR = Collector(
-    produces=PRODUCES,
-    kind=KIND,
+    **registered(KIND),
     # ncclras -v lists outlier ranks up to half of a communicator (10 at most without it); the
     # fallback asks the same socket directly. Both only read: STATUS is a query (ras.rst).
     commands=(("ncclras", "-v"), ("python3", "-c", RAS_QUERY_SCRIPT)),
@@ -480,9 +439,4 @@ COLLECTOR = Collector(
     facts=facts,
     # RAS waits up to 5 s per leg for unresponsive peers (ncclras -t default); a hung job's report
     # "may take several seconds to generate".
-    timeout=30.0,
-    description=(
-        "Asks NCCL's RAS service (localhost:28028, NCCL 2.24+) for the job's status: communicators, "
-        "missing or dead rank processes with their node and GPU, operation-count mismatches, errors."
-    ),
 )

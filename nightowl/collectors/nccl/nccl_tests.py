@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from nightowl import knowledge
-from nightowl.collectors.base import Collector, declare, to_jsonable
+from nightowl.collectors.base import Collector, registered, to_jsonable
 from nightowl.collectors.pci import normalize_pci
 
 KIND = "nccl-tests"
@@ -646,52 +646,19 @@ def shows_nothing(text: str) -> bool:
     return not result.rows and not any(GPU_BUSY in e for e in result.errors)
 
 
-# The facts `facts` returns (docs/reference.md#kinds); tests/collectors/test_declared_facts.py checks them.
-PRODUCES = declare(
-    ("collective", "str | None", "the collective tested (all_reduce, all_gather, ...)"),
-    ("nranks", "int | None", "ranks in the test"),
-    ("rows", "list", "one row per message size: size, time, algbw, busbw, wrong count"),
-    ("avg_busbw", "float | None", "the test's printed average bus bandwidth, GB/s"),
-    ("out_of_bounds", "int | None", "the printed count of out-of-bounds values"),
-    ("wrong_total", "int | None", "wrong results over all rows (data corruption)"),
-    ("devices", "list", "ranks with their host, GPU and device name"),
-    ("footers", "list[str]", "footer lines"),
-    ("min_busbw_row", "dict | None", "the row with the lowest busbw"),
-    ("max_size_busbw", "float | None", "busbw at the largest size, GB/s"),
-    ("gpu_busy_failures", "int", 'ranks that failed with CUDA "device(s) is/are busy or unavailable"'),
-    ("gpu_busy", "bool", "the run measured nothing because its GPUs were busy or unavailable"),
-    ("tests_version", "str | None", "nccl-tests version"),
-    ("nccl_version", "str | None", "NCCL version"),
-    ("nthreads", "int | None", "threads per process"),
-    ("ngpus", "int | None", "GPUs per thread"),
-    ("errors", "list", "error lines (test failures, NCCL errors)"),
-    ("large_msg_busbw", "float | None", "busbw at the largest message size, GB/s (the figure compared to a baseline)"),
-    ("failed", "bool", "the test reported a failure"),
-    ("completed", "bool", "the output reached the test's end"),
-    ("tests", "list", "every test in the output (a file may hold several collectives)"),
-    ("max_error", "float | None", "the largest error value the tests printed"),
-    ("collectives", "list[str]", "the collectives tested"),
-)
-
-
 COLLECTOR = Collector(
-    produces=PRODUCES,
-    kind=KIND,
+    **registered(KIND),
     # Reading a saved result is not invasive; the path is the runbook parameter `nccl_tests_file`.
     commands=(("cat", "--", "{nccl_tests_file}"),),
     parse=parse,
     facts=facts,
     shows_nothing=shows_nothing,
-    description="Reads a saved nccl-tests *_perf output: busbw, #wrong and out-of-bounds per message size.",
 )
 
 RUN_COLLECTOR = Collector(
-    produces=PRODUCES,
-    kind="nccl-tests-run",
+    **registered("nccl-tests-run"),
     commands=(("all_reduce_perf", "-b", "8", "-e", "8G", "-f", "2", "-g", "{gpus_per_node}"),),
     parse=parse,
     facts=facts,
-    timeout=600.0,
     invasive=True,
-    description="Runs nccl-tests all_reduce_perf (occupies the GPUs and the network: --allow-invasive only).",
 )

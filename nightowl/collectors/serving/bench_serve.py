@@ -18,58 +18,47 @@ output does not show is null, never derived from another statistic.
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import re
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
-from nightowl.collectors.base import Collector, declare, number, to_jsonable
+from nightowl import knowledge
+from nightowl.collectors.base import Collector, number, registered, to_jsonable
 
 KIND = "bench-serve"
 LATENCY_METRICS = ("ttft", "tpot", "itl", "e2el")
 
 
 class Row(NamedTuple):
+    """A ``Label: value`` row of the result block: the field it fills and how its value reads."""
+
     field: str
     pattern: re.Pattern[str]
     source: str
+    value: str  # text | integer | number
 
 
-def _row(field_name: str, label: str, source: str) -> Row:
-    return Row(field_name, re.compile(r"^\s*" + label + r"\s*:\s*(?P<value>\S+)", re.IGNORECASE), source)
+ROWS_FILE = "bench_serve_rows.csv"
+VALUE_KINDS = ("text", "integer", "number")
 
 
-# Scalar rows of the result block. vLLM = vllm bench serve / benchmark_serving.py; corpus file tags
-# are the issue/PR numbers of fixtures/corpus/serving/INDEX.md.
-ROWS: tuple[Row, ...] = (
-    _row("backend", r"Backend", "SGLang bench_serving; corpus pr9812"),
-    _row("request_rate", r"Traffic request rate", "SGLang; corpus pr9812 ('inf')"),
-    _row("max_concurrency", r"Max(?:imum)? request concurrency", "SGLang 'not set'; vLLM [M]"),
-    _row("successful_requests", r"Successful requests", "vLLM and SGLang; corpus pr18566, pr33743, pr9812"),
-    _row("failed_requests", r"Failed requests", "recent vLLM; corpus pr33743"),
-    _row("duration_s", r"Benchmark duration \(s\)", "vLLM and SGLang"),
-    _row("total_input_tokens", r"Total input tokens", "vLLM and SGLang"),
-    _row("total_output_tokens", r"Total generated tokens", "vLLM and SGLang"),
-    _row("request_throughput", r"Request throughput \(req/s\)", "vLLM and SGLang"),
-    _row("request_goodput", r"Request goodput \(req/s\)", "vLLM with --goodput [M]"),
-    _row("input_token_throughput", r"Input token throughput \(tok/s\)", "SGLang; corpus pr9812"),
-    _row("output_token_throughput", r"Output token throughput \(tok/s\)", "vLLM and SGLang"),
-    _row(
-        "peak_output_token_throughput",
-        r"Peak output token throughput \(tok/s\)",
-        "recent vLLM; corpus pr33743",
-    ),
-    _row("peak_concurrent_requests", r"Peak concurrent requests", "recent vLLM; corpus pr33743"),
-    _row(
-        "total_token_throughput",
-        r"Total token throughput \(tok/s\)",
-        "vLLM ('Total Token' in pr18566) and SGLang",
-    ),
-    _row("concurrency", r"Concurrency", "SGLang: mean requests in flight; corpus pr9812"),
-)
-TEXT_FIELDS = frozenset({"backend"})
-INTEGER_FIELDS = frozenset({"successful_requests", "failed_requests", "total_input_tokens", "total_output_tokens"})
+@functools.cache
+def rows() -> tuple[Row, ...]:
+    """The scalar rows of the result block, from nightowl/knowledge/bench_serve_rows.csv (read once)."""
+    found = []
+    for line, entry in enumerate(knowledge.read_csv(ROWS_FILE, required=("field", "label", "value", "source")), 3):
+        where = f"{ROWS_FILE}: line {line}"
+        if entry["value"] not in VALUE_KINDS:
+            raise knowledge.KnowledgeError(f"{where}: value {entry['value']!r} is not one of {', '.join(VALUE_KINDS)}")
+        pattern = knowledge.compile_pattern(
+            r"^\s*" + entry["label"] + r"\s*:\s*(?P<value>\S+)", where, ignore_case=True
+        )
+        found.append(Row(entry["field"], pattern, knowledge.sourced(entry, where, required=True), entry["value"]))
+    return tuple(found)
+
 
 # "Mean TTFT (ms):", "P99 ITL (ms):", "Median E2E Latency (ms):", "Mean E2EL (ms):"
 _LATENCY = re.compile(
@@ -168,10 +157,10 @@ def parse(text: str) -> BenchResult:
             if isinstance(value, (int, float)):
                 latency.setdefault(metric, {})[_stat_name(match.group("stat"))] = float(value)
             continue
-        row = next((r for r in ROWS if r.pattern.match(line)), None)
+        row = next((r for r in rows() if r.pattern.match(line)), None)
         if row is not None and row.field not in values:
             cell = line.split(":", 1)[1].strip()  # whole cell: "not set" is two words
-            values[row.field] = cell if row.field in TEXT_FIELDS else _number(cell)
+            values[row.field] = cell if row.value == "text" else _number(cell)
     values = _typed(values, warnings)
     tool = "sglang-bench-serving" if "backend" in values or "concurrency" in values else "vllm-bench-serve"
     return BenchResult(
@@ -180,9 +169,10 @@ def parse(text: str) -> BenchResult:
 
 
 def _typed(values: dict[str, Any], warnings: list[str]) -> dict[str, Any]:
+    reads = {row.field: row.value for row in rows()}
     out: dict[str, Any] = {}
     for name, value in values.items():
-        if name in TEXT_FIELDS:
+        if reads.get(name) == "text":
             out[name] = value
         elif name in ("request_rate", "max_concurrency"):
             # "inf" (all requests at once) and "not set" stay text: JSON has no infinity
@@ -194,7 +184,7 @@ def _typed(values: dict[str, Any], warnings: list[str]) -> dict[str, Any]:
         elif isinstance(value, str):
             warnings.append(f"{name}: not a number: {value!r}")
         else:
-            out[name] = int(value) if name in INTEGER_FIELDS else float(value)
+            out[name] = int(value) if reads.get(name) == "integer" else float(value)
     return out
 
 
@@ -267,56 +257,4 @@ def facts(result: BenchResult) -> dict[str, Any]:
     return data
 
 
-# nightowl never runs a benchmark (it loads the serving fleet): the collector reads a result that was
-# saved on the host (`{bench_result_file}`), and `nightowl parse bench-serve FILE` / `bench compare` read
-# saved output directly.
-# The facts `facts` returns (docs/reference.md#kinds); tests/collectors/test_declared_facts.py checks them.
-PRODUCES = declare(
-    ("tool", "str", "which benchmark printed the output (vllm bench serve, sglang bench_serving, ...)"),
-    ("command", "str | None", "the command line the output echoes, when it does"),
-    ("backend", "str | None", "the serving backend the benchmark drove"),
-    ("request_rate", "float | str | None", "the configured request rate (inf: all at once)"),
-    ("max_concurrency", "str | None", "the configured concurrency cap, as printed"),
-    ("successful_requests", "int | None", "requests that completed"),
-    ("failed_requests", "int | None", "requests that failed"),
-    ("duration_s", "float", "benchmark duration in seconds"),
-    ("total_input_tokens", "int | None", "prompt tokens sent"),
-    ("total_output_tokens", "int | None", "tokens generated"),
-    ("request_throughput", "float", "requests per second"),
-    ("request_goodput", "float | None", "requests per second within the SLO, when a goodput SLO was set"),
-    ("input_token_throughput", "float | None", "prompt tokens per second"),
-    ("output_token_throughput", "float | None", "generated tokens per second"),
-    ("peak_output_token_throughput", "float | None", "highest generated tokens per second in any second"),
-    ("peak_concurrent_requests", "float | None", "most requests in flight at once"),
-    ("total_token_throughput", "float | None", "prompt plus generated tokens per second"),
-    ("concurrency", "float | None", "mean requests in flight"),
-    ("latency_ms", "dict", "every latency statistic printed, by metric and statistic, in milliseconds"),
-    ("ttft_mean_ms", "float | None", "mean time to first token, ms"),
-    ("ttft_median_ms", "float | None", "median time to first token, ms"),
-    ("ttft_p95_ms", "float | None", "95th percentile time to first token, ms (printed only with that percentile)"),
-    ("ttft_p99_ms", "float | None", "99th percentile time to first token, ms"),
-    ("tpot_mean_ms", "float | None", "mean time per output token, ms"),
-    ("tpot_median_ms", "float | None", "median time per output token, ms"),
-    ("tpot_p95_ms", "float | None", "95th percentile time per output token, ms"),
-    ("tpot_p99_ms", "float | None", "99th percentile time per output token, ms"),
-    ("itl_mean_ms", "float | None", "mean inter-token latency, ms"),
-    ("itl_median_ms", "float | None", "median inter-token latency, ms"),
-    ("itl_p95_ms", "float | None", "95th percentile inter-token latency, ms"),
-    ("itl_p99_ms", "float | None", "99th percentile inter-token latency, ms"),
-    ("e2el_mean_ms", "float | None", "mean end-to-end request latency, ms"),
-    ("e2el_median_ms", "float | None", "median end-to-end request latency, ms"),
-    ("e2el_p95_ms", "float | None", "95th percentile end-to-end request latency, ms"),
-    ("e2el_p99_ms", "float | None", "99th percentile end-to-end request latency, ms"),
-    ("requests_total", "int | None", "successful plus failed requests"),
-)
-
-
-COLLECTOR = Collector(
-    produces=PRODUCES,
-    kind=KIND,
-    commands=(("cat", "--", "{bench_result_file}"),),
-    parse=parse,
-    facts=facts,
-    timeout=10.0,
-    description="Saved result of vllm bench serve / benchmark_serving.py / SGLang bench_serving",
-)
+COLLECTOR = Collector(**registered(KIND), commands=(("cat", "--", "{bench_result_file}"),), parse=parse, facts=facts)

@@ -21,7 +21,7 @@ import re
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from nightowl.collectors.base import Collector, declare, to_jsonable
+from nightowl.collectors.base import Collector, registered, to_jsonable
 from nightowl.collectors.serving.engine_args import from_argv
 
 KIND = "container-state"
@@ -250,35 +250,13 @@ def facts(result: ContainerState) -> dict[str, Any]:
     return out
 
 
-# The facts `facts` returns (docs/reference.md#kinds); tests/collectors/test_declared_facts.py checks them.
-PRODUCES = declare(
-    ("source", "str", "where the state came from (docker inspect, kubectl get pod)"),
-    ("name", "str | None", "container name"),
-    ("oom_killed", "bool", "the runtime says the kernel OOM killer stopped it"),
-    ("exit_code", "int | None", "the container's last exit code"),
-    ("restart_count", "int | None", "restarts so far"),
-    ("reason", "str | None", "the runtime's stated reason (OOMKilled, Error, Completed)"),
-    ("running", "bool", "the container is running now"),
-    ("finished_at", "str | None", "when it last stopped, as printed"),
-    ("containers", "list", "every container of a pod, with the same fields"),
-    ("sigkilled", "bool", "exit code 137 (SIGKILL)"),
-    ("external_kill", "bool", "killed by SIGKILL without the OOM flag: something outside stopped it"),
-    ("image", "str | None", "the container's image (docker Config.Image, the pod container's image)"),
-    ("node", "str | None", "the pod's node (spec.nodeName); None for docker"),
-    ("engine_args", "dict", "the container command line's --options (secrets and listen address dropped)"),
-)
-
-
 COLLECTOR = Collector(
-    produces=PRODUCES,
-    kind=KIND,
+    **registered(KIND),
     commands=(
         ("docker", "inspect", "--", "{container}"),
         ("kubectl", "get", "pod", "{pod}", "-n", "{namespace}", "-o", "json"),
     ),
     parse=parse,
     facts=facts,
-    timeout=15.0,
     invasive=False,
-    description="How the serving container last ended: OOMKilled, exit code, restarts (docker or kubectl)",
 )

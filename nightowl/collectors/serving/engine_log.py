@@ -36,7 +36,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, NamedTuple
 
 from nightowl import knowledge
-from nightowl.collectors.base import Collector, declare, to_jsonable
+from nightowl.collectors.base import Collector, registered, to_jsonable
 from nightowl.collectors.base import number as _number
 from nightowl.collectors.serving import engine_args as _args
 from nightowl.collectors.serving import engine_log_eras as _eras
@@ -85,6 +85,9 @@ class ErrorClass(NamedTuple):
 # The tables of numbers (and a few texts) logged at start-up; in each, the last occurrence wins.
 VALUE_TABLES = ("kv_cache", "settings", "kv_too_small", "startup_limits", "kv_extras")
 CASTS = (None, "float", "text")
+# How workers' reports of one field combine: None, the last occurrence wins; "min", the smallest any worker of
+# one start reported (``_PerWorkerMin``).
+ACROSS_WORKERS = (None, "min")
 
 
 class Value(NamedTuple):
@@ -95,6 +98,7 @@ class Value(NamedTuple):
     pattern: re.Pattern[str]
     source: str
     cast: str | None  # None: a number (else not read); "float": a number as float; "text": kept as text
+    across_workers: str | None = None  # one of ACROSS_WORKERS
 
 
 class _Tables(NamedTuple):
@@ -156,7 +160,7 @@ def tables() -> _Tables:
     )
     values = tuple(
         Value(_choice(e.get("table"), VALUE_TABLES, w), str(knowledge.field(e, "field", w)), _pattern(e, w),
-              e["source"], _choice(e.get("cast"), CASTS, w))
+              e["source"], _choice(e.get("cast"), CASTS, w), _choice(e.get("across_workers"), ACROSS_WORKERS, w))
         for w, e in _entries(document, "values")
     )  # fmt: skip
     signatures = tuple(
@@ -483,11 +487,11 @@ class _PerWorkerMin:
 
 
 def values(lines: list[str], table: str) -> dict[str, Any]:
-    """The last value of each field of ``table`` (nightowl/knowledge/engine_log.yaml ``values``); the KV budget
-    of one start is the smallest any worker reported (``_PerWorkerMin``)."""
+    """The last value of each field of ``table`` (nightowl/knowledge/engine_log.yaml ``values``), or for a row
+    marked ``across_workers: min`` the smallest any worker of one start reported (``_PerWorkerMin``)."""
     rows = [row for row in tables().values if row.table == table]
     found: dict[str, Any] = {}
-    kv_budget = _PerWorkerMin()
+    per_worker = {row.field: _PerWorkerMin() for row in rows if row.across_workers == "min"}
     for line in lines:
         for row in rows:
             match = row.pattern.search(line)
@@ -495,7 +499,7 @@ def values(lines: list[str], table: str) -> dict[str, Any]:
                 continue
             number = _number(match.group(1))
             if number is not None and row.cast != "text":
-                number = kv_budget.add(line, number) if row.field == "kv_cache_gib" else number
+                number = per_worker[row.field].add(line, number) if row.across_workers == "min" else number
                 found[row.field] = float(number) if row.cast == "float" else number
             elif row.cast == "text":
                 found[row.field] = match.group(1).strip()
@@ -558,62 +562,8 @@ def facts(result: EngineLog) -> dict[str, Any]:
     return out
 
 
-# The facts `facts` returns (docs/reference.md#kinds); tests/collectors/test_declared_facts.py checks them.
-PRODUCES = declare(
-    ("engine", "str | None", "serving engine the log comes from (vllm, sglang, tgi, ...)"),
-    ("version", "str | None", "engine version printed at start"),
-    ("last_phase", "str | None", "last start-up phase completed (weights, profiling, kv-cache, graph-capture, ready)"),
-    ("oom", "dict | None", "the CUDA out-of-memory error: phase, kind and the line"),
-    ("kv_cache", "dict | None", "KV cache size the engine reported (blocks, tokens, GiB)"),
-    ("in_progress_phase", "str | None", "the phase begun but not finished when the log ends"),
-    ("kv_too_small", "dict | None", "the engine's refusal: KV cache smaller than one request of max_model_len"),
-    ("errors", "list", "recognised error lines with their kind"),
-    ("exit_code", "int | None", "exit code printed in the log"),
-    ("killed", "bool", "the log shows the process was killed"),
-    ("gpu_memory_utilization", "float | None", "vLLM's gpu_memory_utilization setting"),
-    ("mem_fraction_static", "float | None", "SGLang's mem_fraction_static setting"),
-    ("max_model_len", "int | None", "maximum context length configured"),
-    ("weights_gib", "float | None", "GiB the model weights took"),
-    ("total_gpu_gib", "float | None", "GPU memory the engine saw, GiB"),
-    ("preemptions_total", "int | None", "preemptions reported in the stats lines"),
-    ("last_stats", "dict | None", "the last periodic stats line (throughput, running, waiting, KV usage)"),
-    ("has_oom", "bool", "an out-of-memory error was logged"),
-    ("oom_phase", "str | None", "the phase the OOM happened in"),
-    ("oom_kind", "str | None", "which OOM: cuda, kv-cache, host-oom-kill, ..."),
-    ("fragmentation", "bool | None", "the OOM message shows reserved-but-unallocated memory (fragmentation)"),
-    ("kv_admission_failed", "bool", "a request could not be admitted for lack of KV blocks"),
-    ("error_kinds", "list[str]", "kinds of the recognised errors (nccl, port-in-use, driver-too-old, ...)"),
-    ("kv_tokens", "int | None", "KV cache capacity in tokens"),
-    ("kv_max_concurrency", "float | None", "requests of max_model_len the KV cache holds at once"),
-    ("startup_limits", "dict", "the start-up limits the engine printed (headroom, token budgets, graph memory)"),
-    ("engine_args", "dict", "start-up arguments: vLLM V1 non-default args or V0 engine config (secrets dropped)"),
-    ("engine_args_source", "str | None", "non-default (absent means default) or config (the whole config)"),
-    (
-        "kv_too_small_derived",
-        "bool",
-        "the KV cache is too small by the engine's own figures, though it printed no refusal",
-    ),
-    ("oom_holder", "str | None", "who held the GPU memory at the OOM (this process, other processes)"),
-    ("oom_processes", "list", "processes the OOM message lists with their memory"),
-    ("oom_other_processes_gib", "float | None", "GiB other processes held at the OOM"),
-    ("oom_outside_pytorch_gib", "float | None", "GiB held outside PyTorch's allocator at the OOM"),
-    ("limit_headroom_gib", "float | None", "memory headroom the engine reported, GiB"),
-    ("limit_component_failed", "str | None", "the start-up component whose limit failed"),
-    ("limit_total_gpu_gib", "float | None", "GPU memory the limits were computed from, GiB"),
-    ("limit_free_before_gib", "float | None", "free GPU memory before loading, GiB"),
-    ("limit_max_total_tokens", "int | None", "maximum total tokens (TGI/SGLang)"),
-    ("limit_max_running_requests", "int | None", "maximum running requests"),
-    ("limit_max_prefill_tokens", "int | None", "maximum prefill tokens"),
-    ("limit_prefill_tokens_refused", "int | None", "prefill tokens the warm-up could not fit"),
-    ("limit_kv_cache_free_gpu_mem_fraction", "float | None", "fraction of free GPU memory given to the KV cache"),
-    ("limit_cuda_graph_gib", "float | None", "memory the CUDA graphs took, GiB"),
-    ("limit_max_input_length", "int | None", "maximum input length"),
-)
-
-
 COLLECTOR = Collector(
-    produces=PRODUCES,
-    kind=KIND,
+    **registered(KIND),
     commands=(
         ("tail", "-n", LOG_LINES, "--", "{engine_log_file}"),
         # positional arguments, never pasted into the script: the shell only folds stderr in
@@ -625,7 +575,5 @@ COLLECTOR = Collector(
     ),
     parse=parse,
     facts=facts,
-    timeout=20.0,
     invasive=False,
-    description="Serving engine log (vLLM, SGLang, TGI): start-up phase reached, OOM phase, KV-cache size",
 )

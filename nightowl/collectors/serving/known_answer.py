@@ -27,7 +27,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from nightowl.collectors.base import Collector, declare, to_jsonable
+from nightowl.collectors.base import Collector, registered, to_jsonable
 
 KIND = "known-answer"
 TOKEN_ID = re.compile(r"^token_id:(-?\d+)$")  # vLLM --return-tokens-as-token-ids
@@ -197,28 +197,4 @@ def facts(result: KnownAnswerResult) -> dict[str, Any]:
     return data
 
 
-# The facts `facts` returns (docs/reference.md#kinds); tests/collectors/test_declared_facts.py checks them.
-PRODUCES = declare(
-    ("responses", "int", "responses read"),
-    ("models", "list[str]", "models that answered"),
-    ("answers", "list[str]", "the answers' text"),
-    ("errors", "list", "error responses"),
-    ("answer_digest", "str | None", "digest of the answers, to compare replicas"),
-    ("compared_on", "str | None", "what the digest covers (text, token ids)"),
-    ("answered", "bool", "at least one non-empty answer"),
-    ("empty_answers", "int", "answers with no text"),
-)
-
-
-COLLECTOR = Collector(
-    produces=PRODUCES,
-    kind=KIND,
-    commands=COMMANDS,
-    parse=parse,
-    facts=facts,
-    timeout=150.0,
-    description=(
-        "Known-answer probe: sends the fixed greedy prompt set (parameter probe_file or probe_body) to "
-        "the replica's OpenAI-compatible endpoint (parameter endpoint); digests token ids or text."
-    ),
-)
+COLLECTOR = Collector(**registered(KIND), commands=COMMANDS, parse=parse, facts=facts)

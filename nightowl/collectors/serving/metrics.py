@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 from nightowl import knowledge
-from nightowl.collectors.base import Collector, declare, to_jsonable
+from nightowl.collectors.base import Collector, registered, to_jsonable
 from nightowl.llmperf.histogram import bound, bound_label, quantile, window_mean
 
 KIND = "metrics"
@@ -330,54 +330,6 @@ def facts(result: MetricsScrape) -> dict[str, Any]:
     return out
 
 
-# The facts `facts` returns (docs/reference.md#kinds); tests/collectors/test_declared_facts.py checks them.
-PRODUCES = declare(
-    ("engine", "str", "engine the metric names belong to (vllm, sglang, tgi)"),
-    ("requests_running", "float | None", "requests running now"),
-    ("requests_waiting", "float | None", "requests queued now"),
-    ("kv_cache_usage", "float | None", "fraction of the KV cache in use"),
-    ("preemptions_total", "float | None", "preemptions since start"),
-    ("histograms", "dict", "latency histograms by name (buckets, sum, count)"),
-    ("length_histograms", "dict", "prompt and generation length histograms"),
-    ("prefix_cache_hits", "float | None", "prefix-cache hits since start"),
-    ("prefix_cache_queries", "float | None", "prefix-cache queries since start"),
-    ("prompt_tokens_total", "float | None", "prompt tokens since start"),
-    ("generation_tokens_total", "float | None", "generated tokens since start"),
-    ("request_success_total", "float | None", "requests finished since start"),
-    ("requests_total", "float | None", "requests since start"),
-    ("requests_aborted_total", "float | None", "requests aborted since start"),
-    ("requests_retracted", "float | None", "requests retracted (SGLang) since start"),
-    ("kv_cache_capacity_tokens", "float | None", "KV cache capacity in tokens"),
-    ("models", "list[str]", "model names in the labels"),
-    ("ttft_mean", "float | None", "mean time to first token since start, seconds"),
-    ("ttft_p50", "float | None", "median time to first token since start, seconds (from buckets)"),
-    ("ttft_p99", "float | None", "99th percentile time to first token since start, seconds (from buckets)"),
-    ("ttft_p99_at_least", "bool", "the TTFT p99 fell in the last bucket: a lower bound"),
-    ("itl_mean", "float | None", "mean inter-token latency since start, seconds"),
-    ("itl_p50", "float | None", "median inter-token latency, seconds"),
-    ("itl_p99", "float | None", "99th percentile inter-token latency, seconds"),
-    ("itl_p99_at_least", "bool", "the ITL p99 is a lower bound"),
-    ("e2e_mean", "float | None", "mean end-to-end request latency, seconds"),
-    ("e2e_p50", "float | None", "median end-to-end request latency, seconds"),
-    ("e2e_p99", "float | None", "99th percentile end-to-end request latency, seconds"),
-    ("e2e_p99_at_least", "bool", "the e2e p99 is a lower bound"),
-    ("queue_mean", "float | None", "mean time queued, seconds"),
-    ("queue_p50", "float | None", "median time queued, seconds"),
-    ("queue_p99", "float | None", "99th percentile time queued, seconds"),
-    ("queue_p99_at_least", "bool", "the queue p99 is a lower bound"),
-    ("prefill_mean", "float | None", "mean prefill time, seconds"),
-    ("prefill_p50", "float | None", "median prefill time, seconds"),
-    ("prefill_p99", "float | None", "99th percentile prefill time, seconds"),
-    ("prefill_p99_at_least", "bool", "the prefill p99 is a lower bound"),
-    ("decode_mean", "float | None", "mean decode time, seconds"),
-    ("decode_p50", "float | None", "median decode time, seconds"),
-    ("decode_p99", "float | None", "99th percentile decode time, seconds"),
-    ("decode_p99_at_least", "bool", "the decode p99 is a lower bound"),
-    ("prefix_cache_hit_rate", "float | None", "prefix-cache hits over queries since start"),
-    ("has_samples", "bool", "the scrape held at least one metric sample of the engine"),
-)
-
-
 def shows_nothing(text: str) -> bool:
     """A scrape without one finite sample (blank, only comments, only NaN/Inf) measured nothing: no_data,
     never an all-clear."""
@@ -385,13 +337,10 @@ def shows_nothing(text: str) -> bool:
 
 
 COLLECTOR = Collector(
+    **registered(KIND),
     shows_nothing=shows_nothing,
-    produces=PRODUCES,
-    kind=KIND,
     commands=(("curl", "-sS", "--fail", "--max-time", "5", "--", "{metrics_url}"),),
     parse=parse,
     facts=facts,
-    timeout=10.0,
     invasive=False,
-    description="Prometheus /metrics scrape of the serving engine (vLLM, SGLang or TGI)",
 )

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from nightowl.collectors.base import DerivedCollector, declare, to_jsonable
+from nightowl.collectors.base import DerivedCollector, registered, to_jsonable
 
 KIND = "metrics-window"
 INPUTS = ("metrics", "metrics_after")
@@ -85,37 +85,4 @@ def _decode_floor(rows: list[dict[str, Any]], after: Mapping[str, Any], params: 
     return {"step_ms": round(floor_ms, 3), "batch": batch, "context": context, "itl_ratio": ratio, "line": line}
 
 
-# The facts `facts` returns (docs/reference.md#kinds); tests/collectors/test_declared_facts.py checks them.
-PRODUCES = declare(
-    ("restart_in_window", "bool", "a counter went down between the scrapes: the engine restarted"),
-    ("restarted_series", "list[str]", "the counters that went down"),
-    ("components", "dict", "each latency clock's mean inside the window and before it"),
-    ("moved", "list[str]", "the clocks that grew in the window"),
-    ("dominant", "str | None", "the inside clock (queue, prefill, decode) that grew the most"),
-    ("dominant_share", "float | None", "its share of the latency growth"),
-    ("requests_in_window", "float | None", "requests finished between the scrapes"),
-    ("prompt_tokens_per_request", "dict", "prompt tokens per request before and in the window"),
-    ("generation_tokens_per_request", "dict", "generated tokens per request before and in the window"),
-    ("prefix_cache_hit_rate", "dict", "prefix-cache hit rate before and in the window"),
-    ("preemptions_in_window", "float | None", "preemptions between the scrapes"),
-    ("running", "dict", "requests running at each scrape"),
-    ("waiting", "dict", "requests waiting at each scrape"),
-    ("kv_cache_usage", "dict", "KV cache usage at each scrape"),
-    ("engine_latency_incident", "float | None", "the engine's latency in the window, seconds"),
-    ("engine", "str", "engine the metrics belong to"),
-    ("table", "list", "the before/in-window table, one row per clock"),
-    ("table_text", "str", "the table in one line, for verdicts"),
-    ("engine_moved", "bool", "the engine's own latency grew (not only the client's)"),
-    ("decode_floor", "dict", "the decode time the GPU's memory bandwidth allows, when model and GPU are given"),
-    ("has_window", "bool", "both scrapes have the counters a window needs"),
-    ("thresholds", "dict", "the growth thresholds the judgement used"),
-)
-
-
-COLLECTOR = DerivedCollector(
-    produces=PRODUCES,
-    kind=KIND,
-    inputs=INPUTS,
-    derive=derive,
-    description="per-component latency comparison of two metrics scrapes (baseline vs incident window)",
-)
+COLLECTOR = DerivedCollector(**registered(KIND), inputs=INPUTS, derive=derive)

@@ -18,7 +18,7 @@ from collections import Counter
 from collections.abc import Mapping
 from typing import Any
 
-from nightowl.collectors.base import DerivedCollector, declare
+from nightowl.collectors.base import DerivedCollector, registered
 from nightowl.collectors.serving.engine_args import display
 
 KIND = "replica-compare"
@@ -465,47 +465,4 @@ def _thresholds(slow_after: float) -> dict[str, float]:
     }
 
 
-# The facts `facts` returns (docs/reference.md#kinds); tests/collectors/test_declared_facts.py checks them.
-PRODUCES = declare(
-    ("replicas", "list", "each replica with its health, traffic, latency and the findings on it"),
-    ("judged", "int", "replicas that could be judged"),
-    ("down", "list[str]", "replicas not answering their health check"),
-    ("up", "list[str]", "replicas answering"),
-    ("unanswered", "list[str]", "replicas that answered no probe"),
-    ("all_down", "bool", "no replica answers"),
-    ("partial", "bool", "some replicas are down, not all"),
-    ("down_share", "dict", "release traits (version, weights, context, image, engine arguments) the failing share"),
-    ("down_place", "dict", "node or GPU model the failing replicas share and the healthy ones do not"),
-    ("drift", "dict", "what differs between replicas (model, version, max_model_len, image)"),
-    ("args_drift", "list", "engine arguments that differ: arg, hosts, values, expected, text"),
-    ("not_compared", "list[str]", "traits left out of the comparison on some replica, and why"),
-    ("drifted", "list[str]", "replicas that differ from the majority"),
-    ("restarted", "list[str]", "replicas that restarted in the window or just before the first scrape"),
-    ("started_recently", "list[str]", "replicas whose engine process started less than recent_start_seconds before"),
-    ("since", "dict | None", "when the trouble began (time, text, source), from start times or the first bad answer"),
-    ("not_checked", "list[str]", "what this look did not check (the stream when unprobed, the nodes)"),
-    ("service", "str | None", "the service as /v1/models names it (the served model id)"),
-    ("oom", "list[str]", "replicas that ran out of memory"),
-    ("slow", "list[str]", "replicas slower than the others"),
-    ("broken_stream", "list[str]", "replicas whose streamed answer broke off"),
-    ("kv_full", "list[str]", "replicas with a full KV cache"),
-    ("queue_growing", "list[str]", "replicas whose queue grows"),
-    ("latency_up", "list[str]", "replicas whose latency rose"),
-    ("sudden", "list[str]", "replicas whose change was sudden"),
-    ("requests_now", "float | None", "requests per second now, all replicas"),
-    ("requests_before", "float | None", "requests per second before, all replicas"),
-    ("traffic_ratio", "float | None", "traffic now over before"),
-    ("errors_now", "int | None", "HTTP 5xx now, all replicas"),
-    ("metrics_url_by_host", "dict", "the metrics URL read per replica"),
-    ("thresholds", "dict", "the thresholds the comparison used"),
-    ("unread", "list[str]", "replicas whose health, scrapes or asked-for stream probe could not be read: no all-clear"),
-)
-
-
-COLLECTOR = DerivedCollector(
-    produces=PRODUCES,
-    kind=KIND,
-    inputs=INPUTS,
-    derive=derive,
-    description="first look across replicas: down, partial, shared traits, drift, restarts, traffic, latency",
-)
+COLLECTOR = DerivedCollector(**registered(KIND), inputs=INPUTS, derive=derive)

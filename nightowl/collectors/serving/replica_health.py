@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from email.utils import parsedate_to_datetime
 from typing import Any
 
-from nightowl.collectors.base import Collector, declare, to_jsonable
+from nightowl.collectors.base import Collector, registered, to_jsonable
 
 KIND = "replica-health"
 MARKER = "nightowl-probe"
@@ -123,24 +123,4 @@ def facts(result: ReplicaHealth) -> dict[str, Any]:
     return out
 
 
-# The facts `facts` returns (docs/reference.md#kinds); tests/collectors/test_declared_facts.py checks them.
-PRODUCES = declare(
-    ("probes", "list", "each probe with its status and time"),
-    ("health_status", "int | None", "HTTP status of the health check"),
-    ("health_seconds", "float | None", "seconds the health check took"),
-    ("alive", "bool", "the health check answered 200"),
-    ("answered", "bool", "the replica answered a request"),
-    ("version", "str | None", "engine version the replica reports"),
-    ("server_time", "float | None", "the replica's clock at its health check (Date header, Unix seconds)"),
-)
-
-
-COLLECTOR = Collector(
-    produces=PRODUCES,
-    kind=KIND,
-    commands=COMMANDS,
-    parse=parse,
-    facts=facts,
-    timeout=15.0,
-    description="GET {base_url}/health and /version: HTTP status, latency and engine version of one replica",
-)
+COLLECTOR = Collector(**registered(KIND), commands=COMMANDS, parse=parse, facts=facts)

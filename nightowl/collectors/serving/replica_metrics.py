@@ -17,9 +17,8 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from nightowl.collectors.base import Collector, Fact
+from nightowl.collectors.base import Collector, registered
 from nightowl.collectors.serving import metrics
-from nightowl.collectors.serving.metrics import PRODUCES as METRICS_FACTS
 
 KIND = "replica-metrics"
 COMMANDS: tuple[tuple[str, ...], ...] = (("curl", "-sS", "--fail", "--max-time", "5", "--", "{base_url}/metrics"),)
@@ -72,21 +71,10 @@ def facts(result: ReplicaScrape) -> dict[str, Any]:
     return out
 
 
-# The metrics collector's facts, plus what a replica's scrape adds.
-PRODUCES = (
-    *METRICS_FACTS,
-    Fact("process_start_time", "float | None", "when the engine process started (Unix seconds)"),
-    Fact("http_5xx_total", "float | None", "HTTP 5xx responses since start"),
-)
-
-
 COLLECTOR = Collector(
+    **registered(KIND),
     shows_nothing=metrics.shows_nothing,
-    produces=PRODUCES,
-    kind=KIND,
     commands=COMMANDS,
     parse=parse,
     facts=facts,
-    timeout=10.0,
-    description="GET {base_url}/metrics: the metrics facts plus process start time and HTTP 5xx count",
 )

@@ -13,7 +13,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from nightowl.collectors.base import Collector, declare, to_jsonable
+from nightowl.collectors.base import Collector, registered, to_jsonable
 
 KIND = "replica-models"
 COMMANDS: tuple[tuple[str, ...], ...] = (("curl", "-sS", "--fail", "--max-time", "5", "--", "{base_url}/v1/models"),)
@@ -71,21 +71,4 @@ def facts(result: ReplicaModels) -> dict[str, Any]:
     return out
 
 
-# The facts `facts` returns (docs/reference.md#kinds); tests/collectors/test_declared_facts.py checks them.
-PRODUCES = declare(
-    ("models", "list", "models the replica serves"),
-    ("model_id", "str | None", "the served model id"),
-    ("model_root", "str | None", "the model's path or hub name"),
-    ("max_model_len", "int | None", "the maximum context length served"),
-)
-
-
-COLLECTOR = Collector(
-    produces=PRODUCES,
-    kind=KIND,
-    commands=COMMANDS,
-    parse=parse,
-    facts=facts,
-    timeout=10.0,
-    description="GET {base_url}/v1/models: served model id, root (weights) and max_model_len",
-)
+COLLECTOR = Collector(**registered(KIND), commands=COMMANDS, parse=parse, facts=facts)

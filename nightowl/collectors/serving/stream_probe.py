@@ -14,7 +14,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from nightowl.collectors.base import Collector, declare, to_jsonable
+from nightowl.collectors.base import Collector, registered, to_jsonable
 
 KIND = "stream-probe"
 COMMANDS: tuple[tuple[str, ...], ...] = (
@@ -92,23 +92,4 @@ def facts(result: StreamProbe) -> dict[str, Any]:
     return out
 
 
-# The facts `facts` returns (docs/reference.md#kinds); tests/collectors/test_declared_facts.py checks them.
-PRODUCES = declare(
-    ("chunks", "int", "streamed chunks received"),
-    ("done", "bool", "the stream ended with its end marker"),
-    ("finish_reason", "str | None", "why generation finished (stop, length)"),
-    ("error", "str | None", "the error the stream returned"),
-    ("complete", "bool", "the stream is complete"),
-    ("missing_end", "bool", "the stream stopped without its end marker"),
-)
-
-
-COLLECTOR = Collector(
-    produces=PRODUCES,
-    kind=KIND,
-    commands=COMMANDS,
-    parse=parse,
-    facts=facts,
-    timeout=30.0,
-    description="one streamed 1-token completion to {base_url}/v1/completions: ends with finish_reason and [DONE]?",
-)
+COLLECTOR = Collector(**registered(KIND), commands=COMMANDS, parse=parse, facts=facts)

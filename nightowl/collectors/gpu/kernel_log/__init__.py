@@ -7,7 +7,6 @@ from nightowl.collectors.gpu.kernel_log.classification import classify
 from nightowl.collectors.gpu.kernel_log.kernel_log import (
     COLLECTOR,
     MESSAGE_HINTS,
-    PRODUCES,
     may_continue_report,
     may_hold_message,
     message_start,
@@ -42,7 +41,6 @@ __all__ = [
     "MAX_LINES_PER_EVENT",
     "MAX_WARNINGS",
     "MESSAGE_HINTS",
-    "PRODUCES",
     "KernelLogResult",
     "aer_severity",
     "classify",

@@ -1,4 +1,4 @@
-"""The facts a runbook reads from a parsed kernel log (``facts``; declared in ``kernel_log.PRODUCES``)."""
+"""The facts a runbook reads from a parsed kernel log (``facts``; declared in ``gpu/facts.yaml``)."""
 
 from __future__ import annotations
 

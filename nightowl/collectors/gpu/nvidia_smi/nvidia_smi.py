@@ -25,7 +25,7 @@ import re
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from nightowl.collectors.base import Collector, declare, parsed_once, to_jsonable
+from nightowl.collectors.base import Collector, parsed_once, registered, to_jsonable
 from nightowl.collectors.gpu.nvidia_smi.results import (
     BankHistogram,
     Ecc,
@@ -709,48 +709,6 @@ def _sku_judgement(result: NvidiaSmiResult) -> dict[str, Any]:
     return judge(names[0], gpu_count=result.gpu_count)
 
 
-# The facts `facts` returns (docs/reference.md#kinds); tests/collectors/test_declared_facts.py checks them.
-PRODUCES = declare(
-    ("driver_version", "str | None", "driver version"),
-    ("cuda_version", "str | None", "CUDA version the driver supports"),
-    ("gpu_count", "int | None", "GPUs nvidia-smi lists"),
-    ("gpus", "list", "every GPU with its fields (index, bus id, name, ECC, remapping, clocks, ...)"),
-    ("errors", "list", "error lines (unable to determine the device handle, ...)"),
-    ("source_format", "str", "which output was read (query, table, xml)"),
-    ("unplaced_counters", "list", "ECC counters printed without a GPU to attach them to"),
-    ("gpus_missing_or_unreadable", "list[str]", "GPUs listed but unreadable, or seen in an error"),
-    (
-        "driver_not_loaded",
-        "bool",
-        "nvidia-smi could not reach the kernel module (not loaded, or not built for this kernel)",
-    ),
-    ("driver_not_loaded_messages", "list[str]", "the lines that say so"),
-    ("error_count", "int", "error lines"),
-    ("field_error_count", "int", "fields that read as an error ([Unknown Error], ERR!)"),
-    ("dram_uncorrectable_volatile_gpus", "list[str]", "GPUs with uncorrectable DRAM ECC errors since boot"),
-    ("remap_pending_gpus", "list[str]", "GPUs with a row remap pending (reset needed)"),
-    ("remap_failure_gpus", "list[str]", "GPUs where a row remap failed"),
-    (
-        "memory_error_gpus",
-        "list[str]",
-        "GPUs in any of the four lists above: uncorrectable ECC, retirement or remap pending, remap failed",
-    ),
-    ("retired_pages_pending_gpus", "list[str]", "GPUs with a page retirement pending"),
-    ("sram_threshold_exceeded_gpus", "list[str]", "GPUs past the SRAM error threshold"),
-    ("mig_enabled_gpus", "list[str]", "GPUs with MIG mode enabled"),
-    ("mig_instances", "list", "MIG devices per GPU: index, profile, GPU and compute instance ids"),
-    ("mig_uncorrectable_ecc_instances", "list", "MIG devices with uncorrectable volatile ECC counts, by GPU instance"),
-    ("channel_repair_pending_gpus", "list[str]", "GPUs with a memory channel repair pending (R590+ repair status)"),
-    ("tpc_repair_pending_gpus", "list[str]", "GPUs with a TPC repair pending (R590+ repair status)"),
-    ("hw_slowdown_gpus", "list[str]", "GPUs in a hardware slowdown (thermal, power brake)"),
-    ("pcie_degraded_gpus", "list[str]", "GPUs on a narrower or slower PCIe link than they support"),
-    ("recovery_actions", "dict", "the driver's recovery action per GPU"),
-    ("gpu_names", "list[str]", "GPU product names"),
-    ("sku_judgement", "dict", "what the SKU's profile expects against what is read"),
-    ("unplaced_uncorrectable_total", "int", "uncorrectable counts among the unplaced counters"),
-)
-
-
 def shows_nothing(text: str) -> bool:
     """An output that exited 0 but lists no GPU and no error (one line of text, an HTML error page, XML with
     zero GPUs, a table without rows) read nothing: no_data, so no runbook calls the node healthy on it."""
@@ -759,12 +717,9 @@ def shows_nothing(text: str) -> bool:
 
 
 COLLECTOR = Collector(
+    **registered(KIND),
     shows_nothing=shows_nothing,
-    produces=PRODUCES,
-    kind=KIND,
     commands=(("nvidia-smi", "-q", "-x"), ("nvidia-smi", "-q")),
     parse=parse,
     facts=facts,
-    timeout=20.0,
-    description="Per-GPU ECC, row remap, page retirement, PCIe link, clock event reasons and recovery action",
 )

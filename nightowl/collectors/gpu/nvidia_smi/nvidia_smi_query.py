@@ -13,7 +13,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from nightowl.collectors.base import Collector, declare, to_jsonable
+from nightowl.collectors.base import Collector, registered, to_jsonable
 from nightowl.collectors.gpu.nvidia_smi.tree import SHELL_PROMPT, clean, is_error_value, pcie_degraded, tool_failure
 from nightowl.collectors.pci import find_pci, normalize_pci
 
@@ -300,30 +300,9 @@ def facts(result: QueryResult) -> dict[str, Any]:
     return data
 
 
-# The facts `facts` returns (docs/reference.md#kinds); tests/collectors/test_declared_facts.py checks them.
-PRODUCES = declare(
-    ("fields", "list[str]", "the fields queried, in order"),
-    ("gpus", "list", "one row per GPU, by field"),
-    ("errors", "list", "error lines"),
-    ("gpu_count", "int", "GPU rows read"),
-    ("units", "dict", "the unit of each field, from the header"),
-    ("header", "bool", "the output had a header row"),
-    ("error_count", "int", "error lines"),
-    ("gpus_with_field_errors", "list[str]", "GPUs with a field that reads as an error"),
-    ("dram_uncorrectable_volatile_gpus", "list[str]", "GPUs with uncorrectable DRAM ECC errors since boot"),
-    ("hw_slowdown_gpus", "list[str]", "GPUs in a hardware slowdown"),
-    ("pcie_degraded_gpus", "list[str]", "GPUs on a narrower or slower PCIe link than they support"),
-    ("recovery_actions", "dict", "the driver's recovery action per GPU"),
-    ("gpu_names", "list[str]", "GPU product names"),
-)
-
-
 COLLECTOR = Collector(
-    produces=PRODUCES,
-    kind=KIND,
+    **registered(KIND),
     commands=(("nvidia-smi", QUERY_ARGUMENT, "--format=csv,noheader,nounits"),),
     parse=parse,
     facts=facts,
-    timeout=20.0,
-    description="One CSV row per GPU: identity, temperature, utilization, memory, ECC, clocks, PCIe link",
 )
