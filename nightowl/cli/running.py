@@ -112,8 +112,9 @@ def replay_transports(replays: tuple[Path, ...]) -> dict[str, Any]:
     Two recordings with the same name are two hosts, never one: the second is named by its path.
     """
     from nightowl.engine import layout
+    from nightowl.engine.bundle_summary import unreachable_in_bundle
     from nightowl.transports.base import Unreachable
-    from nightowl.transports.replay import ReplayTransport, unreachable_in_bundle
+    from nightowl.transports.replay import ReplayTransport
 
     transports: dict[str, Any] = {}
 
