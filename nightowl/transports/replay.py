@@ -56,9 +56,7 @@ class ReplayTransport:
         numbered = f"{kind}.{self._taken[kind]}"
         if any((self.directory / f"{numbered}{suffix}").exists() for suffix in _TAKEN_MARKS):
             return numbered
-        if self._taken[kind] == 1 and any(
-            (self.directory / f"{kind}{suffix}").exists() for suffix in _TAKEN_MARKS
-        ):
+        if self._taken[kind] == 1 and any((self.directory / f"{kind}{suffix}").exists() for suffix in _TAKEN_MARKS):
             return kind
         return None
 
