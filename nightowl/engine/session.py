@@ -161,11 +161,11 @@ def _in_order(results: Mapping[str, HostRun], names: Iterable[str]) -> list[Host
 
 @dataclasses.dataclass(frozen=True)
 class _Stopped:
-    """A run stopped by Ctrl-C or SIGTERM: what was opened and started, to stop before saving."""
+    """A run (or a job) stopped by Ctrl-C or SIGTERM: what was opened and started, to stop before saving."""
 
     options: RunOptions
     opened: list[Transport]
-    pools: tuple[ThreadPoolExecutor, ThreadPoolExecutor]
+    pools: tuple[ThreadPoolExecutor, ...]  # none for a job: its members run in the job runner's own threads
     terminated: bool
 
     def save(
@@ -290,16 +290,17 @@ def _run_job(
 
     members = [_open(name, opener) for name, opener in transports.items()]
     runner = JobRunner(loaded, members, lookup, writer, options)
+
+    def finished() -> list[HostRun]:
+        return list(runner.member_runs.values())
+
     try:
         runs = runner.execute_job()
     except KeyboardInterrupt as exc:
-        _stop_own(options, members)
-        options.inflight.wait_idle(DRAIN_SECONDS)
-        runs = list(runner.member_runs.values())
-        bundle = _finish_partial(writer, runs, options, render_postmortem, extra_manifest)
-        raise Interrupted(runs, bundle, isinstance(exc, Terminated)) from None
+        stopped = _Stopped(options, members, (), isinstance(exc, Terminated))
+        raise stopped.save(writer, finished, render_postmortem, extra_manifest) from None
     except Exception as exc:
-        _save_partial(exc, writer, list(runner.member_runs.values()))
+        _save_partial(exc, writer, finished())
         raise
     options.saving.set()
     return runs, writer.finish(runs, render_postmortem=render_postmortem, extra=extra_manifest)
