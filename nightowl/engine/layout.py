@@ -27,6 +27,7 @@ from nightowl.transports.base import OUT as OUT
 from nightowl.transports.base import RC as RC
 from nightowl.transports.base import TIMEOUT as TIMEOUT
 from nightowl.transports.base import TRUNCATED as TRUNCATED
+from nightowl.transports.base import UNREACHABLE as UNREACHABLE
 
 MANIFEST = "manifest.json"
 MANIFEST_HASH = "manifest.sha256"  # sha256sum format: `<hex>  manifest.json`

@@ -19,6 +19,7 @@ from nightowl.engine.layout import (
     RUNBOOK,
     TIMEOUT,
     TRACE,
+    UNREACHABLE,
     VERDICTS,
     first_take,
     host_from_dirname,
@@ -316,7 +317,7 @@ def _what(rel: str, described: dict[str, str]) -> str:
     label = _BESIDE_OUTPUT.get(dot + ext)
     if label and stem + OUT in described:
         return f"{label} of {described[stem + OUT].split(' (', 1)[0]}"
-    if rel.endswith("/unreachable"):
+    if rel.endswith("/" + UNREACHABLE):
         return "why the host could not be reached"
     return {
         VERDICTS: "verdict per host (docs/reference.md#verdicts)",

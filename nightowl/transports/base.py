@@ -39,6 +39,7 @@ class CommandResult:
 # #recorded-hosts-and-bundles): ``<kind>.out`` and, each only when it says something, the files beside it.
 # Named here, under the engine, so the replay transport reads what engine/layout.py names for bundles.
 OUT, ERR, RC, TIMEOUT, TRUNCATED, LATE = ".out", ".err", ".rc", ".timeout", ".truncated", ".late"
+UNREACHABLE = "unreachable"  # a recorded host that could not be reached: this file, holding the reason
 
 
 # coreutils ``timeout`` exits 124 when it stopped the command (137 when it had to SIGKILL it): the

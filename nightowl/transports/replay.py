@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import BinaryIO
 
-from nightowl.transports.base import ERR, LATE, OUT, RC, TIMEOUT, TRUNCATED, CommandResult, TransportError
+from nightowl.transports.base import ERR, LATE, OUT, RC, TIMEOUT, TRUNCATED, UNREACHABLE, CommandResult, TransportError
 from nightowl.transports.capped import CappedOutput
 
 _EXIT_CODE = re.compile(r"-?[0-9]{1,5}")
@@ -40,9 +40,9 @@ class ReplayTransport:
     def connect(self) -> None:
         if not self.directory.is_dir():
             raise TransportError(f"no recorded host at {self.directory}")
-        if (self.directory / "unreachable").exists():
+        if (self.directory / UNREACHABLE).exists():
             try:
-                reason = self._read_capped(self.directory / "unreachable", 4096)[0].strip()
+                reason = self._read_capped(self.directory / UNREACHABLE, 4096)[0].strip()
             except RefusedFile as exc:
                 reason = str(exc)
             raise TransportError(reason or "recorded as unreachable")
