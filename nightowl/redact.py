@@ -16,6 +16,8 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
+from nightowl.knowledge import compile_pattern, read_csv
+
 MASK = "[REDACTED]"
 
 # Values that say "no secret set": replacing them would hide a useful fact and protect nothing.
@@ -46,50 +48,11 @@ def _p(name: str, regex: str, source: str, flags: int = 0) -> SecretPattern:
     return SecretPattern(name, re.compile(regex, flags), source)
 
 
-# Token shapes recognised wherever they appear; group "secret" is what gets masked.
-TOKEN_SHAPES: tuple[SecretPattern, ...] = (
-    _p(
-        "authorization-header",
-        r"(?im)(?P<key>\b(?:proxy-)?authorization[\"']?\s*[:=]\s*[\"']?)(?P<secret>[^\r\n\"']+)",
-        "RFC 9110 s11.6.2 Authorization header (any scheme)",
-    ),
-    _p(
-        "cookie-header",
-        r"(?im)(?P<key>\b(?:set-)?cookie[\"']?\s*[:=]\s*[\"']?)(?P<secret>[^\r\n\"']+)",
-        "RFC 6265 s4 Cookie and Set-Cookie headers",
-    ),
-    _p("bearer", r"(?i)(?P<key>\bbearer\s+)(?P<secret>[A-Za-z0-9._~+/=-]{8,})", "RFC 6750 bearer tokens"),
-    _p("huggingface", r"(?P<secret>\bhf_[A-Za-z0-9]{20,})", "Hugging Face user access tokens (hf_ prefix)"),
-    _p(
-        "aws-access-key-id",
-        r"(?P<secret>\b(?:AKIA|ASIA|AGPA|AIDA|AROA|ANPA)[0-9A-Z]{16}\b)",
-        "AWS IAM unique ID prefixes (IAM user guide, reference_identifiers)",
-    ),
-    _p(
-        "github",
-        r"(?P<secret>\b(?:gh[pousr]_[A-Za-z0-9]{30,}|github_pat_[A-Za-z0-9_]{30,}))",
-        "GitHub token prefixes (ghp_, gho_, ghu_, ghs_, ghr_, github_pat_)",
-    ),
-    _p("openai-style", r"(?P<secret>\bsk-(?:proj-|ant-)?[A-Za-z0-9_-]{20,})", "OpenAI / Anthropic sk- keys"),
-    _p("slack", r"(?P<secret>\bxox[abposr]-[A-Za-z0-9-]{10,})", "Slack token prefixes"),
-    _p("google-api-key", r"(?P<secret>\bAIza[0-9A-Za-z_-]{35})", "Google API keys"),
-    _p("jwt", r"(?P<secret>\beyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,})", "RFC 7519 JWTs"),
-    _p(
-        "url-userinfo",
-        # The user may be empty (redis://:pw@host) and the password may hold "/" (amqp://u:pa/ss@h);
-        # both are bounded so that a long run of "a://a://..." stays linear.
-        r"(?P<key>(?<![A-Za-z0-9+.-])[A-Za-z][A-Za-z0-9+.-]*://[^\s:/@]{0,256}:)(?P<secret>[^\s@]{1,256})(?=@)",
-        "RFC 3986 s3.2.1 user:password@ in URLs",
-    ),
-    _p("gitlab", r"(?P<secret>\bgl(?:pat|dt|rt|ptt)-[A-Za-z0-9_-]{20,})", "GitLab token prefixes (glpat-, ...)"),
-    _p("npm", r"(?P<secret>\bnpm_[A-Za-z0-9]{36})", "npm access tokens (npm_ prefix)"),
-    _p("pypi", r"(?P<secret>\bpypi-AgE[A-Za-z0-9_-]{50,})", "PyPI API tokens (pypi- macaroons)"),
-    _p("stripe", r"(?P<secret>\b[rs]k_(?:live|test)_[A-Za-z0-9]{16,})", "Stripe secret and restricted keys"),
-    _p(
-        "sendgrid",
-        r"(?P<secret>\bSG\.[A-Za-z0-9_-]{22}\.[A-Za-z0-9_-]{43})",
-        "SendGrid API keys (gitleaks sendgrid-api-token)",
-    ),
+# Token shapes recognised wherever they appear; group "secret" is what gets masked. Data, one row per shape
+# with the document that defines the format (nightowl/knowledge/secret_shapes.csv).
+TOKEN_SHAPES: tuple[SecretPattern, ...] = tuple(
+    SecretPattern(row["name"], compile_pattern(row["pattern"], f"secret_shapes.csv: {row['name']}"), row["source"])
+    for row in read_csv("secret_shapes.csv", required=("name", "pattern", "source"))
 )
 
 # name=value, name: value, "name": "value", 'name': 'value', --name value, --name=value.

@@ -45,8 +45,7 @@ def check(
     since: str | None,
     fmt: str,
     textfile: Path | None,
-    command_timeout: float | None,
-    host_timeout: float | None,
+    limits: dict[str, float | None],
     out_dir: Path | None,
     log_format: str,
 ) -> None:
@@ -69,7 +68,7 @@ def check(
         loaded,
         transports,
         param_values(params, since),
-        {"command_timeout": command_timeout, "host_timeout": host_timeout},
+        limits,
         fmt=fmt,
         textfile=textfile,
         log_format=log_format,

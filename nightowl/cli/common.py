@@ -86,16 +86,23 @@ def ssh_options(command: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def limit_options(command: Callable[..., Any]) -> Callable[..., Any]:
-    """--command-timeout and --host-timeout: a run never waits longer than the user allows."""
-    command = click.option(
+    """--command-timeout and --host-timeout: a run never waits longer than the user allows. The command gets
+    both as one ``limits: {"command_timeout": seconds or None, "host_timeout": seconds or None}``."""
+
+    @functools.wraps(command)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        kwargs["limits"] = {key: kwargs.pop(key) for key in ("command_timeout", "host_timeout")}
+        return command(*args, **kwargs)
+
+    wrapper = click.option(
         "--command-timeout", type=float, default=None, help="cap on every command's own deadline, seconds"
-    )(command)
+    )(wrapper)
     return click.option(
         "--host-timeout",
         type=float,
         default=None,
         help="deadline for one host's whole run, seconds; later collectors are skipped",
-    )(command)
+    )(wrapper)
 
 
 Decorator = Callable[[Callable[..., Any]], Callable[..., Any]]
@@ -118,6 +125,25 @@ def format_option(*choices: str, default: str | None = None, help: str | None = 
 def out_option(help: str) -> Decorator:
     """``--out`` (parameter ``out_dir``), a folder, ``None`` unless given: each command says what it defaults to."""
     return click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path), default=None, help=help)
+
+
+def number_option(
+    name: str, kind: click.ParamType | type[float], default: float | None, help: str | None = None
+) -> Decorator:
+    """A number option of ``kind`` (``click.IntRange``, ``click.FloatRange``, ``float``); its default, when it has
+    one, shown in ``--help``."""
+    return click.option(name, type=kind, default=default, show_default=True, help=help)
+
+
+def config_file_option(help: str) -> Decorator:
+    """``--config`` (parameter ``config_path``): an existing file the command cannot run without."""
+    return click.option(
+        "--config",
+        "config_path",
+        required=True,
+        type=click.Path(exists=True, dir_okay=False, path_type=Path),
+        help=help,
+    )
 
 
 # A run's JSON (triage, demo) is the one docs/reference.md#run-json describes; other commands print their own.

@@ -8,7 +8,7 @@ from pathlib import Path
 import click
 
 from nightowl.cli.common import FORMAT_OPTION, OUT_OPTION, VERBOSE_OPTION, fail, load_runbook_or_exit
-from nightowl.cli.running import run_and_report
+from nightowl.cli.reporting import run_and_report
 
 
 @click.command()

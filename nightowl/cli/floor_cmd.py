@@ -8,7 +8,7 @@ from typing import Any
 
 import click
 
-from nightowl.cli.common import TEXT_JSON_OPTION
+from nightowl.cli.common import TEXT_JSON_OPTION, config_file_option
 from nightowl.cli.exit import ExitStatus
 
 
@@ -27,13 +27,7 @@ def _gib(value: float) -> str:
 
 
 @click.command()
-@click.option(
-    "--config",
-    "config_path",
-    required=True,
-    type=click.Path(exists=True, dir_okay=False, path_type=Path),
-    help="the model's config.json",
-)
+@config_file_option("the model's config.json")
 @click.option("--gpu", required=True, help="GPU model, e.g. H100-SXM, H200, A100-SXM4-80GB, L40S")
 @click.option("--tp", default=1, show_default=True, help="tensor-parallel size")
 @click.option("--batch", default=1, show_default=True, help="sequences decoded together")

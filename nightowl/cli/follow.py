@@ -5,6 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from nightowl.engine import layout
+
 
 def next_steps(summary: dict[str, Any]) -> list[dict[str, Any]]:
     """Distinct ``next`` of the verdicts (a job's members all carry the same one)."""
@@ -33,6 +35,6 @@ def follow(
             continue
         loaded = load_runbook_or_exit(step["runbook"])
         params = {k: v for k, v in step["params"].items() if v is not None}
-        out = Path(summary["bundle"]) / "next"
+        out = Path(summary["bundle"]) / layout.NEXT
         done.append(run_or_exit(loaded, chosen, params, out, allow_invasive, limits).summary)
     return done

@@ -9,59 +9,48 @@ from typing import Any
 
 import click
 
-from nightowl.cli.common import TEXT_JSON_OPTION
+from nightowl.cli.common import TEXT_JSON_OPTION, number_option
 
 GIB = 2**30
 
 
 @click.command("kv-size")
 @click.argument("config", type=click.Path(dir_okay=False, path_type=Path, allow_dash=True))
-@click.option("--tp", type=click.IntRange(min=1), default=1, show_default=True, help="tensor parallel size")
+@number_option("--tp", click.IntRange(min=1), 1, "tensor parallel size")
 @click.option(
     "--dtype",
     default="auto",
     show_default=True,
     help="KV-cache dtype: auto (the model's torch_dtype), bf16, fp16, fp8, fp8_ds_mla, ...",
 )
-@click.option(
-    "--max-model-len",
-    type=click.IntRange(min=1),
-    default=None,
-    help="tokens of the longest request (default: max_position_embeddings)",
+@number_option(
+    "--max-model-len", click.IntRange(min=1), None, "tokens of the longest request (default: max_position_embeddings)"
 )
-@click.option(
+@number_option(
     "--gpu-mem",
-    type=click.FloatRange(min=0, min_open=True),
-    default=None,
-    help="memory of one GPU, GiB (with --weights: budget as vLLM does)",
+    click.FloatRange(min=0, min_open=True),
+    None,
+    "memory of one GPU, GiB (with --weights: budget as vLLM does)",
 )
-@click.option(
-    "--util",
-    type=click.FloatRange(0, 1, min_open=True),
-    default=0.9,
-    show_default=True,
-    help="vLLM --gpu-memory-utilization: a share of the WHOLE card",
+@number_option(
+    "--util", click.FloatRange(0, 1, min_open=True), 0.9, "vLLM --gpu-memory-utilization: a share of the WHOLE card"
 )
-@click.option("--weights", type=click.FloatRange(min=0), default=None, help="weights per GPU, GiB")
-@click.option(
-    "--non-kv",
-    type=click.FloatRange(min=0),
-    default=0.0,
-    show_default=True,
-    help="activation peak + non-torch memory per GPU, GiB (vLLM logs both)",
+@number_option("--weights", click.FloatRange(min=0), None, "weights per GPU, GiB")
+@number_option(
+    "--non-kv", click.FloatRange(min=0), 0.0, "activation peak + non-torch memory per GPU, GiB (vLLM logs both)"
 )
-@click.option(
+@number_option(
     "--kv-gib",
-    type=click.FloatRange(min=0),
-    default=None,
-    help="KV memory available per GPU, GiB, as the engine logged it (instead of --gpu-mem)",
+    click.FloatRange(min=0),
+    None,
+    "KV memory available per GPU, GiB, as the engine logged it (instead of --gpu-mem)",
 )
-@click.option("--block-size", type=click.IntRange(min=1), default=16, show_default=True)
-@click.option(
+@number_option("--block-size", click.IntRange(min=1), 16)
+@number_option(
     "--max-num-batched-tokens",
-    type=click.IntRange(min=1),
-    default=None,
-    help="needed for sliding-window models (a request holds window + this many tokens)",
+    click.IntRange(min=1),
+    None,
+    "needed for sliding-window models (a request holds window + this many tokens)",
 )
 @TEXT_JSON_OPTION
 def kv_size(

@@ -11,8 +11,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 import click
 
 from nightowl.cli.common import fail
-from nightowl.cli.exit import ExitStatus, status_for
-from nightowl.paths import default_out_dir
+from nightowl.cli.exit import ExitStatus
 
 if TYPE_CHECKING:
     from nightowl.run import RunResult
@@ -79,26 +78,6 @@ def report_bundle_problems(result: RunResult) -> bool:
     return False
 
 
-def run_and_report(
-    loaded: Any,
-    transports: dict[str, Any],
-    params: dict[str, Any],
-    fmt: str,
-    out_dir: Path | None,
-    allow_invasive: bool,
-    limits: dict[str, float | None] | None = None,
-    verbose: bool = False,
-) -> ExitStatus:
-    from nightowl.cli.render import json_report, text_report
-
-    result = run_or_exit(loaded, transports, params, out_dir or default_out_dir(), allow_invasive, limits)
-    summary = result.summary
-    click.echo(json_report(summary) if fmt == "json" else text_report(summary, verbose=verbose))
-    if report_bundle_problems(result):  # the verdict is printed; the missing evidence is a failure
-        return ExitStatus.USAGE
-    return status_for(summary["hosts"])
-
-
 def opener(spec: str, ssh_options: Any) -> Any:
     from nightowl.transports import open_transport
 
@@ -112,8 +91,9 @@ def replay_transports(replays: tuple[Path, ...]) -> dict[str, Any]:
     Two recordings with the same name are two hosts, never one: the second is named by its path.
     """
     from nightowl.engine import layout
+    from nightowl.engine.bundle_summary import unreachable_in_bundle
     from nightowl.transports.base import Unreachable
-    from nightowl.transports.replay import ReplayTransport, unreachable_in_bundle
+    from nightowl.transports.replay import ReplayTransport
 
     transports: dict[str, Any] = {}
 

@@ -8,7 +8,7 @@ from typing import Any
 
 import click
 
-from nightowl.cli.common import HISTORY_OPTION, LOG_FORMAT_OPTION, out_option
+from nightowl.cli.common import HISTORY_OPTION, LOG_FORMAT_OPTION, config_file_option, out_option
 from nightowl.cli.exit import fail
 
 
@@ -20,13 +20,7 @@ def _listen(text: str) -> tuple[str, int]:
 
 
 @click.command()
-@click.option(
-    "--config",
-    "config_path",
-    required=True,
-    type=click.Path(exists=True, dir_okay=False, path_type=Path),
-    help="YAML rules and settings (see fixtures/alerts/serve.yaml)",
-)
+@config_file_option("YAML rules and settings (see fixtures/alerts/serve.yaml)")
 @click.option("--listen", help="HOST:PORT to listen on (default: the config's, else 127.0.0.1:9797)")
 @out_option("where bundles go (default: the config's `out`)")
 @LOG_FORMAT_OPTION

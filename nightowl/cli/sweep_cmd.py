@@ -84,8 +84,7 @@ def sweep(
     textfile: Path | None,
     allow_invasive: bool,
     ssh: SSHArgs,
-    command_timeout: float | None,
-    host_timeout: float | None,
+    limits: dict[str, float | None],
     out_dir: Path | None,
 ) -> None:
     """Run a runbook on every host of an inventory, concurrently, into one bundle.
@@ -113,7 +112,7 @@ def sweep(
         loaded,
         transports,
         param_values(params, since),
-        {"command_timeout": command_timeout, "host_timeout": host_timeout},
+        limits,
         fmt=fmt,
         textfile=textfile,
         log_format=None,  # no log lines: a problem is one plain `nightowl: ...` line on stderr

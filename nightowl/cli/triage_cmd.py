@@ -25,7 +25,8 @@ from nightowl.cli.common import (
     ssh_options,
 )
 from nightowl.cli.exit import EXIT_HELP, ExitStatus, status_for
-from nightowl.cli.running import opener, replay_transports, run_and_report
+from nightowl.cli.reporting import run_and_report
+from nightowl.cli.running import opener, replay_transports
 
 
 @click.command(epilog=EXIT_HELP)
@@ -91,8 +92,7 @@ def triage(
     alert_file: Any,
     alert_config: Path | None,
     ssh: SSHArgs,
-    command_timeout: float | None,
-    host_timeout: float | None,
+    limits: dict[str, float | None],
     fmt: str,
     verbose: bool,
     out_dir: Path | None,
@@ -128,25 +128,9 @@ def triage(
     transports.update(replica_transports(urls))
     others = [n for n in transports if n not in urls]
     run_params = with_base_urls(parse_params(params), urls, others, loaded.runbook.parameters)
-    limits = {"command_timeout": command_timeout, "host_timeout": host_timeout}
-    if not (follow or print_status):
-        sys.exit(
-            int(
-                run_and_report(
-                    loaded,
-                    transports,
-                    run_params,
-                    fmt,
-                    out_dir,
-                    allow_invasive,
-                    limits=limits,
-                    verbose=verbose,
-                )
-            )
-        )
     sys.exit(
         int(
-            run_follow(
+            run_and_report(
                 loaded,
                 transports,
                 run_params,
@@ -154,50 +138,12 @@ def triage(
                 out_dir,
                 allow_invasive,
                 limits,
-                follow,
-                print_status,
+                follow=follow,
+                print_status=print_status,
                 verbose=verbose,
             )
         )
     )
-
-
-def run_follow(
-    loaded: Any,
-    transports: dict[str, Any],
-    params: dict[str, Any],
-    fmt: str,
-    out_dir: Path | None,
-    allow_invasive: bool,
-    limits: dict[str, float | None],
-    follow: bool,
-    print_status: bool,
-    verbose: bool = False,
-) -> ExitStatus:
-    """The run, then (--follow) the runbooks its verdicts name next, then (--status-update) the update."""
-    from nightowl.cli.follow import follow as run_next
-    from nightowl.cli.render import json_report, text_report
-    from nightowl.cli.running import report_bundle_problems, run_or_exit
-    from nightowl.paths import default_out_dir
-
-    result = run_or_exit(loaded, transports, params, out_dir or default_out_dir(), allow_invasive, limits)
-    summary = result.summary
-    if result.bundle_error:  # nothing saved to follow from or to update with: as run_and_report
-        click.echo(json_report(summary) if fmt == "json" else text_report(summary, verbose=verbose))
-        report_bundle_problems(result)
-        return ExitStatus.USAGE
-    followed = run_next(summary, transports, allow_invasive, limits) if follow else []
-    if fmt == "json":
-        click.echo(json_report({**summary, "followed": followed} if follow else summary))
-    else:
-        click.echo(text_report(summary, verbose=verbose))
-        for step in followed:
-            click.echo("\nfollowed: " + text_report(step, verbose=verbose))
-    if print_status and result.status_update is not None:
-        click.echo("\n" + result.status_update.read_text().rstrip())
-    elif print_status:
-        report_bundle_problems(result)
-    return status_for([host for run in (summary, *followed) for host in run["hosts"]])
 
 
 def triage_alert(alert_file: Any, config_path: Path | None, fmt: str, out_dir: Path | None) -> ExitStatus:

@@ -1,7 +1,7 @@
 """`nightowl watch`: follow the kernel log and run a runbook on this node within seconds of a trigger line.
 
 The daemon itself is nightowl/watch (sources, triggers, bursts, the follower and the runner); this module
-parses options, builds it, and holds ``run_burst``, the one place a watch calls the run path.
+parses options, builds it, and holds ``_judge_burst``, the one place a watch calls the run path.
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from nightowl.cli.common import (
     PARAM_OPTION,
     fail,
     limit_options,
+    number_option,
     out_option,
 )
 from nightowl.cli.exit import ExitStatus
@@ -62,19 +63,9 @@ Exit status:
 @click.option("--from-start", is_flag=True, help="--file with no saved position: read it from its start, not its end")
 @click.option("--runbook", default="xid", show_default=True, help="the runbook each burst runs on this node")
 @PARAM_OPTION
-@click.option(
-    "--debounce",
-    type=click.FloatRange(min=0.0),
-    default=1.0,
-    show_default=True,
-    help="seconds without a trigger line that close a burst",
-)
-@click.option(
-    "--max-burst",
-    type=click.FloatRange(min=0.1),
-    default=30.0,
-    show_default=True,
-    help="seconds after which a burst still firing is judged anyway",
+@number_option("--debounce", click.FloatRange(min=0.0), 1.0, "seconds without a trigger line that close a burst")
+@number_option(
+    "--max-burst", click.FloatRange(min=0.1), 30.0, "seconds after which a burst still firing is judged anyway"
 )
 @click.option("--trigger", "triggers", multiple=True, help=TRIGGER_HELP)
 @out_option(f"where each burst's bundle goes [default: {DEFAULT_OUT_HELP}]")
@@ -89,13 +80,7 @@ Exit status:
     type=click.Path(dir_okay=False, path_type=Path),
     help="the health file the follower rewrites every 5 s [default: <state dir>/health.json]",
 )
-@click.option(
-    "--grace",
-    type=click.FloatRange(min=0.0),
-    default=20.0,
-    show_default=True,
-    help="seconds a run in progress may take to finish after SIGTERM",
-)
+@number_option("--grace", click.FloatRange(min=0.0), 20.0, "seconds a run in progress may take to finish after SIGTERM")
 @click.option(
     "--notify-config",
     type=click.Path(exists=True, dir_okay=False, path_type=Path),
@@ -106,7 +91,7 @@ Exit status:
     is_flag=True,
     help="do not watch: exit 0 if the health file was written within --max-age seconds (a liveness probe)",
 )
-@click.option("--max-age", type=float, default=30.0, show_default=True, help="--probe: oldest health file that passes")
+@number_option("--max-age", float, 30.0, "--probe: oldest health file that passes")
 @limit_options
 @LOG_FORMAT_OPTION
 @HISTORY_OPTION
@@ -127,8 +112,7 @@ def watch(
     notify_config: Path | None,
     probe: bool,
     max_age: float,
-    command_timeout: float | None,
-    host_timeout: float | None,
+    limits: dict[str, float | None],
     log_format: str,
 ) -> None:
     """Follow the kernel log and run a runbook on this node for each burst of trigger lines.
@@ -165,7 +149,6 @@ def watch(
     _check_params(loaded, values)
     host, opener = next(iter(local_transports().items()))
     log = _logger(stderr_logger(log_format, "nightowl.watch"), host, loaded.id)
-    limits = {"command_timeout": command_timeout, "host_timeout": host_timeout}
     notifier = _notifier(notify_config)
     followed, cursor = _open_source(file_path, source, from_start, state)
     _warm_up()
@@ -184,21 +167,6 @@ def watch(
     sys.exit(int(status))
 
 
-def run_burst(
-    loaded: Any,
-    transports: dict[str, Any],
-    params: dict[str, Any],
-    limits: dict[str, float | None],
-    out_dir: Path | None,
-) -> dict[str, Any]:
-    """Run the runbook once, as triage does (``nightowl.run.run_and_save``: bundle with postmortem draft,
-    secrets scrubbed, history recorded). Returns the run summary (docs/reference.md#run-json)."""
-    from nightowl.cli.running import run_or_exit
-    from nightowl.paths import default_out_dir
-
-    return run_or_exit(loaded, transports, params, out_dir or default_out_dir(), False, limits=limits).summary
-
-
 def _judge_burst(
     loaded: Any,
     host: str,
@@ -211,13 +179,19 @@ def _judge_burst(
     source_name: str,
     log: Any,
 ) -> dict[str, Any]:
-    """One burst: the run (its kernel-log evidence holding the burst's lines), the textfile, a log line."""
+    """One burst: the run (its kernel-log evidence holding the burst's lines), the textfile, a log line.
+
+    The run is triage's (``nightowl.run.run_and_save``: bundle with postmortem draft, secrets scrubbed,
+    history recorded); its summary is docs/reference.md#run-json."""
+    from nightowl.cli.running import run_or_exit
+    from nightowl.paths import default_out_dir
     from nightowl.watch.evidence import BurstTransport
 
     def open_with_burst() -> Any:
         return BurstTransport(opener(), burst.lines, source_name)
 
-    summary = run_burst(loaded, {host: open_with_burst}, params, limits, out_dir)
+    run = run_or_exit(loaded, {host: open_with_burst}, params, out_dir or default_out_dir(), False, limits=limits)
+    summary = run.summary
     problems = [summary["bundle_error"]] if summary.get("bundle_error") else []
     if textfile:
         from nightowl.fleet.textfile import write_textfile

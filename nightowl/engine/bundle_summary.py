@@ -7,6 +7,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from nightowl.engine.layout import VERDICTS
 from nightowl.engine.runner import HostRun
 
 
@@ -69,3 +70,26 @@ def trace_document(
             }
         )
     return {"runbook": runbook_id, "run_id": run_id, "hosts": hosts}
+
+
+def unreachable_in_bundle(bundle: Path) -> dict[str, str]:
+    """Hosts a bundle's verdicts.json records as unreachable, with the reason.
+
+    An unreachable host has no folder in ``hosts/`` (nothing was collected), so this is the only record
+    of it. A verdicts.json that exists but cannot be read is an error (ValueError): replaying the bundle
+    without its unreachable hosts could turn a run that could not judge into a healthy one."""
+    path = bundle / VERDICTS
+    if not path.exists():
+        return {}
+    import json
+
+    try:
+        document = json.loads(path.read_text(encoding="utf-8"))
+        hosts = document["hosts"]
+        return {
+            str(h["host"]): str(h.get("error") or "recorded as unreachable")
+            for h in hosts
+            if h.get("status") == "unreachable"
+        }
+    except (OSError, UnicodeDecodeError, ValueError, KeyError, TypeError, AttributeError) as exc:
+        raise ValueError(f"cannot read {path}: {type(exc).__name__}: {exc}") from None

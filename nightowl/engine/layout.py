@@ -19,6 +19,16 @@ from __future__ import annotations
 import hashlib
 from urllib.parse import quote, unquote
 
+# What a raw output is stored as, and the files beside it (each only when it says something): the
+# transports' own names, since the replay transport reads them back (it may not import the engine).
+from nightowl.transports.base import ERR as ERR
+from nightowl.transports.base import LATE as LATE
+from nightowl.transports.base import OUT as OUT
+from nightowl.transports.base import RC as RC
+from nightowl.transports.base import TIMEOUT as TIMEOUT
+from nightowl.transports.base import TRUNCATED as TRUNCATED
+from nightowl.transports.base import UNREACHABLE as UNREACHABLE
+
 MANIFEST = "manifest.json"
 MANIFEST_HASH = "manifest.sha256"  # sha256sum format: `<hex>  manifest.json`
 VERDICTS = "verdicts.json"
@@ -29,8 +39,6 @@ POSTMORTEM_HTML = "postmortem.html"
 STATUS_UPDATE = "status-update.md"
 HOSTS = "hosts"  # hosts/<host_dirname(host)>/<kind>.out
 NEXT = "next"  # next/<run_id>/: a followed runbook's own bundle
-# What a raw output is stored as, and the files beside it (each only when it says something).
-OUT, ERR, RC, TIMEOUT, TRUNCATED, LATE = ".out", ".err", ".rc", ".timeout", ".truncated", ".late"
 # The drafts rendered from a bundle (never evidence of the run itself).
 DRAFT_FILES = frozenset({POSTMORTEM, POSTMORTEM_HTML, STATUS_UPDATE})
 

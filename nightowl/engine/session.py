@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import threading
 import weakref
 from collections.abc import Callable, Iterable, Iterator, Mapping
@@ -124,31 +125,64 @@ def run_runbook(
     workers = max(1, min(forks, len(names) or 1))
     flow = AdaptiveLimit(workers)  # hosts in flight follow what this process keeps up with, up to --forks
     sampler = LagSampler(flow) if workers > 1 else contextlib.nullcontext()
-    pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="host")
-    collect_threads = workers * _collect_threads(loaded, lookup, options)
-    collectors = ThreadPoolExecutor(max_workers=collect_threads, thread_name_prefix="collect")
+    pool, collectors, collect_threads = _pools(workers, _collect_threads(loaded, lookup, options))
     options = dataclasses.replace(options, collect_pool=collectors)
+    finished = functools.partial(_in_order, results, names)
     try:
         start_workers(pool, workers)
         start_workers(collectors, collect_threads)
         with sampler:
             list(pool.map(one, _each_once(start_order, names)))
     except KeyboardInterrupt as exc:
-        _stop_own(options, opened)
-        _shut_down(pool, collectors, wait=False)
-        options.inflight.wait_idle(DRAIN_SECONDS)
-        done = [results[n] for n in names if n in results]
-        bundle = _finish_partial(writer, done, options, render_postmortem, extra_manifest)
-        raise Interrupted(done, bundle, isinstance(exc, Terminated)) from None
+        stopped = _Stopped(options, opened, (pool, collectors), isinstance(exc, Terminated))
+        raise stopped.save(writer, finished, render_postmortem, extra_manifest) from None
     except Exception as exc:
         _shut_down(pool, collectors, wait=False)
-        _save_partial(exc, writer, [results[n] for n in names if n in results])
+        _save_partial(exc, writer, finished())
         raise
     _shut_down(pool, collectors, wait=True)
     runs = [results[n] for n in names]
     options.saving.set()
     bundle = writer.finish(runs, render_postmortem=render_postmortem, extra=extra_manifest)
     return runs, bundle
+
+
+def _pools(workers: int, per_host: int) -> tuple[ThreadPoolExecutor, ThreadPoolExecutor, int]:
+    """The pool of hosts in flight, the pool their collectors run in, and that pool's size."""
+    collect_threads = workers * per_host
+    pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="host")
+    return pool, ThreadPoolExecutor(max_workers=collect_threads, thread_name_prefix="collect"), collect_threads
+
+
+def _in_order(results: Mapping[str, HostRun], names: Iterable[str]) -> list[HostRun]:
+    """The runs that finished, in the order of the hosts given."""
+    return [results[n] for n in names if n in results]
+
+
+@dataclasses.dataclass(frozen=True)
+class _Stopped:
+    """A run (or a job) stopped by Ctrl-C or SIGTERM: what was opened and started, to stop before saving."""
+
+    options: RunOptions
+    opened: list[Transport]
+    pools: tuple[ThreadPoolExecutor, ...]  # none for a job: its members run in the job runner's own threads
+    terminated: bool
+
+    def save(
+        self,
+        writer: BundleWriter,
+        finished: Callable[[], list[HostRun]],
+        render_postmortem: Callable[[Path], str] | None,
+        extra_manifest: dict[str, Any] | None,
+    ) -> Interrupted:
+        """Stop the commands in flight, give them DRAIN_SECONDS, and save the hosts that finished by then
+        as a partial bundle; the :class:`Interrupted` to raise."""
+        _stop_own(self.options, self.opened)
+        _shut_down(*self.pools, wait=False)
+        self.options.inflight.wait_idle(DRAIN_SECONDS)
+        done = finished()
+        bundle = _finish_partial(writer, done, self.options, render_postmortem, extra_manifest)
+        return Interrupted(done, bundle, self.terminated)
 
 
 def _collect_threads(loaded: LoadedRunbook, lookup: Callable[[str], CollectorLike], options: RunOptions) -> int:
@@ -256,16 +290,17 @@ def _run_job(
 
     members = [_open(name, opener) for name, opener in transports.items()]
     runner = JobRunner(loaded, members, lookup, writer, options)
+
+    def finished() -> list[HostRun]:
+        return list(runner.member_runs.values())
+
     try:
         runs = runner.execute_job()
     except KeyboardInterrupt as exc:
-        _stop_own(options, members)
-        options.inflight.wait_idle(DRAIN_SECONDS)
-        runs = list(runner.member_runs.values())
-        bundle = _finish_partial(writer, runs, options, render_postmortem, extra_manifest)
-        raise Interrupted(runs, bundle, isinstance(exc, Terminated)) from None
+        stopped = _Stopped(options, members, (), isinstance(exc, Terminated))
+        raise stopped.save(writer, finished, render_postmortem, extra_manifest) from None
     except Exception as exc:
-        _save_partial(exc, writer, list(runner.member_runs.values()))
+        _save_partial(exc, writer, finished())
         raise
     options.saving.set()
     return runs, writer.finish(runs, render_postmortem=render_postmortem, extra=extra_manifest)

@@ -19,6 +19,7 @@ from typing import Any
 
 import yaml
 
+from nightowl.engine import layout
 from nightowl.paths import data_dir
 
 
@@ -133,16 +134,16 @@ class AblationFinding:
 
 
 def _recorded_outputs(host_dir: Path) -> list[Path]:
-    return sorted(p for p in host_dir.glob("*.out") if p.is_file())
+    return sorted(p for p in host_dir.glob("*" + layout.OUT) if p.is_file())
 
 
 def _ablated_copy(host_dir: Path, output: Path, mode: str, into: Path) -> Path:
     """A copy of the recording with one output removed (its .err/.rc/.timeout too) or emptied (exit 0, no text)."""
     copy = into / host_dir.name
     shutil.copytree(host_dir, copy)
-    stem = output.name[: -len(".out")]
-    for suffix in ("err", "rc", "timeout"):
-        (copy / f"{stem}.{suffix}").unlink(missing_ok=True)
+    stem = output.name[: -len(layout.OUT)]
+    for suffix in (layout.ERR, layout.RC, layout.TIMEOUT):
+        (copy / f"{stem}{suffix}").unlink(missing_ok=True)
     if mode == "removed":
         (copy / output.name).unlink()
     else:

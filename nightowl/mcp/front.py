@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import threading
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import IO, Any
 
 # The revisions the SDK negotiates through `initialize` (mcp_types.version.HANDSHAKE_PROTOCOL_VERSIONS;
@@ -21,29 +22,23 @@ from typing import IO, Any
 HANDSHAKE_VERSIONS = ("2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25")
 
 
+@dataclass
 class Front:
     """Reads the wire until the SDK can take over; returns the lines the SDK must see first."""
 
-    def __init__(
-        self,
-        wire_in: IO[bytes],
-        wire_out: IO[bytes],
-        server_info: dict[str, Any],
-        tools: Callable[[], list[dict[str, Any]]],
-        sdk_ready: threading.Event,
-    ) -> None:
-        self._in = wire_in
-        self._out = wire_out
-        self._server_info = server_info
-        self._tools = tools
-        self._ready = sdk_ready
-        self.handshake_id: Any = None  # the id of the `initialize` answered here: the SDK's answer is dropped
+    wire_in: IO[bytes]
+    wire_out: IO[bytes]
+    server_info: dict[str, Any]
+    tools: Callable[[], list[dict[str, Any]]]
+    sdk_ready: threading.Event
+    # The id of the `initialize` answered here: the SDK's answer to it is dropped.
+    handshake_id: Any = field(default=None, init=False)
 
     def run(self) -> tuple[list[bytes], bool]:
         """Answer what can be answered here; return (lines for the SDK, in order; whether stdin ended)."""
         replay: list[bytes] = []
-        while not self._ready.is_set():
-            line = self._in.readline()
+        while not self.sdk_ready.is_set():
+            line = self.wire_in.readline()
             if not line:
                 return replay, True
             if not line.strip():
@@ -72,13 +67,13 @@ class Front:
             if version not in HANDSHAKE_VERSIONS:
                 return None
             self.handshake_id = id_
-            return {"jsonrpc": "2.0", "id": id_, "result": {**self._server_info, "protocolVersion": version}}
+            return {"jsonrpc": "2.0", "id": id_, "result": {**self.server_info, "protocolVersion": version}}
         if self.handshake_id is None:
             return None
         if method == "notifications/initialized" and id_ is None:
             return _FORWARD_LATER
         if method == "tools/list" and id_ is not None and not params.get("cursor"):
-            return {"jsonrpc": "2.0", "id": id_, "result": {"tools": self._tools()}}
+            return {"jsonrpc": "2.0", "id": id_, "result": {"tools": self.tools()}}
         if method == "ping" and id_ is not None:
             return {"jsonrpc": "2.0", "id": id_, "result": {}}
         return None
@@ -91,8 +86,8 @@ class Front:
         return isinstance(message, dict) and message.get("method") in ("initialize", "notifications/initialized")
 
     def _send(self, message: dict[str, Any]) -> None:
-        self._out.write((json.dumps(message, separators=(",", ":"), ensure_ascii=False) + "\n").encode())
-        self._out.flush()
+        self.wire_out.write((json.dumps(message, separators=(",", ":"), ensure_ascii=False) + "\n").encode())
+        self.wire_out.flush()
 
 
 _FORWARD_LATER = object()  # not answered here (a notification), but the SDK must see it

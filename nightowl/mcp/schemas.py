@@ -7,6 +7,7 @@ tools answers at once; a call loads and validates the runbook it names before an
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 # A parameter's declared type -> the JSON Schema of the value a model may give (null: no value).
@@ -67,7 +68,16 @@ def params_schema(parameters: dict[str, dict[str, Any]]) -> dict[str, Any]:
         if spec["default"] is not None:
             prop["default"] = spec["default"]
         properties[name] = prop
-    return {"type": "object", "properties": properties, "additionalProperties": False}
+    return object_schema(properties)
+
+
+def object_schema(properties: dict[str, Any], required: Sequence[str] = ()) -> dict[str, Any]:
+    """An object with these properties, the ``required`` ones given, and no other key."""
+    schema: dict[str, Any] = {"type": "object", "properties": properties}
+    if required:
+        schema["required"] = list(required)
+    schema["additionalProperties"] = False
+    return schema
 
 
 def runbook_argument(runbooks: dict[str, dict[str, Any]]) -> tuple[dict[str, Any], dict[str, Any]]:

@@ -23,6 +23,7 @@ from nightowl.mcp.hooks import RunHook, RunRequest, ToolError, host_history
 Progress = Callable[[float, float | None, str | None], None]
 MAX_PARSE_BYTES = 64 * 1024 * 1024
 NO_BUNDLE = {"bundle_id": None, "bundle_sha256": None}
+_STRINGS = {"type": "array", "items": {"type": "string"}}
 VERDICT_NOTE = "verdicts are nightowl's, decided by the runbook from the hashed evidence in the bundle"
 
 
@@ -74,32 +75,31 @@ class Toolbox:
     # --- the tools -------------------------------------------------------------------------------
 
     def _build(self) -> list[Tool]:
+        return [*self._running_tools(), *self._reading_tools()]
+
+    def _running_tools(self) -> list[Tool]:
+        """The tools that name a runbook: list them, plan one, run one."""
         runbook, params = schemas.runbook_argument(self.runbooks())
-        strings = {"type": "array", "items": {"type": "string"}}
         allowed = list(self.config.hosts)
         hosts = {
-            **strings,
+            **_STRINGS,
             "items": {"type": "string", "enum": allowed} if allowed else {"type": "string"},
             "description": "live hosts to triage, only those the server's config allows: "
             + (", ".join(allowed) if allowed else "none (this server allows no live host; use replay)"),
         }
+        replay = {**_STRINGS, "description": "recorded host folders (one file per collector output) or bundle folders"}
         return [
             Tool(
                 "list_runbooks",
                 "The runbooks nightowl can run, what each decides, and its parameters (name, type, default).",
-                {"type": "object", "properties": {}, "additionalProperties": False},
+                schemas.object_schema({}),
                 self._list_runbooks,
             ),
             Tool(
                 "plan",
                 "Dry run: every read-only command a runbook would run per collect node, parameters filled in. "
                 "Connects to nothing. Invasive collectors are listed as skipped: this server never runs them.",
-                {
-                    "type": "object",
-                    "properties": {"runbook": runbook, "params": params},
-                    "required": ["runbook"],
-                    "additionalProperties": False,
-                },
+                schemas.object_schema({"runbook": runbook, "params": params}, required=["runbook"]),
                 self._plan,
             ),
             Tool(
@@ -107,51 +107,41 @@ class Toolbox:
                 "Run a runbook, read-only, on recorded hosts or bundles (replay) or on live hosts the server "
                 "allows (hosts). Returns per host the status, the verdict (id, severity, action, summary, "
                 "evidence citing bundle files) and the path, with the bundle id and sha256. " + VERDICT_NOTE + ".",
-                {
-                    "type": "object",
-                    "properties": {
-                        "runbook": runbook,
-                        "replay": {
-                            **strings,
-                            "description": "recorded host folders (one file per collector output) or bundle folders",
-                        },
-                        "hosts": hosts,
-                        "params": params,
-                    },
-                    "required": ["runbook"],
-                    "additionalProperties": False,
-                },
+                schemas.object_schema(
+                    {"runbook": runbook, "replay": replay, "hosts": hosts, "params": params}, required=["runbook"]
+                ),
                 self._triage,
             ),
+        ]
+
+    def _reading_tools(self) -> list[Tool]:
+        """The tools that read what is given or kept: an output, Xid codes, a bundle, the history."""
+        return [
             Tool(
                 "parse",
                 "Parse a saved command output into JSON, as `nightowl parse KIND FILE` (kinds: nvidia-smi, "
                 "kernel-log, nccl-log, nccl-tests, metrics, engine-log, ...). Give the text, or a file path.",
-                {
-                    "type": "object",
-                    "properties": {
+                schemas.object_schema(
+                    {
                         "kind": {"type": "string", "enum": _kinds(), "description": "collector kind"},
                         "text": {"type": "string", "description": "the saved output"},
                         "path": {"type": "string", "description": "a file holding the saved output"},
                     },
-                    "required": ["kind"],
-                    "additionalProperties": False,
-                },
+                    required=["kind"],
+                ),
                 self._parse,
             ),
             Tool(
                 "explain_xid",
                 "What NVIDIA Xid or SXid codes mean and NVIDIA's documented first action, as `nightowl xid`; "
                 "give codes, or a kernel log (dmesg, journalctl -k) to explain each event in it.",
-                {
-                    "type": "object",
-                    "properties": {
+                schemas.object_schema(
+                    {
                         "codes": {"type": "array", "items": {"type": "integer"}, "description": "Xid/SXid codes"},
                         "kind": {"type": "string", "enum": ["xid", "sxid"], "description": "default xid"},
                         "log": {"type": "string", "description": "kernel log text"},
-                    },
-                    "additionalProperties": False,
-                },
+                    }
+                ),
                 self._explain_xid,
             ),
             Tool(
@@ -159,27 +149,20 @@ class Toolbox:
                 "Read an evidence bundle: verdicts with their evidence (each citing the file it came from and "
                 "that file's sha256), the commands run, the postmortem draft, every file's sha256, and whether "
                 "the bundle still matches its manifest. " + VERDICT_NOTE + ".",
-                {
-                    "type": "object",
-                    "properties": {"bundle": {"type": "string", "description": "the bundle folder"}},
-                    "required": ["bundle"],
-                    "additionalProperties": False,
-                },
+                schemas.object_schema({"bundle": {"type": "string", "description": "the bundle folder"}}, ["bundle"]),
                 self._read_bundle,
             ),
             Tool(
                 "history",
                 "Past events nightowl recorded for a host (Xids, verdicts), each naming its bundle.",
-                {
-                    "type": "object",
-                    "properties": {
+                schemas.object_schema(
+                    {
                         "host": {"type": "string"},
                         "gpu": {"type": "string", "description": "PCI bus id, e.g. 0000:a1:00"},
                         "since": {"type": "string", "description": "age, e.g. 7d, 12h"},
                     },
-                    "required": ["host"],
-                    "additionalProperties": False,
-                },
+                    required=["host"],
+                ),
                 self._history,
             ),
         ]

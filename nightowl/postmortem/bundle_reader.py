@@ -8,7 +8,22 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from nightowl.engine.layout import DRAFT_FILES, MANIFEST, MANIFEST_HASH, TRACE, VERDICTS, first_take, host_from_dirname
+from nightowl.engine.layout import (
+    DRAFT_FILES,
+    ERR,
+    HOSTS,
+    MANIFEST,
+    MANIFEST_HASH,
+    OUT,
+    RC,
+    RUNBOOK,
+    TIMEOUT,
+    TRACE,
+    UNREACHABLE,
+    VERDICTS,
+    first_take,
+    host_from_dirname,
+)
 from nightowl.postmortem.clocks import stamp
 
 
@@ -190,7 +205,7 @@ class Bundle:
         return alert if isinstance(alert, dict) else None
 
     def cite(self, rel_path: str | None) -> EvidenceFile | None:
-        if rel_path and rel_path.endswith(".out") and not (self.root / rel_path).exists():
+        if rel_path and rel_path.endswith(OUT) and not (self.root / rel_path).exists():
             first = first_take(rel_path)  # see _renumbered
             rel_path = first if (self.root / first).exists() else rel_path
         return next((e for e in self.evidence if e.path == rel_path), None)
@@ -208,7 +223,7 @@ def _renumbered(root: Path, manifest: dict[str, Any]) -> dict[str, Any]:
     ``<kind>.out`` (engine/bundle_writer.py ``_next_stem``): point such entries at the file that exists."""
     for command in manifest.get("commands", []):
         rel = command.get("file")
-        if isinstance(rel, str) and rel.endswith(".out") and not (root / rel).exists():
+        if isinstance(rel, str) and rel.endswith(OUT) and not (root / rel).exists():
             first = first_take(rel)
             if (root / first).exists():
                 command["file"] = first
@@ -222,7 +237,7 @@ def load(bundle: Path) -> Bundle:
         manifest=_renumbered(root, sane_manifest(_read_json(root / MANIFEST) or {"commands": []})),
         verdicts=sane_verdicts(_read_json(root / VERDICTS) or {"hosts": []}),
         trace=sane_trace(_read_json(root / TRACE) or {"hosts": []}),
-        runbook=read_runbook(root / "runbook.yaml"),
+        runbook=read_runbook(root / RUNBOOK),
     )
     data.evidence = _catalog(data)
     return data
@@ -248,7 +263,7 @@ def _catalog(data: Bundle) -> list[EvidenceFile]:
     paths += [p for p in listed if p not in paths and p not in DRAFT_FILES]
     described = _describe_commands(data.manifest)
     order = {p: i for i, p in enumerate(described)}
-    paths.sort(key=lambda p: (0 if p.startswith("hosts/") else 1, order.get(p.rsplit(".", 1)[0] + ".out", 999), p))
+    paths.sort(key=lambda p: (0 if p.startswith(HOSTS + "/") else 1, order.get(p.rsplit(".", 1)[0] + OUT, 999), p))
     files = []
     for index, rel in enumerate(paths, start=1):
         path = data.root / rel
@@ -268,7 +283,7 @@ def _catalog(data: Bundle) -> list[EvidenceFile]:
                 state = "unlisted" if listed else "ok"
             elif entry["sha256"] != digest:
                 state, digest = "changed", entry["sha256"]
-        host = host_from_dirname(rel.split("/")[1]) if rel.startswith("hosts/") and rel.count("/") >= 2 else None
+        host = host_from_dirname(rel.split("/")[1]) if rel.startswith(HOSTS + "/") and rel.count("/") >= 2 else None
         files.append(EvidenceFile(f"E{index}", rel, digest, size, _what(rel, described), host, state))
     return files
 
@@ -292,17 +307,20 @@ def _describe_commands(manifest: dict[str, Any]) -> dict[str, str]:
     return out
 
 
+_BESIDE_OUTPUT = {ERR: "stderr", RC: "exit code", TIMEOUT: "timed-out marker"}
+
+
 def _what(rel: str, described: dict[str, str]) -> str:
     if rel in described:
         return described[rel]
-    stem, _, ext = rel.rpartition(".")
-    if ext in ("err", "rc", "timeout") and f"{stem}.out" in described:
-        label = {"err": "stderr", "rc": "exit code", "timeout": "timed-out marker"}[ext]
-        return f"{label} of {described[f'{stem}.out'].split(' (', 1)[0]}"
-    if rel.endswith("/unreachable"):
+    stem, dot, ext = rel.rpartition(".")
+    label = _BESIDE_OUTPUT.get(dot + ext)
+    if label and stem + OUT in described:
+        return f"{label} of {described[stem + OUT].split(' (', 1)[0]}"
+    if rel.endswith("/" + UNREACHABLE):
         return "why the host could not be reached"
     return {
         VERDICTS: "verdict per host (docs/reference.md#verdicts)",
         TRACE: "path walked, each condition and the fact values it read",
-        "runbook.yaml": "the runbook as it was when the run started",
+        RUNBOOK: "the runbook as it was when the run started",
     }.get(rel, "file of the bundle")

@@ -107,7 +107,7 @@ def raw_views(data: Bundle, cited: dict[str, set[int]]) -> list[dict[str, Any]]:
 
     views = []
     for evidence in data.evidence:
-        if evidence.state == "missing" or evidence.path.endswith((".rc", ".timeout")):
+        if evidence.state == "missing" or evidence.path.endswith((layout.RC, layout.TIMEOUT)):
             continue
         lines = lines_of(data, evidence.path)
         if any("\x00" in line for line in lines[:50]):

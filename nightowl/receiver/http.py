@@ -21,6 +21,7 @@ from nightowl.engine import layout
 from nightowl.logline import LogLine
 from nightowl.receiver import auth
 from nightowl.receiver.capture import Capture
+from nightowl.receiver.config import ServeConfig
 from nightowl.receiver.payload import PARSERS, verify_pagerduty_signature
 from nightowl.receiver.queue import Receiver
 
@@ -52,195 +53,208 @@ def make_server(receiver: Receiver, host: str = "127.0.0.1", port: int = 9797) -
 
 
 def make_handler(receiver: Receiver) -> type[BaseHTTPRequestHandler]:
-    config = receiver.config
-    sessions = auth.Sessions()
-    throttle = auth.LoginThrottle()
+    """The request handler class of one receiver's server (its config, its login sessions and throttle)."""
+    state = {
+        "receiver": receiver,
+        "config": receiver.config,
+        "sessions": auth.Sessions(),
+        "throttle": auth.LoginThrottle(),
+    }
+    return type("Handler", (_Handler,), state)
 
-    class Handler(BaseHTTPRequestHandler):
-        server_version = "nightowl"
-        timeout = 15  # a client that stops sending mid-request frees its thread
 
-        def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - the stdlib's name
-            return None
+class _Handler(BaseHTTPRequestHandler):
+    """The routes of docs/receiver.md; one instance per request."""
 
-        def _send(
-            self, code: int, body: str, content_type: str = "application/json", headers: dict[str, str] | None = None
-        ) -> None:
-            data = body.encode()
-            self.send_response(code)
-            self.send_header("Content-Type", f"{content_type}; charset=utf-8")
-            self.send_header("Content-Length", str(len(data)))
-            self.send_header("Cache-Control", "no-store")
-            for name, value in PAGE_HEADERS.items():
-                self.send_header(name, value)
-            for name, value in (headers or {}).items():
-                self.send_header(name, value)
-            self.end_headers()
-            self.wfile.write(data)
+    server_version = "nightowl"
+    timeout = 15  # a client that stops sending mid-request frees its thread
+    # Set by make_handler on a subclass per server: the stdlib builds a handler per request from its class.
+    receiver: Receiver
+    config: ServeConfig
+    sessions: auth.Sessions
+    throttle: auth.LoginThrottle
 
-        def _json(self, code: int, payload: Any, headers: dict[str, str] | None = None) -> None:
-            self._send(code, json.dumps(payload, default=str, indent=1) + "\n", headers=headers)
+    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - the stdlib's name
+        return None
 
-        def _authorized(self, cookie: bool = False) -> bool:
-            """The bearer token; for pages (``cookie=True``) a browser's session cookie as well."""
-            if auth.bearer_ok(self.headers.get("Authorization"), config.token):
-                return True
-            return cookie and sessions.ok(auth.session_from(self.headers.get("Cookie")), config.token)
+    def _send(
+        self, code: int, body: str, content_type: str = "application/json", headers: dict[str, str] | None = None
+    ) -> None:
+        data = body.encode()
+        self.send_response(code)
+        self.send_header("Content-Type", f"{content_type}; charset=utf-8")
+        self.send_header("Content-Length", str(len(data)))
+        self.send_header("Cache-Control", "no-store")
+        for name, value in PAGE_HEADERS.items():
+            self.send_header(name, value)
+        for name, value in (headers or {}).items():
+            self.send_header(name, value)
+        self.end_headers()
+        self.wfile.write(data)
 
-        def _deny(self, path: str | None = None) -> None:
-            if path is not None and "text/html" in (self.headers.get("Accept") or ""):
-                self._redirect("/login?" + urlencode({"next": path}))  # a browser: to the login page
-                return
+    def _json(self, code: int, payload: Any, headers: dict[str, str] | None = None) -> None:
+        self._send(code, json.dumps(payload, default=str, indent=1) + "\n", headers=headers)
+
+    def _authorized(self, cookie: bool = False) -> bool:
+        """The bearer token; for pages (``cookie=True``) a browser's session cookie as well."""
+        if auth.bearer_ok(self.headers.get("Authorization"), self.config.token):
+            return True
+        return cookie and self.sessions.ok(auth.session_from(self.headers.get("Cookie")), self.config.token)
+
+    def _deny(self, path: str | None = None) -> None:
+        if path is not None and "text/html" in (self.headers.get("Accept") or ""):
+            self._redirect("/login?" + urlencode({"next": path}))  # a browser: to the login page
+            return
+        self._json(
+            401,
+            {"error": "a valid bearer token is required"},
+            headers={"WWW-Authenticate": 'Bearer realm="nightowl"'},
+        )
+
+    def _redirect(self, location: str, cookie: str | None = None) -> None:
+        headers = {"Location": location} | ({"Set-Cookie": cookie} if cookie else {})
+        self._send(303, "", "text/plain", headers)
+
+    def do_GET(self) -> None:  # noqa: N802 - the stdlib's name
+        path, _, query = self.path.partition("?")
+        if path == "/login":
+            nxt = auth.safe_next((parse_qs(query).get("next") or ["/"])[0])
+            self._send(200, _page(LOGIN_TEMPLATE, next=nxt, error=None), "text/html")
+            return
+        if path == "/healthz":
+            healthy, why = self.receiver.health()
             self._json(
-                401,
-                {"error": "a valid bearer token is required"},
-                headers={"WWW-Authenticate": 'Bearer realm="nightowl"'},
+                200 if healthy else 503,
+                {
+                    "status": "ok" if healthy else "unhealthy",
+                    "reason": why,
+                    "waiting": self.receiver.waiting(),
+                    "queue": self.config.queue_size,
+                    "busy": self.receiver.busy,
+                    "workers": self.config.workers,
+                },
             )
+            return
+        if self.config.index_requires_token and not self._authorized(cookie=True):
+            self._deny(self.path)
+            return
+        if path == "/":
+            self._send(200, index_page(self.receiver.captures()), "text/html")
+        elif path.startswith("/captures/"):
+            self._capture_file(path)
+        else:
+            self._json(404, {"error": "not found"})
 
-        def _redirect(self, location: str, cookie: str | None = None) -> None:
-            headers = {"Location": location} | ({"Set-Cookie": cookie} if cookie else {})
-            self._send(303, "", "text/plain", headers)
+    def _capture_file(self, path: str) -> None:
+        """A draft, the bundle's file list, or one raw file of the bundle (read-only, never outside it)."""
+        _, _, run_id, *rest = path.split("/")
+        bundle = _bundle_dir(self.config.out_dir, run_id)
+        rel = unquote("/".join(rest))
+        if bundle is None:
+            self._json(404, {"error": "no such capture"})
+        elif rel == layout.POSTMORTEM_HTML:
+            # The draft the capture wrote into the bundle; rendered (and kept) only when it is missing.
+            from nightowl.postmortem.render import write_html_draft
 
-        def do_GET(self) -> None:  # noqa: N802 - the stdlib's name
-            path, _, query = self.path.partition("?")
-            if path == "/login":
-                nxt = auth.safe_next((parse_qs(query).get("next") or ["/"])[0])
-                self._send(200, _page(LOGIN_TEMPLATE, next=nxt, error=None), "text/html")
-                return
-            if path == "/healthz":
-                healthy, why = receiver.health()
-                self._json(
-                    200 if healthy else 503,
-                    {
-                        "status": "ok" if healthy else "unhealthy",
-                        "reason": why,
-                        "waiting": receiver.waiting(),
-                        "queue": config.queue_size,
-                        "busy": receiver.busy,
-                        "workers": config.workers,
-                    },
-                )
-                return
-            if config.index_requires_token and not self._authorized(cookie=True):
-                self._deny(self.path)
-                return
-            if path == "/":
-                self._send(200, index_page(receiver.captures()), "text/html")
-            elif path.startswith("/captures/"):
-                self._capture_file(path)
+            stored = bundle / layout.POSTMORTEM_HTML
+            if stored.is_file() or write_html_draft(bundle) is not None:
+                self._send(200, stored.read_text(encoding="utf-8", errors="replace"), "text/html")
             else:
-                self._json(404, {"error": "not found"})
+                self._json(500, {"error": "the draft could not be rendered"})
+        elif rel == "":
+            self._send(200, _page(FILES_TEMPLATE, run_id=run_id, files=bundle_files(bundle)), "text/html")
+        else:
+            raw = bundle_file(bundle, rel)
+            if raw is None:
+                self._json(404, {"error": "no such file in this capture"})
+                return
+            kind = (
+                "text/markdown"
+                if rel.endswith(".md")
+                else "application/json"
+                if rel.endswith(".json")
+                else "text/plain"
+            )
+            self._send(200, raw.read_bytes().decode(errors="replace"), kind)
 
-        def _capture_file(self, path: str) -> None:
-            """A draft, the bundle's file list, or one raw file of the bundle (read-only, never outside it)."""
-            _, _, run_id, *rest = path.split("/")
-            bundle = _bundle_dir(config.out_dir, run_id)
-            rel = unquote("/".join(rest))
-            if bundle is None:
-                self._json(404, {"error": "no such capture"})
-            elif rel == layout.POSTMORTEM_HTML:
-                # The draft the capture wrote into the bundle; rendered (and kept) only when it is missing.
-                from nightowl.postmortem.render import write_html_draft
-
-                stored = bundle / layout.POSTMORTEM_HTML
-                if stored.is_file() or write_html_draft(bundle) is not None:
-                    self._send(200, stored.read_text(encoding="utf-8", errors="replace"), "text/html")
-                else:
-                    self._json(500, {"error": "the draft could not be rendered"})
-            elif rel == "":
-                self._send(200, _page(FILES_TEMPLATE, run_id=run_id, files=bundle_files(bundle)), "text/html")
-            else:
-                raw = bundle_file(bundle, rel)
-                if raw is None:
-                    self._json(404, {"error": "no such file in this capture"})
-                    return
-                kind = (
-                    "text/markdown"
-                    if rel.endswith(".md")
-                    else "application/json"
-                    if rel.endswith(".json")
-                    else "text/plain"
+    def _login(self) -> None:
+        """POST /login: the token from the form; right, a session cookie and on to ``next``."""
+        length = self.headers.get("Content-Length") or ""
+        body = self.rfile.read(int(length)) if length.isdigit() and int(length) <= auth.MAX_LOGIN_BODY else b""
+        token, nxt = auth.login_form(body)
+        address = str(self.client_address[0])
+        wait = self.throttle.retry_after(address)
+        if wait > 0:
+            # Refused before the token is even compared: a throttled guess learns nothing.
+            self._send(
+                429,
+                _page(LOGIN_TEMPLATE, next=nxt, error="too many failed logins; try again later"),
+                "text/html",
+                {"Retry-After": str(int(wait) + 1)},
+            )
+            return
+        if not auth.token_matches(token, self.config.token):
+            failures = self.throttle.failed(address)
+            self.receiver.log(
+                LogLine(
+                    f"nightowl serve: login refused from {address}: wrong token "
+                    f"({failures} in the last {auth.LOGIN_WINDOW_S:.0f} s)",
+                    level="warning",
+                    status="login_refused",
                 )
-                self._send(200, raw.read_bytes().decode(errors="replace"), kind)
+            )
+            self._send(401, _page(LOGIN_TEMPLATE, next=nxt, error="wrong token"), "text/html")
+            return
+        self.receiver.log(LogLine(f"nightowl serve: login from {address}", status="login"))
+        lifetime = self.config.session_hours * 3600
+        cookie = auth.set_cookie(
+            self.sessions.new(str(self.config.token), lifetime), lifetime, self.config.cookie_secure
+        )
+        self._redirect(nxt, cookie)
 
-        def _login(self) -> None:
-            """POST /login: the token from the form; right, a session cookie and on to ``next``."""
-            length = self.headers.get("Content-Length") or ""
-            body = self.rfile.read(int(length)) if length.isdigit() and int(length) <= auth.MAX_LOGIN_BODY else b""
-            token, nxt = auth.login_form(body)
-            address = str(self.client_address[0])
-            wait = throttle.retry_after(address)
-            if wait > 0:
-                # Refused before the token is even compared: a throttled guess learns nothing.
-                self._send(
-                    429,
-                    _page(LOGIN_TEMPLATE, next=nxt, error="too many failed logins; try again later"),
-                    "text/html",
-                    {"Retry-After": str(int(wait) + 1)},
-                )
-                return
-            if not auth.token_matches(token, config.token):
-                failures = throttle.failed(address)
-                receiver.log(
-                    LogLine(
-                        f"nightowl serve: login refused from {address}: wrong token "
-                        f"({failures} in the last {auth.LOGIN_WINDOW_S:.0f} s)",
-                        level="warning",
-                        status="login_refused",
-                    )
-                )
-                self._send(401, _page(LOGIN_TEMPLATE, next=nxt, error="wrong token"), "text/html")
-                return
-            receiver.log(LogLine(f"nightowl serve: login from {address}", status="login"))
-            lifetime = config.session_hours * 3600
-            cookie = auth.set_cookie(sessions.new(str(config.token), lifetime), lifetime, config.cookie_secure)
-            self._redirect(nxt, cookie)
-
-        def do_POST(self) -> None:  # noqa: N802 - the stdlib's name
-            path = self.path.split("?", 1)[0].rstrip("/")
-            if path == "/login":
-                self._login()
-                return
-            if path == "/logout":
-                if sessions.revoke(auth.session_from(self.headers.get("Cookie")), config.token):
-                    receiver.log(LogLine(f"nightowl serve: logout from {self.client_address[0]}", status="logout"))
-                self._redirect("/login", auth.clear_cookie(config.cookie_secure))
-                return
-            route = self.path.split("?", 1)[0].strip("/")
-            if route not in PARSERS:
-                self._json(404, {"error": "POST to /alertmanager or /pagerduty"})
-                return
-            if not self._authorized():
-                self._deny()
-                return
-            length = self.headers.get("Content-Length")
-            if length is None or not length.isdigit():
-                self._json(411, {"error": "Content-Length required"})
-                return
-            if int(length) > MAX_BODY:
-                self._json(413, {"error": f"payload over {MAX_BODY} bytes"})
-                return
-            body = self.rfile.read(int(length))
-            # The route, never the body, decides the format and its verification (docs/receiver.md).
-            if route == "pagerduty" and not verify_pagerduty_signature(
-                body, self.headers.get("X-PagerDuty-Signature"), config.pagerduty_secrets
-            ):
-                self._json(401, {"error": "missing or wrong X-PagerDuty-Signature"})
-                return
-            try:
-                alerts = PARSERS[route](json.loads(body))
-            except ValueError as exc:
-                self._json(400, {"error": str(exc)[:300]})
-                return
-            captures = receiver.submit(alerts)
-            answer = admission_summary(captures)
-            if any((c.reason or "").startswith("refused: cannot write the journal") for c in captures):
-                # Not journaled is not promised: a 5xx makes Alertmanager and PagerDuty deliver it again.
-                self._json(503, {**answer, "error": f"the journal cannot be written: {receiver.journal_error}"})
-                return
-            self._json(200, answer)
-
-    return Handler
+    def do_POST(self) -> None:  # noqa: N802 - the stdlib's name
+        path = self.path.split("?", 1)[0].rstrip("/")
+        if path == "/login":
+            self._login()
+            return
+        if path == "/logout":
+            if self.sessions.revoke(auth.session_from(self.headers.get("Cookie")), self.config.token):
+                self.receiver.log(LogLine(f"nightowl serve: logout from {self.client_address[0]}", status="logout"))
+            self._redirect("/login", auth.clear_cookie(self.config.cookie_secure))
+            return
+        route = self.path.split("?", 1)[0].strip("/")
+        if route not in PARSERS:
+            self._json(404, {"error": "POST to /alertmanager or /pagerduty"})
+            return
+        if not self._authorized():
+            self._deny()
+            return
+        length = self.headers.get("Content-Length")
+        if length is None or not length.isdigit():
+            self._json(411, {"error": "Content-Length required"})
+            return
+        if int(length) > MAX_BODY:
+            self._json(413, {"error": f"payload over {MAX_BODY} bytes"})
+            return
+        body = self.rfile.read(int(length))
+        # The route, never the body, decides the format and its verification (docs/self.receiver.md).
+        if route == "pagerduty" and not verify_pagerduty_signature(
+            body, self.headers.get("X-PagerDuty-Signature"), self.config.pagerduty_secrets
+        ):
+            self._json(401, {"error": "missing or wrong X-PagerDuty-Signature"})
+            return
+        try:
+            alerts = PARSERS[route](json.loads(body))
+        except ValueError as exc:
+            self._json(400, {"error": str(exc)[:300]})
+            return
+        captures = self.receiver.submit(alerts)
+        answer = admission_summary(captures)
+        if any((c.reason or "").startswith("refused: cannot write the journal") for c in captures):
+            # Not journaled is not promised: a 5xx makes Alertmanager and PagerDuty deliver it again.
+            self._json(503, {**answer, "error": f"the journal cannot be written: {self.receiver.journal_error}"})
+            return
+        self._json(200, answer)
 
 
 def admission_summary(captures: list[Capture]) -> dict[str, Any]:

@@ -233,26 +233,17 @@ class Receiver:
             return
         with self._lock:
             if self._storm_queue.qsize() >= self.config.storm.queue_size:
-                capture.status = "not_captured"
-                capture.reason = (
-                    f"storm queue full: {self._storm_queue.qsize()} storm capture(s) waiting (raise `storm.queue`)"
-                )
-            elif self._write(self._entry(capture, with_alert=True)):
-                for member in capture.storm.members:
-                    self._remember(member.alert.dedupe_key, member.received_at)
-                self._storm_queue.put(capture)
+                waiting = self._storm_queue.qsize()
+                _refuse(capture, f"storm queue full: {waiting} storm capture(s) waiting (raise `storm.queue`)")
             else:
-                capture.status = "not_captured"
-                capture.reason = f"cannot write the journal ({self.journal_error})"
-            self.recent.append(capture)
-            shown = replace(capture)
-            if shown.status != "queued":
-                self._write(self._entry(shown))
+                keys = [(member.alert.dedupe_key, member.received_at) for member in capture.storm.members]
+                self._enqueue(capture, self._storm_queue, keys, refused="")
+            shown = self._settle(capture)
         self._log(
             LogLine(
                 f"{shown.alert.name}: {shown.status} storm of {len(shown.storm.members) if shown.storm else 0} "
                 f"alert(s) on {shown.host}" + (f": {shown.reason}" if shown.reason else ""),
-                **_fields(shown, level="warning" if shown.status == "not_captured" else "info"),
+                **_fields(shown, level=_level(shown)),
             )
         )
 
@@ -266,32 +257,47 @@ class Receiver:
             elif capture.status == "queued" and self._stopping.is_set():
                 capture.status, capture.reason = "not_captured", "the receiver is stopping"
             elif capture.status == "queued" and self._queue.qsize() >= self.config.queue_size:
-                capture.status = "not_captured"
-                capture.reason = (
-                    f"queue full: {self._queue.qsize()} waiting and {self.busy} of "
-                    f"{self.config.workers} worker(s) busy (raise `queue` or `workers`)"
-                )
+                busy = f"{self.busy} of {self.config.workers} worker(s) busy"
+                _refuse(capture, f"queue full: {self._queue.qsize()} waiting and {busy} (raise `queue` or `workers`)")
             elif capture.status == "queued":
-                # Journaled before a worker can see it: a stop at any moment leaves a record to resume.
-                if self._write(self._entry(capture, with_alert=True)):
-                    self._remember(key, capture.received_at)
-                    self._queue.put(capture)
-                else:  # not journaled, not promised: refused, so the sender delivers it again
-                    capture.status = "not_captured"
-                    capture.reason = f"refused: cannot write the journal ({self.journal_error})"
-            self.recent.append(capture)
-            # What was decided at admission: a worker may take the capture the moment the lock is released.
-            admitted = replace(capture)
-            if admitted.status != "queued":
-                self._write(self._entry(admitted))
+                # Not journaled, not promised: refused, so the sender delivers it again (an HTTP 503).
+                self._enqueue(capture, self._queue, [(key, capture.received_at)], refused="refused: ")
+            admitted = self._settle(capture)
         self._log(
             LogLine(
                 f"{admitted.alert.name} [{admitted.alert.status}] -> {admitted.status}"
                 + (f": {admitted.reason}" if admitted.reason else f" ({admitted.runbook} on {admitted.host})"),
-                **_fields(admitted, level="warning" if admitted.status == "not_captured" else "info"),
+                **_fields(admitted, level=_level(admitted)),
             )
         )
         return admitted
+
+    def _enqueue(
+        self,
+        capture: Capture,
+        lane: queue.Queue[Capture | None],
+        keys: list[tuple[tuple[str, ...], float]],
+        refused: str,
+    ) -> None:
+        """Under the lock: journal the capture with its alert before a worker can see it (a stop at any moment
+        leaves a record to resume), then remember its alerts' keys and queue it; a journal that cannot be
+        written refuses it (the reason starts with ``refused``)."""
+        if self._write(self._entry(capture, with_alert=True)):
+            for key, when in keys:
+                self._remember(key, when)
+            lane.put(capture)
+        else:
+            _refuse(capture, f"{refused}cannot write the journal ({self.journal_error})")
+
+    def _settle(self, capture: Capture) -> Capture:
+        """Under the lock: what was decided at admission, listed in ``recent`` and journaled (a queued capture
+        was journaled with its alert already). A copy: a worker may take the capture the moment the lock is
+        released."""
+        self.recent.append(capture)
+        settled = replace(capture)
+        if settled.status != "queued":
+            self._write(self._entry(settled))
+        return settled
 
     def _remember(self, key: tuple[str, ...], when: float) -> None:
         self._seen[key] = when
@@ -512,6 +518,15 @@ def _readable(entry: Any) -> dict[str, Any]:
     ):
         raise ValueError("notifications are not target outcomes")
     return entry
+
+
+def _refuse(capture: Capture, reason: str) -> None:
+    capture.status, capture.reason = "not_captured", reason
+
+
+def _level(capture: Capture) -> str:
+    """A capture refused or lost is logged as a warning; any other admission as info."""
+    return "warning" if capture.status == "not_captured" else "info"
 
 
 def _fields(capture: Capture, **extra: Any) -> dict[str, Any]:

@@ -35,6 +35,13 @@ class CommandResult:
         return self.rc == 0 and not self.timed_out and self.error is None and self.late is None
 
 
+# How one CommandResult is kept on disk, in a recorded host and in a bundle's hosts/<host>/ (docs/reference.md
+# #recorded-hosts-and-bundles): ``<kind>.out`` and, each only when it says something, the files beside it.
+# Named here, under the engine, so the replay transport reads what engine/layout.py names for bundles.
+OUT, ERR, RC, TIMEOUT, TRUNCATED, LATE = ".out", ".err", ".rc", ".timeout", ".truncated", ".late"
+UNREACHABLE = "unreachable"  # a recorded host that could not be reached: this file, holding the reason
+
+
 # coreutils ``timeout`` exits 124 when it stopped the command (137 when it had to SIGKILL it): the
 # command ran long on the host itself.
 REMOTE_TIMEOUT_EXITS = (124, 137)

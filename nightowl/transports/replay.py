@@ -20,10 +20,12 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import BinaryIO
 
-from nightowl.transports.base import CommandResult, TransportError
+from nightowl.transports.base import ERR, LATE, OUT, RC, TIMEOUT, TRUNCATED, UNREACHABLE, CommandResult, TransportError
 from nightowl.transports.capped import CappedOutput
 
 _EXIT_CODE = re.compile(r"-?[0-9]{1,5}")
+# The files that say a recording of a kind exists (an .err alone is no recording).
+_TAKEN_MARKS = (OUT, RC, TIMEOUT, LATE)
 
 
 class ReplayTransport:
@@ -38,9 +40,9 @@ class ReplayTransport:
     def connect(self) -> None:
         if not self.directory.is_dir():
             raise TransportError(f"no recorded host at {self.directory}")
-        if (self.directory / "unreachable").exists():
+        if (self.directory / UNREACHABLE).exists():
             try:
-                reason = self._read_capped(self.directory / "unreachable", 4096)[0].strip()
+                reason = self._read_capped(self.directory / UNREACHABLE, 4096)[0].strip()
             except RefusedFile as exc:
                 reason = str(exc)
             raise TransportError(reason or "recorded as unreachable")
@@ -52,11 +54,9 @@ class ReplayTransport:
         """Which recording of ``kind`` to hand out next."""
         self._taken[kind] += 1
         numbered = f"{kind}.{self._taken[kind]}"
-        if any((self.directory / f"{numbered}.{ext}").exists() for ext in ("out", "rc", "timeout", "late")):
+        if any((self.directory / f"{numbered}{suffix}").exists() for suffix in _TAKEN_MARKS):
             return numbered
-        if self._taken[kind] == 1 and any(
-            (self.directory / f"{kind}.{ext}").exists() for ext in ("out", "rc", "timeout", "late")
-        ):
+        if self._taken[kind] == 1 and any((self.directory / f"{kind}{suffix}").exists() for suffix in _TAKEN_MARKS):
             return kind
         return None
 
@@ -68,12 +68,12 @@ class ReplayTransport:
                 tuple(argv), None, "", "", started, 0.0, error=f"not recorded: {kind or ' '.join(argv)}"
             )
         try:
-            out_path = self.directory / f"{stem}.out"
+            out_path = self.directory / f"{stem}{OUT}"
             out, dropped = self._read_capped(out_path, self.output_cap_bytes) if os.path.lexists(out_path) else ("", 0)
-            err = self._read(stem, "err") or ""
-            timeout_mark = self._read(stem, "timeout")
-            late_mark = self._read(stem, "late")
-            rc_raw = self._read(stem, "rc")
+            err = self._read(stem, ERR) or ""
+            timeout_mark = self._read(stem, TIMEOUT)
+            late_mark = self._read(stem, LATE)
+            rc_raw = self._read(stem, RC)
             rc_text = "0" if rc_raw is None else rc_raw.strip()  # no file: exit 0; an empty one is unreadable
         except RefusedFile as exc:
             return CommandResult(tuple(argv), None, "", "", started, 0.0, error=str(exc))
@@ -84,7 +84,7 @@ class ReplayTransport:
         if not _EXIT_CODE.fullmatch(rc_text):
             # "none": recorded without an exit status; anything else is unreadable. Neither is a success.
             why = "ended without an exit status" if rc_text == "none" else f"unreadable exit code {rc_text[:40]!r}"
-            return CommandResult(tuple(argv), None, out, err, started, 0.0, error=f"{stem}.rc: {why}")
+            return CommandResult(tuple(argv), None, out, err, started, 0.0, error=f"{stem}{RC}: {why}")
         dropped += self._recorded_cut(stem)
         return CommandResult(tuple(argv), int(rc_text), out, err, started, 0.0, stdout_truncated_bytes=dropped)
 
@@ -92,13 +92,13 @@ class ReplayTransport:
         """The bytes a live run had already cut from this output (``<kind>.truncated``), so a replay judges
         the same cut log as the run did and says so."""
         try:
-            text = self._read(stem, "truncated")
+            text = self._read(stem, TRUNCATED)
         except RefusedFile:
             return 0
         return int(text.strip()) if text is not None and text.strip().isdigit() else 0
 
-    def _read(self, stem: str, ext: str) -> str | None:
-        path = self.directory / f"{stem}.{ext}"
+    def _read(self, stem: str, suffix: str) -> str | None:
+        path = self.directory / f"{stem}{suffix}"
         if not os.path.lexists(path):
             return None
         return self._read_capped(path, self.output_cap_bytes)[0]
@@ -136,29 +136,6 @@ def _head_and_tail(handle: BinaryIO, cap: int) -> CappedOutput:
     handle.seek(size - kept.tail_cap)
     kept.add(handle.read(kept.tail_cap))
     return kept
-
-
-def unreachable_in_bundle(bundle: Path) -> dict[str, str]:
-    """Hosts a bundle's verdicts.json records as unreachable, with the reason.
-
-    An unreachable host has no folder in ``hosts/`` (nothing was collected), so this is the only record
-    of it. A verdicts.json that exists but cannot be read is an error (ValueError): replaying the bundle
-    without its unreachable hosts could turn a run that could not judge into a healthy one."""
-    path = bundle / "verdicts.json"
-    if not path.exists():
-        return {}
-    import json
-
-    try:
-        document = json.loads(path.read_text(encoding="utf-8"))
-        hosts = document["hosts"]
-        return {
-            str(h["host"]): str(h.get("error") or "recorded as unreachable")
-            for h in hosts
-            if h.get("status") == "unreachable"
-        }
-    except (OSError, UnicodeDecodeError, ValueError, KeyError, TypeError, AttributeError) as exc:
-        raise ValueError(f"cannot read {path}: {type(exc).__name__}: {exc}") from None
 
 
 class RefusedFile(Exception):

@@ -51,28 +51,23 @@ class _Counts:
     notes: list[str] = field(default_factory=list)
 
 
+@dataclass(eq=False)
 class Watcher:
-    def __init__(
-        self,
-        source: Source,
-        cursor: Cursor,
-        tracker: BurstTracker,
-        run_burst: RunBurst,
-        health_path: Path | None,
-        options: WatchOptions,
-        log: Log,
-        abort: Callable[[], None] = lambda: None,
-    ) -> None:
-        self.source = source
-        self.cursor = cursor
-        self.tracker = tracker
-        self.run_burst = run_burst
-        self.health_path = health_path
-        self.options = options
-        self.log = log
-        self.abort = abort
-        self.stop = threading.Event()
-        self.counts = _Counts()
+    """Follows ``source`` and judges its bursts (see the module docstring); ``follow`` runs it."""
+
+    source: Source
+    cursor: Cursor
+    tracker: BurstTracker
+    run_burst: RunBurst
+    health_path: Path | None
+    options: WatchOptions
+    log: Log
+    abort: Callable[[], None] = lambda: None
+    stop: threading.Event = field(default_factory=threading.Event, init=False)
+    counts: _Counts = field(default_factory=_Counts, init=False)
+    failed: bool = field(default=False, init=False)  # the watch stopped because of a bug, not a signal
+
+    def __post_init__(self) -> None:
         self._lock = threading.Condition()
         self._queued: Burst | None = None
         self._running: Burst | None = None
@@ -81,7 +76,6 @@ class Watcher:
         self._health_at = 0.0
         self._saved_at = 0.0
         self._state = "following"
-        self.failed = False  # the watch stopped because of a bug, not a signal
 
     # -- the follower -------------------------------------------------------------------------------
     def follow(self) -> None:

@@ -8,10 +8,11 @@ here matches kernel text on its own.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from nightowl import knowledge
 from nightowl.collectors.gpu import kernel_log, kernel_patterns
 
 # Actions of nightowl/knowledge/kernel_patterns.csv that make a line worth a run of its own.
@@ -26,35 +27,25 @@ class Trigger:
     name: str
     description: str
     default: bool
-    fires: Callable[[Signals], bool]
+    signal: str  # what line_signals (or LineJudge, for hung_task_after_xid) finds in a line that fires it
+
+    def fires(self, signals: Signals) -> bool:
+        return self.signal in signals
 
 
-def _has(signal: str) -> Callable[[Signals], bool]:
-    return lambda signals: signal in signals
+def _triggers() -> tuple[Trigger, ...]:
+    """The table of nightowl/knowledge/watch_triggers.csv. "hung-task-after-xid" needs an earlier Xid: the
+    line judge keeps that memory."""
+    rows = knowledge.read_csv("watch_triggers.csv", required=("name", "signal", "default", "description"))
+    table = []
+    for row in rows:
+        if row["default"] not in ("yes", "no"):
+            raise knowledge.KnowledgeError(f"watch_triggers.csv: {row['name']}: default must be yes or no")
+        table.append(Trigger(row["name"], row["description"], row["default"] == "yes", row["signal"]))
+    return tuple(table)
 
 
-# name -> what fires it. "hung-task-after-xid" needs an earlier Xid: the burst tracker keeps that memory.
-TRIGGERS: tuple[Trigger, ...] = (
-    Trigger("xid", "any NVIDIA Xid", True, _has("xid")),
-    Trigger("sxid", "any NVSwitch SXid", True, _has("sxid")),
-    Trigger("fallen-off-bus", "a GPU fell off the bus (or the driver lost it)", True, _has("fallen_off_bus")),
-    Trigger("aer-fatal", "a fatal PCIe AER error", True, _has("aer_fatal")),
-    Trigger("edac-uncorrectable", "an uncorrectable host memory error (EDAC UE)", True, _has("edac_uncorrected")),
-    Trigger("gpu-init-failed", "a GPU failed to initialise (RmInitAdapter, probe, BAR)", True, _has("gpu_init_failed")),
-    Trigger("hung-task-after-xid", "a task blocked for minutes after an Xid", True, _has("hung_task_after_xid")),
-    Trigger(
-        "pattern-action",
-        "a line the kernel-pattern table says needs a GPU reset, a reboot or a ticket (GSP hangs, WPR2, ...)",
-        True,
-        _has("pattern_action"),
-    ),
-    Trigger("gpu-reset-required", "the driver asks for a GPU reset", False, _has("gpu_reset_required")),
-    Trigger("gsp-error", "GSP firmware timeouts and failures", False, _has("gsp_error")),
-    Trigger("aer-nonfatal", "an uncorrectable non-fatal PCIe AER error", False, _has("aer_nonfatal")),
-    Trigger("oom-kill", "the kernel OOM killer killed a process", False, _has("oom_kill")),
-    Trigger("hung-task", "any task blocked for minutes", False, _has("hung_task")),
-    Trigger("driver-mismatch", "kernel module and user-space driver versions differ", False, _has("driver_mismatch")),
-)
+TRIGGERS = _triggers()
 BY_NAME = {trigger.name: trigger for trigger in TRIGGERS}
 DEFAULT_TRIGGERS = tuple(trigger.name for trigger in TRIGGERS if trigger.default)
 

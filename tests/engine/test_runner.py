@@ -12,12 +12,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from nightowl.engine.bundle_summary import unreachable_in_bundle
 from nightowl.engine.bundle_verify import verify_bundle
 from nightowl.engine.runner import RunOptions
 from nightowl.engine.session import plan, run_runbook
 from nightowl.engine.validate import load_runbook
 from nightowl.transports.local import LocalTransport
-from nightowl.transports.replay import ReplayTransport, unreachable_in_bundle
+from nightowl.transports.replay import ReplayTransport
 from tests.engine.runbook_texts import variant
 
 

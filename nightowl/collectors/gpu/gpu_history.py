@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from nightowl.collectors.base import DerivedCollector, registered
@@ -151,21 +152,41 @@ def _read_store(host: str | None, warnings: list[str]) -> tuple[Mapping[str, Any
         return None, "unreadable"
 
 
-def derive(inputs: Mapping[str, Mapping[str, Any]], params: Mapping[str, Any] | None = None) -> dict[str, Any]:
-    from nightowl.ages import parse_age
-    from nightowl.collectors.gpu.xid_catalog import action_rank, judge, load_history_rules, load_policy, strictest
+@dataclass
+class _Conclusions:
+    """What the past makes of this run's Xids: the strictest action per GPU, the reasons, the bundles cited."""
 
-    params = params or {}
-    warnings: list[str] = []
-    host = _host(inputs)
+    actions: dict[str, str] = field(default_factory=dict)
+    reasons: list[str] = field(default_factory=list)
+    cited: dict[str, str | None] = field(default_factory=dict)
+
+    def conclude(self, gpu: str, action: str, reason: str, rows: Sequence[Mapping[str, Any]]) -> None:
+        from nightowl.collectors.gpu.xid_catalog import strictest
+
+        self.actions[gpu] = strictest([self.actions.get(gpu, "none"), action])
+        self.reasons.append(reason)
+        for row in rows:
+            if row.get("bundle_id"):
+                self.cited[str(row["bundle_id"])] = row.get("bundle_sha256")
+
+
+@dataclass(frozen=True)
+class _Limits:
+    """The rules' numbers: site policy rules, reboots that make a hardware ticket, the counting window."""
+
+    rules: list[dict[str, Any]]
+    reboots_hardware: int
+    window: float
+    now: float
+
+
+def _past(
+    inputs: Mapping[str, Mapping[str, Any]], host: str | None, current: list[dict[str, Any]], warnings: list[str]
+) -> tuple[list[dict[str, Any]], Mapping[str, Any] | None, str]:
+    """Events of earlier boots, of the store and of Prometheus that this run did not see itself (first
+    source wins for a key), the stored record and the store's state."""
     name = host or "host"
     boots_facts = inputs.get("kernel_log_boots") or {}
-    boot_id = boots_facts.get("current_boot_id")
-    current_events = list(inputs["kernel_log"].get("events") or [])
-    uuids = {g.get("pci"): g.get("uuid") for g in (inputs.get("nvidia_smi") or {}).get("gpus") or [] if g.get("uuid")}
-    current = _rows(name, current_events, boot_id, "this run")
-    for row in current:
-        row["uuid"] = row["uuid"] or uuids.get(row["pci"])
     keys = {row["key"] for row in current}
     earlier: dict[str, dict[str, Any]] = {}
     for boot in boots_facts.get("previous") or []:
@@ -176,99 +197,128 @@ def derive(inputs: Mapping[str, Mapping[str, Any]], params: Mapping[str, Any] | 
         earlier.setdefault(row["key"], {**row, "source": f"bundle {row.get('bundle_id')}"})
     for row in _prior(host, boots_facts, warnings):
         earlier.setdefault(row["key"], row)
-    past = [row for key, row in earlier.items() if key not in keys]
+    return [row for key, row in earlier.items() if key not in keys], stored, store_state
+
+
+def _limits(params: Mapping[str, Any], current: list[dict[str, Any]]) -> _Limits:
+    from nightowl.ages import parse_age
+    from nightowl.collectors.gpu.xid_catalog import load_history_rules
 
     policy_path = params.get("xid_policy")
-    rules = load_history_rules(str(policy_path)) if policy_path else []
-    reboots_hardware = int(params.get("xid_reboots_hardware") or DEFAULT_REBOOTS_HARDWARE)
-    window = parse_age(str(params.get("history_window") or DEFAULT_WINDOW)) or 86400.0
-    now = max((r["last_ts"] for r in current if r.get("last_ts") is not None), default=time.time())
+    return _Limits(
+        rules=load_history_rules(str(policy_path)) if policy_path else [],
+        reboots_hardware=int(params.get("xid_reboots_hardware") or DEFAULT_REBOOTS_HARDWARE),
+        window=parse_age(str(params.get("history_window") or DEFAULT_WINDOW)) or 86400.0,
+        now=max((r["last_ts"] for r in current if r.get("last_ts") is not None), default=time.time()),
+    )
 
-    reasons: list[str] = []
-    actions: dict[str, str] = {}
-    cited: dict[str, str | None] = {}
-    gpu_codes: list[dict[str, Any]] = []
 
-    def conclude(gpu: str, action: str, reason: str, rows: Sequence[Mapping[str, Any]]) -> None:
-        actions[gpu] = strictest([actions.get(gpu, "none"), action])
-        reasons.append(reason)
-        for row in rows:
-            if row.get("bundle_id"):
-                cited[str(row["bundle_id"])] = row.get("bundle_sha256")
+def _code_of(row: Mapping[str, Any]) -> Any:
+    return 79 if _is_off_bus(row) else row.get("code")
 
-    groups: dict[tuple[str, str, int | None], list[dict[str, Any]]] = {}
-    for row in current:
-        if row["kind"] in ("xid", "fallen_off_bus"):
-            code = 79 if _is_off_bus(row) else row["code"]
-            groups.setdefault((row["pci"] or "unknown", "xid", code), []).append(row)
-    for (gpu, _, code), now_rows in sorted(groups.items(), key=lambda item: str(item[0])):
-        same = [r for r in past if any(_same_gpu(r, n) for n in now_rows)]
-        same_code = [
-            r
-            for r in same
-            if (79 if _is_off_bus(r) else r.get("code")) == code and r["kind"] in ("xid", "fallen_off_bus")
-        ]
-        boots = {r.get("boot_id") for r in same_code if r.get("boot_id")} - {boot_id}
-        earliest_now = min(now_rows, key=lambda r: r.get("first_ts") or 0)
-        before = [r for r in same_code if _before(r, earliest_now)]
-        last_before = max((r["last_ts"] for r in before if r.get("last_ts") is not None), default=None)
-        stats = {
-            "gpu": gpu,
-            "uuid": next((r["uuid"] for r in now_rows if r.get("uuid")), None),
-            "code": code,
-            "earlier_incidents": len(before),
-            "earlier_boots": len(boots),
-            "count_in_window": _in_window([*now_rows, *same_code], now, window),
-            "window_seconds": window,
-            "first_time": min((r["first_time"] for r in [*same_code, *now_rows] if r.get("first_time")), default=None),
-            "seconds_since_last": (now - last_before) if last_before is not None else None,
-            "earlier_bundles": sorted({str(r["bundle_id"]) for r in before if r.get("bundle_id")}),
-        }
-        gpu_codes.append(stats)
-        where = f"{gpu} ({stats['uuid']})" if stats["uuid"] else gpu
-        if code == 79 and before:
-            conclude(
+
+def _judge_code(
+    gpu: str,
+    code: int | None,
+    now_rows: list[dict[str, Any]],
+    past: list[dict[str, Any]],
+    boot_id: str | None,
+    limits: _Limits,
+    out: _Conclusions,
+) -> dict[str, Any]:
+    """One GPU's one Xid code now against its past: the rules' conclusions into ``out``; its figures."""
+    same_code = [
+        r
+        for r in past
+        if any(_same_gpu(r, n) for n in now_rows) and _code_of(r) == code and r["kind"] in ("xid", "fallen_off_bus")
+    ]
+    boots = {r.get("boot_id") for r in same_code if r.get("boot_id")} - {boot_id}
+    earliest_now = min(now_rows, key=lambda r: r.get("first_ts") or 0)
+    before = [r for r in same_code if _before(r, earliest_now)]
+    last_before = max((r["last_ts"] for r in before if r.get("last_ts") is not None), default=None)
+    stats = {
+        "gpu": gpu,
+        "uuid": next((r["uuid"] for r in now_rows if r.get("uuid")), None),
+        "code": code,
+        "earlier_incidents": len(before),
+        "earlier_boots": len(boots),
+        "count_in_window": _in_window([*now_rows, *same_code], limits.now, limits.window),
+        "window_seconds": limits.window,
+        "first_time": min((r["first_time"] for r in [*same_code, *now_rows] if r.get("first_time")), default=None),
+        "seconds_since_last": (limits.now - last_before) if last_before is not None else None,
+        "earlier_bundles": sorted({str(r["bundle_id"]) for r in before if r.get("bundle_id")}),
+    }
+    where = f"{gpu} ({stats['uuid']})" if stats["uuid"] else gpu
+    if code == 79 and before:
+        sources = ", ".join(sorted({str(r.get("source")) for r in before}))
+        out.conclude(
+            gpu, "hardware-ticket", f"{where} fell off the bus again (earlier: {sources}) -> hardware-ticket", before
+        )
+    if len(boots) >= limits.reboots_hardware:
+        out.conclude(
+            gpu,
+            "hardware-ticket",
+            f"Xid {code} on {where} survived {len(boots)} reboots "
+            f"(limit {limits.reboots_hardware}, parameter xid_reboots_hardware) -> hardware-ticket",
+            before,
+        )
+    for rule in (r for r in limits.rules if r["code"] == code):
+        why = f": {rule['reason']}" if rule["reason"] else ""
+        if "after_reboots" in rule and len(boots) >= rule["after_reboots"]:
+            out.conclude(
                 gpu,
-                "hardware-ticket",
-                f"{where} fell off the bus again (earlier: "
-                f"{', '.join(sorted({str(r.get('source')) for r in before}))}) -> hardware-ticket",
+                rule["action"],
+                f"Xid {code} on {where} again after {len(boots)} reboot(s): site policy "
+                f"after_reboots {rule['after_reboots']} -> {rule['action']}{why}",
                 before,
             )
-        if len(boots) >= reboots_hardware:
-            conclude(
-                gpu,
-                "hardware-ticket",
-                f"Xid {code} on {where} survived {len(boots)} reboots "
-                f"(limit {reboots_hardware}, parameter xid_reboots_hardware) -> hardware-ticket",
-                before,
-            )
-        for rule in (r for r in rules if r["code"] == code):
-            why = f": {rule['reason']}" if rule["reason"] else ""
-            if "after_reboots" in rule and len(boots) >= rule["after_reboots"]:
-                conclude(
-                    gpu,
-                    rule["action"],
-                    f"Xid {code} on {where} again after {len(boots)} reboot(s): site policy "
-                    f"after_reboots {rule['after_reboots']} -> {rule['action']}{why}",
-                    before,
-                )
-            if "count" in rule:
-                counted = _in_window([*now_rows, *same_code], now, rule["window_seconds"])
-                if counted >= rule["count"]:
-                    within = f"{counted} times within {rule['window_seconds']:.0f}s"
-                    conclude(
-                        gpu,
-                        rule["action"],
-                        f"Xid {code} on {where} {within}: site policy count {rule['count']} -> {rule['action']}{why}",
-                        same_code,
-                    )
+        counted = _in_window([*now_rows, *same_code], limits.now, rule["window_seconds"]) if "count" in rule else 0
+        if "count" in rule and counted >= rule["count"]:
+            within = f"{counted} times within {rule['window_seconds']:.0f}s"
+            verdict = f"site policy count {rule['count']} -> {rule['action']}{why}"
+            out.conclude(gpu, rule["action"], f"Xid {code} on {where} {within}: {verdict}", same_code)
+    return stats
 
-    policy = load_policy(str(policy_path)) if policy_path else None
-    log_action = judge(current_events, policy=policy)["action"]
-    action = strictest(actions.values())
+
+def _runs_facts(stored: Mapping[str, Any] | None) -> dict[str, Any]:
+    """The last verdicts the store holds for the host, and the mean time between its incidents."""
     runs = list((stored or {}).get("runs") or [])
     incidents = sorted(r["started"] for r in runs if r.get("action") not in (None, "none") and r.get("started"))
     gaps = [b - a for a, b in zip(incidents, incidents[1:], strict=False)]
+    return {
+        "last_verdicts": [
+            {k: r.get(k) for k in ("bundle_id", "bundle_sha256", "started", "verdict_id", "action")} for r in runs[-5:]
+        ],
+        "mean_seconds_between_incidents": sum(gaps) / len(gaps) if gaps else None,
+    }
+
+
+def derive(inputs: Mapping[str, Mapping[str, Any]], params: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    from nightowl.collectors.gpu.xid_catalog import action_rank, judge, load_policy, strictest
+
+    params = params or {}
+    warnings: list[str] = []
+    host = _host(inputs)
+    boot_id = (inputs.get("kernel_log_boots") or {}).get("current_boot_id")
+    current_events = list(inputs["kernel_log"].get("events") or [])
+    uuids = {g.get("pci"): g.get("uuid") for g in (inputs.get("nvidia_smi") or {}).get("gpus") or [] if g.get("uuid")}
+    current = _rows(host or "host", current_events, boot_id, "this run")
+    for row in current:
+        row["uuid"] = row["uuid"] or uuids.get(row["pci"])
+    past, stored, store_state = _past(inputs, host, current, warnings)
+    limits = _limits(params, current)
+    found = _Conclusions()
+    groups: dict[tuple[str, str, int | None], list[dict[str, Any]]] = {}
+    for row in current:
+        if row["kind"] in ("xid", "fallen_off_bus"):
+            groups.setdefault((row["pci"] or "unknown", "xid", _code_of(row)), []).append(row)
+    gpu_codes = [
+        _judge_code(gpu, code, now_rows, past, boot_id, limits, found)
+        for (gpu, _, code), now_rows in sorted(groups.items(), key=lambda item: str(item[0]))
+    ]
+    policy_path = params.get("xid_policy")
+    log_action = judge(current_events, policy=load_policy(str(policy_path)) if policy_path else None)["action"]
+    action = strictest(found.actions.values())
     return {
         "kind": KIND,
         "warnings": warnings,
@@ -278,15 +328,12 @@ def derive(inputs: Mapping[str, Mapping[str, Any]], params: Mapping[str, Any] | 
         "action": action,
         "log_action": log_action,
         "escalates": action_rank(action) > action_rank(log_action),
-        "reasons": reasons,
-        "gpus": sorted(gpu for gpu, act in actions.items() if act != "none"),
+        "reasons": found.reasons,
+        "gpus": sorted(gpu for gpu, act in found.actions.items() if act != "none"),
         "gpu_codes": gpu_codes,
         "earlier_events": len(past),
-        "earlier_bundles": [{"bundle_id": b, "bundle_sha256": s} for b, s in sorted(cited.items())],
-        "last_verdicts": [
-            {k: r.get(k) for k in ("bundle_id", "bundle_sha256", "started", "verdict_id", "action")} for r in runs[-5:]
-        ],
-        "mean_seconds_between_incidents": sum(gaps) / len(gaps) if gaps else None,
+        "earlier_bundles": [{"bundle_id": b, "bundle_sha256": s} for b, s in sorted(found.cited.items())],
+        **_runs_facts(stored),
     }
 
 
