@@ -64,16 +64,17 @@ def undeclared_names(text: str) -> frozenset[str]:
 
     A tree of ``{{ }}`` outputs only (every condition, most summaries) binds no name, so every name it
     loads that is not a global of the environment is undeclared: read off the tree. A template with
-    statements (``{% for %}``, ``{% set %}``) may bind names, and goes to Jinja's own analysis, on a tree
-    of its own (the code generator is not ours to trust with a shared one).
+    statements (``{% for %}``, ``{% set %}``) may bind names, and one reading ``self`` gets it bound by
+    Jinja: both go to Jinja's own analysis, on a tree of their own (the code generator is not ours to
+    trust with a shared one).
     tests/engine/test_expressions_fast_names.py compares both on every runbook's expressions.
     """
     tree = _parsed(text)
     if all(isinstance(node, nodes.Output) for node in tree.body):
         globals_ = environment().globals
-        return frozenset(
-            name.name for name in tree.find_all(nodes.Name) if name.ctx == "load" and name.name not in globals_
-        )
+        names = {name.name for name in tree.find_all(nodes.Name) if name.ctx == "load" and name.name not in globals_}
+        if "self" not in names:  # Jinja's code generator declares ``self`` (the template) when it is read
+            return frozenset(names)
     return frozenset(meta.find_undeclared_variables(environment().parse(text)))
 
 

@@ -61,6 +61,7 @@ TEMPLATES = [
     "plain text {# a comment naming q #} {{ w[v] }}",
     "{{ (p if q else r) ~ s.t(u) }}",
     "{{ kernel_log.events | selectattr('kind', 'equalto', k) | list | length }}",
+    "{{ self }} {{ super() }} {{ loop }} {{ caller }} {{ varargs }} {{ kwargs }} {{ context }} {{ missing }}",
 ]
 CONDITIONS = [
     "a.b > 0 and c is defined",
@@ -68,6 +69,7 @@ CONDITIONS = [
     "x in [y, z] or not w",
     "(q | default([])) | select('gt', limit) | list | length > 0",
     "loop is defined",
+    "self.x is defined and super is defined",
 ]
 
 
