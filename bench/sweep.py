@@ -46,10 +46,10 @@ def node_health_commands() -> list[str]:
     first runnable alternative with the runbook's default parameters, wrapped as SSHTransport wraps it
     (coreutils `timeout`, so the host ends a hung command itself). The bare pool sends exactly these, so
     both sides ask the hosts for the same work (derived collectors run no command)."""
-    from nightowl import runbooks
     from nightowl.collectors import get_collector
     from nightowl.engine.model import split_entry
     from nightowl.engine.runner import resolve_argv
+    from nightowl.library import runbooks
     from nightowl.transports.ssh import remote_command
 
     loaded = runbooks.load("node-health")

@@ -32,25 +32,50 @@ def check_condition(source: str) -> frozenset[str]:
     """Validate a condition statically; return the top-level names it reads."""
     if "{{" in source or "{%" in source:
         raise ExpressionError("a condition is a bare expression: remove the {{ }} / {% %}")
-    env = environment()
+    text = "{{ (" + source + ") }}"
     try:
-        tree = env.parse("{{ (" + source + ") }}")
+        tree = _parsed(text)
     except TemplateSyntaxError as exc:
         raise ExpressionError(f"syntax error: {exc.message}") from exc
     root = _expression_root(tree)
     if not _is_boolean(root):
         raise ExpressionError("condition does not yield a bool: compare it (e.g. `| length > 0`, `== 'ok'`, `in`)")
-    return frozenset(meta.find_undeclared_variables(tree))
+    return undeclared_names(text)
 
 
 @lru_cache(maxsize=1024)
 def template_names(source: str) -> frozenset[str]:
-    env = environment()
     try:
-        tree = env.parse(source)
+        _parsed(source)
     except TemplateSyntaxError as exc:
         raise ExpressionError(f"template syntax error: {exc.message}") from exc
-    return frozenset(meta.find_undeclared_variables(tree))
+    return undeclared_names(source)
+
+
+@lru_cache(maxsize=4096)
+def _parsed(text: str) -> nodes.Template:
+    """One parse per text: validation asks for a condition's names, its reads and its guards, and the
+    trace for its fact paths, each of the same text. Callers only read the tree (find_all)."""
+    return environment().parse(text)
+
+
+def undeclared_names(text: str) -> frozenset[str]:
+    """What ``jinja2.meta.find_undeclared_variables`` returns, without compiling the tree to Python.
+
+    A tree of ``{{ }}`` outputs only (every condition, most summaries) binds no name, so every name it
+    loads that is not a global of the environment is undeclared: read off the tree. A template with
+    statements (``{% for %}``, ``{% set %}``) may bind names, and one reading ``self`` gets it bound by
+    Jinja: both go to Jinja's own analysis, on a tree of their own (the code generator is not ours to
+    trust with a shared one).
+    tests/engine/test_expressions_fast_names.py compares both on every runbook's expressions.
+    """
+    tree = _parsed(text)
+    if all(isinstance(node, nodes.Output) for node in tree.body):
+        globals_ = environment().globals
+        names = {name.name for name in tree.find_all(nodes.Name) if name.ctx == "load" and name.name not in globals_}
+        if "self" not in names:  # Jinja's code generator declares ``self`` (the template) when it is read
+            return frozenset(names)
+    return frozenset(meta.find_undeclared_variables(environment().parse(text)))
 
 
 def _expression_root(tree: nodes.Template) -> nodes.Node:
@@ -121,7 +146,7 @@ def render(source: str, context: dict[str, Any]) -> str:
 def fact_paths(source: str) -> tuple[str, ...]:
     """Dotted fact paths an expression reads (``kernel_log.xid_codes``), for the trace."""
     try:
-        tree = environment().parse("{{ (" + source + ") }}")
+        tree = _parsed("{{ (" + source + ") }}")
     except TemplateSyntaxError:
         return ()
     paths: list[str] = []
@@ -145,7 +170,7 @@ def attribute_reads(source: str, is_template: bool) -> tuple[tuple[str, bool], .
     its collector declares.
     """
     try:
-        tree = environment().parse(source if is_template else "{{ (" + source + ") }}")
+        tree = _parsed(source if is_template else "{{ (" + source + ") }}")
     except TemplateSyntaxError:
         return ()
     guarded: set[int] = set()

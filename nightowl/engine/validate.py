@@ -23,6 +23,7 @@ from nightowl.engine.expressions import (
     template_names,
 )
 from nightowl.engine.model import Node, Runbook, split_entry
+from nightowl.engine.node_graph import NodeGraph
 from nightowl.engine.params import coerce, declared_type
 from nightowl.engine.yaml_lines import YamlError, line_of, load_with_lines
 
@@ -55,14 +56,14 @@ class LoadedRunbook:
     """A runbook that passed every validation pass, with what running it needs.
 
     ``lines`` maps YAML paths to line numbers (errors and traces point at the file), ``graph``
-    is the node graph (networkx DiGraph, acyclic, every node reachable from the entry), and
+    is the node graph (engine/node_graph.py, acyclic, every node reachable from the entry), and
     ``collected_before`` gives, per node, the namespaces every path to it has collected.
     """
 
     runbook: Runbook
     path: Path
     lines: dict[tuple[Any, ...], int]
-    graph: Any  # networkx.DiGraph
+    graph: Any  # NodeGraph (None until the graph pass)
     collected_before: dict[str, frozenset[str]] = field(default_factory=dict)
 
     @property
@@ -191,11 +192,9 @@ def _implicates_pass(loaded: LoadedRunbook) -> list[Issue]:
 
 
 def _graph_pass(loaded: LoadedRunbook) -> list[Issue]:
-    import networkx as nx  # lazy: keeps `nightowl --help` fast
-
     rb, name = loaded.runbook, str(loaded.path)
     issues: list[Issue] = []
-    graph = nx.DiGraph()
+    graph = NodeGraph()
     for node_id, node in rb.nodes.items():
         graph.add_node(node_id, kind=node.kind)
     if rb.entry not in rb.nodes:
@@ -216,10 +215,10 @@ def _graph_pass(loaded: LoadedRunbook) -> list[Issue]:
     loaded.graph = graph
     if issues:
         return issues
-    for cycle_edge in _first_cycle(graph):
+    for cycle_edge in graph.first_cycle():
         issues.append(Issue(name, loaded.node_line(cycle_edge), cycle_edge, "node is part of a cycle"))
         break
-    reachable = nx.descendants(graph, rb.entry) | {rb.entry}
+    reachable = graph.descendants(rb.entry) | {rb.entry}
     for node_id in rb.nodes:
         if node_id not in reachable:
             issues.append(Issue(name, loaded.node_line(node_id), node_id, "node is unreachable from the entry"))
@@ -227,15 +226,6 @@ def _graph_pass(loaded: LoadedRunbook) -> list[Issue]:
         if node.kind not in ("verdict", "cannot_judge") and graph.out_degree(node_id) == 0:
             issues.append(Issue(name, loaded.node_line(node_id), node_id, "path ends here without a verdict"))
     return issues
-
-
-def _first_cycle(graph: Any) -> list[str]:
-    import networkx as nx
-
-    try:
-        return [edge[0] for edge in nx.find_cycle(graph)]
-    except nx.NetworkXNoCycle:
-        return []
 
 
 def _target_line(loaded: LoadedRunbook, node_id: str, node: Node, target: str) -> int | None:
@@ -295,14 +285,12 @@ def _expression_pass(loaded: LoadedRunbook) -> list[Issue]:
 
 def _facts_pass(loaded: LoadedRunbook, known: Iterable[str] | None) -> list[Issue]:
     """A condition may read only facts that every path to it has collected."""
-    import networkx as nx
-
     rb, graph = loaded.runbook, loaded.graph
     namespace_of = {entry: split_entry(entry)[1] for node in rb.nodes.values() for entry in node.collect or []}
     all_namespaces = set(namespace_of.values()) | {split_entry(k)[1] for k in (known or [])}
     before: dict[str, frozenset[str]] = {}
     after: dict[str, frozenset[str]] = {}
-    for node_id in nx.topological_sort(graph):
+    for node_id in graph.topological_order():
         preds = list(graph.predecessors(node_id))
         have = frozenset.intersection(*(after[p] for p in preds)) if preds else frozenset()
         before[node_id] = have
@@ -431,13 +419,10 @@ def _hidden_failure_pass(loaded: LoadedRunbook) -> list[Issue]:
 def _healthy_without_check(loaded: LoadedRunbook, start: str, namespace: str, checkers: set[str]) -> str | None:
     """A verdict of action ``none`` the walk can reach from the entry through ``start``, ``namespace``'s
     collector having failed, passing no node of ``checkers``; None when there is none."""
-    import networkx as nx
-
     rb = loaded.runbook
     if start in checkers or rb.entry in checkers:
         return None
-    free = loaded.graph.subgraph(n for n in loaded.graph.nodes if n not in checkers)
-    if start != rb.entry and not nx.has_path(free, rb.entry, start):
+    if start != rb.entry and start not in loaded.graph.descendants(rb.entry, blocked=checkers):
         return None
     seen, todo = set(), [start]
     while todo:

@@ -9,8 +9,6 @@ incident of an earlier boot, never this boot's own (a count alone cannot tell tw
 from __future__ import annotations
 
 import json
-import urllib.parse
-import urllib.request
 from typing import Any
 
 WINDOW = "30d"
@@ -26,6 +24,9 @@ def prior_incidents(url: str, host: str, before: float, timeout: float = TIMEOUT
     """``[{gpu, code, incidents}]`` the node's series showed in the 30 days up to ``before`` (Unix time).
 
     Raises OSError or ValueError when Prometheus cannot be asked or answers something else."""
+    import urllib.parse  # lazy: urllib.request pulls in http.client, email and ssl, which `nightowl check`
+    import urllib.request  # pays for at every start when no --history-from is given
+
     query = urllib.parse.urlencode({"query": incidents_query(host), "time": f"{before:.3f}"})
     request = urllib.request.Request(f"{url.rstrip('/')}/api/v1/query?{query}", headers={"Accept": "application/json"})
     with urllib.request.urlopen(request, timeout=timeout) as response:  # noqa: S310 - an http(s) URL the user gave
