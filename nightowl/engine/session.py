@@ -80,6 +80,7 @@ def run_runbook(
     redact_prefilter: Callable[[str], bool] | None = None,
     extra_manifest: dict[str, Any] | None = None,
     start_order: Iterable[str] | None = None,
+    writer: BundleWriter | None = None,
 ) -> tuple[list[HostRun], Path]:
     """Run on every host (bounded concurrency), in the order given; write one bundle.
 
@@ -89,8 +90,11 @@ def run_runbook(
     saved and :class:`Interrupted` raised. ``redact`` scrubs every string written (``redact_prefilter`` says
     cheaply of a document that it would change nothing); ``render_postmortem`` adds ``postmortem.md``;
     ``extra_manifest`` adds manifest keys; ``start_order`` is the order hosts start in (a sweep's dialer's).
+    ``writer`` is the caller's own (a sweep's worker process writes its hosts into the sweep's bundle,
+    nightowl/fleet/workers.py); by default one is made under ``out_dir``.
     """
-    writer = BundleWriter(out_dir, loaded.id, redact=redact, redact_prefilter=redact_prefilter)
+    if writer is None:
+        writer = BundleWriter(out_dir, loaded.id, redact=redact, redact_prefilter=redact_prefilter)
     with _live_lock:
         _live_stops.add(options.stop)
     writer.add_file(layout.RUNBOOK, loaded.path.read_text())
