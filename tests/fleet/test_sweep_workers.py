@@ -1,0 +1,216 @@
+"""`nightowl sweep --workers N`: a recorded fleet spread over worker processes gives what one process gives.
+
+Every host is a real recording replayed (fixtures/hosts/*/SOURCE.md names each source): healthy L40S
+nodes, a GPU fallen off the bus (Xid 79), a hung nvidia-smi, a remapping pending, and a host recorded
+unreachable. The report (json, table, prometheus), the textfile, the exit status and every bundle file
+are compared byte for byte between `--workers 1` and `--workers 2`/`3`, after normalising only what
+already differs between two `--workers 1` runs: the run id (a UTC time and 6 random hex digits, so also
+the bundle's folder), the times and durations measured on this machine (``start``, ``started``,
+``finished``, ``duration``, the table's SECONDS column, the textfile's duration and timestamp series), the
+digests of the documents that hold those times or the bundle's path (``verdicts.json``, ``trace.json``,
+``manifest.json``, ``status-update.md`` with its minute), and
+the order of the manifest's commands (hosts run side by side append theirs as they end; compared sorted).
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import re
+import signal
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from nightowl.cli.exit import ExitStatus
+from nightowl.cli.sweep_cmd import param_values, run_sweep
+from nightowl.fleet.workers import KILL_ENV, WorkerEngine, default_workers, engine_for, split
+from nightowl.library import runbooks
+from nightowl.paths import data_dir
+from nightowl.transports.base import Unreachable
+from nightowl.transports.replay import ReplayTransport
+
+HOSTS = data_dir("fixtures") / "hosts"
+FLEET = {
+    "gpu-01": HOSTS / "healthy-l40s",
+    "gpu-02": HOSTS / "xid79-fallen-off-bus",
+    "gpu-03": HOSTS / "nvidia-smi-hung",
+    "gpu-04": None,  # recorded unreachable
+    "gpu-05": HOSTS / "remap-pending-a100",
+}
+HEALTHY = dict.fromkeys([f"ok-{i}" for i in range(1, 7)], HOSTS / "healthy-l40s")
+TIME_KEYS = re.compile(r'"(start|started|finished|duration)": -?[0-9][0-9.e+-]*')
+
+
+def openers(fleet: dict[str, Path | None]) -> dict[str, Any]:
+    """Picklable openers (a worker process opens its own transports)."""
+    return {
+        name: functools.partial(ReplayTransport, d, name)
+        if d is not None
+        else functools.partial(Unreachable, name, "connection refused", True)
+        for name, d in fleet.items()
+    }
+
+
+def sweep(
+    tmp_path: Path, fleet: dict[str, Path | None], workers: int, fmt: str, forks: int = 4
+) -> tuple[ExitStatus, str, Path]:
+    """One sweep into its own folder: (exit status, report, bundle folder); the textfile beside it."""
+    out = tmp_path / f"w{workers}-{fmt}-{len(list(tmp_path.iterdir()))}"
+    loaded = runbooks.load("node-health")
+    transports = openers(fleet)
+    values = param_values((), None)
+    engine = engine_for(loaded, transports, workers, values)
+    assert (engine is None) == (workers == 1)
+    capture = _Capture()
+    with capture:
+        status = run_sweep(
+            loaded,
+            transports,
+            values,
+            {"command_timeout": None, "host_timeout": None},
+            fmt=fmt,
+            textfile=out / "nightowl.prom",
+            log_format=None,
+            out_dir=out / "bundles",
+            forks=forks,
+            engine=engine,
+        )
+    (bundle,) = (out / "bundles").iterdir()
+    return status, capture.text, bundle
+
+
+class _Capture:
+    """stdout of one sweep (click.echo writes to sys.stdout)."""
+
+    def __enter__(self) -> _Capture:
+        import contextlib
+        import io
+
+        self._buffer = io.StringIO()
+        self._redirect = contextlib.redirect_stdout(self._buffer)
+        self._redirect.__enter__()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._redirect.__exit__(*exc)
+        self.text = self._buffer.getvalue()
+
+
+def normalised(text: str, bundle: Path) -> str:
+    """``text`` with only what differs between two one-process runs replaced (see the module's docstring)."""
+    text = text.replace(str(bundle.parent), "OUT").replace(bundle.name, "RUN_ID")
+    text = TIME_KEYS.sub(r'"\1": 0', text)
+    text = re.sub(r"^(nightowl_sweep_(?:duration|timestamp)_seconds\{.*\}) \S+$", r"\1 0", text, flags=re.M)
+    return text
+
+
+def normalised_table(text: str, bundle: Path) -> str:
+    """The table's SECONDS column (last cell of each host row) as 0."""
+    lines = normalised(text, bundle).splitlines()
+    return "\n".join(re.sub(r"\s+\d+\.\d$", " 0", line) for line in lines)
+
+
+def bundle_files(bundle: Path, names: list[str]) -> dict[str, bytes | str]:
+    """Every file of the bundle by path: raw outputs as bytes, the JSON documents normalised."""
+    order = {name: i for i, name in enumerate(names)}
+    files: dict[str, bytes | str] = {}
+    for path in sorted(p for p in bundle.rglob("*") if p.is_file()):
+        rel = path.relative_to(bundle).as_posix()
+        if rel == "manifest.sha256":
+            files[rel] = "digest of manifest.json"  # that document holds the times: checked below
+            continue
+        if rel == "status-update.md":  # says when (to the minute) and where the bundle is
+            files[rel] = re.sub(r"(\d{4}-\d\d-\d\d )?\d\d:\d\d UTC", "WHEN", normalised(path.read_text(), bundle))
+            continue
+        if not rel.endswith(".json"):
+            files[rel] = path.read_bytes()
+            continue
+        doc = json.loads(normalised(path.read_text(), bundle))
+        if rel == "manifest.json":
+            doc["commands"].sort(key=lambda c: (order[c["host"]], c["kind"], c["argv"]))
+            for entry in doc["files"]:
+                if entry["path"] in ("verdicts.json", "trace.json", "status-update.md"):
+                    entry["sha256"] = entry["bytes"] = "timed"
+        files[rel] = json.dumps(doc, sort_keys=True)
+    return files
+
+
+def assert_manifest_digests_hold(bundle: Path) -> None:
+    """Each bundle is whole on its own: manifest.sha256 and every listed file's digest match the disk."""
+    import hashlib
+
+    digest = hashlib.sha256((bundle / "manifest.json").read_bytes()).hexdigest()
+    assert (bundle / "manifest.sha256").read_text() == f"{digest}  manifest.json\n"
+    manifest = json.loads((bundle / "manifest.json").read_text())
+    for entry in manifest["files"]:
+        assert hashlib.sha256((bundle / entry["path"]).read_bytes()).hexdigest() == entry["sha256"], entry["path"]
+
+
+def test_forks_are_shared_and_workers_default_to_the_cores() -> None:
+    assert split(8, 2) == [4, 4] and split(9, 2) == [5, 4] and split(1, 3) == [1, 1, 1]
+    assert sum(split(64, 3)) == 64
+    assert default_workers() == len(os.sched_getaffinity(0))
+    loaded = runbooks.load("node-health")
+    assert engine_for(loaded, openers(FLEET), 1, {}) is None
+    assert engine_for(loaded, openers({"one": HOSTS / "healthy-l40s"}), 4, {}) is None  # one host: in-process
+    assert isinstance(engine_for(loaded, openers(FLEET), 2, {}), WorkerEngine)
+
+
+@pytest.mark.parametrize("workers", [2, 3])
+def test_report_textfile_exit_status_and_bundle_are_what_one_process_gives(tmp_path: Path, workers: int) -> None:
+    names = list(FLEET)
+    for fmt in ("json", "table", "prometheus"):
+        one_status, one_report, one_bundle = sweep(tmp_path, FLEET, 1, fmt)
+        many_status, many_report, many_bundle = sweep(tmp_path, FLEET, workers, fmt)
+        assert one_status == many_status == ExitStatus.ACTION_NEEDED
+        norm = normalised_table if fmt == "table" else normalised
+        assert norm(many_report, many_bundle) == norm(one_report, one_bundle), fmt
+        one_textfile = (one_bundle.parent.parent / "nightowl.prom").read_text()
+        many_textfile = (many_bundle.parent.parent / "nightowl.prom").read_text()
+        assert normalised(many_textfile, many_bundle) == normalised(one_textfile, one_bundle)
+        assert bundle_files(many_bundle, names) == bundle_files(one_bundle, names)
+        assert_manifest_digests_hold(many_bundle)
+    report = json.loads(many_report if fmt == "json" else sweep(tmp_path, FLEET, workers, "json")[1])
+    assert [h["host"] for h in report["hosts"]] == names  # inventory order
+    verdicts = {h["host"]: (h["verdict"] or {}).get("id") for h in report["hosts"]}
+    assert verdicts["gpu-01"] == "healthy" and verdicts["gpu-02"] == "gpu-fell-off-bus"
+    assert verdicts["gpu-04"] is None and report["hosts"][3]["status"] == "unreachable"
+
+
+def test_normalising_hides_no_difference_in_verdicts(tmp_path: Path) -> None:
+    """The comparison can fail: a fleet with one host changed is told apart after normalising."""
+    changed = {**FLEET, "gpu-01": HOSTS / "xid79-fallen-off-bus"}
+    _, one_report, one_bundle = sweep(tmp_path, FLEET, 1, "json")
+    _, many_report, many_bundle = sweep(tmp_path, changed, 2, "json")
+    assert normalised(many_report, many_bundle) != normalised(one_report, one_bundle)
+    assert bundle_files(many_bundle, list(FLEET)) != bundle_files(one_bundle, list(FLEET))
+
+
+def test_a_killed_worker_leaves_its_unfinished_hosts_cannot_judge_and_keeps_what_it_finished(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    names = list(HEALTHY)
+    monkeypatch.setenv(KILL_ENV, "2:2")  # worker 2 (ok-2, ok-4, ok-6) dies as it opens its 2nd host
+    status, report_text, bundle = sweep(tmp_path, HEALTHY, 2, "json", forks=2)  # one host at a time each
+    assert status == ExitStatus.NO_VERDICT
+    hosts = {h["host"]: h for h in json.loads(report_text)["hosts"]}
+    assert list(hosts) == names
+    for name in ("ok-1", "ok-3", "ok-5", "ok-2"):  # worker 1's, and the one worker 2 finished
+        assert hosts[name]["status"] == "ok" and hosts[name]["verdict"]["id"] == "healthy", hosts[name]
+        assert (bundle / "hosts" / name / "nvidia-smi.out").is_file()
+    for name in ("ok-4", "ok-6"):
+        assert hosts[name]["verdict"] is None and hosts[name]["status"] == "incomplete"
+        assert re.fullmatch(
+            rf"cannot judge: worker process 2 \(pid \d+\) exited with signal {int(signal.SIGKILL)} "
+            "before judging this host",
+            hosts[name]["error"],
+        ), hosts[name]["error"]
+    manifest = json.loads((bundle / "manifest.json").read_text())
+    assert {c["host"] for c in manifest["commands"]} == {"ok-1", "ok-2", "ok-3", "ok-5"}
+    assert manifest["partial"] is False  # the sweep ran to its end; two hosts got no verdict, as said
+    verdicts = json.loads((bundle / "verdicts.json").read_text())
+    assert [h["status"] for h in verdicts["hosts"]] == ["ok", "ok", "ok", "incomplete", "ok", "incomplete"]
+    assert_manifest_digests_hold(bundle)
