@@ -6,7 +6,8 @@ unreachable. The report (json, table, prometheus), the textfile, the exit status
 are compared byte for byte between `--workers 1` and `--workers 2`/`3`, after normalising only what
 already differs between two `--workers 1` runs: the run id (a UTC time and 6 random hex digits, so also
 the bundle's folder), the times and durations measured on this machine (``start``, ``started``,
-``finished``, ``duration``, the table's SECONDS column, the textfile's duration and timestamp series), the
+``finished``, ``duration``, the table's SECONDS column, the textfile's duration and timestamp series, a
+timed-out command's ``<kind>.timeout`` seconds over SSH), the
 digests of the documents that hold those times or the bundle's path (``verdicts.json``, ``trace.json``,
 ``manifest.json``, ``status-update.md`` with its minute), and
 the order of the manifest's commands (hosts run side by side append theirs as they end; compared sorted).
@@ -19,6 +20,10 @@ import json
 import os
 import re
 import signal
+import subprocess
+import sys
+import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -125,6 +130,9 @@ def bundle_files(bundle: Path, names: list[str]) -> dict[str, bytes | str]:
         if rel == "status-update.md":  # says when (to the minute) and where the bundle is
             files[rel] = re.sub(r"(\d{4}-\d\d-\d\d )?\d\d:\d\d UTC", "WHEN", normalised(path.read_text(), bundle))
             continue
+        if rel.endswith(".timeout"):  # how long the timed-out command ran, measured
+            files[rel] = re.sub(r"^\d+\.\d+\n$", "SECONDS", path.read_text())
+            continue
         if not rel.endswith(".json"):
             files[rel] = path.read_bytes()
             continue
@@ -159,21 +167,24 @@ def test_forks_are_shared_and_workers_default_to_the_cores() -> None:
     assert isinstance(engine_for(loaded, openers(FLEET), 2, {}), WorkerEngine)
 
 
-@pytest.mark.parametrize("workers", [2, 3])
-def test_report_textfile_exit_status_and_bundle_are_what_one_process_gives(tmp_path: Path, workers: int) -> None:
+@pytest.mark.parametrize(("workers", "fmt"), [(2, "json"), (2, "table"), (2, "prometheus"), (3, "json")])
+def test_report_textfile_exit_status_and_bundle_are_what_one_process_gives(
+    tmp_path: Path, workers: int, fmt: str
+) -> None:
     names = list(FLEET)
-    for fmt in ("json", "table", "prometheus"):
-        one_status, one_report, one_bundle = sweep(tmp_path, FLEET, 1, fmt)
-        many_status, many_report, many_bundle = sweep(tmp_path, FLEET, workers, fmt)
-        assert one_status == many_status == ExitStatus.ACTION_NEEDED
-        norm = normalised_table if fmt == "table" else normalised
-        assert norm(many_report, many_bundle) == norm(one_report, one_bundle), fmt
-        one_textfile = (one_bundle.parent.parent / "nightowl.prom").read_text()
-        many_textfile = (many_bundle.parent.parent / "nightowl.prom").read_text()
-        assert normalised(many_textfile, many_bundle) == normalised(one_textfile, one_bundle)
-        assert bundle_files(many_bundle, names) == bundle_files(one_bundle, names)
-        assert_manifest_digests_hold(many_bundle)
-    report = json.loads(many_report if fmt == "json" else sweep(tmp_path, FLEET, workers, "json")[1])
+    one_status, one_report, one_bundle = sweep(tmp_path, FLEET, 1, fmt)
+    many_status, many_report, many_bundle = sweep(tmp_path, FLEET, workers, fmt)
+    assert one_status == many_status == ExitStatus.ACTION_NEEDED
+    norm = normalised_table if fmt == "table" else normalised
+    assert norm(many_report, many_bundle) == norm(one_report, one_bundle), fmt
+    one_textfile = (one_bundle.parent.parent / "nightowl.prom").read_text()
+    many_textfile = (many_bundle.parent.parent / "nightowl.prom").read_text()
+    assert normalised(many_textfile, many_bundle) == normalised(one_textfile, one_bundle)
+    assert bundle_files(many_bundle, names) == bundle_files(one_bundle, names)
+    assert_manifest_digests_hold(many_bundle)
+    if fmt != "json":
+        return
+    report = json.loads(many_report)
     assert [h["host"] for h in report["hosts"]] == names  # inventory order
     verdicts = {h["host"]: (h["verdict"] or {}).get("id") for h in report["hosts"]}
     assert verdicts["gpu-01"] == "healthy" and verdicts["gpu-02"] == "gpu-fell-off-bus"
@@ -214,3 +225,118 @@ def test_a_killed_worker_leaves_its_unfinished_hosts_cannot_judge_and_keeps_what
     verdicts = json.loads((bundle / "verdicts.json").read_text())
     assert [h["status"] for h in verdicts["hosts"]] == ["ok", "ok", "ok", "incomplete", "ok", "incomplete"]
     assert_manifest_digests_hold(bundle)
+
+
+class SlowReplay(ReplayTransport):
+    """A recorded host whose every command hangs until the transport is closed (an interrupt closes it)."""
+
+    def __init__(self, directory: Path, host: str) -> None:
+        super().__init__(directory, host)
+        self._closed = threading.Event()
+
+    def run(self, argv: Any, timeout: float, kind: str | None = None) -> Any:
+        self._closed.wait(120)
+        return super().run(argv, timeout, kind)
+
+    def close(self) -> None:
+        self._closed.set()
+        super().close()
+
+
+def terminated_sweep(out: str, workers: int) -> None:
+    """Run in a child process by the SIGTERM test: four quick hosts and one that hangs."""
+    from nightowl.cli.running import exit_now
+
+    transports = openers(dict.fromkeys(["ok-1", "ok-2", "ok-3", "ok-4"], HOSTS / "healthy-l40s"))
+    transports["slow"] = functools.partial(SlowReplay, HOSTS / "healthy-l40s", "slow")
+    loaded = runbooks.load("node-health")
+    values = param_values((), None)
+    status = run_sweep(
+        loaded,
+        transports,
+        values,
+        {"command_timeout": None, "host_timeout": None},
+        fmt="json",
+        textfile=None,
+        log_format=None,
+        out_dir=Path(out),
+        forks=4,
+        engine=engine_for(loaded, transports, workers, values),
+    )
+    exit_now(status)
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_sigterm_stops_the_workers_and_saves_what_they_finished_as_one_process_does(
+    tmp_path: Path, workers: int
+) -> None:
+    root = Path(__file__).resolve().parents[2]
+    env = {**os.environ, "PYTHONPATH": str(root)}
+    code = f"from tests.fleet.test_sweep_workers import terminated_sweep as t; t({str(tmp_path)!r}, {workers})"
+    child = subprocess.Popen([sys.executable, "-c", code], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    quick = ["ok-1", "ok-2", "ok-3", "ok-4"]
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:  # the quick hosts' outputs are written, the slow host hangs
+        written = list(tmp_path.glob(".*.partial/hosts/*/kernel-log.out"))
+        if {p.parent.name for p in written} >= set(quick):
+            break
+        time.sleep(0.2)
+    time.sleep(2)  # their verdicts reach the parent
+    child.send_signal(signal.SIGTERM)
+    stdout, stderr = child.communicate(timeout=60)
+    assert child.returncode == ExitStatus.TERMINATED, stderr
+    assert b"terminated; partial bundle saved at" in stderr
+    (bundle,) = [p for p in tmp_path.iterdir() if not p.name.startswith(".")]
+    assert json.loads((bundle / "manifest.json").read_text())["partial"] is True
+    hosts = {h["host"]: h for h in json.loads((bundle / "verdicts.json").read_text())["hosts"]}
+    for name in quick:
+        assert hosts[name]["verdict"]["id"] == "healthy", hosts[name]
+    assert hosts["slow"]["verdict"] is None and hosts["slow"]["error"].startswith("interrupted before a verdict")
+    assert list(hosts) == [*quick, "slow"]
+    assert not list(tmp_path.glob(".*")), "nothing half written left behind"
+
+
+@pytest.fixture(scope="module")
+def ssh_fleet(tmp_path_factory: pytest.TempPathFactory) -> Any:
+    from tests.ssh.fleet import SSHD, Fault, Fleet
+
+    if not SSHD.exists():
+        pytest.skip(f"{SSHD} is not installed (Debian package openssh-server)")
+    hosts: dict[str, Any] = {f"gpu-{n:02d}": HOSTS / "healthy-l40s" for n in range(1, 5)}
+    hosts.update({"xid79": HOSTS / "xid79-fallen-off-bus", "nvsmi-hung": HOSTS / "nvidia-smi-hung"})
+    hosts["refused"] = Fault.REFUSED
+    with Fleet(tmp_path_factory.mktemp("ssh-fleet"), hosts) as running:
+        yield running
+
+
+@pytest.mark.integration
+def test_workers_over_real_openssh_servers_give_what_one_process_gives(
+    ssh_fleet: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from click.testing import CliRunner
+
+    from nightowl.cli.main import main
+
+    home = tmp_path / "home"  # no test reads the developer's ~/.ssh or agent
+    home.mkdir()
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.delenv("SSH_AUTH_SOCK", raising=False)
+    names = ["gpu-01", "xid79", "gpu-02", "refused", "gpu-03", "nvsmi-hung", "gpu-04"]
+    inventory = ssh_fleet.write_inventory(tmp_path / "hosts.yaml", names)
+    fleet_args = ["--known-hosts", str(ssh_fleet.known_hosts), "--ssh-config", str(ssh_fleet.ssh_config)]
+    fleet_args += ["--identity", str(ssh_fleet.client_key), "--connect-timeout", "3", "--command-timeout", "5"]
+    reports = {}
+    for workers in (1, 2):
+        out = tmp_path / f"w{workers}"
+        args = ["sweep", "--inventory", str(inventory), *fleet_args, "--format", "json", "--out", str(out)]
+        result = CliRunner().invoke(main, [*args, "--workers", str(workers)], catch_exceptions=False)
+        assert result.exit_code == ExitStatus.ACTION_NEEDED, result.output
+        (bundle,) = out.iterdir()
+        reports[workers] = (normalised(result.output, bundle), bundle_files(bundle, names))
+        assert_manifest_digests_hold(bundle)
+    assert reports[2] == reports[1]
+    report = json.loads(reports[2][0])
+    verdicts = {h["host"]: (h["status"], (h["verdict"] or {}).get("id")) for h in report["hosts"]}
+    assert list(verdicts) == names
+    assert verdicts["xid79"] == ("ok", "gpu-fell-off-bus") and verdicts["gpu-04"] == ("ok", "healthy")
+    assert verdicts["refused"] == ("unreachable", None) and verdicts["nvsmi-hung"][1] == "nvidia-smi-hung"
