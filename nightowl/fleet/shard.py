@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from nightowl.engine import layout
+from nightowl.engine import layout, parse_memo
 from nightowl.engine.bundle_writer import BundleWriter
 from nightowl.engine.runner import HostRun
 from nightowl.engine.validate import LoadedRunbook
@@ -37,13 +37,17 @@ from nightowl.engine.validate import LoadedRunbook
 @dataclass(frozen=True)
 class HostReport:
     """What the parent needs of one host a worker ran: its run (raw outputs left out: they are in the
-    bundle), the manifest entries of its commands, the first takes a second take renamed, and the
-    worker's write error if its disk refused a write."""
+    bundle), the manifest entries of its commands, the first takes a second take renamed, the size and
+    sha256 of each file written (so the parent need not hash them again), the worker's write error if its
+    disk refused a write, and the parse results the history will ask for (engine/parse_memo.py: the
+    parent's history reads the bundle back, and would parse every output again)."""
 
     run: HostRun
     commands: list[dict[str, Any]]
     renamed: dict[str, str]
     write_error: str | None
+    stored: dict[str, tuple[int, str]] = field(default_factory=dict)
+    parsed: dict[tuple[str, bytes], Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -95,9 +99,12 @@ class ShardWriter(BundleWriter):
                 self._by_host.setdefault(entry["host"], []).append(entry)
             self._cursor = len(self.commands)
             commands = self._by_host.pop(run.host, [])
-        folder = layout.host_folder(run.host) + "/"
+            folder = layout.host_folder(run.host) + "/"
+            # Taken out: what is left is the files of hosts still running (a few), not the whole sweep's.
+            stored = {rel: self._stored.pop(rel) for rel in [r for r in self._stored if r.startswith(folder)]}
         renamed = {first: then for first, then in self.renamed.items() if first.startswith(folder)}
-        return HostReport(_without_outputs(run), commands, renamed, self.write_error)
+        report = HostReport(_without_outputs(run), commands, renamed, self.write_error, stored, parse_memo.hand_over())
+        return report
 
     def finish(self, runs: list[HostRun], partial: bool = False, **_ignored: Any) -> Path:
         """Nothing to write: the parent writes the bundle's documents once every worker reported."""
@@ -149,24 +156,27 @@ def shard_main(conn: Any, job: ShardJob) -> None:
         sent.add(run.host)
 
     transports, dialer = _transports(job)
+    from nightowl.history.extract import KINDS_READ
+
     try:
-        run_and_save(
-            job.runbook,
-            transports,
-            job.bundle_tmp,
-            params=job.params,
-            allow_invasive=job.allow_invasive,
-            command_timeout=job.command_timeout,
-            host_timeout=job.host_timeout,
-            forks=job.forks,
-            drafts=False,
-            status_update=False,
-            history=False,
-            redact=job.redact,
-            on_host_done=host_done,
-            start_order=dialer.start_order(transports) if dialer is not None else None,
-            writer=writer,
-        )
+        with parse_memo.keeping(KINDS_READ):  # for the parent's history (HostReport.parsed)
+            run_and_save(
+                job.runbook,
+                transports,
+                job.bundle_tmp,
+                params=job.params,
+                allow_invasive=job.allow_invasive,
+                command_timeout=job.command_timeout,
+                host_timeout=job.host_timeout,
+                forks=job.forks,
+                drafts=False,
+                status_update=False,
+                history=False,
+                redact=job.redact,
+                on_host_done=host_done,
+                start_order=dialer.start_order(transports) if dialer is not None else None,
+                writer=writer,
+            )
     except Interrupted as exc:
         with contextlib.suppress(OSError):
             send(("stopped", [writer.take(run) for run in exc.runs if run.host not in sent]))

@@ -31,7 +31,7 @@ from multiprocessing.connection import Connection, wait
 from pathlib import Path
 from typing import Any
 
-from nightowl.engine import layout
+from nightowl.engine import layout, parse_memo
 from nightowl.engine.bundle_writer import BundleWriter
 from nightowl.engine.runner import HostRun
 from nightowl.engine.session import DRAIN_SECONDS, Interrupted, Terminated
@@ -95,6 +95,27 @@ class WorkerPlan:
     connect_timeout: float | None = None
 
 
+class SweepWriter(BundleWriter):
+    """The sweep's bundle writer in the parent: it writes the documents; the workers' reports bring what
+    they wrote (``adopt``), as if this writer had recorded their commands itself."""
+
+    def adopt(self, report: HostReport) -> None:
+        with self._lock:
+            self.commands.extend(report.commands)
+            self._stored.update(report.stored)  # their size and sha256: the manifest need not hash them again
+        self.renamed.update(report.renamed)
+        if report.write_error and self.write_error is None:
+            self.write_error = report.write_error
+        parse_memo.adopt(report.parsed)
+
+    def in_inventory_order(self, names: list[str]) -> None:
+        """The manifest's commands grouped by host in inventory order (each host's in the order it ran them),
+        so the bundle does not depend on which worker answered first."""
+        order = {name: i for i, name in enumerate(names)}
+        with self._lock:
+            self.commands.sort(key=lambda entry: order.get(entry["host"], len(order)))
+
+
 class WorkerEngine:
     """``engine.session.run_runbook``'s stand-in for ``nightowl.run.run_and_save(engine=...)``: the same
     arguments and result (the runs in inventory order and the bundle), the hosts run in worker processes."""
@@ -119,7 +140,7 @@ class WorkerEngine:
         writer: BundleWriter | None = None,
     ) -> tuple[list[HostRun], Path]:
         assert writer is None, "the parent writes the bundle itself"
-        writer = BundleWriter(out_dir, loaded.id, redact=redact, redact_prefilter=redact_prefilter)
+        writer = SweepWriter(out_dir, loaded.id, redact=redact, redact_prefilter=redact_prefilter)
         writer.add_file(layout.RUNBOOK, loaded.path.read_text())
         names = list(transports)
         jobs = self._jobs(loaded, transports, options, writer, forks, redact is not None)
@@ -131,18 +152,18 @@ class WorkerEngine:
             done = [sweep.results[n] for n in names if n in sweep.results]
             options.saving.set()
             bundle = writer.finish(
-                _sorted(done, names, writer), partial=True, render_postmortem=render_postmortem, extra=extra_manifest
+                _ordered(done, names, writer), partial=True, render_postmortem=render_postmortem, extra=extra_manifest
             )
             raise Interrupted(done, bundle, isinstance(exc, Terminated)) from None
         except WorkerFailed as exc:
             sweep.stop(signal.SIGTERM)
             with contextlib.suppress(Exception):  # the worker's error is the one to report (exit 70)
                 done = [sweep.results[n] for n in names if n in sweep.results]
-                exc.partial_bundle = writer.finish(_sorted(done, names, writer), partial=True)  # type: ignore[attr-defined]
+                exc.partial_bundle = writer.finish(_ordered(done, names, writer), partial=True)  # type: ignore[attr-defined]
             raise
         runs = [sweep.results[n] for n in names]
         options.saving.set()
-        bundle = writer.finish(_sorted(runs, names, writer), render_postmortem=render_postmortem, extra=extra_manifest)
+        bundle = writer.finish(_ordered(runs, names, writer), render_postmortem=render_postmortem, extra=extra_manifest)
         return runs, bundle
 
     def _jobs(
@@ -188,7 +209,7 @@ class WorkerFailed(RuntimeError):
 class _Sweep:
     """The parent's side: start the workers, take their reports as they come, notice the ones that die."""
 
-    def __init__(self, jobs: list[ShardJob], writer: BundleWriter, on_host_done: Callable[[HostRun], None] | None):
+    def __init__(self, jobs: list[ShardJob], writer: SweepWriter, on_host_done: Callable[[HostRun], None] | None):
         self.jobs, self.writer, self.on_host_done = jobs, writer, on_host_done
         self.results: dict[str, HostRun] = {}
         self.processes: dict[int, Any] = {}
@@ -230,10 +251,7 @@ class _Sweep:
 
     def _add(self, report: HostReport, progress: bool = True) -> None:
         run = report.run
-        self.writer.commands.extend(report.commands)
-        self.writer.renamed.update(report.renamed)
-        if report.write_error and self.writer.write_error is None:
-            self.writer.write_error = report.write_error
+        self.writer.adopt(report)
         self.results[run.host] = run
         if progress and self.on_host_done is not None:
             self.on_host_done(run)
@@ -272,11 +290,9 @@ class _Sweep:
                 process.wait(timeout=1)
 
 
-def _sorted(runs: list[HostRun], names: list[str], writer: BundleWriter) -> list[HostRun]:
-    """The manifest's commands grouped by host in inventory order (each host's in the order it ran them), so
-    the bundle does not depend on which worker answered first; returns ``runs`` for ``finish``."""
-    order = {name: i for i, name in enumerate(names)}
-    writer.commands.sort(key=lambda entry: order.get(entry["host"], len(order)))
+def _ordered(runs: list[HostRun], names: list[str], writer: SweepWriter) -> list[HostRun]:
+    """``runs`` for ``finish``, the manifest's commands put in inventory order first."""
+    writer.in_inventory_order(names)
     return runs
 
 
