@@ -105,14 +105,15 @@ def sweep(
     spread over worker processes (--workers), the report and bundle being what one process gives.
     """
     from nightowl.cli.common import load_runbook_or_exit
-    from nightowl.fleet.workers import default_workers, engine_for
+    from nightowl.fleet.workers import default_workers, engine_for, start_pool
 
     if not inventory and not local_only:
         fail("give --inventory FILE or --local")
+    workers = 1 if local_only else workers or default_workers()
+    pool = start_pool(workers)  # loads while this process reads the runbook and the inventory
     loaded = load_runbook_or_exit(runbook)
     dialer = None
     domains: dict[str, dict[str, str]] = {}
-    workers = 1 if local_only else workers or default_workers()
     if local_only:
         transports = local_transports()
     else:
@@ -133,7 +134,7 @@ def sweep(
         allow_invasive=allow_invasive,
         dialer=dialer,
         domains=domains,
-        engine=engine_for(loaded, transports, workers, values, ssh.connect_timeout),
+        engine=engine_for(loaded, transports, pool, values, ssh.connect_timeout),
     )
     sys.exit(int(status))
 

@@ -125,16 +125,52 @@ def _without_outputs(run: HostRun) -> HostRun:
     return dataclasses.replace(run, collections=collections)
 
 
+# What a worker needs loaded before its first host: imported once, in the process the workers fork from.
+PRELOAD = ("nightowl.run", "nightowl.collectors", "nightowl.history.extract", "nightowl.redact", "networkx")
+
+
 def main(argv: list[str]) -> None:
-    """``python -m nightowl.fleet.shard JOB_FD REPORT_FD NUMBER``: read the job (after the parent's
-    ``sys.path``) from one pipe, report on the other."""
+    """``python -m nightowl.fleet.shard JOB_FD STATUS_FD REPORT_FD...``: the process workers fork from.
+
+    A fresh interpreter (never a fork of the caller, which holds threads and connections) that loads what a
+    worker needs while the caller reads its runbook and inventory, then waits for the jobs (after the
+    caller's ``sys.path``) on JOB_FD. It forks one worker per job while it is itself one thread with no
+    connection open (as multiprocessing's forkserver does), worker N reporting on the Nth REPORT_FD; it
+    tells the caller on STATUS_FD each worker's pid, then how each ended (``os.waitpid`` status), and
+    exits when they all have. No job (the caller ran in one process after all, or is gone): it exits."""
+    import importlib
     from multiprocessing.connection import Connection
 
-    feed = Connection(int(argv[0]), writable=False)
-    sys.path[:] = feed.recv()
-    job = feed.recv()
+    for name in PRELOAD:
+        with contextlib.suppress(ImportError):
+            importlib.import_module(name)
+    feed, status = Connection(int(argv[0]), writable=False), Connection(int(argv[1]), readable=False)
+    reports = [int(fd) for fd in argv[2:]]
+    try:
+        sys.path[:] = feed.recv()
+        jobs: list[ShardJob] = feed.recv()
+    except (EOFError, OSError):
+        os._exit(0)
     feed.close()
-    shard_main(Connection(int(argv[1]), readable=False), job)
+    pids = {}
+    for job in jobs:
+        pid = os.fork()
+        if pid == 0:  # the worker: only its own report pipe stays open
+            status.close()
+            for fd in reports:
+                if fd != reports[job.number - 1]:
+                    os.close(fd)
+            shard_main(Connection(reports[job.number - 1], readable=False), job)
+        pids[pid] = job.number
+    for fd in reports:
+        os.close(fd)  # only the workers hold them now: a worker's exit is the caller's end-of-file
+    with contextlib.suppress(OSError):
+        status.send(("pids", {number: pid for pid, number in pids.items()}))
+    while pids:
+        pid, code = os.waitpid(-1, 0)
+        with contextlib.suppress(OSError):
+            status.send(("exit", pids.pop(pid, 0), code))
+    os._exit(0)
 
 
 def shard_main(conn: Any, job: ShardJob) -> None:
@@ -192,6 +228,15 @@ def shard_main(conn: Any, job: ShardJob) -> None:
             dialer.close()
         conn.close()
     os._exit(0)  # at once: a collector thread still running after a stop must not hold the exit
+
+
+def exit_reason(status: int | None) -> str:
+    """How a worker ended, from its ``os.waitpid`` status (None: not known)."""
+    if status is None:
+        return "exited"
+    if os.WIFSIGNALED(status):
+        return f"exited with signal {os.WTERMSIG(status)}"
+    return f"exited with status {os.waitstatus_to_exitcode(status)}"
 
 
 def _transports(job: ShardJob) -> tuple[dict[str, Callable[[], Any]], Any]:

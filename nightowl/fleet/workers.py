@@ -36,7 +36,7 @@ from nightowl.engine.bundle_writer import BundleWriter
 from nightowl.engine.runner import HostRun
 from nightowl.engine.session import DRAIN_SECONDS, Interrupted, Terminated
 from nightowl.engine.validate import LoadedRunbook
-from nightowl.fleet.shard import HostReport, ShardJob
+from nightowl.fleet.shard import HostReport, ShardJob, exit_reason
 
 # Test hook, hidden: "W:N" makes worker W SIGKILL itself as it opens its Nth host (tests/fleet/test_sweep_workers.py).
 KILL_ENV = "NIGHTOWL_TEST_KILL_WORKER"
@@ -87,10 +87,10 @@ class HostOpener:
 
 @dataclass(frozen=True)
 class WorkerPlan:
-    """How to spread a run: ``workers`` processes, the run's raw values (each worker resolves them as the
-    parent did) and the connect timeout its dialer uses (None: no dialing ahead)."""
+    """How to spread a run: ``workers`` processes (or the pool started for them), the run's raw values (each
+    worker resolves them as the parent did) and the connect timeout its dialer uses (None: no dialing ahead)."""
 
-    workers: int
+    workers: int | WorkerPool
     params: Mapping[str, Any]
     connect_timeout: float | None = None
 
@@ -143,8 +143,24 @@ class WorkerEngine:
         writer = SweepWriter(out_dir, loaded.id, redact=redact, redact_prefilter=redact_prefilter)
         writer.add_file(layout.RUNBOOK, loaded.path.read_text())
         names = list(transports)
-        jobs = self._jobs(loaded, transports, options, writer, forks, redact is not None)
-        sweep = _Sweep(jobs, writer, on_host_done)
+        pool = self.plan.workers if isinstance(self.plan.workers, WorkerPool) else WorkerPool(self.plan.workers)
+        jobs = self._jobs(loaded, transports, options, writer, min(forks, pool.count), pool.count, redact is not None)
+        sweep = _Sweep(pool, jobs, writer, on_host_done)
+        try:
+            return self._sweep(sweep, names, writer, options, render_postmortem, extra_manifest)
+        finally:
+            pool.close()
+
+    def _sweep(
+        self,
+        sweep: _Sweep,
+        names: list[str],
+        writer: SweepWriter,
+        options: Any,
+        render_postmortem: Callable[[Path], str] | None,
+        extra_manifest: dict[str, Any] | None,
+    ) -> tuple[list[HostRun], Path]:
+        """The workers' run, then the bundle; partial (and Interrupted) on a signal, as run_runbook does."""
         try:
             sweep.run()
         except KeyboardInterrupt as exc:
@@ -173,11 +189,12 @@ class WorkerEngine:
         options: Any,
         writer: BundleWriter,
         forks: int,
+        workers: int,
         redact: bool,
     ) -> list[ShardJob]:
         """The hosts dealt round-robin (a block of dead hosts in the inventory is shared out too)."""
         names = list(transports)
-        count = max(1, min(self.plan.workers, len(names)))
+        count = max(1, min(workers, len(names)))
         kill = _kill_hook()
         jobs = []
         for number, share in enumerate(split(forks, count), start=1):
@@ -206,30 +223,114 @@ class WorkerFailed(RuntimeError):
     """A worker process hit a bug (its traceback is the message): the run fails as one process would (exit 70)."""
 
 
-class _Sweep:
-    """The parent's side: start the workers, take their reports as they come, notice the ones that die."""
+class WorkerPool:
+    """The worker processes' parent (nightowl/fleet/shard.py ``main``), started ahead: a fresh interpreter
+    that loads what a worker needs while this process reads the runbook and the inventory, then forks
+    one worker per job (so the loading is paid once, not once per worker). Pipes: the jobs down, each
+    worker's reports up (one pipe each), and the workers' pids and exit statuses up."""
 
-    def __init__(self, jobs: list[ShardJob], writer: SweepWriter, on_host_done: Callable[[HostRun], None] | None):
-        self.jobs, self.writer, self.on_host_done = jobs, writer, on_host_done
+    def __init__(self, count: int) -> None:
+        self.count = count
+        job_read, job_write = os.pipe()
+        status_read, status_write = os.pipe()
+        pipes = [os.pipe() for _ in range(count)]
+        theirs = (job_read, status_write, *(write for _, write in pipes))
+        try:
+            self.process = subprocess.Popen(
+                [sys.executable, "-m", "nightowl.fleet.shard", *map(str, theirs)],
+                pass_fds=theirs,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,  # stdout is the report's; its stderr is ours (a warning is seen)
+            )
+        finally:
+            for fd in theirs:
+                os.close(fd)  # only the pool holds them: a worker's exit is our end-of-file
+        self.feed = Connection(job_write, readable=False)
+        self.status = Connection(status_read, writable=False)
+        self.reports = {number: Connection(read, writable=False) for number, (read, _) in enumerate(pipes, start=1)}
+        self.pids: dict[int, int] = {}
+        self.exits: dict[int, int] = {}
+
+    def start(self, jobs: list[ShardJob]) -> dict[Connection, int]:
+        """Hand the jobs over (after ``sys.path``, so a worker unpickles what this process can: a test's
+        openers); returns the report pipes of the workers started, by worker number."""
+        with self.feed:
+            self.feed.send(sys.path)
+            self.feed.send(jobs)
+        numbers = {job.number for job in jobs}
+        for number, conn in list(self.reports.items()):
+            if number not in numbers:
+                conn.close()
+                del self.reports[number]
+        return {conn: number for number, conn in self.reports.items()}
+
+    def _read_status(self, timeout: float) -> bool:
+        if not self.status.poll(timeout):
+            return False
+        try:
+            message = self.status.recv()
+        except (EOFError, OSError):
+            return False
+        if message[0] == "pids":
+            self.pids.update(message[1])
+        elif message[0] == "exit":
+            self.exits[message[1]] = message[2]
+        return True
+
+    def exit_status(self, number: int, timeout: float = 5.0) -> int | None:
+        """Worker ``number``'s ``os.waitpid`` status once it exited (None: not known within ``timeout``)."""
+        deadline = time.monotonic() + timeout
+        while number not in self.exits and self._read_status(max(0.0, deadline - time.monotonic())):
+            pass
+        return self.exits.get(number)
+
+    def pid(self, number: int) -> int | None:
+        while not self.pids and self._read_status(5.0):
+            pass
+        return self.pids.get(number)
+
+    def signal(self, numbers: list[int], signum: int) -> None:
+        for number in numbers:
+            pid = self.pid(number)
+            if pid is not None and number not in self.exits:
+                with contextlib.suppress(OSError):
+                    os.kill(pid, signum)
+
+    def close(self) -> None:
+        """No more jobs: a pool never given any exits; one whose workers ran is reaped."""
+        self.feed.close()
+        for conn in self.reports.values():
+            conn.close()
+        try:
+            self.process.wait(timeout=STOP_GRACE_SECONDS)
+        except subprocess.TimeoutExpired:
+            self.signal([n for n in self.pids if n not in self.exits], signal.SIGKILL)
+            self.process.kill()
+            self.process.wait()
+        self.status.close()
+
+
+class _Sweep:
+    """The parent's side: hand the jobs to the pool, take the reports as they come, notice workers that die."""
+
+    def __init__(
+        self,
+        pool: WorkerPool,
+        jobs: list[ShardJob],
+        writer: SweepWriter,
+        on_host_done: Callable[[HostRun], None] | None,
+    ) -> None:
+        self.pool, self.jobs, self.writer, self.on_host_done = pool, jobs, writer, on_host_done
         self.results: dict[str, HostRun] = {}
-        self.processes: dict[int, Any] = {}
-        self.conns: dict[Any, int] = {}  # open pipe -> worker number
+        self.conns: dict[Connection, int] = {}  # open report pipe -> worker number
         self.ended: set[int] = set()  # workers that said they were done (or stopped)
 
     def run(self) -> None:
-        feeds = []
-        for job in self.jobs:
-            feed, conn, process = _start(job.number)
-            self.processes[job.number], self.conns[conn] = process, job.number
-            feeds.append((feed, job))
-        for feed, job in feeds:  # all started first: each reads its job while the next starts
-            with feed:
-                feed.send(sys.path)  # so the worker unpickles what this process can (a test's openers)
-                feed.send(job)
+        self.conns = self.pool.start(self.jobs)
         while self.conns:
             self._take(wait(list(self.conns)))
 
-    def _take(self, ready: list[Any], deadline: float | None = None) -> None:
+    def _take(self, ready: list[Any]) -> None:
         for conn in ready:
             number = self.conns[conn]
             try:
@@ -256,18 +357,15 @@ class _Sweep:
         if progress and self.on_host_done is not None:
             self.on_host_done(run)
 
-    def _gone(self, conn: Any, number: int) -> None:
+    def _gone(self, conn: Connection, number: int) -> None:
         """A worker's pipe closed: if it had not said it was done, it died; its unfinished hosts cannot be judged."""
         del self.conns[conn]
         conn.close()
-        process = self.processes[number]
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            process.wait(timeout=5)
         if number in self.ended:
             return
-        code = process.returncode
-        how = f"exited with signal {-code}" if code is not None and code < 0 else f"exited with status {code}"
-        reason = f"cannot judge: worker process {number} (pid {process.pid}) {how} before judging this host"
+        how = exit_reason(self.pool.exit_status(number))
+        pid = self.pool.pid(number)
+        reason = f"cannot judge: worker process {number} (pid {pid}) {how} before judging this host"
         job = next(j for j in self.jobs if j.number == number)
         for name in job.openers:
             if name not in self.results:
@@ -275,43 +373,18 @@ class _Sweep:
 
     def stop(self, signum: int) -> None:
         """Stop every worker still running and take what it reports, for a few seconds at most."""
-        for number, process in self.processes.items():
-            if number not in self.ended and process.poll() is None:
-                with contextlib.suppress(OSError):
-                    process.send_signal(signum)
+        self.pool.signal([n for n in self.conns.values() if n not in self.ended], signum)
         deadline = time.monotonic() + STOP_GRACE_SECONDS
         while self.conns and (left := deadline - time.monotonic()) > 0:
             with contextlib.suppress(WorkerFailed):
                 self._take(wait(list(self.conns), timeout=left))
-        for process in self.processes.values():
-            if process.poll() is None:
-                process.kill()
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                process.wait(timeout=1)
+        self.pool.signal([n for n in self.pool.pids if n not in self.pool.exits], signal.SIGKILL)
 
 
 def _ordered(runs: list[HostRun], names: list[str], writer: SweepWriter) -> list[HostRun]:
     """``runs`` for ``finish``, the manifest's commands put in inventory order first."""
     writer.in_inventory_order(names)
     return runs
-
-
-def _start(number: int) -> tuple[Connection, Connection, subprocess.Popen[bytes]]:
-    """Worker ``number`` started: the pipe its job goes down, the pipe its reports come up, its process.
-    Its stdout is not ours (the report is); its stderr is (a warning reaches the operator)."""
-    job_read, job_write = os.pipe()
-    report_read, report_write = os.pipe()
-    try:
-        process = subprocess.Popen(
-            [sys.executable, "-m", "nightowl.fleet.shard", str(job_read), str(report_write), str(number)],
-            pass_fds=(job_read, report_write),
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
-        )
-    finally:
-        os.close(job_read)
-        os.close(report_write)  # only the worker holds the sending end: its exit is our end-of-file
-    return Connection(job_write, readable=False), Connection(report_read, writable=False), process
 
 
 def _kill_hook() -> dict[int, int]:
@@ -327,12 +400,22 @@ def _kill_hook() -> dict[int, int]:
 def engine_for(
     loaded: LoadedRunbook,
     transports: Mapping[str, Callable[[], Any]],
-    workers: int,
+    workers: int | WorkerPool | None,
     params: Mapping[str, Any],
     connect_timeout: float | None = None,
 ) -> WorkerEngine | None:
-    """The engine spreading ``transports`` over ``workers`` processes, or None for the one-process run: one
-    worker asked, a single host, or a ``scope: job`` runbook (its members are judged together, in one walk)."""
-    if workers <= 1 or len(transports) <= 1 or loaded.runbook.scope == "job":
+    """The engine spreading ``transports`` over ``workers`` processes (a count, or the pool `start_pool`
+    started), or None for the one-process run: one worker asked, a single host, or a ``scope: job``
+    runbook (its members are judged together, in one walk). A pool not used is closed here."""
+    count = workers.count if isinstance(workers, WorkerPool) else workers or 1
+    if count <= 1 or len(transports) <= 1 or loaded.runbook.scope == "job":
+        if isinstance(workers, WorkerPool):
+            workers.close()
         return None
-    return WorkerEngine(WorkerPlan(workers, dict(params), connect_timeout))
+    return WorkerEngine(WorkerPlan(workers or 1, dict(params), connect_timeout))
+
+
+def start_pool(workers: int) -> WorkerPool | None:
+    """The workers' pool started now, for ``workers`` > 1 (its interpreter loads while this one reads the
+    runbook and the inventory); None for one worker (the run stays in this process)."""
+    return WorkerPool(workers) if workers > 1 else None

@@ -140,7 +140,9 @@ def bundle_files(bundle: Path, names: list[str]) -> dict[str, bytes | str]:
         if rel == "manifest.json":
             doc["commands"].sort(key=lambda c: (order[c["host"]], c["kind"], c["argv"]))
             for entry in doc["files"]:
-                if entry["path"] in ("verdicts.json", "trace.json", "status-update.md"):
+                if entry["path"] in ("verdicts.json", "trace.json", "status-update.md") or entry["path"].endswith(
+                    ".timeout"
+                ):
                     entry["sha256"] = entry["bytes"] = "timed"
         files[rel] = json.dumps(doc, sort_keys=True)
     return files
