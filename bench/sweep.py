@@ -47,10 +47,10 @@ def node_health_commands() -> list[str]:
     first runnable alternative with the runbook's default parameters, wrapped as SSHTransport wraps it
     (coreutils `timeout`, so the host ends a hung command itself). The bare pool sends exactly these, so
     both sides ask the hosts for the same work (derived collectors run no command)."""
-    from nightowl.library import runbooks
     from nightowl.collectors import get_collector
     from nightowl.engine.model import split_entry
     from nightowl.engine.runner import resolve_argv
+    from nightowl.library import runbooks
     from nightowl.transports.ssh import remote_command
 
     loaded = runbooks.load("node-health")
@@ -138,16 +138,22 @@ def nightowl_sweep(
 
 
 def tree_rss_mb(pid: int) -> float:
-    """The resident memory of ``pid`` and its children now (MB, /proc): a sweep's workers included."""
-    total = 0
+    """The resident memory of ``pid`` and all its descendants now (MB, /proc): a sweep's workers included."""
+    parents: dict[int, int] = {}
+    rss: dict[int, int] = {}
     for stat in Path("/proc").glob("[0-9]*/stat"):
         try:
             fields = stat.read_text().rsplit(")", 1)[1].split()
         except OSError:  # gone meanwhile
             continue
-        if int(stat.parent.name) == pid or int(fields[1]) == pid:  # fields[1]: the parent's pid
-            total += int(fields[21]) * os.sysconf("SC_PAGE_SIZE")  # fields[21]: rss in pages
-    return total / 2**20
+        process = int(stat.parent.name)
+        parents[process], rss[process] = int(fields[1]), int(fields[21])  # the parent's pid; rss in pages
+    tree, grown = {pid}, True
+    while grown:
+        more = {p for p, parent in parents.items() if parent in tree} - tree
+        tree |= more
+        grown = bool(more)
+    return sum(rss.get(p, 0) for p in tree) * os.sysconf("SC_PAGE_SIZE") / 2**20
 
 
 def run_nightowl(args: list[str], env: dict[str, str] | None = None) -> tuple[float, float, float, int, str, str]:
