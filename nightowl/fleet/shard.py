@@ -68,7 +68,6 @@ class ShardJob:
     redact: bool = True
     connect_timeout: float | None = None  # set: the worker dials its direct hosts ahead (transports/dial.py)
     kill_at: int | None = None  # test hook: SIGKILL itself when opening its Nth host (workers.KILL_ENV)
-    extra: dict[str, Any] = field(default_factory=dict)
 
 
 class ShardWriter(BundleWriter):
@@ -105,6 +104,9 @@ class ShardWriter(BundleWriter):
         renamed = {first: then for first, then in self.renamed.items() if first.startswith(folder)}
         report = HostReport(_without_outputs(run), commands, renamed, self.write_error, stored, parse_memo.hand_over())
         return report
+
+    def add_file(self, name: str, text: str) -> None:
+        """The bundle's top-level files (``runbook.yaml``) are the parent's: written once, by it."""
 
     def finish(self, runs: list[HostRun], partial: bool = False, **_ignored: Any) -> Path:
         """Nothing to write: the parent writes the bundle's documents once every worker reported."""
@@ -156,6 +158,7 @@ def main(argv: list[str]) -> None:
     for job in jobs:
         pid = os.fork()
         if pid == 0:  # the worker: only its own report pipe stays open
+            signal.signal(signal.SIGTERM, signal.SIG_DFL)  # the run's handlers take it (nightowl.run)
             status.close()
             for fd in reports:
                 if fd != reports[job.number - 1]:
@@ -274,7 +277,10 @@ def _redaction() -> tuple[Callable[[str], str], Callable[[str], bool]]:
 
 
 if __name__ == "__main__":
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent decides; the run's own handlers replace this
+    # The sweep decides when its workers stop (a Ctrl-C or a cgroup's SIGTERM reaches this process too): this
+    # one stays to report how each worker ended; a worker's own run handles both signals (nightowl.run).
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
     from nightowl.fleet import shard  # the module by its name, so what it sends unpickles as nightowl's
 
     shard.main(sys.argv[1:])

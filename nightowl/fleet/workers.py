@@ -144,7 +144,7 @@ class WorkerEngine:
         writer.add_file(layout.RUNBOOK, loaded.path.read_text())
         names = list(transports)
         pool = self.plan.workers if isinstance(self.plan.workers, WorkerPool) else WorkerPool(self.plan.workers)
-        jobs = self._jobs(loaded, transports, options, writer, min(forks, pool.count), pool.count, redact is not None)
+        jobs = self._jobs(loaded, transports, options, writer, forks, pool.count, redact is not None)
         sweep = _Sweep(pool, jobs, writer, on_host_done)
         try:
             return self._sweep(sweep, names, writer, options, render_postmortem, extra_manifest)
@@ -194,7 +194,7 @@ class WorkerEngine:
     ) -> list[ShardJob]:
         """The hosts dealt round-robin (a block of dead hosts in the inventory is shared out too)."""
         names = list(transports)
-        count = max(1, min(workers, len(names)))
+        count = max(1, min(workers, len(names), forks))  # no worker without a host, nor one with no fork
         kill = _kill_hook()
         jobs = []
         for number, share in enumerate(split(forks, count), start=1):
