@@ -138,29 +138,36 @@ def nightowl_sweep(
 
 
 def tree_rss_mb(pid: int) -> float:
-    """The resident memory of ``pid`` and all its descendants now (MB, /proc): a sweep's workers included."""
+    """The memory of ``pid`` and all its descendants now (MB): the sum of their proportional set sizes
+    (/proc/PID/smaps_rollup ``Pss``), so the pages forked workers share with the process they were forked
+    from count once, not once per worker as a sum of RSS would."""
     parents: dict[int, int] = {}
-    rss: dict[int, int] = {}
     for stat in Path("/proc").glob("[0-9]*/stat"):
         try:
-            fields = stat.read_text().rsplit(")", 1)[1].split()
-        except OSError:  # gone meanwhile
+            parents[int(stat.parent.name)] = int(stat.read_text().rsplit(")", 1)[1].split()[1])
+        except (OSError, IndexError, ValueError):  # gone meanwhile
             continue
-        process = int(stat.parent.name)
-        parents[process], rss[process] = int(fields[1]), int(fields[21])  # the parent's pid; rss in pages
     tree, grown = {pid}, True
     while grown:
         more = {p for p, parent in parents.items() if parent in tree} - tree
         tree |= more
         grown = bool(more)
-    return sum(rss.get(p, 0) for p in tree) * os.sysconf("SC_PAGE_SIZE") / 2**20
+    total_kb = 0
+    for process in tree:
+        try:
+            rollup = Path(f"/proc/{process}/smaps_rollup").read_text()
+        except OSError:
+            continue
+        total_kb += next((int(line.split()[1]) for line in rollup.splitlines() if line.startswith("Pss:")), 0)
+    return total_kb / 1024
 
 
 def run_nightowl(args: list[str], env: dict[str, str] | None = None) -> tuple[float, float, float, int, str, str]:
     """Run the CLI as a child: (wall s, CPU s, peak RSS MB, exit code, stdout, stderr), its own rusage
     from wait4 (so neither this process's nor an earlier child's figures are counted; its reaped worker
     processes' CPU is in it). The peak RSS is the larger of wait4's (its largest process) and the sum over
-    the process and its workers sampled every 0.2 s (a sweep over workers holds them all at once)."""
+    the process and its workers (proportional set sizes, ``tree_rss_mb``) sampled every 0.2 s: a sweep over
+    workers holds them all at once."""
     command = [sys.executable, "-c", "import sys; from nightowl.cli.main import main; sys.exit(main())", *args]
     with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
         started = time.monotonic()

@@ -128,7 +128,16 @@ def _without_outputs(run: HostRun) -> HostRun:
 
 
 # What a worker needs loaded before its first host: imported once, in the process the workers fork from.
-PRELOAD = ("nightowl.run", "nightowl.collectors", "nightowl.history.extract", "nightowl.redact", "networkx")
+# paramiko is imported, not used: no connection, no thread exists before the forks.
+PRELOAD = (
+    "nightowl.run",
+    "nightowl.collectors",
+    "nightowl.history.extract",
+    "nightowl.redact",
+    "nightowl.transports.ssh",
+    "nightowl.transports.dial",
+    "paramiko",
+)
 
 
 def main(argv: list[str]) -> None:
@@ -154,6 +163,11 @@ def main(argv: list[str]) -> None:
     except (EOFError, OSError):
         os._exit(0)
     feed.close()
+    if jobs:  # every collector the runbook names loaded (and its parameters checked) once, not per worker
+        from nightowl.run import resolve_params
+
+        with contextlib.suppress(Exception):  # each worker checks again and reports what is wrong
+            resolve_params(jobs[0].runbook, jobs[0].params)
     pids = {}
     for job in jobs:
         pid = os.fork()
