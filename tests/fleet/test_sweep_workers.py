@@ -25,6 +25,7 @@ import sys
 import threading
 import time
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -166,7 +167,14 @@ def test_forks_are_shared_and_workers_default_to_the_cores() -> None:
     loaded = runbooks.load("node-health")
     assert engine_for(loaded, openers(FLEET), 1, {}) is None
     assert engine_for(loaded, openers({"one": HOSTS / "healthy-l40s"}), 4, {}) is None  # one host: in-process
-    assert isinstance(engine_for(loaded, openers(FLEET), 2, {}), WorkerEngine)
+    engine = engine_for(loaded, openers(FLEET), 2, {})
+    assert isinstance(engine, WorkerEngine)
+    options = SimpleNamespace(allow_invasive=False, command_timeout=None, host_timeout=None)
+    writer = SimpleNamespace(tmp_path=Path("/nonexistent"), run_id="r")
+    jobs = engine._jobs(loaded, openers(FLEET), options, writer, 32, 2, True)
+    assert [j.forks for j in jobs] == [16, 16]  # --forks is the total across workers
+    assert [list(j.openers) for j in jobs] == [["gpu-01", "gpu-03", "gpu-05"], ["gpu-02", "gpu-04"]]
+    assert [j.forks for j in engine._jobs(loaded, openers(FLEET), options, writer, 2, 3, True)] == [1, 1]
 
 
 @pytest.mark.parametrize(("workers", "fmt"), [(2, "json"), (2, "table"), (2, "prometheus"), (3, "json")])
