@@ -127,10 +127,8 @@ def run_and_save(
     the run partial instead of being judged. ``drafts`` renders ``postmortem.md``, ``status_update``
     writes ``status-update.md``; ``history`` records the bundle in the history store (when a command
     activated it; a failure there is a warning, never the run's); ``redact`` scrubs secrets from
-    everything written. ``engine`` runs the hosts and writes the bundle in place of
-    ``engine.session.run_runbook`` (same arguments and result: a sweep over worker processes,
-    nightowl/fleet/workers.py); every other step stays this one path. ``writer`` is the bundle writer to
-    use instead of a new one under ``out_dir`` (a sweep's worker writes into the sweep's bundle).
+    everything written. ``engine`` stands in for ``engine.session.run_runbook`` (same arguments and result)
+    and ``writer`` for the bundle writer it makes: a sweep over worker processes (nightowl/fleet/workers.py).
     """
     values = resolve_params(loaded, params, lookup)
     stop = threading.Event()

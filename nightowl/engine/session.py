@@ -90,11 +90,8 @@ def run_runbook(
     saved and :class:`Interrupted` raised. ``redact`` scrubs every string written (``redact_prefilter`` says
     cheaply of a document that it would change nothing); ``render_postmortem`` adds ``postmortem.md``;
     ``extra_manifest`` adds manifest keys; ``start_order`` is the order hosts start in (a sweep's dialer's).
-    ``writer`` is the caller's own (a sweep's worker process writes its hosts into the sweep's bundle,
-    nightowl/fleet/workers.py); by default one is made under ``out_dir``.
     """
-    if writer is None:
-        writer = BundleWriter(out_dir, loaded.id, redact=redact, redact_prefilter=redact_prefilter)
+    writer = writer or BundleWriter(out_dir, loaded.id, redact=redact, redact_prefilter=redact_prefilter)
     with _live_lock:
         _live_stops.add(options.stop)
     writer.add_file(layout.RUNBOOK, loaded.path.read_text())
@@ -151,8 +148,7 @@ def run_runbook(
     _shut_down(pool, collectors, wait=True)
     runs = [results[n] for n in names]
     options.saving.set()
-    bundle = writer.finish(runs, render_postmortem=render_postmortem, extra=extra_manifest)
-    return runs, bundle
+    return runs, writer.finish(runs, render_postmortem=render_postmortem, extra=extra_manifest)
 
 
 def _collect_threads(loaded: LoadedRunbook, lookup: Callable[[str], CollectorLike], options: RunOptions) -> int:
