@@ -8,10 +8,11 @@ sweep runs (``nightowl.run.run_and_save``) and writes their raw outputs into the
 folder. The parent merges what they report in inventory order and writes the bundle's documents, so
 the report, the textfile, the bundle and the exit status are what ``--workers 1`` gives.
 
-Each worker is a fresh interpreter (``python -m nightowl.fleet.shard``, as multiprocessing's ``spawn``):
-never a fork of a process that holds threads or paramiko's state, and never a re-run of the caller's
-main module. A worker that dies (killed, out of memory) costs only the hosts it had
-not finished: they are "cannot judge" with the reason, never healthy and never a verdict about the node.
+The workers are forked from one fresh interpreter (``python -m nightowl.fleet.shard``, started as the
+sweep begins, as multiprocessing's ``forkserver`` is): never a fork of the sweeping process, which holds
+threads and connections, never a re-run of the caller's main module, and the imports paid once, not once
+per worker. A worker that dies (killed, out of memory) costs only the hosts it had not finished: they
+are "cannot judge" with the reason, never healthy and never a verdict about the node.
 SIGINT/SIGTERM to the parent stop the workers; what they finished is saved, marked partial, as in one
 process (exit 130/143).
 """
@@ -21,6 +22,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import os
+import pickle
 import signal
 import subprocess
 import sys
@@ -387,6 +389,14 @@ def _ordered(runs: list[HostRun], names: list[str], writer: SweepWriter) -> list
     return runs
 
 
+def _picklable(transports: Mapping[str, Callable[[], Any]]) -> bool:
+    try:
+        pickle.dumps(dict(transports))
+    except (pickle.PicklingError, AttributeError, TypeError):
+        return False
+    return True
+
+
 def _kill_hook() -> dict[int, int]:
     """``NIGHTOWL_TEST_KILL_WORKER=W:N[,W:N]``: worker W kills itself at its Nth host (tests only)."""
     hook: dict[int, int] = {}
@@ -405,10 +415,11 @@ def engine_for(
     connect_timeout: float | None = None,
 ) -> WorkerEngine | None:
     """The engine spreading ``transports`` over ``workers`` processes (a count, or the pool `start_pool`
-    started), or None for the one-process run: one worker asked, a single host, or a ``scope: job``
-    runbook (its members are judged together, in one walk). A pool not used is closed here."""
+    started), or None for the one-process run: one worker asked, a single host, a ``scope: job`` runbook
+    (its members are judged together, in one walk), or openers a worker process cannot be sent (a Python
+    caller's lambdas: the same run, in this process). A pool not used is closed here."""
     count = workers.count if isinstance(workers, WorkerPool) else workers or 1
-    if count <= 1 or len(transports) <= 1 or loaded.runbook.scope == "job":
+    if count <= 1 or len(transports) <= 1 or loaded.runbook.scope == "job" or not _picklable(transports):
         if isinstance(workers, WorkerPool):
             workers.close()
         return None

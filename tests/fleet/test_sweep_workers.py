@@ -167,6 +167,8 @@ def test_forks_are_shared_and_workers_default_to_the_cores() -> None:
     loaded = runbooks.load("node-health")
     assert engine_for(loaded, openers(FLEET), 1, {}) is None
     assert engine_for(loaded, openers({"one": HOSTS / "healthy-l40s"}), 4, {}) is None  # one host: in-process
+    lambdas = {name: (lambda d=d, n=name: ReplayTransport(d, n)) for name, d in HEALTHY.items()}
+    assert engine_for(loaded, lambdas, 2, {}) is None  # a worker could not be sent them: in-process
     engine = engine_for(loaded, openers(FLEET), 2, {})
     assert isinstance(engine, WorkerEngine)
     options = SimpleNamespace(allow_invasive=False, command_timeout=None, host_timeout=None)
