@@ -352,3 +352,23 @@ def test_workers_over_real_openssh_servers_give_what_one_process_gives(
     assert list(verdicts) == names
     assert verdicts["xid79"] == ("ok", "gpu-fell-off-bus") and verdicts["gpu-04"] == ("ok", "healthy")
     assert verdicts["refused"] == ("unreachable", None) and verdicts["nvsmi-hung"][1] == "nvidia-smi-hung"
+
+
+def test_progress_is_told_per_host_as_the_workers_report_them(tmp_path: Path) -> None:
+    from nightowl.run import run_and_save
+
+    loaded = runbooks.load("node-health")
+    seen: list[str] = []
+    result = run_and_save(
+        loaded,
+        openers(FLEET),
+        tmp_path,
+        forks=4,
+        drafts=False,
+        history=False,
+        on_host_done=lambda run: seen.append(run.host),
+        engine=engine_for(loaded, openers(FLEET), 2, {}),
+    )
+    assert sorted(seen) == sorted(FLEET)  # each host once, in the order they ended
+    assert [h["host"] for h in result.hosts] == list(FLEET)  # the result itself in inventory order
+    assert result.bundle is not None and (result.bundle / "verdicts.json").is_file()
