@@ -120,11 +120,10 @@ def sweep(
         transports, dialer, domains = _inventory_transports(inventory, limit, ssh, forks, dial=workers == 1)
     if not transports:
         fail(f"no host left in {inventory} after --limit {limit}")
-    values = param_values(params, since)
     status = run_sweep(
         loaded,
         transports,
-        values,
+        param_values(params, since),
         {"command_timeout": command_timeout, "host_timeout": host_timeout},
         fmt=fmt,
         textfile=textfile,
@@ -134,7 +133,7 @@ def sweep(
         allow_invasive=allow_invasive,
         dialer=dialer,
         domains=domains,
-        engine=engine_for(loaded, transports, pool, values, ssh.connect_timeout),
+        engine=engine_for(loaded, transports, pool, param_values(params, since), ssh.connect_timeout),
     )
     sys.exit(int(status))
 
