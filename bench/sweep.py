@@ -30,6 +30,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -136,21 +137,61 @@ def nightowl_sweep(
         return wall, cpu, rss, [{"host": n, "status": f"no report (exit {code}: {why})"} for n in names]
 
 
+def tree_rss_mb(pid: int) -> float:
+    """The memory of ``pid`` and all its descendants now (MB): the sum of their proportional set sizes
+    (/proc/PID/smaps_rollup ``Pss``), so the pages forked workers share with the process they were forked
+    from count once, not once per worker as a sum of RSS would."""
+    parents: dict[int, int] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            parents[int(stat.parent.name)] = int(stat.read_text().rsplit(")", 1)[1].split()[1])
+        except (OSError, IndexError, ValueError):  # gone meanwhile
+            continue
+    tree, grown = {pid}, True
+    while grown:
+        more = {p for p, parent in parents.items() if parent in tree} - tree
+        tree |= more
+        grown = bool(more)
+    total_kb = 0
+    for process in tree:
+        try:
+            rollup = Path(f"/proc/{process}/smaps_rollup").read_text()
+        except OSError:
+            continue
+        total_kb += next((int(line.split()[1]) for line in rollup.splitlines() if line.startswith("Pss:")), 0)
+    return total_kb / 1024
+
+
 def run_nightowl(args: list[str], env: dict[str, str] | None = None) -> tuple[float, float, float, int, str, str]:
     """Run the CLI as a child: (wall s, CPU s, peak RSS MB, exit code, stdout, stderr), its own rusage
-    from wait4 (so neither this process's nor an earlier child's figures are counted)."""
+    from wait4 (so neither this process's nor an earlier child's figures are counted; its reaped worker
+    processes' CPU is in it). The peak RSS is the larger of wait4's (its largest process) and the sum over
+    the process and its workers (proportional set sizes, ``tree_rss_mb``) sampled every 0.2 s: a sweep over
+    workers holds them all at once."""
     command = [sys.executable, "-c", "import sys; from nightowl.cli.main import main; sys.exit(main())", *args]
     with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
         started = time.monotonic()
         child = subprocess.Popen(
             command, cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT), **(env or {})}, stdout=out, stderr=err
         )
+        peak = [0.0]
+        sampling = threading.Event()
+
+        def sample() -> None:
+            while not sampling.wait(0.2):
+                peak[0] = max(peak[0], tree_rss_mb(child.pid))
+
+        sampler = threading.Thread(target=sample, daemon=True)
+        sampler.start()
         _, status, usage = os.wait4(child.pid, 0)
+        sampling.set()
+        sampler.join()
         child.returncode = os.waitstatus_to_exitcode(status)  # reaped here: Popen must not wait for it again
         wall = time.monotonic() - started
         out.seek(0)
         err.seek(0)
-        return wall, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024, child.returncode, out.read(), err.read()
+        rss = max(usage.ru_maxrss / 1024, peak[0])
+        return wall, usage.ru_utime + usage.ru_stime, rss, child.returncode, out.read(), err.read()
 
 
 def verdict_errors(hosts: list[dict[str, Any]], dead: set[str]) -> list[str]:
@@ -185,6 +226,12 @@ def main() -> None:
     parser.add_argument("--hosts", type=int, default=64, help="reachable hosts (real sshd on loopback)")
     parser.add_argument("--unreachable", type=int, default=0, help="addresses with nothing listening")
     parser.add_argument("--forks", default="64", help="forks, or a comma list of them: one table row each")
+    parser.add_argument(
+        "--workers",
+        default="",
+        help="the sweep's --workers, or a comma list: one table row per forks and workers "
+        "(default: the CLI's own, one worker per core)",
+    )
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--check", action="store_true", help="also time `nightowl check` on one recorded node")
     parser.add_argument(
@@ -196,13 +243,14 @@ def main() -> None:
     )
     args = parser.parse_args()
     args.forks = [int(f) for f in str(args.forks).split(",")]
+    args.workers = [int(w) for w in str(args.workers).split(",") if w] or [None]
     with tempfile.TemporaryDirectory() as tmp:
         run_rounds(args, Path(tmp))
 
 
 HEADER = (
-    "| hosts (live, refused) | forks | bare pool s | sweep s | ratio | verdict errors | CPU ms / live host "
-    "| sweep peak RSS MB |"
+    "| hosts (live, refused) | forks | workers | bare pool s | sweep s | ratio | verdict errors "
+    "| CPU ms / live host | sweep peak RSS MB |"
 )
 
 
@@ -226,14 +274,15 @@ def run_rounds(args: argparse.Namespace, root: Path) -> None:
 
             list_boots_standin(fleet.root / "bin")
         for forks in args.forks:
-            rows.append(_rounds(args, fleet, root, names, dead, inventory, forks))
+            for workers in args.workers:
+                rows.append(_rounds(args, fleet, root, names, dead, inventory, forks, workers))
         check = check_cpu(fleet, names[0], root / "check") if args.check else None
     print(
         f"evidence={args.evidence} repeat={args.repeat} (medians; the bare pool dials "
         f"{'every inventory host' if dead else 'the live hosts'})"
     )
     print(HEADER)
-    print("|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|")
     for row in rows:
         print(row)
     print("targets: ratio <= 1.2x, no verdict error, <= 30 ms CPU per real-size host, <= 400 MB RSS at 1,000 hosts")
@@ -254,15 +303,17 @@ def _rounds(
     dead: list[str],
     inventory: list[str],
     forks: int,
+    workers: int | None = None,
 ) -> str:
-    """One table row: ``repeat`` rounds of the bare pool and the sweep at ``forks``."""
+    """One table row: ``repeat`` rounds of the bare pool and the sweep at ``forks`` over ``workers``
+    processes (None: the CLI's default). CPU and RSS are the whole process tree's (``run_nightowl``)."""
     bare, swept_walls, cpus, rsss, wrong_counts = [], [], [], [], []
     wrong_seen: list[str] = []
     for round_ in range(args.repeat):
         bare.append(bare_pool(fleet, inventory if dead else names, forks)[0])
-        out = root / f"run-{forks}-{round_}"
+        out = root / f"run-{forks}-{workers}-{round_}"
         out.mkdir()
-        wall, cpu, rss, swept = nightowl_sweep(fleet, inventory, forks, out)
+        wall, cpu, rss, swept = nightowl_sweep(fleet, inventory, forks, out, workers)
         wrong = verdict_errors(swept, set(dead))
         wrong_seen += wrong
         swept_walls.append(wall)
@@ -271,10 +322,11 @@ def _rounds(
         wrong_counts.append(len(wrong))
         shutil.rmtree(out, ignore_errors=True)  # real-size bundles add up on a shared disk
     for line in sorted(set(wrong_seen))[:4]:
-        print(f"  forks {forks} wrong: {line}")
+        print(f"  forks {forks} workers {workers} wrong: {line}")
     med_bare, med_sweep = statistics.median(bare), statistics.median(swept_walls)
     return (
-        f"| {len(inventory)} ({len(names)}, {len(dead)}) | {forks} | {med_bare:.2f} | {med_sweep:.2f} "
+        f"| {len(inventory)} ({len(names)}, {len(dead)}) | {forks} | {workers or 'default'} | {med_bare:.2f} "
+        f"| {med_sweep:.2f} "
         f"| {med_sweep / med_bare:.2f}x | {', '.join(map(str, wrong_counts))} | {statistics.median(cpus) * 1000:.0f} "
         f"| {max(rsss):.0f} |"
     )

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from nightowl.engine.bundle_writer import BundleWriter
 from nightowl.engine.runner import CollectorLike, HostRun, RunOptions
 from nightowl.engine.session import Interrupted, Terminated, close_live_transports, run_runbook
 from nightowl.engine.validate import LoadedRunbook
@@ -112,6 +113,8 @@ def run_and_save(
     start_order: Iterable[str] | None = None,
     stopping: threading.Event | None = None,
     lookup: Callable[[str], CollectorLike] | None = None,
+    engine: Callable[..., tuple[list[HostRun], Path]] | None = None,
+    writer: BundleWriter | None = None,
 ) -> RunResult:
     """Run ``loaded`` on ``transports`` (host name -> function opening its transport) into one bundle
     under ``out_dir``; return the :class:`RunResult`.
@@ -124,7 +127,8 @@ def run_and_save(
     the run partial instead of being judged. ``drafts`` renders ``postmortem.md``, ``status_update``
     writes ``status-update.md``; ``history`` records the bundle in the history store (when a command
     activated it; a failure there is a warning, never the run's); ``redact`` scrubs secrets from
-    everything written.
+    everything written. ``engine`` stands in for ``engine.session.run_runbook`` (same arguments and result)
+    and ``writer`` for the bundle writer it makes: a sweep over worker processes (nightowl/fleet/workers.py).
     """
     values = resolve_params(loaded, params, lookup)
     stop = threading.Event()
@@ -155,6 +159,8 @@ def run_and_save(
             on_host_done,
             start_order,
             lookup,
+            engine or run_runbook,
+            writer,
         )
         if isinstance(saved, RunResult):
             saved.params = values
@@ -181,6 +187,8 @@ def _run(
     on_host_done: Callable[[HostRun], None] | None,
     start_order: Iterable[str] | None,
     lookup: Callable[[str], CollectorLike] | None,
+    engine: Callable[..., tuple[list[HostRun], Path]],
+    writer: BundleWriter | None,
 ) -> tuple[list[HostRun], Path] | RunResult:
     """The engine's run under the signal handlers; a bundle that could not be written is a RunResult
     with its reason (the verdicts stand)."""
@@ -190,7 +198,7 @@ def _run(
     scrub, prefilter = _redaction() if redact else (None, None)
     try:
         with interruptible(options) as taken:
-            saved = run_runbook(
+            saved = engine(
                 loaded,
                 transports,
                 lookup or _default_lookup(),
@@ -203,6 +211,7 @@ def _run(
                 redact_prefilter=prefilter,
                 extra_manifest=extra_manifest,
                 start_order=start_order,
+                writer=writer,
             )
     except BundleNotWritten as exc:
         summary = triage_summary(loaded.id, exc.run_id, None, exc.runs)

@@ -63,6 +63,12 @@ SWEEP_OUT_OPTION = out_option(f"where the sweep bundle goes [default: {DEFAULT_O
     show_default=True,
     help="hosts run at once at most; fewer while this process lags behind reading them (flow control)",
 )
+@click.option(
+    "--workers",
+    type=click.IntRange(min=1),
+    help="worker processes the hosts are spread over, --forks shared among them "
+    "[default: one per core; 1: all in this process]",
+)
 @PARAM_OPTION
 @SINCE_OPTION
 @SWEEP_FORMAT_OPTION
@@ -78,6 +84,7 @@ def sweep(
     runbook: str,
     limit: str | None,
     forks: int,
+    workers: int | None,
     params: tuple[str, ...],
     since: str | None,
     fmt: str,
@@ -93,19 +100,23 @@ def sweep(
     verdict and the ones that differ from the rest, JSON (docs/reference.md#verdicts, hosts in inventory
     order), or a node-exporter textfile. The exit status tells a cron job whether any node
     needs action. Connections are opened ahead (up to twice --forks waiting) and the hosts that answer
-    start first. Host keys are checked strictly against known_hosts unless --accept-new.
+    start first. Host keys are checked strictly against known_hosts unless --accept-new. The hosts are
+    spread over worker processes (--workers), the report and bundle being what one process gives.
     """
     from nightowl.cli.common import load_runbook_or_exit
+    from nightowl.fleet.workers import default_workers, engine_for, start_pool
 
     if not inventory and not local_only:
         fail("give --inventory FILE or --local")
+    workers = 1 if local_only else workers or default_workers()
+    pool = start_pool(workers)  # loads while this process reads the runbook and the inventory
     loaded = load_runbook_or_exit(runbook)
     dialer = None
     domains: dict[str, dict[str, str]] = {}
     if local_only:
         transports = local_transports()
     else:
-        transports, dialer, domains = _inventory_transports(inventory, limit, ssh, forks)
+        transports, dialer, domains = _inventory_transports(inventory, limit, ssh, forks, dial=workers == 1)
     if not transports:
         fail(f"no host left in {inventory} after --limit {limit}")
     status = run_sweep(
@@ -121,6 +132,7 @@ def sweep(
         allow_invasive=allow_invasive,
         dialer=dialer,
         domains=domains,
+        engine=engine_for(loaded, transports, pool, param_values(params, since), ssh.connect_timeout),
     )
     sys.exit(int(status))
 
@@ -139,6 +151,7 @@ def run_sweep(
     allow_invasive: bool = False,
     dialer: Dialer | None = None,
     domains: dict[str, dict[str, str]] | None = None,
+    engine: Any = None,
 ) -> ExitStatus:
     """Run a loaded runbook on the hosts of ``transports`` (name -> function opening its transport) into
     one bundle under ``out_dir`` (the default folder when None), print the report as ``fmt``, write the
@@ -148,6 +161,7 @@ def run_sweep(
     ``log_format`` is `check`'s --log-format: one log line per host on stderr when it resolves to json;
     None (sweep) never logs. The dialer, when given, orders the hosts' starts and is closed here.
     ``domains`` maps a host to its failure domains (``HostSpec.domains``) for the report's `domains`.
+    ``engine`` runs the hosts in place of the one-process engine (worker processes: nightowl/fleet/workers.py).
     """
     try:
         summary = _run(
@@ -161,6 +175,7 @@ def run_sweep(
             limits,
             dialer,
             domains,
+            engine,
         )
     finally:
         if dialer is not None:
@@ -229,12 +244,14 @@ def local_transports() -> dict[str, Any]:
 
 
 def _inventory_transports(
-    inventory: Path | None, limit: str | None, ssh: SSHArgs, forks: int
+    inventory: Path | None, limit: str | None, ssh: SSHArgs, forks: int, dial: bool = True
 ) -> tuple[dict[str, Any], Any, dict[str, dict[str, str]]]:
     """The inventory's hosts, each with the function that opens its transport, the dialer that opens
-    their TCP connections ahead of their sessions (nightowl/transports/dial.py), and their failure domains."""
+    their TCP connections ahead of their sessions (nightowl/transports/dial.py; None when not ``dial``:
+    worker processes dial their own), and their failure domains."""
     from nightowl.fleet.inventory import limit as limit_hosts
     from nightowl.fleet.inventory import load_inventory
+    from nightowl.fleet.workers import HostOpener
     from nightowl.transports.dial import Dialer
 
     assert inventory is not None
@@ -245,17 +262,14 @@ def _inventory_transports(
     except (ValueError, OSError) as exc:
         fail(str(exc))
     options = ssh.options()
+    openers = {host.name: HostOpener(host, options) for host in hosts}
+    domains = {host.name: host.domains for host in hosts if host.domains}
+    if not dial:
+        return openers, None, domains
     # Hosts behind a jump host are reached through it, one gate per jump host (transports/ssh.py): not dialed.
-    direct = {h.name: (h.hostname, h.port) for h in hosts if not h.is_local and h.jump is None and not h.problem}
+    direct = {name: target for name, opener in openers.items() if (target := opener.target) is not None}
     dialer = Dialer(direct, options.connect_timeout, window=2 * max(1, forks))
-    openers = {host.name: _opener(host, options, dialer.taker(host.name)) for host in hosts}
-    return openers, dialer, {host.name: host.domains for host in hosts if host.domains}
-
-
-def _opener(host: Any, options: Any, dial: Any = None) -> Any:
-    from nightowl.transports import transport_for
-
-    return lambda: transport_for(host, options, dial)
+    return {n: o.dialing(dialer.taker(n)) for n, o in openers.items()}, dialer, domains
 
 
 def _run(
@@ -269,6 +283,7 @@ def _run(
     limits: dict[str, float | None],
     dialer: Dialer | None = None,
     domains: dict[str, dict[str, str]] | None = None,
+    engine: Any = None,
 ) -> dict[str, Any]:
     from nightowl.cli.render import json_report, text_report
     from nightowl.cli.running import run_or_exit
@@ -290,6 +305,7 @@ def _run(
             drafts=False,
             on_host_done=advance,
             start_order=dialer.start_order(transports) if dialer is not None else None,
+            engine=engine,
         )
     summary = result.summary
     summary["fleet"] = fleet_facts(result.runs)

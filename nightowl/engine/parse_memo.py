@@ -72,3 +72,22 @@ def recall(kind: str, text: str) -> Any | None:
     if not _kept or kind not in _kinds:
         return None
     return _kept.get(_key(kind, text))
+
+
+def hand_over() -> dict[tuple[str, bytes], Any]:
+    """Every result kept so far, forgotten here: a sweep's worker process sends them to the parent, whose
+    history reads the bundle the workers wrote (nightowl/fleet/workers.py)."""
+    with _lock:
+        kept = dict(_kept)
+        _kept.clear()
+    return kept
+
+
+def adopt(kept: dict[tuple[str, bytes], Any]) -> None:
+    """Results another process kept (``hand_over``), for this process's runs that keep results of their kinds."""
+    if not kept or not _runs[0]:
+        return
+    with _lock:
+        for key, result in kept.items():
+            if key[0] in _kinds and len(_kept) < MAX_KEPT:
+                _kept[key] = result

@@ -81,6 +81,7 @@ def run_runbook(
     redact_prefilter: Callable[[str], bool] | None = None,
     extra_manifest: dict[str, Any] | None = None,
     start_order: Iterable[str] | None = None,
+    writer: BundleWriter | None = None,
 ) -> tuple[list[HostRun], Path]:
     """Run on every host (bounded concurrency), in the order given; write one bundle.
 
@@ -91,7 +92,7 @@ def run_runbook(
     cheaply of a document that it would change nothing); ``render_postmortem`` adds ``postmortem.md``;
     ``extra_manifest`` adds manifest keys; ``start_order`` is the order hosts start in (a sweep's dialer's).
     """
-    writer = BundleWriter(out_dir, loaded.id, redact=redact, redact_prefilter=redact_prefilter)
+    writer = writer or BundleWriter(out_dir, loaded.id, redact=redact, redact_prefilter=redact_prefilter)
     with _live_lock:
         _live_stops.add(options.stop)
     writer.add_file(layout.RUNBOOK, loaded.path.read_text())
@@ -143,8 +144,7 @@ def run_runbook(
     _shut_down(pool, collectors, wait=True)
     runs = [results[n] for n in names]
     options.saving.set()
-    bundle = writer.finish(runs, render_postmortem=render_postmortem, extra=extra_manifest)
-    return runs, bundle
+    return runs, writer.finish(runs, render_postmortem=render_postmortem, extra=extra_manifest)
 
 
 def _pools(workers: int, per_host: int) -> tuple[ThreadPoolExecutor, ThreadPoolExecutor, int]:
