@@ -27,6 +27,17 @@ _BOOTS_SCRIPT = (
     'echo "-- nightowl previous boot -$n --"; journalctl -k -b "-$n" --no-pager -o short-iso; n=$((n+1)); done'
 )
 
+# free-space: the paths of its colon-separated arguments that exist, to one df (stat -f when that df fails
+# before printing); the others named, one line each. Written out here for the reason above.
+_FREE_SPACE_SCRIPT = (
+    'n=$#; for a do IFS=:; set -f; for p in $a; do [ -n "$p" ] || continue; case $p in "~/"*) p=$HOME/${p#"~/"};; '
+    'esac; if [ -e "$p" ]; then set -- "$@" "$p"; else printf \'nightowl-free-space: not found: %s\\n\' "$p"; fi; '
+    'done; unset IFS; set +f; done; shift "$n"; [ "$#" -gt 0 ] || exit 0; '
+    'if out=$(df -B1 --output=file,size,used,avail,itotal,iused,iavail,target -- "$@"); then printf \'%s\\n\' "$out"; '
+    'exit 0; fi; [ -z "$out" ] || { printf \'%s\\n\' "$out"; exit 1; }; '
+    "exec stat -f -c '%S %b %f %a %c %d %n' -- \"$@\""
+)
+
 # The read-only shapes the built-in collectors need (derived from every registered collector's declared
 # commands; tests/collectors/test_readonly.py checks both ways: every built-in is accepted, every shape is used).
 ALLOWED: tuple[tuple[str, ...], ...] = (
@@ -38,6 +49,8 @@ ALLOWED: tuple[tuple[str, ...], ...] = (
     ("dcgmi", "diag", "-r", "{dcgm_level}", "--json"),  # dcgmi-diag-drained
     ("df", "-B1", "--output=size,avail", "--", "/dev/shm"),  # dev-shm
     ("df", "-k", "--", "/dev/shm"),  # dev-shm
+    ("sh", "-c", _FREE_SPACE_SCRIPT, "free-space", "{space_path}", "{space_paths}"),  # free-space
+    ("sh", "-c", _FREE_SPACE_SCRIPT, "free-space", "{space_paths}"),  # free-space
     ("df", "-B1", "--output=size,used,avail,itotal,iused,iavail,target", "--", "{space_path}"),  # free-space
     ("stat", "-f", "-c", "%S %b %f %a %c %d %n", "--", "{space_path}"),  # free-space
     ("tail", "-n", "5000", "--", "{engine_log_file}"),  # engine-log
