@@ -29,7 +29,9 @@ def look(tmp_path: Path, specs: dict[str, Replica], *params: str) -> tuple[dict[
 
 
 def commands(manifest: dict[str, Any], host: str, kind: str) -> list[dict[str, Any]]:
-    return sorted((c for c in manifest["commands"] if c["host"] == host and c["kind"] == kind), key=lambda c: c["start"])
+    return sorted(
+        (c for c in manifest["commands"] if c["host"] == host and c["kind"] == kind), key=lambda c: c["start"]
+    )
 
 
 def test_scrapes_span_one_window_in_two_equal_halves_while_the_probe_runs(tmp_path: Path) -> None:
