@@ -128,7 +128,7 @@ _IP = re.compile(r"^\d+(\.\d+){3}$")
 
 def short_names(names: list[str]) -> dict[str, str]:
     """Host names as a person writes them in chat: no DNS domain, and no prefix every host shares
-    when what is left still reads as a name (``first-look-down-r1`` -> ``r1``; ``gpu-17`` stays)."""
+    when what is left still reads as a name (``first-look-down-r1`` -> ``r1``; ``gpu-17`` and ``nccl-xid-a`` stay)."""
     bare = {n: n if _IP.match(n) or "." not in n else n.split(".", 1)[0] for n in names}
     values = list(bare.values())
     if len(set(values)) < 2:
@@ -136,7 +136,9 @@ def short_names(names: list[str]) -> dict[str, str]:
     prefix = os.path.commonprefix(values)
     cut = max(prefix.rfind("-"), prefix.rfind("_")) + 1
     rests = {n: v[cut:] for n, v in bare.items()}
-    if cut and all(re.search(r"[A-Za-z]", r) for r in rests.values()) and len(set(rests.values())) == len(rests):
+    # a rest of one character ("nccl-xid-a" -> "a") no longer reads as a host in a sentence ("Pull b from the job")
+    readable = all(len(r) >= 2 and re.search(r"[A-Za-z]", r) for r in rests.values())
+    if cut and readable and len(set(rests.values())) == len(rests):
         return rests
     return bare
 

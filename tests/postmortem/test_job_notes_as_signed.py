@@ -47,6 +47,8 @@ def test_a_training_job_update_speaks_of_training_not_traffic(tmp_path: Path) ->
     text = status_update.render(summary, now=0)
     assert _field(text, "What users see").startswith("no training progress")
     assert "traffic" not in text
+    # one-letter rests of the hosts' shared prefix are no names to act on: the hosts keep their names
+    assert "Pull nccl-xid-b from the job" in text and "not implicated: nccl-xid-a" in _field(text, "Impact")
 
 
 def test_a_silent_corruption_update_dates_the_trouble_from_the_last_passing_probe(tmp_path: Path) -> None:
