@@ -7,6 +7,7 @@ from typing import Annotated, Any, Literal
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, GetJsonSchemaHandler, model_validator
 
 import nightowl.knowledge.actions as actions  # this module only: the engine imports no other knowledge
+from nightowl.engine.background import check_wait
 
 Severity = Literal["ok", "info", "warning", "critical"]
 
@@ -93,8 +94,15 @@ class Node(Strict):
     collect: list[str] | None = Field(
         default=None, description="collector kinds to run (`kind:label` takes a kind twice; facts as kind_label)"
     )
-    wait: float | str | None = Field(
-        default=None, description="seconds (or a parameter name) to wait before collecting, e.g. a scrape window"
+    wait: Annotated[float | str | None, AfterValidator(check_wait)] = Field(
+        default=None,
+        description="seconds (or a parameter name, or `name / 2`: a parameter over a number) to wait before "
+        "collecting, e.g. a scrape window",
+    )
+    background: bool = Field(
+        default=False,
+        description="a collect node only: start its collectors and go on to `next` at once; they run while "
+        "the next nodes wait and collect, and are joined before any node reads facts (docs/runbook-schema.md)",
     )
     next: str | None = Field(default=None, description="after collect: the node to go to")
     decide: list[Branch] | None = Field(default=None, description="branches tried in order; the first true one wins")
@@ -113,6 +121,8 @@ class Node(Strict):
             raise ValueError("a node has exactly one of collect, decide, verdict, cannot_judge")
         if self.collect is not None and not self.next:
             raise ValueError("a collect node needs `next`")
+        if self.background and (self.collect is None or self.wait is not None):
+            raise ValueError("`background` belongs to collect nodes without `wait` (the walk does not stop there)")
         if self.decide is not None and not self.default:
             raise ValueError("a decide node needs a `default` target")
         if (self.verdict is not None or self.cannot_judge is not None) and (self.next or self.default):

@@ -1,8 +1,7 @@
 """Walk a runbook on one host: collect lazily, decide, conclude, and trace it all.
 
 The engine knows nothing about GPUs: collectors arrive through ``lookup``
-(kind -> object with kind, commands, parse, facts, timeout, invasive).
-"""
+(kind -> object with kind, commands, parse, facts, timeout, invasive)."""
 
 from __future__ import annotations
 
@@ -15,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from nightowl.engine import layout, parse_memo
+from nightowl.engine.background import Background, wait_seconds
 from nightowl.engine.expressions import (
     ExpressionError,
     evaluate_condition,
@@ -36,8 +36,7 @@ class CollectorLike(Protocol):
 
     The engine's only view of evidence: it runs ``commands`` and hands the output to ``parse``
     then ``facts``, and never learns what the evidence means. ``nightowl.collectors.base.Collector``
-    is the implementation every built-in kind uses; a test can pass any object with these members.
-    """
+    is the implementation every built-in kind uses; a test can pass any object with these members."""
 
     @property
     def kind(self) -> str:
@@ -74,8 +73,7 @@ class Recorder(Protocol):
     """Where the runner sends every command it ran, kept or not: the bundle writer, or a test double.
 
     Called from several threads at once (collectors of one node run side by side); an
-    implementation must be thread-safe.
-    """
+    implementation must be thread-safe."""
 
     def record_command(self, host: str, kind: str, result: CommandResult, keep_output: bool) -> str | None:
         """Store one command's output; return its path inside the bundle when kept."""
@@ -88,8 +86,7 @@ class CollectorRun:
     ``status`` is ``ok``, ``timed_out``, ``error``, ``no_data``, ``skipped`` or ``late`` (nightowl read the
     output after its deadline: it says nothing about the host, which then gets no verdict); anything but ``ok``
     carries a ``reason`` a person can act on. ``facts`` is None when nothing could be parsed, so a
-    condition never reads an empty output as healthy. ``file`` is the bundle path of the kept output.
-    """
+    condition never reads an empty output as healthy. ``file`` is the bundle path of the kept output."""
 
     kind: str
     namespace: str
@@ -123,8 +120,7 @@ class HostRun:
 
     ``status`` is ``ok``, ``unreachable`` (never connected: no verdict) or ``incomplete`` (every
     collector failed: no verdict unless a branch judged that failure). ``verdict`` is None when the
-    run could not judge, never a guessed healthy one.
-    """
+    run could not judge, never a guessed healthy one."""
 
     host: str
     status: str = "ok"  # ok | unreachable | incomplete
@@ -166,8 +162,7 @@ class RunOptions:
     """How to run: parameter values, whether invasive collectors may run, concurrency and deadlines.
 
     ``command_timeout`` only ever shortens a collector's own timeout; ``host_timeout`` bounds one
-    host's whole walk, and collectors still waiting when it runs out are skipped with that reason.
-    """
+    host's whole walk, and collectors still waiting when it runs out are skipped with that reason."""
 
     params: dict[str, Any] = field(default_factory=dict)
     allow_invasive: bool = False
@@ -257,8 +252,7 @@ class HostRunner:
     Collectors run lazily (only those on the path taken), each once per entry, with the
     collectors of one node side by side. Every command goes to the recorder the moment it
     returns; a failing collector or a failing condition is recorded, never raised, so the walk
-    always ends in a verdict or in an honest "cannot judge" (``HostRun.status``).
-    """
+    always ends in a verdict or in an honest "cannot judge" (``HostRun.status``)."""
 
     def __init__(
         self,
@@ -277,6 +271,7 @@ class HostRunner:
         # "replay" hosts hold one recording per kind: no fallback commands to try.
         self.single_attempt = bool(getattr(transport, "recorded", False))
         self.deadline = time.monotonic() + options.host_timeout if options.host_timeout else None
+        self.background = Background(lambda entry: is_derived(lookup, entry), options.stop)
 
     # -- collecting -----------------------------------------------------------------
     def _collect_one(self, entry: str) -> CollectorRun:
@@ -355,8 +350,8 @@ class HostRunner:
         """Pause between two takes (a scrape window); recorded hosts replay without waiting."""
         if wait is None or self.single_attempt:
             return
-        seconds = self.options.params.get(wait) if isinstance(wait, str) else wait
-        if isinstance(seconds, (int, float)) and seconds > 0:
+        seconds = wait_seconds(wait, self.options.params)
+        if seconds is not None and seconds > 0:
             if self.deadline is not None:  # --host-timeout bounds the pause too
                 seconds = min(float(seconds), max(0.0, self.deadline - time.monotonic()))
             self.options.stop.wait(min(float(seconds), 3600.0))
@@ -519,6 +514,8 @@ class HostRunner:
             # A rule that cannot be evaluated is not false: taking the other branch could say "healthy".
             self.run.status, self.run.error, self.run.verdict = "incomplete", str(exc), None
             self.run.visits[-1].status = "error"
+        finally:
+            self.background.close()  # a background node still running when the walk ends early
         self._check_evidence()
 
     def _walk_nodes(self) -> None:
@@ -531,7 +528,12 @@ class HostRunner:
             self.run.visits.append(visit)
             t0 = time.monotonic()
             next_id: str | None = None
-            if node.collect is not None:
+            if self.background.needed_by(node.collect):  # engine/background.py: joined before facts are read
+                self._collect(self.background.join(self.run.collections, worst_status))
+            if node.collect is not None and node.background:  # the stop is checked by its collectors
+                self.background.start(self._collect, node.collect, visit)
+                next_id = node.next
+            elif node.collect is not None:
                 self._check_stop()
                 self._wait(node.wait)
                 self._collect(node.collect)
@@ -586,8 +588,7 @@ def resolve_argv(argv: tuple[str, ...], params: dict[str, Any]) -> tuple[str, ..
 
     A value fills exactly the argv element it stands in (no shell ever sees it); a value that
     is a whole element may not start with "-", so a parameter can never smuggle in an option
-    such as ``-r`` (inside ``--since={since}`` it is only ever the option's value).
-    """
+    such as ``-r`` (inside ``--since={since}`` it is only ever the option's value)."""
     filled = []
     for element in argv:
         names = _PLACEHOLDER.findall(element)

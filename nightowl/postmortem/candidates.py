@@ -66,6 +66,8 @@ def candidates(data: Bundle) -> tuple[list[dict[str, Any]], list[str]]:
             cites = merged(
                 [c for s in sources for c in fact_cites(data, s, str(item.get("fact")), item.get("value"))], data
             )
+            if any(c.start for c in cites):  # an empty output (a member's log not read) shows no value: not cited
+                cites = [c for c in cites if c.start]
             if cites:
                 on = f" on {item['host']}" if isinstance(item.get("host"), str) else ""  # a job member's own value
                 support.append(

@@ -8,6 +8,7 @@ from nightowl.engine import layout
 from nightowl.postmortem.bundle_reader import Bundle, command_outcome
 from nightowl.postmortem.citations import cite_numbers, json_lines
 from nightowl.postmortem.clocks import CLOCK_HOST_UTC, CLOCK_NIGHTOWL, Moment, duration, epoch_of, stamp
+from nightowl.postmortem.job import job_of
 from nightowl.postmortem.log_moments import engine_moments, kernel_moments, metric_moments, nccl_moments, probe_moments
 
 TAGS = ("detection", "diagnosis", "repair", "key moment")
@@ -74,22 +75,36 @@ def _run_moments(data: Bundle) -> list[Moment]:
     finished = manifest.get("finished")
     if finished is not None:
         what += f", until {stamp(finished)} ({duration(finished - manifest['started'])})"
-    verdicts = []
-    cites = []
-    for entry in data.verdicts.get("hosts", []):
-        verdict = entry.get("verdict")
-        if verdict:
-            verdicts.append(f"{entry['host']} → `{verdict.get('id')}` ({verdict.get('action')})")
-            cites += cite_numbers(data, layout.VERDICTS, json_lines(data, layout.VERDICTS, "id", verdict.get("id")))
-        else:
-            verdicts.append(f"{entry['host']} → no verdict ({entry.get('status')})")
-            cites += cite_numbers(data, layout.VERDICTS, json_lines(data, layout.VERDICTS, "host", entry["host"]))
+    verdicts, cites = _verdict_words(data)
     if verdicts:
         what += "; verdicts: " + ", ".join(verdicts)
     unique = list({c.label: c for c in cites}.values())
     return [
         Moment(manifest["started"], stamp(manifest["started"]), CLOCK_NIGHTOWL, "diagnosis", what, None, unique, -1)
     ]
+
+
+def _verdict_words(data: Bundle) -> tuple[list[str], list[Any]]:
+    """What the run concluded, with its citations: per host, or for a job once, with the action on the members
+    the runbook implicated only (a member not implicated is never written down with the job's action)."""
+    job = job_of(data)
+    words, cites = [], []
+    if job is not None and job.verdict:
+        verdict = job.verdict
+        action = f"{verdict.get('action')} on {job.targets}"
+        if job.not_implicated:
+            action += f"; not implicated: {', '.join(job.not_implicated)}"
+        words.append(f"the job of {len(job.members)} → `{verdict.get('id')}` ({action})")
+        cites += cite_numbers(data, layout.VERDICTS, json_lines(data, layout.VERDICTS, "id", verdict.get("id")))
+    for entry in data.verdicts.get("hosts", []):
+        verdict = entry.get("verdict")
+        if verdict and job is None:
+            words.append(f"{entry['host']} → `{verdict.get('id')}` ({verdict.get('action')})")
+            cites += cite_numbers(data, layout.VERDICTS, json_lines(data, layout.VERDICTS, "id", verdict.get("id")))
+        elif not verdict:
+            words.append(f"{entry['host']} → no verdict ({entry.get('status')})")
+            cites += cite_numbers(data, layout.VERDICTS, json_lines(data, layout.VERDICTS, "host", entry["host"]))
+    return words, cites
 
 
 def _failed(command: dict[str, Any]) -> bool:

@@ -39,6 +39,7 @@ WHAT: dict[str, str] = {
     "all-clear": "no fault found",
     "cannot-judge": "not known yet: the check could not read the replicas",
 }
+WRONG_ANSWERS = "possibly wrong answers from the replicas named, with no error to show it"
 # What users of the service see, by verdict id (docs/reference.md#verdicts); else by severity.
 USERS_SEE: dict[str, str] = {
     "all-down-after-change": "errors on every request: the service is down",
@@ -54,6 +55,45 @@ USERS_SEE: dict[str, str] = {
     "slow-replica": "some requests slower than usual",
     "replica-restarted": "failed or retried requests during the restart",
     "cannot-judge": "not known yet",
+    # silent-corruption (runbooks/silent-corruption.yaml): wrong answers come with no error to show them
+    "sdc-suspect-replica": WRONG_ANSWERS,
+    "memory-fault-on-replica": WRONG_ANSWERS,
+    "sdc-confirmed-gpu": WRONG_ANSWERS,
+    "sdc-suspected-undiagnosed": WRONG_ANSWERS,
+    "config-or-version-drift": "answers that differ from the expected ones on every replica (a change, not a fault)",
+    "probe-unanswered": "not known yet: the known-answer probe got no answer",
+    "transient-suspect": "nothing now: the earlier mismatch did not repeat",
+    # nccl-hang (runbooks/nccl-hang.yaml): a training job's users wait on its steps, not on request traffic
+    **dict.fromkeys(
+        (
+            "rank-process-dead",
+            "rank-host-unreachable",
+            "rank-port-bad",
+            "gpu-fault-on-rank-host",
+            "collective-mismatch",
+            "cpu-side-straggler",
+            "ib-protection-error",
+            "fabric-link-fault",
+            "rank-stuck-gpu-or-network",
+            "peer-connection-lost",
+            "unknown-hang",
+        ),
+        "no training progress: every rank waits on the stalled collective until the job is restarted",
+    ),
+    **dict.fromkeys(("nccl-init-failed", "init-incomplete"), "the training job does not start (NCCL init fails)"),
+    **dict.fromkeys(
+        (
+            "ib-not-used",
+            "gdr-not-used",
+            "p2p-disabled",
+            "node-below-baseline",
+            "rail-below-baseline",
+            "fabric-or-config-regression",
+            "gpus-busy-not-fabric",
+        ),
+        "slower training: collectives below the bandwidth they should get",
+    ),
+    **dict.fromkeys(("busbw-measured", "slow-needs-measurement"), "slower training reported, not yet measured"),
 }
 BY_SEVERITY = {
     "critical": "errors or no answer on part of the traffic",
@@ -88,7 +128,7 @@ _IP = re.compile(r"^\d+(\.\d+){3}$")
 
 def short_names(names: list[str]) -> dict[str, str]:
     """Host names as a person writes them in chat: no DNS domain, and no prefix every host shares
-    when what is left still reads as a name (``first-look-down-r1`` -> ``r1``; ``gpu-17`` stays)."""
+    when what is left still reads as a name (``first-look-down-r1`` -> ``r1``; ``gpu-17`` and ``nccl-xid-a`` stay)."""
     bare = {n: n if _IP.match(n) or "." not in n else n.split(".", 1)[0] for n in names}
     values = list(bare.values())
     if len(set(values)) < 2:
@@ -96,7 +136,9 @@ def short_names(names: list[str]) -> dict[str, str]:
     prefix = os.path.commonprefix(values)
     cut = max(prefix.rfind("-"), prefix.rfind("_")) + 1
     rests = {n: v[cut:] for n, v in bare.items()}
-    if cut and all(re.search(r"[A-Za-z]", r) for r in rests.values()) and len(set(rests.values())) == len(rests):
+    # a rest of one character ("nccl-xid-a" -> "a") no longer reads as a host in a sentence ("Pull b from the job")
+    readable = all(len(r) >= 2 and re.search(r"[A-Za-z]", r) for r in rests.values())
+    if cut and readable and len(set(rests.values())) == len(rests):
         return rests
     return bare
 
@@ -189,6 +231,9 @@ def _since(job: dict[str, Any], short: dict[str, str]) -> str | None:
     """ "at or before 2026-01-05 03:12 UTC; source: the first failing answer seen: r2 /health 503 ...": when
     the trouble began as the evidence dates it, with its source; None when the evidence does not show it."""
     since = _job_fact(job, "since")
+    passed = _job_fact(job, "last_passing_probe")  # silent-corruption: the answers were right until then
+    if isinstance(passed, str) and (job.get("verdict") or {}).get("action") not in (None, "none"):
+        return f"some time after {passed}, up to this check; source: the last known-answer probe that passed"
     if not isinstance(since, dict) or not since.get("text"):
         return None
     source = f"; source: {_plain(str(since['source']), short)}" if since.get("source") else ""

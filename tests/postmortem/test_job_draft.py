@@ -64,7 +64,7 @@ def test_silent_corruption_draft_states_the_window_of_possibly_wrong_answers(tmp
     ("runbook", "starts", "implicated", "others"),
     [
         ("first-look", "one replica answers 503", "r2", "r1, r3"),
-        ("nccl-hang", "watchdog timeouts on one host, Xid 79", "b", "a"),
+        ("nccl-hang", "watchdog timeouts on one host, Xid 79", "nccl-xid-b", "nccl-xid-a"),  # no "a"/"b"
     ],
 )
 def test_status_update_names_the_implicated_members_once(

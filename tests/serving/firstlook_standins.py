@@ -51,6 +51,7 @@ class Replica:
     root: str = "/models/Qwen2.5-Coder-32B-Instruct"
     max_model_len: int = 32768
     stream_done: bool = True
+    stream_hold: float = 0.0  # > 0: the stream's first chunk, then the connection held this long and closed
     metrics_status: int = 200  # not 200: /metrics answers this with no body (a gateway that hides it)
     windows: list[Window] = field(default_factory=lambda: [Window(), Window(), Window()])
     restart_at_scrape: int | None = None  # this scrape (0-based) shows a new process
@@ -168,6 +169,16 @@ def _handler(replica: Replica) -> type[BaseHTTPRequestHandler]:
             }
             end = {**chunk, "choices": [{"index": 0, "text": "", "finish_reason": "length"}]}
             body = f"data: {json.dumps(chunk)}\n\n"
+            if replica.stream_hold > 0:  # SSE without a length: the client reads until the server closes
+                self.send_response(200)
+                self.send_header("Content-Type", "text/event-stream")
+                self.send_header("Connection", "close")
+                self.end_headers()
+                self.wfile.write(body.encode())
+                self.wfile.flush()
+                time.sleep(replica.stream_hold)
+                self.close_connection = True
+                return
             if replica.stream_done:
                 body += f"data: {json.dumps(end)}\n\ndata: [DONE]\n\n"
             self._send(200, body, "text/event-stream")

@@ -1,7 +1,8 @@
 """`replica-compare`: a derived collector: the first look across the replicas of one service.
 
 It runs no command. From each replica's ``replica-health``, ``replica-models``, three
-``replica-metrics`` scrapes a window apart (``replica_metrics``, ``_mid``, ``_after``), and, when
+``replica-metrics`` scrapes half a window apart (``replica_metrics``, ``_mid``, ``_after``: the start, middle
+and end of one ``window_seconds``), and, when
 taken, ``container-state`` and ``stream-probe``, it answers the five questions of a first look
 (after the vLLM/TGI production triage: alive? all or some? sudden or gradual? a recent change?
 a traffic shift?) as lists of replicas a runbook can branch on and a verdict can name.

@@ -1,0 +1,178 @@
+"""Background collect nodes (nightowl/engine/background.py) and `wait: name / N`, on generic collectors."""
+
+from __future__ import annotations
+
+import json
+import sys
+import textwrap
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pydantic import ValidationError
+
+from nightowl.engine.background import check_wait, wait_seconds
+from nightowl.engine.model import Node
+from nightowl.engine.runner import RunOptions
+from nightowl.engine.session import run_runbook
+from nightowl.engine.validate import load_runbook
+from nightowl.transports.local import LocalTransport
+from nightowl.transports.replay import ReplayTransport
+
+PY = sys.executable
+
+
+@dataclass(frozen=True)
+class Stamp:
+    """Prints the time it started (and sleeps ``seconds`` after), so a test can order commands by clock."""
+
+    kind: str
+    seconds: float = 0.0
+    timeout: float = 5.0
+    invasive: bool = False
+    description: str = ""
+
+    @property
+    def commands(self) -> tuple[tuple[str, ...], ...]:
+        script = f"import time; print(time.time(), flush=True); time.sleep({self.seconds}); print(time.time())"
+        return ((PY, "-c", script),)
+
+    def parse(self, text: str) -> dict[str, Any]:
+        lines = text.split()
+        ended = float(lines[1]) if len(lines) > 1 else None
+        return {"kind": self.kind, "warnings": [], "started": float(lines[0]), "ended": ended is not None, "at": ended}
+
+    def facts(self, result: Any) -> dict[str, Any]:
+        return result
+
+
+@dataclass(frozen=True)
+class Earliest:
+    """A derived collector: the earliest start among its inputs (it must see the background's facts)."""
+
+    kind: str = "earliest"
+    inputs: tuple[str, ...] = ("slow", "quick")
+    commands: tuple[tuple[str, ...], ...] = ()
+    timeout: float = 1.0
+    invasive: bool = False
+    description: str = ""
+
+    def parse(self, text: str) -> dict[str, Any]:
+        return {}
+
+    def facts(self, result: Any) -> dict[str, Any]:
+        return result
+
+    def derive(self, inputs: dict[str, Any], params: dict[str, Any]) -> dict[str, Any]:
+        return {"kind": self.kind, "warnings": [], "first": min(inputs[n]["started"] for n in self.inputs)}
+
+
+COLLECTORS: dict[str, Any] = {
+    "slow": Stamp("slow", seconds=1.5),
+    "quick": Stamp("quick"),
+    "hangs": Stamp("hangs", seconds=30, timeout=0.5),
+    "earliest": Earliest(),
+}
+
+RUNBOOK = """\
+id: background
+title: background
+parameters:
+  window: {default: 1.0}
+entry: early
+nodes:
+  early:
+    collect: [slow, hangs]
+    background: {background}
+    next: later
+  later:
+    wait: window / 2
+    collect: [quick]
+    next: derive
+  derive:
+    collect: [earliest]
+    next: judge
+  judge:
+    decide:
+      - when: "slow.ended == true and status.hangs == 'timed_out' and earliest.first == slow.started"
+        goto: seen
+    default: unseen
+  seen:
+    verdict: {id: seen, severity: ok, action: none, summary: "slow started {{ slow.started }}"}
+  unseen:
+    verdict: {id: unseen, severity: warning, action: escalate, summary: unseen}
+"""
+
+
+def run(tmp_path: Path, background: bool, transport: Any = None, out: str = "out") -> tuple[Any, Path]:
+    path = tmp_path / "background.yaml"
+    path.write_text(textwrap.dedent(RUNBOOK.replace("{background}", "true" if background else "false")))
+    loaded = load_runbook(path, known_collectors=COLLECTORS)
+    opener = transport or (lambda: LocalTransport("box"))
+    runs, bundle = run_runbook(loaded, {"box": opener}, COLLECTORS.__getitem__, RunOptions(), tmp_path / out)
+    return runs[0], bundle
+
+
+def test_the_walk_goes_on_while_a_background_node_runs(tmp_path: Path) -> None:
+    run_, bundle = run(tmp_path, background=True)
+    facts = {c.namespace: c.facts for c in run_.collections.values()}
+    # the half-window wait and the quick collector ran while `slow` (1.5 s) was still sleeping
+    assert facts["quick"]["started"] < facts["slow"]["at"]
+    later = run_.visits[1]
+    assert later.node == "later" and facts["quick"]["started"] >= later.started + 0.5 - 0.05  # wait: window / 2
+    # joined before any fact was read: the derived collector and the decision saw every background fact
+    assert run_.verdict["id"] == "seen" and run_.path == ["early", "later", "derive", "judge", "seen"]
+    early = run_.visits[0]
+    assert early.collectors == {"slow": "ok", "hangs": "timed_out"} and early.status == "timed_out"
+    assert early.duration >= 1.0  # the visit lasts until its collectors ended, not until it handed on
+    trace = json.loads((bundle / "trace.json").read_text())
+    assert trace["hosts"][0]["nodes"][0]["collectors"] == {"slow": "ok", "hangs": "timed_out"}
+    assert len((bundle / "hosts" / "box" / "slow.out").read_text().split()) == 2  # its whole output kept
+
+
+def test_without_background_the_same_walk_waits_for_the_node(tmp_path: Path) -> None:
+    """The control: the same runbook, `background: false`, takes the quick collector after the slow one."""
+    run_, _ = run(tmp_path, background=False)
+    facts = {c.namespace: c.facts for c in run_.collections.values()}
+    assert facts["quick"]["started"] >= facts["slow"]["at"]
+    assert run_.verdict["id"] == "seen"
+
+
+def test_a_replay_of_a_background_run_reaches_the_same_verdict(tmp_path: Path) -> None:
+    _, bundle = run(tmp_path, background=True)
+    replayed, _ = run(tmp_path, True, lambda: ReplayTransport(bundle / "hosts" / "box"), out="out2")
+    assert replayed.verdict["id"] == "seen" and replayed.collections["hangs"].status == "timed_out"
+
+
+@pytest.mark.parametrize(
+    ("wait", "params", "seconds"),
+    [
+        (3, {}, 3.0),
+        (None, {}, None),
+        ("window", {"window": 5}, 5.0),
+        ("window / 2", {"window": 5}, 2.5),
+        ("window/4", {"window": 2.0}, 0.5),
+        ("window / 2", {"window": None}, None),
+        ("window / 2", {"window": True}, None),
+        ("window / 2", {}, None),
+    ],
+)
+def test_wait_seconds(wait: Any, params: dict[str, Any], seconds: float | None) -> None:
+    assert wait_seconds(wait, params) == seconds
+
+
+@pytest.mark.parametrize("wait", ["window * 2", "window / 0", "2 / window", "window / x", "params.window", ""])
+def test_a_wait_of_another_form_is_refused(wait: str) -> None:
+    with pytest.raises(ValueError, match="parameter over a number"):
+        check_wait(wait)
+    with pytest.raises(ValidationError):
+        Node(wait=wait, collect=["quick"], next="x")
+
+
+def test_background_belongs_to_collect_nodes_without_wait() -> None:
+    assert Node(collect=["quick"], background=True, next="x").background
+    with pytest.raises(ValidationError, match="background"):
+        Node(collect=["quick"], background=True, wait=1, next="x")
+    with pytest.raises(ValidationError, match="background"):
+        Node(cannot_judge="x", background=True)
