@@ -7,6 +7,7 @@ make (`run_sweep`); the fleet logic (inventory, outliers, table and textfile vie
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -33,11 +34,16 @@ RUNBOOK_OPTION = click.option("--runbook", default="node-health", show_default=T
 SINCE_OPTION = click.option(
     "--since", help='kernel-log evidence only since then (journalctl --since: "-2h", "2024-06-01")'
 )
+# Each output format once: what renders a sweep summary ("module:function", imported when used) and whether
+# the output is a file format (printed as it is, with no progress bar on stderr). The first is the default.
+RENDERERS: dict[str, tuple[str, bool]] = {
+    "table": ("nightowl.fleet.table:fleet_table", False),
+    "text": ("nightowl.cli.render:text_report", False),
+    "json": ("nightowl.cli.render:json_report", False),
+    "prometheus": ("nightowl.fleet.textfile:prometheus_textfile", True),
+}
 SWEEP_FORMAT_OPTION = format_option(
-    "table",
-    "text",
-    "json",
-    "prometheus",
+    *RENDERERS,
     help="table or text for people, json for scripts (docs/reference.md#run-json)",
 )
 TEXTFILE_OPTION = click.option(
@@ -285,11 +291,8 @@ def _run(
     domains: dict[str, dict[str, str]] | None = None,
     engine: Any = None,
 ) -> dict[str, Any]:
-    from nightowl.cli.render import json_report, text_report
     from nightowl.cli.running import run_or_exit
     from nightowl.fleet.outliers import fleet_facts
-    from nightowl.fleet.table import fleet_table
-    from nightowl.fleet.textfile import prometheus_textfile
 
     progress, advance = _progress(len(transports), fmt)
     with progress:
@@ -318,16 +321,24 @@ def _run(
     breaker = breaker_state(watched_path())  # held scheduler actions (slurm, k8s): None when nightowl never acted
     if breaker is not None:
         summary["breaker"] = breaker
-    render = {"json": json_report, "prometheus": prometheus_textfile, "text": text_report, "table": fleet_table}
-    click.echo(render[fmt](summary), nl=fmt != "prometheus")
+    click.echo(renderer(fmt)(summary), nl=not RENDERERS[fmt][1])
     return summary
+
+
+def renderer(fmt: str) -> Callable[[dict[str, Any]], str]:
+    """The function that renders a sweep summary in ``fmt`` (a key of ``RENDERERS``)."""
+    import importlib
+
+    module, _, name = RENDERERS[fmt][0].partition(":")
+    render: Callable[[dict[str, Any]], str] = getattr(importlib.import_module(module), name)
+    return render
 
 
 def _progress(total: int, fmt: str) -> tuple[Any, Any]:
     """A rich progress bar on a terminal's stderr; nothing when piped."""
     import contextlib
 
-    if not sys.stderr.isatty() or fmt == "prometheus":
+    if not sys.stderr.isatty() or RENDERERS[fmt][1]:
         return contextlib.nullcontext(), None
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn

@@ -39,13 +39,14 @@ PAGERDUTY_API = "https://api.pagerduty.com"
 PAGERDUTY_ACCEPT = "application/vnd.pagerduty+json;version=2"
 MAX_RETRY_AFTER_S = 60.0
 
-# Keys of the `notify` section and of each target (fixtures/alerts/serve.yaml shows each, commented).
-NOTIFY_KEYS = frozenset({"link_base", "attempts", "backoff", "timeout", "queue", "pagerduty", "chat", "webhook"})
+# Keys of each target and of the `notify` section (fixtures/alerts/serve.yaml shows each, commented); a
+# target is named once, here, and the section's keys follow.
 TARGET_KEYS = {
     "pagerduty": frozenset({"api_url", "token", "token_file", "token_env", "from", "incident_label"}),
     "chat": frozenset({"url", "url_file", "url_env"}),
     "webhook": frozenset({"url", "url_file", "url_env", "token", "token_file", "token_env"}),
 }
+NOTIFY_KEYS = frozenset({"link_base", "attempts", "backoff", "timeout", "queue", *TARGET_KEYS})
 
 
 @dataclass(frozen=True)

@@ -122,7 +122,8 @@ def test_pinned_catalog_rows(code: int, mnemonic: str, bucket: str, action: str)
 
 def test_pinned_rules() -> None:
     sympathetic, nvlink5 = xc.SYMPATHETIC_CODES, xc.NVLINK5_CODES
-    assert sympathetic == {43, 45}
+    # 43/45 at least; a code added to xid_rules.yaml `sympathetic_codes` changes no test but its scenario
+    assert {43, 45} <= sympathetic and all(xc.lookup(code) is not None for code in sympathetic)
     assert nvlink5 == frozenset(range(144, 151))
     assert xc.normalize_recovery_action("Node Reboot Required") == "node-reboot"
     assert xc.normalize_recovery_action("Drain and Reset") == "drain-and-reset"

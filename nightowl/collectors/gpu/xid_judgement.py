@@ -1,9 +1,9 @@
 """`xid-judgement`: one action for the kernel log's Xids, under an optional site policy.
 
 A derived collector: it runs no command. It applies NVIDIA's pairing rules
-(``xid_catalog.judge``: 48 with 63/64, 94 vs 95, Xid 154 overriding when stricter, 43/45 as
-sympathetic) to the ``kernel_log`` events, and, when the runbook parameter ``xid_policy`` names a
-YAML file on this machine (``overrides: {63: {action: reset-gpu, reason: "..."}}``), lets the site
+(``xid_catalog.judge``: 48 with 63/64, 94 vs 95, Xid 154 overriding when stricter, the sympathetic
+codes of ``xid_rules.yaml``) to the ``kernel_log`` events, and, when the runbook parameter ``xid_policy``
+names a YAML file on this machine (``overrides: {63: {action: reset-gpu, reason: "..."}}``), lets the site
 override a code where public tools disagree with the catalog (Xid 63, 92, 68/69). The reason of an
 override is in ``reasons``, which verdicts show.
 """

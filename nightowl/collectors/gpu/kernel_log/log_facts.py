@@ -66,7 +66,7 @@ def _app_xid_repeating_gpus(xids: list[dict[str, Any]]) -> list[str]:
 
 
 def _primary_xids(xids: list[dict[str, Any]]) -> list[int]:
-    """Codes without the sympathetic 43/45 on GPUs that logged another Xid; a 45 that names its
+    """Codes without the sympathetic ones (xid_rules.yaml) on GPUs that logged another Xid; a 45 that names its
     cause ("caused by previous Xid 149") counts that cause as present."""
     by_gpu: dict[str | None, set[int]] = {}
     for event in xids:

@@ -78,8 +78,8 @@ def judge(events: Iterable[Mapping[str, Any]], policy: Mapping[int, tuple[str, s
 
     Pairing rules (catalog rows 45, 48, 154; nightowl/knowledge/xid_rules.yaml):
     48 with 63/64 -> drain-and-reset, 48 alone -> reset-gpu;
-    94 -> restart-app, 95 -> reset-gpu (catalog); 43/45 are sympathetic when another Xid is on the
-    same GPU (a 45 "caused by previous Xid N" stands for N); a 154 action overrides when stricter;
+    94 -> restart-app, 95 -> reset-gpu (catalog); the sympathetic codes (``sympathetic_codes``) give way to
+    another Xid on the same GPU (a 45 "caused by previous Xid N" stands for N); a 154 action overrides when stricter;
     fatal SXids escalate; a GPU off the bus without Xid 79 is treated as 79. ``policy`` (from
     ``load_policy``) replaces the action of the codes it names, and says so in ``reasons``.
     """
