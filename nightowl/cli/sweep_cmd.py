@@ -73,7 +73,7 @@ SWEEP_OUT_OPTION = out_option(f"where the sweep bundle goes [default: {DEFAULT_O
     "--workers",
     type=click.IntRange(min=1),
     help="worker processes the hosts are spread over, --forks shared among them "
-    "[default: one per core; 1: all in this process]",
+    "[default: one per core, at most one per 16 hosts; 1: all in this process]",
 )
 @PARAM_OPTION
 @SINCE_OPTION
@@ -114,15 +114,16 @@ def sweep(
 
     if not inventory and not local_only:
         fail("give --inventory FILE or --local")
-    workers = 1 if local_only else workers or default_workers()
-    pool = start_pool(workers)  # loads while this process reads the runbook and the inventory
+    hosts = [] if local_only else _inventory_hosts(inventory, limit, ssh)
+    workers = 1 if local_only else workers or default_workers(len(hosts))
+    pool = start_pool(workers)  # loads while this process reads the runbook
     loaded = load_runbook_or_exit(runbook)
     dialer = None
     domains: dict[str, dict[str, str]] = {}
     if local_only:
         transports = local_transports()
     else:
-        transports, dialer, domains = _inventory_transports(inventory, limit, ssh, forks, dial=workers == 1)
+        transports, dialer, domains = _inventory_transports(hosts, ssh, forks, dial=workers == 1)
     if not transports:
         fail(f"no host left in {inventory} after --limit {limit}")
     status = run_sweep(
@@ -249,24 +250,28 @@ def local_transports() -> dict[str, Any]:
     return {name: lambda: LocalTransport(name)}
 
 
-def _inventory_transports(
-    inventory: Path | None, limit: str | None, ssh: SSHArgs, forks: int, dial: bool = True
-) -> tuple[dict[str, Any], Any, dict[str, dict[str, str]]]:
-    """The inventory's hosts, each with the function that opens its transport, the dialer that opens
-    their TCP connections ahead of their sessions (nightowl/transports/dial.py; None when not ``dial``:
-    worker processes dial their own), and their failure domains."""
+def _inventory_hosts(inventory: Path | None, limit: str | None, ssh: SSHArgs) -> list[Any]:
+    """The inventory's hosts after ``--limit`` (a bad host is that host's problem, not the sweep's)."""
     from nightowl.fleet.inventory import limit as limit_hosts
     from nightowl.fleet.inventory import load_inventory
-    from nightowl.fleet.workers import HostOpener
-    from nightowl.transports.dial import Dialer
 
     assert inventory is not None
     try:
-        hosts = load_inventory(inventory, ssh.ssh_config, lenient=True)  # a bad host is that host's problem
-        if limit:
-            hosts = limit_hosts(hosts, limit)
+        hosts = load_inventory(inventory, ssh.ssh_config, lenient=True)
+        return limit_hosts(hosts, limit) if limit else hosts
     except (ValueError, OSError) as exc:
         fail(str(exc))
+
+
+def _inventory_transports(
+    hosts: list[Any], ssh: SSHArgs, forks: int, dial: bool = True
+) -> tuple[dict[str, Any], Any, dict[str, dict[str, str]]]:
+    """Each host with the function that opens its transport, the dialer that opens their TCP
+    connections ahead of their sessions (nightowl/transports/dial.py; None when not ``dial``: worker
+    processes dial their own), and their failure domains."""
+    from nightowl.fleet.workers import HostOpener
+    from nightowl.transports.dial import Dialer
+
     options = ssh.options()
     openers = {host.name: HostOpener(host, options) for host in hosts}
     domains = {host.name: host.domains for host in hosts if host.domains}

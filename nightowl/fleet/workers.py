@@ -45,12 +45,19 @@ KILL_ENV = "NIGHTOWL_TEST_KILL_WORKER"
 STOP_GRACE_SECONDS = DRAIN_SECONDS + 5.0  # a stopped worker's time to report what it had in progress
 
 
-def default_workers() -> int:
-    """One worker per core this process may run on (its CPU affinity, as a container or Slurm sets it)."""
+# A worker process costs about 1 s of CPU to start and 90 MB (bench/README.md): below this many hosts
+# for each, one more process costs more than it spreads.
+HOSTS_PER_WORKER = 16
+
+
+def default_workers(hosts: int | None = None) -> int:
+    """One worker per core this process may run on (its CPU affinity, as a container or Slurm sets it),
+    and no more than one per ``HOSTS_PER_WORKER`` of ``hosts`` when the count is known."""
     try:
-        return max(1, len(os.sched_getaffinity(0)))
+        cores = max(1, len(os.sched_getaffinity(0)))
     except AttributeError:  # not Linux
-        return max(1, os.cpu_count() or 1)
+        cores = max(1, os.cpu_count() or 1)
+    return cores if hosts is None else max(1, min(cores, hosts // HOSTS_PER_WORKER))
 
 
 def split(total: int, parts: int) -> list[int]:

@@ -160,6 +160,12 @@ def assert_manifest_digests_hold(bundle: Path) -> None:
         assert hashlib.sha256((bundle / entry["path"]).read_bytes()).hexdigest() == entry["sha256"], entry["path"]
 
 
+def test_workers_default_to_the_cores_and_one_per_16_hosts(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1, 2, 3})
+    assert default_workers() == 4
+    assert [default_workers(n) for n in (0, 1, 15, 16, 31, 32, 47, 48, 64, 1000)] == [1, 1, 1, 1, 1, 2, 2, 3, 4, 4]
+
+
 def test_forks_are_shared_and_workers_default_to_the_cores() -> None:
     assert split(8, 2) == [4, 4] and split(9, 2) == [5, 4] and split(1, 3) == [1, 1, 1]
     assert sum(split(64, 3)) == 64
