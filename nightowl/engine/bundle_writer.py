@@ -280,6 +280,8 @@ class BundleWriter:
             "commands": self.commands,
             **(extra or {}),
         }
+        if replayed := [run.host for run in runs if run.replayed]:
+            manifest["replayed_hosts"] = replayed  # evidence from recordings: capture time is the replay's
         self._write_json(layout.MANIFEST, manifest)
         if render_postmortem is not None:
             self._store(self.tmp_path / layout.POSTMORTEM, _safe_render(render_postmortem, self.tmp_path))

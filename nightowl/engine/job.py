@@ -91,7 +91,9 @@ class JobRunner(HostRunner):
     ) -> None:
         super().__init__(loaded, transports[0], lookup, recorder, options)
         self.members = transports
-        self.member_runs = {t.host: HostRun(host=t.host) for t in transports}
+        self.member_runs = {
+            t.host: HostRun(host=t.host, replayed=bool(getattr(t, "recorded", False))) for t in transports
+        }
         self.reachable: list[Transport] = []
         self.run = HostRun(host="job")
 

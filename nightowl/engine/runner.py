@@ -133,6 +133,9 @@ class HostRun:
     duration: float = 0.0
     # scope: job only: the members, each one's role and the facts that differ between them (engine/job.py)
     job: dict[str, Any] | None = None
+    # the evidence came from a recording (the replay transport), not from the live host: its capture time
+    # is the replay's, so the gap from a logged fault to it is no detection delay (bundle manifest)
+    replayed: bool = False
 
 
 class CannotJudge(Exception):
@@ -267,9 +270,9 @@ class HostRunner:
         self.lookup = lookup
         self.recorder = recorder
         self.options = options
-        self.run = HostRun(host=transport.host)
         # "replay" hosts hold one recording per kind: no fallback commands to try.
         self.single_attempt = bool(getattr(transport, "recorded", False))
+        self.run = HostRun(host=transport.host, replayed=self.single_attempt)
         self.deadline = time.monotonic() + options.host_timeout if options.host_timeout else None
         self.background = Background(lambda entry: is_derived(lookup, entry), options.stop)
 

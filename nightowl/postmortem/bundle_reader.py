@@ -96,6 +96,8 @@ def sane_manifest(manifest: dict[str, Any]) -> dict[str, Any]:
             }
         )
     out["commands"] = commands
+    replayed = manifest.get("replayed_hosts")
+    out["replayed_hosts"] = [h for h in replayed if isinstance(h, str)] if isinstance(replayed, list) else []
     out["files"] = [
         f for f in _dicts(manifest.get("files")) if isinstance(f.get("path"), str) and isinstance(f.get("sha256"), str)
     ]

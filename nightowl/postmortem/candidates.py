@@ -135,7 +135,7 @@ def open_questions(data: Bundle, placed: list[Moment], unplaced: list[Moment], u
         )
     host_times = [m.epoch for m in placed if m.clock in (CLOCK_HOST_UTC, CLOCK_HOST_LOCAL) and m.epoch]
     started = data.manifest.get("started")
-    if host_times and started and started - max(host_times) > 86400:
+    if host_times and started and started - max(host_times) > 86400 and not data.manifest.get("replayed_hosts"):
         questions.append(
             f"The last host log entry is {duration(started - max(host_times))} before nightowl's "
             "capture: is the log from an earlier boot, or was the bundle replayed from a recording?"

@@ -78,7 +78,12 @@ def impact(data: Bundle, placed: list[Moment]) -> list[str]:
                 )
     faults = [m for m in fault_moments(data, placed) if m.epoch is not None]
     started = data.manifest.get("started")
-    if faults and started:
+    if faults and started and faults[0].host in data.manifest.get("replayed_hosts", []):
+        numbers.append(
+            f"{faults[0].host}'s evidence was replayed from a recording (manifest `replayed_hosts`): the capture"
+            " time is the replay's, so the gap from the first fault to it is no detection delay."
+        )
+    elif faults and started:
         clock_note = " (host local time read as UTC)" if faults[0].clock == CLOCK_HOST_LOCAL else ""
         numbers.append(
             "From the first fault in the logs to nightowl's capture: "

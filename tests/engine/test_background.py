@@ -69,7 +69,7 @@ class Earliest:
 
 
 COLLECTORS: dict[str, Any] = {
-    "slow": Stamp("slow", seconds=1.5),
+    "slow": Stamp("slow", seconds=3.0),  # long enough that a loaded machine still starts `quick` inside it
     "quick": Stamp("quick"),
     "hangs": Stamp("hangs", seconds=30, timeout=0.5),
     "earliest": Earliest(),
@@ -117,7 +117,7 @@ def run(tmp_path: Path, background: bool, transport: Any = None, out: str = "out
 def test_the_walk_goes_on_while_a_background_node_runs(tmp_path: Path) -> None:
     run_, bundle = run(tmp_path, background=True)
     facts = {c.namespace: c.facts for c in run_.collections.values()}
-    # the half-window wait and the quick collector ran while `slow` (1.5 s) was still sleeping
+    # the half-window wait and the quick collector ran while `slow` (3 s) was still sleeping
     assert facts["quick"]["started"] < facts["slow"]["at"]
     later = run_.visits[1]
     assert later.node == "later" and facts["quick"]["started"] >= later.started + 0.5 - 0.05  # wait: window / 2

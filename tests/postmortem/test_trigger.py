@@ -9,6 +9,7 @@ from pathlib import Path
 from click.testing import CliRunner
 
 from nightowl.cli.main import main
+from nightowl.postmortem.render import render_bundle
 from tests.postmortem.bundles import HOSTS, section
 
 
@@ -27,10 +28,24 @@ def test_xid79_trigger_is_the_xid_line_not_the_driver_load(tmp_path: Path) -> No
     impact = section(text, "Impact")
     assert "27.4 h" not in impact and "2024-04-04" not in impact
     assert "at 2024-04-05 21:29:39" in impact
+    # a replay's capture time is the replay's: no "days from the fault to the capture" for it
+    assert manifest["replayed_hosts"] == ["xid79-fallen-off-bus"]
+    assert "replayed from a recording" in impact and "nightowl's capture:" not in impact
+    assert "was the bundle replayed" not in text  # the open question is answered by the manifest
+
+
+def test_a_live_capture_measures_from_the_xid_line_not_the_driver_load(tmp_path: Path) -> None:
+    _draft(tmp_path, "xid", "--replay", str(HOSTS / "xid79-fallen-off-bus"))
+    (bundle,) = [p for p in tmp_path.iterdir() if (p / "manifest.json").is_file()]
+    manifest = json.loads((bundle / "manifest.json").read_text())
+    del manifest["replayed_hosts"]  # as a live run writes it
+    (bundle / "manifest.json").write_text(json.dumps(manifest))
+    impact = section(render_bundle(bundle), "Impact")
     # the fault-to-capture span starts at the Xid line (21:29:39 on 5 April), not the boot a day earlier
     xid = datetime(2024, 4, 5, 21, 29, 39, tzinfo=timezone.utc).timestamp()
     days = (manifest["started"] - xid) / 86400
     assert f"nightowl's capture: {days:.1f} days" in impact
+    assert "replayed" not in impact
 
 
 def test_nccl_watchdog_timeouts_enter_the_timeline_with_the_stall_start(tmp_path: Path) -> None:
