@@ -558,18 +558,23 @@ class HostRunner:
             return  # the run says nightowl was behind; "every collector failed" would blame the host
         if self.run.collections and not any(c.facts for c in self.run.collections.values()):
             self.run.status = "incomplete"
-            self.run.error = (
-                "every collector failed: "
-                + "; ".join(f"{c.kind}: {c.reason}" for c in self.run.collections.values())
-                + (f" ({self.run.error})" if self.run.error else "")
+            failures = "every collector failed: " + "; ".join(
+                f"{c.kind}: {c.reason}" for c in self.run.collections.values()
             )
             if not self._decided_on_failure():
                 self.run.verdict = None  # a verdict on empty facts would be a guess
+                # The reason triage, check and sweep show: "cannot judge" first, as docs/reference.md#exit-status names
+                # exit 3; "every collector failed" stays in it for scripts that match it.
+                failures = "cannot judge: no collector returned evidence (" + failures + ")"
+            self.run.error = failures + (f" ({self.run.error})" if self.run.error else "")
 
     def _decided_on_failure(self) -> bool:
-        """Whether a branch taken on the path judged a collector's failure (a hung nvidia-smi is evidence)."""
+        """Whether a branch taken on the path judged a command that hung (a hung nvidia-smi is evidence about
+        the node). A command that failed, was skipped or printed nothing says nothing about the node: with
+        no facts at all, a verdict on that is a guess (exit 1 paging someone for a host nightowl could not read)."""
         return any(
-            cond.get("value") and any(path.startswith("status.") for path in cond["reads"])
+            cond.get("value")
+            and any(path.startswith("status.") and value == "timed_out" for path, value in cond["reads"].items())
             for visit in self.run.visits
             for cond in visit.conditions
         )
