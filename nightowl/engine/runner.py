@@ -556,25 +556,19 @@ class HostRunner:
     def _check_evidence(self) -> None:
         if any(c.status == "late" for c in self.run.collections.values()):
             return  # the run says nightowl was behind; "every collector failed" would blame the host
-        if self.run.collections and not any(c.facts for c in self.run.collections.values()):
+        collected = self.run.collections.values()
+        if collected and not any(c.facts for c in collected):
             self.run.status = "incomplete"
-            failures = "every collector failed: " + "; ".join(
-                f"{c.kind}: {c.reason}" for c in self.run.collections.values()
-            )
-            if not self._decided_on_failure():
-                self.run.verdict = None  # a verdict on empty facts would be a guess
-                # The reason triage, check and sweep show: "cannot judge" first, as docs/reference.md#exit-status names
-                # exit 3; "every collector failed" stays in it for scripts that match it.
-                failures = "cannot judge: no collector returned evidence (" + failures + ")"
+            failures = "every collector failed: " + "; ".join(f"{c.kind}: {c.reason}" for c in collected)
+            if not self._decided_on_failure():  # a verdict on empty facts would be a guess: exit 3, and it says so
+                self.run.verdict, failures = None, f"cannot judge: no collector returned evidence ({failures})"
             self.run.error = failures + (f" ({self.run.error})" if self.run.error else "")
 
     def _decided_on_failure(self) -> bool:
-        """Whether a branch taken on the path judged a command that hung (a hung nvidia-smi is evidence about
-        the node). A command that failed, was skipped or printed nothing says nothing about the node: with
-        no facts at all, a verdict on that is a guess (exit 1 paging someone for a host nightowl could not read)."""
+        """Whether a branch taken on the path judged a command that hung (a hung nvidia-smi is evidence about the
+        node); one that failed, was skipped or printed nothing says nothing about the node."""
         return any(
-            cond.get("value")
-            and any(path.startswith("status.") and value == "timed_out" for path, value in cond["reads"].items())
+            cond.get("value") and any(p.startswith("status.") and v == "timed_out" for p, v in cond["reads"].items())
             for visit in self.run.visits
             for cond in visit.conditions
         )
