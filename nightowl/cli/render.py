@@ -53,7 +53,9 @@ def _brief(value: Any) -> str:
 
 
 def _evidence_line(item: dict[str, Any]) -> str:
-    host = f" on {item['host']}" if item.get("host") else ""
+    from nightowl.engine.job import held_where  # a job's fact: whose value it is (one member's, or some only)
+
+    host = held_where(item)
     value = item["reason"] if item.get("value") is None and item.get("reason") else human(item.get("value"))
     return f"{item['fact']}{host}: {value}"
 

@@ -52,6 +52,12 @@ ONE_DOCUMENT_PER_MEMBER = frozenset(
 )
 
 
+# The rules a job's cited fact is told by (docs/reference.md#run-json): one value every member holds, one value
+# the members that reported it hold (``held_by``; ``not_reported_by`` gave none), each member's own, the job's own.
+SAME_ON_EVERY_MEMBER = "same on every member"
+HELD_BY_SOME = "same on the members that reported it"
+
+
 def shared_facts(per_member: list[dict[str, Any]]) -> dict[str, Any] | None:
     """The job-level facts of a one-document-per-member collector: a key every member holds with one value
     keeps it; differing numbers give their maximum (the worst member, recorded under ``_rules``); any
@@ -227,23 +233,30 @@ class JobRunner(HostRunner):
             if not values:
                 items += [{**i, "rule": "job"} for i in super()._evidence([path], ctx)[:1]]
             elif len(distinct) == 1:
-                held_by = list(values)
-                sources = [s for h in held_by if (s := self._member_source(h, path))]
-                value = _trim(next(iter(values.values())))
-                items.append(
-                    {
-                        "fact": path,
-                        "value": value,
-                        "held_by": held_by,
-                        "rule": "same on every member",
-                        "source": ", ".join(sources) or None,
-                    }
-                )
+                items.append(self._shared_item(path, values))
             else:
                 for host, value in values.items():
                     item = {"fact": path, "host": host, "value": _trim(value), "rule": "per member"}
                     items.append({**item, "source": self._member_source(host, path)})
         return items + super()._evidence([], ctx)
+
+    def _shared_item(self, path: str, values: dict[str, Any]) -> dict[str, Any]:
+        """One value for the members that hold the fact. "Same on every member" only when every member of the
+        job holds it: one member's empty list is not the others' (their collector failed, or they were not
+        reached), so a partial agreement names who holds it and who did not report it."""
+        held_by = list(values)
+        not_reported = [h for h in self.member_runs if h not in values]
+        sources = [s for h in held_by if (s := self._member_source(h, path))]
+        item: dict[str, Any] = {
+            "fact": path,
+            "value": _trim(next(iter(values.values()))),
+            "held_by": held_by,
+            "rule": HELD_BY_SOME if not_reported else SAME_ON_EVERY_MEMBER,
+            "source": ", ".join(sources) or None,
+        }
+        if not_reported:
+            item["not_reported_by"] = not_reported
+        return item
 
     def _job_table(self) -> dict[str, Any]:
         """The job's members: each one's role under the job's verdict (from the verdict's declared
@@ -283,9 +296,23 @@ def job_facts(evidence: list[dict[str, Any]]) -> list[dict[str, Any]]:
             entry.setdefault("values", {})[item["host"]] = item["value"]
         else:
             entry["value"] = item["value"]
-            if item.get("held_by"):
-                entry["held_by"] = item["held_by"]
+            for key in ("held_by", "not_reported_by"):
+                if item.get(key):
+                    entry[key] = item[key]
     return list(facts.values())
+
+
+def held_where(item: dict[str, Any]) -> str:
+    """Where a job's cited fact was read, for prose after the fact's name: "" (the job's own, or the same on
+    every member), " on HOST" (one member's value), " on A only (B did not report it)" (the members that
+    reported it agree, the others gave nothing to compare)."""
+    if isinstance(item.get("host"), str):
+        return f" on {item['host']}"
+    missing = [h for h in item.get("not_reported_by") or [] if isinstance(h, str)]
+    if item.get("rule") != HELD_BY_SOME or not missing:
+        return ""
+    held = ", ".join(h for h in item.get("held_by") or [] if isinstance(h, str)) or "no member"
+    return f" on {held} only ({', '.join(missing)} did not report it)"
 
 
 @functools.lru_cache(maxsize=8)

@@ -559,20 +559,19 @@ class HostRunner:
     def _check_evidence(self) -> None:
         if any(c.status == "late" for c in self.run.collections.values()):
             return  # the run says nightowl was behind; "every collector failed" would blame the host
-        if self.run.collections and not any(c.facts for c in self.run.collections.values()):
+        collected = self.run.collections.values()
+        if collected and not any(c.facts for c in collected):
             self.run.status = "incomplete"
-            self.run.error = (
-                "every collector failed: "
-                + "; ".join(f"{c.kind}: {c.reason}" for c in self.run.collections.values())
-                + (f" ({self.run.error})" if self.run.error else "")
-            )
-            if not self._decided_on_failure():
-                self.run.verdict = None  # a verdict on empty facts would be a guess
+            failures = "every collector failed: " + "; ".join(f"{c.kind}: {c.reason}" for c in collected)
+            if not self._decided_on_failure():  # a verdict on empty facts would be a guess: exit 3, and it says so
+                self.run.verdict, failures = None, f"cannot judge: no collector returned evidence ({failures})"
+            self.run.error = failures + (f" ({self.run.error})" if self.run.error else "")
 
     def _decided_on_failure(self) -> bool:
-        """Whether a branch taken on the path judged a collector's failure (a hung nvidia-smi is evidence)."""
+        """Whether a branch taken on the path judged a command that hung (a hung nvidia-smi is evidence about the
+        node); one that failed, was skipped or printed nothing says nothing about the node."""
         return any(
-            cond.get("value") and any(path.startswith("status.") for path in cond["reads"])
+            cond.get("value") and any(p.startswith("status.") and v == "timed_out" for p, v in cond["reads"].items())
             for visit in self.run.visits
             for cond in visit.conditions
         )

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from nightowl.engine import layout
+from nightowl.engine.job import held_where
 from nightowl.postmortem.bundle_reader import Bundle
 from nightowl.postmortem.citations import cite_lines, cite_numbers, fact_cites, json_lines, merged
 from nightowl.postmortem.clocks import (
@@ -69,7 +70,7 @@ def candidates(data: Bundle) -> tuple[list[dict[str, Any]], list[str]]:
             if any(c.start for c in cites):  # an empty output (a member's log not read) shows no value: not cited
                 cites = [c for c in cites if c.start]
             if cites:
-                on = f" on {item['host']}" if isinstance(item.get("host"), str) else ""  # a job member's own value
+                on = held_where(item)  # a job member's own value, or one only some members reported
                 support.append(
                     {
                         "fact": f"{item.get('fact')}{on}",

@@ -35,7 +35,6 @@ NOT_IN_CORPUS = {
         "xid-report-to-vendor",
         "thermal-or-power-slowdown",
         "pcie-link-degraded",
-        "not-enough-evidence",
         # issue 13: no public sample shows a non-fatal AER on a GPU address, or an uncorrectable AER on a port
         # with nothing below it named (pop-os/pop#3363 is correctable). (The corrected-only DIMM is rehearsed on
         # radiasoft/devops#134 beside the healthy L40S nvidia-smi: host-memory-single-ce-sbridge.)
@@ -76,7 +75,6 @@ NOT_IN_CORPUS = {
     },
     "node-health": {
         "xid-repeating",  # issue 29: only under a site policy rule (tests/history/test_history.py)
-        "no-evidence",
         "app-xids-seen",
         "xid-reboot-node",
         "xid-hardware-check",
