@@ -108,7 +108,13 @@ class ShardWriter(BundleWriter):
     def add_file(self, name: str, text: str) -> None:
         """The bundle's top-level files (``runbook.yaml``) are the parent's: written once, by it."""
 
-    def finish(self, runs: list[HostRun], partial: bool = False, **_ignored: Any) -> Path:
+    def finish(
+        self,
+        runs: list[HostRun],
+        partial: bool = False,
+        render_postmortem: Callable[[Path], str] | None = None,
+        extra: dict[str, Any] | None = None,
+    ) -> Path:
         """Nothing to write: the parent writes the bundle's documents once every worker reported."""
         with self._lock:
             self._finished = True
@@ -266,7 +272,7 @@ def _transports(job: ShardJob) -> tuple[dict[str, Callable[[], Any]], Any]:
         from nightowl.transports.dial import Dialer
 
         dialer = Dialer(targets, job.connect_timeout, window=2 * max(1, job.forks))
-        openers = {n: o.dialing(dialer.taker(n)) if n in targets else o for n, o in job.openers.items()}
+        openers = {n: o.dialing(dialer.taker(n)) if n in targets else o for n, o in job.openers.items()}  # type: ignore[attr-defined]
     if job.kill_at is None:
         return dict(openers), dialer
     opened = iter(range(1, len(openers) + 1))

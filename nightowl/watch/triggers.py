@@ -36,7 +36,7 @@ class Trigger:
 def _triggers() -> tuple[Trigger, ...]:
     """The table of nightowl/knowledge/watch_triggers.csv. "hung-task-after-xid" needs an earlier Xid: the
     line judge keeps that memory."""
-    rows = knowledge.read_csv("watch_triggers.csv", required=("name", "signal", "default", "description"))
+    rows = knowledge.read_csv("watch_triggers.csv", required=("name", "signal", "default", "description", "source"))
     table = []
     for row in rows:
         if row["default"] not in ("yes", "no"):
