@@ -14,7 +14,9 @@ from tests.runbook_helpers import make_host, run_on
 HOSTS = ROOT / "fixtures" / "hosts"
 BUS_ERROR_LOG = (HOSTS / "oom-vllm-bus-error-shm-full" / "engine-log.out").read_text()
 # Docker's default 64 MiB /dev/shm, a third used: small, though not full (the shape of vllm-project/vllm#789)
-SMALL_WITH_ROOM = "Filesystem     1K-blocks  Used Available Use% Mounted on\nshm                65536 20480     45056  32% /dev/shm\n"
+SMALL_WITH_ROOM = (
+    "Filesystem     1K-blocks  Used Available Use% Mounted on\nshm                65536 20480     45056  32% /dev/shm\n"
+)
 # a 16 GiB /dev/shm with 512 MiB left: large but full
 LARGE_BUT_FULL = "  1B-blocks      Avail\n17179869184  536870912\n"
 
@@ -29,14 +31,16 @@ def test_small_shm_with_room_is_still_exhausted(tmp_path: Path) -> None:
 def test_large_shm_nearly_full_is_exhausted(tmp_path: Path) -> None:
     host = make_host(tmp_path, "full", {"engine-log.out": BUS_ERROR_LOG, "dev-shm.out": LARGE_BUT_FULL})
     verdict, _ = run_on("oom", host)
-    assert verdict["id"] == "shm-exhausted" and "16.0 GiB" in verdict["summary"] and "512 MiB free" in verdict["summary"]
+    assert verdict["id"] == "shm-exhausted"
+    assert "16.0 GiB" in verdict["summary"] and "512 MiB free" in verdict["summary"]
     # a lower floor (a small model on one GPU needs less) makes the same reading roomy: not shared memory
     verdict, _ = run_on("oom", host, {"min_shm_gib": 0.25})
     assert verdict["id"] == "bus-error-not-shm" and verdict["severity"] != "ok"
 
 
 def test_df_that_failed_is_no_verdict(tmp_path: Path) -> None:
-    files = {"engine-log.out": BUS_ERROR_LOG, "dev-shm.rc": "1\n", "dev-shm.err": "df: /dev/shm: No such file or directory\n"}
+    df_failed = {"dev-shm.rc": "1\n", "dev-shm.err": "df: /dev/shm: No such file or directory\n"}
+    files = {"engine-log.out": BUS_ERROR_LOG, **df_failed}
     verdict, path = run_on("oom", make_host(tmp_path, "df-failed", files))
     assert verdict == {} and path[-1] == "shm-unread"
 
