@@ -49,3 +49,21 @@ def test_no_bus_error_does_not_read_shm(tmp_path: Path) -> None:
     log = BUS_ERROR_LOG.replace("Fatal Python error: Bus error", "worker exited")
     verdict, path = run_on("oom", make_host(tmp_path, "no-bus", {"engine-log.out": log}))
     assert "shm-read" not in path and verdict["id"] != "shm-exhausted"
+
+
+def test_exit_135_alone_reads_shm(tmp_path: Path) -> None:
+    # a log that ends after a good start, the container's exit status 135 (128 + SIGBUS), a roomy /dev/shm
+    files = {
+        name: (HOSTS / "oom-vllm-exit135-shm-full" / name).read_text()
+        for name in ("engine-log.out", "container-state.out")
+    }
+    files["dev-shm.out"] = (HOSTS / "oom-vllm-bus-error-shm-roomy" / "dev-shm.out").read_text()
+    # the container state alone: the log's own exit line (docker compose's) taken out
+    files["engine-log.out"] = files["engine-log.out"].replace("vllm exited with code 135\n", "")
+    assert "135" not in files["engine-log.out"]
+    verdict, path = run_on("oom", make_host(tmp_path, "exit135", files), {"container": "vllm"})
+    assert path[-2:] == ["shm-judge", "bus-error-not-shm"] and "exit status 135" in verdict["summary"]
+    # the same host with exit 0 stays "no OOM found": 135 is what sends it to /dev/shm
+    files["container-state.out"] = files["container-state.out"].replace('"ExitCode": 135', '"ExitCode": 0')
+    verdict, path = run_on("oom", make_host(tmp_path, "exit0", files), {"container": "vllm"})
+    assert "shm-read" not in path and verdict["id"] == "no-oom-found"
