@@ -70,7 +70,6 @@ NOT_IN_CORPUS = {
         "hub-unreachable",
         "architecture-not-supported",
         "port-in-use",
-        "shm-bus-error",
         "host-oom-killed",
     },
     "node-health": {
