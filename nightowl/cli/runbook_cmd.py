@@ -138,17 +138,21 @@ def test_cmd(runbooks_: tuple[str, ...], ablate: bool, rehearsals: Path | None) 
     rehearsals/RUNBOOK.yaml beside a site runbook, else from the built-in fixtures/rehearsals/RUNBOOK.yaml.
     """
     from nightowl.library import runbooks
-    from nightowl.library.rehearse import ablate_cases, rehearsal_cases, rehearse
+    from nightowl.library.rehearse import RehearsalFileError, ablate_cases, rehearsal_cases, rehearse
 
     names = list(runbooks_) or list(runbooks.builtin_paths())
     reachable = runbooks.all_paths()
-    unknown = [name for name in names if name not in reachable or not rehearsal_cases(name, rehearsals)]
+    try:
+        cases = {name: rehearsal_cases(name, rehearsals) for name in names if name in reachable}
+    except RehearsalFileError as exc:
+        fail(str(exc))
+    unknown = [name for name in names if not cases.get(name)]
     if unknown:  # "0 passed, 0 failed" for a typo would read as success
-        known = ", ".join(n for n in reachable if rehearsal_cases(n, rehearsals))
+        known = ", ".join(n for n in reachable if _has_rehearsals(n, rehearsals))
         fail(f"no rehearsals for {', '.join(unknown)} (runbooks with rehearsals: {known or 'none'})")
     failed = total = 0
     for name in names:
-        for case in rehearsal_cases(name, rehearsals):
+        for case in cases[name]:
             total += 1
             result = rehearse(name, case)
             mark = "PASS" if result.passed else "FAIL"
@@ -179,3 +183,13 @@ def schema_cmd() -> None:
     from nightowl.library import runbooks
 
     click.echo(json.dumps(runbooks.json_schema(), indent=2, ensure_ascii=False))
+
+
+def _has_rehearsals(name: str, given: Path | None) -> bool:
+    """Whether ``name`` has rehearsals to list beside an unknown one (an unreadable file counts as none)."""
+    from nightowl.library.rehearse import RehearsalFileError, rehearsal_cases
+
+    try:
+        return bool(rehearsal_cases(name, given))
+    except RehearsalFileError:
+        return False

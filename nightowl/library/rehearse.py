@@ -50,11 +50,27 @@ def rehearsal_file(runbook_id: str, given: Path | None = None) -> Path | None:
     return next((path for path in candidates if path.is_file()), None)
 
 
+class RehearsalFileError(ValueError):
+    """A rehearsal file that cannot be read as a list of cases: its path and line say where."""
+
+
 def rehearsal_cases(runbook_id: str, given: Path | None = None) -> list[dict[str, Any]]:
+    """The cases of ``runbook_id``'s rehearsal file (none when it has none); RehearsalFileError when that
+    file is unreadable, is not YAML, or is not a list of mappings."""
     path = rehearsal_file(runbook_id, given)
     if path is None:
         return []
-    return list(yaml.safe_load(path.read_text()) or [])
+    try:
+        cases = yaml.safe_load(path.read_text(encoding="utf-8")) or []
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark
+        where = f"{path}:{mark.line + 1}" if mark is not None else str(path)
+        raise RehearsalFileError(f"{where}: not YAML: {exc.problem or exc}") from None
+    except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
+        raise RehearsalFileError(f"{path}: cannot read it: {exc}") from None
+    if not isinstance(cases, list) or not all(isinstance(case, dict) for case in cases):
+        raise RehearsalFileError(f"{path}: a rehearsal file is a list of cases (mappings with name, host, expect)")
+    return cases
 
 
 def case_hosts(case: dict[str, Any]) -> list[str]:

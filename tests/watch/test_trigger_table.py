@@ -60,9 +60,13 @@ def test_the_default_set_is_the_one_the_table_marks() -> None:
 
 def test_a_row_that_cannot_be_read_names_the_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(knowledge, "HERE", tmp_path)
-    (tmp_path / "watch_triggers.csv").write_text("name,signal,default,description\nxid,xid,maybe,any Xid\n")
+    (tmp_path / "watch_triggers.csv").write_text(
+        "name,signal,default,description,source\nxid,xid,maybe,any Xid,https://docs.nvidia.com/deploy/xid-errors/\n"
+    )
     with pytest.raises(knowledge.KnowledgeError, match="watch_triggers.csv: xid: default must be yes or no"):
         triggers._triggers()
-    (tmp_path / "watch_triggers.csv").write_text("name,signal,default,description\nxid,,yes,any Xid\n")
+    (tmp_path / "watch_triggers.csv").write_text(
+        "name,signal,default,description,source\nxid,,yes,any Xid,https://docs.nvidia.com/deploy/xid-errors/\n"
+    )
     with pytest.raises(knowledge.KnowledgeError, match="empty signal"):
         triggers._triggers()
