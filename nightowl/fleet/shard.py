@@ -108,13 +108,7 @@ class ShardWriter(BundleWriter):
     def add_file(self, name: str, text: str) -> None:
         """The bundle's top-level files (``runbook.yaml``) are the parent's: written once, by it."""
 
-    def finish(
-        self,
-        runs: list[HostRun],
-        partial: bool = False,
-        render_postmortem: Callable[[Path], str] | None = None,
-        extra: dict[str, Any] | None = None,
-    ) -> Path:
+    def finish(self, runs: list[HostRun], partial: bool = False, *_drafts: Any, **_manifest: Any) -> Path:
         """Nothing to write: the parent writes the bundle's documents once every worker reported."""
         with self._lock:
             self._finished = True

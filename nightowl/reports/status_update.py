@@ -7,12 +7,14 @@ is left to the person sending it. Written as ``status-update.md`` into every bun
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 import time
 from pathlib import Path
 from typing import Any
 
+from nightowl import knowledge
 from nightowl.engine import layout
 from nightowl.engine.job import names_pattern
 from nightowl.knowledge import actions
@@ -22,85 +24,23 @@ FILE_NAME = layout.STATUS_UPDATE
 TEMPLATE = "status-update.md.j2"
 NEXT_UPDATE = "____ (yours to set: e.g. in 30 minutes, or when the action above is done)"
 
-# What happened, in the words of the incident channel, by verdict id; else the id with spaces.
-WHAT: dict[str, str] = {
-    "all-down-after-change": "service down after a change",
-    "all-down": "service down",
-    "partial-down": "replica down",
-    "partial-after-change": "replica down after a change",
-    "replica-oom": "replica out of memory",
-    "replica-drift": "replicas on different releases",
-    "stream-broken": "streamed answers cut off",
-    "kv-full": "replica out of KV cache",
-    "traffic-surge": "traffic surge",
-    "latency-up-flat-traffic": "latency up",
-    "slow-replica": "slow replica",
-    "replica-restarted": "replica restarted",
-    "all-clear": "no fault found",
-    "cannot-judge": "not known yet: the check could not read the replicas",
-}
-WRONG_ANSWERS = "possibly wrong answers from the replicas named, with no error to show it"
-# What users of the service see, by verdict id (docs/reference.md#verdicts); else by severity.
-USERS_SEE: dict[str, str] = {
-    "all-down-after-change": "errors on every request: the service is down",
-    "all-down": "errors on every request: the service is down",
-    "partial-down": "some requests fail or retry (those routed to the failing replicas)",
-    "partial-after-change": "some requests fail or retry (those routed to the failing replicas)",
-    "replica-oom": "failed or retried requests while the replica restarts; less capacity meanwhile",
-    "replica-drift": "answers may differ depending on which replica serves them",
-    "stream-broken": "streamed answers cut off before the end",
-    "kv-full": "slower answers and longer waits for the first token",
-    "traffic-surge": "slower answers and longer waits for the first token",
-    "latency-up-flat-traffic": "slower answers",
-    "slow-replica": "some requests slower than usual",
-    "replica-restarted": "failed or retried requests during the restart",
-    "cannot-judge": "not known yet",
-    # silent-corruption (runbooks/silent-corruption.yaml): wrong answers come with no error to show them
-    "sdc-suspect-replica": WRONG_ANSWERS,
-    "memory-fault-on-replica": WRONG_ANSWERS,
-    "sdc-confirmed-gpu": WRONG_ANSWERS,
-    "sdc-suspected-undiagnosed": WRONG_ANSWERS,
-    "config-or-version-drift": "answers that differ from the expected ones on every replica (a change, not a fault)",
-    "probe-unanswered": "not known yet: the known-answer probe got no answer",
-    "transient-suspect": "nothing now: the earlier mismatch did not repeat",
-    # nccl-hang (runbooks/nccl-hang.yaml): a training job's users wait on its steps, not on request traffic
-    **dict.fromkeys(
-        (
-            "rank-process-dead",
-            "rank-host-unreachable",
-            "rank-port-bad",
-            "gpu-fault-on-rank-host",
-            "collective-mismatch",
-            "cpu-side-straggler",
-            "ib-protection-error",
-            "fabric-link-fault",
-            "rank-stuck-gpu-or-network",
-            "peer-connection-lost",
-            "unknown-hang",
-        ),
-        "no training progress: every rank waits on the stalled collective until the job is restarted",
-    ),
-    **dict.fromkeys(("nccl-init-failed", "init-incomplete"), "the training job does not start (NCCL init fails)"),
-    **dict.fromkeys(
-        (
-            "ib-not-used",
-            "gdr-not-used",
-            "p2p-disabled",
-            "node-below-baseline",
-            "rail-below-baseline",
-            "fabric-or-config-regression",
-            "gpus-busy-not-fabric",
-        ),
-        "slower training: collectives below the bandwidth they should get",
-    ),
-    **dict.fromkeys(("busbw-measured", "slow-needs-measurement"), "slower training reported, not yet measured"),
-}
+# What users see when no row of status_words.csv says, by the verdict's severity.
 BY_SEVERITY = {
     "critical": "errors or no answer on part of the traffic",
     "warning": "degraded service: slower or failed requests on part of the traffic",
     "info": "nothing yet",
     "ok": "nothing: no fault found",
 }
+
+
+@functools.cache
+def status_words() -> dict[str, dict[str, str]]:
+    """nightowl/knowledge/status_words.csv by verdict id: what happened and what users see, in the words of
+    the incident channel (README.md there)."""
+    rows = knowledge.read_csv("status_words.csv", required=("runbook", "verdict", "source"))
+    if rows and not {"what", "users_see"} <= rows[0].keys():
+        raise knowledge.KnowledgeError("status_words.csv: the header lacks what or users_see")
+    return {row["verdict"]: row for row in rows}
 
 
 def _business(action: str) -> str:
@@ -185,10 +125,10 @@ def context(summary: dict[str, Any], now: float | None = None) -> dict[str, Any]
         action, users_see = "find out why nightowl got no evidence (see the bundle)", "not known yet"
         business = "none yet."
     else:
-        what = WHAT.get(worst["id"], worst["id"].replace("-", " "))
+        what = status_words().get(worst["id"], {}).get("what") or worst["id"].replace("-", " ")
         impact = f"{what}{_where(worst, job, affected, names, short)} ({checked}{_not_implicated(job, short)})"
         action = f"{worst['action']}: {_plain(_first_sentence(worst['summary']), short)}"
-        users_see = USERS_SEE.get(worst["id"], BY_SEVERITY[worst["severity"]])
+        users_see = status_words().get(worst["id"], {}).get("users_see") or BY_SEVERITY[worst["severity"]]
         business = _business(worst["action"])
     next_step = (worst or {}).get("next") or {}
     return {
