@@ -51,7 +51,6 @@ NOT_IN_CORPUS = {
         "gpu-occupied-at-start",
         "gpu-oom-unplaced",
         "host-oom-during-load",
-        "not-enough-evidence",
         "runtime-activation-oom",
     },
     "p99-regression": {
