@@ -133,9 +133,7 @@ class HostRun:
     duration: float = 0.0
     # scope: job only: the members, each one's role and the facts that differ between them (engine/job.py)
     job: dict[str, Any] | None = None
-    # the evidence came from a recording (the replay transport), not from the live host: its capture time
-    # is the replay's, so the gap from a logged fault to it is no detection delay (bundle manifest)
-    replayed: bool = False
+    replayed: bool = False  # evidence from a recording: its capture time is the replay's (manifest replayed_hosts)
 
 
 class CannotJudge(Exception):
