@@ -93,15 +93,14 @@ class RegistrationError(ValueError):
 
 @functools.cache
 def _entries() -> dict[str, tuple[Path, dict[str, Any]]]:
-    import yaml  # lazy: `nightowl --help` must not import it
+    from nightowl.knowledge import KnowledgeError, load_yaml
 
-    loader: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml when present
     entries: dict[str, tuple[Path, dict[str, Any]]] = {}
     for file in sorted(Path(__file__).resolve().parent.glob(f"*/{FACTS_FILE}")):
         try:
-            data = yaml.load(file.read_text(encoding="utf-8"), Loader=loader) or {}
-        except yaml.YAMLError as error:
-            raise RegistrationError(f"{file}: {error}") from None
+            data = load_yaml(file) or {}
+        except KnowledgeError as error:
+            raise RegistrationError(str(error)) from None
         for kind, entry in data.items():
             if kind in entries:
                 raise RegistrationError(f"{file}: kind {kind!r} is also declared in {entries[kind][0]}")

@@ -29,10 +29,9 @@ COMMANDS_FILE = Path(__file__).resolve().with_name("readonly_commands.yaml")
 @functools.cache
 def allowed_shapes() -> tuple[tuple[str, ...], ...]:
     """Every shape of readonly_commands.yaml, in file order (read once; ``ALLOWED`` is the same tuple)."""
-    import yaml  # lazy: `nightowl --help` must not import it
+    from nightowl.knowledge import load_yaml
 
-    loader: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml when present
-    data = yaml.load(COMMANDS_FILE.read_text(encoding="utf-8"), Loader=loader) or {}
+    data = load_yaml(COMMANDS_FILE) or {}
     shapes = []
     for kind, commands in data.items():
         for argv in commands or ():

@@ -47,12 +47,16 @@ def read_csv(name: str, required: Iterable[str] = ("source",)) -> list[dict[str,
 
 
 def read_yaml(name: str) -> Any:
-    """The file's data, read with libyaml (a tenth of the pure-Python loader's CPU: `nightowl check` reads
-    three of these files); a file libyaml refuses is read again with the pure-Python loader, so the error
-    names file and line exactly as before."""
+    """The data of the knowledge file ``name`` (see :func:`load_yaml`)."""
+    return load_yaml(path(name))
+
+
+def load_yaml(file: Path) -> Any:
+    """A shipped data file's data, read with libyaml (a tenth of the pure-Python loader's CPU: `nightowl
+    check` reads several of these files); a file libyaml refuses is read again with the pure-Python loader,
+    so the KnowledgeError names file and line exactly as before."""
     import yaml  # lazy: `nightowl --help` must not import it
 
-    file = path(name)
     text = file.read_text(encoding="utf-8")
     fast = getattr(yaml, "CSafeLoader", None)
     if fast is not None:
