@@ -132,7 +132,7 @@ def _bundle_path(bundle: Path, host: str | None, loaded: Any) -> list[str]:
     help="rehearsal file, or folder of RUNBOOK.yaml files, to use instead of the ones found by name",
 )
 def test_cmd(runbooks_: tuple[str, ...], ablate: bool, rehearsals: Path | None) -> None:
-    """Rehearse runbooks on recorded hosts; exit 1 on a miss.
+    """Rehearse runbooks on recorded hosts; exit 1 on a miss, 2 on a rehearsal file that cannot be read.
 
     A runbook's rehearsals are read from --rehearsals (a file, or a folder of RUNBOOK.yaml), else from
     rehearsals/RUNBOOK.yaml beside a site runbook, else from the built-in fixtures/rehearsals/RUNBOOK.yaml.

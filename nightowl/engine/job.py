@@ -31,7 +31,7 @@ from nightowl.engine.runner import (
     worst_status,
 )
 from nightowl.engine.validate import LoadedRunbook
-from nightowl.transports.base import Transport, TransportError
+from nightowl.transports.base import Transport, TransportError, is_recorded
 
 # Outputs that are one document per member (a scrape, a JSON answer, an XML report): joined, they would
 # read as one host with summed counters (3 x 42 preemptions = 126) or a digest no member returned. Their
@@ -97,9 +97,7 @@ class JobRunner(HostRunner):
     ) -> None:
         super().__init__(loaded, transports[0], lookup, recorder, options)
         self.members = transports
-        self.member_runs = {
-            t.host: HostRun(host=t.host, replayed=bool(getattr(t, "recorded", False))) for t in transports
-        }
+        self.member_runs = {t.host: HostRun(host=t.host, replayed=is_recorded(t)) for t in transports}
         self.reachable: list[Transport] = []
         self.run = HostRun(host="job")
 
@@ -143,7 +141,7 @@ class JobRunner(HostRunner):
         collector = self.lookup(kind)
 
         def on_member(transport: Transport) -> CollectorRun:
-            single = bool(getattr(transport, "recorded", False))
+            single = is_recorded(transport)
             run = collect_on(
                 transport, collector, self.recorder, self.options, single, keep_text=True, deadline=self.deadline
             )

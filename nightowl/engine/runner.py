@@ -26,7 +26,7 @@ from nightowl.engine.expressions import (
 from nightowl.engine.model import Node, split_entry
 from nightowl.engine.parse_budget import ParseBudgetExceeded, bounded_input, within
 from nightowl.engine.validate import LoadedRunbook
-from nightowl.transports.base import CommandResult, Transport, TransportError
+from nightowl.transports.base import CommandResult, Transport, TransportError, is_recorded
 
 TRACE_LIST_CAP = 25  # values recorded in the trace are trimmed; the raw output is in the bundle
 
@@ -269,7 +269,7 @@ class HostRunner:
         self.recorder = recorder
         self.options = options
         # "replay" hosts hold one recording per kind: no fallback commands to try.
-        self.single_attempt = bool(getattr(transport, "recorded", False))
+        self.single_attempt = is_recorded(transport)
         self.run = HostRun(host=transport.host, replayed=self.single_attempt)
         self.deadline = time.monotonic() + options.host_timeout if options.host_timeout else None
         self.background = Background(lambda entry: is_derived(lookup, entry), options.stop)

@@ -76,6 +76,12 @@ class Transport(Protocol):
         """Release the connection."""
 
 
+def is_recorded(transport: object) -> bool:
+    """Whether ``transport`` hands out a recording (replay, a host recorded unreachable): one take per kind,
+    no fallback commands, and a capture time that is the replay's, not the incident's."""
+    return bool(getattr(transport, "recorded", False))
+
+
 class Unreachable:
     """A host known to be unreachable before any connection: a spec no transport could be built for, or a
     host a bundle recorded as unreachable (``recorded``: replayed, so no fallback commands are tried).
