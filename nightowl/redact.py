@@ -15,7 +15,6 @@ import ipaddress
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any
 
 from nightowl.knowledge import compile_pattern, read_csv
 
@@ -325,19 +324,22 @@ def _trigger_lines(folded: str) -> list[int]:
     """The start of every line holding a trigger word, in order (a line is listed once however many
     triggers it holds).
 
-    A substring search per trigger was ~50 passes over the text. Instead the text's characters that
-    every trigger but a few holds (``_ANCHORS``) are all turned into one byte, so that a single regular
-    expression with that byte as its literal first character (a fast scan in C) finds every place one
-    of those triggers may start; the lines it finds are then checked word by word. The few triggers
-    without an anchor character get a substring search each."""
+    A substring search per trigger was ~50 passes over the text. Instead the characters that all the
+    triggers but two hold one of (``_ANCHORS``) are turned into one byte, so that one regular expression
+    whose first character is that byte (a fast scan in C, most anchors failing at the next byte) finds
+    where such a trigger may be; each find is then checked against the triggers it may be. The two
+    others get a substring search each."""
     # latin-1 with "?" for wider characters keeps one byte per character, and no trigger holds either.
     collapsed = folded.encode("latin-1", "replace").translate(_COLLAPSE)
     starts: set[int] = set()
-    candidates = {folded.rfind("\n", 0, match.start()) + 1 for match in _ANCHORED.finditer(collapsed)}
-    for start in candidates:
-        line = folded[start : _line_end(folded, start)]
-        if any(trigger in line for trigger in _LINE_TRIGGERS):
-            starts.add(start)
+    search = _ANCHORED.search
+    position = 0
+    while (found := search(collapsed, position)) is not None:
+        anchor = found.start()
+        position = anchor + 1  # not found.end(): an anchor inside a find that is no trigger is one to try
+        if any(folded.startswith(trigger, anchor - offset) for trigger, offset in _MAY_BE[found.lastindex or 0]):
+            starts.add(folded.rfind("\n", 0, anchor) + 1)
+            position = _line_end(folded, anchor) + 1  # this line is listed: on to the next
     for trigger in _UNANCHORED:
         position = folded.find(trigger)
         while position >= 0:
@@ -347,9 +349,9 @@ def _trigger_lines(folded: str) -> list[int]:
     return sorted(starts)
 
 
-# Characters of the trigger words that are rare in command output (a boot log has "k" in "kernel" on
-# every line, and still fewer of these than of any other choice that leaves few triggers without one).
-_ANCHORS = "kzjwyhbgx/_"
+# Characters of the trigger words that are rare in command output: a boot log has "k" in "kernel" on
+# every line, and still fewer of these than of any other choice that leaves few triggers without one.
+_ANCHORS = "kzjwyhbgx/_a"
 _ANCHOR = 1
 
 
@@ -362,40 +364,60 @@ def _collapse_table() -> bytes:
 
 
 _COLLAPSE = _collapse_table()
+_Trie = dict[int, "_Trie"]
 
 
-def _anchored_search(triggers: Iterable[str]) -> tuple[re.Pattern[bytes], tuple[str, ...]]:
-    """One pattern for the triggers holding an anchor, collapsed as the text is: it starts at a trigger's
-    first anchor, reads the rest forward (a trie of literals, so most anchors fail at one byte), and
-    checks what comes before the anchor by a look-behind. Also the triggers without an anchor."""
-    trie: dict[int | None, Any] = {}
+def _anchored_search(
+    triggers: Iterable[str],
+) -> tuple[re.Pattern[bytes], list[tuple[tuple[str, int], ...]], tuple[str, ...]]:
+    """One pattern for the triggers holding an anchor, collapsed as the text is: the trigger's first
+    anchor, then the rest of it as a trie of literals (most anchors fail at the next byte), and where a
+    trigger ends, a look-behind for what comes before its anchor and an empty group. Also, by group
+    number, the triggers (with their anchor's offset) a find ending in that group may be: those ending
+    there and on the way there. And the triggers without an anchor."""
+    ends: dict[bytes, list[tuple[str, int, bytes]]] = {}
     unanchored: list[str] = []
     for trigger in triggers:
         collapsed = trigger.encode("latin-1").translate(_COLLAPSE)
-        if _ANCHOR not in collapsed:
-            unanchored.append(trigger)
+        anchor = collapsed.find(_ANCHOR)
+        if anchor < 0 or anchor == len(collapsed) - 1 > 0:  # none, or nothing after it to read ("npm_"):
+            unanchored.append(trigger)  # a look-behind at every anchor would cost more than a search
             continue
-        anchor = collapsed.index(_ANCHOR)
+        ends.setdefault(collapsed[anchor + 1 :], []).append((trigger, anchor, collapsed))
+    trie: _Trie = {}
+    for path in ends:
         node = trie
-        for byte in collapsed[anchor + 1 :]:
+        for byte in path:
             node = node.setdefault(byte, {})
-        node.setdefault(None, set()).add(collapsed if anchor else b"")
-    return re.compile(re.escape(bytes([_ANCHOR])) + _trie_pattern(trie)), tuple(unanchored)
+    groups: list[tuple[tuple[str, int], ...]] = [()]
+    body = _trie_pattern(trie, b"", ends, groups)
+    return re.compile(re.escape(bytes([_ANCHOR])) + body), groups, tuple(unanchored)
 
 
-def _trie_pattern(node: dict[int | None, Any]) -> bytes:
+def _trie_pattern(
+    node: _Trie,
+    path: bytes,
+    ends: dict[bytes, list[tuple[str, int, bytes]]],
+    groups: list[tuple[tuple[str, int], ...]],
+) -> bytes:
     alternatives = [
-        re.escape(bytes([byte])) + _trie_pattern(child)
-        for byte, child in sorted((key, value) for key, value in node.items() if key is not None)
+        re.escape(bytes([byte])) + _trie_pattern(child, path + bytes([byte]), ends, groups)
+        for byte, child in sorted(node.items())
     ]
-    behinds: set[bytes] = node.get(None, set())
-    if b"" in behinds:  # a trigger ends here with nothing before its anchor: no more to check
-        return b""
-    alternatives += [b"(?<=" + re.escape(behind) + b")" for behind in sorted(behinds)]
+    if path in ends:  # tried after the longer triggers: the find is the longest that holds
+        behinds = sorted({collapsed for _, anchor, collapsed in ends[path] if anchor})
+        anywhere = any(not anchor for _, anchor, _ in ends[path])
+        check = b"" if anywhere else b"|".join(b"(?<=" + re.escape(behind) + b")" for behind in behinds)
+        alternatives.append((b"(?:" + check + b")" if len(behinds) > 1 and not anywhere else check) + b"()")
+        groups.append(
+            tuple(
+                (trigger, anchor) for end, mays in ends.items() if path.startswith(end) for trigger, anchor, _ in mays
+            )
+        )
     return alternatives[0] if len(alternatives) == 1 else b"(?:" + b"|".join(alternatives) + b")"
 
 
-_ANCHORED, _UNANCHORED = _anchored_search(_LINE_TRIGGERS)
+_ANCHORED, _MAY_BE, _UNANCHORED = _anchored_search(_LINE_TRIGGERS)
 
 
 def _value_line_end(text: str, position: int) -> int:
