@@ -223,11 +223,31 @@ def _has_trigger(lowered: str) -> bool:
     return _TRIGGER.search(lowered) is not None
 
 
+# A bundle's JSON documents are scrubbed string by string (17k strings in a 32-host sweep), and most of
+# those strings recur across hosts and documents (PCI addresses, GPU names, units, verdict texts): a short
+# string's answer is kept, so each costs one dict look-up after its first time. Bounded: cleared when full.
+_SHORT = 512
+_SHORT_ANSWERS: dict[str, str] = {}
+_SHORT_ANSWERS_MAX = 16384
+
+
 def scrub_secrets(text: str) -> str:
     """Mask secrets in command lines, environment dumps and logs. Idempotent; never raises.
 
     Only the lines that can hold a secret meet the patterns (``secret_spans``): one pass for the
     trigger words finds them, so a 750 KB boot log costs about that one pass, not twenty."""
+    if len(text) > _SHORT:
+        return _scrub(text)
+    answer = _SHORT_ANSWERS.get(text)
+    if answer is None:
+        answer = _scrub(text)
+        if len(_SHORT_ANSWERS) >= _SHORT_ANSWERS_MAX:
+            _SHORT_ANSWERS.clear()
+        _SHORT_ANSWERS[text] = answer
+    return answer
+
+
+def _scrub(text: str) -> str:
     if not text:
         return text
     lowered = text.lower()

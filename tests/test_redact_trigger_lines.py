@@ -153,7 +153,9 @@ def test_trigger_lines_are_those_of_one_search_per_trigger(text: str) -> None:
 @example("password\n=\n\n'hunter2'")
 @example("kernel: boot line\n" * 300 + "HF_TOKEN=" + "hf_" + "A" * 22)
 def test_scrub_secrets_gives_what_it_gave(text: str) -> None:
-    assert redact.scrub_secrets(text) == reference_scrub(text)
+    expected = reference_scrub(text)
+    assert redact.scrub_secrets(text) == expected
+    assert redact.scrub_secrets(text) == expected  # a short string's kept answer is the same answer
     assert redact.secret_spans(text) == reference_spans(text)
 
 
@@ -164,3 +166,12 @@ def test_the_real_size_boot_log_is_scrubbed_as_before() -> None:
     leaky = log + "kernel: cmdline HF_TOKEN=hf_" + "Q" * 30 + " api-key=abc\n" + log[:5000]
     for text in (log, leaky):
         assert redact.scrub_secrets(text) == reference_scrub(text)
+
+
+def test_kept_answers_stay_bounded() -> None:
+    for number in range(redact._SHORT_ANSWERS_MAX + 10):
+        assert redact.scrub_secrets(f"token={number}x") == f"token={redact.MASK}"
+    assert len(redact._SHORT_ANSWERS) <= redact._SHORT_ANSWERS_MAX
+    long_text = "api_key=abc " * (redact._SHORT // 8)
+    assert redact.scrub_secrets(long_text) == reference_scrub(long_text)
+    assert long_text not in redact._SHORT_ANSWERS
