@@ -21,13 +21,31 @@ T = TypeVar("T")
 
 def to_jsonable(value: Any) -> Any:
     """Turn a parse result (dataclasses, tuples, dicts) into plain JSON types."""
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return {f.name: to_jsonable(getattr(value, f.name)) for f in dataclasses.fields(value)}
+    kind = type(value)
+    if kind in _SCALARS:  # most values of a result: nothing to turn, so no test below is paid for them
+        return value
+    names = _DATACLASS_FIELDS.get(kind)
+    if names is None:
+        names = _DATACLASS_FIELDS.setdefault(kind, _field_names(kind))
+    if names:
+        return {name: to_jsonable(getattr(value, name)) for name in names}
     if isinstance(value, dict):
         return {str(k): to_jsonable(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
         return [to_jsonable(v) for v in value]
     return value
+
+
+_SCALARS = frozenset({str, int, float, bool, type(None)})
+# Per class, the names ``dataclasses.fields`` gives (asked once per class, not once per object: a
+# real-size nvlink result is 144 link objects); () for a class that is no dataclass.
+_DATACLASS_FIELDS: dict[type, tuple[str, ...]] = {}
+
+
+def _field_names(kind: type) -> tuple[str, ...]:
+    if not dataclasses.is_dataclass(kind):
+        return ()
+    return tuple(field.name for field in dataclasses.fields(kind))
 
 
 def number(text: str) -> int | float | None:

@@ -30,6 +30,20 @@ _HINTS = ("\x1b", "^[", "#033")
 
 def strip_escapes(text: str) -> str:
     """``text`` without terminal escape sequences (raw, caret-notation or rsyslog-escaped)."""
-    if not isinstance(text, str) or not any(hint in text for hint in _HINTS):
+    if not isinstance(text, str) or not any(_holds(text, hint) for hint in _HINTS):
         return text
     return _SEQUENCE.sub("", text).replace("\x1b", "")
+
+
+def _holds(text: str, hint: str) -> bool:
+    """``hint in text``, found from the hint's first character: a search for one character runs at
+    memory speed (memchr), where one for "^[" or "#033" walks the text (~1 ms per MB each). A text
+    where that character is common ("#" of a shell transcript) gets the plain search past 512 of them."""
+    at = text.find(hint[0])
+    for _ in range(512):
+        if at < 0:
+            return False
+        if text.startswith(hint, at):
+            return True
+        at = text.find(hint[0], at + 1)
+    return at >= 0 and text.find(hint, at) >= 0

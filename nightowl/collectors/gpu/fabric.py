@@ -109,7 +109,9 @@ def _parse_text(text: str, warnings: list[str]) -> list[GpuFabric]:
             gpus.append(gpu)
             section = []
             continue
-        pair, bare = _PAIR.match(raw), _SECTION.match(raw)
+        # A section line has no ":" (nor a key character or blank that could be one), and the test spares
+        # _SECTION's lazy key trying the end of the line at every blank of a padded "Key     : value".
+        pair, bare = _PAIR.match(raw), (_SECTION.match(raw) if ":" not in raw else None)
         if gpu is None:
             if bare is None or bare.group("key").strip().lower() != "fabric":
                 continue

@@ -22,7 +22,7 @@ from __future__ import annotations
 from nightowl.collectors.base import Collector, registered
 from nightowl.collectors.gpu.kernel_log.log_facts import facts
 from nightowl.collectors.gpu.kernel_log.parser import parse
-from nightowl.collectors.gpu.kernel_log.patterns import _AER_DETAIL, _ANCHOR
+from nightowl.collectors.gpu.kernel_log.patterns import _ANCHOR, aer_detail_in
 from nightowl.collectors.gpu.kernel_log.results import KIND
 
 _JOURNAL_BANNERS = ("-- No entries --", "-- Logs begin at", "-- Journal begins at", "-- Boot ")
@@ -71,7 +71,7 @@ def may_hold_message(text: str) -> bool:
 def may_continue_report(line: str) -> bool:
     """Whether ``line`` may carry on a pending AER report (a detail line): only then does a line without
     a message leave the message before it pending; any other such line ends it."""
-    return _AER_DETAIL.search(line) is not None
+    return aer_detail_in(line)
 
 
 def message_start(text: str) -> int:

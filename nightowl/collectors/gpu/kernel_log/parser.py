@@ -15,7 +15,6 @@ from nightowl.collectors.gpu.driver_locks import DriverLockScan
 from nightowl.collectors.gpu.kernel_log.classification import _Classified, classify
 from nightowl.collectors.gpu.kernel_log.patterns import (
     _ADDRESS_FIRST,
-    _AER_DETAIL,
     _AER_RECEIVED,
     _ANCHOR,
     _BLOCK_CONTINUATION,
@@ -25,6 +24,7 @@ from nightowl.collectors.gpu.kernel_log.patterns import (
     _OOM_CGROUP,
     _PCIE_BUS_ERROR,
     _STAMP,
+    aer_detail_in,
 )
 from nightowl.collectors.gpu.kernel_log.results import KernelLogResult
 from nightowl.collectors.gpu.kernel_log.timestamps import parse_time, seconds_of
@@ -73,7 +73,7 @@ def _message(text: str) -> _Message:
         opens_block=opens_block,
         waits=is_aer or (nvrm and opens_block),
         is_aer=is_aer,
-        aer_detail=_AER_DETAIL.search(text) is not None and _AER_RECEIVED.search(text) is None,
+        aer_detail=aer_detail_in(text) and _AER_RECEIVED.search(text) is None,
         found=classify(text),
     )
 
@@ -101,7 +101,7 @@ def _split(line: str) -> tuple[str, str, str] | None:
 
 def _aer_detail(line: str) -> str | None:
     """The detail a line without a message adds to a pending AER report, None if it is not one."""
-    if _AER_DETAIL.search(line) is None:
+    if not aer_detail_in(line):
         return None
     device = _DEVICE_TAIL.search(line)
     return (line[device.start() :] if device else line).strip()
@@ -227,7 +227,7 @@ class _Parser:
             if split is not None:
                 prefix, text, tail = split
                 shape = _Shape(self._message(text), prefix, tail, blank_prefix=not prefix or prefix.isspace())
-            elif _AER_DETAIL.search(rest) is None:
+            elif not aer_detail_in(rest):
                 shape = _Shape(None)
             else:
                 device = _DEVICE_TAIL.search(rest)
