@@ -45,17 +45,9 @@ def parse(text: str) -> dict[str, Any]:
 
     warnings: list[str] = []
     boots: dict[int, dict[str, Any]] = {}
-    sections: dict[int, list[str]] = {}
-    current: int | None = None
-    for line in text.splitlines():
-        marker = _MARKER_LINE.match(line.strip()) if MARKER in line else None
-        if marker:
-            current = -int(marker.group(1))
-            sections[current] = []
-            continue
-        if current is not None:
-            sections[current].append(line)
-            continue
+    lines = text.splitlines()
+    listing, sections = _sections(lines)
+    for line in lines[:listing]:
         row = _BOOT_ROW.match(line)
         if row:
             times = _ENTRY_TIME.findall(row.group(3))
@@ -69,7 +61,8 @@ def parse(text: str) -> dict[str, Any]:
             warnings.append(f"not a --list-boots line: {line.strip()[:120]}")
     previous = []
     for offset in sorted(sections, reverse=True):
-        log = to_jsonable(parse_lines(candidate_lines(sections[offset])))
+        start, end = sections[offset]
+        log = to_jsonable(parse_lines(candidate_lines(lines[start:end])))
         known = boots.get(offset, {})
         previous.append(
             {
@@ -89,6 +82,22 @@ def parse(text: str) -> dict[str, Any]:
         "current_boot_id": current_boot,
         "previous": previous,
     }
+
+
+def _sections(lines: list[str]) -> tuple[int, dict[int, tuple[int, int]]]:
+    """Where the boot list ends (the first marker line), and each earlier boot's lines as (first, end)
+    indexes into ``lines``, by boot offset (-1, -2 ...): a section runs from its marker line to the next.
+    Keyed in the order the markers first appear; a boot marked twice keeps the lines after its last
+    marker. Marker lines are found by one substring test a line, and sections cut by slicing."""
+    markers = [
+        (index, -int(found.group(1)))
+        for index in [index for index, line in enumerate(lines) if MARKER in line]
+        if (found := _MARKER_LINE.match(lines[index].strip()))
+    ]
+    sections: dict[int, tuple[int, int]] = {}
+    for number, (index, offset) in enumerate(markers):
+        sections[offset] = (index + 1, markers[number + 1][0] if number + 1 < len(markers) else len(lines))
+    return (markers[0][0] if markers else len(lines)), sections
 
 
 def candidate_lines(lines: list[str]) -> list[str]:
