@@ -10,7 +10,6 @@ from concurrent.futures import Executor
 from pathlib import Path
 
 import pytest
-import yaml
 
 from nightowl.library import runbooks
 from nightowl.library.rehearse import ablate, ablate_cases, ablation_pool, rehearsal_cases
@@ -60,22 +59,3 @@ def test_ablation_catches_a_runbook_that_calls_absence_healthy(tmp_path: Path, m
     case = next(c for c in rehearsal_cases("node-health") if c.get("host") == "healthy-l40s")
     _, findings = ablate("node-health", case)
     assert {(f.output, f.mode) for f in findings} == {("kernel-log.out", "removed"), ("kernel-log.out", "emptied")}
-
-
-def test_cases_ablated_in_worker_processes_report_what_one_process_reports(tmp_path: Path, monkeypatch) -> None:  # noqa: ANN001
-    """The workers resolve the runbook as the caller does (a site folder here, the kernel-log guard dropped) and
-    their findings come back in case order."""
-    folder = tmp_path / "site"
-    folder.mkdir()
-    (folder / "node-health.yaml").write_text(node_health_without_kernel_log_guard())
-    monkeypatch.setenv("NIGHTOWL_RUNBOOK_PATH", str(folder))
-    case = next(c for c in rehearsal_cases("node-health") if c.get("host") == "healthy-l40s")
-    cases = tmp_path / "rehearsals.yaml"
-    cases.write_text(yaml.safe_dump([{**case, "name": "first"}, {**case, "name": "second"}]))
-    serial = ablate_cases(["node-health"], cases)
-    with ablation_pool(2) as workers:  # started here: the site folder is set in this test's environment
-        runs, findings = ablate_cases(["node-health"], cases, pool=workers)
-    assert (runs, findings) == serial
-    assert [(f.case, f.output, f.mode) for f in findings] == [
-        (name, "kernel-log.out", mode) for name in ("first", "second") for mode in ("removed", "emptied")
-    ]
