@@ -7,13 +7,15 @@ from pathlib import Path
 import pytest
 import yaml
 
-from nightowl.library.rehearse import _already_empty, ablate_cases, ablation_pool, rehearsal_cases
+from nightowl.library.rehearse import _already_empty, _recorded_outputs, ablate_cases, ablation_pool, rehearsal_cases
+from nightowl.paths import data_dir
 from tests.runbooks.test_ablation import node_health_without_kernel_log_guard
 
 
-def test_cases_ablated_in_worker_processes_report_what_one_process_reports(tmp_path: Path, monkeypatch) -> None:  # noqa: ANN001
-    """The workers resolve the runbook as the caller does (a site folder here, the kernel-log guard dropped) and
-    their findings come back in case order."""
+def test_cases_ablated_in_worker_processes_report_every_run_and_finding_in_order(tmp_path: Path, monkeypatch) -> None:  # noqa: ANN001
+    """The workers resolve the runbook as the caller does (a site folder here, the kernel-log guard dropped);
+    every run is counted and the findings come back in case order, as one process gives them
+    (test_ablation_catches_a_runbook_that_calls_absence_healthy: the same two findings for one case)."""
     folder = tmp_path / "site"
     folder.mkdir()
     (folder / "node-health.yaml").write_text(node_health_without_kernel_log_guard())
@@ -21,10 +23,10 @@ def test_cases_ablated_in_worker_processes_report_what_one_process_reports(tmp_p
     case = next(c for c in rehearsal_cases("node-health") if c.get("host") == "healthy-l40s")
     cases = tmp_path / "rehearsals.yaml"
     cases.write_text(yaml.safe_dump([{**case, "name": "first"}, {**case, "name": "second"}]))
-    serial = ablate_cases(["node-health"], cases)
     with ablation_pool(2) as workers:  # started here: the site folder is set in this test's environment
         runs, findings = ablate_cases(["node-health"], cases, pool=workers)
-    assert (runs, findings) == serial
+    outputs = _recorded_outputs(data_dir("fixtures") / "hosts" / "healthy-l40s")
+    assert runs == 2 * sum(1 if _already_empty(output) else 2 for output in outputs)  # both cases, every run
     assert [(f.case, f.output, f.mode) for f in findings] == [
         (name, "kernel-log.out", mode) for name in ("first", "second") for mode in ("removed", "emptied")
     ]
