@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import shutil
 import tempfile
+from concurrent.futures import Executor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -61,7 +62,11 @@ def rehearsal_cases(runbook_id: str, given: Path | None = None) -> list[dict[str
     if path is None:
         return []
     try:
-        cases = yaml.safe_load(path.read_text(encoding="utf-8")) or []
+        text = path.read_text(encoding="utf-8")
+        cases = _with_libyaml(text)
+        if cases is _REFUSED:  # the pure-Python loader words the error (its problem and line)
+            cases = yaml.safe_load(text)
+        cases = cases or []
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark
         where = f"{path}:{mark.line + 1}" if mark is not None else str(path)
@@ -71,6 +76,21 @@ def rehearsal_cases(runbook_id: str, given: Path | None = None) -> list[dict[str
     if not isinstance(cases, list) or not all(isinstance(case, dict) for case in cases):
         raise RehearsalFileError(f"{path}: a rehearsal file is a list of cases (mappings with name, host, expect)")
     return cases
+
+
+_REFUSED = object()
+
+
+def _with_libyaml(text: str) -> Any:
+    """``text`` read by libyaml when PyYAML has it (a tenth of the pure-Python loader's CPU: the test suite
+    reads every rehearsal file dozens of times), else ``_REFUSED``, as for a text libyaml refuses."""
+    fast = getattr(yaml, "CSafeLoader", None)
+    if fast is None:
+        return _REFUSED
+    try:
+        return yaml.load(text, Loader=fast)  # noqa: S506 - CSafeLoader is the safe loader in C
+    except yaml.YAMLError:
+        return _REFUSED
 
 
 def case_hosts(case: dict[str, Any]) -> list[str]:
@@ -167,6 +187,16 @@ def _ablated_copy(host_dir: Path, output: Path, mode: str, into: Path) -> Path:
     return copy
 
 
+def _already_empty(output: Path) -> bool:
+    """An output recorded empty, exit 0, no stderr, not timed out: emptied, it is the full recording again
+    (the replay above), so that run would only repeat it."""
+    stem = output.parent / output.name[: -len(layout.OUT)]
+    rc, err = Path(f"{stem}{layout.RC}"), Path(f"{stem}{layout.ERR}")
+    if output.stat().st_size or Path(f"{stem}{layout.TIMEOUT}").exists() or (err.exists() and err.stat().st_size):
+        return False
+    return not rc.exists() or rc.read_text().strip() == "0"
+
+
 def _judge(full: Any, ablated: Any, rested_on: bool) -> str | None:
     """Whether an ablated run came back healthier than the full recording (None: it did not)."""
     verdict, before = ablated.verdict, full.verdict
@@ -210,7 +240,7 @@ def ablate(runbook_id: str, case: dict[str, Any]) -> tuple[int, list[AblationFin
         collected = _rested_on(full)
         for output in _recorded_outputs(hosts_dir / host):
             kind = output.name.split(".")[0]
-            for mode in ("removed", "emptied"):
+            for mode in ("removed", "emptied") if not _already_empty(output) else ("removed",):
                 count += 1
                 with tempfile.TemporaryDirectory() as tmp:
                     copy = _ablated_copy(hosts_dir / host, output, mode, Path(tmp))
@@ -225,12 +255,34 @@ def ablate(runbook_id: str, case: dict[str, Any]) -> tuple[int, list[AblationFin
     return count, findings
 
 
-def ablate_cases(runbook_ids: list[str], given: Path | None = None) -> tuple[int, list[AblationFinding]]:
-    """Ablate every rehearsal of these runbooks: (ablated runs, findings)."""
-    total, findings = 0, []
-    for runbook_id in runbook_ids:
-        for case in rehearsal_cases(runbook_id, given):
-            count, found = ablate(runbook_id, case)
-            total += count
-            findings += found
-    return total, findings
+def ablate_cases(
+    runbook_ids: list[str], given: Path | None = None, pool: Executor | None = None
+) -> tuple[int, list[AblationFinding]]:
+    """Ablate every rehearsal of these runbooks: (ablated runs, findings), in case order. With ``pool``
+    (``ablation_pool``) the cases are spread over its processes: each replay is pure CPU and independent."""
+    jobs = [(runbook_id, case) for runbook_id in runbook_ids for case in rehearsal_cases(runbook_id, given)]
+    results = list(pool.map(_ablate_job, jobs)) if pool is not None else [_ablate_job(job) for job in jobs]
+    return sum(count for count, _ in results), [f for _, found in results for f in found]
+
+
+def ablation_pool(workers: int) -> Executor:
+    """``workers`` fresh processes that resolve runbook names through the same folders as this one."""
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    from nightowl.library import runbooks
+
+    # spawn, not fork: the caller (pytest, the CLI) may hold threads and locks a forked child would copy.
+    # A fresh process has the environment ($NIGHTOWL_RUNBOOK_PATH) but not --runbook-path: pass it on.
+    context = multiprocessing.get_context("spawn")
+    return ProcessPoolExecutor(workers, context, _same_runbook_dirs, (list(runbooks.EXTRA_DIRS),))
+
+
+def _ablate_job(job: tuple[str, dict[str, Any]]) -> tuple[int, list[AblationFinding]]:
+    return ablate(*job)
+
+
+def _same_runbook_dirs(extra: list[Path]) -> None:
+    from nightowl.library import runbooks
+
+    runbooks.EXTRA_DIRS[:] = extra

@@ -123,7 +123,25 @@ def test_kv_full_with_preemption(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
     assert verdict["id"] == "kv-full" and "r2 KV 98%, 13 preemptions, 14 waiting" in verdict["summary"]
 
 
+def short_p99_window(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, seconds: int) -> None:
+    """The built-in runbooks, with p99-regression's default window (60 s, which --follow keeps: the next
+    step passes only metrics_url) cut to ``seconds``. The stand-ins count scrapes, not seconds, so the
+    window's length changes no answer; its own tests (tests/serving/test_p99.py) are about the window."""
+    from nightowl.library import runbooks
+
+    folder = tmp_path / "builtin-runbooks"
+    folder.mkdir()
+    for name, path in runbooks.builtin_paths().items():
+        shutil.copy(path, folder / f"{name}.yaml")
+    p99 = folder / "p99-regression.yaml"
+    declared = "  window_seconds:\n    default: 60\n"
+    assert declared in p99.read_text()
+    p99.write_text(p99.read_text().replace(declared, f"  window_seconds:\n    default: {seconds}\n"))
+    monkeypatch.setattr(runbooks, "builtin_dir", lambda: folder)
+
+
 def test_latency_up_with_flat_traffic_follows_into_p99(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    short_p99_window(tmp_path, monkeypatch, 1)
     specs = healthy()
     specs["r3"].windows = [Window(), Window(), Window(itl=0.3)]
     _, document = triage(specs, tmp_path, monkeypatch, "--follow")
