@@ -114,7 +114,8 @@ def run_runbook(
             try:
                 run = runner.execute()
             except KeyboardInterrupt:
-                results[name] = without_outputs(_interrupted_run(runner.run))
+                # The very object: collectors still draining after the stop add to it before the save.
+                results[name] = _interrupted_run(runner.run)
                 raise
             run = results[name] = without_outputs(run)
         if on_host_done:
