@@ -82,8 +82,8 @@ def bare_pool(fleet: Fleet, names: list[str], forks: int) -> tuple[float, float]
             connect_and_run(name)
         except OSError:  # ECONNREFUSED from an unreachable address
             pass
-        except paramiko.SSHException as exc:  # a live host the bare pool lost (sshd busy): counted, not fatal
-            BARE_FAILURES.append(f"{name}: {exc}")
+        except (paramiko.SSHException, EOFError) as exc:  # a live host the bare pool lost (sshd busy, or it
+            BARE_FAILURES.append(f"{name}: {exc!r}")  # closed the connection mid-command): counted, not fatal
 
     def connect_and_run(name: str) -> None:
         ip, port = fleet.addresses[name]

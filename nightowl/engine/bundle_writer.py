@@ -143,7 +143,7 @@ class BundleWriter:
         rel: str | None = None
         if keep_output and self.write_error is None:
             try:
-                rel = self._write_output(host, kind, result, stored, (len(raw), digest))
+                rel = self._write_output(host, kind, result, raw, digest)
             except OSError as exc:
                 self._failed(exc)
             entry["file"] = rel
@@ -153,15 +153,14 @@ class BundleWriter:
             self.commands.append(entry)
         return rel
 
-    def _write_output(
-        self, host: str, kind: str, result: CommandResult, stored: str, known: tuple[int, str]
-    ) -> str | None:
+    def _write_output(self, host: str, kind: str, result: CommandResult, raw: bytes, digest: str) -> str | None:
+        """The output's files; ``raw`` is the scrubbed output as encoded (and hashed) once by the caller."""
         with self._lock:
             if self._finished:
                 return None
             stem = self._next_stem(host, kind)
         folder = self.host_dir(host)
-        self._store(folder / f"{stem}{layout.OUT}", stored, known)
+        self._store(folder / f"{stem}{layout.OUT}", raw, (len(raw), digest))
         if result.stderr:
             self._store(folder / f"{stem}{layout.ERR}", self._redact(result.stderr))
         if result.rc:  # exit 0 is the absence of the file, as in a recorded host (and in manifest.json)
@@ -176,7 +175,7 @@ class BundleWriter:
             self._store(folder / f"{stem}{layout.LATE}", f"{result.late}\n")
         return f"{layout.host_folder(host)}/{stem}{layout.OUT}"
 
-    def _store(self, path: Path, text: str, known: tuple[int, str] | None = None) -> None:
+    def _store(self, path: Path, text: str | bytes, known: tuple[int, str] | None = None) -> None:
         """Write a bundle file (owner-only) and remember its size and sha256 for the manifest (``known``:
         the caller hashed these very bytes already)."""
         data = write_private(path, text)

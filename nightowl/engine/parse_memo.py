@@ -31,6 +31,16 @@ def _key(kind: str, text: str) -> tuple[str, bytes]:
     return kind, hashlib.sha256(text.encode("utf-8", "surrogateescape")).digest()
 
 
+def _digest_key(kind: str, text: str) -> tuple[str, bytes]:
+    """The key, which is also the SHA-256 of the file holding ``text`` (as the bundle's manifest lists it)
+    when ``text`` is valid UTF-8 as it is. A text holding lone surrogates (undecodable bytes kept) reads back
+    from its file as another text, so its key is marked: no file digest ever finds it (``recall_file``)."""
+    try:
+        return kind, hashlib.sha256(text.encode("utf-8")).digest()
+    except UnicodeEncodeError:
+        return kind, b"surrogates:" + _key(kind, text)[1]
+
+
 @contextmanager
 def keeping(kinds: frozenset[str]) -> Iterator[None]:
     """Keep parse results of ``kinds`` while the block runs; they are dropped once the last such run ends."""
@@ -51,7 +61,7 @@ def remember(kind: str, text: str, result: Any) -> None:
     """Keep ``result`` as what ``kind``'s parser gives ``text`` (only during a run, only the history's kinds)."""
     if not _runs[0] or kind not in _kinds or len(_kept) >= MAX_KEPT:
         return
-    key = _key(kind, text)
+    key = _digest_key(kind, text)
     with _lock:
         if _runs[0]:
             _kept[key] = result
@@ -71,7 +81,18 @@ def recall(kind: str, text: str) -> Any | None:
     """The result kept for ``kind`` and exactly ``text``, else None."""
     if not _kept or kind not in _kinds:
         return None
-    return _kept.get(_key(kind, text))
+    return _kept.get(_digest_key(kind, text))
+
+
+def recall_file(kind: str, sha256_hex: str | None) -> Any | None:
+    """The result kept for ``kind`` and the text of a file whose SHA-256 is ``sha256_hex`` (the manifest's),
+    else None: the history need not read the file back, nor hash it again."""
+    if not _kept or kind not in _kinds or not sha256_hex:
+        return None
+    try:
+        return _kept.get((kind, bytes.fromhex(sha256_hex)))
+    except ValueError:
+        return None
 
 
 def hand_over() -> dict[tuple[str, bytes], Any]:

@@ -9,12 +9,13 @@ from pathlib import Path
 from typing import Any
 
 
-def write_private(path: Path, text: str) -> bytes:
+def write_private(path: Path, text: str | bytes) -> bytes:
     """Write ``text`` to a file only its owner can read (0600 from creation, not chmod afterwards).
 
     Returns the bytes stored (UTF-8, undecodable input kept as it came), so the caller can hash them
-    without reading the file back."""
-    data = text.encode("utf-8", errors="surrogateescape")
+    without reading the file back; bytes given (a caller that encoded them to hash them) are written as
+    they are, not encoded a second time."""
+    data = text if isinstance(text, bytes) else text.encode("utf-8", errors="surrogateescape")
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_NOFOLLOW", 0), 0o600)
     with os.fdopen(fd, "wb") as handle:
         os.fchmod(handle.fileno(), 0o600)

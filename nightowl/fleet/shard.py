@@ -15,8 +15,8 @@ or ``("crash", traceback text)`` (a bug).
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import errno
+import gc
 import os
 import shutil
 import signal
@@ -31,6 +31,7 @@ from typing import Any
 from nightowl.engine import layout, parse_memo
 from nightowl.engine.bundle_writer import BundleWriter
 from nightowl.engine.runner import HostRun
+from nightowl.engine.session import without_outputs
 from nightowl.engine.validate import LoadedRunbook
 
 
@@ -102,7 +103,7 @@ class ShardWriter(BundleWriter):
             # Taken out: what is left is the files of hosts still running (a few), not the whole sweep's.
             stored = {rel: self._stored.pop(rel) for rel in [r for r in self._stored if r.startswith(folder)]}
         renamed = {first: then for first, then in self.renamed.items() if first.startswith(folder)}
-        report = HostReport(_without_outputs(run), commands, renamed, self.write_error, stored, parse_memo.hand_over())
+        report = HostReport(without_outputs(run), commands, renamed, self.write_error, stored, parse_memo.hand_over())
         return report
 
     def add_file(self, name: str, text: str) -> None:
@@ -113,18 +114,6 @@ class ShardWriter(BundleWriter):
         with self._lock:
             self._finished = True
         return self.tmp_path
-
-
-def _without_outputs(run: HostRun) -> HostRun:
-    """The run as the parent needs it: facts, path, verdict and argv, not the outputs again (they are
-    in the bundle; sending 800 KB per host back would double what a host costs)."""
-    collections = {
-        entry: dataclasses.replace(
-            c, text="", attempts=[dataclasses.replace(a, stdout="", stderr="") for a in c.attempts]
-        )
-        for entry, c in run.collections.items()
-    }
-    return dataclasses.replace(run, collections=collections)
 
 
 # What a worker needs loaded before its first host: imported once, in the process the workers fork from.
@@ -168,6 +157,10 @@ def main(argv: list[str]) -> None:
 
         with contextlib.suppress(Exception):  # each worker checks again and reports what is wrong
             resolve_params(jobs[0].runbook, jobs[0].params)
+    # The loaded modules and runbook are shared with every worker: frozen out of the collector's sight, a
+    # collection in a worker does not write to (and so copy) each of their pages (copy-on-write).
+    gc.collect()
+    gc.freeze()
     pids = {}
     for job in jobs:
         pid = os.fork()

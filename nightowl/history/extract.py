@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -27,10 +27,16 @@ def _outputs(host_dir: Path, kind: str) -> list[Path]:
 KINDS_READ = frozenset({"kernel-log", "kernel-log-boots", "nvidia-smi", "fabric", "ib-ports"})
 
 
-def _parsed(kind: str, parse: Callable[[str], Any], path: Path) -> Any:
-    """``parse`` of the output at ``path``: the run's own result for exactly that text when it kept one."""
+def _parsed(kind: str, parse: Callable[[str], Any], path: Path, digests: Mapping[str, str] | None = None) -> Any:
+    """``parse`` of the output at ``path``: the run's own result for exactly that text when it kept one.
+
+    ``digests`` (file name -> sha256, from the bundle's manifest) finds that result without reading the file:
+    a sweep's history read every host's 2.5 MB back after the last host, adding straight to its wall time."""
     from nightowl.engine import parse_memo
 
+    kept = parse_memo.recall_file(kind, (digests or {}).get(path.name))
+    if kept is not None:
+        return kept
     text = path.read_text(errors="replace")
     kept = parse_memo.recall(kind, text)
     return kept if kept is not None else parse(text)
@@ -53,7 +59,12 @@ def _finding(
 
 
 def network_rows(
-    host_dir: Path, host: str, boot_id: str | None, when: str | None = None, window: float | None = None
+    host_dir: Path,
+    host: str,
+    boot_id: str | None,
+    when: str | None = None,
+    window: float | None = None,
+    digests: Mapping[str, str] | None = None,
 ) -> list[dict[str, Any]]:
     """NIC port and NVLink fabric findings of one recorded host folder; an unreadable output is no row."""
     from nightowl.collectors.gpu import fabric
@@ -63,7 +74,7 @@ def network_rows(
     reads: list[dict[str, Any]] = []
     for path in _outputs(host_dir, "ib-ports"):
         try:
-            reads.append(ib_ports.facts(_parsed("ib-ports", ib_ports.parse, path)))
+            reads.append(ib_ports.facts(_parsed("ib-ports", ib_ports.parse, path, digests)))
         except Exception:  # noqa: BLE001 - an unreadable port list is no row, never a failed import
             continue
     down: dict[str, dict[str, Any]] = {}
@@ -96,7 +107,7 @@ def network_rows(
                 rows.append(_finding(host, kind, name, text, boot_id, when, max(count, 1)))
     for path in _outputs(host_dir, "fabric"):
         try:
-            found = fabric.facts(_parsed("fabric", fabric.parse, path))
+            found = fabric.facts(_parsed("fabric", fabric.parse, path, digests))
         except Exception:  # noqa: BLE001 - an unreadable Fabric section is no row
             continue
         for entry in found.get("degraded") or []:
@@ -107,9 +118,16 @@ def network_rows(
     return list({r["key"]: r for r in rows}.values())
 
 
-def host_rows(host: str, host_dir: Path, when: str | None = None, window: float | None = None) -> dict[str, Any]:
+def host_rows(
+    host: str,
+    host_dir: Path,
+    when: str | None = None,
+    window: float | None = None,
+    digests: Mapping[str, str] | None = None,
+) -> dict[str, Any]:
     """Events, boots and GPUs of one recorded host folder (``when``: the run's time, given to fabric and NIC
-    findings; ``window``: the seconds between the two ib-ports reads)."""
+    findings; ``window``: the seconds between the two ib-ports reads; ``digests``: its files' sha256 by name,
+    from the manifest)."""
     from nightowl.collectors.base import to_jsonable
     from nightowl.collectors.gpu import kernel_log, kernel_log_boots
     from nightowl.collectors.gpu.nvidia_smi import nvidia_smi
@@ -118,20 +136,20 @@ def host_rows(host: str, host_dir: Path, when: str | None = None, window: float 
     boot_id = None
     earlier: list[tuple[dict[str, Any], str | None]] = []
     for path in _outputs(host_dir, "kernel-log-boots"):
-        parsed = _parsed("kernel-log-boots", kernel_log_boots.parse, path)
+        parsed = _parsed("kernel-log-boots", kernel_log_boots.parse, path, digests)
         boots = [b for b in parsed["boots"] if b.get("boot_id")]
         boot_id = parsed["current_boot_id"] or boot_id
         earlier += [(e, b["boot_id"]) for b in parsed["previous"] for e in b["events"]]
     events: list[dict[str, Any]] = []
     for path in _outputs(host_dir, "kernel-log"):
-        parsed = to_jsonable(_parsed("kernel-log", kernel_log.parse, path))
+        parsed = to_jsonable(_parsed("kernel-log", kernel_log.parse, path, digests))
         events += [event_row(host, e, boot_id) for e in parsed.get("events") or [] if e["kind"] not in SKIPPED_KINDS]
     faulty = sorted({e["pci"] for e in events if e["pci"] and e["kind"] in ("xid", "sxid", "fallen_off_bus")})
     events += [event_row(host, e, b) for e, b in earlier if e.get("kind") not in SKIPPED_KINDS]
     gpus: dict[str, dict[str, Any]] = {}
     for path in _outputs(host_dir, "nvidia-smi"):
         try:
-            parsed = to_jsonable(_parsed("nvidia-smi", nvidia_smi.parse, path))
+            parsed = to_jsonable(_parsed("nvidia-smi", nvidia_smi.parse, path, digests))
         except Exception:  # noqa: BLE001 - an unreadable nvidia-smi is no GPU row, never a failed import
             continue
         for gpu in parsed.get("gpus") or []:
@@ -147,7 +165,7 @@ def host_rows(host: str, host_dir: Path, when: str | None = None, window: float 
                         "retired_pages": gpu.get("retired_pages"),
                     },  # fmt: skip
                 }
-    events += network_rows(host_dir, host, boot_id, when, window)
+    events += network_rows(host_dir, host, boot_id, when, window, digests)
     uuids = {g["pci"]: g["uuid"] for g in gpus.values() if g.get("uuid")}
     for event in events:  # the kernel names the bus, nvidia-smi the GPU in it
         event["uuid"] = event["uuid"] or uuids.get(event["pci"] or "")
@@ -178,6 +196,22 @@ def _window_seconds(bundle: Path) -> float | None:
         return None
 
 
+def _file_digests(manifest: dict[str, Any]) -> dict[str, dict[str, str]]:
+    """The manifest's sha256 of each host file, by host folder and file name (nothing for a manifest
+    without ``files``: the outputs are then read back, as before)."""
+    prefix = layout.HOSTS + "/"
+    digests: dict[str, dict[str, str]] = {}
+    for entry in manifest.get("files") or []:
+        if not isinstance(entry, dict):
+            continue
+        path, digest = entry.get("path"), entry.get("sha256")
+        if isinstance(path, str) and isinstance(digest, str) and path.startswith(prefix):
+            folder, _, name = path[len(prefix) :].partition("/")
+            if name and "/" not in name:
+                digests.setdefault(folder, {})[name] = digest
+    return digests
+
+
 def bundle_record(bundle: Path) -> dict[str, Any]:
     """Every row one bundle gives. Raises OSError/ValueError when it is not a readable bundle."""
     manifest = json.loads((bundle / layout.MANIFEST).read_text())
@@ -193,12 +227,13 @@ def bundle_record(bundle: Path) -> dict[str, Any]:
         started = datetime.fromtimestamp(manifest["started"], timezone.utc)
         when = started.isoformat(timespec="seconds").replace("+00:00", "Z")
     window = _window_seconds(bundle)
+    digests = _file_digests(manifest)
     listed = {entry["host"]: entry for entry in verdicts.get("hosts") or []}
     for host in [*listed, *(h for h in host_dirs if h not in listed)]:
         entry = listed.get(host, {})
         verdict = entry.get("verdict") or {}
         rows = (
-            host_rows(host, host_dirs[host], when, window)
+            host_rows(host, host_dirs[host], when, window, digests.get(host_dirs[host].name))
             if host in host_dirs
             else {"events": [], "boots": [], "gpu_list": []}
         )

@@ -22,7 +22,7 @@ HOSTS = ("xid79-previous-boot-same-gpu", "fabric-health-unhealthy-clique2", "ib-
 
 def test_rows_from_kept_results_are_the_rows_from_the_bundle(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     hits: list[str] = []
-    recall = parse_memo.recall
+    recall, recall_file = parse_memo.recall, parse_memo.recall_file
 
     def counting(kind: str, text: str) -> Any:
         found = recall(kind, text)
@@ -30,7 +30,14 @@ def test_rows_from_kept_results_are_the_rows_from_the_bundle(tmp_path: Path, mon
             hits.append(kind)
         return found
 
+    def counting_file(kind: str, digest: str | None) -> Any:  # found by the manifest's sha256: file not read
+        found = recall_file(kind, digest)
+        if found is not None:
+            hits.append(kind)
+        return found
+
     monkeypatch.setattr(parse_memo, "recall", counting)
+    monkeypatch.setattr(parse_memo, "recall_file", counting_file)
     transports = {name: (lambda n=name: ReplayTransport(ROOT / "fixtures" / "hosts" / n)) for name in HOSTS}
     kept_rows: list[dict[str, Any]] = []
     real = extract.bundle_record
