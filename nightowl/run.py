@@ -82,7 +82,7 @@ def parameter_problems(
     loaded: LoadedRunbook, values: Mapping[str, Any], lookup: Callable[[str], CollectorLike] | None = None
 ) -> list[str]:
     """What the runbook's collectors say about the parameters (an unreadable policy file), before any run."""
-    from nightowl.engine.model import split_entry
+    from nightowl.engine.runbook_data import split_entry
 
     lookup = lookup or _default_lookup()
     kinds = {split_entry(e)[0] for node in loaded.runbook.nodes.values() for e in node.collect or []}

@@ -13,10 +13,13 @@ from __future__ import annotations
 import json
 import shlex
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from nightowl.engine.expressions import ExpressionError, check_condition, evaluate_value
-from nightowl.engine.model import NextSpec
+from nightowl.engine.runbook_data import NextSpecData
+
+if TYPE_CHECKING:
+    from nightowl.engine.model import NextSpec
 
 
 def params_for_host(params: Mapping[str, Any], host: str) -> dict[str, Any]:
@@ -63,7 +66,7 @@ def command(runbook: str, hosts: list[str], params: Mapping[str, Any]) -> str:
     return shlex.join(argv)
 
 
-def resolve(spec: NextSpec, ctx: Mapping[str, Any]) -> dict[str, Any]:
+def resolve(spec: NextSpec | NextSpecData, ctx: Mapping[str, Any]) -> dict[str, Any]:
     """The next step with its expressions evaluated; an expression that fails is reported, not raised."""
     out: dict[str, Any] = {"runbook": spec.runbook, "hosts": [], "params": {}, "why": spec.why}
     problems = []
@@ -83,14 +86,16 @@ def resolve(spec: NextSpec, ctx: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
-def expressions(spec: NextSpec) -> list[tuple[tuple[str, ...], str]]:
+def expressions(spec: NextSpec | NextSpecData) -> list[tuple[tuple[str, ...], str]]:
     """(relative path, expression) of every expression a ``next`` holds, for validation."""
     found: list[tuple[tuple[str, ...], str]] = [(("hosts",), spec.hosts)]
     found += [(("params", name), source) for name, source in spec.params.items() if isinstance(source, str)]
     return found
 
 
-def check(spec: NextSpec, declared_params: Callable[[str], Iterable[str] | None]) -> list[tuple[tuple[str, ...], str]]:
+def check(
+    spec: NextSpec | NextSpecData, declared_params: Callable[[str], Iterable[str] | None]
+) -> list[tuple[tuple[str, ...], str]]:
     """Problems with a ``next``: the runbook is unknown, a parameter it does not take, a bad expression.
 
     ``declared_params(runbook)`` gives the parameter names of a runbook, or None when none is known by

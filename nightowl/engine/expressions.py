@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import marshal
 from functools import lru_cache
+from types import CodeType
 from typing import Any
 
 from jinja2 import StrictUndefined, TemplateSyntaxError, Undefined, meta, nodes
+from jinja2.environment import TemplateExpression
+from jinja2.parser import Parser
 
 from nightowl.engine.limits import LimitedSandbox, budget, render_capped
 
@@ -94,14 +98,63 @@ def _is_boolean(node: nodes.Node) -> bool:
     return False
 
 
+# Code Jinja generated in an earlier run (nightowl/library/runbook_cache.py), by (kind, source): loading it
+# skips lexing, parsing and code generation, the cost of an expression's first use in a process.
+_PRECOMPILED: dict[tuple[str, str], bytes] = {}
+_KNOWN_FACT_PATHS: dict[str, tuple[str, ...]] = {}
+
+
+def expression_code(source: str) -> CodeType:
+    """The code ``compile_expression`` generates for ``source`` (its steps, keeping the code object)."""
+    env = environment()
+    parser = Parser(env, source, state="variable")
+    expr = parser.parse_expression()
+    if not parser.stream.eos:
+        raise TemplateSyntaxError("chunk after expression", parser.stream.current.lineno, None, None)
+    expr.set_environment(env)
+    body = [nodes.Assign(nodes.Name("result", "store"), expr, lineno=1)]
+    return env.compile(nodes.Template(body, lineno=1))
+
+
+def template_code(source: str) -> CodeType:
+    """The code ``from_string`` generates for ``source``."""
+    return environment().compile(source)
+
+
+def install_precompiled(
+    expressions: dict[str, bytes], templates: dict[str, bytes], known_fact_paths: dict[str, tuple[str, ...]]
+) -> None:
+    """Use this code (marshal bytes of ``expression_code`` / ``template_code``) and these ``fact_paths``
+    instead of compiling: the same code the same Jinja generates, run in the same sandbox environment."""
+    _PRECOMPILED.update({("expression", s): c for s, c in expressions.items()})
+    _PRECOMPILED.update({("template", s): c for s, c in templates.items()})
+    _KNOWN_FACT_PATHS.update(known_fact_paths)
+
+
+def _from_code(kind: str, source: str) -> Any:
+    """The template of stored code, or None (none stored, or it does not load: then it is compiled)."""
+    stored = _PRECOMPILED.get((kind, source))
+    if stored is None:
+        return None
+    env = environment()
+    try:
+        return env.template_class.from_code(env, marshal.loads(stored), env.make_globals(None), None)
+    except Exception:  # noqa: BLE001 - stored code that does not load is compiled afresh
+        return None
+
+
 @lru_cache(maxsize=1024)
 def _compiled(source: str) -> Any:
+    template = _from_code("expression", source)
+    if template is not None:
+        return TemplateExpression(template, undefined_to_none=False)
     return environment().compile_expression(source, undefined_to_none=False)
 
 
 @lru_cache(maxsize=512)
 def _template(source: str) -> Any:
-    return environment().from_string(source)
+    template = _from_code("template", source)
+    return template if template is not None else environment().from_string(source)
 
 
 def evaluate_condition(source: str, context: dict[str, Any]) -> bool:
@@ -142,9 +195,14 @@ def render(source: str, context: dict[str, Any]) -> str:
         raise ExpressionError(f"{type(exc).__name__}: {exc}") from exc
 
 
-@lru_cache(maxsize=1024)  # asked for every condition on every host: parse each source once
 def fact_paths(source: str) -> tuple[str, ...]:
     """Dotted fact paths an expression reads (``kernel_log.xid_codes``), for the trace."""
+    known = _KNOWN_FACT_PATHS.get(source)
+    return known if known is not None else _fact_paths(source)
+
+
+@lru_cache(maxsize=1024)  # asked for every condition on every host: parse each source once
+def _fact_paths(source: str) -> tuple[str, ...]:
     try:
         tree = _parsed("{{ (" + source + ") }}")
     except TemplateSyntaxError:

@@ -17,7 +17,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from nightowl.engine.expressions import ExpressionError, evaluate_value, resolve_path
-from nightowl.engine.model import Node, split_entry
+from nightowl.engine.runbook_data import NodeData, split_entry
 from nightowl.engine.runner import (
     CollectorLike,
     CollectorRun,
@@ -186,7 +186,7 @@ class JobRunner(HostRunner):
         return ctx
 
     # -- per-member evidence and roles -------------------------------------------
-    def _conclude(self, node_id: str, node: Node) -> dict[str, Any]:
+    def _conclude(self, node_id: str, node: NodeData) -> dict[str, Any]:
         """The verdict, with the members it implicates as the runbook declares them (``implicates``)."""
         verdict = super()._conclude(node_id, node)
         spec = node.verdict

@@ -8,6 +8,9 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, GetJsonSchema
 
 import nightowl.knowledge.actions as actions  # this module only: the engine imports no other knowledge
 from nightowl.engine.background import check_wait
+from nightowl.engine.runbook_data import node_kind, node_targets, split_entry
+
+__all__ = ["Action", "Branch", "NextSpec", "Node", "Parameter", "Runbook", "Severity", "VerdictSpec", "split_entry"]
 
 Severity = Literal["ok", "info", "warning", "critical"]
 
@@ -32,9 +35,12 @@ Action = Annotated[str, AfterValidator(_known_action), _ActionEnum()]
 
 
 class Strict(BaseModel):
-    """Base of every runbook part: an unknown key is an error (a typo never passes silently); frozen."""
+    """Base of every runbook part: an unknown key is an error (a typo never passes silently); frozen.
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    ``defer_build``: the validators are built on the first validation, not at import, so a run whose
+    runbook comes from the cache (nightowl/library/runbook_cache.py) never pays for them."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
 
 
 class Branch(Strict):
@@ -74,16 +80,6 @@ class VerdictSpec(Strict):
         ),
     )
     next: NextSpec | None = Field(default=None, description="the runbook to run next, and on which hosts")
-
-
-def split_entry(entry: str) -> tuple[str, str]:
-    """A collect entry ``kind`` or ``kind:label`` -> (kind, fact namespace).
-
-    ``metrics:after`` takes the metrics collector a second time, as ``metrics_after``.
-    """
-    kind, _, label = entry.partition(":")
-    namespace = kind.replace("-", "_") + (f"_{label.replace('-', '_')}" if label else "")
-    return kind, namespace
 
 
 class Node(Strict):
@@ -134,19 +130,11 @@ class Node(Strict):
     @property
     def kind(self) -> str:
         """``collect``, ``decide``, ``verdict`` or ``cannot_judge``."""
-        if self.collect is not None:
-            return "collect"
-        if self.decide is not None:
-            return "decide"
-        return "verdict" if self.verdict is not None else "cannot_judge"
+        return node_kind(self)
 
     def targets(self) -> list[str]:
         """The nodes this one can go to next, in the order written (none for a verdict)."""
-        if self.collect is not None:
-            return [self.next] if self.next else []
-        if self.decide is not None:
-            return [b.goto for b in self.decide] + ([self.default] if self.default else [])
-        return []
+        return node_targets(self)
 
 
 class Parameter(Strict):

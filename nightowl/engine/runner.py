@@ -23,8 +23,8 @@ from nightowl.engine.expressions import (
     render,
     resolve_path,
 )
-from nightowl.engine.model import Node, split_entry
 from nightowl.engine.parse_budget import ParseBudgetExceeded, bounded_input, within
+from nightowl.engine.runbook_data import NodeData, split_entry  # not engine.model: no pydantic to run
 from nightowl.engine.validate import LoadedRunbook
 from nightowl.transports.base import CommandResult, Transport, TransportError, is_recorded
 
@@ -375,7 +375,7 @@ class HostRunner:
             ctx[c.namespace] = c.facts if c.facts is not None else {}
         return ctx
 
-    def _decide(self, node: Node, visit: NodeVisit) -> str:
+    def _decide(self, node: NodeData, visit: NodeVisit) -> str:
         ctx = self.context()
         for branch in node.decide or []:
             record: dict[str, Any] = {
@@ -395,7 +395,7 @@ class HostRunner:
         assert node.default is not None
         return node.default
 
-    def _conclude(self, node_id: str, node: Node) -> dict[str, Any]:
+    def _conclude(self, node_id: str, node: NodeData) -> dict[str, Any]:
         spec = node.verdict
         assert spec is not None
         ctx = self.context()

@@ -20,7 +20,7 @@ from typing import Any
 from nightowl.engine import layout
 from nightowl.engine.bundle_writer import BundleWriter
 from nightowl.engine.flow import AdaptiveLimit, LagSampler
-from nightowl.engine.model import split_entry
+from nightowl.engine.runbook_data import split_entry
 from nightowl.engine.runner import CollectorLike, HostRun, HostRunner, RunOptions, is_derived
 from nightowl.engine.validate import LoadedRunbook
 from nightowl.transports.base import Transport, Unreachable

@@ -11,9 +11,7 @@ import difflib
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
-
-from pydantic import ValidationError
+from typing import TYPE_CHECKING, Any
 
 from nightowl.engine.expressions import (
     BUILTIN_NAMES,
@@ -22,10 +20,13 @@ from nightowl.engine.expressions import (
     check_condition,
     template_names,
 )
-from nightowl.engine.model import Node, Runbook, split_entry
 from nightowl.engine.node_graph import NodeGraph
 from nightowl.engine.params import coerce, declared_type
+from nightowl.engine.runbook_data import split_entry
 from nightowl.engine.yaml_lines import YamlError, line_of, load_with_lines
+
+if TYPE_CHECKING:  # pydantic is imported by the schema pass only (a cached runbook needs none)
+    from nightowl.engine.model import Node, Runbook
 
 
 @dataclass(frozen=True)
@@ -60,7 +61,7 @@ class LoadedRunbook:
     ``collected_before`` gives, per node, the namespaces every path to it has collected.
     """
 
-    runbook: Runbook
+    runbook: Any  # engine/model.py Runbook, or its plain twin (engine/runbook_data.py RunbookData)
     path: Path
     lines: dict[tuple[Any, ...], int]
     graph: Any  # NodeGraph (None until the graph pass)
@@ -134,6 +135,10 @@ def load_runbook(
 
 
 def _schema_pass(name: str, data: Any, lines: dict[tuple[Any, ...], int]) -> Runbook:
+    from pydantic import ValidationError
+
+    from nightowl.engine.model import Runbook
+
     if not isinstance(data, dict):
         raise RunbookInvalid([Issue(name, 1, None, "a runbook is a mapping with id, title, entry, nodes")])
     try:

@@ -7,11 +7,17 @@ keep their Python API. A malformed file is a ``KnowledgeError`` naming the file 
 
 from __future__ import annotations
 
+import contextlib
 import csv
+import hashlib
+import marshal
 import re
+import sys
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
+
+from nightowl.user_cache import read_private, write_private
 
 HERE = Path(__file__).resolve().parent
 
@@ -54,10 +60,29 @@ def read_yaml(name: str) -> Any:
 def load_yaml(file: Path) -> Any:
     """A shipped data file's data, read with libyaml (a tenth of the pure-Python loader's CPU: `nightowl
     check` reads several of these files); a file libyaml refuses is read again with the pure-Python loader,
-    so the KnowledgeError names file and line exactly as before."""
+    so the KnowledgeError names file and line exactly as before.
+
+    The data of a file read before comes from the user's cache (nightowl/user_cache.py: marshal bytes
+    under the SHA-256 of the file's bytes and the Python version), so a check neither imports nor runs a
+    YAML parser; data marshal cannot hold (a YAML timestamp) is parsed every time."""
+    raw = file.read_bytes()
+    digest = hashlib.sha256(sys.version.encode() + b"\0" + raw).hexdigest()
+    key = f"data-{digest}.marshal"
+    stored = read_private(key)
+    if stored is not None:
+        try:
+            return marshal.loads(stored)
+        except (EOFError, ValueError, TypeError):
+            pass  # a corrupt entry: parsed again below, and replaced
+    data = _parse_yaml(file, raw.decode("utf-8"))
+    with contextlib.suppress(ValueError):  # a value marshal cannot hold: parsed every time
+        write_private(key, marshal.dumps(data))
+    return data
+
+
+def _parse_yaml(file: Path, text: str) -> Any:
     import yaml  # lazy: `nightowl --help` must not import it
 
-    text = file.read_text(encoding="utf-8")
     fast = getattr(yaml, "CSafeLoader", None)
     if fast is not None:
         try:

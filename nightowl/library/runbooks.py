@@ -9,6 +9,7 @@ refused with the reason (whoever can write it would choose what nightowl, often 
 
 from __future__ import annotations
 
+import contextlib
 import os
 import stat
 from pathlib import Path
@@ -128,9 +129,80 @@ def load(name_or_path: str):  # noqa: ANN201 - LoadedRunbook, imported lazily
 
 
 def _load(path: Path):  # noqa: ANN202
+    """The validated runbook from the cache (nightowl/library/runbook_cache.py) when its entry fits,
+    else validated, then stored with its expressions' compiled code. Either way its ``runbook`` is the
+    plain copy (engine/runbook_data.py), so a run does not depend on where it came from."""
+    from dataclasses import replace
+
+    from nightowl.engine import expressions
+    from nightowl.engine.runbook_data import RunbookData, as_data
+    from nightowl.engine.validate import LoadedRunbook
+    from nightowl.library import runbook_cache
+
+    try:
+        raw: bytes | None = path.read_bytes()
+    except OSError:
+        raw = None  # validation reports it
+    key = runbook_cache.entry_key(path, raw, all_paths()) if raw is not None else None
+    entry = runbook_cache.get(key) if key is not None else None
+    cached = entry.get("loaded") if entry is not None else None
+    if entry is not None and isinstance(cached, LoadedRunbook) and isinstance(cached.runbook, RunbookData):
+        # an entry without usable code: its expressions are compiled when used
+        with contextlib.suppress(KeyError, TypeError, ValueError, AttributeError):
+            expressions.install_precompiled(entry["expressions"], entry["templates"], entry["fact_paths"])
+        return replace(cached, path=path)
+    validated = _validate(path)
+    loaded = replace(validated, runbook=as_data(validated.runbook))
+    try:
+        unchanged = key is not None and path.read_bytes() == raw
+    except OSError:
+        unchanged = False
+    if unchanged and key is not None:
+        runbook_cache.put(key, {"loaded": loaded, **compiled_expressions(loaded)})
+    return loaded
+
+
+def compiled_expressions(loaded) -> dict[str, dict[str, Any]]:  # noqa: ANN001 - LoadedRunbook, imported lazily
+    """The code of every expression and template a walk of ``loaded`` may evaluate (marshal bytes), and
+    the fact paths of its conditions (the trace's), as ``install_precompiled`` takes them."""
+    from nightowl.engine.expressions import expression_code, fact_paths, template_code
+    from nightowl.library.runbook_cache import marshal_codes
+
+    conditions, values, templates = set(), set(), set()
+    for node in loaded.runbook.nodes.values():
+        conditions |= {branch.when for branch in node.decide or []}
+        if node.cannot_judge is not None:
+            templates.add(node.cannot_judge)
+        spec = node.verdict
+        if spec is None:
+            continue
+        templates.add(spec.summary)
+        values |= {source for source in (spec.gpus, spec.implicates) if source}
+        if spec.next is not None:
+            values.add(spec.next.hosts)
+            values |= {source for source in spec.next.params.values() if isinstance(source, str)}
+    codes, template_codes = {}, {}
+    for source in conditions | values:
+        try:
+            codes[source] = expression_code(source)
+        except Exception:  # noqa: BLE001 - e.g. a params value that is text, not an expression
+            continue
+    for source in templates:
+        try:
+            template_codes[source] = template_code(source)
+        except Exception:  # noqa: BLE001
+            continue
+    return {
+        "expressions": marshal_codes(codes),
+        "templates": marshal_codes(template_codes),
+        "fact_paths": {source: fact_paths(source) for source in conditions},
+    }
+
+
+def _validate(path: Path):  # noqa: ANN202
     """Validate; every collector it names must also load as read-only, before anything connects."""
     from nightowl.collectors import MODULES, UnsafeCollector, get_collector
-    from nightowl.engine.model import split_entry
+    from nightowl.engine.runbook_data import split_entry
     from nightowl.engine.validate import Issue, RunbookInvalid, load_runbook
 
     loaded = load_runbook(path, known_collectors=MODULES, lookup=get_collector)
