@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+import shutil
+import tempfile
 from collections.abc import Iterator
 from typing import Any
 
@@ -12,6 +15,23 @@ from hypothesis import HealthCheck, settings
 # Property tests assert behaviour (never raises, right kind), not speed; speed lives in bench/.
 settings.register_profile("nightowl", deadline=None, suppress_health_check=[HealthCheck.too_slow])
 settings.load_profile("nightowl")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """The suite's runbook and data-file cache (docs/reference.md#the-runbook-cache) is a folder of its own,
+    never the developer's ~/.cache/nightowl; one for the whole session, so each runbook is validated once.
+    A test of the cache itself points NIGHTOWL_CACHE_DIR elsewhere with monkeypatch."""
+    folder = tempfile.mkdtemp(prefix="nightowl-test-cache-")
+    _SUITE_CACHE.append(folder)
+    os.environ["NIGHTOWL_CACHE_DIR"] = folder
+
+
+_SUITE_CACHE: list[str] = []
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    for folder in _SUITE_CACHE:
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 @pytest.fixture(autouse=True)
