@@ -110,7 +110,9 @@ def run(tmp_path: Path, background: bool, transport: Any = None, out: str = "out
     path.write_text(textwrap.dedent(RUNBOOK.replace("{background}", "true" if background else "false")))
     loaded = load_runbook(path, known_collectors=COLLECTORS)
     opener = transport or (lambda: LocalTransport("box"))
-    runs, bundle = run_runbook(loaded, {"box": opener}, COLLECTORS.__getitem__, RunOptions(), tmp_path / out)
+    # The runbook's parameter defaults, as run_and_save resolves them: `wait: window / 2` is then 0.5 s
+    options = RunOptions(params=loaded.resolve_params({}))
+    runs, bundle = run_runbook(loaded, {"box": opener}, COLLECTORS.__getitem__, options, tmp_path / out)
     return runs[0], bundle
 
 
