@@ -7,7 +7,6 @@ with ``-v``. A job (``scope: job``) prints its verdict once, then one row per me
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 _SEVERITY_MARK = {"ok": "OK", "info": "INFO", "warning": "WARNING", "critical": "CRITICAL"}
@@ -141,4 +140,7 @@ def text_report(summary: dict[str, Any], verbose: bool = False) -> str:
 
 
 def json_report(summary: dict[str, Any]) -> str:
-    return json.dumps(summary, indent=2, default=str)
+    """The report as JSON: indented, or compact when it covers many hosts (nightowl/jsondoc.py)."""
+    from nightowl.jsondoc import dumps
+
+    return dumps(summary, hosts=len(summary.get("hosts") or ()))

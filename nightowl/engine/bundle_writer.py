@@ -25,6 +25,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from nightowl import jsondoc
 from nightowl.engine import layout
 from nightowl.engine.bundle_summary import trace_document, triage_summary
 from nightowl.engine.private_files import private_dir, sha256_file, write_private
@@ -38,7 +39,6 @@ def new_run_id(runbook_id: str) -> str:
     return f"{stamp}-{runbook_id}-{secrets.token_hex(3)}"
 
 
-COMPACT_AFTER_HOSTS = 16  # a bundle of more hosts (a sweep) writes its JSON without indentation
 NO_EXIT_STATUS = "none"  # a `.rc` for a command that ended without one (connection lost, killed by a signal)
 
 
@@ -92,7 +92,7 @@ class BundleWriter:
         # False only when ``redact`` would change no string inside the given text: a JSON document that
         # cannot hold a secret is written without visiting its strings one by one.
         self._redact_prefilter = redact_prefilter if redact else (lambda text: False)
-        self._compact = False  # set by finish: documents of many hosts are written without indentation
+        self._hosts = 1  # set by finish: documents of many hosts are written without indentation (jsondoc)
         self.renamed: dict[str, str] = {}
         self._finished = False  # after an interrupt, threads still running must not write into a closed bundle
         try:
@@ -264,7 +264,7 @@ class BundleWriter:
         extra: dict[str, Any] | None,
     ) -> Path:
         self._fix_renamed(runs)
-        self._compact = len(runs) > COMPACT_AFTER_HOSTS
+        self._hosts = len(runs)
         if self.write_error is not None:
             raise OSError(self.write_error)
         summary = triage_summary(self.runbook_id, self.run_id, self.final_path, runs)
@@ -311,10 +311,8 @@ class BundleWriter:
         # clears (C-encoded once, non-ASCII as is, so each string appears in it as written) is not walked.
         if self._redact_prefilter is None or self._redact_prefilter(json.dumps(data, ensure_ascii=False, default=str)):
             data = _scrub(data, self._redact)
-        # Indented for people; a sweep's documents (many hosts) are written compact, which lets json use
-        # its C encoder (the indented one is pure Python: a second for a 1,000-host trace).
-        indent = None if self._compact else 2
-        self._store(self.tmp_path / name, json.dumps(data, indent=indent, default=str) + "\n")
+        # Indented for people; a sweep's documents (many hosts) are written compact (nightowl/jsondoc.py).
+        self._store(self.tmp_path / name, jsondoc.dumps(data, self._hosts) + "\n")
 
 
 def _scrub(value: Any, redact: Callable[[str], str]) -> Any:
