@@ -1,0 +1,234 @@
+"""kernel-log-boots works on text positions (``_joined``, ``_sections``, ``_candidates``): markers and hint
+lines are found by ``str.find`` in the whole output, and only the lines kept are cut out. ``parse`` and
+``candidate_lines`` must give what the line-by-line versions below (the code as it was) give, on the
+recorded outputs and on mixtures with every line break ``str.splitlines`` knows, blank and blank-looking
+lines, markers first, last, repeated and back to back, with and without a trailing line break."""
+
+from __future__ import annotations
+
+import random
+import re
+from bisect import bisect_right
+from itertools import accumulate
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from nightowl.collectors.base import to_jsonable
+from nightowl.collectors.gpu import kernel_log_boots
+from nightowl.collectors.gpu.kernel_log import MESSAGE_HINTS, may_continue_report, parse_lines
+from nightowl.collectors.gpu.kernel_log_boots import _BOOT_ROW, _ENTRY_TIME, _MARKER_LINE, KIND, MARKER
+
+ROOT = Path(__file__).resolve().parents[3]
+OUTPUTS = sorted((ROOT / "fixtures").rglob("kernel-log-boots*.out"))
+LOGS = sorted(p for p in (ROOT / "fixtures").rglob("kernel-log*.out") if p.stat().st_size < 2_000_000)
+LINE_BREAKS = ("\n", "\r\n", "\r", "\x0b", "\x0c", "\x1c", "\x1d", "\x1e", "\x85", "\u2028", "\u2029")
+
+
+def reference_candidate_lines(lines: list[str]) -> list[str]:
+    """candidate_lines as it was: line starts by ``accumulate``, hits mapped to lines by bisection."""
+    text = "\n".join(lines)
+    starts = list(accumulate((len(line) + 1 for line in lines), initial=0))
+    found: set[int] = set()
+    for hint in MESSAGE_HINTS:
+        at = text.find(hint)
+        while at >= 0:
+            index = bisect_right(starts, at) - 1
+            found.add(index)
+            at = text.find(hint, starts[index + 1])
+    first = next((i for i, line in enumerate(lines) if line.strip()), None)
+    if first is not None:
+        found.add(first)
+    kept: list[str] = []
+    free = 0
+    for index in sorted(found):
+        if index < free:
+            continue
+        kept.append(lines[index])
+        after = index + 1
+        while after < len(lines) and after not in found:
+            kept.append(lines[after])
+            after += 1
+            if not may_continue_report(lines[after - 1]):
+                break
+        free = after
+    return kept
+
+
+def reference_sections(lines: list[str]) -> tuple[int, dict[int, tuple[int, int]]]:
+    """_sections as it was: (lines of the boot list, each boot's (first, end) line indexes)."""
+    markers = [
+        (index, -int(found.group(1)))
+        for index, line in enumerate(lines)
+        if MARKER in line and (found := _MARKER_LINE.match(line.strip()))
+    ]
+    sections: dict[int, tuple[int, int]] = {}
+    for number, (index, offset) in enumerate(markers):
+        sections[offset] = (index + 1, markers[number + 1][0] if number + 1 < len(markers) else len(lines))
+    return (markers[0][0] if markers else len(lines)), sections
+
+
+def reference_parse(text: str) -> dict[str, Any]:
+    """parse as it was: the whole output cut into lines, marker lines found line by line."""
+    warnings: list[str] = []
+    boots: dict[int, dict[str, Any]] = {}
+    lines = text.splitlines()
+    listing, sections = reference_sections(lines)
+    for line in lines[:listing]:
+        row = _BOOT_ROW.match(line)
+        if row:
+            times = _ENTRY_TIME.findall(row.group(3))
+            boots[int(row.group(1))] = {
+                "offset": int(row.group(1)),
+                "boot_id": row.group(2),
+                "first_entry": times[0] if times else None,
+                "last_entry": times[1] if len(times) > 1 else None,
+            }
+        elif line.strip() and not line.lstrip().startswith("IDX"):
+            warnings.append(f"not a --list-boots line: {line.strip()[:120]}")
+    previous = []
+    for offset in sorted(sections, reverse=True):
+        start, end = sections[offset]
+        log = to_jsonable(parse_lines(reference_candidate_lines(lines[start:end])))
+        known = boots.get(offset, {})
+        previous.append(
+            {
+                "offset": offset,
+                "boot_id": known.get("boot_id"),
+                "first_entry": known.get("first_entry"),
+                "last_entry": known.get("last_entry"),
+                "events": [e for e in log.get("events") or [] if e.get("kind") != "other_nvrm"],
+            }
+        )
+        warnings += [f"boot {offset}: {w}" for w in log.get("warnings") or []]
+    return {
+        "kind": KIND,
+        "warnings": warnings,
+        "boots": [boots[k] for k in sorted(boots)],
+        "current_boot_id": boots.get(0, {}).get("boot_id"),
+        "previous": previous,
+    }
+
+
+def mixture(rng: random.Random, pool: list[str], specials: list[str], count: int) -> str:
+    """Lines drawn from ``pool`` (in runs) and ``specials``, each ended by a line break of any kind."""
+    lines: list[str] = []
+    while len(lines) < count:
+        if rng.random() < 0.3:
+            lines.append(rng.choice(specials))
+        else:
+            start = rng.randrange(len(pool))
+            lines += pool[start : start + rng.randrange(1, 6)]
+    breaks = ("\n",) if rng.random() < 0.5 else LINE_BREAKS
+    text = "".join(line + rng.choice(breaks) for line in lines)
+    return text if rng.random() < 0.5 else text.rstrip("".join(LINE_BREAKS))
+
+
+@pytest.fixture(scope="module")
+def pool() -> list[str]:
+    return [line for p in LOGS for line in p.read_text(errors="replace").splitlines()]
+
+
+def test_recorded_outputs_parse_as_before() -> None:
+    assert OUTPUTS
+    for path in OUTPUTS:
+        text = path.read_text(errors="replace")
+        assert kernel_log_boots.parse(text) == reference_parse(text)
+        assert kernel_log_boots.parse(text.replace("\n", "\r\n")) == reference_parse(text.replace("\n", "\r\n"))
+
+
+def test_fixture_logs_keep_the_same_candidate_lines() -> None:
+    assert len(LOGS) > 20
+    for path in LOGS:
+        lines = path.read_text(errors="replace").splitlines()
+        assert kernel_log_boots.candidate_lines(lines) == reference_candidate_lines(lines), path.name
+        for cut in (1, 2, 7):  # a hint line or a report last, the log without its first lines
+            assert kernel_log_boots.candidate_lines(lines[:-cut]) == reference_candidate_lines(lines[:-cut])
+            assert kernel_log_boots.candidate_lines(lines[cut:]) == reference_candidate_lines(lines[cut:])
+
+
+SPECIALS = [
+    "",
+    "   ",
+    "\t",
+    "\u00a0",  # blank to str.strip(), not to a byte-minded test
+    "  NVRM: GPU at PCI:0000:3b:00: GPU-1",
+    "pcieport 0000:00:01.0:    [ 0] RxErr",
+    "pcieport 0000:00:01.0: AER: Corrected error received: 0000:00:01.0",
+    "kernel: Key type dns_resolver registered",
+    "NVRM: Xid (PCI:0000:3b:00): 79, pid=1, name=x, GPU has fallen off the bus.",
+    "EDAC ",
+    "Xid",
+]
+
+
+@pytest.mark.parametrize("seed", range(60))
+def test_mixtures_keep_the_same_candidate_lines(seed: int, pool: list[str]) -> None:
+    rng = random.Random(seed)
+    lines = mixture(rng, pool, SPECIALS, rng.randrange(0, 300)).splitlines()
+    assert kernel_log_boots.candidate_lines(lines) == reference_candidate_lines(lines)
+
+
+@pytest.mark.parametrize("seed", range(60))
+def test_mixtures_with_markers_parse_as_before(seed: int, pool: list[str]) -> None:
+    rng = random.Random(seed)
+    rows = [line for p in OUTPUTS for line in p.read_text(errors="replace").splitlines() if _BOOT_ROW.match(line)]
+    markers = [f"{MARKER}-1 --", f"  {MARKER}-2 --  ", f"{MARKER}-3 --", f"{MARKER}-x --", f"say {MARKER}-1 --"]
+    specials = [*SPECIALS, *markers, *markers, "IDX BOOT ID FIRST ENTRY LAST ENTRY", "garbage", *rows]
+    text = mixture(rng, pool, specials, rng.randrange(0, 300))
+    if rng.random() < 0.3:
+        text = rng.choice(markers) + rng.choice(LINE_BREAKS) + text
+    if rng.random() < 0.3:
+        text += rng.choice(("", *LINE_BREAKS)) + rng.choice(markers) + rng.choice(("", "\n", "\r\n"))
+    assert kernel_log_boots.parse(text) == reference_parse(text)
+    assert cut_lines(text) == reference_cut_lines(text)
+
+
+def cut_lines(text: str) -> tuple[list[str], dict[int, list[str]]]:
+    """The boot list's lines and each boot's lines, as ``_sections`` cuts ``_joined(text)``."""
+    joined = kernel_log_boots._joined(text)
+    listing, sections = kernel_log_boots._sections(joined)
+    cut = {offset: blank_as_none(joined[start:end].split("\n")) for offset, (start, end) in sections.items()}
+    return blank_as_none(joined[:listing].split("\n")), cut
+
+
+def reference_cut_lines(text: str) -> tuple[list[str], dict[int, list[str]]]:
+    lines = text.splitlines()
+    listing, sections = reference_sections(lines)
+    return blank_as_none(lines[:listing]), {
+        offset: blank_as_none(lines[start:end]) for offset, (start, end) in sections.items()
+    }
+
+
+def blank_as_none(lines: list[str]) -> list[str]:
+    """A lone empty line as no line: "".split("\n") is [""], and a lone empty line reads as none (it is no
+    boot row, no warning and no candidate)."""
+    return [] if lines == [""] else lines
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "",
+        "\n",
+        "\n\n",
+        f"{MARKER}-1 --",
+        f"{MARKER}-1 --\n",
+        f"{MARKER}-1 --\n{MARKER}-2 --\n",
+        f"\n{MARKER}-1 --\nNVRM: Xid (PCI:0000:3b:00): 79, GPU has fallen off the bus.",
+        f"{MARKER}-1 --\r\nNVRM: Xid (PCI:0000:3b:00): 79, GPU has fallen off the bus.\r\n",
+        f"{MARKER}-1 --\n  \n\t\n",
+        f"{MARKER}-1 --\n{MARKER}-1 --\nEDAC MC0: 1 CE memory read error\n",
+    ],
+)
+def test_edge_texts_parse_as_before(text: str) -> None:
+    assert kernel_log_boots.parse(text) == reference_parse(text)
+    assert cut_lines(text) == reference_cut_lines(text)
+
+
+def test_non_blank_is_what_strip_keeps() -> None:
+    """``_candidates`` finds the first non-blank line with ``\\S``: the same characters ``str.strip`` keeps."""
+    blank = [c for c in map(chr, range(0x3100)) if c.isspace()]
+    assert all(re.fullmatch(r"\s", c) for c in blank)
+    assert kernel_log_boots._NON_BLANK.search("".join(blank)) is None
