@@ -127,7 +127,8 @@ def candidate_lines(lines: list[str]) -> list[str]:
 
     An earlier boot's log is read for its events alone, and most of a boot log is lines the parser skips
     unread (``may_hold_message`` false while no message is pending). Kept: every line that may hold a
-    message; after it, the lines that may carry on its report (``may_continue_report``) and then one line
+    message; after one that may leave a report pending (``may_start_report``, or one that follows such a
+    line at once), the lines that may carry on the report (``may_continue_report``) and then one line
     more, which ends it as the whole log would; and the first non-blank line (so a log of skipped lines
     is not "empty input"). Every line dropped is one parse_lines would skip with nothing pending, so the
     events and warnings are those of the whole log (tests/collectors/gpu/test_kernel_log_boots_prefilter.py
@@ -139,7 +140,7 @@ def candidate_lines(lines: list[str]) -> list[str]:
 def _candidates(joined: str) -> list[str]:
     """``candidate_lines`` of the lines ``joined`` by "\n". A line is named by where it ends (its "\n", or
     the end of the text): the hints are found in the whole text, and only the lines kept are cut out."""
-    from nightowl.collectors.gpu.kernel_log import MESSAGE_HINTS, may_continue_report
+    from nightowl.collectors.gpu.kernel_log import MESSAGE_HINTS, may_continue_report, may_start_report
     from nightowl.collectors.gpu.kernel_log.hint_lines import hint_line_ends
 
     size = len(joined)
@@ -150,21 +151,22 @@ def _candidates(joined: str) -> list[str]:
         found.add(size if first_end < 0 else first_end)
     kept: list[str] = []
     free = 0  # where the first line not kept yet starts
-    for end in sorted(found):
-        if end < free:
-            continue
-        kept.append(joined[joined.rfind("\n", 0, end) + 1 : end])
-        while end < size:  # the lines after it, up to the next line found
+    waiting = False  # whether a report may be pending after the last line kept
+    for end in sorted(found):  # the lines after one stop at the next line found: none is passed twice
+        start = joined.rfind("\n", 0, end) + 1
+        line = joined[start:end]
+        kept.append(line)
+        waiting = may_start_report(line) or (waiting and start == free)
+        while waiting and end < size:  # the lines after it that the report may reach, up to the next line found
             start = end + 1
             next_end = joined.find("\n", start)
             next_end = size if next_end < 0 else next_end
             if next_end in found:
-                break
+                break  # that line comes next, with the report maybe still pending
             line = joined[start:next_end]
             kept.append(line)
             end = next_end
-            if not may_continue_report(line):
-                break
+            waiting = may_continue_report(line)
         free = end + 1
     return kept
 

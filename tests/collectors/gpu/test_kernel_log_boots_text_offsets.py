@@ -1,8 +1,10 @@
 """kernel-log-boots works on text positions (``_joined``, ``_sections``, ``_candidates``): markers and hint
-lines are found by ``str.find`` in the whole output, and only the lines kept are cut out. ``parse`` and
-``candidate_lines`` must give what the line-by-line versions below (the code as it was) give, on the
-recorded outputs and on mixtures with every line break ``str.splitlines`` knows, blank and blank-looking
-lines, markers first, last, repeated and back to back, with and without a trailing line break."""
+lines are found by ``str.find`` in the whole output, and only the lines kept are cut out; and it keeps the
+lines after a hint line only where a report may be pending (``may_start_report``). ``parse``, and the
+kernel-log parser's reading of ``candidate_lines``, must be what the line-by-line versions below (the code
+as it was) give, on the recorded outputs and on mixtures with every line break ``str.splitlines`` knows,
+AER reports and multi-line NVRM blocks, blank and blank-looking lines, markers first, last, repeated and
+back to back, with and without a trailing line break."""
 
 from __future__ import annotations
 
@@ -17,7 +19,9 @@ import pytest
 
 from nightowl.collectors.base import to_jsonable
 from nightowl.collectors.gpu import kernel_log_boots
-from nightowl.collectors.gpu.kernel_log import MESSAGE_HINTS, may_continue_report, parse_lines
+from nightowl.collectors.gpu.kernel_log import MESSAGE_HINTS, may_continue_report, may_start_report, parse_lines
+from nightowl.collectors.gpu.kernel_log.parser import _Parser, _split
+from nightowl.collectors.gpu.kernel_log.patterns import _STAMP
 from nightowl.collectors.gpu.kernel_log_boots import _BOOT_ROW, _ENTRY_TIME, _MARKER_LINE, KIND, MARKER
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -138,14 +142,27 @@ def test_recorded_outputs_parse_as_before() -> None:
         assert kernel_log_boots.parse(text.replace("\n", "\r\n")) == reference_parse(text.replace("\n", "\r\n"))
 
 
-def test_fixture_logs_keep_the_same_candidate_lines() -> None:
+def read(lines: list[str]) -> dict[str, Any]:
+    """What an earlier boot's result holds of the kernel-log parser's reading of ``lines``."""
+    log = to_jsonable(parse_lines(lines))
+    return {
+        "events": [e for e in log.get("events") or [] if e.get("kind") != "other_nvrm"],
+        "warnings": log.get("warnings") or [],
+    }
+
+
+def reads_alike(lines: list[str]) -> bool:
+    kept = kernel_log_boots.candidate_lines(lines)
+    return read(kept) == read(reference_candidate_lines(lines)) == read(lines)
+
+
+def test_fixture_logs_read_alike() -> None:
     assert len(LOGS) > 20
     for path in LOGS:
         lines = path.read_text(errors="replace").splitlines()
-        assert kernel_log_boots.candidate_lines(lines) == reference_candidate_lines(lines), path.name
+        assert reads_alike(lines), path.name
         for cut in (1, 2, 7):  # a hint line or a report last, the log without its first lines
-            assert kernel_log_boots.candidate_lines(lines[:-cut]) == reference_candidate_lines(lines[:-cut])
-            assert kernel_log_boots.candidate_lines(lines[cut:]) == reference_candidate_lines(lines[cut:])
+            assert reads_alike(lines[:-cut]) and reads_alike(lines[cut:]), path.name
 
 
 SPECIALS = [
@@ -160,14 +177,38 @@ SPECIALS = [
     "NVRM: Xid (PCI:0000:3b:00): 79, pid=1, name=x, GPU has fallen off the bus.",
     "EDAC ",
     "Xid",
+    "[    5.140210] NVRM: The NVIDIA GPU 0000:3b:00.0 (PCI ID: 10de:1db1)",
+    "[    5.140210] NVRM: The NVIDIA GPU 0000:3b:00.0",
+    "NVRM: installed in this system is not supported by the",
+    "NVRM: API mismatch: the client has the version 535.54.03, but",
+    "NVRM: this kernel module has the version 530.30.02.  Please",
+    "[  +0.000004] pcieport 0000:00:03.0: PCIe Bus Error: severity=Uncorrected (Fatal), type=Transaction Layer",
+    "[  +0.000004] pcieport 0000:00:03.0:   device [8086:6f08] error status/mask=00004000/00000000",
+    "[  +0.000004] pcieport 0000:00:03.0:    [14] CmpltTO",
+    "pcieport 0000:00:03.0: AER: Uncorrected (Fatal) error received: 0000:03:00.0",
+    '[XID found] (1) "NVRM: The NVIDIA GPU 0000:3b:00.0"',
 ]
 
 
 @pytest.mark.parametrize("seed", range(60))
-def test_mixtures_keep_the_same_candidate_lines(seed: int, pool: list[str]) -> None:
+def test_mixtures_read_alike(seed: int, pool: list[str]) -> None:
     rng = random.Random(seed)
-    lines = mixture(rng, pool, SPECIALS, rng.randrange(0, 300)).splitlines()
-    assert kernel_log_boots.candidate_lines(lines) == reference_candidate_lines(lines)
+    assert reads_alike(mixture(rng, pool, SPECIALS, rng.randrange(0, 300)).splitlines())
+
+
+def test_a_report_waits_only_on_lines_that_may_start_one(pool: list[str]) -> None:
+    """``may_start_report`` holds for every line whose message the parser keeps pending (read on the whole
+    line and on the rest behind its time stamp, as ``_Parser.feed`` reads it)."""
+    for line in [*pool, *SPECIALS]:
+        parser = _Parser()
+        parser.feed(line)
+        waits = [
+            parser._message(split[1]).waits
+            for split in (_split(line), _split(line[_STAMP.match(line).end() :]))  # type: ignore[union-attr]
+            if split is not None
+        ]
+        if parser.pending is not None or any(waits):
+            assert may_start_report(line), line
 
 
 @pytest.mark.parametrize("seed", range(60))

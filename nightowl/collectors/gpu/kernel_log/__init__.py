@@ -9,6 +9,7 @@ from nightowl.collectors.gpu.kernel_log.kernel_log import (
     MESSAGE_HINTS,
     may_continue_report,
     may_hold_message,
+    may_start_report,
     message_start,
     shows_nothing,
 )
@@ -48,6 +49,7 @@ __all__ = [
     "host_thresholds",
     "may_continue_report",
     "may_hold_message",
+    "may_start_report",
     "message_start",
     "parse",
     "parse_lines",
