@@ -192,7 +192,9 @@ def facts(result: dict[str, Any]) -> dict[str, Any]:
 
 def shows_nothing(text: str) -> bool:
     """No boot listed at all (a volatile journal, a container): nothing was read, never "no earlier Xid"."""
-    for line in text.splitlines():  # the list comes first: parse reads boot rows before the first marker only
+    from nightowl.collectors.gpu.kernel_log.hint_lines import iter_lines
+
+    for line in iter_lines(text):  # the list comes first: parse reads boot rows before the first marker only
         if MARKER in line and _MARKER_LINE.match(line.strip()):
             return True
         if _BOOT_ROW.match(line):

@@ -20,6 +20,7 @@ followers (``nightowl watch``) use to skip quiet text.
 from __future__ import annotations
 
 from nightowl.collectors.base import Collector, registered
+from nightowl.collectors.gpu.kernel_log.hint_lines import iter_lines
 from nightowl.collectors.gpu.kernel_log.log_facts import facts
 from nightowl.collectors.gpu.kernel_log.parser import parse
 from nightowl.collectors.gpu.kernel_log.patterns import _ANCHOR, _BLOCK_OPENER, aer_detail_in
@@ -31,7 +32,7 @@ _JOURNAL_BANNERS = ("-- No entries --", "-- Logs begin at", "-- Journal begins a
 def shows_nothing(text: str) -> bool:
     """A journal with nothing for this boot (``-- No entries --``, e.g. a container without the host's
     machine-id) or blank output: no kernel log was read, so fall back to dmesg and never call it clean."""
-    return all(not line.strip() or line.strip().startswith(_JOURNAL_BANNERS) for line in text.splitlines())
+    return all(not line.strip() or line.strip().startswith(_JOURNAL_BANNERS) for line in iter_lines(text))
 
 
 COLLECTOR = Collector(
