@@ -552,7 +552,7 @@ def parse_lines(lines: Iterable[str]) -> KernelLogResult:
             in_stack = stacks.feed(line)
         if "state:D" in line or "blocked for more than" in line:
             in_stack = stacks.start(line)
-        elif "Link " in line or "link status" in line:  # nic_links.HINTS
+        elif "ink " in line and ("Link " in line or "link status" in line):  # nic_links.HINTS (both hold "ink ")
             links.feed(line, seconds_of(line))
         head, found, tail = line.partition("NVRM: ")
         if found:
