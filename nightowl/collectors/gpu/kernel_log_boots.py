@@ -125,26 +125,27 @@ def candidate_lines(lines: list[str]) -> list[str]:
     """The lines of one boot's log (as ``str.splitlines`` cuts them) the kernel-log parser can take events
     or warnings from, in order.
 
-    An earlier boot's log is read for its events alone, and most of a boot log is lines the parser skips
-    unread (``may_hold_message`` false while no message is pending). Kept: every line that may hold a
-    message; after one that may leave a report pending (``may_start_report``, or one that follows such a
-    line at once), the lines that may carry on the report (``may_continue_report``) and then one line
-    more, which ends it as the whole log would; and the first non-blank line (so a log of skipped lines
-    is not "empty input"). Every line dropped is one parse_lines would skip with nothing pending, so the
-    events and warnings are those of the whole log (tests/collectors/gpu/test_kernel_log_boots_prefilter.py
-    checks them against it); driver-lock stacks and NIC link lines, which no earlier boot's result holds,
-    are not read."""
+    An earlier boot's log is read for its events and warnings alone, and most of a boot log is lines the
+    parser skips unread (``may_hold_message`` false while no message is pending) or reads into neither (a
+    host record, a PCIe bandwidth note). Kept: every line that may hold a message making an event or a
+    warning (``EVENT_HINTS``); after one that may leave a report pending (``may_start_report``, or one that
+    follows such a line at once), the lines that may carry on the report (``may_continue_report``) and
+    then one line more, which ends it as the whole log would; and the first non-blank line (so a log of
+    skipped lines is not "empty input"). Every line dropped is one parse_lines would skip, or read into no
+    event or warning, with nothing pending, so the events and warnings are those of the whole log
+    (tests/collectors/gpu/test_kernel_log_boots_prefilter.py checks them against it); driver-lock stacks,
+    NIC link lines, host records and bandwidth notes, which no earlier boot's result holds, are not read."""
     return _candidates("\n".join(lines))
 
 
 def _candidates(joined: str) -> list[str]:
     """``candidate_lines`` of the lines ``joined`` by "\n". A line is named by where it ends (its "\n", or
     the end of the text): the hints are found in the whole text, and only the lines kept are cut out."""
-    from nightowl.collectors.gpu.kernel_log import MESSAGE_HINTS, may_continue_report, may_start_report
+    from nightowl.collectors.gpu.kernel_log import EVENT_HINTS, may_continue_report, may_start_report
     from nightowl.collectors.gpu.kernel_log.hint_lines import hint_line_ends
 
     size = len(joined)
-    found = set(hint_line_ends(joined, MESSAGE_HINTS))
+    found = set(hint_line_ends(joined, EVENT_HINTS))
     non_blank = _NON_BLANK.search(joined)
     if non_blank is not None:
         first_end = joined.find("\n", non_blank.start())

@@ -17,9 +17,16 @@ from typing import Any
 
 import pytest
 
+from bench.real_evidence import kernel_log as real_size_boot_log
 from nightowl.collectors.base import to_jsonable
 from nightowl.collectors.gpu import kernel_log_boots
-from nightowl.collectors.gpu.kernel_log import MESSAGE_HINTS, may_continue_report, may_start_report, parse_lines
+from nightowl.collectors.gpu.kernel_log import (
+    EVENT_HINTS,
+    MESSAGE_HINTS,
+    may_continue_report,
+    may_start_report,
+    parse_lines,
+)
 from nightowl.collectors.gpu.kernel_log.parser import _Parser, _split
 from nightowl.collectors.gpu.kernel_log.patterns import _STAMP
 from nightowl.collectors.gpu.kernel_log_boots import _BOOT_ROW, _ENTRY_TIME, _MARKER_LINE, KIND, MARKER
@@ -131,7 +138,9 @@ def mixture(rng: random.Random, pool: list[str], specials: list[str], count: int
 
 @pytest.fixture(scope="module")
 def pool() -> list[str]:
-    return [line for p in LOGS for line in p.read_text(errors="replace").splitlines()]
+    """The recorded kernel logs' lines and those of a real-size boot log (PCIe bandwidth notes, NVRM ...)."""
+    recorded = [line for p in LOGS for line in p.read_text(errors="replace").splitlines()]
+    return recorded + real_size_boot_log(400).splitlines()
 
 
 def test_recorded_outputs_parse_as_before() -> None:
@@ -187,6 +196,18 @@ SPECIALS = [
     "[  +0.000004] pcieport 0000:00:03.0:    [14] CmpltTO",
     "pcieport 0000:00:03.0: AER: Uncorrected (Fatal) error received: 0000:03:00.0",
     '[XID found] (1) "NVRM: The NVIDIA GPU 0000:3b:00.0"',
+    "pci 0000:3b:00.0: 252.048 Gb/s available PCIe bandwidth, limited by 16.0 GT/s PCIe x16 link at"
+    " 0000:00:01.0 (capable of 504.112 Gb/s with 32.0 GT/s PCIe x16 link)",
+    "pcieport 0000:00:01.0: available PCIe bandwidth AER: [ 0] RxErr",
+    "pci 0000:3b:00.0: [10de:2330] type 00 class 0x030200 PCIe Endpoint",
+    "[ 8123.000001] Out of memory: Killed process 4321 (python3) total-vm:81234567kB, anon-rss:7654321kB",
+    "[ 8123.000002] Memory cgroup out of memory: Killed process 4322 (pt_main_thread) total-vm:1kB",
+    "[ 8123.000003] INFO: task python3:4323 blocked for more than 122 seconds.",
+    "[ 8123.000004] {1}[Hardware Error]: Hardware error from APEI Generic Hardware Error Source: 0",
+    "[ 8123.000005] EDAC MC0: 1 CE memory read error on CPU_SrcID#0_Ha#0_Chan#0_DIMM#0",
+    "[ 8123.000006] nouveau 0000:01:00.0: bus: MMIO read of 00000000 FAULT at 612000",
+    "[ 8123.000007] NVRM: Xid (PCI:0000:3b:00): 13, pid=4321, name=python3, Graphics Exception",
+    "[ 8123.000008] nvidia-nvswitch0: SXid (PCI:0000:05:00.0): 12028, Non-fatal, Link 32 egress non-posted PRIV",
 ]
 
 
@@ -194,6 +215,25 @@ SPECIALS = [
 def test_mixtures_read_alike(seed: int, pool: list[str]) -> None:
     rng = random.Random(seed)
     assert reads_alike(mixture(rng, pool, SPECIALS, rng.randrange(0, 300)).splitlines())
+
+
+def test_lines_without_an_event_hint_make_no_event(pool: list[str]) -> None:
+    """A line holding none of ``EVENT_HINTS`` (a PCIe bandwidth note, an EDAC or GHES record, a hung task,
+    a nouveau line), read with nothing pending, changes no event and no warning and leaves nothing
+    pending, after an event as at the start: kernel-log-boots need not read it."""
+    quiet = [line for line in [*pool, *SPECIALS] if not any(hint in line for hint in EVENT_HINTS)]
+    for held in ("available PCIe bandwidth", "EDAC ", "Hardware Error]", "INFO: task ", "nouveau "):
+        assert any(held in line for line in quiet), held
+    event = "[ 8123.000007] NVRM: Xid (PCI:0000:3b:00): 13, pid=4321, name=python3, Graphics Exception"
+    for line in quiet:
+        for before in ([], [event]):
+            parser = _Parser()
+            for earlier in before:
+                parser.feed(earlier)
+            events = to_jsonable(list(parser.events.values()))
+            parser.feed(line)
+            assert parser.pending is None, line
+            assert to_jsonable(list(parser.events.values())) == events and not parser.warnings, line
 
 
 def test_a_report_waits_only_on_lines_that_may_start_one(pool: list[str]) -> None:

@@ -6,6 +6,7 @@ kernel_log; kernel_log.parse(text)`` keeps working."""
 from nightowl.collectors.gpu.kernel_log.classification import classify
 from nightowl.collectors.gpu.kernel_log.kernel_log import (
     COLLECTOR,
+    EVENT_HINTS,
     MESSAGE_HINTS,
     may_continue_report,
     may_hold_message,
@@ -33,6 +34,7 @@ from nightowl.collectors.gpu.kernel_log.timestamps import parse_time, seconds_of
 
 __all__ = [
     "COLLECTOR",
+    "EVENT_HINTS",
     "EVENT_KINDS",
     "GSP_SUBKINDS",
     "INIT_FAILED_SUBKINDS",
