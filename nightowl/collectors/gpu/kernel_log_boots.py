@@ -18,8 +18,6 @@ are read. Each boot's lines go through the ``kernel-log`` parser unchanged.
 from __future__ import annotations
 
 import re
-from bisect import bisect_right
-from itertools import accumulate
 from typing import Any
 
 from nightowl.collectors.base import Collector, registered
@@ -37,6 +35,9 @@ SCRIPT = (
 _BOOT_ROW = re.compile(r"^\s*(-?\d+)\s+([0-9a-f]{32})\s*(.*)$")
 _ENTRY_TIME = re.compile(r"\w{3} \d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?: [A-Z][A-Za-z0-9+-]*)?")
 _MARKER_LINE = re.compile(r"^-- nightowl previous boot -(\d+) --$")
+# The line breaks of str.splitlines besides "\n": a text holding none of them is cut at "\n" alone.
+_OTHER_LINE_BREAKS = "\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029"
+_NON_BLANK = re.compile(r"\S")  # \s is str.isspace's whitespace, what str.strip() takes off
 
 
 def parse(text: str) -> dict[str, Any]:
@@ -45,9 +46,9 @@ def parse(text: str) -> dict[str, Any]:
 
     warnings: list[str] = []
     boots: dict[int, dict[str, Any]] = {}
-    lines = text.splitlines()
-    listing, sections = _sections(lines)
-    for line in lines[:listing]:
+    joined = _joined(text)
+    listing, sections = _sections(joined)
+    for line in joined[:listing].split("\n") if listing else ():
         row = _BOOT_ROW.match(line)
         if row:
             times = _ENTRY_TIME.findall(row.group(3))
@@ -62,7 +63,7 @@ def parse(text: str) -> dict[str, Any]:
     previous = []
     for offset in sorted(sections, reverse=True):
         start, end = sections[offset]
-        log = to_jsonable(parse_lines(candidate_lines(lines[start:end])))
+        log = to_jsonable(parse_lines(_candidates(joined[start:end])))
         known = boots.get(offset, {})
         previous.append(
             {
@@ -84,61 +85,90 @@ def parse(text: str) -> dict[str, Any]:
     }
 
 
-def _sections(lines: list[str]) -> tuple[int, dict[int, tuple[int, int]]]:
-    """Where the boot list ends (the first marker line), and each earlier boot's lines as (first, end)
-    indexes into ``lines``, by boot offset (-1, -2 ...): a section runs from its marker line to the next.
-    Keyed in the order the markers first appear; a boot marked twice keeps the lines after its last
-    marker. Marker lines are found by one substring test a line, and sections cut by slicing."""
-    markers = [
-        (index, -int(found.group(1)))
-        for index in [index for index, line in enumerate(lines) if MARKER in line]
-        if (found := _MARKER_LINE.match(lines[index].strip()))
-    ]
+def _joined(text: str) -> str:
+    """The lines of ``text`` (as ``str.splitlines`` cuts them) joined by ``"\n"``: ``.split("\n")`` gives them
+    back. Most outputs break lines at "\n" alone and are used as they are (one trailing "\n" off)."""
+    if any(brk in text for brk in _OTHER_LINE_BREAKS):
+        return "\n".join(text.splitlines())
+    return text[:-1] if text.endswith("\n") else text
+
+
+def _sections(joined: str) -> tuple[int, dict[int, tuple[int, int]]]:
+    """Where the boot list ends in ``joined`` (before the first marker line), and each earlier boot's lines
+    as (start, end) positions of their joined text, by boot offset (-1, -2 ...): a section runs from its
+    marker line to the next. Keyed in the order the markers first appear; a boot marked twice keeps the
+    lines after its last marker. Marker lines are found by ``str.find`` in the whole text, not line by line."""
+    markers = _marker_lines(joined)
     sections: dict[int, tuple[int, int]] = {}
-    for number, (index, offset) in enumerate(markers):
-        sections[offset] = (index + 1, markers[number + 1][0] if number + 1 < len(markers) else len(lines))
-    return (markers[0][0] if markers else len(lines)), sections
+    for number, (_, end, offset) in enumerate(markers):
+        following = markers[number + 1][0] - 1 if number + 1 < len(markers) else len(joined)
+        sections[offset] = (end + 1, following)  # empty when the next marker line follows at once
+    return (max(0, markers[0][0] - 1) if markers else len(joined)), sections
+
+
+def _marker_lines(joined: str) -> list[tuple[int, int, int]]:
+    """(start, end, boot offset) of each marker line of ``joined``, in order."""
+    markers = []
+    at = joined.find(MARKER)
+    while at >= 0:
+        start = joined.rfind("\n", 0, at) + 1
+        end = joined.find("\n", at)
+        end = len(joined) if end < 0 else end
+        found = _MARKER_LINE.match(joined[start:end].strip())
+        if found:
+            markers.append((start, end, -int(found.group(1))))
+        at = joined.find(MARKER, end)
+    return markers
 
 
 def candidate_lines(lines: list[str]) -> list[str]:
-    """The lines of one boot's log the kernel-log parser can take events or warnings from, in order.
+    """The lines of one boot's log (as ``str.splitlines`` cuts them) the kernel-log parser can take events
+    or warnings from, in order.
 
-    An earlier boot's log is read for its events alone, and most of a boot log is lines the parser skips
-    unread (``may_hold_message`` false while no message is pending). Kept: every line that may hold a
-    message; after it, the lines that may carry on its report (``may_continue_report``) and then one line
-    more, which ends it as the whole log would; and the first non-blank line (so a log of skipped lines
-    is not "empty input"). Every line dropped is one parse_lines would skip with nothing pending, so the
-    events and warnings are those of the whole log (tests/collectors/gpu/test_kernel_log_boots_prefilter.py
-    checks them against it); driver-lock stacks and NIC link lines, which no earlier boot's result holds,
-    are not read."""
-    from nightowl.collectors.gpu.kernel_log import MESSAGE_HINTS, may_continue_report
+    An earlier boot's log is read for its events and warnings alone, and most of a boot log is lines the
+    parser skips unread (``may_hold_message`` false while no message is pending) or reads into neither (a
+    host record, a PCIe bandwidth note). Kept: every line that may hold a message making an event or a
+    warning (``EVENT_HINTS``); after one that may leave a report pending (``may_start_report``, or one that
+    follows such a line at once), the lines that may carry on the report (``may_continue_report``) and
+    then one line more, which ends it as the whole log would; and the first non-blank line (so a log of
+    skipped lines is not "empty input"). Every line dropped is one parse_lines would skip, or read into no
+    event or warning, with nothing pending, so the events and warnings are those of the whole log
+    (tests/collectors/gpu/test_kernel_log_boots_prefilter.py checks them against it); driver-lock stacks,
+    NIC link lines, host records and bandwidth notes, which no earlier boot's result holds, are not read."""
+    return _candidates("\n".join(lines))
 
-    # Found in the joined text, at memory speed, not line by line (no hint holds a line break).
-    text = "\n".join(lines)
-    starts = list(accumulate((len(line) + 1 for line in lines), initial=0))
-    found: set[int] = set()
-    for hint in MESSAGE_HINTS:
-        at = text.find(hint)
-        while at >= 0:
-            index = bisect_right(starts, at) - 1
-            found.add(index)
-            at = text.find(hint, starts[index + 1])
-    first = next((i for i, line in enumerate(lines) if line.strip()), None)
-    if first is not None:
-        found.add(first)
+
+def _candidates(joined: str) -> list[str]:
+    """``candidate_lines`` of the lines ``joined`` by "\n". A line is named by where it ends (its "\n", or
+    the end of the text): the hints are found in the whole text, and only the lines kept are cut out."""
+    from nightowl.collectors.gpu.kernel_log import EVENT_HINTS, may_continue_report, may_start_report
+    from nightowl.collectors.gpu.kernel_log.hint_lines import hint_line_ends
+
+    size = len(joined)
+    found = set(hint_line_ends(joined, EVENT_HINTS))
+    non_blank = _NON_BLANK.search(joined)
+    if non_blank is not None:
+        first_end = joined.find("\n", non_blank.start())
+        found.add(size if first_end < 0 else first_end)
     kept: list[str] = []
-    free = 0  # the first line not kept yet
-    for index in sorted(found):
-        if index < free:
-            continue
-        kept.append(lines[index])
-        after = index + 1
-        while after < len(lines) and after not in found:
-            kept.append(lines[after])
-            after += 1
-            if not may_continue_report(lines[after - 1]):
-                break
-        free = after
+    free = 0  # where the first line not kept yet starts
+    waiting = False  # whether a report may be pending after the last line kept
+    for end in sorted(found):  # the lines after one stop at the next line found: none is passed twice
+        start = joined.rfind("\n", 0, end) + 1
+        line = joined[start:end]
+        kept.append(line)
+        waiting = may_start_report(line) or (waiting and start == free)
+        while waiting and end < size:  # the lines after it that the report may reach, up to the next line found
+            start = end + 1
+            next_end = joined.find("\n", start)
+            next_end = size if next_end < 0 else next_end
+            if next_end in found:
+                break  # that line comes next, with the report maybe still pending
+            line = joined[start:next_end]
+            kept.append(line)
+            end = next_end
+            waiting = may_continue_report(line)
+        free = end + 1
     return kept
 
 
@@ -163,7 +193,9 @@ def facts(result: dict[str, Any]) -> dict[str, Any]:
 
 def shows_nothing(text: str) -> bool:
     """No boot listed at all (a volatile journal, a container): nothing was read, never "no earlier Xid"."""
-    for line in text.splitlines():  # the list comes first: parse reads boot rows before the first marker only
+    from nightowl.collectors.gpu.kernel_log.hint_lines import iter_lines
+
+    for line in iter_lines(text):  # the list comes first: parse reads boot rows before the first marker only
         if MARKER in line and _MARKER_LINE.match(line.strip()):
             return True
         if _BOOT_ROW.match(line):

@@ -6,9 +6,11 @@ kernel_log; kernel_log.parse(text)`` keeps working."""
 from nightowl.collectors.gpu.kernel_log.classification import classify
 from nightowl.collectors.gpu.kernel_log.kernel_log import (
     COLLECTOR,
+    EVENT_HINTS,
     MESSAGE_HINTS,
     may_continue_report,
     may_hold_message,
+    may_start_report,
     message_start,
     shows_nothing,
 )
@@ -32,6 +34,7 @@ from nightowl.collectors.gpu.kernel_log.timestamps import parse_time, seconds_of
 
 __all__ = [
     "COLLECTOR",
+    "EVENT_HINTS",
     "EVENT_KINDS",
     "GSP_SUBKINDS",
     "INIT_FAILED_SUBKINDS",
@@ -48,6 +51,7 @@ __all__ = [
     "host_thresholds",
     "may_continue_report",
     "may_hold_message",
+    "may_start_report",
     "message_start",
     "parse",
     "parse_lines",
