@@ -50,10 +50,10 @@ def read_private(name: str) -> bytes | None:
         return None
 
 
-def write_private(name: str, data: bytes) -> None:
-    """Store ``data`` as the cached file ``name`` (mode 0600, replaced whole); a folder that cannot be made
-    or is not private is left alone."""
-    folder = cache_dir()
+def write_private(name: str, data: bytes, folder: Path | None = None) -> None:
+    """Store ``data`` as the cached file ``name`` (mode 0600, replaced whole) in ``folder``, else in
+    ``cache_dir()``; a folder that cannot be made or is not private is left alone."""
+    folder = folder if folder is not None else cache_dir()
     if folder is None:
         return
     try:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import marshal
+from collections.abc import Iterable
 from functools import lru_cache
 from types import CodeType
 from typing import Any
@@ -102,6 +103,9 @@ def _is_boolean(node: nodes.Node) -> bool:
 # skips lexing, parsing and code generation, the cost of an expression's first use in a process.
 _PRECOMPILED: dict[tuple[str, str], bytes] = {}
 _KNOWN_FACT_PATHS: dict[str, tuple[str, ...]] = {}
+# Code compiled in this process, by (kind, source): an entry stores only the code of expressions a run
+# evaluated, so a cold run compiles only those, once.
+_COMPILED_HERE: dict[tuple[str, str], CodeType] = {}
 
 
 def expression_code(source: str) -> CodeType:
@@ -131,30 +135,53 @@ def install_precompiled(
     _KNOWN_FACT_PATHS.update(known_fact_paths)
 
 
+def compiled_here(kind: str, sources: Iterable[str]) -> dict[str, CodeType]:
+    """The code this process compiled (not loaded from stored code) for those of ``sources`` it compiled,
+    ``kind`` "expression" or "template": what the runbook cache adds to an entry (library/runbooks.py)."""
+    return {source: _COMPILED_HERE[(kind, source)] for source in sources if (kind, source) in _COMPILED_HERE}
+
+
+def _template_of(code: CodeType) -> Any:
+    """The template of compiled code, as ``from_string`` and ``compile_expression`` make it."""
+    env = environment()
+    return env.template_class.from_code(env, code, env.make_globals(None), None)
+
+
 def _from_code(kind: str, source: str) -> Any:
     """The template of stored code, or None (none stored, or it does not load: then it is compiled)."""
     stored = _PRECOMPILED.get((kind, source))
     if stored is None:
         return None
-    env = environment()
     try:
-        return env.template_class.from_code(env, marshal.loads(stored), env.make_globals(None), None)
+        return _template_of(marshal.loads(stored))
     except Exception:  # noqa: BLE001 - stored code that does not load is compiled afresh
         return None
 
 
 @lru_cache(maxsize=1024)
 def _compiled(source: str) -> Any:
+    """``compile_expression(source, undefined_to_none=False)``, from stored code when there is some, its
+    code kept otherwise (``compiled_here``)."""
     template = _from_code("expression", source)
-    if template is not None:
-        return TemplateExpression(template, undefined_to_none=False)
-    return environment().compile_expression(source, undefined_to_none=False)
+    if template is None:
+        try:
+            code = expression_code(source)
+        except Exception:  # noqa: BLE001 - Jinja's own call raises it as Jinja words it (source attached)
+            return environment().compile_expression(source, undefined_to_none=False)
+        _COMPILED_HERE[("expression", source)] = code
+        template = _template_of(code)
+    return TemplateExpression(template, undefined_to_none=False)
 
 
 @lru_cache(maxsize=512)
 def _template(source: str) -> Any:
+    """``from_string(source)``, from stored code when there is some, its code kept otherwise."""
     template = _from_code("template", source)
-    return template if template is not None else environment().from_string(source)
+    if template is None:
+        code = template_code(source)  # ``from_string``'s compile step: it raises as from_string does
+        _COMPILED_HERE[("template", source)] = code
+        template = _template_of(code)
+    return template
 
 
 def evaluate_condition(source: str, context: dict[str, Any]) -> bool:

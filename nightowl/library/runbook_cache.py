@@ -2,8 +2,8 @@
 
 Validating a runbook (nightowl/engine/validate.py: schema, graph, expressions, facts) and compiling its
 Jinja expressions cost about half a second of CPU, every run, for a file that changes a few times a year.
-An entry holds the loaded runbook and the Python code Jinja generated for each of its expressions, under a
-key made of: the runbook file's bytes and path (sha256), the bytes of every other runbook a name reaches
+An entry holds the loaded runbook and the Python code Jinja generated for each of its expressions that
+runs have evaluated (a run adds what it compiled at exit: library/runbooks.py), under a key made of: the runbook file's bytes and path (sha256), the bytes of every other runbook a name reaches
 (a verdict's ``next`` is checked against the runbook it names), nightowl's version, the Python, pydantic
 and Jinja versions, the bytes of the validator's own modules, and the size and modification time of every
 other file of the package (collectors declare the facts validation checks). Any change is a miss.
@@ -116,13 +116,34 @@ def get(key: str) -> dict[str, Any] | None:
     return entry
 
 
-def put(key: str, entry: dict[str, Any]) -> None:
-    """Store ``entry`` under ``key``."""
+def put(key: str, entry: dict[str, Any], folder: Path | None = None) -> None:
+    """Store ``entry`` under ``key`` (in ``folder``, else the cache folder of now)."""
     try:
         data = pickle.dumps({**entry, "key": key, "format": FORMAT}, protocol=pickle.HIGHEST_PROTOCOL)
     except Exception:  # noqa: BLE001 - something pickle cannot hold: no entry, and no error
         return
-    write_private(f"runbook-{key}.pickle", data)
+    write_private(f"runbook-{key}.pickle", data, folder)
+
+
+def add_code(key: str, entry: dict[str, Any], folder: Path, expressions: set[str], templates: set[str]) -> None:
+    """Store ``entry`` again under ``key`` in ``folder`` (one that still exists) with the code this process
+    compiled for those of ``expressions`` and ``templates`` it lacks; nothing new, nothing written. Run at
+    exit (library/runbooks.py): like every use of the cache, it never fails."""
+    from nightowl.engine.expressions import compiled_here
+
+    try:
+        new_expressions = compiled_here("expression", expressions - set(entry["expressions"]))
+        new_templates = compiled_here("template", templates - set(entry["templates"]))
+        if not (new_expressions or new_templates) or not folder.is_dir():
+            return
+        merged = {
+            **entry,
+            "expressions": {**entry["expressions"], **marshal_codes(new_expressions)},
+            "templates": {**entry["templates"], **marshal_codes(new_templates)},
+        }
+    except Exception:  # noqa: BLE001 - an entry of an unexpected shape: left as it is
+        return
+    put(key, merged, folder)
 
 
 def marshal_codes(codes: dict[str, Any]) -> dict[str, bytes]:

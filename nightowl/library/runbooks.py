@@ -130,8 +130,9 @@ def load(name_or_path: str):  # noqa: ANN201 - LoadedRunbook, imported lazily
 
 def _load(path: Path):  # noqa: ANN202
     """The validated runbook from the cache (nightowl/library/runbook_cache.py) when its entry fits,
-    else validated, then stored with its expressions' compiled code. Either way its ``runbook`` is the
-    plain copy (engine/runbook_data.py), so a run does not depend on where it came from."""
+    else validated, then stored. Either way its ``runbook`` is the plain copy (engine/runbook_data.py), so
+    a run does not depend on where it came from, and the code of the expressions this process compiles is
+    added to the entry at exit (``_store_new_code_at_exit``)."""
     from dataclasses import replace
 
     from nightowl.engine import expressions
@@ -146,10 +147,16 @@ def _load(path: Path):  # noqa: ANN202
     key = runbook_cache.entry_key(path, raw, all_paths()) if raw is not None else None
     entry = runbook_cache.get(key) if key is not None else None
     cached = entry.get("loaded") if entry is not None else None
-    if entry is not None and isinstance(cached, LoadedRunbook) and isinstance(cached.runbook, RunbookData):
+    if (
+        key is not None
+        and entry is not None
+        and isinstance(cached, LoadedRunbook)
+        and isinstance(cached.runbook, RunbookData)
+    ):
         # an entry without usable code: its expressions are compiled when used
         with contextlib.suppress(KeyError, TypeError, ValueError, AttributeError):
             expressions.install_precompiled(entry["expressions"], entry["templates"], entry["fact_paths"])
+            _store_new_code_at_exit(key, entry, cached)
         return replace(cached, path=path)
     validated = _validate(path)
     loaded = replace(validated, runbook=as_data(validated.runbook))
@@ -158,16 +165,15 @@ def _load(path: Path):  # noqa: ANN202
     except OSError:
         unchanged = False
     if unchanged and key is not None:
-        runbook_cache.put(key, {"loaded": loaded, **compiled_expressions(loaded)})
+        conditions = expression_sources(loaded)[0]
+        entry = {"loaded": loaded, "expressions": {}, "templates": {}, "fact_paths": _fact_paths(conditions)}
+        runbook_cache.put(key, entry)
+        _store_new_code_at_exit(key, entry, loaded)
     return loaded
 
 
-def compiled_expressions(loaded) -> dict[str, dict[str, Any]]:  # noqa: ANN001 - LoadedRunbook, imported lazily
-    """The code of every expression and template a walk of ``loaded`` may evaluate (marshal bytes), and
-    the fact paths of its conditions (the trace's), as ``install_precompiled`` takes them."""
-    from nightowl.engine.expressions import expression_code, fact_paths, template_code
-    from nightowl.library.runbook_cache import marshal_codes
-
+def expression_sources(loaded) -> tuple[set[str], set[str], set[str]]:  # noqa: ANN001 - LoadedRunbook
+    """The conditions, value expressions and templates a walk of ``loaded`` may evaluate."""
     conditions, values, templates = set(), set(), set()
     for node in loaded.runbook.nodes.values():
         conditions |= {branch.when for branch in node.decide or []}
@@ -181,22 +187,30 @@ def compiled_expressions(loaded) -> dict[str, dict[str, Any]]:  # noqa: ANN001 -
         if spec.next is not None:
             values.add(spec.next.hosts)
             values |= {source for source in spec.next.params.values() if isinstance(source, str)}
-    codes, template_codes = {}, {}
-    for source in conditions | values:
-        try:
-            codes[source] = expression_code(source)
-        except Exception:  # noqa: BLE001 - e.g. a params value that is text, not an expression
-            continue
-    for source in templates:
-        try:
-            template_codes[source] = template_code(source)
-        except Exception:  # noqa: BLE001
-            continue
-    return {
-        "expressions": marshal_codes(codes),
-        "templates": marshal_codes(template_codes),
-        "fact_paths": {source: fact_paths(source) for source in conditions},
-    }
+    return conditions, values, templates
+
+
+def _fact_paths(conditions: set[str]) -> dict[str, tuple[str, ...]]:
+    """The trace's fact paths of each condition (parsed already by validation)."""
+    from nightowl.engine.expressions import fact_paths
+
+    return {source: fact_paths(source) for source in conditions}
+
+
+def _store_new_code_at_exit(key: str, entry: dict[str, Any], loaded) -> None:  # noqa: ANN001 - LoadedRunbook
+    """At exit, add to the cache entry ``key`` holds the code of the runbook's expressions this process
+    compiled and the entry lacks: compiling every expression when the entry is made cost more than
+    validating; a run compiles the few on its path anyway, and a later run down another path adds its own.
+    The folder is the one of now (a test's or a caller's may be gone by then: then nothing is written)."""
+    import atexit
+
+    from nightowl.library import runbook_cache
+    from nightowl.user_cache import cache_dir
+
+    folder = cache_dir()
+    if folder is not None:
+        conditions, values, templates = expression_sources(loaded)
+        atexit.register(runbook_cache.add_code, key, entry, folder, conditions | values, templates)
 
 
 def _validate(path: Path):  # noqa: ANN202

@@ -3,6 +3,7 @@ rehearsal to its expected path and verdict, with Jinja's compiler never asked.""
 
 from __future__ import annotations
 
+import contextlib
 import marshal
 from collections.abc import Iterator
 from typing import Any
@@ -23,12 +24,16 @@ def _clear() -> None:
 
 @pytest.fixture(scope="module")
 def stored() -> dict[str, Any]:
-    """Every built-in runbook's stored code, as a cache entry holds it (marshal bytes)."""
+    """The code of every expression of every built-in runbook, as a cache entry holds it once runs have
+    evaluated them all (marshal bytes; library/runbooks.py stores what a run compiled)."""
     merged: dict[str, Any] = {"expressions": {}, "templates": {}, "fact_paths": {}}
     for name in runbooks.builtin_paths():
-        entry = runbooks.compiled_expressions(runbooks.load(name))
-        for part, values in entry.items():
-            merged[part].update(values)
+        conditions, values, templates = runbooks.expression_sources(runbooks.load(name))
+        for source in conditions | values:
+            with contextlib.suppress(Exception):  # a params value that is text, not an expression
+                merged["expressions"][source] = marshal.dumps(expressions.expression_code(source))
+        merged["templates"].update({s: marshal.dumps(expressions.template_code(s)) for s in templates})
+        merged["fact_paths"].update({source: expressions.fact_paths(source) for source in conditions})
     return merged
 
 
@@ -44,6 +49,7 @@ def only_stored_code(stored: dict[str, Any], monkeypatch: pytest.MonkeyPatch) ->
 
     monkeypatch.setattr(env, "compile_expression", refuse)
     monkeypatch.setattr(env, "from_string", refuse)
+    monkeypatch.setattr(env, "compile", refuse)  # what a run compiles without stored code goes through
     monkeypatch.setattr(expressions, "_fact_paths", refuse)
     _clear()
     yield

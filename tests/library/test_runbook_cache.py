@@ -3,6 +3,9 @@ and a cache that is missing, corrupt, foreign, unsafe or unwritable only costs a
 
 from __future__ import annotations
 
+import atexit
+import contextlib
+import marshal
 import os
 import pickle
 import shutil
@@ -12,7 +15,7 @@ from typing import Any
 import pytest
 
 from nightowl import user_cache
-from nightowl.engine import validate
+from nightowl.engine import expressions, validate
 from nightowl.engine.validate import LoadedRunbook, RunbookInvalid
 from nightowl.library import runbook_cache, runbooks
 
@@ -195,3 +198,59 @@ def test_a_malformed_runbook_names_file_and_line_every_time(cache: Path, tmp_pat
         assert f"{path}:" in str(info.value)
         assert any(issue.line for issue in info.value.issues)
     assert len(entries(cache)) == 1, "an invalid runbook was stored"
+
+
+def test_an_entry_keeps_the_code_of_what_runs_compiled(cache: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An entry is stored without code; at exit the code this process compiled for the runbook's expressions
+    is added (and only that: not every expression's), and a later load runs from it, compiling nothing."""
+    at_exit: list[tuple[Any, ...]] = []
+    monkeypatch.setattr(atexit, "register", lambda *call: at_exit.append(call))
+    monkeypatch.setattr(expressions, "_COMPILED_HERE", {})
+    monkeypatch.setattr(expressions, "_PRECOMPILED", {})
+    expressions._compiled.cache_clear()
+    expressions._template.cache_clear()
+    loaded = fresh_load("xid")
+    [entry] = entries(cache)
+    assert pickle.loads(entry.read_bytes())["expressions"] == {}
+    conditions, values, templates = runbooks.expression_sources(loaded)
+    condition = sorted(conditions)[0]
+    with contextlib.suppress(expressions.ExpressionError):  # its facts are missing: compiled all the same
+        expressions.evaluate_condition(condition, {})
+    for function, *args in at_exit:
+        function(*args)
+    stored = pickle.loads(entry.read_bytes())
+    assert condition in stored["expressions"]
+    assert set(stored["expressions"]) <= conditions | values and set(stored["templates"]) <= templates
+    assert len(stored["expressions"]) < len(conditions | values), "every expression was compiled"
+    assert marshal.loads(stored["expressions"][condition]).co_filename == "<template>"
+
+    at_exit.clear()
+    expressions._compiled.cache_clear()
+    env = expressions.environment()
+    compiled: list[Any] = []
+    real_compile = env.compile
+    monkeypatch.setattr(env, "compile", lambda *args, **kwargs: compiled.append(args) or real_compile(*args, **kwargs))
+    fresh_load("xid")
+    with contextlib.suppress(expressions.ExpressionError):
+        expressions.evaluate_condition(condition, {})
+    assert compiled == [], "compiled again, not run from the entry's code"
+    before = entry.stat().st_mtime_ns
+    for function, *args in at_exit:
+        function(*args)
+    assert entry.stat().st_mtime_ns == before, "an entry was written with nothing new"
+    expressions._compiled.cache_clear()
+
+
+def test_code_is_not_added_to_a_cache_folder_gone_by_exit(cache: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    at_exit: list[tuple[Any, ...]] = []
+    monkeypatch.setattr(atexit, "register", lambda *call: at_exit.append(call))
+    monkeypatch.setattr(expressions, "_COMPILED_HERE", {})
+    loaded = fresh_load("xid")
+    expressions._compiled.cache_clear()
+    with contextlib.suppress(expressions.ExpressionError):
+        expressions.evaluate_condition(sorted(runbooks.expression_sources(loaded)[0])[0], {})
+    expressions._compiled.cache_clear()
+    shutil.rmtree(cache)
+    for function, *args in at_exit:
+        function(*args)
+    assert not cache.exists()
