@@ -400,9 +400,10 @@ def _trigger_lines(folded: str) -> list[int]:
 
 # Characters of the trigger words that are rare in command output: a boot log has "k" in "kernel" on
 # every line, and still fewer of these than of any other choice that leaves few triggers without one.
-# Each anchor costs a try of the pattern (one alternative per next byte): no "b", as every trigger
-# holding one holds an "a" (basic, bearer, github_pat_), which cut a boot log's trigger search by a sixth.
-_ANCHORS = "kzjwyhgx/_a"
+# Each anchor costs a try of the pattern (one alternative per next byte): no "b" or "z", as every
+# trigger holding one holds an "a" (basic, bearer, github_pat_, aiza, authorization), which cut a boot
+# log's trigger search by a fifth; and without "z", "giga" and "high" no longer collapse to what "aiza" does.
+_ANCHORS = "kjwyhgx/_a"
 _ANCHOR = "\x01"
 
 
