@@ -198,9 +198,35 @@ _TRIGGERS = (
 )
 
 
+# A word as a trie pattern reads it: the path to spell out (from its anchor on, below) and the whole word
+# (for a look-behind where the path starts inside it).
+_Entry = tuple[str, str]
+
+
+def _trie_pattern(entries: list[_Entry], depth: int = 0) -> str:
+    """The entries' paths (from ``depth`` on) as nested alternatives; where one ends, a look-behind for
+    its whole text (tried after the longer paths), or nothing when the path is the whole text."""
+    ends = sorted({whole for path, whole in entries if len(path) == depth})
+    if any(len(whole) == depth for whole in ends):
+        return ""  # a find already: the longer paths on from here need not be read
+    following: dict[str, list[_Entry]] = {}
+    for path, whole in entries:
+        if len(path) > depth:
+            following.setdefault(path[depth], []).append((path, whole))
+    alternatives = [re.escape(char) + _trie_pattern(group, depth + 1) for char, group in sorted(following.items())]
+    alternatives += [f"(?<={re.escape(whole)})" for whole in ends]
+    return alternatives[0] if len(alternatives) == 1 else "(?:" + "|".join(alternatives) + ")"
+
+
+def _any_of(words: Iterable[str]) -> re.Pattern[str]:
+    """A pattern finding where any of ``words`` occurs, as a trie (``t(?:oken|est)``): a flat alternation
+    tries every word at every position, the trie one branch per next letter."""
+    return re.compile(_trie_pattern([(word, word) for word in words]))
+
+
 # One pass over the text for every trigger (the per-trigger `in` loop was most of a sweep bundle's
 # scrubbing time: every short JSON string went through ~40 substring scans).
-_TRIGGER = re.compile("|".join(re.escape(trigger) for trigger in _TRIGGERS))
+_TRIGGER = _any_of(_TRIGGERS)
 
 
 def might_hold_secrets(text: str) -> bool:
@@ -347,17 +373,20 @@ def _trigger_lines(folded: str) -> list[int]:
     A substring search per trigger was ~50 passes over the text. Instead the characters that all the
     triggers but two hold one of (``_ANCHORS``) are turned into one byte, so that one regular expression
     whose first character is that byte (a fast scan in C, most anchors failing at the next byte) finds
-    where such a trigger may be; each find is then checked against the triggers it may be. The two
-    others get a substring search each."""
+    where such a trigger may be; each find is then matched, in C, against the triggers whose first anchor
+    is there (``_AT_ANCHOR``: the same pattern on the text itself). The two others get a substring search
+    each."""
     # latin-1 with "?" for wider characters keeps one byte per character, and no trigger holds either.
     collapsed = folded.encode("latin-1", "replace").translate(_COLLAPSE)
     starts: set[int] = set()
     search = _ANCHORED.search
+    at_anchor = _AT_ANCHOR.match
     position = 0
     while (found := search(collapsed, position)) is not None:
         anchor = found.start()
-        position = anchor + 1  # not found.end(): an anchor inside a find that is no trigger is one to try
-        if any(folded.startswith(trigger, anchor - offset) for trigger, offset in _MAY_BE[found.lastindex or 0]):
+        if at_anchor(folded, anchor) is None:  # an anchor inside a find that is no trigger is one to try
+            position = anchor + 1
+        else:
             starts.add(folded.rfind("\n", 0, anchor) + 1)
             position = _line_end(folded, anchor) + 1  # this line is listed: on to the next
     for trigger in _UNANCHORED:
@@ -371,73 +400,45 @@ def _trigger_lines(folded: str) -> list[int]:
 
 # Characters of the trigger words that are rare in command output: a boot log has "k" in "kernel" on
 # every line, and still fewer of these than of any other choice that leaves few triggers without one.
-_ANCHORS = "kzjwyhbgx/_a"
-_ANCHOR = 1
+# Each anchor costs a try of the pattern (one alternative per next byte): no "b" or "z", as every
+# trigger holding one holds an "a" (basic, bearer, github_pat_, aiza, authorization), which cut a boot
+# log's trigger search by a fifth; and without "z", "giga" and "high" no longer collapse to what "aiza" does.
+_ANCHORS = "kjwyhgx/_a"
+_ANCHOR = "\x01"
 
 
 def _collapse_table() -> bytes:
     table = bytearray(range(256))
-    table[_ANCHOR] = 0  # a \x01 of the text's own must not pass for an anchor
+    table[ord(_ANCHOR)] = 0  # a \x01 of the text's own must not pass for an anchor
     for char in _ANCHORS:
-        table[ord(char)] = _ANCHOR
+        table[ord(char)] = ord(_ANCHOR)
     return bytes(table)
 
 
 _COLLAPSE = _collapse_table()
-_Trie = dict[int, "_Trie"]
 
 
-def _anchored_search(
-    triggers: Iterable[str],
-) -> tuple[re.Pattern[bytes], list[tuple[tuple[str, int], ...]], tuple[str, ...]]:
-    """One pattern for the triggers holding an anchor, collapsed as the text is: the trigger's first
-    anchor, then the rest of it as a trie of literals (most anchors fail at the next byte), and where a
-    trigger ends, a look-behind for what comes before its anchor and an empty group. Also, by group
-    number, the triggers (with their anchor's offset) a find ending in that group may be: those ending
-    there and on the way there. And the triggers without an anchor."""
-    ends: dict[bytes, list[tuple[str, int, bytes]]] = {}
+def _anchor_patterns(triggers: Iterable[str]) -> tuple[re.Pattern[bytes], re.Pattern[str], tuple[str, ...]]:
+    """The triggers holding an anchor, from their first anchor on, as a trie of literals (most anchors
+    fail at the next character), with a look-behind for what comes before the anchor where a trigger
+    ends: once collapsed as the text is (a find there may be no trigger, the anchors being one byte), and
+    once as written (a match there is one). Also the triggers without an anchor."""
+    collapsed_entries: list[_Entry] = []
+    written_entries: list[_Entry] = []
     unanchored: list[str] = []
     for trigger in triggers:
-        collapsed = trigger.encode("latin-1").translate(_COLLAPSE)
+        collapsed = trigger.encode("latin-1").translate(_COLLAPSE).decode("latin-1")
         anchor = collapsed.find(_ANCHOR)
         if anchor < 0 or anchor == len(collapsed) - 1 > 0:  # none, or nothing after it to read ("npm_"):
             unanchored.append(trigger)  # a look-behind at every anchor would cost more than a search
             continue
-        ends.setdefault(collapsed[anchor + 1 :], []).append((trigger, anchor, collapsed))
-    trie: _Trie = {}
-    for path in ends:
-        node = trie
-        for byte in path:
-            node = node.setdefault(byte, {})
-    groups: list[tuple[tuple[str, int], ...]] = [()]
-    body = _trie_pattern(trie, b"", ends, groups)
-    return re.compile(re.escape(bytes([_ANCHOR])) + body), groups, tuple(unanchored)
+        collapsed_entries.append((collapsed[anchor:], collapsed))
+        written_entries.append((trigger[anchor:], trigger))
+    anchored = re.compile(_trie_pattern(collapsed_entries).encode("latin-1"))
+    return anchored, re.compile(_trie_pattern(written_entries)), tuple(unanchored)
 
 
-def _trie_pattern(
-    node: _Trie,
-    path: bytes,
-    ends: dict[bytes, list[tuple[str, int, bytes]]],
-    groups: list[tuple[tuple[str, int], ...]],
-) -> bytes:
-    alternatives = [
-        re.escape(bytes([byte])) + _trie_pattern(child, path + bytes([byte]), ends, groups)
-        for byte, child in sorted(node.items())
-    ]
-    if path in ends:  # tried after the longer triggers: the find is the longest that holds
-        behinds = sorted({collapsed for _, anchor, collapsed in ends[path] if anchor})
-        anywhere = any(not anchor for _, anchor, _ in ends[path])
-        check = b"" if anywhere else b"|".join(b"(?<=" + re.escape(behind) + b")" for behind in behinds)
-        alternatives.append((b"(?:" + check + b")" if len(behinds) > 1 and not anywhere else check) + b"()")
-        groups.append(
-            tuple(
-                (trigger, anchor) for end, mays in ends.items() if path.startswith(end) for trigger, anchor, _ in mays
-            )
-        )
-    return alternatives[0] if len(alternatives) == 1 else b"(?:" + b"|".join(alternatives) + b")"
-
-
-_ANCHORED, _MAY_BE, _UNANCHORED = _anchored_search(_LINE_TRIGGERS)
+_ANCHORED, _AT_ANCHOR, _UNANCHORED = _anchor_patterns(_LINE_TRIGGERS)
 
 
 def _value_line_end(text: str, position: int) -> int:

@@ -196,3 +196,23 @@ def test_every_recorded_output_is_scrubbed_as_before() -> None:
         assert redact._trigger_lines(lowered) == reference_trigger_lines(lowered), path
         changed += expected != text
     assert changed > 0  # some recorded outputs hold a secret shape: the comparison is not only of no-ops
+
+
+@settings(max_examples=1000, deadline=None)
+@given(texts)
+@example("kernel: Key type dns_resolver registered")
+@example("npm_\nsk-\n://")
+def test_the_trigger_precheck_finds_what_a_substring_test_per_trigger_finds(text: str) -> None:
+    lowered = text.lower()
+    assert (redact._TRIGGER.search(lowered) is not None) == any(t in lowered for t in redact._TRIGGERS)
+
+
+@settings(max_examples=500, deadline=None)
+@given(
+    st.lists(st.text(alphabet="ab-.(|", min_size=1, max_size=4), min_size=1, max_size=8),
+    st.text(alphabet="ab-.(|x\n", max_size=40),
+)
+@example(["key", "keyboard"], "a keyboar")
+def test_a_trie_of_words_finds_where_any_word_is(words: list[str], text: str) -> None:
+    # words that are prefixes of others, and characters a pattern must escape
+    assert (redact._any_of(words).search(text) is not None) == any(word in text for word in words)
