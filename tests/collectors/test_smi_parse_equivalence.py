@@ -1,0 +1,196 @@
+"""Issue 22's cheaper nvidia-smi / fabric / NVLink reading changes no result: each new path gives what the code
+before it gave (copied here as the reference) on every nvidia-smi, fabric and NVLink output under fixtures/
+(recorded real outputs) and on mutated variants of them: lines truncated, indentation changed, CRLF and other
+line breaks, values removed, garbage lines and lines shuffled in."""
+
+from __future__ import annotations
+
+import random
+import re
+from pathlib import Path
+
+import pytest
+
+from nightowl.collectors.gpu import fabric
+from nightowl.collectors.pci import find_pci
+
+ROOT = Path(__file__).resolve().parents[2]
+FIXTURES = ROOT / "fixtures"
+_NAMES = re.compile(r"nvsmi|nvidia-smi|nvlink|fabric", re.IGNORECASE)
+OUTPUTS = sorted(
+    p
+    for p in FIXTURES.rglob("*")
+    if p.is_file() and _NAMES.search(p.name) and p.suffix in (".out", ".txt", ".xml") and p.stat().st_size < 2_000_000
+)
+
+
+def read(path: Path) -> str:
+    return path.read_text(errors="replace")
+
+
+def _id(path: Path) -> str:
+    return str(path.relative_to(FIXTURES))
+
+
+# --- mutated variants --------------------------------------------------------------------------------
+
+_GARBAGE = [
+    "",
+    "   ",
+    "\t",
+    "GPU 00000000:18:00.0",
+    "  GPU 00000000:19:00.0",
+    "\tGPU 00000000:1A:00.0",
+    "Fabric",
+    "    Fabric",
+    "\tFabric",
+    "        Health",
+    "        State                             : In Progress",
+    "        Status : Insufficient Resources",
+    "            Bandwidth                     : Degraded",
+    "    Product Name                          : NVIDIA GB200",
+    "Link 3: <inactive>",
+    "Link 4: 26.562 GB/s",
+    "GPU 0: NVIDIA H100 80GB HBM3 (UUID: GPU-1234)",
+    "\x00\xff\u2028",
+    "=====NVSMI LOG=====",
+    ":",
+    " : ",
+    "$ nvidia-smi -q",
+    "Unknown Error",
+    "[...]",
+]
+
+
+def _mutate_line(rng: random.Random, line: str) -> list[str]:
+    choice = rng.randrange(9)
+    if choice == 0 and line:
+        return [line[: rng.randrange(len(line))]]  # truncated
+    if choice == 1:
+        return [line.lstrip()]  # indentation lost
+    if choice == 2:
+        return [" " * rng.randrange(1, 9) + line]  # indented deeper
+    if choice == 3:
+        return [line.replace("    ", "\t", rng.randrange(1, 4))]  # tabs for spaces
+    if choice == 4 and ":" in line:
+        return [line[: line.index(":") + 1]]  # value missing
+    if choice == 5:
+        return [line, rng.choice(_GARBAGE)]  # garbage after it
+    if choice == 6:
+        return []  # line dropped
+    if choice == 7:
+        return [line.replace(" ", "", 1)]  # one blank less
+    return [line, line]  # repeated
+
+
+def variants(text: str, seed: int, count: int) -> list[str]:
+    """``count`` mutations of ``text``, plus its CRLF and odd line-break forms."""
+    rng = random.Random(seed)
+    lines = text.splitlines()
+    found = [text.replace("\n", "\r\n"), text.replace("\n", "\r"), text.replace("\n", "\u2028"), text + "\n\n"]
+    for _ in range(count):
+        mutated = list(lines)
+        for _ in range(rng.randint(1, 12)):
+            if not mutated:
+                break
+            at = rng.randrange(len(mutated))
+            mutated[at : at + 1] = _mutate_line(rng, mutated[at])
+        found.append(rng.choice(["\n", "\r\n", "\n"]).join(mutated))
+    return found
+
+
+def _pieces(rng: random.Random, words: list[str]) -> str:
+    return "".join(rng.choice(words) for _ in range(rng.randint(0, 60)))
+
+
+# --- fabric ------------------------------------------------------------------------------------------
+
+
+def reference_fabric_text(text: str, warnings: list[str]) -> list[fabric.GpuFabric]:
+    """fabric._parse_text before the nested-section skip (do not edit)."""
+    gpus: list[fabric.GpuFabric] = []
+    gpu: fabric.GpuFabric | None = None
+    section: list[tuple[int, str]] = []
+    for raw in text.splitlines():
+        if not raw.strip():
+            continue
+        header = fabric._GPU.match(raw.strip())
+        if header and not raw.startswith(" "):
+            gpu = fabric.GpuFabric(pci=find_pci(header.group("pci")))
+            gpus.append(gpu)
+            section = []
+            continue
+        pair, bare = fabric._PAIR.match(raw), (fabric._SECTION.match(raw) if ":" not in raw else None)
+        if gpu is None:
+            if bare is None or bare.group("key").strip().lower() != "fabric":
+                continue
+            gpu = fabric.GpuFabric(pci=None)
+            gpus.append(gpu)
+            section = []
+        match = pair or bare
+        if match is None:
+            continue
+        indent = len(match.group("indent").expandtabs(4))
+        section = [(level, name) for level, name in section if level < indent]
+        key = match.group("key").strip()
+        if pair is None:
+            section.append((indent, key.lower()))
+            continue
+        names = [name for _, name in section]
+        if not names and key.lower() == "product name":
+            gpu.name = fabric._value(pair.group("value"))
+        elif names == ["fabric"]:
+            fabric._set(gpu, key, pair.group("value"))
+        elif names == ["fabric", "health"]:
+            health_key = fabric.HEALTH_KEYS.get(key.lower())
+            if health_key:
+                gpu.health[health_key] = pair.group("value").strip()
+    return gpus
+
+
+def test_there_are_outputs_to_compare_on() -> None:
+    names = [p.name for p in OUTPUTS]
+    assert len(OUTPUTS) > 100
+    assert any("fabric" in n for n in names) and any("nvlink" in n for n in names)
+
+
+@pytest.mark.parametrize("path", OUTPUTS, ids=_id)
+def test_fabric_text_reads_every_output_and_its_variants_as_before(path: Path) -> None:
+    text = read(path)
+    for candidate in [text, *variants(text, seed=len(text), count=12)]:
+        assert fabric._parse_text(candidate, []) == reference_fabric_text(candidate, []), candidate[:300]
+
+
+_FABRIC_WORDS = [
+    "\n",
+    "\n",
+    "\r\n",
+    "\x0c",
+    " ",
+    "    ",
+    "        ",
+    "\t",
+    "GPU 00000000:18:00.0",
+    "Product Name",
+    "Fabric",
+    "Health",
+    "ECC Errors",
+    "State",
+    "Status",
+    "CliqueId",
+    "Bandwidth",
+    " : ",
+    ":",
+    "Completed",
+    "N/A",
+    "x",
+]
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_fabric_text_reads_random_blocks_as_before(seed: int) -> None:
+    rng = random.Random(seed)
+    for _ in range(100):
+        text = _pieces(rng, _FABRIC_WORDS)
+        for candidate in (text, "GPU 00000000:18:00.0\n" + text):
+            assert fabric._parse_text(candidate, []) == reference_fabric_text(candidate, []), repr(candidate)
