@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from nightowl.collectors.gpu import fabric
+from nightowl.collectors.gpu import fabric, nvlink
 from nightowl.collectors.pci import find_pci
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -194,3 +194,126 @@ def test_fabric_text_reads_random_blocks_as_before(seed: int) -> None:
         text = _pieces(rng, _FABRIC_WORDS)
         for candidate in (text, "GPU 00000000:18:00.0\n" + text):
             assert fabric._parse_text(candidate, []) == reference_fabric_text(candidate, []), repr(candidate)
+
+
+# --- nvlink ------------------------------------------------------------------------------------------
+
+
+def reference_link(gpu: nvlink.Gpu, number: int) -> nvlink.Link:
+    """nvlink.Gpu.link before its in-order shortcut (do not edit)."""
+    for existing in gpu.links:
+        if existing.link == number:
+            return existing
+    created = nvlink.Link(link=number)
+    gpu.links.append(created)
+    gpu.links.sort(key=lambda item: item.link)
+    return created
+
+
+def reference_nvlink_read_line(state: nvlink._State, raw: str) -> None:
+    """nvlink._read_line before the Link-line shortcut (do not edit)."""
+    line = raw.strip()
+    if not line or nvlink._NOISE.match(line):
+        return
+    if nvlink._ELISION.match(line):
+        state.elided = True
+        if state.gpu is not None:
+            state.gpu.partial = True
+        return
+    header = nvlink._GPU_HEADER.match(line)
+    if header:
+        nvlink._read_gpu_header(state, header)
+        return
+    dcgm_gpu, dcgm_switch = nvlink._DCGM_GPU.match(line), nvlink._DCGM_SWITCH.match(line)
+    if dcgm_gpu:
+        state.dcgm_target, state.gpu = state.gpu_at(int(dcgm_gpu.group("index"))), None
+        return
+    if dcgm_switch:
+        switch = nvlink.NvSwitch(physical_id=int(dcgm_switch.group("index")))
+        state.switches.append(switch)
+        state.dcgm_target, state.gpu = switch, None
+        return
+    if state.dcgm_target is not None and nvlink._DCGM_STATE_ROW.match(line):
+        nvlink._read_dcgm_row(state, line)
+        return
+    if line.startswith("|") and nvlink._read_tree_row(state, line):
+        return
+    link_match = nvlink._LINK.match(line)
+    if link_match and state.gpu is not None:
+        link = state.gpu.link(int(link_match.group("link")))
+        if nvlink._read_link_value(link, link_match.group("rest")):
+            return
+    elif state.gpu is not None and nvlink._read_gpu_detail(state, state.gpu, line):
+        return
+    state.warnings.append(f"unrecognised line: {line[:200]}")
+
+
+def reference_nvlink_parse(text: str, monkeypatch: pytest.MonkeyPatch) -> nvlink.NvlinkResult:
+    """nvlink.parse as it was: the old line reader and the old Gpu.link."""
+    with monkeypatch.context() as patched:
+        patched.setattr(nvlink.Gpu, "link", reference_link)
+        state = nvlink._State()
+        for raw in str(text).splitlines():
+            reference_nvlink_read_line(state, raw)
+    if state.elided:
+        state.warnings.append("input has elided lines ([...] or ...): links or GPUs may be missing")
+    gpus = [state.gpus[index] for index in sorted(state.gpus)]
+    if not gpus and not state.switches:
+        state.warnings.append("no NVLink GPU blocks found")
+    return nvlink.NvlinkResult(kind=nvlink.KIND, warnings=state.warnings, gpus=gpus, nvswitches=state.switches)
+
+
+@pytest.mark.parametrize("path", OUTPUTS, ids=_id)
+def test_nvlink_reads_every_output_and_its_variants_as_before(path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    text = read(path)
+    for candidate in [text, *variants(text, seed=len(text) + 1, count=12)]:
+        assert nvlink.parse(candidate) == reference_nvlink_parse(candidate, monkeypatch), candidate[:300]
+
+
+_NVLINK_WORDS = [
+    "\n",
+    "\n",
+    "Link ",
+    "Link 3: ",
+    "Link 17",
+    "LINK ",
+    "GPU 0: NVIDIA H100 (UUID: GPU-1)",
+    "GPU 1: ",
+    "26.562 GB/s",
+    "<inactive>",
+    "Replay Errors: 7",
+    "nvidia-smi nvlink -s",
+    "NVIDIA-SMI NVLINK",
+    "DCGMI nvlink",
+    "dcgmi",
+    "-",
+    " ",
+    "\t",
+    ":",
+    "[...]",
+    "| Link 2 |",
+    "| -> Replay Error | 4 |",
+    "gpuId 0:",
+    "U D X _",
+    "N/A",
+    "\u212a",
+    "x",
+]
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_nvlink_reads_random_texts_as_before(seed: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    rng = random.Random(seed)
+    for _ in range(100):
+        text = _pieces(rng, _NVLINK_WORDS)
+        assert nvlink.parse(text) == reference_nvlink_parse(text, monkeypatch), repr(text)
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_gpu_link_keeps_links_as_before(seed: int) -> None:
+    rng = random.Random(seed)
+    numbers = [rng.choice([rng.randrange(20), len(range(seed))]) for _ in range(rng.randrange(40))]
+    new, old = nvlink.Gpu(index=0), nvlink.Gpu(index=0)
+    for number in numbers:
+        assert nvlink.Gpu.link(new, number) == reference_link(old, number)
+        assert [link.link for link in new.links] == [link.link for link in old.links]
