@@ -7,11 +7,14 @@ from __future__ import annotations
 
 import random
 import re
+from collections.abc import Iterable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from nightowl.collectors.gpu import fabric, nvlink
+from nightowl.collectors.gpu.nvidia_smi import nvidia_smi, results, tree
 from nightowl.collectors.pci import find_pci
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -317,3 +320,157 @@ def test_gpu_link_keeps_links_as_before(seed: int) -> None:
     for number in numbers:
         assert nvlink.Gpu.link(new, number) == reference_link(old, number)
         assert [link.link for link in new.links] == [link.link for link in old.links]
+
+
+# --- nvidia-smi -q text ------------------------------------------------------------------------------
+
+
+def reference_text_node(body: str) -> tree.Node:
+    """tree._text_node before split_key_value (do not edit)."""
+    header = tree._GPU_HEADER.match(body) if body.startswith("GPU") else None
+    if header:
+        return tree.Node(tree.GPU_KEY, body, header.group("pci"))
+    key_value = tree._KEY_VALUE.match(body)
+    if key_value:
+        key, value = key_value.group("key", "value")
+        return tree.Node(tree.canon(key), key, value or "")
+    return tree.Node(tree.canon(body), body, None)
+
+
+def reference_build_text_tree(lines: Iterable[str], check_failures: bool = True) -> tuple[tree.Node, list[str]]:
+    """tree.build_text_tree before its tab test (do not edit)."""
+    root = tree.Node("", "", None)
+    stack: list[tuple[int, tree.Node]] = [(-1, root)]
+    headers: list[tree.Node] = []
+    for raw in lines:
+        line = raw.expandtabs(8).rstrip()
+        body = line.lstrip()
+        if not body or tree._skipped(body, check_failures):
+            continue
+        indent = len(line) - len(body)
+        while stack[-1][0] >= indent:
+            stack.pop()
+        node = reference_text_node(body)
+        if node.value is None:
+            headers.append(node)
+        stack[-1][1].children.append(node)
+        stack.append((indent, node))
+    return root, [node.label for node in headers if not node.children]
+
+
+def reference_field_errors(gpu: tree.Node, pci: str | None) -> list[results.GpuError]:
+    """nvidia_smi._field_errors before it read the repair flags too (do not edit)."""
+    errors = []
+    Entry = tuple[tree.Node, Any]
+    pending: list[Entry] = [(child, None) for child in reversed(gpu.children)]
+    while pending:
+        entry = pending.pop()
+        node = entry[0]
+        if node.value is not None and tree.is_error_value(node.value):
+            name = nvidia_smi._label_path(entry)
+            errors.append(results.GpuError(pci=pci, message=f"{name}: {node.value.strip()}", field=name))
+        if node.children:
+            pending.extend((child, entry) for child in reversed(node.children))
+    return errors
+
+
+def reference_repair_status(gpu: tree.Node) -> dict[str, bool | None]:
+    """nvidia_smi._repair_status (do not edit)."""
+    found: dict[str, bool | None] = dict.fromkeys(nvidia_smi.REPAIR_KEYS.values())
+    for node in tree.walk(gpu):
+        name = nvidia_smi.REPAIR_KEYS.get(node.key)
+        if name is not None and node.value is not None:
+            found[name] = tree.to_bool(node.value)
+    return found
+
+
+def _outcome(text: str) -> object:
+    try:
+        return nvidia_smi._parse(text)
+    except Exception as exc:  # noqa: BLE001 - parse turns it into a warning: the same one either way
+        return (type(exc), str(exc))
+
+
+def reference_smi_parse(text: str, monkeypatch: pytest.MonkeyPatch) -> object:
+    """nvidia_smi._parse with the old tree reader and the old per-GPU value passes."""
+    with monkeypatch.context() as patched:
+        patched.setattr(nvidia_smi, "build_text_tree", reference_build_text_tree)
+        patched.setattr(
+            nvidia_smi,
+            "_scan_values",
+            lambda gpu, pci: (reference_field_errors(gpu, pci), reference_repair_status(gpu)),
+        )
+        return _outcome(text)
+
+
+def _smi_variants(text: str, seed: int) -> list[str]:
+    found = [text, *variants(text, seed=seed, count=10)]
+    return found + [candidate.replace("\t", "") for candidate in found[-3:]]  # some without tabs: the fast path
+
+
+@pytest.mark.parametrize("path", OUTPUTS, ids=_id)
+def test_nvidia_smi_reads_every_output_and_its_variants_as_before(path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    for candidate in _smi_variants(read(path), seed=len(path.name)):
+        assert _outcome(candidate) == reference_smi_parse(candidate, monkeypatch), candidate[:300]
+
+
+@pytest.mark.parametrize("path", OUTPUTS, ids=_id)
+def test_split_key_value_is_the_pattern_on_every_line(path: Path) -> None:
+    lines = [line for candidate in _smi_variants(read(path), seed=7) for line in candidate.splitlines()]
+    for line in lines:
+        body = line.expandtabs(8).strip()
+        if body:
+            expected = tree._KEY_VALUE.match(body)
+            found = tree.split_key_value(body)
+            assert found == (expected and (expected["key"], expected["value"] or "")), repr(body)
+
+
+_KEY_WORDS = ["a", "Bus Id", " ", "  ", "\t", "\xa0", "\x1f", "\u3000", ":", " : ", ": :", "::", "x:y", "[N/A]", "é"]
+
+
+@pytest.mark.parametrize("seed", range(30))
+def test_split_key_value_is_the_pattern_on_random_bodies(seed: int) -> None:
+    rng = random.Random(seed)
+    for _ in range(400):
+        body = "".join(rng.choice(_KEY_WORDS) for _ in range(rng.randint(1, 10))).strip()
+        if body:
+            expected = tree._KEY_VALUE.match(body)
+            found = tree.split_key_value(body)
+            assert found == (expected and (expected["key"], expected["value"] or "")), repr(body)
+
+
+_SMI_WORDS = [
+    "\n",
+    "\n",
+    "\n",
+    "    ",
+    "        ",
+    "\t",
+    "GPU 00000000:18:00.0",
+    "Product Name",
+    "Channel Repair Pending",
+    "TPC Repair Pending",
+    "ECC Errors",
+    "Volatile",
+    "DRAM Uncorrectable",
+    " : ",
+    ":",
+    "Yes",
+    "No",
+    "N/A",
+    "Unknown Error",
+    "Attached GPUs",
+    "Driver Version",
+    "5",
+    "$ ",
+    "=== NVSMI LOG ===",
+    "x",
+]
+
+
+@pytest.mark.parametrize("seed", range(30))
+def test_nvidia_smi_reads_random_texts_as_before(seed: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    rng = random.Random(seed)
+    for _ in range(60):
+        text = _pieces(rng, _SMI_WORDS)
+        assert _outcome(text) == reference_smi_parse(text, monkeypatch), repr(text)

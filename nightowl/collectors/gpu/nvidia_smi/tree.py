@@ -206,6 +206,7 @@ _BANNER = re.compile(r"^=+\s*NVSMI LOG\s*=+$")
 _GPU_HEADER = re.compile(r"^GPU\s+(?P<pci>[0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-7])$")
 # "Key   : value": the key holds no colon and is followed by blanks then a colon, so
 # "Bus Id : 00000000:18:00.0" splits once and "GPU 0000:0B:00.0: Unknown Error" does not.
+# split_key_value reads a line body as this pattern does, with string methods (the tests hold it to the pattern).
 _KEY_VALUE = re.compile(r"^(?P<key>[^:]*?\S)\s+:(?:\s+(?P<value>.*))?$")
 # Shell prompts pasted with the output ("$ nvidia-smi -q | grep ...", "[root@host ~]# nvidia-smi",
 # "(venv) root@node1:~/dir# nvidia-smi"): not output, and must not become a section header.
@@ -269,7 +270,7 @@ def build_text_tree(lines: Iterable[str], check_failures: bool = True) -> tuple[
     stack: list[tuple[int, Node]] = [(-1, root)]
     headers: list[Node] = []  # in document order, which is walk order: the childless ones were not read
     for raw in lines:
-        line = raw.expandtabs(8).rstrip()
+        line = (raw.expandtabs(8) if "\t" in raw else raw).rstrip()
         body = line.lstrip()
         if not body or _skipped(body, check_failures):
             continue
@@ -288,11 +289,35 @@ def _text_node(body: str) -> Node:
     header = _GPU_HEADER.match(body) if body.startswith("GPU") else None
     if header:
         return Node(GPU_KEY, body, header.group("pci"))
-    key_value = _KEY_VALUE.match(body)
+    key_value = split_key_value(body)
     if key_value:
-        key, value = key_value.group("key", "value")
-        return Node(canon(key), key, value or "")
+        key, value = key_value
+        return Node(canon(key), key, value)
     return Node(canon(body), body, None)
+
+
+def split_key_value(body: str) -> tuple[str, str] | None:
+    """(key, value) as _KEY_VALUE matches ``body`` (value "" for none), or None; ``body`` stripped, one line.
+
+    The pattern's key ends at the first colon with blanks before it or, failing that, takes that colon
+    along ("a: : b"); a blank or the end must follow the colon that ends the key. Its lazy key is tried at every
+    character of the line, the string methods find the colon at C speed.
+    """
+    colon = body.find(":")
+    if colon < 0:
+        return None
+    key = body[:colon].rstrip()
+    if 0 < len(key) < colon and _ends_at(body, colon):
+        return key, body[colon + 1 :].lstrip()
+    second = body.find(":", colon + 1)
+    if second > colon + 1 and not body[colon + 1 : second].strip() and _ends_at(body, second):
+        return body[: colon + 1], body[second + 1 :].lstrip()
+    return None
+
+
+def _ends_at(body: str, colon: int) -> bool:
+    """The colon is the last character of ``body`` or a blank follows it."""
+    return colon + 1 == len(body) or body[colon + 1].isspace()
 
 
 def walk(node: Node) -> Iterable[Node]:
