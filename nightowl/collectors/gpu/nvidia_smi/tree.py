@@ -307,17 +307,13 @@ def split_key_value(body: str) -> tuple[str, str] | None:
     if colon < 0:
         return None
     key = body[:colon].rstrip()
-    if 0 < len(key) < colon and _ends_at(body, colon):
-        return key, body[colon + 1 :].lstrip()
-    second = body.find(":", colon + 1)
-    if second > colon + 1 and not body[colon + 1 : second].strip() and _ends_at(body, second):
-        return body[: colon + 1], body[second + 1 :].lstrip()
+    after = colon + 1  # the end of the body or a blank must follow the colon that ends the key
+    if 0 < len(key) < colon and (after == len(body) or body[after].isspace()):
+        return key, body[after:].lstrip()
+    second = body.find(":", after)
+    if second > after and not body[after:second].strip() and (second + 1 == len(body) or body[second + 1].isspace()):
+        return body[:after], body[second + 1 :].lstrip()
     return None
-
-
-def _ends_at(body: str, colon: int) -> bool:
-    """The colon is the last character of ``body`` or a blank follows it."""
-    return colon + 1 == len(body) or body[colon + 1].isspace()
 
 
 def walk(node: Node) -> Iterable[Node]:
