@@ -303,16 +303,15 @@ def split_key_value(body: str) -> tuple[str, str] | None:
     along ("a: : b"); a blank or the end must follow the colon that ends the key. Its lazy key is tried at every
     character of the line, the string methods find the colon at C speed.
     """
-    colon = body.find(":")
-    if colon < 0:
+    head, colon, rest = body.partition(":")
+    if not colon:
         return None
-    key = body[:colon].rstrip()
-    after = colon + 1  # the end of the body or a blank must follow the colon that ends the key
-    if 0 < len(key) < colon and (after == len(body) or body[after].isspace()):
-        return key, body[after:].lstrip()
-    second = body.find(":", after)
-    if second > after and not body[after:second].strip() and (second + 1 == len(body) or body[second + 1].isspace()):
-        return body[:after], body[second + 1 :].lstrip()
+    key = head.rstrip()
+    if 0 < len(key) < len(head) and (not rest or rest[0].isspace()):
+        return key, rest.lstrip()
+    blanks, colon, value = rest.partition(":")  # the key's last character may be the first colon
+    if colon and blanks and not blanks.strip() and (not value or value[0].isspace()):
+        return head + ":", value.lstrip()
     return None
 
 
