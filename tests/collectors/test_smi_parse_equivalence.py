@@ -109,6 +109,11 @@ def _pieces(rng: random.Random, words: list[str]) -> str:
 # --- fabric ------------------------------------------------------------------------------------------
 
 
+# fabric's line patterns before their greedy forms (do not edit)
+REFERENCE_PAIR = re.compile(r"^(?P<indent>\s*)(?P<key>[A-Za-z][A-Za-z0-9 ()/_-]*?)\s*:\s*(?P<value>.*?)\s*$")
+REFERENCE_SECTION = re.compile(r"^(?P<indent>\s*)(?P<key>[A-Za-z][A-Za-z0-9 ()/_-]*?)\s*$")
+
+
 def reference_fabric_text(text: str, warnings: list[str]) -> list[fabric.GpuFabric]:
     """fabric._parse_text before the nested-section skip (do not edit)."""
     gpus: list[fabric.GpuFabric] = []
@@ -123,7 +128,7 @@ def reference_fabric_text(text: str, warnings: list[str]) -> list[fabric.GpuFabr
             gpus.append(gpu)
             section = []
             continue
-        pair, bare = fabric._PAIR.match(raw), (fabric._SECTION.match(raw) if ":" not in raw else None)
+        pair, bare = REFERENCE_PAIR.match(raw), (REFERENCE_SECTION.match(raw) if ":" not in raw else None)
         if gpu is None:
             if bare is None or bare.group("key").strip().lower() != "fabric":
                 continue
@@ -164,6 +169,14 @@ def test_fabric_text_reads_every_output_and_its_variants_as_before(path: Path) -
         assert fabric._parse_text(candidate, []) == reference_fabric_text(candidate, []), candidate[:300]
 
 
+@pytest.mark.parametrize("path", OUTPUTS, ids=_id)
+def test_fabric_line_patterns_match_as_before_on_every_line(path: Path) -> None:
+    for line in [line for candidate in variants(read(path), seed=3, count=6) for line in candidate.splitlines()]:
+        for new, old in ((fabric._PAIR, REFERENCE_PAIR), (fabric._SECTION, REFERENCE_SECTION)):
+            found, expected = new.match(line), old.match(line)
+            assert (found and found.groupdict()) == (expected and expected.groupdict()), repr(line)
+
+
 _FABRIC_WORDS = [
     "\n",
     "\n",
@@ -187,6 +200,10 @@ _FABRIC_WORDS = [
     "Completed",
     "N/A",
     "x",
+    "\xa0",
+    "\x1f",
+    "(1)",
+    "-",
 ]
 
 

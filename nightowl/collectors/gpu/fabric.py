@@ -32,8 +32,10 @@ NVL_PRODUCTS = re.compile(r"\bGB[23]00\b", re.IGNORECASE)
 UNSET = frozenset({"n/a", "not supported", "", "unknown"})
 
 _GPU = re.compile(r"^GPU\s+(?P<pci>[0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-9A-Fa-f])\s*$")
-_PAIR = re.compile(r"^(?P<indent>\s*)(?P<key>[A-Za-z][A-Za-z0-9 ()/_-]*?)\s*:\s*(?P<value>.*?)\s*$")
-_SECTION = re.compile(r"^(?P<indent>\s*)(?P<key>[A-Za-z][A-Za-z0-9 ()/_-]*?)\s*$")
+# A value or section name ends at its last non-blank: matched greedily to it, not by trying the end of the line
+# after every character (the tests hold both to the lazy "(.*?)\s*$" forms they replace).
+_PAIR = re.compile(r"^(?P<indent>\s*)(?P<key>[A-Za-z][A-Za-z0-9 ()/_-]*?)\s*:\s*(?P<value>(?:.*\S)?)\s*$")
+_SECTION = re.compile(r"^(?P<indent>\s*)(?P<key>[A-Za-z](?:[A-Za-z0-9 ()/_-]*[A-Za-z0-9()/_-])?)\s*$")
 _XML_GPU = re.compile(r'<gpu id="(?P<pci>[^"]+)">(?P<body>.*?)</gpu>', re.DOTALL)
 _XML_TAG = re.compile(r"<(?P<tag>[A-Za-z_]+)>(?P<value>[^<]*)</(?P=tag)>")
 _XML_BLOCK = re.compile(r"<fabric>(?P<body>.*?)</fabric>", re.DOTALL)
