@@ -277,22 +277,23 @@ def build_text_tree(lines: Iterable[str], check_failures: bool = True) -> tuple[
         indent = len(line) - len(body)
         while stack[-1][0] >= indent:
             stack.pop()
-        node = _text_node(body)
-        if node.value is None:
-            headers.append(node)
+        key_value = split_key_value(body)  # most lines; never a GPU header, which has no blank before a colon
+        if key_value is not None:
+            node = Node(canon(key_value[0]), key_value[0], key_value[1], [])
+        else:
+            node = _header_node(body)
+            if node.value is None:
+                headers.append(node)
         stack[-1][1].children.append(node)
         stack.append((indent, node))
     return root, [node.label for node in headers if not node.children]
 
 
-def _text_node(body: str) -> Node:
+def _header_node(body: str) -> Node:
+    """A line that is not ``key : value``: a GPU block's header or a section's."""
     header = _GPU_HEADER.match(body) if body.startswith("GPU") else None
     if header:
         return Node(GPU_KEY, body, header.group("pci"))
-    key_value = split_key_value(body)
-    if key_value:
-        key, value = key_value
-        return Node(canon(key), key, value)
     return Node(canon(body), body, None)
 
 
