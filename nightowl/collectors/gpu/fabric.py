@@ -161,8 +161,8 @@ def _headerless_fabric(raw: str) -> GpuFabric | None:
 
 def _read_line(gpu: GpuFabric, raw: str, section: list[tuple[int, str]]) -> None:
     """One line of a GPU block: opens or closes sections in ``section``, sets the field it names."""
-    # A section line has no ":" (nor a key character or blank that could be one), and the test spares
-    # _SECTION's lazy key trying the end of the line at every blank of a padded "Key     : value".
+    # A section line has no ":" (nor a key character or blank that could be one): the test spares _SECTION
+    # on every "Key     : value" line.
     match = _PAIR.match(raw) or (_SECTION.match(raw) if ":" not in raw else None)
     if match is None:
         return
