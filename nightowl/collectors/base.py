@@ -27,12 +27,17 @@ def to_jsonable(value: Any) -> Any:
     names = _DATACLASS_FIELDS.get(kind)
     if names is None:
         names = _DATACLASS_FIELDS.setdefault(kind, _field_names(kind))
+    # Items that are scalars are taken as they are, sparing a call for each (most fields and list items).
     if names:
-        return {name: to_jsonable(getattr(value, name)) for name in names}
+        fields = {}
+        for name in names:
+            item = getattr(value, name)
+            fields[name] = item if type(item) in _SCALARS else to_jsonable(item)
+        return fields
     if isinstance(value, dict):
-        return {str(k): to_jsonable(v) for k, v in value.items()}
+        return {str(k): v if type(v) in _SCALARS else to_jsonable(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
-        return [to_jsonable(v) for v in value]
+        return [v if type(v) in _SCALARS else to_jsonable(v) for v in value]
     return value
 
 

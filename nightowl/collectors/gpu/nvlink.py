@@ -96,6 +96,11 @@ class Gpu:
     partial: bool = False  # the poster elided lines inside this GPU's block: link counts are a floor
 
     def link(self, number: int) -> Link:
+        # Outputs list a GPU's links in order: a link past the last one is new, and its place is the end.
+        if not self.links or self.links[-1].link < number:
+            created = Link(link=number)
+            self.links.append(created)
+            return created
         for existing in self.links:
             if existing.link == number:
                 return existing
@@ -240,9 +245,21 @@ def _read_gpu_detail(state: _State, gpu: Gpu, line: str) -> bool:
     return True
 
 
+def _may_echo_command(line: str) -> bool:
+    """False when ``line`` cannot be _NOISE's command echo: that names nvidia-smi (a "-") or dcgmi (a "dcg", in
+    any case: IGNORECASE folds no other character to d, c or g)."""
+    return "-" in line or "dcg" in line.lower()
+
+
 def _read_line(state: _State, raw: str) -> None:
     line = raw.strip()
-    if not line or _NOISE.match(line):
+    if not line:
+        return
+    if line.startswith("Link "):  # most lines: none of the patterns up to the link reader's can match them ...
+        if not _may_echo_command(line) or not _NOISE.match(line):  # ... but the command echo of _NOISE
+            _read_link_or_detail(state, line)
+        return
+    if _NOISE.match(line):
         return
     if _ELISION.match(line):
         state.elided = True
@@ -267,6 +284,11 @@ def _read_line(state: _State, raw: str) -> None:
         return
     if line.startswith("|") and _read_tree_row(state, line):
         return
+    _read_link_or_detail(state, line)
+
+
+def _read_link_or_detail(state: _State, line: str) -> None:
+    """A ``Link N: ...`` line or a detail line of the current GPU; anything else is a warning."""
     link_match = _LINK.match(line)
     if link_match and state.gpu is not None:
         link = state.gpu.link(int(link_match.group("link")))

@@ -366,15 +366,6 @@ def _mig_devices(gpu: Node) -> tuple[MigDevice, ...]:
     return tuple(devices)
 
 
-def _repair_status(gpu: Node) -> dict[str, bool | None]:
-    found: dict[str, bool | None] = dict.fromkeys(REPAIR_KEYS.values())
-    for node in walk(gpu):
-        name = REPAIR_KEYS.get(node.key)
-        if name is not None and node.value is not None:
-            found[name] = to_bool(node.value)
-    return found
-
-
 def _first_float(gpu: Node, paths: Sequence[Path]) -> float | None:
     for path in paths:
         value = to_float(raw_value(gpu, path))
@@ -383,9 +374,11 @@ def _first_float(gpu: Node, paths: Sequence[Path]) -> float | None:
     return None
 
 
-def _field_errors(gpu: Node, pci: str | None) -> list[GpuError]:
-    """One entry per value that reads as an error, named by its label path ("PCI > ... > Host Max")."""
+def _scan_values(gpu: Node, pci: str | None) -> tuple[list[GpuError], dict[str, bool | None]]:
+    """Every value of the GPU's block, read in one pass in document order: one error entry per value that reads
+    as an error, named by its label path ("PCI > ... > Host Max"), and the repair flags (the last one printed)."""
     errors = []
+    repairs: dict[str, bool | None] = dict.fromkeys(REPAIR_KEYS.values())
     # (node, its parent's entry): the label path is rebuilt only for an error, from its last levels, so a
     # deeply nested (hostile or truncated) document costs linear time, not a copied path per node.
     Entry = tuple[Node, Any]
@@ -393,12 +386,16 @@ def _field_errors(gpu: Node, pci: str | None) -> list[GpuError]:
     while pending:
         entry = pending.pop()
         node = entry[0]
-        if node.value is not None and is_error_value(node.value):
-            name = _label_path(entry)
-            errors.append(GpuError(pci=pci, message=f"{name}: {node.value.strip()}", field=name))
+        if node.value is not None:
+            if is_error_value(node.value):
+                name = _label_path(entry)
+                errors.append(GpuError(pci=pci, message=f"{name}: {node.value.strip()}", field=name))
+            repair = REPAIR_KEYS.get(node.key)
+            if repair is not None:
+                repairs[repair] = to_bool(node.value)
         if node.children:  # most nodes are leaves: no generator for them
             pending.extend((child, entry) for child in reversed(node.children))
-    return errors
+    return errors, repairs
 
 
 _MAX_LABEL_DEPTH = 12  # nvidia-smi nests 4 deep; deeper paths are cut from the top
@@ -415,7 +412,7 @@ def _label_path(entry: tuple[Node, Any]) -> str:
 
 def gpu_from_node(gpu: Node) -> tuple[Gpu, list[GpuError]]:
     pci = normalize_pci(clean(raw_value(gpu, BUS_ID))) or normalize_pci(gpu.value)
-    errors = _field_errors(gpu, pci)
+    errors, repairs = _scan_values(gpu, pci)
     if not any(child.value is not None for child in walk(gpu)):
         errors.append(GpuError(pci=pci, message="GPU listed but its block has no readable fields"))
     record = Gpu(
@@ -453,7 +450,7 @@ def gpu_from_node(gpu: Node) -> tuple[Gpu, list[GpuError]]:
         mig_mode=clean(raw_value(gpu, MIG_CURRENT)),
         mig_mode_pending=clean(raw_value(gpu, MIG_PENDING)),
         mig_devices=_mig_devices(gpu),
-        **_repair_status(gpu),
+        **repairs,
     )
     return record, errors
 

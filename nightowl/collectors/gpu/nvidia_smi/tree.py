@@ -206,6 +206,7 @@ _BANNER = re.compile(r"^=+\s*NVSMI LOG\s*=+$")
 _GPU_HEADER = re.compile(r"^GPU\s+(?P<pci>[0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-7])$")
 # "Key   : value": the key holds no colon and is followed by blanks then a colon, so
 # "Bus Id : 00000000:18:00.0" splits once and "GPU 0000:0B:00.0: Unknown Error" does not.
+# split_key_value reads a line body as this pattern does, with string methods (the tests hold it to the pattern).
 _KEY_VALUE = re.compile(r"^(?P<key>[^:]*?\S)\s+:(?:\s+(?P<value>.*))?$")
 # Shell prompts pasted with the output ("$ nvidia-smi -q | grep ...", "[root@host ~]# nvidia-smi",
 # "(venv) root@node1:~/dir# nvidia-smi"): not output, and must not become a section header.
@@ -269,30 +270,50 @@ def build_text_tree(lines: Iterable[str], check_failures: bool = True) -> tuple[
     stack: list[tuple[int, Node]] = [(-1, root)]
     headers: list[Node] = []  # in document order, which is walk order: the childless ones were not read
     for raw in lines:
-        line = raw.expandtabs(8).rstrip()
+        line = (raw.expandtabs(8) if "\t" in raw else raw).rstrip()
         body = line.lstrip()
         if not body or _skipped(body, check_failures):
             continue
         indent = len(line) - len(body)
         while stack[-1][0] >= indent:
             stack.pop()
-        node = _text_node(body)
-        if node.value is None:
-            headers.append(node)
+        key_value = split_key_value(body)  # most lines; never a GPU header, which has no blank before a colon
+        if key_value is not None:
+            node = Node(canon(key_value[0]), key_value[0], key_value[1], [])
+        else:
+            node = _header_node(body)
+            if node.value is None:
+                headers.append(node)
         stack[-1][1].children.append(node)
         stack.append((indent, node))
     return root, [node.label for node in headers if not node.children]
 
 
-def _text_node(body: str) -> Node:
+def _header_node(body: str) -> Node:
+    """A line that is not ``key : value``: a GPU block's header or a section's."""
     header = _GPU_HEADER.match(body) if body.startswith("GPU") else None
     if header:
         return Node(GPU_KEY, body, header.group("pci"))
-    key_value = _KEY_VALUE.match(body)
-    if key_value:
-        key, value = key_value.group("key", "value")
-        return Node(canon(key), key, value or "")
     return Node(canon(body), body, None)
+
+
+def split_key_value(body: str) -> tuple[str, str] | None:
+    """(key, value) as _KEY_VALUE matches ``body`` (value "" for none), or None; ``body`` stripped, one line.
+
+    The pattern's key ends at the first colon with blanks before it or, failing that, takes that colon
+    along ("a: : b"); a blank or the end must follow the colon that ends the key. Its lazy key is tried at every
+    character of the line, the string methods find the colon at C speed.
+    """
+    head, colon, rest = body.partition(":")
+    if not colon:
+        return None
+    key = head.rstrip()
+    if 0 < len(key) < len(head) and (not rest or rest[0].isspace()):
+        return key, rest.lstrip()
+    blanks, colon, value = rest.partition(":")  # the key's last character may be the first colon
+    if colon and blanks and not blanks.strip() and (not value or value[0].isspace()):
+        return head + ":", value.lstrip()
+    return None
 
 
 def walk(node: Node) -> Iterable[Node]:
