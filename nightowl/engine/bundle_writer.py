@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from nightowl import jsondoc
-from nightowl.engine import layout
+from nightowl.engine import layout, parse_memo
 from nightowl.engine.bundle_summary import trace_document, triage_summary
 from nightowl.engine.private_files import private_dir, sha256_file, write_private
 from nightowl.engine.runner import HostRun
@@ -137,9 +137,11 @@ class BundleWriter:
             "bytes": len(raw := stored.encode("utf-8", errors="surrogateescape")),  # as write_private stores it
             "truncated_bytes": result.stdout_truncated_bytes,
             "late": result.late,
-            "sha256": (digest := hashlib.sha256(raw).hexdigest()),
+            "sha256": (digest := (hashed := hashlib.sha256(raw)).hexdigest()),
             "file": None,
         }
+        if stored == result.stdout:  # stored as it came: the parse of this output that follows needs no hash
+            parse_memo.note_digest(kind, result.stdout, hashed.digest())
         rel: str | None = None
         if keep_output and self.write_error is None:
             try:
@@ -316,13 +318,25 @@ class BundleWriter:
 
 
 def _scrub(value: Any, redact: Callable[[str], str]) -> Any:
+    # The leaves (plain strings, numbers, booleans, None) are answered inside the comprehensions: a sweep's
+    # documents hold tens of thousands of them, and a call of this function per leaf was most of the walk.
     if isinstance(value, str):
         return redact(value)
     if isinstance(value, dict):
-        return {key: _scrub(item, redact) for key, item in value.items()}
+        return {
+            key: redact(item) if type(item) is str else item if type(item) in _LEAVES else _scrub(item, redact)
+            for key, item in value.items()
+        }
     if isinstance(value, (list, tuple)):
-        return [_scrub(item, redact) for item in value]
+        return [
+            redact(item) if type(item) is str else item if type(item) in _LEAVES else _scrub(item, redact)
+            for item in value
+        ]
     return value
+
+
+# Types ``_scrub`` returns as they are (exactly these: a subclass of str still goes through ``_scrub``).
+_LEAVES = frozenset({int, float, bool, type(None)})
 
 
 def _renamed_in(text: str, renamed: dict[str, str]) -> str:

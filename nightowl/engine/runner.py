@@ -675,7 +675,7 @@ def _attempt(
         if result.ok or result.timed_out or result.late:
             chosen = result  # a late answer is no failure of the command: no fallback for it
             break
-        if chosen is None and result.stdout.strip():
+        if chosen is None and not _blank(result.stdout):
             chosen = result  # a failing nvidia-smi still prints why
     chosen = chosen or blank or run.attempts[-1]
     _record_all(transport, kind, recorder, run, chosen)
@@ -689,7 +689,7 @@ def _attempt(
         )
     if keep_text:
         run.text = chosen.stdout
-    if chosen.stdout.strip() and run.status not in ("no_data", "late"):
+    if not _blank(chosen.stdout) and run.status not in ("no_data", "late"):
         budget = max(0.0, _timeout_for(collector, options, deadline))  # parsing counts against the deadline
         run.facts, run.parse_error = parse_output(collector, chosen.stdout, budget, chosen.stdout_truncated_bytes)
         if run.parse_error and run.status == "ok":
@@ -759,7 +759,13 @@ def shows_nothing(collector: CollectorLike, text: str) -> bool:
     """Whether an output that exited 0 holds nothing to judge (the collector may know more: a journal's
     ``-- No entries --``)."""
     check = getattr(collector, "shows_nothing", None)
-    return bool(check(text)) if check is not None else not text.strip()
+    return bool(check(text)) if check is not None else _blank(text)
+
+
+def _blank(text: str) -> bool:
+    """``not text.strip()`` without copying the text: a real-size output is megabytes, and its strip copies
+    all of it to find that it is not blank (``isspace`` stops at the first printing character)."""
+    return not text or text.isspace()
 
 
 def _timeout_for(collector: CollectorLike, options: RunOptions, deadline: float | None) -> float:
@@ -781,7 +787,7 @@ def _status_of(result: CommandResult) -> tuple[str, str | None]:
     if result.rc != 0:
         first = (result.stderr.strip() or result.stdout.strip()).splitlines()[:1]
         return "error", f"exit {result.rc}" + (f": {first[0][:200]}" if first else "")
-    if not result.stdout.strip():
+    if _blank(result.stdout):
         return "no_data", "empty output"
     return "ok", None
 

@@ -49,12 +49,16 @@ class CappedOutput:
     def value(self) -> tuple[bytes, int, int | None]:
         """(kept bytes, bytes cut, offset of the cut in the kept bytes or None when nothing was cut)."""
         if not self.overflowed:
-            return bytes(self.head + self.tail), 0, None
+            return b"".join((self.head, self.tail)), 0, None  # one copy (``bytes(head + tail)`` made two)
         head = _to_last_newline(bytes(self.head))
         tail = _past_first_newline(bytes(self.tail[-self.tail_cap :]) if self.tail_cap else b"")
         return head + tail, self.total - len(head) - len(tail), len(head)
 
     def text(self) -> tuple[str, int, int | None]:
+        """``value`` decoded; an output that fits the head is decoded where it lies, without a copy first
+        (a real-size node's outputs are megabytes, read once per command)."""
+        if not self.overflowed and not self.tail:
+            return self.head.decode("utf-8", errors="replace"), 0, None
         kept, cut, at = self.value()
         return kept.decode("utf-8", errors="replace"), cut, at
 

@@ -119,3 +119,25 @@ def test_a_replayed_file_past_the_cap_keeps_its_tail(tmp_path: Path) -> None:
 class _NoRecorder:
     def record_command(self, host: str, kind: str, result: Any, keep_output: bool) -> str | None:
         return None
+
+
+@pytest.mark.parametrize("cap", [0, 1, 7, 64, 4096])
+def test_text_is_the_kept_bytes_decoded_however_the_output_arrived(cap: int) -> None:
+    """``text`` decodes an output that fits the head where it lies: the same text as ``value`` decoded, for
+    outputs under, at and past the cap, split anywhere (a UTF-8 character cut between chunks included)."""
+    import random
+
+    rng = random.Random(cap)
+    outputs = [b"", b"\n", "é GPU 0 \u00e9\n".encode() * 40, bytes(rng.randrange(256) for _ in range(3000))]
+    outputs.append((HEALTHY / "nvidia-smi.out").read_bytes()[:9000])
+    for data in outputs:
+        buffer = CappedOutput(cap)
+        at = 0
+        while at < len(data):
+            step = rng.randrange(1, 300)
+            buffer.add(data[at : at + step])
+            at += step
+        kept, cut, cut_at = buffer.value()
+        assert buffer.text() == (kept.decode("utf-8", errors="replace"), cut, cut_at)
+        if not buffer.overflowed:
+            assert kept == data
