@@ -3,8 +3,9 @@
 Validating a runbook (nightowl/engine/validate.py: schema, graph, expressions, facts) and compiling its
 Jinja expressions cost about half a second of CPU, every run, for a file that changes a few times a year.
 An entry holds the loaded runbook and the Python code Jinja generated for each of its expressions that
-runs have evaluated (a run adds what it compiled at exit: library/runbooks.py), under a key made of: the runbook file's bytes and path (sha256), the bytes of every other runbook a name reaches
-(a verdict's ``next`` is checked against the runbook it names), nightowl's version, the Python, pydantic
+runs have evaluated (a run adds what it compiled at exit: library/runbooks.py), under a key made of: the
+runbook file's bytes and path (sha256), the bytes of every other runbook a name reaches (a verdict's
+``next`` is checked against the runbook it names), nightowl's version, the Python, pydantic
 and Jinja versions, the bytes of the validator's own modules, and the size and modification time of every
 other file of the package (collectors declare the facts validation checks). Any change is a miss.
 
