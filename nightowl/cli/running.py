@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import signal
 import sys
 import threading
 from pathlib import Path
@@ -49,6 +50,7 @@ def run_or_exit(
         what = "terminated" if exc.terminated else "interrupted"
         saved = f"partial bundle saved at {exc.bundle}" if exc.bundle else "nothing was collected yet"
         click.echo(f"nightowl: {what}; {saved}", err=True)
+        _ignore_stop_signals()
         exit_now(ExitStatus.TERMINATED if exc.terminated else ExitStatus.INTERRUPTED)
     raise AssertionError("unreachable")  # fail and exit_now do not return
 
@@ -56,6 +58,19 @@ def run_or_exit(
 # Threads the engine starts (concurrent.futures pools); a collector still running in one of them after an
 # interrupt must not hold the exit (interpreter shutdown joins pool threads).
 _ENGINE_THREADS = ("host", "collect", "connect", "member")
+
+
+def _ignore_stop_signals() -> None:
+    """The bundle is saved and the exit status chosen: a later SIGINT or SIGTERM changes nothing now.
+
+    Ignored outright, because interpreter shutdown puts back the default action of every signal that has
+    a Python handler (CPython's signal module finalisation): a second TERM arriving then (coreutils
+    ``timeout`` sends two) would kill the process by the signal instead of letting it exit 143, and a
+    parent reading the wait status would see "killed" where nightowl had finished. A handler of SIG_IGN
+    is left as it is."""
+    if threading.current_thread() is threading.main_thread():
+        for number in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(number, signal.SIG_IGN)
 
 
 def exit_now(status: ExitStatus) -> NoReturn:
