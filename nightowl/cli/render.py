@@ -140,7 +140,7 @@ def text_report(summary: dict[str, Any], verbose: bool = False) -> str:
 
 
 def json_report(summary: dict[str, Any]) -> str:
-    """The report as JSON: indented, or compact when it covers many hosts (nightowl/jsondoc.py)."""
-    from nightowl.jsondoc import dumps
+    """The report as JSON: indented, or compact when it covers many hosts (nightowl/engine/jsondoc.py)."""
+    from nightowl.engine.jsondoc import dumps
 
     return dumps(summary, hosts=len(summary.get("hosts") or ()))

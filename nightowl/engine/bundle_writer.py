@@ -25,8 +25,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from nightowl import jsondoc
-from nightowl.engine import layout, parse_memo
+from nightowl.engine import jsondoc, layout, parse_memo
 from nightowl.engine.bundle_summary import trace_document, triage_summary
 from nightowl.engine.private_files import private_dir, sha256_file, write_private
 from nightowl.engine.runner import HostRun
@@ -313,7 +312,7 @@ class BundleWriter:
         # clears (C-encoded once, non-ASCII as is, so each string appears in it as written) is not walked.
         if self._redact_prefilter is None or self._redact_prefilter(json.dumps(data, ensure_ascii=False, default=str)):
             data = _scrub(data, self._redact)
-        # Indented for people; a sweep's documents (many hosts) are written compact (nightowl/jsondoc.py).
+        # Indented for people; a sweep's documents (many hosts) are written compact (nightowl/engine/jsondoc.py).
         self._store(self.tmp_path / name, jsondoc.dumps(data, self._hosts) + "\n")
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 from nightowl.cli.render import json_report
-from nightowl.jsondoc import COMPACT_AFTER_HOSTS, dumps
+from nightowl.engine.jsondoc import COMPACT_AFTER_HOSTS, dumps
 
 
 def _summary(hosts: int) -> dict[str, object]:
