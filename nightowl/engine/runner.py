@@ -23,6 +23,7 @@ from nightowl.engine.expressions import (
     render,
     resolve_path,
 )
+from nightowl.engine.output_status import is_blank, output_status, shows_nothing
 from nightowl.engine.parse_budget import ParseBudgetExceeded, bounded_input, within
 from nightowl.engine.runbook_data import NodeData, split_entry  # not engine.model: no pydantic to run
 from nightowl.engine.validate import LoadedRunbook
@@ -675,11 +676,11 @@ def _attempt(
         if result.ok or result.timed_out or result.late:
             chosen = result  # a late answer is no failure of the command: no fallback for it
             break
-        if chosen is None and not _blank(result.stdout):
+        if chosen is None and not is_blank(result.stdout):
             chosen = result  # a failing nvidia-smi still prints why
     chosen = chosen or blank or run.attempts[-1]
     _record_all(transport, kind, recorder, run, chosen)
-    run.status, run.reason = _status_of(chosen)
+    run.status, run.reason = output_status(chosen)
     if chosen is blank:  # only an answer that showed nothing is ever kept as "blank"
         # No output is not "output showing nothing wrong": no facts, so no rule can read it as clean.
         run.status, run.reason = (
@@ -689,7 +690,7 @@ def _attempt(
         )
     if keep_text:
         run.text = chosen.stdout
-    if not _blank(chosen.stdout) and run.status not in ("no_data", "late"):
+    if not is_blank(chosen.stdout) and run.status not in ("no_data", "late"):
         budget = max(0.0, _timeout_for(collector, options, deadline))  # parsing counts against the deadline
         run.facts, run.parse_error = parse_output(collector, chosen.stdout, budget, chosen.stdout_truncated_bytes)
         if run.parse_error and run.status == "ok":
@@ -755,19 +756,6 @@ def _refused(collector: CollectorLike, commands: list[tuple[str, ...]]) -> list[
     return [f"`{' '.join(argv)}` {why}" for argv in commands if (why := check(argv))]
 
 
-def shows_nothing(collector: CollectorLike, text: str) -> bool:
-    """Whether an output that exited 0 holds nothing to judge (the collector may know more: a journal's
-    ``-- No entries --``)."""
-    check = getattr(collector, "shows_nothing", None)
-    return bool(check(text)) if check is not None else _blank(text)
-
-
-def _blank(text: str) -> bool:
-    """``not text.strip()`` without copying the text: a real-size output is megabytes, and its strip copies
-    all of it to find that it is not blank (``isspace`` stops at the first printing character)."""
-    return not text or text.isspace()
-
-
 def _timeout_for(collector: CollectorLike, options: RunOptions, deadline: float | None) -> float:
     timeout = collector.timeout
     if options.command_timeout is not None:
@@ -775,21 +763,6 @@ def _timeout_for(collector: CollectorLike, options: RunOptions, deadline: float 
     if deadline is not None:
         timeout = min(timeout, deadline - time.monotonic())
     return timeout
-
-
-def _status_of(result: CommandResult) -> tuple[str, str | None]:
-    if result.late:
-        return "late", result.late
-    if result.timed_out:
-        return "timed_out", f"timed out after {result.duration:.1f}s"
-    if result.rc is None:
-        return "error", result.error or "no exit status"
-    if result.rc != 0:
-        first = (result.stderr.strip() or result.stdout.strip()).splitlines()[:1]
-        return "error", f"exit {result.rc}" + (f": {first[0][:200]}" if first else "")
-    if _blank(result.stdout):
-        return "no_data", "empty output"
-    return "ok", None
 
 
 _SEVERITY = ["ok", "skipped", "no_data", "error", "timed_out", "late"]

@@ -65,7 +65,7 @@ def test_three_leading_cells_are_unreadable() -> None:
 def test_every_rank_failing_on_a_busy_gpu_is_read_not_empty() -> None:
     """Issue 23.9: ranks that stopped on CUDA "busy or unavailable" are evidence (gpu_busy), not a blank output."""
     from nightowl.collectors import get_collector
-    from nightowl.engine.runner import shows_nothing
+    from nightowl.engine.output_status import shows_nothing
 
     collector = get_collector("nccl-tests")
     text = (ROOT / "fixtures/hosts/nccl-tests-gpus-busy-a/nccl-tests.out").read_text()

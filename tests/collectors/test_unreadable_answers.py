@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from nightowl.collectors import get_collector
-from nightowl.engine.runner import shows_nothing
+from nightowl.engine.output_status import shows_nothing
 from tests.helpers import ROOT
 
 HOSTS = ROOT / "fixtures" / "hosts"
