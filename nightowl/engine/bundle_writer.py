@@ -25,7 +25,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from nightowl.engine import jsondoc, layout, parse_memo
+from nightowl.engine import jsondoc, layout
 from nightowl.engine.bundle_summary import trace_document, triage_summary
 from nightowl.engine.private_files import private_dir, sha256_file, write_private
 from nightowl.engine.runner import HostRun
@@ -136,11 +136,9 @@ class BundleWriter:
             "bytes": len(raw := stored.encode("utf-8", errors="surrogateescape")),  # as write_private stores it
             "truncated_bytes": result.stdout_truncated_bytes,
             "late": result.late,
-            "sha256": (digest := (hashed := hashlib.sha256(raw)).hexdigest()),
+            "sha256": (digest := hashlib.sha256(raw).hexdigest()),
             "file": None,
         }
-        if stored == result.stdout:  # stored as it came: the parse of this output that follows needs no hash
-            parse_memo.note_digest(kind, result.stdout, hashed.digest())
         rel: str | None = None
         if keep_output and self.write_error is None:
             try:

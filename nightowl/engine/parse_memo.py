@@ -31,39 +31,10 @@ def _key(kind: str, text: str) -> tuple[str, bytes]:
     return kind, hashlib.sha256(text.encode("utf-8", "surrogateescape")).digest()
 
 
-# The SHA-256 the bundle writer just computed of an output it stored unchanged, by thread: the engine parses
-# that very text next, in the same thread, and its key is that digest (one hash of megabytes, not two).
-_noted = threading.local()
-
-
-def note_digest(kind: str, text: str, sha256_digest: bytes) -> None:
-    """Say that ``sha256_digest`` is the SHA-256 of ``text``'s UTF-8 bytes, for its parse that comes next
-    in this thread. Kept for that one text object (an identity, never a content look-up), one per thread,
-    and only when it is ASCII (its strict UTF-8 is then the bytes the writer hashed)."""
-    if _runs[0] and kind in _kinds and text.isascii():
-        _noted.last = (text, sha256_digest)
-
-
-def _noted_digest(text: str) -> bytes | None:
-    last = getattr(_noted, "last", None)
-    if last is None or last[0] is not text:
-        return None
-    _noted.last = None  # used once: the text is not held past its parse
-    return last[1]
-
-
 def _digest_key(kind: str, text: str) -> tuple[str, bytes]:
     """The key, which is also the SHA-256 of the file holding ``text`` (as the bundle's manifest lists it)
     when ``text`` is valid UTF-8 as it is. A text holding lone surrogates (undecodable bytes kept) reads back
     from its file as another text, so its key is marked: no file digest ever finds it (``recall_file``)."""
-    noted = _noted_digest(text)
-    if noted is not None:
-        return kind, noted
-    return _key_of_text(kind, text)
-
-
-def _key_of_text(kind: str, text: str) -> tuple[str, bytes]:
-    """``_digest_key`` by hashing ``text``."""
     try:
         return kind, hashlib.sha256(text.encode("utf-8")).digest()
     except UnicodeEncodeError:

@@ -85,27 +85,3 @@ def test_a_text_the_parser_read_otherwise_is_not_kept() -> None:
         assert parse_memo.recall("kernel-log", "\x1b[1mXid") is None
         assert parse_memo.parse_and_keep("kernel-log", parse, "plain") == {"read": "plain"}
         assert parse_memo.recall("kernel-log", "plain") == {"read": "plain"}
-
-
-def test_a_digest_the_bundle_writer_noted_is_the_key_hashing_gives(tmp_path: Path) -> None:
-    """The writer's SHA-256 of an output it stored unchanged keys that output's parse result: the same key
-    hashing the text gives, for real outputs (ASCII) and for texts the note must not serve (non-ASCII,
-    scrubbed, another object of the same text)."""
-    from nightowl.engine.bundle_writer import BundleWriter
-    from nightowl.redact import might_hold_secrets, scrub_secrets
-    from nightowl.transports.base import CommandResult
-
-    texts = [path.read_text() for path in sorted((ROOT / "fixtures" / "hosts").glob("*/kernel-log.out"))[:5]]
-    texts += ["GPU 0: naïve \u00e9\n", "password=hunter2 in a log\n", "\udcff lone surrogate\n", "plain\n"]
-    writer = BundleWriter(tmp_path / "out", "rb", redact=scrub_secrets, redact_prefilter=might_hold_secrets)
-    with parse_memo.keeping(frozenset({"kernel-log"})):
-        for text in texts:
-            result = CommandResult(("journalctl",), 0, text, "", 0.0, 0.1)
-            writer.record_command("h", "kernel-log", result, keep_output=False)
-            noted = getattr(parse_memo._noted, "last", None)
-            assert (noted is not None) == (text.isascii() and scrub_secrets(text) == text)
-            assert parse_memo._digest_key("kernel-log", text) == parse_memo._key_of_text("kernel-log", text)
-            writer.record_command("h", "kernel-log", result, keep_output=False)
-            copy = "".join(list(text))  # equal text, another object: hashed as ever
-            assert parse_memo._digest_key("kernel-log", copy) == parse_memo._key_of_text("kernel-log", copy)
-            assert parse_memo._digest_key("kernel-log", text) == parse_memo._key_of_text("kernel-log", text)
