@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from nightowl.collectors.base import Collector, parsed_once, registered, to_jsonable
+from nightowl.collectors.lines import newline_joined
 from nightowl.collectors.pci import find_pci
 
 KIND = "fabric"
@@ -99,11 +100,6 @@ def _set(gpu: GpuFabric, key: str, value: str) -> None:
         gpu.cluster_uuid = _value(value)
 
 
-# Line breaks str.splitlines() honours besides "\n": a text holding one is re-joined with "\n" so the reader,
-# which walks "\n"-ended lines, sees the lines splitlines() gives.
-_OTHER_LINE_BREAKS = ("\r", "\x0b", "\x0c", "\x1c", "\x1d", "\x1e", "\x85", "\u2028", "\u2029")
-
-
 @functools.lru_cache(maxsize=64)
 def _end_of_lines_nested_under(level: int) -> re.Pattern[str]:
     """A line break followed by a line that does not start with ``level + 1`` spaces."""
@@ -118,8 +114,7 @@ def _parse_text(text: str, warnings: list[str]) -> list[GpuFabric]:
     skipped in one regex search instead of being read one by one (same result, tests/collectors/
     test_smi_parse_equivalence.py).
     """
-    if any(mark in text for mark in _OTHER_LINE_BREAKS):
-        text = "\n".join(text.splitlines())
+    text = newline_joined(text)  # the reader walks "\n"-ended lines: those splitlines() gives
     gpus: list[GpuFabric] = []
     gpu: GpuFabric | None = None
     section: list[tuple[int, str]] = []  # (indent, name) of the open sections, indents increasing

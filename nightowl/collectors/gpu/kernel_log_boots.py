@@ -21,6 +21,7 @@ import re
 from typing import Any
 
 from nightowl.collectors.base import Collector, registered
+from nightowl.collectors.lines import newline_joined
 
 KIND = "kernel-log-boots"
 MAX_BOOTS = 10
@@ -35,8 +36,6 @@ SCRIPT = (
 _BOOT_ROW = re.compile(r"^\s*(-?\d+)\s+([0-9a-f]{32})\s*(.*)$")
 _ENTRY_TIME = re.compile(r"\w{3} \d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?: [A-Z][A-Za-z0-9+-]*)?")
 _MARKER_LINE = re.compile(r"^-- nightowl previous boot -(\d+) --$")
-# The line breaks of str.splitlines besides "\n": a text holding none of them is cut at "\n" alone.
-_OTHER_LINE_BREAKS = "\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029"
 _NON_BLANK = re.compile(r"\S")  # \s is str.isspace's whitespace, what str.strip() takes off
 
 
@@ -88,9 +87,8 @@ def parse(text: str) -> dict[str, Any]:
 def _joined(text: str) -> str:
     """The lines of ``text`` (as ``str.splitlines`` cuts them) joined by ``"\n"``: ``.split("\n")`` gives them
     back. Most outputs break lines at "\n" alone and are used as they are (one trailing "\n" off)."""
-    if any(brk in text for brk in _OTHER_LINE_BREAKS):
-        return "\n".join(text.splitlines())
-    return text[:-1] if text.endswith("\n") else text
+    joined = newline_joined(text)
+    return joined[:-1] if joined is text and text.endswith("\n") else joined
 
 
 def _sections(joined: str) -> tuple[int, dict[int, tuple[int, int]]]:
@@ -142,7 +140,7 @@ def _candidates(joined: str) -> list[str]:
     """``candidate_lines`` of the lines ``joined`` by "\n". A line is named by where it ends (its "\n", or
     the end of the text): the hints are found in the whole text, and only the lines kept are cut out."""
     from nightowl.collectors.gpu.kernel_log import EVENT_HINTS, may_continue_report, may_start_report
-    from nightowl.collectors.gpu.kernel_log.hint_lines import hint_line_ends
+    from nightowl.collectors.lines import hint_line_ends
 
     size = len(joined)
     found = set(hint_line_ends(joined, EVENT_HINTS))
@@ -193,7 +191,7 @@ def facts(result: dict[str, Any]) -> dict[str, Any]:
 
 def shows_nothing(text: str) -> bool:
     """No boot listed at all (a volatile journal, a container): nothing was read, never "no earlier Xid"."""
-    from nightowl.collectors.gpu.kernel_log.hint_lines import iter_lines
+    from nightowl.collectors.lines import iter_lines
 
     for line in iter_lines(text):  # the list comes first: parse reads boot rows before the first marker only
         if MARKER in line and _MARKER_LINE.match(line.strip()):

@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 
 from nightowl.collectors.gpu import kernel_log, kernel_log_boots
-from nightowl.collectors.gpu.kernel_log.hint_lines import iter_lines
 from nightowl.collectors.gpu.kernel_log.kernel_log import _JOURNAL_BANNERS
 from nightowl.collectors.gpu.kernel_log_boots import _BOOT_ROW, _MARKER_LINE, MARKER
+from nightowl.collectors.lines import iter_lines, newline_joined
 
 ROOT = Path(__file__).resolve().parents[3]
 OUTPUTS = sorted(p for p in (ROOT / "fixtures").rglob("kernel-log*.out") if p.stat().st_size < 2_000_000)
@@ -69,3 +69,17 @@ def test_recorded_outputs_answer_as_before() -> None:
 def test_every_line_break_of_splitlines() -> None:
     breaks = [c for c in map(chr, range(0x110000)) if len(f"a{c}b".splitlines()) == 2]
     assert sorted(breaks) == sorted(b for b in LINE_BREAKS if len(b) == 1)
+
+
+def test_newline_joined_reads_the_lines_splitlines_cuts() -> None:
+    """Every recorded output under fixtures/ (real outputs), as recorded, with CRLF and with each other
+    break splitlines honours: the "\\n"-joined text has the same lines; one with "\\n" alone is itself."""
+    outputs = [p.read_text(errors="replace") for p in sorted((ROOT / "fixtures").rglob("*.out"))]
+    assert len(outputs) > 100
+    for text in outputs:
+        if not any(brk in text for brk in "\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029"):
+            assert newline_joined(text) is text
+        for variant in (text, text.replace("\n", "\r\n"), text.replace("\n", "\u2028"), text.replace("\n", "\r")):
+            joined = newline_joined(variant)
+            if joined is not variant:  # re-joined: cut at newlines, it gives splitlines' lines back
+                assert joined.split("\n") == variant.splitlines()

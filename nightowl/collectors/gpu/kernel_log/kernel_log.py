@@ -20,11 +20,11 @@ followers (``nightowl watch``) use to skip quiet text.
 from __future__ import annotations
 
 from nightowl.collectors.base import Collector, registered
-from nightowl.collectors.gpu.kernel_log.hint_lines import iter_lines
 from nightowl.collectors.gpu.kernel_log.log_facts import facts
 from nightowl.collectors.gpu.kernel_log.parser import parse
 from nightowl.collectors.gpu.kernel_log.patterns import _ANCHOR, _BLOCK_OPENER, aer_detail_in
 from nightowl.collectors.gpu.kernel_log.results import KIND
+from nightowl.collectors.lines import iter_lines
 
 _JOURNAL_BANNERS = ("-- No entries --", "-- Logs begin at", "-- Journal begins at", "-- Boot ")
 
