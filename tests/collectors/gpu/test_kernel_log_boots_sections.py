@@ -5,6 +5,7 @@ outputs and on random mixtures of list rows, marker lines (good, bad, repeated) 
 from __future__ import annotations
 
 import random
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +26,7 @@ OUTPUTS = sorted((ROOT / "fixtures").rglob("kernel-log-boots*.out"))
 LOGS = sorted(p for p in (ROOT / "fixtures").rglob("kernel-log.out") if p.stat().st_size < 200_000)
 
 
-def reference_parse(text: str) -> dict[str, Any]:
+def reference_parse(text: str, candidates: Callable[[list[str]], list[str]] = candidate_lines) -> dict[str, Any]:
     from nightowl.collectors.base import to_jsonable
     from nightowl.collectors.gpu.kernel_log import parse_lines
 
@@ -55,7 +56,7 @@ def reference_parse(text: str) -> dict[str, Any]:
             warnings.append(f"not a --list-boots line: {line.strip()[:120]}")
     previous = []
     for offset in sorted(sections, reverse=True):
-        log = to_jsonable(parse_lines(candidate_lines(sections[offset])))
+        log = to_jsonable(parse_lines(candidates(sections[offset])))
         known = boots.get(offset, {})
         previous.append(
             {

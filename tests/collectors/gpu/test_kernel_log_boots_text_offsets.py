@@ -29,7 +29,8 @@ from nightowl.collectors.gpu.kernel_log import (
 )
 from nightowl.collectors.gpu.kernel_log.parser import _Parser, _split
 from nightowl.collectors.gpu.kernel_log.patterns import _STAMP
-from nightowl.collectors.gpu.kernel_log_boots import _BOOT_ROW, _ENTRY_TIME, _MARKER_LINE, KIND, MARKER
+from nightowl.collectors.gpu.kernel_log_boots import _BOOT_ROW, _MARKER_LINE, MARKER
+from tests.collectors.gpu.test_kernel_log_boots_sections import reference_parse as reference_parse_by_lines
 
 ROOT = Path(__file__).resolve().parents[3]
 OUTPUTS = sorted((ROOT / "fixtures").rglob("kernel-log-boots*.out"))
@@ -81,45 +82,9 @@ def reference_sections(lines: list[str]) -> tuple[int, dict[int, tuple[int, int]
 
 
 def reference_parse(text: str) -> dict[str, Any]:
-    """parse as it was: the whole output cut into lines, marker lines found line by line."""
-    warnings: list[str] = []
-    boots: dict[int, dict[str, Any]] = {}
-    lines = text.splitlines()
-    listing, sections = reference_sections(lines)
-    for line in lines[:listing]:
-        row = _BOOT_ROW.match(line)
-        if row:
-            times = _ENTRY_TIME.findall(row.group(3))
-            boots[int(row.group(1))] = {
-                "offset": int(row.group(1)),
-                "boot_id": row.group(2),
-                "first_entry": times[0] if times else None,
-                "last_entry": times[1] if len(times) > 1 else None,
-            }
-        elif line.strip() and not line.lstrip().startswith("IDX"):
-            warnings.append(f"not a --list-boots line: {line.strip()[:120]}")
-    previous = []
-    for offset in sorted(sections, reverse=True):
-        start, end = sections[offset]
-        log = to_jsonable(parse_lines(reference_candidate_lines(lines[start:end])))
-        known = boots.get(offset, {})
-        previous.append(
-            {
-                "offset": offset,
-                "boot_id": known.get("boot_id"),
-                "first_entry": known.get("first_entry"),
-                "last_entry": known.get("last_entry"),
-                "events": [e for e in log.get("events") or [] if e.get("kind") != "other_nvrm"],
-            }
-        )
-        warnings += [f"boot {offset}: {w}" for w in log.get("warnings") or []]
-    return {
-        "kind": KIND,
-        "warnings": warnings,
-        "boots": [boots[k] for k in sorted(boots)],
-        "current_boot_id": boots.get(0, {}).get("boot_id"),
-        "previous": previous,
-    }
+    """parse as it was: every boot's lines cut and read line by line (test_kernel_log_boots_sections), its
+    candidates chosen as they were before this module worked on text offsets."""
+    return reference_parse_by_lines(text, reference_candidate_lines)
 
 
 def mixture(rng: random.Random, pool: list[str], specials: list[str], count: int) -> str:
