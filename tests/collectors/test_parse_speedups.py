@@ -1,5 +1,6 @@
 """The parsing shortcuts of issue 22 change no result: each gives what the code before it gave, on every
-fixture the parser reads and on random mixtures. The references are the code as it was (copied here)."""
+fixture the parser reads and on random mixtures. The references are the code as it was (copied here; fabric's
+text reader: test_smi_parse_equivalence.reference_fabric_text)."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ from nightowl.collectors import base, escapes
 from nightowl.collectors.gpu import fabric, nvlink
 from nightowl.collectors.gpu.kernel_log import kernel_log, patterns
 from nightowl.collectors.gpu.nvidia_smi import nvidia_smi
-from nightowl.collectors.pci import find_pci
+from tests.collectors.test_smi_parse_equivalence import reference_fabric_text
 
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURES = ROOT / "fixtures"
@@ -48,47 +49,6 @@ def reference_strip_escapes(text: str) -> str:
     if not isinstance(text, str) or not any(hint in text for hint in escapes._HINTS):
         return text
     return escapes._SEQUENCE.sub("", text).replace("\x1b", "")
-
-
-def reference_fabric_text(text: str, warnings: list[str]) -> list[fabric.GpuFabric]:
-    gpus: list[fabric.GpuFabric] = []
-    gpu: fabric.GpuFabric | None = None
-    section: list[tuple[int, str]] = []
-    for raw in text.splitlines():
-        if not raw.strip():
-            continue
-        header = fabric._GPU.match(raw.strip())
-        if header and not raw.startswith(" "):
-            gpu = fabric.GpuFabric(pci=find_pci(header.group("pci")))
-            gpus.append(gpu)
-            section = []
-            continue
-        pair, bare = fabric._PAIR.match(raw), fabric._SECTION.match(raw)
-        if gpu is None:
-            if bare is None or bare.group("key").strip().lower() != "fabric":
-                continue
-            gpu = fabric.GpuFabric(pci=None)
-            gpus.append(gpu)
-            section = []
-        match = pair or bare
-        if match is None:
-            continue
-        indent = len(match.group("indent").expandtabs(4))
-        section = [(level, name) for level, name in section if level < indent]
-        key = match.group("key").strip()
-        if pair is None:
-            section.append((indent, key.lower()))
-            continue
-        names = [name for _, name in section]
-        if not names and key.lower() == "product name":
-            gpu.name = fabric._value(pair.group("value"))
-        elif names == ["fabric"]:
-            fabric._set(gpu, key, pair.group("value"))
-        elif names == ["fabric", "health"]:
-            health_key = fabric.HEALTH_KEYS.get(key.lower())
-            if health_key:
-                gpu.health[health_key] = pair.group("value").strip()
-    return gpus
 
 
 # --- to_jsonable -------------------------------------------------------------------------------------
