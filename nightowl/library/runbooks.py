@@ -197,21 +197,41 @@ def _fact_paths(conditions: set[str]) -> dict[str, tuple[str, ...]]:
     return {source: fact_paths(source) for source in conditions}
 
 
+# The cache entries this process loaded, whose new code is stored at exit, by key: one each however often a
+# long-running process (``nightowl serve``, the MCP server) loads the same runbook, with one exit hook for all.
+_PENDING_CODE: dict[str, tuple[dict[str, Any], Path, Any]] = {}
+
+
 def _store_new_code_at_exit(key: str, entry: dict[str, Any], loaded) -> None:  # noqa: ANN001 - LoadedRunbook
     """At exit, add to the cache entry ``key`` holds the code of the runbook's expressions this process
     compiled and the entry lacks. Compiling all of them (node-health: about 120) when the entry is made
     cost a fifth of a cold `nightowl check`; a run compiles those on its path anyway (and validation those
     it evaluates), and a later run down another path adds its own. The folder is the one of now (a test's
     or a caller's may be gone by then: then nothing is written)."""
-    import atexit
-
-    from nightowl.library import runbook_cache
     from nightowl.user_cache import cache_dir
 
     folder = cache_dir()
-    if folder is not None:
-        conditions, values, templates = expression_sources(loaded)
-        atexit.register(runbook_cache.add_code, key, entry, folder, conditions | values, templates)
+    if folder is None:
+        return
+    if not _PENDING_CODE:
+        import atexit
+
+        atexit.register(store_pending_code)
+    _PENDING_CODE[key] = (entry, folder, loaded)
+
+
+def store_pending_code() -> None:
+    """Add the code this process compiled to each entry ``_store_new_code_at_exit`` noted (the exit hook);
+    like every use of the cache, it never fails."""
+    from nightowl.library import runbook_cache
+
+    while _PENDING_CODE:
+        key, (entry, folder, loaded) = _PENDING_CODE.popitem()
+        try:
+            conditions, values, templates = expression_sources(loaded)
+        except Exception:  # noqa: BLE001 - a runbook of an unexpected shape: its entry is left as it is
+            continue
+        runbook_cache.add_code(key, entry, folder, conditions | values, templates)
 
 
 def _validate(path: Path):  # noqa: ANN202

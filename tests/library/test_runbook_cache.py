@@ -203,8 +203,7 @@ def test_a_malformed_runbook_names_file_and_line_every_time(cache: Path, tmp_pat
 def test_an_entry_keeps_the_code_of_what_runs_compiled(cache: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """An entry is stored without code; at exit the code this process compiled for the runbook's expressions
     is added (and only that: not every expression's), and a later load runs from it, compiling nothing."""
-    at_exit: list[tuple[Any, ...]] = []
-    monkeypatch.setattr(atexit, "register", lambda *call: at_exit.append(call))
+    monkeypatch.setattr(runbooks, "_PENDING_CODE", {})
     monkeypatch.setattr(expressions, "_COMPILED_HERE", {})
     monkeypatch.setattr(expressions, "_PRECOMPILED", {})
     expressions._compiled.cache_clear()
@@ -216,15 +215,13 @@ def test_an_entry_keeps_the_code_of_what_runs_compiled(cache: Path, monkeypatch:
     condition = sorted(conditions)[0]
     with contextlib.suppress(expressions.ExpressionError):  # its facts are missing: compiled all the same
         expressions.evaluate_condition(condition, {})
-    for function, *args in at_exit:
-        function(*args)
+    runbooks.store_pending_code()
     stored = pickle.loads(entry.read_bytes())
     assert condition in stored["expressions"]
     assert set(stored["expressions"]) <= conditions | values and set(stored["templates"]) <= templates
     assert len(stored["expressions"]) < len(conditions | values), "every expression was compiled"
     assert marshal.loads(stored["expressions"][condition]).co_filename == "<template>"
 
-    at_exit.clear()
     expressions._compiled.cache_clear()
     env = expressions.environment()
     compiled: list[Any] = []
@@ -235,15 +232,13 @@ def test_an_entry_keeps_the_code_of_what_runs_compiled(cache: Path, monkeypatch:
         expressions.evaluate_condition(condition, {})
     assert compiled == [], "compiled again, not run from the entry's code"
     before = entry.stat().st_mtime_ns
-    for function, *args in at_exit:
-        function(*args)
+    runbooks.store_pending_code()
     assert entry.stat().st_mtime_ns == before, "an entry was written with nothing new"
     expressions._compiled.cache_clear()
 
 
 def test_code_is_not_added_to_a_cache_folder_gone_by_exit(cache: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    at_exit: list[tuple[Any, ...]] = []
-    monkeypatch.setattr(atexit, "register", lambda *call: at_exit.append(call))
+    monkeypatch.setattr(runbooks, "_PENDING_CODE", {})
     monkeypatch.setattr(expressions, "_COMPILED_HERE", {})
     loaded = fresh_load("xid")
     expressions._compiled.cache_clear()
@@ -251,6 +246,19 @@ def test_code_is_not_added_to_a_cache_folder_gone_by_exit(cache: Path, monkeypat
         expressions.evaluate_condition(sorted(runbooks.expression_sources(loaded)[0])[0], {})
     expressions._compiled.cache_clear()
     shutil.rmtree(cache)
-    for function, *args in at_exit:
-        function(*args)
+    runbooks.store_pending_code()
     assert not cache.exists()
+
+
+def test_a_runbook_loaded_many_times_is_stored_once_at_exit(cache: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A long-running process loads a runbook per request: one pending store per entry and one exit hook,
+    not one of each per load."""
+    hooks: list[Any] = []
+    monkeypatch.setattr(atexit, "register", hooks.append)
+    monkeypatch.setattr(runbooks, "_PENDING_CODE", {})
+    for _ in range(5):
+        fresh_load("xid")
+    assert len(runbooks._PENDING_CODE) == 1
+    assert hooks == [runbooks.store_pending_code]
+    runbooks.store_pending_code()
+    assert runbooks._PENDING_CODE == {}
