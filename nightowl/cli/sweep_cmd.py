@@ -44,7 +44,7 @@ RENDERERS: dict[str, tuple[str, bool]] = {
 }
 SWEEP_FORMAT_OPTION = format_option(
     *RENDERERS,
-    help="table or text for people, json for scripts (docs/reference.md#run-json)",
+    help="table or text for people, json for scripts (indented; one line past 16 hosts: docs/reference.md#run-json)",
 )
 TEXTFILE_OPTION = click.option(
     "--textfile",
