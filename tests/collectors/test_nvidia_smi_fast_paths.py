@@ -17,7 +17,6 @@ from nightowl.collectors.gpu.nvidia_smi.table import _TABLE_HEADER, _TABLE_ROW_N
 from nightowl.collectors.gpu.nvidia_smi.tree import (
     _BANNER,
     _GPU_HEADER,
-    _KEY_VALUE,
     GPU_KEY,
     SHELL_PROMPT,
     TOOL_FAILURE_HINTS,
@@ -34,6 +33,7 @@ from nightowl.collectors.gpu.nvidia_smi.tree import (
     walk,
 )
 from tests.collectors.test_nvidia_smi import TEXT_ACTIVE_SLOWDOWN, VOLTA_XML, XML_V12
+from tests.collectors.test_smi_parse_equivalence import REFERENCE_KEY_VALUE
 from tests.helpers import ROOT
 
 # A deliberate copy of TOOL_FAILURES as it was before the prefilter: the reference the fast path must match.
@@ -161,7 +161,7 @@ def reference_text_tree(lines: list[str]) -> tuple[Node, list[str]]:
         while stack[-1][0] >= indent:
             stack.pop()
         header = _GPU_HEADER.match(body)
-        key_value = None if header else _KEY_VALUE.match(body)
+        key_value = None if header else REFERENCE_KEY_VALUE.match(body)
         if header:
             node = Node(GPU_KEY, body, header.group("pci"))
         elif key_value:

@@ -110,6 +110,8 @@ def _pieces(rng: random.Random, words: list[str]) -> str:
 
 
 # fabric's line patterns before their greedy forms (do not edit)
+# nvidia-smi's "Key   : value" line as the text tree read it with a pattern (tree.split_key_value now).
+REFERENCE_KEY_VALUE = re.compile(r"^(?P<key>[^:]*?\S)\s+:(?:\s+(?P<value>.*))?$")
 REFERENCE_PAIR = re.compile(r"^(?P<indent>\s*)(?P<key>[A-Za-z][A-Za-z0-9 ()/_-]*?)\s*:\s*(?P<value>.*?)\s*$")
 REFERENCE_SECTION = re.compile(r"^(?P<indent>\s*)(?P<key>[A-Za-z][A-Za-z0-9 ()/_-]*?)\s*$")
 
@@ -347,7 +349,7 @@ def reference_text_node(body: str) -> tree.Node:
     header = tree._GPU_HEADER.match(body) if body.startswith("GPU") else None
     if header:
         return tree.Node(tree.GPU_KEY, body, header.group("pci"))
-    key_value = tree._KEY_VALUE.match(body)
+    key_value = REFERENCE_KEY_VALUE.match(body)
     if key_value:
         key, value = key_value.group("key", "value")
         return tree.Node(tree.canon(key), key, value or "")
@@ -437,7 +439,7 @@ def test_split_key_value_is_the_pattern_on_every_line(path: Path) -> None:
     for line in lines:
         body = line.expandtabs(8).strip()
         if body:
-            expected = tree._KEY_VALUE.match(body)
+            expected = REFERENCE_KEY_VALUE.match(body)
             found = tree.split_key_value(body)
             assert found == (expected and (expected["key"], expected["value"] or "")), repr(body)
 
@@ -451,7 +453,7 @@ def test_split_key_value_is_the_pattern_on_random_bodies(seed: int) -> None:
     for _ in range(400):
         body = "".join(rng.choice(_KEY_WORDS) for _ in range(rng.randint(1, 10))).strip()
         if body:
-            expected = tree._KEY_VALUE.match(body)
+            expected = REFERENCE_KEY_VALUE.match(body)
             found = tree.split_key_value(body)
             assert found == (expected and (expected["key"], expected["value"] or "")), repr(body)
 

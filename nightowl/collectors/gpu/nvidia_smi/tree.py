@@ -204,10 +204,6 @@ def raw_value(node: Node | None, *paths: Path) -> str | None:
 GPU_KEY = "__gpu__"  # key of a GPU block; canon() never yields it, so "Gpu : 0 %" cannot collide
 _BANNER = re.compile(r"^=+\s*NVSMI LOG\s*=+$")
 _GPU_HEADER = re.compile(r"^GPU\s+(?P<pci>[0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-7])$")
-# "Key   : value": the key holds no colon and is followed by blanks then a colon, so
-# "Bus Id : 00000000:18:00.0" splits once and "GPU 0000:0B:00.0: Unknown Error" does not.
-# split_key_value reads a line body as this pattern does, with string methods (the tests hold it to the pattern).
-_KEY_VALUE = re.compile(r"^(?P<key>[^:]*?\S)\s+:(?:\s+(?P<value>.*))?$")
 # Shell prompts pasted with the output ("$ nvidia-smi -q | grep ...", "[root@host ~]# nvidia-smi",
 # "(venv) root@node1:~/dir# nvidia-smi"): not output, and must not become a section header.
 SHELL_PROMPT = re.compile(r"^(?:\([^)]*\)\s*)?(?:\[[^\]]*\]\s*[#$]|[\w.@~:/-]*[#$>])(?:\s|$)")
@@ -298,11 +294,14 @@ def _header_node(body: str) -> Node:
 
 
 def split_key_value(body: str) -> tuple[str, str] | None:
-    """(key, value) as _KEY_VALUE matches ``body`` (value "" for none), or None; ``body`` stripped, one line.
+    """(key, value) of a ``Key   : value`` line body (value "" for none), or None; ``body`` stripped, one line.
 
-    The pattern's key ends at the first colon with blanks before it or, failing that, takes that colon
-    along ("a: : b"); a blank or the end must follow the colon that ends the key. Its lazy key is tried at every
-    character of the line, the string methods find the colon at C speed.
+    The key holds no colon and is followed by blanks then a colon, so "Bus Id : 00000000:18:00.0" splits
+    once and "GPU 0000:0B:00.0: Unknown Error" does not. Read as the pattern the tree used before
+    (tests/collectors/test_smi_parse_equivalence.py holds it to it): its key ends at the first colon with
+    blanks before it or, failing that, takes that colon along ("a: : b"); a blank or the end must follow
+    the colon that ends the key. The pattern's lazy key was tried at every character of the line; string
+    methods find the colon at C speed.
     """
     head, colon, rest = body.partition(":")
     if not colon:
