@@ -1,6 +1,6 @@
 """`nightowl check` on one real-size node: CPU (start-up included), wall, peak RSS and verdict (issue 22).
 
-Serves one node's recorded outputs at real size (bench/real_evidence.py: an 8-GPU `nvidia-smi -q`, a
+Serves one node's recorded outputs at real size (bench/real_evidence.py: an 8-GPU `nvidia-smi -q -x` and `-q`, a
 0.8 MB boot log and two earlier boots, NVLink status) through bench/sweep.py's Fleet stand-ins on PATH,
 then runs `nightowl check --format json` as a child process ``--repeat`` times in each of four modes
 (interleaved):
@@ -32,7 +32,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bench.real_evidence import list_boots_standin, recorded_host  # noqa: E402
+from bench.real_evidence import recorded_host, serve_real_size  # noqa: E402
 from bench.sweep import Fleet, run_nightowl  # noqa: E402
 
 MODES = ("warm-pyc", "cold-pyc", "warm-no-pyc", "cold-no-pyc")
@@ -106,8 +106,7 @@ def main() -> None:
         recorded = recorded_host(root / "real-size-host")
         name = "node-0000"
         with Fleet(root / "fleet", {name: recorded}) as fleet:
-            fleet.set_output(name, "nvidia-smi", sleep=0.4)
-            list_boots_standin(fleet.root / "bin")
+            serve_real_size(fleet, [name])
             rows = run_modes(fleet, name, root, modes, args.repeat, args.code.resolve())
     load = os.getloadavg()[0]
     print(f"nightowl check on one real-size node ({args.code}), repeat={args.repeat}, load {load:.1f} at the end")

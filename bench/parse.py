@@ -36,7 +36,7 @@ def outputs() -> dict[str, str]:
     log = kernel_log()
     boots = LIST_BOOTS + "".join(f"{MARKER}-{n} --\n{log}" for n in (1, 2))
     return {
-        "nvidia-smi": smi,
+        "nvidia-smi": (RECORDED / "nvidia-smi-q-x.xml").read_text(),  # `nvidia-smi -q -x`, its first command
         "fabric": smi,
         "nvlink": (RECORDED / "nvlink.out").read_text(),
         "kernel-log": log,

@@ -1,8 +1,11 @@
 """Real-size evidence for bench/sweep.py --evidence real: one healthy 8-GPU H100 node at the size a real
 node answers (issue "Real evidence at real size").
 
-* ``nvidia-smi.out``: a real 8-GPU H100 SXM ``nvidia-smi -q`` (80 KB; fixtures/hosts/real-size-h100x8,
-  SOURCE.md names the report);
+* ``nvidia-smi.out``: a real 8-GPU H100 SXM ``nvidia-smi -q`` (80 KB), the answer to ``nvidia-smi -q``
+  (the fabric collector's command);
+* ``nvidia-smi-xml.out``: a real 8-GPU ``nvidia-smi -q -x`` (228 KB, eight V100S, driver 460), the answer
+  to ``nvidia-smi -q -x`` (``nvidia_smi_standin``), which the nvidia-smi collector runs first: a real node
+  answers it in XML, larger than the text (fixtures/hosts/real-size-8gpu, SOURCE.md names both reports);
 * ``nvlink.out``: ``nvidia-smi nvlink -s`` of those 8 GPUs, 18 links each (composed in the real format);
 * ``kernel-log.out``: a boot kernel log of 7,227 lines and about 755 KB in ``journalctl -k -o short-iso``
   form, written here: the lines of a GPU node's boot (PCI, ACPI, NVMe, mlx5, NVSwitch, the driver's load
@@ -16,11 +19,15 @@ from __future__ import annotations
 
 import shutil
 import stat
+from collections.abc import Iterable
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
-RECORDED = ROOT / "fixtures" / "hosts" / "real-size-h100x8"
+RECORDED = ROOT / "fixtures" / "hosts" / "real-size-8gpu"
 BOOT_LINES = 7227
+NVIDIA_SMI_SECONDS = 0.4  # what `nvidia-smi -q` takes on an 8-GPU node (bench/sweep.py's stand-in delay)
+XML_KIND = "nvidia-smi-xml"  # the recorded kind nvidia_smi_standin serves for `nvidia-smi ... -x`
 
 # Boot messages of a dual-socket HGX node, in the kernel's words; {n} varies the device numbers.
 _MESSAGES = (
@@ -75,6 +82,7 @@ def recorded_host(dest: Path) -> Path:
     dest.mkdir(parents=True, exist_ok=True)
     for name in ("nvidia-smi.out", "nvlink.out"):
         shutil.copyfile(RECORDED / name, dest / name)
+    shutil.copyfile(RECORDED / "nvidia-smi-q-x.xml", dest / f"{XML_KIND}.out")
     (dest / "kernel-log.out").write_text(kernel_log())
     # An NVSwitch board's GPUs report a fabric, so node-health expects nvidia-fabricmanager: a healthy
     # node has it running (`systemctl is-active` prints "active").
@@ -93,20 +101,48 @@ LIST_BOOTS = """IDX BOOT ID                          FIRST ENTRY                
 """
 
 
+def _served(bin_dir: Path, name: str) -> Path:
+    """The fleet's stand-in under ``name`` in ``bin/served``: called by that name, it serves that kind."""
+    served = bin_dir / "served" / name
+    served.parent.mkdir(exist_ok=True)
+    served.unlink(missing_ok=True)
+    served.symlink_to(bin_dir / ".standin")
+    return served
+
+
+def _front(bin_dir: Path, command: str, script: str) -> None:
+    """Put ``script`` (sh) on PATH as ``command``, in front of the fleet's stand-in for it."""
+    front = bin_dir / command
+    front.unlink(missing_ok=True)
+    front.write_text("#!/bin/sh\n" + script)
+    front.chmod(front.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
+
+
+def nvidia_smi_standin(bin_dir: Path) -> None:
+    """Answer `nvidia-smi ... -x` with the host's XML recording (kind XML_KIND, with its own delay), every
+    other nvidia-smi call as the fleet's stand-in does."""
+    xml, other = _served(bin_dir, XML_KIND), _served(bin_dir, "nvidia-smi")
+    _front(bin_dir, "nvidia-smi", f'for a in "$@"; do [ "$a" = -x ] && exec {xml} "$@"; done\nexec {other} "$@"\n')
+
+
 def list_boots_standin(bin_dir: Path) -> None:
     """Put a `journalctl` in front of the fleet's stand-in that answers --list-boots with LIST_BOOTS and
     hands every other call to the stand-in (under its own name, which is how the stand-in picks the kind)."""
-    served = bin_dir / "served"
-    served.mkdir(exist_ok=True)
-    (served / "journalctl").unlink(missing_ok=True)
-    (served / "journalctl").symlink_to(bin_dir / ".standin")
     listing = bin_dir / "list-boots.txt"
     listing.write_text(LIST_BOOTS)
-    front = bin_dir / "journalctl"
-    front.unlink(missing_ok=True)
-    front.write_text(
-        "#!/bin/sh\n"
-        f'for a in "$@"; do [ "$a" = --list-boots ] && exec /bin/cat {listing}; done\n'
-        f'exec {served / "journalctl"} "$@"\n'
+    other = _served(bin_dir, "journalctl")
+    _front(
+        bin_dir,
+        "journalctl",
+        f'for a in "$@"; do [ "$a" = --list-boots ] && exec /bin/cat {listing}; done\nexec {other} "$@"\n',
     )
-    front.chmod(front.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
+
+
+def serve_real_size(fleet: Any, names: Iterable[str]) -> None:
+    """Make ``fleet`` (tests/ssh/fleet.py, its hosts recorded by ``recorded_host``) answer as real nodes do:
+    both nvidia-smi forms after NVIDIA_SMI_SECONDS, the XML for ``-x``, and earlier boots listed."""
+    for name in names:
+        fleet.set_output(name, "nvidia-smi", sleep=NVIDIA_SMI_SECONDS)
+        fleet.set_output(name, XML_KIND, sleep=NVIDIA_SMI_SECONDS)
+    nvidia_smi_standin(fleet.root / "bin")
+    list_boots_standin(fleet.root / "bin")

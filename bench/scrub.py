@@ -47,7 +47,8 @@ def best_of(runs: int, work: Callable[[], object]) -> float:
 
 def host_outputs() -> list[str]:
     log = kernel_log()
-    return [log, log, log, *((RECORDED / name).read_text() for name in ("nvidia-smi.out", "nvlink.out"))] + [
+    recorded = ("nvidia-smi-q-x.xml", "nvidia-smi.out", "nvlink.out")
+    return [log, log, log, *((RECORDED / name).read_text() for name in recorded)] + [
         LIST_BOOTS,
         "active\n",
     ]

@@ -262,7 +262,8 @@ def main() -> None:
         choices=("small", "real"),
         default="small",
         help="small: a one-GPU recording with a 159-byte kernel log; real: an 8-GPU node at real size "
-        "(bench/real_evidence.py: 80 KB nvidia-smi -q, 0.8 MB boot log, two earlier boots, NVLink status)",
+        "(bench/real_evidence.py: 228 KB nvidia-smi -q -x, 80 KB nvidia-smi -q, 0.8 MB boot log, two earlier "
+        "boots, NVLink status)",
     )
     parser.add_argument(
         "--no-pyc",
@@ -298,12 +299,13 @@ def run_rounds(args: argparse.Namespace, root: Path) -> None:
     hosts = {**dict.fromkeys(names, recorded), **dict.fromkeys(dead, Fault.REFUSED)}
     rows = []
     with Fleet(root / "fleet", hosts) as fleet:
-        for name in names:
-            fleet.set_output(name, "nvidia-smi", sleep=0.4)
         if args.evidence == "real":
-            from bench.real_evidence import list_boots_standin
+            from bench.real_evidence import serve_real_size
 
-            list_boots_standin(fleet.root / "bin")
+            serve_real_size(fleet, names)
+        else:
+            for name in names:
+                fleet.set_output(name, "nvidia-smi", sleep=0.4)
         for forks in args.forks:
             for workers in args.workers:
                 rows.append(_rounds(args, fleet, root, names, dead, inventory, forks, workers))

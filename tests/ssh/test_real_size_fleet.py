@@ -1,0 +1,39 @@
+"""The benchmarks' real-size node (bench/real_evidence.py) answers over SSH as a real node does: XML to
+`nvidia-smi -q -x`, text to `nvidia-smi -q`, both after nvidia-smi's delay, and earlier boots listed."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from bench.real_evidence import LIST_BOOTS, NVIDIA_SMI_SECONDS, RECORDED, recorded_host, serve_real_size
+from nightowl.collectors import get_collector
+from nightowl.transports.hostspec import parse_host_spec
+from nightowl.transports.ssh import SSHTransport
+from tests.ssh.fleet import SSHD, Fleet
+
+pytestmark = [
+    pytest.mark.integration,
+    pytest.mark.skipif(not SSHD.exists(), reason=f"{SSHD} missing (Debian package openssh-server)"),
+]
+
+
+def test_the_real_size_node_answers_both_nvidia_smi_forms_as_a_node_does(tmp_path: Path) -> None:
+    with Fleet(tmp_path / "fleet", {"node-0000": recorded_host(tmp_path / "host")}) as fleet:
+        serve_real_size(fleet, ["node-0000"])
+        host = parse_host_spec(fleet.spec("node-0000"), fleet.ssh_config)
+        with SSHTransport(host, fleet.options()) as transport:
+            xml = transport.run(["nvidia-smi", "-q", "-x"], timeout=10, kind="nvidia-smi")
+            text = transport.run(["nvidia-smi", "-q"], timeout=10, kind="fabric")
+            links = transport.run(["nvidia-smi", "nvlink", "-s"], timeout=10, kind="nvlink")
+            boots = transport.run(["journalctl", "--list-boots", "--no-pager"], timeout=10, kind="kernel-log-boots")
+    assert xml.rc == text.rc == links.rc == boots.rc == 0
+    assert xml.stdout == (RECORDED / "nvidia-smi-q-x.xml").read_text()
+    assert text.stdout == (RECORDED / "nvidia-smi.out").read_text()
+    assert links.stdout == (RECORDED / "nvlink.out").read_text()
+    assert boots.stdout == LIST_BOOTS
+    assert min(xml.duration, text.duration) >= NVIDIA_SMI_SECONDS
+    collector = get_collector("nvidia-smi")
+    facts = collector.facts(collector.parse(xml.stdout))
+    assert (facts["source_format"], facts["gpu_count"], len(xml.stdout)) == ("xml", 8, 227585)
