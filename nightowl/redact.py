@@ -403,7 +403,10 @@ def _trigger_lines(folded: str) -> list[int]:
 # Each anchor costs a try of the pattern (one alternative per next byte): no "b" or "z", as every
 # trigger holding one holds an "a" (basic, bearer, github_pat_, aiza, authorization), which cut a boot
 # log's trigger search by a fifth; and without "z", "giga" and "high" no longer collapse to what "aiza" does.
-_ANCHORS = "kjwyhgx/_a"
+# No "_" either: every trigger holding one holds another anchor (hf_, ghp_, k_live_, _key) or none that can
+# start a search ("npm_"), and XML tags and call traces are full of them: an 8-GPU `nvidia-smi -q -x` has a
+# "_" in every "<supported_graphics_clock>", where "_graph" collapsed as "ghr_" does (half its search time).
+_ANCHORS = "kjwyhgx/a"
 _ANCHOR = "\x01"
 
 
