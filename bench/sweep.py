@@ -181,13 +181,27 @@ def use_bytecode(folder: Path) -> None:
     )
 
 
-def run_nightowl(args: list[str], env: dict[str, str] | None = None) -> tuple[float, float, float, int, str, str]:
+# Written at the child's exit (the last exit hook: after the runbook cache's) when asked: the CPU seconds of
+# the nightowl process alone, its threads included, without the commands it ran (its children).
+_OWN_CPU_HOOK = (
+    "import atexit, resource, sys; "
+    "own = sys.argv.pop(1); "
+    "atexit.register(lambda: open(own, 'w').write(str(sum(resource.getrusage(resource.RUSAGE_SELF)[:2])))); "
+)
+
+
+def run_nightowl(
+    args: list[str], env: dict[str, str] | None = None, own_cpu: Path | None = None
+) -> tuple[float, float, float, int, str, str]:
     """Run the CLI as a child: (wall s, CPU s, peak RSS MB, exit code, stdout, stderr), its own rusage
     from wait4 (so neither this process's nor an earlier child's figures are counted; its reaped worker
     processes' CPU is in it). The peak RSS is the larger of wait4's (its largest process) and the sum over
     the process and its workers (proportional set sizes, ``tree_rss_mb``) sampled every 0.2 s: a sweep over
-    workers holds them all at once."""
-    command = [sys.executable, "-c", "import sys; from nightowl.cli.main import main; sys.exit(main())", *args]
+    workers holds them all at once. ``own_cpu``: a file the child writes the CPU seconds of its own process
+    to at exit (``check`` runs the node's tools as its children, and wait4 counts them too)."""
+    hook = _OWN_CPU_HOOK if own_cpu is not None else ""
+    code = hook + "import sys; from nightowl.cli.main import main; sys.exit(main())"
+    command = [sys.executable, "-c", code, *([str(own_cpu)] if own_cpu is not None else []), *args]
     with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
         started = time.monotonic()
         child = subprocess.Popen(
