@@ -357,3 +357,36 @@ def test_plain_nvidia_smi_xml_is_read_by_the_c_parser(monkeypatch: pytest.Monkey
     monkeypatch.setattr(tree.ElementTree, "fromstring", lambda document: seen.append(document) or real(document))
     assert build_xml_tree(XML_V12)[1] == []
     assert len(seen) == 1
+
+
+def test_a_document_the_c_parser_reads_never_imports_defusedxml() -> None:
+    """defusedxml's ElementTree loads a pure-Python copy of the standard one: 18 ms a process, for nothing
+    when the document declares no entity."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys\n"
+        "from nightowl.collectors.gpu.nvidia_smi.tree import build_xml_tree\n"
+        f"print(build_xml_tree({XML_V12!r})[1], 'defusedxml' in sys.modules)\n"
+        f"print(build_xml_tree({BOMB!r})[1] != [], 'defusedxml' in sys.modules)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT).stdout
+    assert out.splitlines() == ["[] False", "True True"]
+
+
+def test_without_defusedxml_nothing_is_read_strictly(monkeypatch: pytest.MonkeyPatch) -> None:
+    import builtins
+
+    real_import = builtins.__import__
+
+    def no_defusedxml(name: str, *args: Any, **kwargs: Any) -> Any:
+        if name.startswith("defusedxml"):
+            raise ImportError(f"No module named {name!r}")
+        return real_import(name, *args, **kwargs)
+
+    monkeypatch.setattr(tree, "_defusedxml_installed", lambda: False)
+    monkeypatch.setattr(builtins, "__import__", no_defusedxml)
+    root, warnings = build_xml_tree(XML_V12)
+    assert warnings and "read leniently" in warnings[0] and "ImportError" in warnings[0]
+    assert flat((root, [])) == flat((build_xml_tree_leniently(XML_V12[XML_V12.find("<?xml") :]), []))

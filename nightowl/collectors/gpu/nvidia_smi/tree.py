@@ -397,14 +397,23 @@ def build_xml_tree(text: str) -> tuple[Node, list[str]]:
 def _read_strictly(document: str) -> Any:
     """The root element as defusedxml reads it, or its exception; at the cost of the C parser when that is the same.
 
-    defusedxml's parser is pure Python, twice the cost of the standard C one. What it adds acts only on entity
-    declarations (expansion bombs, external entities; neither parser ever loads an external DTD), so a document
-    that declares none reads the same with both. Anything the C parser rejects is read again by defusedxml, whose
-    verdict and error message are the ones reported.
+    defusedxml's parser is pure Python, twice the cost of the standard C one (and importing it costs more than
+    a parse). What it adds acts only on entity declarations (expansion bombs, external entities; neither parser
+    ever loads an external DTD), so a document that declares none reads the same with both. Anything the C parser
+    rejects is read again by defusedxml, whose verdict and error message are the ones reported.
     """
-    from defusedxml import ElementTree as DefusedElementTree  # first: without defusedxml nothing is read strictly
-
-    if "<!ENTITY" not in document:
+    if "<!ENTITY" not in document and _defusedxml_installed():  # without defusedxml nothing is read strictly
         with contextlib.suppress(Exception):
             return ElementTree.fromstring(document)
+    from defusedxml import ElementTree as DefusedElementTree
+
     return DefusedElementTree.fromstring(document)
+
+
+@functools.cache
+def _defusedxml_installed() -> bool:
+    """Whether defusedxml can be imported, without importing it: its ElementTree module loads a second, pure-Python
+    copy of the standard one (18 ms a process), which a document the C parser reads never needs."""
+    import importlib.util
+
+    return importlib.util.find_spec("defusedxml") is not None
