@@ -125,7 +125,7 @@ PRELOAD = (
     "nightowl.redact",
     "nightowl.transports.ssh",
     "nightowl.transports.dial",
-    "paramiko",
+    "nightowl.transports.paramiko_import",
 )
 
 

@@ -55,9 +55,9 @@ class HostCertificate:
 
 def parse(blob: bytes) -> HostCertificate:
     """The fields of a certificate blob; ValueError when it is not one this module knows."""
-    from paramiko.message import Message
+    from nightowl.transports.paramiko_import import paramiko
 
-    message = Message(blob)
+    message = paramiko.Message(blob)
     cert_type = message.get_text()
     fields = _KEY_FIELDS.get(cert_type)
     if fields is None:
@@ -66,7 +66,7 @@ def parse(blob: bytes) -> HostCertificate:
     for field in fields:
         message.get_mpint() if field == "mpint" else message.get_string()
     serial, kind, key_id = message.get_int64(), message.get_int(), message.get_text()
-    principals_message = Message(message.get_string())
+    principals_message = paramiko.Message(message.get_string())
     principals = []
     while principals_message.get_remainder():
         principals.append(principals_message.get_text())
@@ -114,13 +114,12 @@ def problem(blob: bytes, hostname: str, trusted_cas: list[bytes], now: float | N
 
 
 def _signature_ok(cert: HostCertificate) -> bool:
-    from paramiko.message import Message
-    from paramiko.pkey import PKey
+    from nightowl.transports.paramiko_import import paramiko
 
     try:
-        ca_type = Message(cert.ca_blob).get_text()
-        ca_key = PKey.from_type_string(ca_type, cert.ca_blob)
-        return bool(ca_key.verify_ssh_sig(cert.signed, Message(cert.signature)))
+        ca_type = paramiko.Message(cert.ca_blob).get_text()
+        ca_key = paramiko.PKey.from_type_string(ca_type, cert.ca_blob)
+        return bool(ca_key.verify_ssh_sig(cert.signed, paramiko.Message(cert.signature)))
     except Exception:  # noqa: BLE001 - an unknown CA key type or a bad signature encoding: not verified
         return False
 
@@ -185,11 +184,11 @@ class Revocations:
 
 def parse_krl(data: bytes) -> Revocations:
     """A binary KRL; ValueError when it cannot be read (OpenSSH then refuses every host key)."""
-    from paramiko.message import Message
+    from nightowl.transports.paramiko_import import paramiko
 
     if not data.startswith(KRL_MAGIC):
         raise ValueError("not an OpenSSH KRL (no SSHKRL magic)")
-    message = Message(data[len(KRL_MAGIC) :])
+    message = paramiko.Message(data[len(KRL_MAGIC) :])
     if message.get_int() != 1:
         raise ValueError("unsupported KRL format version")
     message.get_int64(), message.get_int64(), message.get_int64()  # krl_version, generated_date, flags
@@ -197,7 +196,7 @@ def parse_krl(data: bytes) -> Revocations:
     found = Revocations(set(), set(), set(), {})
     while message.get_remainder():
         section = message.get_byte()[0]
-        body = Message(message.get_string())
+        body = paramiko.Message(message.get_string())
         if section == _KRL_CERTIFICATES:
             _certificate_section(body, found)
         elif section in (_KRL_EXPLICIT_KEY, _KRL_SHA1, _KRL_SHA256):
@@ -212,14 +211,14 @@ def parse_krl(data: bytes) -> Revocations:
 
 
 def _certificate_section(body: Any, found: Revocations) -> None:
-    from paramiko.message import Message
+    from nightowl.transports.paramiko_import import paramiko
 
     ca = body.get_string()
     body.get_string()  # reserved
     entry = found.by_ca.setdefault(ca, _CaRevocations(set(), [], set()))
     while body.get_remainder():
         kind = body.get_byte()[0]
-        part = Message(body.get_string())
+        part = paramiko.Message(body.get_string())
         if kind == _CERT_SERIAL_LIST:
             while part.get_remainder():
                 entry.serials.add(part.get_int64())

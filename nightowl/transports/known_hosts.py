@@ -25,14 +25,14 @@ class _KnownKey:
 
     def matches_host(self, name: str) -> bool:
         """OpenSSH host matching: hashed entries, globs and ``!negation``."""
-        from paramiko.hostkeys import HostKeys
+        from nightowl.transports.paramiko_import import paramiko
 
         matched = False
         for pattern in self.patterns:
             negated = pattern.startswith("!")
             pattern = pattern[1:] if negated else pattern
             if pattern.startswith("|1|"):
-                hit = HostKeys.hash_host(name, pattern) == pattern
+                hit = paramiko.HostKeys.hash_host(name, pattern) == pattern
             else:
                 hit = _openssh_glob(pattern).fullmatch(name.lower()) is not None
             if hit and negated:

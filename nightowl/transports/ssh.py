@@ -179,7 +179,7 @@ class SSHTransport:
         raise _socket_error(errors[-1] if errors else OSError("no address"), target, timeout)
 
     def _open_via_jump(self, jump: HostSpec) -> Any:
-        import paramiko
+        from nightowl.transports.paramiko_import import paramiko
 
         self._jump = SSHTransport(jump, self.options)
         try:
@@ -203,7 +203,7 @@ class SSHTransport:
             raise SSHConnectError(reason, f"{where}: {exc}") from None
 
     def _handshake(self, sock: Any, known: KnownHosts) -> paramiko.Transport:
-        import paramiko
+        from nightowl.transports.paramiko_import import paramiko
 
         where = self.spec.describe()
         _quiet_paramiko_logs()
@@ -285,7 +285,7 @@ class SSHTransport:
         known.append(name, key.get_name(), key.get_base64())
 
     def _authenticate(self, transport: paramiko.Transport) -> None:
-        import paramiko
+        from nightowl.transports.paramiko_import import paramiko
 
         user = self.spec.login_user()
         where = self.spec.describe()
@@ -312,7 +312,7 @@ class SSHTransport:
 
     def _identities(self) -> tuple[list[tuple[str, Any]], list[str]]:
         """Keys to offer, in order: the host's identity, configured ones, agent, defaults."""
-        import paramiko
+        from nightowl.transports.paramiko_import import paramiko
 
         paths = [p for p in (self.spec.identity_file, *self.options.identity_files) if p is not None]
         if not paths and self.options.look_for_keys:
@@ -459,7 +459,7 @@ def _load_key(path: str) -> Any:
 
 @lru_cache(maxsize=64)
 def _parsed_key(version: FileVersion) -> Any:
-    import paramiko
+    from nightowl.transports.paramiko_import import paramiko
 
     return paramiko.PKey.from_path(version[0])
 
@@ -480,7 +480,7 @@ def _open_session(transport: Any, deadline: float) -> Any:
     sshd frees a session slot only after it processes our CLOSE (and, for a timed-out
     command, only once that command exits), so a full ``MaxSessions`` is usually transient.
     """
-    import paramiko
+    from nightowl.transports.paramiko_import import paramiko
 
     pause = 0.02
     while True:
@@ -581,11 +581,10 @@ def _kill_remote(channel: Any) -> None:
     if channel is None or channel.closed:
         return
     try:
-        from paramiko.common import cMSG_CHANNEL_REQUEST
-        from paramiko.message import Message
+        from nightowl.transports.paramiko_import import paramiko
 
-        message = Message()
-        message.add_byte(cMSG_CHANNEL_REQUEST)
+        message = paramiko.Message()
+        message.add_byte(paramiko.common.cMSG_CHANNEL_REQUEST)
         message.add_int(channel.remote_chanid)
         message.add_string("signal")
         message.add_boolean(False)
