@@ -128,3 +128,19 @@ def test_systemd_analyze_verifies_the_units(tmp_path: Path) -> None:
     result = subprocess.run(["systemd-analyze", "verify", *units], capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr
     assert "nightowl" not in result.stderr, result.stderr  # no warning about our units
+
+
+def test_the_hourly_checks_keep_their_runbook_cache_where_they_can_write() -> None:
+    """A read-only root filesystem (the DaemonSet) or ProtectHome= (the systemd unit) hides ~/.cache, and
+    then every check validates its runbook again (docs/reference.md#the-runbook-cache): the cold run."""
+    check = container("nightowl")
+    assert check["securityContext"]["readOnlyRootFilesystem"] is True
+    cache = {e["name"]: e.get("value") for e in check["env"]}["NIGHTOWL_CACHE_DIR"]
+    volumes = {v["name"]: v for v in pod()["volumes"]}
+    (mount,) = [m for m in check["volumeMounts"] if cache.startswith(m["mountPath"].rstrip("/") + "/")]
+    assert not mount.get("readOnly") and "emptyDir" in volumes[mount["name"]]
+    assert "medium" not in volumes[mount["name"]]["emptyDir"], "an entry is ~0.5 MB: not the 1 MiB tmpfs"
+    service = unit("nightowl-check.service")
+    assert service["ProtectHome"] == ["yes"]
+    (folder,) = service["CacheDirectory"]
+    assert service["Environment"] == [f"NIGHTOWL_CACHE_DIR=/var/cache/{folder}"]
