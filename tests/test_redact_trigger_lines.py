@@ -182,7 +182,9 @@ def test_kept_answers_stay_bounded() -> None:
 # Real outputs: every recorded text under fixtures/ (copied from public reports, each with its SOURCE),
 # not only texts this file builds.
 _FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
-_RECORDED = sorted(p for p in _FIXTURES.rglob("*") if p.is_file() and p.suffix in (".out", ".err", ".log", ".txt"))
+_RECORDED = sorted(
+    p for p in _FIXTURES.rglob("*") if p.is_file() and p.suffix in (".out", ".err", ".log", ".txt", ".xml", ".json")
+)
 
 
 def test_every_recorded_output_is_scrubbed_as_before() -> None:
