@@ -106,6 +106,12 @@ def _pieces(rng: random.Random, words: list[str]) -> str:
     return "".join(rng.choice(words) for _ in range(rng.randint(0, 60)))
 
 
+def _random_texts(seed: int, words: list[str], count: int) -> list[str]:
+    """``count`` texts of up to 60 of ``words`` each, the same for the same seed."""
+    rng = random.Random(seed)
+    return [_pieces(rng, words) for _ in range(count)]
+
+
 # --- fabric ------------------------------------------------------------------------------------------
 
 
@@ -211,9 +217,7 @@ _FABRIC_WORDS = [
 
 @pytest.mark.parametrize("seed", range(40))
 def test_fabric_text_reads_random_blocks_as_before(seed: int) -> None:
-    rng = random.Random(seed)
-    for _ in range(100):
-        text = _pieces(rng, _FABRIC_WORDS)
+    for text in _random_texts(seed, _FABRIC_WORDS, 100):
         for candidate in (text, "GPU 00000000:18:00.0\n" + text):
             assert fabric._parse_text(candidate, []) == reference_fabric_text(candidate, []), repr(candidate)
 
@@ -277,12 +281,7 @@ def reference_nvlink_parse(text: str, monkeypatch: pytest.MonkeyPatch) -> nvlink
         state = nvlink._State()
         for raw in str(text).splitlines():
             reference_nvlink_read_line(state, raw)
-    if state.elided:
-        state.warnings.append("input has elided lines ([...] or ...): links or GPUs may be missing")
-    gpus = [state.gpus[index] for index in sorted(state.gpus)]
-    if not gpus and not state.switches:
-        state.warnings.append("no NVLink GPU blocks found")
-    return nvlink.NvlinkResult(kind=nvlink.KIND, warnings=state.warnings, gpus=gpus, nvswitches=state.switches)
+    return nvlink._result(state)  # the lines' reading is what changed, not what it makes of them
 
 
 @pytest.mark.parametrize("path", OUTPUTS, ids=_id)
@@ -325,9 +324,7 @@ _NVLINK_WORDS = [
 
 @pytest.mark.parametrize("seed", range(40))
 def test_nvlink_reads_random_texts_as_before(seed: int, monkeypatch: pytest.MonkeyPatch) -> None:
-    rng = random.Random(seed)
-    for _ in range(100):
-        text = _pieces(rng, _NVLINK_WORDS)
+    for text in _random_texts(seed, _NVLINK_WORDS, 100):
         assert nvlink.parse(text) == reference_nvlink_parse(text, monkeypatch), repr(text)
 
 
@@ -489,7 +486,5 @@ _SMI_WORDS = [
 
 @pytest.mark.parametrize("seed", range(30))
 def test_nvidia_smi_reads_random_texts_as_before(seed: int, monkeypatch: pytest.MonkeyPatch) -> None:
-    rng = random.Random(seed)
-    for _ in range(60):
-        text = _pieces(rng, _SMI_WORDS)
+    for text in _random_texts(seed, _SMI_WORDS, 60):
         assert _outcome(text) == reference_smi_parse(text, monkeypatch), repr(text)

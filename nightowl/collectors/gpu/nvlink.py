@@ -304,6 +304,11 @@ def parse(text: str) -> NvlinkResult:
     state = _State()
     for raw in str(text).splitlines():
         _read_line(state, raw)
+    return _result(state)
+
+
+def _result(state: _State) -> NvlinkResult:
+    """What the lines read into ``state`` make: the GPUs in index order, and warnings for what is missing."""
     if state.elided:
         state.warnings.append("input has elided lines ([...] or ...): links or GPUs may be missing")
     gpus = [state.gpus[index] for index in sorted(state.gpus)]
