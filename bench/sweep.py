@@ -40,6 +40,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from bench.real_evidence import NVIDIA_SMI_SECONDS  # noqa: E402
 from tests.ssh.fleet import Fault, Fleet  # noqa: E402
 
 
@@ -319,7 +320,7 @@ def run_rounds(args: argparse.Namespace, root: Path) -> None:
             serve_real_size(fleet, names)
         else:
             for name in names:
-                fleet.set_output(name, "nvidia-smi", sleep=0.4)
+                fleet.set_output(name, "nvidia-smi", sleep=NVIDIA_SMI_SECONDS)
         for forks in args.forks:
             for workers in args.workers:
                 rows.append(_rounds(args, fleet, root, names, dead, inventory, forks, workers))
