@@ -2,7 +2,8 @@
 
 Needs no history store: the systemd journal keeps earlier boots (when it is persistent). One command,
 read-only: ``journalctl --list-boots``, then ``journalctl -k -b -N`` for N = 1 .. ``previous_boots``
-(runbook parameter, default 2, at most 10), each boot's lines after a marker line. Recorded-host layout
+(runbook parameter, default 2, at most 10), each boot's lines after a marker line, cut on the node by
+``awk`` to the lines its events can come from (``NODE_FILTER``). Recorded-host layout
 (``kernel-log-boots.out``)::
 
     IDX BOOT ID                          FIRST ENTRY                  LAST ENTRY
@@ -26,11 +27,26 @@ from nightowl.collectors.lines import newline_joined
 KIND = "kernel-log-boots"
 MAX_BOOTS = 10
 MARKER = "-- nightowl previous boot "
+# The lines of an earlier boot's log that can matter, as an ERE (awk, C locale): every line holding one of
+# the kernel-log parser's EVENT_HINTS or continuing an AER report (may_continue_report, a superset of its
+# pattern: no \s, \d or \w, whose Unicode meanings no C-locale class has) matches it.
+NODE_LINES = r"NVRM: |Xid|AER|PCIe Bus Error|of memory|error_detected|TLP Header|\] error status|:[^[]*\[[^]:]*\] "
+# What the node sends of an earlier boot's log: its first lines up to one holding a letter or digit (so a boot
+# whose lines are all skipped is still "read", never "empty input"), every line NODE_LINES matches, and the
+# line after each (it ends a pending report as the whole log would). ``candidate_lines`` of these lines
+# are those of the whole log, so the events and warnings are the same
+# (tests/collectors/gpu/test_kernel_log_boots_node_filter.py runs this awk against the whole-log reading),
+# and a node sends kilobytes for an earlier boot, not the megabytes of its whole kernel log.
+NODE_FILTER = (
+    f"!seen {{ print; seen = /[[:alnum:]]/; after = /{NODE_LINES}/; next }} "
+    f"/{NODE_LINES}/ {{ print; after = 1; next }} after {{ print }} {{ after = 0 }}"
+)
 # $1 is the parameter previous_boots: a non-number makes `[` fail, so no boot is read (never a command).
 SCRIPT = (
     "journalctl --list-boots --no-pager || exit $?; n=1; "
     f'while [ "$n" -le "$1" ] && [ "$n" -le {MAX_BOOTS} ]; do '
-    f'echo "{MARKER}-$n --"; journalctl -k -b "-$n" --no-pager -o short-iso; n=$((n+1)); done'
+    f'echo "{MARKER}-$n --"; journalctl -k -b "-$n" --no-pager -o short-iso | LC_ALL=C awk \'{NODE_FILTER}\'; '
+    "n=$((n+1)); done"
 )
 
 _BOOT_ROW = re.compile(r"^\s*(-?\d+)\s+([0-9a-f]{32})\s*(.*)$")

@@ -49,26 +49,33 @@ def test_fixture_logs_read_alike() -> None:
     assert not differing
 
 
-@pytest.mark.parametrize("seed", range(40))
-def test_shuffled_mixtures_read_alike(seed: int) -> None:
-    """Lines of every fixture log, mixed with blank, indented and AER-detail lines in random order and runs:
-    continuation lines land after messages that may or may not wait for them."""
+EXTRA_LINES = (
+    "",
+    "   ",
+    "  NVRM: GPU at PCI:0000:3b:00: GPU-1",
+    "pcieport 0000:00:01.0:    [ 0] RxErr",
+    "kernel: Key type dns_resolver registered",
+    "systemd[1]: Started Journal Service.",
+)
+
+
+def shuffled_mixture(seed: int, extra: tuple[str, ...] = EXTRA_LINES) -> list[str]:
+    """Lines of every fixture log, mixed with ``extra`` lines (blank, indented, AER detail ...) in random
+    order and runs: continuation lines land after messages that may or may not wait for them."""
     rng = random.Random(seed)
     pool = [line for p in LOGS for line in p.read_text(errors="replace").splitlines()]
-    extra = [
-        "",
-        "   ",
-        "  NVRM: GPU at PCI:0000:3b:00: GPU-1",
-        "pcieport 0000:00:01.0:    [ 0] RxErr",
-        "kernel: Key type dns_resolver registered",
-        "systemd[1]: Started Journal Service.",
-    ]
     lines: list[str] = []
     for _ in range(rng.randrange(50, 400)):
         start = rng.randrange(len(pool))
         lines += pool[start : start + rng.randrange(1, 8)]
         if rng.random() < 0.3:
             lines.append(rng.choice(extra))
+    return lines
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_shuffled_mixtures_read_alike(seed: int) -> None:
+    lines = shuffled_mixture(seed)
     assert prefiltered(lines) == whole_log_events(lines)
 
 
