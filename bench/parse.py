@@ -23,10 +23,9 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bench.real_evidence import LIST_BOOTS, RECORDED, kernel_log  # noqa: E402
+from bench.real_evidence import RECORDED, earlier_boots_sent, kernel_log  # noqa: E402
 from nightowl.collectors import get_collector  # noqa: E402
 from nightowl.collectors.escapes import strip_escapes  # noqa: E402
-from nightowl.collectors.gpu.kernel_log_boots import MARKER  # noqa: E402
 from nightowl.engine import parse_memo  # noqa: E402
 
 
@@ -34,13 +33,12 @@ def outputs() -> dict[str, str]:
     """What each collector of node-health reads from a real-size node, by kind."""
     smi = (RECORDED / "nvidia-smi.out").read_text()
     log = kernel_log()
-    boots = LIST_BOOTS + "".join(f"{MARKER}-{n} --\n{log}" for n in (1, 2))
     return {
         "nvidia-smi": (RECORDED / "nvidia-smi-q-x.xml").read_text(),  # `nvidia-smi -q -x`, its first command
         "fabric": smi,
         "nvlink": (RECORDED / "nvlink.out").read_text(),
         "kernel-log": log,
-        "kernel-log-boots": boots,
+        "kernel-log-boots": earlier_boots_sent(),  # the list, and two earlier boots as the node cuts them
         "fabric-manager": "active\n",
     }
 

@@ -102,6 +102,19 @@ LIST_BOOTS = """IDX BOOT ID                          FIRST ENTRY                
 """
 
 
+def earlier_boots_sent(previous_boots: int = 2) -> str:
+    """What kernel-log-boots receives from a real-size node: the boot list, then each earlier boot's log
+    after its marker line as the node's awk cuts it (kernel_log_boots.NODE_FILTER, run here by awk)."""
+    import subprocess
+
+    from nightowl.collectors.gpu.kernel_log_boots import MARKER, NODE_FILTER
+
+    cut = subprocess.run(
+        ["awk", NODE_FILTER], input=kernel_log().encode(), capture_output=True, env={"LC_ALL": "C"}, check=True
+    ).stdout.decode()
+    return LIST_BOOTS + "".join(f"{MARKER}-{n} --\n{cut}" for n in range(1, previous_boots + 1))
+
+
 def _served(bin_dir: Path, name: str) -> Path:
     """The fleet's stand-in under ``name`` in ``bin/served``: called by that name, it serves that kind."""
     served = bin_dir / "served" / name

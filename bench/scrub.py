@@ -1,6 +1,6 @@
 """Secret scrubbing throughput on a real-size boot log (bench/real_evidence.py), against one
 case-insensitive regular-expression pass for the scrubber's trigger words over the same text; then one
-real-size host's outputs (the boot log three times, as kernel-log-boots reads it, nvidia-smi -q, nvlink)
+real-size host's outputs (the boot log, two earlier boots as the node cuts them, nvidia-smi -q -x and -q, nvlink)
 and short strings one by one, as a bundle's JSON values are scrubbed (each distinct, as across hosts).
 
     .venv/bin/python bench/scrub.py [--oracle]   # --oracle: the scrubber as it was (tests/redact_oracle.py)
@@ -18,7 +18,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bench.real_evidence import LIST_BOOTS, RECORDED, kernel_log  # noqa: E402
+from bench.real_evidence import RECORDED, earlier_boots_sent, kernel_log  # noqa: E402
 from nightowl.redact import _TRIGGERS, scrub_secrets  # noqa: E402
 
 # Values of the kind a bundle's JSON documents hold (PCI addresses, GPU names, units, verdicts, commands).
@@ -46,12 +46,8 @@ def best_of(runs: int, work: Callable[[], object]) -> float:
 
 
 def host_outputs() -> list[str]:
-    log = kernel_log()
     recorded = ("nvidia-smi-q-x.xml", "nvidia-smi.out", "nvlink.out")
-    return [log, log, log, *((RECORDED / name).read_text() for name in recorded)] + [
-        LIST_BOOTS,
-        "active\n",
-    ]
+    return [kernel_log(), earlier_boots_sent(), *((RECORDED / name).read_text() for name in recorded), "active\n"]
 
 
 def short_values(count: int, run: int) -> list[str]:

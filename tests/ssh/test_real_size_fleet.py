@@ -7,8 +7,17 @@ from pathlib import Path
 
 import pytest
 
-from bench.real_evidence import LIST_BOOTS, NVIDIA_SMI_SECONDS, RECORDED, recorded_host, serve_real_size
+from bench.real_evidence import (
+    LIST_BOOTS,
+    NVIDIA_SMI_SECONDS,
+    RECORDED,
+    earlier_boots_sent,
+    kernel_log,
+    recorded_host,
+    serve_real_size,
+)
 from nightowl.collectors import get_collector
+from nightowl.collectors.gpu import kernel_log_boots
 from nightowl.transports.hostspec import parse_host_spec
 from nightowl.transports.ssh import SSHTransport
 from tests.ssh.fleet import SSHD, Fleet
@@ -37,3 +46,15 @@ def test_the_real_size_node_answers_both_nvidia_smi_forms_as_a_node_does(tmp_pat
     collector = get_collector("nvidia-smi")
     facts = collector.facts(collector.parse(xml.stdout))
     assert (facts["source_format"], facts["gpu_count"], len(xml.stdout)) == ("xml", 8, 227585)
+
+
+def test_the_real_size_node_sends_its_earlier_boots_cut(tmp_path: Path) -> None:
+    """kernel-log-boots' own command over SSH: the node's awk cuts each 0.8 MB earlier boot, and what
+    arrives is what bench/parse.py and bench/scrub.py time (``earlier_boots_sent``)."""
+    with Fleet(tmp_path / "fleet", {"node-0000": recorded_host(tmp_path / "host")}) as fleet:
+        serve_real_size(fleet, ["node-0000"])
+        host = parse_host_spec(fleet.spec("node-0000"), fleet.ssh_config)
+        with SSHTransport(host, fleet.options()) as transport:
+            sent = transport.run(list(kernel_log_boots.COLLECTOR.commands[1]), timeout=20, kind="kernel-log-boots")
+    assert (sent.rc, sent.stdout) == (0, earlier_boots_sent())
+    assert len(sent.stdout) < 2 * len(kernel_log()) / 10
