@@ -390,3 +390,16 @@ def test_without_defusedxml_nothing_is_read_strictly(monkeypatch: pytest.MonkeyP
     root, warnings = build_xml_tree(XML_V12)
     assert warnings and "read leniently" in warnings[0] and "ImportError" in warnings[0]
     assert flat((root, [])) == flat((build_xml_tree_leniently(XML_V12[XML_V12.find("<?xml") :]), []))
+
+
+def test_tag_keys_stay_bounded_and_right(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A document of more distinct tags than the key table holds reads as the reference reads it, and the
+    table never grows past its bound (it is cleared when full)."""
+    from nightowl.collectors.gpu.nvidia_smi import tree
+
+    monkeypatch.setattr(tree, "_TAG_KEYS_MAX", 50)
+    tree._TAG_KEYS.clear()
+    tags = "".join(f"<Tag-{n}.X>v{n}</Tag-{n}.X>" for n in range(120))
+    text = f"<nvidia_smi_log><gpu id='0000:01:00.0'>{tags}<Tag-7.X>again</Tag-7.X></gpu></nvidia_smi_log>"
+    assert flat(build_xml_tree(text)) == flat(reference_xml_tree(text))
+    assert 0 < len(tree._TAG_KEYS) <= 50

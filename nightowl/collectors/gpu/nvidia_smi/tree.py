@@ -324,12 +324,26 @@ def walk(node: Node) -> Iterable[Node]:
         pending.extend(reversed(current.children))
 
 
+# The key of each XML tag met (an 8-GPU `-q -x` has ~3,600 elements and ~450 distinct tags): one dict
+# look-up an element. Bounded: cleared when full, as a hostile document may hold any number of tags.
+_TAG_KEYS: dict[str, str] = {}
+_TAG_KEYS_MAX = 4096
+
+
 def _element_to_node(element: Any) -> Node:
-    tag = str(element.tag)
-    children = [_element_to_node(child) for child in element]
+    tag = element.tag if element.tag.__class__ is str else str(element.tag)
+    children = [_element_to_node(child) for child in element] if len(element) else []
     if tag == "gpu":
         return Node(GPU_KEY, tag, element.get("id") or "", children)
-    return Node(canon(tag), tag, None if children else (element.text or "").strip(), children)
+    key = _TAG_KEYS.get(tag)
+    if key is None:
+        if len(_TAG_KEYS) >= _TAG_KEYS_MAX:
+            _TAG_KEYS.clear()
+        key = _TAG_KEYS[tag] = canon(tag)
+    if children:
+        return Node(key, tag, None, children)
+    text = element.text
+    return Node(key, tag, text.strip() if text else "", children)
 
 
 # An unclosed comment or declaration runs to the end of the text: matched once, not retried at every "<".
