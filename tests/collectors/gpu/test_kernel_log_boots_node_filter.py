@@ -139,3 +139,40 @@ def test_the_script_sends_each_boot_cut(tmp_path: Path) -> None:
     assert len(run.stdout) < len(whole) - len(quiet) / 2
     assert kernel_log_boots.parse(run.stdout) == kernel_log_boots.parse(whole)
     assert kernel_log_boots.parse(run.stdout)["previous"][0]["events"]
+
+
+def _boots_run(tmp_path: Path, awk: str | None) -> subprocess.CompletedProcess[str]:
+    """The collector's command with a journalctl stand-in for one earlier boot, on a PATH whose only other
+    tools are cat and ``awk``: a link to the real one, a stand-in that fails, or none at all."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (tmp_path / "list").write_text(LIST)
+    (tmp_path / "boot").write_text(LOGS[0].read_text(errors="replace"))
+    (bin_dir / "cat").symlink_to(shutil.which("cat") or "/bin/cat")
+    if awk == "real":
+        (bin_dir / "awk").symlink_to(shutil.which("awk") or "/usr/bin/awk")
+    elif awk == "failing":
+        (bin_dir / "awk").write_text("#!/bin/sh\necho 'awk: syntax error' >&2\nexit 2\n")
+        (bin_dir / "awk").chmod(0o755)
+    journalctl = bin_dir / "journalctl"
+    journalctl.write_text(f'#!/bin/sh\n[ "$1" = --list-boots ] && exec cat {tmp_path}/list\nexec cat {tmp_path}/boot\n')
+    journalctl.chmod(0o755)
+    argv = ["/bin/sh", "-c", kernel_log_boots.SCRIPT, kernel_log_boots.KIND, "1"]
+    return subprocess.run(argv, capture_output=True, text=True, env={"PATH": str(bin_dir)}, timeout=60, check=False)
+
+
+@pytest.mark.parametrize("awk", [None, "failing"], ids=["no-awk", "awk-fails"])
+def test_a_node_whose_awk_cannot_cut_sends_the_whole_log(tmp_path: Path, awk: str | None) -> None:
+    """No awk on the node, or one that cannot run the filter: each earlier boot arrives whole (never cut
+    to nothing, which would read as a boot without events), and reads as before."""
+    run = _boots_run(tmp_path, awk)
+    log = LOGS[0].read_text(errors="replace")
+    assert run.returncode == 0
+    assert run.stdout == f"{LIST}{kernel_log_boots.MARKER}-1 --\n{log}"
+
+
+def test_a_node_with_awk_sends_the_cut(tmp_path: Path) -> None:
+    run = _boots_run(tmp_path, "real")
+    log = LOGS[0].read_text(errors="replace")
+    assert len(node_filtered(log)) < len(log) / 2  # so a whole log sent would not pass for the cut
+    assert (run.returncode, run.stdout) == (0, f"{LIST}{kernel_log_boots.MARKER}-1 --\n{node_filtered(log)}")
