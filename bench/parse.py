@@ -60,7 +60,7 @@ def parse_once(kind: str, text: str) -> dict[str, Any]:
 
 def shows_nothing_best_of(runs: int, kind: str, text: str) -> float:
     """CPU ms of the collector's ``shows_nothing``, best of ``runs``, each on a fresh copy made untimed (a
-    ``shows_nothing`` that parses, ``parsed_once``, must parse again; copying 1.6 MB is not its cost)."""
+    ``shows_nothing`` that parses, ``parsed_once``, must parse again; copying the text is not its cost)."""
     check = get_collector(kind).shows_nothing
     if check is None:
         return 0.0
