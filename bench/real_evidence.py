@@ -102,16 +102,31 @@ LIST_BOOTS = """IDX BOOT ID                          FIRST ENTRY                
 """
 
 
-def earlier_boots_sent(previous_boots: int = 2) -> str:
-    """What kernel-log-boots receives from a real-size node: the boot list, then each earlier boot's log
-    after its marker line as the node's awk cuts it (kernel_log_boots.NODE_FILTER, run here by awk)."""
+def cut_on_node(log: str) -> str:
+    """``log`` (an earlier boot's kernel log) as a node sends it: through kernel-log-boots' own awk program
+    (``NODE_FILTER``), in the C locale, as the node runs it."""
+    import os
     import subprocess
 
-    from nightowl.collectors.gpu.kernel_log_boots import MARKER, NODE_FILTER
+    from nightowl.collectors.gpu.kernel_log_boots import NODE_FILTER
 
-    cut = subprocess.run(
-        ["awk", NODE_FILTER], input=kernel_log().encode(), capture_output=True, env={"LC_ALL": "C"}, check=True
-    ).stdout.decode()
+    run = subprocess.run(
+        ["awk", NODE_FILTER],
+        input=log.encode("utf-8", "surrogateescape"),
+        capture_output=True,
+        env={"LC_ALL": "C", "PATH": os.environ.get("PATH", "/usr/bin:/bin")},
+        timeout=60,
+        check=True,
+    )
+    return run.stdout.decode("utf-8", "surrogateescape")
+
+
+def earlier_boots_sent(previous_boots: int = 2) -> str:
+    """What kernel-log-boots receives from a real-size node: the boot list, then each earlier boot's log
+    after its marker line as the node cuts it (``cut_on_node``)."""
+    from nightowl.collectors.gpu.kernel_log_boots import MARKER
+
+    cut = cut_on_node(kernel_log())
     return LIST_BOOTS + "".join(f"{MARKER}-{n} --\n{cut}" for n in range(1, previous_boots + 1))
 
 

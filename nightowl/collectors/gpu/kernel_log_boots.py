@@ -27,13 +27,32 @@ from nightowl.collectors.lines import newline_joined
 KIND = "kernel-log-boots"
 MAX_BOOTS = 10
 MARKER = "-- nightowl previous boot "
-# The lines of an earlier boot's log that can matter, in awk's ERE (C locale): every line holding one of the
-# kernel-log parser's EVENT_HINTS or continuing an AER report (may_continue_report) holds one of NODE_WORDS
-# or matches NODE_BRACKET (the AER bit lines, ":   [ 5] RxErr"), a superset of _AER_DETAIL without \s, \d
-# or \w, whose Unicode meanings no C-locale class has. NODE_BRACKET is tried only on lines holding "] ":
-# most lines hold a ":", where it would start (mawk: 20 ms a 0.8 MB boot log, against ~1 ms guarded).
-NODE_WORDS = r"NVRM: |Xid|AER|PCIe Bus Error|of memory|error_detected|TLP Header|\] error status"
-NODE_BRACKET = r":[^[]*\[[^]:]*\] "
+
+
+def _ere_literal(text: str) -> str:
+    """``text`` as a POSIX extended regular expression matching it literally."""
+    return "".join(f"\\{char}" if char in "\\^$.[]|()*+?{}" else char for char in text)
+
+
+def _node_words() -> str:
+    """The kernel-log parser's EVENT_HINTS and AER-detail hints but "] " (NODE_BRACKET's), as one awk ERE; a
+    hint holding another is left to that one. Every line an earlier boot's events or reports need holds one
+    of these or matches NODE_BRACKET (tests/collectors/gpu/test_kernel_log_boots_node_filter.py)."""
+    from nightowl.collectors.gpu.kernel_log import EVENT_HINTS
+    from nightowl.collectors.gpu.kernel_log.patterns import _AER_DETAIL_HINTS
+
+    hints = list(dict.fromkeys(h for h in (*EVENT_HINTS, *_AER_DETAIL_HINTS) if h != "] "))
+    kept = [h for h in hints if not any(other != h and other in h for other in hints)]
+    return "|".join(_ere_literal(h) for h in kept)
+
+
+# The lines of an earlier boot's log that can matter, in awk's ERE (C locale): those holding a hint word
+# (NODE_WORDS), and the AER detail lines whose only hint is "] " (_AER_DETAIL's bit lines ":   [ 5] RxErr" and
+# "device [10de:20b0] error status"), as NODE_BRACKET, a superset of those alternatives without \s, \d or \w,
+# whose Unicode meanings no C-locale class has. NODE_BRACKET is tried only on lines holding "] ": most lines
+# hold a ":", where it would start (mawk: 20 ms a 0.8 MB boot log, against ~1 ms guarded).
+NODE_WORDS = _node_words()
+NODE_BRACKET = r":[^[]*\[[^]:]*\] |\] error status"
 # What the node sends of an earlier boot's log: its first lines up to one holding a letter or digit (so a boot
 # whose lines are all skipped is still "read", never "empty input"), every line that matters, and the line
 # after each (it ends a pending report as the whole log would). ``candidate_lines`` of these lines are

@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from bench.real_evidence import cut_on_node as node_filtered
 from nightowl.collectors.gpu import kernel_log, kernel_log_boots
 from tests.collectors.gpu.test_kernel_log_boots_prefilter import EXTRA_LINES, LIST, LOGS, shuffled_mixture
 
@@ -27,19 +28,6 @@ UNICODE_LINES = (
     "\u2028",
     "\x1c",
 )
-
-
-def node_filtered(log: str) -> str:
-    """``log`` as the node sends it: through the collector's own awk program, in the C locale."""
-    run = subprocess.run(
-        ["awk", kernel_log_boots.NODE_FILTER],
-        input=log.encode("utf-8", "surrogateescape"),
-        capture_output=True,
-        env={"LC_ALL": "C", "PATH": os.environ.get("PATH", "/usr/bin:/bin")},
-        timeout=60,
-        check=True,
-    )
-    return run.stdout.decode("utf-8", "surrogateescape")
 
 
 def read_boot(log: str) -> dict[str, Any]:
@@ -176,3 +164,22 @@ def test_a_node_with_awk_sends_the_cut(tmp_path: Path) -> None:
     log = LOGS[0].read_text(errors="replace")
     assert len(node_filtered(log)) < len(log) / 2  # so a whole log sent would not pass for the cut
     assert (run.returncode, run.stdout) == (0, f"{LIST}{kernel_log_boots.MARKER}-1 --\n{node_filtered(log)}")
+
+
+def test_hint_words_are_matched_literally_by_the_node() -> None:
+    """A hint holding ERE operators is escaped: awk matches it as the parser's ``in`` does, and nothing else."""
+    word = "a.b[c]|d(e)*+?{2}^$\\z"
+    pattern = kernel_log_boots._ere_literal(word)
+    texts = [f"x {word} y", "x aXb[c]|d(e)*+?{2}^$\\z y", "x a.b y", "x d(e) y"]
+    program = f"/{pattern}/ {{ print }}"
+    run = subprocess.run(["awk", program], input="\n".join(texts) + "\n", capture_output=True, text=True, check=True)
+    assert run.stdout == f"x {word} y\n"
+
+
+def test_node_words_come_from_the_parser_hints() -> None:
+    """Every event hint and AER-detail hint of the parser reaches the node's filter (none copied by hand)."""
+    from nightowl.collectors.gpu.kernel_log.patterns import _AER_DETAIL_HINTS
+
+    words = kernel_log_boots.NODE_WORDS.split("|")
+    for hint in (*kernel_log.EVENT_HINTS, *_AER_DETAIL_HINTS):
+        assert hint == "] " or any(word in hint for word in words), hint
