@@ -7,7 +7,10 @@ refused at once), spread through the inventory, then times, in each round:
       node-health sends (node_health_commands) on concurrent channels, outputs read and dropped;
   (b) the same pool dialling every inventory host, the unreachable ones failing on connect (the pool
       "doing the same" as the sweep: it cannot know which hosts are down before dialling them);
-  (c) `nightowl sweep --runbook node-health` over the whole inventory (parsing, deciding, bundle).
+  (c) `nightowl sweep --runbook node-health` over the whole inventory (parsing, deciding, bundle);
+  (d) with --floor, the pool of (a) or (b) also doing the least the issue asks of each output
+      (``floor_work``: the lines that may hold a secret found, a SHA-256, a file, a C parse): what keeping
+      what was read costs before anything is decided, in this process (no start-up counted).
 Prints one table row per --forks value (a comma list): the verdict errors of each round (a live host not
 "healthy", a dead one not "unreachable"), the median wall times of the pool and the sweep and their ratio
 (target: nightowl within 1.2x), the sweep's CPU per live host beside the bare pool's (the transport's own
@@ -19,6 +22,7 @@ check` on one node (the fleet's stand-ins on PATH serve it). Figures: bench/READ
     .venv/bin/python bench/sweep.py [--hosts 64] [--unreachable 0] [--forks 8,32,64] [--repeat 3]
     .venv/bin/python bench/sweep.py --hosts 64 --unreachable 936      # the 1,000-host case
     .venv/bin/python bench/sweep.py --evidence real --hosts 32 --check  # an 8-GPU node's outputs at real size
+    .venv/bin/python bench/sweep.py --evidence real --hosts 32 --floor  # and the floor under any sweep
 """
 
 from __future__ import annotations
@@ -33,6 +37,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -68,8 +73,35 @@ def node_health_commands() -> list[str]:
     return lines
 
 
-def bare_pool(fleet: Fleet, names: list[str], forks: int) -> tuple[float, float]:
+def floor_work(folder: Path) -> Callable[[int, bytes], None]:
+    """What the issue asks a sweep to do with every output, done the cheapest way known here, and nothing
+    else: the lines that may hold a secret found (nightowl's own trigger-line scan, 50x faster than the one
+    case-insensitive regular-expression pass issue 22 names as the bar, which alone costs ~0.35 s a
+    real-size host), a SHA-256, a file written, and a parse where C does it (the XML through expat into an
+    ElementTree; any other text split into lines). No secret masked, no fact read, no decision, no bundle
+    document, no history: a floor under any sweep that keeps what it read, not a rival to one."""
+    import hashlib
+    from xml.etree import ElementTree
+
+    from nightowl.redact import _trigger_lines
+
+    def keep(number: int, data: bytes) -> None:
+        text = data.decode("utf-8", errors="replace")
+        _trigger_lines(text.lower())
+        digest = hashlib.sha256(data).hexdigest()
+        folder.mkdir(exist_ok=True)
+        (folder / f"{number}-{digest[:8]}.txt").write_bytes(data)
+        if text.lstrip().startswith("<?xml"):
+            ElementTree.fromstring(data)
+        else:
+            text.splitlines()
+
+    return keep
+
+
+def bare_pool(fleet: Fleet, names: list[str], forks: int, floor: Path | None = None) -> tuple[float, float]:
     """Wall and CPU seconds; a host that refuses the connection is skipped, as a bare pool would.
+    ``floor``: a folder under which each host's outputs also get ``floor_work``.
 
     known_hosts and the client key are read once, not per host: with 1,000 known hosts, parsing the
     file per connection would cost the pool minutes and flatter nightowl."""
@@ -104,14 +136,18 @@ def bare_pool(fleet: Fleet, names: list[str], forks: int) -> tuple[float, float]
             timeout=10,
         )
 
-        def run(command: str) -> None:
+        keep = floor_work(floor / name) if floor is not None else None
+
+        def run(number: int, command: str) -> None:
             _, stdout, stderr = client.exec_command(command, timeout=20)
-            stdout.read()
+            data = stdout.read()
             stderr.read()
             stdout.channel.recv_exit_status()
+            if keep is not None:
+                keep(number, data)
 
         with ThreadPoolExecutor(max_workers=len(commands)) as pool:
-            list(pool.map(run, commands))
+            list(pool.map(run, range(len(commands)), commands))
         client.close()
 
     cpu0, started = time.process_time(), time.monotonic()
@@ -271,6 +307,12 @@ def main() -> None:
         "(default: the CLI's own, one worker per core)",
     )
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument(
+        "--floor",
+        action="store_true",
+        help="also time the bare pool doing the least the issue asks of each output (floor_work: a trigger-word "
+        "pass, a SHA-256, a file, a C parse): the floor column",
+    )
     parser.add_argument("--check", action="store_true", help="also time `nightowl check` on one recorded node")
     parser.add_argument(
         "--evidence",
@@ -297,7 +339,7 @@ def main() -> None:
 
 HEADER = (
     "| hosts (live, refused) | forks | workers | bare pool s | sweep s | ratio | verdict errors "
-    "| CPU ms / live host | bare pool CPU ms / live host | sweep peak RSS MB |"
+    "| CPU ms / live host | bare pool CPU ms / live host | floor CPU ms / live host (wall ratio) | sweep peak RSS MB |"
 )
 
 
@@ -331,7 +373,7 @@ def run_rounds(args: argparse.Namespace, root: Path) -> None:
         f"{'every inventory host' if dead else 'the live hosts'})"
     )
     print(HEADER)
-    print("|---|---|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
     for row in rows:
         print(row)
     print("targets: ratio <= 1.2x, no verdict error, <= 30 ms CPU per real-size host, <= 400 MB RSS at 1,000 hosts")
@@ -356,12 +398,19 @@ def _rounds(
 ) -> str:
     """One table row: ``repeat`` rounds of the bare pool and the sweep at ``forks`` over ``workers``
     processes (None: the CLI's default). CPU and RSS are the whole process tree's (``run_nightowl``)."""
-    bare, bare_cpus, swept_walls, cpus, rsss, wrong_counts = [], [], [], [], [], []
+    bare, bare_cpus, floor_walls, floor_cpus, swept_walls, cpus, rsss, wrong_counts = [], [], [], [], [], [], [], []
     wrong_seen: list[str] = []
     for round_ in range(args.repeat):
         bare_wall, bare_cpu = bare_pool(fleet, inventory if dead else names, forks)
         bare.append(bare_wall)
         bare_cpus.append(bare_cpu / len(names))
+        if args.floor:
+            kept = root / f"floor-{forks}-{workers}-{round_}"
+            kept.mkdir()
+            floor_wall, floor_cpu = bare_pool(fleet, inventory if dead else names, forks, kept)
+            floor_walls.append(floor_wall)
+            floor_cpus.append(floor_cpu / len(names))
+            shutil.rmtree(kept, ignore_errors=True)
         out = root / f"run-{forks}-{workers}-{round_}"
         out.mkdir()
         wall, cpu, rss, swept = nightowl_sweep(fleet, inventory, forks, out, workers)
@@ -379,8 +428,17 @@ def _rounds(
         f"| {len(inventory)} ({len(names)}, {len(dead)}) | {forks} | {workers or 'default'} | {med_bare:.2f} "
         f"| {med_sweep:.2f} "
         f"| {med_sweep / med_bare:.2f}x | {', '.join(map(str, wrong_counts))} | {statistics.median(cpus) * 1000:.0f} "
-        f"| {statistics.median(bare_cpus) * 1000:.0f} | {max(rsss):.0f} |"
+        f"| {statistics.median(bare_cpus) * 1000:.0f} "
+        f"| {floor_column(floor_walls, floor_cpus, med_bare)} | {max(rsss):.0f} |"
     )
+
+
+def floor_column(walls: list[float], cpus: list[float], bare_wall: float) -> str:
+    """The floor pool's median CPU per live host and its wall time as a ratio to the bare pool's: what the
+    least the issue asks of each output costs before nightowl decides anything ("-": not asked for)."""
+    if not cpus:
+        return "-"
+    return f"{statistics.median(cpus) * 1000:.0f} ({statistics.median(walls) / bare_wall:.2f}x)"
 
 
 def check_cpu(fleet: Fleet, name: str, out: Path) -> tuple[float, float, str]:
