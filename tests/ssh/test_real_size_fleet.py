@@ -58,3 +58,29 @@ def test_the_real_size_node_sends_its_earlier_boots_cut(tmp_path: Path) -> None:
             sent = transport.run(list(kernel_log_boots.COLLECTOR.commands[1]), timeout=20, kind="kernel-log-boots")
     assert (sent.rc, sent.stdout) == (0, earlier_boots_sent())
     assert len(sent.stdout) < 2 * len(kernel_log()) / 10
+
+
+def test_the_floor_pool_keeps_every_output_it_read_and_parses_the_xml(tmp_path: Path) -> None:
+    """bench/sweep.py --floor: the bare pool's floor does the least the issue asks of each output of every
+    host (a file named by its SHA-256, the XML parsed in C), so its CPU is a floor of that work, not less."""
+    import hashlib
+
+    from bench.sweep import bare_pool, floor_work, node_health_commands
+
+    names = ["node-0000", "node-0001"]
+    with Fleet(tmp_path / "fleet", dict.fromkeys(names, recorded_host(tmp_path / "host"))) as fleet:
+        serve_real_size(fleet, names)
+        kept = tmp_path / "floor"
+        kept.mkdir()
+        wall, cpu = bare_pool(fleet, names, 2, kept)
+    assert wall > NVIDIA_SMI_SECONDS and cpu > 0
+    xml = (RECORDED / "nvidia-smi-q-x.xml").read_bytes()
+    for name in names:
+        files = sorted((kept / name).iterdir())
+        assert len(files) == len(node_health_commands())
+        for path in files:
+            assert path.stem.split("-")[1] == hashlib.sha256(path.read_bytes()).hexdigest()[:8]
+        assert xml in [path.read_bytes() for path in files]
+    broken = floor_work(tmp_path / "broken")
+    with pytest.raises(Exception, match="no element found|unclosed|mismatched"):
+        broken(0, xml[: len(xml) // 2])
