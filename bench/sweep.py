@@ -28,6 +28,7 @@ check` on one node (the fleet's stand-ins on PATH serve it). Figures: bench/READ
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import shutil
@@ -157,22 +158,34 @@ def bare_pool(fleet: Fleet, names: list[str], forks: int, floor: Path | None = N
 
 
 def nightowl_sweep(
-    fleet: Fleet, names: list[str], forks: int, out: Path, workers: int | None = None
+    fleet: Fleet, names: list[str], forks: int, out: Path, workers: int | None = None, code: Path = ROOT
 ) -> tuple[float, float, float, list[dict[str, Any]]]:
     """`nightowl sweep` in a process of its own: wall seconds, its CPU seconds and peak RSS (MB, from
-    wait4: the sweep's alone, start-up and imports included), and the report's hosts."""
+    wait4: the sweep's alone, start-up and imports included), and the report's hosts. ``code``: the
+    checkout whose nightowl sweeps (``--code``; this one by default)."""
     inventory = fleet.write_inventory(out / "hosts.yaml", names)
     args = ["sweep", "--inventory", str(inventory), "--known-hosts", str(fleet.known_hosts)]
     args += ["--ssh-config", str(fleet.ssh_config), "--identity", str(fleet.client_key), "--forks", str(forks)]
-    args += ["--format", "json", "--out", str(out / "bundles"), "--history", str(out / "history.db")]
+    args += ["--format", "json", "--out", str(out / "bundles")]
+    env = {} if code == ROOT else {"PYTHONPATH": str(code), "PYTHONSAFEPATH": "1"}  # cwd must not shadow it
+    if "--history" in sweep_options(code, tuple(env.items())):  # a nightowl from before the history has none to write
+        args += ["--history", str(out / "history.db")]
     if workers is not None:
         args += ["--workers", str(workers)]
-    wall, cpu, rss, code, stdout, stderr = run_nightowl(args)
+    wall, cpu, rss, status, stdout, stderr = run_nightowl(args, env)
     try:
         return wall, cpu, rss, json.loads(stdout)["hosts"]
     except (ValueError, KeyError):  # no report at all: every host is a wrong answer, and why is shown
         why = (stderr.strip().splitlines() or ["no output"])[-1][:160]
-        return wall, cpu, rss, [{"host": n, "status": f"no report (exit {code}: {why})"} for n in names]
+        return wall, cpu, rss, [{"host": n, "status": f"no report (exit {status}: {why})"} for n in names]
+
+
+@functools.cache
+def sweep_options(code: Path, env_items: Any) -> str:
+    """``nightowl sweep --help`` of ``code``'s nightowl (an earlier commit's may lack an option)."""
+    env = {**os.environ, **BYTECODE_ENV, "PYTHONPATH": str(ROOT), **dict(env_items)}
+    command = [sys.executable, "-c", "import sys; from nightowl.cli.main import main; sys.exit(main())"]
+    return subprocess.run([*command, "sweep", "--help"], cwd=ROOT, env=env, capture_output=True, text=True).stdout
 
 
 def tree_rss_mb(pid: int) -> float:
@@ -207,11 +220,12 @@ def tree_rss_mb(pid: int) -> float:
 BYTECODE_ENV: dict[str, str] = {"PYTHONDONTWRITEBYTECODE": "1"}
 
 
-def use_bytecode(folder: Path) -> None:
-    """Compile nightowl's modules into ``folder`` (PYTHONPYCACHEPREFIX) and have the children read them."""
+def use_bytecode(folder: Path, code: Path = ROOT) -> None:
+    """Compile nightowl's modules (``code``'s) into ``folder`` (PYTHONPYCACHEPREFIX) and have the children read
+    them."""
     BYTECODE_ENV.update(PYTHONPYCACHEPREFIX=str(folder), PYTHONDONTWRITEBYTECODE="")  # empty: bytecode on
     subprocess.run(
-        [sys.executable, "-m", "compileall", "-q", str(ROOT / "nightowl")],
+        [sys.executable, "-m", "compileall", "-q", str(code / "nightowl")],
         env={**os.environ, **BYTECODE_ENV},
         check=True,
         stdout=subprocess.DEVNULL,
@@ -328,12 +342,20 @@ def main() -> None:
         help="compile nightowl from source in every process started (PYTHONDONTWRITEBYTECODE=1), as figures "
         "before the eighth session were taken; default: from .pyc files, as a pip install has them",
     )
+    parser.add_argument(
+        "--code",
+        type=Path,
+        default=ROOT,
+        help="the checkout whose nightowl sweeps (e.g. a `git archive` of an earlier commit); the fleet, its "
+        "evidence and the bare pool stay this checkout's",
+    )
     args = parser.parse_args()
+    args.code = args.code.resolve()
     args.forks = [int(f) for f in str(args.forks).split(",")]
     args.workers = [int(w) for w in str(args.workers).split(",") if w] or [None]
     with tempfile.TemporaryDirectory() as tmp:
         if not args.no_pyc:
-            use_bytecode(Path(tmp) / "pyc")
+            use_bytecode(Path(tmp) / "pyc", args.code)
         run_rounds(args, Path(tmp))
 
 
@@ -368,7 +390,7 @@ def run_rounds(args: argparse.Namespace, root: Path) -> None:
                 rows.append(_rounds(args, fleet, root, names, dead, inventory, forks, workers))
         check = check_cpu(fleet, names[0], root / "check") if args.check else None
     print(
-        f"evidence={args.evidence} repeat={args.repeat} {'no-pyc' if args.no_pyc else 'pyc'} "
+        f"code={args.code} evidence={args.evidence} repeat={args.repeat} {'no-pyc' if args.no_pyc else 'pyc'} "
         "(medians; the bare pool dials "
         f"{'every inventory host' if dead else 'the live hosts'})"
     )
@@ -413,7 +435,7 @@ def _rounds(
             shutil.rmtree(kept, ignore_errors=True)
         out = root / f"run-{forks}-{workers}-{round_}"
         out.mkdir()
-        wall, cpu, rss, swept = nightowl_sweep(fleet, inventory, forks, out, workers)
+        wall, cpu, rss, swept = nightowl_sweep(fleet, inventory, forks, out, workers, args.code)
         wrong = verdict_errors(swept, set(dead))
         wrong_seen += wrong
         swept_walls.append(wall)
