@@ -45,8 +45,9 @@ KILL_ENV = "NIGHTOWL_TEST_KILL_WORKER"
 STOP_GRACE_SECONDS = DRAIN_SECONDS + 5.0  # a stopped worker's time to report what it had in progress
 
 
-# A worker process costs about 1 s of CPU to start and 90 MB (bench/README.md): below this many hosts
-# for each, one more process costs more than it spreads.
+# A second worker costs about 0.25 to 0.3 s of CPU and 45 to 65 MB (bench/README.md, twelfth session: 16 real-size
+# hosts took 8% less wall time over two workers, for 16% more CPU): below this many hosts for each, one more
+# process costs more than it spreads.
 HOSTS_PER_WORKER = 16
 
 
