@@ -35,7 +35,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from bench.real_evidence import recorded_host, serve_real_size  # noqa: E402
-from bench.sweep import Fleet, run_nightowl  # noqa: E402
+from bench.sweep import Fleet, code_env, run_nightowl  # noqa: E402
 
 MODES = ("warm-pyc", "cold-pyc", "warm-no-pyc", "cold-no-pyc")
 TARGET_CPU_S = 0.5
@@ -53,8 +53,7 @@ def one_check(fleet: Fleet, name: str, folder: Path, pyc: bool, code: Path) -> R
         "SSH_CONNECTION": f"127.0.0.1 40000 {ip} {port}",
         "NODE_NAME": name,
         "NIGHTOWL_CACHE_DIR": str(folder / "cache"),
-        "PYTHONPATH": str(code),
-        "PYTHONSAFEPATH": "1",  # run_nightowl's cwd (this checkout) must not shadow --code on sys.path
+        **code_env(code),
         "PYTHONPYCACHEPREFIX": str(folder / "pyc"),
         "PYTHONDONTWRITEBYTECODE": "" if pyc else "1",  # empty: bytecode is written and read
     }

@@ -23,6 +23,7 @@ check` on one node (the fleet's stand-ins on PATH serve it). Figures: bench/READ
     .venv/bin/python bench/sweep.py --hosts 64 --unreachable 936      # the 1,000-host case
     .venv/bin/python bench/sweep.py --evidence real --hosts 32 --check  # an 8-GPU node's outputs at real size
     .venv/bin/python bench/sweep.py --evidence real --hosts 32 --floor  # and the floor under any sweep
+    .venv/bin/python bench/sweep.py --evidence real --hosts 32 --code /tmp/before  # another checkout's nightowl
 """
 
 from __future__ import annotations
@@ -84,14 +85,16 @@ def floor_work(folder: Path) -> Callable[[int, bytes], None]:
     import hashlib
     from xml.etree import ElementTree
 
+    from nightowl.engine.private_files import write_private
     from nightowl.redact import _trigger_lines
+
+    folder.mkdir(exist_ok=True)
 
     def keep(number: int, data: bytes) -> None:
         text = data.decode("utf-8", errors="replace")
         _trigger_lines(text.lower())
         digest = hashlib.sha256(data).hexdigest()
-        folder.mkdir(exist_ok=True)
-        (folder / f"{number}-{digest[:8]}.txt").write_bytes(data)
+        write_private(folder / f"{number}-{digest[:8]}.txt", data)  # as nightowl writes a bundle file
         if text.lstrip().startswith("<?xml"):
             ElementTree.fromstring(data)
         else:
@@ -167,12 +170,11 @@ def nightowl_sweep(
     args = ["sweep", "--inventory", str(inventory), "--known-hosts", str(fleet.known_hosts)]
     args += ["--ssh-config", str(fleet.ssh_config), "--identity", str(fleet.client_key), "--forks", str(forks)]
     args += ["--format", "json", "--out", str(out / "bundles")]
-    env = {} if code == ROOT else {"PYTHONPATH": str(code), "PYTHONSAFEPATH": "1"}  # cwd must not shadow it
-    if "--history" in sweep_options(code, tuple(env.items())):  # a nightowl from before the history has none to write
+    if "--history" in sweep_options(code):  # a nightowl from before the history has none to write
         args += ["--history", str(out / "history.db")]
     if workers is not None:
         args += ["--workers", str(workers)]
-    wall, cpu, rss, status, stdout, stderr = run_nightowl(args, env)
+    wall, cpu, rss, status, stdout, stderr = run_nightowl(args, code_env(code))
     try:
         return wall, cpu, rss, json.loads(stdout)["hosts"]
     except (ValueError, KeyError):  # no report at all: every host is a wrong answer, and why is shown
@@ -181,11 +183,15 @@ def nightowl_sweep(
 
 
 @functools.cache
-def sweep_options(code: Path, env_items: Any) -> str:
+def sweep_options(code: Path) -> str:
     """``nightowl sweep --help`` of ``code``'s nightowl (an earlier commit's may lack an option)."""
-    env = {**os.environ, **BYTECODE_ENV, "PYTHONPATH": str(ROOT), **dict(env_items)}
-    command = [sys.executable, "-c", "import sys; from nightowl.cli.main import main; sys.exit(main())"]
-    return subprocess.run([*command, "sweep", "--help"], cwd=ROOT, env=env, capture_output=True, text=True).stdout
+    return run_nightowl(["sweep", "--help"], code_env(code))[4]
+
+
+def code_env(code: Path) -> dict[str, str]:
+    """The environment that makes a timed child import ``code``'s nightowl (``--code``): run_nightowl's cwd
+    (this checkout) must not shadow it on sys.path."""
+    return {"PYTHONPATH": str(code), "PYTHONSAFEPATH": "1"}
 
 
 def tree_rss_mb(pid: int) -> float:
