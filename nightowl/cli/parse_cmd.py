@@ -64,7 +64,11 @@ def parse_cmd(kind: str, file: Any) -> None:
         fail(f"unknown kind {kind!r}; one of: {', '.join(available_kinds())}")
     text = file.read()
     try:
-        result = to_jsonable(collector.parse(text))
+        parsed = collector.parse(text)
+        result = to_jsonable(parsed)
+        assess = getattr(collector, "assess", None)
+        if assess is not None and isinstance(result, dict):
+            result.update(assess(text, collector.facts(parsed)))  # coverage and normalised (contract 7)
     except Exception as exc:  # noqa: BLE001 - the contract promises JSON whenever the file was read
         result = {"kind": kind, "warnings": [f"parser failed: {type(exc).__name__}: {exc}"]}
     click.echo(json.dumps(result, indent=2, default=str))

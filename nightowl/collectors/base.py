@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
-from nightowl.collectors.escapes import strip_escapes
+from nightowl.collectors.normalise import normalise
 
 T = TypeVar("T")
 
@@ -87,6 +87,15 @@ COMMON_FACTS = (
     # set by the engine on every command output it parsed (a derived collector has none)
     Fact("truncated", "bool", "the output passed the transport's cap and its middle was cut", optional=True),
     Fact("truncated_bytes", "int", "how many bytes were cut (head and tail kept); 0 when none", optional=True),
+    # set by the engine on every command output it parsed (collectors/coverage.py, collectors/normalise.py)
+    Fact(
+        "coverage",
+        "dict",
+        "lines with text, lines read as known structure, whether the parse found what it needs (understood)"
+        " and the first unrecognised lines",
+        optional=True,
+    ),
+    Fact("normalised", "list[str]", "the normaliser's families applied before parsing (indent, prefixes ...)", optional=True),
 )
 
 
@@ -208,14 +217,19 @@ def parsed_once(parse: Callable[[str], T]) -> Callable[[str], T]:
     return parse_once
 
 
-def _stripping_escapes(parse: Callable[[str], Any]) -> Callable[[str], Any]:
-    @functools.wraps(parse)
-    def parse_without_escapes(text: str) -> Any:
-        return parse(strip_escapes(text))
+def _normalising(parse: Callable[[str], Any], kind: str) -> Callable[[str], Any]:
+    """``parse`` reading the text as the normaliser unwraps it for ``kind`` (collectors/normalise.py)."""
 
-    parse_without_escapes.strips_escapes = True  # type: ignore[attr-defined]
-    parse_without_escapes.strip = strip_escapes  # type: ignore[attr-defined]  # what the parser reads of a text
-    return parse_without_escapes
+    def unwrapped(text: str) -> str:
+        return normalise(text, kind).text
+
+    @functools.wraps(parse)
+    def parse_normalised(text: str) -> Any:
+        return parse(unwrapped(text))
+
+    parse_normalised.strips_escapes = True  # type: ignore[attr-defined]
+    parse_normalised.strip = unwrapped  # type: ignore[attr-defined]  # what the parser reads of a text
+    return parse_normalised
 
 
 @dataclass(frozen=True)
@@ -253,9 +267,16 @@ class Collector:
 
     def __post_init__(self) -> None:
         # The one place every output passes before its parser (live, replay, `nightowl parse`, the
-        # postmortem): terminal escapes removed (collectors/escapes.py), so no parser sees them.
+        # postmortem): the normaliser unwraps what a paste, a page or a launcher added (terminal escapes,
+        # entities, prefixes, indentation: collectors/normalise.py), so no parser sees them.
         if not getattr(self.parse, "strips_escapes", False):
-            object.__setattr__(self, "parse", _stripping_escapes(self.parse))
+            object.__setattr__(self, "parse", _normalising(self.parse, self.kind))
+
+    def assess(self, text: str, facts: dict[str, Any] | None) -> dict[str, Any]:
+        """``coverage`` and ``normalised`` of one output and the facts parsed from it (collectors/coverage.py)."""
+        from nightowl.collectors.coverage import assess
+
+        return assess(self.kind, text, facts)
 
     def check_argv(self, argv: tuple[str, ...]) -> str | None:
         """Why a resolved argv (parameters filled in) may not run, or None: the engine asks before running it,

@@ -84,14 +84,15 @@ class Recorder(Protocol):
 class CollectorRun:
     """One collector's outcome on one host (or, merged, on a job): status, facts and where the output is.
 
-    ``status`` is ``ok``, ``timed_out``, ``error``, ``no_data``, ``skipped`` or ``late`` (nightowl read the
+    ``status`` is ``ok``, ``timed_out``, ``error``, ``no_data``, ``unreadable`` (text, but not in a form the
+    parser reads: collectors/coverage.py), ``skipped`` or ``late`` (nightowl read the
     output after its deadline: it says nothing about the host, which then gets no verdict); anything but ``ok``
     carries a ``reason`` a person can act on. ``facts`` is None when nothing could be parsed, so a
     condition never reads an empty output as healthy. ``file`` is the bundle path of the kept output."""
 
     kind: str
     namespace: str
-    status: str  # ok | timed_out | error | no_data | skipped | late
+    status: str  # ok | timed_out | error | no_data | unreadable | skipped | late
     reason: str | None = None
     facts: dict[str, Any] | None = None
     parse_error: str | None = None
@@ -244,8 +245,31 @@ def parse_output(
     except (Exception, ParseBudgetExceeded) as exc:  # noqa: BLE001 - odd output is evidence, not a crash
         error = f"{collector.kind} parser failed: {type(exc).__name__}: {exc}"
         facts = {"kind": collector.kind, "warnings": [error]}
+    assess = getattr(collector, "assess", None)
+    if assess is not None and error is None:
+        try:
+            facts.update(assess(text, facts))
+        except Exception as exc:  # noqa: BLE001 - a coverage bug is recorded, never a crash
+            facts.setdefault("warnings", []).append(f"coverage not measured: {type(exc).__name__}: {exc}")
     mark_cut(facts, cut_bytes + parse_cut)
     return facts, error
+
+
+def unreadable(facts: dict[str, Any] | None) -> bool:
+    """Whether the parse found nothing it needs in an output with text (the collector's ``assess``)."""
+    coverage = (facts or {}).get("coverage")
+    return isinstance(coverage, dict) and coverage.get("understood") is False
+
+
+def unreadable_reason(kind: str, coverage: dict[str, Any]) -> str:
+    """The "cannot judge" sentence for an unreadable output, quoting its first unrecognised lines."""
+    first = " | ".join(str(line) for line in coverage.get("unread") or [])
+    return f"cannot judge: {kind} output not in a form nightowl reads" + (f" (first lines: {first})" if first else "")
+
+
+def unread_facts(facts: dict[str, Any]) -> dict[str, Any]:
+    """What an unreadable output keeps: no fact a rule could read as clean or as a fault."""
+    return {name: facts[name] for name in ("kind", "warnings", "coverage", "normalised", "truncated", "truncated_bytes") if name in facts}
 
 
 class HostRunner:
@@ -550,10 +574,28 @@ class HostRunner:
             elif node.cannot_judge is not None:
                 raise CannotJudge.because(node_id, self._reason(node.cannot_judge))
             else:
+                self._refuse_unread(node.verdict.action if node.verdict else "none")
                 self.run.verdict = self._conclude(node_id, node)
             visit.next = next_id
             visit.duration = time.monotonic() - t0
             node_id = next_id
+
+    def _refuse_unread(self, action: str) -> None:
+        """No verdict rests on an output nightowl could not read: a healthy one on any collected, an ``escalate``
+        on one any condition of the path read, any other on one a condition that decided the path read.
+        Unread is neither healthy nor a finding about the host (docs/reference.md#unreadable)."""
+        unread = {c.namespace: c for c in self.run.collections.values() if c.status in _UNREAD}
+        if not unread:
+            return
+        read: set[str] = set()
+        for visit in self.run.visits:
+            for cond in visit.conditions:
+                if cond.get("value") or action in ("none", "escalate"):
+                    read.update(_namespace_of(path) for path in cond.get("reads", {}))
+        resting = sorted(unread) if action == "none" else sorted(read & set(unread))
+        if resting:
+            reasons = "; ".join(unread[ns].reason or f"{unread[ns].kind} unreadable" for ns in resting)
+            raise CannotJudge.because(self.run.path[-1], reasons)
 
     def _check_evidence(self) -> None:
         if any(c.status == "late" for c in self.run.collections.values()):
@@ -574,6 +616,16 @@ class HostRunner:
             for visit in self.run.visits
             for cond in visit.conditions
         )
+
+
+# Statuses of an output that was there to read and said nothing nightowl could read: no verdict rests on them.
+_UNREAD = ("unreadable", "no_data")
+
+
+def _namespace_of(fact_path: str) -> str:
+    """The collector namespace a fact path reads (``status.nvidia_smi`` and ``nvidia_smi.gpus``: nvidia_smi)."""
+    head, _, rest = fact_path.partition(".")
+    return rest.partition(".")[0] if head == "status" else head
 
 
 _PLACEHOLDER = re.compile(r"\{([a-z_][a-z0-9_]*)\}")
@@ -695,6 +747,10 @@ def _attempt(
         run.facts, run.parse_error = parse_output(collector, chosen.stdout, budget, chosen.stdout_truncated_bytes)
         if run.parse_error and run.status == "ok":
             run.status, run.reason = "error", run.parse_error
+        elif run.status == "ok" and unreadable(run.facts):
+            assert run.facts is not None
+            run.status, run.reason = "unreadable", unreadable_reason(kind, run.facts["coverage"])
+            run.facts = unread_facts(run.facts)
     return run
 
 
@@ -765,11 +821,11 @@ def _timeout_for(collector: CollectorLike, options: RunOptions, deadline: float 
     return timeout
 
 
-_SEVERITY = ["ok", "skipped", "no_data", "error", "timed_out", "late"]
+_SEVERITY = ["ok", "skipped", "no_data", "unreadable", "error", "timed_out", "late"]
 
 
 def worst_status(statuses: set[str]) -> str:
-    """The most severe of collector statuses (ok < skipped < no_data < error < timed_out < late)."""
+    """The most severe of collector statuses (ok < skipped < no_data < unreadable < error < timed_out < late)."""
     return max(statuses, key=lambda s: _SEVERITY.index(s) if s in _SEVERITY else 0)
 
 

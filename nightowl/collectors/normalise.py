@@ -1,0 +1,275 @@
+"""One normaliser in front of every parser: the ways an output reaches nightowl other than straight from
+the command, undone in one place and named, so each parser reads the format and not one file.
+
+Real outputs arrive pasted into issues, chats and tickets, escaped by a web page, tagged by a launcher or
+a log collector. Each *family* below is detected on the text (most on a sample of its first lines, so a
+5 MB boot log pays a few hundred microseconds) and applied to every line it fits; ``normalise`` returns
+the text a parser reads and the names of the families it applied (recorded in the facts and the bundle,
+which keeps the output as received):
+
+- ``escapes``: terminal escape sequences (collectors/escapes.py);
+- ``crlf``: CRLF line ends (Windows pastes, serial consoles);
+- ``html-entities``: ``&gt;``, ``&lt;``, ``&amp;``, ``&quot;``, ``&#39;``, ``&nbsp;`` of a web page, and
+  no-break spaces (HTML Living Standard, "named character references");
+- ``quote``: a whole block quoted with ``> `` (Markdown, e-mail) or ``# ``/``// `` comment markers;
+- ``prompt``: shell prompts and the command line they echo (``$ nvidia-smi``, ``root@gpu-17:~# dmesg``);
+- ``launcher-prefix``: per-line tags of launchers and collectors on most lines: Open MPI's
+  ``--tag-output`` ``[1,0]<stdout>:``, ``[0]``/``[rank0]:``/``[default0]:`` rank tags, srun ``--label``'s
+  ``0: ``, the CRI log format's ``<RFC3339> stdout F `` (Kubernetes' kubelet), docker's ``-t`` stamp,
+  ``kubectl logs --prefix``'s ``[pod/NAME/CONTAINER] ``, docker compose's ``service-1  | ``, pdsh/clush's
+  ``host: `` and ``[date time] host:`` stamps;
+- ``syslog-prefix``: a syslog or journal prefix (``Jan  2 03:04:05 host prog[pid]: ``, ISO-stamped
+  journal lines) on a kind that is not a kernel log (the kernel-log reader reads those prefixes itself);
+- ``indent``: indentation common to every line of a block (a pasted code block);
+- ``wrapped``: a line a terminal or page broke inside an XML tag (``-q -x`` pasted in a narrow window).
+
+Only a family that fits is applied, and each is checked on a sample of the text first, so an output
+straight from the command comes back as the very same object, with no family named.
+"""
+
+from __future__ import annotations
+
+import html
+import re
+import threading
+from dataclasses import dataclass
+
+from nightowl.collectors.escapes import strip_escapes
+
+# Lines looked at to decide whether a per-line family fits (a prefix on "most" lines is judged here).
+SAMPLE_LINES = 400
+# Share of the sampled lines with text a per-line prefix must be on to be taken as the output's wrapper.
+PREFIX_SHARE = 0.6
+
+# Families a kind's own parser reads, so they are left to it: the kernel-log reader takes time and host
+# from syslog/journal prefixes, the NCCL log reader takes each line's rank from its launcher tag.
+KEPT_BY_KIND: dict[str, frozenset[str]] = {
+    "kernel-log": frozenset({"syslog-prefix"}),
+    "kernel-log-boots": frozenset({"syslog-prefix"}),
+    "fabric-manager": frozenset({"syslog-prefix"}),
+    "nccl-log": frozenset({"launcher-prefix", "syslog-prefix"}),
+}
+# Words that end in a colon at the start of log lines and are no host name (pdsh's "host: " prefix).
+_NOT_HOSTS = frozenset(
+    "info warning warn error debug critical fatal notice note trace traceback caused exception errors"
+    " valueerror runtimeerror assertionerror keyerror torch.outofmemoryerror nvrm nvidia".split()
+)
+
+
+@dataclass(frozen=True)
+class Normalised:
+    """The text a parser reads and the families applied to get it (empty: the text as received)."""
+
+    text: str
+    families: tuple[str, ...]
+
+
+_ENTITY = re.compile(r"&(?:gt|lt|amp|quot|apos|nbsp|#\d{1,5}|#x[0-9a-fA-F]{1,4});")
+_RAW_TAG = re.compile(r"<[A-Za-z?!/]")
+_PROMPT = re.compile(
+    r"^\s*(?:"
+    r"(?:\([\w.-]+\)\s*)?[\w.-]+@[\w.-]+(?::\s*)?[^\s#$]*\s*[#$%]"  # user@host:~$ (with a (venv) before it)
+    r"|\[[\w.-]+@[\w.-]+[^\]]*\][#$]"  # [user@host dir]$
+    r"|PS [A-Za-z]:\\[^>]*>"  # PowerShell
+    r"|[$%#]"  # a bare $ / # / % prompt
+    r")\s*(?:sudo\s+(?:-\S+\s+)*)?"
+    r"(?:nvidia-smi|dmesg|journalctl|cat|grep|egrep|tail|head|less|ibstat|ibstatus|ibv_devinfo|rdma|perfquery"
+    r"|iblinkinfo|ibdev2netdev|systemctl|python3?|vllm|docker|kubectl|mpirun|srun|torchrun|text-generation-launcher"
+    r"|curl|dcgmi|lspci|modprobe|nvidia-\w+|sh|bash|\./\S+|\S+_perf)\b.*$"
+)
+_QUOTE_MARKS = ("> ", ">", "# ", "// ")
+
+# Per-line prefixes of launchers and log collectors; group 0 is the prefix removed.
+_LAUNCHER_PREFIXES: tuple[tuple[str, re.Pattern[str]], ...] = (
+    ("cri", re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:Z|[+-]\d\d:?\d\d) (?:stdout|stderr) [FP] ")),
+    ("open-mpi", re.compile(r"^\[\d+,\d+\]<(?:stdout|stderr|stddiag)>:\s?")),
+    ("kubectl-prefix", re.compile(r"^\[pod/[\w.-]+/[\w.-]+\] ")),
+    ("compose", re.compile(r"^[\w.-]+(?:[-_]\d+)?\s+\| ")),
+    ("rank-tag", re.compile(r"^\[(?:rank|default)?\d{1,5}\](?::\s?|\s|(?=\S))")),
+    ("srun-label", re.compile(r"^\s{0,4}\d{1,5}: ")),
+    ("docker-stamp", re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6,9}Z ")),
+    # pdsh/clush "host: ": a name with a digit in it (gpu-17, node01, dgx1), never a tool's own "NVRM: "
+    ("pdsh-host", re.compile(r"^(?:\[\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d[^\]]*\]\s+)?[A-Za-z][\w.-]*\d[\w.-]*: (?=\S|\s*$)")),
+)
+# A syslog (RFC 3164) or journal (``journalctl -o short``/``short-iso``) prefix naming a program.
+_SYSLOG_PREFIX = re.compile(
+    r"^(?:<\d{1,3}>)?(?:[A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d|\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?)"
+    r" [\w.-]+ [\w./@-]+(?:\[\d+\])?: "
+)
+_LEADING = re.compile(r"^[ \t]*")
+
+
+def normalise(text: str, kind: str = "") -> Normalised:
+    """``text`` as a parser of ``kind`` should read it, and the families applied (see the module doc)."""
+    return _memo(text, kind)
+
+
+def _normalise(text: str, kind: str) -> Normalised:
+    if not isinstance(text, str) or not text:
+        return Normalised(text, ())
+    families: list[str] = []
+    stripped = strip_escapes(text)
+    if stripped is not text:
+        families.append("escapes")
+    text = stripped
+    if "\r\n" in text:
+        text = text.replace("\r\n", "\n")
+        families.append("crlf")
+    kept = KEPT_BY_KIND.get(kind, frozenset())
+    for family, step in _STEPS:
+        if family in kept:
+            continue
+        changed = step(text)
+        if changed is not None:
+            text = changed
+            families.append(family)
+    return Normalised(text, tuple(families))
+
+
+def _html_entities(text: str) -> str | None:
+    if "&" not in text and "\xa0" not in text:
+        return None
+    head = text[:65536]
+    if _ENTITY.search(head) is None:
+        return text.replace("\xa0", " ") if "\xa0" in text else None
+    if _RAW_TAG.search(head) and kind_is_markup(head):
+        return None  # real XML/HTML: its entities are its own
+    return html.unescape(text).replace("\xa0", " ")
+
+
+def kind_is_markup(head: str) -> bool:
+    """Whether a text is itself markup (XML, HTML) whose entities belong to it."""
+    return head.lstrip().startswith("<")
+
+
+def _sample(text: str) -> list[str]:
+    lines = []
+    for line in text.split("\n", SAMPLE_LINES)[:SAMPLE_LINES]:
+        if line.strip():
+            lines.append(line)
+    return lines
+
+
+def _quote(text: str) -> str | None:
+    lines = [line for line in text.split("\n") if line.strip()]
+    if not lines:
+        return None
+    for mark in _QUOTE_MARKS:
+        bare = mark.strip()
+        if all(line.lstrip().startswith(bare) for line in lines) and sum(
+            line.lstrip().startswith(mark) or line.strip() == bare for line in lines
+        ) >= max(1, len(lines) * 0.8):
+            if bare == "#" and len(lines) < 2:
+                return None
+            return "\n".join(_unquote(line, bare) for line in text.split("\n"))
+    return None
+
+
+def _unquote(line: str, bare: str) -> str:
+    body = line.lstrip()
+    if not body.startswith(bare):
+        return line
+    body = body[len(bare) :]
+    return body[1:] if body.startswith(" ") else body
+
+
+def _prompt(text: str) -> str | None:
+    lines = text.split("\n")
+    head = [i for i, line in enumerate(lines[:SAMPLE_LINES]) if _PROMPT.match(line)]
+    if not head:
+        return None
+    drop = set(head)
+    # A prompt line left at the end with no command (``root@gpu-17:~#``) goes too.
+    kept = [line for i, line in enumerate(lines) if i not in drop]
+    while kept and re.fullmatch(r"\s*[\w.-]+@[\w.-]+:?[^\s]*\s*[#$]\s*", kept[-1]):
+        kept.pop()
+    return "\n".join(kept)
+
+
+def _launcher_prefix(text: str) -> str | None:
+    sample = _sample(text)
+    if len(sample) < 2:
+        return None
+    for _name, pattern in _LAUNCHER_PREFIXES:
+        hits = [m.group(0) for line in sample if (m := pattern.match(line))]
+        if len(hits) < max(2, PREFIX_SHARE * len(sample)):
+            continue
+        if _name in ("pdsh-host", "compose") and len({_wrapper_name(h) for h in hits}) > 1:
+            continue  # several hosts or services interleaved: not one output's wrapper
+        if _name == "pdsh-host" and _wrapper_name(hits[0]).lower().startswith(tuple(_NOT_HOSTS)):
+            continue
+        return "\n".join(pattern.sub("", line, count=1) for line in text.split("\n"))
+    return None
+
+
+def _wrapper_name(prefix: str) -> str:
+    """The host or service a pdsh or compose prefix names (its stamp left out)."""
+    return prefix.rsplit("]", 1)[-1].strip().rstrip(":|").strip()
+
+
+def _syslog_prefix(text: str) -> str | None:
+    sample = _sample(text)
+    hits = sum(1 for line in sample if _SYSLOG_PREFIX.match(line))
+    if not sample or hits < max(2, PREFIX_SHARE * len(sample)):
+        return None
+    return "\n".join(_SYSLOG_PREFIX.sub("", line, count=1) for line in text.split("\n"))
+
+
+def _indent(text: str) -> str | None:
+    if not text[:1].isspace() and "\n" not in text[:1]:
+        first = text.split("\n", 1)[0]
+        if first.strip():
+            return None  # the first line starts at column 0: nothing is common
+    lines = text.split("\n")
+    widths = [len(_LEADING.match(line).group(0).expandtabs(8)) for line in lines if line.strip()]  # type: ignore[union-attr]
+    if not widths:
+        return None
+    common = min(widths)
+    if common == 0:
+        return None
+    return "\n".join(_dedent(line, common) for line in lines)
+
+
+def _dedent(line: str, width: int) -> str:
+    if not line.strip():
+        return ""
+    lead = _LEADING.match(line).group(0)  # type: ignore[union-attr]
+    expanded = lead.expandtabs(8)
+    return expanded[width:] + line[len(lead) :]
+
+
+_BROKEN_TAG = re.compile(r"<([A-Za-z_][\w.-]*)>([^<\n]*)\n\s*([^<\n]*)</\1>")
+
+
+def _wrapped(text: str) -> str | None:
+    """An XML document whose element text a window wrapped onto the next line (``<a>x\\n  y</a>``)."""
+    head = text.lstrip()[:200]
+    if not head.startswith("<") or "nvidia_smi_log" not in text[:4096] or _BROKEN_TAG.search(text) is None:
+        return None
+    return _BROKEN_TAG.sub(lambda m: f"<{m.group(1)}>{m.group(2).rstrip()} {m.group(3).lstrip()}</{m.group(1)}>", text)
+
+
+# In this order: entities first (a page escapes everything), then the wrappers from the outside in.
+_STEPS = (
+    ("html-entities", _html_entities),
+    ("quote", _quote),
+    ("prompt", _prompt),
+    ("launcher-prefix", _launcher_prefix),
+    ("syslog-prefix", _syslog_prefix),
+    ("indent", _indent),
+    ("wrapped", _wrapped),
+)
+FAMILIES = ("escapes", "crlf", *(name for name, _step in _STEPS))
+
+_last = threading.local()
+
+
+def _memo(text: str, kind: str) -> Normalised:
+    """The last result again for the very same text object and kind (the engine asks for the families
+    and then parses: a boot log is normalised once)."""
+    last = getattr(_last, "value", None)
+    if last is not None and last[0] is text and last[1] == kind:
+        return last[2]  # type: ignore[no-any-return]
+    result = _normalise(text, kind)
+    _last.value = (text, kind, result)
+    return result
