@@ -56,19 +56,11 @@ class KindsCommand(click.Command):
 @click.argument("file", type=click.File("r", errors="replace"))
 def parse_cmd(kind: str, file: Any) -> None:
     from nightowl.collectors import UnknownCollector, available_kinds, get_collector
-    from nightowl.collectors.base import to_jsonable
+    from nightowl.collectors.coverage import parse_document
 
     try:
         collector = get_collector(kind)
     except (UnknownCollector, ModuleNotFoundError):
         fail(f"unknown kind {kind!r}; one of: {', '.join(available_kinds())}")
-    text = file.read()
-    try:
-        parsed = collector.parse(text)
-        result = to_jsonable(parsed)
-        assess = getattr(collector, "assess", None)
-        if assess is not None and isinstance(result, dict):
-            result.update(assess(text, collector.facts(parsed)))  # coverage and normalised (contract 7)
-    except Exception as exc:  # noqa: BLE001 - the contract promises JSON whenever the file was read
-        result = {"kind": kind, "warnings": [f"parser failed: {type(exc).__name__}: {exc}"]}
+    result = parse_document(collector, file.read())
     click.echo(json.dumps(result, indent=2, default=str))

@@ -95,7 +95,12 @@ COMMON_FACTS = (
         " and the first unrecognised lines",
         optional=True,
     ),
-    Fact("normalised", "list[str]", "the normaliser's families applied before parsing (indent, prefixes ...)", optional=True),
+    Fact(
+        "normalised",
+        "list[str]",
+        "the normaliser's families applied before parsing (indent, prefixes ...)",
+        optional=True,
+    ),
 )
 
 

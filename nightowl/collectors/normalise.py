@@ -48,11 +48,43 @@ KEPT_BY_KIND: dict[str, frozenset[str]] = {
     "kernel-log-boots": frozenset({"syslog-prefix"}),
     "fabric-manager": frozenset({"syslog-prefix"}),
     "nccl-log": frozenset({"launcher-prefix", "syslog-prefix"}),
+    # Their own lines start with "# " (# HELP, nccl-tests' header): no comment block to unwrap. And these
+    # readers take what they need from the echoed command itself (the collective of `./all_reduce_perf`, the
+    # fields of `--query-gpu=`, the level of `dcgmi diag -r 2`, the engine of `python -m sglang...`), or
+    # skip a prompt line on their own (the port readers).
+    "metrics": frozenset({"comment", "prompt"}),
+    "nccl-tests": frozenset({"comment", "prompt"}),
+    "dcgmi-diag": frozenset({"comment", "prompt"}),
+    "nvidia-smi-query": frozenset({"prompt"}),
+    "ib-ports": frozenset({"prompt"}),
+    # the engine-log reader reads docker compose's "service  | " itself (the service often names the engine)
+    "engine-log": frozenset({"compose", "prompt"}),
 }
 # Words that end in a colon at the start of log lines and are no host name (pdsh's "host: " prefix).
 _NOT_HOSTS = frozenset(
-    "info warning warn error debug critical fatal notice note trace traceback caused exception errors"
-    " valueerror runtimeerror assertionerror keyerror torch.outofmemoryerror nvrm nvidia".split()
+    [
+        "info",
+        "warning",
+        "warn",
+        "error",
+        "debug",
+        "critical",
+        "fatal",
+        "notice",
+        "note",
+        "trace",
+        "traceback",
+        "caused",
+        "exception",
+        "errors",
+        "valueerror",
+        "runtimeerror",
+        "assertionerror",
+        "keyerror",
+        "torch.outofmemoryerror",
+        "nvrm",
+        "nvidia",
+    ]
 )
 
 
@@ -77,7 +109,9 @@ _PROMPT = re.compile(
     r"|iblinkinfo|ibdev2netdev|systemctl|python3?|vllm|docker|kubectl|mpirun|srun|torchrun|text-generation-launcher"
     r"|curl|dcgmi|lspci|modprobe|nvidia-\w+|sh|bash|\./\S+|\S+_perf)\b.*$"
 )
-_QUOTE_MARKS = ("> ", ">", "# ", "// ")
+_BARE_PROMPT = re.compile(r"\s*(?:\([\w.-]+\)\s*)?[\w.-]+@[\w.-]+:?[^\s]*\s*[#$]\s*|\s*\[[\w.-]+@[^\]]*\][#$]\s*")
+_QUOTE_MARKS = ("> ", ">")
+_COMMENT_MARKS = ("# ", "// ")
 
 # Per-line prefixes of launchers and log collectors; group 0 is the prefix removed.
 _LAUNCHER_PREFIXES: tuple[tuple[str, re.Pattern[str]], ...] = (
@@ -89,11 +123,15 @@ _LAUNCHER_PREFIXES: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("srun-label", re.compile(r"^\s{0,4}\d{1,5}: ")),
     ("docker-stamp", re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6,9}Z ")),
     # pdsh/clush "host: ": a name with a digit in it (gpu-17, node01, dgx1), never a tool's own "NVRM: "
-    ("pdsh-host", re.compile(r"^(?:\[\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d[^\]]*\]\s+)?[A-Za-z][\w.-]*\d[\w.-]*: (?=\S|\s*$)")),
+    (
+        "pdsh-host",
+        re.compile(r"^(?:\[\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d[^\]]*\]\s+)?[A-Za-z][\w.-]*\d[\w.-]*: (?=\S|\s*$)"),
+    ),
 )
 # A syslog (RFC 3164) or journal (``journalctl -o short``/``short-iso``) prefix naming a program.
 _SYSLOG_PREFIX = re.compile(
-    r"^(?:<\d{1,3}>)?(?:[A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d|\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?)"
+    r"^(?:<\d{1,3}>)?(?:[A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d"
+    r"|\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?)"
     r" [\w.-]+ [\w./@-]+(?:\[\d+\])?: "
 )
 _LEADING = re.compile(r"^[ \t]*")
@@ -119,7 +157,7 @@ def _normalise(text: str, kind: str) -> Normalised:
     for family, step in _STEPS:
         if family in kept:
             continue
-        changed = step(text)
+        changed = _launcher_prefix(text, kept) if step is _launcher_prefix else step(text)
         if changed is not None:
             text = changed
             families.append(family)
@@ -151,10 +189,19 @@ def _sample(text: str) -> list[str]:
 
 
 def _quote(text: str) -> str | None:
+    return _marked(text, _QUOTE_MARKS)
+
+
+def _comment(text: str) -> str | None:
+    return _marked(text, _COMMENT_MARKS)
+
+
+def _marked(text: str, marks: tuple[str, ...]) -> str | None:
+    """The block without the quote or comment mark every line with text carries."""
     lines = [line for line in text.split("\n") if line.strip()]
     if not lines:
         return None
-    for mark in _QUOTE_MARKS:
+    for mark in marks:
         bare = mark.strip()
         if all(line.lstrip().startswith(bare) for line in lines) and sum(
             line.lstrip().startswith(mark) or line.strip() == bare for line in lines
@@ -174,23 +221,22 @@ def _unquote(line: str, bare: str) -> str:
 
 
 def _prompt(text: str) -> str | None:
+    """Shell prompts and the command lines they echo removed, and a bare prompt left at the end."""
     lines = text.split("\n")
-    head = [i for i, line in enumerate(lines[:SAMPLE_LINES]) if _PROMPT.match(line)]
-    if not head:
-        return None
-    drop = set(head)
-    # A prompt line left at the end with no command (``root@gpu-17:~#``) goes too.
+    drop = {i for i, line in enumerate(lines[:SAMPLE_LINES]) if _PROMPT.match(line)}
     kept = [line for i, line in enumerate(lines) if i not in drop]
-    while kept and re.fullmatch(r"\s*[\w.-]+@[\w.-]+:?[^\s]*\s*[#$]\s*", kept[-1]):
+    while kept and _BARE_PROMPT.fullmatch(kept[-1]):
         kept.pop()
-    return "\n".join(kept)
+    return "\n".join(kept) if len(kept) != len(lines) else None
 
 
-def _launcher_prefix(text: str) -> str | None:
+def _launcher_prefix(text: str, kept: frozenset[str] = frozenset()) -> str | None:
     sample = _sample(text)
     if len(sample) < 2:
         return None
     for _name, pattern in _LAUNCHER_PREFIXES:
+        if _name in kept:
+            continue
         hits = [m.group(0) for line in sample if (m := pattern.match(line))]
         if len(hits) < max(2, PREFIX_SHARE * len(sample)):
             continue
@@ -253,6 +299,7 @@ def _wrapped(text: str) -> str | None:
 _STEPS = (
     ("html-entities", _html_entities),
     ("quote", _quote),
+    ("comment", _comment),
     ("prompt", _prompt),
     ("launcher-prefix", _launcher_prefix),
     ("syslog-prefix", _syslog_prefix),

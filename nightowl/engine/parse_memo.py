@@ -68,12 +68,10 @@ def remember(kind: str, text: str, result: Any) -> None:
 
 
 def parse_and_keep(kind: str, parse: Callable[[str], Any], text: str) -> Any:
-    """``parse(text)``, kept for a reader of the bundle only when the parser read ``text`` as it is (a
-    collector that strips escapes first says how: ``parse.strip``)."""
+    """``parse(text)``, kept for a reader of the bundle: the bundle keeps ``text`` as received, and the parse
+    (the collector's normaliser included, a pure function of the text) gives that reader the same result."""
     parsed = parse(text)
-    strip = getattr(parse, "strip", None)
-    if strip is None or strip(text) is text:
-        remember(kind, text, parsed)
+    remember(kind, text, parsed)
     return parsed
 
 

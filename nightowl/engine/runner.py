@@ -269,7 +269,11 @@ def unreadable_reason(kind: str, coverage: dict[str, Any]) -> str:
 
 def unread_facts(facts: dict[str, Any]) -> dict[str, Any]:
     """What an unreadable output keeps: no fact a rule could read as clean or as a fault."""
-    return {name: facts[name] for name in ("kind", "warnings", "coverage", "normalised", "truncated", "truncated_bytes") if name in facts}
+    return {
+        name: facts[name]
+        for name in ("kind", "warnings", "coverage", "normalised", "truncated", "truncated_bytes")
+        if name in facts
+    }
 
 
 class HostRunner:
@@ -584,15 +588,26 @@ class HostRunner:
         """No verdict rests on an output nightowl could not read: a healthy one on any collected, an ``escalate``
         on one any condition of the path read, any other on one a condition that decided the path read.
         Unread is neither healthy nor a finding about the host (docs/reference.md#unreadable)."""
-        unread = {c.namespace: c for c in self.run.collections.values() if c.status in _UNREAD}
-        if not unread:
+        collections = self.run.collections.values()
+        unread = {c.namespace: c for c in collections if c.status in _UNREAD}
+        # An `escalate` that the last condition took because a collector failed or printed nothing asks a person
+        # to look at what nightowl did not read: no finding either. (Skipped by design, e.g. invasive, is not
+        # that; and "nothing printed" is no obstacle to a healthy verdict: an L40S has no Fabric section.)
+        missing = {c.namespace: c for c in collections if _hollow(c)}
+        if not unread and (action != "escalate" or not missing):
             return
         read: set[str] = set()
+        status_read: set[str] = set()  # statuses the condition that led to the verdict read
         for visit in self.run.visits:
             for cond in visit.conditions:
                 if cond.get("value") or action in ("none", "escalate"):
                     read.update(_namespace_of(path) for path in cond.get("reads", {}))
+                if cond.get("value"):
+                    status_read = {_namespace_of(p) for p in cond.get("reads", {}) if p.startswith("status.")}
         resting = sorted(unread) if action == "none" else sorted(read & set(unread))
+        if action == "escalate":
+            resting += sorted((status_read & set(missing)) - set(resting))
+            unread |= missing
         if resting:
             reasons = "; ".join(unread[ns].reason or f"{unread[ns].kind} unreadable" for ns in resting)
             raise CannotJudge.because(self.run.path[-1], reasons)
@@ -618,8 +633,17 @@ class HostRunner:
         )
 
 
-# Statuses of an output that was there to read and said nothing nightowl could read: no verdict rests on them.
-_UNREAD = ("unreadable", "no_data")
+# The status of an output with text nightowl could not read: no verdict rests on it.
+_UNREAD = ("unreadable",)
+
+
+def _hollow(run: CollectorRun) -> bool:
+    """A collection that brought nothing back: it printed nothing, or it failed with no answer from the host
+    (no exit status: not recorded, the connection failed). An exit status with nothing else, as 127 "not
+    found", is the host's answer."""
+    if run.facts:
+        return False
+    return run.status == "no_data" or (run.status == "error" and all(a.rc is None for a in run.attempts))
 
 
 def _namespace_of(fact_path: str) -> str:

@@ -273,7 +273,7 @@ class Toolbox:
 
     def _parse(self, arguments: dict[str, Any], progress: Progress) -> dict[str, Any]:
         from nightowl.collectors import UnknownCollector, available_kinds, get_collector
-        from nightowl.collectors.base import to_jsonable
+        from nightowl.collectors.coverage import parse_document
 
         kind = arguments["kind"]
         if arguments.get("path") is not None:
@@ -283,11 +283,7 @@ class Toolbox:
             collector = get_collector(kind)
         except (UnknownCollector, ModuleNotFoundError):
             raise ToolError(f"unknown kind {kind!r}; one of: {', '.join(available_kinds())}") from None
-        try:
-            result = to_jsonable(collector.parse(text))
-        except Exception as exc:  # noqa: BLE001 - as `nightowl parse`: JSON whenever the text was read
-            result = {"kind": kind, "warnings": [f"parser failed: {type(exc).__name__}: {exc}"]}
-        return {"result": result, **NO_BUNDLE}
+        return {"result": parse_document(collector, text), **NO_BUNDLE}  # as `nightowl parse`
 
     def _explain_xid(self, arguments: dict[str, Any], progress: Progress) -> dict[str, Any]:
         from nightowl.collectors.base import to_jsonable

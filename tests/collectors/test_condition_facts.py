@@ -77,7 +77,20 @@ def test_the_hang_kinds_are_the_ones_the_runbook_listed() -> None:
     [
         ("", False),
         ("host:1:1 [0] NCCL INFO comm 0x1 rank 0 nranks 1 cudaDev 0 busId 1000 - Init COMPLETE\n", False),
-        ("host:1:1 [0] NCCL INFO comm 0x1 rank 0 nranks 2 cudaDev 0 busId 1000 - Init COMPLETE\n", True),  # rank 1?
+        # rank 1 is not in this log (another node's, or cut from the paste): its silence is no evidence
+        ("host:1:1 [0] NCCL INFO comm 0x1 rank 0 nranks 2 cudaDev 0 busId 1000 - Init COMPLETE\n", False),
+        # ... unless the log shows trouble
+        (
+            "host:1:1 [0] NCCL INFO comm 0x1 rank 0 nranks 2 cudaDev 0 busId 1000 - Init COMPLETE\n"
+            "host:1:1 [0] NCCL WARN Call to connect returned Connection refused\n",
+            True,
+        ),
+        # ... or shows rank 1 itself without its Init COMPLETE
+        (
+            "host:1:1 [0] NCCL INFO comm 0x1 rank 0 nranks 2 cudaDev 0 busId 1000 - Init COMPLETE\n"
+            "host:2:2 [1] NCCL INFO comm 0x2 rank 1 nranks 2 cudaDev 1 busId 2000 - Init START\n",
+            True,
+        ),
     ],
 )
 def test_hang_evidence_on_hand_made_logs(text: str, expected: bool) -> None:

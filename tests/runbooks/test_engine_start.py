@@ -130,6 +130,6 @@ def test_error_classes_carry_sources() -> None:
 def test_every_verdict_is_rehearsed_or_composed_here() -> None:
     loaded = runbooks.load("engine-start")
     verdicts = {n.verdict.id for n in loaded.runbook.nodes.values() if n.verdict}
-    rehearsed = {c["expect"]["verdict"] for c in rehearsal_cases("engine-start")}
+    rehearsed = {c["expect"]["verdict"] for c in rehearsal_cases("engine-start") if "verdict" in c["expect"]}
     composed_here = NOT_IN_CORPUS["engine-start"]  # the verdicts no public log shows, listed there
     assert composed_here and verdicts == rehearsed | composed_here

@@ -625,8 +625,16 @@ def ranks_seen(result: NcclLogResult) -> list[int]:
 def facts(result: NcclLogResult) -> dict[str, Any]:
     data: dict[str, Any] = to_jsonable(result)
     nranks = result.nranks
+    complete = set(result.init_complete_ranks)
+    seen = set(data.get("ranks_seen") or ranks_seen(result))
+    # A rank this log shows without its Init COMPLETE is missing; one it never shows at all only when no rank
+    # completed or the log shows trouble (an NCCL WARN, an error, a watchdog timeout): a multi-node job's log
+    # taken on one node, or a pasted excerpt, holds some ranks alone, and the others' silence says nothing.
+    trouble = bool(result.errors or result.warnings_nccl or result.watchdog_timeouts or result.dist_backend_errors)
     data["missing_init_ranks"] = (
-        [rank for rank in range(nranks) if rank not in set(result.init_complete_ranks)] if nranks else None
+        [rank for rank in range(nranks) if rank not in complete and (rank in seen or not complete or trouble)]
+        if nranks
+        else None
     )
     data["has_ib_errors"] = bool(result.ib_completion_errors) or any(
         e.kind in ("ib_completion", "ibv_failed", "ib_async_event") for e in result.errors

@@ -101,6 +101,9 @@ FABRIC_STATE: Path = (("fabric",), ("state",))
 FABRIC_STATUS: Path = (("fabric",), ("status",))
 SRAM_THRESHOLD: Path = (("ecc_errors",), ("aggregate",), ("sram_threshold_exceeded",))
 DRIVER_MODEL: Path = (("driver_model",), ("current", "current_dm"))
+# "GPU Virtualization Mode / Virtualization Mode : Pass-Through" (XML <gpu_virtualization_mode><virtualization_mode>):
+# None on bare metal, Pass-Through or VGPU in a virtual machine (nvidia-smi(1), -q).
+VIRTUALIZATION_MODE: Path = (("gpu_virtualization_mode",), ("virtualization_mode",))
 # R590+: "KMD Version" / "CUDA UMD Version" replace "Driver Version" / "CUDA Version", which stay for a
 # while with a note ("610.47 [Deprecated; will be removed in CUDA 14.0. Use KMD Version instead]"):
 # the new keys first, the note stripped (docs.nvidia.com/deploy/nvidia-smi, "Modified version information").
@@ -447,6 +450,7 @@ def gpu_from_node(gpu: Node) -> tuple[Gpu, list[GpuError]]:
         fabric_status=clean(raw_value(gpu, FABRIC_STATUS)),
         clocks_event_reasons_counters_us=_reason_counters(gpu),
         driver_model=clean(raw_value(gpu, DRIVER_MODEL)),
+        virtualization_mode=clean(raw_value(gpu, VIRTUALIZATION_MODE)),
         mig_mode=clean(raw_value(gpu, MIG_CURRENT)),
         mig_mode_pending=clean(raw_value(gpu, MIG_PENDING)),
         mig_devices=_mig_devices(gpu),
@@ -681,6 +685,9 @@ def facts(result: NvidiaSmiResult) -> dict[str, Any]:
         ),
     )
     data["driver_not_loaded"] = bool(data["driver_not_loaded_messages"])
+    modes = [(g.virtualization_mode or "").lower() for g in gpus if g.virtualization_mode]
+    # a hypervisor named by the GPU itself (Pass-Through, VGPU): a VM, whose GPU count is the tenant's shape
+    data["virtualized"] = any(mode not in ("none", "n/a") for mode in modes) if modes else None
     # Every GPU whose memory shows trouble, once each: the memory evidence of silent-corruption.
     data["memory_error_gpus"] = list(dict.fromkeys(pci for name in MEMORY_ERROR_FACTS for pci in data[name]))
     return data

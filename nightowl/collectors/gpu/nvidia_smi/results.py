@@ -102,6 +102,7 @@ class Gpu:
     fabric_status: str | None = None
     clocks_event_reasons_counters_us: dict[str, int | None] | None = None
     driver_model: str | None = None  # Windows: WDDM, TCC or MCDM
+    virtualization_mode: str | None = None  # None (bare metal), Pass-Through, VGPU ...
     mig_mode: str | None = None  # "Enabled" / "Disabled" (current); null where MIG does not apply
     mig_mode_pending: str | None = None
     mig_devices: tuple[MigDevice, ...] = ()
