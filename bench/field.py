@@ -8,7 +8,7 @@ normaliser, the parser, the coverage), compares the labelled facts, and for the 
 replays the sample as a recorded host beside healthy companions (fixtures/hosts/healthy-l40s, or
 ib-healthy-ndr for the network kinds) through that runbook, as ``nightowl triage --replay`` does.
 
-    .venv/bin/python bench/field.py [--kind KIND] [--misses] [--json] [--code DIR]
+    .venv/bin/python bench/field.py [--kind KIND] [--misses] [--json] [--code DIR] [--holdout]
 
 Per kind it prints: samples, facts right, actions right (in the acceptable list), exactly the expected
 action, ``unreadable`` answers, crashes, false alarms (a healthy sample given an action other than none or
@@ -43,6 +43,8 @@ RUNBOOK_OF: dict[str, tuple[str, str, tuple[str, ...]]] = {
     "engine-log": ("engine-start", "", ("engine-log.out",)),
     "nccl-log": ("nccl-hang", "nccl-healthy-ib", ("nccl-log.out",)),
 }
+# Parameters a runbook needs to read the sample at all (the NCCL log's path).
+PARAMS_OF = {"nccl-hang": ["--param", "nccl_log=/var/log/nccl.log"]}
 
 
 def _fact(kind: str, name: str, facts: dict[str, Any]) -> Any:
@@ -102,10 +104,16 @@ class Score:
         return not self.healthy and self.action == "none" and not self.action_right
 
 
-def samples(kind: str | None = None) -> list[tuple[Path, dict[str, Any]]]:
-    """Every labelled sample (its file and its index entry), in folder and index order."""
+HOLDOUT = "holdout"  # gathered after the last parser change and kept unseen until scored: --holdout
+
+
+def samples(kind: str | None = None, holdout: bool = False) -> list[tuple[Path, dict[str, Any]]]:
+    """Every labelled sample (its file and its index entry), in folder and index order: the held-out
+    folder alone with ``holdout``, every other folder without it."""
     found = []
     for index in sorted(FIELD.glob("*/INDEX.yaml")):
+        if (index.parent.name == HOLDOUT) != holdout:
+            continue
         for entry in yaml.safe_load(index.read_text()) or []:
             if kind is None or entry.get("kind") == kind:
                 found.append((index.parent / entry["file"], entry))
@@ -162,7 +170,18 @@ def _replay(kind: str, path: Path, work: Path) -> str:
     for name in names:
         shutil.copyfile(path, host / name)
     answer = CliRunner().invoke(
-        main, ["triage", runbook, "--replay", str(host), "--format", "json", "--out", str(work / "bundles")]
+        main,
+        [
+            "triage",
+            runbook,
+            "--replay",
+            str(host),
+            *PARAMS_OF.get(runbook, []),
+            "--format",
+            "json",
+            "--out",
+            str(work / "bundles"),
+        ],
     )
     try:
         summary = json.loads(answer.output)
@@ -201,12 +220,13 @@ def main() -> int:
     parser.add_argument("--kind", help="only the samples of this parse kind")
     parser.add_argument("--misses", action="store_true", help="list each sample that missed, and why")
     parser.add_argument("--json", action="store_true", help="the rows and every sample's outcome as JSON")
+    parser.add_argument("--holdout", action="store_true", help="score the held-out samples (fixtures/field/holdout)")
     parser.add_argument("--code", type=Path, help="score another checkout's nightowl (e.g. a commit before a fix)")
     args = parser.parse_args()
     if args.code:
         sys.path.insert(0, str(args.code.resolve()))
     with tempfile.TemporaryDirectory(prefix="nightowl-field-") as tmp:
-        scores = [score(path, entry, Path(tmp)) for path, entry in samples(args.kind)]
+        scores = [score(path, entry, Path(tmp)) for path, entry in samples(args.kind, args.holdout)]
     rows = table(scores)
     if args.json:
         print(json.dumps({"rows": rows, "samples": [s.__dict__ for s in scores]}, indent=2))

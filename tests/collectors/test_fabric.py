@@ -20,11 +20,75 @@ def _ib_facts(name: str) -> dict:
 
 def test_port_judgements_on_real_samples() -> None:
     read = _ib_facts("ibstat-roce-200-and-down-disabled-mooncake1999.txt")
-    assert read["ports_down"] == [{"port": "mlx5_10/1", "state": "DOWN", "phys_state": "Disabled", "link_layer": None}]
+    # down and Disabled, never up, beside two active ports: unused (issue "never cry wolf" 7), not down
+    assert read["ports_down"] == []
+    assert read["unused_ports"] == [
+        {"port": "mlx5_10/1", "state": "DOWN", "phys_state": "Disabled", "link_layer": None}
+    ]
     assert read["active_ports"] == ["mlx5_0/1", "mlx5_1/1"]
     old = _ib_facts("sysfs-counters-loop-mlx5_1-link-downed-255-gpud-pr943.txt")
     assert old["error_counts"]["mlx5_1/1"]["link_downed"] == 255
     assert old["has_counters"] is True
+    # 255 of 8 bits, 15 of 4 bits and 65535 of 16 bits: each counts no more
+    assert old["saturated_counters"] == {"mlx5_1/1": ["excessive_buffer_overrun_errors", "link_downed", "port_xmit_discards"]}
+
+
+def _ports(text: str) -> dict:
+    return ib_ports.facts(ib_ports.parse(text))
+
+
+def test_a_down_port_is_unused_only_without_history_and_beside_an_active_one() -> None:
+    active = "/sys/class/infiniband/mlx5_0/ports/1/state:4: ACTIVE\n/sys/class/infiniband/mlx5_0/ports/1/phys_state:5: LinkUp\n"
+    down = (
+        "/sys/class/infiniband/mlx5_1/ports/1/state:1: DOWN\n/sys/class/infiniband/mlx5_1/ports/1/phys_state:{phys}\n"
+    )
+    never = down.format(phys="3: Disabled")
+    assert [p["port"] for p in _ports(active + never)["unused_ports"]] == ["mlx5_1/1"]
+    assert _ports(active + never)["ports_down"] == []
+    # alone on the host: nothing else carries the fabric, so it is down
+    assert [p["port"] for p in _ports(never)["ports_down"]] == ["mlx5_1/1"]
+    # a link-down counted, or traffic: it was in use once
+    for counter in ("link_downed:1", "port_xmit_data:4096"):
+        used = active + never + f"/sys/class/infiniband/mlx5_1/ports/1/counters/{counter}\n"
+        assert [p["port"] for p in _ports(used)["ports_down"]] == ["mlx5_1/1"], counter
+    # a link that trains and errs (LinkErrorRecovery) is no unused port
+    recovering = active + down.format(phys="6: LinkErrorRecovery")
+    assert [p["port"] for p in _ports(recovering)["ports_down"]] == ["mlx5_1/1"]
+
+
+@pytest.mark.parametrize(
+    ("counter", "value", "saturated"),
+    [
+        ("symbol_error", 65535, True),
+        ("symbol_error", 65534, False),
+        ("link_downed", 255, True),
+        ("link_downed", 254, False),
+        ("local_link_integrity_errors", 15, True),
+        ("port_xmit_data", 65535, False),
+    ],
+)
+def test_a_counter_at_its_width_is_saturated(counter: str, value: int, saturated: bool) -> None:
+    text = f"/sys/class/infiniband/mlx5_0/ports/1/state:4: ACTIVE\n/sys/class/infiniband/mlx5_0/ports/1/counters/{counter}:{value}\n"
+    assert bool(_ports(text)["saturated_counters"]) is saturated
+
+
+def test_rdma_link_both_formats_and_perfquery_counters() -> None:
+    text = (
+        "link mlx5_0/1 state ACTIVE physical_state LINK_UP netdev ens1f0\n"
+        "0/1: mlx5_1/1: subnet_prefix fe80:0000:0000:0000 lid 12 sm_lid 4 lmc 0 state DOWN physical_state POLLING\n"
+    )
+    read = _ports(text)
+    assert read["port_count"] == 2 and read["active_ports"] == ["mlx5_0/1"]
+    assert [p["phys_state"] for p in read["unused_ports"]] == ["Polling"]
+    perf = (
+        "# Port extended counters: Lid 2052 port 1 (CapMask: 0x5300 CapMask2: 0x0000002)\n"
+        "PortSelect:......................1\nPortXmitData:....................178791657177235\n"
+        "SymbolErrorCounter:..............0\nLinkDownedCounter:...............1\nPortXmitDiscards:................20046\n"
+    )
+    counted = _ports(perf)
+    assert counted["port_count"] == 1 and counted["has_counters"] is True
+    assert counted["error_counts"] == {"lid2052/1": {"link_downed": 1, "port_xmit_discards": 20046}}
+    assert counted["warnings"] == []
 
 
 def test_fabric_judgements_on_real_samples() -> None:

@@ -18,6 +18,7 @@ since the driver loaded, so one read cannot tell a climbing counter from an old 
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass, field
 from typing import Any
@@ -89,7 +90,40 @@ _LOOP_FOLDER = re.compile(r"infiniband/(?P<device>[^/\s]+)/ports/(?P<port>\d+)/(
 _LOOP_NAME = re.compile(r"^=== \./(?P<name>[A-Za-z0-9_]+) ===$")
 # iWARP and some RoCE drivers have no Performance Management Agent: the file exists, the count does not.
 _NO_PMA = re.compile(r"^N/A\b", re.IGNORECASE)
-_NOISE = re.compile(r"^(?:[$#]\s.*|\+[-+]*|.*\b(?:grep)\b.*/sys/.*|\S*[#$]\s*(?:ibstat|ibstatus|ibv_devinfo)\b.*)$")
+_NOISE = re.compile(
+    r"^(?:[$#]\s.*|\+[-+]*|.*\b(?:grep)\b.*/sys/.*|.*[#$]\s*(?:sudo\s+)?(?:ibstat|ibstatus|ibv_devinfo|rdma|perfquery)\b.*"
+    r"|(?:sudo\s+)?(?:ibstat|ibstatus|ibv_devinfo|rdma link|perfquery)\b(?:\s+-\S+)*(?:\s+(?:show|mlx\S+|\d+))*\s*)$"
+)
+# iproute2's `rdma link [show]`: "link mlx5_0/1 state ACTIVE physical_state LINK_UP netdev ens1", and the older
+# "0/1: mlx5_0/1: state DOWN physical_state DISABLED" (rdma-link(8)).
+_RDMA_LINK = re.compile(r"^(?:link\s+|\d+/\d+:\s+)(?P<device>[\w.-]+)/(?P<port>\d+):?\s+(?P<rest>.*)$")
+_RDMA_FIELD = re.compile(r"\b(?P<key>state|physical_state|netdev)\s+(?P<value>\S+)")
+# infiniband-diags' perfquery(8): "# Port counters: Lid 10 port 1 (CapMask: ...)" (-x: "extended counters"),
+# then "SymbolErrorCounter:..............0" lines; the LID names the port (perfquery reads no device name).
+_PERFQUERY_HEADER = re.compile(r"^#\s*Port (?:extended )?counters: Lid (?P<lid>\d+) port (?P<port>\d+)", re.IGNORECASE)
+_PERFQUERY_FIELD = re.compile(r"^(?P<name>[A-Za-z0-9]+):\.{2,}\s*(?P<value>\S+)\s*$")
+# perfquery's field names -> the sysfs counter names the judgements use.
+PERFQUERY_COUNTERS = {
+    "SymbolErrorCounter": "symbol_error",
+    "LinkErrorRecoveryCounter": "link_error_recovery",
+    "LinkDownedCounter": "link_downed",
+    "PortRcvErrors": "port_rcv_errors",
+    "PortRcvRemotePhysicalErrors": "port_rcv_remote_physical_errors",
+    "PortRcvSwitchRelayErrors": "port_rcv_switch_relay_errors",
+    "PortXmitDiscards": "port_xmit_discards",
+    "PortXmitConstraintErrors": "port_xmit_constraint_errors",
+    "PortRcvConstraintErrors": "port_rcv_constraint_errors",
+    "LocalLinkIntegrityErrors": "local_link_integrity_errors",
+    "ExcessiveBufferOverrunErrors": "excessive_buffer_overrun_errors",
+    "VL15Dropped": "VL15_dropped",
+    "PortXmitData": "port_xmit_data",
+    "PortRcvData": "port_rcv_data",
+    "PortXmitPkts": "port_xmit_packets",
+    "PortRcvPkts": "port_rcv_packets",
+    "PortUnicastXmitPkts": "unicast_xmit_packets",
+    "PortUnicastRcvPkts": "unicast_rcv_packets",
+    "PortXmitWait": "port_xmit_wait",
+}
 # infiniband-diags' own complaints (ibpanic/ibwarn/iberror): a device it could not read.
 _DIAG_ERROR = re.compile(r"^(?:ibpanic|ibwarn|iberror):\s*(?P<text>.*)$")
 
@@ -105,7 +139,7 @@ class Port:
     link_layer: str | None = None  # InfiniBand | Ethernet
     counters: dict[str, int] = field(default_factory=dict)
     hw_counters: dict[str, int] = field(default_factory=dict)
-    sources: list[str] = field(default_factory=list)  # sysfs | ibstat | ibv_devinfo | ibstatus
+    sources: list[str] = field(default_factory=list)  # sysfs | ibstat | ibv_devinfo | ibstatus | rdma-link | perfquery
 
     @property
     def label(self) -> str:
@@ -232,9 +266,47 @@ def _read_loop(state: _State, line: str) -> bool:
     return state.loop is not None and re.match(r"^(?:echo|cat|done|do)\b", line) is not None
 
 
+def _read_rdma_link(state: _State, match: re.Match[str]) -> None:
+    port = state.port_at(match.group("device"), int(match.group("port")), "rdma-link")
+    state.device, state.port, state.tool = None, None, None
+    for field_match in _RDMA_FIELD.finditer(match.group("rest")):
+        key, value = field_match.group("key"), field_match.group("value")
+        if key == "state":
+            port.state = _state(value) or port.state
+        elif key == "physical_state":
+            port.phys_state = _phys_state(value) or port.phys_state
+
+
+def _read_perfquery(state: _State, line: str) -> bool:
+    """A perfquery header (a new port block) or one of its counter lines."""
+    header = _PERFQUERY_HEADER.match(line)
+    if header is not None:
+        state.device, state.tool = f"lid{header.group('lid')}", "perfquery"
+        state.port = state.port_at(state.device, int(header.group("port")), "perfquery")
+        return True
+    if state.tool != "perfquery" or state.port is None:
+        return False
+    field_match = _PERFQUERY_FIELD.match(line)
+    if field_match is None:
+        return False
+    name = PERFQUERY_COUNTERS.get(field_match.group("name"))
+    value = field_match.group("value")
+    if name is not None and value.isdigit():
+        state.port.counters[name] = int(value)
+    return True  # PortSelect, CounterSelect, VL counters: read, not judged
+
+
 def _read_line(state: _State, raw: str) -> None:
     line = raw.strip()
-    if not line or _NOISE.match(line):
+    if not line:
+        return
+    if _read_perfquery(state, line):
+        return
+    if _NOISE.match(line):
+        return
+    rdma = _RDMA_LINK.match(line)
+    if rdma is not None:
+        _read_rdma_link(state, rdma)
         return
     diag = _DIAG_ERROR.match(line)
     if diag is not None:
@@ -272,7 +344,7 @@ def _read_line(state: _State, raw: str) -> None:
 
 
 def parse(text: str) -> IbPortsResult:
-    """Parse a sysfs dump, ibstat or ibv_devinfo output; never raises."""
+    """Parse a sysfs dump, ibstat, ibstatus, ibv_devinfo, `rdma link` or perfquery output; never raises."""
     state = _State()
     for raw in str(text).splitlines():
         _read_line(state, raw)
@@ -290,6 +362,48 @@ def _is_down(port: Port) -> bool:
     )
 
 
+# Physical states of a port that never trained: no cable or no peer (Polling), or switched off (Disabled).
+NEVER_UP_PHYS = ("Disabled", "Polling", "Sleep")
+# Counters that measure traffic: any of them above zero says the port carried data once.
+TRAFFIC_COUNTERS = ("port_xmit_data", "port_rcv_data", "port_xmit_packets", "port_rcv_packets", "unicast_xmit_packets")
+
+
+def _never_up(port: Port) -> bool:
+    """A down port with no sign it was ever in use: physically Disabled/Polling (or only "DOWN" where the tool
+    prints no physical state), no link-down counted, no traffic counted."""
+    if not _is_down(port) or port.phys_state not in (*NEVER_UP_PHYS, None):
+        return False
+    if port.phys_state is None and port.state not in ("DOWN", None):
+        return False
+    return not port.counters.get("link_downed") and not any(port.counters.get(name) for name in TRAFFIC_COUNTERS)
+
+
+def unused_ports(ports: list[Port]) -> list[Port]:
+    """Down ports never in use on a host whose other ports carry the fabric (one port of the host active):
+    the unused second port of a dual-port HCA, not a failed link. Whether a port is expected is the
+    operator's to say (node-health's expected_ib_ports), not the port's."""
+    if not any(p.state == "ACTIVE" and not _is_down(p) for p in ports):
+        return []
+    return [p for p in ports if _never_up(p)]
+
+
+@functools.cache
+def counter_widths() -> dict[str, int]:
+    """Bits of each PortCounters field (nightowl/knowledge/ib_counter_widths.csv)."""
+    from nightowl import knowledge
+
+    return {
+        row["counter"]: int(row["bits"])
+        for row in knowledge.read_csv("ib_counter_widths.csv", ("counter", "bits", "source"))
+    }
+
+
+def saturated(port: Port) -> list[str]:
+    """The error counters of a port that stand at their width's maximum: they count no more."""
+    widths = counter_widths()
+    return sorted(name for name, value in port.counters.items() if name in widths and value >= (1 << widths[name]) - 1)
+
+
 def role_of(port: Port) -> str:
     """The ports a port is compared with: same link layer (InfiniBand fabric vs Ethernet/RoCE)."""
     return port.link_layer or "unknown"
@@ -301,11 +415,16 @@ def facts(result: IbPortsResult) -> dict[str, Any]:
     ports = result.ports
     data["port_count"] = len(ports)
     data["active_ports"] = [p.label for p in ports if p.state == "ACTIVE" and not _is_down(p)]
+    unused = unused_ports(ports)
     data["ports_down"] = [
         {"port": p.label, "state": p.state, "phys_state": p.phys_state, "link_layer": p.link_layer}
         for p in ports
-        if _is_down(p)
+        if _is_down(p) and p not in unused
     ]
+    data["unused_ports"] = [
+        {"port": p.label, "state": p.state, "phys_state": p.phys_state, "link_layer": p.link_layer} for p in unused
+    ]
+    data["saturated_counters"] = {p.label: names for p in ports if (names := saturated(p))}
     best: dict[str, float] = {}
     for p in ports:
         if not _is_down(p) and p.rate_gbps is not None:

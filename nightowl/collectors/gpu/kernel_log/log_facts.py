@@ -277,6 +277,7 @@ def _driver_state_facts(events: list[dict[str, Any]], data: Mapping[str, Any]) -
         "open_module_refused_gpus": refused_gpus,
         "open_module_probe_failed": bool(refused) and probe_failed,
         "driver_module_missing": bool(data.get("driver_module_missing")),
+        "driver_load_failed": bool(data.get("driver_load_failures")),
     }
 
 

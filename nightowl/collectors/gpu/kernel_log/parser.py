@@ -6,6 +6,7 @@ with distinct events, not with lines."""
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -610,6 +611,36 @@ def driver_module_missing(text: str) -> bool:
     return any(hint in text for hint in _MODULE_MISSING_HINTS) and _MODULE_MISSING.search(text) is not None
 
 
+@functools.cache
+def _load_failure_patterns() -> tuple[tuple[str, re.Pattern[str]], ...]:
+    from nightowl import knowledge
+
+    rows = knowledge.read_csv("driver_load_failures.csv", required=("id", "pattern", "meaning", "source"))
+    return tuple((row["id"], knowledge.compile_pattern(row["pattern"], "driver_load_failures.csv")) for row in rows)
+
+
+# Every driver-load failure line holds one of these (found at memory speed before any pattern runs).
+_LOAD_FAILURE_HINTS = ("modprobe", "modules-load", "not supported by", "NVRM: No NVIDIA", "NVRM: None of", "NVRM: fail")
+
+
+def driver_load_failures(text: str) -> list[dict[str, str]]:
+    """The lines where the driver could not load or could not use any GPU: modprobe or systemd-modules-load
+    failing to insert a module, a GPU the release does not support, no GPU found or initialised
+    (nightowl/knowledge/driver_load_failures.csv), at most one line per row, in log order."""
+    if not any(hint in text for hint in _LOAD_FAILURE_HINTS):
+        return []
+    found: list[tuple[int, dict[str, str]]] = []
+    for row_id, pattern in _load_failure_patterns():
+        if row_id == "modprobe_error" and any(f["id"] == "modprobe_insert_failed" for _, f in found):
+            continue  # the insert failure already says it
+        match = pattern.search(text)
+        if match is not None:
+            start = text.rfind("\n", 0, match.start()) + 1
+            end = text.find("\n", match.end())
+            found.append((start, {"id": row_id, "line": text[start : end if end >= 0 else len(text)].strip()[:300]}))
+    return [failure for _, failure in sorted(found, key=lambda item: item[0])]
+
+
 def parse(text: str) -> KernelLogResult:
     """Parse a whole kernel log held in memory. Never raises on any text.
 
@@ -619,4 +650,5 @@ def parse(text: str) -> KernelLogResult:
     3.11: 4.3 ms to find them against 4.9 ms for the whole parse), so it would not pay."""
     result = parse_lines(text.splitlines())
     result.driver_module_missing = driver_module_missing(text)
+    result.driver_load_failures = driver_load_failures(text)
     return result
