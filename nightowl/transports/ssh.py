@@ -53,9 +53,21 @@ DEFAULT_IDENTITIES = ("id_ed25519", "id_ecdsa", "id_rsa")
 # known_hosts stores RSA keys as "ssh-rsa"; these are the signature algorithms that verify them.
 RSA_HOSTKEY_ALGORITHMS = ("rsa-sha2-512", "rsa-sha2-256", "ssh-rsa")
 READ_CHUNK = 65536
-# After nightowl's deadline, how long past the next whole second the host's own `timeout` (deadline + 1 s,
-# SIGKILL 2 s later) gets to report before a late answer is judged: its kill, and a second for the wire.
+# The host's own `timeout` ends a command at the collector's timeout (rounded up to a whole second) and
+# SIGKILLs it KILL_AFTER seconds later; nightowl's own deadline comes REPORT_SLACK seconds after that, so a
+# command that really hangs is always reported by the host first (exit 124/137). A deadline that passes
+# with nothing from the host is "no answer": the request may never have run, and it is no hang.
+KILL_AFTER = 2
+REPORT_SLACK = 2.0
+# After nightowl's deadline, how long an answer that had arrived unread (nightowl was behind) is read on.
 REMOTE_TIMEOUT_SLACK = 4.0
+
+
+def client_seconds(timeout: float, remote_timeout: bool = True) -> float:
+    """nightowl's own deadline for a command whose host-side limit is ``timeout`` (see KILL_AFTER)."""
+    if not remote_timeout or timeout <= 0:
+        return max(0.0, timeout)
+    return math.ceil(timeout) + KILL_AFTER + REPORT_SLACK
 
 
 @dataclass(frozen=True)
@@ -341,7 +353,7 @@ class SSHTransport:
         """Run one argv on the shared connection; never raises for a failing command."""
         argv = tuple(str(arg) for arg in argv)
         started, clock = time.time(), time.monotonic()
-        deadline = clock + max(0.0, timeout)
+        deadline = clock + client_seconds(timeout, self.options.remote_timeout)
         command = remote_command(argv, timeout if self.options.remote_timeout else 0)
         extra = {"remote_command": command}
 
@@ -354,7 +366,11 @@ class SSHTransport:
         if transport is None or not transport.is_active():
             return fail("not connected" if transport is None else f"connection lost: {_lost(transport)}")
         if not self._sessions.acquire(timeout=max(0.0, deadline - time.monotonic())):
-            return fail(f"timed out after {timeout:g}s waiting for a free SSH session", timed_out=True)
+            # nightowl's own limit on sessions: the command never started, which says nothing of the host
+            late = f"no answer: no free SSH session within {timeout:g}s (nightowl's own limit), the command never ran"
+            return CommandResult(
+                argv, None, "", "", started, time.monotonic() - clock, error=late, extra=extra, late=late
+            )
         try:
             return self._run_channel(transport, command, argv, started, clock, deadline, timeout, extra)
         finally:
@@ -382,6 +398,8 @@ class SSHTransport:
             channel.exec_command(command)
             if not _pump(channel, out, err, deadline):
                 late, timed_out = _judge_deadline(channel, out, err, timeout, self.options.remote_timeout)
+            elif self.options.remote_timeout and timeout > 0 and channel.exit_status in REMOTE_TIMEOUT_EXITS:
+                timed_out = True  # the host's own timeout ended it: the command ran long on the host
         except Exception as exc:  # noqa: BLE001 - a failing command must become a result
             error = f"ssh error: {type(exc).__name__}: {exc}"
         rc: int | None = None
@@ -466,11 +484,11 @@ def _parsed_key(version: FileVersion) -> Any:
 
 def remote_command(argv: Sequence[str], timeout: float) -> str:
     """The command line sent to the host: with a timeout, wrapped in coreutils ``timeout`` so that the
-    host ends the command itself (one second after our deadline, SIGKILL two seconds later) even if the
-    connection drops; 0 sends the argv as it is."""
+    host ends the command itself (at the collector's timeout, SIGKILL KILL_AFTER seconds later) before
+    nightowl's own deadline (``client_seconds``), and even if the connection drops; 0 sends the argv as it is."""
     wrapped = tuple(argv)
     if timeout > 0:
-        wrapped = ("timeout", "-k", "2", str(math.ceil(timeout) + 1), *wrapped)
+        wrapped = ("timeout", "-k", str(KILL_AFTER), str(math.ceil(timeout)), *wrapped)
     return shlex.join(wrapped)
 
 
@@ -528,14 +546,25 @@ def _judge_deadline(
     reads on until the host's own timeout would have fired, to count what the host sent."""
     read_by_deadline = out.total + err.total
     if not channel.exit_status_ready() and not _pending(channel):
+        if remote_timeout and timeout > 0:
+            # the host's own timeout would have reported by now: nothing came back at all
+            return no_answer(read_by_deadline, client_seconds(timeout)), False
         return None, True
-    grace_end = time.monotonic() + math.ceil(timeout) - timeout + REMOTE_TIMEOUT_SLACK
+    grace_end = time.monotonic() + REMOTE_TIMEOUT_SLACK
     finished = _pump(channel, out, err, grace_end)
     if finished and remote_timeout and channel.exit_status in REMOTE_TIMEOUT_EXITS:
         return None, True
     if not finished and not _pending(channel):
         return None, True
     return late_note(read_by_deadline, out.total + err.total, timeout, more=not finished), False
+
+
+def no_answer(read: int, seconds: float) -> str:
+    """Why a command nightowl's deadline cut, with the host's own timeout silent, says nothing of the host."""
+    return (
+        f"no answer from the host in {seconds:.1f} s ({read} bytes, no exit status): nightowl's deadline, not the"
+        " host's own timeout, which never reported (the connection or nightowl was stalled, or the request never ran)"
+    )
 
 
 def _pending(channel: Any) -> bool:
