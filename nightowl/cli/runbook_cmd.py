@@ -140,11 +140,15 @@ def test_cmd(runbooks_: tuple[str, ...], ablate: bool, rehearsals: Path | None) 
     from nightowl.library import runbooks
     from nightowl.library.rehearse import RehearsalFileError, ablate_cases, rehearsal_cases, rehearse
 
+    from nightowl.engine.validate import RunbookInvalid
+
     names = list(runbooks_) or list(runbooks.builtin_paths())
     reachable = runbooks.all_paths()
     try:
         cases = {name: rehearsal_cases(name, rehearsals) for name in names if name in reachable}
-    except RehearsalFileError as exc:
+        for name in cases:
+            runbooks.load(name)  # an invalid runbook is an input error naming file and line, not a crash
+    except (RehearsalFileError, RunbookInvalid) as exc:
         fail(str(exc))
     unknown = [name for name in names if not cases.get(name)]
     if unknown:  # "0 passed, 0 failed" for a typo would read as success

@@ -26,6 +26,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from nightowl.collectors.base import Collector, parsed_once, registered, to_jsonable
+from nightowl.collectors.gpu.nvidia_smi.listing import looks_like_listing, parse_listing
 from nightowl.collectors.gpu.nvidia_smi.results import (
     BankHistogram,
     Ecc,
@@ -46,6 +47,7 @@ from nightowl.collectors.gpu.nvidia_smi.table import (
     HEADER_KMD,
     looks_like_table,
     parse_table,
+    table_closed,
 )
 from nightowl.collectors.gpu.nvidia_smi.tree import (
     GPU_KEY,
@@ -521,6 +523,7 @@ def _from_tree(root: Node, source_format: str, warnings: list[str], tool_errors:
         gpu_count = len(gpus)
     return NvidiaSmiResult(
         kind=KIND,
+        complete=attached is None or len(gpus) >= attached or not gpus,
         warnings=_capped(warnings),
         driver_version=driver_version,
         cuda_version=version(root, CUDA_VERSION),
@@ -538,13 +541,14 @@ def _from_table(text: str, lines: list[str], tool_errors: list[GpuError]) -> Nvi
     cuda = HEADER_CUDA_UMD.search(text) or HEADER_CUDA.search(text)
     return NvidiaSmiResult(
         kind=KIND,
-        warnings=(),
+        warnings=() if table_closed(lines) else ("the GPU table ends before its closing rule: the paste was cut",),
         driver_version=clean(driver.group(1)) if driver else None,
         cuda_version=clean(cuda.group(1)) if cuda else None,
         gpu_count=len(gpus),
         gpus=tuple(gpus),
         errors=_dedupe([*tool_errors, *errors]),
         source_format="table",
+        complete=table_closed(lines),
     )
 
 
@@ -560,6 +564,18 @@ def _parse(text: str) -> NvidiaSmiResult:
     lines = text.splitlines()
     if looks_like_table(text):
         return _from_table(text, lines, tool_errors)
+    if looks_like_listing(lines):
+        gpus = parse_listing(lines)
+        return NvidiaSmiResult(
+            kind=KIND,
+            warnings=(),
+            driver_version=None,
+            cuda_version=None,
+            gpu_count=len(gpus),
+            gpus=tuple(gpus),
+            errors=_dedupe(tool_errors),
+            source_format="listing",
+        )
     root, unread = build_text_tree(lines, check_failures)
     return _from_tree(root, "text", [f"unread line: {line}" for line in unread], tool_errors)
 
@@ -685,6 +701,9 @@ def facts(result: NvidiaSmiResult) -> dict[str, Any]:
         ),
     )
     data["driver_not_loaded"] = bool(data["driver_not_loaded_messages"])
+    # every GPU the output announces is in it (a table that reaches its closing rule, a -q with as many GPU
+    # blocks as "Attached GPUs"): a pasted excerpt's count is no count of the node
+    data["listing_complete"] = result.complete
     modes = [(g.virtualization_mode or "").lower() for g in gpus if g.virtualization_mode]
     # a hypervisor named by the GPU itself (Pass-Through, VGPU): a VM, whose GPU count is the tenant's shape
     data["virtualized"] = any(mode not in ("none", "n/a") for mode in modes) if modes else None

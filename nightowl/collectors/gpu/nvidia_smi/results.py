@@ -135,5 +135,6 @@ class NvidiaSmiResult:
     gpu_count: int | None
     gpus: tuple[Gpu, ...]
     errors: tuple[GpuError, ...]
-    source_format: str | None = None  # "xml", "text", "table" or None
+    source_format: str | None = None  # "xml", "text", "table", "listing" (-L) or None
+    complete: bool = True  # False: the output announces more GPUs than it shows (a cut paste)
     unplaced_counters: tuple[UnplacedCounter, ...] = ()

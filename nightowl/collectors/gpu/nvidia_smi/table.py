@@ -138,3 +138,20 @@ def parse_table(lines: Sequence[str]) -> tuple[list[Gpu], list[GpuError]]:
             for g in gpus
         ]
     return gpus, errors
+
+
+_RULE = re.compile(r"^\s*\+[-=+]+\+\s*$")
+
+
+def table_closed(lines: Sequence[str]) -> bool:
+    """Whether the GPU table reaches its closing rule: after the last GPU row's block a rule line comes, and
+    then the Processes table, a blank line or the end. A paste cut inside the GPU rows does not."""
+    last = max((n for n, line in enumerate(lines) if _TABLE_ROW_NAME.match(line.strip())), default=None)
+    if last is None:
+        return True
+    after = [line for line in lines[last + 1 :]]
+    for number, line in enumerate(after):
+        if _RULE.match(line):
+            rest = [rest_line for rest_line in after[number + 1 :] if rest_line.strip()]
+            return not rest or not rest[0].lstrip().startswith("|") or "Processes" in rest[0] or "MIG" in rest[0]
+    return False
