@@ -40,6 +40,7 @@ RUNBOOK_OF: dict[str, tuple[str, str, tuple[str, ...]]] = {
     "nvidia-smi": ("node-health", "healthy-l40s", ("nvidia-smi.out",)),
     "kernel-log": ("xid", "healthy-l40s", ("kernel-log.out",)),
     "ib-ports": ("node-health", "ib-healthy-ndr", ("ib-ports.1.out", "ib-ports.2.out")),
+    "fabric-manager": ("node-health", "ib-healthy-ndr", ("fabric-manager.out",)),
     "engine-log": ("engine-start", "", ("engine-log.out",)),
     "nccl-log": ("nccl-hang", "nccl-healthy-ib", ("nccl-log.out",)),
 }
@@ -60,7 +61,7 @@ def _fact(kind: str, name: str, facts: dict[str, Any]) -> Any:
         overall = facts.get("overall")
         return None if overall is None else overall == "pass"
     if name == "healthy" and kind == "fabric-manager":
-        return facts.get("active")
+        return facts.get("healthy")
     if name == "collective" and kind == "nccl-tests":
         names = facts.get("collectives") or ([facts["collective"]] if facts.get("collective") else [])
         return names[0] if names else None

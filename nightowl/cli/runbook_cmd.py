@@ -137,10 +137,9 @@ def test_cmd(runbooks_: tuple[str, ...], ablate: bool, rehearsals: Path | None) 
     A runbook's rehearsals are read from --rehearsals (a file, or a folder of RUNBOOK.yaml), else from
     rehearsals/RUNBOOK.yaml beside a site runbook, else from the built-in fixtures/rehearsals/RUNBOOK.yaml.
     """
+    from nightowl.engine.validate import RunbookInvalid
     from nightowl.library import runbooks
     from nightowl.library.rehearse import RehearsalFileError, ablate_cases, rehearsal_cases, rehearse
-
-    from nightowl.engine.validate import RunbookInvalid
 
     names = list(runbooks_) or list(runbooks.builtin_paths())
     reachable = runbooks.all_paths()

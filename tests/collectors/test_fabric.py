@@ -30,7 +30,9 @@ def test_port_judgements_on_real_samples() -> None:
     assert old["error_counts"]["mlx5_1/1"]["link_downed"] == 255
     assert old["has_counters"] is True
     # 255 of 8 bits, 15 of 4 bits and 65535 of 16 bits: each counts no more
-    assert old["saturated_counters"] == {"mlx5_1/1": ["excessive_buffer_overrun_errors", "link_downed", "port_xmit_discards"]}
+    assert old["saturated_counters"] == {
+        "mlx5_1/1": ["excessive_buffer_overrun_errors", "link_downed", "port_xmit_discards"]
+    }
 
 
 def _ports(text: str) -> dict:
@@ -38,7 +40,9 @@ def _ports(text: str) -> dict:
 
 
 def test_a_down_port_is_unused_only_without_history_and_beside_an_active_one() -> None:
-    active = "/sys/class/infiniband/mlx5_0/ports/1/state:4: ACTIVE\n/sys/class/infiniband/mlx5_0/ports/1/phys_state:5: LinkUp\n"
+    active = (
+        "/sys/class/infiniband/mlx5_0/ports/1/state:4: ACTIVE\n/sys/class/infiniband/mlx5_0/ports/1/phys_state:5: LinkUp\n"
+    )
     down = (
         "/sys/class/infiniband/mlx5_1/ports/1/state:1: DOWN\n/sys/class/infiniband/mlx5_1/ports/1/phys_state:{phys}\n"
     )
@@ -68,7 +72,8 @@ def test_a_down_port_is_unused_only_without_history_and_beside_an_active_one() -
     ],
 )
 def test_a_counter_at_its_width_is_saturated(counter: str, value: int, saturated: bool) -> None:
-    text = f"/sys/class/infiniband/mlx5_0/ports/1/state:4: ACTIVE\n/sys/class/infiniband/mlx5_0/ports/1/counters/{counter}:{value}\n"
+    port = "/sys/class/infiniband/mlx5_0/ports/1"
+    text = f"{port}/state:4: ACTIVE\n{port}/counters/{counter}:{value}\n"
     assert bool(_ports(text)["saturated_counters"]) is saturated
 
 

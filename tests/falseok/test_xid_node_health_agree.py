@@ -74,7 +74,9 @@ def test_same_evidence_same_answer_or_the_verdict_says_why(host: str, mode: str,
         # "cannot judge" in one must be "cannot judge" in the other (no verdict beside a verdict), unless the
         # reason says why (node-health reads the fabric, which the xid runbook does not).
         said = "`xid`" in nh_why or "node-health" in xid_why
-        assert bool(xid) == bool(nh) or said, f"xid {xid_status} {xid.get('id')} vs node-health {nh_status} {nh.get('id')}"
+        assert bool(xid) == bool(nh) or said, (
+            f"xid {xid_status} {xid.get('id')} vs node-health {nh_status} {nh.get('id')}"
+        )
         return
     if (xid["severity"], xid["action"]) == (nh["severity"], nh["action"]):
         return

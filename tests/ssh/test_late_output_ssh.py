@@ -77,7 +77,9 @@ def test_a_request_held_back_before_it_was_sent_is_no_answer_not_a_hang(
     with open_host(fleet, "hang") as transport:
         result = transport.run(NVSMI, timeout=0.5, kind="nvidia-smi")
     assert not result.timed_out and result.rc is None
-    assert result.late is not None and result.late.startswith("no answer from the host in 2.0 s (0 bytes, no exit status)")
+    assert result.late is not None and result.late.startswith(
+        "no answer from the host in 2.0 s (0 bytes, no exit status)"
+    )
 
 
 def test_a_command_the_hosts_own_timeout_ended_is_timed_out(fleet: Fleet, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -516,12 +516,18 @@ def _version(lines: list[str]) -> str | None:
     return version
 
 
+# The error class of a line no other class names (knowledge/engine_log.yaml, last of error_classes).
+UNCLASSIFIED = "unclassified-exception"
+
+
 def _errors(lines: list[str]) -> tuple[EngineError, ...]:
     seen: dict[str, EngineError] = {}
     for line in lines:
         for error in tables().errors:
             if error.kind not in seen and error.pattern.search(line):
                 seen[error.kind] = EngineError(error.kind, line.strip()[:400])
+    if len(seen) > 1:  # a class names the cause: an exception line besides it is that cause's own
+        seen.pop(UNCLASSIFIED, None)
     return tuple(seen.values())
 
 

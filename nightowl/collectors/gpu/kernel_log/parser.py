@@ -546,6 +546,7 @@ def parse_lines(lines: Iterable[str]) -> KernelLogResult:
     pending: _Draft | None = None
     lines_read = 0
     saw_text = False
+    load_lines: list[str] = []  # the lines a driver-load failure can be read from (driver_load_failures)
     for line in lines:
         lines_read += 1
         # A D-state task's header opens its stack; the frames after it are read only while it is open.
@@ -558,6 +559,8 @@ def parse_lines(lines: Iterable[str]) -> KernelLogResult:
         head, found, tail = line.partition("NVRM: ")
         if found:
             known = nvrm_seen(tail) if pending is None else None
+            if known is None and any(hint in tail for hint in _NVRM_LOAD_HINTS):
+                load_lines.append(line)
         elif "Xid" in line:
             head, found, tail = line.partition("SXid (")
             known = sxid_seen(tail) if found and pending is None else None
@@ -574,6 +577,8 @@ def parse_lines(lines: Iterable[str]) -> KernelLogResult:
             # No message we read (every _ANCHOR alternative holds one of these substrings).
             if not saw_text and line and not line.isspace():
                 saw_text = True
+            if "modprobe" in line or "modules-load" in line:
+                load_lines.append(line)
             continue
         else:
             known = None
@@ -595,6 +600,7 @@ def parse_lines(lines: Iterable[str]) -> KernelLogResult:
     result = parser.finish()
     result.driver_lock_waits = stacks.finish()
     result.nic_links = links.finish()
+    result.driver_load_failures = driver_load_failures("\n".join(load_lines))
     return result
 
 
@@ -619,6 +625,8 @@ def _load_failure_patterns() -> tuple[tuple[str, re.Pattern[str]], ...]:
     return tuple((row["id"], knowledge.compile_pattern(row["pattern"], "driver_load_failures.csv")) for row in rows)
 
 
+# The NVRM messages of a driver that cannot use its GPUs (driver_load_failures.csv's NVRM rows).
+_NVRM_LOAD_HINTS = ("not supported", "No NVIDIA", "None of", "failed to init")
 # Every driver-load failure line holds one of these (found at memory speed before any pattern runs).
 _LOAD_FAILURE_HINTS = ("modprobe", "modules-load", "not supported by", "NVRM: No NVIDIA", "NVRM: None of", "NVRM: fail")
 
@@ -650,5 +658,4 @@ def parse(text: str) -> KernelLogResult:
     3.11: 4.3 ms to find them against 4.9 ms for the whole parse), so it would not pay."""
     result = parse_lines(text.splitlines())
     result.driver_module_missing = driver_module_missing(text)
-    result.driver_load_failures = driver_load_failures(text)
     return result

@@ -13,7 +13,8 @@ from nightowl.collectors.gpu.nvidia_smi.results import Gpu, MigDevice
 
 # "GPU 0: Tesla T4 (UUID: GPU-...)"; a paste may lose the closing parenthesis or put "S/N" first.
 _GPU = re.compile(
-    r"^\s*GPU (?P<index>\d+): (?P<name>.+?)\s*\((?:S/N: \S+, )?UUID: (?P<uuid>GPU-[0-9A-Fa-f-]+)\)?\s*$"
+    r"^\s*GPU (?P<index>\d+): (?P<name>.+?)\s*\((?:S/N: \S+, )?UUID: "  # "S/N" first on some boards
+    r"(?P<uuid>GPU-[0-9A-Fa-f-]+)\)?\s*$"
 )
 _MIG = re.compile(
     r"^\s*MIG (?P<profile>\d+g\.\d+gb|\d+c\.\d+g\.\d+gb)\s+Device\s+(?P<index>\d+): \(UUID: (?P<uuid>MIG-[^)\s]+)\)?\s*$"

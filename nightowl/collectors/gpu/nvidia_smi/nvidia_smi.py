@@ -523,7 +523,7 @@ def _from_tree(root: Node, source_format: str, warnings: list[str], tool_errors:
         gpu_count = len(gpus)
     return NvidiaSmiResult(
         kind=KIND,
-        complete=attached is None or len(gpus) >= attached or not gpus,
+        listing_complete=attached is None or len(gpus) >= attached or not gpus,
         warnings=_capped(warnings),
         driver_version=driver_version,
         cuda_version=version(root, CUDA_VERSION),
@@ -548,7 +548,7 @@ def _from_table(text: str, lines: list[str], tool_errors: list[GpuError]) -> Nvi
         gpus=tuple(gpus),
         errors=_dedupe([*tool_errors, *errors]),
         source_format="table",
-        complete=table_closed(lines),
+        listing_complete=table_closed(lines),
     )
 
 
@@ -703,7 +703,7 @@ def facts(result: NvidiaSmiResult) -> dict[str, Any]:
     data["driver_not_loaded"] = bool(data["driver_not_loaded_messages"])
     # every GPU the output announces is in it (a table that reaches its closing rule, a -q with as many GPU
     # blocks as "Attached GPUs"): a pasted excerpt's count is no count of the node
-    data["listing_complete"] = result.complete
+    data["listing_complete"] = result.listing_complete
     modes = [(g.virtualization_mode or "").lower() for g in gpus if g.virtualization_mode]
     # a hypervisor named by the GPU itself (Pass-Through, VGPU): a VM, whose GPU count is the tenant's shape
     data["virtualized"] = any(mode not in ("none", "n/a") for mode in modes) if modes else None

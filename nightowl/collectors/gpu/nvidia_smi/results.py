@@ -136,5 +136,5 @@ class NvidiaSmiResult:
     gpus: tuple[Gpu, ...]
     errors: tuple[GpuError, ...]
     source_format: str | None = None  # "xml", "text", "table", "listing" (-L) or None
-    complete: bool = True  # False: the output announces more GPUs than it shows (a cut paste)
+    listing_complete: bool = True  # False: the output announces more GPUs than it shows (a cut paste)
     unplaced_counters: tuple[UnplacedCounter, ...] = ()
