@@ -41,7 +41,8 @@ def _ports(text: str) -> dict:
 
 def test_a_down_port_is_unused_only_without_history_and_beside_an_active_one() -> None:
     active = (
-        "/sys/class/infiniband/mlx5_0/ports/1/state:4: ACTIVE\n/sys/class/infiniband/mlx5_0/ports/1/phys_state:5: LinkUp\n"
+        "/sys/class/infiniband/mlx5_0/ports/1/state:4: ACTIVE\n"
+        "/sys/class/infiniband/mlx5_0/ports/1/phys_state:5: LinkUp\n"
     )
     down = (
         "/sys/class/infiniband/mlx5_1/ports/1/state:1: DOWN\n/sys/class/infiniband/mlx5_1/ports/1/phys_state:{phys}\n"

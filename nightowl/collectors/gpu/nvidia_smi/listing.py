@@ -17,7 +17,8 @@ _GPU = re.compile(
     r"(?P<uuid>GPU-[0-9A-Fa-f-]+)\)?\s*$"
 )
 _MIG = re.compile(
-    r"^\s*MIG (?P<profile>\d+g\.\d+gb|\d+c\.\d+g\.\d+gb)\s+Device\s+(?P<index>\d+): \(UUID: (?P<uuid>MIG-[^)\s]+)\)?\s*$"
+    r"^\s*MIG (?P<profile>\d+g\.\d+gb|\d+c\.\d+g\.\d+gb)\s+Device\s+(?P<index>\d+): "
+    r"\(UUID: (?P<uuid>MIG-[^)\s]+)\)?\s*$"
 )
 
 
