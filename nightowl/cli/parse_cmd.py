@@ -56,7 +56,7 @@ class KindsCommand(click.Command):
 @click.argument("file", type=click.File("r", errors="replace"))
 def parse_cmd(kind: str, file: Any) -> None:
     from nightowl.collectors import UnknownCollector, available_kinds, get_collector
-    from nightowl.collectors.coverage import parse_document
+    from nightowl.collectors.base import parse_document
 
     try:
         collector = get_collector(kind)

@@ -322,3 +322,17 @@ class DerivedCollector:
     def facts(self, result: Any) -> dict[str, Any]:
         """The derived facts as they are (``derive`` already returns facts)."""
         return dict(result)
+
+
+def parse_document(collector: Any, text: str) -> dict[str, Any]:
+    """What ``nightowl parse`` and the MCP ``parse`` tool answer: the contract JSON of the parse, with its
+    ``coverage`` and ``normalised`` (contract section 7); a parser that raises becomes a warning."""
+    try:
+        parsed = collector.parse(text)
+        result = to_jsonable(parsed)
+        assess = getattr(collector, "assess", None)
+        if assess is not None and isinstance(result, dict):
+            result.update(assess(text, collector.facts(parsed)))
+    except Exception as exc:  # noqa: BLE001 - the contract promises JSON whenever the file was read
+        result = {"kind": collector.kind, "warnings": [f"parser failed: {type(exc).__name__}: {exc}"]}
+    return result  # type: ignore[no-any-return]

@@ -73,9 +73,12 @@ def assess(kind: str, text: str, facts: dict[str, Any] | None) -> dict[str, Any]
             recognised = 0
     else:
         understood = lines == 0 or pattern is None or recognised > 0
-    coverage = {"lines": lines, "recognised": recognised if pattern is not None or not understood else lines}
-    coverage["understood"] = understood
-    coverage["unread"] = unread if not understood or pattern is not None else []
+    coverage: dict[str, Any] = {
+        "lines": lines,
+        "recognised": recognised if pattern is not None or not understood else lines,
+        "understood": understood,
+        "unread": unread if not understood or pattern is not None else [],
+    }
     return {"coverage": coverage, "normalised": list(reading.families)}
 
 
@@ -93,19 +96,3 @@ def _recognised(body: str, pattern: re.Pattern[str] | None, lines: int) -> tuple
             if len(unread) >= UNREAD_SAMPLE:
                 break
     return recognised, unread
-
-
-def parse_document(collector: Any, text: str) -> dict[str, Any]:
-    """What ``nightowl parse`` and the MCP ``parse`` tool answer: the contract JSON of the parse, with its
-    ``coverage`` and ``normalised`` (contract section 7); a parser that raises becomes a warning."""
-    from nightowl.collectors.base import to_jsonable
-
-    try:
-        parsed = collector.parse(text)
-        result = to_jsonable(parsed)
-        assess = getattr(collector, "assess", None)
-        if assess is not None and isinstance(result, dict):
-            result.update(assess(text, collector.facts(parsed)))
-    except Exception as exc:  # noqa: BLE001 - the contract promises JSON whenever the file was read
-        result = {"kind": collector.kind, "warnings": [f"parser failed: {type(exc).__name__}: {exc}"]}
-    return result  # type: ignore[no-any-return]

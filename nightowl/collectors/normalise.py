@@ -38,6 +38,10 @@ from nightowl.collectors.escapes import strip_escapes
 
 # Lines looked at to decide whether a per-line family fits (a prefix on "most" lines is judged here).
 SAMPLE_LINES = 400
+# Rounds of the steps at most (nested wrappers), and the families applied once only (unescaping twice would
+# turn an escaped "&amp;lt;" of the output itself into "<").
+MAX_ROUNDS = 4
+_ONCE = frozenset({"html-entities", "quote", "comment"})
 # Share of the sampled lines with text a per-line prefix must be on to be taken as the output's wrapper.
 PREFIX_SHARE = 0.6
 
@@ -125,9 +129,10 @@ _LAUNCHER_PREFIXES: tuple[tuple[str, re.Pattern[str]], ...] = (
     # pdsh/clush "host: ": a name with a digit in it (gpu-17, node01, dgx1), never a tool's own "NVRM: "
     (
         "pdsh-host",
-        re.compile(r"^(?:\[\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d[^\]]*\]\s+)?[A-Za-z][\w.-]*\d[\w.-]*: (?=\S|\s*$)"),
+        re.compile(r"^(?:\[\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d[^\]]*\]\s+)?[A-Za-z][\w.-]*\d[\w.-]*: "),
     ),
 )
+_UNMISTAKABLE = frozenset({"cri", "open-mpi", "kubectl-prefix", "docker-stamp"})
 # A syslog (RFC 3164) or journal (``journalctl -o short``/``short-iso``) prefix naming a program.
 _SYSLOG_PREFIX = re.compile(
     r"^(?:<\d{1,3}>)?(?:[A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d"
@@ -154,13 +159,21 @@ def _normalise(text: str, kind: str) -> Normalised:
         text = text.replace("\r\n", "\n")
         families.append("crlf")
     kept = KEPT_BY_KIND.get(kind, frozenset())
-    for family, step in _STEPS:
-        if family in kept:
-            continue
-        changed = _launcher_prefix(text, kept) if step is _launcher_prefix else step(text)
-        if changed is not None:
-            text = changed
-            families.append(family)
+    # Wrappers nest in any order (a CRI tag around a docker stamp, a prompt under a launcher's tag, an indented
+    # paste of tagged lines): the steps run again while one of them still finds something, a few rounds at
+    # most. An output as the command printed it costs one round of checks.
+    for _round in range(MAX_ROUNDS):
+        found = False
+        for family, step in _STEPS:
+            if family in kept or (family in _ONCE and family in families):
+                continue
+            changed = _launcher_prefix(text, kept) if step is _launcher_prefix else step(text)
+            if changed is not None and changed != text:
+                text, found = changed, True
+                if family not in families:
+                    families.append(family)
+        if not found:
+            break
     return Normalised(text, tuple(families))
 
 
@@ -225,20 +238,27 @@ def _prompt(text: str) -> str | None:
     lines = text.split("\n")
     drop = {i for i, line in enumerate(lines[:SAMPLE_LINES]) if _PROMPT.match(line)}
     kept = [line for i, line in enumerate(lines) if i not in drop]
+    tail = []
+    while kept and not kept[-1].strip():
+        tail.append(kept.pop())  # the output's own last line break(s), kept below
     while kept and _BARE_PROMPT.fullmatch(kept[-1]):
         kept.pop()
+    kept += tail
     return "\n".join(kept) if len(kept) != len(lines) else None
 
 
 def _launcher_prefix(text: str, kept: frozenset[str] = frozenset()) -> str | None:
     sample = _sample(text)
-    if len(sample) < 2:
+    if not sample:
         return None
     for _name, pattern in _LAUNCHER_PREFIXES:
         if _name in kept:
             continue
         hits = [m.group(0) for line in sample if (m := pattern.match(line))]
-        if len(hits) < max(2, PREFIX_SHARE * len(sample)):
+        # One line can carry a prefix no output starts with (CRI's stream tag, Open MPI's, kubectl's pod path);
+        # a bare "[0] " or "host: " needs most of several lines to be a wrapper rather than the output's own.
+        least = 1 if _name in _UNMISTAKABLE else 2
+        if len(hits) < max(least, PREFIX_SHARE * len(sample)):
             continue
         if _name in ("pdsh-host", "compose") and len({_wrapper_name(h) for h in hits}) > 1:
             continue  # several hosts or services interleaved: not one output's wrapper

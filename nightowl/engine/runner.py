@@ -26,6 +26,7 @@ from nightowl.engine.expressions import (
 from nightowl.engine.output_status import is_blank, output_status, shows_nothing
 from nightowl.engine.parse_budget import ParseBudgetExceeded, bounded_input, within
 from nightowl.engine.runbook_data import NodeData, split_entry  # not engine.model: no pydantic to run
+from nightowl.engine.unread import unread_facts, unread_reasons, unreadable, unreadable_reason
 from nightowl.engine.validate import LoadedRunbook
 from nightowl.transports.base import CommandResult, Transport, TransportError, is_recorded
 
@@ -253,27 +254,6 @@ def parse_output(
             facts.setdefault("warnings", []).append(f"coverage not measured: {type(exc).__name__}: {exc}")
     mark_cut(facts, cut_bytes + parse_cut)
     return facts, error
-
-
-def unreadable(facts: dict[str, Any] | None) -> bool:
-    """Whether the parse found nothing it needs in an output with text (the collector's ``assess``)."""
-    coverage = (facts or {}).get("coverage")
-    return isinstance(coverage, dict) and coverage.get("understood") is False
-
-
-def unreadable_reason(kind: str, coverage: dict[str, Any]) -> str:
-    """The "cannot judge" sentence for an unreadable output, quoting its first unrecognised lines."""
-    first = " | ".join(str(line) for line in coverage.get("unread") or [])
-    return f"cannot judge: {kind} output not in a form nightowl reads" + (f" (first lines: {first})" if first else "")
-
-
-def unread_facts(facts: dict[str, Any]) -> dict[str, Any]:
-    """What an unreadable output keeps: no fact a rule could read as clean or as a fault."""
-    return {
-        name: facts[name]
-        for name in ("kind", "warnings", "coverage", "normalised", "truncated", "truncated_bytes")
-        if name in facts
-    }
 
 
 class HostRunner:
@@ -578,39 +558,13 @@ class HostRunner:
             elif node.cannot_judge is not None:
                 raise CannotJudge.because(node_id, self._reason(node.cannot_judge))
             else:
-                self._refuse_unread(node.verdict.action if node.verdict else "none")
+                unread = unread_reasons(self.run, node.verdict.action if node.verdict else "none")
+                if unread:  # no verdict rests on what nightowl could not read (engine/unread.py)
+                    raise CannotJudge.because(node_id, unread)
                 self.run.verdict = self._conclude(node_id, node)
             visit.next = next_id
             visit.duration = time.monotonic() - t0
             node_id = next_id
-
-    def _refuse_unread(self, action: str) -> None:
-        """No verdict rests on an output nightowl could not read: a healthy one on any collected, an ``escalate``
-        on one any condition of the path read, any other on one a condition that decided the path read.
-        Unread is neither healthy nor a finding about the host (docs/reference.md#unreadable)."""
-        collections = self.run.collections.values()
-        unread = {c.namespace: c for c in collections if c.status in _UNREAD}
-        # An `escalate` that the last condition took because a collector failed or printed nothing asks a person
-        # to look at what nightowl did not read: no finding either. (Skipped by design, e.g. invasive, is not
-        # that; and "nothing printed" is no obstacle to a healthy verdict: an L40S has no Fabric section.)
-        missing = {c.namespace: c for c in collections if _hollow(c)}
-        if not unread and (action != "escalate" or not missing):
-            return
-        read: set[str] = set()
-        status_read: set[str] = set()  # statuses the condition that led to the verdict read
-        for visit in self.run.visits:
-            for cond in visit.conditions:
-                if cond.get("value") or action in ("none", "escalate"):
-                    read.update(_namespace_of(path) for path in cond.get("reads", {}))
-                if cond.get("value"):
-                    status_read = {_namespace_of(p) for p in cond.get("reads", {}) if p.startswith("status.")}
-        resting = sorted(unread) if action == "none" else sorted(read & set(unread))
-        if action == "escalate":
-            resting += sorted((status_read & set(missing)) - set(resting))
-            unread |= missing
-        if resting:
-            reasons = "; ".join(unread[ns].reason or f"{unread[ns].kind} unreadable" for ns in resting)
-            raise CannotJudge.because(self.run.path[-1], reasons)
 
     def _check_evidence(self) -> None:
         if any(c.status == "late" for c in self.run.collections.values()):
@@ -631,25 +585,6 @@ class HostRunner:
             for visit in self.run.visits
             for cond in visit.conditions
         )
-
-
-# The status of an output with text nightowl could not read: no verdict rests on it.
-_UNREAD = ("unreadable",)
-
-
-def _hollow(run: CollectorRun) -> bool:
-    """A collection that brought nothing back: it printed nothing, or it failed with no answer from the host
-    (no exit status: not recorded, the connection failed). An exit status with nothing else, as 127 "not
-    found", is the host's answer."""
-    if run.facts:
-        return False
-    return run.status == "no_data" or (run.status == "error" and all(a.rc is None for a in run.attempts))
-
-
-def _namespace_of(fact_path: str) -> str:
-    """The collector namespace a fact path reads (``status.nvidia_smi`` and ``nvidia_smi.gpus``: nvidia_smi)."""
-    head, _, rest = fact_path.partition(".")
-    return rest.partition(".")[0] if head == "status" else head
 
 
 _PLACEHOLDER = re.compile(r"\{([a-z_][a-z0-9_]*)\}")

@@ -273,7 +273,7 @@ class Toolbox:
 
     def _parse(self, arguments: dict[str, Any], progress: Progress) -> dict[str, Any]:
         from nightowl.collectors import UnknownCollector, available_kinds, get_collector
-        from nightowl.collectors.coverage import parse_document
+        from nightowl.collectors.base import parse_document
 
         kind = arguments["kind"]
         if arguments.get("path") is not None:

@@ -74,9 +74,12 @@ def test_importing_twice_or_seeing_the_state_again_adds_nothing(tmp_path: Path) 
 
 
 def test_port_down_symbol_errors_and_gpu_bus_id_keys() -> None:
-    down = extract.host_rows("h", HOSTS / "ib-port-down-disabled-rate10")["events"]
+    down = extract.host_rows("h", HOSTS / "ib-port-linkup-not-active")["events"]
     assert [(e["kind"], e["pci"]) for e in down if e["kind"] in NETWORK] == [("nic_port_down", None)]
-    assert "mlx5_1/1" in next(e["text"] for e in down if e["kind"] == "nic_port_down")
+    assert "mlx5_7/1" in next(e["text"] for e in down if e["kind"] == "nic_port_down")
+    # a port never up beside an active one is unused, not down: no row (issue "never cry wolf", item 7)
+    unused = extract.host_rows("h", HOSTS / "ib-port-down-disabled-rate10")["events"]
+    assert not [e for e in unused if e["kind"] in NETWORK]
     symbols = extract.host_rows("h", HOSTS / "ib-symbol-errors-ndr", window=5.0)["events"]
     assert [e["kind"] for e in symbols if e["kind"] in NETWORK] == ["nic_symbol_errors"]
     # without a known window a rate cannot be judged: no row, never a failed import

@@ -46,7 +46,7 @@ NAMED = [
     ("never completes init", "init-incomplete", ["nccl-init-b", "veth25f2e72"], ["nccl-init-a"]),
     ("retry exceeded", "fabric-link-fault", ["nccl-ib-a", "11.214.147.122", "IBV_WC_RETRY_EXC_ERR"], ["nccl-ib-b"]),
     ("local protection", "ib-protection-error", ["gpu5", "nccl-ibprot-gpu5"], ["gpu4"]),
-    ("a port Down/Disabled", "rank-port-bad", ["nccl-ib-port-b", "mlx5_10/1"], ["nccl-ib-port-a"]),
+    ("a port down whose link trained", "rank-port-bad", ["nccl-ib-port-c", "mlx5_7/1"], ["nccl-ib-port-a"]),
     ("member of the job is unreachable", "rank-host-unreachable", ["nccl-unreachable"], ["nccl-peer-lost"]),
     ("falls back to sockets", "ib-not-used", ["nccl-socket-b", "libibverbs"], ["nccl-socket-a"]),
     ("half the H100 baseline", "node-below-baseline", ["nccl-busbw-low", "234.72", "450"], ["nccl-busbw-h100"]),
@@ -134,14 +134,17 @@ def test_ib_without_gdrdma(tmp_path: Path) -> None:
     (tmp_path / "n1").mkdir()
     (tmp_path / "n1" / "nccl-log.out").write_text((HOSTS / "nccl-healthy-ib" / "nccl-log.out").read_text() + line)
     (tmp_path / "n1" / "kernel-log.out").write_text("")
-    run, _ = run_job({"n1": tmp_path / "n1"}, {**LOG, "symptom": "slow"})
+    run, _ = run_job({"n1": tmp_path / "n1"}, {**LOG, "symptom": "slow", "expect_gdr": True})
     assert run.verdict is not None and run.verdict["id"] == "gdr-not-used"
     assert "n1" in run.verdict["summary"]
+    # Nobody said GPUDirect RDMA is expected: NCCL turns it off by topology, which is no fault.
+    run, _ = run_job({"n1": tmp_path / "n1"}, {**LOG, "symptom": "slow"})
+    assert run.verdict is not None and run.verdict["id"] == "slow-needs-measurement"
     # With GPUDirect RDMA in the log (the real line) the transport check passes.
     real = tmp_path / "n2"
     shutil.copytree(tmp_path / "n1", real)
     shutil.copy(CORPUS / "nccl_info_connected_all_rings_gdrdma_megatron_nccl_743_turn3.txt", real / "nccl-log.out")
-    run, _ = run_job({"n2": real}, {**LOG, "symptom": "slow"})
+    run, _ = run_job({"n2": real}, {**LOG, "symptom": "slow", "expect_gdr": True})
     assert run.verdict is not None and run.verdict["id"] == "slow-needs-measurement"
 
 

@@ -109,7 +109,8 @@ def derive(inputs: Mapping[str, Mapping[str, Any]], params: Mapping[str, Any] | 
                 continue
             {"flapping": flapping, "degraded": degraded}.get(limit["judgement"], rising).append(entry)
         old = {n: counts_b[n] for n in limits if counts_b.get(n) and not port_deltas.get(n)}
-        if old and not deltas[label]:
+        # an error count no error counter added to in the window (traffic counters may move: the link carries data)
+        if old and not any(port_deltas.get(n) for n in limits):
             stale.append({"port": label, "counts": old})
     flapping_ports = sorted({str(e["port"]) for e in flapping} | {str(c["port"]) for c in state_changed})
     return {
