@@ -54,9 +54,9 @@ def _fact(kind: str, name: str, facts: dict[str, Any]) -> Any:
         return facts.get("last_phase") == "ready"
     if name == "oom":
         return bool(facts.get("has_oom"))
-    if name == "ports_down":
+    if name == "ports_down":  # the label's "not Active": nightowl's down ports and its unused ones
         down = facts.get("ports_down")
-        return len(down) if isinstance(down, list) else down
+        return len(down) + len(facts.get("unused_ports") or []) if isinstance(down, list) else down
     if name == "passed":
         overall = facts.get("overall")
         return None if overall is None else overall == "pass"

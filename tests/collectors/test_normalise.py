@@ -191,7 +191,7 @@ def test_a_prefix_on_a_few_lines_is_no_wrapper() -> None:
     assert "launcher-prefix" not in normalise(text, "engine-log").families
     interleaved = "gpu-1: a\ngpu-2: b\ngpu-1: c\ngpu-2: d\n"  # two hosts: no one output's wrapper
     assert "launcher-prefix" not in normalise(interleaved, "nvidia-smi").families
-    levels = "INFO: Started server process [1]\nINFO: Waiting for application startup.\nINFO: Application startup complete.\n"
+    levels = "INFO: Started server process [1]\nINFO: Waiting for application startup.\nINFO: Application started.\n"
     assert "launcher-prefix" not in normalise(levels, "engine-log").families  # a log level is no host
 
 

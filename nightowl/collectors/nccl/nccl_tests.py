@@ -32,13 +32,15 @@ TESTS_VERSION = re.compile(
     r"^# nccl-tests version (?P<version>\S+)"
     r"(?: nccl-headers=(?P<headers>\d+))?(?: nccl-library=(?P<library>\d+))?"
 )
-TEST_STARTING = re.compile(r"^# Collective test starting: (?P<name>\S+)")
+# "# Collective test starting: all_reduce_perf" and, at the end, "# Collective test concluded: ..." (2.18+).
+TEST_STARTING = re.compile(r"^#? ?Collective test (?:starting|concluded): (?P<name>\S+)")
 PERF_BINARY = re.compile(r"\b(?P<name>[a-z_]+?)_perf(?:_mpi)?\b")
-CONFIG = re.compile(r"^# nThread (?P<nthreads>\d+) nGpus (?P<ngpus>\d+) minBytes (?P<min>\d+) maxBytes (?P<max>\d+)")
+# A paste rendered as Markdown loses the leading "#" of the header lines ("# nThread" -> "nThread"): optional.
+CONFIG = re.compile(r"^#?\s*nThread (?P<nthreads>\d+) nGpus (?P<ngpus>\d+) minBytes (?P<min>\d+) maxBytes (?P<max>\d+)")
 # "#  Rank  0 Group  0 Pid 1623025 on    host device  0 [0x1b] NVIDIA H100 80GB HBM3"; since 2.18 the
 # bracket holds "dddd:bb:dd" (util.cu writeDeviceReport).
 DEVICE = re.compile(
-    r"^#\s+Rank\s+(?P<rank>\d+)\s+(?:Group\s+(?P<group>\d+)\s+)?Pid\s+(?P<pid>\d+)\s+on\s+(?P<host>\S+)\s+"
+    r"^#?\s+Rank\s+(?P<rank>\d+)\s+(?:Group\s+(?P<group>\d+)\s+)?Pid\s+(?P<pid>\d+)\s+on\s+(?P<host>\S+)\s+"
     r"device\s+(?P<device>\d+)\s+\[(?P<bus>[^\]]*)\]\s*(?P<name>.*)$"
 )
 HEADER = re.compile(r"^#\s+(?:size\s+count|bytes\s+N)\s+type\s+")  # "bytes N": NCCL 1.x tests
@@ -283,6 +285,10 @@ def parse_row(line: str, layout: _Layout) -> Row | None:
 # --------------------------------------------------------------------------------------------
 
 
+# The header lines' own words: "nThread 1 nGpus ...", "Rank  0 ... Pid", "Collective test starting:", the table header.
+_HASHLESS = re.compile(r"^\s*(?:nThread \d+ nGpus|Rank\s+\d+\s+(?:Group\s+\d+\s+)?Pid|Collective test |size\s+count\s+type)")
+
+
 def _parse_text(text: str, result: NcclTestsResult) -> None:
     layout = _Layout()
     for raw in text.replace("\x00", "").splitlines():
@@ -291,6 +297,8 @@ def _parse_text(text: str, result: NcclTestsResult) -> None:
             continue
         if line.startswith("#"):
             _comment(line, result, layout)
+        elif _HASHLESS.match(line):  # a header line whose "#" a Markdown rendering dropped
+            _comment("# " + line.strip(), result, layout)
         elif ROW_START.match(line):
             row = parse_row(line, layout)
             if row is None:
@@ -329,6 +337,10 @@ def _comment(line: str, result: NcclTestsResult, layout: _Layout) -> None:
         layout.error_column = "#wrong" not in columns and ("error" in columns or "res" in columns)
         return
     starting = TEST_STARTING.match(line)
+    if starting and "concluded" in line:  # names the test that just ran, when nothing named it before
+        if layout.sections[-1][0] is None:
+            layout.sections[-1][0] = _collective(starting.group("name"))
+        return
     if starting:
         layout.name(_collective(starting.group("name")))
         return

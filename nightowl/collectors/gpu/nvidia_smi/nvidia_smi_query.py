@@ -163,6 +163,9 @@ def _implausible(gpu: dict[str, Any]) -> str | None:
     return None
 
 
+_ALIGNED = re.compile(r"\s{2,}")
+
+
 def _is_noise(line: str) -> bool:
     return not line.strip() or bool(SHELL_PROMPT.match(line.strip()))
 
@@ -174,10 +177,12 @@ def _parse(text: str) -> QueryResult:
     gpus: list[dict[str, Any]] = []
     errors: list[QueryError] = []
     warnings: list[str] = []
+    aligned = named_fields = False
     for line in text.splitlines():
         query = _QUERY_IN_LINE.search(line)
         if query:  # the pasted command line: its field list applies until a header says otherwise
             fields = [_canonical_field(name) for name in query.group("fields").split(",") if name]
+            named_fields = True
             continue
         if _is_noise(line):
             continue
@@ -187,12 +192,19 @@ def _parse(text: str) -> QueryResult:
             continue
         if not header_seen and not gpus:
             header = parse_header(line)
+            if header is None and "," not in line:  # `| column -s, -t`: the columns aligned by spaces
+                header = parse_header(",".join(_ALIGNED.split(line.strip())))
+                aligned = header is not None
             if header is not None:
                 fields, units = header
                 header_seen = True
                 continue
-        cells = line.split(",")
+        cells = _ALIGNED.split(line.strip()) if aligned else line.split(",")
         if len(cells) != len(fields):
+            loose = None if header_seen or named_fields else _loose_row(cells)
+            if loose is not None:  # noheader output of fields nobody named: a GPU row all the same
+                gpus.append(loose)
+                continue
             warnings.append(f"unread line ({len(cells)} values for {len(fields)} fields): {line.strip()[:200]}")
             continue
         gpu, row_errors = _row(fields, cells)
@@ -202,6 +214,7 @@ def _parse(text: str) -> QueryResult:
             continue
         gpus.append(gpu)
         errors.extend(row_errors)
+    gpus = _latest_per_gpu(gpus)
     return QueryResult(
         kind=KIND,
         warnings=tuple(warnings[:50]),
@@ -212,6 +225,29 @@ def _parse(text: str) -> QueryResult:
         units=units,
         header=header_seen,
     )
+
+
+def _latest_per_gpu(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """One row per GPU: a query sampled in a loop (``-l 1``) prints each GPU again every interval; the GPU
+    is its uuid, bus id or index (the last sample kept, in first-seen order). Rows naming none stay apart."""
+    latest: dict[Any, dict[str, Any]] = {}
+    for number, row in enumerate(rows):
+        key = next((row.get(name) for name in ("uuid", "pci.bus_id", "index") if row.get(name) is not None), None)
+        latest[key if key is not None else ("row", number)] = row
+    return list(latest.values())
+
+
+# Cells of a GPU row whatever its fields: a product name, a UUID or a PCI bus id.
+_GPU_CELL = re.compile(
+    r"(?i)\b(?:nvidia|tesla|geforce|quadro|titan|rtx)\b|^\s*GPU-[0-9a-f-]{8,}|^\s*[0-9a-f]{4,8}:[0-9a-f]{2}:[0-9a-f]{2}\.\d"
+)
+
+
+def _loose_row(cells: Sequence[str]) -> dict[str, Any] | None:
+    """A noheader row of fields nobody named, when one of its cells is a GPU's name, UUID or bus id."""
+    if not any(_GPU_CELL.search(cell) for cell in cells):
+        return None
+    return {f"column_{number}": cell.strip() for number, cell in enumerate(cells, start=1)}
 
 
 def parse(text: str) -> QueryResult:
