@@ -69,7 +69,7 @@ def assess(kind: str, text: str, facts: dict[str, Any] | None) -> dict[str, Any]
     recognised, unread = _recognised(body, pattern, lines)
     if needs:
         understood = lines == 0 or any(_needed(facts or {}, name) for name in needs)
-        if not understood:
+        if not understood and pattern is None:
             recognised = 0
     else:
         understood = lines == 0 or pattern is None or recognised > 0

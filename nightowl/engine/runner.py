@@ -699,6 +699,10 @@ def _attempt(
             "the command printed nothing to read"
             + (f" ({chosen.stdout.strip()[:80]})" if chosen.stdout.strip() else ""),
         )
+        coverage = _text_coverage(collector, chosen.stdout)
+        if coverage is not None:  # text in no form the parser reads (an HTML page, a cut fragment): unreadable
+            run.status, run.reason = "unreadable", unreadable_reason(kind, coverage)
+            run.facts = {"kind": kind, "coverage": coverage}
     if keep_text:
         run.text = chosen.stdout
     if not is_blank(chosen.stdout) and run.status not in ("no_data", "late"):
@@ -711,6 +715,21 @@ def _attempt(
             run.status, run.reason = "unreadable", unreadable_reason(kind, run.facts["coverage"])
             run.facts = unread_facts(run.facts)
     return run
+
+
+def _text_coverage(collector: CollectorLike, text: str) -> dict[str, Any] | None:
+    """The coverage of an output that shows nothing to judge but has text, when that text is in no form its
+    parser reads (a journal's "-- No entries --" is a form it reads: no data, not unreadable); else None."""
+    assess = getattr(collector, "assess", None)
+    if assess is None or is_blank(text):
+        return None
+    try:
+        coverage = assess(text, collector.facts(collector.parse(text))).get("coverage")
+    except Exception:  # noqa: BLE001 - a parser that fails here is no finding either way: no_data stands
+        return None
+    if not isinstance(coverage, dict) or coverage.get("understood") is not False or coverage.get("recognised"):
+        return None  # read, but nothing in it (a NaN-only scrape, no ports listed): no data, not unreadable
+    return coverage
 
 
 def _record_all(

@@ -78,6 +78,35 @@ def test_a_counter_at_its_width_is_saturated(counter: str, value: int, saturated
     assert bool(_ports(text)["saturated_counters"]) is saturated
 
 
+def _ibstat(cards: list[tuple[str, str, str, str]]) -> str:
+    """ibstat text of (device, CA type, system image GUID, state) single-port cards."""
+    blocks = []
+    for device, model, guid, state in cards:
+        phys = "LinkUp" if state == "Active" else "Disabled"
+        blocks.append(
+            f"CA '{device}'\n\tCA type: {model}\n\tSystem image GUID: {guid}\n\tPort 1:\n"
+            f"\t\tState: {state}\n\t\tPhysical state: {phys}\n\t\tRate: 400\n\t\tLink layer: Ethernet\n"
+        )
+    return "".join(blocks)
+
+
+def test_which_never_up_ports_ibstat_names_unused() -> None:
+    spare_port = _ibstat([("mlx5_0", "MT4129", "0xa", "Active"), ("mlx5_1", "MT4129", "0xa", "Down")])
+    assert [p["port"] for p in _ports(spare_port)["unused_ports"]] == ["mlx5_1/1"]  # the second port of a card
+    other_model = _ibstat([("mlx5_0", "MT4129", "0xa", "Active"), ("mlx5_1", "MT4125", "0xb", "Down")])
+    assert [p["port"] for p in _ports(other_model)["unused_ports"]] == ["mlx5_1/1"]  # a front-end NIC
+    spare_card = _ibstat(
+        [
+            ("mlx5_0", "MT4125", "0xa", "Active"),
+            ("mlx5_1", "MT4125", "0xb", "Down"),
+            ("mlx5_2", "MT4125", "0xb", "Down"),
+        ]
+    )
+    assert [p["port"] for p in _ports(spare_card)["unused_ports"]] == ["mlx5_1/1", "mlx5_2/1"]  # no port of it up
+    like_nics = _ibstat([("mlx5_0", "MT4129", "0xa", "Active"), ("mlx5_1", "MT4129", "0xb", "Down")])
+    assert [p["port"] for p in _ports(like_nics)["ports_down"]] == ["mlx5_1/1"]  # one of a set of compute NICs
+
+
 def test_rdma_link_both_formats_and_perfquery_counters() -> None:
     text = (
         "link mlx5_0/1 state ACTIVE physical_state LINK_UP netdev ens1f0\n"

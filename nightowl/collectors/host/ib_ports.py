@@ -137,6 +137,8 @@ class Port:
     rate_gbps: float | None = None
     rate_text: str | None = None  # "4X NDR" as sysfs prints it
     link_layer: str | None = None  # InfiniBand | Ethernet
+    ca_type: str | None = None  # the adapter model as ibstat prints it (MT4129: ConnectX-7), when shown
+    system_guid: str | None = None  # the card's system image GUID: the ports of one card share it
     counters: dict[str, int] = field(default_factory=dict)
     hw_counters: dict[str, int] = field(default_factory=dict)
     sources: list[str] = field(default_factory=list)  # sysfs | ibstat | ibv_devinfo | ibstatus | rdma-link | perfquery
@@ -163,6 +165,8 @@ class _State:
     loop: tuple[str, int, str] | None = None  # (device, port, folder) of a counters loop dump
     loop_name: str | None = None
     unavailable: set[str] = field(default_factory=set)  # ports whose counters read N/A (no PMA)
+    ca_types: dict[str, str] = field(default_factory=dict)  # device -> CA type / vendor_part_id
+    system_guids: dict[str, str] = field(default_factory=dict)  # device -> system image GUID (one per card)
 
     def port_at(self, device: str, number: int, source: str) -> Port:
         key = (device, number)
@@ -229,7 +233,12 @@ def _read_tool_field(state: _State, key: str, value: str) -> bool:
     """A ``key: value`` line inside an ibstat or ibv_devinfo port block."""
     port = state.port
     if port is None:
-        return True  # CA-level fields (firmware, GUIDs, transport): not judged
+        name = key.strip().lower()
+        if name in ("ca type", "vendor_part_id") and state.device is not None:
+            state.ca_types[state.device] = value.strip()  # the adapter model: ports compare with their own kind
+        elif name in ("system image guid", "sys_image_guid") and state.device is not None:
+            state.system_guids[state.device] = value.strip().lower()  # one card's ports share it
+        return True  # other CA-level fields (firmware, GUIDs, transport): not judged
     key = key.strip().lower()
     if key == "state":
         port.state = _state(value)
@@ -349,6 +358,9 @@ def parse(text: str) -> IbPortsResult:
     for raw in str(text).splitlines():
         _read_line(state, raw)
     ports = [state.ports[key] for key in sorted(state.ports)]
+    for port in ports:
+        port.ca_type = state.ca_types.get(port.device)
+        port.system_guid = state.system_guids.get(port.device)
     for label in sorted(state.unavailable):
         state.warnings.append(f"{label}: counters read N/A (no PMA): this driver keeps no port counters")
     if not ports:
@@ -379,12 +391,33 @@ def _never_up(port: Port) -> bool:
 
 
 def unused_ports(ports: list[Port]) -> list[Port]:
-    """Down ports never in use on a host whose other ports carry the fabric (one port of the host active):
-    the unused second port of a dual-port HCA, not a failed link. Whether a port is expected is the
-    operator's to say (node-health's expected_ib_ports), not the port's."""
-    if not any(p.state == "ACTIVE" and not _is_down(p) for p in ports):
+    """Down ports never in use on a host whose other ports carry the fabric: the unused second port of a
+    dual-port card, a port of another kind of adapter than every active one, or a multi-port card none of whose
+    ports came up; not a failed link. Where the tool names the cards (ibstat's CA type and system image GUID),
+    a never-up single-port card of the active ports' model is one of a set of like NICs, down (two of eight
+    compute NICs Disabled is a fault); where it does not (sysfs, ibstatus, rdma link), any active port carries
+    the fabric.
+    Whether a port is expected is the operator's to say (node-health's expected_ib_ports), not the port's."""
+    active = [p for p in ports if p.state == "ACTIVE" and not _is_down(p)]
+    if not active:
         return []
-    return [p for p in ports if _never_up(p)]
+    active_cards = {p.system_guid for p in active if p.system_guid}
+    active_models = {p.ca_type for p in active if p.ca_type}
+    ports_of_card: dict[str, int] = {}
+    for port in ports:
+        if port.system_guid:
+            ports_of_card[port.system_guid] = ports_of_card.get(port.system_guid, 0) + 1
+
+    def unused(port: Port) -> bool:
+        if port.system_guid is None or port.ca_type is None:
+            return True  # the tool names no card: the host's other ports carry the fabric
+        if port.system_guid in active_cards or port.ca_type not in active_models:
+            return True  # the spare port of a card in use, or another kind of adapter than the fabric's
+        # a card of the fabric's model with no port up: one of a set of like single-port NICs is down; a
+        # multi-port card none of whose ports ever came up is a spare card
+        return ports_of_card.get(port.system_guid, 1) > 1
+
+    return [p for p in ports if _never_up(p) and unused(p)]
 
 
 @functools.cache
@@ -405,8 +438,11 @@ def saturated(port: Port) -> list[str]:
 
 
 def role_of(port: Port) -> str:
-    """The ports a port is compared with: same link layer (InfiniBand fabric vs Ethernet/RoCE)."""
-    return port.link_layer or "unknown"
+    """The ports a port is compared with: same link layer (InfiniBand fabric vs Ethernet/RoCE) and, where the
+    tool names it, the same adapter model (a ConnectX-7 at 400 Gb/s beside a ConnectX-6 Dx front-end NIC at 100
+    is two networks, not a slow port)."""
+    layer = port.link_layer or "unknown"
+    return f"{layer} {port.ca_type}" if port.ca_type else layer
 
 
 def facts(result: IbPortsResult) -> dict[str, Any]:

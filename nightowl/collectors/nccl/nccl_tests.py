@@ -286,7 +286,9 @@ def parse_row(line: str, layout: _Layout) -> Row | None:
 
 
 # The header lines' own words: "nThread 1 nGpus ...", "Rank  0 ... Pid", "Collective test starting:", the table header.
-_HASHLESS = re.compile(r"^\s*(?:nThread \d+ nGpus|Rank\s+\d+\s+(?:Group\s+\d+\s+)?Pid|Collective test |size\s+count\s+type)")
+_HASHLESS = re.compile(
+    r"^\s*(?:nThread \d+ nGpus|Rank\s+\d+\s+(?:Group\s+\d+\s+)?Pid|Collective test |size\s+count\s+type)"
+)
 
 
 def _parse_text(text: str, result: NcclTestsResult) -> None:
