@@ -52,14 +52,14 @@ def _fact(kind: str, name: str, facts: dict[str, Any]) -> Any:
     """The value of a label's fact, read from the facts nightowl derived (the label's vocabulary)."""
     if name == "ready":
         return facts.get("last_phase") == "ready"
-    if name == "oom":
-        return bool(facts.get("has_oom"))
+    if name == "oom":  # the label's "a CUDA/GPU out-of-memory error": not a KV admission refusal or a host kill
+        return facts.get("oom_kind") in ("cuda-oom", "engine-oom")
     if name == "ports_down":  # the label's "not Active": nightowl's down ports and its unused ones
         down = facts.get("ports_down")
         return len(down) + len(facts.get("unused_ports") or []) if isinstance(down, list) else down
-    if name == "passed":
+    if name == "passed":  # pass or fail; an output that stops before the verdict passed nothing and failed nothing
         overall = facts.get("overall")
-        return None if overall is None else overall == "pass"
+        return {"pass": True, "fail": False}.get(str(overall))
     if name == "healthy" and kind == "fabric-manager":
         return facts.get("healthy")
     if name == "collective" and kind == "nccl-tests":

@@ -58,7 +58,7 @@ KEPT_BY_KIND: dict[str, frozenset[str]] = {
     # skip a prompt line on their own (the port readers).
     "metrics": frozenset({"comment", "prompt"}),
     "nccl-tests": frozenset({"comment", "prompt"}),
-    "dcgmi-diag": frozenset({"comment", "prompt"}),
+    "dcgmi-diag": frozenset({"prompt"}),
     "nvidia-smi-query": frozenset({"prompt"}),
     "ib-ports": frozenset({"prompt"}),
     # the engine-log reader reads docker compose's "service  | " itself (the service often names the engine)

@@ -338,6 +338,8 @@ def _read_line(state: _State, raw: str) -> None:
         if device is not None:
             state.device, state.port, state.tool = device.group("device"), None, tool
             return
+    if state.tool is None and _IBSTAT_PORT.match(line):  # an ibstat excerpt that starts at its "Port 1:"
+        state.device, state.tool = "unnamed", "ibstat"
     port_header = (_IBSTAT_PORT if state.tool == "ibstat" else _DEVINFO_PORT).match(line)
     if port_header is not None and state.device is not None and state.tool is not None:
         state.port = state.port_at(state.device, int(port_header.group("port")), state.tool)
