@@ -9,7 +9,12 @@ def shows_nothing(collector: object, text: str) -> bool:
     """Whether an output that exited 0 holds nothing to judge (the collector may know more: a journal's
     ``-- No entries --``: its ``shows_nothing``)."""
     check = getattr(collector, "shows_nothing", None)
-    return bool(check(text)) if check is not None else is_blank(text)
+    if check is None:
+        return is_blank(text)
+    try:
+        return bool(check(text))
+    except Exception:  # noqa: BLE001 - the parse that follows records what went wrong; one host never ends a run
+        return is_blank(text)
 
 
 def is_blank(text: str) -> bool:

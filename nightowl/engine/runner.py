@@ -26,7 +26,7 @@ from nightowl.engine.expressions import (
 from nightowl.engine.output_status import is_blank, output_status, shows_nothing
 from nightowl.engine.parse_budget import ParseBudgetExceeded, bounded_input, within
 from nightowl.engine.runbook_data import NodeData, split_entry  # not engine.model: no pydantic to run
-from nightowl.engine.unread import unread_facts, unread_reasons, unreadable, unreadable_reason
+from nightowl.engine.unread import text_coverage, unread_facts, unread_reasons, unreadable, unreadable_reason
 from nightowl.engine.validate import LoadedRunbook
 from nightowl.transports.base import CommandResult, Transport, TransportError, is_recorded
 
@@ -699,7 +699,7 @@ def _attempt(
             "the command printed nothing to read"
             + (f" ({chosen.stdout.strip()[:80]})" if chosen.stdout.strip() else ""),
         )
-        coverage = _text_coverage(collector, chosen.stdout)
+        coverage = text_coverage(collector, chosen.stdout)
         if coverage is not None:  # text in no form the parser reads (an HTML page, a cut fragment): unreadable
             run.status, run.reason = "unreadable", unreadable_reason(kind, coverage)
             run.facts = {"kind": kind, "coverage": coverage}
@@ -715,21 +715,6 @@ def _attempt(
             run.status, run.reason = "unreadable", unreadable_reason(kind, run.facts["coverage"])
             run.facts = unread_facts(run.facts)
     return run
-
-
-def _text_coverage(collector: CollectorLike, text: str) -> dict[str, Any] | None:
-    """The coverage of an output that shows nothing to judge but has text, when that text is in no form its
-    parser reads (a journal's "-- No entries --" is a form it reads: no data, not unreadable); else None."""
-    assess = getattr(collector, "assess", None)
-    if assess is None or is_blank(text):
-        return None
-    try:
-        coverage = assess(text, collector.facts(collector.parse(text))).get("coverage")
-    except Exception:  # noqa: BLE001 - a parser that fails here is no finding either way: no_data stands
-        return None
-    if not isinstance(coverage, dict) or coverage.get("understood") is not False or coverage.get("recognised"):
-        return None  # read, but nothing in it (a NaN-only scrape, no ports listed): no data, not unreadable
-    return coverage
 
 
 def _record_all(

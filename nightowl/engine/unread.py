@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from nightowl.engine.output_status import is_blank
+
 
 def unreadable(facts: dict[str, Any] | None) -> bool:
     """Whether the parse found nothing it needs in an output with text (the collector's ``assess``)."""
@@ -79,3 +81,18 @@ def unread_reasons(run: Any, action: str) -> str | None:
     if not resting:
         return None
     return "; ".join(unread[ns].reason or f"{unread[ns].kind} unreadable" for ns in resting)
+
+
+def text_coverage(collector: Any, text: str) -> dict[str, Any] | None:
+    """The coverage of an output that shows nothing to judge but has text, when that text is in no form its
+    parser reads (a journal's "-- No entries --" is a form it reads: no data, not unreadable); else None."""
+    assess = getattr(collector, "assess", None)
+    if assess is None or is_blank(text):
+        return None
+    try:
+        coverage = assess(text, collector.facts(collector.parse(text))).get("coverage")
+    except Exception:  # noqa: BLE001 - a parser that fails here is no finding either way: no_data stands
+        return None
+    if not isinstance(coverage, dict) or coverage.get("understood") is not False or coverage.get("recognised"):
+        return None  # read, but nothing in it (a NaN-only scrape, no ports listed): no data, not unreadable
+    return coverage

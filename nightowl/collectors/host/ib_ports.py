@@ -201,6 +201,19 @@ def _read_rate(port: Port, text: str) -> bool:
     return True
 
 
+# The widest port counter is 64 bits (20 decimal digits): a longer "number" is no counter (and Python's
+# int() refuses strings past 4,300 digits with an error no parser may raise).
+MAX_COUNTER_DIGITS = 20
+
+
+def counter_value(text: str) -> int | None:
+    """A counter's value as a port tool prints it, or None when it is not one (empty, 1e400, 5,000 digits)."""
+    value = text.strip()
+    if not value.isdigit() or not value.isascii() or len(value) > MAX_COUNTER_DIGITS:
+        return None
+    return int(value)
+
+
 def _read_sysfs(state: _State, match: re.Match[str]) -> bool:
     port = state.port_at(match.group("device"), int(match.group("port")), "sysfs")
     attr, value = match.group("attr"), match.group("value").strip()
@@ -209,9 +222,10 @@ def _read_sysfs(state: _State, match: re.Match[str]) -> bool:
         if _NO_PMA.match(value):
             state.unavailable.add(port.label)
             return True
-        if not re.fullmatch(r"\d+", value):
+        count = counter_value(value)
+        if count is None:
             return False
-        (port.counters if folder == "counters" else port.hw_counters)[name] = int(value)
+        (port.counters if folder == "counters" else port.hw_counters)[name] = count
         return True
     if folder:
         return True  # other per-port folders (gids, pkeys, gid_attrs): not what this collector judges
@@ -263,7 +277,10 @@ def _read_loop(state: _State, line: str) -> bool:
     if state.loop is not None and state.loop_name is not None and re.fullmatch(r"\d+", line):
         device, number, folder = state.loop
         port = state.port_at(device, number, "sysfs")
-        (port.counters if folder == "counters" else port.hw_counters)[state.loop_name] = int(line)
+        count = counter_value(line)
+        if count is None:
+            return False
+        (port.counters if folder == "counters" else port.hw_counters)[state.loop_name] = count
         state.loop_name = None
         return True
     prompt = _LOOP_FOLDER.search(line)
@@ -300,8 +317,9 @@ def _read_perfquery(state: _State, line: str) -> bool:
         return False
     name = PERFQUERY_COUNTERS.get(field_match.group("name"))
     value = field_match.group("value")
-    if name is not None and value.isdigit():
-        state.port.counters[name] = int(value)
+    count = counter_value(value)
+    if name is not None and count is not None:
+        state.port.counters[name] = count
     return True  # PortSelect, CounterSelect, VL counters: read, not judged
 
 

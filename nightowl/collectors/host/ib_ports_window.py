@@ -76,6 +76,7 @@ def derive(inputs: Mapping[str, Mapping[str, Any]], params: Mapping[str, Any] | 
     stale: list[dict[str, Any]] = []
     reset: list[str] = []
     state_changed: list[dict[str, Any]] = []
+    unjudged: list[str] = []
     for label in common:
         first, second = before[label], after[label]
         counts_a, counts_b = first.get("counters") or {}, second.get("counters") or {}
@@ -87,6 +88,9 @@ def derive(inputs: Mapping[str, Mapping[str, Any]], params: Mapping[str, Any] | 
                     "after": [second.get("state"), second.get("phys_state")],
                 }  # fmt: skip
             )
+        if {n for n in counts_a if n in limits} != {n for n in counts_b if n in limits}:
+            unjudged.append(label)  # an error counter one read has and the other lacks (unreadable mid-flap)
+            continue
         port_deltas: dict[str, int] = {}
         went_down = False
         for name in sorted(set(counts_a) & set(counts_b)):
@@ -117,7 +121,9 @@ def derive(inputs: Mapping[str, Mapping[str, Any]], params: Mapping[str, Any] | 
         "kind": KIND,
         "window_seconds": seconds,
         "compared_ports": common,
-        "has_window": bool(common) and any(before[label].get("counters") for label in common),
+        # a port whose error counters are not in both reads cannot be judged, and neither can the window
+        "has_window": bool(common) and any(before[label].get("counters") for label in common) and not unjudged,
+        "unjudged_ports": unjudged,
         "only_in_one_read": sorted(set(before) ^ set(after)),
         "deltas": {label: values for label, values in deltas.items() if values},
         "flapping": flapping,

@@ -26,6 +26,7 @@ from nightowl.collectors.gpu.kernel_log.patterns import (
     _PCIE_BUS_ERROR,
     _STAMP,
     aer_detail_in,
+    message_prefix,
 )
 from nightowl.collectors.gpu.kernel_log.results import KernelLogResult
 from nightowl.collectors.gpu.kernel_log.timestamps import parse_time, seconds_of
@@ -90,6 +91,8 @@ def _split(line: str) -> tuple[str, str, str] | None:
         return None
     start = match.start()
     prefix, tail = line[:start], line[start:]
+    if tail.startswith(("NVRM", "SXid", "Xid (")) and not message_prefix(prefix):
+        return None  # the driver's words inside another message (a file name, a product string): not the driver's
     message = tail.rstrip()
     if message.endswith('"') and prefix.endswith('"'):  # a tool quoting the line: [XID found] (...) "NVRM: ..."
         message = message[:-1]
@@ -557,13 +560,15 @@ def parse_lines(lines: Iterable[str]) -> KernelLogResult:
         elif "ink " in line and ("Link " in line or "link status" in line):  # nic_links.HINTS (both hold "ink ")
             links.feed(line, seconds_of(line))
         head, found, tail = line.partition("NVRM: ")
+        if found and not message_prefix(head):
+            found = ""  # "NVRM: " inside another message: the general path reads the line (and no Xid in it)
         if found:
             known = nvrm_seen(tail) if pending is None else None
             if known is None and any(hint in tail for hint in _NVRM_LOAD_HINTS):
                 load_lines.append(line)
         elif "Xid" in line:
             head, found, tail = line.partition("SXid (")
-            known = sxid_seen(tail) if found and pending is None else None
+            known = sxid_seen(tail) if found and pending is None and message_prefix(head) else None
         elif (
             pending is None
             and "AER: " not in line

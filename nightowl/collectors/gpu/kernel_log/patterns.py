@@ -3,6 +3,7 @@ and the host around the GPU. Tables of expressions only; ``classification`` read
 
 from __future__ import annotations
 
+import functools
 import re
 
 # --- where a message starts -------------------------------------------------------------------
@@ -27,6 +28,36 @@ _STAMP = re.compile(  # always matches, maybe empty; no backtracking into the bl
     r"|[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}(?:[.,][0-9]+)?(?:Z|[+-][0-9]{2}:?[0-9]{2})? "
     r"|[A-Z][a-z]{2} [ 0-9][0-9] [0-9]{2}:[0-9]{2}:[0-9]{2} )?"
 )
+# What may stand before an NVRM/Xid/SXid message: only the prefixes kernel logs put there (blanks; a kmsg
+# priority or record header; a dmesg, dmesg -T, ISO or syslog stamp in any locale; a host and "kernel:";
+# dmesg -x's "kern  :err   :"; Talos's "ip: kern: level: [time]:"; an NVSwitch's device name; a scanning
+# tool's "[XID found] (54 minutes ago) \"" around a quoted line). Another subsystem's text before it (a
+# segfault naming the file it crashed in, an AppArmor name="...", a USB product string) carries a user's
+# words, never a kernel message of the driver (issue "trust, round four", item 1).
+_PREFIX_TOKEN = (
+    r"\s+|<\d{1,3}>|\d+,\d+,\d+,[^;\s]*;|\[[^\]\n]{1,48}\]:?|\([^)\n]{1,40}\)|\""
+    r"|\d{4}-\d\d-\d\d[T ][\d:.,]+(?:Z|[+-]\d\d:?\d\d)?"
+    r"|\S{1,12}\.?\s+\d{1,2}\s+\d\d:\d\d:\d\d(?:[.,]\d+)?"
+    r"|(?:[\w.-]+\s+)?kernel:|(?:kern|user|daemon|syslog|local\d)\s*:\s*[a-z]+\s*:"
+    r"|[\w.:<>-]+:\s+kern:\s+[a-z]+:|nvidia-nvswitch\d+:|[\w.-]+(?=\s+kernel:)"
+)
+_MESSAGE_PREFIX = re.compile(f"(?:{_PREFIX_TOKEN})*")
+
+
+@functools.lru_cache(maxsize=4096)
+def _prefix_of_message(rest: str) -> bool:
+    return _MESSAGE_PREFIX.fullmatch(rest) is not None
+
+
+def message_prefix(prefix: str) -> bool:
+    """Whether ``prefix`` may stand before a kernel message of the driver (``_PREFIX_TOKEN``): the stamp is
+    cut first, so the rest (host, tag) repeats and its answer is remembered."""
+    if not prefix or prefix.isspace():
+        return True
+    stamp = _STAMP.match(prefix)
+    return _prefix_of_message(prefix[stamp.end() :] if stamp is not None else prefix)
+
+
 _ADDRESS_FIRST = re.compile(r"[0-9a-fA-F]{4,8}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]:\s")
 _NVSWITCH_DEVICE = re.compile(r"(nvidia-nvswitch\d+):\s*$")
 
