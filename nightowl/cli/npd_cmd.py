@@ -11,14 +11,16 @@ from pathlib import Path
 import click
 
 from nightowl.cli.common import TEXT_JSON_OPTION
-from nightowl.cli.exit import EXIT_HELP, fail
+from nightowl.cli.exit import EXIT_HELP
 from nightowl.cli.slurm_cmd import (
+    ACTIONS_EXIT_HELP,
     ACTIONS_LOG_OPTION,
     DRY_RUN_OPTION,
     caps_options,
     caps_or_exit,
     default_actions_log,
     print_actions,
+    record_failure,
 )
 from nightowl.fleet.node_condition import NPD_DEFAULT_MAX_OUTPUT_LENGTH
 
@@ -60,7 +62,7 @@ def k8s() -> None:
     """Kubernetes node conditions without node-problem-detector, opt-in, behind the circuit breaker."""
 
 
-@k8s.command("condition", epilog=EXIT_HELP)
+@k8s.command("condition", epilog=ACTIONS_EXIT_HELP)
 @click.argument("node")
 @click.option("--check-status", type=int, required=True, help="the exit status of `nightowl check`")
 @caps_options("turned unhealthy (False) by nightowl")
@@ -93,16 +95,39 @@ def condition(
         report = json.loads(sys.stdin.read() or "null")
     except ValueError:
         report, check_status = None, -1  # an unreadable report is no verdict: Unknown
+    log = actions_log or default_actions_log()
+    about = report_hosts(report)
+    if about and node not in about:  # gpu-17's report never sets gpu-03's condition
+        why = f"the report is about {', '.join(about)}, not {node}: refused"
+        entry = {
+            "node": node,
+            "what": "condition",
+            "why": why,
+            "result": "refused",
+            "bundle": None,
+            "bundle_sha256": None,
+        }
+        print_actions([entry if dry_run else actions_log_append(log, entry)], fmt, refused=frozenset({"refused"}))
     try:
         entry = set_condition(
-            Kubectl(),
-            node,
-            report if isinstance(report, dict) else None,
-            check_status,
-            caps,
-            actions_log or default_actions_log(),
-            dry_run=dry_run,
+            Kubectl(), node, report if isinstance(report, dict) else None, check_status, caps, log, dry_run=dry_run
         )
     except (KubectlError, OSError, subprocess.TimeoutExpired) as exc:
-        fail(f"{node}: {exc}")
+        entry = record_failure(log, node, "condition", str(exc), dry_run)
     print_actions([entry], fmt)
+
+
+def report_hosts(report: object) -> list[str]:
+    """The hosts a check report is about (``hosts[].host``); none when it names none."""
+    hosts = report.get("hosts") if isinstance(report, dict) else None
+    return (
+        [str(h["host"]) for h in hosts or [] if isinstance(h, dict) and h.get("host")]
+        if isinstance(hosts, list)
+        else []
+    )
+
+
+def actions_log_append(log: Path, entry: dict) -> dict:
+    from nightowl.fleet import actions_log
+
+    return actions_log.append(log, entry)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import click
 
@@ -24,6 +24,31 @@ LOCK_OPTION = click.option(
     help="a lock file the checks deciding at once share (one node: serialises them)",
 )
 DRY_RUN_OPTION = click.option("--dry-run", is_flag=True, help="say what would be done; change and log nothing")
+
+
+# What each action result means for the exit status (docs/reference.md#scheduler-actions): done or already
+# so; held by the breaker or a node's cap; failed or refused (the node was not changed as asked).
+HELD = frozenset({"held", "would-hold"})
+
+
+def action_status(done: list[dict[str, Any]], refused: frozenset[str] = frozenset()) -> int:
+    """0 every requested action done or already in place; 4 some held and none failed; 5 any failed or refused."""
+    results = [entry["result"] for entry in done]
+    if any(result == "failed" or result in refused for result in results):
+        return ACTIONS_FAILED
+    if any(result in HELD for result in results):
+        return ACTIONS_HELD
+    return 0
+
+
+ACTIONS_HELD, ACTIONS_FAILED = 4, 5
+ACTIONS_EXIT_HELP = """\b
+Exit status:
+  0    every requested action done, or the node already so
+  2    usage or input error (bad option or caps)
+  4    some actions held by the circuit breaker or a node's cap, none failed
+  5    some action failed (the scheduler's error is logged) or was refused
+       (a node someone else drained, a report about another node)"""
 
 
 def caps_options(what: str) -> Any:
@@ -69,7 +94,7 @@ def slurm() -> None:
     """
 
 
-@slurm.command(epilog=EXIT_HELP)
+@slurm.command(epilog=ACTIONS_EXIT_HELP)
 @click.argument("nodes", nargs=-1, required=True)
 @click.option("--verdict", required=True, help="the verdict id that needs the node out of service")
 @click.option("--action", "verdict_action", required=True, help="the verdict's action (e.g. reboot-node)")
@@ -119,10 +144,11 @@ def drain(
             planned.append(node)
         return entry
 
-    print_actions(_each(nodes, act), fmt)
+    # a node drained by someone else is in the state asked for: done (its reason left as it is)
+    print_actions(_each(nodes, act, "drain", log, dry_run), fmt)
 
 
-@slurm.command(epilog=EXIT_HELP)
+@slurm.command(epilog=ACTIONS_EXIT_HELP)
 @click.argument("nodes", nargs=-1, required=True)
 @ACTIONS_LOG_OPTION
 @LOCK_OPTION
@@ -133,7 +159,9 @@ def resume(nodes: tuple[str, ...], actions_log: Path | None, lock: Path | None, 
     from nightowl.fleet import slurm_actions
 
     log = actions_log or default_actions_log()
-    print_actions(_each(nodes, lambda s, n: slurm_actions.resume(s, n, log, dry_run=dry_run, lock=lock)), fmt)
+    # a node someone else drained stays drained: a resume asked of it was refused
+    resume_one = lambda s, n: slurm_actions.resume(s, n, log, dry_run=dry_run, lock=lock)  # noqa: E731
+    print_actions(_each(nodes, resume_one, "resume", log, dry_run), fmt, refused=frozenset({"not-ours"}))
 
 
 @slurm.command(epilog=EXIT_HELP)
@@ -164,7 +192,9 @@ def default_actions_log() -> Path:
     return default_path()
 
 
-def _each(nodes: tuple[str, ...], act: Any) -> list[dict[str, Any]]:
+def _each(nodes: tuple[str, ...], act: Any, what: str, log: Path, dry_run: bool) -> list[dict[str, Any]]:
+    """Every node of the list, in order: a node the scheduler fails on is logged as failed (with its error)
+    and the list goes on, so one bad node never leaves the rest undone."""
     from nightowl.fleet.slurm_actions import Slurm, SlurmError
 
     slurm_client = Slurm()
@@ -173,13 +203,25 @@ def _each(nodes: tuple[str, ...], act: Any) -> list[dict[str, Any]]:
         try:
             done.append(act(slurm_client, node))
         except (SlurmError, OSError, TimeoutError) as exc:
-            fail(f"{node}: {exc}")
+            done.append(record_failure(log, node, what, str(exc), dry_run))
     return done
 
 
-def print_actions(done: list[dict[str, Any]], fmt: str) -> None:
+def record_failure(log: Path, node: str, what: str, error: str, dry_run: bool) -> dict[str, Any]:
+    """A failed attempt, as actions.jsonl keeps it (a dry run logs nothing)."""
+    from nightowl.fleet import actions_log
+
+    entry = {"node": node, "what": what, "why": error[:500], "result": "failed", "bundle": None, "bundle_sha256": None}
+    return entry if dry_run else actions_log.append(log, entry)
+
+
+def print_actions(done: list[dict[str, Any]], fmt: str, refused: frozenset[str] = frozenset()) -> NoReturn:
+    """Print each node's outcome and exit with what happened (``action_status``)."""
+    import sys
+
     if fmt == "json":
         click.echo(json.dumps({"actions": done}, indent=2))
-        return
-    for entry in done:
-        click.echo(f"{entry['node']}: {entry['what']} {entry['result']}: {entry['why']}")
+    else:
+        for entry in done:
+            click.echo(f"{entry['node']}: {entry['what']} {entry['result']}: {entry['why']}")
+    sys.exit(action_status(done, refused))

@@ -98,8 +98,9 @@ HEALTHY = {"id": "healthy", "action": "none", "summary": "no GPU problem found"}
 def condition(tmp_path: Path, node: str, status: int, verdict: dict[str, Any] | None, *extra: str) -> dict[str, Any]:
     args = ["k8s", "condition", node, "--check-status", str(status), "--actions-log", str(tmp_path / "actions.jsonl")]
     result = CliRunner().invoke(main, [*args, *extra, "--format", "json"], input=report(tmp_path, node, verdict))
-    assert result.exit_code == 0, result.output
     (entry,) = json.loads(result.output)["actions"]
+    # 0 done (or already so), 4 held by the breaker (docs/reference.md#scheduler-actions)
+    assert result.exit_code == (4 if entry["result"] in ("held", "would-hold") else 0), result.output
     return entry
 
 
@@ -177,11 +178,24 @@ def test_dry_run_patches_and_logs_nothing(tmp_path: Path, cluster: Cluster) -> N
 def test_an_unknown_node_and_an_unreadable_report(tmp_path: Path, cluster: Cluster) -> None:
     args = ["k8s", "condition", "gpu-99", "--check-status", "1", "--actions-log", str(tmp_path / "a.jsonl")]
     result = CliRunner().invoke(main, args, input=report(tmp_path, "gpu-99", FELL_OFF))
-    assert result.exit_code == 2 and "does not list node 'gpu-99'" in result.output
+    # a failed attempt: exit 5, and logged with the scheduler's error (issue "acting safely", item 1)
+    assert result.exit_code == 5 and "does not list node 'gpu-99'" in result.output
+    assert [(e["node"], e["result"]) for e in actions_log.read(tmp_path / "a.jsonl")] == [("gpu-99", "failed")]
     args[2] = "gpu-01"
     result = CliRunner().invoke(main, [*args, "--format", "json"], input="{not json")
     assert result.exit_code == 0
     assert cluster.condition("gpu-01")["status"] == "Unknown"
+
+
+def test_a_report_about_another_node_is_refused(tmp_path: Path, cluster: Cluster) -> None:
+    """gpu-17's check report piped to `k8s condition gpu-03` never sets gpu-03's condition."""
+    args = ["k8s", "condition", "gpu-03", "--check-status", "1", "--actions-log", str(tmp_path / "a.jsonl")]
+    result = CliRunner().invoke(main, [*args, "--format", "json"], input=report(tmp_path, "gpu-17", FELL_OFF))
+    assert result.exit_code == 5
+    (entry,) = json.loads(result.output)["actions"]
+    assert entry["result"] == "refused" and "about gpu-17, not gpu-03" in entry["why"]
+    assert cluster.condition("gpu-03") is None and not [c for c in cluster.calls() if c[0] == "patch"]
+    assert [(e["node"], e["result"]) for e in actions_log.read(tmp_path / "a.jsonl")] == [("gpu-03", "refused")]
 
 
 def test_the_allow_list() -> None:
