@@ -66,9 +66,11 @@ def test_sweep_reaches_each_recorded_verdict_and_reports_each_fault(fleet: Fleet
     for name, reason in reasons.items():
         assert hosts[name]["status"] == "unreachable", hosts[name]
         assert hosts[name]["error"].startswith(reason), hosts[name]["error"]
-    hang = hosts[Fault.HANG.value]  # answers SSH, every command hangs: a hung nvidia-smi is itself the verdict
-    assert hang["status"] == "incomplete" and "timed out" in hang["error"]
-    assert hang["verdict"]["id"] == "nvidia-smi-hung"
+    # answers SSH, every command hangs: the host's own timeout ends each one, the kernel log's too, so a hung
+    # nvidia-smi is no GPU finding: host unresponsive or overloaded, cannot judge (issue "never cry wolf", 6)
+    hang = hosts[Fault.HANG.value]
+    assert hang["status"] == "incomplete" and hang["verdict"] is None
+    assert "host unresponsive or overloaded" in hang["error"] and "timed_out" in hang["error"]
     assert code == 1
     assert elapsed < 30, f"sweep took {elapsed:.1f}s: deadlines not honoured"
     bundle = Path(data["bundle"])
