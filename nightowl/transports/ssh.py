@@ -58,7 +58,7 @@ READ_CHUNK = 65536
 # command that really hangs is always reported by the host first (exit 124/137). A deadline that passes
 # with nothing from the host is "no answer": the request may never have run, and it is no hang.
 KILL_AFTER = 2
-REPORT_SLACK = 2.0
+REPORT_SLACK = 4.0
 # After nightowl's deadline, how long an answer that had arrived unread (nightowl was behind) is read on.
 REMOTE_TIMEOUT_SLACK = 4.0
 

@@ -38,7 +38,7 @@ _PREFIX_TOKEN = (
     r"\s+|<\d{1,3}>|\d+,\d+,\d+,[^;\s]*;|\[[^\]\n]{1,48}\]:?|\([^)\n]{1,40}\)|\""
     r"|\d{4}-\d\d-\d\d[T ][\d:.,]+(?:Z|[+-]\d\d:?\d\d)?"
     r"|\S{1,12}\.?\s+\d{1,2}\s+\d\d:\d\d:\d\d(?:[.,]\d+)?"
-    r"|(?:[\w.-]+\s+)?kernel:|(?:kern|user|daemon|syslog|local\d)\s*:\s*[a-z]+\s*:"
+    r"|(?:[\w.-]+\s+)?kernel:|(?:[a-z]{1,8}\s+)?(?:kern|user|daemon|syslog|local\d)\s*:\s*[a-z]+\s*:"
     r"|[\w.:<>-]+:\s+kern:\s+[a-z]+:|nvidia-nvswitch\d+:|[\w.-]+(?=\s+kernel:)"
 )
 _MESSAGE_PREFIX = re.compile(f"(?:{_PREFIX_TOKEN})*")
