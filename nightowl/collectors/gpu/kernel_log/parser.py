@@ -633,7 +633,15 @@ def _load_failure_patterns() -> tuple[tuple[str, re.Pattern[str]], ...]:
 # The NVRM messages of a driver that cannot use its GPUs (driver_load_failures.csv's NVRM rows).
 _NVRM_LOAD_HINTS = ("not supported", "No NVIDIA", "None of", "failed to init", "Chipset not recognized")
 # Every driver-load failure line holds one of these (found at memory speed before any pattern runs).
-_LOAD_FAILURE_HINTS = ("modprobe", "modules-load", "not supported by", "NVRM: No NVIDIA", "NVRM: None of", "NVRM: fail", "Chipset not")
+_LOAD_FAILURE_HINTS = (
+    "modprobe",
+    "modules-load",
+    "not supported by",
+    "NVRM: No NVIDIA",
+    "NVRM: None of",
+    "NVRM: fail",
+    "Chipset not",
+)
 
 
 def driver_load_failures(text: str) -> list[dict[str, str]]:
