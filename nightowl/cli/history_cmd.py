@@ -61,7 +61,11 @@ def history(ctx: click.Context, host: str | None, gpu: str | None, since: str | 
 
 
 def _table(header: list[str], rows: list[list[Any]]) -> str:
-    cells = [header] + [["-" if v is None else str(v) for v in row] for row in rows]
+    """The rows as aligned columns; every cell one printable line (an imported host name can carry an OSC 52
+    clipboard write or a newline: issue "trust, round four", item 11)."""
+    from nightowl.safetext import one_line
+
+    cells = [header] + [["-" if v is None else one_line(str(v)) for v in row] for row in rows]
     widths = [max(len(row[i]) for row in cells) for i in range(len(header))]
     return "\n".join("  ".join(v.ljust(w) for v, w in zip(row, widths, strict=True)).rstrip() for row in cells)
 

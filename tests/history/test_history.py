@@ -282,3 +282,20 @@ def test_an_xid_that_survives_two_reboots_is_a_hardware_ticket(tmp_path: Path) -
     assert site["hosts"][0]["verdict"]["action"] != "hardware-ticket"  # the site allows three
     (host / "kernel-log-boots.out").write_text(BOOTS + "\n".join(earlier[:2]) + "\n")  # one reboot only
     assert triage(host, tmp_path / "b", "--history", "off")["hosts"][0]["verdict"]["action"] != "hardware-ticket"
+
+
+def test_a_host_name_with_terminal_escapes_prints_as_text(tmp_path: Path) -> None:
+    """Issue "trust, round four", item 11: an imported host name carrying an OSC 52 clipboard write or a line
+    break reaches neither the timeline nor --top's table raw."""
+    db = tmp_path / "h.sqlite3"
+    name = "gpu\x1b]52;c;ZXZpbA==\x07-17\nforged"
+    host = recorded_host(
+        tmp_path / "r",
+        name,
+        ["[Tue Mar  5 10:00:00 2024] NVRM: Xid (PCI:0000:a1:00): 79, pid=1, name=x, GPU has fallen off the bus."],
+    )
+    triage(host, tmp_path / "b", "--history", str(db))
+    for args in ((), ("--top",)):
+        out = invoke("history", "--history", str(db), *args).stdout
+        assert "\x1b" not in out and "\x07" not in out, repr(out)
+        assert "gpu-17 forged" in out  # the name without its escape sequence, on one line
