@@ -9,6 +9,8 @@ collectors refused; live hosts are only those the server's config lists.
 
 from __future__ import annotations
 
+import os
+import stat
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -283,7 +285,9 @@ class Toolbox:
             collector = get_collector(kind)
         except (UnknownCollector, ModuleNotFoundError):
             raise ToolError(f"unknown kind {kind!r}; one of: {', '.join(available_kinds())}") from None
-        return {"result": parse_document(collector, text), **NO_BUNDLE}  # as `nightowl parse`
+        # as `nightowl parse`, with the bundle scrubber over every string: an agent's answer carries no secret
+        # a bundle would not (issue "trust, round four", item 8)
+        return {"result": _scrubbed(parse_document(collector, text)), **NO_BUNDLE}
 
     def _explain_xid(self, arguments: dict[str, Any], progress: Progress) -> dict[str, Any]:
         from nightowl.collectors.base import to_jsonable
@@ -327,6 +331,19 @@ def _kinds() -> list[str]:
     return sorted(available_kinds())
 
 
+def _scrubbed(value: Any) -> Any:
+    """``value`` with every string through ``redact.scrub_secrets`` (what a bundle keeps of an output)."""
+    from nightowl.redact import scrub_secrets
+
+    if isinstance(value, str):
+        return scrub_secrets(value)
+    if isinstance(value, dict):
+        return {key: _scrubbed(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_scrubbed(item) for item in value]
+    return value
+
+
 def _text_or_file(arguments: dict[str, Any]) -> str:
     if (arguments.get("text") is None) == (arguments.get("path") is None):
         raise ToolError("give either text or path")
@@ -334,8 +351,18 @@ def _text_or_file(arguments: dict[str, Any]) -> str:
         return str(arguments["text"])
     path = Path(arguments["path"]).expanduser()
     try:
-        with path.open("rb") as handle:
+        # Regular files only, opened without blocking: a FIFO or a device would hold a worker for good
+        # (issue "trust, round four", item 8).
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0))
+    except OSError as exc:
+        raise ToolError(f"cannot read {arguments['path']!r}: {exc.strerror or exc}") from None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise ToolError(f"cannot read {arguments['path']!r}: not a regular file")
+        with os.fdopen(fd, "rb", closefd=False) as handle:
             data = handle.read(MAX_PARSE_BYTES)
     except OSError as exc:
         raise ToolError(f"cannot read {arguments['path']!r}: {exc.strerror or exc}") from None
+    finally:
+        os.close(fd)
     return data.decode("utf-8", "replace")

@@ -14,6 +14,8 @@ from typing import Any
 
 import pytest
 
+from nightowl.collectors import get_collector
+from nightowl.collectors.base import parse_document
 from nightowl.mcp.config import ConfigError, load_config
 from nightowl.mcp.hooks import RunRequest, ToolError
 from nightowl.mcp.tools import Toolbox
@@ -200,3 +202,19 @@ def test_history_answers_from_the_store_naming_each_bundle(tmp_path: Path) -> No
     assert Toolbox(never_runs).call("history", {"host": "another-host"})["timeline"] == []
     with pytest.raises(ToolError, match="expected an age"):
         Toolbox(never_runs).call("history", {"host": "gpu-17", "since": "soon"})
+
+
+def test_parse_reads_regular_files_only_and_scrubs_its_answer(tmp_path: Path) -> None:
+    """Issue "trust, round four", item 8: a FIFO never blocks a worker, and a parse answer keeps no secret a
+    bundle would not."""
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    toolbox = Toolbox(never_runs)
+    with pytest.raises(ToolError, match="not a regular file"):
+        toolbox.call("parse", {"kind": "kernel-log", "path": str(fifo)})  # returns at once: no writer needed
+    secret = "hf_abcdefghijklmnopqrstuvwxyzABCDEFGH"
+    leaked = f"INFO: Started server process\nValueError: could not log in with HF_TOKEN={secret}\n"
+    plain = json.dumps(parse_document(get_collector("engine-log"), leaked))
+    assert secret in plain  # the parse echoes the error line: the check can fail
+    answer = json.dumps(toolbox.call("parse", {"kind": "engine-log", "text": leaked}))
+    assert secret not in answer and "HF_TOKEN=[REDACTED]" in answer
