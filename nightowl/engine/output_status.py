@@ -29,7 +29,10 @@ def output_status(result: CommandResult) -> tuple[str, str | None]:
     if result.late:
         return "late", result.late
     if result.timed_out:
-        return "timed_out", f"timed out after {result.duration:.1f}s"
+        # the transport's own words when it has them ("timed out after 5s (ended by the host's own timeout:
+        # exit 124)": the limit, not a measured time that varies with load), else the time it took
+        said = result.error if result.error and result.error.startswith("timed out after") else None
+        return "timed_out", said or f"timed out after {result.duration:.1f}s"
     if result.rc is None:
         return "error", result.error or "no exit status"
     if result.rc != 0:
