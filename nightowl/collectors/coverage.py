@@ -13,12 +13,11 @@ import re
 from pathlib import Path
 from typing import Any
 
-from nightowl.collectors.normalise import normalise
+from nightowl.collectors.normalise import SAMPLE_LINES, normalise
 
 READABLE_FILE = Path(__file__).with_name("readable.yaml")
 # How many of the first unrecognised lines a coverage keeps (and the "cannot judge" reason quotes).
 UNREAD_SAMPLE = 3
-SAMPLE_LINES = 400
 _TEXT_LINE = re.compile(r"^[ \t]*\S", re.M)
 
 
@@ -34,11 +33,6 @@ def _rules() -> dict[str, tuple[tuple[str, ...], re.Pattern[str] | None]]:
         pattern = re.compile("^(?:" + "|".join(f"(?:{shape})" for shape in shapes) + ")", re.M) if shapes else None
         rules[kind] = (needs, pattern)
     return rules
-
-
-def known_kinds() -> frozenset[str]:
-    """The kinds readable.yaml judges."""
-    return frozenset(_rules())
 
 
 def _present(value: Any) -> bool:

@@ -167,7 +167,7 @@ def _normalise(text: str, kind: str) -> Normalised:
         for family, step in _STEPS:
             if family in kept or (family in _ONCE and family in families):
                 continue
-            changed = _launcher_prefix(text, kept) if step is _launcher_prefix else step(text)
+            changed = step(text, kept)
             if changed is not None and changed != text:
                 text, found = changed, True
                 if family not in families:
@@ -177,20 +177,15 @@ def _normalise(text: str, kind: str) -> Normalised:
     return Normalised(text, tuple(families))
 
 
-def _html_entities(text: str) -> str | None:
+def _html_entities(text: str, _kept: frozenset[str] = frozenset()) -> str | None:
     if "&" not in text and "\xa0" not in text:
         return None
     head = text[:65536]
     if _ENTITY.search(head) is None:
         return text.replace("\xa0", " ") if "\xa0" in text else None
-    if _RAW_TAG.search(head) and kind_is_markup(head):
+    if _RAW_TAG.search(head) and head.lstrip().startswith("<"):
         return None  # real XML/HTML: its entities are its own
     return html.unescape(text).replace("\xa0", " ")
-
-
-def kind_is_markup(head: str) -> bool:
-    """Whether a text is itself markup (XML, HTML) whose entities belong to it."""
-    return head.lstrip().startswith("<")
 
 
 def _sample(text: str) -> list[str]:
@@ -201,11 +196,11 @@ def _sample(text: str) -> list[str]:
     return lines
 
 
-def _quote(text: str) -> str | None:
+def _quote(text: str, _kept: frozenset[str] = frozenset()) -> str | None:
     return _marked(text, _QUOTE_MARKS)
 
 
-def _comment(text: str) -> str | None:
+def _comment(text: str, _kept: frozenset[str] = frozenset()) -> str | None:
     return _marked(text, _COMMENT_MARKS)
 
 
@@ -233,7 +228,7 @@ def _unquote(line: str, bare: str) -> str:
     return body[1:] if body.startswith(" ") else body
 
 
-def _prompt(text: str) -> str | None:
+def _prompt(text: str, _kept: frozenset[str] = frozenset()) -> str | None:
     """Shell prompts and the command lines they echo removed, and a bare prompt left at the end."""
     lines = text.split("\n")
     drop = {i for i, line in enumerate(lines[:SAMPLE_LINES]) if _PROMPT.match(line)}
@@ -273,7 +268,7 @@ def _wrapper_name(prefix: str) -> str:
     return prefix.rsplit("]", 1)[-1].strip().rstrip(":|").strip()
 
 
-def _syslog_prefix(text: str) -> str | None:
+def _syslog_prefix(text: str, _kept: frozenset[str] = frozenset()) -> str | None:
     sample = _sample(text)
     hits = sum(1 for line in sample if _SYSLOG_PREFIX.match(line))
     if not sample or hits < max(2, PREFIX_SHARE * len(sample)):
@@ -281,7 +276,7 @@ def _syslog_prefix(text: str) -> str | None:
     return "\n".join(_SYSLOG_PREFIX.sub("", line, count=1) for line in text.split("\n"))
 
 
-def _indent(text: str) -> str | None:
+def _indent(text: str, _kept: frozenset[str] = frozenset()) -> str | None:
     if not text[:1].isspace() and "\n" not in text[:1]:
         first = text.split("\n", 1)[0]
         if first.strip():
@@ -307,7 +302,7 @@ def _dedent(line: str, width: int) -> str:
 _BROKEN_TAG = re.compile(r"<([A-Za-z_][\w.-]*)>([^<\n]*)\n\s*([^<\n]*)</\1>")
 
 
-def _wrapped(text: str) -> str | None:
+def _wrapped(text: str, _kept: frozenset[str] = frozenset()) -> str | None:
     """An XML document whose element text a window wrapped onto the next line (``<a>x\\n  y</a>``)."""
     head = text.lstrip()[:200]
     if not head.startswith("<") or "nvidia_smi_log" not in text[:4096] or _BROKEN_TAG.search(text) is None:
@@ -326,7 +321,6 @@ _STEPS = (
     ("indent", _indent),
     ("wrapped", _wrapped),
 )
-FAMILIES = ("escapes", "crlf", *(name for name, _step in _STEPS))
 
 _last = threading.local()
 
