@@ -102,28 +102,6 @@ _RDMA_FIELD = re.compile(r"\b(?P<key>state|physical_state|netdev)\s+(?P<value>\S
 # then "SymbolErrorCounter:..............0" lines; the LID names the port (perfquery reads no device name).
 _PERFQUERY_HEADER = re.compile(r"^#\s*Port (?:extended )?counters: Lid (?P<lid>\d+) port (?P<port>\d+)", re.IGNORECASE)
 _PERFQUERY_FIELD = re.compile(r"^(?P<name>[A-Za-z0-9]+):\.{2,}\s*(?P<value>\S+)\s*$")
-# perfquery's field names -> the sysfs counter names the judgements use.
-PERFQUERY_COUNTERS = {
-    "SymbolErrorCounter": "symbol_error",
-    "LinkErrorRecoveryCounter": "link_error_recovery",
-    "LinkDownedCounter": "link_downed",
-    "PortRcvErrors": "port_rcv_errors",
-    "PortRcvRemotePhysicalErrors": "port_rcv_remote_physical_errors",
-    "PortRcvSwitchRelayErrors": "port_rcv_switch_relay_errors",
-    "PortXmitDiscards": "port_xmit_discards",
-    "PortXmitConstraintErrors": "port_xmit_constraint_errors",
-    "PortRcvConstraintErrors": "port_rcv_constraint_errors",
-    "LocalLinkIntegrityErrors": "local_link_integrity_errors",
-    "ExcessiveBufferOverrunErrors": "excessive_buffer_overrun_errors",
-    "VL15Dropped": "VL15_dropped",
-    "PortXmitData": "port_xmit_data",
-    "PortRcvData": "port_rcv_data",
-    "PortXmitPkts": "port_xmit_packets",
-    "PortRcvPkts": "port_rcv_packets",
-    "PortUnicastXmitPkts": "unicast_xmit_packets",
-    "PortUnicastRcvPkts": "unicast_rcv_packets",
-    "PortXmitWait": "port_xmit_wait",
-}
 # infiniband-diags' own complaints (ibpanic/ibwarn/iberror): a device it could not read.
 _DIAG_ERROR = re.compile(r"^(?:ibpanic|ibwarn|iberror):\s*(?P<text>.*)$")
 
@@ -315,7 +293,7 @@ def _read_perfquery(state: _State, line: str) -> bool:
     field_match = _PERFQUERY_FIELD.match(line)
     if field_match is None:
         return False
-    name = PERFQUERY_COUNTERS.get(field_match.group("name"))
+    name = _counter_table()[1].get(field_match.group("name"))
     value = field_match.group("value")
     count = counter_value(value)
     if name is not None and count is not None:
@@ -441,14 +419,18 @@ def unused_ports(ports: list[Port]) -> list[Port]:
 
 
 @functools.cache
-def counter_widths() -> dict[str, int]:
-    """Bits of each PortCounters field (nightowl/knowledge/ib_counter_widths.csv)."""
+def _counter_table() -> tuple[dict[str, int], dict[str, str]]:
+    """(bits of each error counter, sysfs name of each perfquery field) from nightowl/knowledge/ib_counters.csv."""
     from nightowl import knowledge
 
-    return {
-        row["counter"]: int(row["bits"])
-        for row in knowledge.read_csv("ib_counter_widths.csv", ("counter", "bits", "source"))
-    }
+    rows = knowledge.read_csv("ib_counters.csv", ("counter", "perfquery", "source"))
+    widths = {row["counter"]: int(row["bits"]) for row in rows if row.get("bits")}
+    return widths, {row["perfquery"]: row["counter"] for row in rows}
+
+
+def counter_widths() -> dict[str, int]:
+    """Bits of each PortCounters error field: a counter at 2^bits - 1 is saturated."""
+    return _counter_table()[0]
 
 
 def saturated(port: Port) -> list[str]:
