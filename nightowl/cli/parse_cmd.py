@@ -19,6 +19,12 @@ HELP = """Parse a saved command output (FILE, or - for stdin) and print JSON.
 
 The facts each kind gives runbook conditions (name, type, meaning) are listed in
 docs/reference.md#kinds; `nightowl runbook validate` rejects any other.
+
+The answer also holds "normalised" (what was unwrapped first: indentation,
+prompts, launcher prefixes, HTML entities ...) and "coverage" (lines with
+text, lines recognised, understood, the first unread lines). An output with
+text nightowl recognised nothing in is understood: false, which a run
+calls "cannot judge" (docs/reference.md#unreadable).
 """
 
 
