@@ -188,7 +188,7 @@ def _judge_burst(
     from nightowl.watch.evidence import BurstTransport
 
     def open_with_burst() -> Any:
-        return BurstTransport(opener(), burst.lines, source_name)
+        return BurstTransport(opener(), burst.lines, source_name, burst.dropped_note())
 
     run = run_or_exit(loaded, {host: open_with_burst}, params, out_dir or default_out_dir(), False, limits=limits)
     summary = run.summary

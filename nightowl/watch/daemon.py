@@ -111,10 +111,12 @@ class Watcher:
 
     def _submit(self, burst: Burst) -> None:
         self.counts.bursts += 1
+        dropped = {"dropped_context": burst.dropped_context, "dropped_triggers": burst.dropped_triggers}
         self.log(
             f"burst of {len(burst.lines)} lines: {_triggers(burst)}",
             triggers=dict(burst.triggers),
             lines=len(burst.lines) + burst.dropped_lines,
+            **(dropped if burst.dropped_lines else {}),
         )
         with self._lock:
             if self._queued is not None:

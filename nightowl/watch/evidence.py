@@ -4,7 +4,8 @@ The runbook's ``kernel-log`` collector reads the journal or dmesg as always; thi
 each of its commands printed the burst's lines when that output does not already hold them (a followed
 file, or a record the journal has not stored yet), so the verdict rests on the lines that fired, and the
 bundle's ``kernel-log.out`` holds them and replays as it ran. The ``.err`` beside it says how many were
-added. A command that failed keeps its exit status; its output is then the burst's lines alone.
+added, and how many lines the burst did not keep (``Burst.dropped_note``). A command that failed keeps
+its exit status; its output is then the burst's lines alone.
 
 Lines are compared by their message (from the kernel-log parser's anchor on): a kmsg record and the
 journal's line of the same message differ only in their time stamps, and adding it twice would count
@@ -40,10 +41,11 @@ def missing_lines(output: str, lines: Sequence[str]) -> list[str]:
 class BurstTransport:
     """Wraps a host's transport for one run; only ``kernel-log`` results change."""
 
-    def __init__(self, inner: Transport, lines: Sequence[str], source: str) -> None:
+    def __init__(self, inner: Transport, lines: Sequence[str], source: str, dropped: str | None = None) -> None:
         self.inner = inner
         self.lines = [line.encode("utf-8", "replace").decode("utf-8") for line in lines]
         self.source = source
+        self.dropped = dropped or ""  # what the burst did not keep, said in the .err beside the output
 
     @property
     def host(self) -> str:
@@ -66,7 +68,7 @@ class BurstTransport:
         stdout = result.stdout if result.ok else ""
         added = missing_lines(stdout, self.lines)
         if not added:
-            return result
+            return dataclasses.replace(result, stderr=result.stderr + self.dropped) if self.dropped else result
         joined = stdout + ("" if not stdout or stdout.endswith("\n") else "\n") + "\n".join(added) + "\n"
         note = f"nightowl watch: {len(added)} lines of the burst read from {self.source} added to this output\n"
-        return dataclasses.replace(result, stdout=joined, stderr=result.stderr + note)
+        return dataclasses.replace(result, stdout=joined, stderr=result.stderr + note + self.dropped)

@@ -10,7 +10,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from nightowl.watch.burst import MAX_LINES, Burst, BurstTracker
+from nightowl.watch.burst import MAX_LINES, NEAR, Burst, BurstTracker
 from nightowl.watch.daemon import Watcher, WatchOptions
 from nightowl.watch.file_source import FileSource
 from nightowl.watch.source import Batch
@@ -19,6 +19,7 @@ from nightowl.watch.triggers import LineJudge
 
 XID = "[ 10.0] NVRM: Xid (PCI:0000:3b:00): {code}, pid=1, name=python, Ch 00000010"
 QUIET = "[ 10.1] systemd[1]: Started session-1.scope."
+NVRM = "[ 10.1] NVRM: GPU at PCI:0000:3b:00: GPU-6b3c8a3e-1111-2222-3333-444455556666"  # context: fires nothing
 WATCHDOG = 30.0
 
 
@@ -151,10 +152,11 @@ def test_the_health_file_tells_a_probe_what_the_follower_does(tmp_path: Path) ->
 
 def test_a_burst_is_bounded_and_closes_on_max_age_in_a_storm() -> None:
     tracker = BurstTracker(LineJudge(), debounce=1.0, max_age=5.0)
-    lines = [XID.format(code=13)] * (MAX_LINES + 500)
+    lines = [XID.format(code=13)] + [NVRM] * (MAX_LINES + 500)
     tracker.feed(Batch(lines, {"offset": 0}), now=0.0)
     assert tracker.due(now=0.5) is None  # still firing
     tracker.feed(Batch([XID.format(code=13)], {"offset": 1}), now=4.9)
     burst = tracker.due(now=5.0)  # never quiet, judged at max_age
-    assert burst is not None and len(burst.lines) == MAX_LINES and burst.dropped_lines == 501
+    assert burst is not None and burst.dropped_lines == 500 - NEAR  # context beyond the cap, but beside a trigger
+    assert len(burst.lines) == 1 + MAX_LINES + NEAR + 1 and burst.lines[-1] == XID.format(code=13)
     assert burst.start == {"offset": 0} and tracker.open is None

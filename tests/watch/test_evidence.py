@@ -52,3 +52,11 @@ def test_a_failed_command_keeps_its_status_and_other_kinds_are_untouched() -> No
     assert failed.rc == 1 and failed.stdout == KMSG_XID + "\n"
     other = BurstTransport(Canned("GPU 0: ok\n"), [KMSG_XID], "kmsg").run(["nvidia-smi"], 5, "nvidia-smi")
     assert other.stdout == "GPU 0: ok\n"
+
+
+def test_what_the_burst_did_not_keep_is_said_beside_the_output_added_or_not() -> None:
+    note = "nightowl watch: 92 lines of the burst were not kept\n"
+    added = BurstTransport(Canned(""), [KMSG_XID], "kmsg", note).run(["dmesg"], 5, "kernel-log")
+    assert added.stdout == KMSG_XID + "\n" and added.stderr.endswith(note)
+    held = BurstTransport(Canned(JOURNAL_XID + "\n"), [KMSG_XID], "kmsg", note).run(["journalctl"], 5, "kernel-log")
+    assert held.stdout == JOURNAL_XID + "\n" and held.stderr == note

@@ -185,3 +185,20 @@ def test_the_probe_reads_the_health_file(watch: Watch, tmp_path: Path) -> None:
     health.write_text(json.dumps({"updated": time.time() - 600, "state": "following", "runner_alive": True}))
     stale = subprocess.run(probe, capture_output=True, text=True)
     assert stale.returncode == 1 and "unhealthy" in stale.stderr
+
+
+def test_an_xid_79_after_2100_nvrm_lines_is_judged_not_the_xid_13_before_them(watch: Watch) -> None:
+    xid13 = "[ 10.0] NVRM: Xid (PCI:0000:3b:00): 13, pid=4321, name=python, Graphics SM Warp Exception"
+    xid79 = "[ 12.0] NVRM: Xid (PCI:0000:3b:00): 79, pid=4321, name=python, GPU has fallen off the bus."
+    context = [
+        f"[ 11.{n:04d}] NVRM: GPU at PCI:0000:3b:00: GPU-6b3c8a3e-1111-2222-3333-44445555{n:04d}" for n in range(2100)
+    ]
+    proc = watch.start()
+    watch.append([xid13, *context, xid79])  # one write: one burst
+    wait_for(lambda: len(watch.bundles()) == 1, "the burst's bundle", proc)
+    assert watch.stop() == 143
+    (bundle,) = watch.bundles()
+    assert xid79 in kernel_log_of(bundle).splitlines()
+    assert json.loads((bundle / "verdicts.json").read_text())["hosts"][0]["verdict"]["id"] == "gpu-fell-off-bus"
+    err = next((bundle / "hosts").glob("*/kernel-log.err")).read_text()
+    assert "lines of the burst were not kept" in err and "0 trigger lines" in err
