@@ -6,8 +6,9 @@ known_hosts: /etc/nightowl/known_hosts    # SSH host keys are checked strictly a
 ssh_config: /etc/nightowl/ssh_config
 identity: [/etc/nightowl/id_ed25519]
 out: /var/lib/nightowl/bundles            # where bundles go (default: as `nightowl triage`)
-read_roots: [/var/lib/nightowl]           # folders the paths a model gives (replay, read_bundle, parse)
-                                          # must be inside; default: any the server's user can read
+read_roots: [/var/lib/nightowl]           # folders the paths a model gives (replay, read_bundle, parse,
+                                          # path parameters) must be inside; default: any the server's user can read
+tool_timeout: 120                         # seconds a tool call may take before it answers an error
 ```
 No key enables invasive collectors: the server never runs them.
 """
@@ -18,7 +19,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-KEYS = frozenset({"hosts", "known_hosts", "ssh_config", "identity", "out", "read_roots"})
+KEYS = frozenset({"hosts", "known_hosts", "ssh_config", "identity", "out", "read_roots", "tool_timeout"})
+DEFAULT_TOOL_TIMEOUT = 120.0
 
 
 class ConfigError(ValueError):
@@ -35,11 +37,15 @@ class ServerConfig:
     identity: tuple[Path, ...] = ()
     out: Path | None = None
     read_roots: tuple[Path, ...] = ()
+    # A call still running after this many seconds answers an error and frees its caller (issue "trust,
+    # round four", item 8); the work goes on in its thread, which never holds the server's exit.
+    tool_timeout: float = DEFAULT_TOOL_TIMEOUT
 
-    def readable(self, given: str, also: Path | None = None) -> Path:
+    def readable(self, given: str, also: Path | None = None, expand_user: bool = True) -> Path:
         """``given`` as a path, if the config lets a model make the server read it (inside ``read_roots``,
-        or ``also``: where the server writes its bundles); else ConfigError."""
-        path = Path(given).expanduser()
+        or ``also``: where the server writes its bundles); else ConfigError. Resolved: ``..`` normalised,
+        every symlink followed (``expand_user=False``: a leading ``~`` is a folder's name, as ``tail`` reads it)."""
+        path = Path(given).expanduser() if expand_user else Path(given)
         if not self.read_roots:
             return path
         real = path.resolve()
@@ -73,6 +79,7 @@ def load_config(path: Path | None) -> ServerConfig:
         identity=tuple(Path(p) for p in _strings(path, "identity", data.get("identity"))),
         out=_path(path, "out", data.get("out")),
         read_roots=tuple(Path(p).expanduser() for p in _strings(path, "read_roots", data.get("read_roots"))),
+        tool_timeout=_seconds(path, "tool_timeout", data.get("tool_timeout")),
     )
 
 
@@ -92,3 +99,11 @@ def _path(path: Path, key: str, value: Any) -> Path | None:
     if not isinstance(value, str) or not value:
         raise ConfigError(f"{path}: {key} must be a path")
     return Path(value).expanduser()
+
+
+def _seconds(path: Path, key: str, value: Any) -> float:
+    if value is None:
+        return DEFAULT_TOOL_TIMEOUT
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value <= 86400:
+        raise ConfigError(f"{path}: {key} must be a number of seconds (more than 0, at most 86400)")
+    return float(value)

@@ -20,6 +20,7 @@ from typing import Any
 from nightowl.mcp import schemas
 from nightowl.mcp.config import ConfigError, ServerConfig
 from nightowl.mcp.hooks import RunHook, RunRequest, ToolError, host_history
+from nightowl.mcp.paths import check_path_params
 
 # progress(done, total, message): callable from any thread.
 Progress = Callable[[float, float | None, str | None], None]
@@ -71,8 +72,16 @@ class Toolbox:
         try:
             schemas.check_arguments(name, tool.input_schema, arguments)
         except ValueError as exc:
-            raise ToolError(str(exc)) from None
-        return tool.handler(arguments, progress or (lambda done, total, message: None))
+            raise ToolError(scrubbed(str(exc))) from None
+        told = progress or (lambda done, total, message: None)
+        try:
+            answer = tool.handler(arguments, lambda done, total, message: told(done, total, scrubbed(message)))
+        except ToolError as exc:
+            # An error may quote what was read (a policy's YAML, a log line): scrubbed as an answer is.
+            raise ToolError(scrubbed(str(exc))) from None
+        # Every answer through the bundle scrubber: an agent is handed no secret a bundle would not keep
+        # (issue "trust, round four", item 8).
+        return scrubbed(answer)  # type: ignore[no-any-return]
 
     # --- the tools -------------------------------------------------------------------------------
 
@@ -190,6 +199,7 @@ class Toolbox:
         from nightowl.paths import default_out_dir
 
         loaded, params = self._runbook_and_params(arguments)
+        out_dir = self._out_dir or default_out_dir()
         replays = tuple(self._readable(p) for p in arguments.get("replay") or [])
         hosts = tuple(dict.fromkeys(arguments.get("hosts") or []))
         refused = [h for h in hosts if h not in self.config.hosts]
@@ -201,6 +211,8 @@ class Toolbox:
             raise ToolError(f"replay: {missing[0]!r} is not a recorded host or bundle folder")
         if not replays and not hosts:
             raise ToolError("give at least one host or replay path")
+        # every file a path parameter makes nightowl read, inside read_roots (issue "trust, round four", item 3)
+        check_path_params(self.config, self.runbooks(), arguments["runbook"], params, hosts, out_dir)
         uploads = sorted(set(params) & upload_params()) if hosts else []
         if uploads:
             raise ToolError(
@@ -221,7 +233,7 @@ class Toolbox:
             replays=replays,
             hosts=hosts,
             params=params,
-            out_dir=self._out_dir or default_out_dir(),
+            out_dir=out_dir,
             ssh=self._ssh(),
             on_host_done=host_done,
         )
@@ -280,14 +292,13 @@ class Toolbox:
         kind = arguments["kind"]
         if arguments.get("path") is not None:
             self._readable(arguments["path"])
-        text = _text_or_file(arguments)
+        text = _text_or_file(arguments, self._readable)
         try:
             collector = get_collector(kind)
         except (UnknownCollector, ModuleNotFoundError):
             raise ToolError(f"unknown kind {kind!r}; one of: {', '.join(available_kinds())}") from None
-        # as `nightowl parse`, with the bundle scrubber over every string: an agent's answer carries no secret
-        # a bundle would not (issue "trust, round four", item 8)
-        return {"result": _scrubbed(parse_document(collector, text)), **NO_BUNDLE}
+        # as `nightowl parse`; call() puts the answer through the bundle scrubber
+        return {"result": parse_document(collector, text), **NO_BUNDLE}
 
     def _explain_xid(self, arguments: dict[str, Any], progress: Progress) -> dict[str, Any]:
         from nightowl.collectors.base import to_jsonable
@@ -331,20 +342,20 @@ def _kinds() -> list[str]:
     return sorted(available_kinds())
 
 
-def _scrubbed(value: Any) -> Any:
-    """``value`` with every string through ``redact.scrub_secrets`` (what a bundle keeps of an output)."""
+def scrubbed(value: Any) -> Any:
+    """``value`` with every string (keys too) through ``redact.scrub_secrets``: what a bundle keeps of an output."""
     from nightowl.redact import scrub_secrets
 
     if isinstance(value, str):
         return scrub_secrets(value)
     if isinstance(value, dict):
-        return {key: _scrubbed(item) for key, item in value.items()}
-    if isinstance(value, list):
-        return [_scrubbed(item) for item in value]
+        return {scrubbed(key): scrubbed(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [scrubbed(item) for item in value]
     return value
 
 
-def _text_or_file(arguments: dict[str, Any]) -> str:
+def _text_or_file(arguments: dict[str, Any], readable: Callable[[str], Path]) -> str:
     if (arguments.get("text") is None) == (arguments.get("path") is None):
         raise ToolError("give either text or path")
     if arguments.get("text") is not None:
@@ -359,6 +370,10 @@ def _text_or_file(arguments: dict[str, Any]) -> str:
     try:
         if not stat.S_ISREG(os.fstat(fd).st_mode):
             raise ToolError(f"cannot read {arguments['path']!r}: not a regular file")
+        # What was opened, by its real name: a folder on the way swapped for a symlink after the check is
+        # still held to read_roots, so no text from outside them reaches the answer (its warnings included).
+        if os.path.isdir("/proc/self/fd"):
+            readable(os.readlink(f"/proc/self/fd/{fd}"))
         with os.fdopen(fd, "rb", closefd=False) as handle:
             data = handle.read(MAX_PARSE_BYTES)
     except OSError as exc:
