@@ -4,7 +4,9 @@ WAL lets readers go on while one process writes; ``busy_timeout`` plus ``BEGIN I
 second writer (another serve worker, a sweep, a DaemonSet pod) wait its turn instead of failing. Every
 event row has a key computed from what the event is (host, kind, code, GPU, first time, text), so the
 same lines replayed, a second run in the same boot or a bundle imported twice update one row and never
-add a second. Bundles are cited by id and sha256 only: pruning bundles keeps every row.
+add a second; the same event read through another clock (``history_rows.same_event``) updates its row
+too. Bundles are cited by id and sha256 only: pruning bundles keeps every row, and a bundle id already
+recorded with another sha256 is refused (``ConflictingBundle``), never written over.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # 2: events.monotonic
 BUSY_TIMEOUT_MS = 15_000
 
 SCHEMA = """
@@ -72,7 +74,8 @@ CREATE TABLE IF NOT EXISTS events (
     count INTEGER NOT NULL,
     text TEXT,
     bundle_id TEXT,
-    bundle_sha256 TEXT
+    bundle_sha256 TEXT,
+    monotonic REAL
 );
 CREATE INDEX IF NOT EXISTS events_host ON events (host, pci, code);
 -- the boots `journalctl --list-boots` showed, per host
@@ -88,6 +91,17 @@ CREATE TABLE IF NOT EXISTS boots (
 
 class StoreError(Exception):
     """The store cannot be opened, read or written (corrupt, locked, unwritable): callers warn, never fail."""
+
+
+class ConflictingBundle(ValueError):
+    """A bundle id the store already holds with another sha256: a copy edited after the fact, never the
+    run it names (issue "trust, round four", item 6)."""
+
+
+EVENT_COLUMNS = (
+    "key", "host", "pci", "uuid", "kind", "code", "boot_id", "first_time", "last_time", "first_ts", "last_ts",
+    "count", "text", "bundle_id", "bundle_sha256", "monotonic",
+)  # fmt: skip
 
 
 def connect(path: Path, readonly: bool = False) -> sqlite3.Connection:
@@ -106,6 +120,7 @@ def connect(path: Path, readonly: bool = False) -> sqlite3.Connection:
             if conn.execute("PRAGMA user_version").fetchone()[0] != SCHEMA_VERSION:  # new (or older) store
                 conn.execute("PRAGMA journal_mode = WAL")
                 conn.executescript(SCHEMA)
+                _add_column(conn, "events", "monotonic REAL")  # a version 1 store
                 conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
                 conn.execute("INSERT OR IGNORE INTO meta VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
                 path.chmod(0o600)
@@ -114,6 +129,15 @@ def connect(path: Path, readonly: bool = False) -> sqlite3.Connection:
         return conn
     except (sqlite3.Error, OSError) as exc:
         raise StoreError(f"{path}: {exc}") from exc
+
+
+def _add_column(conn: sqlite3.Connection, table: str, column: str) -> None:
+    """``ALTER TABLE ... ADD COLUMN`` unless a writer beside this one added it first."""
+    try:
+        conn.execute(f"ALTER TABLE {table} ADD COLUMN {column}")
+    except sqlite3.OperationalError as exc:
+        if "duplicate column" not in str(exc):
+            raise
 
 
 def write(path: Path, record: Mapping[str, Any]) -> int:
@@ -128,9 +152,11 @@ def write(path: Path, record: Mapping[str, Any]) -> int:
 
 
 def write_on(conn: sqlite3.Connection, record: Mapping[str, Any]) -> int:
-    """``write`` on an open connection (a long-lived writer, the benchmark); raises sqlite3.Error."""
+    """``write`` on an open connection (a long-lived writer, the benchmark); raises sqlite3.Error, and
+    ConflictingBundle (nothing written) when the bundle id is recorded with another sha256."""
     try:
         conn.execute("BEGIN IMMEDIATE")
+        _refuse_other_hash(conn, record)
         added = 0
         now = time.time()
         for run in record["runs"]:
@@ -180,29 +206,67 @@ def write_on(conn: sqlite3.Connection, record: Mapping[str, Any]) -> int:
             added += _upsert_events(conn, run["host"], run.get("events", []), record)
         conn.execute("COMMIT")
         return added
-    except sqlite3.Error:
+    except (sqlite3.Error, ConflictingBundle):
         if conn.in_transaction:
             conn.execute("ROLLBACK")
         raise
+
+
+def _refuse_other_hash(conn: sqlite3.Connection, record: Mapping[str, Any]) -> None:
+    """Inside the write's transaction, so two imports at once cannot both pass it."""
+    known = conn.execute(
+        "SELECT bundle_sha256 FROM runs WHERE bundle_id = ? AND bundle_sha256 IS NOT ? LIMIT 1",
+        (record["bundle_id"], record["bundle_sha256"]),
+    ).fetchone()
+    if known is not None:
+        raise ConflictingBundle(
+            f"bundle id {record['bundle_id']} is already recorded with sha256 {known[0]}, "
+            f"this copy's is {record['bundle_sha256']}: not written over"
+        )
+
+
+def _same_event_row(conn: sqlite3.Connection, host: str, e: Mapping[str, Any], bundle_id: str) -> dict[str, Any] | None:
+    """The stored row another bundle made of this event, read through another clock (another key)."""
+    from nightowl.collectors.gpu.history_rows import same_event
+
+    candidates = rows(
+        conn,
+        """SELECT * FROM events WHERE host = ? AND kind = ? AND code IS ? AND pci IS ? AND text IS ?
+           AND bundle_id IS NOT ?""",
+        (host, e["kind"], e.get("code"), e.get("pci"), e.get("text"), bundle_id),
+    )
+    return next((row for row in candidates if same_event(row, e)), None)
 
 
 def _upsert_events(conn: sqlite3.Connection, host: str, events: Iterable[Mapping[str, Any]], record: Any) -> int:
     """Insert or update each event by its key; returns how many were new.
 
     Seen again: the larger count and the later last time win, the first bundle that saw it stays cited;
-    a boot id learnt later (a previous-boot log) fills a null one."""
+    a boot id learnt later (a previous-boot log) fills a null one. An event another bundle recorded
+    through another clock (``same_event``) updates that row (``merged``) and is not new."""
+    from nightowl.collectors.gpu.history_rows import merged
+
     added = 0
     for e in events:
-        added += conn.execute("SELECT 1 FROM events WHERE key = ?", (e["key"],)).fetchone() is None
+        if conn.execute("SELECT 1 FROM events WHERE key = ?", (e["key"],)).fetchone() is None:
+            known = _same_event_row(conn, host, e, record["bundle_id"])
+            if known is not None:
+                row = merged(known, e)
+                names = [n for n in EVENT_COLUMNS if n not in ("key", "host") and n in row]
+                assignments = ", ".join(f"{n} = ?" for n in names)
+                conn.execute(f"UPDATE events SET {assignments} WHERE key = ?", [*(row[n] for n in names), known["key"]])
+                continue
+            added += 1
         conn.execute(
-            """INSERT INTO events VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)
+            f"""INSERT INTO events ({", ".join(EVENT_COLUMNS)}) VALUES ({", ".join("?" * len(EVENT_COLUMNS))})
                ON CONFLICT(key) DO UPDATE SET
                  count = max(count, excluded.count),
                  last_time = CASE WHEN excluded.last_ts > coalesce(last_ts, -1e18) THEN excluded.last_time
                                   ELSE last_time END,
                  last_ts = max(coalesce(last_ts, excluded.last_ts), coalesce(excluded.last_ts, last_ts)),
                  boot_id = coalesce(boot_id, excluded.boot_id),
-                 uuid = coalesce(uuid, excluded.uuid)""",
+                 uuid = coalesce(uuid, excluded.uuid),
+                 monotonic = coalesce(monotonic, excluded.monotonic)""",
             (
                 e["key"],
                 host,
@@ -219,6 +283,7 @@ def _upsert_events(conn: sqlite3.Connection, host: str, events: Iterable[Mapping
                 e.get("text"),
                 record["bundle_id"],
                 record["bundle_sha256"],
+                e.get("monotonic"),
             ),
         )
     return added

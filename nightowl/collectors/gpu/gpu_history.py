@@ -7,7 +7,8 @@ reached through ``STORE_READER`` (set by ``nightowl.history``), so collectors ne
 
 "The same GPU" is the same UUID when both sides know it (a GPU moved to another slot is followed, a new
 GPU in an old slot is not), else the same bus id. One event seen twice (the same lines replayed, a run
-in the same boot, an imported bundle) has one key and counts once.
+in the same boot, an imported bundle) has one key and counts once; so does one event read through two
+clocks (``history_rows.same_event``: journald's zoned time and ``dmesg -T``'s local one).
 
 Rules, each only ever stricter than the log alone (an absent or unreadable past gives the verdict as
 without it, never a healthier one):
@@ -27,7 +28,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from nightowl.collectors.base import DerivedCollector, registered
-from nightowl.collectors.gpu.history_rows import SKIPPED_KINDS
+from nightowl.collectors.gpu.history_rows import SKIPPED_KINDS, same_event
 
 KIND = "gpu-history"
 DEFAULT_REBOOTS_HARDWARE = 2
@@ -197,7 +198,10 @@ def _past(
         earlier.setdefault(row["key"], {**row, "source": f"bundle {row.get('bundle_id')}"})
     for row in _prior(host, boots_facts, warnings):
         earlier.setdefault(row["key"], row)
-    return [row for key, row in earlier.items() if key not in keys], stored, store_state
+    # this run's own events, also when read earlier through another clock (journald's zoned time, dmesg -T's
+    # local one: a zone offset or a clock step apart, issue "trust, round four", item 5), are not its past
+    past = [row for key, row in earlier.items() if key not in keys and not any(same_event(row, c) for c in current)]
+    return past, stored, store_state
 
 
 def _limits(params: Mapping[str, Any], current: list[dict[str, Any]]) -> _Limits:
