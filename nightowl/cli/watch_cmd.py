@@ -125,8 +125,13 @@ def watch(
     triage does, and the textfile if --textfile. One run at a time: a burst that closes while a run is in
     progress waits, and a newer one joins it.
 
+    A burst keeps every trigger line; context lines past 2,000 are dropped first (but for those beside
+    a trigger line), and what was not kept is counted in the bundle's kernel-log.err.
+
     The position of the last judged line is kept in the state dir, so a restart never judges a line
-    twice (and judges again a burst whose run did not finish). SIGTERM stops following, gives the run in
+    twice (and judges again a burst whose run did not finish). With --file, a restart after a rotation
+    first reads the rest of the rotated file (PATH.1, PATH.N or PATH-*, or copytruncate's copy), then
+    PATH from its start; a file truncated and written past the saved offset is read from its start. SIGTERM stops following, gives the run in
     progress --grace seconds, and exits 143. The follower rewrites the health file every 5 s;
     `nightowl watch --probe` is the liveness probe. Logs one JSON line per event to stderr.
     """

@@ -202,3 +202,24 @@ def test_an_xid_79_after_2100_nvrm_lines_is_judged_not_the_xid_13_before_them(wa
     assert json.loads((bundle / "verdicts.json").read_text())["hosts"][0]["verdict"]["id"] == "gpu-fell-off-bus"
     err = next((bundle / "hosts").glob("*/kernel-log.err")).read_text()
     assert "lines of the burst were not kept" in err and "0 trigger lines" in err
+
+
+def test_lines_written_before_a_rotation_while_stopped_are_judged_after_the_restart(watch: Watch) -> None:
+    judged = "[ 10.0] NVRM: Xid (PCI:0000:3b:00): 13, pid=4321, name=python, Graphics SM Warp Exception"
+    unseen = "[ 20.0] NVRM: Xid (PCI:0000:3b:00): 79, pid=4321, name=python, GPU has fallen off the bus."
+    after = "[ 30.0] NVRM: Xid (PCI:0000:5e:00): 48, pid=4321, name=python, DBE (double bit error)"
+    proc = watch.start()
+    watch.append([judged])
+    wait_for(lambda: len(watch.bundles()) == 1, "the first burst's bundle", proc)
+    wait_for(watch.judged_to_end, "the position saved past the first burst", proc)
+    assert watch.stop() == 143
+    watch.append([unseen])  # written while the watch is stopped, then rotated away (logrotate's create)
+    watch.log.rename(watch.log.with_name(watch.log.name + ".1"))
+    watch.append([after])
+    proc = watch.start()
+    wait_for(lambda: any(after in kernel_log_of(b) for b in watch.bundles()[1:]), "the new file's burst", proc)
+    assert watch.stop() == 143
+    later = "".join(kernel_log_of(bundle) for bundle in watch.bundles()[1:])
+    assert unseen in later and after in later and judged not in later
+    logged = watch.stderr.read_text()
+    assert "kern.log.1 from the saved offset" in logged
