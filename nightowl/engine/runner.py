@@ -234,23 +234,22 @@ def parse_output(
     once they are spent (a recorded error). ``cut_bytes`` (what the transport cut) and the parse's own
     cut land in the ``truncated`` facts."""
     text, parse_cut = bounded_input(text)
+    ends = None if seconds is None else time.monotonic() + seconds
 
-    def parse_and_keep() -> dict[str, Any]:
-        return collector.facts(parse_memo.parse_and_keep(collector.kind, collector.parse, text))
+    def bounded(step: Callable[[], dict[str, Any]]) -> dict[str, Any]:
+        return step() if ends is None else within(ends - time.monotonic(), step)
 
     try:
-        if seconds is None:
-            facts, error = parse_and_keep(), None
-        else:
-            facts, error = within(seconds, parse_and_keep), None
+        facts = bounded(lambda: collector.facts(parse_memo.parse_and_keep(collector.kind, collector.parse, text)))
+        error = None
     except (Exception, ParseBudgetExceeded) as exc:  # noqa: BLE001 - odd output is evidence, not a crash
         error = f"{collector.kind} parser failed: {type(exc).__name__}: {exc}"
         facts = {"kind": collector.kind, "warnings": [error]}
     assess = getattr(collector, "assess", None)
     if assess is not None and error is None:
-        try:
-            facts.update(assess(text, facts))
-        except Exception as exc:  # noqa: BLE001 - a coverage bug is recorded, never a crash
+        try:  # the coverage counts against the same deadline: a busy machine must not stretch it
+            facts.update(bounded(lambda: assess(text, facts)))
+        except (Exception, ParseBudgetExceeded) as exc:  # noqa: BLE001 - a coverage bug is recorded, never a crash
             facts.setdefault("warnings", []).append(f"coverage not measured: {type(exc).__name__}: {exc}")
     mark_cut(facts, cut_bytes + parse_cut)
     return facts, error

@@ -200,6 +200,7 @@ class Bundle:
     runbook: Any  # nightowl.engine.model.Runbook or None
     evidence: list[EvidenceFile] = field(default_factory=list)
     parsed: dict[tuple[str, str], Any] = field(default_factory=dict)  # (file, kind) -> parse result, read once
+    unread: list[str] = field(default_factory=list)  # outputs (or parts) the draft could not read again, and why
 
     @property
     def alert(self) -> dict[str, Any] | None:

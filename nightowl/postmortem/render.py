@@ -126,16 +126,25 @@ def raw_views(data: Bundle, cited: dict[str, set[int]]) -> list[dict[str, Any]]:
     return views
 
 
+MAX_CITED_SPAN = 200  # a citation wider than this (a fact read from a whole file) copies its first and last lines
+
+
+def _span(start: int, end: int) -> range | tuple[int, int]:
+    """The lines a citation copies into the draft: all of a short one; the two ends of a wide one (the
+    whole 500,000-line log a fact was read from would otherwise be copied into the HTML)."""
+    return range(start, end + 1) if end - start < MAX_CITED_SPAN else (start, end)
+
+
 def cited_lines(value: Any, out: dict[str, set[int]] | None = None) -> dict[str, set[int]]:
-    """Every line a citation in the context names, by evidence id."""
+    """Every line a citation in the context names, by evidence id (both ends only of a wide one)."""
     from nightowl.postmortem.citations import Cite
 
     out = {} if out is None else out
     if isinstance(value, Cite):
-        out.setdefault(value.id, set()).update(range(value.start, value.end + 1))
+        out.setdefault(value.id, set()).update(_span(value.start, value.end))
     elif isinstance(value, dict):
         if "anchor" in value and "start" in value and "id" in value:
-            out.setdefault(value["id"], set()).update(range(value["start"], value["end"] + 1))
+            out.setdefault(value["id"], set()).update(_span(value["start"], value["end"]))
         for item in value.values():
             cited_lines(item, out)
     elif isinstance(value, (list, tuple)):

@@ -204,6 +204,8 @@ def lessons(data: Bundle, placed: list[Moment], detect: str | None) -> dict[str,
     ]
     if failed:
         wrong.append(f"Evidence that could not be collected: {', '.join(failed)}. Did its absence slow the diagnosis?")
+    if data.unread:
+        wrong.append(f"Evidence this draft could not read again: {'; '.join(dict.fromkeys(data.unread))}.")
     lucky = [
         "Did the fault hit a host with spare capacity, or at a quiet hour? Would it have been worse elsewhere?",
     ]

@@ -1,0 +1,51 @@
+"""A bundle output parsed again by one of the bundle's readers (the history store, the postmortem draft).
+
+The run parsed each output once, with the host's deadline and at most PARSE_INPUT_CAP bytes of it
+(nightowl/engine/parse_budget.py). A reader that parsed the bundle's copy again without those bounds
+turned a 5-second ``--host-timeout`` over a 64 MB kernel log into most of a minute after the verdict,
+and far more on a busy machine. A reader here sees what the run's parser saw: the same head and tail of
+the file, the run's own result for exactly that text when the run kept one (nightowl/engine/parse_memo.py),
+and otherwise a parse stopped by the same watchdog once its own budget is spent.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from nightowl.engine import parse_memo
+from nightowl.engine.parse_budget import ParseBudgetExceeded, bounded_input, within
+from nightowl.engine.private_files import read_regular_text
+
+READBACK_SECONDS = 10.0  # one parse of one bundle file by a reader; the run's host deadline is long spent
+
+
+class ReadBackTimedOut(Exception):
+    """A reader's parse of a bundle file ran past its budget: the reader says the file was not read again."""
+
+
+def read_back(
+    kind: str,
+    parse: Callable[[str], Any],
+    path: Path,
+    digest: str | None = None,
+    seconds: float | None = None,
+) -> Any:
+    """``parse`` of the bundle file at ``path`` as the run's parser saw it (its head and tail within the
+    parse cap), the run's kept result when there is one (``digest``: the manifest's sha256 of the file).
+
+    OSError when the file is not a regular file one may read; ReadBackTimedOut past ``seconds`` (by default
+    READBACK_SECONDS)."""
+    seconds = READBACK_SECONDS if seconds is None else seconds
+    kept = parse_memo.recall_file(kind, digest)
+    if kept is not None:
+        return kept
+    text, _cut = bounded_input(read_regular_text(path))
+    kept = parse_memo.recall(kind, text)
+    if kept is not None:
+        return kept
+    try:
+        return within(seconds, lambda: parse(text))
+    except ParseBudgetExceeded:
+        raise ReadBackTimedOut(f"parsing {path.name} again took more than {seconds:g} s") from None
