@@ -1,8 +1,12 @@
 """The stdio MCP server: nightowl's tools (tools.py) served with the official ``mcp`` SDK.
 
-The SDK is imported here only, when ``nightowl mcp`` starts. Tools run in a worker thread (the engine
+The SDK is imported here only, when ``nightowl mcp`` starts. Tools run in a thread of their own (the engine
 is synchronous); a triage reports progress as each host finishes. A refusal is a tool error (``isError``)
-carrying nightowl's message, so the model can read it and correct its call.
+carrying nightowl's message, so the model can read it and correct its call. A call that is not done within
+the config's ``tool_timeout`` answers an error and frees its caller; its thread is a daemon, left to finish,
+never holding the server. When the client closes stdin (the MCP stdio shutdown) the server stops serving at
+once and exits, stuck threads or not (issue "trust, round four", item 8). Every answer and error text goes
+through the bundle scrubber.
 """
 
 from __future__ import annotations
@@ -14,13 +18,15 @@ import os
 import sys
 import threading
 import traceback
-from collections.abc import AsyncIterator
-from typing import IO, Any
+from collections.abc import AsyncIterator, Callable
+from typing import IO, Any, TypeVar
 
 from nightowl import __version__
 from nightowl.mcp.front import Front
 from nightowl.mcp.hooks import ToolError
-from nightowl.mcp.tools import Toolbox
+from nightowl.mcp.tools import Toolbox, scrubbed
+
+T = TypeVar("T")
 
 INSTRUCTIONS = (
     "nightowl triages GPU servers with read-only runbooks. Verdicts are nightowl's, decided from hashed "
@@ -74,6 +80,18 @@ def serve(toolbox: Toolbox) -> None:
     import anyio
 
     anyio.run(_serve, toolbox, wire_in, wire_out, replay, answered_handshake)
+    _exit_past_stuck_threads(wire_out)
+
+
+def _exit_past_stuck_threads(wire_out: IO[bytes]) -> None:
+    """The client is gone: exit now if a tool's work still runs in a thread interpreter shutdown would wait
+    for (the engine's pools are not daemons), after flushing what was written."""
+    main = threading.main_thread()
+    if any(t is not main and t.is_alive() and not t.daemon for t in threading.enumerate()):
+        for stream in (wire_out, sys.stdout, sys.stderr):
+            with contextlib.suppress(Exception):
+                stream.flush()
+        os._exit(0)
 
 
 def _claim_stdio() -> tuple[IO[bytes], IO[bytes]]:
@@ -108,25 +126,39 @@ async def _serve(toolbox: Toolbox, wire_in: IO[bytes], wire_out: IO[bytes], repl
         on_list_tools=lambda ctx, params: _list_tools(toolbox),
         on_call_tool=lambda ctx, params: _call_tool(toolbox, ctx, params),
     )
-    reader = _Replaying(replay, anyio.wrap_file(io.TextIOWrapper(wire_in, encoding="utf-8", errors="replace")))
+    ended = anyio.Event()
+    wire = anyio.wrap_file(io.TextIOWrapper(wire_in, encoding="utf-8", errors="replace"))
+    reader = _Replaying(replay, wire, ended)
     writer = _Writer(wire_out, answered)
-    async with stdio_server(stdin=reader, stdout=writer) as (read_stream, write_stream):  # type: ignore[arg-type]
-        await server.run(read_stream, write_stream, server.create_initialization_options())
+    async with anyio.create_task_group() as group:
+
+        async def stop_at_end_of_input() -> None:
+            # stdin closed (the MCP stdio shutdown): the client is gone, nobody reads the answers of the calls
+            # still running, so they are not waited for
+            await ended.wait()
+            group.cancel_scope.cancel()
+
+        group.start_soon(stop_at_end_of_input)
+        async with stdio_server(stdin=reader, stdout=writer) as (read_stream, write_stream):  # type: ignore[arg-type]
+            await server.run(read_stream, write_stream, server.create_initialization_options())
+        group.cancel_scope.cancel()
 
 
 class _Replaying:
     """The lines the front read for the SDK to see (the handshake, the first message it did not answer),
-    then the wire."""
+    then the wire; ``ended`` is set when the wire ends."""
 
-    def __init__(self, first: list[bytes], rest: Any) -> None:
+    def __init__(self, first: list[bytes], rest: Any, ended: Any) -> None:
         self._first = first
         self._rest = rest
+        self._ended = ended
 
     async def __aiter__(self) -> AsyncIterator[str]:
         for line in self._first:
             yield line.decode("utf-8", "replace")
         async for line in self._rest:
             yield line
+        self._ended.set()
 
 
 class _Writer:
@@ -160,10 +192,8 @@ async def _list_tools(toolbox: Toolbox) -> Any:
 
 
 async def _call_tool(toolbox: Toolbox, ctx: Any, params: Any) -> Any:
-    import anyio
     import anyio.from_thread
     import anyio.lowlevel
-    import anyio.to_thread
     import mcp.types as types
 
     token = anyio.lowlevel.current_token()
@@ -175,17 +205,52 @@ async def _call_tool(toolbox: Toolbox, ctx: Any, params: Any) -> Any:
             anyio.from_thread.run(ctx.session.report_progress, done, total, message, token=token)
 
     def error(text: str) -> Any:
-        return types.CallToolResult(content=[types.TextContent(text=text)], is_error=True)
+        return types.CallToolResult(content=[types.TextContent(text=scrubbed(text))], is_error=True)
 
+    name, arguments = params.name, dict(params.arguments or {})
     try:
-        answer = await anyio.to_thread.run_sync(toolbox.call, params.name, dict(params.arguments or {}), progress)
+        answer = await in_thread(lambda: toolbox.call(name, arguments, progress), toolbox.config.tool_timeout, name)
     except ToolError as exc:
         return error(f"nightowl: {exc}")
     except Exception as exc:  # noqa: BLE001 - a bug answers as one, the server keeps serving
         traceback.print_exc(file=sys.stderr)
         return error(f"nightowl: internal error (a bug) in tool {params.name}: {type(exc).__name__}: {exc}")
-    answer = json.loads(json.dumps(answer, default=str))
+    answer = scrubbed(json.loads(json.dumps(answer, default=str)))
     return types.CallToolResult(
         content=[types.TextContent(text=json.dumps(answer, indent=2, ensure_ascii=False))],
         structured_content=answer,
     )
+
+
+async def in_thread(work: Callable[[], T], deadline: float, name: str) -> T:
+    """``work()`` in a daemon thread of its own, awaited for at most ``deadline`` seconds; past it, a ToolError
+    frees the caller and the thread is left to finish (or not): a call stuck for good holds neither a slot of
+    a worker pool (anyio's 40, which 41 stuck calls once used up) nor the server's exit."""
+    import anyio
+    import anyio.from_thread
+    import anyio.lowlevel
+
+    finished = anyio.Event()
+    token = anyio.lowlevel.current_token()
+    outcome: list[tuple[bool, Any]] = []
+
+    def run() -> None:
+        try:
+            outcome.append((True, work()))
+        except BaseException as exc:  # noqa: BLE001 - handed to the caller, raised there
+            outcome.append((False, exc))
+        with contextlib.suppress(Exception):  # the caller gave up and the loop may be gone
+            anyio.from_thread.run_sync(finished.set, token=token)
+
+    threading.Thread(target=run, name=f"nightowl-mcp-{name}", daemon=True).start()
+    with anyio.move_on_after(deadline):
+        await finished.wait()
+    if not outcome:
+        raise ToolError(
+            f"tool {name} did not finish within {deadline:g} s (the server's tool_timeout); it was abandoned, "
+            "and what it runs may still finish (a triage then writes its bundle under the server's out folder)"
+        )
+    done, value = outcome[0]
+    if done:
+        return value  # type: ignore[no-any-return]
+    raise value
