@@ -45,7 +45,9 @@ def read_back(
     kept = parse_memo.recall(kind, text)
     if kept is not None:
         return kept
+    if seconds <= 0:
+        raise ReadBackTimedOut(f"no time was left to parse {path.name} again")
     try:
         return within(seconds, lambda: parse(text))
     except ParseBudgetExceeded:
-        raise ReadBackTimedOut(f"parsing {path.name} again took more than {seconds:g} s") from None
+        raise ReadBackTimedOut(f"parsing {path.name} again took more than {seconds:.1f} s") from None

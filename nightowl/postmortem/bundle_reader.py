@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -191,6 +192,9 @@ class EvidenceFile:
     state: str = "ok"  # ok | changed | missing | unlisted
 
 
+DRAFT_READ_SECONDS = 15.0  # all of one draft's parsing of its bundle's outputs again, after the run
+
+
 @dataclass
 class Bundle:
     root: Path
@@ -201,6 +205,8 @@ class Bundle:
     evidence: list[EvidenceFile] = field(default_factory=list)
     parsed: dict[tuple[str, str], Any] = field(default_factory=dict)  # (file, kind) -> parse result, read once
     unread: list[str] = field(default_factory=list)  # outputs (or parts) the draft could not read again, and why
+    # Every output the draft parses again shares this deadline (engine/readback.py), however many hosts and files.
+    read_by: float = field(default_factory=lambda: time.monotonic() + DRAFT_READ_SECONDS)
 
     @property
     def alert(self) -> dict[str, Any] | None:

@@ -41,7 +41,7 @@ def _parse(data: Bundle, rel: str, kind: str) -> dict[str, Any] | None:
     from nightowl.engine.readback import ReadBackTimedOut, read_back
 
     try:
-        return to_jsonable(read_back(kind, get_collector(kind).parse, path))
+        return to_jsonable(read_back(kind, get_collector(kind).parse, path, seconds=data.read_by - time.monotonic()))
     except ReadBackTimedOut as exc:
         data.unread.append(f"{rel}: {exc}; what it holds is missing from this draft")
         return None
@@ -84,7 +84,6 @@ def lines_of(data: Bundle, rel: str) -> list[str]:
 # Substrings without which a line holds no kernel event the parser reads (its anchors need one of them).
 _KERNEL_HINTS = ("NVRM", "Xid", "AER", "PCIe", "of memory", "Killed process", "oom")
 MAX_LOCATED_LINES = 20_000  # lines parsed one by one per file; an Xid storm beyond this is counted, not placed
-LOCATE_SECONDS = 10.0  # placing one file's events line by line; past it the rest is named as not placed
 
 
 def located_kernel_events(data: Bundle, rel: str) -> list[dict[str, Any]]:
@@ -104,21 +103,36 @@ def located_kernel_events(data: Bundle, rel: str) -> list[dict[str, Any]]:
 
 
 def _locate(data: Bundle, rel: str) -> list[dict[str, Any]]:
+    """The located events, placed until the draft's deadline for reading its outputs again runs out
+    (``data.read_by``); lines past it are named in ``data.unread``, never taken as holding nothing."""
+    from nightowl.engine.parse_budget import ParseBudgetExceeded, within
+
+    rows: list[dict[str, Any]] = []
+    reached = [0]  # the line being placed when the deadline struck
+    try:
+        within(data.read_by - time.monotonic(), lambda: _place(data, rel, rows, reached))
+    except ParseBudgetExceeded:
+        data.unread.append(f"{rel}: events from line {reached[0]} on are not placed in the timeline (out of time)")
+    return rows
+
+
+def _place(data: Bundle, rel: str, rows: list[dict[str, Any]], reached: list[int]) -> None:
     from nightowl.collectors import get_collector
     from nightowl.collectors.base import to_jsonable
 
     parse = get_collector("kernel-log").parse
-    rows: list[dict[str, Any]] = []
     parsed_lines = 0
-    stop_at = time.monotonic() + LOCATE_SECONDS
     for number, line in enumerate(lines_of(data, rel), start=1):
         if not any(hint in line for hint in _KERNEL_HINTS):
             continue
+        reached[0] = number
         parsed_lines += 1
-        if parsed_lines > MAX_LOCATED_LINES or time.monotonic() > stop_at:
-            why = f"more than {MAX_LOCATED_LINES} kernel lines" if parsed_lines > MAX_LOCATED_LINES else "out of time"
-            data.unread.append(f"{rel}: events from line {number} on are not placed in the timeline ({why})")
-            break
+        if parsed_lines > MAX_LOCATED_LINES:
+            data.unread.append(
+                f"{rel}: events from line {number} on are not placed in the timeline"
+                f" (more than {MAX_LOCATED_LINES} kernel lines)"
+            )
+            return
         try:
             events = to_jsonable(parse(line)).get("events", [])
         except Exception:  # noqa: BLE001 - a parser bug costs a row, not the draft
@@ -133,7 +147,6 @@ def _locate(data: Bundle, rel: str) -> list[dict[str, Any]]:
                 last["end"], last["count"], last["last_time"] = number, last["count"] + 1, event.get("time")
             else:
                 rows.append({"event": event, "start": number, "end": number, "count": 1, "last_time": None})
-    return rows
 
 
 def _same(a: dict[str, Any], b: dict[str, Any]) -> bool:

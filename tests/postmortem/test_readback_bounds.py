@@ -63,14 +63,14 @@ def test_a_read_back_past_its_budget_is_named_not_a_hang(tmp_path: Path) -> None
         return "returned"
 
     assert finishes(attempt) == "parsing kernel-log.out again took more than 0.3 s"
+    assert read_back("kernel-log", lambda text: {"parsed": True}, path, seconds=5) == {"parsed": True}
 
 
 def test_the_draft_says_which_output_it_could_not_read_again(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from nightowl.postmortem import outputs, render_bundle
+    from nightowl.postmortem import bundle_reader, render_bundle
 
     bundle = make_bundle(tmp_path, ["xid79-fallen-off-bus"])
-    monkeypatch.setattr(readback, "READBACK_SECONDS", 0.3)
-    monkeypatch.setattr(outputs, "LOCATE_SECONDS", 0.0)
+    monkeypatch.setattr(bundle_reader, "DRAFT_READ_SECONDS", 0.5)
     import nightowl.collectors as collectors  # looked up when the draft parses: patch the lookup itself
 
     original = collectors.get_collector
@@ -83,8 +83,10 @@ def test_the_draft_says_which_output_it_could_not_read_again(tmp_path: Path, mon
     monkeypatch.setattr(collectors, "get_collector", lambda kind: Slow(kind))
     markdown = finishes(lambda: render_bundle(bundle))
     lesson = next(line for line in markdown.splitlines() if "could not read again" in line)
-    assert "hosts/xid79-fallen-off-bus/kernel-log.out: parsing kernel-log.out again took more than 0.3 s" in lesson
-    assert "not placed in the timeline (out of time)" in lesson
+    # the timeline's placing ran out of the draft's one budget; the facts' parse then had nothing left
+    assert "hosts/xid79-fallen-off-bus/kernel-log.out: events from line " in lesson
+    assert "are not placed in the timeline (out of time)" in lesson
+    assert "hosts/xid79-fallen-off-bus/kernel-log.out: no time was left to parse kernel-log.out again" in lesson
 
 
 def test_a_citation_of_a_whole_file_copies_its_two_ends_into_the_html() -> None:
