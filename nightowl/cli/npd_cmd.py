@@ -16,10 +16,14 @@ from nightowl.cli.slurm_cmd import (
     ACTIONS_EXIT_HELP,
     ACTIONS_LOG_OPTION,
     DRY_RUN_OPTION,
+    LOCK_OPTION,
+    REPORT_FOR_OTHER_NODE_OPTION,
     caps_options,
     caps_or_exit,
+    check_node,
     default_actions_log,
     print_actions,
+    read_report,
     record_failure,
 )
 from nightowl.fleet.node_condition import NPD_DEFAULT_MAX_OUTPUT_LENGTH
@@ -65,17 +69,21 @@ def k8s() -> None:
 @k8s.command("condition", epilog=ACTIONS_EXIT_HELP)
 @click.argument("node")
 @click.option("--check-status", type=int, required=True, help="the exit status of `nightowl check`")
+@REPORT_FOR_OTHER_NODE_OPTION
 @caps_options("turned unhealthy (False) by nightowl")
 @ACTIONS_LOG_OPTION
+@LOCK_OPTION
 @DRY_RUN_OPTION
 @TEXT_JSON_OPTION
 def condition(
     node: str,
     check_status: int,
+    report_for_other_node: bool,
     max_drain: int | None,
     max_drain_percent: float | None,
     window: str,
     actions_log: Path | None,
+    lock: Path | None,
     dry_run: bool,
     fmt: str,
 ) -> None:
@@ -86,48 +94,21 @@ def condition(
     reason the verdict id, message its summary and the bundle id. Only `kubectl get nodes -o json`
     and `kubectl patch node NODE --subresource=status --type=strategic -p BODY` (this one condition)
     ever run. Turning a node False is capped: the breaker counts the nodes already False in the
-    window; a held node is set Unknown saying why, and logged as held in actions.jsonl.
+    window; a held node is set Unknown saying why, and logged as held in actions.jsonl. A report
+    about another node than NODE is refused (exit 2) unless --report-for-other-node.
     """
     from nightowl.fleet.k8s_condition import Kubectl, KubectlError, set_condition
 
     caps = caps_or_exit(max_drain, max_drain_percent, window)
-    try:
-        report = json.loads(sys.stdin.read() or "null")
-    except ValueError:
-        report, check_status = None, -1  # an unreadable report is no verdict: Unknown
+    text = sys.stdin.read()
+    report = read_report(text)
+    if report is None and text.strip() not in ("", "null"):
+        check_status = -1  # an unreadable report is no verdict: Unknown
     log = actions_log or default_actions_log()
-    about = report_hosts(report)
-    if about and node not in about:  # gpu-17's report never sets gpu-03's condition
-        why = f"the report is about {', '.join(about)}, not {node}: refused"
-        entry = {
-            "node": node,
-            "what": "condition",
-            "why": why,
-            "result": "refused",
-            "bundle": None,
-            "bundle_sha256": None,
-        }
-        print_actions([entry if dry_run else actions_log_append(log, entry)], fmt, refused=frozenset({"refused"}))
+    # gpu-17's report never sets gpu-03's condition
+    note = check_node(report, (node,), "condition", log, dry_run, fmt, report_for_other_node)
     try:
-        entry = set_condition(
-            Kubectl(), node, report if isinstance(report, dict) else None, check_status, caps, log, dry_run=dry_run
-        )
+        entry = set_condition(Kubectl(), node, report, check_status, caps, log, dry_run=dry_run, note=note, lock=lock)
     except (KubectlError, OSError, subprocess.TimeoutExpired) as exc:
         entry = record_failure(log, node, "condition", str(exc), dry_run)
     print_actions([entry], fmt)
-
-
-def report_hosts(report: object) -> list[str]:
-    """The hosts a check report is about (``hosts[].host``); none when it names none."""
-    hosts = report.get("hosts") if isinstance(report, dict) else None
-    return (
-        [str(h["host"]) for h in hosts or [] if isinstance(h, dict) and h.get("host")]
-        if isinstance(hosts, list)
-        else []
-    )
-
-
-def actions_log_append(log: Path, entry: dict) -> dict:
-    from nightowl.fleet import actions_log
-
-    return actions_log.append(log, entry)

@@ -11,7 +11,13 @@ Turning a node ``False`` is what the breaker caps (nightowl/fleet/breaker.py): t
 those Kubernetes itself shows with ``NightowlGPUHealthy=False`` whose ``lastTransitionTime`` falls in
 the window, so checks on different nodes that never talk to each other respect one cap. A held
 node gets ``Unknown`` saying it was held and why (never its old ``True``: that would be a false OK).
-Every condition set or held goes to ``actions.jsonl`` (nightowl/fleet/actions_log.py).
+Checks that turn nodes False at once settle as Slurm's do (nightowl/fleet/slurm_actions.py): ranked by
+``lastTransitionTime`` (whole seconds, stamped just before the patch) then node name, each confirms
+``SETTLE_S`` after its patch, and one beyond the cap undoes its own condition (Unknown, held). The
+stamp is the checking node's clock, not the API server's: a patch that lands more than ``LATE_S`` after
+its stamp is stamped again (once; then undone), so the order holds while the nodes' clocks agree within
+half a second; ``--lock`` on shared storage serialises the decisions outright. Every condition set or
+held goes to ``actions.jsonl`` (intent first, then the outcome: nightowl/fleet/actions_log.py).
 """
 
 from __future__ import annotations
@@ -19,11 +25,12 @@ from __future__ import annotations
 import json
 import re
 import subprocess
+import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from nightowl.fleet import actions_log
 from nightowl.fleet.breaker import PREFIX, Caps, NodeState, keeps_drain, may_drain
@@ -37,6 +44,13 @@ PATCH_FLAGS = ["--subresource=status", "--type=strategic", "-p"]
 MESSAGE_LIMIT = 1024
 # A node's name is a DNS-1123 subdomain (https://kubernetes.io/docs/concepts/overview/working-with-objects/names/).
 NODE_NAME = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
+
+
+# After turning a node False under a cap: one second for the stamp's resolution, one for a patch that lands
+# late (LATE_S: a later one is stamped again), and one for clocks half a second apart either way. A check
+# that waits SETTLE_S after its patch then sees every condition stamped in its second or before.
+SETTLE_S = 3.0
+LATE_S = 1.0
 
 
 class KubectlError(RuntimeError):
@@ -148,8 +162,23 @@ def as_states(conditions: dict[str, dict[str, Any] | None], now: datetime) -> di
     return states
 
 
+class KubeClient(Protocol):
+    def nodes(self) -> dict[str, dict[str, Any] | None]: ...
+    def patch(self, node: str, condition: dict[str, Any]) -> None: ...
+
+
+@dataclass(frozen=True)
+class Timing:
+    """The clock a condition check reads and how long it lets a cap settle (tests hand in their own)."""
+
+    now: Callable[[], datetime] = lambda: datetime.now(timezone.utc)
+    settle: float = field(default_factory=lambda: SETTLE_S)  # seconds slept before confirming
+    sleep: Callable[[float], None] = time.sleep
+    late: float = field(default_factory=lambda: LATE_S)  # seconds of ``now``'s clock a patch may take after its stamp
+
+
 def set_condition(
-    kubectl: Kubectl,
+    kubectl: KubeClient,
     node: str,
     report: dict[str, Any] | None,
     check_status: int,
@@ -158,49 +187,95 @@ def set_condition(
     *,
     dry_run: bool = False,
     planned: tuple[str, ...] = (),
-    now: Callable[[], datetime] = lambda: datetime.now(timezone.utc),
+    note: str | None = None,
+    lock: Path | None = None,
+    timing: Timing | None = None,
 ) -> dict[str, Any]:
     """Set ``node``'s condition from a check report unless the breaker holds it; returns the action as
-    logged (``result``: set, held, unchanged, would-set, would-hold)."""
-    from nightowl.fleet.slurm_actions import bundle_sha256
+    logged (``result``: set, set-unconfirmed, held, unchanged, would-set, would-hold). ``note``: said in
+    every line logged (e.g. a report applied to another node than its own)."""
+    from nightowl.fleet.slurm_actions import bundle_sha256, locked
 
-    moment = now()
+    timing = timing or Timing()
+    moment = timing.now()
     wanted = condition_for(report, check_status, moment)
     bundle = (report or {}).get("bundle")
     entry = {"node": node, "what": "condition", "bundle": bundle, "bundle_sha256": bundle_sha256(_path(bundle))}
-    conditions = kubectl.nodes()
-    if node not in conditions:
-        raise KubectlError(f"kubectl get nodes does not list node {node!r}")
-    current = conditions[node] or {}
-    said = f"{CONDITION}={wanted['status']} ({wanted['reason']})"
-    if all(current.get(k) == wanted[k] for k in ("status", "reason", "message")):
-        return {**entry, "why": said, "result": "unchanged"}
-    if current.get("status") == wanted["status"] and current.get("lastTransitionTime"):
-        wanted["lastTransitionTime"] = current["lastTransitionTime"]  # no transition: keep when it began
-    if wanted["status"] == "False" and current.get("status") != "False":
-        states = as_states(conditions, moment)
-        for other in planned:
-            if other in states and not states[other].drained:
-                states[other] = NodeState(other, "drained", f"{PREFIX} planned", moment)
-        decision = may_drain(node, states, caps, moment)
-        if not decision.allowed:
-            return _hold(kubectl, node, wanted, entry, decision.why, log, dry_run)
-        said += f"; {decision.why}"
-    if dry_run:
-        return {**entry, "why": said, "result": "would-set"}
-    kubectl.patch(node, wanted)
-    if wanted["status"] == "False":
-        confirmed = keeps_drain(node, as_states(kubectl.nodes(), now()), caps, now())
-        if not confirmed.allowed:
-            return _hold(kubectl, node, wanted, entry, confirmed.why, log, dry_run)
-    return actions_log.append(log, {**entry, "why": said, "result": "set"})
+    with locked(lock):
+        conditions = kubectl.nodes()
+        if node not in conditions:
+            raise KubectlError(f"kubectl get nodes does not list node {node!r}")
+        current = conditions[node] or {}
+        said = f"{CONDITION}={wanted['status']} ({wanted['reason']})"
+        if all(current.get(k) == wanted[k] for k in ("status", "reason", "message")):
+            return {**entry, "why": said, "result": "unchanged"}
+        said += f"; {note}" if note else ""
+        turning = wanted["status"] == "False" and current.get("status") != "False"
+        if turning:
+            states = as_states(conditions, moment)
+            for other in planned:
+                if other in states and not states[other].drained:
+                    states[other] = NodeState(other, "drained", f"{PREFIX} planned", moment)
+            decision = may_drain(node, states, caps, moment)
+            if not decision.allowed:
+                return _hold(kubectl, node, wanted, {**entry, "note": note}, decision.why, log, dry_run)
+            said += f"; {decision.why}"
+        if dry_run:
+            return {**entry, "why": said, "result": "would-set"}
+        actions_log.append(log, {**entry, "why": said, "result": "intended"})
+        if current.get("status") == wanted["status"] and current.get("lastTransitionTime"):
+            wanted["lastTransitionTime"] = current["lastTransitionTime"]  # no transition: keep when it began
+            kubectl.patch(node, wanted)
+        elif not _patch_stamped(kubectl, node, wanted, timing, retry=turning):
+            why = f"its patch landed over {timing.late:g} s after its stamp, too late to rank; its own condition undone"
+            return _hold(kubectl, node, wanted, {**entry, "note": note}, why, log, False)
+        if turning and caps.limit(len(conditions)) is not None:
+            return _confirm(kubectl, node, wanted, {**entry, "note": note}, said, caps, log, timing)
+        return _outcome(log, entry, "set", said)
+
+
+def _patch_stamped(kubectl: KubeClient, node: str, wanted: dict[str, Any], timing: Timing, retry: bool) -> bool:
+    """Patch with ``lastTransitionTime`` stamped just before; whether the patch landed within ``timing.late`` of
+    its stamp (the breaker ranks by the stamp, so a late one is stamped again, once, when ``retry``)."""
+    for _ in range(2 if retry else 1):
+        stamped = timing.now()
+        wanted["lastTransitionTime"] = _stamp(stamped)
+        kubectl.patch(node, wanted)
+        if (timing.now() - stamped).total_seconds() <= timing.late:
+            return True
+    return not retry
+
+
+def _confirm(
+    kubectl: KubeClient,
+    node: str,
+    wanted: dict[str, Any],
+    entry: dict[str, Any],
+    said: str,
+    caps: Caps,
+    log: Path,
+    timing: Timing,
+) -> dict[str, Any]:
+    """After turning ``node`` False under a cap: keep it when it ranks within the cap, else undo it (Unknown,
+    held); a failing read leaves it False, unconfirmed."""
+    note = entry.pop("note", None)
+    timing.sleep(timing.settle)
+    try:
+        confirmed = keeps_drain(node, as_states(kubectl.nodes(), timing.now()), caps, timing.now())
+    except (KubectlError, OSError, subprocess.TimeoutExpired) as exc:
+        return _outcome(log, entry, "set-unconfirmed", f"{said}; set, but the breaker could not confirm it: {exc}")
+    if confirmed.allowed:
+        return _outcome(log, entry, "set", said)
+    why = f"{confirmed.why}; its own condition undone" + (f"; {note}" if note else "")
+    return _hold(kubectl, node, wanted, entry, why, log, False)
 
 
 def _hold(
-    kubectl: Kubectl, node: str, wanted: dict[str, Any], entry: dict[str, Any], why: str, log: Path, dry_run: bool
+    kubectl: KubeClient, node: str, wanted: dict[str, Any], entry: dict[str, Any], why: str, log: Path, dry_run: bool
 ) -> dict[str, Any]:
     """Withheld: the node says Unknown, held and why (never its old True), and the log says held."""
-    said = f"{CONDITION}=False ({wanted['reason']}) held: {why}"
+    note = entry.pop("note", None)
+    said = f"{CONDITION}=False ({wanted['reason']}) held: {why}" + (f"; {note}" if note else "")
     if dry_run:
         return {**entry, "why": said, "result": "would-hold"}
     held = {
@@ -208,8 +283,15 @@ def _hold(
         "status": "Unknown",
         "message": fit(f"held by nightowl: {why}; {wanted['message']}", MESSAGE_LIMIT),
     }
+    actions_log.append(log, {**entry, "why": said, "result": "intended"})
     kubectl.patch(node, held)
-    return actions_log.append(log, {**entry, "why": said, "result": "held"})
+    return _outcome(log, entry, "held", said)
+
+
+def _outcome(log: Path, entry: dict[str, Any], result: str, why: str) -> dict[str, Any]:
+    from nightowl.fleet.slurm_actions import outcome
+
+    return outcome(log, entry, result, why)
 
 
 def _path(bundle: Any) -> Path | None:

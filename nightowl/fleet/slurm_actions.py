@@ -3,9 +3,14 @@ action taken or held to ``actions.jsonl`` (nightowl/fleet/actions_log.py).
 
 Only ``sinfo`` and ``scontrol update`` run, as argv lists. A drain is refused when the node was
 drained by someone else (their reason stays), held when the breaker is open, and confirmed after
-it is made: a check on another node may have drained in the same moment, and the later of the two
-beyond the cap resumes its own drain and records itself as held. A resume touches only a drain
-whose reason is exactly what nightowl wrote.
+it is made: checks on other nodes may have drained in the same moment. Every check ranks the drains
+the same way: by slurmctld's own reason time (``%H``, whole seconds of the controller's clock), then by
+node name. A check confirms only once the controller's clock has passed the second of its own drain
+(it waits ``SETTLE_S`` after scontrol returns), so every drain that ranks before it is in the state it
+reads, and a drain made after that read carries a later second and ranks after it: no later check can
+jump ahead of one that already confirmed. A check beyond the cap undoes its own drain and logs itself
+held. Each action logs its intent before acting and its outcome after (nightowl/fleet/actions_log.py).
+A resume touches only a drain whose reason is exactly what nightowl wrote.
 """
 
 from __future__ import annotations
@@ -13,6 +18,7 @@ from __future__ import annotations
 import fcntl
 import os
 import subprocess
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -34,6 +40,12 @@ from nightowl.fleet.breaker import (
     parse_reasons,
     parse_sinfo,
 )
+
+# How long a check waits after its drain before confirming it: slurmctld stamps reasons in whole seconds of
+# its own clock, so one second after scontrol returns, the controller has left the second of the drain.
+SETTLE_S = 1.1
+# Results that left the node changed but the breaker unconfirmed; exit 5, like a failure (cli/slurm_cmd.py).
+UNCONFIRMED = "drained-unconfirmed"
 
 
 class SlurmError(RuntimeError):
@@ -90,7 +102,7 @@ def bundle_sha256(bundle: Path | None) -> str | None:
 
 
 @contextmanager
-def _locked(lock: Path | None) -> Iterator[None]:
+def locked(lock: Path | None) -> Iterator[None]:
     """One decision at a time among the checks sharing ``lock`` (e.g. on a shared file system)."""
     if lock is None:
         yield
@@ -115,15 +127,20 @@ def drain(
     dry_run: bool = False,
     lock: Path | None = None,
     planned: tuple[str, ...] = (),
+    note: str | None = None,
     now: Any = datetime.now,  # sinfo shows reason times in local time, without a zone
+    settle: float | None = None,  # SETTLE_S
+    sleep: Any = time.sleep,
 ) -> dict[str, Any]:
     """Drain ``node`` for ``verdict`` unless the breaker holds it; returns the action as logged
-    (``result``: drained, held, unchanged, not-ours, would-drain, would-hold). ``planned``: nodes a
-    dry run would already have drained, counted as nightowl's drains of this moment."""
+    (``result``: drained, drained-unconfirmed, held, unchanged, not-ours, would-drain, would-hold).
+    ``planned``: nodes a dry run would already have drained, counted as nightowl's drains of this moment.
+    ``note``: said in every line logged (e.g. a report applied to another node than its own)."""
     reason = drain_reason(verdict, action)
     entry = {"node": node, "what": "drain", "why": reason, "bundle": str(bundle) if bundle else None}
     entry["bundle_sha256"] = bundle_sha256(bundle)
-    with _locked(lock):
+    said = f"; {note}" if note else ""
+    with locked(lock):
         nodes = slurm.nodes()
         current = nodes.get(node)
         if current is None:
@@ -131,24 +148,51 @@ def drain(
         if current.drained and current.reason == reason:
             return {**entry, "result": "unchanged"}
         if current.drained and not current.drained_by_nightowl:
-            return _record(
-                log, entry, "not-ours", f"drained by someone else ({current.reason}); left as it is", dry_run
-            )
+            why = f"drained by someone else ({current.reason}); left as it is{said}"
+            return _record(log, entry, "not-ours", why, dry_run)
         moment = now()
         for other in planned:
             if other in nodes and not nodes[other].drained:
                 nodes[other] = NodeState(other, "drained", reason, moment)
         decision = may_drain(node, nodes, caps, moment)
         if not decision.allowed:
-            return _record(log, entry, "held", decision.why, dry_run)
+            return _record(log, entry, "held", decision.why + said, dry_run)
         if dry_run:
-            return {**entry, "result": "would-drain", "why": f"{reason}; {decision.why}"}
+            return {**entry, "result": "would-drain", "why": f"{reason}; {decision.why}{said}"}
+        actions_log.append(log, {**entry, "why": f"{reason}; {decision.why}{said}", "result": "intended"})
         slurm.drain(node, reason)
+        if caps.limit(len(nodes)) is None:
+            return outcome(log, entry, "drained", f"{reason}; {decision.why}{said}")
+        wait = SETTLE_S if settle is None else settle
+        return _confirm(slurm, node, reason, caps, log, entry, f"{decision.why}{said}", now, wait, sleep)
+
+
+def _confirm(
+    slurm: SlurmClient,
+    node: str,
+    reason: str,
+    caps: Caps,
+    log: Path,
+    entry: dict[str, Any],
+    why: str,
+    now: Any,
+    settle: float,
+    sleep: Any,
+) -> dict[str, Any]:
+    """After the drain: keep it when it ranks within the cap among every drain of its second and before
+    (see the module docstring), else undo it and log it held; a failing sinfo leaves it drained, unconfirmed."""
+    sleep(settle)
+    try:
         confirmed = keeps_drain(node, slurm.nodes(), caps, now())
-        if not confirmed.allowed:
-            slurm.resume(node)
-            return _record(log, entry, "held", confirmed.why, dry_run)
-        return _record(log, entry, "drained", f"{reason}; {decision.why}", dry_run)
+    except (SlurmError, OSError, subprocess.TimeoutExpired) as exc:
+        return outcome(log, entry, UNCONFIRMED, f"{reason}; drained, but the breaker could not confirm it: {exc}")
+    if confirmed.allowed:
+        return outcome(log, entry, "drained", f"{reason}; {why}")
+    try:
+        slurm.resume(node)
+    except (SlurmError, OSError, subprocess.TimeoutExpired) as exc:
+        return outcome(log, entry, "failed", f"{confirmed.why}; drained, and undoing the drain failed: {exc}")
+    return outcome(log, entry, "held", f"{confirmed.why}; its own drain undone")
 
 
 def resume(
@@ -157,22 +201,25 @@ def resume(
     """Resume ``node`` when nightowl drained it: its reason is the one nightowl last logged draining it
     with, or has nightowl's exact form. Any other drain is someone else's and stays."""
     entry = {"node": node, "what": "resume", "bundle": None, "bundle_sha256": None}
-    with _locked(lock):
+    with locked(lock):
         current = slurm.nodes().get(node)
         if current is None:
             raise SlurmError(f"sinfo does not list node {node!r}")
         if not current.drained:
             return {**entry, "why": "not drained", "result": "unchanged"}
         logged = [
-            a["why"].split(";")[0] for a in actions_log.read(log) if a["node"] == node and a["result"] == "drained"
+            a["why"].split(";")[0]
+            for a in actions_log.read(log)
+            if a.get("node") == node and a.get("result") in ("drained", UNCONFIRMED)
         ]
         ours = current.reason == logged[-1] if logged else OWN_REASON.match(current.reason) is not None
         if not ours:
             return {**entry, "why": f"drained by someone else ({current.reason}); left as it is", "result": "not-ours"}
         if dry_run:
             return {**entry, "why": current.reason, "result": "would-resume"}
+        actions_log.append(log, {**entry, "why": current.reason, "result": "intended"})
         slurm.resume(node)
-        return _record(log, {**entry, "why": current.reason}, "resumed", current.reason, dry_run)
+        return outcome(log, entry, "resumed", current.reason)
 
 
 def _record(log: Path, entry: dict[str, Any], result: str, why: str, dry_run: bool) -> dict[str, Any]:
@@ -180,3 +227,12 @@ def _record(log: Path, entry: dict[str, Any], result: str, why: str, dry_run: bo
     if dry_run:
         return {**entry, "why": why, "result": f"would-{'hold' if result == 'held' else result}"}
     return actions_log.append(log, {**entry, "why": why, "result": result})
+
+
+def outcome(log: Path, entry: dict[str, Any], result: str, why: str) -> dict[str, Any]:
+    """Log what an action did, after it was done (its intent is already logged): a log that cannot take the
+    line now (a full disk) does not hide the outcome; it is returned with ``logged: false`` (exit 5)."""
+    try:
+        return actions_log.append(log, {**entry, "why": why, "result": result})
+    except OSError as exc:
+        return {**entry, "why": f"{why}; the outcome could not be logged ({exc})", "result": result, "logged": False}

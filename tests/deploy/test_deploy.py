@@ -143,7 +143,9 @@ def test_slurm_wrapper_drains_only_when_the_action_needs_it(
     scontrol = _run_wrapper(tmp_path, _fake_bin(tmp_path, verdict, action, rc))
     if drains:
         assert scontrol == f"update NodeName=gpu-17 State=DRAIN Reason=nightowl: {verdict} ({action})"
-        (logged,) = [json.loads(line) for line in (tmp_path / "actions.jsonl").read_text().splitlines()]
+        # the intent, then the outcome (docs/reference.md#scheduler-actions-actionsjsonl)
+        intent, logged = [json.loads(line) for line in (tmp_path / "actions.jsonl").read_text().splitlines()]
+        assert (intent["node"], intent["what"], intent["result"]) == ("gpu-17", "drain", "intended")
         assert (logged["node"], logged["what"], logged["result"]) == ("gpu-17", "drain", "drained")
     else:
         assert scontrol is None

@@ -96,20 +96,24 @@ class FakeSlurm:
 def test_drain_holds_at_the_cap_and_logs_both(tmp_path: Path) -> None:
     slurm = FakeSlurm(_cluster(0))
     log = tmp_path / "actions.jsonl"
+    caps = Caps(max_drain=2)
     results = [
-        drain(slurm, f"n{i:02d}", "nvlink-xid", "reset-gpu", Caps(max_drain=2), log, now=lambda: NOW)["result"]
+        drain(slurm, f"n{i:02d}", "nvlink-xid", "reset-gpu", caps, log, now=lambda: NOW, settle=0)["result"]
         for i in range(4)
     ]
     assert results == ["drained", "drained", "held", "held"]
+    # the intent before each drain, its outcome after; a drain held before acting is one line
     assert [(a["node"], a["result"]) for a in actions_log.read(log)] == [
+        ("n00", "intended"),
         ("n00", "drained"),
+        ("n01", "intended"),
         ("n01", "drained"),
         ("n02", "held"),
         ("n03", "held"),
     ]
-    assert "circuit breaker open" in actions_log.read(log)[2]["why"]
-    again = drain(slurm, "n00", "nvlink-xid", "reset-gpu", Caps(max_drain=2), log, now=lambda: NOW)
-    assert again["result"] == "unchanged" and len(actions_log.read(log)) == 4
+    assert "circuit breaker open" in actions_log.read(log)[4]["why"]
+    again = drain(slurm, "n00", "nvlink-xid", "reset-gpu", caps, log, now=lambda: NOW, settle=0)
+    assert again["result"] == "unchanged" and len(actions_log.read(log)) == 6
 
 
 def test_dry_run_changes_and_logs_nothing(tmp_path: Path) -> None:

@@ -75,6 +75,8 @@ class Cluster:
 
 @pytest.fixture
 def cluster(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Cluster:
+    # one check at a time here: no race to wait out (the race itself: tests/fleet/test_breaker_race.py)
+    monkeypatch.setattr("nightowl.fleet.k8s_condition.SETTLE_S", 0.0)
     fake = Cluster(tmp_path, 20)
     monkeypatch.setenv("PATH", f"{fake.bin}:/usr/bin:/bin")
     monkeypatch.setenv("FAKE_KUBE_STATE", str(fake.state))
@@ -119,7 +121,8 @@ def test_12_nodes_turning_unhealthy_at_once_under_a_cap_of_5(tmp_path: Path, clu
         "gpu-fell-off-bus",
         "GPU 0000:a1:00 fell off the bus [bundle 20261201T233000Z-node-health-gpu-01]",
     )
-    log = actions_log.read(tmp_path / "actions.jsonl")
+    # the intent before each patch, the outcome after (docs/reference.md#scheduler-actions-actionsjsonl)
+    log = [e for e in actions_log.read(tmp_path / "actions.jsonl") if e["result"] != "intended"]
     assert [(e["node"], e["result"]) for e in log] == [(n, r) for n, r in zip(failing, results, strict=True)]
     assert actions_log.verify(tmp_path / "actions.jsonl") == []
     manifest = tmp_path / "bundles" / "20261201T233000Z-node-health-gpu-01" / "manifest.json"
@@ -188,14 +191,45 @@ def test_an_unknown_node_and_an_unreadable_report(tmp_path: Path, cluster: Clust
 
 
 def test_a_report_about_another_node_is_refused(tmp_path: Path, cluster: Cluster) -> None:
-    """gpu-17's check report piped to `k8s condition gpu-03` never sets gpu-03's condition."""
+    """gpu-17's check report piped to `k8s condition gpu-03` never sets gpu-03's condition (issue 43 item 2):
+    exit 2 naming both, logged as refused; --report-for-other-node applies it, and the log says so."""
     args = ["k8s", "condition", "gpu-03", "--check-status", "1", "--actions-log", str(tmp_path / "a.jsonl")]
     result = CliRunner().invoke(main, [*args, "--format", "json"], input=report(tmp_path, "gpu-17", FELL_OFF))
-    assert result.exit_code == 5
+    assert result.exit_code == 2
     (entry,) = json.loads(result.output)["actions"]
     assert entry["result"] == "refused" and "about gpu-17, not gpu-03" in entry["why"]
     assert cluster.condition("gpu-03") is None and not [c for c in cluster.calls() if c[0] == "patch"]
     assert [(e["node"], e["result"]) for e in actions_log.read(tmp_path / "a.jsonl")] == [("gpu-03", "refused")]
+    forced = [*args, "--report-for-other-node", "--format", "json"]
+    result = CliRunner().invoke(main, forced, input=report(tmp_path, "gpu-17", FELL_OFF))
+    assert result.exit_code == 0, result.output
+    assert cluster.condition("gpu-03")["status"] == "False"
+    last = actions_log.read(tmp_path / "a.jsonl")[-1]
+    assert last["result"] == "set" and "about gpu-17, not gpu-03: applied with --report-for-other-node" in last["why"]
+
+
+@pytest.mark.parametrize(
+    ("names", "refused"),
+    [
+        ({"host": "gpu-03"}, False),
+        ({"host": "GPU-03.cluster.example"}, False),  # host names compare without case; a short name its FQDN
+        ({"host": "gpu-03", "node": "gpu-17"}, True),  # a report carrying NODE_NAME of another node
+        ({"host": "gpu-03", "hostname": "gpu-17"}, True),
+        ({"host": "gpu-03", "bundle_host": "gpu-17"}, True),  # its bundle was taken on gpu-17
+    ],
+)
+def test_every_name_a_report_claims_is_the_node(
+    tmp_path: Path, cluster: Cluster, names: dict[str, str], refused: bool
+) -> None:
+    body = json.loads(report(tmp_path, names["host"], FELL_OFF))
+    body["hosts"][0].update({k: v for k, v in names.items() if k in ("node", "hostname")})
+    if "bundle_host" in names:
+        (Path(body["bundle"]) / "hosts" / names["bundle_host"]).mkdir(parents=True)
+    args = ["k8s", "condition", "gpu-03", "--check-status", "1", "--actions-log", str(tmp_path / "a.jsonl")]
+    result = CliRunner().invoke(main, args, input=json.dumps(body))
+    assert result.exit_code == (2 if refused else 0), result.output
+    assert ("not gpu-03" in result.output) == refused
+    assert (cluster.condition("gpu-03") is None) == refused
 
 
 def test_the_allow_list() -> None:
