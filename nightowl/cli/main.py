@@ -38,6 +38,7 @@ COMMAND_NAMES = (
     "mcp",
     "history",
     "watch",
+    "verify",
 )
 
 
@@ -83,6 +84,8 @@ def _command(name: str) -> click.Command:  # noqa: C901, PLR0911, PLR0912 - one 
         from nightowl.cli.history_cmd import history as command
     elif name == "watch":
         from nightowl.cli.watch_cmd import watch as command
+    elif name == "verify":
+        from nightowl.cli.verify_cmd import verify as command
     else:
         raise KeyError(name)
     return command

@@ -71,6 +71,9 @@ def _verdict_lines(name: str, verdict: dict[str, Any], path: list[str], verbose:
         f"  first action: {verdict['action']}",
         f"  why: {verdict['summary']}",
     ]
+    steps = _steps_line(verdict)
+    if steps:  # the action's steps for this host's tenancy (bare metal, VM, managed: docs/reference.md#tenancy)
+        lines.insert(2, f"  steps: {steps}")
     if verdict.get("gpus"):
         lines.append(f"  gpus: {human(verdict['gpus'])}")
     for part, why in (verdict.get("unavailable") or {}).items():
@@ -93,6 +96,14 @@ def _verdict_lines(name: str, verdict: dict[str, Any], path: list[str], verbose:
                     f"  source of {item['fact']}{' on ' + item['host'] if item.get('host') else ''}: {item['source']}"
                 )
     return lines
+
+
+def _steps_line(verdict: dict[str, Any]) -> str | None:
+    if verdict.get("action") in (None, "none"):
+        return None
+    from nightowl.knowledge.actions import steps_line
+
+    return steps_line(verdict.get("first_step"))
 
 
 def _no_verdict_lines(host: dict[str, Any], verbose: bool) -> list[str]:

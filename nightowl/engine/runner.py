@@ -13,6 +13,7 @@ from concurrent.futures import Executor, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+import nightowl.knowledge.actions as actions  # the verdict's first steps by tenancy (data only, no GPU code)
 from nightowl.engine import layout, parse_memo
 from nightowl.engine.background import Background, wait_seconds
 from nightowl.engine.expressions import (
@@ -430,6 +431,7 @@ class HostRunner:
             "evidence": evidence,
             "gpus": list(gpus) if isinstance(gpus, (list, tuple)) else gpus,
             "node": node_id,
+            "first_step": actions.first_steps(spec.action, ctx, ctx["params"].get("tenancy")),  # by tenancy
         }
         caveats = cut_caveats(list(self.run.collections.values()))
         if caveats:  # a "no X" on a cut log says so, in the summary every reader sees

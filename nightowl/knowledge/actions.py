@@ -9,7 +9,10 @@ GPU-agnostic. Loaded on first use, so importing this module reads no file.
 from __future__ import annotations
 
 import functools
+import re
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from nightowl import knowledge
 
@@ -79,3 +82,94 @@ def rank(action: str) -> int:
 def first_step(action: str) -> str:
     """The first step of a known action (KeyError for an unknown one: callers name their own fallback)."""
     return by_action()[action].first_step
+
+
+# -- the first action's steps by tenancy (action_steps.csv, tenancy_signs.csv; docs/reference.md#tenancy) --------
+STEPS_FILE = "action_steps.csv"
+SIGNS_FILE = "tenancy_signs.csv"
+TENANCIES = ("bare-metal", "vm", "managed")
+IN_WORDS = {"bare-metal": "bare metal", "vm": "a VM", "managed": "a managed instance"}
+UNDETERMINED = "tenancy not determined (no declared tenancy, no GPU virtualization mode read): bare-metal steps"
+
+
+@dataclass(frozen=True)
+class StepsRow:
+    action: str
+    tenancy: str
+    steps: str
+    nvsentinel: str  # NVSentinel's RecommendedAction for the same remedy (RESTART_VM, RESTART_BM, COMPONENT_RESET ...)
+    source: str
+
+
+@dataclass(frozen=True)
+class TenancySign:
+    fact: str  # namespace.fact, as runbook conditions name it
+    value: re.Pattern[str]
+    tenancy: str
+    source: str
+
+
+@functools.cache
+def steps_rows() -> dict[tuple[str, str], StepsRow]:
+    """(action, tenancy) -> its steps; every action and tenancy named must be known, each pair once."""
+    table: dict[tuple[str, str], StepsRow] = {}
+    required = ("action", "tenancy", "steps", "nvsentinel", "source")
+    for line, row in enumerate(knowledge.read_csv(STEPS_FILE, required=required), start=2):
+        key = (row["action"], row["tenancy"])
+        if row["action"] not in by_action() or row["tenancy"] not in TENANCIES or key in table:
+            raise knowledge.KnowledgeError(f"{knowledge.path(STEPS_FILE)}: row {line}: unknown or repeated {key}")
+        table[key] = StepsRow(row["action"], row["tenancy"], row["steps"], row["nvsentinel"], row["source"])
+    return table
+
+
+@functools.cache
+def tenancy_signs() -> tuple[TenancySign, ...]:
+    signs = []
+    for line, row in enumerate(knowledge.read_csv(SIGNS_FILE, required=("fact", "value", "tenancy", "source")), 2):
+        if row["tenancy"] not in TENANCIES or "." not in row["fact"]:
+            raise knowledge.KnowledgeError(f"{knowledge.path(SIGNS_FILE)}: row {line}: tenancy or fact not known")
+        value = re.compile(row["value"], re.IGNORECASE)
+        signs.append(TenancySign(row["fact"], value, row["tenancy"], row["source"]))
+    return tuple(signs)
+
+
+def tenancy_of(facts: Mapping[str, Any], declared: str | None = None) -> tuple[str | None, str | None]:
+    """(tenancy, what said so) from a declared value, else the first sign the facts show; (None, None) when
+    nothing does. ``facts`` maps a collector namespace to its facts, as runbook conditions see them."""
+    if declared:
+        if declared not in TENANCIES:
+            raise ValueError(f"tenancy {declared!r} is not one of {', '.join(TENANCIES)}")
+        return declared, "declared"
+    for sign in tenancy_signs():
+        namespace, _, name = sign.fact.partition(".")
+        value = (facts.get(namespace) or {}).get(name) if isinstance(facts.get(namespace), dict) else None
+        if isinstance(value, str) and sign.value.fullmatch(value.strip()):
+            return sign.tenancy, f"{sign.fact}: {value.strip()}"
+    return None, None
+
+
+def first_steps(action: str, facts: Mapping[str, Any], declared: str | None = None) -> dict[str, Any]:
+    """The verdict's ``first_step``: ``{tenancy, determined_by, steps, nvsentinel, source}`` for ``action`` on a
+    host with these facts. An undetermined tenancy gets the bare-metal steps and says so; an action the
+    tenancy does not change keeps actions.csv's ``first_step``; an unknown action is escalate's."""
+    tenancy, why = tenancy_of(facts, declared if declared in TENANCIES else None)
+    known = action if action in by_action() else "escalate"
+    row = steps_rows().get((known, tenancy or "bare-metal"))
+    out: dict[str, Any] = {"tenancy": tenancy, "determined_by": why}
+    if row is None:
+        out.update(steps=by_action()[known].first_step, nvsentinel=None, source=by_action()[known].source)
+    else:
+        out.update(steps=row.steps, nvsentinel=row.nvsentinel, source=row.source)
+    if tenancy is None and any(key[0] == known for key in steps_rows()):
+        out["note"] = UNDETERMINED  # the steps differ by tenancy: the reader must know these are bare metal's
+    return out
+
+
+def steps_line(first_step: Mapping[str, Any] | None) -> str | None:
+    """One line for a person: ``on a vm (nvidia_smi.virtualization_mode: Pass-Through): stop and start ...``."""
+    if not first_step or not first_step.get("steps"):
+        return None
+    if first_step.get("tenancy"):
+        where = IN_WORDS.get(first_step["tenancy"], first_step["tenancy"])
+        return f"on {where} ({first_step.get('determined_by')}): {first_step['steps']}"
+    return f"on bare metal, assumed ({first_step.get('note') or 'tenancy not determined'}): {first_step['steps']}"

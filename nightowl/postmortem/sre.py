@@ -96,7 +96,12 @@ def trigger(data: Bundle, placed: list[Moment]) -> dict[str, Any] | None:
 
 def resolution(data: Bundle, placed: list[Moment]) -> dict[str, Any]:
     firsts = [
-        {"host": h["host"], "action": h["verdict"].get("action"), "id": h["verdict"].get("id")}
+        {
+            "host": h["host"],
+            "action": h["verdict"].get("action"),
+            "id": h["verdict"].get("id"),
+            "steps": actions.steps_line(h["verdict"].get("first_step")),  # by the host's tenancy
+        }
         for h in data.verdicts.get("hosts", [])
         if h.get("verdict") and h["verdict"].get("action") != "none"
     ]

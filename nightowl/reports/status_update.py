@@ -141,6 +141,8 @@ def context(summary: dict[str, Any], now: float | None = None) -> dict[str, Any]
         "users_see": users_see,
         "action": action,
         "who": _who((worst or {}).get("action", "")),
+        # the first action's steps for the host's tenancy (a VM is stopped and started, not power-cycled)
+        "steps": actions.steps_line((worst or {}).get("first_step")) if (worst or {}).get("action") != "none" else None,
         "next_command": _next_check(next_step, short),
         "business": business,
         "next_update": NEXT_UPDATE,

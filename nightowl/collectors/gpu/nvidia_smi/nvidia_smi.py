@@ -707,6 +707,8 @@ def facts(result: NvidiaSmiResult) -> dict[str, Any]:
     modes = [(g.virtualization_mode or "").lower() for g in gpus if g.virtualization_mode]
     # a hypervisor named by the GPU itself (Pass-Through, VGPU): a VM, whose GPU count is the tenant's shape
     data["virtualized"] = any(mode not in ("none", "n/a") for mode in modes) if modes else None
+    # the mode as written (None, Pass-Through, VGPU, Host VGPU): the tenancy signs read it (knowledge/tenancy_signs.csv)
+    data["virtualization_mode"] = next((g.virtualization_mode for g in gpus if g.virtualization_mode), None)
     # Every GPU whose memory shows trouble, once each: the memory evidence of silent-corruption.
     data["memory_error_gpus"] = list(dict.fromkeys(pci for name in MEMORY_ERROR_FACTS for pci in data[name]))
     return data

@@ -1,0 +1,160 @@
+"""`nightowl verify NODE --incident BUNDLE` (docs/reference.md#verify): the gate before a node returns to service.
+
+Recorded hosts stand for the node: the incident is Xid 79 (gpu-fell-off-bus, reboot-node) on gpu-17; after the
+repair the node shows a fresh boot's kernel log and every GPU, or a new Xid 79."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+
+from nightowl.cli.main import main as cli
+from nightowl.fleet import actions_log
+from nightowl.fleet import verify as gate
+from nightowl.history.extract import bundle_sha256
+from nightowl.library import runbooks
+from nightowl.paths import data_dir
+from nightowl.run import run_and_save
+from nightowl.transports.replay import ReplayTransport
+
+HOSTS = data_dir("fixtures") / "hosts"
+NEW_XID = "[ 2843.439669] NVRM: Xid (PCI:0000:a1:00): 79, pid=<unknown>, name=<unknown>, GPU has fallen off the bus.\n"
+
+
+def _recorded(where: Path, source: str, *, fabric: bool = True) -> Path:
+    """``source``'s recording under the name gpu-17 (the incident's node); ``fabric``: nvidia-smi -q answers the
+    fabric collector too, as on a live host."""
+    host = where / "gpu-17"
+    shutil.copytree(HOSTS / source, host)
+    if fabric and not (host / "fabric.out").exists():
+        shutil.copy(host / "nvidia-smi.out", host / "fabric.out")
+    return host
+
+
+@pytest.fixture
+def incident(tmp_path: Path) -> Path:
+    host = _recorded(tmp_path / "incident", "xid79-fallen-off-bus", fabric=False)
+    result = run_and_save(runbooks.load("node-health"), {"gpu-17": lambda: ReplayTransport(host, "gpu-17")}, tmp_path)
+    assert result.bundle is not None and result.hosts[0]["verdict"]["action"] == "reboot-node"
+    return result.bundle
+
+
+def _verify(tmp_path: Path, incident: Path, host: Path, *extra: str) -> tuple[int, dict[str, Any], Path]:
+    log = tmp_path / "actions.jsonl"
+    argv = ["verify", "gpu-17", "--incident", str(incident), "--replay", str(host), "--out", str(tmp_path / "v")]
+    result = CliRunner().invoke(cli, [*argv, "--actions-log", str(log), "--format", "json", *extra])
+    report = json.loads(result.stdout) if result.stdout.strip().startswith("{") else {}
+    return result.exit_code, report, log
+
+
+def test_a_repair_that_took_passes_and_its_bundle_cites_the_incident(tmp_path: Path, incident: Path) -> None:
+    repaired = _recorded(tmp_path / "after", "healthy-l40s")
+    status, report, log = _verify(tmp_path, incident, repaired)
+    assert status == 0, report
+    assert report["result"] == "passed" and [c["check"] for c in report["checks"]] == list(gate.CHECKS)
+    assert all(c["result"] == "pass" for c in report["checks"])
+    cited = {"id": incident.name, "sha256": bundle_sha256(incident), "verdict": "gpu-fell-off-bus"}
+    assert cited.items() <= report["incident"].items()
+    bundle = Path(report["bundle"])
+    manifest = json.loads((bundle / "manifest.json").read_text())
+    assert manifest["verify"]["incident"] == report["incident"] and manifest["verify"]["result"] == "passed"
+    assert report["bundle_sha256"] == bundle_sha256(bundle)
+    (line,) = actions_log.read(log)
+    assert (line["node"], line["what"], line["result"]) == ("gpu-17", "verify", "verify-passed")
+    assert incident.name in line["why"] and bundle.name in line["why"] and line["bundle"] == str(bundle)
+
+
+def test_a_new_xid_after_the_incident_fails_keeps_the_node_out_and_is_recorded(tmp_path: Path, incident: Path) -> None:
+    again = _recorded(tmp_path / "after", "healthy-l40s")
+    with (again / "kernel-log.out").open("a") as handle:
+        handle.write(NEW_XID)
+    status, report, log = _verify(tmp_path, incident, again, "--resume", "slurm")
+    assert status == 1, report
+    checks = {c["check"]: c for c in report["checks"]}
+    assert checks["no-new-xid"]["result"] == "fail" and "xid 79 0000:a1:00" in checks["no-new-xid"]["why"]
+    assert report["result"] == "failed" and report["resume"] is None  # --resume: never on a failed verify
+    (line,) = actions_log.read(log)
+    assert line["result"] == "verify-failed" and "kept out" in line["why"] and incident.name in line["why"]
+
+
+def test_the_incidents_own_xid_lines_seen_again_are_not_new(tmp_path: Path, incident: Path) -> None:
+    """Not rebooted yet: the same kernel log still holds the incident's Xid 79, which is no new fault."""
+    same_boot = _recorded(tmp_path / "after", "healthy-l40s")
+    shutil.copy(HOSTS / "xid79-fallen-off-bus" / "kernel-log.out", same_boot / "kernel-log.out")
+    facts = {"kernel_log": _kernel_facts(same_boot / "kernel-log.out")}
+    evidence = gate.Evidence("gpu-17", facts, {"id": "healthy", "action": "none"})
+    (check,) = gate.judge(("no-new-xid",), evidence, gate.read_incident(incident, "gpu-17"))
+    assert check["result"] == "pass", check
+
+
+def _kernel_facts(path: Path) -> dict[str, Any]:
+    from nightowl.collectors import get_collector
+
+    collector = get_collector("kernel-log")
+    return collector.facts(collector.parse(path.read_text()))
+
+
+def test_an_incident_bundle_that_is_not_the_nodes_is_refused(tmp_path: Path, incident: Path) -> None:
+    repaired = _recorded(tmp_path / "after", "healthy-l40s")
+    argv = ["verify", "gpu-03", "--incident", str(incident), "--replay", str(repaired), "--out", str(tmp_path / "v")]
+    result = CliRunner().invoke(cli, [*argv, "--actions-log", str(tmp_path / "a.jsonl")])
+    assert result.exit_code == 2 and "no host 'gpu-03'" in result.output and "gpu-17" in result.output
+    assert not (tmp_path / "a.jsonl").exists() and not (tmp_path / "v").exists()
+
+
+def test_a_gpu_count_incident_cannot_be_judged_without_the_expected_count(tmp_path: Path) -> None:
+    vm = _recorded(tmp_path / "incident", "vm-h200-passthrough-one-gpu")
+    run = run_and_save(
+        runbooks.load("node-health"),
+        {"gpu-17": lambda: ReplayTransport(vm, "gpu-17")},
+        tmp_path,
+        params={"expected_gpus": 8},
+    )
+    assert run.bundle is not None and run.hosts[0]["verdict"]["id"] == "gpu-count-low"
+    status, report, _ = _verify(tmp_path, run.bundle, vm)
+    assert status == 3 and report["result"] == "cannot-judge", report
+    status, report, _ = _verify(tmp_path, run.bundle, vm, "--expected-gpus", "8")
+    gpus = next(c for c in report["checks"] if c["check"] == "gpus-present")
+    assert status == 1 and gpus["result"] == "fail" and "8 expected" in gpus["why"]
+    status, report, _ = _verify(tmp_path, run.bundle, vm, "--expected-gpus", "1")
+    assert status == 0, report
+
+
+def test_every_action_has_its_checks_and_every_check_is_known() -> None:
+    from nightowl.knowledge import actions
+
+    table = gate.checks_by_action()
+    assert set(table) == set(actions.names())
+    assert table["reboot-node"] == gate.CHECKS and table["none"] == ("health-pass",)
+    assert gate.checks_for({"action": "no-such-action"}) == gate.CHECKS and gate.checks_for(None) == gate.CHECKS
+
+
+def test_resume_k8s_sets_the_condition_true_naming_both_bundles_only_on_a_pass(
+    tmp_path: Path, incident: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from nightowl.fleet.k8s_condition import CONDITION
+    from tests.fleet.test_k8s_condition import Cluster
+
+    fake = Cluster(tmp_path, 20)
+    monkeypatch.setenv("PATH", f"{fake.bin}:/usr/bin:/bin")
+    monkeypatch.setenv("FAKE_KUBE_STATE", str(fake.state))
+    monkeypatch.setenv("FAKE_KUBE_ARGV", str(fake.argv))
+    out = {"type": CONDITION, "status": "False", "reason": "gpu-fell-off-bus", "message": "fell off the bus"}
+    fake.set("gpu-17", {**out, "lastTransitionTime": "2026-12-01T23:30:00Z"})
+    again = _recorded(tmp_path / "again", "healthy-l40s")
+    with (again / "kernel-log.out").open("a") as handle:
+        handle.write(NEW_XID)
+    status, report, _ = _verify(tmp_path, incident, again, "--resume", "k8s")
+    assert status == 1 and fake.calls() == []  # a failed verify never touches the node
+    repaired = _recorded(tmp_path / "after", "healthy-l40s")
+    status, report, log = _verify(tmp_path, incident, repaired, "--resume", "k8s")
+    assert status == 0 and report["resume"]["result"] == "set", report
+    condition = fake.condition("gpu-17")
+    assert condition is not None and (condition["status"], condition["reason"]) == ("True", "verified")
+    assert incident.name in condition["message"] and Path(report["bundle"]).name in condition["message"]
+    assert [a["result"] for a in actions_log.read(log)][-1] == "set"
