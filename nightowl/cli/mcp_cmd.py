@@ -84,22 +84,68 @@ def run_for_mcp(request: Any) -> dict[str, Any]:
     return summary
 
 
-_stderr_lock = threading.Lock()
-
-
 @contextlib.contextmanager
 def _cli_failures_as_tool_errors() -> Iterator[None]:
     """The run path refuses with ``fail`` (a message on stderr, then SystemExit): that message, as a
-    ToolError. What it wrote to stderr is passed on afterwards, for the server's log."""
+    ToolError. What this thread wrote to stderr is passed on afterwards, for the server's log.
+
+    Only this thread's writes are captured (``_ThreadStderr``): a process-wide redirect needed a lock held for
+    the whole run, so one run stuck for good (a FIFO for a policy file) held every later triage."""
     from nightowl.mcp.hooks import ToolError
 
     captured = io.StringIO()
-    with _stderr_lock:
-        try:
-            with contextlib.redirect_stderr(captured):
-                yield
-        except SystemExit as exc:
-            lines = [line.removeprefix("nightowl: ") for line in captured.getvalue().splitlines() if line.strip()]
-            raise ToolError("\n".join(lines) or f"the run was refused (exit {exc.code})") from None
-        finally:
-            sys.stderr.write(captured.getvalue())
+    router = _ThreadStderr.install()
+    router.capture(captured)
+    try:
+        yield
+    except SystemExit as exc:
+        lines = [line.removeprefix("nightowl: ") for line in captured.getvalue().splitlines() if line.strip()]
+        raise ToolError("\n".join(lines) or f"the run was refused (exit {exc.code})") from None
+    finally:
+        router.capture(None)
+        router.real.write(captured.getvalue())
+
+
+class _ThreadStderr(io.TextIOBase):
+    """``sys.stderr`` for the server: a thread that asked for it writes into its own buffer, any other thread to
+    the real stderr."""
+
+    _lock = threading.Lock()
+
+    def __init__(self, real: Any) -> None:
+        super().__init__()
+        self.real = real
+        self._local = threading.local()
+
+    @classmethod
+    def install(cls) -> _ThreadStderr:
+        with cls._lock:
+            if not isinstance(sys.stderr, cls):
+                sys.stderr = cls(sys.stderr)
+            return sys.stderr
+
+    def capture(self, buffer: io.StringIO | None) -> None:
+        self._local.buffer = buffer
+
+    def _target(self) -> Any:
+        buffer = getattr(self._local, "buffer", None)
+        return self.real if buffer is None else buffer
+
+    def write(self, text: str) -> int:
+        return int(self._target().write(text))
+
+    def flush(self) -> None:
+        self._target().flush()
+
+    @property
+    def encoding(self) -> str:  # type: ignore[override]
+        return str(getattr(self.real, "encoding", None) or "utf-8")
+
+    def fileno(self) -> int:
+        return int(self.real.fileno())
+
+    def isatty(self) -> bool:
+        return bool(self.real.isatty())
+
+    def writable(self) -> bool:
+        return True

@@ -217,3 +217,43 @@ def test_the_deadline_is_the_configs_tool_timeout(tmp_path: Path) -> None:
         path.write_text(f"tool_timeout: {bad}\n")
         with pytest.raises(ConfigError, match="tool_timeout"):
             load_config(path)
+
+
+def test_a_stuck_run_holds_neither_the_next_nor_its_refusal_message(monkeypatch: pytest.MonkeyPatch) -> None:
+    """run_for_mcp captures the run path's refusal from stderr: one run stuck for good must not hold the next
+    (a process-wide redirect held a lock for the whole run), and the next's message is its own."""
+    from nightowl.cli import mcp_cmd, running
+    from nightowl.cli.exit import fail
+    from nightowl.library import runbooks
+
+    entered, release = threading.Event(), threading.Event()
+
+    def run_or_exit(loaded: Any, transports: Any, params: dict[str, Any], *args: Any, **kwargs: Any) -> Any:
+        if params.get("stuck"):
+            print("nightowl: the stuck run's own line", file=sys.stderr)
+            entered.set()
+            release.wait()  # set by the test when it is done
+        fail("refused here")
+
+    monkeypatch.setattr(running, "run_or_exit", run_or_exit)
+    xid = runbooks.load("xid")
+    errors: list[str] = []
+
+    def call(params: dict[str, Any]) -> None:
+        try:
+            mcp_cmd.run_for_mcp(RunRequest(xid, (XID79,), (), params, Path("unused")))
+        except ToolError as exc:
+            errors.append(str(exc))
+
+    stuck = threading.Thread(target=call, args=({"stuck": True},), daemon=True)
+    stuck.start()
+    try:
+        assert entered.wait(WATCHDOG)
+        after = threading.Thread(target=call, args=({},), daemon=True)
+        after.start()
+        after.join(WATCHDOG)
+        assert not after.is_alive(), "a stuck run held the next one"
+        assert errors == ["refused here"]
+    finally:
+        release.set()
+        stuck.join(WATCHDOG)
