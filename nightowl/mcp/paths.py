@@ -1,7 +1,7 @@
 """The files a model's runbook parameters make nightowl read, held to the server's ``read_roots``.
 
 A ``path`` parameter (``engine_log_file``, ``nccl_log``, ``xid_policy``, ...: every parameter a runbook
-declares ``type: path``, docs/reference.md#runbook-parameters) names a file that is read either
+declares ``type: path``, checked as engine/params.py says) names a file that is read either
 
 - by a collector's command on the host (its ``{name}`` fills an argv element of a read-only shape,
   collectors/readonly_commands.yaml: ``tail -- {engine_log_file}``): on ``local`` it must be inside the
