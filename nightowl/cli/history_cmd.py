@@ -10,6 +10,7 @@ import click
 
 from nightowl.cli.common import HISTORY_OPTION, format_option
 from nightowl.cli.exit import EXIT_HELP, ExitStatus, fail
+from nightowl.safetext import one_line
 
 
 def _store() -> Path:
@@ -53,8 +54,8 @@ def history(ctx: click.Context, host: str | None, gpu: str | None, since: str | 
     except StoreError as exc:
         click.echo(f"nightowl: warning: history store unreadable (no history): {exc}", err=True)
         rows = []
-    if fmt == "json":
-        click.echo(json.dumps({"store": str(path), "top" if top else "timeline": rows}, indent=2))
+    if fmt == "json":  # default=str: a stored cell of a type the schema does not say (a blob) is printed as text
+        click.echo(json.dumps({"store": str(path), "top" if top else "timeline": rows}, indent=2, default=str))
     else:
         click.echo(_top_table(rows) if top else _timeline_table(rows))
     ctx.exit(int(ExitStatus.OK))
@@ -63,8 +64,6 @@ def history(ctx: click.Context, host: str | None, gpu: str | None, since: str | 
 def _table(header: list[str], rows: list[list[Any]]) -> str:
     """The rows as aligned columns; every cell one printable line (an imported host name can carry an OSC 52
     clipboard write or a newline: issue "trust, round four", item 11)."""
-    from nightowl.safetext import one_line
-
     cells = [header] + [["-" if v is None else one_line(str(v)) for v in row] for row in rows]
     widths = [max(len(row[i]) for row in cells) for i in range(len(header))]
     return "\n".join("  ".join(v.ljust(w) for v, w in zip(row, widths, strict=True)).rstrip() for row in cells)
@@ -80,7 +79,7 @@ def _timeline_table(rows: list[dict[str, Any]]) -> str:
             what = f"verdict {r['code']} -> {r['action']}"
         elif r.get("detail"):
             what += f": {r['detail']}"
-        elif r["count"] and r["count"] > 1:
+        elif isinstance(r["count"], int) and r["count"] > 1:
             what += f" x{r['count']}"
         body.append([r["time"], r["host"], r["gpu"], what, (r["boot_id"] or "")[:8] or None, r["bundle_id"]])
     return _table(["TIME", "HOST", "GPU", "WHAT", "BOOT", "BUNDLE"], body)
@@ -102,15 +101,30 @@ def _top_table(rows: list[dict[str, Any]]) -> str:
 def import_cmd(bundles: tuple[Path, ...]) -> None:
     """Backfill the store from saved bundles; importing one twice adds nothing.
 
-    Exits 2 when a bundle cannot be read or the store cannot be written (the others are still imported).
+    Each bundle is verified first, as `postmortem --verify` does (every file against its manifest's
+    sha256; its own sha256 computed from manifest.json), and only regular files are read (no link
+    followed, a size cap). Not imported, with a line naming the bundle and the field: a bundle that does
+    not verify, a partial one (an interrupted run), a malformed manifest or verdicts.json, and a bundle id
+    already recorded with another sha256. Exits 2 when any bundle was not imported or the store cannot be
+    written (the others are still imported).
     """
-    from nightowl import history
+    from nightowl.history import StoreError, intake, store
 
     path = _store()
     problems: list[str] = []
     for bundle in bundles:
-        added = history.record_bundle(bundle, path, warn=problems.append)
-        click.echo(f"{bundle}: {added} new event(s)")
+        try:
+            added = intake.import_bundle(bundle, path)
+        except (intake.RefusedBundle, store.ConflictingBundle) as exc:
+            problems.append(f"{exc}" if str(exc).startswith(str(bundle)) else f"{bundle}: {exc}")
+        except StoreError as exc:
+            problems.append(f"{bundle}: history store unusable, not imported: {exc}")
+        except Exception as exc:  # noqa: BLE001 - one hostile bundle never costs the others their import
+            problems.append(f"{bundle}: not imported: {type(exc).__name__}: {exc}")
+        else:
+            click.echo(f"{bundle}: {added} new event(s)")
+            continue
+        click.echo(f"{bundle}: not imported")
     for problem in problems:
-        click.echo(f"nightowl: {problem}", err=True)
+        click.echo(f"nightowl: {one_line(problem)}", err=True)
     raise SystemExit(int(ExitStatus.USAGE if problems else ExitStatus.OK))

@@ -2,13 +2,15 @@
 
 Each host's raw outputs are parsed again by the same parsers a run uses (``kernel-log``,
 ``kernel-log-boots``, ``nvidia-smi``), so a bundle written before the store existed imports the same
-rows a live run writes.
+rows a live run writes. Files are read as the replay transport reads them (``bundle_files``: regular
+files only, no link followed, a size cap); ``nightowl history import`` verifies a bundle first
+(``nightowl.history.intake``) and hands its checked manifest and verdicts in.
 """
 
 from __future__ import annotations
 
 import hashlib
-import json
+import os
 from collections.abc import Callable, Mapping
 from datetime import datetime, timezone
 from pathlib import Path
@@ -17,6 +19,7 @@ from typing import Any
 from nightowl.collectors.gpu.history_rows import SKIPPED_KINDS, event_key, event_row
 from nightowl.collectors.pci import normalize_pci
 from nightowl.engine import layout
+from nightowl.history.bundle_files import read_capped, read_json, read_output
 
 
 def _outputs(host_dir: Path, kind: str) -> list[Path]:
@@ -37,7 +40,7 @@ def _parsed(kind: str, parse: Callable[[str], Any], path: Path, digests: Mapping
     kept = parse_memo.recall_file(kind, (digests or {}).get(path.name))
     if kept is not None:
         return kept
-    text = path.read_text(errors="replace")
+    text = read_output(path)
     kept = parse_memo.recall(kind, text)
     return kept if kept is not None else parse(text)
 
@@ -176,10 +179,10 @@ def bundle_sha256(bundle: Path) -> str:
     """The bundle's hash: the sha256 of its manifest (``manifest.sha256``), which hashes every file."""
     recorded = bundle / layout.MANIFEST_HASH
     if recorded.is_file():
-        text = recorded.read_text().split()
+        text = read_capped(recorded, 4096).decode(errors="replace").split()
         if text and len(text[0]) == 64:
             return text[0]
-    return hashlib.sha256((bundle / layout.MANIFEST).read_bytes()).hexdigest()
+    return hashlib.sha256(read_capped(bundle / layout.MANIFEST)).hexdigest()
 
 
 def _window_seconds(bundle: Path) -> float | None:
@@ -189,7 +192,8 @@ def _window_seconds(bundle: Path) -> float | None:
 
         # libyaml's loader when there: the pure-Python one took a second of a sweep's CPU on a 50 KB runbook
         loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-        declared = yaml.load((bundle / layout.RUNBOOK).read_text(), Loader=loader) or {}  # a safe loader
+        text = read_capped(bundle / layout.RUNBOOK).decode(errors="replace")
+        declared = yaml.load(text, Loader=loader) or {}  # a safe loader
         value = declared["parameters"]["ib_window_seconds"]
         return float(value["default"] if isinstance(value, dict) else value)
     except Exception:  # noqa: BLE001 - no window: rates are not judged, no row
@@ -212,16 +216,30 @@ def _file_digests(manifest: dict[str, Any]) -> dict[str, dict[str, str]]:
     return digests
 
 
-def bundle_record(bundle: Path) -> dict[str, Any]:
-    """Every row one bundle gives. Raises OSError/ValueError when it is not a readable bundle."""
-    manifest = json.loads((bundle / layout.MANIFEST).read_text())
-    verdicts_path = bundle / layout.VERDICTS
-    verdicts = json.loads(verdicts_path.read_text()) if verdicts_path.is_file() else {"hosts": []}
+def bundle_record(
+    bundle: Path,
+    manifest: dict[str, Any] | None = None,
+    verdicts: dict[str, Any] | None = None,
+    sha256: str | None = None,
+) -> dict[str, Any]:
+    """Every row one bundle gives. Raises OSError/ValueError when it is not a readable bundle.
+
+    ``manifest``, ``verdicts`` and ``sha256`` (of manifest.json): what ``intake`` checked, read once; else
+    read here (a run's own bundle, just written)."""
+    if manifest is None:
+        manifest = read_json(bundle / layout.MANIFEST)
+        if not isinstance(manifest, dict):
+            raise ValueError(f"{layout.MANIFEST}: not a JSON object")
+    if verdicts is None:
+        verdicts_path = bundle / layout.VERDICTS
+        verdicts = read_json(verdicts_path) if os.path.lexists(verdicts_path) else {"hosts": []}
     runs = []
     host_dirs = {}
     hosts_root = bundle / layout.HOSTS
-    if hosts_root.is_dir():
-        host_dirs = {layout.host_from_dirname(d.name): d for d in hosts_root.iterdir() if d.is_dir()}
+    if hosts_root.is_dir() and not hosts_root.is_symlink():  # a folder that is a link leaves the bundle
+        host_dirs = {
+            layout.host_from_dirname(d.name): d for d in hosts_root.iterdir() if d.is_dir() and not d.is_symlink()
+        }
     when = None
     if isinstance(manifest.get("started"), (int, float)):
         started = datetime.fromtimestamp(manifest["started"], timezone.utc)
@@ -251,7 +269,7 @@ def bundle_record(bundle: Path) -> dict[str, Any]:
         )
     return {
         "bundle_id": manifest.get("run_id") or bundle.name,
-        "bundle_sha256": bundle_sha256(bundle),
+        "bundle_sha256": sha256 or bundle_sha256(bundle),
         "runbook": manifest.get("runbook"),
         "started": manifest.get("started"),
         "partial": bool(manifest.get("partial")),

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import time
 from pathlib import Path
 from typing import Any
@@ -59,13 +60,13 @@ def timeline(
         run_where.append("started >= ?")
         run_args.append(cutoff)
     for run in store.read(path, f"SELECT * FROM runs WHERE {' AND '.join(run_where)}", run_args):
-        gpus = json.loads(run["gpus"] or "[]")
+        gpus = _gpus(run["gpus"])
         if gpu and gpu not in gpus:
             continue
         entries.append(
             {
-                "time": _iso(run["started"]),
-                "ts": run["started"],
+                "time": _iso(_number(run["started"])),
+                "ts": _number(run["started"]),
                 "host": run["host"],
                 "gpu": ",".join(gpus) or None,
                 "uuid": None,
@@ -80,6 +81,8 @@ def timeline(
                 "bundle_sha256": run["bundle_sha256"],
             }
         )
+    for entry in entries:
+        entry["ts"] = _number(entry["ts"])
     return sorted(entries, key=lambda e: (e["ts"] is None, e["ts"] or 0, e["what"] == "verdict"))
 
 
@@ -110,7 +113,27 @@ def incidents_per_gpu(path: Path) -> list[dict[str, Any]]:
     )
 
 
+def _gpus(text: Any) -> list[str]:
+    """A run's ``gpus`` column: a JSON list of bus ids; anything else a store may hold (a cell written by
+    hand, another version) is no GPU, never a failed ``nightowl history`` (issue "trust, round four", 6)."""
+    try:
+        value = json.loads(text) if isinstance(text, (str, bytes)) else None
+    except (ValueError, RecursionError):
+        return []
+    return [str(g) for g in value if isinstance(g, (str, int))] if isinstance(value, list) else []
+
+
+def _number(value: Any) -> float | None:
+    """A stored time as a number; None for a cell that holds none (or none a clock can show)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        return None
+    return float(value)
+
+
 def _iso(ts: float | None) -> str | None:
     if ts is None:
         return None
-    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(ts))
+    try:
+        return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(ts))
+    except (OverflowError, ValueError, OSError):
+        return None
