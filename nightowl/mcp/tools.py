@@ -211,6 +211,8 @@ class Toolbox:
             raise ToolError(f"replay: {missing[0]!r} is not a recorded host or bundle folder")
         if not replays and not hosts:
             raise ToolError("give at least one host or replay path")
+        for replay in replays:  # a bundle's host folders are read as recordings: a symlink may not lead out
+            self._readable_hosts(replay)
         # every file a path parameter makes nightowl read, inside read_roots (issue "trust, round four", item 3)
         check_path_params(self.config, self.runbooks(), arguments["runbook"], params, hosts, out_dir)
         uploads = sorted(set(params) & upload_params()) if hosts else []
@@ -253,6 +255,15 @@ class Toolbox:
             return self.config.readable(given, also=self._out_dir or default_out_dir())
         except ConfigError as exc:
             raise ToolError(str(exc)) from None
+
+    def _readable_hosts(self, replay: Path) -> None:
+        from nightowl.engine import layout
+
+        folder = replay / layout.HOSTS
+        if self.config.read_roots and folder.is_dir():
+            self._readable(str(folder))
+            for host in folder.iterdir():
+                self._readable(str(host))
 
     def _ssh(self) -> dict[str, Any]:
         config = self.config

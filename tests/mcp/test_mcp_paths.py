@@ -200,3 +200,20 @@ def test_parse_holds_what_it_opened_to_the_roots(tree: dict[str, Path], monkeypa
     with pytest.raises(ToolError, match="outside the folders") as caught:
         box.call("parse", {"kind": "kernel-log", "path": str(swap / "shadow")})
     assert "HASHED-SECRET" not in str(caught.value) and len(checks) == 2
+
+
+def test_a_replayed_bundle_whose_host_folder_leads_out_is_refused(tree: dict[str, Path]) -> None:
+    box, recorder = toolbox(tree)
+    bundle = tree["allowed"] / "bundle"
+    (bundle / "hosts").mkdir(parents=True)
+    (bundle / "hosts" / "gpu-01").mkdir()
+    box.call("triage", {"runbook": "xid", "replay": [str(bundle)]})
+    os.symlink(tree["secret"].parent, bundle / "hosts" / "gpu-02")  # recordings read from outside the roots
+    with pytest.raises(ToolError, match="outside the folders"):
+        box.call("triage", {"runbook": "xid", "replay": [str(bundle)]})
+    other = tree["allowed"] / "other"
+    other.mkdir()
+    os.symlink(tree["secret"].parent, other / "hosts")
+    with pytest.raises(ToolError, match="outside the folders"):
+        box.call("triage", {"runbook": "xid", "replay": [str(other)]})
+    assert len(recorder.requests) == 1
