@@ -53,8 +53,15 @@ class Incident:
 
 
 def read_incident(bundle: Path, node: str) -> Incident:
-    """The incident bundle's entry for ``node``; IncidentError when unreadable or when no host in it is ``node``."""
+    """The incident bundle's entry for ``node``; IncidentError when unreadable, when a file no longer matches its
+    manifest (``postmortem --verify``: the sha256 cited would vouch for what the run never saw), or when no host
+    in it is ``node``."""
+    from nightowl.engine.bundle_verify import verify_bundle
     from nightowl.history.extract import bundle_sha256, host_rows
+
+    problems = verify_bundle(bundle)
+    if problems:
+        raise IncidentError(f"{bundle}: the incident bundle does not verify ({problems[0]})")
 
     try:
         manifest = json.loads((bundle / layout.MANIFEST).read_text())

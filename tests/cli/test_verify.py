@@ -86,17 +86,10 @@ def test_the_incidents_own_xid_lines_seen_again_are_not_new(tmp_path: Path, inci
     """Not rebooted yet: the same kernel log still holds the incident's Xid 79, which is no new fault."""
     same_boot = _recorded(tmp_path / "after", "healthy-l40s")
     shutil.copy(HOSTS / "xid79-fallen-off-bus" / "kernel-log.out", same_boot / "kernel-log.out")
-    facts = {"kernel_log": _kernel_facts(same_boot / "kernel-log.out")}
+    facts = {"kernel_log": _facts("kernel-log", same_boot / "kernel-log.out")}
     evidence = gate.Evidence("gpu-17", facts, {"id": "healthy", "action": "none"})
     (check,) = gate.judge(("no-new-xid",), evidence, gate.read_incident(incident, "gpu-17"))
     assert check["result"] == "pass", check
-
-
-def _kernel_facts(path: Path) -> dict[str, Any]:
-    from nightowl.collectors import get_collector
-
-    collector = get_collector("kernel-log")
-    return collector.facts(collector.parse(path.read_text()))
 
 
 def test_an_incident_bundle_that_is_not_the_nodes_is_refused(tmp_path: Path, incident: Path) -> None:
@@ -158,3 +151,32 @@ def test_resume_k8s_sets_the_condition_true_naming_both_bundles_only_on_a_pass(
     assert condition is not None and (condition["status"], condition["reason"]) == ("True", "verified")
     assert incident.name in condition["message"] and Path(report["bundle"]).name in condition["message"]
     assert [a["result"] for a in actions_log.read(log)][-1] == "set"
+
+
+def test_an_incident_bundle_edited_after_it_was_written_is_refused(tmp_path: Path, incident: Path) -> None:
+    (incident / "hosts" / "gpu-17" / "kernel-log.out").write_text("nothing happened\n")
+    status, report, log = _verify(tmp_path, incident, _recorded(tmp_path / "after", "healthy-l40s"))
+    assert status == 2 and report == {} and not log.exists()
+
+
+def _facts(kind: str, path: Path) -> dict[str, Any]:
+    from nightowl.collectors import get_collector
+
+    collector = get_collector(kind)
+    return collector.facts(collector.parse(path.read_text()))
+
+
+@pytest.mark.parametrize(
+    ("check", "kind", "recording", "why"),
+    [
+        ("memory-clear", "nvidia-smi", "remap-pending-a100", "remap_pending_gpus"),
+        ("fabric-complete", "fabric", "fabric-in-progress-580", "not Completed/Success"),
+    ],
+)
+def test_a_pending_remap_or_an_unfinished_fabric_registration_fails_its_check(
+    incident: Path, check: str, kind: str, recording: str, why: str
+) -> None:
+    facts = {kind.replace("-", "_"): _facts(kind, HOSTS / recording / f"{kind}.out")}
+    evidence = gate.Evidence("gpu-17", facts, {"id": "healthy", "action": "none"})
+    (result,) = gate.judge((check,), evidence, gate.read_incident(incident, "gpu-17"))
+    assert result["result"] == "fail" and why in result["why"], result
