@@ -128,3 +128,27 @@ def test_a_verdict_that_needs_no_action_prints_no_steps(tmp_path: Path) -> None:
     summary, bundle = _run(VM, tmp_path)
     assert summary["hosts"][0]["verdict"]["action"] == "none"
     assert "steps:" not in text_report(summary) and "Steps:" not in (bundle / "status-update.md").read_text()
+
+
+def test_a_runbook_that_declares_a_tenancy_parameter_gets_its_steps_over_the_facts(tmp_path: Path) -> None:
+    """The runner reads ``params.tenancy``: a runbook that declares it lets the operator say "managed" where
+    the GPU itself says Pass-Through (a VM the provider runs for you)."""
+    from nightowl.engine.validate import load_runbook
+
+    path = tmp_path / "rb.yaml"
+    path.write_text(
+        "id: t\ntitle: test\nparameters:\n  tenancy: {default: null, description: \"bare-metal, vm or managed\"}\n"
+        "entry: start\nnodes:\n  start:\n    collect: [nvidia-smi]\n    next: out\n"
+        "  out:\n    verdict: {id: out, severity: critical, action: reboot-node, summary: out}\n"
+    )
+    loaded = load_runbook(path)
+    for declared, tenancy, by in (
+        (None, "vm", "nvidia_smi.virtualization_mode: Pass-Through"),
+        ("managed", "managed", "declared"),
+    ):
+        result = run_and_save(
+            loaded, {"gpu-17": lambda: ReplayTransport(VM, "gpu-17")}, tmp_path, params={"tenancy": declared}
+        )
+        step = result.hosts[0]["verdict"]["first_step"]
+        assert (step["tenancy"], step["determined_by"]) == (tenancy, by)
+    assert step["steps"] == actions.steps_rows()[("reboot-node", "managed")].steps
