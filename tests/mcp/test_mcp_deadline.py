@@ -6,6 +6,7 @@ blocks); every wait on the server runs under a watchdog."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
@@ -118,9 +119,9 @@ def test_every_answer_and_error_is_scrubbed(tmp_path: Path, monkeypatch: pytest.
 # --- the server as a client starts it ----------------------------------------------------------------------
 
 
-def start(tmp_path: Path, timeout: float) -> subprocess.Popen[str]:
+def start(tmp_path: Path, timeout: float, extra: str = "") -> subprocess.Popen[str]:
     config = tmp_path / "mcp.yaml"
-    config.write_text(f"tool_timeout: {timeout}\n")
+    config.write_text(f"tool_timeout: {timeout}\n{extra}")
     return subprocess.Popen(
         [sys.executable, "-m", "nightowl.cli.main", "mcp", "--config", str(config), "--out", str(tmp_path / "b")],
         stdin=subprocess.PIPE,
@@ -257,3 +258,48 @@ def test_a_stuck_run_holds_neither_the_next_nor_its_refusal_message(monkeypatch:
     finally:
         release.set()
         stuck.join(WATCHDOG)
+
+
+@pytest.mark.integration
+def test_the_server_exits_past_a_collector_stuck_on_a_live_host(tmp_path: Path) -> None:
+    """A command on `local` that never ends (tail on a FIFO nobody writes) holds the triage: the server exits
+    all the same when stdin closes (and the tail, orphaned, is let go by the test)."""
+    fifo = tmp_path / "engine.log"
+    os.mkfifo(fifo)
+    proc = start(tmp_path, timeout=600, extra="hosts: [local]\n")
+    watchdog = watched(proc)
+    arguments = {"runbook": "engine-start", "hosts": ["local"], "params": {"engine_log_file": str(fifo)}}
+    call = {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "triage", "arguments": arguments}}
+    try:
+        send(proc, *opening(), call, {"jsonrpc": "2.0", "id": 3, "method": "ping"})
+        assert answer_to(proc, 3)["result"] == {}
+        assert proc.stdin is not None
+        proc.stdin.close()
+        rc = proc.wait(timeout=WATCHDOG)
+    finally:
+        watchdog.cancel()
+        proc.kill()
+        proc.wait(timeout=WATCHDOG)
+        with contextlib.suppress(OSError):  # let a tail still waiting on the FIFO see its end
+            os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))
+    assert rc == 0, f"the server outlived its client (rc {rc})"
+
+
+def test_a_thread_interpreter_shutdown_would_wait_for_does_not_hold_the_exit(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The engine's pools are not daemon threads: past the end of serving, one still running means os._exit
+    (after a flush); none, the ordinary exit."""
+    import io
+
+    exits: list[int] = []
+    monkeypatch.setattr(server.os, "_exit", exits.append)
+    server._exit_past_stuck_threads(io.BytesIO())
+    assert exits == []
+    release = threading.Event()
+    pool_thread = threading.Thread(target=release.wait, name="collect_0")  # as concurrent.futures makes them
+    pool_thread.start()
+    try:
+        server._exit_past_stuck_threads(io.BytesIO())
+    finally:
+        release.set()
+        pool_thread.join(WATCHDOG)
+    assert exits == [0]
