@@ -243,20 +243,24 @@ def _upsert_events(conn: sqlite3.Connection, host: str, events: Iterable[Mapping
 
     Seen again: the larger count and the later last time win, the first bundle that saw it stays cited;
     a boot id learnt later (a previous-boot log) fills a null one. An event another bundle recorded
-    through another clock (``same_event``) updates that row (``merged``) and is not new."""
-    from nightowl.collectors.gpu.history_rows import merged
+    through another clock (``same_event``), or a row whose time names its zone where this reading's does
+    not (or the other way round), is updated by ``merged``: its times stay on one clock."""
+    from nightowl.collectors.gpu.history_rows import merged, zone_known
 
     added = 0
     for e in events:
-        if conn.execute("SELECT 1 FROM events WHERE key = ?", (e["key"],)).fetchone() is None:
+        known = next(iter(rows(conn, "SELECT * FROM events WHERE key = ?", (e["key"],))), None)
+        if known is None:
             known = _same_event_row(conn, host, e, record["bundle_id"])
-            if known is not None:
-                row = merged(known, e)
-                names = [n for n in EVENT_COLUMNS if n not in ("key", "host") and n in row]
-                assignments = ", ".join(f"{n} = ?" for n in names)
-                conn.execute(f"UPDATE events SET {assignments} WHERE key = ?", [*(row[n] for n in names), known["key"]])
-                continue
-            added += 1
+            added += known is None
+        if known is not None and (
+            known["key"] != e["key"] or zone_known(known["first_time"]) != zone_known(e.get("first_time"))
+        ):
+            row = merged(known, e)
+            names = [n for n in EVENT_COLUMNS if n not in ("key", "host") and n in row]
+            assignments = ", ".join(f"{n} = ?" for n in names)
+            conn.execute(f"UPDATE events SET {assignments} WHERE key = ?", [*(row[n] for n in names), known["key"]])
+            continue
         conn.execute(
             f"""INSERT INTO events ({", ".join(EVENT_COLUMNS)}) VALUES ({", ".join("?" * len(EVENT_COLUMNS))})
                ON CONFLICT(key) DO UPDATE SET

@@ -46,9 +46,15 @@ def test_one_xid_through_both_clocks_is_one_event_and_a_second_an_hour_later_is_
     assert verdict_of(tmp_path, "a", first.format(clock="21:29:39"), db)["action"] == "reboot-node"
     again = verdict_of(tmp_path, "b", second.format(clock="21:29:39"), db)
     assert (again["id"], again["action"]) == ("gpu-fell-off-bus", "reboot-node"), again["summary"]
+    for name in ("a2", "b2"):  # each clock's reading once more: still one row, its times on one clock
+        assert (
+            verdict_of(tmp_path, name, (first if name == "a2" else second).format(clock="21:29:39"), db)["action"]
+            == "reboot-node"
+        )
     events = store.read(db, "SELECT * FROM events WHERE code = 79")
     assert len(events) == 1
-    assert events[0]["first_time"] == "2024-04-05T21:29:39+02:00"  # the reading that names its zone is kept
+    zoned = "2024-04-05T21:29:39+02:00"  # the reading that names its zone is kept
+    assert (events[0]["first_time"], events[0]["last_time"], events[0]["count"]) == (zoned, zoned, 1)
     # a genuine second Xid 79 an hour later (the journal read with --since, so without the first line)
     later = verdict_of(tmp_path, "c", JOURNAL.format(clock="22:29:39"), db)
     assert (later["id"], later["action"]) == ("gpu-repeat-offender", "hardware-ticket")
