@@ -192,7 +192,10 @@ class EvidenceFile:
     state: str = "ok"  # ok | changed | missing | unlisted
 
 
-DRAFT_READ_SECONDS = 15.0  # all of one draft's parsing of its bundle's outputs again, after the run
+# All of one draft's parsing of its bundle's outputs again: the drafts a run writes come before its verdict is
+# printed, so they get little; ``nightowl postmortem`` later, with no one waiting on a verdict, gets more.
+DRAFT_READ_SECONDS = 60.0
+RUN_DRAFT_READ_SECONDS = 5.0
 
 
 @dataclass
@@ -239,7 +242,9 @@ def _renumbered(root: Path, manifest: dict[str, Any]) -> dict[str, Any]:
     return manifest
 
 
-def load(bundle: Path) -> Bundle:
+def load(bundle: Path, read_seconds: float | None = None) -> Bundle:
+    """The bundle as the drafts read it; ``read_seconds`` (DRAFT_READ_SECONDS by default) bounds the parsing
+    of its outputs again."""
     root = Path(bundle)
     data = Bundle(
         root=root,
@@ -249,6 +254,7 @@ def load(bundle: Path) -> Bundle:
         runbook=read_runbook(root / RUNBOOK),
     )
     data.evidence = _catalog(data)
+    data.read_by = time.monotonic() + (DRAFT_READ_SECONDS if read_seconds is None else read_seconds)
     return data
 
 

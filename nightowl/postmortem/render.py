@@ -11,7 +11,7 @@ from urllib.parse import quote
 
 from nightowl.engine import layout
 from nightowl.paths import data_dir
-from nightowl.postmortem.bundle_reader import Bundle, load
+from nightowl.postmortem.bundle_reader import RUN_DRAFT_READ_SECONDS, Bundle, load
 from nightowl.postmortem.context import bundle_context
 from nightowl.postmortem.svg import decision_svg
 
@@ -174,7 +174,7 @@ def render_drafts(bundle: Path) -> str:
     """The run's drafts from one read of the bundle: ``postmortem.html`` written beside it (owner-only;
     citations link to the browsable copy of each raw file), the Markdown returned for ``postmortem.md``.
     The hook a run gives the bundle writer, so a capture reads and hashes its evidence once for both."""
-    data = load(Path(bundle))
+    data = load(Path(bundle), RUN_DRAFT_READ_SECONDS)  # the run's verdict is printed after its drafts
     _write_html(Path(bundle), lambda: render_bundle(bundle, fmt="html", data=data))
     return render_bundle(bundle, data=data)
 
