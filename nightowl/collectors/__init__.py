@@ -47,6 +47,7 @@ MODULES: dict[str, str] = {
     "fabric-manager": "nightowl.collectors.gpu.fabric_manager",
     "xid-nvlink5": "nightowl.collectors.gpu.xid_nvlink5",
     "nvlink-errors-window": "nightowl.collectors.gpu.nvlink_errors_window",
+    "dcgm-metrics": "nightowl.collectors.gpu.dcgm_metrics",
 }
 
 
