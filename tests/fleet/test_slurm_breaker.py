@@ -17,6 +17,7 @@ from nightowl.fleet import actions_log
 from tests.fleet.daemons import wait_for
 from tests.fleet.prometheus_stack import nightowl_argv
 from tests.fleet.slurm_cluster import NODE, SPARES, SlurmCluster
+from tests.fleet.slurm_interleave import interleaving_bin
 
 pytestmark = pytest.mark.integration
 FATAL = SPARES[:12]
@@ -24,9 +25,10 @@ PERSONS = SPARES[19]  # drained by a person before the storm
 REASON = "nightowl: nvlink-xid (reset-gpu)"
 
 
-def _nightowl(cluster: SlurmCluster, *args: str) -> subprocess.Popen[str]:
+def _nightowl(cluster: SlurmCluster, *args: str, path: Path | None = None) -> subprocess.Popen[str]:
+    env = {**cluster.env, "PATH": f"{path}:{cluster.env['PATH']}"} if path else cluster.env
     return subprocess.Popen(
-        [*nightowl_argv(), *args], env=cluster.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        [*nightowl_argv(), *args], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
     )
 
 
@@ -71,7 +73,7 @@ def test_twelve_fatal_at_once_under_a_cap_of_five(slurm_cluster: SlurmCluster, t
         in_slurm = [n for n in FATAL if "drain" in cluster.node_state(n)]
         assert sorted(in_slurm) == sorted(drained)
         assert {cluster.reason(n) for n in in_slurm} == {REASON}
-        logged = actions_log.read(log)
+        logged = [a for a in actions_log.read(log) if a["result"] != "intended"]  # each drain's intent, then it
         assert sorted((a["node"], a["result"]) for a in logged) == sorted((r["node"], r["result"]) for r in results)
         assert actions_log.verify(log) == []
 
@@ -132,7 +134,41 @@ def test_a_failed_node_is_logged_and_the_list_goes_on(slurm_cluster: SlurmCluste
         results = [(a["node"], a["result"]) for a in json.loads(out)["actions"]]
         assert results == [("no-such-node", "failed"), (SPARES[0], "drained")]
         logged = actions_log.read(log)
-        assert [(a["node"], a["result"]) for a in logged] == results
+        # the drain that went ahead logged its intent first; the failed one failed at sinfo, before acting
+        assert [(a["node"], a["result"]) for a in logged] == [results[0], (SPARES[0], "intended"), results[1]]
         assert "no-such-node" in logged[0]["why"] and actions_log.verify(log) == []
+    finally:
+        _clean(cluster)
+
+
+def test_twelve_checks_without_a_lock_drain_at_most_the_cap(slurm_cluster: SlurmCluster, tmp_path: Path) -> None:
+    """Issue 42 item 2 on the real slurmctld: twelve `nightowl slurm drain` processes started together, no lock,
+    only Slurm's state in common, under --max-drain 1, every one reading before any drains and then draining
+    one at a time in reverse name order (tests/fleet/slurm_interleave.py): one node drained, the others held,
+    each having undone its own drain and logged it."""
+    cluster = slurm_cluster
+    cluster.reset()
+    _clean(cluster)
+    wrappers = interleaving_bin(tmp_path, list(reversed(FATAL)))
+    try:
+        args = ["--verdict", "nvlink-xid", "--action", "reset-gpu", "--max-drain", "1", "--format", "json"]
+        logs = {node: tmp_path / f"{node}.jsonl" for node in FATAL}  # each node its own log, as on real nodes
+        checks = [
+            _nightowl(cluster, "slurm", "drain", n, *args, "--actions-log", str(logs[n]), path=wrappers) for n in FATAL
+        ]
+        results = []
+        for check in checks:
+            out, err = check.communicate(timeout=120)
+            (action,) = json.loads(out)["actions"]
+            assert check.returncode == (4 if action["result"] == "held" else 0), err
+            results.append(action)
+        drained = [r["node"] for r in results if r["result"] == "drained"]
+        undone = [r["node"] for r in results if "its own drain undone" in r["why"]]
+        print(f"\nno lock, cap 1: {len(drained)} drained, {len(undone)} undone their own, of {len(FATAL)} at once")
+        assert len(drained) == 1 and sorted(undone) == sorted(set(FATAL) - set(drained))
+        assert [n for n in FATAL if "drain" in cluster.node_state(n)] == drained
+        for node in undone:  # the intent, then the outcome, in each node's own log
+            assert [a["result"] for a in actions_log.read(logs[node])] == ["intended", "held"]
+            assert actions_log.verify(logs[node]) == []
     finally:
         _clean(cluster)
