@@ -155,7 +155,7 @@ def scale_up(db: Path, factor: int) -> None:
             )
             conn.execute(
                 "INSERT INTO events SELECT key || ?1, host || ?1, pci, uuid, kind, code, boot_id, first_time,"
-                " last_time, first_ts, last_ts, count, text, bundle_id, bundle_sha256 FROM events"
+                " last_time, first_ts, last_ts, count, text, bundle_id, bundle_sha256, monotonic FROM events"
                 " WHERE host NOT LIKE '%~%'",
                 (f"~{k}",),
             )
