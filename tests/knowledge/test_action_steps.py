@@ -98,6 +98,7 @@ def test_the_one_gpu_vm_recording_gets_vm_steps_for_reboot_node_everywhere_they_
     update = (bundle / "status-update.md").read_text()
     assert "Steps: on a VM" in update and "stop and start the instance" in update
     assert "stop and start the instance" in (bundle / "postmortem.md").read_text()
+    assert "stop and start the instance" in (bundle / "postmortem.html").read_text()
 
 
 def test_a_bare_metal_verdict_keeps_its_steps_and_says_the_tenancy_was_not_determined(tmp_path: Path) -> None:
