@@ -77,6 +77,7 @@ def row(time: str | None, boot: str | None = None, monotonic: str | None = None)
         (row("2024-04-05T21:29:39+02:00"), row("2024-04-05T22:29:39"), True),  # an hour: could be a zone
         (row("2024-04-05T21:29:39+02:00"), row("2024-04-05T22:29:39+02:00"), False),  # both zoned: an hour
         (row("2024-04-05T21:29:39"), row("2024-04-05T22:29:39"), False),  # both local: an hour
+        (row("2024-04-05T21:29:39"), row("2024-04-05T21:30:20"), True),  # dmesg -T after a 41 s clock step
         (row("2024-04-05T21:29:39+00:00"), row("2024-04-05T21:36:39"), False),  # 7 minutes is no zone
         (row("2024-04-05T00:00:00+00:00"), row("2024-04-05T14:30:00"), False),  # beyond UTC+14
         (row("2024-04-05T21:29:39+00:00", "b1"), row("2024-04-05T21:29:39", "b2"), False),  # other boots
