@@ -180,3 +180,19 @@ def test_a_pending_remap_or_an_unfinished_fabric_registration_fails_its_check(
     evidence = gate.Evidence("gpu-17", facts, {"id": "healthy", "action": "none"})
     (result,) = gate.judge((check,), evidence, gate.read_incident(incident, "gpu-17"))
     assert result["result"] == "fail" and why in result["why"], result
+
+
+def test_a_pass_whose_resume_fails_exits_5_and_logs_the_schedulers_error(
+    tmp_path: Path, incident: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    empty = tmp_path / "bin"
+    empty.mkdir()
+    monkeypatch.setenv("PATH", str(empty))  # no sinfo, no scontrol: the resume cannot be made
+    status, report, log = _verify(
+        tmp_path, incident, _recorded(tmp_path / "after", "healthy-l40s"), "--resume", "slurm"
+    )
+    assert status == 5 and report["result"] == "passed" and report["resume"]["result"] == "failed", report
+    assert [(a["what"], a["result"]) for a in actions_log.read(log)] == [
+        ("verify", "verify-passed"),
+        ("resume", "failed"),
+    ]
