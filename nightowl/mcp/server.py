@@ -27,6 +27,7 @@ from nightowl.mcp.hooks import ToolError
 from nightowl.mcp.tools import Toolbox, scrubbed
 
 T = TypeVar("T")
+TOOL_THREAD = "nightowl-mcp-tool-"  # the name of a tool call's thread, then the tool's
 
 INSTRUCTIONS = (
     "nightowl triages GPU servers with read-only runbooks. Verdicts are nightowl's, decided from hashed "
@@ -84,10 +85,12 @@ def serve(toolbox: Toolbox) -> None:
 
 
 def _exit_past_stuck_threads(wire_out: IO[bytes]) -> None:
-    """The client is gone: exit now if a tool's work still runs in a thread interpreter shutdown would wait
-    for (the engine's pools are not daemons), after flushing what was written."""
+    """The client is gone: exit now, after flushing what was written, if a tool's work still runs. Interpreter
+    shutdown would wait for it: it joins every thread not a daemon, and every concurrent.futures pool thread
+    (the engine's), daemon or not; a tool's own thread is where such pools start."""
     main = threading.main_thread()
-    if any(t is not main and t.is_alive() and not t.daemon for t in threading.enumerate()):
+    running = [t for t in threading.enumerate() if t is not main and t.is_alive()]
+    if any(not t.daemon or t.name.startswith(TOOL_THREAD) for t in running):
         for stream in (wire_out, sys.stdout, sys.stderr):
             with contextlib.suppress(Exception):
                 stream.flush()
@@ -242,7 +245,7 @@ async def in_thread(work: Callable[[], T], deadline: float, name: str) -> T:
         with contextlib.suppress(Exception):  # the caller gave up and the loop may be gone
             anyio.from_thread.run_sync(finished.set, token=token)
 
-    threading.Thread(target=run, name=f"nightowl-mcp-{name}", daemon=True).start()
+    threading.Thread(target=run, name=f"{TOOL_THREAD}{name}", daemon=True).start()
     with anyio.move_on_after(deadline):
         await finished.wait()
     if not outcome:
