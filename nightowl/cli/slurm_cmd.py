@@ -21,7 +21,8 @@ ACTIONS_LOG_OPTION = click.option(
 LOCK_OPTION = click.option(
     "--lock",
     type=click.Path(dir_okay=False, path_type=Path),
-    help="a lock file the checks deciding at once share (one node: serialises them)",
+    help="a lock file the checks deciding at once share, e.g. on shared storage: serialises their decisions, "
+    "with a compare-and-set record of them in FILE.record/",
 )
 DRY_RUN_OPTION = click.option("--dry-run", is_flag=True, help="say what would be done; change and log nothing")
 

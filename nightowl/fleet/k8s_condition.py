@@ -32,7 +32,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Protocol
 
-from nightowl.fleet import actions_log
+from nightowl.fleet import actions_log, drain_record
 from nightowl.fleet.breaker import PREFIX, Caps, NodeState, keeps_drain, may_drain
 from nightowl.fleet.node_condition import fit
 
@@ -202,26 +202,34 @@ def set_condition(
     bundle = (report or {}).get("bundle")
     entry = {"node": node, "what": "condition", "bundle": bundle, "bundle_sha256": bundle_sha256(_path(bundle))}
     with locked(lock):
-        conditions = kubectl.nodes()
-        if node not in conditions:
-            raise KubectlError(f"kubectl get nodes does not list node {node!r}")
-        current = conditions[node] or {}
-        said = f"{CONDITION}={wanted['status']} ({wanted['reason']})"
-        if all(current.get(k) == wanted[k] for k in ("status", "reason", "message")):
-            return {**entry, "why": said, "result": "unchanged"}
-        said += f"; {note}" if note else ""
-        turning = wanted["status"] == "False" and current.get("status") != "False"
-        if turning:
-            states = as_states(conditions, moment)
-            for other in planned:
-                if other in states and not states[other].drained:
-                    states[other] = NodeState(other, "drained", f"{PREFIX} planned", moment)
-            decision = may_drain(node, states, caps, moment)
-            if not decision.allowed:
-                return _hold(kubectl, node, wanted, {**entry, "note": note}, decision.why, log, dry_run)
-            said += f"; {decision.why}"
-        if dry_run:
-            return {**entry, "why": said, "result": "would-set"}
+        for _ in range(drain_record.TRIES):  # with --lock: until this decision is the record's next version
+            conditions = kubectl.nodes()
+            if node not in conditions:
+                raise KubectlError(f"kubectl get nodes does not list node {node!r}")
+            current = conditions[node] or {}
+            said = f"{CONDITION}={wanted['status']} ({wanted['reason']})"
+            if all(current.get(k) == wanted[k] for k in ("status", "reason", "message")):
+                return {**entry, "why": said, "result": "unchanged"}
+            said += f"; {note}" if note else ""
+            turning = wanted["status"] == "False" and current.get("status") != "False"
+            shared = None
+            if turning:
+                states = as_states(conditions, moment)
+                for other in planned:
+                    if other in states and not states[other].drained:
+                        states[other] = NodeState(other, "drained", f"{PREFIX} planned", moment)
+                if lock and not dry_run:
+                    shared = drain_record.mark(lock, states, node, caps.window_s, moment)
+                decision = may_drain(node, states, caps, moment)
+                if not decision.allowed:
+                    return _hold(kubectl, node, wanted, {**entry, "note": note}, decision.why, log, dry_run)
+                said += f"; {decision.why}"
+            if dry_run:
+                return {**entry, "why": said, "result": "would-set"}
+            if shared is None or drain_record.commit(shared, node, "condition", caps.window_s):
+                break
+        else:
+            raise drain_record.RecordError(f"{lock}: lost the drain record {drain_record.TRIES} times in a row")
         actions_log.append(log, {**entry, "why": said, "result": "intended"})
         if current.get("status") == wanted["status"] and current.get("lastTransitionTime"):
             wanted["lastTransitionTime"] = current["lastTransitionTime"]  # no transition: keep when it began

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from nightowl.engine import layout
-from nightowl.fleet import actions_log
+from nightowl.fleet import actions_log, drain_record
 from nightowl.fleet.breaker import (
     OWN_REASON,
     PREFIX,
@@ -141,24 +141,30 @@ def drain(
     entry["bundle_sha256"] = bundle_sha256(bundle)
     said = f"; {note}" if note else ""
     with locked(lock):
-        nodes = slurm.nodes()
-        current = nodes.get(node)
-        if current is None:
-            raise SlurmError(f"sinfo does not list node {node!r}")
-        if current.drained and current.reason == reason:
-            return {**entry, "result": "unchanged"}
-        if current.drained and not current.drained_by_nightowl:
-            why = f"drained by someone else ({current.reason}); left as it is{said}"
-            return _record(log, entry, "not-ours", why, dry_run)
-        moment = now()
-        for other in planned:
-            if other in nodes and not nodes[other].drained:
-                nodes[other] = NodeState(other, "drained", reason, moment)
-        decision = may_drain(node, nodes, caps, moment)
-        if not decision.allowed:
-            return _record(log, entry, "held", decision.why + said, dry_run)
-        if dry_run:
-            return {**entry, "result": "would-drain", "why": f"{reason}; {decision.why}{said}"}
+        for _ in range(drain_record.TRIES):  # with --lock: until this decision is the record's next version
+            nodes = slurm.nodes()
+            current = nodes.get(node)
+            if current is None:
+                raise SlurmError(f"sinfo does not list node {node!r}")
+            if current.drained and current.reason == reason:
+                return {**entry, "result": "unchanged"}
+            if current.drained and not current.drained_by_nightowl:
+                why = f"drained by someone else ({current.reason}); left as it is{said}"
+                return _record(log, entry, "not-ours", why, dry_run)
+            moment = now()
+            for other in planned:
+                if other in nodes and not nodes[other].drained:
+                    nodes[other] = NodeState(other, "drained", reason, moment)
+            shared = drain_record.mark(lock, nodes, node, caps.window_s, moment) if lock and not dry_run else None
+            decision = may_drain(node, nodes, caps, moment)
+            if not decision.allowed:
+                return _record(log, entry, "held", decision.why + said, dry_run)
+            if dry_run:
+                return {**entry, "result": "would-drain", "why": f"{reason}; {decision.why}{said}"}
+            if shared is None or drain_record.commit(shared, node, "drain", caps.window_s):
+                break
+        else:
+            raise drain_record.RecordError(f"{lock}: lost the drain record {drain_record.TRIES} times in a row")
         actions_log.append(log, {**entry, "why": f"{reason}; {decision.why}{said}", "result": "intended"})
         slurm.drain(node, reason)
         if caps.limit(len(nodes)) is None:

@@ -6,7 +6,8 @@ the interleaving: every check reads the state before any acts (a barrier), then
 
 - ``at-once``: every check acts, then every check reads again to confirm (barriers between);
 - ``sequential ORDER``: one check at a time acts and confirms, in ORDER (for example reverse name order, the
-  order in which ranking by a one-second time and then the name lets each check rank itself first).
+  order in which ranking by a one-second time and then the name lets each check rank itself first);
+- ``free``: nothing more; the threads race as the machine schedules them.
 
 Time is a virtual clock ``speed`` times faster than the real one, so a test waits tenths of a second
 for what is a second to the scheduler. Slurm stamps a reason with its own clock in whole seconds
@@ -51,7 +52,7 @@ class Interleaver:
     """Holds each check at its first read, its first action and its confirming read, as the schedule says."""
 
     checks: list[str]
-    schedule: str  # "at-once" or "sequential"
+    schedule: str  # "at-once", "sequential" or "free"
     order: list[str] = field(default_factory=list)
 
     def __post_init__(self) -> None:
@@ -79,7 +80,7 @@ class Interleaver:
 
     def before_act(self, check: str) -> None:
         count = self.acts[check] = self.acts.get(check, 0) + 1
-        if count != 1:
+        if count != 1 or self.schedule == "free":
             return  # undoing its own action is never held back
         if self.schedule == "at-once":
             self.act_barrier.wait()

@@ -4,6 +4,7 @@ interleaving (tests/fleet/scheduler_standin.py). The real slurmctld/slurmd: test
 
 from __future__ import annotations
 
+import contextlib
 import random
 import threading
 from collections.abc import Callable
@@ -12,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from nightowl.fleet import actions_log
+from nightowl.fleet import actions_log, drain_record
 from nightowl.fleet.breaker import Caps
 from nightowl.fleet.k8s_condition import CONDITION, Timing, set_condition
 from nightowl.fleet.slurm_actions import drain
@@ -132,3 +133,47 @@ def test_without_waiting_out_the_second_the_race_is_lost(tmp_path: Path) -> None
     results = run_checks(check)
     # every drain of the same scheduler second ranks the later (lower-named) check first: each keeps its own
     assert sum(e["result"] == "drained" for e in results.values()) == len(CHECKS)
+
+
+def test_the_drain_record_is_a_compare_and_set(tmp_path: Path) -> None:
+    lock = tmp_path / "drain.lock"
+    first, second = drain_record.read(lock), drain_record.read(lock)
+    assert first.version == 0
+    assert drain_record.commit(first, "gpu-01", "drain", 3600)
+    assert not drain_record.commit(second, "gpu-02", "drain", 3600)  # read version 0 too: it lost
+    now = drain_record.read(lock)
+    assert now.version == 1 and [d["node"] for d in now.drains] == ["gpu-01"]
+    assert drain_record.commit(now, "gpu-02", "drain", 3600)
+    assert [d["node"] for d in drain_record.read(lock).drains] == ["gpu-01", "gpu-02"]
+
+
+@pytest.mark.parametrize("scheduler", ["slurm", "k8s"])
+def test_with_a_lock_that_does_not_lock_the_record_still_holds_the_cap(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, scheduler: str
+) -> None:
+    """--lock on a file system whose flock is local to each client (Lustre's localflock): every check thinks
+    it holds the lock. The compare-and-set record alone still lets one decision through per version, so the
+    cap holds before any check acts, with no settle at all."""
+    monkeypatch.setattr("nightowl.fleet.slurm_actions.locked", lambda lock: contextlib.nullcontext())
+    clock = VirtualClock(SPEED)
+    interleaver = Interleaver(CHECKS, "free")
+    lock, log = tmp_path / "drain.lock", tmp_path / "actions.jsonl"
+    slurm, kube = SlurmStandin(NODES, clock, interleaver), KubeStandin(NODES, interleaver)
+    verdict = {"id": "gpu-fell-off-bus", "action": "reboot-node", "summary": "s"}
+
+    def check(node: str) -> dict[str, Any]:
+        if scheduler == "slurm":
+            return drain(
+                slurm.client(node), node, "v", "reboot-node", Caps(max_drain=1), log, lock=lock, now=clock.local,
+                settle=0,
+            )  # fmt: skip
+        report = {"hosts": [{"host": node, "verdict": verdict}]}
+        timing = Timing(now=clock.utc, settle=0)
+        return set_condition(kube.client(node), node, report, 1, Caps(max_drain=1), log, lock=lock, timing=timing)
+
+    results = run_checks(check)
+    kept = [n for n, e in results.items() if e["result"] in ("drained", "set")]
+    assert len(kept) == 1 and all(e["result"] == "held" for n, e in results.items() if n not in kept), results
+    # the others were held before acting: no drain to undo
+    assert not any("undone" in e["why"] for e in results.values())
+    assert [d["node"] for d in drain_record.read(lock).drains] == kept
