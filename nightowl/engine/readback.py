@@ -10,13 +10,15 @@ and otherwise a parse stopped by the same watchdog once its own budget is spent.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from nightowl.engine import parse_memo
-from nightowl.engine.parse_budget import ParseBudgetExceeded, bounded_input, within
-from nightowl.engine.private_files import read_regular_text
+from nightowl.engine.parse_budget import PARSE_INPUT_CAP, ParseBudgetExceeded, within
+from nightowl.engine.private_files import open_regular
+from nightowl.transports.capped import CappedOutput
 
 READBACK_SECONDS = 10.0  # one parse of one bundle file by a reader; the run's host deadline is long spent
 
@@ -25,15 +27,34 @@ class ReadBackTimedOut(Exception):
     """A reader's parse of a bundle file ran past its budget: the reader says the file was not read again."""
 
 
+def read_as_parsed(path: Path, cap: int = PARSE_INPUT_CAP) -> str:
+    """A command's recorded output as its parser saw it in the run: the whole text, or the head and tail of
+    a bigger one within ``cap`` (the runner's ``bounded_input``), reading only what is kept. A regular file
+    only (``open_regular``: a FIFO or a device is refused before it can block); OSError otherwise."""
+    kept = CappedOutput(cap)
+    with open_regular(path) as handle:
+        size = os.fstat(handle.fileno()).st_size
+        if size <= cap:
+            kept.add(handle.read(cap + 1))
+        else:
+            kept.add(handle.read(kept.head_cap))
+            kept.skip(size - kept.head_cap - kept.tail_cap)
+            handle.seek(size - kept.tail_cap)
+            kept.add(handle.read(kept.tail_cap))
+    return kept.text()[0]
+
+
 def read_back(
     kind: str,
     parse: Callable[[str], Any],
     path: Path,
     digest: str | None = None,
     seconds: float | None = None,
+    reader: Callable[[Path], str] = read_as_parsed,
 ) -> Any:
     """``parse`` of the bundle file at ``path`` as the run's parser saw it (its head and tail within the
-    parse cap), the run's kept result when there is one (``digest``: the manifest's sha256 of the file).
+    parse cap, read by ``reader``), the run's kept result when there is one (``digest``: the manifest's sha256
+    of the file).
 
     OSError when the file is not a regular file one may read; ReadBackTimedOut past ``seconds`` (by default
     READBACK_SECONDS)."""
@@ -41,7 +62,7 @@ def read_back(
     kept = parse_memo.recall_file(kind, digest)
     if kept is not None:
         return kept
-    text, _cut = bounded_input(read_regular_text(path))
+    text = reader(path)
     kept = parse_memo.recall(kind, text)
     if kept is not None:
         return kept

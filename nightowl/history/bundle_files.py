@@ -17,7 +17,7 @@ from typing import Any
 
 from nightowl.engine.parse_budget import PARSE_INPUT_CAP
 from nightowl.engine.private_files import open_regular
-from nightowl.transports.capped import CappedOutput
+from nightowl.engine.readback import read_as_parsed
 
 MAX_JSON_BYTES = 16 * 1024 * 1024  # a manifest of 10,000 commands is ~5 MB; as MCP's read_bundle caps it
 
@@ -56,17 +56,7 @@ def parse_json(data: bytes) -> Any:
 
 
 def read_output(path: Path, cap: int = PARSE_INPUT_CAP) -> str:
-    """A command's recorded output as its parser saw it in the run: the whole text, or the head and tail of
-    a bigger one within ``cap`` (the runner's ``bounded_input``), reading only what is kept."""
+    """A command's recorded output as its parser saw it in the run (``readback.read_as_parsed``: the head and
+    tail within ``cap``), never through a symbolic link."""
     refuse_link(path)
-    kept = CappedOutput(cap)
-    with open_regular(path) as handle:
-        size = os.fstat(handle.fileno()).st_size
-        if size <= cap:
-            kept.add(handle.read(cap + 1))
-        else:
-            kept.add(handle.read(kept.head_cap))
-            kept.skip(size - kept.head_cap - kept.tail_cap)
-            handle.seek(size - kept.tail_cap)
-            kept.add(handle.read(kept.tail_cap))
-    return kept.text()[0]
+    return read_as_parsed(path, cap)

@@ -34,15 +34,11 @@ def _parsed(kind: str, parse: Callable[[str], Any], path: Path, digests: Mapping
     """``parse`` of the output at ``path``: the run's own result for exactly that text when it kept one.
 
     ``digests`` (file name -> sha256, from the bundle's manifest) finds that result without reading the file:
-    a sweep's history read every host's 2.5 MB back after the last host, adding straight to its wall time."""
-    from nightowl.engine import parse_memo
+    a sweep's history read every host's 2.5 MB back after the last host, adding straight to its wall time.
+    A parse of its own has a deadline (engine/readback.py): ReadBackTimedOut past it."""
+    from nightowl.engine.readback import read_back
 
-    kept = parse_memo.recall_file(kind, (digests or {}).get(path.name))
-    if kept is not None:
-        return kept
-    text = read_output(path)
-    kept = parse_memo.recall(kind, text)
-    return kept if kept is not None else parse(text)
+    return read_back(kind, parse, path, (digests or {}).get(path.name), reader=read_output)
 
 
 # Fabric and NIC findings kept as events (docs/reference.md#history): a state, not a logged line.

@@ -11,9 +11,9 @@ from typing import Any
 
 import pytest
 
-from nightowl.engine import parse_memo, readback
+from nightowl.engine import parse_memo
 from nightowl.engine.parse_budget import bounded_input
-from nightowl.engine.readback import ReadBackTimedOut, read_back
+from nightowl.engine.readback import ReadBackTimedOut, read_as_parsed, read_back
 from nightowl.engine.runner import parse_output
 from tests.postmortem.bundles import make_bundle
 
@@ -32,12 +32,13 @@ def spin(text: str) -> Any:
         pass
 
 
-def test_a_reader_parses_the_same_head_and_tail_the_run_did(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(readback, "bounded_input", lambda text: bounded_input(text, 1000))
+def test_a_reader_parses_the_same_head_and_tail_the_run_did(tmp_path: Path) -> None:
     path = tmp_path / "kernel-log.out"
-    path.write_text("".join(f"line {n:05d}\n" for n in range(5000)))
+    text = "".join(f"line {n:05d}\n" for n in range(5000))
+    path.write_text(text)
     seen: list[str] = []
-    read_back("kernel-log", lambda text: seen.append(text) or {}, path)
+    read_back("kernel-log", lambda text: seen.append(text) or {}, path, reader=lambda p: read_as_parsed(p, 1000))
+    assert seen == [bounded_input(text, 1000)[0]]  # exactly what the runner's parser is handed
     assert len(seen[0].encode()) <= 1000
     assert seen[0].startswith("line 00000\n") and seen[0].endswith("line 04999\n")
 
@@ -118,3 +119,23 @@ def test_the_coverage_counts_against_the_parse_deadline() -> None:
     facts, error = finishes(lambda: parse_output(_SlowCoverage(), "x 1\n", seconds=0.3))  # type: ignore[arg-type]
     assert error is None and facts["chars"] == 4
     assert any(w.startswith("coverage not measured: ParseBudgetExceeded") for w in facts["warnings"])
+
+
+def test_the_historys_parse_of_a_bundle_output_has_the_same_deadline(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from nightowl.engine import readback
+    from nightowl.history import extract
+
+    path = tmp_path / "kernel-log.out"
+    path.write_text("NVRM: Xid (PCI:0000:3b:00): 79, GPU has fallen off the bus.\n")
+    monkeypatch.setattr(readback, "READBACK_SECONDS", 0.3)
+
+    def attempt() -> str:
+        try:
+            extract._parsed("kernel-log", spin, path)
+        except ReadBackTimedOut as exc:
+            return str(exc)
+        return "returned"
+
+    assert finishes(attempt) == "parsing kernel-log.out again took more than 0.3 s"
