@@ -144,7 +144,7 @@ def tenancy_of(facts: Mapping[str, Any], declared: str | None = None) -> tuple[s
         namespace, _, name = sign.fact.partition(".")
         value = (facts.get(namespace) or {}).get(name) if isinstance(facts.get(namespace), dict) else None
         if isinstance(value, str) and sign.value.fullmatch(value.strip()):
-            return sign.tenancy, f"{sign.fact}: {value.strip()}"
+            return sign.tenancy, f'{sign.fact} = "{value.strip()}"'  # quoted: a mode of "None" is a word
     return None, None
 
 
@@ -166,7 +166,7 @@ def first_steps(action: str, facts: Mapping[str, Any], declared: str | None = No
 
 
 def steps_line(first_step: Mapping[str, Any] | None) -> str | None:
-    """One line for a person: ``on a vm (nvidia_smi.virtualization_mode: Pass-Through): stop and start ...``."""
+    """One line for a person: ``on a VM (nvidia_smi.virtualization_mode = "Pass-Through"): stop and start ...``."""
     if not first_step or not first_step.get("steps"):
         return None
     if first_step.get("tenancy"):

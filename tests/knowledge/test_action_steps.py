@@ -88,13 +88,13 @@ def test_the_one_gpu_vm_recording_gets_vm_steps_for_reboot_node_everywhere_they_
     verdict = summary["hosts"][0]["verdict"]
     assert (verdict["id"], verdict["action"]) == ("gpu-count-low", "reboot-node")
     step = verdict["first_step"]
-    assert step["tenancy"] == "vm" and step["determined_by"] == "nvidia_smi.virtualization_mode: Pass-Through"
+    assert step["tenancy"] == "vm" and step["determined_by"] == 'nvidia_smi.virtualization_mode = "Pass-Through"'
     assert step["nvsentinel"] == "RESTART_VM" and "stop and start the instance" in step["steps"]
     assert "power-cycle" not in step["steps"]
     stored = json.loads((bundle / "verdicts.json").read_text())["hosts"][0]["verdict"]["first_step"]
     assert stored == step  # one record: the bundle's verdict carries what every reader prints
     steps_line = next(line for line in text_report(summary).splitlines() if line.startswith("  steps:"))
-    assert "on a VM (nvidia_smi.virtualization_mode: Pass-Through)" in steps_line and "stop and start" in steps_line
+    assert 'on a VM (nvidia_smi.virtualization_mode = "Pass-Through")' in steps_line and "stop and start" in steps_line
     update = (bundle / "status-update.md").read_text()
     assert "Steps: on a VM" in update and "stop and start the instance" in update
     assert "stop and start the instance" in (bundle / "postmortem.md").read_text()
@@ -138,13 +138,13 @@ def test_a_runbook_that_declares_a_tenancy_parameter_gets_its_steps_over_the_fac
 
     path = tmp_path / "rb.yaml"
     path.write_text(
-        "id: t\ntitle: test\nparameters:\n  tenancy: {default: null, description: \"bare-metal, vm or managed\"}\n"
+        'id: t\ntitle: test\nparameters:\n  tenancy: {default: null, description: "bare-metal, vm or managed"}\n'
         "entry: start\nnodes:\n  start:\n    collect: [nvidia-smi]\n    next: out\n"
         "  out:\n    verdict: {id: out, severity: critical, action: reboot-node, summary: out}\n"
     )
     loaded = load_runbook(path)
     for declared, tenancy, by in (
-        (None, "vm", "nvidia_smi.virtualization_mode: Pass-Through"),
+        (None, "vm", 'nvidia_smi.virtualization_mode = "Pass-Through"'),
         ("managed", "managed", "declared"),
     ):
         result = run_and_save(
