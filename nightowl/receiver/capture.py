@@ -117,6 +117,8 @@ class Storm:
     value: str
     members: list[Capture]  # each folded alert's own plan, first arrival first
     results: list[dict[str, Any]] = field(default_factory=list)  # per host: host, status, verdict, error
+    # domains most of whose hosts share a fault (receiver/common_cause.py), the most widely shared first
+    common_cause: list[dict[str, Any]] = field(default_factory=list)
 
     def hosts(self) -> dict[str, str]:
         """Each distinct host once (name -> spec), in arrival order."""
@@ -125,14 +127,29 @@ class Storm:
             named.setdefault(str(member.host), str(member.host_spec))
         return named
 
+    def alerts_by_host(self) -> dict[str, int]:
+        """How many of the folded alerts name each host (64 alerts of 8 hosts: 8 each)."""
+        counts: dict[str, int] = {}
+        for member in self.members:
+            counts[str(member.host)] = counts.get(str(member.host), 0) + 1
+        return counts
+
+    def domains(self) -> dict[str, dict[str, str]]:
+        """Each host's failure domains as its alerts' labels name them (receiver/common_cause.py)."""
+        from nightowl.receiver.common_cause import memberships
+
+        return memberships(((str(m.host), m.alert.labels) for m in self.members), self.by)
+
     def needing_action(self) -> list[str]:
         return [r["host"] for r in self.results if (r.get("verdict") or {}).get("action") not in (None, "none")]
 
     def describe(self, worst: str) -> str:
-        """``storm rack=r07: 64 alerts on 16 hosts, 16 need action; worst: gpu-fell-off-bus ...``."""
+        """``storm rack=r07: 64 alerts on 8 hosts, 8 need action; common cause: rack r07 (...): inspect it
+        before reboot-node on 8 nodes (...); worst: gpu-fell-off-bus ...``: the common cause comes first."""
         judged = f", {len(self.needing_action())} need action" if self.results else ""
         scope = f"{len(self.members)} alerts on {len(self.hosts())} hosts"
-        return f"storm {self.by}={self.value}: {scope}{judged}; worst: {worst}"
+        cause = f"; {self.common_cause[0]['line']}" if self.common_cause else ""
+        return f"storm {self.by}={self.value}: {scope}{judged}{cause}; worst: {worst}"
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -140,7 +157,9 @@ class Storm:
             "value": self.value,
             "alerts": len(self.members),
             "hosts": list(self.hosts()),
+            "alerts_by_host": self.alerts_by_host(),
             "results": self.results,
+            "common_cause": self.common_cause,
         }
 
 
@@ -210,6 +229,7 @@ def run_capture(
         loaded = runbooks.load(str(capture.runbook))
         transports = _transports(capture, config)
         limits = config.limits_for(capture.rule)
+        manifest = {"alert": capture.manifest_alert()}
         result = run_and_save(
             loaded,
             transports,
@@ -219,7 +239,8 @@ def run_capture(
             command_timeout=limits.command_timeout,
             host_timeout=limits.host_timeout,
             forks=min(STORM_FORKS, len(transports)),
-            extra_manifest={"alert": capture.manifest_alert()},
+            extra_manifest=manifest,
+            on_host_done=_storm_record(capture, manifest),
             stopping=stopping,
             lookup=lookup,
         )
@@ -256,20 +277,41 @@ def _captured(capture: Capture, result: Any) -> None:
     capture.verdict, capture.host_status, capture.host_error = run.verdict, run.status, run.error
 
 
+def _storm_record(capture: Capture, manifest: dict[str, Any]) -> Callable[[Any], None] | None:
+    """For a storm: the callback that keeps the manifest's storm record (results, common cause) current as
+    each host finishes, so the bundle and its draft are written with them."""
+    if capture.storm is None or not isinstance(manifest["alert"].get("storm"), dict):
+        return None
+    from nightowl.receiver.common_cause import StormRecord
+
+    storm = capture.storm
+    return StormRecord(manifest["alert"], storm.domains(), list(storm.hosts())).host_done
+
+
 def _storm_results(capture: Capture, runs: list[Any]) -> None:
-    """A storm's record: every host's outcome, and the most severe verdict as the capture's own; a host
-    with no verdict is never hidden behind the others' (its status stays in ``storm.results``)."""
+    """A storm's record: every host's outcome, the domains most of whose hosts share a fault, and the most
+    severe verdict as the capture's own (its summary led by the common cause); a host with no verdict is
+    never hidden behind the others' (its status stays in ``storm.results``)."""
     from nightowl.postmortem.sre import SEVERITY_RANK
+    from nightowl.receiver.common_cause import common_causes, result_of
 
     assert capture.storm is not None
-    capture.storm.results = [
-        {"host": run.host, "status": run.status, "verdict": run.verdict, "error": run.error} for run in runs
-    ]
+    capture.storm.results = [result_of(run) for run in runs]
+    capture.storm.common_cause = common_causes(runs, capture.storm.domains(), capture.storm.alerts_by_host())
     judged = [run for run in runs if run.verdict]
     worst = max(judged, key=lambda r: SEVERITY_RANK.get(r.verdict.get("severity"), 0), default=None)
     unjudged = next((run for run in runs if not run.verdict), None)
     chosen = worst or unjudged or runs[0]
     capture.verdict, capture.host_status, capture.host_error = chosen.verdict, chosen.status, chosen.error
+    if capture.storm.common_cause and chosen.verdict:
+        cause = capture.storm.common_cause[0]
+        summary = chosen.verdict.get("summary") or ""
+        capture.verdict = {
+            **chosen.verdict,
+            "summary": f"{cause['line'][:1].upper()}{cause['line'][1:]}. {summary}".strip(),
+            "host_summary": summary,
+            "common_cause": cause,
+        }
     if unjudged is not None and worst is not None:
         capture.host_error = f"{sum(1 for r in runs if not r.verdict)} host(s) gave no verdict, e.g. {unjudged.host}"
 

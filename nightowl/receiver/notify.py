@@ -139,10 +139,13 @@ def finding_lines(record: Mapping[str, Any]) -> list[str]:
     if not verdict:
         return []
     lines = []
+    cause = verdict.get("common_cause") if isinstance(verdict.get("common_cause"), Mapping) else None
+    if cause:  # a storm whose hosts share a domain: the domain is checked before any node is acted on
+        lines.append(f"Common cause first: {str(cause.get('line') or '').removeprefix('common cause: ')}")
     gpus = verdict.get("gpus")
     if isinstance(gpus, list) and gpus:
         lines.append(f"GPU(s): {', '.join(str(g) for g in gpus)}")
-    summary = str(verdict.get("summary") or "")
+    summary = str(verdict.get("host_summary") or verdict.get("summary") or "")  # a storm's own, past its cause
     head, dot, _ = summary.partition(". ")
     if head:
         lines.append(f"Why: {head}{'.' if dot else ''}")
@@ -152,6 +155,11 @@ def finding_lines(record: Mapping[str, Any]) -> list[str]:
         others = ", ".join(map(str, verdict.get("not_implicated") or []))
         lines.append(
             f"First action: {verdict.get('action')} on {on}" + (f" (not implicated: {others})" if others else "")
+        )
+    elif cause:
+        lines.append(
+            f"First action: inspect {cause.get('kind')} {cause.get('name')}; then {verdict.get('action')} "
+            f"only on those of its {cause.get('shared_by')} nodes whose fault the {cause.get('kind')} does not explain"
         )
     else:
         lines.append(f"First action: {verdict.get('action')}")

@@ -128,8 +128,9 @@ def test_64_alerts_of_one_rack_are_one_capture_and_one_note(tmp_path: Path, reco
     assert folded["storm"]["alerts"] == 64 and sorted(folded["storm"]["hosts"]) == hosts
     assert {r["verdict"]["id"] for r in folded["storm"]["results"]} == {"gpu-fell-off-bus"}
     assert folded["outcome"].startswith(
-        "storm rack=r07: 64 alerts on 16 hosts, 16 need action; worst: gpu-fell-off-bus"
-    )
+        "storm rack=r07: 64 alerts on 16 hosts, 16 need action; common cause: rack r07 ("
+    )  # the rack first (test_storm_common_cause.py), then the worst host verdict
+    assert "; worst: gpu-fell-off-bus (critical) -> reboot-node" in folded["outcome"]
     assert single["host"] == lone and single["verdict"]["id"] == "gpu-fell-off-bus"
     bundles = sorted(p for p in (tmp_path / "bundles").iterdir() if (p / "manifest.json").is_file())
     assert len(bundles) == 2  # one bundle for 64 alerts, one for the lone alert
