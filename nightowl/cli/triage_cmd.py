@@ -60,6 +60,28 @@ from nightowl.cli.running import opener, replay_transports
     help="an inventory whose hosts carry a `url` label: each is a --replica",
 )
 @click.option("--replica-group", metavar="GROUP", help="with --replica-inventory: only the hosts of this group")
+@click.option(
+    "--prometheus",
+    "prometheus_url",
+    metavar="URL",
+    help="judge each --node from its dcgm-exporter series in this Prometheus alone, no SSH (query_range over "
+    "--since); what needs the node (kernel log, nvidia-smi) is reported not read (docs/reference.md#dcgm-metrics)",
+)
+@click.option("--node", "prometheus_nodes", multiple=True, metavar="NAME", help="with --prometheus: a node to judge")
+@click.option(
+    "--node-label",
+    metavar="LABEL",
+    help="with --prometheus: the label naming the node (default: dcgm-exporter's Hostname or hostname)",
+)
+@click.option("--since", "prometheus_since", metavar="AGE", help="with --prometheus: the window read (default 1h)")
+@click.option(
+    "--scrape-interval",
+    "prometheus_step",
+    type=float,
+    metavar="SECONDS",
+    help="with --prometheus: the exporter's scrape interval, the window's step; a series older than two is "
+    "stopped (default 30)",
+)
 @PARAM_OPTION
 @INVASIVE_OPTION
 @click.option(
@@ -101,8 +123,14 @@ def triage(
     replica_pairs: tuple[str, ...] = (),
     replica_inventory: Path | None = None,
     replica_group: str | None = None,
+    prometheus_url: str | None = None,
+    prometheus_nodes: tuple[str, ...] = (),
+    node_label: str | None = None,
+    prometheus_since: str | None = None,
+    prometheus_step: float | None = None,
 ) -> None:
-    """Run RUNBOOK on live hosts (--host), recorded ones (--replay), or serving replicas by URL (--replica).
+    """Run RUNBOOK on live hosts (--host), recorded ones (--replay), serving replicas by URL (--replica), or
+    nodes by their DCGM series in Prometheus (--prometheus URL --node NAME).
 
     Only read-only collectors run unless --allow-invasive is given. The evidence
     bundle is written before the verdict is printed. With --alert FILE --config RULES,
@@ -112,11 +140,15 @@ def triage(
         sys.exit(int(triage_alert(alert_file, alert_config, fmt, out_dir)))
     if runbook is None:
         fail("give a RUNBOOK (or --alert FILE --config RULES)")
+    from nightowl.cli import prometheus_nodes as by_prometheus
     from nightowl.cli.replicas import replica_transports, replica_urls, with_base_urls
 
     urls = replica_urls(replica_pairs, replica_inventory, replica_group)
-    if not hosts and not replays and not urls:
-        fail("give at least one --host, --replay or --replica")
+    nodes = by_prometheus.prometheus_nodes(
+        prometheus_url, prometheus_nodes, node_label, prometheus_since, prometheus_step
+    )
+    if not hosts and not replays and not urls and nodes is None:
+        fail("give at least one --host, --replay, --replica or --prometheus URL --node NAME")
     loaded = load_runbook_or_exit(runbook)
     transports = replay_transports(replays)
     ssh_settings = ssh.options() if hosts else None
@@ -128,6 +160,12 @@ def triage(
     transports.update(replica_transports(urls))
     others = [n for n in transports if n not in urls]
     run_params = with_base_urls(parse_params(params), urls, others, loaded.runbook.parameters)
+    if nodes is not None:
+        clash = sorted(set(transports) & set(nodes.nodes))
+        if clash:
+            fail(f"--node {clash[0]}: that name is also a --host, --replay or --replica")
+        transports.update(by_prometheus.transports(nodes))
+        run_params = by_prometheus.with_query(run_params, nodes)
     sys.exit(
         int(
             run_and_report(

@@ -134,9 +134,10 @@ class HttpTransport:
 
     recorded = False
 
-    def __init__(self, host: str, base_url: str) -> None:
+    def __init__(self, host: str, base_url: str, via: str = "--replica") -> None:
         self.host = host
         self.base_url = check_base_url(base_url)
+        self.via = via  # the option that named this member (--replica, or --prometheus for a node's series)
         # connections in flight, so that close() (an interrupt) ends their reads at once
         self._open: set[socket.socket] = set()
         self._lock = threading.Lock()
@@ -160,7 +161,7 @@ class HttpTransport:
             call = read_curl(argv)
             self._check(call, kind)
         except (Refused, ValueError) as exc:
-            return CommandResult(tuple(argv), None, "", "", started, 0.0, error=f"refused over --replica: {exc}")
+            return CommandResult(tuple(argv), None, "", "", started, 0.0, error=f"refused over {self.via}: {exc}")
         deadline = t0 + max(0.0, timeout)
         closes = self._closes
         out: list[str] = []
