@@ -256,3 +256,40 @@ def test_every_row_names_its_source_and_the_label_table_loads() -> None:
     rows = knowledge.read_csv("dcgm_labels.csv", required=("key", "label", "confidence", "source"))
     assert {row["key"] for row in rows} >= {"uuid", "hostname", "driver_version", "pci_bus_id", "gpu"}
     assert dcgm_fields.labels()["hostname"] == ("hostname", "Hostname")
+
+
+WATCH = {**LABELS, "health_error_code": "DCGM_FR_OK"}
+
+
+def test_health_watches_that_all_pass_while_error_counters_move_are_not_watching() -> None:
+    """DCGM 4.7 answering "API version mismatch" to health calls while stats work (NVIDIA/DCGM#314): the
+    exporter's watches stay at PASS while the Xid and ECC counters move. Those zeros say nothing."""
+    series = [
+        ({"__name__": "DCGM_EXP_GPU_HEALTH_STATUS", **WATCH, "health_watch": w}, [(970.0, 0), (1000.0, 0)])
+        for w in ("MEM", "PCIE")
+    ]
+    moving = ({"__name__": "DCGM_FI_DEV_PCIE_REPLAY_COUNTER", **LABELS}, [(970.0, 10), (1000.0, 4000)])
+    result = facts(answer([*series, moving]))
+    (gpu,) = result["gpus"]
+    assert gpu["health_watches"] == {"MEM": 0, "PCIE": 0}
+    assert gpu["health_watches_contradicted"] == ["pcie_replay"]
+    assert not result["health_reporting"] and "not watching" in result["blind_reason"]
+    # the same watches with the counter still: they report
+    still = ({"__name__": "DCGM_FI_DEV_PCIE_REPLAY_COUNTER", **LABELS}, [(970.0, 10), (1000.0, 10)])
+    result = facts(answer([*series, still]))
+    assert result["health_reporting"] and result["gpus"][0]["health_fields"] == ["health_status"]
+
+
+def test_a_failing_health_watch_is_a_fact() -> None:
+    labels = 'gpu="0",UUID="GPU-a",health_watch'
+    text = (
+        f'DCGM_EXP_GPU_HEALTH_STATUS{{{labels}="MEM",health_error_code="DCGM_FR_VOLATILE_DBE_DETECTED"}} 20\n'
+        f'DCGM_EXP_GPU_HEALTH_STATUS{{{labels}="PCIE",health_error_code="DCGM_FR_OK"}} 0\n'
+    )
+    result = facts(text)
+    assert result["health_fail_gpus"] == ["GPU-a"] and result["health_reporting"]
+
+
+def test_unmapped_names_are_the_exporters_own() -> None:
+    """A counter family the exposition parser reads as ``X_total`` is listed as the exporter printed it."""
+    assert "DCGM_FI_DEV_COUNT" in facts(T4)["unmapped"]

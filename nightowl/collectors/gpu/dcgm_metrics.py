@@ -54,6 +54,7 @@ class _Gpu:
     keyed: dict[str, dict[str, float]] = field(default_factory=dict)
     error_values: dict[str, str] = field(default_factory=dict)
     stale: set[str] = field(default_factory=set)
+    moved: set[str] = field(default_factory=set)  # fields whose series changed inside a Prometheus window
 
 
 @dataclass(frozen=True)
@@ -76,31 +77,39 @@ def parse(text: str) -> DcgmScrape:
     """A dcgm-exporter scrape, or a Prometheus query_range answer of its series -> per-GPU facts; never raises."""
     if dcgm_prometheus.is_answer(text):
         window = dcgm_prometheus.read_answer(text)
-        stale = [window.stale(i) for i in range(len(window.samples))]
-        win = {"end": window.end, "step": window.step, "series": len(window.samples), "stale_series": sum(stale)}
-        return _scrape("prometheus", window.samples, stale, window.warnings, win)
+        marks = [(window.stale(i), window.moved[i]) for i in range(len(window.samples))]
+        stale = sum(old for old, _ in marks)
+        win = {"end": window.end, "step": window.step, "series": len(window.samples), "stale_series": stale}
+        return _scrape("prometheus", window.samples, marks, window.warnings, win)
     read = metrics.read_samples(text)
-    return _scrape("exporter", read.samples, [False] * len(read.samples), read.warnings, None)
+    return _scrape("exporter", read.samples, [(False, False)] * len(read.samples), read.warnings, None)
 
 
 def _scrape(
-    source: str, samples: list[Sample], stale: list[bool], warnings: list[str], window: dict[str, Any] | None
+    source: str,
+    samples: list[Sample],
+    marks: list[tuple[bool, bool]],  # per sample: its series stopped; its series moved in the window
+    warnings: list[str],
+    window: dict[str, Any] | None,
 ) -> DcgmScrape:
     table = dcgm_fields.by_metric()
     gpus: dict[tuple[str, str], _Gpu] = {}
     read, unmapped = set(), set()
-    for sample, old in zip(samples, stale, strict=True):
+    for sample, (old, moved) in zip(samples, marks, strict=True):
         sample = _base_name(sample, table)
         row = table.get(sample.name)
         if row is None and sample.name != CLOCK_EVENTS:
             if sample.name.upper().startswith("DCGM_"):
-                unmapped.add(sample.name)
+                base = sample.name.removesuffix("_total")  # the parser's suffix on an upper-case DCGM name
+                unmapped.add(base if base.isupper() else sample.name)
             continue
         gpu = _gpu_of(sample, gpus)
         if gpu is None:
             continue
         read.add(sample.name)
         _add(gpu, sample, row, old)
+        if moved and row is not None:
+            gpu.moved.add(row.field)
     rows = [_gpu_facts(g) for g in gpus.values()]
     if window is not None and window["end"] is None and samples:
         warnings = [*warnings, "Prometheus' answer has no query_time series: staleness not judged"]
@@ -205,7 +214,20 @@ def _gpu_facts(gpu: _Gpu) -> dict[str, Any]:
     out["health_fields"] = sorted(
         n for n in dcgm_fields.fields(HEALTH) if out.get(n) is not None or (n in KEYED and gpu.keyed.get(n))
     )
+    out["health_watches_contradicted"] = _contradicted(gpu, out["health_watches"])
+    if out["health_watches_contradicted"]:
+        out["health_fields"].remove("health_status")
     return out
+
+
+def _contradicted(gpu: _Gpu, watches: dict[str, Any]) -> list[str]:
+    """The error fields that moved in the window while every DCGM health watch of the GPU still passed: the
+    watches are not watching (health calls failing while stats work, as DCGM 4.7's "API version mismatch",
+    NVIDIA/DCGM#314), so their zeros say nothing."""
+    if not watches or any(watches.values()):
+        return []
+    counters = set(dcgm_fields.fields(HEALTH)) | set(dcgm_fields.fields(ERRORS))
+    return sorted(name for name in gpu.moved & counters if name != "health_status")
 
 
 def _number(value: float) -> int | float:
@@ -221,7 +243,7 @@ def _reporting(rows: list[dict[str, Any]], source: str, window: dict[str, Any] |
             f"every DCGM series stopped more than {dcgm_prometheus.STALE_AFTER_STEPS} scrape intervals before the"
             f" window's end (step {window['step']} s): the exporter or its scrape is gone"
         )
-    blind = [r for r in rows if not r["health_fields"]]
+    blind = [r for r in rows if not r["health_fields"] or r["health_watches_contradicted"]]
     if not blind:
         return True, None
     reasons = sorted({_why_blind(r) for r in blind})
@@ -229,6 +251,9 @@ def _reporting(rows: list[dict[str, Any]], source: str, window: dict[str, Any] |
 
 
 def _why_blind(row: dict[str, Any]) -> str:
+    if row["health_watches_contradicted"]:
+        moved = ", ".join(row["health_watches_contradicted"])
+        return f"DCGM's health watches all pass while {moved} moved in the window: the watches are not watching"
     health = set(dcgm_fields.fields(HEALTH))
     errors = sorted(f"{n} ({w})" for n, w in row["error_values"].items() if n in health)
     if errors:
