@@ -264,19 +264,19 @@ WATCH = {**LABELS, "health_error_code": "DCGM_FR_OK"}
 def test_health_watches_that_all_pass_while_error_counters_move_are_not_watching() -> None:
     """DCGM 4.7 answering "API version mismatch" to health calls while stats work (NVIDIA/DCGM#314): the
     exporter's watches stay at PASS while the Xid and ECC counters move. Those zeros say nothing."""
-    series = [
-        ({"__name__": "DCGM_EXP_GPU_HEALTH_STATUS", **WATCH, "health_watch": w}, [(970.0, 0), (1000.0, 0)])
+    series: Series = [
+        ({"__name__": "DCGM_EXP_GPU_HEALTH_STATUS", **WATCH, "health_watch": w}, [(970.0, 0.0), (1000.0, 0.0)])
         for w in ("MEM", "PCIE")
     ]
-    moving = ({"__name__": "DCGM_FI_DEV_PCIE_REPLAY_COUNTER", **LABELS}, [(970.0, 10), (1000.0, 4000)])
-    result = facts(answer([*series, moving]))
+    moving: Series = [({"__name__": "DCGM_FI_DEV_PCIE_REPLAY_COUNTER", **LABELS}, [(970.0, 10.0), (1000.0, 4000.0)])]
+    result = facts(answer(series + moving))
     (gpu,) = result["gpus"]
     assert gpu["health_watches"] == {"MEM": 0, "PCIE": 0}
     assert gpu["health_watches_contradicted"] == ["pcie_replay"]
     assert not result["health_reporting"] and "not watching" in result["blind_reason"]
     # the same watches with the counter still: they report
-    still = ({"__name__": "DCGM_FI_DEV_PCIE_REPLAY_COUNTER", **LABELS}, [(970.0, 10), (1000.0, 10)])
-    result = facts(answer([*series, still]))
+    still: Series = [({"__name__": "DCGM_FI_DEV_PCIE_REPLAY_COUNTER", **LABELS}, [(970.0, 10.0), (1000.0, 10.0)])]
+    result = facts(answer(series + still))
     assert result["health_reporting"] and result["gpus"][0]["health_fields"] == ["health_status"]
 
 
