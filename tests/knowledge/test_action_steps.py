@@ -57,13 +57,14 @@ def test_bare_metal_steps_are_the_actions_own_first_step_unchanged() -> None:
             assert row.steps == actions.first_step(action), action
 
 
-def test_every_sign_reads_a_fact_the_nvidia_smi_collector_declares() -> None:
+def test_every_sign_reads_a_fact_its_collector_declares() -> None:
     from nightowl.collectors import get_collector
 
-    declared = {fact.name for fact in get_collector("nvidia-smi").produces}
+    collectors = {"nvidia_smi": "nvidia-smi", "kernel_log": "kernel-log"}
     for sign in actions.tenancy_signs():
         namespace, _, name = sign.fact.partition(".")
-        assert namespace == "nvidia_smi" and name in declared, sign.fact
+        assert namespace in collectors, sign.fact
+        assert name in {fact.name for fact in get_collector(collectors[namespace]).produces}, sign.fact
 
 
 @pytest.mark.parametrize(
