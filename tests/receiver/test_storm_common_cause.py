@@ -123,3 +123,19 @@ def test_the_storms_draft_is_one_incident_with_a_row_per_host(rack_storm: tuple[
     assert text.count("```mermaid") == 1
     checked, problems = verify_citations(bundle)  # every citation of the shorter draft still holds
     assert checked > 0 and not problems, problems
+
+
+def test_the_storms_html_draft_is_one_incident_too(rack_storm: tuple[Capture, Path]) -> None:
+    """The page the note links to (`<link_base>/captures/RUN_ID/postmortem.html`) tells it the same way."""
+    from nightowl.postmortem.render import render_bundle
+
+    _, bundle = rack_storm
+    page = render_bundle(bundle, fmt="html")
+    assert "<h1>Postmortem: storm rack=r07: gpu-fell-off-bus on 8 host(s)" in page
+    summary = page.split("<h2>Summary</h2>", 1)[1].split("<h2>", 1)[0]
+    assert '<li class="common-cause"><strong>Common cause: rack r07 (' in summary
+    assert summary.count("<tr><td>r07-gpu-") == 8 and summary.count("fell off the PCIe bus") == 1
+    paths = page.split('<h3 id="decision-path">', 1)[1].split('<h3 id="evidence">', 1)[0]
+    assert paths.count("<h4>") == 1 and paths.count('<div class="graph">') == 1
+    assert paths.count("Mermaid source of this graph") == 1
+    assert "Storm: 64 alerts of rule <code>gpu-xid</code>" in page
