@@ -1,10 +1,12 @@
-"""`triage RUNBOOK --prometheus URL --node NAME`: a node judged from its dcgm-exporter series in Prometheus alone.
+"""`triage RUNBOOK --prometheus URL --node NAME` (a node judged from its dcgm-exporter series in Prometheus alone)
+and `triage RUNBOOK --dcgm NAME=URL` (from its exporter's /metrics, read from here).
 
 Each ``--node`` becomes a member reached over HTTP from this machine (nightowl/transports/http.py, as
 ``--replica``): the one command it answers is the `dcgm-metrics` GET of Prometheus' ``query_range`` for the
 node's DCGM series over ``--since`` (nightowl/collectors/gpu/dcgm_prometheus.py), at ``--scrape-interval``
-steps. What needs the node (kernel log, nvidia-smi) is refused and reported as not read, so a verdict says
-what it could not see, and a node whose DCGM reports no health ends "cannot judge".
+steps. ``--dcgm NAME=URL`` reaches the exporter itself the same way: its one command is the GET of URL
+(``dcgm_url``). What needs the node (kernel log, nvidia-smi) is refused and reported as not read, so a verdict
+says what it could not see, and a node whose DCGM reports no health ends "cannot judge".
 """
 
 from __future__ import annotations
@@ -79,3 +81,38 @@ def with_query(params: dict[str, Any], spec: PrometheusNodes, now: float | None 
     if given is not None:
         fail(f"--param {QUERY_PARAM} is set by --prometheus; give --node instead")
     return {**params, QUERY_PARAM: urls}
+
+
+def exporter_urls(pairs: tuple[str, ...]) -> dict[str, str]:
+    """``--dcgm NAME=URL`` pairs -> name -> the exporter's metrics URL; a bad pair is a usage error (exit 2)."""
+    from nightowl.transports.http import check_base_url
+
+    urls: dict[str, str] = {}
+    for pair in pairs:
+        name, sep, url = pair.partition("=")
+        if not sep or not name.strip() or not url.strip():
+            fail(f"--dcgm expects NAME=URL (e.g. gpu-17=http://10.0.0.17:9400/metrics), got {pair!r}")
+        if name.strip() in urls:
+            fail(f"--dcgm: {name.strip()} is given twice")
+        try:
+            urls[name.strip()] = check_base_url(url)
+        except TransportError as exc:
+            fail(f"--dcgm {name.strip()}: {exc}")
+    return urls
+
+
+def exporter_transports(urls: dict[str, str]) -> dict[str, Callable[[], Transport]]:
+    """Name -> the function opening its HTTP transport to the exporter (the metrics URL is all it may GET)."""
+    from nightowl.transports.http import HttpTransport
+
+    def opener(name: str, url: str) -> Callable[[], Transport]:
+        return lambda: HttpTransport(name, url, via="--dcgm")
+
+    return {name: opener(name, url) for name, url in urls.items()}
+
+
+def with_exporter_urls(params: dict[str, Any], urls: dict[str, str], others: list[str]) -> dict[str, Any]:
+    """``dcgm_url`` as the mapping name -> URL; a dcgm_url given too stays the value of the other hosts."""
+    given = params.get("dcgm_url")
+    mapping = dict(given) if isinstance(given, dict) else {n: given for n in others if given}
+    return {**params, "dcgm_url": {**mapping, **urls}}

@@ -69,6 +69,14 @@ from nightowl.cli.running import opener, replay_transports
 )
 @click.option("--node", "prometheus_nodes", multiple=True, metavar="NAME", help="with --prometheus: a node to judge")
 @click.option(
+    "--dcgm",
+    "dcgm_pairs",
+    multiple=True,
+    metavar="NAME=URL",
+    help="a node judged from its dcgm-exporter's /metrics read from here, no SSH (e.g. "
+    "gpu-17=http://10.0.0.17:9400/metrics); what needs the node is reported not read",
+)
+@click.option(
     "--node-label",
     metavar="LABEL",
     help="with --prometheus: the label naming the node (default: dcgm-exporter's Hostname or hostname)",
@@ -128,6 +136,7 @@ def triage(
     node_label: str | None = None,
     prometheus_since: str | None = None,
     prometheus_step: float | None = None,
+    dcgm_pairs: tuple[str, ...] = (),
 ) -> None:
     """Run RUNBOOK on live hosts (--host), recorded ones (--replay), serving replicas by URL (--replica), or
     nodes by their DCGM series in Prometheus (--prometheus URL --node NAME).
@@ -147,8 +156,9 @@ def triage(
     nodes = by_prometheus.prometheus_nodes(
         prometheus_url, prometheus_nodes, node_label, prometheus_since, prometheus_step
     )
-    if not hosts and not replays and not urls and nodes is None:
-        fail("give at least one --host, --replay, --replica or --prometheus URL --node NAME")
+    exporters = by_prometheus.exporter_urls(dcgm_pairs)
+    if not hosts and not replays and not urls and nodes is None and not exporters:
+        fail("give at least one --host, --replay, --replica, --dcgm NAME=URL or --prometheus URL --node NAME")
     loaded = load_runbook_or_exit(runbook)
     transports = replay_transports(replays)
     ssh_settings = ssh.options() if hosts else None
@@ -166,6 +176,12 @@ def triage(
             fail(f"--node {clash[0]}: that name is also a --host, --replay or --replica")
         transports.update(by_prometheus.transports(nodes))
         run_params = by_prometheus.with_query(run_params, nodes)
+    if exporters:
+        clash = sorted(set(transports) & set(exporters))
+        if clash:
+            fail(f"--dcgm {clash[0]}: that name is also given another way")
+        run_params = by_prometheus.with_exporter_urls(run_params, exporters, list(transports))
+        transports.update(by_prometheus.exporter_transports(exporters))
     sys.exit(
         int(
             run_and_report(

@@ -46,3 +46,42 @@ def test_each_node_gets_its_own_query_over_one_window() -> None:
 def test_what_needs_the_node_is_refused_over_prometheus_and_says_so() -> None:
     result = HttpTransport("gpu-17", "http://127.0.0.1:9", via="--prometheus").run(("nvidia-smi", "-q"), 1.0)
     assert result.rc is None and result.error is not None and result.error.startswith("refused over --prometheus")
+
+
+@pytest.mark.parametrize("pair, says", [("gpu-17", "NAME=URL"), ("gpu-17=ftp://x/metrics", "http")])
+def test_bad_dcgm_pairs_are_usage_errors(pair: str, says: str, tmp_path: Path) -> None:
+    result = CliRunner().invoke(main, ["triage", "xid", "--dcgm", pair, "--out", str(tmp_path), "--history", "off"])
+    assert result.exit_code == 2 and says in result.output
+
+
+def test_a_node_judged_from_its_exporters_url_alone(tmp_path: Path) -> None:
+    """`--dcgm NAME=URL`: the exporter's /metrics GET from here (a loopback stand-in serving the Xid 79 scrape)."""
+    import json
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    body = (Path(__file__).resolve().parents[2] / "fixtures/dcgm/derived/xid79-t4.prom").read_bytes()
+    asked: list[str] = []
+
+    class Exporter(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:  # noqa: N802 - http.server's name
+            asked.append(self.path)
+            self.send_response(200)
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: object) -> None:
+            return None
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Exporter)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        url = f"http://127.0.0.1:{server.server_address[1]}/metrics"
+        args = ["triage", "xid", "--dcgm", f"gpu-17={url}", "--format", "json", "--out", str(tmp_path)]
+        result = CliRunner().invoke(main, [*args, "--history", "off"])
+    finally:
+        server.shutdown()
+    assert result.exit_code == 1, result.output
+    (host,) = json.loads(result.stdout)["hosts"]
+    assert host["verdict"]["id"] == "gpu-fell-off-bus" and "kernel log not read" in host["verdict"]["summary"]
+    assert asked == ["/metrics"]  # the one GET; nothing else was asked of the exporter
