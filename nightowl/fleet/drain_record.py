@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import os
+import secrets
 import socket
 import time
 from dataclasses import dataclass
@@ -93,7 +94,7 @@ def commit(record: Record, node: str, what: str, window_s: float) -> bool:
     now = time.time()
     drains = [d for d in record.drains if now - float(d["at"]) < window_s] + [{"node": node, "what": what, "at": now}]
     body = json.dumps({"version": record.version + 1, "drains": drains}, sort_keys=True)
-    staged = record.folder / f".{socket.gethostname()}.{os.getpid()}.{record.version + 1}.tmp"
+    staged = record.folder / f".{socket.gethostname()}.{os.getpid()}.{secrets.token_hex(8)}.tmp"  # never shared
     try:
         staged.write_text(body + "\n", encoding="utf-8")
         try:

@@ -66,13 +66,13 @@ class Interleaver:
 
     def before_read(self, check: str) -> int:
         count = self.reads[check] = self.reads.get(check, 0) + 1
-        if count == 1:
-            self.read_barrier.wait()
-        elif count == 2 and self.schedule == "at-once":
+        if count == 2 and self.schedule == "at-once":
             self.confirm_barrier.wait()
         return count
 
     def after_read(self, check: str, count: int) -> None:
+        if count == 1:  # every check has read the state before any goes on to act
+            self.read_barrier.wait()
         if count == 2 and self.schedule == "sequential":
             with self.turn:  # this check has confirmed: the next one may act
                 self.next += 1

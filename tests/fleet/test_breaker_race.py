@@ -62,7 +62,7 @@ def assert_one_kept(results: dict[str, dict[str, Any]], kept_result: str, log: P
     assert kept <= 1 and len(by_result["held"]) == len(CHECKS) - kept, results
     assert kept == 1 or not exactly, results
     undone = [e for e in results.values() if e["result"] == "held"]
-    assert all("its own" in e["why"] and "undone" in e["why"] for e in undone)
+    assert all("its own" in e["why"] and "undone" in e["why"] for e in undone), undone
     # each check logged its intent before acting and its outcome after; the chain holds
     logged = actions_log.read(log)
     assert sorted(e["node"] for e in logged if e["result"] == "intended") == sorted(
