@@ -5,6 +5,7 @@ both, unless --report-for-other-node, which the log records."""
 from __future__ import annotations
 
 import json
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -12,6 +13,8 @@ from click.testing import CliRunner
 
 from nightowl.cli.main import main
 from nightowl.fleet import actions_log
+from tests.fleet.prometheus_stack import nightowl_argv
+from tests.fleet.slurm_cluster import NODE, SPARES, SlurmCluster
 from tests.fleet.test_breaker import FakeSlurm, _cluster
 
 FELL_OFF = {"id": "gpu-fell-off-bus", "action": "reboot-node", "summary": "GPU 0000:a1:00 fell off the bus"}
@@ -67,3 +70,36 @@ def test_a_report_without_a_verdict_is_an_input_error(tmp_path: Path, slurm: Fak
     assert status == 2 and slurm.calls == []
     status, _ = drain(tmp_path, "n03", "{not json")
     assert status == 2 and slurm.calls == []
+
+
+@pytest.mark.integration
+def test_on_real_slurm_a_report_is_applied_only_to_its_node(slurm_cluster: SlurmCluster, tmp_path: Path) -> None:
+    """gpu-17's report piped to `slurm drain spare-03 --report -` on the real slurmctld: refused, spare-03
+    stays as it was; the same report on gpu-17's own name would drain it (shown on spare-03's own report)."""
+    from tests.fleet.test_slurm_breaker import _clean
+
+    cluster = slurm_cluster
+    cluster.reset()
+    _clean(cluster)
+    log = tmp_path / "actions.jsonl"
+    node = SPARES[2]
+    try:
+        args = [*nightowl_argv(), "slurm", "drain", node, "--report", "-", "--actions-log", str(log)]
+        refused = subprocess.run(
+            args, input=check_report(tmp_path, NODE), env=cluster.env, capture_output=True, text=True, timeout=120
+        )
+        assert refused.returncode == 2, refused.stderr
+        assert f"the report is about {NODE}, not {node}" in refused.stdout
+        assert "drain" not in cluster.node_state(node)
+        own = subprocess.run(
+            args, input=check_report(tmp_path, node), env=cluster.env, capture_output=True, text=True, timeout=120
+        )
+        assert own.returncode == 0, own.stderr
+        assert cluster.reason(node) == "nightowl: gpu-fell-off-bus (reboot-node)"
+        assert [(e["node"], e["result"]) for e in actions_log.read(log)] == [
+            (node, "refused"),
+            (node, "intended"),
+            (node, "drained"),
+        ]
+    finally:
+        _clean(cluster)
