@@ -9,7 +9,8 @@ not read; give those hosts with ``--host``.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -57,14 +58,23 @@ def _from_inventory(path: Path, group: str | None) -> list[tuple[str, str]]:
     return found
 
 
-def replica_transports(urls: dict[str, str]) -> dict[str, Callable[[], Transport]]:
+@dataclass(frozen=True)
+class ReplicaOpener:
+    """Opens the HTTP transport of one replica reached by URL only; ``triage --follow`` tells these apart
+    from hosts with a node (a follow-up that reads the node never runs over one)."""
+
+    name: str
+    url: str
+
+    def __call__(self) -> Transport:
+        from nightowl.transports.http import HttpTransport
+
+        return HttpTransport(self.name, self.url)
+
+
+def replica_transports(urls: dict[str, str]) -> dict[str, ReplicaOpener]:
     """Name -> the function opening its HTTP transport, as run_and_save takes transports."""
-    from nightowl.transports.http import HttpTransport
-
-    def opener(name: str, url: str) -> Callable[[], Transport]:
-        return lambda: HttpTransport(name, url)
-
-    return {name: opener(name, url) for name, url in urls.items()}
+    return {name: ReplicaOpener(name, url) for name, url in urls.items()}
 
 
 def with_base_urls(
@@ -72,9 +82,16 @@ def with_base_urls(
 ) -> dict[str, Any]:
     """``base_url`` as the mapping name -> URL; a base_url given too stays the value of the other hosts
     (``others``, given with --host or --replay): its own mapping's entries, or its one URL for each.
-    A runbook that declares ``reached_by_url`` (first-look) is told which members have no node to read."""
+    A runbook that declares ``reached_by_url`` (first-look) is told which members have no node to read.
+    A runbook that reads ``metrics_url`` and no ``base_url`` (p99-regression) gets each replica's
+    ``{url}/metrics`` unless one is given."""
     if not urls:
         return params
+    declared = set(declared)
+    if declared and "base_url" not in declared and "metrics_url" in declared:
+        if params.get("metrics_url") is not None:
+            return params
+        return {**params, "metrics_url": {name: f"{url}/metrics" for name, url in urls.items()}}
     given = params.get("base_url")
     if isinstance(given, str) and given.strip().startswith("{"):
         from nightowl.engine.yamlines import YamlError, load_with_lines

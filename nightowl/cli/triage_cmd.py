@@ -57,7 +57,9 @@ from nightowl.cli.running import opener, replay_transports
 @click.option(
     "--replica-inventory",
     type=click.Path(exists=True, dir_okay=False, path_type=Path),
-    help="an inventory whose hosts carry a `url` label: each is a --replica",
+    help="an inventory whose hosts carry a `url` label: each is a --replica; e.g. (Ansible YAML, with "
+    "--replica-group serving) `serving: {hosts: {r1: {nightowl_labels: {url: 'http://10.0.0.5:8000'}}, "
+    "r2: {nightowl_labels: {url: 'http://10.0.0.6:8000'}}}}`",
 )
 @click.option("--replica-group", metavar="GROUP", help="with --replica-inventory: only the hosts of this group")
 @click.option(

@@ -98,11 +98,16 @@ def _service(names: list[str], short: dict[str, str]) -> str:
     return ", ".join(short[n] for n in names)
 
 
-def _next_check(step: dict[str, Any], short: dict[str, str]) -> str | None:
-    """The next runbook in words; the exact command (host names, parameters) is in the report."""
+def _next_check(step: dict[str, Any], short: dict[str, str], implicated: list[str] | None = None) -> str | None:
+    """The next runbook in words; the exact command (host names, parameters) is in the report. A next step
+    with no host is one that needs a node the run did not reach (a replica reached by URL only): said so."""
     if not step.get("runbook"):
         return None
-    hosts = ", ".join(short.get(h, h) for h in step.get("hosts") or [])
+    if not step.get("hosts") and implicated:
+        who = ", ".join(short.get(h, h) for h in implicated)
+        return f"run the {step['runbook']} runbook on the node serving {who}: it needs the node (--host NODE)"
+    named = step.get("hosts") or []
+    hosts = ", ".join("this machine (--host local)" if h == "local" else short.get(h, h) for h in named)
     return f"run the {step['runbook']} runbook on {hosts or 'the hosts named'} (exact command in the report)"
 
 
@@ -129,6 +134,9 @@ def context(summary: dict[str, Any], now: float | None = None) -> dict[str, Any]
         impact = f"{what}{_where(worst, job, affected, names, short)} ({checked}{_not_implicated(job, short)})"
         action = f"{worst['action']}: {_plain(_first_sentence(worst['summary']), short)}"
         users_see = status_words().get(worst["id"], {}).get("users_see") or BY_SEVERITY[worst["severity"]]
+        unchecked = _job_fact(job, "not_checked") if worst["severity"] == "ok" else None
+        if isinstance(unchecked, list) and unchecked:  # an all-clear vouches only for what was read
+            users_see = f"no fault found in what this check read; not checked: {_plain('; '.join(unchecked), short)}"
         business = _business(worst["action"])
     next_step = (worst or {}).get("next") or {}
     return {
@@ -143,7 +151,8 @@ def context(summary: dict[str, Any], now: float | None = None) -> dict[str, Any]
         "who": _who((worst or {}).get("action", "")),
         # the first action's steps for the host's tenancy (a VM is stopped and started, not power-cycled)
         "steps": actions.steps_line((worst or {}).get("first_step")) if (worst or {}).get("action") != "none" else None,
-        "next_command": _next_check(next_step, short),
+        "next_command": _next_check(next_step, short, (worst or {}).get("implicated")),
+        "also_seen": _also_seen(job, short),
         "business": business,
         "next_update": NEXT_UPDATE,
         "runbook": summary.get("runbook"),
@@ -159,6 +168,13 @@ def _job_fact(job: dict[str, Any], name: str) -> Any:
         if fact.get("rule") == "job" and str(fact.get("fact", "")).rpartition(".")[2] == name:
             return fact.get("value") or None
     return None
+
+
+def _also_seen(job: dict[str, Any], short: dict[str, str]) -> str | None:
+    """The run's other findings, one clause each ("r3 TTFT x4.0 of its history; r4 restarted ..."), as the
+    runbook states them beside its verdict (first-look's ``onset.<finding>.also_seen``); None when none."""
+    lines = _job_fact(job, "also_seen")
+    return _plain("; ".join(str(line) for line in lines), short) if isinstance(lines, list) and lines else None
 
 
 def _named_service(job: dict[str, Any], names: list[str], short: dict[str, str]) -> str:

@@ -14,12 +14,12 @@ to divide, never a guess.
 
 from __future__ import annotations
 
-import time
 from collections import Counter
 from collections.abc import Mapping
 from typing import Any
 
 from nightowl.collectors.base import DerivedCollector, registered
+from nightowl.collectors.serving import replica_findings
 from nightowl.collectors.serving.engine_args import display
 
 KIND = "replica-compare"
@@ -143,11 +143,13 @@ def _replica(host: str, facts: Mapping[str, Any], params: Mapping[str, Any]) -> 
     args, args_source = _engine_args(facts)
     gpus = (facts.get("nvidia_smi_query") or {}).get("gpu_names") or []
     return {
+        "health_text": replica_findings.health_text(health),
         "host": host,
         "base_url": base,
         "alive": health.get("alive"),
         "health_status": health.get("health_status"),
         "health_seconds": health.get("health_seconds"),
+        "no_answer": health.get("no_answer"),
         "version": health.get("version"),
         "model_id": models.get("model_id"),
         "model_root": models.get("model_root"),
@@ -163,6 +165,7 @@ def _replica(host: str, facts: Mapping[str, Any], params: Mapping[str, Any]) -> 
         "args_source": args_source,
         **window,
         "process_start_time": started if started is not None else window.get("process_start_time"),
+        "last_start_time": window.get("process_start_time"),
         "server_time": server_time,
         # the replica's own clock on both sides (Date header, process start): no clock skew between them
         "uptime_seconds": max(0.0, uptime) if uptime is not None else None,
@@ -325,35 +328,6 @@ def _shared(
     return shared
 
 
-def _utc(seconds: float) -> str:
-    return time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(seconds))
-
-
-def since(replicas: list[dict[str, Any]], down: list[dict[str, Any]]) -> dict[str, Any] | None:
-    """When the trouble began, from the evidence, with its source; None when the evidence does not show it.
-
-    An engine process that started just before the look (a deploy, a crash and restart) dates it best;
-    else a replica's first failing answer, which dates it "at or before" (the trouble may be older)."""
-    starts = sorted((r["process_start_time"], r["host"]) for r in replicas if r.get("started_recently"))
-    if starts:
-        at, host = starts[0]
-        who = host if len(starts) == 1 else f"{host} (first of {', '.join(h for _, h in starts)})"
-        return {
-            "time": at,
-            "text": _utc(at),
-            "source": f"the engine process on {who} started then (process_start_time_seconds in /metrics)",
-        }
-    failing = sorted((r["server_time"], r["host"], r.get("health_status")) for r in down if r.get("server_time"))
-    if failing:
-        at, host, status = failing[0]
-        return {
-            "time": at,
-            "text": f"at or before {_utc(at)}",
-            "source": f"the first failing answer seen: {host} /health {status} (the replica's Date header)",
-        }
-    return None
-
-
 def not_checked(replicas: list[dict[str, Any]], params: Mapping[str, Any]) -> list[str]:
     """What this look did not check, so no verdict reads as an all-clear on it."""
     out = []
@@ -402,7 +376,7 @@ def derive(inputs: Mapping[str, Mapping[str, Any]], params: Mapping[str, Any] | 
         if any((r.get(f"{n}_ratio") or 0) >= LATENCY_RATIO for n in ("ttft", "itl"))
         and (r.get("traffic_ratio") is None or r["traffic_ratio"] < FLAT_TRAFFIC)
     ]
-    return {
+    out = {
         "kind": KIND,
         "replicas": replicas,
         "judged": len(judged),
@@ -432,7 +406,6 @@ def derive(inputs: Mapping[str, Mapping[str, Any]], params: Mapping[str, Any] | 
             if r.get("restarted") or r.get("started_recently") or (r.get("restart_count") or 0) > 0
         ],
         "started_recently": [r["host"] for r in replicas if r.get("started_recently")],
-        "since": since(replicas, down),
         "not_checked": not_checked(replicas, params),
         "service": service(replicas),
         "oom": [r["host"] for r in replicas if r.get("oom_killed") is True or r.get("exit_code") == SIGKILL_EXIT],
@@ -452,6 +425,29 @@ def derive(inputs: Mapping[str, Mapping[str, Any]], params: Mapping[str, Any] | 
         "errors_now": sum(r.get("errors_now") or 0 for r in scraped) if scraped else None,
         "metrics_url_by_host": {r["host"]: f"{r['base_url']}/metrics" for r in replicas if r["base_url"]},
         "thresholds": _thresholds(slow_after),
+    }
+    return {**out, **_told(replicas, out, down, up, by_url(params))}
+
+
+def _told(
+    replicas: list[dict[str, Any]],
+    compare: dict[str, Any],
+    down: list[dict[str, Any]],
+    up: list[dict[str, Any]],
+    url_only: set[str],
+) -> dict[str, Any]:
+    """What the verdicts tell besides their finding: each finding once, the onset of each from its own replicas
+    with the others as "also seen" lines, the follow-ups that can run from here, and what was compared."""
+    found = replica_findings.findings(replicas, compare, TRAIT_NAMES)
+    node_next, metrics_next = replica_findings.follow_ups(compare, url_only)
+    fields = ("version", "model_root", "max_model_len", *(("image",) if any(r.get("image") for r in replicas) else ()))
+    return {
+        "findings": found,
+        "onset": replica_findings.onsets(replicas, compare, found),
+        "url_only": sorted(url_only & {r["host"] for r in replicas}),
+        "node_next": node_next,
+        "metrics_next": metrics_next,
+        "release_compared": replica_findings.release_compared(down, up, fields, TRAIT_NAMES),
     }
 
 

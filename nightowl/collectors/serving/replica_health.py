@@ -33,6 +33,12 @@ COMMANDS: tuple[tuple[str, ...], ...] = (
 )
 _MARKER_LINE = re.compile(rf"^{MARKER} (\S+) (\d{{3}}) ([0-9.]+)\s*$")
 MAX_BODY = 300
+MAX_TIME = float(COMMANDS[0][COMMANDS[0].index("--max-time") + 1])
+# No HTTP status (000) after nearly the whole --max-time is curl's timeout (exit 28): something took the
+# connection, or the node, and never answered. No status well before it is a connection that failed at once
+# (curl exit 7, refused: nothing listens on the port). The exit code itself is on curl's stderr, which the
+# parser does not read; the time tells the two apart without it.
+TIMED_OUT_SHARE = 0.9
 
 
 @dataclass(frozen=True)
@@ -110,7 +116,8 @@ def _version(body: str) -> str | None:
 
 def facts(result: ReplicaHealth) -> dict[str, Any]:
     """Contract-style JSON plus ``alive`` (``/health`` answered 2xx), ``health_status``,
-    ``health_seconds``, ``answered`` (any HTTP answer at all), ``version`` and ``server_time``."""
+    ``health_seconds``, ``answered`` (any HTTP answer at all), ``version``, ``server_time`` and
+    ``no_answer`` (why /health got no HTTP status: ``refused`` or ``timed out``)."""
     out: dict[str, Any] = to_jsonable(result)
     health = next((p for p in result.probes if p.path.rstrip("/").endswith("/health")), None)
     version = next((p for p in result.probes if p.path.rstrip("/").endswith("/version")), None)
@@ -120,7 +127,17 @@ def facts(result: ReplicaHealth) -> dict[str, Any]:
     out["answered"] = None if health is None else health.http_status is not None
     out["version"] = _version(version.body) if version and version.http_status == 200 else None
     out["server_time"] = health.date if health else None
+    out["no_answer"] = no_answer(health)
     return out
+
+
+def no_answer(probe: Probe | None) -> str | None:
+    """Why a probe got no HTTP status: ``timed out`` or ``refused``; None when it got one (or was not made)."""
+    if probe is None or probe.http_status is not None:
+        return None
+    if probe.seconds is not None and probe.seconds >= MAX_TIME * TIMED_OUT_SHARE:
+        return "timed out"
+    return "refused"
 
 
 COLLECTOR = Collector(**registered(KIND), commands=COMMANDS, parse=parse, facts=facts)
