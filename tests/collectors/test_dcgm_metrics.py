@@ -57,11 +57,26 @@ RELEASES = {
     "1.x names": (ONE_X, {"UUID": "uuid"}),
     "2.x-4.8.2 as recorded": ({}, {}),
     "4.8.3 hostname label": ({}, {"Hostname": "hostname"}),
-    "4.9.0 driver label, DCGM 4.7 temperature name": (
-        {"DCGM_FI_DEV_GPU_TEMP": "DCGM_FI_DEV_GPU_TEMP_CELSIUS"},
+    # DCGM 4.6.0's dcgm_fields.h deprecated-alias block (old name -> DCGM 4.7 name, same field id), which 4.9.0 adopted
+    "4.9.0 DCGM 4.7 names and driver label": (
+        {
+            "DCGM_FI_DEV_GPU_TEMP": "DCGM_FI_DEV_GPU_TEMP_CELSIUS",
+            "DCGM_FI_DEV_XID_ERRORS": "DCGM_FI_DEV_XID_ERROR",
+            "DCGM_FI_DEV_POWER_USAGE": "DCGM_FI_DEV_BOARD_POWER_WATTS",
+            "DCGM_FI_DEV_PCIE_REPLAY_COUNTER": "DCGM_FI_DEV_PCIE_REPLAY_TOTAL",
+            "DCGM_FI_DEV_GPU_UTIL": "DCGM_FI_DEV_GPU_UTIL_RATIO",  # 0 % is a 0.0 ratio in this sample
+            "DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL": "DCGM_FI_DEV_NVLINK_THROUGHPUT_TOTAL",
+        },
         {"Hostname": "hostname", "DCGM_FI_DRIVER_VERSION": "DCGM_FI_SYSTEM_DRIVER_VERSION"},
     ),
 }
+
+
+def test_the_dcgm_4_7_remap_and_utilisation_names_read_as_the_old_ones() -> None:
+    remap = (ROOT / "fixtures/dcgm/derived/remap-failure-a30.prom").read_text()
+    assert gpus(remap.replace("DCGM_FI_DEV_ROW_REMAP_FAILURE", "DCGM_FI_DEV_ROW_REMAP_FAILED")) == gpus(remap)
+    old = 'DCGM_FI_DEV_GPU_UTIL{gpu="0",UUID="GPU-x"} 87\n'
+    assert gpus(old) == gpus('DCGM_FI_DEV_GPU_UTIL_RATIO{gpu="0",UUID="GPU-x"} 0.87\n')
 
 
 @pytest.mark.parametrize("release", sorted(RELEASES))
