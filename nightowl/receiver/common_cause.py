@@ -102,10 +102,12 @@ class StormRecord:
     def host_done(self, run: Any) -> None:
         with self._lock:
             self._runs[run.host] = run
-            runs = [self._runs[h] for h in self.order if h in self._runs]
+            ordered = {h: self._runs[h] for h in self.order if h in self._runs}  # the storm's order, then any other
+            runs = [*ordered.values(), *(r for h, r in self._runs.items() if h not in ordered)]
             storm = self.alert["storm"]
             storm["results"] = [result_of(r) for r in runs]
-            storm["common_cause"] = common_causes(runs, self.labelled, storm.get("alerts_by_host"))
+            if len(runs) >= len(self.order):  # judged once, when the last host is done (a storm may be 1024 hosts)
+                storm["common_cause"] = common_causes(runs, self.labelled, storm.get("alerts_by_host"))
             self.alert.update(storm_scalars(storm))
 
 

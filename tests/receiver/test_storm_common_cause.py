@@ -139,3 +139,25 @@ def test_the_storms_html_draft_is_one_incident_too(rack_storm: tuple[Capture, Pa
     assert paths.count("<h4>") == 1 and paths.count('<div class="graph">') == 1
     assert paths.count("Mermaid source of this graph") == 1
     assert "Storm: 64 alerts of rule <code>gpu-xid</code>" in page
+
+
+def test_the_bundles_storm_record_is_judged_when_its_last_host_is_done() -> None:
+    """Hosts finish in any order, from several threads, under the names their transports give; the common
+    cause is written once every host is in, and the draft's scalars follow it."""
+    from types import SimpleNamespace
+
+    from nightowl.receiver.common_cause import StormRecord
+
+    verdict = {"id": "gpu-fell-off-bus", "severity": "critical", "action": "reboot-node"}
+    names = ["n1", "n2", "n3"]
+    alert_record = {"storm": {"by": "rack", "value": "r1", "alerts": 3, "hosts": names, "results": []}}
+    labelled = {h: {"rack": "r1"} for h in ["n1", "n3", "spec-named-n2"]}
+    record = StormRecord(alert_record, labelled, names)
+    assert alert_record["storm_by"] == "rack" and alert_record["storm_common_cause"] is None
+    for host in ["n3", "n1", "spec-named-n2"]:  # the last one under another name than the storm's
+        assert not alert_record["storm"].get("common_cause")
+        record.host_done(SimpleNamespace(host=host, status="ok", verdict=verdict, error=None, collections={}))
+    assert [r["host"] for r in alert_record["storm"]["results"]] == ["n1", "n3", "spec-named-n2"]
+    (cause,) = alert_record["storm"]["common_cause"]
+    assert (cause["name"], cause["shared_by"], cause["of"]) == ("r1", 3, 3)
+    assert alert_record["storm_common_cause"] == cause["line"]
