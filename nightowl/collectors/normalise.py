@@ -259,8 +259,23 @@ def _launcher_prefix(text: str, kept: frozenset[str] = frozenset()) -> str | Non
             continue  # several hosts or services interleaved: not one output's wrapper
         if _name == "pdsh-host" and _wrapper_name(hits[0]).lower().startswith(tuple(_NOT_HOSTS)):
             continue
-        return "\n".join(pattern.sub("", line, count=1) for line in text.split("\n"))
+        lines = [pattern.sub("", line, count=1) for line in text.split("\n")]
+        if _name in ("rank-tag", "open-mpi"):
+            lines = _unglued(lines, {h.strip() for h in hits})
+        return "\n".join(lines)
     return None
+
+
+def _unglued(lines: list[str], tags: set[str]) -> list[str]:
+    """Lines without the launcher's tag where it also stands inside them: a rank that writes one line in
+    several ``printf`` calls, unbuffered under ``mpirun --tag-output``, gets the tag before each piece
+    (``sum      -1[0]    1626.5    0.64``). Only a tag glued to a number and followed by a blank is taken,
+    so an index in the text (``outputs[0] is None``) stays."""
+    alternatives = "|".join(re.escape(t) for t in sorted(tags, key=len, reverse=True))
+    glued = re.compile(r"(?<=[\d.])(?:" + alternatives + r")(?=\s)")
+    if not any(glued.search(line) for line in lines[:SAMPLE_LINES]):
+        return lines
+    return [glued.sub(" ", line) for line in lines]
 
 
 def _wrapper_name(prefix: str) -> str:

@@ -142,6 +142,7 @@ class Footer:
 class NcclTestsResult:
     kind: str = KIND
     collective: str | None = None
+    collective_source: str | None = None  # "table": inferred from the columns, no header named it
     nranks: int | None = None
     rows: list[Row] = field(default_factory=list)
     avg_busbw: float | None = None
@@ -317,6 +318,29 @@ def _parse_text(text: str, result: NcclTestsResult) -> None:
     _sections(result, layout)
 
 
+# The reductions nccl-tests prints in its redop column (src/common.cu test_opNames).
+REDUCTIONS = frozenset({"sum", "prod", "max", "min", "avg"})
+
+
+def collective_from_table(rows: list[Row]) -> str | None:
+    """The test a table with no header line must be, where its columns leave one answer (nccl-tests
+    doc/PERFORMANCE.md): a reduction with no root (root -1, or no root column) is all_reduce, whose busbw is
+    algbw * 2(n-1)/n (1x to 2x), or reduce_scatter, whose busbw is algbw * (n-1)/n (below 1x). Anything else
+    (all_gather and alltoall share every column; one rank moves no bus bytes) names nothing: None."""
+    if {r.redop for r in rows} - REDUCTIONS or not {r.root for r in rows} <= {-1, None}:
+        return None  # (nccl-tests before 2.0 printed no root column)
+    ratios = sorted(
+        p.busbw / p.algbw
+        for r in rows
+        for p in (r.out_of_place, r.in_place)
+        if p is not None and p.busbw and p.algbw and p.algbw >= 1.0  # two printed decimals: small values round
+    )
+    if not ratios:
+        return None
+    ratio = ratios[len(ratios) // 2]
+    return "all_reduce" if 0.99 <= ratio <= 2.01 else "reduce_scatter" if 0.49 <= ratio < 0.99 else None
+
+
 def _sections(result: NcclTestsResult, layout: _Layout) -> None:
     """Each test as itself; ``collective`` is the first test with rows (or the only name seen)."""
     with_rows = [s for s in layout.sections if s[1]]
@@ -325,6 +349,11 @@ def _sections(result: NcclTestsResult, layout: _Layout) -> None:
     named = [s[0] for s in layout.sections if s[0]]
     if result.collective is None:
         result.collective = with_rows[0][0] if with_rows else (named[0] if named else None)
+    if result.collective is None and result.rows:  # a table pasted without its header names no test
+        result.collective = collective_from_table(result.rows)
+        result.collective_source = "table" if result.collective else None
+        for test in result.tests:  # one unnamed table: the test is the one its columns name
+            test["collective"] = test["collective"] or result.collective
     if len({s[0] for s in with_rows}) > 1:
         result.warnings.append(
             f"{len(with_rows)} tests in one output ({', '.join(str(s[0]) for s in with_rows)}); each row names its test"
