@@ -308,3 +308,14 @@ def test_a_failing_health_watch_is_a_fact() -> None:
 def test_unmapped_names_are_the_exporters_own() -> None:
     """A counter family the exposition parser reads as ``X_total`` is listed as the exporter printed it."""
     assert "DCGM_FI_DEV_COUNT" in facts(T4)["unmapped"]
+
+
+def test_a_saved_query_range_answer_is_read_by_parse_whole() -> None:
+    """`nightowl parse dcgm-metrics answer.json`: a pretty-printed Prometheus answer is all known structure."""
+    from nightowl.collectors.base import parse_document
+
+    series: Series = [({"__name__": "DCGM_FI_DEV_XID_ERRORS", **LABELS}, [(970.0, 0.0), (1000.0, 79.0)])]
+    text = json.dumps(json.loads(answer(series)), indent=2)
+    document = parse_document(get_collector("dcgm-metrics"), text)
+    assert document["coverage"]["understood"] and document["coverage"]["unread"] == []
+    assert document["gpus"][0]["xid_last"] == 79
