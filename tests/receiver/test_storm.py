@@ -139,6 +139,8 @@ def test_64_alerts_of_one_rack_are_one_capture_and_one_note(tmp_path: Path, reco
     notes = recorder.to("/hook")
     assert len(notes) == 2
     assert sorted(n["body"]["capture"]["host"] for n in notes) == sorted([lone, "rack=r07"])
+    (storm_note,) = [n["body"] for n in notes if n["body"]["capture"]["host"] == "rack=r07"]
+    assert storm_note["finding"][0].startswith("Common cause first: rack r07 (")  # the rack before its nodes
     journal = [json.loads(line) for line in (tmp_path / "bundles" / "captures.jsonl").read_text().splitlines()]
     assert len({entry["id"] for entry in journal}) == 2  # journalled once per capture, not per alert
 
