@@ -18,6 +18,13 @@ from nightowl.collectors.gpu import kernel_log, kernel_patterns
 # Actions of nightowl/knowledge/kernel_patterns.csv that make a line worth a run of its own.
 NODE_ACTIONS = frozenset({"reset-gpu", "drain-and-reset", "reboot-node", "hardware-ticket"})
 
+# A line is judged by its first JUDGE_CHARS characters: the kernel stores no message longer than 1024 bytes
+# (PRINTKRB_RECORD_MAX in the Linux kernel's kernel/printk/internal.h; LOG_LINE_MAX, 1024 - PREFIX_MAX, before
+# 5.10), so this holds a journal's or syslog's prefix and the whole message. What follows in a longer line is
+# not kernel text, and judging it would cost the follower time that grows with the line (a pattern regex
+# searched over 16 KiB took a second).
+JUDGE_CHARS = 2048
+
 # What one line is, as signals: the event kinds (and notable sub-kinds) the parser found in it.
 Signals = frozenset[str]
 
@@ -109,6 +116,7 @@ class LineJudge:
 
     def fired(self, line: str) -> list[str]:
         """The names of the triggers ``line`` fires (empty for most lines)."""
+        line = line[:JUDGE_CHARS]
         start = kernel_log.message_start(line)
         if start < 0:
             return []

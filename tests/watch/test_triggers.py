@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import threading
 from pathlib import Path
 
 import pytest
@@ -13,6 +14,7 @@ from nightowl.watch import triggers
 from nightowl.watch.triggers import LineJudge
 
 CORPUS = Path(__file__).resolve().parents[2] / "fixtures" / "corpus" / "gpu"
+WATCHDOG = 30.0  # the long-line test's give-up time: it ends in about a second; it hung for a minute before
 
 
 def lines_of(name: str) -> list[str]:
@@ -102,3 +104,20 @@ def test_a_line_the_pattern_table_says_needs_a_reset_fires() -> None:
     assert judge.fired(heartbeat) == ["pattern-action"]
     taint = "[    5.1] nvidia: loading out-of-tree module taints kernel."  # harmless in the table
     assert judge.fired(taint) == []
+
+
+def test_a_line_is_judged_by_its_first_judge_chars_so_a_storm_of_long_lines_cannot_stall_the_follower() -> None:
+    long_lines = [f"[ 11.0] NVRM: Xid (PCI:0000:3b:00): {n}, pid=1, name=x " + "z" * 16000 for n in range(60)]
+    judge = LineJudge()
+    done = threading.Event()
+    fired: list[list[str]] = []
+
+    def judge_all() -> None:
+        fired.extend(judge.fired(line) for line in long_lines)
+        done.set()
+
+    threading.Thread(target=judge_all, daemon=True).start()
+    assert done.wait(WATCHDOG), "judging long lines stalled (a regex searched the whole 16 KiB line)"
+    assert all(names == ["xid"] for names in fired)
+    xid = "[ 12.0] NVRM: Xid (PCI:0000:3b:00): 79, pid=1, name=python, GPU has fallen off the bus."
+    assert judge.fired("x" * triggers.JUDGE_CHARS + xid) == []  # text past what the kernel can log is not judged
