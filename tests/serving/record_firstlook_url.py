@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tests.serving.firstlook_standins import Replica, record_cases, render, replicas
+from tests.serving.firstlook_standins import Replica, Window, record_cases, render, replicas
 
 NAMES = ("r1", "r2", "r3")
 HOSTS = Path(__file__).resolve().parents[2] / "fixtures" / "hosts"
@@ -49,6 +49,16 @@ CASES: dict[str, Case] = {
         lambda: {"r1": Replica(), "r2": Replica(), "r3": FreshReplica(90)},
         "r3's engine process started 90 s before the first scrape (its process_start_time_seconds against"
         " its Date header); no scrape in the look sees a restart",
+    ),
+    "mixed": Case(
+        lambda: {
+            "r1": Replica(),
+            "r2": Replica(health_status=503),
+            "r3": Replica(windows=[Window(), Window(), Window(ttft=0.12)]),
+            "r4": FreshReplica(90),
+        },
+        "r2 answers 503 on /health; r3's TTFT rises about 4x in the last half window (flat traffic); r4, healthy,"
+        " started its engine process 90 s before the first scrape (issue 45.1)",
     ),
     "deploy-down": Case(
         lambda: {n: FreshReplica(240, health_status=503) for n in NAMES},
@@ -84,7 +94,7 @@ def record(name: str, case: Case, tmp: Path) -> None:
         argv += ["--param", "window_seconds=0", "--out", str(tmp), "--format", "json"]
         result = CliRunner().invoke(main, argv)
     bundle = next(p for p in tmp.iterdir() if p.is_dir() and (p / "hosts").is_dir())
-    for host in NAMES:
+    for host in specs:
         target = HOSTS / f"first-look-{name}-{host}"
         shutil.rmtree(target, ignore_errors=True)
         shutil.copytree(bundle / "hosts" / host, target)

@@ -87,6 +87,30 @@ def test_partial_outage_is_dated_from_the_failing_replica_not_a_restarted_health
     assert "r3 TTFT x" in also_line and "r4 restarted" in also_line
 
 
+def test_the_recorded_mixed_case_reads_the_same_in_the_status_update(tmp_path: Path) -> None:
+    """The issue's mixed case recorded (fixtures/hosts/first-look-mixed-r*, tests/serving/record_firstlook_url.py)
+    and replayed: the status update dates it from r2 and names r3's TTFT and r4's restart as also seen."""
+    from nightowl.engine.bundle_summary import triage_summary
+    from nightowl.library.rehearse import rehearsal_cases, replay_case
+    from nightowl.reports import status_update
+
+    case = next(c for c in rehearsal_cases("first-look") if c["hosts"][0] == "first-look-mixed-r1")
+    runs = replay_case("first-look", case, out_dir=tmp_path)
+    summary = triage_summary("first-look", "run-1", tmp_path / "run-1", runs)
+    update = status_update.render(summary, now=0)
+    verdict = summary["hosts"][0]["verdict"]
+    assert verdict["id"] == "partial-down"
+    assert re.match(
+        r"Since: at or before \S+ \S+ UTC; source: the first failing answer seen: r2 /health 503",
+        line(update, "Since: "),
+    )
+    also = line(update, "Also seen: ")
+    assert re.search(
+        r"r3 TTFT x\d+\.\d of its history \(latency up\); r4 restarted: its engine process started 1\.5 min", also
+    )
+    assert "r4" not in line(update, "Since: ") and "Also seen: " in verdict["summary"]
+
+
 def test_latency_verdict_is_not_dated_by_another_replicas_restart(tmp_path: Path) -> None:
     specs = mixed()
     specs["r2"] = Replica()
