@@ -46,6 +46,7 @@ from nightowl.collectors.nccl.nccl_log_patterns import (
     NCCL_BARE_LINE,
     NCCL_LINE,
     NET_PLUGIN_LOADED,
+    NET_TAG,
     OFI_PLUGIN,
     P2P_PLUGIN,
     RETURN_CHAIN,
@@ -152,7 +153,7 @@ class NcclLogResult:
     env: dict[str, str] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
     # new keys (issue 13)
-    network_source: str | None = None  # using-network | transports | ib-devices | socket | plugin
+    network_source: str | None = None  # using-network | transports | ib-devices | socket | plugin | net-lines
     gdr: bool | None = None  # "Connected all rings, use ring PXN 0 GDR 0": GPUDirect RDMA off
     ib_async_events: list[str] = field(default_factory=list)  # "port error", "local catastrophic error" ...
     failed_in: list[str] = field(default_factory=list)  # bootstrap / init / socket: where an error chain passed
@@ -272,10 +273,14 @@ class _Builder:
         self.warn_texts: set[str] = set()
         self.dropped_errors = 0
         self.plugin_network: str | None = None
+        self.net_tags: set[str] = set()  # "NET/IB : ..." warnings and infos: the net that printed them
 
     # -- NCCL INFO/WARN ---------------------------------------------------------------------
     def nccl(self, index: int, line: NcclLine) -> None:
         msg = line.msg
+        tag = NET_TAG.match(msg)
+        if tag:
+            self.net_tags.add(tag.group("net"))
         if line.level == "WARN":
             if msg and msg not in self.warn_texts and len(self.warn_texts) < MAX_ITEMS:
                 self.warn_texts.add(msg)
@@ -481,6 +486,8 @@ class _Builder:
             return "IB", "ib-devices"
         if any(i.source == "socket" for i in self.result.interface_details):
             return "Socket", "socket"
+        if len(self.net_tags) == 1:  # only a net's own warnings survived (a pasted error, no init lines)
+            return next(iter(self.net_tags)), "net-lines"
         return None, None
 
     # -- finish -------------------------------------------------------------------------------

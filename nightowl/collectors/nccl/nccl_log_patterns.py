@@ -57,6 +57,9 @@ RETURN_CHAIN = re.compile(r"^\S+:\d+ -> \d+")  # "init.cc:1263 -> 2": a return-c
 VERSION = re.compile(r"NCCL version (?P<version>\d+\.\d+\.\d+)")
 # "Using network IB|Socket|<plugin name>" (init.cc); NCCL 2.2: "Using internal Network Socket".
 USING_NETWORK = re.compile(r"^Using (?:internal )?[Nn]etwork (?P<network>.+?)\s*$")
+# A net transport's own lines ("NET/IB : Got completion from peer ...", "NET/Socket : ..."; transport/net_ib.cc,
+# net_socket.cc): the net that printed them, where no "Using network" line survived.
+NET_TAG = re.compile(r"^NET/(?P<net>IB|IBext|Socket|OFI)\b\s?:")
 NET_PLUGIN_LOADED = re.compile(r"NET/Plugin\s*: ?Loaded net plugin (?P<name>.+?)\s*$")
 IB_NO_DEVICE = re.compile(r"NET/IB\s*: No device found")
 IB_USING = re.compile(r"^NET/IB\s*: Using (?P<devices>\[.*?)(?:\s*;\s*OOB (?P<oob>\S+))?\s*$")

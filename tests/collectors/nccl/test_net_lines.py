@@ -1,0 +1,35 @@
+"""The net NCCL used, from the net transport's own lines when no "Using network" line survived (a pasted error
+without the init lines). The lines are NCCL 2.x's own wording (transport/net_ib.cc, net_socket.cc), as posted in
+NVIDIA/nccl#928."""
+
+from __future__ import annotations
+
+from nightowl.collectors import get_collector
+
+IB_WARN = (
+    "H100-2:19989:20082 [1] transport/net_ib.cc:1295 NCCL WARN NET/IB : Got completion from peer "
+    "fe80::966d:ae03:8b:df78%ib0<53249> with error 4, opcode 32564, len 32564, vendor err 81 (Send)\n"
+    "H100-2:19989:20082 [1] NCCL INFO transport/net.cc:1008 -> 6\n"
+)
+
+
+def facts(text: str) -> dict:
+    collector = get_collector("nccl-log")
+    return collector.facts(collector.parse(text))
+
+
+def test_a_net_ib_warning_alone_names_ib() -> None:
+    found = facts(IB_WARN)
+    assert (found["network"], found["network_source"]) == ("IB", "net-lines")
+
+
+def test_two_nets_warning_name_neither() -> None:
+    socket = "h1:1:2 [0] NCCL INFO NET/Socket : Using [0]eth0:10.0.0.1<0>\n"
+    found = facts(IB_WARN + socket)
+    assert found["network"] in (None, "Socket")  # the socket init line names it by another way, or nothing
+    assert found["network_source"] != "net-lines"
+
+
+def test_a_using_network_line_still_decides() -> None:
+    found = facts("h1:1:2 [0] NCCL INFO Using network Socket\n" + IB_WARN)
+    assert (found["network"], found["network_source"]) == ("Socket", "using-network")
