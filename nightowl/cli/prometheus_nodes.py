@@ -61,7 +61,7 @@ def prometheus_nodes(
     return PrometheusNodes(base, tuple(nodes), node_label, since_s, step_s)
 
 
-def transports(spec: PrometheusNodes) -> dict[str, Callable[[], Transport]]:
+def transports_of(spec: PrometheusNodes) -> dict[str, Callable[[], Transport]]:
     """Node -> the function opening its HTTP transport to Prometheus."""
     from nightowl.transports.http import HttpTransport
 
@@ -116,3 +116,26 @@ def with_exporter_urls(params: dict[str, Any], urls: dict[str, str], others: lis
     given = params.get("dcgm_url")
     mapping = dict(given) if isinstance(given, dict) else {n: given for n in others if given}
     return {**params, "dcgm_url": {**mapping, **urls}}
+
+
+def add_members(
+    transports: dict[str, Callable[[], Transport]],
+    params: dict[str, Any],
+    nodes: PrometheusNodes | None,
+    exporters: dict[str, str],
+) -> dict[str, Any]:
+    """The ``--prometheus`` nodes and ``--dcgm`` exporters added to ``transports`` (in place), and the run's
+    parameters with their queries and URLs; a name given two ways is a usage error (exit 2)."""
+    if nodes is not None:
+        clash = sorted(set(transports) & set(nodes.nodes))
+        if clash:
+            fail(f"--node {clash[0]}: that name is also a --host, --replay or --replica")
+        transports.update(transports_of(nodes))
+        params = with_query(params, nodes)
+    if exporters:
+        clash = sorted(set(transports) & set(exporters))
+        if clash:
+            fail(f"--dcgm {clash[0]}: that name is also given another way")
+        params = with_exporter_urls(params, exporters, list(transports))
+        transports.update(exporter_transports(exporters))
+    return params

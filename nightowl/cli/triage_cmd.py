@@ -172,18 +172,7 @@ def triage(
     transports.update(replica_transports(urls))
     others = [n for n in transports if n not in urls]
     run_params = with_base_urls(parse_params(params), urls, others, loaded.runbook.parameters)
-    if nodes is not None:
-        clash = sorted(set(transports) & set(nodes.nodes))
-        if clash:
-            fail(f"--node {clash[0]}: that name is also a --host, --replay or --replica")
-        transports.update(by_prometheus.transports(nodes))
-        run_params = by_prometheus.with_query(run_params, nodes)
-    if exporters:
-        clash = sorted(set(transports) & set(exporters))
-        if clash:
-            fail(f"--dcgm {clash[0]}: that name is also given another way")
-        run_params = by_prometheus.with_exporter_urls(run_params, exporters, list(transports))
-        transports.update(by_prometheus.exporter_transports(exporters))
+    run_params = by_prometheus.add_members(transports, run_params, nodes, exporters)
     sys.exit(
         int(
             run_and_report(
