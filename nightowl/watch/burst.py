@@ -23,10 +23,10 @@ from nightowl.watch.triggers import LineJudge
 MAX_LINES = 2000  # context lines
 MAX_CHARS = 1024 * 1024  # characters of context lines
 MAX_TRIGGER_LINES = 20_000  # trigger lines and their neighbours
-MAX_TRIGGER_CHARS = 4 * 1024 * 1024
+MAX_TRIGGER_CHARS = 3 * 1024 * 1024  # three bursts in flight stay well inside the follower's memory bound
 NEAR = 8  # context lines kept before and after each trigger line once the context budget is spent
 MAX_KEYS = 256  # distinct trigger messages remembered, to keep a new one past the trigger budget
-SPARE_CHARS = 1024 * 1024  # what those new messages may add past MAX_TRIGGER_CHARS
+SPARE_CHARS = 512 * 1024  # what those new messages may add past MAX_TRIGGER_CHARS
 
 # What a kept line is, in ``Burst.marks``.
 CONTEXT, TRIGGER, NEIGHBOUR = 0, 1, 2
