@@ -109,6 +109,9 @@ def test_the_recorded_mixed_case_reads_the_same_in_the_status_update(tmp_path: P
         r"r3 TTFT x\d+\.\d of its history \(latency up\); r4 restarted: its engine process started 1\.5 min", also
     )
     assert "r4" not in line(update, "Since: ") and "Also seen: " in verdict["summary"]
+    # the onset's time is a time wherever facts are printed, never a float epoch (1.79651e+09, issue 45.9)
+    since = next(e["value"] for e in summary["job"]["facts"] if e["fact"].endswith(".since"))
+    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ", since["time"])
 
 
 def test_latency_verdict_is_not_dated_by_another_replicas_restart(tmp_path: Path) -> None:

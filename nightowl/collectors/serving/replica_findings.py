@@ -35,6 +35,11 @@ def _utc(seconds: float) -> str:
     return time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(seconds))
 
 
+def _iso(seconds: float) -> str:
+    """The onset's time for programs: ISO 8601 in UTC (a float epoch reads as 1.79e+09 where facts are printed)."""
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(seconds))
+
+
 def health_text(row: Mapping[str, Any]) -> str:
     """How /health answered, in a few words: ``503``, ``connection refused``, ``timed out``, ``no answer``."""
     if row.get("health_status") is not None:
@@ -133,7 +138,7 @@ def onset(rows: list[dict[str, Any]]) -> dict[str, Any] | None:
         at, host = starts[0]
         who = host if len(starts) == 1 else f"{host} (first of {', '.join(h for _, h in starts)})"
         return {
-            "time": at,
+            "time": _iso(at),
             "text": _utc(at),
             "source": f"the engine process on {who} started then (process_start_time_seconds in /metrics)",
         }
@@ -143,7 +148,7 @@ def onset(rows: list[dict[str, Any]]) -> dict[str, Any] | None:
     if failing:
         at, host, status = failing[0]
         return {
-            "time": at,
+            "time": _iso(at),
             "text": f"at or before {_utc(at)}",
             "source": f"the first failing answer seen: {host} /health {status} (the replica's Date header)",
         }
