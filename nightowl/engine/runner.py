@@ -24,6 +24,7 @@ from nightowl.engine.expressions import (
     render,
     resolve_path,
 )
+from nightowl.engine.gpu_findings import with_other_gpus  # every GPU with a fault of its own (issue 45.7)
 from nightowl.engine.output_status import is_blank, output_status, shows_nothing
 from nightowl.engine.parse_budget import ParseBudgetExceeded, bounded_input, within
 from nightowl.engine.runbook_data import NodeData, split_entry  # not engine.model: no pydantic to run
@@ -433,7 +434,7 @@ class HostRunner:
             "node": node_id,
             "first_step": actions.first_steps(spec.action, ctx, ctx["params"].get("tenancy")),  # by tenancy
         }
-        caveats = cut_caveats(list(self.run.collections.values()))
+        caveats, verdict = cut_caveats(list(self.run.collections.values())), with_other_gpus(verdict, ctx)
         if caveats:  # a "no X" on a cut log says so, in the summary every reader sees
             verdict["caveats"] = caveats
             verdict["summary"] = f"{verdict['summary']} Caveat: {'; '.join(caveats)}."

@@ -148,7 +148,9 @@ def _kernel_rows_for(rows: list[dict[str, Any]], fact: str, value: Any) -> list[
     needles = _needles(value)
     codes = {int(n) for n in needles if n.isdigit()}
     named = [r for r in topic if r["event"].get("code") in codes or str(r["event"].get("pci")) in needles]
-    return named or topic
+    # a GPU named by no fault row (RmInitAdapter failed on 0a:00 beside Xids on 07:00): the lines naming that GPU
+    on_gpu = [r for r in rows if str(r["event"].get("pci")) in needles] if not named and needles else []
+    return named or on_gpu or topic
 
 
 def merged(cites: Iterable[Cite], data: Bundle) -> list[Cite]:

@@ -144,6 +144,7 @@ def context(summary: dict[str, Any], now: float | None = None) -> dict[str, Any]
         "now": stamp,
         "impact": impact,
         "since": _since(job, short)
+        or _onset(summary.get("onset"), short)
         or f"not known: first seen by this check at {time.strftime('%H:%M UTC', time.gmtime(at))}; "
         "the dashboards show when it began",
         "users_see": users_see,
@@ -152,12 +153,14 @@ def context(summary: dict[str, Any], now: float | None = None) -> dict[str, Any]
         # the first action's steps for the host's tenancy (a VM is stopped and started, not power-cycled)
         "steps": actions.steps_line((worst or {}).get("first_step")) if (worst or {}).get("action") != "none" else None,
         "next_command": _next_check(next_step, short, (worst or {}).get("implicated")),
-        "also_seen": _also_seen(job, short),
+        "also_seen": "; ".join(filter(None, [_also_seen(job, short), _other_gpus(hosts, short)])) or None,
         "business": business,
         "next_update": NEXT_UPDATE,
         "runbook": summary.get("runbook"),
         "run_id": summary.get("run_id"),
         "bundle": summary.get("bundle"),
+        # the bundle by its id: a path on the machine that wrote it means nothing in a channel or a PagerDuty note
+        "bundle_id": Path(str(summary["bundle"])).name if summary.get("bundle") else "(none written)",
     }
 
 
@@ -175,6 +178,25 @@ def _also_seen(job: dict[str, Any], short: dict[str, str]) -> str | None:
     runbook states them beside its verdict (first-look's ``onset.<finding>.also_seen``); None when none."""
     lines = _job_fact(job, "also_seen")
     return _plain("; ".join(str(line) for line in lines), short) if isinstance(lines, list) and lines else None
+
+
+def _other_gpus(hosts: list[dict[str, Any]], short: dict[str, str]) -> str | None:
+    """Every GPU with a fault of its own besides the one a verdict is about (the verdict's ``other_gpus``,
+    issue 45 item 7): "GPU 0000:07:00 on gpu-17: Xid 48, 64 (drain-and-reset)"; None when there is none."""
+    told = []
+    for h in hosts:
+        for other in (h.get("verdict") or {}).get("other_gpus") or []:
+            codes = f": Xid {', '.join(map(str, other.get('xids') or []))}" if other.get("xids") else ""
+            told.append(f"GPU {other.get('gpu')} on {short.get(h['host'], h['host'])}{codes} ({other.get('action')})")
+    return "; ".join(told) or None
+
+
+def _onset(onset: Any, short: dict[str, str]) -> str | None:
+    """ "2026-12-02 11:38 UTC; source: the first fault line on r2 ...": the bundle's onset (the fault line's own
+    time, else the alert's startsAt: nightowl/postmortem/onset.py), as the draft's Trigger names it."""
+    if not isinstance(onset, dict) or not onset.get("text"):
+        return None
+    return f"{onset['text']}; source: {_plain(str(onset.get('source') or 'the evidence'), short)}"
 
 
 def _named_service(job: dict[str, Any], names: list[str], short: dict[str, str]) -> str:
@@ -248,9 +270,11 @@ def render(summary: dict[str, Any], now: float | None = None) -> str:
 
 def write(bundle: Path, summary: dict[str, Any]) -> Path:
     from nightowl.engine.private_files import write_private
+    from nightowl.postmortem.onset import bundle_onset
 
     path = Path(bundle) / FILE_NAME
-    write_private(path, render(summary))  # owner-only, as every bundle file
+    onset = None if _since(summary.get("job") or {}, {}) else bundle_onset(Path(bundle))  # read only when needed
+    write_private(path, render({**summary, "onset": onset}))  # owner-only, as every bundle file
     return path
 
 
