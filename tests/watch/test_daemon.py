@@ -160,3 +160,21 @@ def test_a_burst_is_bounded_and_closes_on_max_age_in_a_storm() -> None:
     assert burst is not None and burst.dropped_lines == 500 - NEAR  # context beyond the cap, but beside a trigger
     assert len(burst.lines) == 1 + MAX_LINES + NEAR + 1 and burst.lines[-1] == XID.format(code=13)
     assert burst.start == {"offset": 0} and tracker.open is None
+
+
+def test_a_burst_left_unjudged_at_a_stop_is_judged_from_the_rotated_file_after_the_restart(tmp_path: Path) -> None:
+    gate = threading.Event()
+    harness = Harness(tmp_path, gate, grace=0.2)
+    with harness:
+        append(harness.log_file, QUIET)
+        size = harness.log_file.stat().st_size
+        wait_for(lambda: (harness.cursor.saved or {}).get("offset") == size, "the position past the quiet line")
+        append(harness.log_file, XID.format(code=79))
+        wait_for(harness.started.is_set, "the run to start")
+    assert harness.aborted and (harness.cursor.saved or {}).get("offset") == size  # held at the burst's start
+    harness.log_file.rename(tmp_path / "kern.log.1")  # rotated (logrotate's create) while stopped
+    with Harness(tmp_path) as again:
+        append(again.log_file, XID.format(code=48))
+        wait_for(lambda: sum(len(run.lines) for run in again.runs) == 2, "both bursts judged")
+    assert [line for run in again.runs for line in run.lines] == [XID.format(code=79), XID.format(code=48)]
+    assert any("kern.log.1" in text for text, _ in again.logged)
