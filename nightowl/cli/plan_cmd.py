@@ -16,6 +16,23 @@ from nightowl.cli.common import (
     parse_params,
 )
 
+LONG = 160  # a command longer than this is shown as its script, one statement a line (issue 45 item 9)
+SCRIPT_FLAGS = ("-c", "-lc")  # sh -c SCRIPT, bash -lc SCRIPT
+
+
+def command_lines(argv: list[str]) -> list[str]:
+    """One command of a plan for a person to read: ``shlex.join(argv)`` when it fits on a line; else the
+    command with its script named ``SCRIPT``, then the script one ``; ``-separated statement a line (joined
+    back with ``; `` it is the script exactly; ``--format json`` has the argv as run)."""
+    whole = shlex.join(argv)
+    at = next((i + 1 for i, arg in enumerate(argv[:-1]) if arg in SCRIPT_FLAGS), None)
+    if len(whole) <= LONG or at is None:
+        return [whole]
+    script = argv[at]
+    shown = " ".join([shlex.join(argv[:at]), '"$SCRIPT"', shlex.join(argv[at + 1 :])]).rstrip()
+    head = f"SCRIPT ({len(script)} characters; one statement a line, joined by '; ' it is the argument as run):"
+    return [shown, head, *(f"  {part}" for part in script.split("; "))]
+
 
 @click.command()
 @click.argument("runbook")
@@ -57,8 +74,18 @@ def plan(
                     + ", ".join(step["derived_from"])
                 )
                 continue
-            alternatives = "  |or|  ".join(shlex.join(argv) for argv in step["commands"] or step["declared"])
-            click.echo(f"  [{step['node']}] {step['collector']}: {alternatives}  (timeout {step['timeout']}s){note}")
+            commands = list(dict.fromkeys(tuple(argv) for argv in step["commands"] or step["declared"]))
+            lines = [
+                ("or: " if n and not i else "") + line
+                for n, argv in enumerate(commands)
+                for i, line in enumerate(command_lines(list(argv)))
+            ]
+            if len(lines) == 1 and len(lines[0]) <= LONG:  # one short command: one line, as before
+                click.echo(f"  [{step['node']}] {step['collector']}: {lines[0]}  (timeout {step['timeout']}s){note}")
+                continue
+            click.echo(f"  [{step['node']}] {step['collector']}: (timeout {step['timeout']}s){note}")
+            for line in lines:
+                click.echo(f"      {line}")
     if graph:  # the commands come first: at 3 a.m. they are what the reader came for
         click.echo()
         click.echo(to_mermaid(loaded.runbook))
