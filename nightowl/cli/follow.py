@@ -34,7 +34,9 @@ def needing_a_node(summary: dict[str, Any], transports: dict[str, Any]) -> list[
     for host in summary["hosts"]:
         verdict = host.get("verdict") or {}
         step = verdict.get("next") or {}
-        named = step.get("hosts") or verdict.get("implicated") or []
+        if "local" in (step.get("hosts") or []):
+            continue  # read from this machine (a replica's /metrics): it runs
+        named = dict.fromkeys([*(step.get("hosts") or []), *(verdict.get("implicated") or [])])
         by_url = [h for h in named if isinstance(transports.get(h), ReplicaOpener)]
         if step.get("runbook") and not step.get("error") and by_url:
             lines.setdefault(

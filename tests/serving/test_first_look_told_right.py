@@ -153,6 +153,24 @@ def test_follow_over_urls_runs_no_node_runbook_and_names_the_flag(tmp_path: Path
     assert "r2: it needs the node (--host NODE)" in next_check
 
 
+def test_a_mixed_run_names_every_url_replica_its_follow_up_skips() -> None:
+    """r5 has a node (--host), r2 only a URL: xid runs on r5 and the note names r2; a step read from here (local)
+    needs no note."""
+    from nightowl.cli.follow import needing_a_node
+    from nightowl.cli.replicas import ReplicaOpener
+
+    transports: dict[str, Any] = {"r2": ReplicaOpener("r2", "http://10.0.0.6:8000"), "r5": object()}
+    xid = {"runbook": "xid", "hosts": ["r5"], "params": {}, "command": "nightowl triage xid --host r5"}
+    summary = {"hosts": [{"host": "r2", "verdict": {"next": xid, "implicated": ["r2", "r5"]}}]}
+    assert needing_a_node(summary, transports) == [
+        "not followed: xid on r2: reached by URL only (--replica), and xid needs the node: give it with --host NODE"
+        " (or an inventory that names the node)"
+    ]
+    p99 = {"runbook": "p99-regression", "hosts": ["local"], "params": {}, "command": "nightowl triage ..."}
+    summary = {"hosts": [{"host": "r2", "verdict": {"next": p99, "implicated": ["r2"]}}]}
+    assert needing_a_node(summary, transports) == []
+
+
 @pytest.mark.skipif(shutil.which("curl") is None, reason="curl is not installed")
 def test_p99_follow_up_over_a_url_is_a_command_that_runs_from_here(tmp_path: Path) -> None:
     specs: dict[str, Replica] = {"r1": Replica(), "r2": Replica(), "r3": Replica()}
