@@ -131,9 +131,10 @@ def watch(
     The position of the last judged line is kept in the state dir, so a restart never judges a line
     twice (and judges again a burst whose run did not finish). With --file, a restart after a rotation
     first reads the rest of the rotated file (PATH.1, PATH.N or PATH-*, or copytruncate's copy), then
-    PATH from its start; a file truncated and written past the saved offset is read from its start. SIGTERM stops following, gives the run in
-    progress --grace seconds, and exits 143. The follower rewrites the health file every 5 s;
-    `nightowl watch --probe` is the liveness probe. Logs one JSON line per event to stderr.
+    PATH from its start; a file truncated and written past the saved offset is read from its start.
+    SIGTERM stops following, gives the run in progress --grace seconds, and exits 143. The follower
+    rewrites the health file every 5 s; `nightowl watch --probe` is the liveness probe. Logs one JSON
+    line per event to stderr.
     """
     from nightowl.paths import state_dir as default_state_dir
 
