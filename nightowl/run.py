@@ -17,6 +17,7 @@ Usable from Python::
 from __future__ import annotations
 
 import signal
+import sys
 import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
@@ -25,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from nightowl.engine.bundle_writer import BundleWriter
+from nightowl.engine.incremental import CursorBook
 from nightowl.engine.runner import CollectorLike, HostRun, RunOptions
 from nightowl.engine.session import Interrupted, Terminated, close_live_transports, run_runbook
 from nightowl.engine.validate import LoadedRunbook
@@ -115,6 +117,7 @@ def run_and_save(
     lookup: Callable[[str], CollectorLike] | None = None,
     engine: Callable[..., tuple[list[HostRun], Path]] | None = None,
     writer: BundleWriter | None = None,
+    cursors: CursorBook | None = None,
 ) -> RunResult:
     """Run ``loaded`` on ``transports`` (host name -> function opening its transport) into one bundle
     under ``out_dir``; return the :class:`RunResult`.
@@ -129,6 +132,7 @@ def run_and_save(
     activated it; a failure there is a warning, never the run's); ``redact`` scrubs secrets from
     everything written. ``engine`` stands in for ``engine.session.run_runbook`` (same arguments and result)
     and ``writer`` for the bundle writer it makes: a sweep over worker processes (nightowl/fleet/workers.py).
+    ``cursors`` keeps read positions (engine/incremental.py), saved with the bundle's id when ``history``.
     """
     values = resolve_params(loaded, params, lookup)
     stop = threading.Event()
@@ -141,6 +145,7 @@ def run_and_save(
         # A command dying of a signal may have been sent it with ours (a cgroup's TERM reaches both): it
         # waits a moment for our own handler to set ``stop`` before it is judged an ordinary failure.
         stopping=stopping or stop,
+        cursors=cursors,
     )
     from nightowl.engine import parse_memo
     from nightowl.history.extract import KINDS_READ
@@ -172,6 +177,11 @@ def run_and_save(
             from nightowl.history import record_bundle  # the run's one write into the history store
 
             record_bundle(bundle)
+            if cursors is not None:
+                from nightowl.history import active_path
+                from nightowl.history import cursors as positions
+
+                positions.commit(cursors, bundle, active_path(), lambda text: print(text, file=sys.stderr))
     return result
 
 

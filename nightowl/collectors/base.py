@@ -269,6 +269,8 @@ class Collector:
     shows_nothing: Callable[[str], bool] | None = None
     # Every fact ``facts`` may return (docs/reference.md#kinds); runbook validation checks reads against it.
     produces: tuple[Fact, ...] = ()
+    # Reads only what the source added since the last read, where a run keeps positions (engine/incremental.py).
+    cursor: Any = None
 
     def __post_init__(self) -> None:
         # The one place every output passes before its parser (live, replay, `nightowl parse`, the

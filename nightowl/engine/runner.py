@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import nightowl.knowledge.actions as actions  # the verdict's first steps by tenancy (data only, no GPU code)
-from nightowl.engine import layout, parse_memo
+from nightowl.engine import incremental, layout, parse_memo
 from nightowl.engine.background import Background, wait_seconds
 from nightowl.engine.expressions import (
     ExpressionError,
@@ -190,6 +190,7 @@ class RunOptions:
     saving: threading.Event = field(default_factory=threading.Event, compare=False, repr=False)
     # Collectors and hosts still running: an interrupt waits (briefly) for them to record what they ran.
     inflight: InFlight = field(default_factory=lambda: InFlight(), compare=False, repr=False)
+    cursors: Any = field(default=None, compare=False, repr=False)  # read positions (engine/incremental.py)
 
 
 class InFlight:
@@ -635,19 +636,17 @@ def collect_on(
     params = params_for_host(options.params, transport.host)
     resolved = [argv for t in collector.commands if (argv := resolve_argv(t, params)) is not None]
     if not resolved:
-        run.status, run.reason = (
-            "skipped",
-            "needs runbook parameter(s): "
-            + ", ".join(sorted({n for t in collector.commands for n in placeholders(t)})),
-        )
+        needs = ", ".join(sorted({n for t in collector.commands for n in placeholders(t)}))
+        run.status, run.reason = "skipped", f"needs runbook parameter(s): {needs}"
         return run
     refused = _refused(collector, resolved)
     if refused:
         run.status, run.reason = "error", "refused to run " + "; ".join(refused)
         return run
     commands = resolved[:1] if single_attempt else resolved
-    with options.inflight:
-        return _attempt(transport, collector, recorder, options, run, commands, keep_text, deadline)
+    with options.inflight:  # a collector with a cursor may read only what is new (engine/incremental.py)
+        read = None if keep_text else incremental.collect(transport, collector, recorder, options, commands, deadline)
+        return read or _attempt(transport, collector, recorder, options, run, commands, keep_text, deadline)
 
 
 def _attempt(

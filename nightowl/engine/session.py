@@ -145,6 +145,8 @@ def run_runbook(
     _shut_down(pool, collectors, wait=True)
     runs = [results[n] for n in names]
     options.saving.set()
+    if options.cursors is not None:  # what incremental reads carried, and why others were full (carried.json)
+        options.cursors.add_to(writer)
     return runs, writer.finish(runs, render_postmortem=render_postmortem, extra=extra_manifest)
 
 

@@ -19,7 +19,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-SCHEMA_VERSION = 2  # 2: events.monotonic
+SCHEMA_VERSION = 3  # 2: events.monotonic; 3: cursors
 BUSY_TIMEOUT_MS = 15_000
 
 SCHEMA = """
@@ -85,6 +85,18 @@ CREATE TABLE IF NOT EXISTS boots (
     first_entry TEXT,
     last_entry TEXT,
     PRIMARY KEY (host, boot_id)
+);
+-- where the last read of a host's source stopped (history/cursors.py): the reader's state, the lines later reads
+-- need, and the bundle that read them (docs/reference.md#incremental-reads)
+CREATE TABLE IF NOT EXISTS cursors (
+    host TEXT NOT NULL,
+    kind TEXT NOT NULL,
+    state TEXT NOT NULL,
+    carried TEXT NOT NULL,
+    bundle_id TEXT NOT NULL,
+    bundle_sha256 TEXT NOT NULL,
+    updated REAL NOT NULL,
+    PRIMARY KEY (host, kind)
 );
 """
 

@@ -20,6 +20,7 @@ followers (``nightowl watch``) use to skip quiet text.
 from __future__ import annotations
 
 from nightowl.collectors.base import Collector, registered
+from nightowl.collectors.gpu.kernel_log.cursor import KERNEL_LOG_CURSOR
 from nightowl.collectors.gpu.kernel_log.log_facts import facts
 from nightowl.collectors.gpu.kernel_log.parser import parse
 from nightowl.collectors.gpu.kernel_log.patterns import _ANCHOR, _BLOCK_OPENER, aer_detail_in
@@ -56,6 +57,8 @@ COLLECTOR = Collector(
     facts=facts,
     invasive=False,
     shows_nothing=shows_nothing,
+    # A sweep, `check` or `watch` with a history store reads only what follows its last read (cursor.py).
+    cursor=KERNEL_LOG_CURSOR,
 )
 
 

@@ -1,0 +1,195 @@
+"""Reading a host's kernel log from where the last read stopped (issue 46; docs/reference.md#incremental-reads).
+
+Two sources keep a position the next read can prove it continues from:
+
+* the journal: ``journalctl -k -b --show-cursor`` prints the cursor of the last entry (``-- cursor: s=..;i=..;
+  b=<boot id>;..``, journalctl(1)); the next read starts *at* that entry (``--cursor=``, not ``--after-cursor=``)
+  so its first entry must be the one read last: an entry the journal no longer holds (rotated out, vacuumed,
+  an unknown cursor) prints another one first, and that gap is never taken as closed;
+* the ring (``dmesg``, raw monotonic stamps, util-linux dmesg(1)), through a fixed script that prints the boot
+  id (``/proc/sys/kernel/random/boot_id``, proc(5)), the ring's oldest record and the records from the last
+  stamp read on: the first record printed must be the last one read (same stamp, same text hash); a ring that
+  wrapped or was cleared, or a new boot, breaks that.
+
+Any break means a full read, and the reason is what the bundle says (``carried.json``). What later reads need
+of the log so far is ``keep``: every line a kernel-log fact can come from, with the lines around it, so
+``parse(keep(A) + B)`` gives the facts ``parse(A + B)`` gives (tests/history/test_cursor_property.py holds it on
+random splits of the recorded logs). Parsing never runs anything; this module only builds argvs and reads text.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+KIND = "kernel-log"
+JOURNAL, RING = "journal", "dmesg"
+
+CURSOR_PARAM = "kernel_log_cursor"
+STAMP_PARAM = "kernel_log_after"
+
+_JOURNAL = ("journalctl", "-k", "-b", "--no-pager", "-o", "short-iso", "--show-cursor")
+JOURNAL_FULL = _JOURNAL
+JOURNAL_NEXT = (*_JOURNAL, f"--cursor={{{CURSOR_PARAM}}}")
+# The ring from a monotonic stamp on ($1; "0" is the whole ring), behind the boot id and the ring's first
+# record; awk keeps a record's continuation lines (no stamp) with it.
+_RING_SCRIPT = (
+    'b=$(cat /proc/sys/kernel/random/boot_id) || exit 1; echo "-- nightowl boot $b --"; dmesg | LC_ALL=C awk'
+    ' -v t="$1" \'NR == 1 { print "-- nightowl ring start: " $0 } match($0, /^\\[ *[0-9]+\\.[0-9]+\\]/)'
+    " { on = (substr($0, 2, RLENGTH - 2) + 0 >= t + 0) } on { print }'"
+)
+RING_READ = ("sh", "-c", _RING_SCRIPT, "kernel-log-after", f"{{{STAMP_PARAM}}}")
+COMMANDS = (JOURNAL_FULL, JOURNAL_NEXT, RING_READ)  # every shape, for collectors/readonly_commands.yaml
+
+_CURSOR_MARK = "-- cursor: "
+_BOOT_MARK, _RING_MARK = "-- nightowl boot ", "-- nightowl ring start: "
+
+
+@dataclass(frozen=True)
+class Piece:
+    """What one read gave: the new text to parse after the carried lines, the position to save, and ``gap``
+    (why the read does not continue the last one, so a full read must follow) or None."""
+
+    body: str
+    state: dict[str, Any] | None
+    gap: str | None = None
+
+
+def _digest(lines: list[str]) -> str:
+    return hashlib.sha256("\n".join(lines).encode("utf-8", "surrogateescape")).hexdigest()
+
+
+def _first_block(lines: list[str]) -> list[str]:
+    """The first entry: its line and the indented lines that continue it (journalctl, dmesg print them so)."""
+    end = 1
+    while end < len(lines) and lines[end][:1].isspace():
+        end += 1
+    return lines[:end]
+
+
+def _last_block(lines: list[str]) -> list[str]:
+    start = len(lines) - 1
+    while start > 0 and lines[start][:1].isspace():
+        start -= 1
+    return lines[start:]
+
+
+def _stamp(line: str) -> float | None:
+    """A raw dmesg record's monotonic stamp (``[ 1234.567890] ...``), or None."""
+    if not line.startswith("["):
+        return None
+    inside, found, _ = line[1:].partition("]")
+    try:
+        return float(inside) if found else None
+    except ValueError:
+        return None
+
+
+class KernelLogCursor:
+    """The kernel log's incremental read: argvs for a saved position, and the reading of what they print."""
+
+    kind = KIND
+    shapes = COMMANDS  # every argv template it may run (collectors/readonly_commands.yaml allows each)
+
+    def commands(self, state: Mapping[str, Any] | None) -> list[tuple[tuple[str, ...], dict[str, str]]]:
+        """(argv template, its parameters) to try in order: from ``state`` on, or a full read without one."""
+        if state is None:
+            return [(JOURNAL_FULL, {}), (RING_READ, {STAMP_PARAM: "0"})]
+        if state.get("source") == JOURNAL:
+            return [(JOURNAL_NEXT, {CURSOR_PARAM: str(state["cursor"])})]
+        return [(RING_READ, {STAMP_PARAM: str(state["stamp"])})]
+
+    def read(self, argv: tuple[str, ...], stdout: str, state: Mapping[str, Any] | None) -> Piece:
+        """The new part of ``stdout`` and the position after it; a gap when it cannot be proven to follow."""
+        lines = stdout.splitlines()
+        if argv[:1] == ("journalctl",):
+            return _read_journal(lines, state)
+        return _read_ring(lines, state)
+
+    def keep(self, text: str) -> str:
+        """What later reads need of ``text`` (the log so far): see ``keep_lines``."""
+        return keep_lines(text)
+
+
+def _read_journal(lines: list[str], state: Mapping[str, Any] | None) -> Piece:
+    cursor = lines[-1][len(_CURSOR_MARK) :].strip() if lines and lines[-1].startswith(_CURSOR_MARK) else None
+    body = lines[:-1] if cursor else lines
+    if cursor is None:
+        return Piece("\n".join(body), None, "journalctl printed no cursor")
+    boot = dict(part.split("=", 1) for part in cursor.split(";") if "=" in part).get("b")
+    entries = [line for line in body if not line.startswith("-- ")]  # journalctl's own banners
+    new = {"source": JOURNAL, "cursor": cursor, "boot_id": boot, "last": _digest(_last_block(entries or [""]))}
+    if state is None:
+        return Piece("\n".join(body), new)
+    if boot != state.get("boot_id"):
+        return Piece("", new, "a new boot (the journal cursor names another boot id)")
+    if not entries or _digest(_first_block(entries)) != state.get("last"):
+        return Piece("", new, "the journal no longer starts at the entry read last (rotated, vacuumed or unknown)")
+    return Piece("\n".join(entries[len(_first_block(entries)) :]), new)
+
+
+def _read_ring(lines: list[str], state: Mapping[str, Any] | None) -> Piece:
+    if len(lines) < 2 or not lines[0].startswith(_BOOT_MARK) or not lines[1].startswith(_RING_MARK):
+        return Piece("\n".join(lines), None, "the ring read printed no boot id or no record")
+    boot = lines[0][len(_BOOT_MARK) :].rstrip(" -")
+    oldest = _stamp(lines[1][len(_RING_MARK) :])
+    records = lines[2:]
+    last = _last_block(records) if records else []
+    new = {"source": RING, "boot_id": boot, "stamp": _last_stamp(records), "last": _digest(last)}
+    if state is None:
+        return Piece("\n".join(records), new if records else None)
+    if boot != state.get("boot_id"):
+        return Piece("", new, "a new boot (another boot id)")
+    saved = float(state.get("stamp") or 0.0)
+    if not records or (_stamp(records[0]) or 0.0) < saved:
+        return Piece("", new, "the clock went backwards (no record at or after the last stamp read)")
+    if _stamp(records[0]) != saved or _digest(_first_block(records)) != state.get("last"):
+        why = "the ring wrapped past" if oldest is not None and oldest > saved else "the ring no longer holds"
+        return Piece("", new, f"{why} the record read last")
+    return Piece("\n".join(records[len(_first_block(records)) :]), new)
+
+
+def _last_stamp(records: list[str]) -> str:
+    for line in reversed(records):
+        if _stamp(line) is not None:
+            return line[1:].partition("]")[0].strip()
+    return "0"
+
+
+# --- what later reads need of the log so far ---------------------------------------------------------------
+# Every substring a kernel-log fact can start from: the parser's message hints (kernel_log.MESSAGE_HINTS and
+# EVENT_HINTS), the D-state stack headers (driver_locks.py), NIC link lines (nic_links.py), module-load lines
+# (parser.driver_module_missing / driver_load_failures) and the platform's boot lines (platform.py).
+HINTS = (
+    "NVRM", "Xid", "AER", "PCIe", "of memory", "EDAC", "Hardware Error", "INFO: task", "nouveau", "state:D",
+    "blocked for more than", "ink ", "modprobe", "modules-load", "Hypervisor detected", "DMI: ", "nvidia",
+)  # fmt: skip
+# Lines kept after each hinted line: a multi-line report's detail lines, a hung task's stack (at most
+# driver_locks.MAX_STACK_LINES frames are read), and the line that ends a report.
+AFTER = 96
+
+
+def keep_lines(text: str) -> str:
+    """The first line with text, each line holding a HINT and the AFTER lines after it, in log order.
+
+    Composes: ``keep_lines(keep_lines(A) + B) == keep_lines(A + B)``'s facts, since a line beyond AFTER of
+    every hint is dropped in both, and the tail of ``A`` within AFTER of its last hint is kept."""
+    kept: list[str] = []
+    left = 0
+    seen_text = False
+    for line in text.splitlines():
+        if any(hint in line for hint in HINTS):
+            left = AFTER + 1
+        elif not seen_text and line.strip():
+            left = max(left, 1)
+        if line.strip():
+            seen_text = True
+        if left > 0:
+            kept.append(line)
+            left -= 1
+    return "\n".join(kept) + ("\n" if kept else "")
+
+
+KERNEL_LOG_CURSOR = KernelLogCursor()

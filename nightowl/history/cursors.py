@@ -1,0 +1,72 @@
+"""Saved read positions in the history store (table ``cursors``; docs/reference.md#incremental-reads).
+
+One row per host and kind: the reader's state (a journal cursor and boot id, or a dmesg stamp, boot id and
+hash), the lines later reads still need, and the bundle (id, sha256) whose read they come from. The store is
+the sweeping machine's (``--history``, the state dir), so a sweep, ``check`` under a scheduler and ``watch``
+each keep their own. A row whose bundle was pruned is dropped (``forget_bundles``): that host's next read is
+full, so no carried line ever names a bundle that is gone.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable, Iterable
+from pathlib import Path
+
+from nightowl.engine.incremental import CursorBook, SavedCursor
+from nightowl.history import store
+
+
+def load(path: Path, host: str, kind: str) -> SavedCursor | None:
+    """The saved position of ``host``'s ``kind``, or None (none yet, or no store)."""
+    try:
+        found = store.read(path, "SELECT * FROM cursors WHERE host = ? AND kind = ?", (host, kind))
+    except store.StoreError:
+        return None
+    if not found:
+        return None
+    row = found[0]
+    return SavedCursor(json.loads(row["state"]), row["carried"], row["bundle_id"], row["bundle_sha256"])
+
+
+def saver(path: Path) -> Callable[[str, str, dict, str, str, str], None]:  # type: ignore[type-arg]
+    """A function saving one position (one connection for the whole commit)."""
+    conn = store.connect(path)
+
+    def save(host: str, kind: str, state: dict, carried: str, bundle_id: str, sha256: str) -> None:  # type: ignore[type-arg]
+        conn.execute(
+            "INSERT OR REPLACE INTO cursors VALUES (?, ?, ?, ?, ?, ?, ?)",
+            (host, kind, json.dumps(state, sort_keys=True), carried, bundle_id, sha256, time.time()),
+        )
+
+    return save
+
+
+def book(path: Path | None, full: bool = False) -> CursorBook | None:
+    """The run's cursor book over the store at ``path`` (None: history off, so every read is full)."""
+    if path is None:
+        return None
+    return CursorBook(lambda host, kind: load(path, host, kind), full=full, origin=path)
+
+
+def commit(cursors: CursorBook | None, bundle: Path | None, path: Path | None, warn: Callable[[str], None]) -> int:
+    """Save the run's staged positions once its bundle is written; a store failure is a warning (the next read
+    of those hosts is then full)."""
+    if cursors is None or bundle is None or path is None or not cursors.staged:
+        return 0
+    try:
+        return cursors.commit(bundle, saver(path))
+    except (store.StoreError, OSError, IndexError) as exc:
+        warn(f"history: read positions not saved (the next read is full): {exc}")
+        return 0
+
+
+def forget_bundles(path: Path, bundle_ids: Iterable[str]) -> int:
+    """Drop the positions whose carried lines came from these bundles (pruned): their hosts read in full next."""
+    ids = list(bundle_ids)
+    if not ids:
+        return 0
+    conn = store.connect(path)
+    marks = ",".join("?" * len(ids))
+    return int(conn.execute(f"DELETE FROM cursors WHERE bundle_id IN ({marks})", ids).rowcount)

@@ -1,0 +1,105 @@
+"""Stand-ins for `journalctl` and `dmesg` that keep a real cursor and a real ring (tests of issue 46).
+
+Each is a small program put first on PATH; its state is a JSON file the test edits between reads:
+``{"boot": id, "entries": [[seq, line], ...]}`` for the journal (a cursor names a boot and a sequence number,
+as journald's ``s=;i=;b=`` does: ``--cursor`` starts at that entry, or after where it was when it is gone,
+as sd_journal_seek_cursor does), ``{"records": ["[  12.345678] text", ...], "size": N}`` for the ring (only
+the last N records are kept: it wraps)."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+
+JOURNALCTL = r"""#!PYTHON
+import json, os, sys
+args = sys.argv[1:]
+state = json.load(open(os.environ["STANDIN_JOURNAL"]))
+if "--list-boots" in args or "-k" not in args:
+    sys.exit(1)
+boot, entries = state["boot"], state["entries"]
+def cursor(seq):
+    return f"s=standin;i={seq:x};b={boot};m=0;t=0;x=0"
+start = 0
+for arg in args:
+    if arg.startswith("--cursor="):
+        parts = dict(p.split("=", 1) for p in arg[len("--cursor="):].split(";"))
+        if parts.get("b") == boot:
+            seq = int(parts["i"], 16)
+            start = next((n for n, (s, _) in enumerate(entries) if s >= seq), len(entries))
+if not entries:
+    print("-- No entries --")
+    sys.exit(0)
+for _, line in entries[start:]:
+    print(line)
+if "--show-cursor" in args:
+    print("-- cursor: " + cursor(entries[-1][0]))
+"""
+
+DMESG = r"""#!PYTHON
+import json, os, sys
+if len(sys.argv) > 1:
+    sys.exit(1)  # -T: the raw ring only
+state = json.load(open(os.environ["STANDIN_RING"]))
+for record in state["records"][-state["size"]:]:
+    print(record)
+"""
+
+
+def install(folder: Path) -> dict[str, str]:
+    """Write the stand-ins into ``folder/bin``; the environment to run them with (PATH first, state files)."""
+    bin_dir = folder / "bin"
+    bin_dir.mkdir(parents=True, exist_ok=True)
+    for name, source in (("journalctl", JOURNALCTL), ("dmesg", DMESG)):
+        path = bin_dir / name
+        path.write_text(source.replace("PYTHON", sys.executable, 1))
+        path.chmod(0o755)
+    return {
+        "PATH": f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}",
+        "STANDIN_JOURNAL": str(folder / "journal.json"),
+        "STANDIN_RING": str(folder / "ring.json"),
+    }
+
+
+class Journal:
+    """The journal's state file: entries appended with growing sequence numbers, vacuumed from the front."""
+
+    def __init__(self, path: Path, boot: str = "boot-1") -> None:
+        self.path, self.boot, self.entries, self.seq = path, boot, [], 0
+        self.save()
+
+    def add(self, *lines: str) -> None:
+        for line in lines:
+            self.seq += 1
+            self.entries.append([self.seq, line])
+        self.save()
+
+    def vacuum(self, count: int) -> None:
+        del self.entries[:count]
+        self.save()
+
+    def reboot(self, boot: str) -> None:
+        self.boot, self.entries = boot, []
+        self.save()
+
+    def save(self) -> None:
+        self.path.write_text(json.dumps({"boot": self.boot, "entries": self.entries}))
+
+
+class Ring:
+    """The ring's state file: raw records with monotonic stamps; only the last ``size`` are kept."""
+
+    def __init__(self, path: Path, size: int = 10_000) -> None:
+        self.path, self.size, self.records, self.clock = path, size, [], 0.0
+        self.save()
+
+    def add(self, *texts: str) -> None:
+        for text in texts:
+            self.clock += 1.25
+            self.records.append(f"[{self.clock:12.6f}] {text}")
+        self.save()
+
+    def save(self) -> None:
+        self.path.write_text(json.dumps({"records": self.records, "size": self.size}))
