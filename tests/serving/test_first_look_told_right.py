@@ -211,6 +211,16 @@ def test_nothing_listening_is_refused_and_claims_no_comparison(tmp_path: Path) -
     assert "r3 refused the connection: nothing listens on its port" in summary and "not hung" in summary
 
 
+def test_a_replica_that_never_answers_is_timed_out_not_refused(tmp_path: Path) -> None:
+    """The other side of the refused case, end to end: the connection is taken and /health never answers within
+    the probe's 5 s (the one test here that waits them out)."""
+    specs: dict[str, Replica] = {"r1": Replica(), "r2": Replica(), "r3": Replica(health_delay=5.5)}
+    _, document, _ = first_look(specs, tmp_path)
+    summary = verdict_of(document)["summary"]
+    assert "(r3: no answer in 5 s (timed out))" in summary and "refused" not in summary.replace("not refused", "")
+    assert "r3 never answered within the probe's time limit (timed out, not refused)" in summary
+
+
 def test_only_the_traits_compared_are_claimed_the_same(tmp_path: Path) -> None:
     specs: dict[str, Replica] = {"r1": Replica(), "r2": Replica(), "r3": Replica(health_status=503)}
     specs["r3"].version = None  # type: ignore[assignment]  # /version names none: not compared
