@@ -2,9 +2,12 @@
 # Slurm HealthCheckProgram wrapper (slurm.conf: HealthCheckProgram=/usr/local/sbin/nightowl-healthcheck.sh,
 # HealthCheckInterval=3600). Runs nightowl's node-health on this node only, then:
 #   - the verdict's action needs the node out of service: drain it, reason "nightowl: VERDICT (ACTION)";
-#   - the node is healthy again and nightowl drained it: resume it. "nightowl drained it" means the reason
-#     is exactly one this script writes ("nightowl: VERDICT (ACTION)"); a reason a person annotated
-#     ("nightowl: gpu-fell-off-bus (reboot-node), RMA open") is theirs now, and stays;
+#   - the node looks healthy again and nightowl drained it: it returns only through `nightowl verify` against
+#     the incident bundle its drain cites (the actions log's drain line), the same gate as a person's verify:
+#     a pass resumes it (the reason naming both bundles), a failed verify keeps it out and counts toward the
+#     node's cap. "nightowl drained it" means the reason is exactly one this script writes ("nightowl:
+#     VERDICT (ACTION)"); a reason a person annotated ("nightowl: gpu-fell-off-bus (reboot-node), RMA open")
+#     is theirs now, and stays; a drain the node's cap made for a hardware ticket waits for a person;
 #   - anything else (informational verdict, nightowl could not judge or failed, a node drained by someone
 #     else): leave the node as it is. A health check must never drain a fleet because of its own bug,
 #     nor undo a person's drain.
@@ -25,6 +28,10 @@
 # Slurm's own state (nodes drained with the `nightowl:` reason), so checks on different nodes share one
 # bound. NIGHTOWL_DRAIN_LOCK: a lock file shared by the nodes' checks (a shared file system) serialises
 # their decisions; without it, drains made at the same moment still settle on the cap.
+# NIGHTOWL_MAX_NODE_ACTIONS: the node's cap (docs/reference.md#node-cap): after that many drains (or failed
+# verifies) of this node for one fault family in NIGHTOWL_NODE_ACTIONS_WINDOW (default 7d), counted in the
+# actions log, the next drain is for a hardware ticket and no verify resumes it. Put NIGHTOWL_ACTIONS_LOG on
+# shared storage for a count that outlives the node's state dir.
 set -u
 export PATH="${PATH:+$PATH:}/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 if [ -z "${SLURM_CONF:-}" ]; then
@@ -49,6 +56,8 @@ breaker=(--actions-log "$ACTIONS_LOG" --window "${NIGHTOWL_DRAIN_WINDOW:-1h}")
 [ -n "${NIGHTOWL_MAX_DRAIN:-}" ] && breaker+=(--max-drain "$NIGHTOWL_MAX_DRAIN")
 [ -n "${NIGHTOWL_MAX_DRAIN_PERCENT:-}" ] && breaker+=(--max-drain-percent "$NIGHTOWL_MAX_DRAIN_PERCENT")
 [ -n "${NIGHTOWL_DRAIN_LOCK:-}" ] && breaker+=(--lock "$NIGHTOWL_DRAIN_LOCK")
+node_cap=(--node-actions-window "${NIGHTOWL_NODE_ACTIONS_WINDOW:-7d}")
+[ -n "${NIGHTOWL_MAX_NODE_ACTIONS:-}" ] && node_cap+=(--max-node-actions "$NIGHTOWL_MAX_NODE_ACTIONS")
 
 # One check at a time: slurmd starts the program every HealthCheckInterval whether or not the last run
 # ended, and two runs racing on drain/resume could undo each other. A run that finds one in flight
@@ -63,6 +72,56 @@ fi
 own_reason() {
   local pattern='^nightowl: [a-z0-9][a-z0-9-]* \((reboot-node|drain-and-reset|reset-gpu|hardware-ticket)\)$'
   [[ "$1" =~ $pattern ]]
+}
+
+# True when REASON is a drain the node's cap made for a hardware ticket ("... (hardware-ticket) N times in W,
+# node cap M"): it waits for a person (`nightowl slurm resume` after the repair).
+ticket_reason() {
+  local pattern='^nightowl: [a-z0-9][a-z0-9._-]* \(hardware-ticket\) [0-9]+ times in [0-9a-z]+, node cap [0-9]+$'
+  [[ "$1" =~ $pattern ]]
+}
+
+# The bundle that nightowl's drain with REASON cites: its last drain line in the actions log (else nothing).
+incident_bundle() {
+  python3 - "$ACTIONS_LOG" "$NODE" "$1" 2>>"$LOG" <<'PY'
+import json, sys
+log, node, reason = sys.argv[1:]
+bundle = ""
+try:
+    lines = open(log, encoding="utf-8", errors="replace").read().splitlines()
+except OSError:
+    lines = []
+for text in lines:
+    try:
+        line = json.loads(text)
+    except ValueError:
+        continue
+    drained = isinstance(line, dict) and line.get("what") == "drain" and line.get("node") == node
+    if drained and line.get("result") in ("drained", "drained-unconfirmed"):
+        if str(line.get("why") or "").split(";")[0] == reason:
+            bundle = line.get("bundle") or ""
+print(bundle)
+PY
+}
+
+# Resume this node only through `nightowl verify` against the incident its drain (REASON) cites, with what is
+# left of slurmd's minute after the check (SECONDS: bash's own clock since the script began).
+verify_and_resume() {
+  local incident left verify_timeout
+  incident=$(incident_bundle "$1")
+  left=$((55 - SECONDS))
+  verify_timeout=$((left - 10))
+  [ "$verify_timeout" -gt "$HOST_TIMEOUT" ] && verify_timeout=$HOST_TIMEOUT
+  if [ -z "$incident" ] || [ ! -d "$incident" ]; then
+    echo "nightowl-healthcheck: $NODE: no incident bundle for nightowl's drain ($1) in $ACTIONS_LOG;" \
+      "left drained (nightowl verify $NODE --incident BUNDLE --resume slurm returns it)" >>"$LOG"
+  elif [ "$verify_timeout" -lt 5 ]; then
+    echo "nightowl-healthcheck: $NODE: no time left to verify in this check; the next one will" >>"$LOG"
+  else
+    timeout -k 5 "$((verify_timeout + 5))" "$NIGHTOWL" verify "$NODE" --incident "$incident" --local \
+      --resume slurm --actions-log "$ACTIONS_LOG" --out "$OUT" --host-timeout "$verify_timeout" \
+      "${node_cap[@]}" >>"$LOG" 2>&1
+  fi
 }
 
 # The drain reason of this node when it is drained or draining, else nothing.
@@ -81,9 +140,11 @@ status=$?
 current=$(drain_reason)
 
 case "$status" in
-  0)  # healthy: undo nightowl's own drain (the exact reason it wrote), never anyone else's
+  0)  # healthy: nightowl's own drain (the exact reason it wrote) returns through verify; never anyone else's
     if own_reason "$current"; then
-      "$NIGHTOWL" slurm resume "$NODE" --actions-log "$ACTIONS_LOG" >>"$LOG" 2>&1
+      verify_and_resume "$current"
+    elif ticket_reason "$current"; then
+      echo "nightowl-healthcheck: $NODE held for a hardware ticket ($current); not resumed" >>"$LOG"
     fi
     ;;
   1)  # needs action: drain when the action takes the node out of service
@@ -95,11 +156,13 @@ print(v.get("id", "unknown"), v.get("action", "none"), report.get("bundle") or "
     reason="$PREFIX ${verdict:-unknown} (${action:-none})"
     case "$DRAIN_ACTIONS" in
       *" ${action:-none} "*)
-        if [ -n "$current" ] && ! own_reason "$current"; then
+        if ticket_reason "$current"; then
+          echo "nightowl-healthcheck: $NODE held for a hardware ticket ($current); left as it is" >>"$LOG"
+        elif [ -n "$current" ] && ! own_reason "$current"; then
           echo "nightowl-healthcheck: $NODE already drained by someone else ($current); not touching it" >>"$LOG"
         elif [ "$current" != "$reason" ]; then
           "$NIGHTOWL" slurm drain "$NODE" --verdict "${verdict:-unknown}" --action "${action:-none}" \
-            ${bundle:+--bundle "$bundle"} "${breaker[@]}" >>"$LOG" 2>&1
+            ${bundle:+--bundle "$bundle"} "${breaker[@]}" "${node_cap[@]}" >>"$LOG" 2>&1
         fi
         ;;
     esac

@@ -82,6 +82,41 @@ def caps_options(what: str) -> Any:
     return decorate
 
 
+NODE_CAP_OPTIONS = (
+    click.option(
+        "--max-node-actions",
+        type=click.IntRange(min=1),
+        help="a node's cap: after N drains (or failed verifies) of one node for one fault family in the node window, "
+        "the next drain is for a hardware ticket and an automatic resume is held (docs/reference.md#node-cap) "
+        "[default: no cap]",
+    ),
+    click.option(
+        "--node-actions-window",
+        default="7d",
+        show_default=True,
+        help="the window --max-node-actions counts in, from the actions log (90m, 12h, 7d, 2w)",
+    ),
+)
+
+
+def node_cap_options(command: Any) -> Any:
+    """--max-node-actions and --node-actions-window (the node's cap, nightowl/fleet/node_caps.py)."""
+    for option in reversed(NODE_CAP_OPTIONS):
+        command = option(command)
+    return command
+
+
+def node_cap_or_exit(max_node_actions: int | None, window: str) -> Any:
+    """The node's cap from the options (None without --max-node-actions; exit 2 when the window cannot be read)."""
+    from nightowl.fleet.node_caps import NodeCap
+
+    try:
+        seconds = parse_age(window)
+    except ValueError as exc:
+        fail(f"--node-actions-window: {exc}")
+    return NodeCap(max_node_actions, seconds) if max_node_actions is not None else None
+
+
 def caps_or_exit(max_drain: int | None, max_drain_percent: float | None, window: str) -> Any:
     """The breaker's caps from the options (exit 2 naming --window when it cannot be read)."""
     from nightowl.fleet.breaker import Caps
@@ -122,6 +157,7 @@ REPORT_FOR_OTHER_NODE_OPTION = click.option(
 )
 @REPORT_FOR_OTHER_NODE_OPTION
 @caps_options("drained by nightowl")
+@node_cap_options
 @ACTIONS_LOG_OPTION
 @LOCK_OPTION
 @DRY_RUN_OPTION
@@ -136,6 +172,8 @@ def drain(
     max_drain: int | None,
     max_drain_percent: float | None,
     window: str,
+    max_node_actions: int | None,
+    node_actions_window: str,
     actions_log: Path | None,
     lock: Path | None,
     dry_run: bool,
@@ -144,11 +182,14 @@ def drain(
     """Drain NODES (in order) unless the circuit breaker is open; a held drain is logged as held, with why.
 
     The verdict comes from --verdict and --action, or from a check report (--report). A node drained by
-    someone else is left with its reason. Prints one line per node: what was done.
+    someone else is left with its reason. With --max-node-actions, a node already taken out that often for
+    the verdict in the node window is drained for a hardware ticket instead (its reason says the count).
+    Prints one line per node: what was done.
     """
     from nightowl.fleet import slurm_actions
 
     caps = caps_or_exit(max_drain, max_drain_percent, window)
+    node_cap = node_cap_or_exit(max_node_actions, node_actions_window)
     log = actions_log or default_actions_log()
     note = None
     if report is not None:
@@ -172,6 +213,7 @@ def drain(
             lock=lock,
             planned=tuple(planned),
             note=note,
+            node_cap=node_cap,
         )
         if entry["result"] == "would-drain":
             planned.append(node)
@@ -232,17 +274,31 @@ def check_node(
 
 @slurm.command(epilog=ACTIONS_EXIT_HELP)
 @click.argument("nodes", nargs=-1, required=True)
+@node_cap_options
 @ACTIONS_LOG_OPTION
 @LOCK_OPTION
 @DRY_RUN_OPTION
 @TEXT_JSON_OPTION
-def resume(nodes: tuple[str, ...], actions_log: Path | None, lock: Path | None, dry_run: bool, fmt: str) -> None:
-    """Resume NODES that nightowl drained (their reason is exactly the one it wrote); others stay drained."""
+def resume(
+    nodes: tuple[str, ...],
+    max_node_actions: int | None,
+    node_actions_window: str,
+    actions_log: Path | None,
+    lock: Path | None,
+    dry_run: bool,
+    fmt: str,
+) -> None:
+    """Resume NODES that nightowl drained (their reason is exactly the one it wrote); others stay drained.
+
+    With --max-node-actions (an automatic resume), a node drained for a hardware ticket by its cap, or
+    counted over the cap, is held (exit 4); without it, a person's resume returns it.
+    """
     from nightowl.fleet import slurm_actions
 
     log = actions_log or default_actions_log()
+    cap = node_cap_or_exit(max_node_actions, node_actions_window)
     # a node someone else drained stays drained: a resume asked of it was refused
-    resume_one = lambda s, n: slurm_actions.resume(s, n, log, dry_run=dry_run, lock=lock)  # noqa: E731
+    resume_one = lambda s, n: slurm_actions.resume(s, n, log, dry_run=dry_run, lock=lock, node_cap=cap)  # noqa: E731
     print_actions(_each(nodes, resume_one, "resume", log, dry_run), fmt, refused=frozenset({"not-ours"}))
 
 
@@ -267,7 +323,8 @@ def reasons(fmt: str) -> None:
         return
     for fact in facts:
         whose = "nightowl" if fact["ours"] else (fact["user"] or "someone else")
-        click.echo(f"{fact['node']}: {fact['state']} since {fact['since'] or '?'} by {whose}: {fact['reason']}")
+        ticket = " [held for a hardware ticket by the node's cap]" if fact.get("node_cap") else ""
+        click.echo(f"{fact['node']}: {fact['state']} since {fact['since'] or '?'} by {whose}: {fact['reason']}{ticket}")
 
 
 def default_actions_log() -> Path:

@@ -10,6 +10,7 @@ import click
 
 from nightowl.cli.common import INVASIVE_OPTION, TEXT_JSON_OPTION, limit_options, out_option, ssh_options
 from nightowl.cli.exit import ExitStatus, fail
+from nightowl.cli.slurm_cmd import node_cap_options, node_cap_or_exit
 
 VERIFY_EXIT_HELP = """\b
 Exit status:
@@ -17,8 +18,11 @@ Exit status:
   1    a check failed: the repair did not take; the node stays out (recorded in the actions log)
   2    usage or input error (bad option, an incident bundle that is unreadable or not NODE's)
   3    cannot judge: a check could not be judged (nothing read, no verdict); the node stays out
+  4    every check passed but the resume was held by the node's cap
+       (--max-node-actions: it waits for a hardware ticket)
   5    every check passed but the resume failed or was refused (the actions log says why)
   130  interrupted (SIGINT); 143 terminated (SIGTERM): the partial bundle is saved"""
+RESUME_HELD = 4  # as slurm resume says a resume held by a node's cap (docs/reference.md#node-cap)
 RESUME_FAILED = 5  # as slurm resume and k8s condition say a failed or refused action (docs/reference.md#exit-status)
 INVASIVE_NOTE = "--allow-invasive: DCGM diag level 2 and nccl-tests are not run by verify yet; read-only checks only"
 
@@ -55,6 +59,7 @@ INVASIVE_NOTE = "--allow-invasive: DCGM diag level 2 and nccl-tests are not run 
     type=click.Path(dir_okay=False, path_type=Path),
     help="the hash-chained actions log [default: $NIGHTOWL_ACTIONS_LOG, else actions.jsonl in the state dir]",
 )
+@node_cap_options
 @INVASIVE_OPTION
 @limit_options
 @out_option("where the verify bundle goes [default: $NIGHTOWL_OUT, else ~/.local/state/nightowl/bundles]")
@@ -69,6 +74,8 @@ def verify(
     expected_gpus: int | None,
     resume: str | None,
     actions_log: Path | None,
+    max_node_actions: int | None,
+    node_actions_window: str,
     allow_invasive: bool,
     limits: dict[str, float | None],
     out_dir: Path | None,
@@ -83,13 +90,15 @@ def verify(
     node-health's own verdict needing no action. Writes its own bundle (a node-health run whose manifest
     `verify` key cites the incident bundle's id and sha256, with every check). On a pass, --resume returns
     NODE to service with a reason naming both bundles; a failed verify keeps it out and is recorded in
-    the actions log (docs/reference.md#verify). --allow-invasive is accepted, but DCGM diag level 2 and
-    nccl-tests are not run by verify yet (the report says so).
+    the actions log (docs/reference.md#verify) and counts toward --max-node-actions (a node over that cap is
+    held for a hardware ticket, never resumed here: docs/reference.md#node-cap). --allow-invasive is
+    accepted, but DCGM diag level 2 and nccl-tests are not run by verify yet (the report says so).
     """
     from nightowl.fleet import verify as gate
 
     if sum(bool(x) for x in (host_spec, replay, local)) > 1:
         fail("give at most one of --host, --replay and --local")
+    cap = node_cap_or_exit(max_node_actions, node_actions_window)
     try:
         incident = gate.read_incident(incident_dir, node)
     except gate.IncidentError as exc:
@@ -97,7 +106,7 @@ def verify(
     transports = _transports(node, host_spec, replay, local, ssh)
     report = _run(node, incident, transports, expected_gpus, allow_invasive, limits, out_dir)
     log = actions_log or _default_log()
-    status = _act(report, incident, resume, log)
+    status = _act(report, incident, resume, log, cap)
     _print(report, fmt)
     sys.exit(status)
 
@@ -180,37 +189,57 @@ def _default_log() -> Path:
     return default_path()
 
 
-def _act(report: dict[str, Any], incident: Any, resume: str | None, log: Path) -> int:
-    """Record the verify in the actions log; on a pass with --resume, return the node to service."""
+def _act(report: dict[str, Any], incident: Any, resume: str | None, log: Path, cap: Any) -> int:
+    """Record the verify in the actions log; on a pass with --resume, return the node to service unless the
+    node's cap holds it (a failed verify counts toward that cap: its line names the incident's verdict)."""
     from nightowl.fleet import actions_log
     from nightowl.fleet import verify as gate
 
     node = report["node"]
     reason = gate.resume_reason(node, report["bundle_id"], report["bundle_sha256"], incident)
     failed = "; ".join(f"{c['check']}: {c['why']}" for c in report["checks"] if c["result"] != "pass")
-    kept = f"verify {report['result']} on {node} after incident {incident.id} (kept out): {failed}"
+    cited = incident.cite()
+    kept = (
+        f"verify {report['result']} on {node} after incident {incident.id} [{cited['verdict']} -> {cited['action']}] "
+        f"(kept out): {failed}"
+    )
     why = reason if report["result"] == gate.PASSED else kept
     entry = {"node": node, "what": "verify", "bundle": report["bundle"], "bundle_sha256": report["bundle_sha256"]}
     actions_log.append(log, {**entry, "why": why, "result": f"verify-{report['result']}"})
     report["resume"] = None
+    if cap is not None and report["result"] == gate.FAILED and cited["verdict"]:
+        report["node_cap"] = _tally(log, node, str(cited["verdict"]), cap)
     if report["result"] == gate.FAILED:
         return int(ExitStatus.ACTION_NEEDED)
     if report["result"] != gate.PASSED:
         return int(ExitStatus.NO_VERDICT)
     if resume is None:
         return int(ExitStatus.OK)
-    report["resume"] = _resume(resume, node, report, reason, log)
+    report["resume"] = _resume(resume, node, report, reason, log, cap)
+    if report["resume"].get("result") == "held":
+        return RESUME_HELD
     done = report["resume"].get("result") in ("resumed", "unchanged", "set")
     return int(ExitStatus.OK) if done else RESUME_FAILED
 
 
-def _resume(how: str, node: str, report: dict[str, Any], reason: str, log: Path) -> dict[str, Any]:
+def _tally(log: Path, node: str, family: str, cap: Any) -> dict[str, Any]:
+    """The node's count for the incident's fault family, this failed verify included; its action is a hardware
+    ticket once the count is over the cap."""
+    import time
+
+    from nightowl.fleet import actions_log, node_caps
+
+    tally = node_caps.count(actions_log.read(log), node, family, cap, time.time())
+    return tally.as_json(node_caps.TICKET if tally.count > cap.max_actions else None)
+
+
+def _resume(how: str, node: str, report: dict[str, Any], reason: str, log: Path, cap: Any) -> dict[str, Any]:
     """Through the scheduler's own nightowl action (slurm resume, k8s condition): never a second way."""
     try:
         if how == "slurm":
             from nightowl.fleet.slurm_actions import Slurm, resume
 
-            return resume(Slurm(), node, log)
+            return resume(Slurm(), node, log, node_cap=cap)
         from nightowl.fleet.breaker import Caps
         from nightowl.fleet.k8s_condition import Kubectl, set_condition
 
@@ -240,6 +269,9 @@ def _print(report: dict[str, Any], fmt: str) -> None:
     lines += [f"  {c['check']}: {c['result']} ({c['why']})" for c in report["checks"]]
     if report.get("note"):
         lines.append(f"  note: {report['note']}")
+    if report.get("node_cap") and report["node_cap"].get("action"):
+        tally = report["node_cap"]
+        lines.append(f"  node cap: {tally['count']} of at most {tally['max_node_actions']}: {tally['action']}")
     resumed = report.get("resume")
     if resumed:
         lines.append(f"  resume: {resumed.get('result')} ({resumed.get('why')})")

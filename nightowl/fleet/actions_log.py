@@ -161,7 +161,8 @@ def breaker_state(path: Path | None, window_s: float = 3600.0, now: float | None
         return {"open": None, "held_in_window": None, "held_total": None, "window_s": window_s, "last_held": None,
                 "error": f"cannot read {path.name}: {exc}"}  # fmt: skip
     now = time.time() if now is None else now
-    held = [e for e in entries if e.get("result") == "held"]
+    # a resume a node's cap held (nightowl/fleet/node_caps.py) waits for a hardware ticket: not the breaker
+    held = [e for e in entries if e.get("result") == "held" and not str(e.get("why") or "").startswith("node cap:")]
     recent = [e for e in held if now - _epoch(e.get("when")) < window_s]
     last = recent[-1] if recent else None
     return {

@@ -11,13 +11,15 @@ Pure functions over ``sinfo`` text; nightowl/fleet/slurm_actions.py runs the com
 from __future__ import annotations
 
 import math
-import re
 from dataclasses import dataclass
 from datetime import datetime
 
+from nightowl.fleet.node_caps import REASON as OWN_REASON
+from nightowl.fleet.node_caps import held_for_ticket
+
 PREFIX = "nightowl:"
-# What nightowl writes as a drain reason: `nightowl: VERDICT (ACTION)`; anything else is someone else's.
-OWN_REASON = re.compile(r"^nightowl: [a-z0-9][a-z0-9._-]* \([a-z-]+\)$")
+# What nightowl writes as a drain reason: `nightowl: VERDICT (ACTION)`, with the count and cap after it when a
+# node's cap sent it to a hardware ticket (nightowl/fleet/node_caps.py); anything else is someone else's.
 # sinfo -h -N -o ... : node, state, reason time, reason (last: a reason may hold the separator)
 SINFO_ARGV = ["sinfo", "-h", "-N", "-o", "%N|%T|%H|%E"]
 # sinfo -R (--list-reasons): only nodes with a reason (down, drained, failing), with who set it (%u)
@@ -87,6 +89,7 @@ def parse_reasons(text: str) -> list[dict[str, object]]:
                 "user": None if user in ("", "Unknown", "N/A") else user,
                 "reason": reason,
                 "ours": OWN_REASON.match(reason) is not None,
+                "node_cap": held_for_ticket(reason),  # {count, window, max_node_actions}: held for a hardware ticket
             },
         )
     return list(facts.values())

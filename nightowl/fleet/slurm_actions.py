@@ -10,7 +10,9 @@ node name. A check confirms only once the controller's clock has passed the seco
 reads, and a drain made after that read carries a later second and ranks after it: no later check can
 jump ahead of one that already confirmed. A check beyond the cap undoes its own drain and logs itself
 held. Each action logs its intent before acting and its outcome after (nightowl/fleet/actions_log.py).
-A resume touches only a drain whose reason is exactly what nightowl wrote.
+A resume touches only a drain whose reason is exactly what nightowl wrote. With a node's cap
+(nightowl/fleet/node_caps.py), a drain over it is drained for a hardware ticket, and a resume of a node over it
+is held.
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from nightowl.engine import layout
-from nightowl.fleet import actions_log, drain_record
+from nightowl.fleet import actions_log, drain_record, node_caps
 from nightowl.fleet.breaker import (
     OWN_REASON,
     PREFIX,
@@ -128,6 +130,7 @@ def drain(
     lock: Path | None = None,
     planned: tuple[str, ...] = (),
     note: str | None = None,
+    node_cap: node_caps.NodeCap | None = None,
     now: Any = datetime.now,  # sinfo shows reason times in local time, without a zone
     settle: float | None = None,  # SETTLE_S
     sleep: Any = time.sleep,
@@ -135,19 +138,23 @@ def drain(
     """Drain ``node`` for ``verdict`` unless the breaker holds it; returns the action as logged
     (``result``: drained, drained-unconfirmed, held, unchanged, not-ours, would-drain, would-hold).
     ``planned``: nodes a dry run would already have drained, counted as nightowl's drains of this moment.
-    ``note``: said in every line logged (e.g. a report applied to another node than its own)."""
-    reason = drain_reason(verdict, action)
+    ``note``: said in every line logged (e.g. a report applied to another node than its own). ``node_cap``: a
+    node drained for ``verdict`` as often as the cap allows in its window is drained for a hardware ticket."""
+    reason, over = _capped(log, node, verdict, action, node_cap)
     entry = {"node": node, "what": "drain", "why": reason, "bundle": str(bundle) if bundle else None}
     entry["bundle_sha256"] = bundle_sha256(bundle)
     said = f"; {note}" if note else ""
+    if over is not None:
+        said += f"; {over.words()}; {node_caps.TICKET} instead of {action}: no automatic resume"
     with locked(lock):
         for _ in range(drain_record.TRIES):  # with --lock: until this decision is the record's next version
             nodes = slurm.nodes()
             current = nodes.get(node)
             if current is None:
                 raise SlurmError(f"sinfo does not list node {node!r}")
-            if current.drained and current.reason == reason:
-                return {**entry, "result": "unchanged"}
+            same_fault = over is not None and node_caps.family_of(current.reason) == verdict
+            if current.drained and (current.reason == reason or same_fault):
+                return {**entry, "result": "unchanged"}  # over the cap: this fault's drain is already in place
             if current.drained and not current.drained_by_nightowl:
                 why = f"drained by someone else ({current.reason}); left as it is{said}"
                 return _record(log, entry, "not-ours", why, dry_run)
@@ -168,9 +175,23 @@ def drain(
         actions_log.append(log, {**entry, "why": f"{reason}; {decision.why}{said}", "result": "intended"})
         slurm.drain(node, reason)
         if caps.limit(len(nodes)) is None:
-            return outcome(log, entry, "drained", f"{reason}; {decision.why}{said}")
+            done = outcome(log, entry, "drained", f"{reason}; {decision.why}{said}")
+            return {**done, "node_cap": over.as_json(node_caps.TICKET)} if over else done
         wait = SETTLE_S if settle is None else settle
-        return _confirm(slurm, node, reason, caps, log, entry, f"{decision.why}{said}", now, wait, sleep)
+        done = _confirm(slurm, node, reason, caps, log, entry, f"{decision.why}{said}", now, wait, sleep)
+        return {**done, "node_cap": over.as_json(node_caps.TICKET)} if over else done
+
+
+def _capped(
+    log: Path, node: str, verdict: str, action: str, cap: node_caps.NodeCap | None
+) -> tuple[str, node_caps.Count | None]:
+    """The drain reason, and the count when the node's cap sends this drain to a hardware ticket (else None)."""
+    if cap is None:
+        return drain_reason(verdict, action), None
+    tally = node_caps.count(actions_log.read(log), node, verdict, cap, time.time())
+    if tally.count < cap.max_actions:
+        return drain_reason(verdict, action), None
+    return node_caps.ticket_reason(verdict, tally.count + 1, cap), tally
 
 
 def _confirm(
@@ -202,10 +223,17 @@ def _confirm(
 
 
 def resume(
-    slurm: SlurmClient, node: str, log: Path, *, dry_run: bool = False, lock: Path | None = None
+    slurm: SlurmClient,
+    node: str,
+    log: Path,
+    *,
+    dry_run: bool = False,
+    lock: Path | None = None,
+    node_cap: node_caps.NodeCap | None = None,
 ) -> dict[str, Any]:
     """Resume ``node`` when nightowl drained it: its reason is the one nightowl last logged draining it
-    with, or has nightowl's exact form. Any other drain is someone else's and stays."""
+    with, or has nightowl's exact form. Any other drain is someone else's and stays. With ``node_cap`` (an
+    automatic resume), a node drained for a hardware ticket, or counted over the cap, is held."""
     entry = {"node": node, "what": "resume", "bundle": None, "bundle_sha256": None}
     with locked(lock):
         current = slurm.nodes().get(node)
@@ -213,19 +241,40 @@ def resume(
             raise SlurmError(f"sinfo does not list node {node!r}")
         if not current.drained:
             return {**entry, "why": "not drained", "result": "unchanged"}
+        entries = actions_log.read(log)
         logged = [
             a["why"].split(";")[0]
-            for a in actions_log.read(log)
-            if a.get("node") == node and a.get("result") in ("drained", UNCONFIRMED)
+            for a in entries
+            if a.get("node") == node and a.get("what") == "drain" and a.get("result") in ("drained", UNCONFIRMED)
         ]
         ours = current.reason == logged[-1] if logged else OWN_REASON.match(current.reason) is not None
         if not ours:
             return {**entry, "why": f"drained by someone else ({current.reason}); left as it is", "result": "not-ours"}
+        held = _cap_hold(entries, node, current.reason, node_cap)
+        if held is not None:
+            return {**_record(log, entry, "held", held[0], dry_run), "node_cap": held[1]}
         if dry_run:
             return {**entry, "why": current.reason, "result": "would-resume"}
         actions_log.append(log, {**entry, "why": current.reason, "result": "intended"})
         slurm.resume(node)
         return outcome(log, entry, "resumed", current.reason)
+
+
+def _cap_hold(
+    entries: list[dict[str, Any]], node: str, reason: str, cap: node_caps.NodeCap | None
+) -> tuple[str, dict[str, Any]] | None:
+    """Why an automatic resume is held by the node's cap (and the count), or None: the drain is one for a
+    hardware ticket (its reason says so, in the scheduler's own state), or the log counts the node over it."""
+    family = node_caps.family_of(reason)
+    if cap is None or family is None:
+        return None
+    tally = node_caps.count(entries, node, family, cap, time.time())
+    ticket = node_caps.held_for_ticket(reason)
+    if ticket is None and tally.count <= cap.max_actions:
+        return None
+    said = f"drained for a {node_caps.TICKET} ({reason})" if ticket else f"over the cap: {node_caps.TICKET}"
+    why = f"{tally.words()}; {said}; held: `slurm resume {node}` without --max-node-actions returns it after the repair"
+    return why, tally.as_json(node_caps.TICKET)
 
 
 def _record(log: Path, entry: dict[str, Any], result: str, why: str, dry_run: bool) -> dict[str, Any]:

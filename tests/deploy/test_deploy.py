@@ -99,6 +99,7 @@ def _fake_bin(tmp_path: Path, verdict: str, action: str, rc: int, sinfo: str = "
     real = Path(sys.executable).parent / "nightowl"
     (bin_dir / "nightowl").write_text(
         f'#!/bin/sh\n[ "$1" = slurm ] && exec {real} "$@"\n'
+        f'[ "$1" = verify ] && {{ echo "$@" > {tmp_path / "verify.args"}; exit 0; }}\n'
         f"echo \"$@\" > {tmp_path / 'nightowl.args'}\ncat <<'EOF'\n{json.dumps(payload)}\nEOF\nexit {rc}\n"
     )
     (bin_dir / "scontrol").write_text(f'#!/bin/sh\necho "$@" > {tmp_path / "scontrol.args"}\n')
@@ -154,8 +155,12 @@ def test_slurm_wrapper_drains_only_when_the_action_needs_it(
 @pytest.mark.parametrize(
     ("rc", "sinfo", "expected"),
     [
-        (0, "drained|nightowl: gpu-fell-off-bus (reboot-node)", "update NodeName=gpu-17 State=UNDRAIN"),
-        (0, "draining|nightowl: xid-reset-gpu (reset-gpu)", "update NodeName=gpu-17 State=UNDRAIN"),
+        # a clean check resumes nightowl's own drain only through verify (issue 43 item 4): none without its incident
+        (0, "drained|nightowl: gpu-fell-off-bus (reboot-node)", None),
+        (0, "draining|nightowl: xid-reset-gpu (reset-gpu)", None),
+        # a drain the node's cap made for a hardware ticket waits for a person (docs/reference.md#node-cap)
+        (0, "drained|nightowl: gpu-fell-off-bus (hardware-ticket) 4 times in 7d, node cap 3", None),
+        (1, "drained|nightowl: gpu-fell-off-bus (hardware-ticket) 4 times in 7d, node cap 3", None),
         (0, "drained|maintenance: PSU swap", None),  # someone else's drain
         (0, "idle|none", None),
         (1, "drained|maintenance: PSU swap", None),  # a drain verdict does not overwrite a person's reason
@@ -172,6 +177,28 @@ def test_slurm_wrapper_drains_only_when_the_action_needs_it(
 def test_slurm_wrapper_resumes_only_its_own_drain(tmp_path: Path, rc: int, sinfo: str, expected: str | None) -> None:
     verdict, action = ("gpu-fell-off-bus", "reboot-node") if rc == 1 else ("healthy", "none")
     assert _run_wrapper(tmp_path, _fake_bin(tmp_path, verdict, action, rc, sinfo)) == expected
+
+
+def test_slurm_wrapper_resumes_its_own_drain_only_through_verify(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A clean check finds nightowl's drain: the wrapper runs `nightowl verify` against the bundle the drain's
+    line in the actions log cites (never `scontrol` itself), with the node's cap when one is set."""
+    from nightowl.fleet import actions_log
+
+    incident = tmp_path / "b" / "incident-1"
+    incident.mkdir(parents=True)
+    reason = "nightowl: gpu-fell-off-bus (reboot-node)"
+    line = {"node": "gpu-17", "what": "drain", "why": f"{reason}; no cap", "bundle": str(incident)}
+    actions_log.append(tmp_path / "actions.jsonl", {**line, "result": "drained"})
+    bin_dir = _fake_bin(tmp_path, "healthy", "none", 0, f"drained|{reason}")
+    monkeypatch.setenv("NIGHTOWL_MAX_NODE_ACTIONS", "3")
+    assert _run_wrapper(tmp_path, bin_dir) is None  # no scontrol: the resume is verify's
+    args = (tmp_path / "verify.args").read_text().split()
+    assert args[:4] == ["verify", "gpu-17", "--incident", str(incident)]
+    assert {"--local", "--resume", "slurm"} <= set(args)
+    assert args[args.index("--max-node-actions") + 1] == "3" and args[args.index("--node-actions-window") + 1] == "7d"
+    assert float(args[args.index("--host-timeout") + 1]) + 5 + 5 < 60  # inside slurmd's minute, with its kill
 
 
 def test_slurm_wrapper_deadline_is_well_inside_slurmds_minute(tmp_path: Path) -> None:

@@ -56,9 +56,9 @@ def test_parse_reasons() -> None:
     )
     assert parse_reasons(text) == [
         {"node": "gpu-01", "state": "drained", "since": "2026-12-01T23:10:00", "user": "root",
-         "reason": "maintenance: PSU swap", "ours": False},
+         "reason": "maintenance: PSU swap", "ours": False, "node_cap": None},
         {"node": "gpu-02", "state": "draining", "since": None, "user": "slurm",
-         "reason": "nightowl: gpu-fell-off-bus (reboot-node)", "ours": True},
+         "reason": "nightowl: gpu-fell-off-bus (reboot-node)", "ours": True, "node_cap": None},
         {"node": "gpu-03", "state": "down", "since": "2026-12-01T23:11:00", "user": None,
-         "reason": "nightowl: spoofed | with a bar", "ours": False},
+         "reason": "nightowl: spoofed | with a bar", "ours": False, "node_cap": None},
     ]  # fmt: skip
