@@ -24,6 +24,7 @@ check` on one node (the fleet's stand-ins on PATH serve it). Figures: bench/READ
     .venv/bin/python bench/sweep.py --evidence real --hosts 32 --check  # an 8-GPU node's outputs at real size
     .venv/bin/python bench/sweep.py --evidence real --hosts 32 --floor  # and the floor under any sweep
     .venv/bin/python bench/sweep.py --evidence real --hosts 32 --code /tmp/before  # another checkout's nightowl
+    .venv/bin/python bench/sweep.py --evidence real --hosts 32 --steady  # first round vs steady state (issue 46)
 """
 
 from __future__ import annotations
@@ -161,17 +162,24 @@ def bare_pool(fleet: Fleet, names: list[str], forks: int, floor: Path | None = N
 
 
 def nightowl_sweep(
-    fleet: Fleet, names: list[str], forks: int, out: Path, workers: int | None = None, code: Path = ROOT
+    fleet: Fleet,
+    names: list[str],
+    forks: int,
+    out: Path,
+    workers: int | None = None,
+    code: Path = ROOT,
+    history: Path | None = None,
 ) -> tuple[float, float, float, list[dict[str, Any]]]:
     """`nightowl sweep` in a process of its own: wall seconds, its CPU seconds and peak RSS (MB, from
     wait4: the sweep's alone, start-up and imports included), and the report's hosts. ``code``: the
-    checkout whose nightowl sweeps (``--code``; this one by default)."""
+    checkout whose nightowl sweeps (``--code``; this one by default). ``history``: the store the sweep keeps
+    (``--steady``: one for every round, so later rounds read from the last one's positions); default: its own."""
     inventory = fleet.write_inventory(out / "hosts.yaml", names)
     args = ["sweep", "--inventory", str(inventory), "--known-hosts", str(fleet.known_hosts)]
     args += ["--ssh-config", str(fleet.ssh_config), "--identity", str(fleet.client_key), "--forks", str(forks)]
     args += ["--format", "json", "--out", str(out / "bundles")]
     if "--history" in sweep_options(code):  # a nightowl from before the history has none to write
-        args += ["--history", str(out / "history.db")]
+        args += ["--history", str(history or out / "history.db")]
     if workers is not None:
         args += ["--workers", str(workers)]
     wall, cpu, rss, status, stdout, stderr = run_nightowl(args, code_env(code))
@@ -335,6 +343,13 @@ def main() -> None:
     )
     parser.add_argument("--check", action="store_true", help="also time `nightowl check` on one recorded node")
     parser.add_argument(
+        "--steady",
+        action="store_true",
+        help="issue 46: one history store for all rounds, a journalctl that keeps a real cursor, and a few new "
+        "kernel-log lines per host between rounds; rows for the first round and the steady state (rounds 2..), "
+        "with the bytes each live host sent",
+    )
+    parser.add_argument(
         "--evidence",
         choices=("small", "real"),
         default="small",
@@ -391,15 +406,34 @@ def run_rounds(args: argparse.Namespace, root: Path) -> None:
         else:
             for name in names:
                 fleet.set_output(name, "nvidia-smi", sleep=NVIDIA_SMI_SECONDS)
+        if args.steady:
+            from bench.steady import cursor_journal_standin
+
+            cursor_journal_standin(fleet)
         for forks in args.forks:
             for workers in args.workers:
-                rows.append(_rounds(args, fleet, root, names, dead, inventory, forks, workers))
+                if args.steady:
+                    from bench.steady import steady_rounds
+
+                    this = sys.modules[__name__]
+                    rows += steady_rounds(args, fleet, root, names, dead, inventory, forks, workers, this)
+                else:
+                    rows.append(_rounds(args, fleet, root, names, dead, inventory, forks, workers))
         check = check_cpu(fleet, names[0], root / "check") if args.check else None
     print(
         f"code={args.code} evidence={args.evidence} repeat={args.repeat} {'no-pyc' if args.no_pyc else 'pyc'} "
         "(medians; the bare pool dials "
         f"{'every inventory host' if dead else 'the live hosts'})"
     )
+    if args.steady:
+        from bench.steady import STEADY_HEADER, STEADY_TARGETS
+
+        print(STEADY_HEADER)
+        print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+        for row in rows:
+            print(row)
+        print(STEADY_TARGETS)
+        return
     print(HEADER)
     print("|---|---|---|---|---|---|---|---|---|---|---|")
     for row in rows:

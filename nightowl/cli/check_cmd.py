@@ -17,6 +17,7 @@ from nightowl.cli.common import (
 )
 from nightowl.cli.exit import EXIT_HELP
 from nightowl.cli.sweep_cmd import (
+    FULL_OPTION,
     RUNBOOK_OPTION,
     SINCE_OPTION,
     SWEEP_FORMAT_OPTION,
@@ -32,6 +33,7 @@ from nightowl.cli.sweep_cmd import (
 @RUNBOOK_OPTION
 @PARAM_OPTION
 @SINCE_OPTION
+@FULL_OPTION
 @SWEEP_FORMAT_OPTION
 @TEXTFILE_OPTION
 @limit_options
@@ -43,6 +45,7 @@ def check(
     runbook: str,
     params: tuple[str, ...],
     since: str | None,
+    full_read: bool,
     fmt: str,
     textfile: Path | None,
     limits: dict[str, float | None],
@@ -74,5 +77,6 @@ def check(
         log_format=log_format,
         out_dir=out_dir,
         forks=1,
+        full_read=full_read,
     )
     sys.exit(int(status))

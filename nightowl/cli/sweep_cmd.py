@@ -52,6 +52,12 @@ TEXTFILE_OPTION = click.option(
     help="also write the Prometheus textfile here (node-exporter textfile collector)",
 )
 SWEEP_OUT_OPTION = out_option(f"where the sweep bundle goes [default: {DEFAULT_OUT_HELP}]")
+FULL_OPTION = click.option(
+    "--full",
+    "full_read",
+    is_flag=True,
+    help="read each host's kernel log whole, not from its last read's cursor (docs/reference.md#incremental-reads)",
+)
 
 
 @click.command(epilog=EXIT_HELP)
@@ -77,6 +83,7 @@ SWEEP_OUT_OPTION = out_option(f"where the sweep bundle goes [default: {DEFAULT_O
 )
 @PARAM_OPTION
 @SINCE_OPTION
+@FULL_OPTION
 @SWEEP_FORMAT_OPTION
 @TEXTFILE_OPTION
 @INVASIVE_OPTION
@@ -93,6 +100,7 @@ def sweep(
     workers: int | None,
     params: tuple[str, ...],
     since: str | None,
+    full_read: bool,
     fmt: str,
     textfile: Path | None,
     allow_invasive: bool,
@@ -140,6 +148,7 @@ def sweep(
         dialer=dialer,
         domains=domains,
         engine=engine_for(loaded, transports, pool, param_values(params, since), ssh.connect_timeout),
+        full_read=full_read,
     )
     sys.exit(int(status))
 
@@ -159,6 +168,7 @@ def run_sweep(
     dialer: Dialer | None = None,
     domains: dict[str, dict[str, str]] | None = None,
     engine: Any = None,
+    full_read: bool = False,
 ) -> ExitStatus:
     """Run a loaded runbook on the hosts of ``transports`` (name -> function opening its transport) into
     one bundle under ``out_dir`` (the default folder when None), print the report as ``fmt``, write the
@@ -169,7 +179,11 @@ def run_sweep(
     None (sweep) never logs. The dialer, when given, orders the hosts' starts and is closed here.
     ``domains`` maps a host to its failure domains (``HostSpec.domains``) for the report's `domains`.
     ``engine`` runs the hosts in place of the one-process engine (worker processes: nightowl/fleet/workers.py).
+    With a history store each host's kernel log is read from where the last read stopped (``full_read``: whole).
     """
+    from nightowl.history import active_path
+    from nightowl.history import cursors as positions
+
     try:
         summary = _run(
             loaded,
@@ -183,6 +197,7 @@ def run_sweep(
             dialer,
             domains,
             engine,
+            positions.book(active_path(), full=full_read),
         )
     finally:
         if dialer is not None:
@@ -295,6 +310,7 @@ def _run(
     dialer: Dialer | None = None,
     domains: dict[str, dict[str, str]] | None = None,
     engine: Any = None,
+    cursors: Any = None,
 ) -> dict[str, Any]:
     from nightowl.cli.running import run_or_exit
     from nightowl.fleet.outliers import fleet_facts
@@ -314,6 +330,7 @@ def _run(
             on_host_done=advance,
             start_order=dialer.start_order(transports) if dialer is not None else None,
             engine=engine,
+            cursors=cursors,
         )
     summary = result.summary
     summary["fleet"] = fleet_facts(result.runs)

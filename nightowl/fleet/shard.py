@@ -15,6 +15,7 @@ or ``("crash", traceback text)`` (a bug).
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import errno
 import gc
 import os
@@ -49,6 +50,7 @@ class HostReport:
     write_error: str | None
     stored: dict[str, tuple[int, str]] = field(default_factory=dict)
     parsed: dict[tuple[str, bytes], Any] = field(default_factory=dict)
+    cursors: list[dict[str, Any]] = field(default_factory=list)  # read positions staged (engine/incremental.py)
 
 
 @dataclass(frozen=True)
@@ -69,6 +71,8 @@ class ShardJob:
     redact: bool = True
     connect_timeout: float | None = None  # set: the worker dials its direct hosts ahead (transports/dial.py)
     kill_at: int | None = None  # test hook: SIGKILL itself when opening its Nth host (workers.KILL_ENV)
+    cursors: Path | None = None  # the history store whose read positions the hosts start from (None: full reads)
+    full_read: bool = False  # --full: every read is full (positions are still staged)
 
 
 class ShardWriter(BundleWriter):
@@ -122,6 +126,7 @@ PRELOAD = (
     "nightowl.run",
     "nightowl.collectors",
     "nightowl.history.extract",
+    "nightowl.history.cursors",
     "nightowl.redact",
     "nightowl.transports.ssh",
     "nightowl.transports.dial",
@@ -185,6 +190,7 @@ def main(argv: list[str]) -> None:
 
 def shard_main(conn: Any, job: ShardJob) -> None:
     """The worker process: run ``job``'s hosts, reporting each to the parent as it ends (``conn``)."""
+    from nightowl.history import cursors as positions
     from nightowl.run import Interrupted, run_and_save
 
     scrub, prefilter = _redaction() if job.redact else (None, None)
@@ -196,8 +202,12 @@ def shard_main(conn: Any, job: ShardJob) -> None:
         with sending:
             conn.send(message)
 
+    book = positions.book(job.cursors, job.full_read)
+
     def host_done(run: HostRun) -> None:
         report = writer.take(run)
+        if book is not None:  # the parent saves them once the bundle is written
+            report = dataclasses.replace(report, cursors=book.entries_for(run.host))
         send(("host", report))
         sent.add(run.host)
 
@@ -222,6 +232,7 @@ def shard_main(conn: Any, job: ShardJob) -> None:
                 on_host_done=host_done,
                 start_order=dialer.start_order(transports) if dialer is not None else None,
                 writer=writer,
+                cursors=book,
             )
     except Interrupted as exc:
         with contextlib.suppress(OSError):

@@ -109,7 +109,11 @@ class SweepWriter(BundleWriter):
     """The sweep's bundle writer in the parent: it writes the documents; the workers' reports bring what
     they wrote (``adopt``), as if this writer had recorded their commands itself."""
 
+    cursors: Any = None  # the run's read positions (engine/incremental.py): the workers stage theirs here
+
     def adopt(self, report: HostReport) -> None:
+        if report.cursors and self.cursors is not None:
+            self.cursors.adopt(report.cursors)
         with self._lock:
             self.commands.extend(report.commands)
             self._stored.update(report.stored)  # their size and sha256: the manifest need not hash them again
@@ -152,6 +156,7 @@ class WorkerEngine:
         assert writer is None, "the parent writes the bundle itself"
         writer = SweepWriter(out_dir, loaded.id, redact=redact, redact_prefilter=redact_prefilter)
         writer.add_file(layout.RUNBOOK, loaded.path.read_text())
+        writer.cursors = getattr(options, "cursors", None)
         names = list(transports)
         pool = self.plan.workers if isinstance(self.plan.workers, WorkerPool) else WorkerPool(self.plan.workers)
         jobs = self._jobs(loaded, transports, options, writer, forks, pool.count, redact is not None)
@@ -189,6 +194,8 @@ class WorkerEngine:
             raise
         runs = [sweep.results[n] for n in names]
         options.saving.set()
+        if writer.cursors is not None:  # what the workers' incremental reads carried (carried.json)
+            writer.cursors.add_to(writer)
         bundle = writer.finish(_ordered(runs, names, writer), render_postmortem=render_postmortem, extra=extra_manifest)
         return runs, bundle
 
@@ -224,6 +231,8 @@ class WorkerEngine:
                     redact=redact,
                     connect_timeout=self.plan.connect_timeout,
                     kill_at=kill.get(number),
+                    cursors=getattr(getattr(writer, "cursors", None), "origin", None),
+                    full_read=bool(getattr(getattr(writer, "cursors", None), "full", False)),
                 )
             )
         return jobs

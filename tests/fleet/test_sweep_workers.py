@@ -346,6 +346,8 @@ def test_workers_over_real_openssh_servers_give_what_one_process_gives(
     reports = {}
     for workers in (1, 2):
         out = tmp_path / f"w{workers}"
+        # a store each: a second sweep in the same store reads only what followed the first (issue 46)
+        monkeypatch.setenv("NIGHTOWL_HISTORY", str(tmp_path / f"history-{workers}.sqlite3"))
         args = ["sweep", "--inventory", str(inventory), *fleet_args, "--format", "json", "--out", str(out)]
         result = CliRunner().invoke(main, [*args, "--workers", str(workers)], catch_exceptions=False)
         assert result.exit_code == ExitStatus.ACTION_NEEDED, result.output

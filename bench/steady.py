@@ -1,0 +1,154 @@
+"""`bench/sweep.py --steady`: a sweep's first round against its steady state (issue 46, "read only what changed").
+
+The fleet's `journalctl` stand-in serves a host's recorded ``kernel-log.out`` whatever it is asked; here a
+`journalctl` in front of it keeps a real cursor over that file (an entry is a line, the cursor names it as
+journald's ``s=;i=;b=`` does; ``--cursor`` starts at the entry it names, ``--show-cursor`` prints the last one's),
+and every other call goes on to the stand-in. Between rounds each live host's log gets a few new lines. All
+rounds keep one history store, so the first round reads every log whole and the later ones from the last
+position. The bare pool is the same as in the other rows: today's full reads (``node_health_commands``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import stat
+import statistics
+from pathlib import Path
+from typing import Any
+
+from tests.ssh.fleet import Fleet
+
+STEADY_HEADER = (
+    "| round | hosts (live, refused) | forks | workers | bare pool s | sweep s | ratio | verdict errors "
+    "| CPU ms / live host | KB / live host | kernel-log KB / live host | sweep peak RSS MB |"
+)
+STEADY_TARGETS = (
+    "targets (issue 46): steady state <= 0.5x the bare pool doing full reads, <= 15 ms CPU per live host, "
+    "0 verdict errors, bytes per host <= 5% of a full read's"
+)
+NEW_LINES = 3  # per host between two rounds
+
+# sh: the host's folder from $SSH_CONNECTION (as the fleet's stand-in finds it); a cursor is "s=bench;i=N;b=B":
+# entry N is line N of kernel-log.out.
+_JOURNAL = """#!/bin/sh
+show=; from=1
+for a do
+  case $a in
+    --show-cursor) show=1 ;;
+    --cursor=*) from=${a#--cursor=}; from=${from#*;i=}; from=${from%%;*} ;;
+  esac
+done
+[ -n "$show" ] || exec OTHER "$@"
+set -- $SSH_CONNECTION
+log=$NIGHTOWL_FLEET/hosts/$3/kernel-log.out
+tail -n +"$from" "$log"
+echo "-- cursor: s=bench;i=$(wc -l < "$log");b=bench-boot;m=0;t=0;x=0"
+"""
+
+
+def cursor_journal_standin(fleet: Fleet) -> None:
+    """Put the cursor-keeping `journalctl` in front of whatever answers `journalctl` on the fleet now."""
+    bin_dir = fleet.root / "bin"
+    current, served = bin_dir / "journalctl", bin_dir / "served"
+    served.mkdir(exist_ok=True)
+    other = served / "journalctl-before-cursor"
+    if current.is_symlink():  # the fleet's own stand-in: called by its name, it serves kernel-log
+        other = served / "journalctl"
+        other.unlink(missing_ok=True)
+        other.symlink_to(bin_dir / ".standin")
+        current.unlink()
+    else:  # a front already (bench/real_evidence.py's --list-boots one)
+        shutil.move(current, other)
+    current.write_text(_JOURNAL.replace("OTHER", str(other)))
+    current.chmod(current.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
+
+
+def grow_logs(fleet: Fleet, names: list[str], round_: int) -> None:
+    """NEW_LINES quiet kernel messages at the end of each live host's log, in its own time format."""
+    for name in names:
+        log = fleet.host_dir(name) / "kernel-log.out"
+        text = log.read_text(encoding="utf-8", errors="surrogateescape")
+        lines = []
+        for n in range(NEW_LINES):
+            message = f"usb 1-{n + 1}: new high-speed USB device number {round_ * NEW_LINES + n} using xhci_hcd"
+            if text.startswith("["):
+                lines.append(f"[{90000 + round_ * 10 + n:6d}.000001] {message}")
+            else:
+                lines.append(f"2024-11-14T07:{round_ % 60:02d}:{n:02d}+0000 gpu-node kernel: {message}")
+        with log.open("a", encoding="utf-8") as out:
+            out.write("\n".join(lines) + "\n")
+
+
+def sent_bytes(bundles: Path, live: int) -> tuple[float, float]:
+    """KB per live host the sweep read (every command's output, from the manifest), and of it the kernel log's."""
+    total = kernel = 0
+    for manifest in bundles.glob("*/manifest.json"):
+        for entry in json.loads(manifest.read_text()).get("commands", []):
+            total += entry.get("bytes") or 0
+            kernel += (entry.get("bytes") or 0) if entry.get("kind") == "kernel-log" else 0
+    return total / 1024 / max(1, live), kernel / 1024 / max(1, live)
+
+
+def steady_rounds(
+    args: argparse.Namespace,
+    fleet: Fleet,
+    root: Path,
+    names: list[str],
+    dead: list[str],
+    inventory: list[str],
+    forks: int,
+    workers: int | None,
+    bench: Any,
+) -> list[str]:
+    """Two table rows: the first round (a fresh store: every log read whole) and the steady state (the median
+    of ``repeat`` later rounds, each after NEW_LINES new lines per host). ``bench``: bench/sweep.py as it runs
+    (its ``__main__``, whose child processes read the compiled modules), for its pool, sweep and checks."""
+    history = root / f"history-{forks}-{workers}.db"
+    history.unlink(missing_ok=True)
+    rounds: list[dict[str, Any]] = []
+    for round_ in range(args.repeat + 1):
+        bare_wall, _ = bench.bare_pool(fleet, inventory if dead else names, forks)
+        out = root / f"steady-{forks}-{workers}-{round_}"
+        out.mkdir()
+        wall, cpu, rss, swept = bench.nightowl_sweep(fleet, inventory, forks, out, workers, args.code, history)
+        kb, kernel_kb = sent_bytes(out / "bundles", len(names))
+        wrong = bench.verdict_errors(swept, set(dead))
+        for line in wrong[:2]:
+            print(f"  round {round_ + 1} forks {forks} wrong: {line}")
+        rounds.append(
+            {"bare": bare_wall, "wall": wall, "cpu": cpu / len(names), "rss": rss, "wrong": len(wrong)}
+            | {"kb": kb, "kernel_kb": kernel_kb}
+        )
+        shutil.rmtree(out, ignore_errors=True)
+        grow_logs(fleet, names, round_ + 1)
+    return [_row("first", rounds[:1], inventory, names, dead, forks, workers)] + (
+        [_row("steady", rounds[1:], inventory, names, dead, forks, workers)] if len(rounds) > 1 else []
+    )
+
+
+def _row(
+    label: str,
+    rounds: list[dict[str, Any]],
+    inventory: list[str],
+    names: list[str],
+    dead: list[str],
+    forks: int,
+    workers: int | None,
+) -> str:
+    def median(key: str) -> float:
+        return statistics.median(r[key] for r in rounds)
+
+    bare, wall = median("bare"), median("wall")
+    return (
+        f"| {label} | {len(inventory)} ({len(names)}, {len(dead)}) | {forks} | {workers or 'default'} | {bare:.2f} "
+        f"| {wall:.2f} | {wall / bare:.2f}x | {', '.join(str(r['wrong']) for r in rounds)} "
+        f"| {median('cpu') * 1000:.0f} | {median('kb'):.1f} | {median('kernel_kb'):.1f} "
+        f"| {max(r['rss'] for r in rounds):.0f} |"
+    )
+
+
+if __name__ == "__main__":  # pragma: no cover - run through bench/sweep.py --steady
+    raise SystemExit(os.EX_USAGE)

@@ -1,0 +1,84 @@
+"""A sweep reads each host's kernel log from where the last sweep stopped (issue 46), over worker processes
+as in one: the workers start from the sweeping machine's history store, the parent writes ``carried.json`` and
+saves the positions with the bundle's id and sha256 once the bundle is written."""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import io
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from nightowl import history
+from nightowl.cli.sweep_cmd import param_values, run_sweep
+from nightowl.engine.incremental import CARRIED
+from nightowl.fleet.workers import engine_for
+from nightowl.history import cursors
+from nightowl.library import runbooks
+from nightowl.transports.local import LocalTransport
+from tests.history.cursor_standins import Journal, install
+from tests.history.test_cursor_read import BOOT, XID79
+
+HOSTS = ["gpu-01", "gpu-02", "gpu-03"]
+
+
+@pytest.fixture
+def journal(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Journal:
+    for name, value in install(tmp_path).items():
+        monkeypatch.setenv(name, value)  # the worker processes inherit it
+    history.activate(tmp_path / "history.sqlite3")
+    log = Journal(tmp_path / "journal.json")
+    log.add(*BOOT)
+    return log
+
+
+def sweep(tmp_path: Path, workers: int, full_read: bool = False) -> tuple[dict[str, Any], Path]:
+    loaded = runbooks.load("xid")
+    transports = {name: functools.partial(LocalTransport, name) for name in HOSTS}  # picklable
+    values = param_values((), None)
+    out = tmp_path / f"bundles-{len(list(tmp_path.glob('bundles-*')))}"
+    with contextlib.redirect_stdout(io.StringIO()) as printed:
+        run_sweep(
+            loaded,
+            transports,
+            values,
+            {"command_timeout": None, "host_timeout": None},
+            fmt="json",
+            textfile=None,
+            log_format=None,
+            out_dir=out,
+            forks=4,
+            engine=engine_for(loaded, transports, workers, values),
+            full_read=full_read,
+        )
+    (bundle,) = out.iterdir()
+    return json.loads(printed.getvalue()), bundle
+
+
+def reads(bundle: Path) -> dict[str, str]:
+    document = json.loads((bundle / CARRIED).read_text())["hosts"]
+    return {host: entry["kernel-log"]["read"] for host, entry in document.items()}
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_the_second_sweep_reads_only_what_followed_and_sees_the_new_xid(
+    tmp_path: Path, journal: Journal, workers: int
+) -> None:
+    _, first = sweep(tmp_path, workers)
+    assert reads(first) == dict.fromkeys(HOSTS, "full")
+    path = history.active_path()
+    assert path is not None
+    saved = cursors.load(path, "gpu-02", "kernel-log")
+    assert saved is not None and saved.bundle_id == first.name
+    journal.add(XID79)
+    report, second = sweep(tmp_path, workers)
+    assert reads(second) == dict.fromkeys(HOSTS, "incremental")
+    assert [host["verdict"]["id"] for host in report["hosts"]] == ["gpu-fell-off-bus"] * len(HOSTS)
+    for host in HOSTS:
+        assert (second / "hosts" / host / "kernel-log.out").read_text().count("\n") == 3  # last entry, new, cursor
+    _, forced = sweep(tmp_path, workers, full_read=True)
+    assert reads(forced) == dict.fromkeys(HOSTS, "full")
