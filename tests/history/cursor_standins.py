@@ -13,10 +13,17 @@ import os
 import sys
 from pathlib import Path
 
+# Under a fleet's sshd (tests/ssh/fleet.py) the state is in the host's folder, found as its stand-ins find it.
+_HERE = r"""
+def here(name):
+    return os.path.join(os.environ["NIGHTOWL_FLEET"], "hosts", os.environ["SSH_CONNECTION"].split()[2], name)
+"""
+
 JOURNALCTL = r"""#!PYTHON
 import json, os, sys
+HERE
 args = sys.argv[1:]
-state = json.load(open(os.environ["STANDIN_JOURNAL"]))
+state = json.load(open(os.environ.get("STANDIN_JOURNAL") or here("journal.json")))
 if "--list-boots" in args or "-k" not in args:
     sys.exit(1)
 boot, entries = state["boot"], state["entries"]
@@ -40,9 +47,10 @@ if "--show-cursor" in args:
 
 DMESG = r"""#!PYTHON
 import json, os, sys
+HERE
 if len(sys.argv) > 1:
     sys.exit(1)  # -T: the raw ring only
-state = json.load(open(os.environ["STANDIN_RING"]))
+state = json.load(open(os.environ.get("STANDIN_RING") or here("ring.json")))
 for record in state["records"][-state["size"]:]:
     print(record)
 """
@@ -54,7 +62,8 @@ def install(folder: Path) -> dict[str, str]:
     bin_dir.mkdir(parents=True, exist_ok=True)
     for name, source in (("journalctl", JOURNALCTL), ("dmesg", DMESG)):
         path = bin_dir / name
-        path.write_text(source.replace("PYTHON", sys.executable, 1))
+        path.unlink(missing_ok=True)  # a fleet's link to its own stand-in
+        path.write_text(source.replace("PYTHON", sys.executable, 1).replace("HERE", _HERE, 1))
         path.chmod(0o755)
     return {
         "PATH": f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}",
