@@ -88,11 +88,13 @@ def prune(out_dir: Path, max_age: float, dry_run: bool, now: float | None = None
     only record of an incident.
     """
     now = time.time() if now is None else now
+    rows = bundle_rows(out_dir)
     doomed = [
         Path(r["path"])
-        for r in bundle_rows(out_dir)
+        for r in rows
         if now - r["started"] > max_age and not (r["partial"] and _holds_evidence(Path(r["path"])))
     ]
+    doomed = _uncited(doomed, [Path(r["path"]) for r in rows])
     if out_dir.is_dir():
         doomed += [
             p
@@ -103,6 +105,20 @@ def prune(out_dir: Path, max_age: float, dry_run: bool, now: float | None = None
         if not dry_run:
             shutil.rmtree(path)
     return [str(p) for p in doomed]
+
+
+def _uncited(doomed: list[Path], bundles: list[Path]) -> list[Path]:
+    """``doomed`` less every bundle a kept one's carried.json cites, and what those cite in turn: an incremental
+    read's facts came from them (docs/reference.md#incremental-reads)."""
+    from nightowl.engine.incremental import cited_bundles
+
+    going = {p.name for p in doomed}
+    kept = [p for p in bundles if p.name not in going]
+    while kept:
+        cited = {name for folder in kept for name in cited_bundles(folder)} & going
+        going -= cited
+        kept = [p for p in doomed if p.name in cited]
+    return [p for p in doomed if p.name in going]
 
 
 def _when(epoch: float) -> str:

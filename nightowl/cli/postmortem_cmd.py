@@ -41,16 +41,19 @@ def postmortem(bundle: Path, output: Path | None, template: str | None, fmt: str
     Sections follow the Google SRE postmortem template (https://sre.google/sre-book/example-postmortem/).
     Every claim cites the lines it rests on as [E# file:Lstart-Lend], E# naming the file and its sha256;
     causes and actions are candidates for a person to confirm. With --verify, prints every file
-    changed, missing or not in the manifest, and every citation whose file or lines no longer match.
+    changed, missing or not in the manifest, every citation whose file or lines no longer match, and every
+    link of an incremental read's carried.json chain that does not hold (docs/reference.md#incremental-reads).
     """
     if verify:
         from nightowl.engine.bundle_verify import verify_bundle
+        from nightowl.postmortem.carried_chain import verify_carried
         from nightowl.postmortem.verify import verify_citations
 
         problems = verify_bundle(bundle)
         checked, cite_problems = verify_citations(bundle)
-        problems += cite_problems
-        for problem in problems:
+        chain_problems, chain_notes = verify_carried(bundle)  # incremental reads: the carried.json chain
+        problems += cite_problems + chain_problems
+        for problem in problems + chain_notes:
             click.echo(problem)
         click.echo(
             f"bundle verified: every file matches its manifest hash; {checked} line citation(s) of the draft hold"

@@ -119,6 +119,16 @@ class CursorBook:
         return len(staged)
 
 
+def cited_bundles(bundle: Path) -> set[str]:
+    """The ids of the bundles ``bundle``'s carried.json cites (none when it has none or it is unreadable)."""
+    try:
+        hosts = json.loads((bundle / CARRIED).read_text(encoding="utf-8"))["hosts"]
+        entries = [entry for kinds in hosts.values() for entry in kinds.values()]
+        return {str(e["carried_from"]["bundle"]) for e in entries if isinstance(e.get("carried_from"), dict)}
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return set()
+
+
 def collect(
     transport: Transport,
     collector: Any,
