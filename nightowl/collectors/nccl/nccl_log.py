@@ -664,10 +664,14 @@ def facts(result: NcclLogResult) -> dict[str, Any]:
     data["ranks_seen"] = ranks_seen(result)
     data["uses_loopback"] = "lo" in result.interfaces
     data["loopback_only"] = bool(result.interfaces) and all(name == "lo" for name in result.interfaces)
+    # Ranks that started init and none completed, with nothing wrong before the end: a log cut while the
+    # communicator forms (a pasted excerpt, a log read seconds after launch) as much as a stuck init. Only a
+    # hang the operator reports (symptom=hang), or trouble in the log, makes the missing ranks a hang.
+    data["ends_in_init"] = bool(seen) and not complete and not trouble and not result.watchdog_timeouts
     data["hang_evidence"] = bool(
         result.watchdog_timeouts
         or data["timeout_ranks"]
-        or data["missing_init_ranks"]
+        or (data["missing_init_ranks"] and not data["ends_in_init"])
         or result.dist_backend_errors
         or set(data["error_kinds"]) & HANG_ERROR_KINDS
     )
