@@ -117,7 +117,7 @@ def run_and_save(
     lookup: Callable[[str], CollectorLike] | None = None,
     engine: Callable[..., tuple[list[HostRun], Path]] | None = None,
     writer: BundleWriter | None = None,
-    cursors: CursorBook | None = None,
+    cursors: CursorBook | None = None,  # read positions (engine/incremental.py), saved by _record_history
 ) -> RunResult:
     """Run ``loaded`` on ``transports`` (host name -> function opening its transport) into one bundle
     under ``out_dir``; return the :class:`RunResult`.
@@ -132,7 +132,6 @@ def run_and_save(
     activated it; a failure there is a warning, never the run's); ``redact`` scrubs secrets from
     everything written. ``engine`` stands in for ``engine.session.run_runbook`` (same arguments and result)
     and ``writer`` for the bundle writer it makes: a sweep over worker processes (nightowl/fleet/workers.py).
-    ``cursors`` keeps read positions (engine/incremental.py), saved with the bundle's id when ``history``.
     """
     values = resolve_params(loaded, params, lookup)
     stop = threading.Event()
@@ -174,15 +173,18 @@ def run_and_save(
         result = RunResult(loaded.id, runs, {}, bundle, params=values)
         _summarise(result, status_update)
         if history:
-            from nightowl.history import record_bundle  # the run's one write into the history store
-
-            record_bundle(bundle)
-            if cursors is not None:
-                from nightowl.history import active_path
-                from nightowl.history import cursors as positions
-
-                positions.commit(cursors, bundle, active_path(), lambda text: print(text, file=sys.stderr))
+            _record_history(bundle, cursors)
     return result
+
+
+def _record_history(bundle: Path, cursors: CursorBook | None) -> None:
+    """The run's one write into the history store, and the read positions its bundle now cites
+    (``cursors``: engine/incremental.py; saved only once the bundle is written, with its id and sha256)."""
+    from nightowl.history import active_path, record_bundle
+    from nightowl.history import cursors as positions
+
+    record_bundle(bundle)
+    positions.commit(cursors, bundle, active_path(), lambda text: print(text, file=sys.stderr))
 
 
 def _run(

@@ -30,9 +30,16 @@ CARRIED = "carried.json"  # at the bundle's top level: per host folder, per kind
 
 
 class Piece(Protocol):
-    body: str
-    state: dict[str, Any] | None
-    gap: str | None
+    """What one read gave: the new text, the position after it, and why it does not follow the last read."""
+
+    @property
+    def body(self) -> str: ...
+
+    @property
+    def state(self) -> dict[str, Any] | None: ...
+
+    @property
+    def gap(self) -> str | None: ...
 
 
 class CursorReader(Protocol):
@@ -119,6 +126,16 @@ class CursorBook:
         return len(staged)
 
 
+@dataclass(frozen=True)
+class EngineParts:
+    """What an incremental read needs of the runner, handed in by it (engine/runner.py imports this module)."""
+
+    new_run: Callable[..., Any]  # runner.CollectorRun
+    parse_output: Callable[..., tuple[dict[str, Any], str | None]]
+    timeout_for: Callable[[Any, Any, float | None], float]
+    resolve_argv: Callable[[tuple[str, ...], dict[str, Any]], tuple[str, ...] | None]
+
+
 def cited_bundles(bundle: Path) -> set[str]:
     """The ids of the bundles ``bundle``'s carried.json cites (none when it has none or it is unreadable)."""
     try:
@@ -134,172 +151,155 @@ def collect(
     collector: Any,
     recorder: Any,
     options: Any,
-    commands: list[tuple[str, ...]],
+    parts: EngineParts,
     deadline: float | None,
 ) -> Any:
-    """The collector's run read incrementally, or None: the engine's ordinary path then runs ``commands``."""
+    """The collector's run read incrementally, or None: the engine's ordinary path then runs its commands."""
     reader: CursorReader | None = getattr(collector, "cursor", None)
     if reader is None:
         return None
+    read = _Read(transport, collector, reader, recorder, options, parts, deadline)
     if is_recorded(transport):
-        return _replay(transport, collector, reader, recorder, options, deadline)
+        return read.replay()
     book: CursorBook | None = getattr(options, "cursors", None)
     if book is None or options.params.get("since"):
         return None  # `since` asks for a window of the log, not the log so far
-    return _live(transport, collector, reader, recorder, options, book, deadline)
+    return read.live(book)
 
 
-def _live(
-    transport: Transport,
-    collector: Any,
-    reader: CursorReader,
-    recorder: Any,
-    options: Any,
-    book: CursorBook,
-    deadline: float | None,
-) -> Any:
-    host, kind = transport.host, collector.kind
-    saved = book.saved(host, kind)
-    why_full = "forced full read (--full)" if book.full else "no position saved for this host yet"
-    tried: list[CommandResult] = []
-    if saved is not None:
-        answer = _first_answer(transport, collector, reader, saved.state, options, deadline, tried)
-        if answer is not None and answer[2].state is None:  # timed out or late: the host's answer, no retry
-            return _finish(transport, collector, reader, recorder, options, None, tried, answer, None, deadline)
-        if answer is not None and answer[2].gap is None:
-            return _finish(transport, collector, reader, recorder, options, book, tried, answer, saved, deadline)
-        why_full = answer[2].gap or why_full if answer is not None else "the read from the saved position failed"
-    answer = _first_answer(transport, collector, reader, None, options, deadline, tried)
-    if answer is not None and (answer[2].state is not None or not answer[1].ok):
-        return _finish(transport, collector, reader, recorder, options, book, tried, answer, None, deadline, why_full)
-    for attempt in tried:  # recorded, none kept: the ordinary commands run next
-        recorder.record_command(host, kind, attempt, False)
-    return None
-
-
-def _first_answer(
-    transport: Transport,
-    collector: Any,
-    reader: CursorReader,
-    state: Mapping[str, Any] | None,
-    options: Any,
-    deadline: float | None,
-    tried: list[CommandResult],
-) -> tuple[tuple[str, ...], CommandResult, Piece] | None:
-    """The first of the reader's commands whose output reads as a position (or as a gap, or a failure that
-    must not be retried: a timeout, a late answer); every attempt is appended to ``tried``."""
-    from nightowl.engine.runner import _timeout_for, resolve_argv
-
-    for template, params in reader.commands(state):
-        argv = resolve_argv(template, {**options.params, **params})
-        if argv is None or collector.check_argv(argv) is not None:
-            continue
-        timeout = _timeout_for(collector, options, deadline)
-        if timeout <= 0 or options.stop.is_set():
-            return None
-        result = transport.run(argv, timeout, kind=collector.kind)
-        tried.append(result)
-        if result.timed_out or result.late:
-            return argv, result, _Failed()
-        if not result.ok:
-            continue
-        piece = reader.read(argv, result.stdout, state)
-        if piece.state is not None:
-            return argv, result, piece
-    return None
+Answer = tuple[tuple[str, ...], CommandResult, Piece]
 
 
 @dataclass(frozen=True)
 class _Failed:
+    """A command that timed out or answered late: the host's answer, not retried with another command."""
+
     body: str = ""
     state: dict[str, Any] | None = None
     gap: str | None = None
 
 
-def _finish(
-    transport: Transport,
-    collector: Any,
-    reader: CursorReader,
-    recorder: Any,
-    options: Any,
-    book: CursorBook | None,
-    tried: list[CommandResult],
-    answer: tuple[tuple[str, ...], CommandResult, Piece],
-    saved: SavedCursor | None,
-    deadline: float | None,
-    why_full: str | None = None,
-) -> Any:
-    """Record every attempt (the answer's output kept), parse carried + new, stage the position."""
-    argv, result, piece = answer
-    host, kind = transport.host, collector.kind
-    run = None
-    for attempt in tried:
-        run_file = recorder.record_command(host, kind, attempt, attempt is result)
-        run = run_file or run
-    carried = saved.carried if saved is not None else ""
-    text = carried + piece.body
-    collected = parsed_run(collector, result, text, options, deadline, run)
-    collected.attempts = list(tried)
-    if book is not None and piece.state is not None and collected.status == "ok":
-        before = saved.state if saved is not None else None
-        book.stage(host, kind, {
-            "host": host, "kind": kind, "read": "incremental" if saved is not None else "full",
-            "why_full": None if saved is not None else why_full, "argv": list(argv), "state_before": before,
-            "state": piece.state, "carried_from": None if saved is None else {
-                "bundle": saved.bundle_id, "sha256": saved.bundle_sha256},
-            "carried_text": carried, "carried_sha256": digest(carried), "keep": reader.keep(text),
-        })  # fmt: skip
-    return collected
+@dataclass
+class _Read:
+    """One collector's incremental read on one host."""
 
+    transport: Transport
+    collector: Any
+    reader: CursorReader
+    recorder: Any
+    options: Any
+    parts: EngineParts
+    deadline: float | None
 
-def parsed_run(
-    collector: Any, result: CommandResult, text: str, options: Any, deadline: float | None, file: str | None
-) -> Any:
-    """A CollectorRun for ``text`` (carried + new) as the engine's ordinary path judges an output."""
-    from nightowl.engine.output_status import is_blank, output_status
-    from nightowl.engine.runner import CollectorRun, _timeout_for, parse_output
-    from nightowl.engine.unread import unread_facts, unreadable, unreadable_reason
-
-    kind = collector.kind
-    run = CollectorRun(kind=kind, namespace=kind, status="error", file=file)
-    run.status, run.reason = output_status(result)
-    if run.status != "ok":
-        return run
-    if is_blank(text):
-        run.status, run.reason = "no_data", "the command printed nothing to read"
-        return run
-    budget = max(0.0, _timeout_for(collector, options, deadline))
-    run.facts, run.parse_error = parse_output(collector, text, budget, result.stdout_truncated_bytes)
-    if run.parse_error:
-        run.status, run.reason = "error", run.parse_error
-    elif unreadable(run.facts):
-        assert run.facts is not None
-        run.status, run.reason = "unreadable", unreadable_reason(kind, run.facts["coverage"])
-        run.facts = unread_facts(run.facts)
-    return run
-
-
-def _replay(
-    transport: Transport, collector: Any, reader: CursorReader, recorder: Any, options: Any, deadline: float | None
-) -> Any:
-    """A recorded host of a bundle with ``carried.json``: the same text the live run parsed."""
-    folder = getattr(transport, "directory", None)
-    if folder is None:
+    def live(self, book: CursorBook) -> Any:
+        """From the saved position; a gap (or no position) means a full read, and the bundle says why."""
+        saved = book.saved(self.transport.host, self.collector.kind)
+        why_full = "forced full read (--full)" if book.full else "no position saved for this host yet"
+        tried: list[CommandResult] = []
+        if saved is not None:
+            answer = self._first_answer(saved.state, tried)
+            if answer is not None and answer[2].state is None:  # timed out or late
+                return self._finish(None, tried, answer, None)
+            if answer is not None and answer[2].gap is None:
+                return self._finish(book, tried, answer, saved)
+            why_full = answer[2].gap or why_full if answer is not None else "the read from the saved position failed"
+        answer = self._first_answer(None, tried)
+        if answer is not None and (answer[2].state is not None or not answer[1].ok):
+            return self._finish(book, tried, answer, None, why_full)
+        for attempt in tried:  # recorded, none kept: the ordinary commands run next
+            self.recorder.record_command(self.transport.host, self.collector.kind, attempt, False)
         return None
-    document = Path(folder).parent.parent / CARRIED
-    try:
-        entry = json.loads(document.read_text())["hosts"][Path(folder).name][collector.kind]
-    except (OSError, ValueError, KeyError, TypeError):
-        return None
-    from nightowl.engine.runner import CollectorRun
 
-    carried = str(entry.get("carried_text") or "")
-    if digest(carried) != entry.get("carried_sha256"):
-        return CollectorRun(collector.kind, collector.kind, "error", f"{CARRIED}: the carried text's sha256 differs")
-    argv = tuple(entry.get("argv") or ())
-    result = transport.run(argv, collector.timeout, kind=collector.kind)
-    file = recorder.record_command(transport.host, collector.kind, result, True)
-    piece = reader.read(argv, result.stdout, entry.get("state_before"))
-    run = parsed_run(collector, result, carried + piece.body, options, deadline, file)
-    run.attempts = [result]
-    return run
+    def _first_answer(self, state: Mapping[str, Any] | None, tried: list[CommandResult]) -> Answer | None:
+        """The first of the reader's commands whose output reads as a position (or a gap, or a timeout);
+        every attempt is appended to ``tried``."""
+        for template, params in self.reader.commands(state):
+            argv = self.parts.resolve_argv(template, {**self.options.params, **params})
+            if argv is None or self.collector.check_argv(argv) is not None:
+                continue
+            timeout = self.parts.timeout_for(self.collector, self.options, self.deadline)
+            if timeout <= 0 or self.options.stop.is_set():
+                return None
+            result = self.transport.run(argv, timeout, kind=self.collector.kind)
+            tried.append(result)
+            if result.timed_out or result.late:
+                return argv, result, _Failed()
+            if not result.ok:
+                continue
+            piece = self.reader.read(argv, result.stdout, state)
+            if piece.state is not None:
+                return argv, result, piece
+        return None
+
+    def _finish(
+        self,
+        book: CursorBook | None,
+        tried: list[CommandResult],
+        answer: Answer,
+        saved: SavedCursor | None,
+        why_full: str | None = None,
+    ) -> Any:
+        """Record every attempt (the answer's output kept), parse carried + new, stage the position."""
+        argv, result, piece = answer
+        host, kind = self.transport.host, self.collector.kind
+        file = None
+        for attempt in tried:
+            file = self.recorder.record_command(host, kind, attempt, attempt is result) or file
+        carried = saved.carried if saved is not None else ""
+        text = carried + piece.body
+        collected = self.parsed_run(result, text, file)
+        collected.attempts = list(tried)
+        if book is not None and piece.state is not None and collected.status == "ok":
+            book.stage(host, kind, {
+                "host": host, "kind": kind, "read": "incremental" if saved is not None else "full",
+                "why_full": None if saved is not None else why_full, "argv": list(argv),
+                "state_before": saved.state if saved is not None else None, "state": piece.state,
+                "carried_from": None if saved is None else {"bundle": saved.bundle_id, "sha256": saved.bundle_sha256},
+                "carried_text": carried, "carried_sha256": digest(carried), "keep": self.reader.keep(text),
+            })  # fmt: skip
+        return collected
+
+    def parsed_run(self, result: CommandResult, text: str, file: str | None) -> Any:
+        """A CollectorRun for ``text`` (carried + new) as the engine's ordinary path judges an output."""
+        from nightowl.engine.output_status import is_blank, output_status
+        from nightowl.engine.unread import unread_facts, unreadable, unreadable_reason
+
+        kind = self.collector.kind
+        run = self.parts.new_run(kind=kind, namespace=kind, status="error", file=file)
+        run.status, run.reason = output_status(result)
+        if run.status != "ok":
+            return run
+        if is_blank(text):
+            run.status, run.reason = "no_data", "the command printed nothing to read"
+            return run
+        budget = max(0.0, self.parts.timeout_for(self.collector, self.options, self.deadline))
+        cut = result.stdout_truncated_bytes
+        run.facts, run.parse_error = self.parts.parse_output(self.collector, text, budget, cut)
+        if run.parse_error:
+            run.status, run.reason = "error", run.parse_error
+        elif unreadable(run.facts):
+            run.status, run.reason = "unreadable", unreadable_reason(kind, run.facts["coverage"])
+            run.facts = unread_facts(run.facts)
+        return run
+
+    def replay(self) -> Any:
+        """A recorded host of a bundle with ``carried.json``: the same text the live run parsed."""
+        folder = getattr(self.transport, "directory", None)
+        if folder is None:
+            return None
+        kind = self.collector.kind
+        try:
+            document = json.loads((Path(folder).parent.parent / CARRIED).read_text())
+            entry = document["hosts"][Path(folder).name][kind]
+        except (OSError, ValueError, KeyError, TypeError):
+            return None
+        carried = str(entry.get("carried_text") or "")
+        if digest(carried) != entry.get("carried_sha256"):
+            return self.parts.new_run(kind, kind, "error", f"{CARRIED}: the carried text's sha256 differs")
+        argv = tuple(entry.get("argv") or ())
+        result = self.transport.run(argv, self.collector.timeout, kind=kind)
+        file = self.recorder.record_command(self.transport.host, kind, result, True)
+        piece = self.reader.read(argv, result.stdout, entry.get("state_before"))
+        run = self.parsed_run(result, carried + piece.body, file)
+        run.attempts = [result]
+        return run

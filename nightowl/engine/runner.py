@@ -645,7 +645,7 @@ def collect_on(
         return run
     commands = resolved[:1] if single_attempt else resolved
     with options.inflight:  # a collector with a cursor may read only what is new (engine/incremental.py)
-        read = None if keep_text else incremental.collect(transport, collector, recorder, options, commands, deadline)
+        read = None if keep_text else incremental.collect(transport, collector, recorder, options, _PARTS, deadline)
         return read or _attempt(transport, collector, recorder, options, run, commands, keep_text, deadline)
 
 
@@ -695,11 +695,8 @@ def _attempt(
     run.status, run.reason = output_status(chosen)
     if chosen is blank:  # only an answer that showed nothing is ever kept as "blank"
         # No output is not "output showing nothing wrong": no facts, so no rule can read it as clean.
-        run.status, run.reason = (
-            "no_data",
-            "the command printed nothing to read"
-            + (f" ({chosen.stdout.strip()[:80]})" if chosen.stdout.strip() else ""),
-        )
+        shown = f" ({chosen.stdout.strip()[:80]})" if chosen.stdout.strip() else ""
+        run.status, run.reason = "no_data", f"the command printed nothing to read{shown}"
         coverage = text_coverage(collector, chosen.stdout)
         if coverage is not None:  # text in no form the parser reads (an HTML page, a cut fragment): unreadable
             run.status, run.reason = "unreadable", unreadable_reason(kind, coverage)
@@ -797,3 +794,7 @@ def _trim(value: Any) -> Any:
     if isinstance(value, list) and len(value) > TRACE_LIST_CAP:
         return [*value[:TRACE_LIST_CAP], f"... {len(value) - TRACE_LIST_CAP} more"]
     return value
+
+
+# What an incremental read needs of this module (engine/incremental.py cannot import it: it is imported here).
+_PARTS = incremental.EngineParts(CollectorRun, parse_output, _timeout_for, resolve_argv)
