@@ -51,6 +51,25 @@ QUESTIONS_BY_EVENT: tuple[tuple[str, str, str], ...] = (
 )
 
 
+def readable_evidence(evidence: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The verdict's evidence as a reader checks it: a condition that held (``gpu-visible: (kernel_log.x |
+    default([])) | length > 0`` with the values it read) becomes the facts it read, each ``read at`` its node,
+    and a fact the verdict's evidence already lists is not repeated; the rule itself is in the decision path."""
+    listed = {str(item.get("fact")) for item in evidence}
+    out: list[dict[str, Any]] = []
+    for item in evidence:
+        node, colon, when = str(item.get("fact")).partition(": ")
+        reads = item.get("value")
+        if not (colon and when and isinstance(reads, dict) and reads and all(isinstance(k, str) for k in reads)):
+            out.append(item)
+            continue
+        for path, value in reads.items():
+            if path not in listed:
+                listed.add(path)
+                out.append({**item, "fact": f"{path} (read at {node})", "value": value})
+    return out
+
+
 def candidates(data: Bundle) -> tuple[list[dict[str, Any]], list[str]]:
     """Root-cause candidates (only from verdicts backed by at least one cited file), and the
     verdicts that could not be backed, for the open questions."""
@@ -62,7 +81,7 @@ def candidates(data: Bundle) -> tuple[list[dict[str, Any]], list[str]]:
         if not verdict or verdict.get("action") == "none":
             continue
         support: list[dict[str, Any]] = []
-        for item in verdict.get("evidence", []):
+        for item in readable_evidence(verdict.get("evidence", [])):
             sources = [s.strip() for s in str(item.get("source") or "").split(",") if s.strip()]
             cites = merged(
                 [c for s in sources for c in fact_cites(data, s, str(item.get("fact")), item.get("value"))], data

@@ -73,15 +73,22 @@ def kernel_moments(data: Bundle, host: str) -> list[Moment]:
             ),
             default=None,
         )
+        lines = lines_of(data, rel)
         for index, row in enumerate(located[:MAX_EVENTS_PER_SOURCE]):
             event = dict(row["event"], count=row["count"])
+            if moments and _continues(event, row, lines, moments[-1]):  # the message's next line, not an event
+                previous = moments[-1]
+                previous.what = f"{previous.what} {' '.join(str(event.get('text') or '').split())}"[:300]
+                first_line = previous.cites[0].start if previous.cites else row["start"]
+                previous.cites = [c for c in [cite_lines(data, rel, first_line, row["end"])] if c]
+                continue
             epoch, clock = host_time(event.get("time"), captured)
             tag, what = "key moment", _event_text(event)
             if row["count"] > 1 and row["last_time"]:
                 what += f" (last at {row['last_time']})"
-            if event.get("subkind") == "driver_load":
+            if event.get("subkind") == "driver_load":  # a boot's driver load is context, not a key moment
                 after_fault = first_fault is not None and epoch is not None and epoch > first_fault
-                tag = "repair" if after_fault else "key moment"
+                tag = "repair" if after_fault else "context"
                 what = f"NVIDIA driver {event.get('driver_version') or ''} loaded" + (
                     " again after the fault" if after_fault else " (this boot)"
                 )
@@ -103,6 +110,17 @@ def kernel_moments(data: Bundle, host: str) -> list[Moment]:
                 )
             )
     return moments
+
+
+def _continues(event: dict[str, Any], row: dict[str, Any], lines: list[str], previous: Moment) -> bool:
+    """A line the kernel printed as the rest of the message before it ("NVRM: A GPU crash dump has been
+    created. If possible, please run" / "   NVRM: nvidia-bug-report.sh as root ..."): indented, no time of its
+    own, on the line right after the previous event's. It is that event's text, never a moment "(no time written)"."""
+    if event.get("time") or event.get("kind") not in (None, "other_nvrm") or not previous.cites:
+        return False
+    start = int(row["start"])
+    raw = lines[start - 1] if 0 < start <= len(lines) else ""
+    return raw[:1].isspace() and previous.cites[-1].end == start - 1
 
 
 def shown(written: str | None, epoch: float | None, clock: str) -> str:

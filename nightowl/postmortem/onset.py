@@ -33,7 +33,7 @@ def onset(data: Bundle, placed: list[Moment]) -> dict[str, str] | None:
         first = faults[0]
         assert first.epoch is not None
         where = f" ({first.cites[0].name} line {first.cites[0].start})" if first.cites else ""
-        zone = "" if first.clock in (CLOCK_HOST_UTC, CLOCK_NIGHTOWL) else " (the host's time, zone not written: read as UTC)"
+        zone = "" if first.clock in (CLOCK_HOST_UTC, CLOCK_NIGHTOWL) else " (the host's time, no zone: read as UTC)"
         return {
             "text": _minute(first.epoch),
             "source": f"the first fault line on {first.host}{where}: {first.what[:120]}{zone}",

@@ -8,6 +8,7 @@ here states what the bundle shows and cites it; what the bundle cannot show is l
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from nightowl.knowledge import actions
@@ -78,6 +79,7 @@ def impact_sentence(data: Bundle, placed: list[Moment]) -> str:
         if faults[-1] - faults[0] > 0:
             window = f"from {stamp(faults[0])} to {stamp(faults[-1])} ({duration(faults[-1] - faults[0])})"
         parts.append(f"the evidence shows faults {window}")
+    parts += off_the_bus(data, placed)
     for host in serving:
         scrapes = metric_scrapes(data, host)
         if scrapes and scrapes[-1]["values"]:
@@ -85,6 +87,33 @@ def impact_sentence(data: Bundle, placed: list[Moment]) -> str:
             shown = ", ".join(f"{k.replace('_', ' ')} {v:g}" for k, v in values.items() if isinstance(v, (int, float)))
             parts.append(f"at the last scrape {host} had {shown}")
     return "; ".join(parts) + "."
+
+
+_OFF_BUS = re.compile(r"^(?:Xid 79|GPU fell off the bus) on ([0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2})\b")
+
+
+def off_the_bus(data: Bundle, placed: list[Moment]) -> list[str]:
+    """How long each GPU that fell off the bus had been gone when nightowl looked (issue 45 item 9): from its
+    first Xid 79 / "fallen off the bus" line to the capture, on the host's clock read as UTC. A replayed host's
+    capture time is the replay's, so there the span is said to be unknown rather than given."""
+    started = data.manifest.get("started")
+    replayed = set(data.manifest.get("replayed_hosts") or [])
+    first: dict[tuple[str, str], Moment] = {}
+    for m in placed:
+        found = _OFF_BUS.match(m.what) if m.host and m.epoch is not None else None
+        if found and m.tag == "key moment":
+            first.setdefault((m.host or "", found.group(1)), m)
+    told = []
+    for (host, gpu), m in first.items():
+        assert m.epoch is not None
+        since = f"GPU {gpu} on {host} off the bus since {stamp(m.epoch)}"
+        if host in replayed:
+            told.append(f"{since} (for how long is not known: the capture time is the replay's)")
+        elif isinstance(started, (int, float)) and started >= m.epoch:
+            told.append(f"{since}, {duration(started - m.epoch)} before nightowl's capture")
+        else:
+            told.append(f"{since} (for how long is not known: no capture time after it)")
+    return told
 
 
 def trigger(data: Bundle, placed: list[Moment]) -> dict[str, Any] | None:

@@ -57,8 +57,7 @@ def impact(data: Bundle, placed: list[Moment]) -> list[str]:
         for other in (entry.get("verdict") or {}).get("other_gpus") or []:  # issue 45 item 7: per GPU, not per node
             xids = f": Xid {', '.join(map(str, other.get('xids') or []))}" if other.get("xids") else ""
             numbers.append(
-                f"{host}: GPU {other.get('gpu')} has a fault of its own too{xids} "
-                f"(first action {other.get('action')})."
+                f"{host}: GPU {other.get('gpu')} has a fault of its own too{xids} (first action {other.get('action')})."
             )
         codes = Counter(
             f"{FAULT_KINDS[e['kind']]} {e['code']}"

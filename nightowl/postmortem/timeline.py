@@ -11,7 +11,7 @@ from nightowl.postmortem.clocks import CLOCK_HOST_UTC, CLOCK_NIGHTOWL, Moment, d
 from nightowl.postmortem.job import job_of
 from nightowl.postmortem.log_moments import engine_moments, kernel_moments, metric_moments, nccl_moments, probe_moments
 
-TAGS = ("detection", "diagnosis", "repair", "key moment")
+TAGS = ("detection", "diagnosis", "repair", "key moment", "context")  # context: a boot's driver load
 
 
 def timeline(data: Bundle) -> tuple[list[Moment], list[Moment]]:

@@ -49,7 +49,9 @@ def test_demo_draft_has_every_section_in_order(xid79: Path) -> None:
     assert "Xid 79 on 0000:a1:00" in timeline and "2024-04-05T21:29:39" in timeline
     assert "nvidia-bug-report.sh" in section(text, "Supporting information")
     assert "No alert is recorded" in section(text, "Detection")
-    assert "```mermaid" in section(text, "Supporting information")
+    # the graph is the HTML draft's picture; the Markdown names the command that prints it (issue 45 item 9)
+    supporting = section(text, "Supporting information")
+    assert "```mermaid" not in text and "`nightowl runbook graph xid` prints it" in supporting
 
 
 def test_timeline_is_sorted_and_names_its_clocks(xid79: Path) -> None:
@@ -65,7 +67,7 @@ def test_timeline_is_sorted_and_names_its_clocks(xid79: Path) -> None:
     )
     clocks = {m["clock"] for m in context["timeline"]}
     assert clocks == {"nightowl (UTC)", "host local time (zone not written; read as UTC)"}  # dmesg -T has no zone
-    assert {m["tag"] for m in context["timeline"]} <= {"detection", "diagnosis", "repair", "key moment"}
+    assert {m["tag"] for m in context["timeline"]} <= {"detection", "diagnosis", "repair", "key moment", "context"}
 
 
 def test_every_cited_hash_and_file_matches_the_manifest(xid79: Path) -> None:
