@@ -231,7 +231,11 @@ class JobRunner(HostRunner):
             if not values:
                 items += [{**i, "rule": "job"} for i in super()._evidence([path], ctx)[:1]]
             elif len(distinct) == 1:
-                items.append(self._shared_item(path, values))
+                # the job's own value where it is not the members' (stragglers are found across members): the
+                # one its conditions read, never "same on every member" for a value no condition saw
+                own = [i for i in super()._evidence([path], ctx)[:1] if i.get("value") is not None]
+                same = distinct == {json.dumps(_trim(own[0]["value"]), sort_keys=True, default=str)} if own else True
+                items += [self._shared_item(path, values)] if same else [{**i, "rule": "job"} for i in own]
             else:
                 for host, value in values.items():
                     item = {"fact": path, "host": host, "value": _trim(value), "rule": "per member"}
