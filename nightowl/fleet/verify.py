@@ -21,7 +21,7 @@ from nightowl.engine import layout
 
 CHECKS_FILE = "verify_checks.csv"
 CHECKS = ("no-new-xid", "gpus-present", "memory-clear", "fabric-complete", "health-pass")
-# Kernel-log events that say a GPU faulted again (docs/reference.md#parse-kinds, kernel-log kinds).
+# Kernel-log events that say a GPU faulted again (docs/reference.md#parse-output, kernel-log kinds).
 FAULT_KINDS = frozenset({"xid", "sxid", "fallen_off_bus", "gpu_reset_required"})
 # nvidia-smi facts that must be empty: a remap or retirement still pending, a remap that failed (NVIDIA GPU
 # memory error management: a pending remap is applied at the next GPU reset).
