@@ -312,8 +312,10 @@ def _storm_results(capture: Capture, runs: list[Any]) -> None:
             "host_summary": summary,
             "common_cause": cause,
         }
-    if unjudged is not None and worst is not None:
-        capture.host_error = f"{sum(1 for r in runs if not r.verdict)} host(s) gave no verdict, e.g. {unjudged.host}"
+    if unjudged is not None and (worst is not None or len(runs) > 1):  # every host's reason, not the first's
+        from nightowl.receiver.no_verdict import no_verdict_line
+
+        capture.host_error = no_verdict_line(runs)
 
 
 def _transports(capture: Capture, config: ServeConfig) -> dict[str, Callable[[], Any]]:
