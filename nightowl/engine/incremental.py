@@ -45,11 +45,22 @@ class Piece(Protocol):
 class CursorReader(Protocol):
     """What the engine needs of a collector's ``cursor``."""
 
-    def commands(self, state: Mapping[str, Any] | None) -> list[tuple[tuple[str, ...], dict[str, str]]]: ...
+    def commands(
+        self, state: Mapping[str, Any] | None, params: Mapping[str, Any]
+    ) -> list[tuple[tuple[str, ...], dict[str, str]]]:
+        """(argv template, its parameters) in order: from ``state`` on, or a full read (``state`` None); none
+        when the saved position cannot be read from with these runbook ``params``."""
+        ...
 
     def read(self, argv: tuple[str, ...], stdout: str, state: Mapping[str, Any] | None) -> Piece: ...
 
     def keep(self, text: str) -> str: ...
+
+
+def joined(reader: Any, carried: str, body: str) -> str:
+    """The text a read parses: the carried text then the new one, or as the reader's ``join`` puts them."""
+    join = getattr(reader, "join", None)
+    return join(carried, body) if join is not None else carried + body  # type: ignore[no-any-return]
 
 
 @dataclass(frozen=True)
@@ -202,7 +213,7 @@ class _Read:
                 return self._finish(None, tried, answer, None)
             if answer is not None and answer[2].gap is None:
                 return self._finish(book, tried, answer, saved)
-            why_full = answer[2].gap or why_full if answer is not None else "the read from the saved position failed"
+            why_full = answer[2].gap or why_full if answer is not None else "no read from the saved position answered"
         answer = self._first_answer(None, tried)
         if answer is not None and (answer[2].state is not None or not answer[1].ok):
             return self._finish(book, tried, answer, None, why_full)
@@ -213,7 +224,7 @@ class _Read:
     def _first_answer(self, state: Mapping[str, Any] | None, tried: list[CommandResult]) -> Answer | None:
         """The first of the reader's commands whose output reads as a position (or a gap, or a timeout);
         every attempt is appended to ``tried``."""
-        for template, params in self.reader.commands(state):
+        for template, params in self.reader.commands(state, self.options.params):
             argv = self.parts.resolve_argv(template, {**self.options.params, **params})
             if argv is None or self.collector.check_argv(argv) is not None:
                 continue
@@ -246,7 +257,7 @@ class _Read:
         for attempt in tried:
             file = self.recorder.record_command(host, kind, attempt, attempt is result) or file
         carried = saved.carried if saved is not None else ""
-        text = carried + piece.body
+        text = joined(self.reader, carried, piece.body)
         collected = self.parsed_run(result, text, file)
         collected.attempts = list(tried)
         if book is not None and piece.state is not None and collected.status == "ok":
@@ -300,6 +311,6 @@ class _Read:
         result = self.transport.run(argv, self.collector.timeout, kind=kind)
         file = self.recorder.record_command(self.transport.host, kind, result, True)
         piece = self.reader.read(argv, result.stdout, entry.get("state_before"))
-        run = self.parsed_run(result, carried + piece.body, file)
+        run = self.parsed_run(result, joined(self.reader, carried, piece.body), file)
         run.attempts = [result]
         return run

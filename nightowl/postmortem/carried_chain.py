@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from nightowl.engine import layout
-from nightowl.engine.incremental import CARRIED, digest
+from nightowl.engine.incremental import CARRIED, digest, joined
 
 MAX_LINKS = 10_000  # a chain of hourly reads over a year of uptime, and no loop
 
@@ -39,7 +39,7 @@ def _read_again(bundle: Path, host: str, kind: str, entry: dict[str, Any]) -> st
     if reader is None:
         return None
     piece = reader.read(tuple(entry.get("argv") or ()), fetched, entry.get("state_before"))
-    return str(entry.get("carried_text") or "") + piece.body
+    return joined(reader, str(entry.get("carried_text") or ""), piece.body)
 
 
 def verify_carried(bundle: Path) -> tuple[list[str], list[str]]:

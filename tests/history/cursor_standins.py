@@ -24,9 +24,14 @@ import json, os, sys
 HERE
 args = sys.argv[1:]
 state = json.load(open(os.environ.get("STANDIN_JOURNAL") or here("journal.json")))
-if "--list-boots" in args or "-k" not in args:
-    sys.exit(1)
 boot, entries = state["boot"], state["entries"]
+if "--list-boots" in args:  # one boot listed, the current one (journalctl(1): IDX, boot id, first and last entry)
+    import hashlib
+    print("IDX BOOT ID                          FIRST ENTRY                 LAST ENTRY")
+    print(f"  0 {hashlib.md5(boot.encode()).hexdigest()} Sat 2024-06-01 10:00:00 UTC Sat 2024-06-01 12:00:00 UTC")
+    sys.exit(0)
+if "-k" not in args or any(a.startswith("-") and a[1:].isdigit() for a in args):
+    sys.exit(1)  # no earlier boot is kept
 def cursor(seq):
     return f"s=standin;i={seq:x};b={boot};m=0;t=0;x=0"
 start = 0

@@ -61,6 +61,11 @@ def carried(result: RunResult) -> dict[str, Any]:
     return json.loads((result.bundle / CARRIED).read_text())["hosts"]["node"]["kernel-log"]  # type: ignore[no-any-return]
 
 
+def result_of(result: RunResult, kind: str) -> dict[str, Any]:
+    assert result.bundle is not None
+    return json.loads((result.bundle / CARRIED).read_text())["hosts"]["node"][kind]  # type: ignore[no-any-return]
+
+
 def fetched(result: RunResult) -> str:
     assert result.bundle is not None
     return (result.bundle / "hosts" / "node" / "kernel-log.out").read_text()
@@ -94,6 +99,9 @@ def test_an_xid_written_between_two_reads_is_in_the_second_and_only_the_new_line
     # what this read fetched: the entry read last (the proof it follows on), the new one and the cursor
     assert fetched(second).splitlines()[1:] == [XID79, fetched(second).splitlines()[-1]]
     assert len(fetched(second)) < 0.05 * len(fetched(first))
+    # the earlier boots (none here) are read once per boot list: the second read asks for the list alone
+    assert result_of(second, "kernel-log-boots")["read"] == "incremental"
+    assert result_of(second, "kernel-log-boots")["argv"] == ["journalctl", "--list-boots", "--no-pager"]
     journal.add(XID13)
     third = sweep(node)
     assert kernel_log(third)["xid_codes"] == [13, 79]  # the earlier Xid is carried, not re-read
@@ -190,5 +198,5 @@ def test_positions_are_saved_with_the_bundle_that_read_them(node: Path) -> None:
     assert saved is not None and saved.bundle_id == first.bundle.name  # type: ignore[union-attr]
     assert saved.bundle_sha256 == sha256_of(first.bundle) and saved.state["boot_id"] == "boot-1"
     assert store.read(path, "PRAGMA user_version")[0]["user_version"] == store.SCHEMA_VERSION == 3
-    assert cursors.forget_bundles(path, [first.bundle.name]) == 1  # type: ignore[union-attr]
+    assert cursors.forget_bundles(path, [first.bundle.name]) == 2  # type: ignore[union-attr]  # and the boots
     assert cursors.load(path, "node", "kernel-log") is None

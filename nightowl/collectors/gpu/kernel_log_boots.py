@@ -22,6 +22,7 @@ import re
 from typing import Any
 
 from nightowl.collectors.base import Collector, registered
+from nightowl.collectors.gpu.kernel_log_boots_cursor import KernelLogBootsCursor, Listing
 from nightowl.collectors.lines import newline_joined
 
 KIND = "kernel-log-boots"
@@ -251,4 +252,6 @@ COLLECTOR = Collector(
     parse=parse,
     facts=facts,
     shows_nothing=shows_nothing,
+    # Earlier boots do not change: read once per boot list where a run keeps positions (issue 46).
+    cursor=KernelLogBootsCursor(Listing(KIND, SCRIPT, _BOOT_ROW, _ENTRY_TIME, _MARKER_LINE, MARKER)),
 )

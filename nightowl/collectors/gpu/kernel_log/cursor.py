@@ -93,7 +93,9 @@ class KernelLogCursor:
     kind = KIND
     shapes = COMMANDS  # every argv template it may run (collectors/readonly_commands.yaml allows each)
 
-    def commands(self, state: Mapping[str, Any] | None) -> list[tuple[tuple[str, ...], dict[str, str]]]:
+    def commands(
+        self, state: Mapping[str, Any] | None, params: Mapping[str, Any]
+    ) -> list[tuple[tuple[str, ...], dict[str, str]]]:
         """(argv template, its parameters) to try in order: from ``state`` on, or a full read without one."""
         if state is None:
             return [(JOURNAL_FULL, {}), (RING_READ, {STAMP_PARAM: "0"})]
