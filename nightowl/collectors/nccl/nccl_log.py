@@ -14,10 +14,12 @@ read by ``torch_pg``.
 from __future__ import annotations
 
 import bisect
+import functools
 import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from nightowl import knowledge
 from nightowl.collectors.base import Collector, registered, to_jsonable
 from nightowl.collectors.nccl.nccl_log_patterns import (
     ASYNC_EVENT,
@@ -661,6 +663,7 @@ def facts(result: NcclLogResult) -> dict[str, Any]:
     timeout_ranks |= {p.rank for p in result.progress if p.timed_out}
     data["timeout_ranks"] = sorted(timeout_ranks)
     data["error_kinds"] = sorted({e.kind for e in result.errors})
+    data["warnings_unexplained"] = [w for w in result.warnings_nccl if not _benign(w)]
     data["ranks_seen"] = ranks_seen(result)
     data["uses_loopback"] = "lo" in result.interfaces
     data["loopback_only"] = bool(result.interfaces) and all(name == "lo" for name in result.interfaces)
@@ -676,6 +679,17 @@ def facts(result: NcclLogResult) -> dict[str, Any]:
         or set(data["error_kinds"]) & HANG_ERROR_KINDS
     )
     return data
+
+
+@functools.cache
+def _benign_patterns() -> tuple[re.Pattern[str], ...]:
+    rows = knowledge.read_csv("nccl_benign_warnings.csv", required=("pattern", "meaning", "source"))
+    return tuple(re.compile(row["pattern"]) for row in rows)
+
+
+def _benign(warning: str) -> bool:
+    """A warning knowledge/nccl_benign_warnings.csv says reports no failure."""
+    return any(pattern.search(warning) for pattern in _benign_patterns())
 
 
 # Error kinds that show a collective stuck or a peer gone (a hang), not a slow one (nccl-hang's split).
