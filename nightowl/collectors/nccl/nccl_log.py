@@ -47,6 +47,7 @@ from nightowl.collectors.nccl.nccl_log_patterns import (
     MAX_ITEMS,
     NCCL_BARE_LINE,
     NCCL_LINE,
+    NET_FILE,
     NET_PLUGIN_LOADED,
     NET_TAG,
     OFI_PLUGIN,
@@ -283,6 +284,9 @@ class _Builder:
         tag = NET_TAG.match(msg)
         if tag:
             self.net_tags.add(tag.group("net"))
+        through = NET_FILE.match(msg)
+        if through:
+            self.net_tags.add({"socket": "Socket", "ib": "IB"}[through.group("net")])
         if line.level == "WARN":
             if msg and msg not in self.warn_texts and len(self.warn_texts) < MAX_ITEMS:
                 self.warn_texts.add(msg)

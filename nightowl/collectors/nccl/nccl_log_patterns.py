@@ -60,6 +60,8 @@ USING_NETWORK = re.compile(r"^Using (?:internal )?[Nn]etwork (?P<network>.+?)\s*
 # A net transport's own lines ("NET/IB : Got completion from peer ...", "NET/Socket : ..."; transport/net_ib.cc,
 # net_socket.cc): the net that printed them, where no "Using network" line survived.
 NET_TAG = re.compile(r"^NET/(?P<net>IB|IBext|Socket|OFI)\b\s?:")
+# An error's return chain through a net transport's own source file ("transport/net_socket.cc:368 -> 6").
+NET_FILE = re.compile(r"^transport/net_(?P<net>socket|ib)\.cc:\d+ -> ")
 NET_PLUGIN_LOADED = re.compile(r"NET/Plugin\s*: ?Loaded net plugin (?P<name>.+?)\s*$")
 IB_NO_DEVICE = re.compile(r"NET/IB\s*: No device found")
 IB_USING = re.compile(r"^NET/IB\s*: Using (?P<devices>\[.*?)(?:\s*;\s*OOB (?P<oob>\S+))?\s*$")

@@ -33,3 +33,17 @@ def test_two_nets_warning_name_neither() -> None:
 def test_a_using_network_line_still_decides() -> None:
     found = facts("h1:1:2 [0] NCCL INFO Using network Socket\n" + IB_WARN)
     assert (found["network"], found["network_source"]) == ("Socket", "using-network")
+
+
+def test_an_error_chain_through_the_socket_transport_names_socket() -> None:
+    # NVIDIA/nccl 2.14's own wording of a lost peer, as in NVIDIA/nccl#795
+    chain = (
+        "a100-22:183006:183220 [1] misc/socket.cc:518 NCCL WARN Net : Call to recv from 10.200.84.247<58355> failed"
+        " : Broken pipe\n"
+        "a100-22:183006:183220 [1] NCCL INFO misc/socket.cc:535 -> 6\n"
+        "a100-22:183006:183220 [1] NCCL INFO transport/net_socket.cc:368 -> 6\n"
+        "a100-22:183006:183220 [1] NCCL INFO transport/net.cc:517 -> 6\n"
+    )
+    found = facts(chain)
+    assert (found["network"], found["network_source"]) == ("Socket", "net-lines")
+    assert facts(chain.replace("transport/net_socket.cc:368", "misc/socket.cc:600"))["network"] is None
