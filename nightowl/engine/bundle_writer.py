@@ -223,6 +223,10 @@ class BundleWriter:
                 if item.get("source"):
                     item["source"] = _renamed_in(item["source"], self.renamed)
 
+    def scrub(self, text: str) -> str:
+        """``text`` as this writer stores outputs: secrets scrubbed (``redact``)."""
+        return self._redact(text)
+
     def add_file(self, name: str, text: str) -> None:
         """Add a file at the bundle's top level (``runbook.yaml``); hashed into the manifest by :meth:`finish`."""
         if self.write_error is None:

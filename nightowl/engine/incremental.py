@@ -112,20 +112,24 @@ class CursorBook:
         with self._lock:
             return [entry for (h, _), entry in self.staged.items() if h == host]
 
-    def document(self) -> dict[str, Any]:
+    def document(self, scrub: Callable[[str], str] = str) -> dict[str, Any]:
         """``carried.json``: per host folder and kind, the read (full or incremental, and why full), the argv,
-        the positions before and after, and the carried text with its sha256 and the bundle it came from."""
+        the positions before and after, and the carried text with its sha256 and the bundle it came from.
+        ``scrub``: the bundle's secret scrubbing, applied to the carried text as to every output it stores."""
         hosts: dict[str, dict[str, Any]] = {}
         with self._lock:
             for (host, kind), entry in sorted(self.staged.items()):
                 public = {k: v for k, v in entry.items() if k not in ("host", "kind", "keep")}
+                public["carried_text"] = text = scrub(public["carried_text"])
+                public["carried_sha256"] = digest(text)
                 hosts.setdefault(layout.host_dirname(host), {})[kind] = public
         return {"hosts": hosts}
 
     def add_to(self, writer: Any) -> None:
         """Write ``carried.json`` into the bundle before it is finished (so the manifest hashes it)."""
         if self.staged:
-            writer.add_file(CARRIED, json.dumps(self.document(), indent=1, sort_keys=True) + "\n")
+            document = self.document(getattr(writer, "scrub", str))
+            writer.add_file(CARRIED, json.dumps(document, indent=1, sort_keys=True) + "\n")
 
     def commit(self, bundle: Path, save: Callable[[str, str, dict[str, Any], str, str, str], None]) -> int:
         """Save every staged position with the written bundle's id and sha256; the count saved."""

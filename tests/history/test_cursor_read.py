@@ -188,6 +188,19 @@ def test_a_replay_of_an_incremental_bundle_gives_the_same_verdict_and_facts(node
     assert edited.runs[0].collections["kernel-log"].status == "error"
 
 
+def test_a_carried_secret_is_scrubbed_as_the_fetched_output_is(node: Path) -> None:
+    journal = Journal(node / "journal.json")
+    secret = "2024-06-01T10:00:06+0000 node kernel: NVRM: nvidia-modeset: launched with api_token=s3cr3tvalue42"
+    journal.add(*BOOT[:2], secret)
+    first = sweep(node)
+    assert "s3cr3tvalue42" not in fetched(first)
+    journal.add(XID79)
+    second = sweep(node)
+    entry = carried(second)
+    assert "NVRM: nvidia-modeset" in entry["carried_text"] and "s3cr3tvalue42" not in entry["carried_text"]
+    assert kernel_log(second)["xid_codes"] == [79]
+
+
 def test_positions_are_saved_with_the_bundle_that_read_them(node: Path) -> None:
     journal = Journal(node / "journal.json")
     journal.add(*BOOT)
