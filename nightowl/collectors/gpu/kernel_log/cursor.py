@@ -33,12 +33,13 @@ STAMP_PARAM = "kernel_log_after"
 _JOURNAL = ("journalctl", "-k", "-b", "--no-pager", "-o", "short-iso", "--show-cursor")
 JOURNAL_FULL = _JOURNAL
 JOURNAL_NEXT = (*_JOURNAL, f"--cursor={{{CURSOR_PARAM}}}")
-# The ring from a monotonic stamp on ($1; "0" is the whole ring), behind the boot id and the ring's first
-# record; awk keeps a record's continuation lines (no stamp) with it.
+# The ring from a monotonic stamp on ($1; "0" is the whole ring), behind the boot id and the stamp of the ring's
+# first record (its stamp alone: no message a reader of the output could take for an event); awk keeps a
+# record's continuation lines (no stamp) with it.
 _RING_SCRIPT = (
     'b=$(cat /proc/sys/kernel/random/boot_id) || exit 1; echo "-- nightowl boot $b --"; dmesg | LC_ALL=C awk'
-    ' -v t="$1" \'NR == 1 { print "-- nightowl ring start: " $0 } match($0, /^\\[ *[0-9]+\\.[0-9]+\\]/)'
-    " { on = (substr($0, 2, RLENGTH - 2) + 0 >= t + 0) } on { print }'"
+    ' -v t="$1" \'NR == 1 { print "-- nightowl ring start: " substr($0, 1, index($0, "]")) }'
+    " match($0, /^\\[ *[0-9]+\\.[0-9]+\\]/) { on = (substr($0, 2, RLENGTH - 2) + 0 >= t + 0) } on { print }'"
 )
 RING_READ = ("sh", "-c", _RING_SCRIPT, "kernel-log-after", f"{{{STAMP_PARAM}}}")
 COMMANDS = (JOURNAL_FULL, JOURNAL_NEXT, RING_READ)  # every shape, for collectors/readonly_commands.yaml
