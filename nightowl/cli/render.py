@@ -7,6 +7,8 @@ with ``-v``. A job (``scope: job``) prints its verdict once, then one row per me
 
 from __future__ import annotations
 
+import re
+import time
 from typing import Any
 
 _SEVERITY_MARK = {"ok": "OK", "info": "INFO", "warning": "WARNING", "critical": "CRITICAL"}
@@ -15,17 +17,23 @@ CHOSEN_FACTS = 3
 _WIDTH = 160
 
 
-def human(value: Any, width: int = _WIDTH) -> str:
-    """A fact's value in words: ``not read`` for a missing value, ``yes``/``no``, lists joined, dicts as pairs."""
-    text = _words(value)
+def human(value: Any, width: int = _WIDTH, fact: str = "") -> str:
+    """A fact's value in words: ``not read`` for a missing value, ``yes``/``no``, lists joined, dicts as pairs;
+    a time fact's epoch seconds as a UTC time, never ``1.79617e+09`` (issue 45 item 9)."""
+    text = _words(value, fact)
     return text if len(text) <= width else text[: width - 3].rstrip() + "..."
 
 
-def _words(value: Any) -> str:
+_TIME_FACT = re.compile(r"(?:^|[._])(?:\w*_)?(?:time|at|started|since)$")
+
+
+def _words(value: Any, fact: str = "") -> str:
     if value is None:
         return "not read"
     if isinstance(value, bool):
         return "yes" if value else "no"
+    if isinstance(value, (int, float)) and 1e9 <= value < 1e11 and _TIME_FACT.search(fact):
+        return time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(value))
     if isinstance(value, float):
         return f"{value:g}"
     if isinstance(value, (list, tuple)):
@@ -40,7 +48,7 @@ def _words(value: Any) -> str:
     if isinstance(value, dict):
         if not value:
             return "none"
-        pairs = [f"{k}: {_words(v) if not isinstance(v, (dict, list)) else _brief(v)}" for k, v in value.items()]
+        pairs = [f"{k}: {_brief(v) if isinstance(v, (dict, list)) else _words(v, str(k))}" for k, v in value.items()]
         return "; ".join(pairs[:6]) + (f" and {len(pairs) - 6} more" if len(pairs) > 6 else "")
     return str(value)
 
@@ -55,7 +63,8 @@ def _evidence_line(item: dict[str, Any]) -> str:
     from nightowl.engine.job import held_where  # a job's fact: whose value it is (one member's, or some only)
 
     host = held_where(item)
-    value = item["reason"] if item.get("value") is None and item.get("reason") else human(item.get("value"))
+    missing = item.get("value") is None and item.get("reason")
+    value = item["reason"] if missing else human(item.get("value"), fact=item["fact"])
     return f"{item['fact']}{host}: {value}"
 
 
@@ -126,7 +135,7 @@ def _job_lines(summary: dict[str, Any], verbose: bool) -> list[str]:
     width = max([len(m["host"]) for m in members] + [4])
     lines.append(f"\n  {'host'.ljust(width)}  role")
     for member in members:
-        facts = "; ".join(f"{fact}: {human(value, 40)}" for fact, value in member["facts"].items())
+        facts = "; ".join(f"{fact}: {human(value, 40, fact)}" for fact, value in member["facts"].items())
         lines.append(f"  {member['host'].ljust(width)}  {member['role']}" + (f"  ({facts})" if facts else ""))
     return lines
 

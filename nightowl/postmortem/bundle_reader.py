@@ -242,16 +242,17 @@ def _renumbered(root: Path, manifest: dict[str, Any]) -> dict[str, Any]:
     return manifest
 
 
-def load(bundle: Path, read_seconds: float | None = None) -> Bundle:
+def load(bundle: Path, read_seconds: float | None = None, with_runbook: bool = True) -> Bundle:
     """The bundle as the drafts read it; ``read_seconds`` (DRAFT_READ_SECONDS by default) bounds the parsing
-    of its outputs again."""
+    of its outputs again. ``with_runbook=False`` leaves the runbook unread (its validation imports pydantic,
+    which `nightowl check` never loads): for a reader that needs no decision path."""
     root = Path(bundle)
     data = Bundle(
         root=root,
         manifest=_renumbered(root, sane_manifest(_read_json(root / MANIFEST) or {"commands": []})),
         verdicts=sane_verdicts(_read_json(root / VERDICTS) or {"hosts": []}),
         trace=sane_trace(_read_json(root / TRACE) or {"hosts": []}),
-        runbook=read_runbook(root / RUNBOOK),
+        runbook=read_runbook(root / RUNBOOK) if with_runbook else None,
     )
     data.evidence = _catalog(data)
     data.read_by = time.monotonic() + (DRAFT_READ_SECONDS if read_seconds is None else read_seconds)

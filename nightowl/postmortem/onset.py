@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
+from typing import Any
 
-from nightowl.postmortem.bundle_reader import RUN_DRAFT_READ_SECONDS, Bundle, load
+from nightowl.engine.layout import MANIFEST
+from nightowl.postmortem.bundle_reader import RUN_DRAFT_READ_SECONDS, Bundle, _read_json, load
 from nightowl.postmortem.clocks import CLOCK_HOST_UTC, CLOCK_NIGHTOWL, Moment, epoch_of
 from nightowl.postmortem.sre import fault_moments
 
@@ -46,12 +48,17 @@ def onset(data: Bundle, placed: list[Moment]) -> dict[str, str] | None:
     return None
 
 
-def bundle_onset(bundle: Path) -> dict[str, str] | None:
-    """:func:`onset` of a saved bundle, within the run's draft deadline; None when it cannot be read."""
+def bundle_onset(bundle: Path, summary: dict[str, Any]) -> dict[str, str] | None:
+    """:func:`onset` of a saved bundle, within the run's draft deadline; None when it cannot be read, and
+    unread when nothing needs dating (no host needs action and no alert fired: a healthy `nightowl check`
+    reads nothing again)."""
     from nightowl.postmortem.timeline import timeline
 
+    acting = any((h.get("verdict") or {}).get("action") not in (None, "none") for h in summary.get("hosts") or [])
     try:
-        data = load(Path(bundle), RUN_DRAFT_READ_SECONDS)
+        if not acting and not (_read_json(Path(bundle) / MANIFEST) or {}).get("alert"):
+            return None
+        data = load(Path(bundle), RUN_DRAFT_READ_SECONDS, with_runbook=False)
         return onset(data, timeline(data)[0])
     except Exception:  # noqa: BLE001 - the status update then says "not known", as before
         return None

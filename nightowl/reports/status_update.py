@@ -273,7 +273,8 @@ def write(bundle: Path, summary: dict[str, Any]) -> Path:
     from nightowl.postmortem.onset import bundle_onset
 
     path = Path(bundle) / FILE_NAME
-    onset = None if _since(summary.get("job") or {}, {}) else bundle_onset(Path(bundle))  # read only when needed
+    # the onset from the bundle only where the job's runbook did not date it (read only when needed)
+    onset = None if _since(summary.get("job") or {}, {}) else bundle_onset(Path(bundle), summary)
     write_private(path, render({**summary, "onset": onset}))  # owner-only, as every bundle file
     return path
 
