@@ -172,6 +172,11 @@ def action_items(data: Bundle, found: list[dict[str, Any]], members: list[str] |
     for c in found:
         gpus = f" (GPU {', '.join(map(str, c['gpus']))})" if c.get("gpus") else ""
         items.append({"type": "mitigate", "text": f"{c['action']} on {c['host']}{gpus}", "cites": c["verdict_cites"]})
+    for entry in data.verdicts.get("hosts", []):  # a second GPU's own fault is its own item (issue 45 item 7)
+        for other in (entry.get("verdict") or {}).get("other_gpus") or []:
+            codes = f" (Xid {', '.join(map(str, other.get('xids') or []))})" if other.get("xids") else ""
+            text = f"{entry['host']}: GPU {other.get('gpu')}{codes} has a fault of its own: {other.get('action')}"
+            items.append({"type": "mitigate", "text": f"{text}; name it in any ticket for this node", "cites": []})
     # What keeps a verdict's fault from coming back, per first action: actions.csv's prevention column.
     prevent = {row.action: row.prevention for row in actions.rows() if row.prevention}
     for action in dict.fromkeys(c["action"] for c in found):

@@ -97,6 +97,7 @@ def test_a_second_gpu_with_its_own_fault_is_named_with_its_codes(tmp_path: Path)
     assert gpus_cell == "0000:0a:00,0000:07:00"
     assert line(text, "Also seen: ") == f"Also seen: GPU 0000:07:00 on {TWO_GPUS}: Xid 48, 64 (drain-and-reset)"
     draft = (bundle / "postmortem.md").read_text()
+    assert f"| [ ] {TWO_GPUS}: GPU 0000:07:00 (Xid 48, 64) has a fault of its own: drain-and-reset;" in draft
     assert f"- {TWO_GPUS}: GPU 0000:07:00 has a fault of its own too: Xid 48, 64 (first action drain-and-reset)." in (
         draft
     )
