@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import shutil
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from nightowl.fleet import actions_log
+from tests.fleet.daemons import wait_for
 from tests.fleet.prometheus_stack import ROOT
 from tests.fleet.slurm_cluster import SlurmCluster
 from tests.fleet.test_slurm_healthcheck import HEALTHY, XID79
@@ -29,6 +31,10 @@ def new_xid_after_repair(where: Path) -> Path:
     with (host / "kernel-log.out").open("a") as handle:
         handle.write(APP_XID)
     return host
+
+
+def verifies(log: Path, result: str) -> list[dict[str, Any]]:
+    return [a for a in actions_log.read(log) if a["result"] == result]
 
 
 def lines(log: Path) -> list[tuple[str, str]]:
@@ -49,16 +55,19 @@ def test_a_clean_check_resumes_nightowls_drain_only_when_verify_passes(
         assert cluster.reason() == "nightowl: gpu-fell-off-bus (reboot-node)"
 
         cluster.node.switch(new_xid_after_repair(tmp_path))
-        cluster.wait_checks(3)
+        # two clean checks, each verified and failed (a check that finds another in flight leaves it to that one,
+        # so the checks slurmd completed are no measure: the verifies logged are)
+        twice = lambda: len(verifies(log, "verify-failed")) >= 2  # noqa: E731
+        wait_for("two failed verifies", twice, 120, list(cluster.daemons.values()))
         assert "drain" in cluster.state(), cluster.log.read_text()[-3000:]  # a clean check no longer resumes it
-        failed = [a for a in actions_log.read(log) if a["result"] == "verify-failed"]
-        assert failed and "no-new-xid" in failed[-1]["why"] and "[gpu-fell-off-bus -> reboot-node]" in failed[-1]["why"]
+        failed = verifies(log, "verify-failed")
+        assert "no-new-xid" in failed[-1]["why"] and "[gpu-fell-off-bus -> reboot-node]" in failed[-1]["why"]
         assert ("resume", "resumed") not in lines(log)
 
         cluster.node.switch(HEALTHY)
         cluster.wait_state(lambda s: s == "idle", "verify to pass and resume the node")
         assert cluster.reason() == "none"
-        passed = [a for a in actions_log.read(log) if a["result"] == "verify-passed"]
+        passed = verifies(log, "verify-passed")
         drained = [a for a in actions_log.read(log) if a["result"] == "drained"]
         assert len(passed) == 1 and Path(drained[-1]["bundle"]).name in passed[0]["why"]  # the incident it cites
         assert lines(log)[-2:] == [("verify", "verify-passed"), ("resume", "resumed")]
