@@ -131,12 +131,14 @@ class IbPortsResult:
     kind: str
     warnings: list[str]
     ports: list[Port]
+    diag_errors: list[str] = field(default_factory=list)  # ibpanic/ibwarn/iberror lines: devices not read
 
 
 @dataclass
 class _State:
     ports: dict[tuple[str, int], Port] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
+    diag_errors: list[str] = field(default_factory=list)
     device: str | None = None
     port: Port | None = None
     tool: str | None = None  # the block being read: ibstat | ibv_devinfo | ibstatus
@@ -316,6 +318,7 @@ def _read_line(state: _State, raw: str) -> None:
     diag = _DIAG_ERROR.match(line)
     if diag is not None:
         state.warnings.append(f"ibstat could not read everything: {diag.group('text')[:200]}")
+        state.diag_errors.append(line[:300])
         return
     if _read_loop(state, line):
         return
@@ -363,7 +366,7 @@ def parse(text: str) -> IbPortsResult:
         state.warnings.append(f"{label}: counters read N/A (no PMA): this driver keeps no port counters")
     if not ports:
         state.warnings.append("no InfiniBand/RoCE port found")
-    return IbPortsResult(kind=KIND, warnings=state.warnings, ports=ports)
+    return IbPortsResult(kind=KIND, warnings=state.warnings, ports=ports, diag_errors=state.diag_errors)
 
 
 def _is_down(port: Port) -> bool:
@@ -478,6 +481,8 @@ def facts(result: IbPortsResult) -> dict[str, Any]:
         if any(p.counters.get(name) for name in ERROR_COUNTERS)
     }
     data["has_counters"] = any(p.counters for p in ports)
+    # infiniband-diags' own complaints (ibpanic: the tool stopped; ibwarn/iberror): devices it did not read
+    data["diag_errors"] = list(result.diag_errors)
     data["roles"] = sorted({role_of(p) for p in ports})
     return data
 
