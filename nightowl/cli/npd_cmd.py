@@ -22,6 +22,8 @@ from nightowl.cli.slurm_cmd import (
     caps_or_exit,
     check_node,
     default_actions_log,
+    node_cap_options,
+    node_cap_or_exit,
     print_actions,
     read_report,
     record_failure,
@@ -71,6 +73,7 @@ def k8s() -> None:
 @click.option("--check-status", type=int, required=True, help="the exit status of `nightowl check`")
 @REPORT_FOR_OTHER_NODE_OPTION
 @caps_options("turned unhealthy (False) by nightowl")
+@node_cap_options
 @ACTIONS_LOG_OPTION
 @LOCK_OPTION
 @DRY_RUN_OPTION
@@ -82,6 +85,8 @@ def condition(
     max_drain: int | None,
     max_drain_percent: float | None,
     window: str,
+    max_node_actions: int | None,
+    node_actions_window: str,
     actions_log: Path | None,
     lock: Path | None,
     dry_run: bool,
@@ -95,11 +100,14 @@ def condition(
     and `kubectl patch node NODE --subresource=status --type=strategic -p BODY` (this one condition)
     ever run. Turning a node False is capped: the breaker counts the nodes already False in the
     window; a held node is set Unknown saying why, and logged as held in actions.jsonl. A report
-    about another node than NODE is refused (exit 2) unless --report-for-other-node.
+    about another node than NODE is refused (exit 2) unless --report-for-other-node. With
+    --max-node-actions, a node turned False for one verdict that often in the node window is turned False for
+    a hardware ticket (the message says the count) and no later True or Unknown replaces it (held, exit 4).
     """
     from nightowl.fleet.k8s_condition import Kubectl, KubectlError, set_condition
 
     caps = caps_or_exit(max_drain, max_drain_percent, window)
+    node_cap = node_cap_or_exit(max_node_actions, node_actions_window)
     text = sys.stdin.read()
     report = read_report(text)
     if report is None and text.strip() not in ("", "null"):
@@ -108,7 +116,9 @@ def condition(
     # gpu-17's report never sets gpu-03's condition
     note = check_node(report, (node,), "condition", log, dry_run, fmt, report_for_other_node)
     try:
-        entry = set_condition(Kubectl(), node, report, check_status, caps, log, dry_run=dry_run, note=note, lock=lock)
+        entry = set_condition(
+            Kubectl(), node, report, check_status, caps, log, dry_run=dry_run, note=note, lock=lock, node_cap=node_cap
+        )
     except (KubectlError, OSError, subprocess.TimeoutExpired) as exc:
         entry = record_failure(log, node, "condition", str(exc), dry_run)
     print_actions([entry], fmt)

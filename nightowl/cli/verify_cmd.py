@@ -245,7 +245,7 @@ def _resume(how: str, node: str, report: dict[str, Any], reason: str, log: Path,
 
         passed = {"host": node, "status": "ok", "verdict": {"id": "verified", "action": "none", "summary": reason}}
         condition = {"hosts": [passed], "run_id": report["bundle_id"], "bundle": report["bundle"]}
-        return set_condition(Kubectl(), node, condition, 0, Caps(), log)
+        return set_condition(Kubectl(), node, condition, 0, Caps(), log, node_cap=cap)
     except Exception as exc:  # noqa: BLE001 - a scheduler error is this resume's outcome, logged and reported
         from nightowl.fleet import actions_log
 

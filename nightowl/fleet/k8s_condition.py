@@ -17,7 +17,10 @@ Checks that turn nodes False at once settle as Slurm's do (nightowl/fleet/slurm_
 stamp is the checking node's clock, not the API server's: a patch that lands more than ``LATE_S`` after
 its stamp is stamped again (once; then undone), so the order holds while the nodes' clocks agree within
 half a second; ``--lock`` on shared storage serialises the decisions outright. Every condition set or
-held goes to ``actions.jsonl`` (intent first, then the outcome: nightowl/fleet/actions_log.py).
+held goes to ``actions.jsonl`` (intent first, then the outcome: nightowl/fleet/actions_log.py). With a node's
+cap (nightowl/fleet/node_caps.py), a node turned False for one verdict as often as the cap allows is turned
+False for a hardware ticket (the message leads with the count, so the API server keeps it across pod moves),
+and no later True or Unknown replaces that: it is held until a person sets the condition without the cap.
 """
 
 from __future__ import annotations
@@ -32,7 +35,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Protocol
 
-from nightowl.fleet import actions_log, drain_record
+from nightowl.fleet import actions_log, drain_record, node_caps
 from nightowl.fleet.breaker import PREFIX, Caps, NodeState, keeps_drain, may_drain
 from nightowl.fleet.node_condition import fit
 
@@ -190,10 +193,33 @@ def set_condition(
     note: str | None = None,
     lock: Path | None = None,
     timing: Timing | None = None,
+    node_cap: node_caps.NodeCap | None = None,
 ) -> dict[str, Any]:
-    """Set ``node``'s condition from a check report unless the breaker holds it; returns the action as
-    logged (``result``: set, set-unconfirmed, held, unchanged, would-set, would-hold). ``note``: said in
-    every line logged (e.g. a report applied to another node than its own)."""
+    """Set ``node``'s condition from a check report unless the breaker or the node's cap holds it; returns the
+    action as logged (``result``: set, set-unconfirmed, held, unchanged, would-set, would-hold), with ``node_cap``
+    (the count) where the cap decided. ``note``: said in every line logged (e.g. a report applied to another node
+    than its own)."""
+    counted: dict[str, Any] = {}
+    done = _set(kubectl, node, report, check_status, caps, log, dry_run, planned, note, lock, timing, node_cap, counted)
+    return {**done, "node_cap": counted["node_cap"]} if "node_cap" in counted else done
+
+
+def _set(
+    kubectl: KubeClient,
+    node: str,
+    report: dict[str, Any] | None,
+    check_status: int,
+    caps: Caps,
+    log: Path,
+    dry_run: bool,
+    planned: tuple[str, ...],
+    note: str | None,
+    lock: Path | None,
+    timing: Timing | None,
+    node_cap: node_caps.NodeCap | None,
+    counted: dict[str, Any],
+) -> dict[str, Any]:
+    """set_condition's work; ``counted`` gets ``node_cap`` where the node's cap decided."""
     from nightowl.fleet.slurm_actions import bundle_sha256, locked
 
     timing = timing or Timing()
@@ -207,11 +233,16 @@ def set_condition(
             if node not in conditions:
                 raise KubectlError(f"kubectl get nodes does not list node {node!r}")
             current = conditions[node] or {}
+            held = _node_cap(log, node, wanted, current, node_cap, counted)
+            if held is not None:
+                return _held_by_cap(log, {**entry, "why": held}, dry_run)
             said = f"{CONDITION}={wanted['status']} ({wanted['reason']})"
             if all(current.get(k) == wanted[k] for k in ("status", "reason", "message")):
                 return {**entry, "why": said, "result": "unchanged"}
-            said += f"; {note}" if note else ""
             turning = wanted["status"] == "False" and current.get("status") != "False"
+            said += "; turned False" if turning else ""  # what a node's cap counts (nightowl/fleet/node_caps.py)
+            said += f"; {counted['words']}" if counted.get("words") else ""
+            said += f"; {note}" if note else ""
             shared = None
             if turning:
                 states = as_states(conditions, moment)
@@ -240,6 +271,45 @@ def set_condition(
         if turning and caps.limit(len(conditions)) is not None:
             return _confirm(kubectl, node, wanted, {**entry, "note": note}, said, caps, log, timing)
         return _outcome(log, entry, "set", said)
+
+
+def _node_cap(
+    log: Path,
+    node: str,
+    wanted: dict[str, Any],
+    current: dict[str, Any],
+    cap: node_caps.NodeCap | None,
+    counted: dict[str, Any],
+) -> str | None:
+    """The node's cap: why this condition is held (a ticket's False, or a node counted over the cap, stays as it
+    is), or None; a False over the cap has its message lead with the ticket's words (``wanted`` changed)."""
+    if cap is None:
+        return None
+    ticket = node_caps.condition_ticket(current)
+    family = str(wanted["reason"] if wanted["status"] == "False" else current.get("reason") or "")
+    tally = node_caps.count(actions_log.read(log), node, family, cap, time.time())
+    leaving = wanted["status"] != "False" and current.get("status") == "False"
+    if (leaving and ticket) or (wanted["status"] == "True" and leaving and tally.count > cap.max_actions):
+        counted["node_cap"] = tally.as_json(node_caps.TICKET)
+        why = f"for a {node_caps.TICKET}" if ticket else f"over the cap: {node_caps.TICKET}"
+        return f"{tally.words()}; {CONDITION}=False held {why}; a person sets it without --max-node-actions"
+    turning = wanted["status"] == "False" and current.get("status") != "False"
+    if (ticket and ticket["verdict"] == family and wanted["status"] == "False") or (
+        turning and tally.count >= cap.max_actions
+    ):
+        count = ticket["count"] if ticket and not turning else tally.count + 1
+        counted["node_cap"] = tally.as_json(node_caps.TICKET)
+        counted["words"] = f"{tally.words()}; {node_caps.TICKET}: no automatic return"
+        words = node_caps.ticket_words(family, count, cap)
+        wanted["message"] = fit(f"{words} {wanted['message']}", MESSAGE_LIMIT)
+    return None
+
+
+def _held_by_cap(log: Path, entry: dict[str, Any], dry_run: bool) -> dict[str, Any]:
+    """A condition the node's cap held: nothing patched, the hold logged (a dry run only says it)."""
+    if dry_run:
+        return {**entry, "result": "would-hold"}
+    return actions_log.append(log, {**entry, "result": "held"})
 
 
 def _patch_stamped(kubectl: KubeClient, node: str, wanted: dict[str, Any], timing: Timing, retry: bool) -> bool:

@@ -3,13 +3,16 @@
 NVSentinel's users saw drain/reset loops in production and asked for a cap per node (NVSentinel#1543, its
 ``MultipleRemediations`` rule); gpud escalates after N reboots. nightowl counts, for one node and one fault
 family (the verdict id: ``gpu-fell-off-bus`` for Xid 79), what ``actions.jsonl`` (nightowl/fleet/actions_log.py)
-says it did inside the window: each drain that took (``drained``, ``drained-unconfirmed``) and each incident
-whose repair a ``nightowl verify`` found had not taken (``verify-failed``; once per incident, however often the
-verify ran). With ``--max-node-actions N``, a drain when N are already counted is drained for a hardware ticket
-(reason ``nightowl: VERDICT (hardware-ticket) C times in W, node cap N``) and an automatic resume of a node
-counted over N is held. The ticket reason lives in the scheduler (slurmctld saves it across restarts), so
-the hold survives a node's restart and a new state dir; the count itself is only as lasting as the log
-(put ``$NIGHTOWL_ACTIONS_LOG`` on shared storage for one count across the fleet). docs/reference.md#node-cap.
+says it did inside the window: each drain that took (``drained``, ``drained-unconfirmed``), each time it turned
+the node's condition False (``set``, ``turned False``), and each incident whose repair a ``nightowl verify``
+found had not taken (``verify-failed``; once per incident, however often the verify ran). With
+``--max-node-actions N``, a drain when N are already counted is drained for a hardware ticket (reason
+``nightowl: VERDICT (hardware-ticket) C times in W, node cap N``; a condition's message leads with
+``hardware-ticket: VERDICT C times in W, node cap N;``) and an automatic resume of a node counted over N is
+held. The ticket lives in the scheduler (slurmctld saves reasons across restarts; the API server keeps the
+condition), so the hold survives a node's restart, a pod's move and a new state dir; the count itself is only
+as lasting as the log (put ``$NIGHTOWL_ACTIONS_LOG`` on shared storage for one count across the fleet).
+docs/reference.md#node-cap.
 Pure: log lines in, counts and words out.
 """
 
@@ -30,9 +33,17 @@ REASON = re.compile(
     r"^nightowl: (?P<verdict>[a-z0-9][a-z0-9._-]*) \((?P<action>[a-z-]+)\)"
     r"(?: (?P<count>\d+) times in (?P<window>\w+), node cap (?P<max>\d+))?$"
 )
+# A `k8s condition` line that turned the node False (nightowl/fleet/k8s_condition.py): the family is its reason.
+TURNED_FALSE = re.compile(r"^NightowlGPUHealthy=False \((?P<verdict>[a-z0-9][a-z0-9._-]*)\); turned False")
+# The message of a condition over a node's cap: the ticket's words lead, the check's message follows.
+CONDITION_TICKET = re.compile(
+    r"^hardware-ticket: (?P<verdict>[a-z0-9][a-z0-9._-]*) (?P<count>\d+) times in (?P<window>\w+), "
+    r"node cap (?P<max>\d+);"
+)
 # How `nightowl verify` names the incident in a failed verify's line (nightowl/cli/verify_cmd.py).
 VERIFIED = re.compile(r" after incident (?P<incident>\S+) \[(?P<verdict>[a-z0-9][a-z0-9._-]*) -> ")
 DRAINED = frozenset({"drained", "drained-unconfirmed"})
+SET = frozenset({"set", "set-unconfirmed"})
 
 
 @dataclass(frozen=True)
@@ -101,6 +112,21 @@ def ticket_reason(verdict: str, count: int, cap: NodeCap) -> str:
     return f"nightowl: {verdict} ({TICKET}) {count} times in {cap.window}, node cap {cap.max_actions}"
 
 
+def condition_ticket(condition: Mapping[str, Any]) -> dict[str, Any] | None:
+    """``{verdict, count, window, max_node_actions}`` when a NightowlGPUHealthy condition is False for a hardware
+    ticket by a node's cap (its message leads with the ticket's words), else None."""
+    match = CONDITION_TICKET.match(str(condition.get("message") or ""))
+    if condition.get("status") != "False" or not match:
+        return None
+    return {"verdict": match["verdict"], "count": int(match["count"]), "window": match["window"],
+            "max_node_actions": int(match["max"])}  # fmt: skip
+
+
+def ticket_words(verdict: str, count: int, cap: NodeCap) -> str:
+    """What a condition over a node's cap says first (read back by :func:`condition_ticket`)."""
+    return f"{TICKET}: {verdict} {count} times in {cap.window}, node cap {cap.max_actions};"
+
+
 def held_for_ticket(reason: str) -> dict[str, Any] | None:
     """``{count, window, max_node_actions}`` when the reason is a drain over a node's cap, else None."""
     match = REASON.match(reason)
@@ -120,6 +146,10 @@ def count(entries: Iterable[Mapping[str, Any]], node: str, family: str, cap: Nod
         if entry.get("what") == "drain" and entry.get("result") in DRAINED:
             if family_of(why.split(";")[0]) != family:
                 continue
+        elif entry.get("what") == "condition" and entry.get("result") in SET:
+            turned = TURNED_FALSE.match(why)
+            if not turned or turned["verdict"] != family:
+                continue
         elif entry.get("what") == "verify" and entry.get("result") == "verify-failed":
             match = VERIFIED.search(why)
             if not match or match["verdict"] != family or match["incident"] in failed_incidents:
@@ -131,7 +161,7 @@ def count(entries: Iterable[Mapping[str, Any]], node: str, family: str, cap: Nod
         earlier.append(
             {
                 "when": entry.get("when"),
-                "what": "drain" if entry.get("what") == "drain" else "verify-failed",
+                "what": "verify-failed" if entry.get("what") == "verify" else str(entry.get("what")),
                 "bundle": Path(str(bundle)).name if bundle else None,
                 "bundle_sha256": entry.get("bundle_sha256"),
             }
