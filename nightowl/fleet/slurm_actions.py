@@ -48,6 +48,8 @@ from nightowl.fleet.breaker import (
 SETTLE_S = 1.1
 # Results that left the node changed but the breaker unconfirmed; exit 5, like a failure (cli/slurm_cmd.py).
 UNCONFIRMED = "drained-unconfirmed"
+# Drain lines whose reason (the why up to its first ';') is nightowl's own drain of the node now.
+OURS = frozenset({"drained", UNCONFIRMED, "relabelled"})
 
 
 class SlurmError(RuntimeError):
@@ -245,14 +247,17 @@ def resume(
         logged = [
             a["why"].split(";")[0]
             for a in entries
-            if a.get("node") == node and a.get("what") == "drain" and a.get("result") in ("drained", UNCONFIRMED)
+            if a.get("node") == node and a.get("what") == "drain" and a.get("result") in OURS
         ]
         ours = current.reason == logged[-1] if logged else OWN_REASON.match(current.reason) is not None
         if not ours:
             return {**entry, "why": f"drained by someone else ({current.reason}); left as it is", "result": "not-ours"}
         held = _cap_hold(entries, node, current.reason, node_cap)
         if held is not None:
-            return {**_record(log, entry, "held", held[0], dry_run), "node_cap": held[1]}
+            done = {**_record(log, entry, "held", held[0], dry_run), "node_cap": held[1]}
+            if node_cap is not None and not dry_run and node_caps.held_for_ticket(current.reason) is None:
+                _relabel(slurm, node, current.reason, held[1], node_cap, log)
+            return done
         if dry_run:
             return {**entry, "why": current.reason, "result": "would-resume"}
         actions_log.append(log, {**entry, "why": current.reason, "result": "intended"})
@@ -275,6 +280,23 @@ def _cap_hold(
     said = f"drained for a {node_caps.TICKET} ({reason})" if ticket else f"over the cap: {node_caps.TICKET}"
     why = f"{tally.words()}; {said}; held: `slurm resume {node}` without --max-node-actions returns it after the repair"
     return why, tally.as_json(node_caps.TICKET)
+
+
+def _relabel(
+    slurm: SlurmClient, node: str, reason: str, tally: dict[str, Any], cap: node_caps.NodeCap, log: Path
+) -> None:
+    """A node counted over its cap (a failed verify counted) keeps its drain, its reason now the ticket's: `slurm
+    reasons` says so and the health check no longer verifies it. Logged as ``relabelled`` (no new drain)."""
+    ticket = node_caps.ticket_reason(tally["family"], tally["count"], cap)
+    entry = {"node": node, "what": "drain", "bundle": None, "bundle_sha256": None}
+    why = f"{ticket}; relabelled from {reason!r}: over the node's cap"
+    actions_log.append(log, {**entry, "why": why, "result": "intended"})
+    try:
+        slurm.drain(node, ticket)
+    except (SlurmError, OSError, subprocess.TimeoutExpired) as exc:
+        outcome(log, entry, "failed", f"{why}; scontrol: {exc}")
+        return
+    outcome(log, entry, "relabelled", why)
 
 
 def _record(log: Path, entry: dict[str, Any], result: str, why: str, dry_run: bool) -> dict[str, Any]:

@@ -121,3 +121,8 @@ def test_a_failed_verify_counts_toward_the_cap(tmp_path: Path) -> None:
     actions_log.append(log, _failed_verify("n05", "run-3", "gpu-fell-off-bus"))  # its repair did not take
     held = resume(slurm, "n05", log, node_cap=CAP)
     assert held["result"] == "held" and held["node_cap"]["count"] == 4 and slurm.state["n05"].drained
+    # the drain stays, relabelled for the ticket: `slurm reasons` says so, the health check stops verifying it
+    assert slurm.state["n05"].reason == "nightowl: gpu-fell-off-bus (hardware-ticket) 4 times in 7d, node cap 3"
+    assert [a["result"] for a in actions_log.read(log)][-2:] == ["intended", "relabelled"]
+    assert node_caps.count(actions_log.read(log), "n05", "gpu-fell-off-bus", CAP, time.time()).count == 4
+    assert resume(slurm, "n05", log)["result"] == "resumed"  # still nightowl's drain: a person returns it
