@@ -19,7 +19,10 @@ random splits of the recorded logs). Parsing never runs anything; this module on
 
 from __future__ import annotations
 
+import bisect
 import hashlib
+import itertools
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -162,37 +165,57 @@ def _last_stamp(records: list[str]) -> str:
 
 
 # --- what later reads need of the log so far ---------------------------------------------------------------
-# Every substring a kernel-log fact can start from: the parser's message hints (kernel_log.MESSAGE_HINTS and
-# EVENT_HINTS), the D-state stack headers (driver_locks.py), NIC link lines (nic_links.py), module-load lines
-# (parser.driver_module_missing / driver_load_failures) and the platform's boot lines (platform.py).
+# Every substring a line the parser reads holds: the words of its message anchor (patterns._ANCHOR) and of its
+# fast path (parser.parse_lines: "NVRM", "Xid", "PCIe" ...), the D-state stack headers (driver_locks.py), NIC
+# link lines (nic_links.py), module-load lines (parser.driver_module_missing / driver_load_failures), the
+# platform's boot lines (platform.py) and user-space segfaults (app_crashes.py). Plain literals, found over the
+# whole text at once. A new reader of the kernel log adds its words here: until it does, the property test
+# (tests/history/test_cursor_property.py) finds the facts an incremental read would miss.
 HINTS = (
     "NVRM", "Xid", "AER", "PCIe", "of memory", "EDAC", "Hardware Error", "INFO: task", "nouveau", "state:D",
-    "blocked for more than", "ink ", "modprobe", "modules-load", "Hypervisor detected", "DMI: ", "nvidia",
+    "blocked for more than", "Link ", "link status", "modprobe", "modules-load", "Hypervisor detected", "DMI: ",
+    "segfault at ",
 )  # fmt: skip
-# Lines kept after each hinted line: a multi-line report's detail lines, a hung task's stack (at most
-# driver_locks.MAX_STACK_LINES frames are read), and the line that ends a report.
-AFTER = 96
+_HINT = re.compile("|".join(re.escape(hint) for hint in HINTS))
+# Lines kept after a line that opens a report the parser waits on (kernel_log.may_start_report: AER reports,
+# multi-line NVRM blocks): its detail lines and the line that ends it. After a hung task's header, its stack
+# (driver_locks.MAX_STACK_LINES frames are read) and the line after it.
+REPORT_AFTER = 16
+STACK_AFTER = 82
+
+
+def _after(line: str) -> int:
+    from nightowl.collectors.gpu.kernel_log import may_start_report
+
+    if "state:D" in line or "blocked for more than" in line:
+        return STACK_AFTER
+    return REPORT_AFTER if may_start_report(line) else 0
 
 
 def keep_lines(text: str) -> str:
-    """The first line with text, each line holding a HINT and the AFTER lines after it, in log order.
+    """The first line with text, each line holding a HINT, and the lines after one that opens a report or a
+    stack (``_after``), in log order: every line the parser reads something from, and what it reads with it.
 
-    Composes: ``keep_lines(keep_lines(A) + B) == keep_lines(A + B)``'s facts, since a line beyond AFTER of
-    every hint is dropped in both, and the tail of ``A`` within AFTER of its last hint is kept."""
-    kept: list[str] = []
-    left = 0
-    seen_text = False
-    for line in text.splitlines():
-        if any(hint in line for hint in HINTS):
-            left = AFTER + 1
-        elif not seen_text and line.strip():
-            left = max(left, 1)
-        if line.strip():
-            seen_text = True
-        if left > 0:
-            kept.append(line)
-            left -= 1
-    return "\n".join(kept) + ("\n" if kept else "")
+    Composes (``keep_lines(keep_lines(A) + B)`` is ``keep_lines(A + B)``): the lines after an opener are kept
+    together with it, so a report cut at the end of ``A`` goes on in ``B`` the same distance from its opener."""
+    lines = text.splitlines(keepends=True)
+    ends = list(itertools.accumulate(map(len, lines)))
+    keep = bytearray(len(lines))
+    last = -1
+    for match in _HINT.finditer(text):
+        index = bisect.bisect_right(ends, match.start())
+        if index == last or index >= len(lines):
+            continue
+        last = index
+        stop = min(len(lines), index + 1 + _after(lines[index]))
+        keep[index:stop] = b"\x01" * (stop - index)
+    first = next((n for n, line in enumerate(lines) if line.strip()), None)
+    if first is not None:
+        keep[first] = 1
+    kept = [line for line, wanted in zip(lines, keep, strict=True) if wanted]
+    if keep and keep[-1] and lines[-1] == lines[-1].splitlines()[0]:
+        kept[-1] += "\n"  # the log's last line had no line end: the next read's lines follow it
+    return "".join(kept)
 
 
 KERNEL_LOG_CURSOR = KernelLogCursor()

@@ -669,9 +669,11 @@ def parse(text: str) -> KernelLogResult:
     first (``str.find``, as kernel_log_boots does for its fewer hints) costs as much as the loop's own
     substring tests, which are the loop's cost (13 hints at ~0.3 ms each per 0.8 MB boot log, CPython
     3.11: 4.3 ms to find them against 4.9 ms for the whole parse), so it would not pay."""
+    from nightowl.collectors.gpu.kernel_log.app_crashes import gpu_library_crashes
     from nightowl.collectors.gpu.kernel_log.platform import virtual_platform
 
     result = parse_lines(text.splitlines())
     result.driver_module_missing = driver_module_missing(text)
     result.virtual_platform = virtual_platform(text)
+    result.gpu_library_crashes = gpu_library_crashes(text)
     return result

@@ -3,8 +3,8 @@
 A reboot on bare metal is a power cycle; on a cloud VM it is "stop and start the instance" (docs/reference.md
 #tenancy). When nvidia-smi cannot answer (a GPU off the bus), the kernel log is what is left to tell the two
 apart: ``Hypervisor detected: KVM`` and ``DMI: Amazon EC2 p5.48xlarge/...`` are printed at every boot. Only a
-line whose message starts with them counts (after a timestamp, or syslog's ``kernel:``), never text inside
-another message (a process name, a file name). The names are data: knowledge/virtual_platforms.csv.
+line whose message starts with them counts (patterns.message_prefix: a timestamp, host and ``kernel:``), never
+text inside another message (a process name, a file name). The names are data: knowledge/virtual_platforms.csv.
 """
 
 from __future__ import annotations
@@ -13,9 +13,9 @@ import functools
 from collections.abc import Iterator
 
 from nightowl import knowledge
+from nightowl.collectors.gpu.kernel_log.patterns import message_prefix
 
 _MARKS = (("Hypervisor detected: ", "hypervisor"), ("DMI: ", "dmi"))
-_STARTS = ("] ", "kernel: ")  # what may stand right before a message's start on its line
 
 
 @functools.cache
@@ -43,7 +43,6 @@ def _boot_lines(text: str) -> Iterator[tuple[str, str]]:
             start = text.rfind("\n", 0, position) + 1
             end = text.find("\n", position)
             end = len(text) if end < 0 else end
-            before = text[start:position]
-            if not before.strip() or before.endswith(_STARTS):
+            if message_prefix(text[start:position]):  # the kernel's own line, not another message's words
                 yield line, text[position + len(mark) : min(end, position + 300)].strip().lower()
             position = text.find(mark, end)

@@ -28,6 +28,7 @@ class KernelLogResult:
     driver_lock_waits: list[dict[str, Any]] = field(default_factory=list)
     driver_module_missing: bool = False  # modprobe / systemd-modules-load found no nvidia module
     virtual_platform: str | None = None  # a hypervisor or cloud the boot lines name (platform.py)
+    gpu_library_crashes: list[dict[str, Any]] = field(default_factory=list)  # segfaults in libnccl, libcuda ...
     # the driver could not load or use any GPU: [{id, line}] (knowledge/driver_load_failures.csv)
     driver_load_failures: list[dict[str, str]] = field(default_factory=list)
     nic_links: list[dict[str, Any]] = field(default_factory=list)  # link downs/ups per NIC port (nic_links.py)

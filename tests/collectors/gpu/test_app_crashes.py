@@ -1,0 +1,40 @@
+"""Processes that segfaulted inside NVIDIA's user-space GPU stack (knowledge/gpu_libraries.csv): the application's
+crash, not the node's. The lines are the kernel's own wording (arch/x86/mm/fault.c show_signal_msg) as posted in
+ikawrakow/ik_llama.cpp#721 (dmesg -T) and leptonai/gpud's test data (dmesg --decode --time-format iso)."""
+
+from __future__ import annotations
+
+import pytest
+
+from nightowl.collectors.gpu.kernel_log.app_crashes import gpu_library_crashes
+
+LIBCUDA = (
+    "[Sat Aug 23 11:05:44 2025] llama-server[383019]: segfault at 20e403fd8 ip 00007fe8ef318637 sp 00007fe84ee2ff80"
+    " error 4 in libcuda.so.575.64.05[518637,7fe8eefc5000+e97000] likely on CPU 114 (core 50, socket 0)\n"
+)
+LIBNCCL = (
+    "kern  :warn  : 2025-01-21T04:41:44,285060+00:00 pt_main_thread[2536443]: segfault at 7f797fe00000"
+    " ip 00007f7c7ac69996 sp 00007f7c12fd7c30 error 4 in libnccl.so.2[7f7c7ac00000+d3d3000]\n"
+)
+
+
+def test_a_crash_in_libcuda_and_in_libnccl_are_read_with_their_process() -> None:
+    found = gpu_library_crashes(LIBCUDA + LIBNCCL + LIBNCCL)
+    assert [(c["process"], c["pid"], c["library"], c["count"]) for c in found] == [
+        ("llama-server", 383019, "libcuda.so.575.64.05", 1),
+        ("pt_main_thread", 2536443, "libnccl.so.2", 2),
+    ]
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        # a crash in a library that is not the GPU stack
+        LIBCUDA.replace("libcuda.so.575.64.05", "libc.so.6"),
+        # the words inside another message (an audit record quoting a user's string) are not the kernel's line
+        '[  5.1] audit: type=1400 name="python[1]: segfault at 0 ip 0 sp 0 error 4 in libcuda.so.1[7f+10]"\n',
+        "",
+    ],
+)
+def test_other_lines_are_no_gpu_library_crash(text: str) -> None:
+    assert gpu_library_crashes(text) == []
