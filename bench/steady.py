@@ -82,14 +82,14 @@ def grow_logs(fleet: Fleet, names: list[str], round_: int) -> None:
             out.write("\n".join(lines) + "\n")
 
 
-def sent_bytes(bundles: Path, live: int) -> tuple[float, float]:
-    """KB per live host the sweep read (every command's output, from the manifest), and of it the kernel log's."""
-    total = kernel = 0
+def sent_bytes(bundles: Path, live: int) -> dict[str, float]:
+    """KB per live host the sweep read, by collector kind (every command's output, from the manifest)."""
+    kinds: dict[str, float] = {}
     for manifest in bundles.glob("*/manifest.json"):
         for entry in json.loads(manifest.read_text()).get("commands", []):
-            total += entry.get("bytes") or 0
-            kernel += (entry.get("bytes") or 0) if entry.get("kind") == "kernel-log" else 0
-    return total / 1024 / max(1, live), kernel / 1024 / max(1, live)
+            kind = str(entry.get("kind"))
+            kinds[kind] = kinds.get(kind, 0.0) + (entry.get("bytes") or 0) / 1024 / max(1, live)
+    return kinds
 
 
 def steady_rounds(
@@ -114,7 +114,12 @@ def steady_rounds(
         out = root / f"steady-{forks}-{workers}-{round_}"
         out.mkdir()
         wall, cpu, rss, swept = bench.nightowl_sweep(fleet, inventory, forks, out, workers, args.code, history)
-        kb, kernel_kb = sent_bytes(out / "bundles", len(names))
+        kinds = sent_bytes(out / "bundles", len(names))
+        kb, kernel_kb = sum(kinds.values()), kinds.get("kernel-log", 0.0)
+        print(
+            f"  round {round_ + 1}: KB per live host by kind: "
+            + ", ".join(f"{k} {v:.1f}" for k, v in sorted(kinds.items()))
+        )
         wrong = bench.verdict_errors(swept, set(dead))
         for line in wrong[:2]:
             print(f"  round {round_ + 1} forks {forks} wrong: {line}")
