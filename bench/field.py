@@ -8,7 +8,7 @@ normaliser, the parser, the coverage), compares the labelled facts, and for the 
 replays the sample as a recorded host beside healthy companions (fixtures/hosts/healthy-l40s, or
 ib-healthy-ndr for the network kinds) through that runbook, as ``nightowl triage --replay`` does.
 
-    .venv/bin/python bench/field.py [--kind KIND] [--misses] [--json] [--code DIR] [--holdout]
+    .venv/bin/python bench/field.py [--kind KIND] [--folder NAME] [--misses] [--json] [--code DIR] [--holdout]
 
 Per kind it prints: samples, facts right, actions right (in the acceptable list), exactly the expected
 action, ``unreadable`` answers, crashes, false alarms (a healthy sample given an action other than none or
@@ -223,11 +223,14 @@ def main() -> int:
     parser.add_argument("--json", action="store_true", help="the rows and every sample's outcome as JSON")
     parser.add_argument("--holdout", action="store_true", help="score the held-out samples (fixtures/field/holdout)")
     parser.add_argument("--code", type=Path, help="score another checkout's nightowl (e.g. a commit before a fix)")
+    parser.add_argument("--folder", action="append", help="only this folder of fixtures/field (repeatable)")
     args = parser.parse_args()
     if args.code:
         sys.path.insert(0, str(args.code.resolve()))
     with tempfile.TemporaryDirectory(prefix="nightowl-field-") as tmp:
-        scores = [score(path, entry, Path(tmp)) for path, entry in samples(args.kind, args.holdout)]
+        everything = samples(args.kind, args.holdout)
+        chosen = [(p, e) for p, e in everything if not args.folder or p.parent.name in args.folder]
+        scores = [score(path, entry, Path(tmp)) for path, entry in chosen]
     rows = table(scores)
     if args.json:
         print(json.dumps({"rows": rows, "samples": [s.__dict__ for s in scores]}, indent=2))
