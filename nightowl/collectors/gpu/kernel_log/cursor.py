@@ -110,9 +110,12 @@ class KernelLogCursor:
     def read(self, argv: tuple[str, ...], stdout: str, state: Mapping[str, Any] | None) -> Piece:
         """The new part of ``stdout`` and the position after it; a gap when it cannot be proven to follow."""
         lines = stdout.splitlines()
-        if argv[:1] == ("journalctl",):
-            return _read_journal(lines, state)
-        return _read_ring(lines, state)
+        piece = _read_journal(lines, state) if argv[:1] == ("journalctl",) else _read_ring(lines, state)
+        if state is None and piece.state is not None:
+            # A full read parses the output as fetched (its cursor or banner lines hold no message): the very
+            # text the bundle keeps, so a reader of the bundle's output finds the run's parse of it.
+            return Piece(stdout, piece.state)
+        return piece
 
     def keep(self, text: str) -> str:
         """What later reads need of ``text`` (the log so far): see ``keep_lines``."""
