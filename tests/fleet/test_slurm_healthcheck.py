@@ -37,7 +37,7 @@ def test_a_fatal_xid_drains_the_node_and_recovery_resumes_it(slurm_cluster: Slur
 
     cluster.node.switch(HEALTHY)  # the node was power-cycled: the Xid is gone from this boot's log
     started = time.monotonic()
-    cluster.wait_state(lambda s: s == "idle", "nightowl to resume the node")
+    cluster.wait_state(lambda s: s == "idle", "nightowl to resume the node", 120)  # a check, then verify
     resumed_after = time.monotonic() - started
     print(f"\nslurm health check: drained {drained_after:.1f} s after the Xid, resumed {resumed_after:.1f} s later")
     assert cluster.reason() == "none"

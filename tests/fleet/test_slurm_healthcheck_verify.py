@@ -21,6 +21,7 @@ from tests.fleet.slurm_cluster import SlurmCluster
 from tests.fleet.test_slurm_healthcheck import HEALTHY, XID79
 
 pytestmark = pytest.mark.integration
+SLOW = 120  # seconds: a check and then a verify, each a node-health run, on a loaded machine
 APP_XID = "[ 2843.439669] NVRM: Xid (PCI:0000:01:00): 13, pid=1234, name=python3, Graphics Exception\n"
 
 
@@ -51,7 +52,7 @@ def test_a_clean_check_resumes_nightowls_drain_only_when_verify_passes(
     try:
         cluster.node.switch(XID79)
         cluster.armed.touch()
-        cluster.wait_state(lambda s: "drain" in s, "nightowl to drain the node")
+        cluster.wait_state(lambda s: "drain" in s, "nightowl to drain the node", timeout=SLOW)
         assert cluster.reason() == "nightowl: gpu-fell-off-bus (reboot-node)"
 
         cluster.node.switch(new_xid_after_repair(tmp_path))
@@ -65,7 +66,7 @@ def test_a_clean_check_resumes_nightowls_drain_only_when_verify_passes(
         assert ("resume", "resumed") not in lines(log)
 
         cluster.node.switch(HEALTHY)
-        cluster.wait_state(lambda s: s == "idle", "verify to pass and resume the node")
+        cluster.wait_state(lambda s: s == "idle", "verify to pass and resume the node", timeout=SLOW)
         assert cluster.reason() == "none"
         passed = verifies(log, "verify-passed")
         drained = [a for a in actions_log.read(log) if a["result"] == "drained"]

@@ -27,6 +27,7 @@ from tests.fleet.slurm_cluster import NODE, SPARES, SlurmCluster
 from tests.fleet.test_slurm_healthcheck import HEALTHY, XID79
 
 pytestmark = pytest.mark.integration
+SLOW = 120  # seconds: a check and then a verify, each a node-health run, on a loaded machine
 TICKET = "nightowl: gpu-fell-off-bus (hardware-ticket) 4 times in 7d, node cap 3"
 SPARE = SPARES[22]  # a spare no other test drains
 
@@ -48,13 +49,13 @@ def test_the_health_check_holds_a_node_for_a_ticket_on_the_fourth_drain_of_one_f
             assert resumed.returncode == 0 and "drain" not in cluster.state(), resumed.stdout + resumed.stderr
         cluster.node.switch(XID79)  # the third, by the health check: resumed through verify once healthy
         cluster.armed.touch()
-        cluster.wait_state(lambda s: "drain" in s, "the third drain")
+        cluster.wait_state(lambda s: "drain" in s, "the third drain", timeout=SLOW)
         assert cluster.reason() == "nightowl: gpu-fell-off-bus (reboot-node)"
         cluster.node.switch(HEALTHY)
-        cluster.wait_state(lambda s: s == "idle", "verify to resume the node after the third drain")
+        cluster.wait_state(lambda s: s == "idle", "verify to resume the node after the third drain", timeout=SLOW)
 
         cluster.node.switch(XID79)
-        cluster.wait_state(lambda s: "drain" in s, "the fourth drain")
+        cluster.wait_state(lambda s: "drain" in s, "the fourth drain", timeout=SLOW)
         assert cluster.reason() == TICKET
         cluster.node.switch(HEALTHY)
         clean = "held for a hardware ticket (" + TICKET + "); not resumed"  # a clean check found the ticket drain
