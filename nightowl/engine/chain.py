@@ -55,6 +55,9 @@ def _param_text(value: Any) -> str:
     return str(value)
 
 
+NODE_PLACEHOLDER = "NODE"  # printed where no host is known: a word to replace, not a shell-quoted "<host>"
+
+
 def command(runbook: str, hosts: list[str], params: Mapping[str, Any]) -> str:
     """The exact command line a person would type (shell-quoted)."""
     argv = ["nightowl", "triage", runbook]
@@ -81,8 +84,9 @@ def resolve(spec: NextSpec | NextSpecData, ctx: Mapping[str, Any]) -> dict[str, 
             problems.append(f"params.{name}: {exc}")
     if problems:
         out["error"] = "; ".join(problems)
-    hosts = out["hosts"] or ["<host>"]
-    out["command"] = command(spec.runbook, hosts, out["params"])
+    if not out["hosts"]:  # nothing named a node (a replica reached by URL only): the person names it
+        out["needs_host"] = True
+    out["command"] = command(spec.runbook, out["hosts"] or [NODE_PLACEHOLDER], out["params"])
     return out
 
 
