@@ -10,9 +10,11 @@ full, so no carried line ever names a bundle that is gone.
 from __future__ import annotations
 
 import json
+import sqlite3
 import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
+from typing import Any
 
 from nightowl.engine.incremental import CursorBook, SavedCursor
 from nightowl.history import store
@@ -30,17 +32,13 @@ def load(path: Path, host: str, kind: str) -> SavedCursor | None:
     return SavedCursor(json.loads(row["state"]), row["carried"], row["bundle_id"], row["bundle_sha256"])
 
 
-def saver(path: Path) -> Callable[[str, str, dict, str, str, str], None]:  # type: ignore[type-arg]
-    """A function saving one position (one connection for the whole commit)."""
-    conn = store.connect(path)
-
-    def save(host: str, kind: str, state: dict, carried: str, bundle_id: str, sha256: str) -> None:  # type: ignore[type-arg]
-        conn.execute(
-            "INSERT OR REPLACE INTO cursors VALUES (?, ?, ?, ?, ?, ?, ?)",
-            (host, kind, json.dumps(state, sort_keys=True), carried, bundle_id, sha256, time.time()),
-        )
-
-    return save
+def _save(
+    conn: sqlite3.Connection, host: str, kind: str, state: dict[str, Any], carried: str, bundle_id: str, sha256: str
+) -> None:
+    conn.execute(
+        "INSERT OR REPLACE INTO cursors VALUES (?, ?, ?, ?, ?, ?, ?)",
+        (host, kind, json.dumps(state, sort_keys=True), carried, bundle_id, sha256, time.time()),
+    )
 
 
 def book(path: Path | None, full: bool = False) -> CursorBook | None:
@@ -56,8 +54,15 @@ def commit(cursors: CursorBook | None, bundle: Path | None, path: Path | None, w
     if cursors is None or bundle is None or path is None or not cursors.staged:
         return 0
     try:
-        return cursors.commit(bundle, saver(path))
-    except (store.StoreError, OSError, IndexError) as exc:
+        conn = store.connect(path)
+        try:
+            conn.execute("BEGIN IMMEDIATE")  # one transaction for the whole sweep's positions
+            saved = cursors.commit(bundle, lambda *row: _save(conn, *row))
+            conn.execute("COMMIT")
+            return saved
+        finally:
+            conn.close()
+    except (store.StoreError, sqlite3.Error, OSError, IndexError) as exc:
         warn(f"history: read positions not saved (the next read is full): {exc}")
         return 0
 
@@ -68,5 +73,8 @@ def forget_bundles(path: Path, bundle_ids: Iterable[str]) -> int:
     if not ids:
         return 0
     conn = store.connect(path)
-    marks = ",".join("?" * len(ids))
-    return int(conn.execute(f"DELETE FROM cursors WHERE bundle_id IN ({marks})", ids).rowcount)
+    try:
+        marks = ",".join("?" * len(ids))
+        return int(conn.execute(f"DELETE FROM cursors WHERE bundle_id IN ({marks})", ids).rowcount)
+    finally:
+        conn.close()

@@ -213,3 +213,19 @@ def test_positions_are_saved_with_the_bundle_that_read_them(node: Path) -> None:
     assert store.read(path, "PRAGMA user_version")[0]["user_version"] == store.SCHEMA_VERSION == 3
     assert cursors.forget_bundles(path, [first.bundle.name]) == 2  # type: ignore[union-attr]  # and the boots
     assert cursors.load(path, "node", "kernel-log") is None
+
+
+def test_a_store_that_cannot_be_written_costs_only_the_positions(node: Path) -> None:
+    journal = Journal(node / "journal.json")
+    journal.add(*BOOT)
+    book = cursors.book(history.active_path())
+    result = run_and_save(
+        runbooks.load("xid"), {"node": lambda: LocalTransport("node")}, node / "out", drafts=False,
+        status_update=False, history=False, cursors=book,
+    )  # fmt: skip
+    assert book is not None and book.staged and result.bundle is not None
+    (node / "not-a-store").mkdir()
+    said: list[str] = []
+    assert cursors.commit(book, result.bundle, node / "not-a-store", said.append) == 0
+    assert said and "the next read is full" in said[0]
+    assert cursors.commit(book, result.bundle, history.active_path(), said.append) == 2  # kernel-log and boots
