@@ -124,7 +124,7 @@ def may_drain(node: str, nodes: dict[str, NodeState], caps: Caps, now: datetime)
     limit = caps.limit(len(nodes))
     counted = [n.node for n in counted_drains(nodes, now, caps.window_s) if n.node != node]
     if limit is None:
-        return Decision(True, "no cap")
+        return Decision(True, "no breaker cap")  # the fleet's (--max-drain); a node's cap is node_caps.py's
     if len(counted) < limit:
         return Decision(True, f"{len(counted) + 1} of at most {limit} drains in {caps.window_s:g} s")
     return Decision(False, _open(limit, len(counted), len(nodes), caps))
