@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from nightowl.collectors.gpu.driver_locks import DriverLockScan
+from nightowl.collectors.gpu.kernel_log.app_crashes import gpu_library_crashes
 from nightowl.collectors.gpu.kernel_log.classification import _Classified, classify
 from nightowl.collectors.gpu.kernel_log.patterns import (
     _ADDRESS_FIRST,
@@ -28,6 +29,7 @@ from nightowl.collectors.gpu.kernel_log.patterns import (
     aer_detail_in,
     message_prefix,
 )
+from nightowl.collectors.gpu.kernel_log.platform import virtual_platform
 from nightowl.collectors.gpu.kernel_log.results import KernelLogResult
 from nightowl.collectors.gpu.kernel_log.timestamps import parse_time, seconds_of
 from nightowl.collectors.host.nic_links import LinkScan
@@ -550,6 +552,7 @@ def parse_lines(lines: Iterable[str]) -> KernelLogResult:
     lines_read = 0
     saw_text = False
     load_lines: list[str] = []  # the lines a driver-load failure can be read from (driver_load_failures)
+    host_lines: list[str] = []  # boot lines naming the platform, processes crashing (platform.py, app_crashes.py)
     for line in lines:
         lines_read += 1
         # A D-state task's header opens its stack; the frames after it are read only while it is open.
@@ -584,6 +587,8 @@ def parse_lines(lines: Iterable[str]) -> KernelLogResult:
                 saw_text = True
             if "modprobe" in line or "modules-load" in line:
                 load_lines.append(line)
+            elif "segfault at " in line or "DMI: " in line or "Hypervisor detected: " in line:
+                host_lines.append(line)
             continue
         else:
             known = None
@@ -606,6 +611,8 @@ def parse_lines(lines: Iterable[str]) -> KernelLogResult:
     result.driver_lock_waits = stacks.finish()
     result.nic_links = links.finish()
     result.driver_load_failures = driver_load_failures("\n".join(load_lines))
+    result.virtual_platform = virtual_platform("\n".join(host_lines))
+    result.gpu_library_crashes = gpu_library_crashes("\n".join(host_lines))
     return result
 
 
@@ -669,11 +676,6 @@ def parse(text: str) -> KernelLogResult:
     first (``str.find``, as kernel_log_boots does for its fewer hints) costs as much as the loop's own
     substring tests, which are the loop's cost (13 hints at ~0.3 ms each per 0.8 MB boot log, CPython
     3.11: 4.3 ms to find them against 4.9 ms for the whole parse), so it would not pay."""
-    from nightowl.collectors.gpu.kernel_log.app_crashes import gpu_library_crashes
-    from nightowl.collectors.gpu.kernel_log.platform import virtual_platform
-
     result = parse_lines(text.splitlines())
     result.driver_module_missing = driver_module_missing(text)
-    result.virtual_platform = virtual_platform(text)
-    result.gpu_library_crashes = gpu_library_crashes(text)
     return result
