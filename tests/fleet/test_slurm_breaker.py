@@ -141,20 +141,24 @@ def test_a_failed_node_is_logged_and_the_list_goes_on(slurm_cluster: SlurmCluste
         _clean(cluster)
 
 
-def test_twelve_checks_without_a_lock_drain_at_most_the_cap(slurm_cluster: SlurmCluster, tmp_path: Path) -> None:
-    """Issue 42 item 2 on the real slurmctld: twelve `nightowl slurm drain` processes started together, no lock,
+def test_six_checks_without_a_lock_drain_at_most_the_cap(slurm_cluster: SlurmCluster, tmp_path: Path) -> None:
+    """Issue 42 item 2 on the real slurmctld: six `nightowl slurm drain` processes started together, no lock,
     only Slurm's state in common, under --max-drain 1, every one reading before any drains and then draining
     one at a time in reverse name order (tests/fleet/slurm_interleave.py): one node drained, the others held,
-    each having undone its own drain and logged it."""
+    each having undone its own drain and logged it. Six, not twelve (tests/fleet/test_breaker_race.py runs twelve
+    through the stand-in scheduler): the interleaving serialises the drains, and twelve of them held one after
+    another outlast a loaded 2-core machine's 30 s Slurm command timeout."""
+    at_once = FATAL[:6]
     cluster = slurm_cluster
     cluster.reset()
     _clean(cluster)
-    wrappers = interleaving_bin(tmp_path, list(reversed(FATAL)))
+    wrappers = interleaving_bin(tmp_path, list(reversed(at_once)))
     try:
         args = ["--verdict", "nvlink-xid", "--action", "reset-gpu", "--max-drain", "1", "--format", "json"]
-        logs = {node: tmp_path / f"{node}.jsonl" for node in FATAL}  # each node its own log, as on real nodes
+        logs = {node: tmp_path / f"{node}.jsonl" for node in at_once}  # each node its own log, as on real nodes
         checks = [
-            _nightowl(cluster, "slurm", "drain", n, *args, "--actions-log", str(logs[n]), path=wrappers) for n in FATAL
+            _nightowl(cluster, "slurm", "drain", n, *args, "--actions-log", str(logs[n]), path=wrappers)
+            for n in at_once
         ]
         results = []
         for check in checks:
@@ -164,9 +168,9 @@ def test_twelve_checks_without_a_lock_drain_at_most_the_cap(slurm_cluster: Slurm
             results.append(action)
         drained = [r["node"] for r in results if r["result"] == "drained"]
         undone = [r["node"] for r in results if "its own drain undone" in r["why"]]
-        print(f"\nno lock, cap 1: {len(drained)} drained, {len(undone)} undone their own, of {len(FATAL)} at once")
-        assert len(drained) == 1 and sorted(undone) == sorted(set(FATAL) - set(drained))
-        assert [n for n in FATAL if "drain" in cluster.node_state(n)] == drained
+        print(f"\nno lock, cap 1: {len(drained)} drained, {len(undone)} undone their own, of {len(at_once)} at once")
+        assert len(drained) == 1 and sorted(undone) == sorted(set(at_once) - set(drained))
+        assert [n for n in at_once if "drain" in cluster.node_state(n)] == drained
         for node in undone:  # the intent, then the outcome, in each node's own log
             assert [a["result"] for a in actions_log.read(logs[node])] == ["intended", "held"]
             assert actions_log.verify(logs[node]) == []
