@@ -93,3 +93,14 @@ def test_carrying_composes() -> None:
 def test_a_quiet_log_carries_almost_nothing() -> None:
     quiet = "".join(f"[{n:6d}.000000] systemd[1]: Started session {n}.\n" for n in range(5000))
     assert keep_lines(quiet).count("\n") == 1  # the first line (a log with text is never read as blank)
+
+
+def test_the_lines_kept_after_an_opener_follow_the_parsers_own_test() -> None:
+    """cursor._after repeats kernel_log.may_start_report (it cannot import it): the two agree on every line."""
+    from nightowl.collectors.gpu.kernel_log import may_start_report
+    from nightowl.collectors.gpu.kernel_log.cursor import REPORT_AFTER, _after
+
+    for path in LOGS:
+        for line in _lines(path):
+            if "state:D" not in line and "blocked for more than" not in line:
+                assert (_after(line) == REPORT_AFTER) == may_start_report(line), line

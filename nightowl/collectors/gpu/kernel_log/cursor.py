@@ -27,6 +27,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from nightowl.collectors.gpu.kernel_log.patterns import _BLOCK_OPENER
+
 KIND = "kernel-log"
 JOURNAL, RING = "journal", "dmesg"
 
@@ -188,11 +190,11 @@ STACK_AFTER = 82
 
 
 def _after(line: str) -> int:
-    from nightowl.collectors.gpu.kernel_log import may_start_report
-
     if "state:D" in line or "blocked for more than" in line:
         return STACK_AFTER
-    return REPORT_AFTER if may_start_report(line) else 0
+    # kernel_log.may_start_report (that module builds the collector with this cursor: not imported from here)
+    opens = "AER: " in line or "PCIe Bus Error" in line or ("NVRM: " in line and _BLOCK_OPENER.search(line) is not None)
+    return REPORT_AFTER if opens else 0
 
 
 def keep_lines(text: str) -> str:
