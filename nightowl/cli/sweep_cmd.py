@@ -134,10 +134,15 @@ def sweep(
         transports, dialer, domains = _inventory_transports(hosts, ssh, forks, dial=workers == 1)
     if not transports:
         fail(f"no host left in {inventory} after --limit {limit}")
+    values = param_values(params, since)
+    if "tenancy" in loaded.runbook.parameters and "tenancy" not in values:
+        from nightowl.fleet.inventory import declared_tenancies
+
+        values["tenancy"] = declared_tenancies(hosts) or None  # each host's inventory label
     status = run_sweep(
         loaded,
         transports,
-        param_values(params, since),
+        values,
         limits,
         fmt=fmt,
         textfile=textfile,
@@ -147,7 +152,7 @@ def sweep(
         allow_invasive=allow_invasive,
         dialer=dialer,
         domains=domains,
-        engine=engine_for(loaded, transports, pool, param_values(params, since), ssh.connect_timeout),
+        engine=engine_for(loaded, transports, pool, values, ssh.connect_timeout),
         full_read=full_read,
     )
     sys.exit(int(status))

@@ -433,7 +433,7 @@ class HostRunner:
             "evidence": evidence,
             "gpus": list(gpus) if isinstance(gpus, (list, tuple)) else gpus,
             "node": node_id,
-            "first_step": actions.first_steps(spec.action, ctx, ctx["params"].get("tenancy")),  # by tenancy
+            "first_step": actions.first_steps(spec.action, ctx, ctx["params"].get("tenancy"), self.transport.host),
         }
         caveats, verdict = cut_caveats(list(self.run.collections.values())), with_other_gpus(verdict, ctx)
         if caveats:  # a "no X" on a cut log says so, in the summary every reader sees

@@ -662,3 +662,9 @@ def _no_duplicates(specs: list[HostSpec], lines: list[int | None], where: _Where
         if spec.name in seen:
             raise InventoryError(where.at(line, f"host {spec.name!r} listed twice (first on line {seen[spec.name]})"))
         seen[spec.name] = line
+
+
+def declared_tenancies(hosts: list[HostSpec]) -> dict[str, str]:
+    """Each host's ``tenancy`` label (nightowl YAML ``labels: {tenancy: vm}``, Ansible ``nightowl_labels``): the
+    runbooks' ``tenancy`` parameter for a sweep, host by host (docs/reference.md#tenancy)."""
+    return {host.name: host.labels["tenancy"] for host in hosts if host.labels.get("tenancy")}

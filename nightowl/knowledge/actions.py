@@ -148,10 +148,13 @@ def tenancy_of(facts: Mapping[str, Any], declared: str | None = None) -> tuple[s
     return None, None
 
 
-def first_steps(action: str, facts: Mapping[str, Any], declared: str | None = None) -> dict[str, Any]:
+def first_steps(action: str, facts: Mapping[str, Any], declared: Any = None, host: str | None = None) -> dict[str, Any]:
     """The verdict's ``first_step``: ``{tenancy, determined_by, steps, nvsentinel, source}`` for ``action`` on a
     host with these facts. An undetermined tenancy gets the bare-metal steps and says so; an action the
-    tenancy does not change keeps actions.csv's ``first_step``; an unknown action is escalate's."""
+    tenancy does not change keeps actions.csv's ``first_step``; an unknown action is escalate's. ``declared``
+    may map host names to tenancies (a sweep's inventory labels): ``host``'s entry is then the declared one."""
+    if isinstance(declared, Mapping):
+        declared = declared.get(host) if host is not None else None
     tenancy, why = tenancy_of(facts, declared if declared in TENANCIES else None)
     known = action if action in by_action() else "escalate"
     row = steps_rows().get((known, tenancy or "bare-metal"))
