@@ -196,7 +196,11 @@ def _judge_burst(
     def open_with_burst() -> Any:
         return BurstTransport(opener(), burst.lines, source_name, burst.dropped_note())
 
-    run = run_or_exit(loaded, {host: open_with_burst}, params, out_dir or default_out_dir(), False, limits=limits)
+    from nightowl.watch.burst import trigger_record
+
+    trigger = {"trigger": trigger_record(burst, source_name)}  # the postmortem's Detection: not a run by hand
+    out = out_dir or default_out_dir()
+    run = run_or_exit(loaded, {host: open_with_burst}, params, out, False, limits=limits, extra_manifest=trigger)
     summary = run.summary
     problems = [summary["bundle_error"]] if summary.get("bundle_error") else []
     if textfile:
@@ -222,6 +226,7 @@ def _judge_burst(
         "verdict": verdict.get("id"),
         "action": verdict.get("action"),
         "problems": problems,
+        "finding": verdict or None,  # the whole verdict (GPUs, why, first action) for the notify targets
     }
 
 
@@ -296,7 +301,7 @@ def _tell(notifier: Any, record: dict[str, Any], host: str, runbook: str, burst:
         "runbook": runbook,
         "bundle": bundle,
         "run_id": Path(bundle).name if bundle else None,
-        "verdict": record.get("verdict"),
+        "verdict": record.get("finding") or record.get("verdict"),  # as serve's: GPU(s), why, first action
         "action": record.get("action"),
         "host_status": record.get("status"),
         "triggers": dict(burst.triggers),

@@ -216,6 +216,12 @@ class Bundle:
         alert = self.manifest.get("alert")
         return alert if isinstance(alert, dict) else None
 
+    @property
+    def trigger(self) -> dict[str, Any] | None:
+        """What started the run when no alert did: a watch burst (``origin``, ``first_line``, ``first_seen``)."""
+        trigger = self.manifest.get("trigger")
+        return trigger if isinstance(trigger, dict) and isinstance(trigger.get("origin"), str) else None
+
     def cite(self, rel_path: str | None) -> EvidenceFile | None:
         if rel_path and rel_path.endswith(OUT) and not (self.root / rel_path).exists():
             first = first_take(rel_path)  # see _renumbered

@@ -228,6 +228,8 @@ def lessons(data: Bundle, placed: list[Moment], detect: str | None) -> dict[str,
         well.append(
             f"The alert `{alert.get('name')}` fired and evidence was captured automatically: was it early enough?"
         )
+    elif data.trigger is not None:
+        well.append(f"{watched(data)}: was it early enough, and did the right people hear of it?")
     else:
         wrong.append("No alert started this run: how was the problem noticed, and how late?")
     if detect:
@@ -251,3 +253,15 @@ def lessons(data: Bundle, placed: list[Moment], detect: str | None) -> dict[str,
     if len({m.host for m in placed if m.tag == "key moment" and m.host}) == 1 and len(hosts) == 1:
         lucky.append("Only one host shows the fault: was it luck that it did not spread (same batch, firmware, rack)?")
     return {"went_well": well, "went_wrong": wrong, "lucky": lucky}
+
+
+def watched(data: Bundle) -> str:
+    """One sentence on a watch burst that started the run: which line, and how long until the capture."""
+    trigger = data.trigger or {}
+    started, seen = data.manifest.get("started"), trigger.get("first_seen")
+    lag = ""
+    if isinstance(seen, (int, float)) and not isinstance(seen, bool) and isinstance(started, (int, float)):
+        lag = f" {max(0.0, started - seen):.1f} s after"
+    line = str(trigger.get("first_line") or "").strip()
+    said = f" (`{line[:160]}`)" if line else ""
+    return f"`nightowl watch` captured evidence automatically{lag or ' on'} the first trigger line{said}"

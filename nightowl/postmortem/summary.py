@@ -8,7 +8,7 @@ from typing import Any
 from nightowl.postmortem.bundle_reader import Bundle
 from nightowl.postmortem.clocks import CLOCK_HOST_LOCAL, Moment, duration, epoch_of, stamp
 from nightowl.postmortem.outputs import FAULT_KINDS, kernel_events, metric_scrapes, parsed_output
-from nightowl.postmortem.sre import fault_moments
+from nightowl.postmortem.sre import fault_moments, watched
 
 
 def headline(data: Bundle) -> str:
@@ -38,6 +38,7 @@ def detection(data: Bundle) -> dict[str, Any]:
         "fired_to_capture": duration(started - starts) if starts is not None and started else None,
         "summary": (alert.get("annotations") or {}).get("summary")
         or (alert.get("annotations") or {}).get("description"),
+        "watched": watched(data) if data.trigger is not None and not alert else None,
     }
 
 

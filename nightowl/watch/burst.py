@@ -178,3 +178,22 @@ class BurstTracker:
             self.open = None
             return burst
         return None
+
+
+def trigger_record(burst: Burst, source: str) -> dict[str, object]:
+    """What started the run, for its manifest (``trigger``): the postmortem tells a watch burst from a run by hand
+    and measures the time from the first trigger line to the capture. ``first_seen`` is when watch read that
+    line (epoch seconds, from the burst's monotonic opening)."""
+    import time
+
+    first = next((line for line, mark in zip(burst.lines, burst.marks, strict=False) if mark == TRIGGER), None)
+    return {
+        "origin": "watch",
+        "source": source,
+        "first_line": (first or "")[:400],
+        "first_seen": time.time() - (time.monotonic() - burst.opened),
+        "triggers": dict(burst.triggers),
+        "lines": len(burst.lines),
+        "dropped_context": burst.dropped_context,
+        "dropped_triggers": burst.dropped_triggers,
+    }

@@ -173,7 +173,13 @@ def test_one_bundle_per_burst_of_corpus_xids_and_none_again_after_a_restart(watc
     # the notify target heard of each verdict (posted from a queue: the first two before the first stop)
     told = [body["capture"] for body in webhook.received]
     assert [c["run_id"] for c in told] == [b.name for b in watch.bundles()]
-    assert told[0]["verdict"] == "gpu-fell-off-bus" and told[2]["triggers"] == {"sxid": len(nvswitch)}
+    # the verdict as serve's notes carry it (issue 45 item 5): an object with its GPUs and first action
+    assert told[0]["verdict"]["id"] == "gpu-fell-off-bus" and told[0]["verdict"]["action"] == "reboot-node"
+    assert told[0]["verdict"]["gpus"] and told[2]["triggers"] == {"sxid": len(nvswitch)}
+    # each bundle says what started it: a watch burst, its first trigger line and when watch read it
+    trigger = json.loads((watch.bundles()[0] / "manifest.json").read_text())["trigger"]
+    assert trigger["origin"] == "watch" and trigger["first_seen"] > 0
+    assert trigger["first_line"] and trigger["first_line"] in kernel_log_of(watch.bundles()[0])
 
 
 def test_the_probe_reads_the_health_file(watch: Watch, tmp_path: Path) -> None:
