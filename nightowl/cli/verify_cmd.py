@@ -24,7 +24,6 @@ Exit status:
   130  interrupted (SIGINT); 143 terminated (SIGTERM): the partial bundle is saved"""
 RESUME_HELD = 4  # as slurm resume says a resume held by a node's cap (docs/reference.md#node-cap)
 RESUME_FAILED = 5  # as slurm resume and k8s condition say a failed or refused action (docs/reference.md#exit-status)
-INVASIVE_NOTE = "--allow-invasive: DCGM diag level 2 and nccl-tests are not run by verify yet; read-only checks only"
 
 
 @click.command(epilog=VERIFY_EXIT_HELP)
@@ -91,8 +90,9 @@ def verify(
     `verify` key cites the incident bundle's id and sha256, with every check). On a pass, --resume returns
     NODE to service with a reason naming both bundles; a failed verify keeps it out and is recorded in
     the actions log (docs/reference.md#verify) and counts toward --max-node-actions (a node over that cap is
-    held for a hardware ticket, never resumed here: docs/reference.md#node-cap). --allow-invasive is
-    accepted, but DCGM diag level 2 and nccl-tests are not run by verify yet (the report says so).
+    held for a hardware ticket, never resumed here: docs/reference.md#node-cap). --allow-invasive first runs
+    DCGM diagnostics level 2 on the drained node (the gpu-diag runbook, minutes of GPU load, in a bundle of its
+    own that the report cites): its failure fails the verify, no result makes it cannot judge.
     """
     from nightowl.fleet import verify as gate
 
@@ -145,14 +145,15 @@ def _run(
 
     names = gate.checks_for(incident.verdict)
     record: dict[str, Any] = {"node": node, "incident": incident.cite(), "checks": [], "result": gate.CANNOT_JUDGE}
-    if allow_invasive:
-        record["note"] = INVASIVE_NOTE
+    diagnosed: list[dict[str, str]] = []
+    if allow_invasive:  # the stress first, then the health pass reads the node after it
+        diagnosed, record["diag"] = _diagnose(transports, limits, out_dir)
 
     def judged(run: Any) -> None:
         facts = {c.namespace: c.facts for c in run.collections.values()}
         status = {c.namespace: c.status for c in run.collections.values()}
         evidence = gate.Evidence(node, facts, run.verdict, expected_gpus, status)
-        record["checks"] = gate.judge(names, evidence, incident)
+        record["checks"] = gate.judge(names, evidence, incident) + diagnosed
         record["result"] = gate.outcome(record["checks"])
 
     params = {"expected_gpus": expected_gpus} if expected_gpus is not None else {}
@@ -161,7 +162,7 @@ def _run(
         transports,
         params,
         out_dir or default_out_dir(),
-        False,  # no invasive collector: verify's health pass is read-only (INVASIVE_NOTE)
+        False,  # the health pass is read-only; --allow-invasive's DCGM diagnostics ran before it (gpu-diag)
         limits,
         extra_manifest={"verify": record},
         on_host_done=judged,
@@ -181,6 +182,31 @@ def _run(
         "bundle_id": result.bundle.name,
         "bundle_sha256": bundle_sha256(result.bundle),
     }
+
+
+DIAG_LEVEL = 2  # dcgmi diag level of verify --allow-invasive: PCIe, NVLink, memory and targeted tests, minutes
+
+
+def _diagnose(
+    transports: dict[str, Any], limits: dict[str, float | None], out_dir: Path | None
+) -> tuple[list[dict[str, str]], dict[str, Any]]:
+    """The gpu-diag runbook (DCGM diagnostics, invasive) on the node, in its own bundle: the ``dcgm-diag`` check
+    (pass on diag-passed, fail on diag-failed, cannot-judge otherwise) and the bundle it rests on."""
+    from nightowl.cli.common import load_runbook_or_exit
+    from nightowl.cli.running import run_or_exit
+    from nightowl.history.extract import bundle_sha256
+    from nightowl.paths import default_out_dir
+
+    params = {"dcgm_level": DIAG_LEVEL}
+    run = run_or_exit(load_runbook_or_exit("gpu-diag"), transports, params, out_dir or default_out_dir(), True, limits)
+    host = run.hosts[0] if run.hosts else {}
+    verdict = host.get("verdict") or {}
+    result = {"diag-passed": "pass", "diag-failed": "fail"}.get(str(verdict.get("id")), "cannot-judge")
+    why = verdict.get("summary") or host.get("error") or "no result"
+    cite = {"bundle": str(run.bundle) if run.bundle else None, "verdict": verdict.get("id"), "level": DIAG_LEVEL}
+    if run.bundle is not None:
+        cite.update(id=run.bundle.name, sha256=bundle_sha256(run.bundle))
+    return [{"check": "dcgm-diag", "result": result, "why": str(why)[:500]}], cite
 
 
 def _default_log() -> Path:

@@ -196,3 +196,36 @@ def test_a_pass_whose_resume_fails_exits_5_and_logs_the_schedulers_error(
         ("verify", "verify-passed"),
         ("resume", "failed"),
     ]
+
+
+def _with_diag(tmp_path: Path, diag_host: str) -> Path:
+    """The repaired node's recording plus the DCGM diagnostics output of ``diag_host`` (what `dcgmi diag -r 2` said)."""
+    repaired = _recorded(tmp_path / "after", "healthy-l40s")
+    shutil.copy(HOSTS / diag_host / "dcgmi-diag-drained.out", repaired / "dcgmi-diag-drained.out")
+    return repaired
+
+
+def test_allow_invasive_runs_dcgm_diagnostics_first_and_cites_their_bundle(tmp_path: Path, incident: Path) -> None:
+    repaired = _with_diag(tmp_path, "gpu-diag-r2-pass-a10g")
+    status, report, _log = _verify(tmp_path, incident, repaired, "--allow-invasive")
+    assert status == 0, report
+    (diag,) = [c for c in report["checks"] if c["check"] == "dcgm-diag"]
+    assert diag["result"] == "pass" and report["diag"]["verdict"] == "diag-passed" and report["diag"]["level"] == 2
+    assert report["diag"]["sha256"] == bundle_sha256(Path(report["diag"]["bundle"]))
+    manifest = json.loads((Path(report["bundle"]) / "manifest.json").read_text())
+    assert manifest["verify"]["diag"]["id"] == report["diag"]["id"]
+
+
+def test_a_failed_diagnostic_fails_the_verify_and_no_result_cannot_judge(tmp_path: Path, incident: Path) -> None:
+    status, report, _log = _verify(tmp_path, incident, _with_diag(tmp_path, "sdc-drained-fail"), "--allow-invasive")
+    assert status == 1 and report["result"] == "failed"
+    assert [c["result"] for c in report["checks"] if c["check"] == "dcgm-diag"] == ["fail"]
+    status, report, _log = _verify(tmp_path / "cut", incident, _with_diag(tmp_path / "cut", "sdc-drained-transient"),
+                                   "--allow-invasive")  # fmt: skip
+    assert status == 3 and [c["result"] for c in report["checks"] if c["check"] == "dcgm-diag"] == ["cannot-judge"]
+
+
+def test_without_allow_invasive_no_diagnostic_runs(tmp_path: Path, incident: Path) -> None:
+    status, report, _log = _verify(tmp_path, incident, _with_diag(tmp_path, "sdc-drained-fail"))
+    assert status == 0 and "diag" not in report
+    assert all(c["check"] != "dcgm-diag" for c in report["checks"])
