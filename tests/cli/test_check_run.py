@@ -53,6 +53,7 @@ def test_check_runs_this_node_alone_without_ssh_or_the_sweep_command(
         "log_format": "text",
         "out_dir": tmp_path / "b",
         "forks": 1,
+        "full_read": False,  # the kernel log from the saved cursor on (docs/reference.md#incremental-reads)
     }  # no dialer, never invasive
 
 
