@@ -292,6 +292,10 @@ def test_a_thread_interpreter_shutdown_would_wait_for_does_not_hold_the_exit(mon
 
     exits: list[int] = []
     monkeypatch.setattr(server.os, "_exit", exits.append)
+    # Only this test's threads count: the whole suite leaves other tests' pool threads alive in this process.
+    everything = threading.enumerate
+    before = set(everything())
+    monkeypatch.setattr(server.threading, "enumerate", lambda: [t for t in everything() if t not in before])
     server._exit_past_stuck_threads(io.BytesIO())
     assert exits == []
     release = threading.Event()
