@@ -4,6 +4,8 @@ ikawrakow/ik_llama.cpp#721 (dmesg -T) and leptonai/gpud's test data (dmesg --dec
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from nightowl.collectors.gpu.kernel_log.app_crashes import gpu_library_crashes
@@ -38,3 +40,27 @@ def test_a_crash_in_libcuda_and_in_libnccl_are_read_with_their_process() -> None
 )
 def test_other_lines_are_no_gpu_library_crash(text: str) -> None:
     assert gpu_library_crashes(text) == []
+
+
+@pytest.mark.parametrize(
+    "wrap",
+    [
+        lambda line: line,
+        lambda line: "    " + line,  # pasted indented
+        lambda line: "> " + line,  # quoted in a reply
+        # journalctl -k -o short-iso: the host and "kernel:" before the message, the dmesg stamp gone
+        lambda line: "2025-08-23T11:05:44+0200 gpu-17 kernel: " + line.split("] ", 1)[1],
+        lambda line: "Aug 23 11:05:44 gpu-17 kernel: " + line.split("] ", 1)[1],  # syslog
+    ],
+    ids=["as-printed", "indented", "quoted", "journal-iso", "syslog"],
+)
+def test_the_crash_reads_through_the_collector_however_the_log_arrives(wrap: Any) -> None:
+    from nightowl.collectors import get_collector
+
+    collector = get_collector("kernel-log")
+    text = "".join(wrap(line) + "\n" for line in (LIBCUDA + LIBCUDA.replace("383019", "383020")).splitlines())
+    found = collector.facts(collector.parse(text))["gpu_library_crashes"]
+    # two threads of one process in one library: one row, counted twice, the first pid kept
+    assert [(c["process"], c["library"], c["count"], c["pid"]) for c in found] == [
+        ("llama-server", "libcuda.so.575.64.05", 2, 383019)
+    ]

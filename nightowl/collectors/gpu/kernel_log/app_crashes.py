@@ -14,7 +14,7 @@ import functools
 import re
 
 from nightowl import knowledge
-from nightowl.collectors.gpu.kernel_log.patterns import message_prefix
+from nightowl.collectors.gpu.kernel_log.patterns import lines_holding, message_prefix
 
 MAX_CRASHES = 20  # distinct (process, library) pairs kept; a crash loop repeats the same one
 _SEGFAULT = re.compile(
@@ -32,20 +32,17 @@ def _prefixes() -> tuple[str, ...]:
 def gpu_library_crashes(text: str) -> list[dict[str, object]]:
     """``{process, pid, library, count, line}`` for each process that segfaulted in a GPU library, in log order."""
     found: dict[tuple[str, str], dict[str, object]] = {}
-    position = text.find("segfault at ")
-    while position >= 0:
-        start = text.rfind("\n", 0, position) + 1
-        end = text.find("\n", position)
-        end = len(text) if end < 0 else end
+    for start, _position, end in lines_holding(text, "segfault at "):
         match = _SEGFAULT.search(text, start, end)
         # the kernel's own line: only a timestamp, host and "kernel:" (patterns.message_prefix) before the process
-        kernels = match is not None and message_prefix(text[start : match.start()])
-        if match is not None and kernels and match["file"].startswith(_prefixes()):
-            key = (match["comm"], match["file"])
-            if key in found:
-                found[key]["count"] = int(str(found[key]["count"])) + 1
-            elif len(found) < MAX_CRASHES:
-                found[key] = {"process": match["comm"], "pid": int(match["pid"]), "library": match["file"], "count": 1,
-                              "line": text[start:end].strip()[:300]}  # fmt: skip
-        position = text.find("segfault at ", end)
+        if match is None or not message_prefix(text[start : match.start()]):
+            continue
+        if not match["file"].startswith(_prefixes()):
+            continue
+        key = (match["comm"], match["file"])
+        if key in found:
+            found[key]["count"] = int(str(found[key]["count"])) + 1
+        elif len(found) < MAX_CRASHES:
+            found[key] = {"process": match["comm"], "pid": int(match["pid"]), "library": match["file"], "count": 1,
+                          "line": text[start:end].strip()[:300]}  # fmt: skip
     return list(found.values())

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import functools
 import re
+from collections.abc import Iterator
 
 # --- where a message starts -------------------------------------------------------------------
 # Messages we read, found anywhere in a line; what precedes is the timestamp/host/tag prefix.
@@ -56,6 +57,18 @@ def message_prefix(prefix: str) -> bool:
         return True
     stamp = _STAMP.match(prefix)
     return _prefix_of_message(prefix[stamp.end() :] if stamp is not None else prefix)
+
+
+def lines_holding(text: str, mark: str) -> Iterator[tuple[int, int, int]]:
+    """(line start, where ``mark`` is, line end) of each line of ``text`` that holds ``mark``: a substring search,
+    the text may be 8 MB; a reader then asks ``message_prefix`` whether the kernel's own message starts there."""
+    position = text.find(mark)
+    while position >= 0:
+        start = text.rfind("\n", 0, position) + 1
+        end = text.find("\n", position)
+        end = len(text) if end < 0 else end
+        yield start, position, end
+        position = text.find(mark, end)
 
 
 _ADDRESS_FIRST = re.compile(r"[0-9a-fA-F]{4,8}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]:\s")

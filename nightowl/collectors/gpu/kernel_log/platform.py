@@ -13,7 +13,7 @@ import functools
 from collections.abc import Iterator
 
 from nightowl import knowledge
-from nightowl.collectors.gpu.kernel_log.patterns import message_prefix
+from nightowl.collectors.gpu.kernel_log.patterns import lines_holding, message_prefix
 
 _MARKS = (("Hypervisor detected: ", "hypervisor"), ("DMI: ", "dmi"))
 
@@ -35,14 +35,8 @@ def virtual_platform(text: str) -> str | None:
 
 
 def _boot_lines(text: str) -> Iterator[tuple[str, str]]:
-    """(which line, its text lower-cased) for each message that starts with a mark (a substring search: the
-    log may be 8 MB)."""
+    """(which line, its text lower-cased) for each message that starts with a mark."""
     for mark, line in _MARKS:
-        position = text.find(mark)
-        while position >= 0:
-            start = text.rfind("\n", 0, position) + 1
-            end = text.find("\n", position)
-            end = len(text) if end < 0 else end
+        for start, position, end in lines_holding(text, mark):
             if message_prefix(text[start:position]):  # the kernel's own line, not another message's words
                 yield line, text[position + len(mark) : min(end, position + 300)].strip().lower()
-            position = text.find(mark, end)
