@@ -668,6 +668,8 @@ def facts(result: NcclLogResult) -> dict[str, Any]:
     data["timeout_ranks"] = sorted(timeout_ranks)
     data["error_kinds"] = sorted({e.kind for e in result.errors})
     data["warnings_unexplained"] = [w for w in result.warnings_nccl if not _benign(w)]
+    # what went wrong, not which transport NCCL chose (a node without libibverbs on Socket: slow-transport's to judge)
+    data["failure_kinds"] = [kind for kind in data["error_kinds"] if kind not in TRANSPORT_NOTE_KINDS]
     data["ranks_seen"] = ranks_seen(result)
     data["uses_loopback"] = "lo" in result.interfaces
     data["loopback_only"] = bool(result.interfaces) and all(name == "lo" for name in result.interfaces)
@@ -694,6 +696,10 @@ def _benign_patterns() -> tuple[re.Pattern[str], ...]:
 def _benign(warning: str) -> bool:
     """A warning knowledge/nccl_benign_warnings.csv says reports no failure."""
     return any(pattern.search(warning) for pattern in _benign_patterns())
+
+
+# Error kinds that say which transport NCCL fell back to, not that anything failed.
+TRANSPORT_NOTE_KINDS = frozenset({"ibverbs_missing", "socket_fallback"})
 
 
 # Error kinds that show a collective stuck or a peer gone (a hang), not a slow one (nccl-hang's split).
