@@ -1,15 +1,14 @@
-"""NVIDIA's Xid catalog and what nightowl makes of it, in three parts: ``catalog`` (the data, lookup,
-the action ranking, one Xid's action), ``explanation`` (the first steps a person reads; ``explain``)
-and ``policy`` (a site's overrides and ``judge``: a kernel log's events -> one action). The names
-callers use are re-exported here; the tables read from nightowl/knowledge (``CATALOG``,
-``NVLINK5_CODES`` ...) load on first use, as in ``catalog``."""
+"""NVIDIA's Xid catalog and what nightowl makes of it, in four parts: ``catalog`` (the data, lookup,
+the action ranking), ``rules`` (xid_rules.yaml's rule kinds and one Xid's action), ``explanation``
+(the first steps a person reads; ``explain``) and ``policy`` (a site's overrides and ``judge``: a
+kernel log's events -> one action). The names callers use are re-exported here; the tables read from
+nightowl/knowledge (``CATALOG``, ``NVLINK5_CODES`` ...) load on first use, as in ``catalog``."""
 
 from typing import Any
 
 from nightowl.collectors.gpu.xid_catalog import catalog as _catalog_module
 from nightowl.collectors.gpu.xid_catalog.catalog import (
     XidEntry,
-    action_for,
     action_rank,
     lookup,
     normalize_recovery_action,
@@ -29,14 +28,13 @@ from nightowl.collectors.gpu.xid_catalog.explanation import (
 from nightowl.collectors.gpu.xid_catalog.policy import (
     HISTORY_RULE_KEYS,
     LINE_KINDS,
-    WEDGED_DRIVER_ACTION,
-    WEDGED_DRIVER_STEP,
     history_rule,
     judge,
     load_history_rules,
     load_policy,
     wedged_driver_line,
 )
+from nightowl.collectors.gpu.xid_catalog.rules import action_for, wedged_after_codes
 
 
 def __getattr__(name: str) -> Any:
@@ -54,8 +52,6 @@ __all__ = [
     "HISTORY_RULE_KEYS",
     "LINE_KINDS",
     "UNKNOWN_FIRST_STEP",
-    "WEDGED_DRIVER_ACTION",
-    "WEDGED_DRIVER_STEP",
     "XidEntry",
     "action_for",
     "action_rank",
@@ -72,5 +68,6 @@ __all__ = [
     "recovery_name",
     "strictest",
     "strictest_recovery",
+    "wedged_after_codes",
     "wedged_driver_line",
 ]

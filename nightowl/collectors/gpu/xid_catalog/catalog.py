@@ -3,8 +3,8 @@
 The data lives in nightowl/knowledge/: ``xid_catalog.csv`` (one row per code: NVIDIA's own columns,
 then nightowl's verdict action and plain-words meaning), ``xid_buckets.csv`` (catalog bucket ->
 verdict action, with the reason) and ``xid_rules.yaml`` (sympathetic and NVLink codes, Xid 154
-recovery-action names). Primary source: NVIDIA's catalog,
-https://docs.nvidia.com/deploy/xid-errors/analyzing-xid-catalog.html (copies in leptonai/gpud
+recovery-action names; its ``rules:`` are applied by ``rules``, which also holds ``action_for``). Primary
+source: NVIDIA's catalog, https://docs.nvidia.com/deploy/xid-errors/analyzing-xid-catalog.html (copies in leptonai/gpud
 ``catalog_generated.go`` and NVIDIA/NVSentinel ``xiderrorsmapping.csv``). The tables below are loaded
 once, on first use (module ``__getattr__``), so importing this module reads no file.
 
@@ -222,20 +222,3 @@ def nvlink_severity(text: str | None) -> str | None:
     if match is None:
         return None
     return "fatal" if match.group(1).lower() == "fatal" else "nonfatal"
-
-
-def action_for(code: int, text: str | None = None) -> str:
-    """The verdict action for one Xid, reading the text where the catalog says the text decides."""
-    entry = lookup(code)
-    if entry is None or not entry.immediate_action:
-        return "escalate"  # unknown code, or the catalog names no action: a person reads its words
-    if code == 154:
-        recovery = recovery_from_text(text)
-        return _recovery()[2][recovery] if recovery else _bucket_to_action()["XID_154"]
-    if code in _codes("nvlink5_codes"):
-        severity = nvlink_severity(text)
-        if severity == "fatal":
-            return "drain-and-reset"  # link/fabric fatal: peers must stop before the reset [P decode sheet]
-        if severity == "nonfatal":
-            return "none"  # warning only; repeats on one link are judged by the runbook
-    return _bucket_to_action().get(entry.immediate_action, "escalate")

@@ -6,8 +6,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from nightowl.collectors.gpu.xid_catalog.catalog import XidEntry, _codes, action_for, lookup, recovery_name
-from nightowl.collectors.gpu.xid_catalog.policy import WEDGED_DRIVER_ACTION, WEDGED_DRIVER_STEP, wedged_driver_line
+from nightowl.collectors.gpu.xid_catalog import rules
+from nightowl.collectors.gpu.xid_catalog.catalog import XidEntry, lookup
+from nightowl.collectors.gpu.xid_catalog.rules import action_for
 from nightowl.knowledge import actions as action_table
 
 # First step per catalog bucket (the one per verdict action is actions.csv's first_step); bucket
@@ -47,28 +48,17 @@ def _first_step(code: int | None, entry: XidEntry | None, action: str, text: str
     if not entry.immediate_action:
         said = f"; the catalog says: {entry.guidance}" if entry.guidance else ""
         return f"the catalog names no action for this code{said}; collect nvidia-bug-report.sh output and escalate"
-    if code == 154:
-        name = recovery_name(text)
-        return f"follow the driver's recovery action: {name}" if name else UNKNOWN_FIRST_STEP
+    speaks, step = rules.text_step(code, action, text)  # a text_decides rule's step (Xid 154, NVLink5 nonfatal)
+    if speaks:
+        return step or UNKNOWN_FIRST_STEP
     if code in FIRST_STEP_BY_CODE:
         return FIRST_STEP_BY_CODE[code]
-    if action == "none" and code in _codes("nvlink5_codes"):
-        return "non-fatal: no action now; watch for repeats on the same link"
     return FIRST_STEP_BY_BUCKET.get(entry.immediate_action) or action_table.first_step(action)
 
 
-# Kernel-log event kinds other than xid: what they mean and the action they imply.
+# Kernel-log event kinds other than xid, and no rule of xid_rules.yaml judges them: what they mean and the action
+# they imply (the line rules, off the bus and "GPU reset required", are in xid_rules.yaml).
 _KIND_EXPLAINED: dict[str, tuple[str, str, str]] = {
-    "fallen_off_bus": (
-        "GPU fell off the bus (no Xid line)",
-        "reboot-node",
-        FIRST_STEP_BY_BUCKET["RESTART_BM"],
-    ),
-    "gpu_reset_required": (
-        "driver reports the GPU needs a reset",
-        "reset-gpu",
-        action_table.first_step("reset-gpu"),
-    ),
     "oom_kill": (
         "the kernel killed a process: host out of memory",
         "none",
@@ -81,6 +71,17 @@ _KIND_EXPLAINED: dict[str, tuple[str, str, str]] = {
     ),
     "other_nvrm": ("NVIDIA driver message", "none", "read it alongside the Xids around it"),
 }
+
+
+def _explain_line_rule(rule: Mapping[str, Any]) -> dict[str, Any]:
+    """A line a rule judges: as the code it stands for (its catalog bucket's first step), or by its own action."""
+    action = rules.line_action(rule)
+    if rule["kind"] == "line_as_code":
+        code = int(rule["code"])
+        step = _first_step(code, lookup(code), action, None)
+    else:
+        step = action_table.first_step(action)
+    return {"mnemonic": None, "meaning": str(rule["meaning"]), "action": action, "first_step": step}
 
 
 def _explain_sxid(event: Mapping[str, Any]) -> dict[str, Any]:
@@ -109,7 +110,10 @@ def _explain_other(event: Mapping[str, Any]) -> dict[str, Any]:
     from nightowl.collectors.gpu import kernel_patterns
 
     kind = str(event.get("kind"))
-    if kind not in ("fallen_off_bus", "gpu_reset_required", "oom_kill"):
+    line_rule = rules.line_rule(kind)
+    if line_rule is not None:
+        return _explain_line_rule(line_rule)
+    if kind != "oom_kill":
         row = kernel_patterns.match(event.get("text"), kind)
         if row is not None:
             return {"mnemonic": row.id, "meaning": row.meaning, "action": row.action, "first_step": row.first_step}
@@ -147,6 +151,7 @@ def event_row(event: Mapping[str, Any]) -> dict[str, Any]:
     explained = explain(event)
     label = event.get("subkind") or explained.get("mnemonic") or str(event.get("kind"))
     row = {**explained, "count": event.get("count", 1), "label": label}
-    if wedged_driver_line(event, label):
-        row.update(action=WEDGED_DRIVER_ACTION, first_step=WEDGED_DRIVER_STEP)
+    wedged = rules.wedged_line(event, label)
+    if wedged is not None:
+        row.update(action=wedged[0], first_step=wedged[1])
     return row

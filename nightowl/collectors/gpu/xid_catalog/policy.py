@@ -6,7 +6,9 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from nightowl.collectors.gpu.xid_catalog.catalog import _codes, _companions, action_for, lookup, strictest
+from nightowl.collectors.gpu.xid_catalog import rules
+from nightowl.collectors.gpu.xid_catalog.catalog import _codes, _companions, lookup, strictest
+from nightowl.collectors.gpu.xid_catalog.rules import action_for
 from nightowl.knowledge import actions as action_table
 
 
@@ -76,11 +78,11 @@ def load_history_rules(path: str) -> list[dict[str, Any]]:
 def judge(events: Iterable[Mapping[str, Any]], policy: Mapping[int, tuple[str, str]] | None = None) -> dict[str, Any]:
     """One action for a kernel log's events, with the reasons a runbook can show.
 
-    Pairing rules (catalog rows 45, 48, 154; nightowl/knowledge/xid_rules.yaml):
-    48 with 63/64 -> drain-and-reset, 48 alone -> reset-gpu;
+    Pairing rules (catalog rows 45, 48, 154; nightowl/knowledge/xid_rules.yaml, applied by ``rules``):
+    48 with 63/64 -> drain-and-reset (an ``escalating_pair``), 48 alone -> reset-gpu;
     94 -> restart-app, 95 -> reset-gpu (catalog); the sympathetic codes (``sympathetic_codes``) give way to
     another Xid on the same GPU (a 45 "caused by previous Xid N" stands for N); a 154 action overrides when stricter;
-    fatal SXids escalate; a GPU off the bus without Xid 79 is treated as 79. ``policy`` (from
+    fatal SXids escalate; a GPU off the bus without Xid 79 is treated as 79 (a ``line_as_code``). ``policy`` (from
     ``load_policy``) replaces the action of the codes it names, and says so in ``reasons``.
     """
     by_gpu: dict[str | None, list[Mapping[str, Any]]] = {}
@@ -134,9 +136,9 @@ def _judge_gpu(
         if code in policy:
             action, why = policy[code]
             reasons.append(f"Xid {code} on {where}: site policy -> {action}: {why}")
-        elif code == 48 and codes & {63, 64}:
-            action = "drain-and-reset"
-            reasons.append(f"Xid 48 with Xid {', '.join(map(str, sorted(codes & {63, 64})))} on {where} -> {action}")
+        elif (pair := rules.escalating_pair(code, codes)) is not None:
+            action, partners = pair
+            reasons.append(f"Xid {code} with Xid {', '.join(map(str, partners))} on {where} -> {action}")
         else:
             action = strictest(action_for(code, text) for text in texts)
             entry = lookup(code)
@@ -155,18 +157,15 @@ LINE_KINDS = frozenset(
 )
 
 
-# Xid 45 then tasks stuck in D state: a wedged driver (https://github.com/leptonai/gpud/pull/117). ``judge``
-# reads a hung task in a log that holds any Xid so (``_judge_host_lines``); ``nightowl xid`` marks the hung-task
-# line that kernel_patterns labels "... after Xid 45" (``wedged_driver_line``) with this action and step.
-WEDGED_DRIVER_ACTION = "reboot-node"
-WEDGED_DRIVER_STEP = (
-    "wedged driver: drain the node and reboot it (a GPU reset cannot succeed while tasks are stuck in the driver)"
-)
+# Xid 45 then tasks stuck in D state: a wedged driver (https://github.com/leptonai/gpud/pull/117): the
+# ``hung_task_after`` rule of xid_rules.yaml. ``judge`` reads a hung task in a log that holds an Xid the rule
+# names (``_judge_host_lines``); ``nightowl xid`` marks the hung-task line that kernel_patterns labels
+# "... after Xid 45" (``wedged_driver_line``) with the rule's action and step.
 
 
 def wedged_driver_line(event: Mapping[str, Any], label: str) -> bool:
-    """True for a hung-task event whose label says it came after Xid 45: the driver is wedged."""
-    return event.get("kind") == "hung_task" and "after Xid 45" in label
+    """True for a hung-task event whose label says it came after a ``hung_task_after`` code: the driver is wedged."""
+    return rules.wedged_line(event, label) is not None
 
 
 def _judge_host_lines(
@@ -175,7 +174,7 @@ def _judge_host_lines(
     """Non-Xid GPU and host lines (and known-harmless driver lines), one reason per distinct finding.
 
     A hung task in a log that also holds an Xid is a wedged driver (gpud PR #117: processes stuck in
-    D state after Xid 45): reboot-node.
+    D state after Xid 45): the ``hung_task_after`` rule's action.
     """
     from nightowl.collectors.gpu import kernel_patterns, sxid_catalog
 
@@ -186,10 +185,8 @@ def _judge_host_lines(
         kind = event.get("kind")
         if kind == "fabric_manager":
             judged: tuple[str, str] | None = sxid_catalog.judge_fabric_manager(event.get("text"))
-        elif kind == "hung_task" and log_xids:
-            xids = ", ".join(map(str, log_xids))
-            reason = f"hung task after Xid {xids}: wedged driver (processes stuck in D state) -> reboot-node"
-            judged = (WEDGED_DRIVER_ACTION, reason)
+        elif kind == "hung_task" and (wedged := rules.hung_task_rule(log_xids)) is not None:
+            judged = wedged
         elif kind in LINE_KINDS or kind == "other_nvrm":
             judged = kernel_patterns.judge_line(event)
         else:
@@ -205,14 +202,8 @@ def _judge_host_lines(
 
 
 def _judge_other_kinds(where: str, events: list[Mapping[str, Any]], codes: set[int], reasons: list[str]) -> list[str]:
-    actions: list[str] = []
-    kinds = {e.get("kind") for e in events}
-    if "fallen_off_bus" in kinds and 79 not in codes:
-        reasons.append(f"{where} fell off the bus (no Xid 79 line) -> treated as Xid 79 -> reboot-node")
-        actions.append("reboot-node")
-    if "gpu_reset_required" in kinds:
-        reasons.append(f"driver says {where} needs a reset -> reset-gpu")
-        actions.append("reset-gpu")
+    """Kernel lines the ``line_as_code`` and ``line_action`` rules judge, then the SXids."""
+    actions = rules.judge_lines(where, {e.get("kind") for e in events}, codes, reasons)
     from nightowl.collectors.gpu import sxid_catalog
 
     sxids = {(e.get("code"), e.get("severity")): e for e in events if e.get("kind") == "sxid"}
