@@ -22,6 +22,9 @@ ROOT = Path(__file__).resolve().parent.parent
 REFERENCE = ROOT / "docs" / "reference.md"
 # Every file with generated blocks; the README repeats the exit-status table, generated the same way.
 FILES = (REFERENCE, ROOT / "README.md")
+# How click writes a group's subcommand in usage: required (every release) and optional (8.4 on, for a group
+# with invoke_without_command); see _usage.
+SUBCOMMAND_REQUIRED, SUBCOMMAND_OPTIONAL = "COMMAND [ARGS]...", "[COMMAND] [ARGS]..."
 BLOCK = re.compile(r"(<!-- BEGIN GENERATED: (?P<name>[a-z-]+) -->\n)(?P<body>.*?)(<!-- END GENERATED -->)", re.S)
 
 
@@ -70,13 +73,26 @@ def _default(param: click.Parameter) -> str:
     return f"`{value}`"
 
 
+def _usage(ctx: click.Context) -> str:
+    """The usage line's pieces after the command path, the same under every click of pyproject's range.
+
+    click 8.4 writes the subcommand of a group that runs without one as optional (``[COMMAND] [ARGS]...``),
+    earlier releases as ``COMMAND [ARGS]...``; the docs take the newer form, true of such a group whatever
+    click is installed, so the generated docs do not change with the click a checkout resolved."""
+    cmd = ctx.command
+    pieces = cmd.collect_usage_pieces(ctx)
+    if isinstance(cmd, click.Group) and cmd.invoke_without_command and not cmd.chain:
+        pieces = [SUBCOMMAND_OPTIONAL if piece == SUBCOMMAND_REQUIRED else piece for piece in pieces]
+    return " ".join(pieces)
+
+
 def render_commands(root: click.Command) -> str:
     """One section per command: usage, help, and a table of its arguments and options."""
     parts = []
     for ctx in walk(root):
         cmd = ctx.command
         level = "###" if ctx.parent is None or ctx.parent.parent is None else "####"
-        usage = " ".join(cmd.collect_usage_pieces(ctx))
+        usage = _usage(ctx)
         parts.append(f"{level} `{ctx.command_path}`\n\n```\n{ctx.command_path} {usage}\n```\n")
         if cmd.help:
             parts.append(_help_markdown(cmd.help) + "\n")

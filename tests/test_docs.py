@@ -11,6 +11,7 @@ import subprocess
 from pathlib import Path
 from types import SimpleNamespace
 
+import click
 import pytest
 import yaml
 
@@ -206,3 +207,49 @@ def test_the_exit_status_section_is_generated_from_the_enum() -> None:
         assert f"| {int(status)} | " in rendered
         assert f"\n  {int(status)} " in EXIT_HELP
     assert "reserved" not in text.split("## Exit status")[1].split("## Kinds")[0]
+
+
+# --- the generated docs do not depend on the installed click; the README's layout is complete ----------------
+
+
+def _usage_line(group: click.Group) -> str:
+    root = click.Group("nightowl")
+    root.add_command(group)
+    text = docgen.render_commands(root)
+    return next(line for line in text.splitlines() if line.startswith(f"nightowl {group.name} "))
+
+
+def test_a_group_usage_reads_the_same_under_old_and_new_click() -> None:
+    """click before 8.4 writes a group that runs without a subcommand as ``COMMAND [ARGS]...``, 8.4 on as
+    ``[COMMAND] [ARGS]...``: the docs show the latter under either (old click's metavar set by hand here)."""
+    optional = click.Group("history", invoke_without_command=True)
+    optional.subcommand_metavar = "COMMAND [ARGS]..."  # what click 8.1-8.3 sets for it
+    assert _usage_line(optional) == "nightowl history [OPTIONS] [COMMAND] [ARGS]..."
+    optional.subcommand_metavar = "[COMMAND] [ARGS]..."  # click 8.4 on
+    assert _usage_line(optional) == "nightowl history [OPTIONS] [COMMAND] [ARGS]..."
+    required = click.Group("runbook")
+    assert _usage_line(required) == "nightowl runbook [OPTIONS] COMMAND [ARGS]..."
+
+
+def layout_misses(package: Path, readme: str) -> list[str]:
+    """Top-level modules and packages of ``package`` that the README's ``## Layout`` section does not name
+    (as ``nightowl/<name>.py`` or ``nightowl/<name>/``)."""
+    layout = section("Layout", readme)
+    names = [f"{package.name}/{p.name}" for p in package.glob("*.py") if p.name != "__init__.py"]
+    names += [f"{package.name}/{p.name}/" for p in package.iterdir() if (p / "__init__.py").is_file()]
+    return sorted(name for name in names if f"`{name}`" not in layout)
+
+
+def test_the_readme_layout_names_every_top_level_module() -> None:
+    missing = layout_misses(ROOT / "nightowl", (ROOT / "README.md").read_text(encoding="utf-8"))
+    assert not missing, f"README.md ## Layout does not name: {', '.join(missing)}"
+
+
+def test_a_module_missing_from_the_layout_is_found(tmp_path: Path) -> None:
+    package = tmp_path / "nightowl"
+    (package / "engine").mkdir(parents=True)
+    for name in ("__init__.py", "engine/__init__.py", "paths.py", "ages.py"):
+        (package / name).write_text("")
+    (package / "data").mkdir()  # not a package: not listed
+    readme = "## Layout\n\n- `nightowl/engine/`: runs.\n- `nightowl/paths.py`: where.\n\n## Next\n`nightowl/ages.py`\n"
+    assert layout_misses(package, readme) == ["nightowl/ages.py"]

@@ -102,8 +102,8 @@ def compare(
     did not print the asked-for percentile, the next tail both runs show is compared and the table
     says so.
     """
-    from nightowl.collectors.serving.bench_compare import Limits, render_table, to_json
-    from nightowl.collectors.serving.bench_compare import compare as run_compare
+    from nightowl.llmperf.bench_compare import Limits, render_table, to_json
+    from nightowl.llmperf.bench_compare import compare as run_compare
     from nightowl.collectors.serving.bench_serve import parse
 
     limits = Limits(

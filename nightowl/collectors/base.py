@@ -119,7 +119,7 @@ def optional(name: str, type_: str, meaning: str) -> Fact:
     return Fact(name, type_, meaning, optional=True)
 
 
-# Each domain folder's facts.yaml (gpu/, host/, nccl/, serving/) declares its kinds: the facts, description
+# Each domain folder's facts.yaml (gpu/, host/, network/, nccl/, serving/) declares its kinds: the facts, description
 # and timeout of each. The module (file = kind) keeps what runs and what parses: commands, parse, facts.
 FACTS_FILE = "facts.yaml"
 

@@ -67,7 +67,7 @@ def network_rows(
 ) -> list[dict[str, Any]]:
     """NIC port and NVLink fabric findings of one recorded host folder; an unreadable output is no row."""
     from nightowl.collectors.gpu import fabric
-    from nightowl.collectors.host import ib_ports, ib_ports_window
+    from nightowl.collectors.network import ib_ports, ib_ports_window
 
     rows: list[dict[str, Any]] = []
     reads: list[dict[str, Any]] = []

@@ -9,7 +9,7 @@ import pytest
 
 from nightowl.collectors import get_collector
 from nightowl.collectors.gpu import fabric, fabric_manager, xid_nvlink5
-from nightowl.collectors.host import ib_ports, ib_ports_window
+from nightowl.collectors.network import ib_ports, ib_ports_window
 from nightowl.collectors.readonly import allowed_shape
 from tests.helpers import ROOT
 

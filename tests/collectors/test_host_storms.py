@@ -6,7 +6,7 @@ import pytest
 
 from nightowl import knowledge
 from nightowl.collectors.gpu.kernel_log import facts, host_thresholds, parse
-from nightowl.collectors.host.nic_links import link_change, most_in_window
+from nightowl.collectors.network.nic_links import link_change, most_in_window
 from tests.helpers import ROOT
 
 HOSTS = ROOT / "fixtures" / "hosts"

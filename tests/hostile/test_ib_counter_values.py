@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from nightowl.collectors.host import ib_ports
+from nightowl.collectors.network import ib_ports
 from nightowl.library.rehearse import replay_case
 from tests.helpers import ROOT
 

@@ -8,7 +8,7 @@ from pathlib import Path
 from click.testing import CliRunner
 
 from nightowl.cli.bench_cmd import bench
-from nightowl.collectors.serving.bench_compare import Limits, compare, render_table
+from nightowl.llmperf.bench_compare import Limits, compare, render_table
 from nightowl.collectors.serving.bench_serve import parse
 from tests.helpers import ROOT
 

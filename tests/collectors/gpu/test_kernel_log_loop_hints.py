@@ -6,7 +6,7 @@ from __future__ import annotations
 import inspect
 
 from nightowl.collectors.gpu.kernel_log import parser
-from nightowl.collectors.host import nic_links
+from nightowl.collectors.network import nic_links
 
 
 def test_every_link_hint_holds_the_guard() -> None:

@@ -243,7 +243,7 @@ def _storm_facts(data: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def _link_facts(data: Mapping[str, Any]) -> dict[str, Any]:
-    from nightowl.collectors.host.nic_links import most_in_window
+    from nightowl.collectors.network.nic_links import most_in_window
 
     limits = host_thresholds()
     fast, slow = limits["nic_link_flaps_per_port"], limits["nic_link_downs_per_port"]

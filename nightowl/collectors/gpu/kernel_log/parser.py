@@ -32,7 +32,7 @@ from nightowl.collectors.gpu.kernel_log.patterns import (
 from nightowl.collectors.gpu.kernel_log.platform import virtual_platform
 from nightowl.collectors.gpu.kernel_log.results import KernelLogResult
 from nightowl.collectors.gpu.kernel_log.timestamps import parse_time, seconds_of
-from nightowl.collectors.host.nic_links import LinkScan
+from nightowl.collectors.network.nic_links import LinkScan
 
 MAX_DISTINCT_EVENTS = 20_000  # a safety cap; a real log has tens to hundreds
 MAX_LINES_PER_EVENT = 32  # continuation lines kept per (collapsed) event

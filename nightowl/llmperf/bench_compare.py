@@ -7,15 +7,15 @@ percentile is missing from either run, the gate compares the next tail both runs
 P95) and says so in the row, rather than silently passing. A gated metric neither run shows is
 ``not compared``: a note, never a pass in disguise. Other statistics are listed as ``info``.
 
-Pure: takes parsed results (``collectors.bench_serve``), returns rows; the CLI prints them.
+Pure: takes parsed results (``collectors.serving.bench_serve``'s ``BenchResult``, or anything that carries the
+same fields: ``BenchRun``), returns rows; the CLI prints them. It names only the fields it reads, so this
+package of serving arithmetic does not import the collectors that import it.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
-
-from nightowl.collectors.serving.bench_serve import BenchResult
+from typing import Any, Protocol
 
 FALLBACK_PERCENTILES = ("p99", "p95", "p90")
 # (metric, statistic, label) listed for information only
@@ -28,6 +28,31 @@ INFO_ROWS: tuple[tuple[str, str, str], ...] = (
     ("itl", "median", "ITL median (ms)"),
     ("e2el", "mean", "E2E latency mean (ms)"),
 )
+
+
+class BenchRun(Protocol):
+    """The fields of a parsed benchmark run (``bench_serve.BenchResult``) the gate reads."""
+
+    @property
+    def tool(self) -> str | None: ...
+    @property
+    def command(self) -> str | None: ...
+    @property
+    def request_rate(self) -> float | str | None: ...
+    @property
+    def max_concurrency(self) -> float | str | None: ...
+    @property
+    def successful_requests(self) -> int | None: ...
+    @property
+    def failed_requests(self) -> int | None: ...
+    @property
+    def request_throughput(self) -> float | None: ...
+    @property
+    def output_token_throughput(self) -> float | None: ...
+    @property
+    def total_token_throughput(self) -> float | None: ...
+    @property
+    def latency_ms(self) -> dict[str, dict[str, float]]: ...
 
 
 @dataclass(frozen=True)
@@ -79,7 +104,7 @@ def _throughput_row(label: str, baseline: float | None, current: float | None, l
     return Row(label, baseline, current, change, f"-{limits.throughput_drop_pct:g}%", status)
 
 
-def _tail_row(metric: str, wanted: str, rise_pct: float, baseline: BenchResult, current: BenchResult) -> Row:
+def _tail_row(metric: str, wanted: str, rise_pct: float, baseline: BenchRun, current: BenchRun) -> Row:
     base_stats, cur_stats = baseline.latency_ms.get(metric, {}), current.latency_ms.get(metric, {})
     order = (wanted, *(p for p in FALLBACK_PERCENTILES if p != wanted))
     used = next((p for p in order if base_stats.get(p) is not None and cur_stats.get(p) is not None), None)
@@ -100,7 +125,7 @@ def _count_row(label: str, baseline: float | None, current: float | None, allowe
     return Row(label, baseline, current, None, f"<= {allowed}", status)
 
 
-def _comparability(baseline: BenchResult, current: BenchResult) -> list[str]:
+def _comparability(baseline: BenchRun, current: BenchRun) -> list[str]:
     """Differences in how the two runs were driven: the numbers may differ for that reason alone."""
     notes = []
     pairs = (
@@ -118,8 +143,8 @@ def _comparability(baseline: BenchResult, current: BenchResult) -> list[str]:
 
 
 def compare(
-    baseline: BenchResult,
-    current: BenchResult,
+    baseline: BenchRun,
+    current: BenchRun,
     limits: Limits | None = None,
     current_preemptions: float | None = None,
     baseline_preemptions: float | None = None,
@@ -153,7 +178,7 @@ def compare(
     return Comparison(blocked=blocked, rows=tuple(rows), notes=tuple(_comparability(baseline, current)))
 
 
-def _info_rows(baseline: BenchResult, current: BenchResult) -> list[Row]:
+def _info_rows(baseline: BenchRun, current: BenchRun) -> list[Row]:
     rows = [
         Row(
             "total token throughput (tok/s)",
