@@ -28,7 +28,6 @@ KIND = "xid-nvlink5"
 INPUTS = ("kernel_log",)
 OPTIONAL_INPUTS = ("nvidia_smi",)
 DECODE_FILE = Path(__file__).resolve().parents[2] / "knowledge" / "xid_nvlink5_decode.csv"
-CODES = frozenset(range(144, 151))
 R575 = 575  # the driver branch where the intrInfo layout changes (sheet columns V1 <R575, V2 >=R575)
 
 # The line's fields after "<Xid>, " (R575+ prints six words in parentheses; older drivers one in brackets).
@@ -171,10 +170,12 @@ def derive(inputs: Mapping[str, Mapping[str, Any]], params: Mapping[str, Any] | 
     kernel, smi = inputs["kernel_log"], inputs.get("nvidia_smi") or {}
     version = kernel.get("driver_version") or smi.get("driver_version")
     branch = driver_branch(version)
+    from nightowl.collectors.gpu.xid_catalog import NVLINK5_CODES  # xid_rules.yaml nvlink5_codes: the one list
+
     decoded: list[dict[str, Any]] = []
     undecoded: list[dict[str, Any]] = []
     for event in kernel.get("events") or []:
-        if event.get("kind") != "xid" or event.get("code") not in CODES:
+        if event.get("kind") != "xid" or event.get("code") not in NVLINK5_CODES:
             continue
         entry = {"pci": event.get("pci"), **decode_line(int(event["code"]), event.get("text") or "", branch)}
         (decoded if entry["decoded"] else undecoded).append(entry)
@@ -194,6 +195,7 @@ def derive(inputs: Mapping[str, Mapping[str, Any]], params: Mapping[str, Any] | 
         "action": max(actions, key=ACTION_ORDER.index) if actions else None,
         "gpus": sorted({entry["pci"] for entry in decoded if entry.get("pci")}),
         "peer_suspected": [e for e in decoded if "PEER" in str(e.get("investigatory", "")).upper()],
+        "other_xid_codes": [code for code in kernel.get("xid_codes") or [] if code not in NVLINK5_CODES],
     }
 
 

@@ -169,6 +169,15 @@ def tables() -> _Tables:
     return _Tables(phases, markers, hints, failures, errors, values, signatures)
 
 
+@functools.cache
+def engine_names() -> dict[str, str]:
+    """engine -> the name verdicts print (engine_log.yaml engine_names), e.g. sglang -> SGLang."""
+    return {
+        str(knowledge.field(e, "engine", w)): str(knowledge.field(e, "name", w))
+        for w, e in _entries(knowledge.read_yaml("engine_log.yaml") or {}, "engine_names")
+    }
+
+
 _LAZY: dict[str, Callable[[], Any]] = {
     "ENGINE_PHASES": lambda: tables().engine_phases,
     "MARKERS": lambda: tables().markers,
@@ -550,7 +559,7 @@ def _last_stats(lines: list[str]) -> dict[str, float | None] | None:
 
 def facts(result: EngineLog) -> dict[str, Any]:
     """Contract JSON plus `oom_phase`, `oom_kind`, `has_oom`, `fragmentation`, `kv_admission_failed`,
-    `error_kinds`, `kv_tokens`, `kv_max_concurrency`."""
+    `error_kinds`, `kv_tokens`, `kv_max_concurrency`, `engine_name`."""
     out: dict[str, Any] = to_jsonable(result)
     oom = result.oom
     out["has_oom"] = oom is not None
@@ -561,6 +570,7 @@ def facts(result: EngineLog) -> dict[str, Any]:
     out["error_kinds"] = [error.kind for error in result.errors]
     out["kv_tokens"] = result.kv_cache.tokens if result.kv_cache else None
     out["kv_max_concurrency"] = result.kv_cache.max_concurrency if result.kv_cache else None
+    out["engine_name"] = engine_names().get(result.engine or "")
     # issue 13: who holds the GPU at an OOM, memory outside this process's PyTorch, start-up limits
     out.update(_eras.oom_holders(oom.text if oom else ""))
     out["oom_outside_pytorch_gib"] = _eras.outside_pytorch_gib(out["oom"])
