@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import re
 import shutil
 import time
 from pathlib import Path
@@ -11,20 +10,9 @@ from typing import Any
 
 import click
 
-from nightowl.cli.common import DEFAULT_OUT_HELP, TEXT_JSON_OPTION, out_option
+from nightowl.cli.common import DEFAULT_OUT_HELP, TEXT_JSON_OPTION, out_option, parse_age
 from nightowl.cli.exit import fail
 from nightowl.paths import default_out_dir
-
-_AGE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhdw])\s*$")
-_UNIT_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
-
-
-def parse_age(text: str) -> float:
-    """``90m``, ``12h``, ``30d``, ``2w`` -> seconds."""
-    match = _AGE.match(text)
-    if match is None:
-        raise ValueError(f"age {text!r}: expected a number and a unit s, m, h, d or w (e.g. 30d)")
-    return float(match.group(1)) * _UNIT_SECONDS[match.group(2)]
 
 
 def _read(path: Path) -> dict[str, Any]:

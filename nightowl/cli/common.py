@@ -197,6 +197,17 @@ def load_runbook_or_exit(name: str) -> Any:
     return None
 
 
+def parse_age(text: str) -> float:
+    """An age option's value (``--prune``, ``--window``): ``90m``, ``12h``, ``30d``, ``2w`` -> seconds; the unit
+    is required (nightowl.ages reads a bare number as seconds, which an option never means)."""
+    import re
+
+    match = re.match(r"^\s*(\d+(?:\.\d+)?)\s*([smhdw])\s*$", text)
+    if match is None:
+        raise ValueError(f"age {text!r}: expected a number and a unit s, m, h, d or w (e.g. 30d)")
+    return float(match.group(1)) * {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}[match.group(2)]
+
+
 def parse_params(pairs: tuple[str, ...]) -> dict[str, Any]:
     """``KEY=VALUE`` pairs as strings: the runbook's declared types convert them (``since=10:00`` stays
     "10:00", ``container=0755`` stays "0755"); ``KEY=null`` or ``KEY=`` means no value."""
@@ -253,3 +264,41 @@ HISTORY_FROM_OPTION = click.option(
     help="also read this node's incidents before this boot from Prometheus at URL "
     "(nightowl_gpu_incidents_total, the last 30 days; docs/reference.md#history)",
 )
+
+
+# What `sweep`, `check` and `watch` share: the runbook they run, its kernel-log window, the textfile, the bundle
+# folder and whole or incremental reads (the sweep's --format is cli/sweep_report.py's, with its renderers).
+RUNBOOK_OPTION = click.option("--runbook", default="node-health", show_default=True)
+SINCE_OPTION = click.option(
+    "--since", help='kernel-log evidence only since then (journalctl --since: "-2h", "2024-06-01")'
+)
+TEXTFILE_OPTION = click.option(
+    "--textfile",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="also write the Prometheus textfile here (node-exporter textfile collector)",
+)
+SWEEP_OUT_OPTION = out_option(f"where the sweep bundle goes [default: {DEFAULT_OUT_HELP}]")
+FULL_OPTION = click.option(
+    "--full",
+    "full_read",
+    is_flag=True,
+    help="read each host's kernel log whole, not from its last read's cursor (docs/reference.md#incremental-reads)",
+)
+
+
+def param_values(params: tuple[str, ...], since: str | None) -> dict[str, Any]:
+    """The runbook's values from --param KEY=VALUE pairs, --since winning over a `since` among them."""
+    values = parse_params(params)
+    if since:
+        values["since"] = since
+    return values
+
+
+def local_transports() -> dict[str, Any]:
+    """This node under its own name (nightowl/fleet/sweep.py); an invalid $NODE_NAME exits 2."""
+    from nightowl.fleet.sweep import local_transports as this_node
+
+    try:
+        return this_node()
+    except ValueError as exc:
+        fail(str(exc))

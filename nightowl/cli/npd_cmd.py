@@ -12,7 +12,7 @@ import click
 
 from nightowl.cli.common import TEXT_JSON_OPTION
 from nightowl.cli.exit import EXIT_HELP
-from nightowl.cli.slurm_cmd import (
+from nightowl.cli.node_actions import (
     ACTIONS_EXIT_HELP,
     ACTIONS_LOG_OPTION,
     DRY_RUN_OPTION,
@@ -20,13 +20,11 @@ from nightowl.cli.slurm_cmd import (
     REPORT_FOR_OTHER_NODE_OPTION,
     caps_options,
     caps_or_exit,
-    check_node,
+    check_node_or_exit,
     default_actions_log,
     node_cap_options,
     node_cap_or_exit,
     print_actions,
-    read_report,
-    record_failure,
 )
 from nightowl.fleet.node_condition import NPD_DEFAULT_MAX_OUTPUT_LENGTH
 
@@ -105,6 +103,7 @@ def condition(
     a hardware ticket (the message says the count) and no later True or Unknown replaces it (held, exit 4).
     """
     from nightowl.fleet.k8s_condition import Kubectl, KubectlError, set_condition
+    from nightowl.fleet.scheduler_actions import read_report, record_failure
 
     caps = caps_or_exit(max_drain, max_drain_percent, window)
     node_cap = node_cap_or_exit(max_node_actions, node_actions_window)
@@ -114,7 +113,7 @@ def condition(
         check_status = -1  # an unreadable report is no verdict: Unknown
     log = actions_log or default_actions_log()
     # gpu-17's report never sets gpu-03's condition
-    note = check_node(report, (node,), "condition", log, dry_run, fmt, report_for_other_node)
+    note = check_node_or_exit(report, (node,), "condition", log, dry_run, fmt, report_for_other_node)
     try:
         entry = set_condition(
             Kubectl(), node, report, check_status, caps, log, dry_run=dry_run, note=note, lock=lock, node_cap=node_cap

@@ -10,7 +10,7 @@ import click
 
 from nightowl.cli.common import INVASIVE_OPTION, TEXT_JSON_OPTION, limit_options, out_option, ssh_options
 from nightowl.cli.exit import ExitStatus, fail
-from nightowl.cli.slurm_cmd import node_cap_options, node_cap_or_exit
+from nightowl.cli.node_actions import node_cap_options, node_cap_or_exit
 
 VERIFY_EXIT_HELP = """\b
 Exit status:

@@ -46,7 +46,7 @@ from nightowl.fleet.breaker import (
 # How long a check waits after its drain before confirming it: slurmctld stamps reasons in whole seconds of
 # its own clock, so one second after scontrol returns, the controller has left the second of the drain.
 SETTLE_S = 1.1
-# Results that left the node changed but the breaker unconfirmed; exit 5, like a failure (cli/slurm_cmd.py).
+# Results that left the node changed but the breaker unconfirmed; exit 5, like a failure (fleet/scheduler_actions.py).
 UNCONFIRMED = "drained-unconfirmed"
 # Drain lines whose reason (the why up to its first ';') is nightowl's own drain of the node now.
 OURS = frozenset({"drained", UNCONFIRMED, "relabelled"})
