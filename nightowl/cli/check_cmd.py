@@ -8,25 +8,22 @@ from pathlib import Path
 import click
 
 from nightowl.cli.common import (
+    FULL_OPTION,
     HISTORY_FROM_OPTION,
     HISTORY_OPTION,
     LOG_FORMAT_OPTION,
     PARAM_OPTION,
-    limit_options,
-    load_runbook_or_exit,
-)
-from nightowl.cli.exit import EXIT_HELP
-from nightowl.cli.sweep_cmd import (
-    FULL_OPTION,
     RUNBOOK_OPTION,
     SINCE_OPTION,
-    SWEEP_FORMAT_OPTION,
     SWEEP_OUT_OPTION,
     TEXTFILE_OPTION,
+    limit_options,
+    load_runbook_or_exit,
     local_transports,
     param_values,
-    run_sweep,
 )
+from nightowl.cli.exit import EXIT_HELP
+from nightowl.cli.sweep_report import SWEEP_FORMAT_OPTION, run_sweep
 
 
 @click.command(epilog=EXIT_HELP)

@@ -11,9 +11,11 @@ import pytest
 from click.testing import CliRunner
 
 from nightowl.cli import check_cmd
+from nightowl.cli.common import param_values
 from nightowl.cli.exit import ExitStatus
 from nightowl.cli.main import main as cli
-from nightowl.cli.sweep_cmd import param_values, run_sweep, sweep
+from nightowl.cli.sweep_cmd import sweep
+from nightowl.cli.sweep_report import run_sweep
 from nightowl.library import runbooks
 from nightowl.paths import data_dir
 from nightowl.transports.local import LocalTransport

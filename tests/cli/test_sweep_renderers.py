@@ -1,4 +1,4 @@
-"""Each sweep output format is declared once (sweep_cmd.RENDERERS): the --format choices, the renderer and
+"""Each sweep output format is declared once (sweep_report.RENDERERS): the --format choices, the renderer and
 whether it is a file format all come from that table."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from nightowl.cli import sweep_cmd
+from nightowl.cli import sweep_cmd, sweep_report
 from nightowl.cli.main import main
 
 SUMMARY = {
@@ -22,13 +22,13 @@ SUMMARY = {
 
 def test_the_format_choices_are_the_renderers() -> None:
     option = next(p for p in sweep_cmd.sweep.params if p.name == "fmt")
-    assert list(option.type.choices) == list(sweep_cmd.RENDERERS)  # type: ignore[attr-defined]
-    assert option.default == next(iter(sweep_cmd.RENDERERS))
+    assert list(option.type.choices) == list(sweep_report.RENDERERS)  # type: ignore[attr-defined]
+    assert option.default == next(iter(sweep_report.RENDERERS))
 
 
-@pytest.mark.parametrize("fmt", sorted(sweep_cmd.RENDERERS))
+@pytest.mark.parametrize("fmt", sorted(sweep_report.RENDERERS))
 def test_every_format_renders_a_summary(fmt: str) -> None:
-    text = sweep_cmd.renderer(fmt)(SUMMARY)
+    text = sweep_report.renderer(fmt)(SUMMARY)
     assert isinstance(text, str) and "gpu-1" in text
 
 

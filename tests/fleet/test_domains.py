@@ -7,8 +7,9 @@ from pathlib import Path
 
 import pytest
 
+from nightowl.cli.common import param_values
 from nightowl.cli.exit import ExitStatus
-from nightowl.cli.sweep_cmd import param_values, run_sweep
+from nightowl.cli.sweep_report import run_sweep
 from nightowl.fleet.domains import domain_keys, domains_table, fleet_domains
 from nightowl.fleet.inventory import InventoryError, load_inventory
 from nightowl.library import runbooks

@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from nightowl.cli.sweep_cmd import param_values, run_sweep
+from nightowl.cli.common import param_values
+from nightowl.cli.sweep_report import run_sweep
 from nightowl.fleet.domains import fleet_domains, primary_node, with_fact_domains, xid_is_follower
 from nightowl.fleet.outliers import nvlink_domain
 from nightowl.library import runbooks

@@ -14,7 +14,8 @@ from typing import Any
 import pytest
 
 from nightowl import history
-from nightowl.cli.sweep_cmd import param_values, run_sweep
+from nightowl.cli.common import param_values
+from nightowl.cli.sweep_report import run_sweep
 from nightowl.engine.incremental import CARRIED
 from nightowl.fleet.workers import engine_for
 from nightowl.history import cursors
