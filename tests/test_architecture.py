@@ -307,3 +307,49 @@ def test_the_session_entry_check_can_fail(tmp_path: Path) -> None:
     (pkg / "run.py").write_text("from nightowl.engine.session import run_runbook\n")
     found = callers_of(RUN_ENTRY, module_files(pkg))
     assert found == ["nightowl.cli.a:2", "nightowl.cli.b:2", "nightowl.cli.c:2"]
+
+
+# Use cases are library functions (issue 44): a command module parses options, calls, renders and exits; what
+# two commands share lives in a module that is no command (cli/common.py, cli/sweep_report.py, cli/node_actions.py),
+# and the libraries below the CLI never reach back up into it.
+LIBRARIES_BELOW_THE_CLI = ("nightowl.fleet", "nightowl.watch", "nightowl.receiver", "nightowl.mcp")
+
+
+def _is_command(module: str) -> bool:
+    return module.startswith("nightowl.cli.") and module.endswith("_cmd")
+
+
+def use_case_climbs(modules: dict[str, Path]) -> list[str]:
+    """``a -> b`` for each command module importing another command module, and each module of a library
+    below the CLI importing the CLI (imports inside functions count)."""
+    found = set()
+    for module, path in modules.items():
+        below = any(module == lib or module.startswith(lib + ".") for lib in LIBRARIES_BELOW_THE_CLI)
+        for name in imported_names(module, path):
+            if name not in modules or name == module:
+                continue
+            if (_is_command(module) and _is_command(name)) or (
+                below and (name == "nightowl.cli" or name.startswith("nightowl.cli."))
+            ):
+                found.add(f"{module} -> {name}")
+    return sorted(found)
+
+
+def test_no_command_module_imports_another_and_no_library_imports_the_cli() -> None:
+    climbs = use_case_climbs(module_files())
+    assert not climbs, "move what both need out of the command (or out of the CLI):\n" + "\n".join(climbs)
+
+
+def test_the_use_case_check_can_fail(tmp_path: Path) -> None:
+    pkg = packages(tmp_path / "nightowl", "cli", "fleet", "watch")
+    (pkg / "cli" / "a_cmd.py").write_text("def f():\n    from nightowl.cli.b_cmd import X\n")
+    (pkg / "cli" / "b_cmd.py").write_text("from nightowl.cli import common\nX = 1\n")
+    (pkg / "cli" / "common.py").write_text("")
+    (pkg / "fleet" / "sweep.py").write_text("from nightowl.cli.common import fail\n")
+    (pkg / "watch" / "daemon.py").write_text("from ..cli import b_cmd\n")
+    assert use_case_climbs(module_files(pkg)) == [
+        "nightowl.cli.a_cmd -> nightowl.cli.b_cmd",
+        "nightowl.fleet.sweep -> nightowl.cli.common",
+        "nightowl.watch.daemon -> nightowl.cli",
+        "nightowl.watch.daemon -> nightowl.cli.b_cmd",
+    ]

@@ -18,13 +18,13 @@ from nightowl.cli.common import (
     HISTORY_OPTION,
     LOG_FORMAT_OPTION,
     PARAM_OPTION,
+    TEXTFILE_OPTION,
     fail,
     limit_options,
     number_option,
     out_option,
 )
 from nightowl.cli.exit import ExitStatus
-from nightowl.cli.sweep_cmd import TEXTFILE_OPTION
 
 TRIGGER_HELP = (
     "what opens a burst, comma-separated or repeated; `default` is xid, sxid, fallen-off-bus, aer-fatal, "
@@ -142,8 +142,7 @@ def watch(
     health = health_file or state / "health.json"
     if probe:
         sys.exit(int(_probe(health, max_age)))
-    from nightowl.cli.common import load_runbook_or_exit, stderr_logger
-    from nightowl.cli.sweep_cmd import local_transports, param_values
+    from nightowl.cli.common import load_runbook_or_exit, local_transports, param_values, stderr_logger
     from nightowl.watch import triggers as trigger_table
 
     try:
