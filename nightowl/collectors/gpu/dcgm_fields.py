@@ -10,6 +10,7 @@ every release read to the same facts.
 from __future__ import annotations
 
 import functools
+import re
 from typing import NamedTuple
 
 from nightowl import knowledge
@@ -105,3 +106,39 @@ def dcgm_error_value(value: float) -> str | None:
         if offset in (0, 1, 2, 3):
             return f"DCGM {width} {_SENTINEL_WORDS[int(offset)]}"
     return None
+
+
+class ErrorMarker(NamedTuple):
+    pattern: re.Pattern[str]
+    means: str
+    source: str
+
+
+@functools.cache
+def error_markers() -> tuple[ErrorMarker, ...]:
+    """Every row of dcgm_errors.csv: what a DCGM that cannot answer health calls leaves in the text."""
+    rows = knowledge.read_csv("dcgm_errors.csv", required=("pattern", "means", "confidence", "source"))
+    found = []
+    for line, row in enumerate(rows, start=2):
+        where = f"dcgm_errors.csv: line {line}"
+        pattern = knowledge.compile_pattern(row["pattern"], where)
+        found.append(ErrorMarker(pattern, row["means"], knowledge.sourced(row, where, required=True)))
+    return tuple(found)
+
+
+MAX_ERROR_LINES = 5  # a log holds the same error every scrape interval: the first few say it
+
+
+def dcgm_errors(lines: list[str]) -> list[dict[str, str]]:
+    """The lines (not metric samples) that say DCGM could not answer, each with what it means, first few only."""
+    found: list[dict[str, str]] = []
+    for line in lines:
+        text = line.strip()
+        if not text or text[:5].upper() == "DCGM_" or text.startswith(("dcgm_", "# HELP", "# TYPE")):
+            continue
+        marker = next((m for m in error_markers() if m.pattern.search(text)), None)
+        if marker is not None:
+            found.append({"line": text[:300], "means": marker.means})
+            if len(found) == MAX_ERROR_LINES:
+                break
+    return found

@@ -7,13 +7,18 @@ NAME``: nightowl/collectors/gpu/dcgm_prometheus.py). Every metric name of every 
 fact in one unit (nightowl/knowledge/dcgm_fields.csv, a source per row); labels likewise (dcgm_labels.csv).
 
 ``DCGM_FI_DEV_XID_ERRORS`` is the last Xid DCGM saw since the exporter started, not a count: it is read as
-``xid_last``, a code. What telemetry cannot see is said, never assumed: the kernel log was not read, so the
-Xid's text, its process and any earlier Xid are unknown (``NOT_SEEN``).
+``xid_last``, a code. ``DCGM_EXP_XID_ERRORS_TOTAL`` (4.8.3+, opt-in) is a counter per Xid code, read as totals
+(``xid_totals``); a code whose total grew since the window start (a Prometheus window), or any counted code
+(one scrape: the window is the exporter's life) is an Xid of the window (``xid_new_codes``), as the xid
+runbook reads the kernel log's Xids since ``--since``. What telemetry cannot see is said, never assumed: the
+kernel log was not read, so the Xid's text, its process and any earlier Xid are unknown (``NOT_SEEN``).
 
 A blind monitor is not a healthy GPU (docs/reference.md#dcgm-metrics): a GPU whose health fields are absent,
 answered with DCGM's "no value" sentinels, or stopped (stale for more than two scrape intervals in a
-Prometheus window) is not judged, and ``health_reporting`` is false with ``blind_reason`` saying why; the
-xid and node-health runbooks then end "cannot judge: DCGM is not reporting health" (exit 3).
+Prometheus window) is not judged, nor is any GPU of a text where DCGM says it cannot answer (its library and
+host engine versions disagree, "API version mismatch": nightowl/knowledge/dcgm_errors.csv), and
+``health_reporting`` is false with ``blind_reason`` saying why; the xid and node-health runbooks then end
+"cannot judge: DCGM is not reporting health" (exit 3).
 """
 
 from __future__ import annotations
@@ -37,10 +42,15 @@ COMMANDS: tuple[tuple[str, ...], ...] = (
     ("curl", "-sS", "--fail", "--max-time", "20", "--", "{dcgm_prometheus_query}"),
 )
 NOT_SEEN = "kernel log not read: the Xid is DCGM's last value; its text, its process and any earlier Xid are unknown"
+NOT_SEEN_WITH_TOTALS = (
+    "kernel log not read: DCGM's Xid totals count each code since the exporter started; their text, their process"
+    " and any Xid before that are unknown"
+)
 FELL_OFF_BUS = 79
 IDENTITY = ("gpu", "uuid", "pci_bus_id", "device", "model", "hostname", "driver_version")
-# label-keyed series: one value per label value (DCGM_EXP_XID_ERRORS_COUNT per code, per clock event, per watch)
-KEYED = {"xid_window_count": "xid", "health_status": "health_watch"}
+# label-keyed series: one value per label value (DCGM_EXP_XID_ERRORS_COUNT and _TOTAL per code, per clock event,
+# per watch)
+KEYED = {"xid_window_count": "xid", "xid_total": "xid", "health_status": "health_watch"}
 CLOCK_EVENTS = "DCGM_EXP_CLOCK_EVENTS_COUNT"  # per clock_event label (3.3.5-3.4.0+, NVIDIA/dcgm-exporter#261)
 HEALTH_FAIL, HEALTH_WARN = 20, 10  # DCGM_HEALTH_RESULT_FAIL / _WARN (dcgm_structs.h)
 
@@ -55,6 +65,7 @@ class _Gpu:
     error_values: dict[str, str] = field(default_factory=dict)
     stale: set[str] = field(default_factory=set)
     moved: set[str] = field(default_factory=set)  # fields whose series changed inside a Prometheus window
+    xid_new: dict[str, float] = field(default_factory=dict)  # Xid code -> how much its total grew in the window
 
 
 @dataclass(frozen=True)
@@ -69,33 +80,41 @@ class DcgmScrape:
     unmapped: tuple[str, ...] = ()
     health_reporting: bool = False
     blind_reason: str | None = None
+    dcgm_errors: tuple[dict[str, str], ...] = ()  # lines saying DCGM could not answer (knowledge/dcgm_errors.csv)
     window: dict[str, Any] | None = None
     warnings: tuple[str, ...] = ()
+
+
+# Per sample: its series stopped; its series moved in the window; how much it grew since the window start (a
+# Prometheus window), or None (one scrape: the exporter's life is the window).
+Mark = tuple[bool, bool, float | None]
 
 
 def parse(text: str) -> DcgmScrape:
     """A dcgm-exporter scrape, or a Prometheus query_range answer of its series -> per-GPU facts; never raises."""
     if dcgm_prometheus.is_answer(text):
         window = dcgm_prometheus.read_answer(text)
-        marks = [(window.stale(i), window.moved[i]) for i in range(len(window.samples))]
-        stale = sum(old for old, _ in marks)
+        marks: list[Mark] = [(window.stale(i), window.moved[i], window.rise[i]) for i in range(len(window.samples))]
+        stale = sum(old for old, _, _ in marks)
         win = {"end": window.end, "step": window.step, "series": len(window.samples), "stale_series": stale}
         return _scrape("prometheus", window.samples, marks, window.warnings, win)
     read = metrics.read_samples(text)
-    return _scrape("exporter", read.samples, [(False, False)] * len(read.samples), read.warnings, None)
+    errors = dcgm_fields.dcgm_errors(text.splitlines())
+    return _scrape("exporter", read.samples, [(False, False, None)] * len(read.samples), read.warnings, None, errors)
 
 
 def _scrape(
     source: str,
     samples: list[Sample],
-    marks: list[tuple[bool, bool]],  # per sample: its series stopped; its series moved in the window
+    marks: list[Mark],
     warnings: list[str],
     window: dict[str, Any] | None,
+    errors: list[dict[str, str]] | None = None,
 ) -> DcgmScrape:
     table = dcgm_fields.by_metric()
     gpus: dict[tuple[str, str], _Gpu] = {}
     read, unmapped = set(), set()
-    for sample, (old, moved) in zip(samples, marks, strict=True):
+    for sample, (old, moved, rise) in zip(samples, marks, strict=True):
         sample = _base_name(sample, table)
         row = table.get(sample.name)
         if row is None and sample.name != CLOCK_EVENTS:
@@ -107,13 +126,13 @@ def _scrape(
         if gpu is None:
             continue
         read.add(sample.name)
-        _add(gpu, sample, row, old)
+        _add(gpu, sample, row, old, rise)
         if moved and row is not None:
             gpu.moved.add(row.field)
     rows = [_gpu_facts(g) for g in gpus.values()]
     if window is not None and window["end"] is None and samples:
         warnings = [*warnings, "Prometheus' answer has no query_time series: staleness not judged"]
-    reporting, why = _reporting(rows, source, window)
+    reporting, why = _reporting(rows, source, window, errors or [])
     return DcgmScrape(
         source=source,
         gpus=tuple(rows),
@@ -124,6 +143,7 @@ def _scrape(
         unmapped=tuple(sorted(unmapped)),
         health_reporting=reporting,
         blind_reason=why,
+        dcgm_errors=tuple(errors or ()),
         window=window,
         warnings=tuple(warnings),
     )
@@ -159,7 +179,7 @@ def _gpu_of(sample: Sample, gpus: dict[tuple[str, str], _Gpu]) -> _Gpu | None:
     return gpu
 
 
-def _add(gpu: _Gpu, sample: Sample, row: dcgm_fields.FieldName | None, stale: bool) -> None:
+def _add(gpu: _Gpu, sample: Sample, row: dcgm_fields.FieldName | None, stale: bool, rise: float | None) -> None:
     name = row.field if row is not None else "clock_events_window"
     if not math.isfinite(sample.value):
         gpu.error_values.setdefault(name, f"{sample.value}")
@@ -177,6 +197,9 @@ def _add(gpu: _Gpu, sample: Sample, row: dcgm_fields.FieldName | None, stale: bo
         key = sample.labels.get(key_label) or "?"
         store = gpu.keyed.setdefault(name, {})
         store[key] = max(store.get(key, value), value)
+        if name == "xid_total":  # a scrape's window is the exporter's life: all its total is new in it
+            new = value if rise is None else rise
+            gpu.xid_new[key] = max(gpu.xid_new.get(key, new), new)
         return
     if row is not None and row.kind == "stat":
         gpu.values.setdefault(name, {}).setdefault("", value)  # MIG lines repeat the GPU's value: the first
@@ -207,6 +230,8 @@ def _gpu_facts(gpu: _Gpu) -> dict[str, Any]:
         links = gpu.values.get(name)
         out[name] = _number(math.fsum(links.values())) if links else None
     out["xid_window"] = {k: _number(v) for k, v in sorted(gpu.keyed.get("xid_window_count", {}).items())}
+    out["xid_totals"] = {k: _number(v) for k, v in sorted(gpu.keyed.get("xid_total", {}).items())}
+    out["xid_new"] = {k: _number(v) for k, v in sorted(gpu.xid_new.items()) if v > 0}
     out["health_watches"] = {k: _number(v) for k, v in sorted(gpu.keyed.get("health_status", {}).items())}
     out["clock_events_window"] = {k: _number(v) for k, v in sorted(gpu.keyed.get("clock_events_window", {}).items())}
     out["error_values"] = dict(sorted(gpu.error_values.items()))
@@ -234,8 +259,13 @@ def _number(value: float) -> int | float:
     return int(value) if value.is_integer() and abs(value) < 2**53 else value
 
 
-def _reporting(rows: list[dict[str, Any]], source: str, window: dict[str, Any] | None) -> tuple[bool, str | None]:
+def _reporting(
+    rows: list[dict[str, Any]], source: str, window: dict[str, Any] | None, errors: list[dict[str, str]]
+) -> tuple[bool, str | None]:
     """Whether DCGM reports health for every GPU, and if not, why (a blind monitor is not a healthy GPU)."""
+    if errors:  # DCGM said it cannot answer: whatever fields still read, its health zeros say nothing
+        first = errors[0]
+        return False, f"DCGM says it cannot answer, {first['means']} ({first['line'][:160]!r})"
     if not rows:
         return False, "no GPU series in the " + ("window" if source == "prometheus" else "scrape")
     if window is not None and window["series"] and window["stale_series"] == window["series"]:
@@ -277,7 +307,15 @@ def facts(result: DcgmScrape) -> dict[str, Any]:
     last = [(row, int(row["xid_last"])) for row in rows if row["xid_last"]]
     out["xid_last_gpus"] = [{"gpu": row["name"], "code": code} for row, code in last]
     out["xid_last_codes"] = sorted({code for _, code in last})
-    window_codes = sorted({int(c) for row in rows for c, n in row["xid_window"].items() if c.isdigit() and n})
+    new = [(row, int(c), n) for row in rows for c, n in row["xid_new"].items() if c.isdigit() and int(c)]
+    out["xid_new_gpus"] = [{"gpu": row["name"], "code": code, "count": n} for row, code, n in new]
+    out["xid_new_codes"] = sorted({code for _, code, _ in new})
+    out["xid_total_codes"] = sorted(
+        {int(c) for row in rows for c, n in row["xid_totals"].items() if c.isdigit() and int(c) and n}
+    )
+    # the window's Xids: the exporter's window count, and every code whose total grew since the window start
+    window = {int(c) for row in rows for c, n in row["xid_window"].items() if c.isdigit() and n}
+    window_codes = sorted(window | set(out["xid_new_codes"]))
     out["xid_window_codes"] = window_codes
     codes = set(out["xid_last_codes"]) | set(window_codes)
     out["xid_action"] = xid_catalog.strictest(xid_catalog.action_for(c) for c in codes) if codes else "none"
@@ -292,7 +330,7 @@ def facts(result: DcgmScrape) -> dict[str, Any]:
     )
     out["link_error_gpus"] = _gpu_names(r for r in rows if any(r[n] for n in dcgm_fields.fields(ERRORS)))
     out["unjudged_gpus"] = _gpu_names(r for r in rows if not r["health_fields"])
-    out["not_seen"] = NOT_SEEN
+    out["not_seen"] = NOT_SEEN_WITH_TOTALS if any(row["xid_totals"] for row in rows) else NOT_SEEN
     return out
 
 

@@ -50,6 +50,8 @@ class Window:
     samples: list[Sample] = field(default_factory=list)
     last_seen: list[float] = field(default_factory=list)  # per sample: the time of its series' last point
     moved: list[bool] = field(default_factory=list)  # per sample: its series changed inside the window
+    rise: list[float] = field(default_factory=list)  # per sample: how much its series grew since the window start
+    start: float | None = None
     end: float | None = None
     step: float | None = None
     warnings: list[str] = field(default_factory=list)
@@ -77,9 +79,16 @@ def read_answer(text: str) -> Window:
         error = answer.get("error") if isinstance(answer, dict) else None
         window.warnings.append(f"Prometheus answered an error: {error or str(answer)[:200]}")
         return window
-    for series in (answer.get("data") or {}).get("result") or []:
+    result = (answer.get("data") or {}).get("result") or []
+    # the clock first: a counter's rise needs the window's start, wherever Prometheus put the clock series
+    for series in sorted(result, key=lambda s: not (isinstance(s, dict) and _is_clock(s))):
         _read_series(series, window)
     return window
+
+
+def _is_clock(series: dict[str, Any]) -> bool:
+    metric = series.get("metric")
+    return isinstance(metric, dict) and metric.get(MARKER) == "query_time"
 
 
 def _read_series(series: Any, window: Window) -> None:
@@ -88,7 +97,7 @@ def _read_series(series: Any, window: Window) -> None:
     if not isinstance(metric, dict) or not points:
         return
     if metric.get(MARKER) == "query_time":
-        window.end = points[-1][0]
+        window.start, window.end = points[0][0], points[-1][0]
         steps = [b[0] - a[0] for a, b in zip(points, points[1:], strict=False) if b[0] > a[0]]
         window.step = min(steps) if steps else None
         return
@@ -101,6 +110,21 @@ def _read_series(series: Any, window: Window) -> None:
     window.samples.append(Sample(name, labels, values[-1]))
     window.last_seen.append(points[-1][0])
     window.moved.append(any(v != values[0] for v in values if math.isfinite(v)))
+    window.rise.append(_rise(points, window.start))
+
+
+def _rise(points: list[tuple[float, float]], start: float | None) -> float:
+    """How much a counter grew inside the window, as Prometheus' increase() reads a reset (a drop starts the count
+    again from 0). A series that first appears after the window start counts from 0: dcgm-exporter prints a
+    per-code Xid total only once that code has been seen (NVIDIA/dcgm-exporter README, cumulative XID counters)."""
+    values = [v for _, v in points if math.isfinite(v)]
+    if not values:
+        return 0.0
+    appeared = start is not None and points[0][0] > start
+    grown = values[0] if appeared else 0.0
+    for before, after in zip(values, values[1:], strict=False):
+        grown += after - before if after >= before else after
+    return grown
 
 
 def _points(series: Any) -> list[tuple[float, float]]:
