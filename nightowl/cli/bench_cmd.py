@@ -102,9 +102,9 @@ def compare(
     did not print the asked-for percentile, the next tail both runs show is compared and the table
     says so.
     """
+    from nightowl.collectors.serving.bench_serve import parse
     from nightowl.llmperf.bench_compare import Limits, render_table, to_json
     from nightowl.llmperf.bench_compare import compare as run_compare
-    from nightowl.collectors.serving.bench_serve import parse
 
     limits = Limits(
         throughput_drop_pct=max_throughput_drop,

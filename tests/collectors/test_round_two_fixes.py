@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from nightowl.collectors.gpu import dcgmi_diag, fabric, kernel_log
-from nightowl.collectors.network import ib_ports, nic_links
 from nightowl.collectors.nccl import nccl_log
+from nightowl.collectors.network import ib_ports, nic_links
 from nightowl.collectors.serving import engine_log
 from tests.helpers import ROOT
 

@@ -8,8 +8,8 @@ from pathlib import Path
 from click.testing import CliRunner
 
 from nightowl.cli.bench_cmd import bench
-from nightowl.llmperf.bench_compare import Limits, compare, render_table
 from nightowl.collectors.serving.bench_serve import parse
+from nightowl.llmperf.bench_compare import Limits, compare, render_table
 from tests.helpers import ROOT
 
 SERVING = ROOT / "fixtures" / "corpus" / "serving"
