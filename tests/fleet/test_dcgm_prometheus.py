@@ -2,8 +2,9 @@
 scrapes stand-in dcgm-exporters (loopback HTTP servers) that serve recorded dcgm-exporter scrapes
 (fixtures/dcgm/SOURCE.md), and `triage --prometheus URL --node NAME` judges each node from its series.
 
-Cases: an Xid 79 seen only by DCGM (no kernel log, no nvidia-smi), a row-remap failure, a healthy node, and an
-exporter gone blind (its series stop) which must be "cannot judge", never healthy. The node is named by
+Cases: an Xid 79 seen only by DCGM (no kernel log, no nvidia-smi), a row-remap failure, a healthy node, an
+exporter gone blind (its series stop) which must be "cannot judge", never healthy, and the cumulative Xid totals
+(4.8.3+): an Xid counted before the window is not the window's, one whose total grows inside it is. The node is named by
 dcgm-exporter's own Hostname label, or by a label the scrape config adds (`--node-label node`).
 """
 
@@ -33,6 +34,7 @@ EXPORTERS = {
     "remap": ("derived/remap-failure-a30.prom", "gpu-18"),
     "healthy": ("datadog-t4.prom", "gpu-19"),
     "blinding": ("datadog-t4.prom", "gpu-20"),
+    "totals": ("derived/xid-totals-t4.prom", "gpu-21"),
 }
 
 
@@ -60,6 +62,9 @@ class StandIn:
 
     def stop(self) -> None:
         self.body = None
+
+    def serve(self, body: bytes) -> None:
+        self.body = body
 
 
 class Stack:
@@ -124,9 +129,7 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
 
 def triage(stack: Stack, runbook: str, node: str, tmp_path: Path, *extra: str) -> tuple[int, dict[str, Any]]:
     args = ["triage", runbook, "--prometheus", stack.url, "--node", node, "--since", "5m", "--scrape-interval", "1"]
-    result = CliRunner().invoke(
-        main, [*args, *extra, "--format", "json", "--out", str(tmp_path), "--history", "off"]
-    )
+    result = CliRunner().invoke(main, [*args, *extra, "--format", "json", "--out", str(tmp_path), "--history", "off"])
     assert result.stdout.strip(), result.output
     return result.exit_code, json.loads(result.stdout)
 
@@ -184,3 +187,31 @@ def test_a_node_prometheus_has_no_series_of_is_cannot_judge(stack: Stack, tmp_pa
     code, report = triage(stack, "xid", "gpu-99", tmp_path, "--node-label", "node")
     assert code == 3, report
     assert report["hosts"][0]["verdict"] is None
+
+
+@pytest.mark.integration
+def test_cumulative_xid_totals_judge_only_what_is_new_in_the_window(stack: Stack, tmp_path: Path) -> None:
+    """gpu-21's exporter has counted Xid 13 twice and Xid 48 once since it started, before an 8 s window: the last
+    Xid (13, an application's) is all the window shows. Then Xid 48 counts once more: a double-bit ECC Xid new in
+    the window, which the last-value gauge (still 13) would hide, calls for a GPU reset."""
+    wait_for(
+        "gpu-21's totals older than the window",
+        lambda: bool(stack.query('DCGM_EXP_XID_ERRORS_TOTAL{node="gpu-21"} offset 10s')),
+        30,
+        [stack.daemon],
+    )
+    code, report = triage(stack, "xid", "gpu-21", tmp_path, "--node-label", "node", "--since", "8s")
+    (host,) = report["hosts"]
+    assert host["path"][-1] == "dcgm-xid-app" and "48" not in host["verdict"]["summary"], report
+    body = (DCGM / "derived/xid-totals-t4.prom").read_text().replace('xid="48"} 1', 'xid="48"} 2')
+    stack.exporters["totals"].serve(body.encode())
+    wait_for(
+        "Xid 48 counted again",
+        lambda: [s["value"][1] for s in stack.query('DCGM_EXP_XID_ERRORS_TOTAL{node="gpu-21",xid="48"}')] == ["2"],
+        30,
+        [stack.daemon],
+    )
+    code, report = triage(stack, "xid", "gpu-21", tmp_path, "--node-label", "node", "--since", "8s")
+    (host,) = report["hosts"]
+    assert code == 1, report
+    assert host["verdict"]["action"] == "reset-gpu" and "Xids in its window: 48" in host["verdict"]["summary"]
