@@ -12,6 +12,18 @@ Usable from Python::
 
     result = run_and_save(runbooks.load("xid"), {"gpu-17": lambda: open_transport("gpu-17")}, Path("out"))
     print(result.summary["hosts"][0]["verdict"])
+
+    # a sweep's settings, and the history store the command chose (engine/context.py: RunContext)
+    result = run_and_save(loaded, transports, out, settings=RunSettings(forks=64, host_timeout=60),
+                          context=history.run_context())
+
+The options are two value objects: :class:`RunSettings` (timeouts, forks, invasive collectors, what to
+write) and :class:`RunHooks` (the caller's hooks into the run: a per-host callback, the start order, the
+collector lookup, the engine and bundle writer a sweep's workers stand in, read positions, manifest keys).
+State is handed in as a ``RunContext`` (the history store and its readers, the caller's stop), never read
+from module globals; each run gets its own parse results there, which travel with its :class:`RunResult`
+to the history writer and the postmortem draft, and the bundle keeps those of outputs it stored scrubbed
+(``parsed/``), so every reader sees what the verdict saw.
 """
 
 from __future__ import annotations
@@ -26,19 +38,67 @@ from pathlib import Path
 from typing import Any
 
 from nightowl.engine.bundle_writer import BundleWriter
+from nightowl.engine.context import RunContext
 from nightowl.engine.incremental import CursorBook
+from nightowl.engine.parse_memo import ParsedOutputs
 from nightowl.engine.runner import CollectorLike, HostRun, RunOptions
 from nightowl.engine.session import Interrupted, Terminated, close_live_transports, run_runbook
 from nightowl.engine.validate import LoadedRunbook
 from nightowl.transports.base import Transport
 
-__all__ = ["Interrupted", "RunRefused", "RunResult", "parameter_problems", "resolve_params", "run_and_save"]
+__all__ = [
+    "Interrupted",
+    "RunContext",
+    "RunHooks",
+    "RunRefused",
+    "RunResult",
+    "RunSettings",
+    "parameter_problems",
+    "resolve_params",
+    "run_and_save",
+]
 
 
 class RunRefused(ValueError):
     """The run was refused before anything ran: a parameter the runbook does not declare or cannot
     convert, or one a collector cannot use (an unreadable ``xid_policy``). The message names it (and the
     file); callers report it as an input error (exit 2, a capture "not captured")."""
+
+
+@dataclass(frozen=True)
+class RunSettings:
+    """How a run goes: ``allow_invasive`` collectors, ``command_timeout`` (caps each collector's own) and
+    ``host_timeout`` (one host's whole walk), ``forks`` (hosts at once), and what is written: ``drafts``
+    (``postmortem.md``), ``status_update`` (``status-update.md``), ``history`` (the bundle recorded in the
+    context's store; a failure there is a warning, never the run's), ``redact`` (secrets scrubbed from
+    everything written)."""
+
+    allow_invasive: bool = False
+    command_timeout: float | None = None
+    host_timeout: float | None = None
+    forks: int = 16
+    drafts: bool = True
+    status_update: bool = True
+    history: bool = True
+    redact: bool = True
+
+
+@dataclass(frozen=True)
+class RunHooks:
+    """The caller's hooks into a run. ``on_host_done`` is called as each host ends; ``start_order`` is the
+    order hosts start in (a sweep's dialer's); ``lookup`` gives the collector of a kind; ``engine`` stands in
+    for ``engine.session.run_runbook`` (same arguments and result) and ``writer`` for the bundle writer it
+    makes (a sweep over worker processes, nightowl/fleet/workers.py); ``cursors`` are read positions
+    (engine/incremental.py, saved by ``_record_history``); ``extra_manifest`` adds manifest keys (the
+    receiver's alert)."""
+
+    on_host_done: Callable[[HostRun], None] | None = None
+    start_order: Iterable[str] | None = None
+    lookup: Callable[[str], CollectorLike] | None = None
+    engine: Callable[..., tuple[list[HostRun], Path]] | None = None
+    writer: BundleWriter | None = None
+    cursors: CursorBook | None = None
+    extra_manifest: dict[str, Any] | None = None
 
 
 @dataclass
@@ -58,6 +118,9 @@ class RunResult:
     status_update: Path | None = None
     status_update_error: str | None = None
     params: dict[str, Any] = field(default_factory=dict)
+    # What the run parsed (engine/parse_memo.py): the history writer and the postmortem read these, not the
+    # scrubbed bundle parsed again.
+    parsed: ParsedOutputs = field(default_factory=ParsedOutputs, repr=False)
 
     @property
     def hosts(self) -> list[dict[str, Any]]:
@@ -102,22 +165,9 @@ def run_and_save(
     out_dir: Path,
     *,
     params: Mapping[str, Any] | None = None,
-    allow_invasive: bool = False,
-    command_timeout: float | None = None,
-    host_timeout: float | None = None,
-    forks: int = 16,
-    drafts: bool = True,
-    status_update: bool = True,
-    history: bool = True,
-    redact: bool = True,
-    extra_manifest: dict[str, Any] | None = None,
-    on_host_done: Callable[[HostRun], None] | None = None,
-    start_order: Iterable[str] | None = None,
-    stopping: threading.Event | None = None,
-    lookup: Callable[[str], CollectorLike] | None = None,
-    engine: Callable[..., tuple[list[HostRun], Path]] | None = None,
-    writer: BundleWriter | None = None,
-    cursors: CursorBook | None = None,  # read positions (engine/incremental.py), saved by _record_history
+    settings: RunSettings = RunSettings(),  # noqa: B008 - frozen: one shared default is safe
+    hooks: RunHooks = RunHooks(),  # noqa: B008 - frozen
+    context: RunContext | None = None,
 ) -> RunResult:
     """Run ``loaded`` on ``transports`` (host name -> function opening its transport) into one bundle
     under ``out_dir``; return the :class:`RunResult`.
@@ -125,66 +175,62 @@ def run_and_save(
     Raises :class:`RunRefused` before anything runs when the parameters cannot be used, and
     :class:`Interrupted` (``terminated`` for SIGTERM) after the partial bundle was saved when the run was
     interrupted. In the main thread SIGINT and SIGTERM stop the run (running commands are killed and
-    recorded as interrupted); a later signal never cuts the partial bundle's save. ``stopping`` is the
+    recorded as interrupted); a later signal never cuts the partial bundle's save. ``context.stop`` is the
     caller's own stop (a receiver shutting down): a command that dies of a signal while it is set makes
-    the run partial instead of being judged. ``drafts`` renders ``postmortem.md``, ``status_update``
-    writes ``status-update.md``; ``history`` records the bundle in the history store (when a command
-    activated it; a failure there is a warning, never the run's); ``redact`` scrubs secrets from
-    everything written. ``engine`` stands in for ``engine.session.run_runbook`` (same arguments and result)
-    and ``writer`` for the bundle writer it makes: a sweep over worker processes (nightowl/fleet/workers.py).
+    the run partial instead of being judged. ``context`` gives the history store and the readers collectors
+    may use (None: the one the command's options chose, ``nightowl.history.run_context``: none for a Python
+    caller that chose none); the run gets parse results of its own in it.
     """
+    from nightowl import history
+    from nightowl.collectors.base import to_jsonable
+    from nightowl.history.extract import KINDS_READ
+
+    lookup = hooks.lookup or _default_lookup()
     values = resolve_params(loaded, params, lookup)
+    # The history and the postmortem read the bundle's outputs back: what the run parsed is kept for them.
+    kinds = (KINDS_READ if settings.history else frozenset()) | (DRAFT_KINDS if settings.drafts else frozenset())
+    context = context or history.run_context()  # kinds the caller asks for too (a sweep worker's parent's)
+    context = context.for_run(kinds | context.parsed.kinds, to_jsonable)
     stop = threading.Event()
     options = RunOptions(
         params=values,
-        allow_invasive=allow_invasive,
-        command_timeout=command_timeout,
-        host_timeout=host_timeout,
+        allow_invasive=settings.allow_invasive,
+        command_timeout=settings.command_timeout,
+        host_timeout=settings.host_timeout,
         stop=stop,
         # A command dying of a signal may have been sent it with ours (a cgroup's TERM reaches both): it
         # waits a moment for our own handler to set ``stop`` before it is judged an ordinary failure.
-        stopping=stopping or stop,
-        cursors=cursors,
+        stopping=context.stop or stop,
+        cursors=hooks.cursors,
+        parsed=context.parsed,
+        readers=context.readers,
     )
-    from nightowl.engine import parse_memo
-    from nightowl.history.extract import KINDS_READ
-
-    # The history reads the bundle's outputs back: what the run parsed is kept for it (engine/parse_memo.py).
-    with parse_memo.keeping(KINDS_READ if history else frozenset()):
-        saved = _run(
-            loaded,
-            transports,
-            out_dir,
-            options,
-            forks,
-            drafts,
-            redact,
-            extra_manifest,
-            on_host_done,
-            start_order,
-            lookup,
-            engine or run_runbook,
-            writer,
-        )
-        if isinstance(saved, RunResult):
-            saved.params = values
-            return saved
-        runs, bundle = saved
-        result = RunResult(loaded.id, runs, {}, bundle, params=values)
-        _summarise(result, status_update)
-        if history:
-            _record_history(bundle, cursors)
+    saved = _run(loaded, transports, out_dir, options, settings, hooks, lookup, context.parsed)
+    if isinstance(saved, RunResult):
+        saved.params = values
+        saved.parsed = context.parsed
+        return saved
+    runs, bundle = saved
+    result = RunResult(loaded.id, runs, {}, bundle, params=values, parsed=context.parsed)
+    _summarise(result, settings.status_update)
+    if settings.history:
+        _record_history(bundle, hooks.cursors, context)
     return result
 
 
-def _record_history(bundle: Path, cursors: CursorBook | None) -> None:
-    """The run's one write into the history store, and the read positions its bundle now cites
-    (``cursors``: engine/incremental.py; saved only once the bundle is written, with its id and sha256)."""
-    from nightowl.history import active_path, record_bundle
-    from nightowl.history import cursors as positions
+# The kinds the postmortem draft reads back (nightowl/postmortem/outputs.py): kept while it is rendered.
+DRAFT_KINDS = frozenset({"kernel-log", "metrics", "engine-log"})
 
-    record_bundle(bundle)
-    positions.commit(cursors, bundle, active_path(), lambda text: print(text, file=sys.stderr))
+
+def _record_history(bundle: Path, cursors: CursorBook | None, context: RunContext) -> None:
+    """The run's one write into the context's history store, of what the run parsed, and the read positions
+    its bundle now cites (``cursors``: engine/incremental.py; saved only once the bundle is written, with its
+    id and sha256)."""
+    from nightowl.history import cursors as positions
+    from nightowl.history import record_bundle
+
+    record_bundle(bundle, context.history, parsed=context.parsed)
+    positions.commit(cursors, bundle, context.history, lambda text: print(text, file=sys.stderr))
 
 
 def _run(
@@ -192,38 +238,34 @@ def _run(
     transports: Mapping[str, Callable[[], Transport]],
     out_dir: Path,
     options: RunOptions,
-    forks: int,
-    drafts: bool,
-    redact: bool,
-    extra_manifest: dict[str, Any] | None,
-    on_host_done: Callable[[HostRun], None] | None,
-    start_order: Iterable[str] | None,
-    lookup: Callable[[str], CollectorLike] | None,
-    engine: Callable[..., tuple[list[HostRun], Path]],
-    writer: BundleWriter | None,
+    settings: RunSettings,
+    hooks: RunHooks,
+    lookup: Callable[[str], CollectorLike],
+    parsed: ParsedOutputs,
 ) -> tuple[list[HostRun], Path] | RunResult:
     """The engine's run under the signal handlers; a bundle that could not be written is a RunResult
     with its reason (the verdicts stand)."""
     from nightowl.engine.bundle_summary import triage_summary
     from nightowl.engine.bundle_writer import BundleNotWritten
 
-    scrub, prefilter = _redaction() if redact else (None, None)
+    scrub, prefilter = _redaction() if settings.redact else (None, None)
+    engine = hooks.engine or run_runbook
     try:
         with interruptible(options) as taken:
             saved = engine(
                 loaded,
                 transports,
-                lookup or _default_lookup(),
+                lookup,
                 options,
                 out_dir,
-                forks=forks,
-                on_host_done=on_host_done,
-                render_postmortem=_drafts() if drafts else None,
+                forks=settings.forks,
+                on_host_done=hooks.on_host_done,
+                render_postmortem=_drafts(parsed) if settings.drafts else None,
                 redact=scrub,
                 redact_prefilter=prefilter,
-                extra_manifest=extra_manifest,
-                start_order=start_order,
-                writer=writer,
+                extra_manifest=hooks.extra_manifest,
+                start_order=hooks.start_order,
+                writer=hooks.writer,
             )
     except BundleNotWritten as exc:
         summary = triage_summary(loaded.id, exc.run_id, None, exc.runs)
@@ -291,10 +333,13 @@ def _redaction() -> tuple[Callable[[str], str], Callable[[str], bool]]:
     return scrub_secrets, might_hold_secrets
 
 
-def _drafts() -> Callable[[Path], str]:
+def _drafts(parsed: ParsedOutputs) -> Callable[[Path], str]:
+    """The draft renderer, reading what the run parsed (``parsed``) rather than parsing the bundle again."""
+    import functools
+
     from nightowl.postmortem.render import render_drafts
 
-    return render_drafts
+    return functools.partial(render_drafts, parsed=parsed)
 
 
 def _default_lookup() -> Callable[[str], CollectorLike]:

@@ -21,7 +21,7 @@ from nightowl.library.rehearse import replay_case
 from nightowl.receiver.config import ConfigError, load_config
 from nightowl.receiver.payload import parse_payload
 from nightowl.receiver.queue import Receiver
-from nightowl.run import RunRefused, run_and_save
+from nightowl.run import RunRefused, RunSettings, run_and_save
 from nightowl.transports.replay import ReplayTransport
 from tests.postmortem.bundles import HOSTS
 from tests.receiver.test_serve import TOKEN, payload
@@ -129,8 +129,7 @@ def test_run_and_save_returns_the_bundle_summary_and_status_update(tmp_path: Pat
         runbooks.load("xid"),
         {"h": lambda: ReplayTransport(HOSTS / APP_FAULT, "h")},
         tmp_path / "bare",
-        drafts=False,
-        status_update=False,
+        settings=RunSettings(drafts=False, status_update=False),
     )
     assert bare.bundle is not None and bare.status_update is None
     assert not (bare.bundle / "postmortem.md").exists() and not (bare.bundle / "status-update.md").exists()
@@ -173,7 +172,7 @@ def test_the_rules_timeouts_reach_the_run(tmp_path: Path, monkeypatch: pytest.Mo
     path.write_text(path.read_text() + "    host_timeout: 9\n")
     result = triage_alert(tmp_path, path)
     assert json.loads(result.stdout)["captures"][0]["status"] == "captured"
-    assert (seen["command_timeout"], seen["host_timeout"]) == (7.0, 9.0)
+    assert (seen["settings"].command_timeout, seen["settings"].host_timeout) == (7.0, 9.0)
 
 
 def test_a_rehearsal_whose_parameters_are_refused_fails_with_the_reason(tmp_path: Path) -> None:

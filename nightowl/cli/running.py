@@ -30,19 +30,27 @@ def run_or_exit(
     """``nightowl.run.run_and_save`` for a command: parameters it refuses exit 2 with the reason, an
     interrupt exits 130 (143 for SIGTERM) once the partial bundle is saved. ``options`` go to
     ``run_and_save`` as they are (forks, drafts, on_host_done, start_order)."""
-    from nightowl.run import Interrupted, RunRefused, run_and_save
+    from nightowl import history
+    from nightowl.run import Interrupted, RunHooks, RunRefused, RunSettings, run_and_save
 
     limits = limits or {}
+    switches = {
+        name: options.pop(name) for name in ("forks", "drafts", "status_update", "history", "redact") if name in options
+    }
     try:
         return run_and_save(
             loaded,
             transports,
             out_dir,
             params=params,
-            allow_invasive=allow_invasive,
-            command_timeout=limits.get("command_timeout"),
-            host_timeout=limits.get("host_timeout"),
-            **options,
+            settings=RunSettings(
+                allow_invasive=allow_invasive,
+                command_timeout=limits.get("command_timeout"),
+                host_timeout=limits.get("host_timeout"),
+                **switches,
+            ),
+            hooks=RunHooks(**options),
+            context=history.run_context(),  # the store and readers this command's options chose
         )
     except RunRefused as exc:
         fail(str(exc))

@@ -94,6 +94,10 @@ class BundleWriter:
         self._hosts = 1  # set by finish: documents of many hosts are written without indentation (jsondoc)
         self.renamed: dict[str, str] = {}
         self._finished = False  # after an interrupt, threads still running must not write into a closed bundle
+        # The run's parse results (engine/parse_memo.py), set by the session: an output stored scrubbed is noted
+        # there, and what the run parsed of it is kept in ``parsed/`` (a reader of the scrubbed copy would
+        # parse another text than the verdict's).
+        self.parsed: Any = None
         try:
             self.out_dir.mkdir(parents=True, exist_ok=True)
             self.tmp_path.mkdir(mode=0o700)
@@ -146,11 +150,22 @@ class BundleWriter:
             except OSError as exc:
                 self._failed(exc)
             entry["file"] = rel
+        if self.parsed is not None and stored != result.stdout:
+            self._note_scrubbed(kind, result.stdout, stored, rel)
         with self._lock:
             if self._finished:
                 return None
             self.commands.append(entry)
         return rel
+
+    def _note_scrubbed(self, kind: str, received: str, stored: str, rel: str | None) -> None:
+        """Tell the run's parse results that the bundle stores ``stored`` where the parser read ``received``:
+        whole, and as a reader's head and tail of a file bigger than the parse cap (engine/readback.py)."""
+        from nightowl.engine.parse_budget import bounded_input
+
+        self.parsed.alias(
+            (received, bounded_input(received)[0]), (stored, bounded_input(stored)[0]), rel, kind.split(":")[0]
+        )
 
     def _write_output(self, host: str, kind: str, result: CommandResult, raw: bytes, digest: str) -> str | None:
         """The output's files; ``raw`` is the scrubbed output as encoded (and hashed) once by the caller."""
@@ -285,6 +300,7 @@ class BundleWriter:
         if replayed := [run.host for run in runs if run.replayed]:
             manifest["replayed_hosts"] = replayed  # evidence from recordings: capture time is the replay's
         self._write_json(layout.MANIFEST, manifest)
+        self._write_parsed()
         if render_postmortem is not None:
             self._store(self.tmp_path / layout.POSTMORTEM, _safe_render(render_postmortem, self.tmp_path))
         manifest["files"] = self._file_hashes()
@@ -293,6 +309,19 @@ class BundleWriter:
         write_private(self.tmp_path / layout.MANIFEST_HASH, f"{digest}  {layout.MANIFEST}\n")
         os.replace(self.tmp_path, self.final_path)
         return self.final_path
+
+    def _write_parsed(self) -> None:
+        """``parsed/<output>.json``: what the run parsed of each output it stored scrubbed, its strings
+        scrubbed too (docs/contract-extensions.md), so a later reader sees the verdict's parse."""
+        if self.parsed is None or self.parsed.to_json is None:
+            return
+        self.parsed.rename(self.renamed)
+        for rel, (kind, result) in sorted(self.parsed.scrubbed_results().items()):
+            document = {"kind": kind, "file": rel, "result": self.parsed.to_json(result)}
+            path = self.tmp_path / layout.PARSED / f"{rel}.json"
+            for folder in reversed([path.parent, *path.parent.parents][: len(Path(rel).parts)]):
+                private_dir(folder)  # parsed/, parsed/hosts/, parsed/hosts/<host>/: owner-only, as every folder
+            self._store(path, json.dumps(_scrub(document, self._redact), ensure_ascii=False, default=str) + "\n")
 
     def _file_hashes(self) -> list[dict[str, Any]]:
         """Every file of the bundle with its size and sha256: the folder is listed, so a file written by

@@ -289,7 +289,7 @@ class _Read:
             return run
         budget = max(0.0, self.parts.timeout_for(self.collector, self.options, self.deadline))
         cut = result.stdout_truncated_bytes
-        run.facts, run.parse_error = self.parts.parse_output(self.collector, text, budget, cut)
+        run.facts, run.parse_error = self.parts.parse_output(self.collector, text, budget, cut, self.options.parsed)
         if run.parse_error:
             run.status, run.reason = "error", run.parse_error
         elif unreadable(run.facts):

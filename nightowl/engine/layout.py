@@ -12,6 +12,7 @@ the writer, the verifier, the postmortem and status-update drafts, the receiver,
     <run_id>/status-update.md   the status update, re-rendered after the manifest
     <run_id>/hosts/<host>/<kind>.out   a collector's raw output (.err .rc .timeout .truncated .late beside it)
     <run_id>/next/              bundles of the runbooks ``triage --follow`` ran next
+    <run_id>/parsed/hosts/<host>/<kind>.out.json   what the run parsed of an output it stored scrubbed
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ POSTMORTEM_HTML = "postmortem.html"
 STATUS_UPDATE = "status-update.md"
 HOSTS = "hosts"  # hosts/<host_dirname(host)>/<kind>.out
 NEXT = "next"  # next/<run_id>/: a followed runbook's own bundle
+PARSED = "parsed"  # parsed/<output's bundle path>.json: the run's parse of an output stored scrubbed
 # The drafts rendered from a bundle (never evidence of the run itself).
 DRAFT_FILES = frozenset({POSTMORTEM, POSTMORTEM_HTML, STATUS_UPDATE})
 

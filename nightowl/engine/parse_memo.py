@@ -1,112 +1,141 @@
-"""Parse results kept for the length of a run, so one output is parsed once.
+"""What one run parsed, kept with the run: its bundle's readers get the results the verdict used.
 
-A run parses each command's output (nightowl/engine/runner.py), and at its end the history store reads the
-bundle back and parses the same outputs again (nightowl/history/extract.py): on a real-size GPU node (an
-8-GPU ``nvidia-smi -q``, three boots of kernel log) that second pass cost as much as the first. While a
-run keeps results (``keeping(kinds)``, the kinds its caller will read back), the engine leaves each parse
-result of those kinds here,
-keyed by its kind and the SHA-256 of the exact text its parser read; the history's reader asks for the text
-it read from the bundle. A text that differs in any way (secrets scrubbed in the bundle, a parse input cut
-to its head and tail, escapes stripped first) has another digest and is parsed anew, so a result found is
-always the one its parser gives that text. The results are not copied: their callers only read them.
+A run parses each command's output (nightowl/engine/runner.py). The bundle's readers (the history store
+and the postmortem draft) read the outputs back; parsing them again cost as much as the run's own parse on
+a real-size node, and where redaction changed a file (a secret inside a judged line) the scrubbed copy
+parsed differently from what the verdict saw. A :class:`ParsedOutputs` belongs to one run (its
+``RunContext``, nightowl/engine/context.py; the ``RunResult`` hands it on): the engine leaves each parse
+result of the kinds its readers ask for here, keyed by its kind and the SHA-256 of the exact text its
+parser read; the bundle writer notes, for an output it scrubbed, the digests of the file as stored
+(``alias``), so a reader that asks for the stored file's text or digest gets the run's result; and the
+writer keeps those results, scrubbed, in the bundle (``parsed/``, docs/contract-extensions.md) for a
+reader that comes later. The results are not copied: their callers only read them.
 """
 
 from __future__ import annotations
 
 import hashlib
 import threading
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
 from typing import Any
 
-MAX_KEPT = 1024  # results kept at most (about 200 hosts); past it the history parses again, as before
+MAX_KEPT = 1024  # results kept at most (about 200 hosts); past it a reader parses again, as before
 
-_lock = threading.Lock()
-_kept: dict[tuple[str, bytes], Any] = {}
-_runs = [0]  # runs under way that keep results
-_kinds: set[str] = set()  # the kinds they keep
+Key = tuple[str, bytes]
 
 
-def _key(kind: str, text: str) -> tuple[str, bytes]:
-    return kind, hashlib.sha256(text.encode("utf-8", "surrogateescape")).digest()
-
-
-def _digest_key(kind: str, text: str) -> tuple[str, bytes]:
-    """The key, which is also the SHA-256 of the file holding ``text`` (as the bundle's manifest lists it)
-    when ``text`` is valid UTF-8 as it is. A text holding lone surrogates (undecodable bytes kept) reads back
-    from its file as another text, so its key is marked: no file digest ever finds it (``recall_file``)."""
+def _digest(text: str) -> bytes:
+    """The SHA-256 of ``text`` as a file holding it has it (valid UTF-8 as it is); a text holding lone
+    surrogates (undecodable bytes kept) reads back from its file as another text, so its digest is marked:
+    no file digest ever finds it."""
     try:
-        return kind, hashlib.sha256(text.encode("utf-8")).digest()
+        return hashlib.sha256(text.encode("utf-8")).digest()
     except UnicodeEncodeError:
-        return kind, b"surrogates:" + _key(kind, text)[1]
+        return b"surrogates:" + hashlib.sha256(text.encode("utf-8", "surrogateescape")).digest()
 
 
-@contextmanager
-def keeping(kinds: frozenset[str]) -> Iterator[None]:
-    """Keep parse results of ``kinds`` while the block runs; they are dropped once the last such run ends."""
-    with _lock:
-        _runs[0] += 1
-        _kinds.update(kinds)
-    try:
-        yield
-    finally:
-        with _lock:
-            _runs[0] -= 1
-            if not _runs[0]:
-                _kept.clear()
-                _kinds.clear()
+@dataclass(frozen=True)
+class HandedOver:
+    """What a sweep's worker process sends its parent (nightowl/fleet/workers.py): the results, the stored
+    files' digests that stand for the texts parsed, and the files kept scrubbed (bundle path -> parse key)."""
+
+    kept: dict[Key, Any] = field(default_factory=dict)
+    aliases: dict[bytes, bytes] = field(default_factory=dict)
+    scrubbed: dict[str, Key] = field(default_factory=dict)
 
 
-def remember(kind: str, text: str, result: Any) -> None:
-    """Keep ``result`` as what ``kind``'s parser gives ``text`` (only during a run, only the history's kinds)."""
-    if not _runs[0] or kind not in _kinds or len(_kept) >= MAX_KEPT:
-        return
-    key = _digest_key(kind, text)
-    with _lock:
-        if _runs[0]:
-            _kept[key] = result
+class ParsedOutputs:
+    """The parse results of one run, of the ``kinds`` its readers read back; thread-safe."""
 
+    def __init__(self, kinds: Iterable[str] = (), to_json: Callable[[Any], Any] | None = None) -> None:
+        self.kinds = frozenset(kinds)
+        # How a result is written into the bundle (``collectors.base.to_jsonable``, handed in: the engine
+        # knows no result types). None: the bundle keeps no results (a reader parses the file again).
+        self.to_json = to_json
+        self._lock = threading.Lock()
+        self._kept: dict[Key, Any] = {}
+        self._aliases: dict[bytes, bytes] = {}  # a stored file's digest -> the digest of the text parsed
+        self._scrubbed: dict[str, Key] = {}  # bundle path of an output stored scrubbed -> its parse key
 
-def parse_and_keep(kind: str, parse: Callable[[str], Any], text: str) -> Any:
-    """``parse(text)``, kept for a reader of the bundle: the bundle keeps ``text`` as received, and the parse
-    (the collector's normaliser included, a pure function of the text) gives that reader the same result."""
-    parsed = parse(text)
-    remember(kind, text, parsed)
-    return parsed
+    def __bool__(self) -> bool:
+        return bool(self.kinds)
 
+    def remember(self, kind: str, text: str, result: Any) -> None:
+        """Keep ``result`` as what ``kind``'s parser gives ``text`` (only the kinds asked for)."""
+        if kind not in self.kinds or len(self._kept) >= MAX_KEPT:
+            return
+        key = (kind, _digest(text))
+        with self._lock:
+            self._kept[key] = result
 
-def recall(kind: str, text: str) -> Any | None:
-    """The result kept for ``kind`` and exactly ``text``, else None."""
-    if not _kept or kind not in _kinds:
-        return None
-    return _kept.get(_digest_key(kind, text))
+    def parse_and_keep(self, kind: str, parse: Callable[[str], Any], text: str) -> Any:
+        """``parse(text)``, kept for a reader of the bundle (the parse, normaliser included, is a pure
+        function of the text)."""
+        parsed = parse(text)
+        self.remember(kind, text, parsed)
+        return parsed
 
+    def alias(self, parsed_texts: Iterable[str], stored_texts: Iterable[str], rel: str | None, kind: str) -> None:
+        """The bundle stores ``stored_texts`` (the output scrubbed, whole and as the parser's head and tail)
+        where the parser read ``parsed_texts``: a reader asking for the stored text gets the parsed one's
+        result. ``rel`` is the stored file's bundle path (None: not kept as a file)."""
+        parsed = [_digest(text) for text in parsed_texts]
+        with self._lock:
+            for stored, source in zip((_digest(text) for text in stored_texts), parsed, strict=False):
+                self._aliases[stored] = source
+            if rel is not None and parsed and kind in self.kinds:
+                self._scrubbed[rel] = (kind, parsed[-1])
 
-def recall_file(kind: str, sha256_hex: str | None) -> Any | None:
-    """The result kept for ``kind`` and the text of a file whose SHA-256 is ``sha256_hex`` (the manifest's),
-    else None: the history need not read the file back, nor hash it again."""
-    if not _kept or kind not in _kinds or not sha256_hex:
-        return None
-    try:
-        return _kept.get((kind, bytes.fromhex(sha256_hex)))
-    except ValueError:
-        return None
+    def _find(self, kind: str, digest: bytes) -> Any | None:
+        found = self._kept.get((kind, digest))
+        if found is None and digest in self._aliases:
+            found = self._kept.get((kind, self._aliases[digest]))
+        return found
 
+    def recall(self, kind: str, text: str) -> Any | None:
+        """The result kept for ``kind`` and exactly ``text`` (or the text the run parsed where the bundle
+        stores ``text``), else None."""
+        if not self._kept or kind not in self.kinds:
+            return None
+        return self._find(kind, _digest(text))
 
-def hand_over() -> dict[tuple[str, bytes], Any]:
-    """Every result kept so far, forgotten here: a sweep's worker process sends them to the parent, whose
-    history reads the bundle the workers wrote (nightowl/fleet/workers.py)."""
-    with _lock:
-        kept = dict(_kept)
-        _kept.clear()
-    return kept
+    def recall_file(self, kind: str, sha256_hex: str | None) -> Any | None:
+        """The result kept for ``kind`` and the text of a file whose SHA-256 is ``sha256_hex`` (the
+        manifest's), else None: a reader need not read the file back, nor hash it again."""
+        if not self._kept or kind not in self.kinds or not sha256_hex:
+            return None
+        try:
+            return self._find(kind, bytes.fromhex(sha256_hex))
+        except ValueError:
+            return None
 
+    def scrubbed_results(self) -> dict[str, tuple[str, Any]]:
+        """Bundle path -> (kind, result) of each output stored scrubbed whose result is kept: what the bundle
+        keeps in ``parsed/`` so a later reader need not parse the scrubbed copy."""
+        with self._lock:
+            items = list(self._scrubbed.items())
+        return {rel: (key[0], self._kept[key]) for rel, key in items if key in self._kept}
 
-def adopt(kept: dict[tuple[str, bytes], Any]) -> None:
-    """Results another process kept (``hand_over``), for this process's runs that keep results of their kinds."""
-    if not kept or not _runs[0]:
-        return
-    with _lock:
-        for key, result in kept.items():
-            if key[0] in _kinds and len(_kept) < MAX_KEPT:
-                _kept[key] = result
+    def rename(self, renamed: dict[str, str]) -> None:
+        """Follow the writer's renames (a first take ``kind.out`` became ``kind.1.out`` when a second came)."""
+        with self._lock:
+            self._scrubbed = {renamed.get(rel, rel): key for rel, key in self._scrubbed.items()}
+
+    def hand_over(self) -> HandedOver:
+        """Everything kept so far, forgotten here (a worker sends it to the sweep's parent after each host)."""
+        with self._lock:
+            handed = HandedOver(dict(self._kept), dict(self._aliases), dict(self._scrubbed))
+            self._kept.clear()
+            self._aliases.clear()
+            self._scrubbed.clear()
+        return handed
+
+    def adopt(self, handed: HandedOver) -> None:
+        """Results another process kept (``hand_over``), for this run's readers."""
+        with self._lock:
+            for key, result in handed.kept.items():
+                if key[0] in self.kinds and len(self._kept) < MAX_KEPT:
+                    self._kept[key] = result
+            self._aliases.update(handed.aliases)
+            self._scrubbed.update(handed.scrubbed)

@@ -4,18 +4,21 @@ The run parsed each output once, with the host's deadline and at most PARSE_INPU
 (nightowl/engine/parse_budget.py). A reader that parsed the bundle's copy again without those bounds
 turned a 5-second ``--host-timeout`` over a 64 MB kernel log into most of a minute after the verdict,
 and far more on a busy machine. A reader here sees what the run's parser saw: the same head and tail of
-the file, the run's own result for exactly that text when the run kept one (nightowl/engine/parse_memo.py),
-and otherwise a parse stopped by the same watchdog once its own budget is spent.
+the file, the run's own result for that file when the run kept one (its ``ParsedOutputs``,
+nightowl/engine/parse_memo.py, handed in as ``kept``; or, for a reader that takes the result as JSON, the
+bundle's ``parsed/`` copy of what the run parsed of an output it stored scrubbed), and otherwise a parse
+stopped by the same watchdog once its own budget is spent.
 """
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from nightowl.engine import parse_memo
+from nightowl.engine import layout
 from nightowl.engine.parse_budget import PARSE_INPUT_CAP, ParseBudgetExceeded, within
 from nightowl.engine.private_files import open_regular
 from nightowl.transports.capped import CappedOutput
@@ -51,24 +54,50 @@ def read_back(
     digest: str | None = None,
     seconds: float | None = None,
     reader: Callable[[Path], str] = read_as_parsed,
+    kept: Any = None,
+    as_json: bool = False,
 ) -> Any:
     """``parse`` of the bundle file at ``path`` as the run's parser saw it (its head and tail within the
     parse cap, read by ``reader``), the run's kept result when there is one (``digest``: the manifest's sha256
-    of the file).
+    of the file). ``kept``: the run's ParsedOutputs (None: a reader after the run); ``as_json``: the caller
+    takes the result as plain JSON (``to_jsonable``), so the bundle's ``parsed/`` copy serves it.
 
     OSError when the file is not a regular file one may read; ReadBackTimedOut past ``seconds`` (by default
     READBACK_SECONDS)."""
     seconds = READBACK_SECONDS if seconds is None else seconds
-    kept = parse_memo.recall_file(kind, digest)
-    if kept is not None:
-        return kept
+    found = kept.recall_file(kind, digest) if kept is not None else None
+    if found is None and as_json:
+        found = bundle_parsed(kind, path)
+    if found is not None:
+        return found
     text = reader(path)
-    kept = parse_memo.recall(kind, text)
-    if kept is not None:
-        return kept
+    found = kept.recall(kind, text) if kept is not None else None
+    if found is not None:
+        return found
     if seconds <= 0:
         raise ReadBackTimedOut(f"no time was left to parse {path.name} again")
     try:
         return within(seconds, lambda: parse(text))
     except ParseBudgetExceeded:
         raise ReadBackTimedOut(f"parsing {path.name} again took more than {seconds:.1f} s") from None
+
+
+PARSED_MAX_BYTES = 64 * 1024 * 1024  # a kept parse bigger than this is not read (the file is parsed again)
+
+
+def bundle_parsed(kind: str, path: Path) -> Any | None:
+    """What the run parsed of the output at ``path`` (``<bundle>/hosts/<host>/<file>``) when the bundle kept it
+    (``parsed/hosts/<host>/<file>.json``: an output stored scrubbed), as JSON; else None."""
+    if len(path.parts) < 3 or path.parent.parent.name != layout.HOSTS:
+        return None
+    root = path.parent.parent.parent
+    kept = root / layout.PARSED / path.relative_to(root).with_name(path.name + ".json")
+    try:
+        with open_regular(kept) as handle:
+            data = handle.read(PARSED_MAX_BYTES + 1)
+        document = json.loads(data) if len(data) <= PARSED_MAX_BYTES else None
+    except (OSError, ValueError):
+        return None
+    if not isinstance(document, dict) or document.get("kind") != kind:
+        return None
+    return document.get("result")

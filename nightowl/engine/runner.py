@@ -8,13 +8,13 @@ from __future__ import annotations
 import re
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from concurrent.futures import Executor, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import nightowl.knowledge.actions as actions  # the verdict's first steps by tenancy (data only, no GPU code)
-from nightowl.engine import incremental, layout, parse_memo
+from nightowl.engine import incremental, layout
 from nightowl.engine.background import Background, wait_seconds
 from nightowl.engine.expressions import (
     ExpressionError,
@@ -25,6 +25,7 @@ from nightowl.engine.expressions import (
     resolve_path,
 )
 from nightowl.engine.gpu_findings import with_other_gpus  # every GPU with a fault of its own (issue 45.7)
+from nightowl.engine.inflight import InFlight as InFlight  # re-exported: its home until it moved
 from nightowl.engine.output_status import is_blank, output_status, shows_nothing
 from nightowl.engine.parse_budget import ParseBudgetExceeded, bounded_input, within
 from nightowl.engine.runbook_data import NodeData, split_entry  # not engine.model: no pydantic to run
@@ -191,31 +192,10 @@ class RunOptions:
     # Collectors and hosts still running: an interrupt waits (briefly) for them to record what they ran.
     inflight: InFlight = field(default_factory=lambda: InFlight(), compare=False, repr=False)
     cursors: Any = field(default=None, compare=False, repr=False)  # read positions (engine/incremental.py)
-
-
-class InFlight:
-    """A count of work in progress that an interrupt waits to drain, so the partial bundle's manifest
-    lists the command a signal cut (with its elapsed time) instead of losing it to the race."""
-
-    def __init__(self) -> None:
-        self._count = 0
-        self._idle = threading.Condition()
-
-    def __enter__(self) -> InFlight:
-        with self._idle:
-            self._count += 1
-        return self
-
-    def __exit__(self, *_exc: object) -> None:
-        with self._idle:
-            self._count -= 1
-            if self._count <= 0:
-                self._idle.notify_all()
-
-    def wait_idle(self, timeout: float) -> bool:
-        """Wait until nothing is in flight or ``timeout`` passes; True when idle."""
-        with self._idle:
-            return self._idle.wait_for(lambda: self._count <= 0, timeout)
+    # The run's parse results (engine/parse_memo.ParsedOutputs) for its bundle's readers; None: none kept.
+    parsed: Any = field(default=None, compare=False, repr=False)
+    # Named functions derived collectors may call (engine/context.RunContext.readers), as ``inputs["readers"]``.
+    readers: Mapping[str, Callable[..., Any]] = field(default_factory=dict, compare=False, repr=False)
 
 
 # After a command died of a signal, how long to wait for the stop that may have sent it (the program's
@@ -229,13 +209,13 @@ def is_derived(lookup: Callable[[str], CollectorLike], entry: str) -> bool:
 
 
 def parse_output(
-    collector: CollectorLike, text: str, seconds: float | None = None, cut_bytes: int = 0
+    collector: CollectorLike, text: str, seconds: float | None = None, cut_bytes: int = 0, kept: Any = None
 ) -> tuple[dict[str, Any], str | None]:
     """Parse and derive facts; a parser bug becomes a recorded error, never a traceback.
 
     The parser sees at most PARSE_INPUT_CAP bytes (head and tail), and with ``seconds`` it is stopped
     once they are spent (a recorded error). ``cut_bytes`` (what the transport cut) and the parse's own
-    cut land in the ``truncated`` facts."""
+    cut land in the ``truncated`` facts. ``kept`` (the run's ParsedOutputs) keeps the parse for the bundle's readers."""
     text, parse_cut = bounded_input(text)
     ends = None if seconds is None else time.monotonic() + seconds
 
@@ -243,7 +223,8 @@ def parse_output(
         return step() if ends is None else within(ends - time.monotonic(), step)
 
     try:
-        facts = bounded(lambda: collector.facts(parse_memo.parse_and_keep(collector.kind, collector.parse, text)))
+        parse = collector.parse if kept is None else lambda t: kept.parse_and_keep(collector.kind, collector.parse, t)
+        facts = bounded(lambda: collector.facts(parse(text)))
         error = None
     except (Exception, ParseBudgetExceeded) as exc:  # noqa: BLE001 - odd output is evidence, not a crash
         error = f"{collector.kind} parser failed: {type(exc).__name__}: {exc}"
@@ -351,6 +332,7 @@ class HostRunner:
                 found = by_namespace.get(name)
                 inputs[name] = found.facts if found is not None and found.status == "ok" and found.facts else {}
             inputs["hosts"] = self.context().get("hosts") or {self.run.host: {n: inputs[n] for n in collector.inputs}}
+            inputs["readers"] = self.options.readers  # what the caller hands derived collectors (RunContext)
             run.facts = collector.derive(inputs, dict(self.options.params))
         except Exception as exc:  # noqa: BLE001 - a derivation bug is evidence, not a crash
             run.status = "error"
@@ -705,7 +687,8 @@ def _attempt(
         run.text = chosen.stdout
     if not is_blank(chosen.stdout) and run.status not in ("no_data", "late"):
         budget = max(0.0, _timeout_for(collector, options, deadline))  # parsing counts against the deadline
-        run.facts, run.parse_error = parse_output(collector, chosen.stdout, budget, chosen.stdout_truncated_bytes)
+        cut = chosen.stdout_truncated_bytes
+        run.facts, run.parse_error = parse_output(collector, chosen.stdout, budget, cut, options.parsed)
         if run.parse_error and run.status == "ok":
             run.status, run.reason = "error", run.parse_error
         elif run.status == "ok" and unreadable(run.facts):

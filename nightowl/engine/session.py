@@ -68,6 +68,14 @@ def close_live_transports() -> None:
             transport.close()
 
 
+def _starting(writer: BundleWriter, options: RunOptions) -> None:
+    """A run starts: its stop is one a signal sets (``close_live_transports``), and its writer notes the
+    outputs it stores scrubbed with the run's parse results (engine/parse_memo.py)."""
+    with _live_lock:
+        _live_stops.add(options.stop)
+    writer.parsed = options.parsed
+
+
 def run_runbook(
     loaded: LoadedRunbook,
     transports: Mapping[str, Callable[[], Transport]],
@@ -93,9 +101,8 @@ def run_runbook(
     ``extra_manifest`` adds manifest keys; ``start_order`` is the order hosts start in (a sweep's dialer's).
     """
     writer = writer or BundleWriter(out_dir, loaded.id, redact=redact, redact_prefilter=redact_prefilter)
-    with _live_lock:
-        _live_stops.add(options.stop)
-    writer.add_file(layout.RUNBOOK, loaded.path.read_text())
+    _starting(writer, options)
+    writer.add_file(layout.RUNBOOK, loaded.as_ran())  # with any fragments' nodes written in
     names = list(transports)
     results: dict[str, HostRun] = {}
     opened: list[Transport] = []

@@ -29,8 +29,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from nightowl.engine import layout, parse_memo
+from nightowl.engine import layout
 from nightowl.engine.bundle_writer import BundleWriter
+from nightowl.engine.parse_memo import HandedOver
 from nightowl.engine.runner import HostRun
 from nightowl.engine.session import without_outputs
 from nightowl.engine.validate import LoadedRunbook
@@ -41,15 +42,15 @@ class HostReport:
     """What the parent needs of one host a worker ran: its run (raw outputs left out: they are in the
     bundle), the manifest entries of its commands, the first takes a second take renamed, the size and
     sha256 of each file written (so the parent need not hash them again), the worker's write error if its
-    disk refused a write, and the parse results the history will ask for (engine/parse_memo.py: the
-    parent's history reads the bundle back, and would parse every output again)."""
+    disk refused a write, and the parse results the parent's readers will ask for (engine/parse_memo.py: the
+    parent's history and draft read the bundle back, and would parse every output again)."""
 
     run: HostRun
     commands: list[dict[str, Any]]
     renamed: dict[str, str]
     write_error: str | None
     stored: dict[str, tuple[int, str]] = field(default_factory=dict)
-    parsed: dict[tuple[str, bytes], Any] = field(default_factory=dict)
+    parsed: HandedOver = field(default_factory=HandedOver)
     cursors: list[dict[str, Any]] = field(default_factory=list)  # read positions staged (engine/incremental.py)
 
 
@@ -64,11 +65,8 @@ class ShardJob:
     bundle_tmp: Path  # the sweep's bundle folder while it is written (BundleWriter.tmp_path)
     run_id: str
     params: dict[str, Any]
-    allow_invasive: bool
-    command_timeout: float | None
-    host_timeout: float | None
-    forks: int
-    redact: bool = True
+    settings: Any  # nightowl.run.RunSettings: the parent's, with this worker's share of --forks
+    parsed_kinds: frozenset[str] = frozenset()  # what the parent's readers read back (its RunContext's)
     connect_timeout: float | None = None  # set: the worker dials its direct hosts ahead (transports/dial.py)
     kill_at: int | None = None  # test hook: SIGKILL itself when opening its Nth host (workers.KILL_ENV)
     cursors: Path | None = None  # the history store whose read positions the hosts start from (None: full reads)
@@ -107,7 +105,8 @@ class ShardWriter(BundleWriter):
             # Taken out: what is left is the files of hosts still running (a few), not the whole sweep's.
             stored = {rel: self._stored.pop(rel) for rel in [r for r in self._stored if r.startswith(folder)]}
         renamed = {first: then for first, then in self.renamed.items() if first.startswith(folder)}
-        report = HostReport(without_outputs(run), commands, renamed, self.write_error, stored, parse_memo.hand_over())
+        handed = self.parsed.hand_over() if self.parsed is not None else HandedOver()
+        report = HostReport(without_outputs(run), commands, renamed, self.write_error, stored, handed)
         return report
 
     def add_file(self, name: str, text: str) -> None:
@@ -190,10 +189,11 @@ def main(argv: list[str]) -> None:
 
 def shard_main(conn: Any, job: ShardJob) -> None:
     """The worker process: run ``job``'s hosts, reporting each to the parent as it ends (``conn``)."""
+    from nightowl.engine.context import RunContext
     from nightowl.history import cursors as positions
-    from nightowl.run import Interrupted, run_and_save
+    from nightowl.run import Interrupted, RunHooks, run_and_save
 
-    scrub, prefilter = _redaction() if job.redact else (None, None)
+    scrub, prefilter = _redaction() if job.settings.redact else (None, None)
     writer = ShardWriter(job.bundle_tmp, job.runbook.id, job.run_id, job.number, scrub, prefilter)
     sending = threading.Lock()
     sent: set[str] = set()
@@ -212,28 +212,22 @@ def shard_main(conn: Any, job: ShardJob) -> None:
         sent.add(run.host)
 
     transports, dialer = _transports(job)
-    from nightowl.history.extract import KINDS_READ
-
     try:
-        with parse_memo.keeping(KINDS_READ):  # for the parent's history (HostReport.parsed)
-            run_and_save(
-                job.runbook,
-                transports,
-                job.bundle_tmp,
-                params=job.params,
-                allow_invasive=job.allow_invasive,
-                command_timeout=job.command_timeout,
-                host_timeout=job.host_timeout,
-                forks=job.forks,
-                drafts=False,
-                status_update=False,
-                history=False,
-                redact=job.redact,
+        run_and_save(
+            job.runbook,
+            transports,
+            job.bundle_tmp,
+            params=job.params,
+            # drafts, status update and history are the parent's; the parse results go to it (HostReport.parsed)
+            settings=dataclasses.replace(job.settings, drafts=False, status_update=False, history=False),
+            hooks=RunHooks(
                 on_host_done=host_done,
                 start_order=dialer.start_order(transports) if dialer is not None else None,
                 writer=writer,
                 cursors=book,
-            )
+            ),
+            context=RunContext().for_run(job.parsed_kinds),
+        )
     except Interrupted as exc:
         with contextlib.suppress(OSError):
             send(("stopped", [writer.take(run) for run in exc.runs if run.host not in sent]))
@@ -269,7 +263,7 @@ def _transports(job: ShardJob) -> tuple[dict[str, Callable[[], Any]], Any]:
     if targets and job.connect_timeout is not None:
         from nightowl.transports.dial import Dialer
 
-        dialer = Dialer(targets, job.connect_timeout, window=2 * max(1, job.forks))
+        dialer = Dialer(targets, job.connect_timeout, window=2 * max(1, job.settings.forks))
         openers = {n: o.dialing(dialer.taker(n)) if n in targets else o for n, o in job.openers.items()}  # type: ignore[attr-defined]
     if job.kill_at is None:
         return dict(openers), dialer

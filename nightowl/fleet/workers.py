@@ -33,7 +33,7 @@ from multiprocessing.connection import Connection, wait
 from pathlib import Path
 from typing import Any
 
-from nightowl.engine import layout, parse_memo
+from nightowl.engine import layout
 from nightowl.engine.bundle_writer import BundleWriter
 from nightowl.engine.runner import HostRun
 from nightowl.engine.session import DRAIN_SECONDS, Interrupted, Terminated
@@ -120,7 +120,8 @@ class SweepWriter(BundleWriter):
         self.renamed.update(report.renamed)
         if report.write_error and self.write_error is None:
             self.write_error = report.write_error
-        parse_memo.adopt(report.parsed)
+        if self.parsed is not None:  # what the workers parsed, for this run's history and draft
+            self.parsed.adopt(report.parsed)
 
     def in_inventory_order(self, names: list[str]) -> None:
         """The manifest's commands grouped by host in inventory order (each host's in the order it ran them),
@@ -144,25 +145,23 @@ class WorkerEngine:
         lookup: Any,
         options: Any,
         out_dir: Path,
-        forks: int = 16,
-        on_host_done: Callable[[HostRun], None] | None = None,
-        render_postmortem: Callable[[Path], str] | None = None,
-        redact: Callable[[str], str] | None = None,
-        redact_prefilter: Callable[[str], bool] | None = None,
-        extra_manifest: dict[str, Any] | None = None,
-        start_order: Any = None,
-        writer: BundleWriter | None = None,
+        **run: Any,
     ) -> tuple[list[HostRun], Path]:
-        assert writer is None, "the parent writes the bundle itself"
-        writer = SweepWriter(out_dir, loaded.id, redact=redact, redact_prefilter=redact_prefilter)
-        writer.add_file(layout.RUNBOOK, loaded.path.read_text())
+        """``run``: the keyword arguments ``run_and_save`` gives the engine, read by name (``forks``,
+        ``on_host_done``, ``render_postmortem``, ``redact``, ``redact_prefilter``, ``extra_manifest``), not
+        a copy of its signature."""
+        assert run.get("writer") is None, "the parent writes the bundle itself"
+        redact = run.get("redact")
+        writer = SweepWriter(out_dir, loaded.id, redact=redact, redact_prefilter=run.get("redact_prefilter"))
+        writer.add_file(layout.RUNBOOK, loaded.as_ran())  # with any fragments' nodes written in
         writer.cursors = getattr(options, "cursors", None)
+        writer.parsed = getattr(options, "parsed", None)
         names = list(transports)
         pool = self.plan.workers if isinstance(self.plan.workers, WorkerPool) else WorkerPool(self.plan.workers)
-        jobs = self._jobs(loaded, transports, options, writer, forks, pool.count, redact is not None)
-        sweep = _Sweep(pool, jobs, writer, on_host_done)
+        jobs = self._jobs(loaded, transports, options, writer, run.get("forks", 16), pool.count, redact is not None)
+        sweep = _Sweep(pool, jobs, writer, run.get("on_host_done"))
         try:
-            return self._sweep(sweep, names, writer, options, render_postmortem, extra_manifest)
+            return self._sweep(sweep, names, writer, options, run.get("render_postmortem"), run.get("extra_manifest"))
         finally:
             pool.close()
 
@@ -210,6 +209,8 @@ class WorkerEngine:
         redact: bool,
     ) -> list[ShardJob]:
         """The hosts dealt round-robin (a block of dead hosts in the inventory is shared out too)."""
+        from nightowl.run import RunSettings
+
         names = list(transports)
         count = max(1, min(workers, len(names), forks))  # no worker without a host, nor one with no fork
         kill = _kill_hook()
@@ -224,11 +225,14 @@ class WorkerEngine:
                     bundle_tmp=writer.tmp_path,
                     run_id=writer.run_id,
                     params=dict(self.plan.params),
-                    allow_invasive=options.allow_invasive,
-                    command_timeout=options.command_timeout,
-                    host_timeout=options.host_timeout,
-                    forks=share,
-                    redact=redact,
+                    settings=RunSettings(
+                        allow_invasive=options.allow_invasive,
+                        command_timeout=options.command_timeout,
+                        host_timeout=options.host_timeout,
+                        forks=share,
+                        redact=redact,
+                    ),
+                    parsed_kinds=getattr(getattr(options, "parsed", None), "kinds", frozenset()),
                     connect_timeout=self.plan.connect_timeout,
                     kill_at=kill.get(number),
                     cursors=getattr(getattr(writer, "cursors", None), "origin", None),

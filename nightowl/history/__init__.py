@@ -1,9 +1,11 @@
 """Memory across runs and boots: the embedded history store (docs/reference.md#history).
 
 Where it is: ``--history PATH``, else ``$NIGHTOWL_HISTORY``, else ``<state dir>/history.sqlite3``
-(``off`` for either turns it off). A command that runs runbooks calls :func:`activate` once; from
-then on :func:`record_bundle` writes every finished bundle and the ``gpu-history`` collector reads.
-Nothing is active for Python callers that did not ask (rehearsals stay hermetic).
+(``off`` for either turns it off). A command that runs runbooks chooses its store once (:func:`activate`,
+called by the ``--history`` option) and builds each run's ``RunContext`` from that choice
+(:func:`run_context`): the run records its bundle into the context's store (:func:`record_bundle`) and the
+``gpu-history`` collector reads through the readers the context hands it (:func:`readers`). Nothing is
+chosen for Python callers that did not ask (rehearsals stay hermetic).
 
 A corrupt, locked or unwritable store is a warning and "no history": never a crash, never a lost
 bundle (the bundle is written before the store is touched).
@@ -15,13 +17,18 @@ import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from nightowl.history.store import StoreError
 
+if TYPE_CHECKING:
+    from nightowl.engine.context import RunContext
+
 OFF = "off"
 FILENAME = "history.sqlite3"
-_active: list[Path | None] = []  # empty: never activated; [None]: turned off; [path]: in use
+# The command's choice, set by its options (``--history``, ``--history-from``) and read once per run into
+# its RunContext: "path" (absent: never chosen; None: off) and "prometheus" (a URL, or absent).
+_chosen: dict[str, Any] = {}
 
 
 def default_path() -> Path | None:
@@ -42,50 +49,71 @@ def resolve(path: str | Path | None) -> Path | None:
 
 
 def activate(path: str | Path | None = None) -> Path | None:
-    """Runs from now on record into (and read from) this store; returns it (None: history is off)."""
-    from nightowl.collectors.gpu import gpu_history
-
-    _active[:] = [resolve(path)]
-    gpu_history.STORE_READER[:] = [host_history] if _active[0] is not None else []
-    return _active[0]
+    """The command's runs record into (and read from) this store; returns it (None: history is off)."""
+    _chosen["path"] = resolve(path)
+    return _chosen["path"]  # type: ignore[no-any-return]
 
 
 def deactivate() -> None:
-    from nightowl.collectors.gpu import gpu_history
-
-    _active.clear()
-    gpu_history.STORE_READER.clear()
-    gpu_history.PRIOR_READER.clear()
+    """Forget the command's choice (tests; a command's end)."""
+    _chosen.clear()
 
 
 def active_path() -> Path | None:
-    return _active[0] if _active else None
+    """The store the command chose (None: none, or off)."""
+    return _chosen.get("path")
 
 
 def use_prometheus(url: str | None) -> None:
     """``--history-from URL``: runs also read the node's earlier incidents from Prometheus (None: not)."""
-    from nightowl.collectors.gpu import gpu_history
-    from nightowl.history import prometheus
+    if url:
+        _chosen["prometheus"] = url
+    else:
+        _chosen.pop("prometheus", None)
 
-    gpu_history.PRIOR_READER[:] = [lambda host, before: prometheus.prior_incidents(url, host, before)] if url else []
+
+def readers(path: Path | None, prometheus_url: str | None = None) -> dict[str, Callable[..., Any]]:
+    """What the ``gpu-history`` collector may read, by the names it asks for (collectors/gpu/gpu_history.py):
+    the store's rows of a host, and earlier incidents from Prometheus; handed to it through the run's context."""
+    from nightowl.collectors.gpu import gpu_history
+
+    found: dict[str, Callable[..., Any]] = {}
+    if path is not None:
+        found[gpu_history.STORE_READER] = lambda host: host_history(host, path)
+    if prometheus_url:
+        from nightowl.history import prometheus
+
+        found[gpu_history.PRIOR_READER] = lambda host, before: prometheus.prior_incidents(prometheus_url, host, before)
+    return found
+
+
+def run_context(runbook_dirs: tuple[Path, ...] = ()) -> RunContext:
+    """The context a run of this command gets: the store it chose and the readers of it (built once per
+    command or receiver, then passed down)."""
+    from nightowl.engine.context import RunContext
+
+    path = active_path()
+    return RunContext(runbook_dirs, path, readers(path, _chosen.get("prometheus")))
 
 
 def _stderr(message: str) -> None:
     print(f"nightowl: warning: {message}", file=sys.stderr)
 
 
-def record_bundle(bundle: str | Path | None, path: Path | None = None, warn: Callable[[str], None] = _stderr) -> int:
-    """Write a finished bundle's rows into the store; the one call every run path makes.
+def record_bundle(
+    bundle: str | Path | None, path: Path | None = None, warn: Callable[[str], None] = _stderr, parsed: Any = None
+) -> int:
+    """Write a finished bundle's rows into the store at ``path``; the one call every run path makes.
 
     Returns the number of new events; any failure is a warning (``warn``) and 0, never an exception.
-    Without ``path``, writes only when a command activated the store."""
-    store_path = path or active_path()
-    if bundle is None or store_path is None:
+    ``parsed``: the run's parse results (engine/parse_memo.py), so the rows are of what its verdict saw."""
+    if bundle is None or path is None:
         return 0
+    store_path = path
     from nightowl.history import extract, store
 
     try:
-        record = extract.bundle_record(Path(bundle))
+        record = extract.bundle_record(Path(bundle), parsed=parsed)
     except (OSError, ValueError) as exc:
         warn(f"history: {bundle} is not a readable bundle, not recorded: {exc}")
         return 0
@@ -121,7 +149,9 @@ __all__ = [
     "deactivate",
     "default_path",
     "host_history",
+    "readers",
     "record_bundle",
     "resolve",
+    "run_context",
     "use_prometheus",
 ]

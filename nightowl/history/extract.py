@@ -26,19 +26,29 @@ def _outputs(host_dir: Path, kind: str) -> list[Path]:
     return sorted([*host_dir.glob(f"{kind}{layout.OUT}"), *host_dir.glob(f"{kind}.[0-9]*{layout.OUT}")])
 
 
-# The kinds read back here; a run keeps what it parsed of them (nightowl/engine/parse_memo.py).
+# The kinds read back here; a run keeps what it parsed of them (nightowl/engine/parse_memo.py) and hands it in.
 KINDS_READ = frozenset({"kernel-log", "kernel-log-boots", "nvidia-smi", "fabric", "ib-ports"})
 
 
-def _parsed(kind: str, parse: Callable[[str], Any], path: Path, digests: Mapping[str, str] | None = None) -> Any:
-    """``parse`` of the output at ``path``: the run's own result for exactly that text when it kept one.
+def _parsed(
+    kind: str,
+    parse: Callable[[str], Any],
+    path: Path,
+    digests: Mapping[str, str] | None = None,
+    kept: Any = None,
+    as_json: bool = False,
+) -> Any:
+    """``parse`` of the output at ``path``: the run's own result for that file when it kept one (``kept``:
+    the run's ParsedOutputs; ``as_json``: the caller reads the result as plain JSON, so the bundle's
+    ``parsed/`` copy of an output stored scrubbed serves too).
 
     ``digests`` (file name -> sha256, from the bundle's manifest) finds that result without reading the file:
     a sweep's history read every host's 2.5 MB back after the last host, adding straight to its wall time.
     A parse of its own has a deadline (engine/readback.py): ReadBackTimedOut past it."""
     from nightowl.engine.readback import read_back
 
-    return read_back(kind, parse, path, (digests or {}).get(path.name), reader=read_output)
+    digest = (digests or {}).get(path.name)
+    return read_back(kind, parse, path, digest, reader=read_output, kept=kept, as_json=as_json)
 
 
 # Fabric and NIC findings kept as events (docs/reference.md#history): a state, not a logged line.
@@ -64,6 +74,7 @@ def network_rows(
     when: str | None = None,
     window: float | None = None,
     digests: Mapping[str, str] | None = None,
+    kept: Any = None,
 ) -> list[dict[str, Any]]:
     """NIC port and NVLink fabric findings of one recorded host folder; an unreadable output is no row."""
     from nightowl.collectors.gpu import fabric
@@ -73,7 +84,7 @@ def network_rows(
     reads: list[dict[str, Any]] = []
     for path in _outputs(host_dir, "ib-ports"):
         try:
-            reads.append(ib_ports.facts(_parsed("ib-ports", ib_ports.parse, path, digests)))
+            reads.append(ib_ports.facts(_parsed("ib-ports", ib_ports.parse, path, digests, kept)))
         except Exception:  # noqa: BLE001 - an unreadable port list is no row, never a failed import
             continue
     down: dict[str, dict[str, Any]] = {}
@@ -106,7 +117,7 @@ def network_rows(
                 rows.append(_finding(host, kind, name, text, boot_id, when, max(count, 1)))
     for path in _outputs(host_dir, "fabric"):
         try:
-            found = fabric.facts(_parsed("fabric", fabric.parse, path, digests))
+            found = fabric.facts(_parsed("fabric", fabric.parse, path, digests, kept))
         except Exception:  # noqa: BLE001 - an unreadable Fabric section is no row
             continue
         for entry in found.get("degraded") or []:
@@ -123,10 +134,11 @@ def host_rows(
     when: str | None = None,
     window: float | None = None,
     digests: Mapping[str, str] | None = None,
+    kept: Any = None,
 ) -> dict[str, Any]:
     """Events, boots and GPUs of one recorded host folder (``when``: the run's time, given to fabric and NIC
     findings; ``window``: the seconds between the two ib-ports reads; ``digests``: its files' sha256 by name,
-    from the manifest)."""
+    from the manifest; ``kept``: the run's parse results, engine/parse_memo.py)."""
     from nightowl.collectors.base import to_jsonable
     from nightowl.collectors.gpu import kernel_log, kernel_log_boots
     from nightowl.collectors.gpu.nvidia_smi import nvidia_smi
@@ -135,20 +147,20 @@ def host_rows(
     boot_id = None
     earlier: list[tuple[dict[str, Any], str | None]] = []
     for path in _outputs(host_dir, "kernel-log-boots"):
-        parsed = _parsed("kernel-log-boots", kernel_log_boots.parse, path, digests)
+        parsed = _parsed("kernel-log-boots", kernel_log_boots.parse, path, digests, kept, as_json=True)
         boots = [b for b in parsed["boots"] if b.get("boot_id")]
         boot_id = parsed["current_boot_id"] or boot_id
         earlier += [(e, b["boot_id"]) for b in parsed["previous"] for e in b["events"]]
     events: list[dict[str, Any]] = []
     for path in _outputs(host_dir, "kernel-log"):
-        parsed = to_jsonable(_parsed("kernel-log", kernel_log.parse, path, digests))
+        parsed = to_jsonable(_parsed("kernel-log", kernel_log.parse, path, digests, kept, as_json=True))
         events += [event_row(host, e, boot_id) for e in parsed.get("events") or [] if e["kind"] not in SKIPPED_KINDS]
     faulty = sorted({e["pci"] for e in events if e["pci"] and e["kind"] in ("xid", "sxid", "fallen_off_bus")})
     events += [event_row(host, e, b) for e, b in earlier if e.get("kind") not in SKIPPED_KINDS]
     gpus: dict[str, dict[str, Any]] = {}
     for path in _outputs(host_dir, "nvidia-smi"):
         try:
-            parsed = to_jsonable(_parsed("nvidia-smi", nvidia_smi.parse, path, digests))
+            parsed = to_jsonable(_parsed("nvidia-smi", nvidia_smi.parse, path, digests, kept, as_json=True))
         except Exception:  # noqa: BLE001 - an unreadable nvidia-smi is no GPU row, never a failed import
             continue
         for gpu in parsed.get("gpus") or []:
@@ -164,7 +176,7 @@ def host_rows(
                         "retired_pages": gpu.get("retired_pages"),
                     },  # fmt: skip
                 }
-    events += network_rows(host_dir, host, boot_id, when, window, digests)
+    events += network_rows(host_dir, host, boot_id, when, window, digests, kept)
     uuids = {g["pci"]: g["uuid"] for g in gpus.values() if g.get("uuid")}
     for event in events:  # the kernel names the bus, nvidia-smi the GPU in it
         event["uuid"] = event["uuid"] or uuids.get(event["pci"] or "")
@@ -217,11 +229,13 @@ def bundle_record(
     manifest: dict[str, Any] | None = None,
     verdicts: dict[str, Any] | None = None,
     sha256: str | None = None,
+    parsed: Any = None,
 ) -> dict[str, Any]:
     """Every row one bundle gives. Raises OSError/ValueError when it is not a readable bundle.
 
     ``manifest``, ``verdicts`` and ``sha256`` (of manifest.json): what ``intake`` checked, read once; else
-    read here (a run's own bundle, just written)."""
+    read here (a run's own bundle, just written). ``parsed``: the run's parse results (its RunResult's), so
+    the rows are of what the verdict saw; a bundle read later uses its ``parsed/`` copies."""
     if manifest is None:
         manifest = read_json(bundle / layout.MANIFEST)
         if not isinstance(manifest, dict):
@@ -247,7 +261,7 @@ def bundle_record(
         entry = listed.get(host, {})
         verdict = entry.get("verdict") or {}
         rows = (
-            host_rows(host, host_dirs[host], when, window, digests.get(host_dirs[host].name))
+            host_rows(host, host_dirs[host], when, window, digests.get(host_dirs[host].name), parsed)
             if host in host_dirs
             else {"events": [], "boots": [], "gpu_list": []}
         )

@@ -104,7 +104,7 @@ def replay_case(
     without the drafts, the status update and the history store, which no rehearsal reads; ``host_dirs``
     replaces where a host's recording is read from. A case whose parameters are refused raises ``RunRefused``."""
     from nightowl.library import runbooks
-    from nightowl.run import run_and_save
+    from nightowl.run import RunSettings, run_and_save
     from nightowl.transports.replay import ReplayTransport
 
     loaded = runbooks.load(runbook_id)
@@ -117,10 +117,9 @@ def replay_case(
             transports,
             out_dir or Path(tmp),
             params=case.get("params", {}),
-            allow_invasive=case.get("allow_invasive", False),
-            drafts=False,
-            status_update=False,
-            history=False,
+            settings=RunSettings(
+                allow_invasive=case.get("allow_invasive", False), drafts=False, status_update=False, history=False
+            ),
         )
     return result.runs
 

@@ -208,6 +208,9 @@ class Bundle:
     evidence: list[EvidenceFile] = field(default_factory=list)
     parsed: dict[tuple[str, str], Any] = field(default_factory=dict)  # (file, kind) -> parse result, read once
     unread: list[str] = field(default_factory=list)  # outputs (or parts) the draft could not read again, and why
+    # The run's own parse results (engine/parse_memo.ParsedOutputs) while it renders its draft: the draft reads
+    # what the verdict saw; None for a draft of a saved bundle (its ``parsed/`` copies serve).
+    kept: Any = None
     # Every output the draft parses again shares this deadline (engine/readback.py), however many hosts and files.
     read_by: float = field(default_factory=lambda: time.monotonic() + DRAFT_READ_SECONDS)
 

@@ -31,7 +31,8 @@ def parsed_output(data: Bundle, rel: str, kind: str) -> dict[str, Any] | None:
 
 
 def _parse(data: Bundle, rel: str, kind: str) -> dict[str, Any] | None:
-    """The output as the run's parser saw it (engine/readback.py: the same head and tail, a deadline);
+    """The output as the run's parser saw it (engine/readback.py: the run's own result, or the bundle's
+    ``parsed/`` copy of an output stored scrubbed, else the same head and tail parsed again, with a deadline);
     one the draft could not read again is named in ``data.unread``, never taken as showing nothing."""
     path = data.root / rel
     if not path.exists():
@@ -41,7 +42,9 @@ def _parse(data: Bundle, rel: str, kind: str) -> dict[str, Any] | None:
     from nightowl.engine.readback import ReadBackTimedOut, read_back
 
     try:
-        return to_jsonable(read_back(kind, get_collector(kind).parse, path, seconds=data.read_by - time.monotonic()))
+        left = data.read_by - time.monotonic()
+        found = read_back(kind, get_collector(kind).parse, path, seconds=left, kept=data.kept, as_json=True)
+        return to_jsonable(found)
     except ReadBackTimedOut as exc:
         data.unread.append(f"{rel}: {exc}; what it holds is missing from this draft")
         return None
@@ -121,6 +124,7 @@ def _place(data: Bundle, rel: str, rows: list[dict[str, Any]], reached: list[int
     from nightowl.collectors.base import to_jsonable
 
     parse = get_collector("kernel-log").parse
+    seen = _run_events(data, rel)
     parsed_lines = 0
     for number, line in enumerate(lines_of(data, rel), start=1):
         if not any(hint in line for hint in _KERNEL_HINTS):
@@ -141,12 +145,35 @@ def _place(data: Bundle, rel: str, rows: list[dict[str, Any]], reached: list[int
             if rows and rows[-1]["end"] == number - 1:
                 rows[-1]["end"] = number  # continuation or detail of the event above
             continue
-        for event in events:
+        for found in events:
+            event = found if seen is None else _as_the_run_saw(found, seen)
             last = rows[-1] if rows else None
             if last is not None and last["end"] >= number - 1 and _same(last["event"], event):
                 last["end"], last["count"], last["last_time"] = number, last["count"] + 1, event.get("time")
             else:
                 rows.append({"event": event, "start": number, "end": number, "count": 1, "last_time": None})
+
+
+def _run_events(data: Bundle, rel: str) -> list[dict[str, Any]] | None:
+    """The events the run parsed from ``rel`` when the bundle stores it scrubbed (a secret inside a line
+    changed the text a line-by-line parse reads), else None: there the line's own parse is the run's."""
+    from nightowl.engine import layout
+
+    kept = data.kept is not None and rel in data.kept.scrubbed_results()
+    if not kept and not (data.root / layout.PARSED / f"{rel}.json").is_file():
+        return None
+    return list((parsed_output(data, rel, "kernel-log") or {}).get("events") or [])
+
+
+def _as_the_run_saw(event: dict[str, Any], seen: list[dict[str, Any]]) -> dict[str, Any]:
+    """A line's event with what the run read of the same event (its message, process), so the timeline and
+    the catalog lines say what the verdict saw; an event the run did not see is the line's own."""
+    same = [e for e in seen if all(e.get(f) == event.get(f) for f in ("kind", "code", "pci"))]
+    timed = [e for e in same if event.get("time") in (e.get("time"), e.get("first_time"), e.get("last_time"))]
+    if not same:
+        return event
+    chosen = (timed or same)[0]
+    return {**event, **{f: chosen[f] for f in ("pid", "process", "text", "subkind") if f in chosen}}
 
 
 def _same(a: dict[str, Any], b: dict[str, Any]) -> bool:

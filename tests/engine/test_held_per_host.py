@@ -11,10 +11,10 @@ from pathlib import Path
 import pytest
 
 from nightowl import history
-from nightowl.engine import parse_memo
+from nightowl.engine.parse_memo import ParsedOutputs
 from nightowl.history import extract
 from nightowl.library import runbooks
-from nightowl.run import run_and_save
+from nightowl.run import RunSettings, run_and_save
 from nightowl.transports.replay import ReplayTransport
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -23,7 +23,7 @@ HOSTS = ("xid79-previous-boot-same-gpu", "fabric-health-unhealthy-clique2")
 
 def _run(tmp_path: Path, history_on: bool = False):  # type: ignore[no-untyped-def]
     transports = {name: (lambda n=name: ReplayTransport(ROOT / "fixtures" / "hosts" / n)) for name in HOSTS}
-    return run_and_save(runbooks.load("node-health"), transports, tmp_path, history=history_on)
+    return run_and_save(runbooks.load("node-health"), transports, tmp_path, settings=RunSettings(history=history_on))
 
 
 def test_runs_kept_after_a_host_hold_no_output_while_the_bundle_keeps_every_byte(tmp_path: Path) -> None:
@@ -57,10 +57,10 @@ def test_the_history_of_a_run_is_the_history_of_its_bundle_read_again(
     rows: list[dict[str, object]] = []
     real_record = extract.bundle_record
 
-    def recording(bundle: Path) -> dict[str, object]:
+    def recording(bundle: Path, **given: object) -> dict[str, object]:
         with monkeypatch.context() as patch:
             patch.setattr(extract, "read_output", counting)
-            rows.append(real_record(bundle))
+            rows.append(real_record(bundle, **given))
         return rows[-1]
 
     monkeypatch.setattr(extract, "bundle_record", recording)
@@ -76,16 +76,15 @@ def test_the_history_of_a_run_is_the_history_of_its_bundle_read_again(
 
 
 def test_a_file_digest_never_finds_a_result_for_a_text_its_file_would_not_give_back() -> None:
-    with parse_memo.keeping(frozenset({"kernel-log"})):
-        clean, odd = "NVRM: Xid 79\n", "NVRM: Xid 79 \udcff\n"  # a lone surrogate: undecodable bytes kept
-        parse_memo.remember("kernel-log", clean, {"events": ["clean"]})
-        parse_memo.remember("kernel-log", odd, {"events": ["odd"]})
-        digest = hashlib.sha256(clean.encode()).hexdigest()
-        assert parse_memo.recall_file("kernel-log", digest) == {"events": ["clean"]}
-        assert parse_memo.recall_file("nvidia-smi", digest) is None  # another kind
-        stored = hashlib.sha256(odd.encode("utf-8", "surrogateescape")).hexdigest()
-        assert parse_memo.recall_file("kernel-log", stored) is None
-        assert parse_memo.recall("kernel-log", odd) == {"events": ["odd"]}  # by its text it is still found
-        assert parse_memo.recall_file("kernel-log", "not hex") is None
-        assert parse_memo.recall_file("kernel-log", None) is None
-    assert parse_memo.recall_file("kernel-log", digest) is None  # dropped after the run
+    kept = ParsedOutputs({"kernel-log"})
+    clean, odd = "NVRM: Xid 79\n", "NVRM: Xid 79 \udcff\n"  # a lone surrogate: undecodable bytes kept
+    kept.remember("kernel-log", clean, {"events": ["clean"]})
+    kept.remember("kernel-log", odd, {"events": ["odd"]})
+    digest = hashlib.sha256(clean.encode()).hexdigest()
+    assert kept.recall_file("kernel-log", digest) == {"events": ["clean"]}
+    assert kept.recall_file("nvidia-smi", digest) is None  # another kind
+    stored = hashlib.sha256(odd.encode("utf-8", "surrogateescape")).hexdigest()
+    assert kept.recall_file("kernel-log", stored) is None
+    assert kept.recall("kernel-log", odd) == {"events": ["odd"]}  # by its text it is still found
+    assert kept.recall_file("kernel-log", "not hex") is None
+    assert kept.recall_file("kernel-log", None) is None

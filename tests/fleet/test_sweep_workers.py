@@ -180,9 +180,9 @@ def test_forks_are_shared_and_workers_default_to_the_cores() -> None:
     options = SimpleNamespace(allow_invasive=False, command_timeout=None, host_timeout=None)
     writer = SimpleNamespace(tmp_path=Path("/nonexistent"), run_id="r")
     jobs = engine._jobs(loaded, openers(FLEET), options, writer, 32, 2, True)
-    assert [j.forks for j in jobs] == [16, 16]  # --forks is the total across workers
+    assert [j.settings.forks for j in jobs] == [16, 16]  # --forks is the total across workers
     assert [list(j.openers) for j in jobs] == [["gpu-01", "gpu-03", "gpu-05"], ["gpu-02", "gpu-04"]]
-    assert [j.forks for j in engine._jobs(loaded, openers(FLEET), options, writer, 2, 3, True)] == [1, 1]
+    assert [j.settings.forks for j in engine._jobs(loaded, openers(FLEET), options, writer, 2, 3, True)] == [1, 1]
 
 
 @pytest.mark.parametrize(("workers", "fmt"), [(2, "json"), (2, "table"), (2, "prometheus"), (3, "json")])
@@ -363,7 +363,7 @@ def test_workers_over_real_openssh_servers_give_what_one_process_gives(
 
 
 def test_progress_is_told_per_host_as_the_workers_report_them(tmp_path: Path) -> None:
-    from nightowl.run import run_and_save
+    from nightowl.run import RunHooks, RunSettings, run_and_save
 
     loaded = runbooks.load("node-health")
     seen: list[str] = []
@@ -371,11 +371,10 @@ def test_progress_is_told_per_host_as_the_workers_report_them(tmp_path: Path) ->
         loaded,
         openers(FLEET),
         tmp_path,
-        forks=4,
-        drafts=False,
-        history=False,
-        on_host_done=lambda run: seen.append(run.host),
-        engine=engine_for(loaded, openers(FLEET), 2, {}),
+        settings=RunSettings(forks=4, drafts=False, history=False),
+        hooks=RunHooks(
+            on_host_done=lambda run: seen.append(run.host), engine=engine_for(loaded, openers(FLEET), 2, {})
+        ),
     )
     assert sorted(seen) == sorted(FLEET)  # each host once, in the order they ended
     assert [h["host"] for h in result.hosts] == list(FLEET)  # the result itself in inventory order

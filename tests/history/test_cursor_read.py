@@ -17,7 +17,7 @@ from nightowl import history
 from nightowl.engine.incremental import CARRIED
 from nightowl.history import cursors, store
 from nightowl.library import runbooks
-from nightowl.run import RunResult, run_and_save
+from nightowl.run import RunHooks, RunResult, RunSettings, run_and_save
 from nightowl.transports.local import LocalTransport
 from nightowl.transports.replay import ReplayTransport
 from tests.history.cursor_standins import Journal, Ring, install
@@ -44,9 +44,8 @@ def sweep(folder: Path, full: bool = False, with_cursors: bool = True) -> RunRes
         runbooks.load("xid"),
         {"node": lambda: LocalTransport("node")},
         folder / "out",
-        cursors=book,
-        drafts=False,
-        status_update=False,
+        settings=RunSettings(drafts=False, status_update=False),
+        hooks=RunHooks(cursors=book),
     )
 
 
@@ -168,8 +167,7 @@ def test_a_replay_of_an_incremental_bundle_gives_the_same_verdict_and_facts(node
         runbooks.load("xid"),
         {"node": lambda: ReplayTransport(second.bundle / "hosts" / "node")},  # type: ignore[operator]
         node / "replays",
-        drafts=False,
-        status_update=False,
+        settings=RunSettings(drafts=False, status_update=False),
     )
     assert same_verdict(replayed) == same_verdict(second)
     assert kernel_log(replayed)["xid_codes"] == [79]
@@ -182,8 +180,7 @@ def test_a_replay_of_an_incremental_bundle_gives_the_same_verdict_and_facts(node
         runbooks.load("xid"),
         {"node": lambda: ReplayTransport(second.bundle / "hosts" / "node")},  # type: ignore[operator]
         node / "replays",
-        drafts=False,
-        status_update=False,
+        settings=RunSettings(drafts=False, status_update=False),
     )
     assert edited.runs[0].collections["kernel-log"].status == "error"
 
@@ -220,8 +217,8 @@ def test_a_store_that_cannot_be_written_costs_only_the_positions(node: Path) -> 
     journal.add(*BOOT)
     book = cursors.book(history.active_path())
     result = run_and_save(
-        runbooks.load("xid"), {"node": lambda: LocalTransport("node")}, node / "out", drafts=False,
-        status_update=False, history=False, cursors=book,
+        runbooks.load("xid"), {"node": lambda: LocalTransport("node")}, node / "out",
+        settings=RunSettings(drafts=False, status_update=False, history=False), hooks=RunHooks(cursors=book),
     )  # fmt: skip
     assert book is not None and book.staged and result.bundle is not None
     (node / "not-a-store").mkdir()

@@ -351,6 +351,7 @@ def test_a_collector_killed_by_a_signal_while_nothing_stops_is_an_ordinary_failu
     """The control: a command dying of a signal nightowl did not get is the host's evidence, judged as such."""
     import threading
 
+    from nightowl.engine.context import RunContext
     from nightowl.engine.validate import load_runbook
     from nightowl.run import run_and_save
     from nightowl.transports.local import LocalTransport
@@ -373,7 +374,10 @@ def test_a_collector_killed_by_a_signal_while_nothing_stops_is_an_ordinary_failu
     try:
         with watchdog(60):
             result = run_and_save(
-                load_runbook(runbook), {"local": LocalTransport}, tmp_path / "out", stopping=threading.Event()
+                load_runbook(runbook),
+                {"local": LocalTransport},
+                tmp_path / "out",
+                context=RunContext(stop=threading.Event()),
             )
     finally:
         os.environ["PATH"] = saved

@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
-from nightowl.engine import parse_memo
 from nightowl.engine.parse_budget import bounded_input
+from nightowl.engine.parse_memo import ParsedOutputs
 from nightowl.engine.readback import ReadBackTimedOut, read_as_parsed, read_back
 from nightowl.engine.runner import parse_output
 from tests.postmortem.bundles import make_bundle
@@ -49,10 +49,10 @@ def test_a_reader_gets_the_runs_own_result_for_a_cut_output(tmp_path: Path) -> N
     path.write_text(text)
     kept = bounded_input(text, 1000)[0]
     assert kept != text
-    with parse_memo.keeping(frozenset({"kernel-log"})):
-        parse_memo.remember("kernel-log", kept, {"from": "the run"})
-        # never parsed again (a parse would spin until the 5 s budget and raise, not hang the suite)
-        found = read_back("kernel-log", spin, path, seconds=5, reader=lambda p: read_as_parsed(p, 1000))
+    parsed = ParsedOutputs({"kernel-log"})
+    parsed.remember("kernel-log", kept, {"from": "the run"})
+    # never parsed again (a parse would spin until the 5 s budget and raise, not hang the suite)
+    found = read_back("kernel-log", spin, path, seconds=5, reader=lambda p: read_as_parsed(p, 1000), kept=parsed)
     assert found == {"from": "the run"}
 
 

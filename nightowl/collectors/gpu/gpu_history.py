@@ -1,9 +1,10 @@
 """`gpu-history`: this run's Xids against the same GPU's past, from earlier boots and the history store.
 
 A derived collector: it runs no command on the host. The past comes from two places: the
-``kernel_log_boots`` facts (earlier boots' kernel log, no store needed) and, when a command turned the
-store on (``nightowl.history.activate``), the rows earlier runs recorded for this host. The store is
-reached through ``STORE_READER`` (set by ``nightowl.history``), so collectors never import the store.
+``kernel_log_boots`` facts (earlier boots' kernel log, no store needed) and, when the run's context has a
+history store, the rows earlier runs recorded for this host. The store is reached through the reader the run
+hands in (``inputs["readers"][STORE_READER]``, built by ``nightowl.history.readers``), so collectors never
+import the store and hold no state of their own.
 
 "The same GPU" is the same UUID when both sides know it (a GPU moved to another slot is followed, a new
 GPU in an old slot is not), else the same bus id. One event seen twice (the same lines replayed, a run
@@ -36,10 +37,11 @@ DEFAULT_WINDOW = "24h"
 # Incidents less than this apart are one incident logged twice (an Xid 79 line and its "fallen off" line).
 SAME_INCIDENT_SECONDS = 60.0
 
+# The readers this collector asks the run's context for (``inputs["readers"]``), by name:
 # host -> {"events": [...], "runs": [...], "boots": [...]}; raises when the store cannot be read.
-STORE_READER: list[Callable[[str], Mapping[str, Any]]] = []
+STORE_READER = "history-store"
 # (host, this boot's start) -> [{gpu, code, incidents}] before it (Prometheus, `--history-from`); may raise.
-PRIOR_READER: list[Callable[[str, float], Sequence[Mapping[str, Any]]]] = []
+PRIOR_READER = "prior-incidents"
 
 
 def boot_started(boots_facts: Mapping[str, Any]) -> float | None:
@@ -57,16 +59,21 @@ def boot_started(boots_facts: Mapping[str, Any]) -> float | None:
     return None
 
 
-def _prior(host: str | None, boots_facts: Mapping[str, Any], warnings: list[str]) -> list[dict[str, Any]]:
-    """Earlier boots' incidents as Prometheus remembers them, as rows dated just before this boot."""
-    if not PRIOR_READER or host is None:
+def _prior(
+    read: Callable[[str, float], Sequence[Mapping[str, Any]]] | None,
+    host: str | None,
+    boots_facts: Mapping[str, Any],
+    warnings: list[str],
+) -> list[dict[str, Any]]:
+    """Earlier boots' incidents as Prometheus remembers them (``read``), as rows dated just before this boot."""
+    if read is None or host is None:
         return []
     started = boot_started(boots_facts)
     if started is None:
         warnings.append("history-from: this boot's start is unknown (no journalctl --list-boots): not asked")
         return []
     try:
-        found = PRIOR_READER[0](host, started)
+        found = read(host, started)
     except Exception as exc:  # noqa: BLE001 - an unreachable Prometheus is "no history", never a crash
         warnings.append(f"history-from: Prometheus not read, judged without it (no history): {exc}")
         return []
@@ -141,13 +148,13 @@ def _in_window(rows: list[Mapping[str, Any]], anchor: float, window: float) -> i
     return total
 
 
-def _read_store(host: str | None, warnings: list[str]) -> tuple[Mapping[str, Any] | None, str]:
-    if not STORE_READER:
-        return None, "off"
-    if host is None:
+def _read_store(
+    read: Callable[[str], Mapping[str, Any]] | None, host: str | None, warnings: list[str]
+) -> tuple[Mapping[str, Any] | None, str]:
+    if read is None or host is None:
         return None, "off"
     try:
-        return STORE_READER[0](host), "read"
+        return read(host), "read"
     except Exception as exc:  # noqa: BLE001 - a corrupt or locked store is "no history", never a crash
         warnings.append(f"history store unreadable, judged without it (no history): {exc}")
         return None, "unreadable"
@@ -193,10 +200,11 @@ def _past(
     for boot in boots_facts.get("previous") or []:
         for row in _rows(name, boot.get("events") or [], boot.get("boot_id"), f"boot {boot.get('offset')}"):
             earlier.setdefault(row["key"], row)
-    stored, store_state = _read_store(host, warnings)
+    readers = inputs.get("readers") or {}
+    stored, store_state = _read_store(readers.get(STORE_READER), host, warnings)
     for row in (stored or {}).get("events") or []:
         earlier.setdefault(row["key"], {**row, "source": f"bundle {row.get('bundle_id')}"})
-    for row in _prior(host, boots_facts, warnings):
+    for row in _prior(readers.get(PRIOR_READER), host, boots_facts, warnings):
         earlier.setdefault(row["key"], row)
     # this run's own events, also when read earlier through another clock (journald's zoned time, dmesg -T's
     # local one: a zone offset or a clock step apart, issue "trust, round four", item 5), are not its past
