@@ -221,8 +221,11 @@ def run_capture(
     parameter checks (a rule's unreadable ``xid_policy`` is "not captured", naming the file), the rule's
     host and command timeouts; the bundle carries the alert in its manifest. ``stopping`` is the
     receiver's own stop: a collector killed by it leaves the capture interrupted, to be resumed."""
+    import dataclasses
+
+    from nightowl import history
     from nightowl.library import runbooks
-    from nightowl.run import Interrupted, RunRefused, run_and_save
+    from nightowl.run import Interrupted, RunHooks, RunRefused, RunSettings, run_and_save
 
     capture.started_at = time.time()
     try:
@@ -235,14 +238,14 @@ def run_capture(
             transports,
             config.out_dir,
             params=capture.params,
-            allow_invasive=config.allow_invasive,
-            command_timeout=limits.command_timeout,
-            host_timeout=limits.host_timeout,
-            forks=min(STORM_FORKS, len(transports)),
-            extra_manifest=manifest,
-            on_host_done=_storm_record(capture, manifest),
-            stopping=stopping,
-            lookup=lookup,
+            settings=RunSettings(
+                allow_invasive=config.allow_invasive,
+                command_timeout=limits.command_timeout,
+                host_timeout=limits.host_timeout,
+                forks=min(STORM_FORKS, len(transports)),
+            ),
+            hooks=RunHooks(extra_manifest=manifest, on_host_done=_storm_record(capture, manifest), lookup=lookup),
+            context=dataclasses.replace(history.run_context(), stop=stopping),  # the receiver's store, its stop
         )
     except RunRefused as exc:
         capture.status, capture.reason, capture.input_error = "not_captured", str(exc), True
