@@ -24,9 +24,10 @@ def list_cmd() -> None:
 
     from nightowl.library import runbooks
 
+    refused = runbooks.refused()
     for name, path in runbooks.all_paths().items():
-        if name in runbooks.REFUSED:
-            click.echo(f"{name:<20} (refused: {runbooks.REFUSED[name]})")
+        if name in refused:
+            click.echo(f"{name:<20} (refused: {refused[name]})")
             continue
         try:
             title = (yaml.safe_load(path.read_text()) or {}).get("title", "")

@@ -50,15 +50,22 @@ def unsafe_reason(path: Path) -> str | None:
     return None
 
 
-# name -> why its site runbook is refused (filled by site_paths)
-REFUSED: dict[str, str] = {}
-
-
 def site_paths() -> dict[str, Path]:
     """Runbooks of the site folders by name, the first folder holding a name winning (a refused one
     too: it is named and refused, never silently replaced by the next folder's or the built-in)."""
+    return _site_scan()[0]
+
+
+def refused() -> dict[str, str]:
+    """Site runbook name -> why it is refused (someone else may write it or its folder), as of now: a
+    value computed from the folders each time, never a list a scan left behind for another caller."""
+    return _site_scan()[1]
+
+
+def _site_scan() -> tuple[dict[str, Path], dict[str, str]]:
+    """The site folders' runbooks by name, and why those that may not supply one are refused."""
     found: dict[str, Path] = {}
-    REFUSED.clear()
+    refusals: dict[str, str] = {}
     for folder in runbook_dirs(tuple(EXTRA_DIRS)):
         if folder.is_dir():
             folder_problem = unsafe_reason(folder)
@@ -68,8 +75,8 @@ def site_paths() -> dict[str, Path]:
                 found[path.stem] = path
                 problem = folder_problem or unsafe_reason(path)
                 if problem:
-                    REFUSED[path.stem] = problem
-    return found
+                    refusals[path.stem] = problem
+    return found, refusals
 
 
 def all_paths() -> dict[str, Path]:
@@ -79,10 +86,11 @@ def all_paths() -> dict[str, Path]:
 
 def resolve(name_or_path: str) -> Path:
     """A runbook name (``xid``; site folders first, then built-in) or a path to a YAML file."""
-    known = all_paths()
-    if name_or_path in REFUSED:
+    site, refusals = _site_scan()
+    known = {**builtin_paths(), **site}
+    if name_or_path in refusals:
         raise UnsafeSitePath(
-            f"site runbook {known[name_or_path]} refused: {REFUSED[name_or_path]}; whoever can write it "
+            f"site runbook {known[name_or_path]} refused: {refusals[name_or_path]}; whoever can write it "
             "would choose what nightowl runs (chmod go-w, chown root, or remove it)"
         )
     if name_or_path in known:
