@@ -57,7 +57,8 @@ def serve(config_path: Path, listen: str | None, out_dir: Path | None, log_forma
     from nightowl.logline import LogLine
     from nightowl.receiver.config import ConfigError, load_config
     from nightowl.receiver.http import make_server
-    from nightowl.receiver.queue import JOURNAL, STOP_GRACE, Receiver, ReceiverBusy
+    from nightowl.receiver.journal import JOURNAL, ReceiverBusy
+    from nightowl.receiver.queue import STOP_GRACE, Receiver
 
     try:
         config = load_config(config_path, out_dir)

@@ -160,8 +160,9 @@ def watch(
 
     def run_burst(burst: Any) -> dict[str, Any]:
         record = _judge_burst(loaded, host, opener, values, limits, out_dir, textfile, burst, followed.name, log)
+        outcome = record.pop("outcome")  # the run's Outcome (nightowl/outcome.py): for the notify targets only
         if notifier is not None:
-            _tell(notifier, record, host, loaded.id, burst, log)
+            _tell(notifier, outcome, log)
         return record
 
     try:
@@ -190,6 +191,7 @@ def _judge_burst(
     history recorded); its summary is docs/reference.md#run-json."""
     from nightowl.cli.running import run_or_exit
     from nightowl.paths import default_out_dir
+    from nightowl.watch.burst import burst_outcome
     from nightowl.watch.evidence import BurstTransport
 
     def open_with_burst() -> Any:
@@ -225,7 +227,8 @@ def _judge_burst(
         "verdict": verdict.get("id"),
         "action": verdict.get("action"),
         "problems": problems,
-        "finding": verdict or None,  # the whole verdict (GPUs, why, first action) for the notify targets
+        "finding": verdict or None,  # the whole verdict (GPUs, why, first action)
+        "outcome": burst_outcome(run, host, burst),
     }
 
 
@@ -286,28 +289,11 @@ def _notifier(path: Path | None) -> Any:
     return notifier
 
 
-def _tell(notifier: Any, record: dict[str, Any], host: str, runbook: str, burst: Any, log: Any) -> None:
-    """Queue one verdict for the notify targets (never waited on); their outcome goes to the log."""
+def _tell(notifier: Any, outcome: Any, log: Any) -> None:
+    """Queue one burst's Outcome for the notify targets (never waited on); their results go to the log."""
     from nightowl.receiver.notify import summary
 
-    bundle = record.get("bundle")
-    verdict = record.get("verdict")
-    what = f"{verdict} -> {record.get('action')}" if verdict else f"no verdict ({record.get('status')})"
-    message = {
-        "alert": "watch: " + ", ".join(sorted(burst.triggers)),
-        "source": "watch",
-        "host": host,
-        "runbook": runbook,
-        "bundle": bundle,
-        "run_id": Path(bundle).name if bundle else None,
-        "verdict": record.get("finding") or record.get("verdict"),  # as serve's: GPU(s), why, first action
-        "action": record.get("action"),
-        "host_status": record.get("status"),
-        "triggers": dict(burst.triggers),
-        "labels": {},
-        "annotations": {},
-    }
-    notifier.submit(message, f"{what} (bundle {bundle})", lambda results: log(f"notify: {summary(results)}"))
+    notifier.submit(outcome, lambda results: log(f"notify: {summary(results)}"))
 
 
 def _open_source(file_path: Path | None, source: str, from_start: bool, state: Path) -> tuple[Any, Any]:

@@ -11,13 +11,16 @@ import threading
 import time
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from nightowl.receiver.config import ServeConfig
 from nightowl.receiver.payload import Alert, parse_payload
 from nightowl.receiver.rules import host_name, render_host, render_params
+
+if TYPE_CHECKING:
+    from nightowl.outcome import Outcome
 
 STORM_FORKS = 8  # hosts of one storm capture collected side by side
 
@@ -48,6 +51,7 @@ class Capture:
     finished_at: float | None = None
     storm: Storm | None = None  # the alerts of one failure domain folded into this capture (receiver/storm.py)
     breaker: dict[str, Any] | None = None  # the fleet circuit breaker when the capture ended (fleet/actions_log.py)
+    run_outcome: Outcome | None = None  # what the run concluded (nightowl/outcome.py), once it ran
 
     def manifest_alert(self) -> dict[str, Any]:
         """The ``alert`` object written to the bundle's manifest (see the module docstring of postmortem)."""
@@ -71,11 +75,32 @@ class Capture:
     def outcome(self) -> str:
         """One line for the serve log, ``triage --alert`` and the notes: the verdict, or what prevented one."""
         from nightowl.fleet.actions_log import breaker_line
+        from nightowl.outcome import verdict_line
 
-        line = describe_outcome(self.status, self.verdict, self.host, self.host_status, self.host_error, self.reason)
+        if self.status != "captured":
+            line = self.status + (f": {self.reason}" if self.reason else "")
+        else:
+            line = verdict_line(self.verdict, self.host, self.host_status, self.host_error)
         line = self.storm.describe(line) if self.storm is not None and self.status == "captured" else line
         breaker = breaker_line(self.breaker)  # an open breaker: the responders learn actions are held
         return f"{line}; {breaker}" if breaker else line
+
+    def notice(self) -> Outcome:
+        """What the notify targets are told: the run's outcome (or, for a capture that never ran, why), with
+        the capture's own line (a storm's, an open breaker's) and its journal entry as the origin's record."""
+        from nightowl.outcome import outcome_from_run
+
+        alert = self.manifest_alert()
+        told = self.run_outcome or outcome_from_run(
+            None,
+            "alert",
+            runbook=self.runbook,
+            title=self.alert.name,
+            host=self.host,
+            failure=self.reason or self.status,
+            **_alert_fields(self.alert, alert),
+        )
+        return replace(told, line=self.outcome(), context=self.to_json())
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -163,23 +188,6 @@ class Storm:
         }
 
 
-def describe_outcome(
-    status: str,
-    verdict: dict[str, Any] | None,
-    host: str | None,
-    host_status: str | None,
-    host_error: str | None,
-    reason: str | None,
-) -> str:
-    """``gpu-fell-off-bus (critical) -> reboot-node`` or ``no verdict: host gpu-17 unreachable: ...``."""
-    if status != "captured":
-        return status + (f": {reason}" if reason else "")
-    if verdict:
-        return f"{verdict.get('id')} ({verdict.get('severity') or '?'}) -> {verdict.get('action')}"
-    why = f"host {host or '?'} {host_status or 'gave no verdict'}"
-    return f"no verdict: {why}" + (f": {host_error}" if host_error else "")
-
-
 def plan_capture(alert: Alert, config: ServeConfig, received_at: float) -> Capture:
     """Match the rules; a Capture that is ``queued`` (ready to run) or says why it will not run."""
     capture = Capture(alert, received_at)
@@ -265,7 +273,10 @@ def run_capture(
 
 
 def _captured(capture: Capture, result: Any) -> None:
-    """The capture's record of a run: its bundle, status update, and the one host's verdict."""
+    """The capture's record of a run: its bundle, status update, and the run's outcome (the one host's
+    verdict, or a storm's most severe, led by the cause its hosts share)."""
+    from nightowl.outcome import outcome_from_run
+
     if result.bundle is None:  # the verdict stands; the evidence could not be written
         capture.status, capture.reason = "failed", result.bundle_error
     else:
@@ -273,11 +284,31 @@ def _captured(capture: Capture, result: Any) -> None:
     capture.status_update = str(result.status_update) if result.status_update else None
     if result.status_update_error:
         capture.reason = result.status_update_error
-    if capture.storm is not None:
-        _storm_results(capture, result.runs)
-        return
-    run = result.runs[0]
-    capture.verdict, capture.host_status, capture.host_error = run.verdict, run.status, run.error
+    cause = _storm_results(capture, result.runs) if capture.storm is not None else None
+    outcome = outcome_from_run(
+        result,
+        "alert",
+        runbook=capture.runbook,
+        title=capture.alert.name,
+        host=capture.host,
+        common_cause=cause,
+        **_alert_fields(capture.alert, capture.manifest_alert()),
+    )
+    capture.run_outcome = outcome
+    capture.verdict = dict(outcome.verdict) if outcome.verdict is not None else None
+    capture.host_status, capture.host_error = outcome.host_status, outcome.host_error
+
+
+def _alert_fields(alert: Alert, record: dict[str, Any]) -> dict[str, Any]:
+    """What the outcome keeps of the alert: its labels and annotations (scrubbed as in the manifest), who
+    delivered it, and the PagerDuty incident its v3 webhook names (the note goes on it)."""
+    incident = alert.fingerprint if alert.source == "pagerduty" and alert.fingerprint else None
+    return {
+        "labels": record.get("labels") or {},
+        "annotations": record.get("annotations") or {},
+        "source": alert.source,
+        "incident": incident,
+    }
 
 
 def _storm_record(capture: Capture, manifest: dict[str, Any]) -> Callable[[Any], None] | None:
@@ -291,34 +322,15 @@ def _storm_record(capture: Capture, manifest: dict[str, Any]) -> Callable[[Any],
     return StormRecord(manifest["alert"], storm.domains(), list(storm.hosts())).host_done
 
 
-def _storm_results(capture: Capture, runs: list[Any]) -> None:
-    """A storm's record: every host's outcome, the domains most of whose hosts share a fault, and the most
-    severe verdict as the capture's own (its summary led by the common cause); a host with no verdict is
-    never hidden behind the others' (its status stays in ``storm.results``)."""
-    from nightowl.postmortem.sre import SEVERITY_RANK
+def _storm_results(capture: Capture, runs: list[Any]) -> dict[str, Any] | None:
+    """A storm's record: every host's outcome and the domains most of whose hosts share a fault; returns the
+    most widely shared (it leads the outcome's verdict), or None."""
     from nightowl.receiver.common_cause import common_causes, result_of
 
     assert capture.storm is not None
     capture.storm.results = [result_of(run) for run in runs]
     capture.storm.common_cause = common_causes(runs, capture.storm.domains(), capture.storm.alerts_by_host())
-    judged = [run for run in runs if run.verdict]
-    worst = max(judged, key=lambda r: SEVERITY_RANK.get(r.verdict.get("severity"), 0), default=None)
-    unjudged = next((run for run in runs if not run.verdict), None)
-    chosen = worst or unjudged or runs[0]
-    capture.verdict, capture.host_status, capture.host_error = chosen.verdict, chosen.status, chosen.error
-    if capture.storm.common_cause and chosen.verdict:
-        cause = capture.storm.common_cause[0]
-        summary = chosen.verdict.get("summary") or ""
-        capture.verdict = {
-            **chosen.verdict,
-            "summary": f"{cause['line'][:1].upper()}{cause['line'][1:]}. {summary}".strip(),
-            "host_summary": summary,
-            "common_cause": cause,
-        }
-    if unjudged is not None and (worst is not None or len(runs) > 1):  # every host's reason, not the first's
-        from nightowl.receiver.no_verdict import no_verdict_line
-
-        capture.host_error = no_verdict_line(runs)
+    return capture.storm.common_cause[0] if capture.storm.common_cause else None
 
 
 def _transports(capture: Capture, config: ServeConfig) -> dict[str, Callable[[], Any]]:

@@ -16,68 +16,29 @@ reported, never taking the next record with it.
 from __future__ import annotations
 
 import functools
-import json
-import math
-import os
 import queue
 import threading
 import time
 from collections import OrderedDict, deque
 from collections.abc import Callable
 from dataclasses import replace
-from pathlib import Path
 from typing import IO, Any
 
 from nightowl.logline import LogLine, verdict_level
 from nightowl.receiver.capture import Capture, plan_capture, run_capture
 from nightowl.receiver.config import ServeConfig
+from nightowl.receiver.journal import JOURNAL, Journal, journal_entry, owner_lock
 from nightowl.receiver.notify import Notifier, summary
 from nightowl.receiver.payload import Alert
 from nightowl.receiver.storm import StormKey, StormWindows, fold, fold_members, storm_key
 
 RECENT = 200
 SEEN_CAP = 10000
-JOURNAL = "captures.jsonl"
-LOCK = "captures.lock"
 STOP_GRACE = 20.0  # seconds running captures get to finish on SIGTERM (Kubernetes waits 30 by default)
 # Captures the next receiver on the same out resumes: never run, still running when it stopped, or cut
 # by the stop (a collector killed by systemd's TERM to the whole unit: the partial bundle is not a capture).
 UNFINISHED = ("queued", "running", "interrupted")
 FLUSH_EVERY_S = 0.1  # how often storm windows are checked for their time being up
-
-
-class ReceiverBusy(RuntimeError):
-    """Another receiver owns this ``out`` folder (its journal and queue)."""
-
-
-def _append(path: Path, text: str) -> None:
-    """Append to the journal and make it durable (a full disk shows here, not later)."""
-    with path.open("a") as handle:
-        handle.write(text)
-        handle.flush()
-        os.fsync(handle.fileno())
-
-
-def _owner_lock(out_dir: Path) -> IO[str]:
-    """An exclusive lock on ``out_dir`` held for the receiver's life; ReceiverBusy names the owner."""
-    import fcntl
-
-    handle = (out_dir / LOCK).open("a+")
-    try:
-        fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except OSError:
-        handle.seek(0)
-        owner = handle.read().strip() or "?"
-        handle.close()
-        raise ReceiverBusy(
-            f"{out_dir} is already served by another nightowl serve (pid {owner}): one receiver per "
-            "journal folder, or every queued capture would run twice; stop it or give this one another `out`"
-        ) from None
-    handle.seek(0)
-    handle.truncate()
-    handle.write(f"{os.getpid()}\n")
-    handle.flush()
-    return handle
 
 
 class Receiver:
@@ -110,9 +71,8 @@ class Receiver:
         self._closed = False  # after stop(): nothing more is journaled, so unfinished stays unfinished
         self._resume: list[Capture] = []
         self._owner: IO[str] | None = None
-        self.journal_error: str | None = None  # the last journal write that failed, until one succeeds
-        self._cut_line = False  # the journal ends mid-line (a crash mid-write): end it before appending
         config.out_dir.mkdir(parents=True, exist_ok=True)
+        self.journal = Journal(config.out_dir, self._log)
         self._load_journal()
 
     def log(self, line: str | LogLine) -> None:
@@ -131,7 +91,7 @@ class Receiver:
     # -- lifecycle ----------------------------------------------------------------------------
     def start(self) -> None:
         """Own the ``out`` folder (ReceiverBusy when another receiver does), resume, start the workers."""
-        self._owner = _owner_lock(self.config.out_dir)
+        self._owner = owner_lock(self.config.out_dir)
         # Read again as owner: what another receiver did before it let go is what there is to resume.
         self._seen.clear()
         self.recent.clear()
@@ -282,7 +242,7 @@ class Receiver:
         """Under the lock: journal the capture with its alert before a worker can see it (a stop at any moment
         leaves a record to resume), then remember its alerts' keys and queue it; a journal that cannot be
         written refuses it (the reason starts with ``refused``)."""
-        if self._write(self._entry(capture, with_alert=True)):
+        if self.journal.write(journal_entry(capture, with_alert=True)):
             for key, when in keys:
                 self._remember(key, when)
             lane.put(capture)
@@ -296,7 +256,7 @@ class Receiver:
         self.recent.append(capture)
         settled = replace(capture)
         if settled.status != "queued":
-            self._write(self._entry(settled))
+            self.journal.write(journal_entry(settled))
         return settled
 
     def _remember(self, key: tuple[str, ...], when: float) -> None:
@@ -323,7 +283,7 @@ class Receiver:
             try:
                 self._finish(capture)
             except Exception as exc:  # noqa: BLE001 - a worker never dies; /healthz says what broke
-                self.journal_error = self.journal_error or f"{type(exc).__name__}: {exc}"
+                self.journal.error = self.journal.error or f"{type(exc).__name__}: {exc}"
 
     def _finish(self, capture: Capture) -> None:
         with self._lock:
@@ -333,7 +293,7 @@ class Receiver:
                 # Never a duplicate of a capture that did not happen: a redelivery gets its chance.
                 for alert in [m.alert for m in capture.storm.members] if capture.storm else [capture.alert]:
                     self._seen.pop(alert.dedupe_key, None)
-            self._write(self._entry(capture))
+            self.journal.write(journal_entry(capture))
         level = "error" if capture.status == "failed" else verdict_level(capture.host_status, capture.verdict)
         self._log(
             LogLine(
@@ -343,15 +303,14 @@ class Receiver:
             )
         )
         if self.notifier is not None and capture.status in ("captured", "failed"):
-            record = {**capture.to_json(), **{k: capture.manifest_alert()[k] for k in ("labels", "annotations")}}
-            self.notifier.submit(record, capture.outcome(), functools.partial(self._notified, capture))
+            self.notifier.submit(capture.notice(), functools.partial(self._notified, capture))
 
     def _notified(self, capture: Capture, results: list[dict[str, Any]]) -> None:
         """The notifier's outcome, kept in the capture's record (its journal line is written again)."""
         with self._lock:
             capture.notifications = results
             if not self._closed:
-                self._write(self._entry(capture))
+                self.journal.write(journal_entry(capture))
         failed = any(r.get("status") != "sent" for r in results)
         self._log(
             LogLine(
@@ -366,64 +325,15 @@ class Receiver:
             held = self._windows.count()
         return self._queue.qsize() + self._storm_queue.qsize() + held
 
-    # -- journal ----------------------------------------------------------------------------------
-    @staticmethod
-    def _entry(capture: Capture, with_alert: bool = False) -> dict[str, Any]:
-        entry = capture.to_json()
-        if with_alert:  # what a restarted receiver needs to run it (labels scrubbed as in the manifest)
-            entry["alert_record"] = {
-                k: v for k, v in capture.manifest_alert().items() if k not in ("queued_s", "storm")
-            }
-            if capture.storm is not None:
-                entry["storm_records"] = [
-                    {k: v for k, v in m.manifest_alert().items() if k != "queued_s"} for m in capture.storm.members
-                ]
-        return entry
-
-    def _write(self, entry: dict[str, Any]) -> bool:
-        """One journal line; the caller holds the lock. False (and ``journal_error`` set) when it failed."""
-        line = json.dumps(entry, default=str) + "\n"
-        try:
-            _append(self.config.out_dir / JOURNAL, ("\n" if self._cut_line else "") + line)
-        except OSError as exc:
-            self.journal_error = f"{exc.strerror or exc}"
-            self._log(LogLine(f"nightowl serve: cannot write {JOURNAL}: {self.journal_error}", level="error"))
-            return False
-        self._cut_line = False
-        self.journal_error = None
-        return True
+    # -- journal (receiver/journal.py) ------------------------------------------------------------------
+    @property
+    def journal_error(self) -> str | None:
+        """The last journal write that failed, until one succeeds."""
+        return self.journal.error
 
     def _load_journal(self) -> None:
-        """Read the journal back, line by line: the last line of each capture is its state. A line
-        that cannot be read (cut by a crash, mistyped by hand) is skipped and reported."""
-        path = self.config.out_dir / JOURNAL
-        try:
-            data = path.read_bytes()
-        except FileNotFoundError:
-            return
-        except OSError as exc:
-            self._log(LogLine(f"nightowl serve: cannot read {path}: {exc}", level="warning"))
-            return
-        self._cut_line = bool(data) and not data.endswith(b"\n")
-        last: OrderedDict[str, dict[str, Any]] = OrderedDict()
-        records: dict[str, dict[str, Any]] = {}
-        for number, raw in enumerate(data.split(b"\n"), 1):
-            if not raw.strip():
-                continue
-            try:
-                entry = _readable(json.loads(raw.decode(errors="replace")))
-            except (ValueError, TypeError) as exc:
-                self._log(
-                    LogLine(f"nightowl serve: {path} line {number} cannot be read ({exc}); skipped", level="warning")
-                )
-                continue
-            ident = str(entry.get("id") or f"line-{number}")
-            last.pop(ident, None)
-            last[ident] = entry
-            if isinstance(entry.get("alert_record"), dict):
-                records[ident] = entry["alert_record"]
-            if isinstance(entry.get("storm_records"), list):
-                records[ident] = {**records.get(ident, {}), "storm_records": entry["storm_records"]}
+        """The journal read back: captured alerts remembered, unfinished captures planned again to resume."""
+        last, records = self.journal.read()
         for ident, entry in last.items():
             key = tuple(entry.get("dedupe_key") or ())
             if entry.get("status") == "captured" and key:
@@ -451,7 +361,7 @@ class Receiver:
         capture.id = ident
         if capture.status != "queued":  # the rules changed since: record why it will not run
             if self._owner is not None:  # only the owner writes; a reader's view just shows it
-                self._write(self._entry(capture))
+                self.journal.write(journal_entry(capture))
             self.recent.append(capture)
             return
         self._remember(alert.dedupe_key, capture.received_at)
@@ -462,62 +372,6 @@ class Receiver:
         with self._lock:
             items = list(self.recent)
         return [c.to_json() if isinstance(c, Capture) else c for c in reversed(items)]
-
-
-_TEXT_FIELDS = (
-    "id",
-    "alert",
-    "source",
-    "alert_status",
-    "fingerprint",
-    "status",
-    "reason",
-    "rule",
-    "runbook",
-    "host",
-    "bundle",
-    "run_id",
-    "outcome",
-    "host_status",
-    "host_error",
-    "status_update",
-    "starts_at",
-)
-
-
-def _readable(entry: Any) -> dict[str, Any]:
-    """A journal entry of the shape the receiver wrote, else ValueError naming the field."""
-    if not isinstance(entry, dict):
-        raise ValueError("not a JSON object")
-    for key in _TEXT_FIELDS:
-        if entry.get(key) is not None and not isinstance(entry[key], str):
-            raise ValueError(f"{key} is not text")
-    for key in ("received_at", "started_at", "finished_at"):
-        if entry.get(key) is not None and (
-            isinstance(entry[key], bool) or not isinstance(entry[key], (int, float)) or not math.isfinite(entry[key])
-        ):
-            raise ValueError(f"{key} is not a time")
-    dedupe = entry.get("dedupe_key")
-    if dedupe is not None and not (isinstance(dedupe, list) and all(isinstance(k, str) for k in dedupe)):
-        raise ValueError("dedupe_key is not a list of text")
-    for name, kind in (
-        ("verdict", dict),
-        ("alert_record", dict),
-        ("notifications", list),
-        ("storm", dict),
-        ("storm_records", list),
-        ("breaker", dict),
-    ):
-        if entry.get(name) is not None and not isinstance(entry[name], kind):
-            raise ValueError(f"{name} is not a {kind.__name__}")
-    if not all(isinstance(r, dict) for r in entry.get("storm_records") or []):
-        raise ValueError("storm_records are not alert records")
-    notes = entry.get("notifications") or []
-    if not all(
-        isinstance(n, dict) and isinstance(n.get("target"), str) and isinstance(n.get("status"), str) for n in notes
-    ):
-        raise ValueError("notifications are not target outcomes")
-    return entry
 
 
 def _refuse(capture: Capture, reason: str) -> None:

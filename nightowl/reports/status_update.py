@@ -18,6 +18,7 @@ from nightowl import knowledge
 from nightowl.engine import layout
 from nightowl.engine.job import names_pattern
 from nightowl.knowledge import actions
+from nightowl.outcome import most_severe
 from nightowl.paths import data_dir
 
 FILE_NAME = layout.STATUS_UPDATE
@@ -115,9 +116,7 @@ def context(summary: dict[str, Any], now: float | None = None) -> dict[str, Any]
     hosts = summary.get("hosts") or []
     job = summary.get("job") or {}
     verdicts = [h["verdict"] for h in hosts if h.get("verdict")]
-    worst = job.get("verdict") or max(
-        verdicts, key=lambda v: ["ok", "info", "warning", "critical"].index(v["severity"]), default=None
-    )
+    worst = job.get("verdict") or most_severe(verdicts)  # the verdict the run's Outcome names (nightowl/outcome.py)
     at = now if now is not None else time.time()
     stamp = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(at))
     names = [h["host"] for h in hosts]

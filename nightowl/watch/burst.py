@@ -15,10 +15,14 @@ from __future__ import annotations
 
 from collections import Counter, deque
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
 from nightowl.collectors.gpu import kernel_log
 from nightowl.watch.source import Batch, Position
 from nightowl.watch.triggers import LineJudge
+
+if TYPE_CHECKING:
+    from nightowl.outcome import Outcome
 
 MAX_LINES = 2000  # context lines
 MAX_CHARS = 1024 * 1024  # characters of context lines
@@ -197,3 +201,13 @@ def trigger_record(burst: Burst, source: str) -> dict[str, object]:
         "dropped_context": burst.dropped_context,
         "dropped_triggers": burst.dropped_triggers,
     }
+
+
+def burst_outcome(result: Any, host: str, burst: Burst) -> Outcome:
+    """The Outcome of the run one burst started (``nightowl.outcome``): what the notify targets are told, as a
+    serve capture's is, with the burst's triggers as its own record."""
+    from nightowl.outcome import outcome_from_run
+
+    title = "watch: " + ", ".join(sorted(burst.triggers))
+    context = {"triggers": dict(burst.triggers)}
+    return outcome_from_run(result, "watch", title=title, host=host, source="watch", context=context)

@@ -46,6 +46,7 @@ def test_chat_markup_stays_text() -> None:
 
 def test_notes_and_chat_keep_one_line_and_no_markup() -> None:
     from nightowl.receiver.notify import Target, request_for
+    from tests.receiver.outcomes import outcome_of
 
     record = {
         "alert": "GpuXid\nnightowl: gpu-01: all clear <!channel>",
@@ -54,11 +55,11 @@ def test_notes_and_chat_keep_one_line_and_no_markup() -> None:
         "fingerprint": "P1",
     }
     pd = Target("pagerduty", "https://api.example", token="k", sender="a@b")
-    _, _, note = request_for(pd, record, "ok (ok) -> none", "https://n.example/d")
+    _, _, note = request_for(pd, outcome_of(record, "ok (ok) -> none"), "https://n.example/d")
     first, *rest = note["note"]["content"].split("\n")
     assert rest == ["Postmortem draft: https://n.example/d"]  # the only second line is nightowl's own
     assert "\x1b" not in first and "all clear" in first
-    _, _, chat = request_for(Target("chat", "https://chat.example/h"), record, "@here look", None)
+    _, _, chat = request_for(Target("chat", "https://chat.example/h"), outcome_of(record, "@here look"), None)
     for text in (chat["text"], chat["blocks"][0]["text"]["text"]):
         assert "\n" not in text and "<!channel>" not in text and "@here" not in text and "\x1b" not in text
 

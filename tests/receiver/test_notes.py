@@ -7,15 +7,12 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from nightowl.receiver.notify import (
-    CUT,
-    PAGERDUTY_NOTE_CHARS,
-    SLACK_SECTION_CHARS,
-    SLACK_TEXT_CHARS,
-    Target,
-    fit,
-    request_for,
-)
+from nightowl.receiver.notify import CUT, Target, fit
+from nightowl.receiver.notify import request_for as request_of
+from nightowl.receiver.targets.chat import SECTION_CHARS as SLACK_SECTION_CHARS
+from nightowl.receiver.targets.chat import TEXT_CHARS as SLACK_TEXT_CHARS
+from nightowl.receiver.targets.pagerduty import NOTE_CHARS as PAGERDUTY_NOTE_CHARS
+from tests.receiver.outcomes import outcome_of
 
 PD = Target("pagerduty", "https://api.example", token="k", sender="a@b")
 CHAT = Target("chat", "https://chat.example/hook")
@@ -29,6 +26,12 @@ VERDICT = {
     "implicated": ["gpu-b"],
     "not_implicated": ["gpu-a"],
 }
+
+
+def request_for(target: Target, record: dict, line: str, link: str | None) -> tuple:
+    return request_of(target, outcome_of(record, line), link)
+
+
 UPDATE = (
     "STATUS UPDATE - trainer (a, b) - 2026-12-01 23:00 UTC\n\nImpact: gpu fault on b (2 checked: a, b)\nWho: on-call\n"
 )

@@ -15,11 +15,12 @@ from typing import Any
 
 import pytest
 
-from nightowl.receiver import queue as receiver_queue
+from nightowl.receiver import journal as receiver_journal
 from nightowl.receiver.capture import Capture
 from nightowl.receiver.config import load_config
+from nightowl.receiver.journal import JOURNAL, ReceiverBusy
 from nightowl.receiver.payload import parse_alertmanager, parse_pagerduty, sign_pagerduty
-from nightowl.receiver.queue import JOURNAL, Receiver, ReceiverBusy
+from nightowl.receiver.queue import Receiver
 from tests.postmortem.bundles import ALERTS
 from tests.receiver.test_receiver_hostile import alert_with
 from tests.receiver.test_serve import SECRET, payload, serve_factory, write_config
@@ -40,14 +41,14 @@ class FullDisk:
 
     def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
         self.full = threading.Event()
-        real = receiver_queue._append
+        real = receiver_journal._append
 
         def append(path: Path, text: str) -> None:
             if self.full.is_set():
                 raise OSError(errno.ENOSPC, "No space left on device")
             real(path, text)
 
-        monkeypatch.setattr(receiver_queue, "_append", append)
+        monkeypatch.setattr(receiver_journal, "_append", append)
 
 
 # --- item 9 -------------------------------------------------------------------------------------

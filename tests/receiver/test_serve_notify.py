@@ -24,6 +24,7 @@ from nightowl.receiver.notify import parse_notify
 from nightowl.receiver.payload import sign_pagerduty
 from nightowl.receiver.queue import Receiver
 from tests.postmortem.bundles import ALERTS
+from tests.receiver.outcomes import outcome_of
 from tests.receiver.test_serve import (
     SECRET,
     Running,
@@ -242,7 +243,7 @@ def test_an_unreachable_endpoint_is_failed_not_raised(tmp_path: Path) -> None:
     config = parse_notify({"attempts": 2, "backoff": 0, "chat": {"url": f"http://127.0.0.1:{port}/x"}}, "t")
     from nightowl.receiver.notify import Notifier
 
-    (result,) = Notifier(config).send({"alert": "A", "host": "h"}, "text")
+    (result,) = Notifier(config).send(outcome_of({"alert": "A", "host": "h"}, "text"))
     assert result["status"] == "failed" and result["attempts"] == 2 and "refused" in result["error"].lower()
 
 
@@ -364,10 +365,10 @@ def test_a_post_that_raises_never_stops_later_ones_nor_shows_the_secret(recorder
     done, got, event = _collect(notifier)
     notifier.start()
     try:
-        assert notifier.submit({"alert": "A", "host": "h"}, "one", done)
+        assert notifier.submit(outcome_of({"alert": "A", "host": "h"}, "one"), done)
         assert event.wait(20)
         event.clear()
-        assert notifier.submit({"alert": "B", "host": "h"}, "two", done)
+        assert notifier.submit(outcome_of({"alert": "B", "host": "h"}, "two"), done)
         assert event.wait(20), "the notifier died after the first post raised"
     finally:
         notifier.stop(timeout=5)
@@ -461,7 +462,9 @@ def test_a_redirect_is_never_followed_with_the_credentials(recorder: Recorder) -
     try:
         target = Target("pagerduty", endpoint.url, token=PD_KEY, sender="oncall@example.com")
         notifier = Notifier(NotifyConfig(targets=(target,), attempts=3, backoff_s=0))
-        (result,) = notifier.send({"alert": "A", "host": "h", "source": "pagerduty", "fingerprint": "P1"}, "t")
+        (result,) = notifier.send(
+            outcome_of({"alert": "A", "host": "h", "source": "pagerduty", "fingerprint": "P1"}, "t")
+        )
     finally:
         endpoint.close()
     assert not recorder.requests, "the PagerDuty key was sent on to the redirect's host"
@@ -478,7 +481,7 @@ def test_one_hanging_target_never_holds_up_the_others(recorder: Recorder) -> Non
     notifier.start()
     try:
         for name in ("A", "B", "C"):
-            notifier.submit({"alert": name, "host": "h"}, "t", lambda _results: None)
+            notifier.submit(outcome_of({"alert": name, "host": "h"}, "t"), lambda _results: None)
         deadline = time.monotonic() + 20  # a watchdog: the webhook's three posts need no chat answer
         while len(recorder.to("/hook")) < 3 and time.monotonic() < deadline:
             time.sleep(0.05)

@@ -8,6 +8,7 @@ replay run of the `xid` runbook, folded by the receiver's own planning and foldi
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -54,16 +55,14 @@ def test_a_racks_storm_names_the_rack_as_its_common_cause_first(rack_storm: tupl
 
 def test_the_storms_note_leads_with_the_common_cause(rack_storm: tuple[Capture, Path]) -> None:
     capture, _ = rack_storm
-    record = capture.to_json()
-    _, _, body = request_for(Target("webhook", "http://127.0.0.1:9/hook"), record, capture.outcome(), None)
+    _, _, body = request_for(Target("webhook", "http://127.0.0.1:9/hook"), capture.notice(), None)
     finding = body["finding"]
     assert finding[0].startswith("Common cause first: rack r07 (") and "before reboot-node on 8 nodes" in finding[0]
     assert any(line.startswith("Why: ") and "Common cause" not in line for line in finding)
     assert finding[-1].startswith("First action: inspect rack r07; then reboot-node only on those of its 8 nodes")
     _, _, pager = request_for(
         Target("pagerduty", "http://127.0.0.1:9", "k", "a@b", "incident"),
-        {**record, "labels": {"incident": "P1"}},
-        capture.outcome(),
+        replace(capture.notice(), labels={"incident": "P1"}),
         None,
     )
     lines = pager["note"]["content"].splitlines()

@@ -18,6 +18,7 @@ from nightowl.fleet.table import fleet_table
 from nightowl.receiver.notify import Target, request_for
 from nightowl.reports import status_update
 from tests.postmortem.bundles import make_bundle
+from tests.receiver.outcomes import outcome_of
 
 TWO_GPUS = "xid48-xid64-dbe"  # 0a:00 fails RmInitAdapter; 07:00 logs Xid 48 (DBE) and 64 (retirement failed)
 OFF_THE_BUS = "xid79-sxid20034"  # its kernel log has seconds since boot only: no dated fault line
@@ -80,7 +81,7 @@ def test_the_pagerduty_note_names_the_bundle_by_its_id_not_a_path(tmp_path: Path
         "status_update": str(bundle / status_update.FILE_NAME),
     }
     target = Target("pagerduty", "https://api.pagerduty.invalid", "k", "oncall@example.com", "incident_id")
-    _, _, body = request_for(target, record, "gpu-fell-off-bus (critical) -> reboot-node", None)
+    _, _, body = request_for(target, outcome_of(record, "gpu-fell-off-bus (critical) -> reboot-node"), None)
     note = body["note"]["content"]
     assert f"evidence in bundle {bundle.name})" in note
     assert str(tmp_path) not in note

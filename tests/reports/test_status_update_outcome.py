@@ -1,0 +1,51 @@
+"""The status update and the run's Outcome (nightowl/outcome.py) name the same verdict for a run over several
+hosts: the most severe, the first of equals (issue 44 item 1: two readers of one run cannot disagree)."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+
+from nightowl.outcome import outcome_from_run
+from nightowl.reports import status_update
+
+
+def verdict(ident: str, severity: str, action: str) -> dict[str, Any]:
+    return {"id": ident, "severity": severity, "action": action, "summary": f"{ident} on its host. More."}
+
+
+CASES = [
+    (
+        [
+            verdict("w", "warning", "drain-and-reset"),
+            verdict("c1", "critical", "reboot-node"),
+            verdict("c2", "critical", "reset-gpu"),
+        ],
+        "c1",
+    ),
+    (
+        [verdict("i", "info", "none"), verdict("w1", "warning", "reset-gpu"), verdict("w2", "warning", "reboot-node")],
+        "w1",
+    ),
+    ([verdict("c", "critical", "reboot-node"), verdict("o", "ok", "none")], "c"),
+]
+
+
+@pytest.mark.parametrize(("verdicts", "named"), CASES)
+def test_the_status_update_and_the_outcome_name_the_same_verdict(verdicts: list[dict[str, Any]], named: str) -> None:
+    names = [f"gpu-{n}" for n in range(len(verdicts))]
+    summary = {
+        "runbook": "xid",
+        "run_id": "r1",
+        "bundle": None,
+        "hosts": [{"host": h, "status": "ok", "verdict": v} for h, v in zip(names, verdicts, strict=True)],
+    }
+    runs = [SimpleNamespace(host=h, status="ok", verdict=v, error=None) for h, v in zip(names, verdicts, strict=True)]
+    result = SimpleNamespace(runbook="xid", runs=runs, bundle=None, bundle_error=None, status_update=None)
+    outcome = outcome_from_run(result, "schedule")
+    told = status_update.context(summary, now=0.0)
+    assert outcome.verdict is not None and outcome.verdict["id"] == named
+    assert told["action"] == f"{outcome.verdict['action']}: {outcome.verdict['id']} on its host."
+    assert outcome.host == names[verdicts.index(next(v for v in verdicts if v["id"] == outcome.verdict["id"]))]
