@@ -11,6 +11,8 @@ which keeps the output as received):
 - ``crlf``: CRLF line ends (Windows pastes, serial consoles);
 - ``html-entities``: ``&gt;``, ``&lt;``, ``&amp;``, ``&quot;``, ``&#39;``, ``&nbsp;`` of a web page, and
   no-break spaces (HTML Living Standard, "named character references");
+- ``diff``: a block quoted on the added side of a unified diff, every line led by ``+`` (an output pasted into
+  a README or runbook change and copied from the review: ``+> [Fri Aug 30 11:43:09 2024] NVRM: Xid ...``);
 - ``quote``: a whole block quoted with ``> `` (Markdown, e-mail) or ``# ``/``// `` comment markers;
 - ``prompt``: shell prompts and the command line they echo (``$ nvidia-smi``, ``root@gpu-17:~# dmesg``);
 - ``launcher-prefix``: per-line tags of launchers and collectors on most lines: Open MPI's
@@ -41,7 +43,7 @@ SAMPLE_LINES = 400
 # Rounds of the steps at most (nested wrappers), and the families applied once only (unescaping twice would
 # turn an escaped "&amp;lt;" of the output itself into "<").
 MAX_ROUNDS = 4
-_ONCE = frozenset({"html-entities", "quote", "comment"})
+_ONCE = frozenset({"html-entities", "diff", "quote", "comment"})
 # Share of the sampled lines with text a per-line prefix must be on to be taken as the output's wrapper.
 PREFIX_SHARE = 0.6
 
@@ -196,6 +198,21 @@ def _sample(text: str) -> list[str]:
     return lines
 
 
+# A line that is only a table border ("+-----+", "+=====+"): nvidia-smi's own lines start with "+" too.
+_BORDER = re.compile(r"\+[-=+]*\s*")
+
+
+def _diff(text: str, _kept: frozenset[str] = frozenset()) -> str | None:
+    """The block without the ``+`` of a diff's added side, when every line with text carries it. A bare table
+    always has ``|`` rows, so a text all of whose lines start with ``+`` is no table, unless it is only borders."""
+    lines = [line for line in text.split("\n") if line.strip()]
+    if not lines or not all(line.startswith("+") for line in lines):
+        return None
+    if all(_BORDER.fullmatch(line) for line in lines):
+        return None
+    return "\n".join(line[1:] if line.startswith("+") else line for line in text.split("\n"))
+
+
 def _quote(text: str, _kept: frozenset[str] = frozenset()) -> str | None:
     return _marked(text, _QUOTE_MARKS)
 
@@ -328,6 +345,7 @@ def _wrapped(text: str, _kept: frozenset[str] = frozenset()) -> str | None:
 # In this order: entities first (a page escapes everything), then the wrappers from the outside in.
 _STEPS = (
     ("html-entities", _html_entities),
+    ("diff", _diff),
     ("quote", _quote),
     ("comment", _comment),
     ("prompt", _prompt),

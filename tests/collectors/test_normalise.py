@@ -62,6 +62,7 @@ def _colour(text: str) -> str:
 WRAPPERS: dict[str, tuple[str, Callable[[str], str]]] = {
     "indent": ("indent", _lines("    ")),
     "quote": ("quote", _lines("> ")),
+    "diff": ("diff", _lines("+")),
     "html-entities": ("html-entities", lambda text: html.escape(text, quote=True)),
     "crlf": ("crlf", lambda text: text.replace("\n", "\r\n")),
     "escapes": ("escapes", _colour),

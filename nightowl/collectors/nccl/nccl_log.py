@@ -38,6 +38,7 @@ from nightowl.collectors.nccl.nccl_log_patterns import (
     IB_NO_DEVICE,
     IB_SIDEBAND,
     IB_USING,
+    IBV_SETUP_CALL,
     IBV_WC_STATUS,
     INIT_CHAIN,
     INIT_COMPLETE,
@@ -655,8 +656,12 @@ def facts(result: NcclLogResult) -> dict[str, Any]:
     kinds = {e.kind for e in result.errors}
     # An error whose chain went through bootstrap/init, or an interface NCCL could not use: the
     # communicator never formed (an init failure), not a slow or hung collective.
+    # A verbs call that sets a connection up failed (IBV_SETUP_CALL): the connections never formed either.
+    setup_failed = any(e.kind == "ibv_failed" and IBV_SETUP_CALL.search(e.text or "") for e in result.errors)
     data["init_failed"] = bool(
-        set(result.failed_in) & {"bootstrap", "init"} or kinds & {"no_socket_interface", "ofi_no_provider"}
+        set(result.failed_in) & {"bootstrap", "init"}
+        or kinds & {"no_socket_interface", "ofi_no_provider"}
+        or setup_failed
     )
     data["bootstrap_failed"] = "bootstrap" in result.failed_in or "no_socket_interface" in kinds
     data["uses_socket"] = result.network == "Socket" or "Socket" in result.networks or "NET/Socket" in result.transports

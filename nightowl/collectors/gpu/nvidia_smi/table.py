@@ -23,7 +23,9 @@ _TABLE_ROW_USAGE = re.compile(
     r"^\|\s*(?P<fan>\S+)\s+(?P<temp>\S+)\s+(?P<perf>\S+)\s+(?P<power>\S+)\s*/\s*(?P<cap>\S+)\s*\|"
     r"\s*(?P<mem_used>\S+)\s*/\s*(?P<mem_total>\S+)\s*\|\s*(?P<util>\S+)\s+(?P<compute>.*?)\s*\|"
 )
-_TABLE_HEADER = re.compile(r"^\|\s*NVIDIA-SMI\s", re.MULTILINE)
+# Indented too: a table inside a larger report (TGI's `text-generation-launcher --env` indents it 3 spaces
+# under unindented lines, so no common indentation is there for the normaliser to take off).
+_TABLE_HEADER = re.compile(r"^[ \t]*\|\s*NVIDIA-SMI\s", re.MULTILINE)
 # R590+ prints "KMD Version: X   CUDA UMD Version: Y" where older drivers print "Driver Version" /
 # "CUDA Version" (docs.nvidia.com/deploy/nvidia-smi: "deprecated Driver Version and CUDA Version in favor
 # of KMD Version and CUDA UMD Version"); the new keys are read first.
@@ -57,7 +59,7 @@ def looks_like_table(text: str) -> bool:
     if "|" not in text:  # both the header and a GPU row start with "|": the common -q text is ruled out at once
         return False
     return bool(_TABLE_HEADER.search(text)) or any(
-        line.startswith("|") and _TABLE_ROW_NAME.match(line) for line in text.splitlines()
+        line.lstrip().startswith("|") and _TABLE_ROW_NAME.match(line.strip()) for line in text.splitlines()
     )
 
 
