@@ -24,13 +24,13 @@ from nightowl.engine.parse_memo import ParsedOutputs
 class RunContext:
     """What a command (or a receiver) hands every run it starts.
 
-    ``runbook_dirs``: the site runbook folders searched first (``--runbook-path``). ``history``: the store
-    the run's bundle is recorded into (None: history off). ``readers``: named functions derived collectors
-    may call (the store's rows of a host, a Prometheus's earlier incidents), by the name the collector asks
-    for. ``stop``: the caller's own stop (a receiver shutting down). ``parsed``: the run's parse results
-    (one per run: ``for_run``), which travel with its result to the history writer and the postmortem."""
+    ``history``: the store the run's bundle is recorded into (None: history off). ``readers``: named
+    functions derived collectors may call (the store's rows of a host, a Prometheus's earlier incidents), by
+    the name the collector asks for. ``stop``: the caller's own stop (a receiver shutting down). ``parsed``:
+    the run's parse results (one per run: ``for_run``), which travel with its result to the history writer
+    and the postmortem. The site runbook folders (``--runbook-path``) are not here: runbooks are resolved
+    before a run starts (nightowl/library/runbooks.py)."""
 
-    runbook_dirs: tuple[Path, ...] = ()
     history: Path | None = None
     readers: Mapping[str, Callable[..., Any]] = field(default_factory=dict)
     stop: threading.Event | None = field(default=None, compare=False)

@@ -87,13 +87,13 @@ def readers(path: Path | None, prometheus_url: str | None = None) -> dict[str, C
     return found
 
 
-def run_context(runbook_dirs: tuple[Path, ...] = ()) -> RunContext:
+def run_context() -> RunContext:
     """The context a run of this command gets: the store it chose and the readers of it (built once per
     command or receiver, then passed down)."""
     from nightowl.engine.context import RunContext
 
     path = active_path()
-    return RunContext(runbook_dirs, path, readers(path, _chosen.get("prometheus")))
+    return RunContext(path, readers(path, _chosen.get("prometheus")))
 
 
 def _stderr(message: str) -> None:

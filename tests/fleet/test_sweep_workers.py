@@ -379,3 +379,35 @@ def test_progress_is_told_per_host_as_the_workers_report_them(tmp_path: Path) ->
     assert sorted(seen) == sorted(FLEET)  # each host once, in the order they ended
     assert [h["host"] for h in result.hosts] == list(FLEET)  # the result itself in inventory order
     assert result.bundle is not None and (result.bundle / "verdicts.json").is_file()
+
+
+def test_what_a_worker_parsed_of_a_scrubbed_output_reaches_the_parents_history_and_bundle(tmp_path: Path) -> None:
+    """Parse once across processes: the worker's parse of an output it stored scrubbed (a secret inside a
+    judged line) is the one the parent records in the history and keeps in the bundle's ``parsed/``."""
+    from nightowl import history
+    from nightowl.engine.context import RunContext
+    from nightowl.history import store
+    from nightowl.run import RunHooks, RunSettings, run_and_save
+    from tests.engine.test_parse_once import LINE, SAW, SECRET
+
+    host = tmp_path / "recorded"
+    host.mkdir()
+    (host / "kernel-log.out").write_text(LINE)
+    fleet = {"gpu-01": HOSTS / "healthy-l40s", "gpu-02": host}
+    loaded = runbooks.load("xid")
+    engine = engine_for(loaded, openers(fleet), 2, {})
+    assert isinstance(engine, WorkerEngine)
+    db = tmp_path / "history.sqlite3"
+    result = run_and_save(
+        loaded,
+        openers(fleet),
+        tmp_path / "out",
+        settings=RunSettings(forks=2, status_update=False),
+        hooks=RunHooks(engine=engine),
+        context=RunContext(history=db, readers=history.readers(db)),
+    )
+    assert result.bundle is not None and result.hosts[1]["verdict"]["id"] == "recovery-node-reboot"
+    rows = store.read(db, "SELECT code, text FROM events WHERE host = ?", ("gpu-02",))
+    assert [(row["code"], row["text"]) for row in rows] == [(154, SAW)]
+    kept = result.bundle / "parsed" / "hosts" / "gpu-02" / "kernel-log.out.json"
+    assert kept.is_file() and SECRET not in kept.read_text()
