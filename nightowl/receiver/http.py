@@ -252,7 +252,7 @@ class _Handler(BaseHTTPRequestHandler):
         answer = admission_summary(captures)
         if any((c.reason or "").startswith("refused: cannot write the journal") for c in captures):
             # Not journaled is not promised: a 5xx makes Alertmanager and PagerDuty deliver it again.
-            self._json(503, {**answer, "error": f"the journal cannot be written: {self.receiver.journal_error}"})
+            self._json(503, {**answer, "error": f"the journal cannot be written: {self.receiver.journal.error}"})
             return
         self._json(200, answer)
 

@@ -81,8 +81,8 @@ class Receiver:
 
     def health(self) -> tuple[bool, str | None]:
         """(healthy, why not): a receiver that cannot journal cannot promise to capture."""
-        if self.journal_error:
-            return False, f"cannot write {JOURNAL}: {self.journal_error}"
+        if self.journal.error:
+            return False, f"cannot write {JOURNAL}: {self.journal.error}"
         dead = [t.name for t in self._threads if not t.is_alive()] if not self._stopping.is_set() else []
         if dead:
             return False, f"worker(s) {', '.join(dead)} stopped"
@@ -247,7 +247,7 @@ class Receiver:
                 self._remember(key, when)
             lane.put(capture)
         else:
-            _refuse(capture, f"{refused}cannot write the journal ({self.journal_error})")
+            _refuse(capture, f"{refused}cannot write the journal ({self.journal.error})")
 
     def _settle(self, capture: Capture) -> Capture:
         """Under the lock: what was decided at admission, listed in ``recent`` and journaled (a queued capture
@@ -326,11 +326,6 @@ class Receiver:
         return self._queue.qsize() + self._storm_queue.qsize() + held
 
     # -- journal (receiver/journal.py) ------------------------------------------------------------------
-    @property
-    def journal_error(self) -> str | None:
-        """The last journal write that failed, until one succeeds."""
-        return self.journal.error
-
     def _load_journal(self) -> None:
         """The journal read back: captured alerts remembered, unfinished captures planned again to resume."""
         last, records = self.journal.read()
