@@ -164,5 +164,10 @@ class Runbook(Strict):
         default="host", description="host: one run per host; job: one run over all hosts together"
     )
     parameters: dict[str, Parameter] = Field(default_factory=dict, description="name -> parameter (below)")
+    include: list[str] = Field(
+        default_factory=list,
+        description="fragments whose nodes this runbook takes (`fragments/NAME.yaml` beside it); a node id is "
+        "defined once, and `nodes:` comes last (docs/runbook-schema.md#fragments)",
+    )
     entry: str = Field(description="the first node")
     nodes: dict[str, Node] = Field(description="node id -> node (below)")

@@ -119,6 +119,7 @@ class RunbookData:
     description: str = ""
     scope: str = "host"
     parameters: dict[str, ParameterData] = field(default_factory=dict)
+    include: list[str] = field(default_factory=list)
 
 
 # model class name -> its plain twin

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from nightowl.engine import includes
 from nightowl.engine.expressions import (
     BUILTIN_NAMES,
     ExpressionError,
@@ -66,6 +67,16 @@ class LoadedRunbook:
     lines: dict[tuple[Any, ...], int]
     graph: Any  # NodeGraph (None until the graph pass)
     collected_before: dict[str, frozenset[str]] = field(default_factory=dict)
+    node_files: dict[str, str] = field(default_factory=dict)  # node id -> the fragment file defining it
+    text_as_ran: str | None = None  # with fragments: the runbook with their nodes written in (includes.as_ran)
+
+    def file_of(self, node_id: str | None) -> str:
+        """The file that defines ``node_id``: a fragment's, or the runbook's own."""
+        return self.node_files.get(node_id or "", str(self.path))
+
+    def as_ran(self) -> str:
+        """The runbook as it ran, for the bundle: its own text, with any fragments' nodes written in."""
+        return self.text_as_ran if self.text_as_ran is not None else self.path.read_text()
 
     @property
     def id(self) -> str:
@@ -92,7 +103,10 @@ class LoadedRunbook:
 
 
 def load_runbook(
-    path: Path, known_collectors: Iterable[str] | None = None, lookup: Callable[[str], Any] | None = None
+    path: Path,
+    known_collectors: Iterable[str] | None = None,
+    lookup: Callable[[str], Any] | None = None,
+    fragment_dirs: Iterable[Path] = (),
 ) -> LoadedRunbook:
     """Load and validate; raise RunbookInvalid listing every problem found.
 
@@ -100,7 +114,8 @@ def load_runbook(
     only when the ones before it found nothing. ``known_collectors`` enables the collector and
     fact checks; without it, an unknown kind is not reported. ``lookup`` (kind -> collector, the
     same the runner gets) enables the check of every fact path against the facts each collector
-    declares in ``produces``. Reads the file only; runs nothing.
+    declares in ``produces``. ``include:`` takes fragments from ``fragments/`` beside the runbook, else
+    from ``fragment_dirs`` (engine/includes.py). Reads the files only; runs nothing.
     """
     path = Path(path)
     name = str(path)
@@ -118,8 +133,13 @@ def load_runbook(
         data, lines = load_with_lines(text, unique_keys=True)
     except YamlError as exc:
         raise RunbookInvalid([Issue(name, exc.line, None, exc.message)]) from exc
-    runbook = _schema_pass(name, data, lines)
-    loaded = LoadedRunbook(runbook, path, lines, graph=None)
+    fragments, node_files, problems = includes.merge(name, data, lines, path, fragment_dirs)
+    if problems:
+        raise RunbookInvalid([Issue(*problem) for problem in problems])
+    runbook = _schema_pass(name, data, lines, node_files)
+    loaded = LoadedRunbook(runbook, path, lines, graph=None, node_files=node_files)
+    if fragments:
+        loaded.text_as_ran = _as_ran(name, text, data, fragments, lines)
     issues = _parameter_pass(loaded) + _graph_pass(loaded) + _implicates_pass(loaded)
     if not issues:
         issues = _collector_pass(loaded, known_collectors) + _expression_pass(loaded)
@@ -134,7 +154,22 @@ def load_runbook(
     return loaded
 
 
-def _schema_pass(name: str, data: Any, lines: dict[tuple[Any, ...], int]) -> Runbook:
+def _as_ran(name: str, text: str, data: dict[str, Any], fragments: list[includes.Fragment], lines: Any) -> str:
+    """The text a bundle keeps (includes.as_ran), checked to load to the same runbook."""
+    written = includes.as_ran(text, fragments)
+    try:
+        again, _ = load_with_lines(written)
+    except YamlError:
+        again = None
+    if again != {key: value for key, value in data.items() if key != "include"}:
+        message = "the fragments' nodes cannot be written after the runbook's own (indent them as the runbook's)"
+        raise RunbookInvalid([Issue(name, line_of(lines, ("include",)), None, message)])
+    return written
+
+
+def _schema_pass(
+    name: str, data: Any, lines: dict[tuple[Any, ...], int], node_files: dict[str, str] | None = None
+) -> Runbook:
     from pydantic import ValidationError
 
     from nightowl.engine.model import Runbook
@@ -149,7 +184,8 @@ def _schema_pass(name: str, data: Any, lines: dict[tuple[Any, ...], int]) -> Run
             loc = tuple(err["loc"])
             node = str(loc[1]) if len(loc) > 1 and loc[0] == "nodes" else None
             where = ".".join(str(p) for p in loc)
-            issues.append(Issue(name, line_of(lines, loc), node, f"{where}: {err['msg']}"))
+            file = (node_files or {}).get(node or "", name)
+            issues.append(Issue(file, line_of(lines, loc), node, f"{where}: {err['msg']}"))
         raise RunbookInvalid(issues) from exc
 
 
@@ -192,7 +228,7 @@ def _implicates_pass(loaded: LoadedRunbook) -> list[Issue]:
         else:
             continue
         line = line_of(loaded.lines, ("nodes", node_id, "verdict"))
-        issues.append(Issue(str(loaded.path), line, node_id, problem))
+        issues.append(Issue(loaded.file_of(node_id), line, node_id, problem))
     return issues
 
 
@@ -209,7 +245,7 @@ def _graph_pass(loaded: LoadedRunbook) -> list[Issue]:
             if target not in rb.nodes:
                 issues.append(
                     Issue(
-                        name,
+                        loaded.file_of(node_id),
                         _target_line(loaded, node_id, node, target),
                         node_id,
                         f"target {target!r} does not exist",
@@ -221,15 +257,21 @@ def _graph_pass(loaded: LoadedRunbook) -> list[Issue]:
     if issues:
         return issues
     for cycle_edge in graph.first_cycle():
-        issues.append(Issue(name, loaded.node_line(cycle_edge), cycle_edge, "node is part of a cycle"))
+        issues.append(
+            Issue(loaded.file_of(cycle_edge), loaded.node_line(cycle_edge), cycle_edge, "node is part of a cycle")
+        )
         break
     reachable = graph.descendants(rb.entry) | {rb.entry}
     for node_id in rb.nodes:
         if node_id not in reachable:
-            issues.append(Issue(name, loaded.node_line(node_id), node_id, "node is unreachable from the entry"))
+            issues.append(
+                Issue(loaded.file_of(node_id), loaded.node_line(node_id), node_id, "node is unreachable from the entry")
+            )
     for node_id, node in rb.nodes.items():
         if node.kind not in ("verdict", "cannot_judge") and graph.out_degree(node_id) == 0:
-            issues.append(Issue(name, loaded.node_line(node_id), node_id, "path ends here without a verdict"))
+            issues.append(
+                Issue(loaded.file_of(node_id), loaded.node_line(node_id), node_id, "path ends here without a verdict")
+            )
     return issues
 
 
@@ -253,7 +295,7 @@ def _collector_pass(loaded: LoadedRunbook, known: Iterable[str] | None) -> list[
             kind = split_entry(entry)[0]
             if kind not in known_set:
                 line = line_of(loaded.lines, ("nodes", node_id, "collect", index))
-                issues.append(Issue(str(loaded.path), line, node_id, f"unknown collector {kind!r}"))
+                issues.append(Issue(loaded.file_of(node_id), line, node_id, f"unknown collector {kind!r}"))
     return issues
 
 
@@ -284,7 +326,7 @@ def _expression_pass(loaded: LoadedRunbook) -> list[Issue]:
                 check_condition(source) if is_condition else template_names(source)
             except ExpressionError as exc:
                 line = line_of(loaded.lines, ("nodes", node_id, *rel))
-                issues.append(Issue(str(loaded.path), line, node_id, f"{rel[-1]}: {exc}"))
+                issues.append(Issue(loaded.file_of(node_id), line, node_id, f"{rel[-1]}: {exc}"))
     return issues
 
 
@@ -319,7 +361,7 @@ def _facts_pass(loaded: LoadedRunbook, known: Iterable[str] | None) -> list[Issu
                     else f"reads unknown name {name!r}" + _did_you_mean(name, all_namespaces | BUILTIN_NAMES)
                 )
                 line = line_of(loaded.lines, ("nodes", node_id, *rel))
-                issues.append(Issue(str(loaded.path), line, node_id, problem))
+                issues.append(Issue(loaded.file_of(node_id), line, node_id, problem))
     return issues
 
 
@@ -376,7 +418,7 @@ def _declared_facts_pass(loaded: LoadedRunbook, lookup: Callable[[str], Any]) ->
             else:
                 what = f"reads {root}.{fact}, which collector {kind_of[root]!r} does not produce"
             line = line_of(loaded.lines, ("nodes", node_id, *rel))
-            issues.append(Issue(str(loaded.path), line, node_id, what + _did_you_mean(fact, known[root])))
+            issues.append(Issue(loaded.file_of(node_id), line, node_id, what + _did_you_mean(fact, known[root])))
     return issues
 
 
@@ -417,7 +459,9 @@ def _hidden_failure_pass(loaded: LoadedRunbook) -> list[Issue]:
                 f"(action none) with status.{namespace} checked nowhere on the way: test status.{namespace} "
                 "before a healthy verdict"
             )
-            issues.append(Issue(str(loaded.path), line_of(loaded.lines, ("nodes", node_id, *rel)), node_id, message))
+            issues.append(
+                Issue(loaded.file_of(node_id), line_of(loaded.lines, ("nodes", node_id, *rel)), node_id, message)
+            )
     return list(dict.fromkeys(issues))  # a condition reading one fact twice is one problem
 
 

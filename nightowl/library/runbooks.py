@@ -25,6 +25,11 @@ def builtin_dir() -> Path:
     return data_dir("runbooks")
 
 
+def fragment_dirs() -> tuple[Path, ...]:
+    """Where ``include:`` looks after the runbook's own folder: nightowl's fragments (engine/includes.py)."""
+    return (builtin_dir() / "fragments",)
+
+
 def builtin_paths() -> dict[str, Path]:
     return {p.stem: p for p in sorted(builtin_dir().glob("*.yaml"))}
 
@@ -144,6 +149,7 @@ def _load(path: Path):  # noqa: ANN202
     from dataclasses import replace
 
     from nightowl.engine import expressions
+    from nightowl.engine.includes import fragment_files  # a fragment's bytes are part of the runbook's key
     from nightowl.engine.runbook_data import RunbookData, as_data
     from nightowl.engine.validate import LoadedRunbook
     from nightowl.library import runbook_cache
@@ -152,7 +158,8 @@ def _load(path: Path):  # noqa: ANN202
         raw: bytes | None = path.read_bytes()
     except OSError:
         raw = None  # validation reports it
-    key = runbook_cache.entry_key(path, raw, all_paths()) if raw is not None else None
+    others = {**all_paths(), **fragment_files(path, fragment_dirs())}
+    key = runbook_cache.entry_key(path, raw, others) if raw is not None else None
     entry = runbook_cache.get(key) if key is not None else None
     cached = entry.get("loaded") if entry is not None else None
     if (
@@ -248,7 +255,7 @@ def _validate(path: Path):  # noqa: ANN202
     from nightowl.engine.runbook_data import split_entry
     from nightowl.engine.validate import Issue, RunbookInvalid, load_runbook
 
-    loaded = load_runbook(path, known_collectors=MODULES, lookup=get_collector)
+    loaded = load_runbook(path, known_collectors=MODULES, lookup=get_collector, fragment_dirs=fragment_dirs())
     issues = []
     for node_id, node in loaded.runbook.nodes.items():
         here = {split_entry(entry)[1] for entry in node.collect or []}

@@ -97,7 +97,7 @@ def test_the_xid_runbook_does_not_call_unjudged_xids_informational(tmp_path: Pat
         " or status.gpu_history != 'ok')"
     )
     assert guard in source
-    path = tmp_path / "xid.yaml"
+    path = tmp_path / "xid.yaml"  # its fragments are found in nightowl's own folder (runbooks.fragment_dirs)
     path.write_text(source.replace(guard, "false"))
     with pytest.raises(RunbookInvalid) as info:
         runbooks.load(str(path))

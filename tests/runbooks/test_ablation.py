@@ -54,6 +54,7 @@ def test_ablation_catches_a_runbook_that_calls_absence_healthy(tmp_path: Path, m
     folder.mkdir()
     for name, path in runbooks.builtin_paths().items():
         shutil.copy(path, folder / f"{name}.yaml")
+    shutil.copytree(runbooks.builtin_dir() / "fragments", folder / "fragments")
     (folder / "node-health.yaml").write_text(node_health_without_kernel_log_guard())
     monkeypatch.setattr(runbooks, "builtin_dir", lambda: folder)
     case = next(c for c in rehearsal_cases("node-health") if c.get("host") == "healthy-l40s")
