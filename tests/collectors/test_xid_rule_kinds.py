@@ -117,3 +117,17 @@ def test_a_bad_rule_is_refused_naming_it(edit: Any, rule_id: str, change: dict[s
     with pytest.raises(knowledge.KnowledgeError, match=message) as raised:
         rules.rules()
     assert rule_id in str(raised.value)
+
+
+def test_the_nvlink5_list_is_one_fact(monkeypatch: pytest.MonkeyPatch) -> None:
+    """xid-nvlink5 reads xid_rules.yaml's nvlink5_codes: the runbooks read other_xid_codes, no list of their own."""
+    from nightowl.collectors.gpu import xid_nvlink5
+    from nightowl.library import runbooks
+
+    kernel = {"events": [], "xid_codes": [13, 145, 149]}
+    assert xid_nvlink5.derive({"kernel_log": kernel})["other_xid_codes"] == [13]
+    monkeypatch.setattr(xc.catalog, "_codes", lambda name: frozenset({13}) if name == "nvlink5_codes" else frozenset())
+    monkeypatch.setitem(xc.catalog._LAZY, "NVLINK5_CODES", lambda: frozenset({13}))
+    assert xid_nvlink5.derive({"kernel_log": kernel})["other_xid_codes"] == [145, 149]
+    for name in ("xid", "node-health"):
+        assert "148, 149, 150" not in runbooks.builtin_paths()[name].read_text()
