@@ -95,6 +95,10 @@ def test_a_hung_task_after_row_decides_the_wedged_driver(edit: Any) -> None:
     edit("wedged-driver", lambda rule: rule.update(codes=[48]))
     assert xc.judge([DBE, HUNG])["action"] == "reboot-node"
     assert xc.wedged_after_codes() == {48}
+    from nightowl.collectors.gpu.kernel_log import log_facts
+
+    hung = {"hung_tasks": [{"task": "python", "after_xids": {"0000:01:00": [48]}}]}
+    assert log_facts._hung_facts(hung)["wedged_driver_gpus"] == ["0000:01:00"]  # kernel_log reads the rule too
     row = xc.event_row({**HUNG, "subkind": "hung task after Xid 45 on 0000:01:00"})
     assert row["action"] != "reboot-node"
 

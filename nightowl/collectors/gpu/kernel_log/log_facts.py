@@ -161,7 +161,8 @@ def _host_facts(data: Mapping[str, Any]) -> dict[str, Any]:
 
 def _hung_facts(data: Mapping[str, Any]) -> dict[str, Any]:
     hung: list[dict[str, Any]] = data.get("hung_tasks") or []
-    wedged = sorted({pci for task in hung for pci, codes in (task.get("after_xids") or {}).items() if 45 in codes})
+    after = xid_catalog.wedged_after_codes()  # xid_rules.yaml hung_task_after (Xid 45)
+    wedged = sorted({pci for task in hung for pci, codes in (task.get("after_xids") or {}).items() if after & {*codes}})
     return {
         "hung_task_count": len(hung),
         "hung_task_names": sorted({str(t["task"]) for t in hung if t.get("task")}),
