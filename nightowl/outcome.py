@@ -34,11 +34,16 @@ class RunLike(Protocol):
     """What the builder reads of a run: ``nightowl.run.RunResult`` (not imported: the run path writes the
     status update, which reads this module)."""
 
-    runbook: str
-    runs: Sequence[Any]  # engine.runner.HostRun: host, status, verdict, error
-    bundle: Path | None
-    bundle_error: str | None
-    status_update: Path | None
+    @property
+    def runbook(self) -> str: ...
+    @property
+    def runs(self) -> Sequence[Any]: ...  # engine.runner.HostRun: host, status, verdict, error
+    @property
+    def bundle(self) -> Path | None: ...
+    @property
+    def bundle_error(self) -> str | None: ...
+    @property
+    def status_update(self) -> Path | None: ...
 
 
 @dataclass(frozen=True)

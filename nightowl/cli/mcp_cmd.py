@@ -72,14 +72,17 @@ def run_for_mcp(request: Any) -> dict[str, Any]:
             )
             for spec in request.hosts:
                 transports[spec] = opener(spec, ssh)
-        summary = run_or_exit(
+        result = run_or_exit(
             request.loaded,
             transports,
             request.params,
             request.out_dir,
             allow_invasive=False,
             on_host_done=request.on_host_done,
-        ).summary
+        )
+    from nightowl.outcome import outcome_from_run
+
+    summary = {**result.summary, "outcome": outcome_from_run(result, "hand").as_json()}  # an agent's ask
     summary["exit_status"] = int(status_for(summary["hosts"]))
     return summary
 

@@ -8,7 +8,6 @@ sha256 is the sha256 of its ``manifest.json``, the file ``manifest.sha256`` reco
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
 import re
@@ -21,17 +20,6 @@ from nightowl.mcp.hooks import ToolError
 MAX_JSON_BYTES = 16 * 1024 * 1024
 MAX_TEXT_CHARS = 200_000  # of the postmortem handed to a model
 _HEX64 = re.compile(r"^[0-9a-f]{64}$")
-
-
-def bundle_identity(bundle: Path) -> tuple[str | None, str | None]:
-    """The bundle's id (its run id) and its sha256 (of manifest.json), for a bundle nightowl just wrote."""
-    data = _read_bytes(bundle, layout.MANIFEST)
-    if data is None:
-        return None, None
-    run_id = None
-    with contextlib.suppress(ValueError, AttributeError):
-        run_id = json.loads(data).get("run_id")
-    return (run_id if isinstance(run_id, str) else None), hashlib.sha256(data).hexdigest()
 
 
 def read_bundle(path: str) -> dict[str, Any]:

@@ -35,7 +35,8 @@ class RunRequest:
     on_host_done: Callable[[Any], None] | None = None
 
 
-# Runs the request with invasive collectors refused and returns the summary of `triage --format json`;
+# Runs the request with invasive collectors refused and returns the summary of `triage --format json`, with
+# the run's Outcome as JSON under `outcome` (nightowl/outcome.py: its bundle's id and sha256 among it);
 # raises ToolError with the run path's own message when it refuses.
 RunHook = Callable[[RunRequest], dict[str, Any]]
 

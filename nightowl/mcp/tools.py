@@ -195,7 +195,6 @@ class Toolbox:
 
     def _triage(self, arguments: dict[str, Any], progress: Progress) -> dict[str, Any]:
         from nightowl.engine.bundle_summary import host_entry
-        from nightowl.mcp.bundles import bundle_identity
         from nightowl.paths import default_out_dir
 
         loaded, params = self._runbook_and_params(arguments)
@@ -240,11 +239,11 @@ class Toolbox:
             on_host_done=host_done,
         )
         summary = self._run(request)
-        bundle_id, sha256 = bundle_identity(Path(summary["bundle"])) if summary.get("bundle") else (None, None)
+        told = summary.pop("outcome", None) or {}  # the run's Outcome (nightowl/outcome.py), as JSON
         return {
             **summary,
-            "bundle_id": bundle_id or summary.get("run_id"),
-            "bundle_sha256": sha256,
+            "bundle_id": told.get("run_id") or summary.get("run_id"),
+            "bundle_sha256": told.get("sha256"),
             "verdicts_by": "nightowl",
         }
 

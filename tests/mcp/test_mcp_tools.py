@@ -143,12 +143,15 @@ def test_the_one_call_into_the_run_path_refuses_invasive_collectors(monkeypatch:
 
     def spy(*args: Any, **kwargs: Any) -> Any:
         calls.append({"args": args, **kwargs})
-        return SimpleNamespace(summary={"runbook": "xid", "run_id": "r", "bundle": None, "hosts": []})
+        summary = {"runbook": "xid", "run_id": "r", "bundle": None, "hosts": []}
+        unwritten = {"bundle": None, "bundle_error": None, "status_update": None}
+        return SimpleNamespace(summary=summary, runbook="xid", runs=[], **unwritten)
 
     monkeypatch.setattr(running, "run_or_exit", spy)
     request = RunRequest(runbooks.load("xid"), (XID79,), (), {}, Path("unused"))
     summary = mcp_cmd.run_for_mcp(request)
     assert calls[0]["allow_invasive"] is False and summary["exit_status"] == 0
+    assert summary["outcome"]["origin"] == "hand" and summary["outcome"]["sha256"] is None  # the run's Outcome
 
 
 def test_a_refusal_of_the_run_path_comes_back_with_its_message(tmp_path: Path) -> None:
