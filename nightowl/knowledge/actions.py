@@ -30,6 +30,7 @@ class ActionRow:
     who_acts: str  # who carries the action out (status update)
     prevention: str | None  # what keeps the fault from coming back (postmortem action items)
     source: str
+    takes_node_out: bool = False  # the GPU or node leaves service: the health check drains, watch starts a run
 
 
 @functools.cache
@@ -51,6 +52,7 @@ def rows() -> tuple[ActionRow, ...]:
                 who_acts=row["who_acts"],
                 prevention=knowledge.optional(row.get("prevention", "")),
                 source=row["source"],
+                takes_node_out=_yes_no(row.get("takes_node_out") or "no", line),
             )
         )
     table.sort(key=lambda r: r.rank)
@@ -60,6 +62,24 @@ def rows() -> tuple[ActionRow, ...]:
     if len(set(names)) != len(names) or not names or names[0] != "none" or "escalate" not in names:
         raise knowledge.KnowledgeError(f"{knowledge.path(FILE)}: actions unique, `none` first, `escalate` present")
     return tuple(table)
+
+
+def _yes_no(value: str, line: int) -> bool:
+    if value not in ("yes", "no"):
+        raise knowledge.KnowledgeError(f"{knowledge.path(FILE)}: row {line}: takes_node_out {value!r} (yes or no)")
+    return value == "yes"
+
+
+@functools.cache
+def node_actions() -> tuple[str, ...]:
+    """The actions that take the GPU or node out of service (``takes_node_out``), least drastic first."""
+    return tuple(r.action for r in rows() if r.takes_node_out)
+
+
+def takes_node_out(action: str) -> bool:
+    """Whether ``action`` takes the GPU or node out of service; an unknown action does not."""
+    row = by_action().get(action)
+    return bool(row and row.takes_node_out)
 
 
 @functools.cache

@@ -14,9 +14,7 @@ from typing import Any
 
 from nightowl import knowledge
 from nightowl.collectors.gpu import kernel_log, kernel_patterns
-
-# Actions of nightowl/knowledge/kernel_patterns.csv that make a line worth a run of its own.
-NODE_ACTIONS = frozenset({"reset-gpu", "drain-and-reset", "reboot-node", "hardware-ticket"})
+from nightowl.knowledge import actions
 
 # A line is judged by its first JUDGE_CHARS characters: the kernel stores no message longer than 1024 bytes
 # (PRINTKRB_RECORD_MAX in the Linux kernel's kernel/printk/internal.h; LOG_LINE_MAX, 1024 - PREFIX_MAX, before
@@ -99,7 +97,8 @@ def line_signals(line: str) -> Signals:
     if result.hung_tasks:
         found.add("hung_task")
     row = kernel_patterns.match(line)
-    if row is not None and not row.harmless and row.action in NODE_ACTIONS:
+    # a kernel_patterns.csv line whose action takes the GPU or node out (actions.csv takes_node_out): worth a run
+    if row is not None and not row.harmless and actions.takes_node_out(row.action):
         found.add("pattern_action")
     return frozenset(found)
 

@@ -92,3 +92,60 @@ def test_a_malformed_table_is_an_error_naming_the_file(
     finally:
         for cached in (actions.rows, actions.names, actions.by_action):
             cached.cache_clear()
+
+
+# --- a new action is its row (issue 44 item 5) ----------------------------------------------------------------
+def _with_table(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, extra_row: str) -> None:
+    """actions.csv as shipped plus ``extra_row``: every reader takes the new action from the table alone."""
+    shipped = (Path(knowledge.HERE) / "actions.csv").read_text()
+    for name in (p.name for p in Path(knowledge.HERE).iterdir() if p.suffix in (".csv", ".yaml")):
+        if name != "actions.csv":
+            (tmp_path / name).write_text((Path(knowledge.HERE) / name).read_text())
+    (tmp_path / "actions.csv").write_text(shipped + extra_row)
+    monkeypatch.setattr(knowledge, "HERE", tmp_path)
+    for cached in (actions.rows, actions.names, actions.by_action, actions.node_actions):
+        cached.cache_clear()
+
+
+@pytest.fixture
+def clean_tables() -> Any:
+    yield
+    for cached in (actions.rows, actions.names, actions.by_action, actions.node_actions):
+        cached.cache_clear()
+    from nightowl.fleet import verify
+
+    verify.checks_by_action.cache_clear()
+
+
+def test_the_actions_that_take_a_node_out_are_the_tables_column() -> None:
+    assert actions.node_actions() == ("reset-gpu", "drain-and-reset", "reboot-node", "hardware-ticket")
+    assert actions.takes_node_out("reboot-node") and not actions.takes_node_out("restart-app")
+    assert not actions.takes_node_out("no-such-action")
+
+
+def test_a_new_action_is_one_row(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, clean_tables: Any) -> None:
+    """A runbook may name it, it ranks, watch takes its lines, verify checks everything: no other file."""
+    from nightowl.fleet import verify
+
+    _with_table(tmp_path, monkeypatch, "power-cycle-rack,10,power-cycle the rack,cycle it,rack down.,dc,,yes,test\n")
+    assert VerdictSpec(**verdict("power-cycle-rack")).action == "power-cycle-rack"
+    assert xc.strictest(["hardware-ticket", "power-cycle-rack"]) == "power-cycle-rack"
+    assert actions.takes_node_out("power-cycle-rack") and "power-cycle-rack" in actions.node_actions()
+    verify.checks_by_action.cache_clear()
+    assert verify.checks_for(verdict("power-cycle-rack")) == verify.CHECKS
+    assert "| `power-cycle-rack` | 10 |" in docgen.render_actions()
+
+
+def test_takes_node_out_is_yes_or_no(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, clean_tables: Any) -> None:
+    _with_table(tmp_path, monkeypatch, "rack,10,m,f,b,w,,maybe,s\n")
+    with pytest.raises(knowledge.KnowledgeError, match="takes_node_out 'maybe'"):
+        actions.rows()
+
+
+def test_the_slurm_health_check_drains_for_the_tables_actions() -> None:
+    """The shell script cannot read the table: a draining action added to it must be added there too."""
+    script = (Path(__file__).resolve().parents[2] / "deploy" / "slurm" / "nightowl-healthcheck.sh").read_text()
+    listed = next(line for line in script.splitlines() if line.startswith("DRAIN_ACTIONS="))
+    assert sorted(listed.split('"')[1].split()) == sorted(actions.node_actions())
+    assert "(" + "|".join(("reboot-node", "drain-and-reset", "reset-gpu", "hardware-ticket")) + ")" in script
+    assert sorted(("reboot-node", "drain-and-reset", "reset-gpu", "hardware-ticket")) == sorted(actions.node_actions())
