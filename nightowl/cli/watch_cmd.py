@@ -1,7 +1,7 @@
 """`nightowl watch`: follow the kernel log and run a runbook on this node within seconds of a trigger line.
 
-The daemon itself is nightowl/watch (sources, triggers, bursts, the follower and the runner); this module
-parses options, builds it, and holds ``_judge_burst``, the one place a watch calls the run path.
+The daemon itself is nightowl/watch (sources, triggers, bursts, the follower and the runner, and
+``watch/judge.py``, the one place a watch calls the run path); this module parses options and builds it.
 """
 
 from __future__ import annotations
@@ -143,7 +143,9 @@ def watch(
     if probe:
         sys.exit(int(_probe(health, max_age)))
     from nightowl.cli.common import load_runbook_or_exit, local_transports, param_values, stderr_logger
+    from nightowl.paths import default_out_dir
     from nightowl.watch import triggers as trigger_table
+    from nightowl.watch.judge import BurstJudge
 
     try:
         chosen = trigger_table.resolve(triggers)
@@ -157,79 +159,14 @@ def watch(
     notifier = _notifier(notify_config)
     followed, cursor = _open_source(file_path, source, from_start, state)
     _warm_up()
-
-    def run_burst(burst: Any) -> dict[str, Any]:
-        record = _judge_burst(loaded, host, opener, values, limits, out_dir, textfile, burst, followed.name, log)
-        outcome = record.pop("outcome")  # the run's Outcome (nightowl/outcome.py): for the notify targets only
-        if notifier is not None:
-            _tell(notifier, outcome, log)
-        return record
-
+    out = out_dir or default_out_dir()
+    judge = BurstJudge(loaded, host, opener, values, limits, out, textfile, followed.name, log, notifier)
     try:
-        status = _follow(followed, cursor, chosen, run_burst, health, debounce, max_burst, grace, log)
+        status = _follow(followed, cursor, chosen, judge, health, debounce, max_burst, grace, log)
     finally:
         if notifier is not None:
             notifier.stop()
     sys.exit(int(status))
-
-
-def _judge_burst(
-    loaded: Any,
-    host: str,
-    opener: Any,
-    params: dict[str, Any],
-    limits: dict[str, float | None],
-    out_dir: Path | None,
-    textfile: Path | None,
-    burst: Any,
-    source_name: str,
-    log: Any,
-) -> dict[str, Any]:
-    """One burst: the run (its kernel-log evidence holding the burst's lines), the textfile, a log line.
-
-    The run is triage's (``nightowl.run.run_and_save``: bundle with postmortem draft, secrets scrubbed,
-    history recorded); its summary is docs/reference.md#run-json."""
-    from nightowl.cli.running import run_or_exit
-    from nightowl.paths import default_out_dir
-    from nightowl.watch.burst import burst_outcome
-    from nightowl.watch.evidence import BurstTransport
-
-    def open_with_burst() -> Any:
-        return BurstTransport(opener(), burst.lines, source_name, burst.dropped_note())
-
-    from nightowl.watch.burst import trigger_record
-
-    trigger = {"trigger": trigger_record(burst, source_name)}  # the postmortem's Detection: not a run by hand
-    out = out_dir or default_out_dir()
-    run = run_or_exit(loaded, {host: open_with_burst}, params, out, False, limits=limits, extra_manifest=trigger)
-    summary = run.summary
-    problems = [summary["bundle_error"]] if summary.get("bundle_error") else []
-    if textfile:
-        from nightowl.fleet.textfile import write_textfile
-
-        try:
-            write_textfile(textfile, summary)
-        except OSError as exc:
-            problems.append(f"cannot write the textfile {textfile}: {exc.strerror or exc}")
-    entry = (summary.get("hosts") or [{}])[0]
-    verdict = entry.get("verdict") or {}
-    said = f"{verdict.get('id')} -> {verdict.get('action')}" if verdict else f"no verdict: {entry.get('error')}"
-    from nightowl.logline import verdict_level
-
-    level = verdict_level(entry.get("status"), verdict)
-    log(f"{host} {loaded.id}: {said}", level=level, status=entry.get("status"), bundle=summary.get("bundle"),
-        verdict=verdict.get("id"), action=verdict.get("action"), reason=entry.get("error"))  # fmt: skip
-    for problem in problems:
-        log(f"nightowl: {problem}", level="error")
-    return {
-        "bundle": summary.get("bundle"),
-        "status": entry.get("status"),
-        "verdict": verdict.get("id"),
-        "action": verdict.get("action"),
-        "problems": problems,
-        "finding": verdict or None,  # the whole verdict (GPUs, why, first action)
-        "outcome": burst_outcome(run, host, burst),
-    }
 
 
 def _follow(
@@ -287,13 +224,6 @@ def _notifier(path: Path | None) -> Any:
     notifier = Notifier(config)
     notifier.start()
     return notifier
-
-
-def _tell(notifier: Any, outcome: Any, log: Any) -> None:
-    """Queue one burst's Outcome for the notify targets (never waited on); their results go to the log."""
-    from nightowl.receiver.notify import summary
-
-    notifier.submit(outcome, lambda results: log(f"notify: {summary(results)}"))
 
 
 def _open_source(file_path: Path | None, source: str, from_start: bool, state: Path) -> tuple[Any, Any]:

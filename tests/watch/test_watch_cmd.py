@@ -176,6 +176,10 @@ def test_one_bundle_per_burst_of_corpus_xids_and_none_again_after_a_restart(watc
     # the verdict as serve's notes carry it (issue 45 item 5): an object with its GPUs and first action
     assert told[0]["verdict"]["id"] == "gpu-fell-off-bus" and told[0]["verdict"]["action"] == "reboot-node"
     assert told[0]["verdict"]["gpus"] and told[2]["triggers"] == {"sxid": len(nvswitch)}
+    # from the run's Outcome, as serve's: the status update too (watch's posts lacked it), and the record itself
+    assert all(body["status_update_text"].startswith("STATUS UPDATE") for body in webhook.received)
+    assert [body["outcome"]["origin"] for body in webhook.received] == ["watch"] * 3
+    assert webhook.received[0]["finding"][-1] == "First action: reboot-node"
     # each bundle says what started it: a watch burst, its first trigger line and when watch read it
     trigger = json.loads((watch.bundles()[0] / "manifest.json").read_text())["trigger"]
     assert trigger["origin"] == "watch" and trigger["first_seen"] > 0
