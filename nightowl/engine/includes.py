@@ -123,7 +123,7 @@ def read_fragment(
         problems.append((str(path), _line(lines, ("nodes",)) or 1, None, "nodes: a mapping of node id -> node"))
     elif _last_key(lines, data) != "nodes":
         problems.append((str(path), _line(lines, ("nodes",)), None, "nodes: must be the fragment's last key"))
-    if problems:
+    if problems or not isinstance(nodes, dict):
         return None, problems
     return Fragment(name, path, text, dict(nodes), lines), []
 

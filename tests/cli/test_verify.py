@@ -122,7 +122,7 @@ def test_every_action_has_its_checks_and_every_check_is_known() -> None:
     from nightowl.knowledge import actions
 
     table = gate.checks_by_action()
-    assert set(table) == set(actions.names())
+    assert set(table) <= set(actions.names())  # an action without a row gets every check (below)
     assert table["reboot-node"] == gate.CHECKS and table["none"] == ("health-pass",)
     assert gate.checks_for({"action": "no-such-action"}) == gate.CHECKS and gate.checks_for(None) == gate.CHECKS
 

@@ -10,8 +10,19 @@ import pytest
 
 from nightowl.collectors.gpu import xid_catalog as catalog
 
-ORDER = ("none", "restart-app", "free-disk-space", "scale-out", "reconfigure", "reset-gpu", "drain-and-reset",
-         "escalate", "reboot-node", "hardware-ticket")  # fmt: skip
+
+def _table_order() -> tuple[str, ...]:
+    """actions.csv's actions by rank, read with the csv module alone (the oracle the ranking must match)."""
+    import csv
+
+    from nightowl import knowledge
+
+    text = knowledge.path("actions.csv").read_text()
+    rows = csv.DictReader(line for line in text.splitlines() if not line.startswith("#"))
+    return tuple(row["action"] for row in sorted(rows, key=lambda row: int(row["rank"])))
+
+
+ORDER = _table_order()
 
 
 def test_action_ranks_and_the_strictest_action() -> None:

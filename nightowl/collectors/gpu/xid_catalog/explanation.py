@@ -6,9 +6,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from nightowl.collectors.gpu.xid_catalog import rules
 from nightowl.collectors.gpu.xid_catalog.catalog import XidEntry, lookup
-from nightowl.collectors.gpu.xid_catalog.rules import action_for
+from nightowl.collectors.gpu.xid_catalog.rules import action_for, line_action, line_rule, text_step, wedged_line
 from nightowl.knowledge import actions as action_table
 
 # First step per catalog bucket (the one per verdict action is actions.csv's first_step); bucket
@@ -48,7 +47,7 @@ def _first_step(code: int | None, entry: XidEntry | None, action: str, text: str
     if not entry.immediate_action:
         said = f"; the catalog says: {entry.guidance}" if entry.guidance else ""
         return f"the catalog names no action for this code{said}; collect nvidia-bug-report.sh output and escalate"
-    speaks, step = rules.text_step(code, action, text)  # a text_decides rule's step (Xid 154, NVLink5 nonfatal)
+    speaks, step = text_step(code, action, text)  # a text_decides rule's step (Xid 154, NVLink5 nonfatal)
     if speaks:
         return step or UNKNOWN_FIRST_STEP
     if code in FIRST_STEP_BY_CODE:
@@ -75,7 +74,7 @@ _KIND_EXPLAINED: dict[str, tuple[str, str, str]] = {
 
 def _explain_line_rule(rule: Mapping[str, Any]) -> dict[str, Any]:
     """A line a rule judges: as the code it stands for (its catalog bucket's first step), or by its own action."""
-    action = rules.line_action(rule)
+    action = line_action(rule)
     if rule["kind"] == "line_as_code":
         code = int(rule["code"])
         step = _first_step(code, lookup(code), action, None)
@@ -110,9 +109,9 @@ def _explain_other(event: Mapping[str, Any]) -> dict[str, Any]:
     from nightowl.collectors.gpu import kernel_patterns
 
     kind = str(event.get("kind"))
-    line_rule = rules.line_rule(kind)
-    if line_rule is not None:
-        return _explain_line_rule(line_rule)
+    by_rule = line_rule(kind)
+    if by_rule is not None:
+        return _explain_line_rule(by_rule)
     if kind != "oom_kill":
         row = kernel_patterns.match(event.get("text"), kind)
         if row is not None:
@@ -151,7 +150,7 @@ def event_row(event: Mapping[str, Any]) -> dict[str, Any]:
     explained = explain(event)
     label = event.get("subkind") or explained.get("mnemonic") or str(event.get("kind"))
     row = {**explained, "count": event.get("count", 1), "label": label}
-    wedged = rules.wedged_line(event, label)
+    wedged = wedged_line(event, label)
     if wedged is not None:
         row.update(action=wedged[0], first_step=wedged[1])
     return row

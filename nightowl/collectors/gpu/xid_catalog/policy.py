@@ -6,9 +6,14 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from nightowl.collectors.gpu.xid_catalog import rules
 from nightowl.collectors.gpu.xid_catalog.catalog import _codes, _companions, lookup, strictest
-from nightowl.collectors.gpu.xid_catalog.rules import action_for
+from nightowl.collectors.gpu.xid_catalog.rules import (
+    action_for,
+    escalating_pair,
+    hung_task_rule,
+    judge_lines,
+    wedged_line,
+)
 from nightowl.knowledge import actions as action_table
 
 
@@ -136,7 +141,7 @@ def _judge_gpu(
         if code in policy:
             action, why = policy[code]
             reasons.append(f"Xid {code} on {where}: site policy -> {action}: {why}")
-        elif (pair := rules.escalating_pair(code, codes)) is not None:
+        elif (pair := escalating_pair(code, codes)) is not None:
             action, partners = pair
             reasons.append(f"Xid {code} with Xid {', '.join(map(str, partners))} on {where} -> {action}")
         else:
@@ -165,7 +170,7 @@ LINE_KINDS = frozenset(
 
 def wedged_driver_line(event: Mapping[str, Any], label: str) -> bool:
     """True for a hung-task event whose label says it came after a ``hung_task_after`` code: the driver is wedged."""
-    return rules.wedged_line(event, label) is not None
+    return wedged_line(event, label) is not None
 
 
 def _judge_host_lines(
@@ -185,7 +190,7 @@ def _judge_host_lines(
         kind = event.get("kind")
         if kind == "fabric_manager":
             judged: tuple[str, str] | None = sxid_catalog.judge_fabric_manager(event.get("text"))
-        elif kind == "hung_task" and (wedged := rules.hung_task_rule(log_xids)) is not None:
+        elif kind == "hung_task" and (wedged := hung_task_rule(log_xids)) is not None:
             judged = wedged
         elif kind in LINE_KINDS or kind == "other_nvrm":
             judged = kernel_patterns.judge_line(event)
@@ -203,7 +208,7 @@ def _judge_host_lines(
 
 def _judge_other_kinds(where: str, events: list[Mapping[str, Any]], codes: set[int], reasons: list[str]) -> list[str]:
     """Kernel lines the ``line_as_code`` and ``line_action`` rules judge, then the SXids."""
-    actions = rules.judge_lines(where, {e.get("kind") for e in events}, codes, reasons)
+    actions = judge_lines(where, {e.get("kind") for e in events}, codes, reasons)
     from nightowl.collectors.gpu import sxid_catalog
 
     sxids = {(e.get("code"), e.get("severity")): e for e in events if e.get("kind") == "sxid"}
