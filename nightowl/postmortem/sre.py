@@ -12,22 +12,20 @@ import re
 from typing import Any
 
 from nightowl.knowledge import actions
+from nightowl.outcome import most_severe
 from nightowl.postmortem.bundle_reader import Bundle
 from nightowl.postmortem.candidates import candidates
 from nightowl.postmortem.clocks import CLOCK_NIGHTOWL, Moment, duration, epoch_of, stamp
 from nightowl.postmortem.log_moments import PROBE_DIVERGED
 from nightowl.postmortem.outputs import metric_scrapes
 
-SEVERITY_RANK = {"critical": 3, "warning": 2, "info": 1, "ok": 0}
-
 
 def title(data: Bundle) -> str:
+    """The draft's title: the verdict the run's Outcome names (nightowl/outcome.py: the most severe, the first
+    of equals), on its host."""
     hosts = data.verdicts.get("hosts", [])
-    worst = max(
-        (h for h in hosts if h.get("verdict")),
-        key=lambda h: SEVERITY_RANK.get(h["verdict"].get("severity"), 0),
-        default=None,
-    )
+    named = most_severe(h["verdict"] for h in hosts if h.get("verdict"))
+    worst = next((h for h in hosts if named is not None and h.get("verdict") is named), None)
     if worst is None:
         return f"no verdict on {len(hosts)} host(s)"
     others = f" and {len(hosts) - 1} other host(s)" if len(hosts) > 1 else ""

@@ -1,5 +1,6 @@
-"""The status update and the run's Outcome (nightowl/outcome.py) name the same verdict for a run over several
-hosts: the most severe, the first of equals (issue 44 item 1: two readers of one run cannot disagree)."""
+"""The status update, the postmortem draft's title and the run's Outcome (nightowl/outcome.py) name the same
+verdict for a run over several hosts: the most severe, the first of equals (issue 44 item 1: readers of one
+run cannot disagree)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from typing import Any
 import pytest
 
 from nightowl.outcome import outcome_from_run
+from nightowl.postmortem import sre
 from nightowl.reports import status_update
 
 
@@ -49,3 +51,5 @@ def test_the_status_update_and_the_outcome_name_the_same_verdict(verdicts: list[
     assert outcome.verdict is not None and outcome.verdict["id"] == named
     assert told["action"] == f"{outcome.verdict['action']}: {outcome.verdict['id']} on its host."
     assert outcome.host == names[verdicts.index(next(v for v in verdicts if v["id"] == outcome.verdict["id"]))]
+    drafted = sre.title(SimpleNamespace(verdicts=summary))  # the postmortem draft's title
+    assert drafted == f"{named} on {outcome.host} and {len(names) - 1} other host(s)"
