@@ -10,11 +10,12 @@ import pytest
 from jinja2 import meta
 
 from nightowl.engine import expressions
-from nightowl.engine.model import Runbook
+from nightowl.engine.model import Node, Runbook
 from nightowl.engine.validate import _expressions_of
 from nightowl.engine.yaml_lines import load_with_lines
 
 RUNBOOKS = sorted((Path(__file__).resolve().parents[2] / "runbooks").glob("*.yaml"))
+FRAGMENTS = sorted((Path(__file__).resolve().parents[2] / "runbooks" / "fragments").glob("*.yaml"))
 
 
 def jinja_names(text: str) -> frozenset[str]:
@@ -28,6 +29,10 @@ def runbook_expressions() -> list[tuple[str, str, bool]]:
         for node in runbook.nodes.values():
             for _rel, source, is_condition in _expressions_of(node):
                 found.append((path.stem, source, is_condition))
+    for path in FRAGMENTS:  # the nodes runbooks include (engine/includes.py)
+        for raw in load_with_lines(path.read_text())[0]["nodes"].values():
+            for _rel, source, is_condition in _expressions_of(Node.model_validate(raw)):
+                found.append((path.stem, source, is_condition))
     return found
 
 
@@ -35,11 +40,11 @@ EXPRESSIONS = runbook_expressions()
 
 
 def test_every_runbook_has_expressions() -> None:
-    assert {stem for stem, _, _ in EXPRESSIONS} == {p.stem for p in RUNBOOKS}
+    assert {stem for stem, _, _ in EXPRESSIONS} == {p.stem for p in RUNBOOKS + FRAGMENTS} and FRAGMENTS
     assert len(EXPRESSIONS) > 100
 
 
-@pytest.mark.parametrize("stem", [p.stem for p in RUNBOOKS])
+@pytest.mark.parametrize("stem", [p.stem for p in RUNBOOKS + FRAGMENTS])
 def test_runbook_expression_names_equal_jinjas(stem: str) -> None:
     differ = []
     for _, source, is_condition in (e for e in EXPRESSIONS if e[0] == stem):
