@@ -184,6 +184,7 @@ def run_and_save(
     from nightowl import history
     from nightowl.collectors.base import to_jsonable
     from nightowl.history.extract import KINDS_READ
+    from nightowl.postmortem.outputs import KINDS_READ as DRAFT_KINDS
 
     lookup = hooks.lookup or _default_lookup()
     values = resolve_params(loaded, params, lookup)
@@ -216,10 +217,6 @@ def run_and_save(
     if settings.history:
         _record_history(bundle, hooks.cursors, context)
     return result
-
-
-# The kinds the postmortem draft reads back (nightowl/postmortem/outputs.py): kept while it is rendered.
-DRAFT_KINDS = frozenset({"kernel-log", "metrics", "engine-log"})
 
 
 def _record_history(bundle: Path, cursors: CursorBook | None, context: RunContext) -> None:

@@ -21,6 +21,9 @@ FAULT_KINDS = {
 
 METRIC_FIELDS = ("requests_running", "requests_waiting", "kv_cache_usage", "preemptions_total")
 
+# The kinds the draft reads back (``parsed_output``): a run keeps what it parsed of them while it renders it.
+KINDS_READ = frozenset({"kernel-log", "metrics", "engine-log"})
+
 
 def parsed_output(data: Bundle, rel: str, kind: str) -> dict[str, Any] | None:
     """A raw output parsed again by its collector, once per draft (timeline, candidates and impact all ask)."""
