@@ -206,7 +206,7 @@ def run_and_save(
         parsed=context.parsed,
         readers=context.readers,
     )
-    saved = _run(loaded, transports, out_dir, options, settings, hooks, lookup, context.parsed)
+    saved = _run(loaded, transports, out_dir, options, settings, hooks, lookup, context)
     if isinstance(saved, RunResult):
         saved.params = values
         saved.parsed = context.parsed
@@ -238,7 +238,7 @@ def _run(
     settings: RunSettings,
     hooks: RunHooks,
     lookup: Callable[[str], CollectorLike],
-    parsed: ParsedOutputs,
+    context: RunContext,
 ) -> tuple[list[HostRun], Path] | RunResult:
     """The engine's run under the signal handlers; a bundle that could not be written is a RunResult
     with its reason (the verdicts stand)."""
@@ -257,7 +257,7 @@ def _run(
                 out_dir,
                 forks=settings.forks,
                 on_host_done=hooks.on_host_done,
-                render_postmortem=_drafts(parsed) if settings.drafts else None,
+                render_postmortem=_drafts(context.parsed, context.history) if settings.drafts else None,
                 redact=scrub,
                 redact_prefilter=prefilter,
                 extra_manifest=hooks.extra_manifest,
@@ -330,13 +330,14 @@ def _redaction() -> tuple[Callable[[str], str], Callable[[str], bool]]:
     return scrub_secrets, might_hold_secrets
 
 
-def _drafts(parsed: ParsedOutputs) -> Callable[[Path], str]:
-    """The draft renderer, reading what the run parsed (``parsed``) rather than parsing the bundle again."""
+def _drafts(parsed: ParsedOutputs, history: Path | None) -> Callable[[Path], str]:
+    """The draft renderer, reading what the run parsed (``parsed``) rather than parsing the bundle again, and
+    the run's history store (``history``) for the hosts' earlier incidents."""
     import functools
 
     from nightowl.postmortem.render import render_drafts
 
-    return functools.partial(render_drafts, parsed=parsed)
+    return functools.partial(render_drafts, parsed=parsed, history=history)
 
 
 def _default_lookup() -> Callable[[str], CollectorLike]:

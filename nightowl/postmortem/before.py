@@ -1,13 +1,15 @@
 """ "Before this incident": the earlier bundles of the same hosts, cited by id and sha256.
 
 Two sources: the verdict's own evidence (``gpu_history.earlier_bundles``, in the bundle itself, so a
-draft rendered anywhere shows it), and, when a command turned the history store on, the hosts' earlier
-recorded runs that needed action (nightowl.history). Nothing when neither has any.
+draft rendered anywhere shows it), and the hosts' earlier recorded runs that needed action in the history
+store: the run's own (its RunContext's, handed to the draft it renders), else the one a command chose
+(nightowl.history). Nothing when neither has any.
 """
 
 from __future__ import annotations
 
 import time
+from pathlib import Path
 from typing import Any
 
 from nightowl.postmortem.bundle_reader import Bundle
@@ -36,7 +38,7 @@ def before_incident(data: Bundle) -> list[dict[str, Any]]:
                         "action": None,
                         "source": "the verdict evidence",
                     }
-    for row in _stored_runs([str(h.get("host")) for h in hosts], data.manifest.get("started")):
+    for row in _stored_runs([str(h.get("host")) for h in hosts], data.manifest.get("started"), data.history):
         if row["bundle_id"] == this:
             continue
         key = (row["host"], row["bundle_id"])
@@ -53,10 +55,10 @@ def before_incident(data: Bundle) -> list[dict[str, Any]]:
     return sorted(found.values(), key=lambda r: r["when"] or "", reverse=True)[:LIMIT]
 
 
-def _stored_runs(hosts: list[str], started: Any) -> list[dict[str, Any]]:
+def _stored_runs(hosts: list[str], started: Any, given: Path | None) -> list[dict[str, Any]]:
     from nightowl.history import StoreError, active_path, store
 
-    path = active_path()
+    path = given or active_path()
     if path is None or not hosts:
         return []
     before = float(started) if isinstance(started, (int, float)) else time.time()

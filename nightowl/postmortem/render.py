@@ -170,13 +170,14 @@ def redactor_for(data: Bundle) -> Any:
     return redactor
 
 
-def render_drafts(bundle: Path, parsed: Any = None) -> str:
+def render_drafts(bundle: Path, parsed: Any = None, history: Path | None = None) -> str:
     """The run's drafts from one read of the bundle: ``postmortem.html`` written beside it (owner-only;
     citations link to the browsable copy of each raw file), the Markdown returned for ``postmortem.md``.
     The hook a run gives the bundle writer, so a capture reads and hashes its evidence once for both;
-    ``parsed``: the run's parse results (engine/parse_memo.py), so the draft reads what the verdict saw."""
+    ``parsed``: the run's parse results (engine/parse_memo.py), so the draft reads what the verdict saw;
+    ``history``: the store the run records into (its RunContext's)."""
     data = load(Path(bundle), RUN_DRAFT_READ_SECONDS)  # the run's verdict is printed after its drafts
-    data.kept = parsed
+    data.kept, data.history = parsed, history
     _write_html(Path(bundle), lambda: render_bundle(bundle, fmt="html", data=data))
     return render_bundle(bundle, data=data)
 

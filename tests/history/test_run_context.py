@@ -14,7 +14,7 @@ from nightowl.history import store
 from nightowl.library import runbooks
 from nightowl.run import RunSettings, run_and_save
 from nightowl.transports.replay import ReplayTransport
-from tests.history.test_history import XID79, recorded_host
+from tests.history.test_history import HOSTS, XID79, recorded_host
 
 
 def _xid(host: Path, out: Path, context: RunContext) -> dict[str, Any]:
@@ -64,3 +64,19 @@ def test_the_collector_reads_only_the_readers_it_is_handed() -> None:
     assert gpu_history.derive(inputs, {})["store"] == "off"
     handed = gpu_history.derive({**inputs, "readers": {gpu_history.STORE_READER: store_reader}}, {})
     assert handed["store"] == "read" and asked == ["gpu-17"]
+
+
+def test_the_runs_draft_cites_earlier_incidents_from_the_store_it_was_handed(tmp_path: Path) -> None:
+    db = tmp_path / "handed.sqlite3"
+    host = HOSTS / "xid79-fallen-off-bus"
+    runs = [
+        run_and_save(
+            runbooks.load("xid"), {"gpu-17": lambda: ReplayTransport(host, "gpu-17")}, tmp_path, context=_context(db)
+        )
+        for _ in range(2)
+    ]
+    assert history.active_path() is None  # no command chose a store: the run's own context is the only source
+    first, second = (result.bundle for result in runs)
+    assert first is not None and second is not None
+    before = (second / "postmortem.md").read_text().split("## Before this incident", 1)[1].split("\n## ", 1)[0]
+    assert first.name in before and second.name not in before
