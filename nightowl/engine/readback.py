@@ -98,6 +98,6 @@ def bundle_parsed(kind: str, path: Path) -> Any | None:
         document = json.loads(data) if len(data) <= PARSED_MAX_BYTES else None
     except (OSError, ValueError):
         return None
-    if not isinstance(document, dict) or document.get("kind") != kind:
+    if not isinstance(document, dict) or document.get("kind") != kind or not isinstance(document.get("result"), dict):
         return None
-    return document.get("result")
+    return document["result"]

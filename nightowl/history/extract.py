@@ -260,11 +260,14 @@ def bundle_record(
     for host in [*listed, *(h for h in host_dirs if h not in listed)]:
         entry = listed.get(host, {})
         verdict = entry.get("verdict") or {}
-        rows = (
-            host_rows(host, host_dirs[host], when, window, digests.get(host_dirs[host].name), parsed)
-            if host in host_dirs
-            else {"events": [], "boots": [], "gpu_list": []}
-        )
+        try:
+            rows = (
+                host_rows(host, host_dirs[host], when, window, digests.get(host_dirs[host].name), parsed)
+                if host in host_dirs
+                else {"events": [], "boots": [], "gpu_list": []}
+            )
+        except (AttributeError, KeyError, TypeError) as exc:  # a kept parse (parsed/) of an unexpected shape
+            raise ValueError(f"{host}: a recorded parse result is not of its kind's shape ({exc!r})") from None
         runs.append(
             {
                 "host": host,

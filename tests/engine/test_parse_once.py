@@ -8,9 +8,12 @@ history's row and the draft's first step used to disagree with the verdict's "No
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 from typing import Any
+
+import pytest
 
 from nightowl import history
 from nightowl.collectors.base import to_jsonable
@@ -97,3 +100,15 @@ def test_the_parse_results_travel_with_the_result_not_a_module() -> None:
     second.adopt(handed)  # a sweep's parent takes what its worker parsed
     assert second.recall("kernel-log", "scrubbed text") == {"events": ["seen"]}
     assert list(second.scrubbed_results()) == ["hosts/h/kernel-log.1.out"]
+
+
+def test_a_kept_parse_of_the_wrong_shape_is_an_unreadable_bundle_not_a_crash(tmp_path: Path) -> None:
+    result, _ = _run(tmp_path, redact=True)
+    assert result.bundle is not None
+    kept = result.bundle / "parsed" / "hosts" / "gpu-1" / "kernel-log.out.json"
+    kept.chmod(0o600)
+    kept.write_text(json.dumps({"kind": "kernel-log", "file": "hosts/gpu-1/kernel-log.out", "result": {"events": [1]}}))
+    with pytest.raises(ValueError, match="not of its kind's shape"):
+        extract.bundle_record(result.bundle)
+    kept.write_text(json.dumps({"kind": "kernel-log", "result": ["not", "a", "parse"]}))  # ignored: parsed again
+    assert _event_texts(extract.bundle_record(result.bundle)["runs"][0]["events"]) == [(154, "")]
