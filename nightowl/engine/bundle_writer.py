@@ -158,6 +158,13 @@ class BundleWriter:
             self.commands.append(entry)
         return rel
 
+    def keep_for(self, parsed: Any) -> None:
+        """Note outputs this writer stores scrubbed in the run's parse results (engine/parse_memo.py), which
+        hand what the run parsed of them to readers scrubbed as this writer scrubs its documents."""
+        self.parsed = parsed
+        if parsed is not None:
+            parsed.scrub_json = lambda value: _scrub(value, self._redact)
+
     def _note_scrubbed(self, kind: str, received: str, stored: str, rel: str | None) -> None:
         """Tell the run's parse results that the bundle stores ``stored`` where the parser read ``received``:
         whole, and as a reader's head and tail of a file bigger than the parse cap (engine/readback.py)."""
@@ -313,11 +320,11 @@ class BundleWriter:
     def _write_parsed(self) -> None:
         """``parsed/<output>.json``: what the run parsed of each output it stored scrubbed, its strings
         scrubbed too (docs/contract-extensions.md), so a later reader sees the verdict's parse."""
-        if self.parsed is None or self.parsed.to_json is None:
+        if self.parsed is None:
             return
         self.parsed.rename(self.renamed)
-        for rel, (kind, result) in sorted(self.parsed.scrubbed_results().items()):
-            document = {"kind": kind, "file": rel, "result": self.parsed.to_json(result)}
+        for rel, (kind, result) in sorted(self.parsed.scrubbed_results().items()):  # JSON, scrubbed already
+            document = {"kind": kind, "file": rel, "result": result}
             path = self.tmp_path / layout.PARSED / f"{rel}.json"
             for folder in reversed([path.parent, *path.parent.parents][: len(Path(rel).parts)]):
                 private_dir(folder)  # parsed/, parsed/hosts/, parsed/hosts/<host>/: owner-only, as every folder

@@ -57,6 +57,11 @@ class ParsedOutputs:
         self._kept: dict[Key, Any] = {}
         self._aliases: dict[bytes, bytes] = {}  # a stored file's digest -> the digest of the text parsed
         self._scrubbed: dict[str, Key] = {}  # bundle path of an output stored scrubbed -> its parse key
+        # Scrubs a JSON value's strings as the bundle writer scrubs its documents (set by the writer: ``keep_for``).
+        # The result of an output stored scrubbed was parsed from the text with its secrets: a reader gets it
+        # only as JSON with its strings scrubbed (``_view``), never as the object the run judged.
+        self.scrub_json: Callable[[Any], Any] | None = None
+        self._views: dict[Key, Any] = {}
 
     def __bool__(self) -> bool:
         return bool(self.kinds)
@@ -87,35 +92,54 @@ class ParsedOutputs:
             if rel is not None and parsed and kind in self.kinds:
                 self._scrubbed[rel] = (kind, parsed[-1])
 
-    def _find(self, kind: str, digest: bytes) -> Any | None:
+    def _find(self, kind: str, digest: bytes, as_json: bool) -> Any | None:
+        """The result for the text of ``digest``: as kept when the run parsed that very text (the bundle stores
+        it unchanged: no secret in it), or, for an output stored scrubbed and a reader of JSON, the run's
+        result scrubbed (``_view``)."""
         found = self._kept.get((kind, digest))
-        if found is None and digest in self._aliases:
-            found = self._kept.get((kind, self._aliases[digest]))
-        return found
+        if found is not None or digest not in self._aliases or not as_json:
+            return found
+        key = (kind, self._aliases[digest])
+        return self._view(key) if key in self._kept else None
 
-    def recall(self, kind: str, text: str) -> Any | None:
-        """The result kept for ``kind`` and exactly ``text`` (or the text the run parsed where the bundle
-        stores ``text``), else None."""
+    def _view(self, key: Key) -> Any | None:
+        """What the run parsed of an output stored scrubbed, as the bundle keeps it: JSON, its strings scrubbed
+        (None when the run was given no way to write it)."""
+        if self.to_json is None or self.scrub_json is None:
+            return None
+        with self._lock:
+            view = self._views.get(key)
+        if view is None:
+            view = self.scrub_json(self.to_json(self._kept[key]))
+            with self._lock:
+                self._views[key] = view
+        return view
+
+    def recall(self, kind: str, text: str, as_json: bool = False) -> Any | None:
+        """The result kept for ``kind`` and exactly ``text``, else None; with ``as_json`` (the caller reads
+        plain JSON) also where the bundle stores ``text`` for what the run parsed: the run's result, scrubbed."""
         if not self._kept or kind not in self.kinds:
             return None
-        return self._find(kind, _digest(text))
+        return self._find(kind, _digest(text), as_json)
 
-    def recall_file(self, kind: str, sha256_hex: str | None) -> Any | None:
+    def recall_file(self, kind: str, sha256_hex: str | None, as_json: bool = False) -> Any | None:
         """The result kept for ``kind`` and the text of a file whose SHA-256 is ``sha256_hex`` (the
-        manifest's), else None: a reader need not read the file back, nor hash it again."""
+        manifest's), else None: a reader need not read the file back, nor hash it again (``as_json``: as
+        ``recall``)."""
         if not self._kept or kind not in self.kinds or not sha256_hex:
             return None
         try:
-            return self._find(kind, bytes.fromhex(sha256_hex))
+            return self._find(kind, bytes.fromhex(sha256_hex), as_json)
         except ValueError:
             return None
 
     def scrubbed_results(self) -> dict[str, tuple[str, Any]]:
-        """Bundle path -> (kind, result) of each output stored scrubbed whose result is kept: what the bundle
-        keeps in ``parsed/`` so a later reader need not parse the scrubbed copy."""
+        """Bundle path -> (kind, result as JSON, scrubbed) of each output stored scrubbed whose result is kept:
+        what the bundle keeps in ``parsed/`` so a later reader need not parse the scrubbed copy."""
         with self._lock:
             items = list(self._scrubbed.items())
-        return {rel: (key[0], self._kept[key]) for rel, key in items if key in self._kept}
+        views = {rel: (key[0], self._view(key)) for rel, key in items if key in self._kept}
+        return {rel: (kind, view) for rel, (kind, view) in views.items() if view is not None}
 
     def rename(self, renamed: dict[str, str]) -> None:
         """Follow the writer's renames (a first take ``kind.out`` became ``kind.1.out`` when a second came)."""

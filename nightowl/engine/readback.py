@@ -56,22 +56,24 @@ def read_back(
     reader: Callable[[Path], str] = read_as_parsed,
     kept: Any = None,
     as_json: bool = False,
+    bundle_copy: bool = False,
 ) -> Any:
     """``parse`` of the bundle file at ``path`` as the run's parser saw it (its head and tail within the
     parse cap, read by ``reader``), the run's kept result when there is one (``digest``: the manifest's sha256
     of the file). ``kept``: the run's ParsedOutputs (None: a reader after the run); ``as_json``: the caller
-    takes the result as plain JSON (``to_jsonable``), so the bundle's ``parsed/`` copy serves it.
+    takes the result as plain JSON (``to_jsonable``), so what the run parsed of an output stored scrubbed
+    serves it (scrubbed too), and with ``bundle_copy`` the bundle's ``parsed/`` copy of it as well.
 
     OSError when the file is not a regular file one may read; ReadBackTimedOut past ``seconds`` (by default
     READBACK_SECONDS)."""
     seconds = READBACK_SECONDS if seconds is None else seconds
-    found = kept.recall_file(kind, digest) if kept is not None else None
-    if found is None and as_json:
+    found = kept.recall_file(kind, digest, as_json) if kept is not None else None
+    if found is None and as_json and bundle_copy:
         found = bundle_parsed(kind, path)
     if found is not None:
         return found
     text = reader(path)
-    found = kept.recall(kind, text) if kept is not None else None
+    found = kept.recall(kind, text, as_json) if kept is not None else None
     if found is not None:
         return found
     if seconds <= 0:

@@ -73,7 +73,7 @@ def _starting(writer: BundleWriter, options: RunOptions) -> None:
     outputs it stores scrubbed with the run's parse results (engine/parse_memo.py)."""
     with _live_lock:
         _live_stops.add(options.stop)
-    writer.parsed = options.parsed
+    writer.keep_for(options.parsed)
 
 
 def run_runbook(

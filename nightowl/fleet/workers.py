@@ -155,7 +155,7 @@ class WorkerEngine:
         writer = SweepWriter(out_dir, loaded.id, redact=redact, redact_prefilter=run.get("redact_prefilter"))
         writer.add_file(layout.RUNBOOK, loaded.as_ran())  # with any fragments' nodes written in
         writer.cursors = getattr(options, "cursors", None)
-        writer.parsed = getattr(options, "parsed", None)
+        writer.keep_for(getattr(options, "parsed", None))
         names = list(transports)
         pool = self.plan.workers if isinstance(self.plan.workers, WorkerPool) else WorkerPool(self.plan.workers)
         jobs = self._jobs(loaded, transports, options, writer, run.get("forks", 16), pool.count, redact is not None)

@@ -48,7 +48,7 @@ def _parsed(
     from nightowl.engine.readback import read_back
 
     digest = (digests or {}).get(path.name)
-    return read_back(kind, parse, path, digest, reader=read_output, kept=kept, as_json=as_json)
+    return read_back(kind, parse, path, digest, reader=read_output, kept=kept, as_json=as_json, bundle_copy=as_json)
 
 
 # Fabric and NIC findings kept as events (docs/reference.md#history): a state, not a logged line.

@@ -34,9 +34,10 @@ def parsed_output(data: Bundle, rel: str, kind: str) -> dict[str, Any] | None:
 
 
 def _parse(data: Bundle, rel: str, kind: str) -> dict[str, Any] | None:
-    """The output as the run's parser saw it (engine/readback.py: the run's own result, or the bundle's
-    ``parsed/`` copy of an output stored scrubbed, else the same head and tail parsed again, with a deadline);
-    one the draft could not read again is named in ``data.unread``, never taken as showing nothing."""
+    """The output as the run's parser saw it (engine/readback.py: the run's own result while it renders its
+    draft, else the same head and tail parsed again, with a deadline); one the draft could not read again is
+    named in ``data.unread``, never taken as showing nothing. A bundle's ``parsed/`` copy is not taken whole
+    here (a bundle may come from anywhere): ``_run_events`` reads what it needs of it, checked."""
     path = data.root / rel
     if not path.exists():
         return None
@@ -160,12 +161,14 @@ def _place(data: Bundle, rel: str, rows: list[dict[str, Any]], reached: list[int
 def _run_events(data: Bundle, rel: str) -> list[dict[str, Any]] | None:
     """The events the run parsed from ``rel`` when the bundle stores it scrubbed (a secret inside a line
     changed the text a line-by-line parse reads), else None: there the line's own parse is the run's."""
-    from nightowl.engine import layout
+    from nightowl.engine.readback import bundle_parsed
 
-    kept = data.kept is not None and rel in data.kept.scrubbed_results()
-    if not kept and not (data.root / layout.PARSED / f"{rel}.json").is_file():
-        return None
-    return list((parsed_output(data, rel, "kernel-log") or {}).get("events") or [])
+    if data.kept is not None and rel in data.kept.scrubbed_results():
+        found = parsed_output(data, rel, "kernel-log")
+    else:
+        found = bundle_parsed("kernel-log", data.root / rel)  # the bundle's copy: only its plain fields are taken
+    events = (found or {}).get("events") if found is not None else None
+    return [e for e in events if isinstance(e, dict)] if isinstance(events, list) else None
 
 
 def _as_the_run_saw(event: dict[str, Any], seen: list[dict[str, Any]]) -> dict[str, Any]:
@@ -176,7 +179,14 @@ def _as_the_run_saw(event: dict[str, Any], seen: list[dict[str, Any]]) -> dict[s
     if not same:
         return event
     chosen = (timed or same)[0]
-    return {**event, **{f: chosen[f] for f in ("pid", "process", "text", "subkind") if f in chosen}}
+    # what the run read of the line (its message, process, recovery action), not where the line is (its time
+    # and count are the line's own); plain values only, never a structure from a bundle's parsed/ copy
+    taken = {f: v for f, v in chosen.items() if f not in _LINE_OWN and type(v) in _PLAIN}
+    return {**event, **taken}
+
+
+_LINE_OWN = frozenset({"time", "count", "first_time", "last_time"})
+_PLAIN = frozenset({str, int, float, bool, type(None)})
 
 
 def _same(a: dict[str, Any], b: dict[str, Any]) -> bool:

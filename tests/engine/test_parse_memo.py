@@ -25,14 +25,14 @@ def test_rows_from_kept_results_are_the_rows_from_the_bundle(tmp_path: Path, mon
     hits: list[str] = []
     recall, recall_file = ParsedOutputs.recall, ParsedOutputs.recall_file
 
-    def counting(self: ParsedOutputs, kind: str, text: str) -> Any:
-        found = recall(self, kind, text)
+    def counting(self: ParsedOutputs, kind: str, text: str, as_json: bool = False) -> Any:
+        found = recall(self, kind, text, as_json)
         if found is not None:
             hits.append(kind)
         return found
 
-    def counting_file(self: ParsedOutputs, kind: str, digest: str | None) -> Any:  # by the manifest's sha256
-        found = recall_file(self, kind, digest)
+    def counting_file(self: ParsedOutputs, kind: str, digest: str | None, as_json: bool = False) -> Any:
+        found = recall_file(self, kind, digest, as_json)  # by the manifest's sha256: the file is not read
         if found is not None:
             hits.append(kind)
         return found

@@ -85,20 +85,28 @@ def test_a_secret_inside_a_judged_line_leaves_verdict_history_and_draft_agreeing
     assert not verify_bundle(result.bundle)  # listed in the manifest with its sha256
     every_file = "".join(p.read_text(errors="replace") for p in result.bundle.rglob("*") if p.is_file())
     assert SECRET not in every_file
+    assert SECRET.encode() not in store_path.read_bytes()  # nor in the history store
 
 
 def test_the_parse_results_travel_with_the_result_not_a_module() -> None:
-    first, second = ParsedOutputs({"kernel-log"}), ParsedOutputs({"kernel-log"})
-    first.remember("kernel-log", "raw text", {"events": ["seen"]})
-    first.alias(["raw text"], ["scrubbed text"], "hosts/h/kernel-log.out", "kernel-log")
-    assert first.recall("kernel-log", "scrubbed text") == {"events": ["seen"]}
-    assert second.recall("kernel-log", "scrubbed text") is None  # another run's results are its own
-    assert first.scrubbed_results() == {"hosts/h/kernel-log.out": ("kernel-log", {"events": ["seen"]})}
+    def scrub(value: Any) -> Any:
+        return {"events": [event.replace(SECRET, "[REDACTED]") for event in value["events"]]}
+
+    first, second = ParsedOutputs({"kernel-log"}, dict), ParsedOutputs({"kernel-log"}, dict)
+    first.scrub_json = second.scrub_json = scrub  # as the bundle writer sets it (keep_for)
+    first.remember("kernel-log", f"raw {SECRET}", {"events": [f"seen {SECRET}"]})
+    first.alias([f"raw {SECRET}"], ["raw [REDACTED]"], "hosts/h/kernel-log.out", "kernel-log")
+    assert first.recall("kernel-log", f"raw {SECRET}") == {"events": [f"seen {SECRET}"]}  # the run's own text
+    # the stored copy's text: the run's result, only as JSON and scrubbed; never the object the run judged
+    assert first.recall("kernel-log", "raw [REDACTED]") is None
+    assert first.recall("kernel-log", "raw [REDACTED]", as_json=True) == {"events": ["seen [REDACTED]"]}
+    assert second.recall("kernel-log", "raw [REDACTED]", as_json=True) is None  # another run's are its own
+    assert first.scrubbed_results() == {"hosts/h/kernel-log.out": ("kernel-log", {"events": ["seen [REDACTED]"]})}
     first.rename({"hosts/h/kernel-log.out": "hosts/h/kernel-log.1.out"})
     handed = first.hand_over()
-    assert isinstance(handed, HandedOver) and first.recall("kernel-log", "raw text") is None
+    assert isinstance(handed, HandedOver) and first.recall("kernel-log", f"raw {SECRET}") is None
     second.adopt(handed)  # a sweep's parent takes what its worker parsed
-    assert second.recall("kernel-log", "scrubbed text") == {"events": ["seen"]}
+    assert second.recall("kernel-log", "raw [REDACTED]", as_json=True) == {"events": ["seen [REDACTED]"]}
     assert list(second.scrubbed_results()) == ["hosts/h/kernel-log.1.out"]
 
 
