@@ -25,6 +25,18 @@ def builtin_dir() -> Path:
     return data_dir("runbooks")
 
 
+def _fragment_stats(path: Path) -> tuple[tuple[str, int, int], ...]:
+    """Each fragment the runbook could include, with its version: a fragment edited while serve runs is read again."""
+    from nightowl.engine.includes import fragment_files
+
+    found = []
+    for fragment in fragment_files(path, fragment_dirs()).values():
+        with contextlib.suppress(OSError):
+            info = fragment.stat()
+            found.append((str(fragment), info.st_mtime_ns, info.st_size))
+    return tuple(found)
+
+
 def fragment_dirs() -> tuple[Path, ...]:
     """Where ``include:`` looks after the runbook's own folder: nightowl's fragments (engine/includes.py)."""
     return (builtin_dir() / "fragments",)
@@ -135,7 +147,7 @@ def load(name_or_path: str):  # noqa: ANN201 - LoadedRunbook, imported lazily
         stat = path.stat()
     except OSError:
         return _load(path)
-    key = (str(path.resolve()), stat.st_mtime_ns, stat.st_size)
+    key = (str(path.resolve()), stat.st_mtime_ns, stat.st_size, _fragment_stats(path))
     if key not in _LOADED:
         _LOADED[key] = _load(path)
     return _LOADED[key]

@@ -181,6 +181,8 @@ def test_a_changed_fragment_is_not_taken_from_the_cache(tmp_path: Path, monkeypa
     runbooks._LOADED.clear()
     runbooks.load(str(site / "xid-copy.yaml"))
     (site / "fragments" / "xid-judgement.yaml").write_text(fragment.replace("action: reconfigure", "action: panic"))
+    with pytest.raises(RunbookInvalid, match="panic"):  # the process's memo sees the edit (serve keeps running)
+        runbooks.load(str(site / "xid-copy.yaml"))
     runbooks._LOADED.clear()
     with pytest.raises(RunbookInvalid, match="panic") as info:
         runbooks.load(str(site / "xid-copy.yaml"))
