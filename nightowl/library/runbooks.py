@@ -137,7 +137,7 @@ def json_schema() -> dict[str, Any]:
     return {"$schema": SCHEMA_DIALECT, **Runbook.model_json_schema()}
 
 
-_LOADED: dict[tuple[str, int, int], object] = {}
+_LOADED: dict[tuple[str, int, int, tuple[tuple[str, int, int], ...]], object] = {}  # path, version, fragments
 
 
 def load(name_or_path: str):  # noqa: ANN201 - LoadedRunbook, imported lazily
