@@ -275,13 +275,13 @@ def _validate(path: Path):  # noqa: ANN202
             try:
                 collector = get_collector(split_entry(entry)[0])
             except UnsafeCollector as exc:
-                issues.append(Issue(str(loaded.path), loaded.node_line(node_id), node_id, str(exc)))
+                issues.append(Issue(loaded.file_of(node_id), loaded.node_line(node_id), node_id, str(exc)))
                 continue
             # a derived collector reads other collectors' facts: they must be collected by then
             missing = set(getattr(collector, "inputs", ())) - set(loaded.collected_before[node_id]) - here
             if missing:
                 problem = f"{entry} derives from {', '.join(sorted(missing))}, which not every path here collects"
-                issues.append(Issue(str(loaded.path), loaded.node_line(node_id), node_id, problem))
+                issues.append(Issue(loaded.file_of(node_id), loaded.node_line(node_id), node_id, problem))
     issues += _chain_issues(loaded)
     if issues:
         raise RunbookInvalid(issues)
@@ -315,5 +315,5 @@ def _chain_issues(loaded):  # noqa: ANN001, ANN202 - LoadedRunbook, Issue: impor
             continue
         for rel, problem in check(node.verdict.next, declared_params):
             line = line_of(loaded.lines, ("nodes", node_id, "verdict", "next", *rel)) or loaded.node_line(node_id)
-            issues.append(Issue(str(loaded.path), line, node_id, f"next: {problem}"))
+            issues.append(Issue(loaded.file_of(node_id), line, node_id, f"next: {problem}"))
     return issues

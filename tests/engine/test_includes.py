@@ -192,3 +192,15 @@ def test_a_changed_fragment_is_not_taken_from_the_cache(tmp_path: Path, monkeypa
 def test_fragment_files_lists_every_fragment_a_runbook_could_include(tmp_path: Path) -> None:
     path = write(tmp_path)
     assert list(includes.fragment_files(path).values()) == [tmp_path / "fragments" / "shared.yaml"]
+
+
+def test_the_librarys_own_checks_name_the_fragment_too(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """runbooks.load checks a verdict's next: after validation: a fragment's node is still named by its file."""
+    monkeypatch.setenv("NIGHTOWL_CACHE", "off")
+    fragment = FRAGMENT + "      next: {runbook: no-such-runbook, hosts: \"['a']\"}\n"
+    path = write(tmp_path, fragment=fragment)
+    runbooks._LOADED.clear()
+    with pytest.raises(RunbookInvalid) as info:
+        runbooks.load(str(path))
+    [issue] = info.value.issues
+    assert issue.file == str(tmp_path / "fragments" / "shared.yaml") and issue.node == "bad", issue
