@@ -132,6 +132,8 @@ class IbPortsResult:
     warnings: list[str]
     ports: list[Port]
     diag_errors: list[str] = field(default_factory=list)  # ibpanic/ibwarn/iberror lines: devices not read
+    # devices ibstat/ibv_devinfo named but printed no port of: the listing ends before their port block
+    devices_without_ports: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -147,6 +149,7 @@ class _State:
     unavailable: set[str] = field(default_factory=set)  # ports whose counters read N/A (no PMA)
     ca_types: dict[str, str] = field(default_factory=dict)  # device -> CA type / vendor_part_id
     system_guids: dict[str, str] = field(default_factory=dict)  # device -> system image GUID (one per card)
+    devices_named: list[str] = field(default_factory=list)  # CA / hca_id headers, in order
 
     def port_at(self, device: str, number: int, source: str) -> Port:
         key = (device, number)
@@ -336,6 +339,8 @@ def _read_line(state: _State, raw: str) -> None:
         device = pattern.match(line)
         if device is not None:
             state.device, state.port, state.tool = device.group("device"), None, tool
+            if state.device not in state.devices_named:
+                state.devices_named.append(state.device)
             return
     if state.tool is None and _IBSTAT_PORT.match(line):  # an ibstat excerpt that starts at its "Port 1:"
         state.device, state.tool = "unnamed", "ibstat"
@@ -366,7 +371,14 @@ def parse(text: str) -> IbPortsResult:
         state.warnings.append(f"{label}: counters read N/A (no PMA): this driver keeps no port counters")
     if not ports:
         state.warnings.append("no InfiniBand/RoCE port found")
-    return IbPortsResult(kind=KIND, warnings=state.warnings, ports=ports, diag_errors=state.diag_errors)
+    with_ports = {port.device for port in ports}
+    return IbPortsResult(
+        kind=KIND,
+        warnings=state.warnings,
+        ports=ports,
+        diag_errors=state.diag_errors,
+        devices_without_ports=[device for device in state.devices_named if device not in with_ports],
+    )
 
 
 def _is_down(port: Port) -> bool:
@@ -421,6 +433,16 @@ def unused_ports(ports: list[Port]) -> list[Port]:
     return [p for p in ports if _never_up(p) and unused(p)]
 
 
+def switched_off_only(ports: list[Port]) -> bool:
+    """No port is active and every port is an Ethernet (RoCE) port Disabled and never up: the host's RDMA NICs are
+    switched off or not cabled, a fault only if they should carry traffic (node-health's expect_ib /
+    expected_ib_ports say so). A Polling port (no link partner) is not switched off, and an InfiniBand port has
+    no use but the fabric: one Disabled with none active is a down fabric, not a spare NIC."""
+    return bool(ports) and all(
+        _never_up(p) and p.phys_state == "Disabled" and p.link_layer != "InfiniBand" for p in ports
+    )
+
+
 @functools.cache
 def _counter_table() -> tuple[dict[str, int], dict[str, str]]:
     """(bits of each error counter, sysfs name of each perfquery field) from nightowl/knowledge/ib_counters.csv."""
@@ -465,6 +487,7 @@ def facts(result: IbPortsResult) -> dict[str, Any]:
     data["unused_ports"] = [
         {"port": p.label, "state": p.state, "phys_state": p.phys_state, "link_layer": p.link_layer} for p in unused
     ]
+    data["switched_off_only"] = switched_off_only(ports)
     data["saturated_counters"] = {p.label: names for p in ports if (names := saturated(p))}
     best: dict[str, float] = {}
     for p in ports:
@@ -498,8 +521,10 @@ SYSFS_COMMAND = ("sh", "-c", SYSFS_SCRIPT, "ib-ports")
 
 
 def shows_nothing(text: str) -> bool:
-    """No port line at all: no sysfs tree (no RDMA driver) is not a clean port."""
-    return not parse(text).ports
+    """No port line at all: no sysfs tree (no RDMA driver) is not a clean port. A device named with no port (a
+    listing cut before its port block) is something to judge: a device not read."""
+    result = parse(text)
+    return not result.ports and not result.devices_without_ports
 
 
 COLLECTOR = Collector(
