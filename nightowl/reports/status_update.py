@@ -124,14 +124,19 @@ def context(summary: dict[str, Any], now: float | None = None) -> dict[str, Any]
     affected = _affected(hosts)
     no_verdict = [short[h["host"]] for h in hosts if not h.get("verdict")]
     checked = f"{len(names)} checked: {', '.join(short[n] for n in names)}"
+    cause = summary.get("common_cause") if isinstance(summary.get("common_cause"), dict) else None
     if worst is None:
-        impact = f"not known yet: no verdict for {', '.join(no_verdict) or 'any host'} ({checked})"
+        reasons = _no_verdict_reasons(hosts, short)
+        impact = f"not known yet: {reasons or 'no verdict for ' + (', '.join(no_verdict) or 'any host')} ({checked})"
         action, users_see = "find out why nightowl got no evidence (see the bundle)", "not known yet"
         business = "none yet."
     else:
         what = status_words().get(worst["id"], {}).get("what") or worst["id"].replace("-", " ")
         impact = f"{what}{_where(worst, job, affected, names, short)} ({checked}{_not_implicated(job, short)})"
         action = f"{worst['action']}: {_plain(_first_sentence(worst['summary']), short)}"
+        if cause:  # a storm whose hosts share a failure domain: the domain is checked before any node is acted on
+            impact = f"{_cause_line(cause, short)} ({checked})"
+            action = _cause_action(cause, action, short)
         users_see = status_words().get(worst["id"], {}).get("users_see") or BY_SEVERITY[worst["severity"]]
         unchecked = _job_fact(job, "not_checked") if worst["severity"] == "ok" else None
         if isinstance(unchecked, list) and unchecked:  # an all-clear vouches only for what was read
@@ -161,6 +166,49 @@ def context(summary: dict[str, Any], now: float | None = None) -> dict[str, Any]
         # the bundle by its id: a path on the machine that wrote it means nothing in a channel or a PagerDuty note
         "bundle_id": Path(str(summary["bundle"])).name if summary.get("bundle") else "(none written)",
     }
+
+
+def _cause_line(cause: dict[str, Any], short: dict[str, str]) -> str:
+    """ "common cause: rack r12 (rack power, cooling and NVLink trays): check it before reboot-node on 8 nodes (8 of 8
+    hosts of the storm in it show gpu-fell-off-bus)": a storm's domain finding (receiver/common_cause.py) first."""
+    from nightowl.fleet.domains import DOMAIN_SUSPECTS
+
+    kind, name, count = cause.get("kind"), cause.get("name"), cause.get("shared_by")
+    line = (
+        f"common cause: {kind} {name} ({DOMAIN_SUSPECTS.get(str(kind), kind)}): check it before "
+        f"{cause.get('host_action')} on {count} nodes ({count} of {cause.get('of')} hosts of the storm in it show "
+        f"{cause.get('verdict')})"
+    )
+    primary = cause.get("primary") if isinstance(cause.get("primary"), dict) else None
+    if primary and primary.get("host"):
+        line += f"; start with {short.get(str(primary['host']), primary['host'])}: {primary.get('why')}"
+    return _plain(line, short)
+
+
+def _cause_action(cause: dict[str, Any], host_action: str, short: dict[str, str]) -> str:
+    """The current action of a storm with a common cause: inspect the domain, then act only on the nodes whose
+    fault it does not explain (the hosts' own first action follows)."""
+    members = [short.get(str(m), str(m)) for m in cause.get("members") or []]
+    return (
+        f"inspect {cause.get('kind')} {cause.get('name')} before acting on its {cause.get('shared_by')} nodes "
+        f"({', '.join(members)}); then, only on those whose fault the {cause.get('kind')} does not explain, "
+        f"{host_action}"
+    )
+
+
+def _no_verdict_reasons(hosts: list[dict[str, Any]], short: dict[str, str]) -> str | None:
+    """Every host's reason for giving no verdict, each distinct reason once (nightowl/outcome.py), with short
+    names: an unreachable storm is not told as its first host's error (issue 45 item 9)."""
+    from types import SimpleNamespace
+
+    from nightowl.outcome import no_verdict_line
+
+    runs = [
+        SimpleNamespace(host=h["host"], verdict=h.get("verdict"), status=h.get("status"), error=h.get("error"))
+        for h in hosts
+    ]
+    line = no_verdict_line(runs)
+    return _plain(line, short) if line and any(h.get("error") for h in hosts) else None
 
 
 def _job_fact(job: dict[str, Any], name: str) -> Any:
@@ -274,8 +322,31 @@ def write(bundle: Path, summary: dict[str, Any]) -> Path:
     path = Path(bundle) / FILE_NAME
     # the onset from the bundle only where the job's runbook did not date it (read only when needed)
     onset = None if _since(summary.get("job") or {}, {}) else bundle_onset(Path(bundle), summary)
-    write_private(path, render({**summary, "onset": onset}))  # owner-only, as every bundle file
+    cause = storm_common_cause(Path(bundle)) if len(summary.get("hosts") or []) > 1 else None
+    write_private(path, render({**summary, "onset": onset, "common_cause": cause}))  # owner-only, as every bundle file
     return path
+
+
+def storm_common_cause(bundle: Path) -> dict[str, Any] | None:
+    """The common cause a storm capture's manifest records (``alert.storm.common_cause``, the most widely shared
+    first: receiver/common_cause.py keeps it current as the hosts finish, so it is there when the run writes this
+    update), or None: no storm, no shared domain, or a manifest that cannot be read. Only its plain fields are kept."""
+    import json
+
+    try:
+        manifest = json.loads((Path(bundle) / layout.MANIFEST).read_text(encoding="utf-8"))
+        causes = manifest["alert"]["storm"]["common_cause"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    first = causes[0] if isinstance(causes, list) and causes and isinstance(causes[0], dict) else None
+    if first is None or not all(isinstance(first.get(k), (str, int)) for k in ("kind", "name", "shared_by", "of")):
+        return None
+    kept = {k: first[k] for k in ("kind", "name", "verdict", "host_action", "shared_by", "of") if k in first}
+    kept["members"] = [str(m) for m in first.get("members") or [] if isinstance(m, str)]
+    primary = first.get("primary")
+    if isinstance(primary, dict) and isinstance(primary.get("host"), str):
+        kept["primary"] = {"host": primary["host"], "why": str(primary.get("why") or "")}
+    return kept
 
 
 def write_for_runs(runbook_id: str, bundle: Path, runs: list[Any]) -> tuple[dict[str, Any], Path]:
