@@ -3,7 +3,12 @@
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Mapping
 from typing import Any
+
+GPUS_WIDTH = (
+    56  # 8 GPUs by short address fit; past this the GPUS cell drops the codes, then counts the GPUs it cannot show
+)
 
 
 def fleet_table(summary: dict[str, Any]) -> str:
@@ -12,7 +17,7 @@ def fleet_table(summary: dict[str, Any]) -> str:
     network = (summary.get("fleet") or {}).get("network") or {}
     for h in summary["hosts"]:
         v = h.get("verdict") or {}
-        gpus = ",".join(map(str, v.get("gpus") or [])) or "-"
+        gpus = gpus_cell(v)
         cells = network.get(h["host"]) or {}
         rows.append(
             (
@@ -50,3 +55,42 @@ def fleet_table(summary: dict[str, Any]) -> str:
     else:
         lines.append(f"bundle: {summary['bundle']}")
     return "\n".join(lines)
+
+
+def gpus_cell(verdict: Mapping[str, Any]) -> str:
+    """The GPUS cell: every GPU the verdict names (its own, then each other GPU with a fault of its own, issue 45
+    item 7) with the Xid codes it logged, ``0a:00, 07:00 48+64``; ``-`` when it names none. The codes come from
+    the verdict itself: ``other_gpus`` and the ``xids_by_gpu`` fact among its evidence."""
+    gpus = [str(g) for g in verdict.get("gpus") or []]
+    if not gpus:
+        return "-"
+    codes = gpu_codes(verdict)
+    named = [f"{short_gpu(g)} {'+'.join(map(str, codes[g]))}" if codes.get(g) else short_gpu(g) for g in gpus]
+    cell = ", ".join(named)
+    if len(cell) > GPUS_WIDTH:  # too wide for a table row: the GPUs without their codes, then a count
+        cell = ", ".join(short_gpu(g) for g in gpus)
+    if len(cell) > GPUS_WIDTH:
+        shown = [short_gpu(g) for g in gpus[:4]]
+        cell = f"{', '.join(shown)} +{len(gpus) - len(shown)}"
+    return cell
+
+
+def gpu_codes(verdict: Mapping[str, Any]) -> dict[str, list[int]]:
+    """The Xid codes each GPU of the verdict logged, by PCI address (``other_gpus``, else the evidence's
+    ``*.xids_by_gpu`` fact)."""
+    codes: dict[str, list[int]] = {}
+    for fact in verdict.get("evidence") or []:
+        value = fact.get("value") if isinstance(fact, Mapping) else None
+        if str((fact or {}).get("fact", "")).endswith(".xids_by_gpu") and isinstance(value, Mapping):
+            for gpu, xids in value.items():
+                if isinstance(xids, list):
+                    codes.setdefault(str(gpu), sorted({int(x) for x in xids if isinstance(x, int)}))
+    for other in verdict.get("other_gpus") or []:
+        if isinstance(other, Mapping) and other.get("xids"):
+            codes[str(other.get("gpu"))] = [int(x) for x in other["xids"] if isinstance(x, int)]
+    return codes
+
+
+def short_gpu(address: str) -> str:
+    """``0000:0a:00`` -> ``0a:00``: the PCI domain dropped where it is the usual 0000."""
+    return address.removeprefix("0000:")

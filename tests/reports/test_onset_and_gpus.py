@@ -94,8 +94,9 @@ def test_a_second_gpu_with_its_own_fault_is_named_with_its_codes(tmp_path: Path)
     assert verdict["id"] == "gpu-failed-to-initialise"
     assert verdict["gpus"] == ["0000:0a:00", "0000:07:00"]  # the verdict's own GPU first
     assert verdict["other_gpus"] == [{"gpu": "0000:07:00", "xids": [48, 64], "action": "drain-and-reset"}]
-    gpus_cell = fleet_table(summary).splitlines()[1].split()[4]
-    assert gpus_cell == "0000:0a:00,0000:07:00"
+    header, row = fleet_table(summary).splitlines()[:2]
+    gpus_cell = row[header.index("GPUS") : header.index("PORTS")].strip()
+    assert gpus_cell == "0a:00, 07:00 48+64"  # every GPU with a finding, the codes each logged
     assert line(text, "Also seen: ") == f"Also seen: GPU 0000:07:00 on {TWO_GPUS}: Xid 48, 64 (drain-and-reset)"
     draft = (bundle / "postmortem.md").read_text()
     assert f"| [ ] {TWO_GPUS}: GPU 0000:07:00 (Xid 48, 64) has a fault of its own: drain-and-reset;" in draft
