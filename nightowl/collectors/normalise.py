@@ -20,6 +20,9 @@ which keeps the output as received):
   ``0: ``, the CRI log format's ``<RFC3339> stdout F `` (Kubernetes' kubelet), docker's ``-t`` stamp,
   ``kubectl logs --prefix``'s ``[pod/NAME/CONTAINER] ``, docker compose's ``service-1  | ``, pdsh/clush's
   ``host: `` and ``[date time] host:`` stamps;
+- ``logfmt-field``: another program's log line carried whole in one logfmt field of most lines (a Kata
+  Containers shim logging its guest's console through containerd: ``... vmconsole="[   13.25] NVRM: ..."``);
+  the field's value, unescaped, is the line read, and the carrier's own lines are left out;
 - ``syslog-prefix``: a syslog or journal prefix (``Jan  2 03:04:05 host prog[pid]: ``, ISO-stamped
   journal lines) on a kind that is not a kernel log (the kernel-log reader reads those prefixes itself);
 - ``indent``: indentation common to every line of a block (a pasted code block);
@@ -43,7 +46,7 @@ SAMPLE_LINES = 400
 # Rounds of the steps at most (nested wrappers), and the families applied once only (unescaping twice would
 # turn an escaped "&amp;lt;" of the output itself into "<").
 MAX_ROUNDS = 4
-_ONCE = frozenset({"html-entities", "diff", "quote", "comment"})
+_ONCE = frozenset({"html-entities", "diff", "quote", "comment", "logfmt-field"})
 # Share of the sampled lines with text a per-line prefix must be on to be taken as the output's wrapper.
 PREFIX_SHARE = 0.6
 
@@ -142,6 +145,13 @@ _SYSLOG_PREFIX = re.compile(
     r" [\w.-]+ [\w./@-]+(?:\[\d+\])?: "
 )
 _LEADING = re.compile(r"^[ \t]*")
+# A logfmt field holding a quoted value (Go's logrus/logfmt quoting: \" and \\ escaped) ...
+_LOGFMT_FIELD = re.compile(r'(?:^|\s)(?P<key>[A-Za-z_][\w.-]*)="(?P<value>(?:[^"\\]|\\.)*)"')
+# ... whose value is itself a log line: a kernel's [seconds] stamp or an ISO/syslog time, then its text.
+# (A stamp alone is the wrapper's own time= field, not a carried line: text must follow it.)
+_CARRIED_LINE = re.compile(
+    r"(?:\[\s*\d+\.\d+\]|\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d\S*|[A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d)\s+\S"
+)
 
 
 def normalise(text: str, kind: str = "") -> Normalised:
@@ -300,6 +310,35 @@ def _wrapper_name(prefix: str) -> str:
     return prefix.rsplit("]", 1)[-1].strip().rstrip(":|").strip()
 
 
+def _logfmt_field(text: str, _kept: frozenset[str] = frozenset()) -> str | None:
+    """The log lines one logfmt field carries on most lines (``vmconsole="[ 13.2] NVRM: ..."``), unescaped.
+    A field whose values are the wrapper's own (``time=``, ``msg=`` text) never starts with a log stamp."""
+    sample = _sample(text)
+    if not sample or '="' not in text[:4096]:
+        return None
+    counts: dict[str, int] = {}
+    for line in sample:
+        for match in _LOGFMT_FIELD.finditer(line):
+            if _CARRIED_LINE.match(match.group("value")):
+                counts[match.group("key")] = counts.get(match.group("key"), 0) + 1
+    if not counts:
+        return None
+    key, hits = max(counts.items(), key=lambda item: item[1])
+    if hits < max(1, PREFIX_SHARE * len(sample)):
+        return None
+    carried = [
+        _unescape_logfmt(match.group("value"))
+        for line in text.split("\n")
+        for match in _LOGFMT_FIELD.finditer(line)
+        if match.group("key") == key
+    ]
+    return "\n".join(carried) + ("\n" if text.endswith("\n") else "")
+
+
+def _unescape_logfmt(value: str) -> str:
+    return re.sub(r"\\(.)", lambda m: {"n": " ", "t": "\t"}.get(m.group(1), m.group(1)), value)
+
+
 def _syslog_prefix(text: str, _kept: frozenset[str] = frozenset()) -> str | None:
     sample = _sample(text)
     hits = sum(1 for line in sample if _SYSLOG_PREFIX.match(line))
@@ -349,6 +388,7 @@ _STEPS = (
     ("quote", _quote),
     ("comment", _comment),
     ("prompt", _prompt),
+    ("logfmt-field", _logfmt_field),
     ("launcher-prefix", _launcher_prefix),
     ("syslog-prefix", _syslog_prefix),
     ("indent", _indent),
