@@ -253,6 +253,7 @@ def _has_trigger(lowered: str) -> bool:
 # those strings recur across hosts and documents (PCI addresses, GPU names, units, verdict texts): a short
 # string's answer is kept, so each costs one dict look-up after its first time. Bounded: cleared when full.
 _SHORT = 512
+# cache: keyed by the input string, whose redacted form the fixed patterns alone decide.
 _SHORT_ANSWERS: dict[str, str] = {}
 _SHORT_ANSWERS_MAX = 16384
 

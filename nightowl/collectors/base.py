@@ -44,6 +44,7 @@ def to_jsonable(value: Any) -> Any:
 _SCALARS = frozenset({str, int, float, bool, type(None)})
 # Per class, the names ``dataclasses.fields`` gives (asked once per class, not once per object: a
 # real-size nvlink result is 144 link objects); () for a class that is no dataclass.
+# cache: keyed by the class, whose fields never change while the process runs.
 _DATACLASS_FIELDS: dict[type, tuple[str, ...]] = {}
 
 

@@ -101,10 +101,13 @@ def _is_boolean(node: nodes.Node) -> bool:
 
 # Code Jinja generated in an earlier run (nightowl/library/runbook_cache.py), by (kind, source): loading it
 # skips lexing, parsing and code generation, the cost of an expression's first use in a process.
+# cache: keyed by (kind, source), the code of that exact text; filled from the runbook cache's entries.
 _PRECOMPILED: dict[tuple[str, str], bytes] = {}
+# cache: keyed by the expression's source text, whose fact paths that text alone decides.
 _KNOWN_FACT_PATHS: dict[str, tuple[str, ...]] = {}
 # Code compiled in this process, by (kind, source): an entry stores only the code of expressions a run
 # evaluated, so a cold run compiles only those, once.
+# cache: keyed by (kind, source): the same text always compiles to the same code.
 _COMPILED_HERE: dict[tuple[str, str], CodeType] = {}
 
 

@@ -58,6 +58,7 @@ _VALIDATOR_FILES = (
 )
 
 
+# cache: the installed package's code does not change while the process runs.
 _CODE_KEY: list[bytes] = []  # the package's part of the key, computed once per process
 
 

@@ -137,6 +137,7 @@ def json_schema() -> dict[str, Any]:
     return {"$schema": SCHEMA_DIALECT, **Runbook.model_json_schema()}
 
 
+# cache: keyed by the file's path, version (mtime, size) and its fragments' versions: an edit is a new key.
 _LOADED: dict[tuple[str, int, int, tuple[tuple[str, int, int], ...]], object] = {}  # path, version, fragments
 
 
@@ -226,6 +227,7 @@ def _fact_paths(conditions: set[str]) -> dict[str, tuple[str, ...]]:
 
 # The cache entries this process loaded, whose new code is stored at exit, by key: one each however often a
 # long-running process (``nightowl serve``, the MCP server) loads the same runbook, with one exit hook for all.
+# cache: keyed by the cache entry's key (the runbook file's content); only adds code, read once at exit.
 _PENDING_CODE: dict[str, tuple[dict[str, Any], Path, Any]] = {}
 
 

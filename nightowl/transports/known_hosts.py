@@ -179,10 +179,12 @@ def _b64decode(text: str) -> bytes:
         return b""
 
 
+# cache: keyed by each file's version (path, mtime, size): an edited known_hosts is a new key.
 _KNOWN_FILES: dict[FileVersion, tuple[_KnownKey, ...]] = {}
 _KNOWN_FILES_LOCK = threading.Lock()
 # Host-name index per combination of parsed files (keyed by the cached tuples' identities, which live
 # as long as _KNOWN_FILES holds them; both are cleared together).
+# cache: keyed by the identities of _KNOWN_FILES' tuples, immutable while held there.
 _KNOWN_INDEXES: dict[tuple[int, ...], tuple[dict[str, list[int]], list[int]]] = {}
 
 

@@ -98,6 +98,7 @@ class SSHOptions:
         return self.known_hosts if self.known_hosts is not None else Path.home() / ".ssh" / "known_hosts"
 
 
+# cache: one gate per jump host name, made on first use; the same host always gets the same gate.
 _JUMP_GATES: dict[str, threading.BoundedSemaphore] = {}
 _JUMP_GATES_LOCK = threading.Lock()
 

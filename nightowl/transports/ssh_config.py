@@ -313,6 +313,7 @@ def cached(files: list[Path]) -> SSHConfig:
     return config
 
 
+# cache: keyed by the files' versions (path, mtime, size): an edited ssh_config is a new key.
 _CACHE: dict[tuple[FileVersion, ...], SSHConfig] = {}
 _CACHE_LOCK = threading.Lock()
 
