@@ -28,10 +28,12 @@ RENDERERS: dict[str, tuple[str, bool]] = {
     "text": ("nightowl.cli.render:text_report", False),
     "json": ("nightowl.cli.render:json_report", False),
     "prometheus": ("nightowl.fleet.textfile:prometheus_textfile", True),
+    "html": ("nightowl.fleet.sweep_page:sweep_html", True),
 }
 SWEEP_FORMAT_OPTION = format_option(
     *RENDERERS,
-    help="table or text for people, json for scripts (indented; one line past 16 hosts: docs/reference.md#run-json)",
+    help="table or text for people, json for scripts (indented; one line past 16 hosts: docs/reference.md#run-json), "
+    "html: one self-contained page of the hosts by failure domain (docs/reference.md#sweep-html)",
 )
 
 

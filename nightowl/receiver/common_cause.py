@@ -36,10 +36,10 @@ def memberships(labels_by_host: Iterable[tuple[str, Mapping[str, str]]], by: str
 def common_causes(
     runs: list[Any], labelled: Mapping[str, Mapping[str, str]], alerts_by_host: Mapping[str, int] | None = None
 ) -> list[dict[str, Any]]:
-    """The storm's domain findings, the most widely shared first: ``{kind, name, verdict, host_action,
+    """The storm's domain findings, the most widely shared first: ``{kind, name, suspect, verdict, host_action,
     shared_by, of, members, primary, line}``. ``runs`` are the hosts' runs (any order), ``labelled`` the
     memberships the alerts named (:func:`memberships`)."""
-    from nightowl.fleet.domains import fleet_domains, with_fact_domains
+    from nightowl.fleet.domains import DOMAIN_SUSPECTS, fleet_domains, with_fact_domains
     from nightowl.fleet.outliers import fleet_facts
 
     facts = fleet_facts(runs)
@@ -51,6 +51,7 @@ def common_causes(
             entry = {
                 "kind": domain["kind"],
                 "name": domain["name"],
+                "suspect": DOMAIN_SUSPECTS.get(str(domain["kind"]), str(domain["kind"])),  # what in it to check
                 "verdict": finding["verdict"],
                 "host_action": finding["host_action"],
                 "shared_by": finding["shared_by"],

@@ -171,11 +171,9 @@ def context(summary: dict[str, Any], now: float | None = None) -> dict[str, Any]
 def _cause_line(cause: dict[str, Any], short: dict[str, str]) -> str:
     """ "common cause: rack r12 (rack power, cooling and NVLink trays): check it before reboot-node on 8 nodes (8 of 8
     hosts of the storm in it show gpu-fell-off-bus)": a storm's domain finding (receiver/common_cause.py) first."""
-    from nightowl.fleet.domains import DOMAIN_SUSPECTS
-
     kind, name, count = cause.get("kind"), cause.get("name"), cause.get("shared_by")
     line = (
-        f"common cause: {kind} {name} ({DOMAIN_SUSPECTS.get(str(kind), kind)}): check it before "
+        f"common cause: {kind} {name} ({cause.get('suspect') or kind}): check it before "
         f"{cause.get('host_action')} on {count} nodes ({count} of {cause.get('of')} hosts of the storm in it show "
         f"{cause.get('verdict')})"
     )
@@ -341,7 +339,7 @@ def storm_common_cause(bundle: Path) -> dict[str, Any] | None:
     first = causes[0] if isinstance(causes, list) and causes and isinstance(causes[0], dict) else None
     if first is None or not all(isinstance(first.get(k), (str, int)) for k in ("kind", "name", "shared_by", "of")):
         return None
-    kept = {k: first[k] for k in ("kind", "name", "verdict", "host_action", "shared_by", "of") if k in first}
+    kept = {k: first[k] for k in ("kind", "name", "suspect", "verdict", "host_action", "shared_by", "of") if k in first}
     kept["members"] = [str(m) for m in first.get("members") or [] if isinstance(m, str)]
     primary = first.get("primary")
     if isinstance(primary, dict) and isinstance(primary.get("host"), str):
