@@ -1,6 +1,6 @@
 """Benchmark: wall seconds of one `nightowl triage first-look --replica NAME=URL` at the default window.
 
-Three loopback stand-in replicas (tests/serving/firstlook_standins.py: vLLM /metrics with the bucket
+Three loopback stand-in replicas (tests/runbooks/firstlook_standins.py: vLLM /metrics with the bucket
 bounds and counts of recorded scrapes) are read by URL from this process (the real CLI, in-process), with
 the runbook's default ``window_seconds``, after one untimed warm-up look (imports, runbook loading). Cases:
 
@@ -29,7 +29,7 @@ import json
 import tempfile
 import time
 
-from tests.serving.firstlook_standins import Replica, replicas
+from tests.runbooks.firstlook_standins import Replica, replicas
 
 CASES = ("plain", "probed", "slow-stream")
 

@@ -40,7 +40,7 @@ KERNEL_EVENT_KEYS = {"kind", "code", "pci", "time", "pid", "process", "text"}
 
 def _engine_log(data: dict[str, Any], facts: dict[str, Any]) -> None:
     assert data["last_phase"] in (*PHASE_ORDER, None)
-    # None only for an excerpt without any marker or traceback frame (tests/collectors/test_engine_log_eras.py)
+    # None only for an excerpt without any marker or traceback frame (tests/collectors/serving/test_engine_log_eras.py)
     assert data["oom"] is None or data["oom"]["phase"] in (*OOM_PHASES, None)
 
 

@@ -21,11 +21,11 @@ from hypothesis import strategies as st
 from nightowl.collectors import MODULES, get_collector
 from nightowl.collectors.base import DerivedCollector, to_jsonable
 from nightowl.collectors.gpu import kernel_log
-from tests.collectors.test_dcgmi import DCGM3_JSON, DCGM4_JSON, FULL_3X, HEALTH_JSON, HEALTH_TREE
-from tests.collectors.test_gpu_topology import TABBED
-from tests.collectors.test_nvidia_smi import TEXT_ACTIVE_SLOWDOWN, VOLTA_XML, XML_V12
-from tests.collectors.test_nvidia_smi_query import NOHEADER
-from tests.collectors.test_nvlink import DCGMI_ERRORS, DCGMI_STATUS_SWITCH, MIXED
+from tests.collectors.gpu.test_dcgmi_diag import DCGM3_JSON, DCGM4_JSON, FULL_3X, HEALTH_JSON, HEALTH_TREE
+from tests.collectors.gpu.test_gpu_topology import TABBED
+from tests.collectors.gpu.test_nvidia_smi import TEXT_ACTIVE_SLOWDOWN, VOLTA_XML, XML_V12
+from tests.collectors.gpu.test_nvidia_smi_query import NOHEADER
+from tests.collectors.gpu.test_nvlink import DCGMI_ERRORS, DCGMI_STATUS_SWITCH, MIXED
 from tests.helpers import CASES, ROOT, load_cases
 
 

@@ -18,7 +18,7 @@ from nightowl.collectors import base, escapes
 from nightowl.collectors.gpu import fabric, nvlink
 from nightowl.collectors.gpu.kernel_log import kernel_log, patterns
 from nightowl.collectors.gpu.nvidia_smi import nvidia_smi
-from tests.collectors.test_smi_parse_equivalence import reference_fabric_text
+from tests.collectors.gpu.test_smi_parse_equivalence import reference_fabric_text
 
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURES = ROOT / "fixtures"

@@ -18,7 +18,7 @@ from nightowl.collectors.serving import replica_health, replica_metrics, stream_
 from nightowl.engine.runner import resolve_argv
 from nightowl.transports.http import HttpTransport
 from nightowl.transports.local import LocalTransport
-from tests.serving.firstlook_standins import Replica, replicas
+from tests.runbooks.firstlook_standins import Replica, replicas
 
 
 def _argv(collector: object, url: str) -> tuple[str, ...]:

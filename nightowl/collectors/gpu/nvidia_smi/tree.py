@@ -62,7 +62,7 @@ TOOL_FAILURES: tuple[re.Pattern[str], ...] = (
 )
 # Literal text that every match of the pattern at the same place in TOOL_FAILURES contains. A line holding
 # none of them cannot match, so the patterns run only on the rare line that holds one: same results, a few
-# substring tests instead of five regex searches per line (tests/collectors/test_nvidia_smi_fast_paths.py).
+# substring tests instead of five regex searches per line (tests/collectors/gpu/test_nvidia_smi_fast_paths.py).
 TOOL_FAILURE_HINTS: tuple[str, ...] = (
     "Unable to determine the device handle for ",
     "No devices were found",
@@ -298,7 +298,7 @@ def split_key_value(body: str) -> tuple[str, str] | None:
 
     The key holds no colon and is followed by blanks then a colon, so "Bus Id : 00000000:18:00.0" splits
     once and "GPU 0000:0B:00.0: Unknown Error" does not. Read as the pattern the tree used before
-    (tests/collectors/test_smi_parse_equivalence.py holds it to it): its key ends at the first colon with
+    (tests/collectors/gpu/test_smi_parse_equivalence.py holds it to it): its key ends at the first colon with
     blanks before it or, failing that, takes that colon along ("a: : b"); a blank or the end must follow
     the colon that ends the key. The pattern's lazy key was tried at every character of the line; string
     methods find the colon at C speed.

@@ -13,7 +13,7 @@ from click.testing import CliRunner
 
 from nightowl.cli.main import main
 from nightowl.transports.local import LocalTransport
-from tests.serving.firstlook_standins import Replica, Window, replicas
+from tests.runbooks.firstlook_standins import Replica, Window, replicas
 
 pytestmark = pytest.mark.skipif(shutil.which("curl") is None, reason="curl is not installed")
 NAMES = ("r1", "r2", "r3")
@@ -126,7 +126,7 @@ def test_kv_full_with_preemption(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 def short_p99_window(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, seconds: int) -> None:
     """The built-in runbooks, with p99-regression's default window (60 s, which --follow keeps: the next
     step passes only metrics_url) cut to ``seconds``. The stand-ins count scrapes, not seconds, so the
-    window's length changes no answer; its own tests (tests/serving/test_p99.py) are about the window."""
+    window's length changes no answer; its own tests (tests/llmperf/test_p99.py) are about the window."""
     from nightowl.library import runbooks
 
     folder = tmp_path / "builtin-runbooks"

@@ -1,7 +1,7 @@
 """A first look takes about one window (issue 27 item 3): the three /metrics scrapes at the start, middle
 and end of one ``window_seconds``, the two halves equal, and the slow parts (here a stream probe whose
 stream is held open) taken in the background while the windows elapse, on loopback stand-in replicas read
-by URL (tests/serving/firstlook_standins.py). Ordered by the manifest's own start times, not wall clock."""
+by URL (tests/runbooks/firstlook_standins.py). Ordered by the manifest's own start times, not wall clock."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from typing import Any
 from click.testing import CliRunner
 
 from nightowl.cli.main import main
-from tests.serving.firstlook_standins import Replica, replicas
+from tests.runbooks.firstlook_standins import Replica, replicas
 
 WINDOW = 2
 HOLD = 2.0  # r1's stream: one chunk, then the connection held this long and closed without [DONE]

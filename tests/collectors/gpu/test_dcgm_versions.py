@@ -16,7 +16,7 @@ from nightowl.collectors import get_collector
 from nightowl.collectors.gpu import dcgm_fields
 from nightowl.library.rehearse import replay_case
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 DCGM = ROOT / "fixtures" / "dcgm"
 UUID = "GPU-20c56d28-0da5-6d26-a36a-e7af1ce2586e"
 

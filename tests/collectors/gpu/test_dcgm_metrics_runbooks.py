@@ -13,7 +13,7 @@ from click.testing import CliRunner
 
 from nightowl.library.rehearse import replay_case
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 DCGM = ROOT / "fixtures" / "dcgm"
 URL = {"dcgm_url": "http://10.0.0.7:9400/metrics"}
 RUNBOOKS = ("xid", "node-health")

@@ -15,7 +15,7 @@ from nightowl import knowledge
 from nightowl.collectors import get_collector
 from nightowl.collectors.gpu import dcgm_fields, dcgm_metrics, dcgm_prometheus
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 T4 = (ROOT / "fixtures/dcgm/datadog-t4.prom").read_text()
 A30 = (ROOT / "fixtures/dcgm/issue317-a30-mig.prom").read_text()
 

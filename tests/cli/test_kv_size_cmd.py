@@ -10,7 +10,7 @@ import pytest
 from click.testing import CliRunner
 
 from nightowl.cli.kv_size_cmd import kv_size
-from tests.serving import model_configs as hub
+from tests.llmperf import model_configs as hub
 
 # config.json values as published on the Hugging Face hub, with each model's context length
 LLAMA_3_8B = {**hub.LLAMA_31_8B, "max_position_embeddings": 8192}

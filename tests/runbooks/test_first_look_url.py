@@ -1,5 +1,5 @@
 """`nightowl triage first-look --replica NAME=URL`: replicas read by URL from this machine, no SSH and no
-curl, against loopback stand-ins serving vLLM /metrics (tests/serving/firstlook_standins.py: the bucket
+curl, against loopback stand-ins serving vLLM /metrics (tests/runbooks/firstlook_standins.py: the bucket
 bounds and starting counts of recorded vLLM scrapes, fixtures/corpus/serving). Each done-when case of
 issue 27 item 3 reaches its verdict; an unprobed stream is "not checked", never an all-clear on it."""
 
@@ -14,8 +14,8 @@ import pytest
 from click.testing import CliRunner
 
 from nightowl.cli.main import main
-from tests.serving.firstlook_standins import Replica, Window, replicas
-from tests.serving.record_firstlook_url import FreshReplica
+from tests.runbooks.firstlook_standins import Replica, Window, replicas
+from tests.runbooks.record_firstlook_url import FreshReplica
 
 NAMES = ("r1", "r2", "r3")
 

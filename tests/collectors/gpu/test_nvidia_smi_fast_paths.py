@@ -32,8 +32,8 @@ from nightowl.collectors.gpu.nvidia_smi.tree import (
     tool_failure,
     walk,
 )
-from tests.collectors.test_nvidia_smi import TEXT_ACTIVE_SLOWDOWN, VOLTA_XML, XML_V12
-from tests.collectors.test_smi_parse_equivalence import REFERENCE_KEY_VALUE
+from tests.collectors.gpu.test_nvidia_smi import TEXT_ACTIVE_SLOWDOWN, VOLTA_XML, XML_V12
+from tests.collectors.gpu.test_smi_parse_equivalence import REFERENCE_KEY_VALUE
 from tests.helpers import ROOT
 
 # A deliberate copy of TOOL_FAILURES as it was before the prefilter: the reference the fast path must match.

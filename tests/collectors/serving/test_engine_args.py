@@ -8,7 +8,7 @@ from pathlib import Path
 from nightowl.collectors.serving import container_state, engine_log
 from nightowl.collectors.serving.engine_args import from_argv
 
-ROOT = Path(__file__).resolve().parents[2] / "fixtures"
+ROOT = Path(__file__).resolve().parents[3] / "fixtures"
 
 
 def test_v1_non_default_args_line() -> None:

@@ -76,7 +76,7 @@ def test_no_runbook_reboots_a_node_for_a_planted_xid(tmp_path: Path) -> None:
     host.mkdir()
     lines = [FORMS["journal"].format(line=carrier) for carrier in CARRIERS.values()]
     (host / "kernel-log.out").write_text("\n".join(lines) + "\n")
-    healthy = Path(__file__).resolve().parents[2] / "fixtures" / "hosts" / "healthy-l40s" / "nvidia-smi.out"
+    healthy = Path(__file__).resolve().parents[3] / "fixtures" / "hosts" / "healthy-l40s" / "nvidia-smi.out"
     (host / "nvidia-smi.out").write_text(healthy.read_text())
     for runbook in ("xid", "node-health"):
         (run,) = replay_case(runbook, {"host": "gpu-17"}, host_dirs={"gpu-17": host}, out_dir=tmp_path / runbook)

@@ -1,6 +1,6 @@
-"""Record first-look rehearsal hosts from the loopback stand-in replicas (tests/serving/firstlook_standins.py).
+"""Record first-look rehearsal hosts from the loopback stand-in replicas (tests/runbooks/firstlook_standins.py).
 
-    .venv/bin/python -m tests.serving.record_firstlook all-down slow ...   # or no name: every case below
+    .venv/bin/python -m tests.runbooks.record_firstlook all-down slow ...   # or no name: every case below
 
 Runs ``nightowl triage first-look --host r1 --host r2 --host r3`` on this machine against three
 stand-ins staged with one fault, and copies each replica's recorded outputs from the bundle to
@@ -17,7 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from tests.serving.firstlook_standins import Replica, record_cases, replicas
+from tests.runbooks.firstlook_standins import Replica, record_cases, replicas
 
 NAMES = ("r1", "r2", "r3")
 HOSTS = Path(__file__).resolve().parents[2] / "fixtures" / "hosts"
@@ -76,8 +76,8 @@ CASES: dict[str, Case] = {
 
 SOURCE = """# first-look-{case}-{host}
 
-Recorded from a loopback stand-in replica (tests/serving/firstlook_standins.py) by running the
-first-look runbook on three of them (r1, r2, r3) with tests/serving/record_firstlook.py. Staged fault:
+Recorded from a loopback stand-in replica (tests/runbooks/firstlook_standins.py) by running the
+first-look runbook on three of them (r1, r2, r3) with tests/runbooks/record_firstlook.py. Staged fault:
 {fault}.
 
 The /metrics scrapes carry vLLM's metric names and HELP texts (fixtures/corpus/serving:

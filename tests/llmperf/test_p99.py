@@ -207,7 +207,7 @@ def test_window_shows_the_decode_floor_next_to_itl(tmp_path) -> None:  # noqa: A
     import json
 
     from nightowl.llmperf.floor import decode_floor
-    from tests.serving.test_floor import LLAMA_31_8B
+    from tests.llmperf.test_floor import LLAMA_31_8B
 
     config = tmp_path / "config.json"
     config.write_text(json.dumps(LLAMA_31_8B))

@@ -17,7 +17,7 @@ from nightowl.collectors.gpu import fabric, nvlink
 from nightowl.collectors.gpu.nvidia_smi import nvidia_smi, results, tree
 from nightowl.collectors.pci import find_pci
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 FIXTURES = ROOT / "fixtures"
 _NAMES = re.compile(r"nvsmi|nvidia-smi|nvlink|fabric", re.IGNORECASE)
 OUTPUTS = sorted(

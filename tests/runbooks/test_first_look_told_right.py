@@ -1,5 +1,5 @@
 """The first look told right (issue 45 items 1, 2, 3 and two of item 9), on loopback stand-in replicas reached by
-URL (tests/serving/firstlook_standins.py), as the issue saw each case:
+URL (tests/runbooks/firstlook_standins.py), as the issue saw each case:
 
 1. onset ("Since") from the implicated replica only; every other finding an "also seen" line;
 2. over --replica URLs, only commands that can run: a follow-up that needs the node is not run and says so;
@@ -23,8 +23,8 @@ from click.testing import CliRunner
 
 from nightowl.cli.main import main
 from nightowl.collectors.serving import replica_health
-from tests.serving.firstlook_standins import Replica, Window, replicas
-from tests.serving.record_firstlook_url import FreshReplica
+from tests.runbooks.firstlook_standins import Replica, Window, replicas
+from tests.runbooks.record_firstlook_url import FreshReplica
 
 
 def first_look(specs: dict[str, Replica], tmp_path: Path, *extra: str) -> tuple[Any, dict[str, Any], str]:
@@ -88,7 +88,7 @@ def test_partial_outage_is_dated_from_the_failing_replica_not_a_restarted_health
 
 
 def test_the_recorded_mixed_case_reads_the_same_in_the_status_update(tmp_path: Path) -> None:
-    """The issue's mixed case recorded (fixtures/hosts/first-look-mixed-r*, tests/serving/record_firstlook_url.py)
+    """The issue's mixed case recorded (fixtures/hosts/first-look-mixed-r*, tests/runbooks/record_firstlook_url.py)
     and replayed: the status update dates it from r2 and names r3's TTFT and r4's restart as also seen."""
     from nightowl.engine.bundle_summary import triage_summary
     from nightowl.library.rehearse import rehearsal_cases, replay_case

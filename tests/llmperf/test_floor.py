@@ -11,7 +11,7 @@ from click.testing import CliRunner
 from nightowl.cli.floor_cmd import floor
 from nightowl.llmperf.floor import GPU_BANDWIDTH, bandwidth_for, count_weights, decode_floor, expected_experts
 from nightowl.llmperf.kv_size import UnsupportedModel
-from tests.serving.model_configs import DEEPSEEK_V3_ATTENTION
+from tests.llmperf.model_configs import DEEPSEEK_V3_ATTENTION
 
 # config.json values as published on the Hugging Face hub
 LLAMA_31_8B = {

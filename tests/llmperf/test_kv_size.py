@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from nightowl.llmperf.kv_size import UnsupportedModel, kv_bytes_per_token, max_concurrency
-from tests.serving.model_configs import DEEPSEEK_V3_ATTENTION, LLAMA_31_8B, LLAMA_31_70B
+from tests.llmperf.model_configs import DEEPSEEK_V3_ATTENTION, LLAMA_31_8B, LLAMA_31_70B
 
 DEEPSEEK_V3 = {**DEEPSEEK_V3_ATTENTION, "qk_nope_head_dim": 128, "v_head_dim": 128, "torch_dtype": "bfloat16"}
 # config.json values as published on the Hugging Face hub

@@ -17,7 +17,7 @@ from nightowl import knowledge
 from nightowl.collectors.gpu import kernel_patterns, sxid_catalog
 from nightowl.collectors.gpu import xid_catalog as xc
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 FIXTURES = ROOT / "fixtures" / "knowledge"
 
 

@@ -1,8 +1,8 @@
 """Record first-look rehearsal hosts read by URL only (``triage first-look --replica NAME=URL``).
 
-    .venv/bin/python -m tests.serving.record_firstlook_url            # every case below
+    .venv/bin/python -m tests.runbooks.record_firstlook_url            # every case below
 
-As tests/serving/record_firstlook.py, but the three stand-ins are reached over HTTP from this machine
+As tests/runbooks/record_firstlook.py, but the three stand-ins are reached over HTTP from this machine
 (nightowl/transports/http.py), so ``replica-health.out`` keeps each answer's headers (its ``Date``: the
 replica's clock) and what needs the node (container state, engine log, GPUs) is not in the recording.
 Copies each replica's outputs to ``fixtures/hosts/first-look-<case>-r<n>/`` with a SOURCE.md.
@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tests.serving.firstlook_standins import Replica, Window, record_cases, render, replicas
+from tests.runbooks.firstlook_standins import Replica, Window, record_cases, render, replicas
 
 NAMES = ("r1", "r2", "r3")
 HOSTS = Path(__file__).resolve().parents[2] / "fixtures" / "hosts"
@@ -68,8 +68,8 @@ CASES: dict[str, Case] = {
 
 SOURCE = """# first-look-{case}-{host}
 
-Recorded from a loopback stand-in replica (tests/serving/firstlook_standins.py) reached by URL only
-(`nightowl triage first-look --replica r1=URL ...`, tests/serving/record_firstlook_url.py). Staged fault:
+Recorded from a loopback stand-in replica (tests/runbooks/firstlook_standins.py) reached by URL only
+(`nightowl triage first-look --replica r1=URL ...`, tests/runbooks/record_firstlook_url.py). Staged fault:
 {fault}.
 
 The /metrics scrapes carry vLLM's metric names and HELP texts (fixtures/corpus/serving:

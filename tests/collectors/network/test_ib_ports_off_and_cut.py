@@ -11,7 +11,7 @@ import pytest
 from nightowl.collectors.network import ib_ports
 from tests.runbook_helpers import make_host, run_on
 
-HEALTHY_HOST = Path(__file__).resolve().parents[2] / "fixtures" / "hosts" / "ib-healthy-ndr"
+HEALTHY_HOST = Path(__file__).resolve().parents[3] / "fixtures" / "hosts" / "ib-healthy-ndr"
 
 
 def ibstat(*ports: tuple[str, str, str, str]) -> str:
