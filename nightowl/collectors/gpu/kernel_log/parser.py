@@ -585,8 +585,8 @@ def parse_lines(lines: Iterable[str]) -> KernelLogResult:
             # No message we read (every _ANCHOR alternative holds one of these substrings).
             if not saw_text and line and not line.isspace():
                 saw_text = True
-            if "modprobe" in line or "modules-load" in line:
-                load_lines.append(line)
+            if "modprobe" in line or "modules-load" in line or "attempt detected" in line:
+                load_lines.append(line)  # ("attempt detected": hardened usercopy refusing the driver's memory)
             elif "segfault at " in line or "DMI: " in line or "Hypervisor detected: " in line:
                 host_lines.append(line)
             continue
@@ -648,6 +648,7 @@ _LOAD_FAILURE_HINTS = (
     "NVRM: None of",
     "NVRM: fail",
     "Chipset not",
+    "attempt detected",  # hardened usercopy refusing the driver's memory
 )
 
 
