@@ -18,6 +18,7 @@ from __future__ import annotations
 import hashlib
 import json
 import threading
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -83,10 +84,17 @@ class CursorBook:
     Thread-safe (hosts finish in many threads)."""
 
     def __init__(
-        self, load: Callable[[str, str], SavedCursor | None], full: bool = False, origin: Path | None = None
+        self,
+        load: Callable[[str, str], SavedCursor | None],
+        full: bool = False,
+        origin: Path | None = None,
+        full_every: float | None = None,
     ) -> None:
         self.load = load
         self.full = full
+        # A saved state that records its full read's time (``full_at``: a cheap-first reader's) is read in full
+        # again once it is older than this many seconds (--full-every); None: never.
+        self.full_every = full_every
         self.origin = origin  # the store ``load`` reads (a sweep's workers open their own book on it)
         self.staged: dict[tuple[str, str], dict[str, Any]] = {}
         self._lock = threading.Lock()
@@ -177,7 +185,7 @@ def collect(
     if is_recorded(transport):
         return read.replay()
     book: CursorBook | None = getattr(options, "cursors", None)
-    if book is None or options.params.get("since"):
+    if book is None or (options.params.get("since") and getattr(reader, "follows_since", True)):
         return None  # `since` asks for a window of the log, not the log so far
     return read.live(book)
 
@@ -210,6 +218,9 @@ class _Read:
         """From the saved position; a gap (or no position) means a full read, and the bundle says why."""
         saved = book.saved(self.transport.host, self.collector.kind)
         why_full = "forced full read (--full)" if book.full else "no position saved for this host yet"
+        stale = None if saved is None else self._stale(book, saved)
+        if stale is not None:
+            saved, why_full = None, stale
         tried: list[CommandResult] = []
         if saved is not None:
             answer = self._first_answer(saved.state, tried)
@@ -224,6 +235,18 @@ class _Read:
         for attempt in tried:  # recorded, none kept: the ordinary commands run next
             self.recorder.record_command(self.transport.host, self.collector.kind, attempt, False)
         return None
+
+    def _stale(self, book: CursorBook, saved: SavedCursor) -> str | None:
+        """Why a saved position may not be read from although it exists: its full read is older than
+        ``book.full_every``, or the reader's ``why_full`` (a cheap-first reader's: the last full read found
+        something) says so."""
+        full_at = saved.state.get("full_at")
+        if book.full_every is not None and isinstance(full_at, (int, float)):
+            age = time.time() - full_at
+            if age > book.full_every:
+                return f"the last full read is {age / 3600:.1f} h old (--full-every {book.full_every / 3600:g} h)"
+        why_full = getattr(self.reader, "why_full", None)
+        return why_full(saved.state) if why_full is not None else None
 
     def _first_answer(self, state: Mapping[str, Any] | None, tried: list[CommandResult]) -> Answer | None:
         """The first of the reader's commands whose output reads as a position (or a gap, or a timeout);
@@ -264,9 +287,13 @@ class _Read:
         text = joined(self.reader, carried, piece.body)
         collected = self.parsed_run(result, text, file)
         collected.attempts = list(tried)
+        form = getattr(piece, "read", None)  # a reader with forms (cheap, full) names the one read
+        read = form or ("incremental" if saved is not None else "full")
+        if form is not None and isinstance(collected.facts, dict):
+            collected.facts["read_form"] = form
         if book is not None and piece.state is not None and collected.status == "ok":
             book.stage(host, kind, {
-                "host": host, "kind": kind, "read": "incremental" if saved is not None else "full",
+                "host": host, "kind": kind, "read": read,
                 "why_full": None if saved is not None else why_full, "argv": list(argv),
                 "state_before": saved.state if saved is not None else None, "state": piece.state,
                 "carried_from": None if saved is None else {"bundle": saved.bundle_id, "sha256": saved.bundle_sha256},
@@ -317,4 +344,6 @@ class _Read:
         piece = self.reader.read(argv, result.stdout, entry.get("state_before"))
         run = self.parsed_run(result, joined(self.reader, carried, piece.body), file)
         run.attempts = [result]
+        if getattr(piece, "read", None) is not None and isinstance(run.facts, dict):
+            run.facts["read_form"] = entry.get("read")
         return run

@@ -41,11 +41,14 @@ def _save(
     )
 
 
-def book(path: Path | None, full: bool = False) -> CursorBook | None:
+FULL_EVERY = 24 * 3600.0  # a cheap-first source's full form is read again after this long (issue 46 item 3)
+
+
+def book(path: Path | None, full: bool = False, full_every: float | None = FULL_EVERY) -> CursorBook | None:
     """The run's cursor book over the store at ``path`` (None: history off, so every read is full)."""
     if path is None:
         return None
-    return CursorBook(lambda host, kind: load(path, host, kind), full=full, origin=path)
+    return CursorBook(lambda host, kind: load(path, host, kind), full=full, origin=path, full_every=full_every)
 
 
 def commit(cursors: CursorBook | None, bundle: Path | None, path: Path | None, warn: Callable[[str], None]) -> int:

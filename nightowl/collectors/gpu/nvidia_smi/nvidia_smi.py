@@ -26,6 +26,8 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from nightowl.collectors.base import Collector, parsed_once, registered, to_jsonable
+from nightowl.collectors.gpu.nvidia_smi.cheap import FULL_ARGVS
+from nightowl.collectors.gpu.nvidia_smi.cheap import READER as CHEAP_FIRST
 from nightowl.collectors.gpu.nvidia_smi.listing import looks_like_listing, parse_listing
 from nightowl.collectors.gpu.nvidia_smi.results import (
     BankHistogram,
@@ -744,7 +746,8 @@ def shows_nothing(text: str) -> bool:
 COLLECTOR = Collector(
     **registered(KIND),
     shows_nothing=shows_nothing,
-    commands=(("nvidia-smi", "-q", "-x"), ("nvidia-smi", "-q")),
+    commands=FULL_ARGVS,
     parse=parse,
     facts=facts,
+    cursor=CHEAP_FIRST,  # the --query-gpu CSV first where a run keeps positions (cheap.py)
 )

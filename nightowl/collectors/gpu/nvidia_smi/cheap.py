@@ -1,0 +1,214 @@
+"""Cheap first, deep when it matters (issue 46 item 3): nvidia-smi's ``--query-gpu`` CSV in front of ``-q -x``.
+
+A full ``nvidia-smi -q -x`` of 8 GPUs is ~0.2 MB; a ``--query-gpu`` CSV of the fields node-health judges is
+~2 KB. Where a run keeps read positions (engine/incremental.py: a sweep, ``check`` or ``watch`` with a history
+store), this reader is the nvidia-smi collector's ``cursor``: the first read of a host is full, and its state
+holds what node-health judges of it (``judged``), the time and the SHA-256 of the full text. A later read asks
+the cheap form only; when every judged value the cheap form shows equals the full read's, the verdict is
+drawn from the carried full text (its bundle named in ``carried.json``); otherwise the full form is read.
+
+Never a false OK: a cheap read that fails, cannot be compared (unread lines, a field that reads as an error,
+another GPU set) or shows any judged value changed is a full read, and so is a host whose last full read
+found anything (``why_full``), one whose full read is older than ``--full-every`` (the engine's rule), and
+``--full``. ``FORMS`` names, for each fact node-health judges, the form that provides it
+(tests/engine/test_cheap_forms.py holds it against the runbook). Parsing never runs anything.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from nightowl.collectors.gpu.nvidia_smi import nvidia_smi_query as query
+from nightowl.collectors.gpu.nvidia_smi.tree import pcie_degraded
+
+# The fields of the cheap form (nvidia-smi --help-query-gpu; R470+ names all of these, and an older driver
+# that refuses one fails the cheap read, which is then a full read). fan/power/temperature are there for their
+# error tokens (ERR!, [Unknown Error]): the sensors whose field errors node-health judges.
+CHEAP_FIELDS: tuple[str, ...] = (
+    "index",
+    "pci.bus_id",
+    "name",
+    "uuid",
+    "driver_version",
+    "utilization.gpu",
+    "ecc.errors.uncorrected.volatile.total",
+    "clocks_event_reasons.active",
+    "pcie.link.gen.current",
+    "pcie.link.gen.max",
+    "pcie.link.width.current",
+    "pcie.link.width.max",
+    "retired_pages.pending",
+    "remapped_rows.pending",
+    "remapped_rows.failure",
+    "temperature.gpu",
+    "power.draw",
+    "fan.speed",
+)
+# With its header: the CSV names its own columns, so query.parse reads it whatever the driver prints.
+CHEAP_ARGV: tuple[str, ...] = ("nvidia-smi", "--query-gpu=" + ",".join(CHEAP_FIELDS), "--format=csv,nounits")
+FULL_ARGVS: tuple[tuple[str, ...], ...] = (("nvidia-smi", "-q", "-x"), ("nvidia-smi", "-q"))
+
+CHEAP, FULL = "cheap", "full"
+# Each fact node-health (and its fragments) reads of the nvidia_smi namespace, and the form that provides it on
+# a read that rests on the cheap form: "cheap" (the query shows it; a change forces the full read) or "full"
+# (only the full form shows it: carried from the last full read, which any change of the GPU set, a GPU's
+# identity or the driver forces, and which every finding and --full-every renew).
+FORMS: dict[str, str] = {
+    "gpu_count": CHEAP,
+    "gpus_missing_or_unreadable": CHEAP,  # a GPU in error makes the cheap read uncomparable
+    "errors": CHEAP,  # tool errors fail the query; field errors on the sensors queried
+    "driver_not_loaded": CHEAP,  # the query fails: a full read
+    "driver_not_loaded_messages": CHEAP,
+    "dram_uncorrectable_volatile_gpus": CHEAP,
+    "remap_pending_gpus": CHEAP,
+    "remap_failure_gpus": CHEAP,
+    "retired_pages_pending_gpus": CHEAP,
+    "hw_slowdown_gpus": CHEAP,
+    "pcie_degraded_gpus": CHEAP,
+    "sku_judgement": CHEAP,  # the first GPU's name and the count
+    "listing_complete": FULL,  # the GPU set: the cheap form's rows must be the full read's GPUs
+    "virtualized": FULL,  # the GPUs' virtualization mode: fixed while the GPU set, UUIDs and driver are
+    "gpus": FULL,  # node-health reads its fabric_state: fixed while the GPUs are (the fabric collector reads it)
+    "read_form": CHEAP,  # which form this read rests on (the engine's)
+}
+# The judged lists: any GPU in one of them in the last full read makes every read full until it clears.
+_FINDINGS = (
+    "dram_uncorrectable_volatile_gpus",
+    "remap_pending_gpus",
+    "remap_failure_gpus",
+    "retired_pages_pending_gpus",
+    "hw_slowdown_gpus",
+    "pcie_degraded_gpus",
+    "gpus_missing_or_unreadable",
+)
+
+
+def _ids(values: Any) -> list[str]:
+    return sorted(str(v) for v in values or ())
+
+
+def _text(value: Any) -> str | None:
+    return value.strip() if isinstance(value, str) and value.strip() else None
+
+
+def judged_full(facts: Mapping[str, Any]) -> dict[str, Any]:
+    """What node-health judges of a full read, in the shape ``judged_cheap`` gives the cheap form."""
+    gpus = {str(g.get("pci")): g for g in facts.get("gpus") or [] if isinstance(g, Mapping)}
+    return {
+        "gpus": {pci: [_text(g.get("name")), _text(g.get("uuid"))] for pci, g in sorted(gpus.items())},
+        "driver_version": _text(facts.get("driver_version")),
+        "field_error_gpus": _ids({e.get("pci") for e in facts.get("errors") or [] if isinstance(e, Mapping)}),
+        **{name: _ids(facts.get(name)) for name in _FINDINGS},
+    }
+
+
+def _yes(value: Any) -> bool:
+    return isinstance(value, str) and value.strip().lower() in ("yes", "true", "enabled")
+
+
+def judged_cheap(result: query.QueryResult) -> dict[str, Any] | str:
+    """The cheap form's judged values, or why it cannot be compared with a full read."""
+    if result.warnings or not result.gpus:
+        return "the cheap read has unread lines" if result.warnings else "the cheap read lists no GPU"
+    if result.errors:
+        return "the cheap read shows an error: " + "; ".join(e.message for e in result.errors)[:200]
+    missing = [name for name in CHEAP_FIELDS if name not in result.fields]
+    if missing:
+        return "the cheap read lacks " + ", ".join(missing)
+    facts = query.facts(result)
+    rows = {str(query.gpu_id(g)): g for g in result.gpus}
+    drivers = {_text(g.get("driver_version")) for g in result.gpus}
+    return {
+        "gpus": {pci: [_text(g.get("name")), _text(g.get("uuid"))] for pci, g in sorted(rows.items())},
+        "driver_version": drivers.pop() if len(drivers) == 1 else None,
+        "field_error_gpus": [],
+        "gpus_missing_or_unreadable": [],  # a GPU in error: result.errors above, never comparable
+        "dram_uncorrectable_volatile_gpus": _ids(facts["dram_uncorrectable_volatile_gpus"]),
+        "remap_pending_gpus": _ids(p for p, g in rows.items() if _yes(g.get("remapped_rows.pending"))),
+        "remap_failure_gpus": _ids(p for p, g in rows.items() if _yes(g.get("remapped_rows.failure"))),
+        "retired_pages_pending_gpus": _ids(p for p, g in rows.items() if _yes(g.get("retired_pages.pending"))),
+        "hw_slowdown_gpus": _ids(facts["hw_slowdown_gpus"]),
+        "pcie_degraded_gpus": _ids(p for p, g in rows.items() if _degraded(g)),
+    }
+
+
+def _degraded(gpu: Mapping[str, Any]) -> bool:
+    names = ("utilization.gpu", "pcie.link.gen.current", "pcie.link.gen.max", "pcie.link.width.current")
+    values = [gpu.get(n) for n in (*names, "pcie.link.width.max")]
+    return pcie_degraded(*(v if isinstance(v, (int, float)) and not isinstance(v, bool) else None for v in values))
+
+
+def differs(cheap: Mapping[str, Any] | str, full: Mapping[str, Any]) -> str | None:
+    """Why the cheap read does not stand for the full one (None: every judged value is the same)."""
+    if isinstance(cheap, str):
+        return cheap
+    changed = [name for name in sorted(full) if cheap.get(name) != full[name]]
+    return "the cheap read differs from the last full read in " + ", ".join(changed) if changed else None
+
+
+@dataclass(frozen=True)
+class Piece:
+    """One read (engine/incremental.Piece): the text to parse after the carried one, the state, a gap, the form."""
+
+    body: str
+    state: dict[str, Any] | None
+    gap: str | None = None
+    read: str = FULL
+
+
+class CheapFirst:
+    """The nvidia-smi collector's ``cursor``: the cheap form from a saved full read, the full form otherwise."""
+
+    follows_since = False  # `--since` windows the kernel log, not nvidia-smi
+    shapes = (CHEAP_ARGV,)  # collectors/readonly_commands.yaml lists it under nvidia-smi
+
+    def commands(
+        self, state: Mapping[str, Any] | None, params: Mapping[str, Any]
+    ) -> list[tuple[tuple[str, ...], dict[str, str]]]:
+        if state is None:
+            return [(argv, {}) for argv in FULL_ARGVS]
+        return [(CHEAP_ARGV, {})]
+
+    def why_full(self, state: Mapping[str, Any]) -> str | None:
+        """A saved full read the cheap form may not stand for: one that found something, or an old-shaped one."""
+        judged = state.get("judged")
+        if not isinstance(judged, Mapping):
+            return "the saved full read has no judged values"
+        found = [name for name in _FINDINGS if judged.get(name)]
+        if judged.get("field_error_gpus"):
+            found.append("field errors")
+        return "the last full read found " + ", ".join(found) + ": read in full until it clears" if found else None
+
+    def read(self, argv: tuple[str, ...], stdout: str, state: Mapping[str, Any] | None) -> Piece:
+        if tuple(argv) != CHEAP_ARGV:
+            return self._full(stdout)
+        if state is None or not isinstance(state.get("judged"), Mapping):
+            return Piece("", None, "no full read to compare the cheap read with", CHEAP)
+        gap = differs(judged_cheap(query.parse(stdout)), state["judged"])
+        return Piece("", dict(state), gap, CHEAP)
+
+    def _full(self, stdout: str) -> Piece:
+        from nightowl.collectors.gpu.nvidia_smi import nvidia_smi
+
+        result = nvidia_smi.parse(stdout)
+        if not result.gpus and not result.errors:
+            return Piece(stdout, None)  # shows nothing: the next full form is tried
+        state = {
+            "full_at": time.time(),
+            "full_sha256": hashlib.sha256(stdout.encode("utf-8", "surrogateescape")).hexdigest(),
+            "judged": judged_full(nvidia_smi.facts(result)),
+        }
+        return Piece(stdout, state)
+
+    def keep(self, text: str) -> str:
+        return text  # the full text: a cheap read's verdict is drawn from it
+
+    def join(self, carried: str, body: str) -> str:
+        return body or carried  # a full read's text stands alone; a cheap read adds none
+
+
+READER = CheapFirst()

@@ -1,0 +1,45 @@
+"""A ``--query-gpu`` CSV (the cheap form's fields, with its header) that says what a full ``nvidia-smi -q -x``
+says, for stand-ins (tests/engine/test_cheap_forms.py, bench/steady.py). ``changes``: per GPU index, field ->
+value to print instead (an ECC count, a clock mask)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from nightowl.collectors.gpu.nvidia_smi import nvidia_smi
+from nightowl.collectors.gpu.nvidia_smi.cheap import CHEAP_FIELDS
+
+
+def _cell(value: Any) -> str:
+    return "[N/A]" if value is None else str(value)
+
+
+def cheap_csv(full_xml: str, changes: Mapping[int, Mapping[str, Any]] | None = None) -> str:
+    facts = nvidia_smi.facts(nvidia_smi.parse(full_xml))
+    rows = []
+    for number, gpu in enumerate(facts["gpus"]):
+        pcie, retired, remap = gpu["pcie"], gpu.get("retired_pages"), gpu.get("remapped_rows")
+        values = {
+            "index": number,
+            "pci.bus_id": "0000" + gpu["pci"].upper() + ".0",
+            "name": gpu["name"],
+            "uuid": gpu["uuid"],
+            "driver_version": facts["driver_version"],
+            "utilization.gpu": gpu["utilization_gpu"],
+            "ecc.errors.uncorrected.volatile.total": 0,
+            "clocks_event_reasons.active": "0x0000000000000000",
+            "pcie.link.gen.current": pcie["gen_current"],
+            "pcie.link.gen.max": pcie["gen_max"],
+            "pcie.link.width.current": pcie["width_current"],
+            "pcie.link.width.max": pcie["width_max"],
+            "retired_pages.pending": None if retired is None else ("Yes" if retired["pending"] else "No"),
+            "remapped_rows.pending": None if remap is None else ("Yes" if remap["pending"] else "No"),
+            "remapped_rows.failure": None if remap is None else ("Yes" if remap["failure"] else "No"),
+            "temperature.gpu": gpu["temperature_gpu"],
+            "power.draw": gpu["power_draw_w"],
+            "fan.speed": gpu["fan_speed_percent"],
+        }
+        values.update((changes or {}).get(number, {}))
+        rows.append(", ".join(_cell(values[name]) for name in CHEAP_FIELDS))
+    return ", ".join(CHEAP_FIELDS) + "\n" + "\n".join(rows) + "\n"

@@ -1,0 +1,210 @@
+"""Cheap first, deep when it matters (issue 46 item 3): nvidia-smi's --query-gpu CSV stands for its -q -x.
+
+The list of every fact node-health judges of nvidia-smi with the form that provides it (cheap.FORMS) is held
+against the runbook, and each judged value the cheap form provides is shown to force the full read when it
+changes. The runs are node-health runs through ``run_and_save`` with a history store (as `sweep` and `check`
+make them) on this machine, with an `nvidia-smi` stand-in first on PATH that counts its calls."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from nightowl import history
+from nightowl.collectors.gpu.nvidia_smi import cheap, nvidia_smi
+from nightowl.collectors.gpu.nvidia_smi import nvidia_smi_query as query
+from nightowl.engine.incremental import CARRIED
+from nightowl.history import cursors
+from nightowl.library import runbooks
+from nightowl.run import RunHooks, RunResult, RunSettings, run_and_save
+from nightowl.transports.local import LocalTransport
+from nightowl.transports.replay import ReplayTransport
+from tests.engine.cheap_csv import cheap_csv
+from tests.history.cursor_standins import install
+
+ROOT = Path(__file__).resolve().parents[2]
+XML = (ROOT / "fixtures" / "hosts" / "real-size-8gpu" / "nvidia-smi-q-x.xml").read_text()
+FULL = cheap.judged_full(nvidia_smi.facts(nvidia_smi.parse(XML)))
+
+STANDIN = r"""#!PYTHON
+import os, sys
+folder = os.environ["STANDIN_SMI"]
+with open(os.path.join(folder, "calls"), "a") as log:
+    log.write(" ".join(sys.argv[1:]) + "\n")
+args = sys.argv[1:]
+name = "query.csv" if any(a.startswith("--query-gpu=") for a in args) else "full.xml" if args == ["-q", "-x"] else None
+path = os.path.join(folder, name) if name else None
+if path is None or not os.path.exists(path):
+    sys.exit(1)
+sys.stdout.write(open(path).read())
+"""
+
+
+def _judged_reads() -> set[str]:
+    """Every nvidia_smi.<fact> node-health and the fragments it includes read."""
+    texts = [(ROOT / "runbooks" / "node-health.yaml").read_text()]
+    texts += [p.read_text() for p in (ROOT / "runbooks" / "fragments").glob("*.yaml")]
+    return {m for text in texts for m in re.findall(r"\bnvidia_smi\.([a-z_]+)", text)}
+
+
+def test_every_fact_node_health_judges_of_nvidia_smi_has_the_form_that_provides_it() -> None:
+    declared = yaml.safe_load((ROOT / "nightowl" / "collectors" / "gpu" / "facts.yaml").read_text())
+    produced = set(declared["nvidia-smi"]["facts"])
+    assert _judged_reads() <= set(cheap.FORMS), _judged_reads() - set(cheap.FORMS)
+    assert set(cheap.FORMS) <= produced | {"gpus", "errors"}
+    assert set(cheap.FORMS.values()) <= {cheap.CHEAP, cheap.FULL}
+    # a judged list the cheap form provides is compared with the full read's (the rest are "full")
+    lists = {name for name, form in cheap.FORMS.items() if form == cheap.CHEAP and name.endswith("_gpus")}
+    assert lists <= set(FULL)
+
+
+# One change per judged value the cheap form provides, on GPU 2: each must force the full read.
+CHANGES = {
+    "dram_uncorrectable_volatile_gpus": {"ecc.errors.uncorrected.volatile.total": 2},
+    "hw_slowdown_gpus": {"clocks_event_reasons.active": "0x0000000000000040"},
+    "pcie_degraded_gpus": {"pcie.link.width.current": 8},
+    "retired_pages_pending_gpus": {"retired_pages.pending": "Yes"},
+    "remap_pending_gpus": {"remapped_rows.pending": "Yes"},
+    "remap_failure_gpus": {"remapped_rows.failure": "Yes"},
+    "gpus": {"uuid": "GPU-00000000-0000-0000-0000-000000000000"},
+    "errors": {"fan.speed": "ERR!"},
+    "gpus_missing_or_unreadable": {"pci.bus_id": "[GPU is lost]"},
+}
+
+
+def test_the_cheap_form_of_an_unchanged_node_stands_for_the_full_read() -> None:
+    assert cheap.differs(cheap.judged_cheap(query.parse(cheap_csv(XML))), FULL) is None
+
+
+@pytest.mark.parametrize("fact", sorted(CHANGES))
+def test_any_judged_value_the_cheap_form_shows_changed_forces_the_full_read(fact: str) -> None:
+    why = cheap.differs(cheap.judged_cheap(query.parse(cheap_csv(XML, {2: CHANGES[fact]}))), FULL)
+    assert why is not None
+    if fact.endswith("_gpus") and fact != "gpus_missing_or_unreadable":
+        assert fact in why
+
+
+def test_a_cheap_read_without_every_field_or_with_one_gpu_fewer_cannot_stand_for_the_full_read() -> None:
+    lines = cheap_csv(XML).splitlines()
+    assert "lists no GPU" in str(cheap.differs(cheap.judged_cheap(query.parse(lines[0])), FULL))
+    assert "gpus" in str(cheap.differs(cheap.judged_cheap(query.parse("\n".join(lines[:-1]))), FULL))
+    cut = "\n".join(line.rsplit(",", 1)[0] for line in lines)
+    assert "lacks fan.speed" in str(cheap.differs(cheap.judged_cheap(query.parse(cut)), FULL))
+
+
+def test_a_full_read_that_found_something_is_read_in_full_again() -> None:
+    assert cheap.READER.why_full({"judged": FULL}) is None
+    assert "hw_slowdown_gpus" in str(cheap.READER.why_full({"judged": {**FULL, "hw_slowdown_gpus": ["0000:00:0d"]}}))
+    assert cheap.READER.why_full({}) is not None
+
+
+@pytest.fixture
+def node(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    for name, value in install(tmp_path).items():
+        monkeypatch.setenv(name, value)
+    bin_dir = tmp_path / "smi-bin"
+    bin_dir.mkdir()
+    script = bin_dir / "nvidia-smi"
+    script.write_text(STANDIN.replace("PYTHON", sys.executable))
+    script.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.setenv("STANDIN_SMI", str(tmp_path))
+    (tmp_path / "full.xml").write_text(XML)
+    (tmp_path / "query.csv").write_text(cheap_csv(XML))
+    (tmp_path / "journal.json").write_text(json.dumps({"boot": "b1", "entries": []}))
+    history.activate(tmp_path / "history.sqlite3")
+    return tmp_path
+
+
+def sweep(
+    folder: Path, full: bool = False, full_every: float | None = cursors.FULL_EVERY, book: bool = True
+) -> RunResult:
+    (folder / "calls").write_text("")
+    positions = cursors.book(history.active_path(), full=full, full_every=full_every) if book else None
+    return run_and_save(
+        runbooks.load("node-health"),
+        {"node": lambda: LocalTransport("node")},
+        folder / "out",
+        settings=RunSettings(drafts=False, status_update=False),
+        hooks=RunHooks(cursors=positions),
+    )
+
+
+def entry(result: RunResult) -> dict[str, Any]:
+    assert result.bundle is not None
+    return json.loads((result.bundle / CARRIED).read_text())["hosts"]["node"]["nvidia-smi"]  # type: ignore[no-any-return]
+
+
+def smi_calls(folder: Path) -> list[str]:
+    return [line for line in (folder / "calls").read_text().splitlines() if line in ("-q -x",) or "--query-gpu" in line]
+
+
+def smi_facts(result: RunResult) -> dict[str, Any]:
+    facts = result.runs[0].collections["nvidia-smi"].facts
+    assert facts is not None
+    return facts
+
+
+def test_first_read_full_then_cheap_with_the_full_reads_verdict_then_full_when_a_judged_value_changes(
+    node: Path,
+) -> None:
+    first = sweep(node)
+    assert entry(first)["read"] == "full" and "no position" in entry(first)["why_full"]
+    assert smi_calls(node) == ["-q -x"] and smi_facts(first)["read_form"] == "full"
+    second = sweep(node)
+    assert smi_calls(node) == [" ".join(cheap.CHEAP_ARGV[1:])]  # the cheap form alone
+    assert entry(second)["read"] == "cheap" and entry(second)["why_full"] is None
+    assert entry(second)["carried_from"]["bundle"] == first.bundle.name  # type: ignore[union-attr]
+    assert smi_facts(second)["read_form"] == "cheap"
+    assert second.runs[0].verdict == first.runs[0].verdict
+    whole = sweep(node, book=False)  # no positions: today's full read
+    assert second.runs[0].verdict == whole.runs[0].verdict
+    same = {k: v for k, v in smi_facts(second).items() if k != "read_form"}
+    assert same == smi_facts(whole)
+    # a replay of the cheap read's bundle gives the same verdict
+    assert second.bundle is not None
+    replayed = run_and_save(
+        runbooks.load("node-health"),
+        {"node": lambda: ReplayTransport(second.bundle / "hosts" / "node", host="node")},  # type: ignore[operator]
+        node / "replayed",
+        settings=RunSettings(drafts=False, status_update=False),
+    )
+    assert replayed.runs[0].verdict == second.runs[0].verdict
+    # an uncorrectable ECC error shows in the cheap form: the full form is read, and its verdict is given
+    (node / "query.csv").write_text(cheap_csv(XML, {2: {"ecc.errors.uncorrected.volatile.total": 1}}))
+    start = XML.index("<double_bit>", XML.index("<volatile>"))
+    ecc = XML[:start] + XML[start:].replace("<device_memory>0<", "<device_memory>1<", 1)
+    (node / "full.xml").write_text(ecc)
+    third = sweep(node)
+    assert smi_calls(node) == [" ".join(cheap.CHEAP_ARGV[1:]), "-q -x"]
+    assert entry(third)["read"] == "full" and "dram_uncorrectable_volatile_gpus" in entry(third)["why_full"]
+    assert smi_facts(third)["read_form"] == "full" and smi_facts(third)["dram_uncorrectable_volatile_gpus"]
+    # while the last full read found something, every read is full
+    fourth = sweep(node)
+    assert smi_calls(node) == ["-q -x"] and "found dram_uncorrectable_volatile_gpus" in entry(fourth)["why_full"]
+
+
+@pytest.mark.parametrize(
+    ("how", "why"),
+    [
+        ("full", "forced full read (--full)"),
+        ("old", "h old (--full-every"),
+        ("query-fails", "no read from the saved position answered"),
+    ],
+)
+def test_the_full_form_is_read_with_full_after_full_every_and_when_the_cheap_read_fails(
+    node: Path, how: str, why: str
+) -> None:
+    sweep(node)
+    if how == "query-fails":
+        (node / "query.csv").unlink()
+    again = sweep(node, full=how == "full", full_every=0.0 if how == "old" else cursors.FULL_EVERY)
+    assert entry(again)["read"] == "full" and why in entry(again)["why_full"]
+    assert smi_calls(node)[-1] == "-q -x"
