@@ -100,9 +100,11 @@ def test_a_cheap_read_without_every_field_or_with_one_gpu_fewer_cannot_stand_for
 
 
 def test_a_full_read_that_found_something_is_read_in_full_again() -> None:
-    assert cheap.READER.why_full({"judged": FULL}) is None
-    assert "hw_slowdown_gpus" in str(cheap.READER.why_full({"judged": {**FULL, "hw_slowdown_gpus": ["0000:00:0d"]}}))
-    assert cheap.READER.why_full({}) is not None
+    assert nvidia_smi.COLLECTOR.cursor.why_full({"judged": FULL}) is None
+    assert "hw_slowdown_gpus" in str(
+        nvidia_smi.COLLECTOR.cursor.why_full({"judged": {**FULL, "hw_slowdown_gpus": ["0000:00:0d"]}})
+    )
+    assert nvidia_smi.COLLECTOR.cursor.why_full({}) is not None
 
 
 @pytest.fixture

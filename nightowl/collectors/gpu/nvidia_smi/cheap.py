@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import hashlib
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -161,7 +161,11 @@ class Piece:
 
 
 class CheapFirst:
-    """The nvidia-smi collector's ``cursor``: the cheap form from a saved full read, the full form otherwise."""
+    """The nvidia-smi collector's ``cursor``: the cheap form from a saved full read, the full form otherwise.
+    ``parse`` and ``facts`` are the full form's (nvidia_smi.py hands them in: no import back to it)."""
+
+    def __init__(self, parse: Callable[[str], Any], facts: Callable[[Any], dict[str, Any]]) -> None:
+        self.parse, self.facts = parse, facts
 
     follows_since = False  # `--since` windows the kernel log, not nvidia-smi
     shapes = (CHEAP_ARGV,)  # collectors/readonly_commands.yaml lists it under nvidia-smi
@@ -192,15 +196,13 @@ class CheapFirst:
         return Piece("", dict(state), gap, CHEAP)
 
     def _full(self, stdout: str) -> Piece:
-        from nightowl.collectors.gpu.nvidia_smi import nvidia_smi
-
-        result = nvidia_smi.parse(stdout)
+        result = self.parse(stdout)
         if not result.gpus and not result.errors:
             return Piece(stdout, None)  # shows nothing: the next full form is tried
         state = {
             "full_at": time.time(),
             "full_sha256": hashlib.sha256(stdout.encode("utf-8", "surrogateescape")).hexdigest(),
-            "judged": judged_full(nvidia_smi.facts(result)),
+            "judged": judged_full(self.facts(result)),
         }
         return Piece(stdout, state)
 
@@ -209,6 +211,3 @@ class CheapFirst:
 
     def join(self, carried: str, body: str) -> str:
         return body or carried  # a full read's text stands alone; a cheap read adds none
-
-
-READER = CheapFirst()

@@ -26,8 +26,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from nightowl.collectors.base import Collector, parsed_once, registered, to_jsonable
-from nightowl.collectors.gpu.nvidia_smi.cheap import FULL_ARGVS
-from nightowl.collectors.gpu.nvidia_smi.cheap import READER as CHEAP_FIRST
+from nightowl.collectors.gpu.nvidia_smi.cheap import FULL_ARGVS, CheapFirst
 from nightowl.collectors.gpu.nvidia_smi.listing import looks_like_listing, parse_listing
 from nightowl.collectors.gpu.nvidia_smi.results import (
     BankHistogram,
@@ -749,5 +748,5 @@ COLLECTOR = Collector(
     commands=FULL_ARGVS,
     parse=parse,
     facts=facts,
-    cursor=CHEAP_FIRST,  # the --query-gpu CSV first where a run keeps positions (cheap.py)
+    cursor=CheapFirst(parse, facts),  # the --query-gpu CSV first where a run keeps positions (cheap.py)
 )
