@@ -30,7 +30,6 @@ def xdg(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.delenv("NIGHTOWL_OUT", raising=False)
     monkeypatch.delenv("NIGHTOWL_RUNBOOK_PATH", raising=False)
     monkeypatch.setattr(paths, "SITE_CONFIG_DIR", tmp_path / "etc")
-    monkeypatch.setattr(runbooks, "EXTRA_DIRS", [])
     return tmp_path
 
 
@@ -51,8 +50,7 @@ def test_site_runbooks_are_found_by_name_in_search_order(xdg: Path, monkeypatch:
     (user / "gpu-temp.yaml").write_text(SITE_RUNBOOK)
     assert runbooks.resolve("gpu-temp") == user / "gpu-temp.yaml"
     (given / "gpu-temp.yaml").write_text(SITE_RUNBOOK)
-    monkeypatch.setattr(runbooks, "EXTRA_DIRS", [given])
-    assert runbooks.resolve("gpu-temp") == given / "gpu-temp.yaml"
+    assert runbooks.resolve("gpu-temp", [given]) == given / "gpu-temp.yaml"
     assert runbooks.resolve("xid") == runbooks.builtin_paths()["xid"]  # built-ins still reachable
     with pytest.raises(FileNotFoundError, match="site folders searched"):
         runbooks.resolve("no-such-runbook")

@@ -7,12 +7,38 @@ import functools
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from nightowl.cli.exit import fail
 from nightowl.logline import LOG_FORMATS
+
+if TYPE_CHECKING:
+    from nightowl.library.runbooks import RunbookLibrary
+
+
+@dataclass
+class CommandChoices:
+    """What the group's options chose, held in click's context object (``ctx.obj`` of the outermost
+    context) for the command to hand down, never in a module global: ``--runbook-path``'s folders."""
+
+    runbook_dirs: tuple[Path, ...] = ()
+
+
+def choices(ctx: click.Context | None = None) -> CommandChoices:
+    """This command's choices (defaults outside a command: a Python caller chose nothing)."""
+    ctx = ctx or click.get_current_context(silent=True)
+    if ctx is None:
+        return CommandChoices()
+    return ctx.find_root().ensure_object(CommandChoices)
+
+
+def runbook_library() -> RunbookLibrary:
+    """The runbooks this command reaches (``--runbook-path`` first), to resolve names and hand down."""
+    from nightowl.library.runbooks import RunbookLibrary
+
+    return RunbookLibrary(choices().runbook_dirs)
 
 
 @dataclass(frozen=True)
@@ -186,10 +212,9 @@ INVASIVE_OPTION = click.option(
 
 def load_runbook_or_exit(name: str) -> Any:
     from nightowl.engine.validate import RunbookInvalid
-    from nightowl.library import runbooks
 
     try:
-        return runbooks.load(name)
+        return runbook_library().load(name)
     except FileNotFoundError as exc:
         fail(str(exc))
     except RunbookInvalid as exc:

@@ -125,17 +125,18 @@ class LazyCommands(dict):  # type: ignore[type-arg]
     help="a folder of site runbooks (NAME.yaml), searched before $NIGHTOWL_RUNBOOK_PATH, "
     "$XDG_CONFIG_HOME/nightowl/runbooks, /etc/nightowl/runbooks and the built-ins; repeatable",
 )
-def main(runbook_path: tuple[Path, ...]) -> None:
+@click.pass_context
+def main(ctx: click.Context, runbook_path: tuple[Path, ...]) -> None:
     """nightowl: incident runbooks for GPU servers and LLM-serving fleets.
 
     Runs read-only collectors (nvidia-smi, kernel log, engine metrics, NCCL logs) on hosts,
     walks a decision tree, prints the verdict with its evidence and the first action,
     and saves an evidence bundle before anyone restarts anything.
     """
-    if runbook_path:
-        from nightowl.library import runbooks
+    if runbook_path:  # kept in this invocation's context, for its command to hand down (cli/common.py)
+        from nightowl.cli.common import choices
 
-        runbooks.EXTRA_DIRS[:] = list(runbook_path)
+        choices(ctx).runbook_dirs = tuple(runbook_path)
 
 
 main.commands = LazyCommands(dict.fromkeys(COMMAND_NAMES))

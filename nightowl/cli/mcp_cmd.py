@@ -39,6 +39,7 @@ def mcp(config_path: Path | None, out_dir: Path | None) -> None:
 
     if importlib.util.find_spec("mcp") is None:
         fail("nightowl mcp needs the MCP SDK: pip install 'nightowl[mcp]'")
+    from nightowl.cli.common import runbook_library
     from nightowl.mcp.config import ConfigError, load_config
     from nightowl.mcp.server import serve
     from nightowl.mcp.tools import Toolbox
@@ -47,7 +48,7 @@ def mcp(config_path: Path | None, out_dir: Path | None) -> None:
         config = load_config(config_path)
     except ConfigError as exc:
         fail(str(exc))
-    serve(Toolbox(run_for_mcp, config, out_dir))
+    serve(Toolbox(run_for_mcp, config, out_dir, runbook_library()))
 
 
 def run_for_mcp(request: Any) -> dict[str, Any]:

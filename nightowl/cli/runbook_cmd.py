@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sys
 from pathlib import Path
@@ -22,10 +23,11 @@ def list_cmd() -> None:
     """List the runbooks a name reaches: site folders (see --runbook-path) first, then the built-ins."""
     import yaml
 
-    from nightowl.library import runbooks
+    from nightowl.cli.common import runbook_library
 
-    refused = runbooks.refused()
-    for name, path in runbooks.all_paths().items():
+    library = runbook_library()
+    refused = library.refused()
+    for name, path in library.all_paths().items():
         if name in refused:
             click.echo(f"{name:<20} (refused: {refused[name]})")
             continue
@@ -39,13 +41,19 @@ def list_cmd() -> None:
 @runbook_group.command("show")
 @click.argument("runbook")
 def show_cmd(runbook: str) -> None:
-    """Print a runbook's YAML (built-in name or path)."""
-    from nightowl.library import runbooks
+    """Print a runbook's YAML as it runs (built-in name or path), the nodes of fragments it includes written in."""
+    from nightowl.cli.common import runbook_library
+    from nightowl.engine.validate import RunbookInvalid
 
+    library = runbook_library()
     try:
-        text = runbooks.resolve(runbook).read_text()
+        text = library.resolve(runbook).read_text()
     except OSError as exc:
         fail(str(exc))
+    # an invalid runbook is shown as written (`runbook validate` says what is wrong with it); a valid one as
+    # it runs and its bundle keeps it, an `include:`d fragment's nodes written in, not the bare include line
+    with contextlib.suppress(RunbookInvalid, OSError, ValueError):
+        text = library.load(runbook).as_ran()
     click.echo(text, nl=False)  # a closed pipe is the reader's choice, not an unreadable runbook
 
 
@@ -56,14 +64,16 @@ def validate_cmd(paths: tuple[str, ...]) -> None:
 
     Each problem is printed as FILE:LINE: [node NODE] MESSAGE; exit 2 if any.
     """
+    from nightowl.cli.common import runbook_library
     from nightowl.engine.validate import RunbookInvalid
     from nightowl.library import runbooks
 
+    library = runbook_library()
     targets = list(paths) or [str(p) for p in runbooks.builtin_paths().values()]
     bad = 0
     for target in targets:
         try:
-            loaded = runbooks.load(target)
+            loaded = library.load(target)
         except FileNotFoundError as exc:
             click.echo(f"{target}: {exc}", err=True)
             bad += 1
@@ -138,27 +148,29 @@ def test_cmd(runbooks_: tuple[str, ...], ablate: bool, rehearsals: Path | None) 
     A runbook's rehearsals are read from --rehearsals (a file, or a folder of RUNBOOK.yaml), else from
     rehearsals/RUNBOOK.yaml beside a site runbook, else from the built-in fixtures/rehearsals/RUNBOOK.yaml.
     """
+    from nightowl.cli.common import runbook_library
     from nightowl.engine.validate import RunbookInvalid
     from nightowl.library import runbooks
     from nightowl.library.rehearse import RehearsalFileError, ablate_cases, rehearsal_cases, rehearse
 
+    library = runbook_library()
     names = list(runbooks_) or list(runbooks.builtin_paths())
-    reachable = runbooks.all_paths()
+    reachable = library.all_paths()
     try:
-        cases = {name: rehearsal_cases(name, rehearsals) for name in names if name in reachable}
+        cases = {name: rehearsal_cases(name, rehearsals, library) for name in names if name in reachable}
         for name in cases:
-            runbooks.load(name)  # an invalid runbook is an input error naming file and line, not a crash
+            library.load(name)  # an invalid runbook is an input error naming file and line, not a crash
     except (RehearsalFileError, RunbookInvalid) as exc:
         fail(str(exc))
     unknown = [name for name in names if not cases.get(name)]
     if unknown:  # "0 passed, 0 failed" for a typo would read as success
-        known = ", ".join(n for n in reachable if _has_rehearsals(n, rehearsals))
+        known = ", ".join(n for n in reachable if _has_rehearsals(n, rehearsals, library))
         fail(f"no rehearsals for {', '.join(unknown)} (runbooks with rehearsals: {known or 'none'})")
     failed = total = 0
     for name in names:
         for case in cases[name]:
             total += 1
-            result = rehearse(name, case)
+            result = rehearse(name, case, library=library)
             mark = "PASS" if result.passed else "FAIL"
             click.echo(f"{mark}  {name}: {result.name} -> {result.verdict or 'no verdict (cannot judge)'}")
             for problem in result.problems:
@@ -166,7 +178,7 @@ def test_cmd(runbooks_: tuple[str, ...], ablate: bool, rehearsals: Path | None) 
             failed += not result.passed
     click.echo(f"{total - failed} passed, {failed} failed")
     if ablate:
-        runs, findings = ablate_cases(names, rehearsals)
+        runs, findings = ablate_cases(names, rehearsals, library=library)
         for f in findings:
             click.echo(f"ABLATION  {f.runbook}: {f.case} [{f.host}/{f.output} {f.mode}] {f.problem}")
         click.echo(f"{runs} ablated runs, {len(findings)} healthier than the full recording or crashed")
@@ -189,11 +201,11 @@ def schema_cmd() -> None:
     click.echo(json.dumps(runbooks.json_schema(), indent=2, ensure_ascii=False))
 
 
-def _has_rehearsals(name: str, given: Path | None) -> bool:
+def _has_rehearsals(name: str, given: Path | None, library: Any = None) -> bool:
     """Whether ``name`` has rehearsals to list beside an unknown one (an unreadable file counts as none)."""
     from nightowl.library.rehearse import RehearsalFileError, rehearsal_cases
 
     try:
-        return bool(rehearsal_cases(name, given))
+        return bool(rehearsal_cases(name, given, library))
     except RehearsalFileError:
         return False

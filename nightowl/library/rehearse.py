@@ -16,12 +16,15 @@ import tempfile
 from concurrent.futures import Executor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import yaml
 
 from nightowl.engine import layout
 from nightowl.paths import data_dir
+
+if TYPE_CHECKING:
+    from nightowl.library.runbooks import RunbookLibrary
 
 
 @dataclass(frozen=True)
@@ -34,17 +37,17 @@ class RehearsalResult:
     path: tuple[str, ...]
 
 
-def rehearsal_file(runbook_id: str, given: Path | None = None) -> Path | None:
+def rehearsal_file(runbook_id: str, given: Path | None = None, library: RunbookLibrary | None = None) -> Path | None:
     """Where a runbook's rehearsals are: ``given`` (a file, or a folder holding ``<runbook>.yaml``);
-    else ``rehearsals/<runbook>.yaml`` beside a site runbook; else the built-in
+    else ``rehearsals/<runbook>.yaml`` beside a site runbook (of ``library``'s folders); else the built-in
     ``fixtures/rehearsals/<runbook>.yaml``. None when there is none."""
-    from nightowl.library import runbooks
+    from nightowl.library.runbooks import RunbookLibrary
 
     if given is not None:
         chosen = given / f"{runbook_id}.yaml" if given.is_dir() else given
         return chosen if chosen.is_file() else None
     candidates = []
-    site = runbooks.site_paths().get(runbook_id)
+    site = (library or RunbookLibrary()).site_paths().get(runbook_id)
     if site is not None:
         candidates += [site.parent / "rehearsals" / f"{runbook_id}{suffix}" for suffix in (".yaml", ".yml")]
     candidates.append(data_dir("fixtures") / "rehearsals" / f"{runbook_id}.yaml")
@@ -55,10 +58,12 @@ class RehearsalFileError(ValueError):
     """A rehearsal file that cannot be read as a list of cases: its path and line say where."""
 
 
-def rehearsal_cases(runbook_id: str, given: Path | None = None) -> list[dict[str, Any]]:
+def rehearsal_cases(
+    runbook_id: str, given: Path | None = None, library: RunbookLibrary | None = None
+) -> list[dict[str, Any]]:
     """The cases of ``runbook_id``'s rehearsal file (none when it has none); RehearsalFileError when that
     file is unreadable, is not YAML, or is not a list of mappings."""
-    path = rehearsal_file(runbook_id, given)
+    path = rehearsal_file(runbook_id, given, library)
     if path is None:
         return []
     try:
@@ -98,16 +103,20 @@ def case_hosts(case: dict[str, Any]) -> list[str]:
 
 
 def replay_case(
-    runbook_id: str, case: dict[str, Any], host_dirs: dict[str, Path] | None = None, out_dir: Path | None = None
+    runbook_id: str,
+    case: dict[str, Any],
+    host_dirs: dict[str, Path] | None = None,
+    out_dir: Path | None = None,
+    library: RunbookLibrary | None = None,
 ) -> list[Any]:
     """Run a rehearsal case as triage runs it (``nightowl.run``: the same parameter checks, redaction),
     without the drafts, the status update and the history store, which no rehearsal reads; ``host_dirs``
     replaces where a host's recording is read from. A case whose parameters are refused raises ``RunRefused``."""
-    from nightowl.library import runbooks
+    from nightowl.library.runbooks import RunbookLibrary
     from nightowl.run import RunSettings, run_and_save
     from nightowl.transports.replay import ReplayTransport
 
-    loaded = runbooks.load(runbook_id)
+    loaded = (library or RunbookLibrary()).load(runbook_id)
     hosts_dir = data_dir("fixtures") / "hosts"
     dirs = {h: (host_dirs or {}).get(h, hosts_dir / h) for h in case_hosts(case)}
     transports = {h: (lambda d=d, n=h: ReplayTransport(d, n)) for h, d in dirs.items()}
@@ -124,13 +133,15 @@ def replay_case(
     return result.runs
 
 
-def rehearse(runbook_id: str, case: dict[str, Any], out_dir: Path | None = None) -> RehearsalResult:
+def rehearse(
+    runbook_id: str, case: dict[str, Any], out_dir: Path | None = None, library: RunbookLibrary | None = None
+) -> RehearsalResult:
     from nightowl.run import RunRefused
 
     hosts = case_hosts(case)
     name = case.get("name", hosts[0])
     try:
-        runs = replay_case(runbook_id, case, out_dir=out_dir)
+        runs = replay_case(runbook_id, case, out_dir=out_dir, library=library)
     except RunRefused as exc:  # the case's parameters: a failed rehearsal, as triage would refuse them
         return RehearsalResult(runbook_id, name, False, (f"parameters refused: {exc}",), None, ())
     expect = case.get("expect", {})
@@ -227,11 +238,13 @@ def _collector(kind: str) -> Any:
     return get_collector(kind)
 
 
-def ablate(runbook_id: str, case: dict[str, Any]) -> tuple[int, list[AblationFinding]]:
+def ablate(
+    runbook_id: str, case: dict[str, Any], library: RunbookLibrary | None = None
+) -> tuple[int, list[AblationFinding]]:
     """Replay a case once with each recorded output removed and once emptied; report any run healthier
     than the full recording, or any crash. Returns (ablated runs, findings)."""
     name = case.get("name", case_hosts(case)[0])
-    full_runs = replay_case(runbook_id, case)
+    full_runs = replay_case(runbook_id, case, library=library)
     hosts_dir = data_dir("fixtures") / "hosts"
     count, findings = 0, []
     for index, host in enumerate(case_hosts(case)):
@@ -244,7 +257,7 @@ def ablate(runbook_id: str, case: dict[str, Any]) -> tuple[int, list[AblationFin
                 with tempfile.TemporaryDirectory() as tmp:
                     copy = _ablated_copy(hosts_dir / host, output, mode, Path(tmp))
                     try:
-                        runs = replay_case(runbook_id, case, {host: copy}, out_dir=Path(tmp) / "bundles")
+                        runs = replay_case(runbook_id, case, {host: copy}, Path(tmp) / "bundles", library)
                     except Exception as exc:  # noqa: BLE001 - a crash is a finding
                         problem: str | None = f"crashed: {type(exc).__name__}: {exc}"
                     else:
@@ -255,33 +268,33 @@ def ablate(runbook_id: str, case: dict[str, Any]) -> tuple[int, list[AblationFin
 
 
 def ablate_cases(
-    runbook_ids: list[str], given: Path | None = None, pool: Executor | None = None
+    runbook_ids: list[str],
+    given: Path | None = None,
+    pool: Executor | None = None,
+    library: RunbookLibrary | None = None,
 ) -> tuple[int, list[AblationFinding]]:
     """Ablate every rehearsal of these runbooks: (ablated runs, findings), in case order. With ``pool``
-    (``ablation_pool``) the cases are spread over its processes: each replay is pure CPU and independent."""
-    jobs = [(runbook_id, case) for runbook_id in runbook_ids for case in rehearsal_cases(runbook_id, given)]
+    (``ablation_pool``) the cases are spread over its processes: each replay is pure CPU and independent.
+    Each job carries ``library`` (the command's runbook folders): a worker resolves names as the caller does."""
+    jobs = [
+        (runbook_id, case, library)
+        for runbook_id in runbook_ids
+        for case in rehearsal_cases(runbook_id, given, library)
+    ]
     results = list(pool.map(_ablate_job, jobs)) if pool is not None else [_ablate_job(job) for job in jobs]
     return sum(count for count, _ in results), [f for _, found in results for f in found]
 
 
 def ablation_pool(workers: int) -> Executor:
-    """``workers`` fresh processes that resolve runbook names through the same folders as this one."""
+    """``workers`` fresh processes; the runbook folders travel with each job (``ablate_cases``)."""
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor
 
-    from nightowl.library import runbooks
-
     # spawn, not fork: the caller (pytest, the CLI) may hold threads and locks a forked child would copy.
-    # A fresh process has the environment ($NIGHTOWL_RUNBOOK_PATH) but not --runbook-path: pass it on.
+    # A fresh process has the environment ($NIGHTOWL_RUNBOOK_PATH); --runbook-path's folders come with the jobs.
     context = multiprocessing.get_context("spawn")
-    return ProcessPoolExecutor(workers, context, _same_runbook_dirs, (list(runbooks.EXTRA_DIRS),))
+    return ProcessPoolExecutor(workers, context)
 
 
-def _ablate_job(job: tuple[str, dict[str, Any]]) -> tuple[int, list[AblationFinding]]:
+def _ablate_job(job: tuple[str, dict[str, Any], RunbookLibrary | None]) -> tuple[int, list[AblationFinding]]:
     return ablate(*job)
-
-
-def _same_runbook_dirs(extra: list[Path]) -> None:
-    from nightowl.library import runbooks
-
-    runbooks.EXTRA_DIRS[:] = extra

@@ -5,6 +5,10 @@ A team adds its own runbooks without forking: a ``NAME.yaml`` in a site folder (
 ``/etc/nightowl/runbooks``) is found by ``NAME``; the first folder holding a name wins, so a site copy
 of a built-in replaces it. A site folder or file that others than its owner or root may write is
 refused with the reason (whoever can write it would choose what nightowl, often root, runs).
+
+The ``--runbook-path`` folders are handed in, never kept here: each function takes them as ``dirs`` (none:
+only the environment's and the built-in folders), and a :class:`RunbookLibrary` holds them for a command,
+a receiver or a worker to pass down.
 """
 
 from __future__ import annotations
@@ -12,13 +16,14 @@ from __future__ import annotations
 import contextlib
 import os
 import stat
+from collections.abc import Iterable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from nightowl.paths import data_dir, runbook_dirs
 
-# Set once by the CLI's --runbook-path (nightowl/cli/main.py); searched before the other folders.
-EXTRA_DIRS: list[Path] = []
+Dirs = Iterable[Path]
 
 
 def builtin_dir() -> Path:
@@ -67,23 +72,23 @@ def unsafe_reason(path: Path) -> str | None:
     return None
 
 
-def site_paths() -> dict[str, Path]:
-    """Runbooks of the site folders by name, the first folder holding a name winning (a refused one
-    too: it is named and refused, never silently replaced by the next folder's or the built-in)."""
-    return _site_scan()[0]
+def site_paths(dirs: Dirs = ()) -> dict[str, Path]:
+    """Runbooks of the site folders (``dirs`` first) by name, the first folder holding a name winning (a
+    refused one too: it is named and refused, never silently replaced by the next folder's or the built-in)."""
+    return _site_scan(dirs)[0]
 
 
-def refused() -> dict[str, str]:
+def refused(dirs: Dirs = ()) -> dict[str, str]:
     """Site runbook name -> why it is refused (someone else may write it or its folder), as of now: a
     value computed from the folders each time, never a list a scan left behind for another caller."""
-    return _site_scan()[1]
+    return _site_scan(dirs)[1]
 
 
-def _site_scan() -> tuple[dict[str, Path], dict[str, str]]:
+def _site_scan(dirs: Dirs = ()) -> tuple[dict[str, Path], dict[str, str]]:
     """The site folders' runbooks by name, and why those that may not supply one are refused."""
     found: dict[str, Path] = {}
     refusals: dict[str, str] = {}
-    for folder in runbook_dirs(tuple(EXTRA_DIRS)):
+    for folder in runbook_dirs(tuple(dirs)):
         if folder.is_dir():
             folder_problem = unsafe_reason(folder)
             for path in sorted([*folder.glob("*.yaml"), *folder.glob("*.yml")]):
@@ -96,14 +101,14 @@ def _site_scan() -> tuple[dict[str, Path], dict[str, str]]:
     return found, refusals
 
 
-def all_paths() -> dict[str, Path]:
+def all_paths(dirs: Dirs = ()) -> dict[str, Path]:
     """Every runbook a name can reach: site runbooks first, then the built-ins they do not replace."""
-    return {**builtin_paths(), **site_paths()}
+    return {**builtin_paths(), **site_paths(dirs)}
 
 
-def resolve(name_or_path: str) -> Path:
-    """A runbook name (``xid``; site folders first, then built-in) or a path to a YAML file."""
-    site, refusals = _site_scan()
+def resolve(name_or_path: str, dirs: Dirs = ()) -> Path:
+    """A runbook name (``xid``; site folders, ``dirs`` first, then built-in) or a path to a YAML file."""
+    site, refusals = _site_scan(dirs)
     known = {**builtin_paths(), **site}
     if name_or_path in refusals:
         raise UnsafeSitePath(
@@ -116,7 +121,7 @@ def resolve(name_or_path: str) -> Path:
     if path.suffix in (".yaml", ".yml") or path.exists():
         return path
     names = ", ".join(known) or "none"
-    searched = ", ".join(str(d) for d in runbook_dirs(tuple(EXTRA_DIRS)))
+    searched = ", ".join(str(d) for d in runbook_dirs(tuple(dirs)))
     raise FileNotFoundError(f"no runbook named {name_or_path!r} (known: {names}; site folders searched: {searched})")
 
 
@@ -137,24 +142,50 @@ def json_schema() -> dict[str, Any]:
     return {"$schema": SCHEMA_DIALECT, **Runbook.model_json_schema()}
 
 
-# cache: keyed by the file's path, version (mtime, size) and its fragments' versions: an edit is a new key.
-_LOADED: dict[tuple[str, int, int, tuple[tuple[str, int, int], ...]], object] = {}  # path, version, fragments
+@dataclass(frozen=True)
+class RunbookLibrary:
+    """The runbooks a command reaches: its ``--runbook-path`` folders, searched before the environment's and
+    the built-ins. Built once by the command (nightowl/cli/main.py) and handed to what it starts (a receiver,
+    ``watch``, the MCP server, rehearsal workers), so two callers in one process never share folders."""
+
+    dirs: tuple[Path, ...] = ()
+
+    def resolve(self, name_or_path: str) -> Path:
+        return resolve(name_or_path, self.dirs)
+
+    def load(self, name_or_path: str):  # noqa: ANN201 - LoadedRunbook, imported lazily
+        return load(name_or_path, self.dirs)
+
+    def all_paths(self) -> dict[str, Path]:
+        return all_paths(self.dirs)
+
+    def site_paths(self) -> dict[str, Path]:
+        return site_paths(self.dirs)
+
+    def refused(self) -> dict[str, str]:
+        return refused(self.dirs)
 
 
-def load(name_or_path: str):  # noqa: ANN201 - LoadedRunbook, imported lazily
+# cache: keyed by the file's path, version (mtime, size), its fragments' versions and the folders searched
+# (which decide the names a `next:` may reach): an edit is a new key.
+_LOADED: dict[tuple[str, int, int, tuple[tuple[str, int, int], ...], tuple[Path, ...]], object] = {}
+
+
+def load(name_or_path: str, dirs: Dirs = ()):  # noqa: ANN201 - LoadedRunbook, imported lazily
     """Load and validate once per file version (rehearsals and serve load the same runbook often)."""
-    path = resolve(name_or_path)
+    folders = tuple(dirs)
+    path = resolve(name_or_path, folders)
     try:
         stat = path.stat()
     except OSError:
-        return _load(path)
-    key = (str(path.resolve()), stat.st_mtime_ns, stat.st_size, _fragment_stats(path))
+        return _load(path, folders)
+    key = (str(path.resolve()), stat.st_mtime_ns, stat.st_size, _fragment_stats(path), folders)
     if key not in _LOADED:
-        _LOADED[key] = _load(path)
+        _LOADED[key] = _load(path, folders)
     return _LOADED[key]
 
 
-def _load(path: Path):  # noqa: ANN202
+def _load(path: Path, dirs: tuple[Path, ...] = ()):  # noqa: ANN202
     """The validated runbook from the cache (nightowl/library/runbook_cache.py) when its entry fits,
     else validated, then stored. Either way its ``runbook`` is the plain copy (engine/runbook_data.py), so
     a run does not depend on where it came from, and the code of the expressions this process compiles is
@@ -171,7 +202,7 @@ def _load(path: Path):  # noqa: ANN202
         raw: bytes | None = path.read_bytes()
     except OSError:
         raw = None  # validation reports it
-    others = {**all_paths(), **fragment_files(path, fragment_dirs())}
+    others = {**all_paths(dirs), **fragment_files(path, fragment_dirs())}
     key = runbook_cache.entry_key(path, raw, others) if raw is not None else None
     entry = runbook_cache.get(key) if key is not None else None
     cached = entry.get("loaded") if entry is not None else None
@@ -186,7 +217,7 @@ def _load(path: Path):  # noqa: ANN202
             expressions.install_precompiled(entry["expressions"], entry["templates"], entry["fact_paths"])
             _store_new_code_at_exit(key, entry, cached)
         return replace(cached, path=path)
-    validated = _validate(path)
+    validated = _validate(path, dirs)
     loaded = replace(validated, runbook=as_data(validated.runbook))
     try:
         unchanged = key is not None and path.read_bytes() == raw
@@ -263,7 +294,7 @@ def store_pending_code() -> None:
         runbook_cache.add_code(key, entry, folder, conditions | values, templates)
 
 
-def _validate(path: Path):  # noqa: ANN202
+def _validate(path: Path, dirs: tuple[Path, ...] = ()):  # noqa: ANN202
     """Validate; every collector it names must also load as read-only, before anything connects."""
     from nightowl.collectors import MODULES, UnsafeCollector, get_collector
     from nightowl.engine.runbook_data import split_entry
@@ -284,18 +315,18 @@ def _validate(path: Path):  # noqa: ANN202
             if missing:
                 problem = f"{entry} derives from {', '.join(sorted(missing))}, which not every path here collects"
                 issues.append(Issue(loaded.file_of(node_id), loaded.node_line(node_id), node_id, problem))
-    issues += _chain_issues(loaded)
+    issues += _chain_issues(loaded, dirs)
     if issues:
         raise RunbookInvalid(issues)
     return loaded
 
 
-def declared_params(name: str) -> list[str] | None:
+def declared_params(name: str, dirs: Dirs = ()) -> list[str] | None:
     """Parameter names of the runbook ``name`` reaches (site or built-in), read, not validated (chains
     may point both ways), with the same guarded YAML loader as every runbook."""
     from nightowl.engine.yaml_lines import YamlError, load_with_lines
 
-    path = all_paths().get(name)
+    path = all_paths(dirs).get(name)
     if path is None:
         return None
     try:
@@ -305,7 +336,7 @@ def declared_params(name: str) -> list[str] | None:
     return list((data.get("parameters") or {}) if isinstance(data, dict) else {})
 
 
-def _chain_issues(loaded):  # noqa: ANN001, ANN202 - LoadedRunbook, Issue: imported lazily
+def _chain_issues(loaded, dirs: tuple[Path, ...] = ()):  # noqa: ANN001, ANN202 - LoadedRunbook, Issue: imported lazily
     """A verdict's ``next`` names a built-in runbook and only parameters it takes."""
     from nightowl.engine.chain import check
     from nightowl.engine.validate import Issue
@@ -315,7 +346,7 @@ def _chain_issues(loaded):  # noqa: ANN001, ANN202 - LoadedRunbook, Issue: impor
     for node_id, node in loaded.runbook.nodes.items():
         if node.verdict is None or node.verdict.next is None:
             continue
-        for rel, problem in check(node.verdict.next, declared_params):
+        for rel, problem in check(node.verdict.next, lambda name: declared_params(name, dirs)):
             line = line_of(loaded.lines, ("nodes", node_id, "verdict", "next", *rel)) or loaded.node_line(node_id)
             issues.append(Issue(loaded.file_of(node_id), line, node_id, f"next: {problem}"))
     return issues

@@ -25,14 +25,14 @@ _JSON_TYPES: dict[str, dict[str, Any]] = {
 TEXT_TYPES = frozenset({"string", "path", "url", "json"})
 
 
-def runbook_parameters() -> dict[str, dict[str, Any]]:
+def runbook_parameters(library: Any = None) -> dict[str, dict[str, Any]]:
     """Runbook name -> {title, description, scope, parameters: {name: {type, default, description}}}."""
     from nightowl.engine.params import declared_type
     from nightowl.engine.yaml_lines import YamlError, load_with_lines
     from nightowl.library import runbooks
 
     found: dict[str, dict[str, Any]] = {}
-    for name, path in runbooks.all_paths().items():
+    for name, path in (library or runbooks.RunbookLibrary()).all_paths().items():
         try:
             data = load_with_lines(path.read_text(encoding="utf-8"))[0] or {}
         except (OSError, UnicodeDecodeError, YamlError) as exc:

@@ -43,8 +43,13 @@ class Tool:
 class Toolbox:
     """The server's tools, built once from the runbooks the server can reach."""
 
-    def __init__(self, run: RunHook, config: ServerConfig | None = None, out_dir: Path | None = None) -> None:
+    def __init__(
+        self, run: RunHook, config: ServerConfig | None = None, out_dir: Path | None = None, library: Any = None
+    ) -> None:
+        from nightowl.library.runbooks import RunbookLibrary
+
         self._run = run
+        self.library: RunbookLibrary = library or RunbookLibrary()  # the starting command's runbook folders
         self.config = config or ServerConfig()
         self._out_dir = out_dir or self.config.out
         self._lock = threading.Lock()
@@ -54,7 +59,7 @@ class Toolbox:
     def runbooks(self) -> dict[str, dict[str, Any]]:
         with self._lock:
             if self._runbooks is None:
-                self._runbooks = schemas.runbook_parameters()
+                self._runbooks = schemas.runbook_parameters(self.library)
             return self._runbooks
 
     def tools(self) -> dict[str, Tool]:
@@ -275,14 +280,13 @@ class Toolbox:
     def _runbook_and_params(self, arguments: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
         """The named runbook, loaded and validated, and the model's parameters checked against it."""
         from nightowl.engine.validate import RunbookInvalid
-        from nightowl.library import runbooks
 
         name = arguments["runbook"]
         known = self.runbooks()
         if name not in known:
             raise ToolError(f"no runbook named {name!r} (known: {', '.join(sorted(known)) or 'none'})")
         try:
-            loaded = runbooks.load(name)
+            loaded = self.library.load(name)
         except FileNotFoundError as exc:
             raise ToolError(str(exc)) from None
         except RunbookInvalid as exc:

@@ -232,12 +232,11 @@ def run_capture(
     import dataclasses
 
     from nightowl import history
-    from nightowl.library import runbooks
     from nightowl.run import Interrupted, RunHooks, RunRefused, RunSettings, run_and_save
 
     capture.started_at = time.time()
     try:
-        loaded = runbooks.load(str(capture.runbook))
+        loaded = config.runbooks.load(str(capture.runbook))
         transports = _transports(capture, config)
         limits = config.limits_for(capture.rule)
         manifest = {"alert": capture.manifest_alert()}

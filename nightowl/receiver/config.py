@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from nightowl.library.runbooks import RunbookLibrary
 from nightowl.receiver.credentials import read_secret
 from nightowl.receiver.notify import NotifyConfig, parse_notify
 from nightowl.receiver.payload import Alert
@@ -111,6 +112,7 @@ class ServeConfig:
     cookie_secure: bool = False  # mark the session cookie Secure (set it when a TLS proxy fronts serve)
     limits: RunLimits = RunLimits()  # the top-level command_timeout and host_timeout: rules that set none
     storm: StormConfig = StormConfig()
+    runbooks: RunbookLibrary = RunbookLibrary()  # the folders of the command that read the config
 
     def rule_for(self, alert: Alert) -> Rule | None:
         return next((r for r in self.rules if r.matches(alert)), None)
@@ -134,9 +136,7 @@ def _secret(doc: Mapping[str, Any], key: str, where: str, default_env: str | Non
         raise ConfigError(str(exc)) from None
 
 
-def _rule(item: Any, index: int, where: str) -> Rule:
-    from nightowl.library import runbooks
-
+def _rule(item: Any, index: int, where: str, runbooks: RunbookLibrary) -> Rule:
     here = f"{where}: rules[{index}]"
     if not isinstance(item, Mapping):
         raise ConfigError(f"{here}: a rule is a mapping with match, runbook and host")
@@ -221,8 +221,11 @@ def _default_limits(doc: Mapping[str, Any], where: str) -> RunLimits:
     return RunLimits(_seconds(doc, "command_timeout", where), _seconds(doc, "host_timeout", where))
 
 
-def load_config(path: Path, out_dir: Path | None = None, for_receiver: bool = True) -> ServeConfig:
-    """Read the YAML config of ``nightowl serve`` (see fixtures/alerts/serve.yaml)."""
+def load_config(
+    path: Path, out_dir: Path | None = None, for_receiver: bool = True, runbooks: RunbookLibrary | None = None
+) -> ServeConfig:
+    """Read the YAML config of ``nightowl serve`` (see fixtures/alerts/serve.yaml); its rules' runbooks are
+    resolved through ``runbooks`` (the command's ``--runbook-path`` folders), kept for the captures."""
     import yaml
 
     where = str(path)
@@ -235,7 +238,8 @@ def load_config(path: Path, out_dir: Path | None = None, for_receiver: bool = Tr
     unknown = set(doc) - CONFIG_KEYS
     if unknown:
         raise ConfigError(f"{where}: unknown key(s) {', '.join(sorted(unknown))}")
-    rules = tuple(_rule(item, i, where) for i, item in enumerate(doc.get("rules") or []))
+    runbooks = runbooks or RunbookLibrary()
+    rules = tuple(_rule(item, i, where, runbooks) for i, item in enumerate(doc.get("rules") or []))
     if not rules:
         raise ConfigError(f"{where}: no rules: nothing would ever be captured")
     # The token and the PagerDuty secret guard the receiver's HTTP endpoint; `triage --alert` reads a
@@ -283,4 +287,5 @@ def load_config(path: Path, out_dir: Path | None = None, for_receiver: bool = Tr
         cookie_secure=bool(doc.get("cookie_secure", False)),
         limits=_default_limits(doc, where),
         storm=parse_storm(doc.get("storm"), where),
+        runbooks=runbooks,
     )

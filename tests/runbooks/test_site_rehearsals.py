@@ -9,7 +9,6 @@ from click.testing import CliRunner
 
 from nightowl import paths
 from nightowl.cli.main import main
-from nightowl.library import runbooks
 
 SITE_RUNBOOK = """\
 id: gpu-count
@@ -41,7 +40,6 @@ def site(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))
     monkeypatch.delenv("NIGHTOWL_RUNBOOK_PATH", raising=False)
     monkeypatch.setattr(paths, "SITE_CONFIG_DIR", tmp_path / "etc")
-    monkeypatch.setattr(runbooks, "EXTRA_DIRS", [])
     folder = tmp_path / "team"
     (folder / "rehearsals").mkdir(parents=True)
     (folder / "gpu-count.yaml").write_text(SITE_RUNBOOK)

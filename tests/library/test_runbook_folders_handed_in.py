@@ -1,0 +1,92 @@
+"""The ``--runbook-path`` folders are handed in, never kept in a module global (issue 44 item 3): a command's
+folders reach what it runs and starts (rehearsal workers, the receiver's rules, the MCP server's tools), and
+one invocation's folders never reach the next one in the same process."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from nightowl import paths
+from nightowl.cli.main import main
+from nightowl.library import runbooks
+from nightowl.library.runbooks import RunbookLibrary
+
+SITE_RUNBOOK = """\
+id: gpu-temp
+title: Site check of GPU temperature
+entry: collect
+nodes:
+  collect:
+    collect: [nvidia-smi]
+    next: judge
+  judge:
+    decide:
+      - when: "(nvidia_smi.gpus | default([])) | length > 0"
+        goto: ok
+    default: no-gpus
+  ok:
+    verdict: {id: ok, severity: ok, action: none, summary: nvidia-smi lists GPUs}
+  no-gpus:
+    verdict: {id: no-gpus, severity: critical, action: escalate, summary: nvidia-smi lists no GPU}
+"""
+
+
+@pytest.fixture
+def site(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A site folder that only a handed-in ``dirs`` reaches (no environment or XDG folder names it)."""
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))
+    monkeypatch.delenv("NIGHTOWL_RUNBOOK_PATH", raising=False)
+    monkeypatch.setattr(paths, "SITE_CONFIG_DIR", tmp_path / "etc")
+    folder = tmp_path / "team"
+    folder.mkdir()
+    (folder / "gpu-temp.yaml").write_text(SITE_RUNBOOK)
+    return folder
+
+
+def test_the_module_keeps_no_runbook_folders() -> None:
+    assert not hasattr(runbooks, "EXTRA_DIRS")
+
+
+def test_a_library_reaches_its_folders_and_the_module_functions_only_those_handed_in(site: Path) -> None:
+    library = RunbookLibrary((site,))
+    assert library.resolve("gpu-temp") == site / "gpu-temp.yaml"
+    assert library.load("gpu-temp").runbook.id == "gpu-temp"
+    assert "gpu-temp" in library.all_paths() and "xid" in library.all_paths()
+    with pytest.raises(FileNotFoundError, match="no runbook named 'gpu-temp'"):
+        runbooks.resolve("gpu-temp")  # nothing handed in: the built-ins and the environment's folders only
+    with pytest.raises(FileNotFoundError):
+        RunbookLibrary().load("gpu-temp")  # the cache of the first load is not reached without the folder
+
+
+def test_one_invocations_runbook_path_does_not_reach_the_next(site: Path) -> None:
+    runner = CliRunner()
+    shown = runner.invoke(main, ["--runbook-path", str(site), "runbook", "show", "gpu-temp"])
+    assert shown.exit_code == 0 and "Site check of GPU temperature" in shown.output, shown.output
+    again = runner.invoke(main, ["runbook", "show", "gpu-temp"])
+    assert again.exit_code == 2, again.output  # a global set by the first would still name the site runbook
+    assert "no runbook named 'gpu-temp'" in again.output
+
+
+def test_the_receivers_rules_resolve_through_the_commands_folders(site: Path, tmp_path: Path) -> None:
+    from nightowl.receiver.config import ConfigError, load_config
+
+    config_file = tmp_path / "serve.yaml"
+    rule = "  - match: {alertname: GpuHot}\n    runbook: gpu-temp\n    host: '{{ instance }}'\n"
+    config_file.write_text("rules:\n" + rule)
+    with pytest.raises(ConfigError, match="gpu-temp"):
+        load_config(config_file, tmp_path / "out", for_receiver=False)
+    config = load_config(config_file, tmp_path / "out", for_receiver=False, runbooks=RunbookLibrary((site,)))
+    assert config.runbooks.load("gpu-temp").path == site / "gpu-temp.yaml"  # what a capture loads (capture.py)
+
+
+def test_the_mcp_tools_list_the_starting_commands_runbooks(site: Path) -> None:
+    from nightowl.mcp.tools import Toolbox
+
+    def never_runs(request: object) -> dict[str, object]:
+        raise AssertionError("no run")
+
+    assert "gpu-temp" not in Toolbox(never_runs).runbooks()
+    assert "gpu-temp" in Toolbox(never_runs, library=RunbookLibrary((site,))).runbooks()
