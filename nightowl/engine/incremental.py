@@ -314,6 +314,9 @@ class _Read:
         if is_blank(text):
             run.status, run.reason = "no_data", "the command printed nothing to read"
             return run
+        shows_nothing = getattr(self.collector, "shows_nothing", None)
+        if getattr(self.reader, "applies_shows_nothing", False) and shows_nothing is not None and shows_nothing(text):
+            return self._nothing(run, text, file)
         budget = max(0.0, self.parts.timeout_for(self.collector, self.options, self.deadline))
         cut = result.stdout_truncated_bytes
         run.facts, run.parse_error = self.parts.parse_output(self.collector, text, budget, cut, self.options.parsed)
@@ -322,6 +325,20 @@ class _Read:
         elif unreadable(run.facts):
             run.status, run.reason = "unreadable", unreadable_reason(kind, run.facts["coverage"])
             run.facts = unread_facts(run.facts)
+        return run
+
+    def _nothing(self, run: Any, text: str, file: str | None) -> Any:
+        """An output that shows nothing, as the runner's ordinary path has it: no_data, or unreadable (text in
+        no form the parser reads) with the parser's facts."""
+        from nightowl.engine.unread import text_coverage, unreadable_reason
+
+        shown = f" ({text.strip()[:80]})" if text.strip() else ""
+        run.status, run.reason = "no_data", f"the command printed nothing to read{shown}"
+        coverage = text_coverage(self.collector, text)
+        if coverage is not None:
+            run.status, run.reason = "unreadable", unreadable_reason(self.collector.kind, coverage)
+            budget = max(0.0, self.parts.timeout_for(self.collector, self.options, self.deadline))
+            run.facts, run.parse_error = self.parts.parse_output(self.collector, text, budget, 0, self.options.parsed)
         return run
 
     def replay(self) -> Any:

@@ -43,3 +43,27 @@ def cheap_csv(full_xml: str, changes: Mapping[int, Mapping[str, Any]] | None = N
         values.update((changes or {}).get(number, {}))
         rows.append(", ".join(_cell(values[name]) for name in CHEAP_FIELDS))
     return ", ".join(CHEAP_FIELDS) + "\n" + "\n".join(rows) + "\n"
+
+
+def fabric_csv(full_q: str, changes: Mapping[int, Mapping[str, Any]] | None = None) -> str:
+    """The fabric collector's cheap form (its Fabric fields) as a full ``nvidia-smi -q`` says them."""
+    from nightowl.collectors.gpu import fabric
+    from nightowl.collectors.gpu.nvidia_smi.cheap_fabric import FABRIC_FIELDS
+
+    rows = []
+    for number, gpu in enumerate(fabric.facts(fabric.parse(full_q))["gpus"]):
+        health = gpu.get("health") or {}
+        values: dict[str, Any] = {
+            "pci.bus_id": "0000" + gpu["pci"].upper() + ".0",
+            "name": gpu["name"],
+            "fabric.state": gpu["state"],
+            "fabric.status": gpu["status"],
+            "fabric.clique": gpu["clique_id"],
+            "fabric.cluster": gpu["cluster_uuid"],
+        }
+        for name in FABRIC_FIELDS:
+            if name.startswith("fabric.health."):
+                values[name] = health.get(name.removeprefix("fabric.health."))
+        values.update((changes or {}).get(number, {}))
+        rows.append(", ".join(_cell(values[name]) for name in FABRIC_FIELDS))
+    return ", ".join(FABRIC_FIELDS) + "\n" + "\n".join(rows) + "\n"

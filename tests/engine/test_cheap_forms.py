@@ -18,7 +18,7 @@ import pytest
 import yaml
 
 from nightowl import history
-from nightowl.collectors.gpu.nvidia_smi import cheap, nvidia_smi
+from nightowl.collectors.gpu.nvidia_smi import cheap, cheap_fabric, nvidia_smi
 from nightowl.collectors.gpu.nvidia_smi import nvidia_smi_query as query
 from nightowl.engine.incremental import CARRIED
 from nightowl.history import cursors
@@ -26,11 +26,12 @@ from nightowl.library import runbooks
 from nightowl.run import RunHooks, RunResult, RunSettings, run_and_save
 from nightowl.transports.local import LocalTransport
 from nightowl.transports.replay import ReplayTransport
-from tests.engine.cheap_csv import cheap_csv
+from tests.engine.cheap_csv import cheap_csv, fabric_csv
 from tests.history.cursor_standins import install
 
 ROOT = Path(__file__).resolve().parents[2]
 XML = (ROOT / "fixtures" / "hosts" / "real-size-8gpu" / "nvidia-smi-q-x.xml").read_text()
+TEXT = (ROOT / "fixtures" / "hosts" / "real-size-8gpu" / "nvidia-smi.out").read_text()  # -q: the fabric's read
 FULL = cheap.judged_full(nvidia_smi.facts(nvidia_smi.parse(XML)))
 
 STANDIN = r"""#!PYTHON
@@ -39,7 +40,9 @@ folder = os.environ["STANDIN_SMI"]
 with open(os.path.join(folder, "calls"), "a") as log:
     log.write(" ".join(sys.argv[1:]) + "\n")
 args = sys.argv[1:]
-name = "query.csv" if any(a.startswith("--query-gpu=") for a in args) else "full.xml" if args == ["-q", "-x"] else None
+query = next((a for a in args if a.startswith("--query-gpu=")), None)
+full = {("-q", "-x"): "full.xml", ("-q",): "full.txt"}.get(tuple(args))
+name = ("fabric.csv" if "fabric.state" in query else "query.csv") if query else full
 path = os.path.join(folder, name) if name else None
 if path is None or not os.path.exists(path):
     sys.exit(1)
@@ -120,8 +123,9 @@ def node(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.setenv("STANDIN_SMI", str(tmp_path))
     (tmp_path / "full.xml").write_text(XML)
     (tmp_path / "query.csv").write_text(cheap_csv(XML))
+    (tmp_path / "full.txt").write_text(TEXT)
+    (tmp_path / "fabric.csv").write_text(fabric_csv(TEXT))
     (tmp_path / "journal.json").write_text(json.dumps({"boot": "b1", "entries": []}))
-    history.activate(tmp_path / "history.sqlite3")
     return tmp_path
 
 
@@ -129,23 +133,31 @@ def sweep(
     folder: Path, full: bool = False, full_every: float | None = cursors.FULL_EVERY, book: bool = True
 ) -> RunResult:
     (folder / "calls").write_text("")
-    positions = cursors.book(history.active_path(), full=full, full_every=full_every) if book else None
+    store = folder / "history.sqlite3"  # the node's store, as the command's --history would choose it
+    positions = cursors.book(store, full=full, full_every=full_every) if book else None
     return run_and_save(
         runbooks.load("node-health"),
         {"node": lambda: LocalTransport("node")},
         folder / "out",
         settings=RunSettings(drafts=False, status_update=False),
         hooks=RunHooks(cursors=positions),
+        context=history.run_context(store),
     )
 
 
-def entry(result: RunResult) -> dict[str, Any]:
+def entry(result: RunResult, kind: str = "nvidia-smi") -> dict[str, Any]:
     assert result.bundle is not None
-    return json.loads((result.bundle / CARRIED).read_text())["hosts"]["node"]["nvidia-smi"]  # type: ignore[no-any-return]
+    return json.loads((result.bundle / CARRIED).read_text())["hosts"]["node"][kind]  # type: ignore[no-any-return]
 
 
 def smi_calls(folder: Path) -> list[str]:
-    return [line for line in (folder / "calls").read_text().splitlines() if line in ("-q -x",) or "--query-gpu" in line]
+    """The calls of nvidia-smi's own reads (the fabric's -q and Fabric query aside)."""
+    lines = (folder / "calls").read_text().splitlines()
+    return [line for line in lines if line == "-q -x" or ("--query-gpu" in line and "fabric.state" not in line)]
+
+
+def fabric_calls(folder: Path) -> list[str]:
+    return [line for line in (folder / "calls").read_text().splitlines() if line == "-q" or "fabric.state" in line]
 
 
 def smi_facts(result: RunResult) -> dict[str, Any]:
@@ -210,3 +222,27 @@ def test_the_full_form_is_read_with_full_after_full_every_and_when_the_cheap_rea
     again = sweep(node, full=how == "full", full_every=0.0 if how == "old" else cursors.FULL_EVERY)
     assert entry(again)["read"] == "full" and why in entry(again)["why_full"]
     assert smi_calls(node)[-1] == "-q -x"
+
+
+def test_every_fact_node_health_judges_of_the_fabric_has_the_form_that_provides_it() -> None:
+    texts = [(ROOT / "runbooks" / "node-health.yaml").read_text()]
+    reads = {m for text in texts for m in re.findall(r"\bfabric\.([a-z_]+)", text)}
+    assert reads and reads <= set(cheap_fabric.FORMS), reads - set(cheap_fabric.FORMS)
+
+
+def test_the_fabric_is_read_cheap_after_a_full_read_and_in_full_when_a_gpu_leaves_its_fabric(node: Path) -> None:
+    first = sweep(node)
+    assert entry(first, "fabric")["read"] == "full" and fabric_calls(node) == ["-q"]
+    second = sweep(node)
+    assert entry(second, "fabric")["read"] == "cheap" and fabric_calls(node) == [" ".join(cheap_fabric.CHEAP_ARGV[1:])]
+    assert second.runs[0].collections["fabric"].facts == {
+        **first.runs[0].collections["fabric"].facts,
+        "read_form": "cheap",
+    }
+    assert second.runs[0].verdict == first.runs[0].verdict
+    (node / "fabric.csv").write_text(fabric_csv(TEXT, {3: {"fabric.state": "In Progress"}}))
+    third = sweep(node)
+    assert (
+        entry(third, "fabric")["read"] == "full"
+        and "differs from the last full read in gpus" in entry(third, "fabric")["why_full"]
+    )

@@ -22,6 +22,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from nightowl.collectors.base import Collector, parsed_once, registered, to_jsonable
+from nightowl.collectors.gpu.nvidia_smi.cheap import CheapFirst
+from nightowl.collectors.gpu.nvidia_smi.cheap_fabric import FABRIC
 from nightowl.collectors.lines import newline_joined
 from nightowl.collectors.pci import find_pci
 
@@ -272,4 +274,5 @@ COLLECTOR = Collector(
     parse=parse,
     facts=facts,
     shows_nothing=shows_nothing,
+    cursor=CheapFirst(parse, facts, FABRIC),  # the Fabric fields' --query-gpu CSV first (nvidia_smi/cheap_fabric.py)
 )

@@ -160,49 +160,80 @@ class Piece:
     read: str = FULL
 
 
+@dataclass(frozen=True)
+class Forms:
+    """A collector's two forms: the cheap argv, the full argvs, and what each says of the judged values
+    (``judged_full`` of the full form's facts, ``judged_cheap`` of the cheap form's text: a dict, or why it
+    cannot be compared), and ``findings``: the names of the judged values that hold a finding."""
+
+    cheap_argv: tuple[str, ...]
+    full_argvs: tuple[tuple[str, ...], ...]
+    judged_full: Callable[[Mapping[str, Any]], dict[str, Any]]
+    judged_cheap: Callable[[str], dict[str, Any] | str]
+    findings: Callable[[Mapping[str, Any]], list[str]]
+    # a full result that shows nothing, so the next full argv is tried (the last one's is judged no_data)
+    nothing: Callable[[Any], bool] = lambda result: False
+
+
+def _smi_findings(judged: Mapping[str, Any]) -> list[str]:
+    return [name for name in _FINDINGS if judged.get(name)] + (["errors"] if judged.get("field_error_gpus") else [])
+
+
+NVIDIA_SMI = Forms(
+    CHEAP_ARGV,
+    FULL_ARGVS,
+    judged_full,
+    lambda text: judged_cheap(query.parse(text)),
+    _smi_findings,
+    nothing=lambda result: not result.gpus and not result.errors,
+)
+
+
 class CheapFirst:
-    """The nvidia-smi collector's ``cursor``: the cheap form from a saved full read, the full form otherwise.
-    ``parse`` and ``facts`` are the full form's (nvidia_smi.py hands them in: no import back to it)."""
+    """A collector's ``cursor`` that reads its cheap form from a saved full read and its full form otherwise
+    (nvidia-smi's; the fabric's: cheap_fabric.py). ``parse`` and ``facts`` are the full form's, handed in by
+    the collector's module (no import back to it)."""
 
-    def __init__(self, parse: Callable[[str], Any], facts: Callable[[Any], dict[str, Any]]) -> None:
-        self.parse, self.facts = parse, facts
+    follows_since = False  # `--since` windows the kernel log, not these
+    applies_shows_nothing = True  # a full read that shows nothing is no_data, as the ordinary path has it
 
-    follows_since = False  # `--since` windows the kernel log, not nvidia-smi
-    shapes = (CHEAP_ARGV,)  # collectors/readonly_commands.yaml lists it under nvidia-smi
+    def __init__(
+        self, parse: Callable[[str], Any], facts: Callable[[Any], dict[str, Any]], forms: Forms = NVIDIA_SMI
+    ) -> None:
+        self.parse, self.facts, self.forms = parse, facts, forms
+        self.shapes = (forms.cheap_argv,)  # collectors/readonly_commands.yaml lists it under the kind
 
     def commands(
         self, state: Mapping[str, Any] | None, params: Mapping[str, Any]
     ) -> list[tuple[tuple[str, ...], dict[str, str]]]:
         if state is None:
-            return [(argv, {}) for argv in FULL_ARGVS]
-        return [(CHEAP_ARGV, {})]
+            return [(argv, {}) for argv in self.forms.full_argvs]
+        return [(self.forms.cheap_argv, {})]
 
     def why_full(self, state: Mapping[str, Any]) -> str | None:
         """A saved full read the cheap form may not stand for: one that found something, or an old-shaped one."""
         judged = state.get("judged")
         if not isinstance(judged, Mapping):
             return "the saved full read has no judged values"
-        found = [name for name in _FINDINGS if judged.get(name)]
-        if judged.get("field_error_gpus"):
-            found.append("field errors")
+        found = self.forms.findings(judged)
         return "the last full read found " + ", ".join(found) + ": read in full until it clears" if found else None
 
     def read(self, argv: tuple[str, ...], stdout: str, state: Mapping[str, Any] | None) -> Piece:
-        if tuple(argv) != CHEAP_ARGV:
-            return self._full(stdout)
+        if tuple(argv) != self.forms.cheap_argv:
+            return self._full(tuple(argv), stdout)
         if state is None or not isinstance(state.get("judged"), Mapping):
             return Piece("", None, "no full read to compare the cheap read with", CHEAP)
-        gap = differs(judged_cheap(query.parse(stdout)), state["judged"])
+        gap = differs(self.forms.judged_cheap(stdout), state["judged"])
         return Piece("", dict(state), gap, CHEAP)
 
-    def _full(self, stdout: str) -> Piece:
+    def _full(self, argv: tuple[str, ...], stdout: str) -> Piece:
         result = self.parse(stdout)
-        if not result.gpus and not result.errors:
+        if self.forms.nothing(result) and argv != self.forms.full_argvs[-1]:
             return Piece(stdout, None)  # shows nothing: the next full form is tried
         state = {
             "full_at": time.time(),
             "full_sha256": hashlib.sha256(stdout.encode("utf-8", "surrogateescape")).hexdigest(),
-            "judged": judged_full(self.facts(result)),
+            "judged": self.forms.judged_full(self.facts(result)),
         }
         return Piece(stdout, state)
 
