@@ -407,9 +407,10 @@ def run_rounds(args: argparse.Namespace, root: Path) -> None:
             for name in names:
                 fleet.set_output(name, "nvidia-smi", sleep=NVIDIA_SMI_SECONDS)
         if args.steady:
-            from bench.steady import cursor_journal_standin
+            from bench.steady import cursor_journal_standin, serve_cheap_form
 
             cursor_journal_standin(fleet)
+            serve_cheap_form(fleet, names)
         for forks in args.forks:
             for workers in args.workers:
                 if args.steady:
@@ -429,7 +430,7 @@ def run_rounds(args: argparse.Namespace, root: Path) -> None:
         from bench.steady import STEADY_HEADER, STEADY_TARGETS
 
         print(STEADY_HEADER)
-        print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+        print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
         for row in rows:
             print(row)
         print(STEADY_TARGETS)
