@@ -28,6 +28,7 @@ ORIGINS = ("alert", "watch", "schedule", "hand")
 SEVERITY_ORDER = ("ok", "info", "warning", "critical")  # the verdict's severities, least first
 STATUS_UPDATE_BYTES = 16384  # what is read of the bundle's status-update.md (a chat message, not an archive)
 SHOWN_REASONS = 4  # distinct no-verdict reasons told in one line; the rest are counted
+REASON_CHARS = 160  # a no-verdict reason's length in that line
 
 
 class RunLike(Protocol):
@@ -271,7 +272,7 @@ def finding_lines(verdict: Mapping[str, Any] | None) -> list[str]:
 
 
 def no_verdict_line(runs: Iterable[Any]) -> str | None:
-    """``3 host(s) gave no verdict: r07-1, r07-2 unreachable: ssh: connect to host <host> port 22: Connection
+    """``3 hosts gave no verdict: r07-1, r07-2 unreachable: ssh: connect to host <host> port 22: Connection
     refused; r07-3 incomplete: cannot judge: ...``: each distinct reason once with the hosts that gave it (a
     host's own name in its reason read as ``<host>`` so the same failure groups), or None when every host has
     a verdict. (An unreachable storm named only its first host's error: eight hosts behind one dead jump
@@ -280,14 +281,27 @@ def no_verdict_line(runs: Iterable[Any]) -> str | None:
     for run in runs:
         if run.verdict:
             continue
-        error = str(run.error).replace(run.host, "<host>") if run.error else None
+        error = _reason_head(str(run.error).replace(run.host, "<host>")) if run.error else None
         by_reason.setdefault(f"{run.status}: {error}" if error else str(run.status), []).append(run.host)
     if not by_reason:
         return None
     told = [f"{', '.join(hosts)} {reason}" for reason, hosts in list(by_reason.items())[:SHOWN_REASONS]]
     more = len(by_reason) - SHOWN_REASONS
-    rest = f"; and {more} other reason(s) (storm.results)" if more > 0 else ""
-    return f"{sum(map(len, by_reason.values()))} host(s) gave no verdict: {'; '.join(told)}{rest}"
+    rest = f"; and {more} other {_plural(more, 'reason')} (storm.results)" if more > 0 else ""
+    count = sum(map(len, by_reason.values()))
+    return f"{count} {_plural(count, 'host')} gave no verdict: {'; '.join(told)}{rest}"
+
+
+def _plural(count: int, word: str) -> str:
+    return word if count == 1 else f"{word}s"
+
+
+def _reason_head(error: str) -> str:
+    """A host's reason as one line tells it: its words before the detail in brackets (a job's "cannot judge: no
+    collector returned evidence (every collector failed: ...)" lists every member's failures, with every
+    member's name, so the same reason would never group), cut at REASON_CHARS. The bundle keeps the whole."""
+    head = error.split(" (", 1)[0].strip() or error
+    return head if len(head) <= REASON_CHARS else head[: REASON_CHARS - 1].rstrip() + "…"
 
 
 def manifest_sha256(bundle: Path) -> str | None:

@@ -119,7 +119,7 @@ def test_a_run_over_several_hosts_is_told_by_its_worst_verdict_and_every_silent_
     outcome = outcome_from_run(result, "schedule", host="rack=r1", common_cause={"line": "common cause: rack r1"})
     assert outcome.verdict is not None and outcome.verdict["id"] == "v-critical" and outcome.host == "rack=r1"
     assert outcome.verdict["summary"] == "Common cause: rack r1." and outcome.verdict["host_summary"] == ""
-    assert outcome.host_error == "1 host(s) gave no verdict: b unreachable: ssh: <host> refused"
+    assert outcome.host_error == "1 host gave no verdict: b unreachable: ssh: <host> refused"
     assert outcome.failure == "disk full" and outcome.sha256 is None and outcome.run_id is None
     assert outcome.findings[0] == "Common cause first: rack r1"
     assert no_verdict_line(runs[:1]) is None
@@ -131,3 +131,27 @@ def test_the_verdict_line_says_what_prevented_a_verdict() -> None:
     assert verdict_line(None, "h", None, None, failure="disk full") == "failed: disk full"
     verdict = {"id": "x", "severity": "critical", "action": "reboot-node"}
     assert verdict_line(verdict, "h", "ok", None, failure="disk full") == "x (critical) -> reboot-node"
+
+
+def test_a_jobs_members_failing_alike_are_one_reason_told_short() -> None:
+    """Each member's error of a job run lists every member's failures by name; the line groups them as one
+    reason, cut before that detail (the first-look status update listed 3 KB of it, once per member)."""
+    from types import SimpleNamespace
+
+    from nightowl.outcome import REASON_CHARS, no_verdict_line
+
+    hosts = ["r1", "r2", "r3"]
+    detail = "; ".join(f"replica-health: {h}: the command printed nothing to read" for h in hosts)
+    runs = [
+        SimpleNamespace(
+            host=h,
+            verdict=None,
+            status="incomplete",
+            error=f"cannot judge: no evidence (every collector failed: {detail})",
+        )
+        for h in hosts
+    ]
+    line = no_verdict_line(runs)
+    assert line == "3 hosts gave no verdict: r1, r2, r3 incomplete: cannot judge: no evidence"
+    long = [SimpleNamespace(host="a", verdict=None, status="unreachable", error="x" * 1000)]
+    assert len(no_verdict_line(long) or "") < REASON_CHARS + 60

@@ -66,6 +66,6 @@ def test_an_unreachable_storms_status_update_names_every_hosts_reason(tmp_path: 
     config = load_config(storm_config(tmp_path, "http://127.0.0.1:9/hook"))
     capture = run_capture(storm_of(tmp_path, config, hosts, 2, "r09"), config)
     impact = line(Path(str(capture.status_update)).read_text(), "Impact")
-    assert impact.startswith("Impact: not known yet: 3 host(s) gave no verdict: ")
+    assert impact.startswith("Impact: not known yet: 3 hosts gave no verdict: ")
     assert f"{hosts[0]}, {hosts[1]} unreachable: " in impact and "port 22: Connection refused" in impact
     assert f"{hosts[2]} unreachable: " in impact and "No route to host" in impact

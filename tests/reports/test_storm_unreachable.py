@@ -27,7 +27,7 @@ def test_every_unreachable_hosts_reason_is_named(tmp_path: Path) -> None:
     assert capture.status == "captured", capture.reason
     assert capture.storm is not None and {r["status"] for r in capture.storm.results} == {"unreachable"}
     error = str(capture.host_error)
-    assert error.startswith("3 host(s) gave no verdict: ")
+    assert error.startswith("3 hosts gave no verdict: ")
     assert f"{hosts[0]}, {hosts[1]} unreachable: " in error and "port 22: Connection refused" in error
     assert f"{hosts[2]} unreachable: " in error and "No route to host" in error
     assert error in capture.outcome()
