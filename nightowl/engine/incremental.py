@@ -139,13 +139,16 @@ class CursorBook:
             document = self.document(getattr(writer, "scrub", str))
             writer.add_file(CARRIED, json.dumps(document, indent=1, sort_keys=True) + "\n")
 
-    def commit(self, bundle: Path, save: Callable[[str, str, dict[str, Any], str, str, str], None]) -> int:
-        """Save every staged position with the written bundle's id and sha256; the count saved."""
+    def commit(self, bundle: Path, save: Callable[[str, str, dict[str, Any], str | None, str, str], None]) -> int:
+        """Save every staged position with the written bundle's id and sha256 (``None`` for the text: it is the
+        saved one still); the count saved."""
         sha = (bundle / layout.MANIFEST_HASH).read_text().split()[0]
         with self._lock:
             staged = list(self.staged.values())
         for entry in staged:
-            save(entry["host"], entry["kind"], entry["state"], entry["keep"], bundle.name, sha)
+            # a cheap read keeps what the last full read left (state and text): only the citing bundle moves
+            keep = None if entry.get("read") == "cheap" else entry["keep"]
+            save(entry["host"], entry["kind"], entry["state"], keep, bundle.name, sha)
         return len(staged)
 
 

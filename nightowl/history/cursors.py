@@ -33,8 +33,22 @@ def load(path: Path, host: str, kind: str) -> SavedCursor | None:
 
 
 def _save(
-    conn: sqlite3.Connection, host: str, kind: str, state: dict[str, Any], carried: str, bundle_id: str, sha256: str
+    conn: sqlite3.Connection,
+    host: str,
+    kind: str,
+    state: dict[str, Any],
+    carried: str | None,
+    bundle_id: str,
+    sha256: str,
 ) -> None:
+    """One position; ``carried`` None: the row's text stands (a cheap read), only its bundle and time move, so
+    an hourly sweep does not rewrite every host's carried full read."""
+    if carried is None:
+        conn.execute(
+            "UPDATE cursors SET bundle_id = ?, bundle_sha256 = ?, updated = ? WHERE host = ? AND kind = ?",
+            (bundle_id, sha256, time.time(), host, kind),
+        )
+        return
     conn.execute(
         "INSERT OR REPLACE INTO cursors VALUES (?, ?, ?, ?, ?, ?, ?)",
         (host, kind, json.dumps(state, sort_keys=True), carried, bundle_id, sha256, time.time()),
