@@ -36,12 +36,9 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 
 @pytest.fixture(autouse=True)
 def _own_history_store(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    """Each test's runs record into a store of their own, never the developer's; none is left active."""
-    from nightowl import history
-
+    """Each test's runs record into a store of their own, never the developer's."""
     monkeypatch.setenv("NIGHTOWL_HISTORY", str(tmp_path_factory.mktemp("history") / "history.sqlite3"))
     yield
-    history.deactivate()
 
 
 @pytest.fixture(scope="session")
@@ -49,12 +46,8 @@ def recorded_facts(tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[d
     """Every recorded sample's facts per collector kind (tests/fact_samples.py), built once per session:
     replaying every rehearsal takes seconds, shown as this fixture's setup instead of being paid by
     whichever test asked first. The replays record into a store of their own, as every test's runs do."""
-    from nightowl import history
     from tests.fact_samples import sample_facts
 
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("NIGHTOWL_HISTORY", str(tmp_path_factory.mktemp("history") / "history.sqlite3"))
-        try:
-            return sample_facts()
-        finally:
-            history.deactivate()
+        return sample_facts()

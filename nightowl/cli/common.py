@@ -15,15 +15,20 @@ from nightowl.cli.exit import fail
 from nightowl.logline import LOG_FORMATS
 
 if TYPE_CHECKING:
+    from nightowl.engine.context import RunContext
     from nightowl.library.runbooks import RunbookLibrary
 
 
 @dataclass
 class CommandChoices:
-    """What the group's options chose, held in click's context object (``ctx.obj`` of the outermost
-    context) for the command to hand down, never in a module global: ``--runbook-path``'s folders."""
+    """What the group's and the command's options chose, held in click's context object (``ctx.obj`` of the
+    outermost context) for the command to hand down, never in a module global: ``--runbook-path``'s
+    folders, the history store (``--history``; None: off or not asked) and ``--history-from``'s URL."""
 
     runbook_dirs: tuple[Path, ...] = ()
+    history: Path | None = None
+    history_chosen: bool = False  # by the group (`nightowl history --history X import`): its subcommand keeps it
+    prometheus: str | None = None
 
 
 def choices(ctx: click.Context | None = None) -> CommandChoices:
@@ -39,6 +44,19 @@ def runbook_library() -> RunbookLibrary:
     from nightowl.library.runbooks import RunbookLibrary
 
     return RunbookLibrary(choices().runbook_dirs)
+
+
+def history_path() -> Path | None:
+    """The history store this command chose (None: off, or a command without ``--history``)."""
+    return choices().history
+
+
+def run_context() -> RunContext:
+    """The context this command's runs get: its history store and the readers of it (nightowl.history)."""
+    from nightowl import history
+
+    chosen = choices()
+    return history.run_context(chosen.history, chosen.prometheus)
 
 
 @dataclass(frozen=True)
@@ -248,11 +266,11 @@ def parse_params(pairs: tuple[str, ...]) -> dict[str, Any]:
 def _activate_history(ctx: click.Context, param: click.Parameter, value: Path | None) -> Path | None:
     from nightowl import history
 
-    # given to the group (`nightowl history --history X import ...`): the subcommand keeps it
-    if value is None:
-        value = ctx.meta.get("nightowl.history")
-    ctx.meta["nightowl.history"] = value
-    return history.activate(value)
+    chosen = choices(ctx)
+    if value is None and chosen.history_chosen:  # given to the group: the subcommand keeps it
+        return chosen.history
+    chosen.history, chosen.history_chosen = history.resolve(value), True
+    return chosen.history
 
 
 # Every command that runs runbooks records into (and reads) the history store; the callback turns it on,
@@ -270,11 +288,9 @@ HISTORY_OPTION = click.option(
 
 
 def _history_from(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
-    from nightowl import history
-
     if value is not None and not value.startswith(("http://", "https://")):
         raise click.BadParameter("needs an http:// or https:// URL of Prometheus", ctx, param)
-    history.use_prometheus(value)
+    choices(ctx).prometheus = value or None
     return value
 
 

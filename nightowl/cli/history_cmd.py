@@ -14,9 +14,9 @@ from nightowl.safetext import one_line
 
 
 def _store() -> Path:
-    from nightowl import history
+    from nightowl.cli.common import history_path
 
-    path = history.active_path()
+    path = history_path()
     if path is None:
         fail("history is off (--history off or NIGHTOWL_HISTORY=off)")
     return path

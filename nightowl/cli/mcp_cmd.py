@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 import io
 import sys
 import threading
@@ -39,7 +40,7 @@ def mcp(config_path: Path | None, out_dir: Path | None) -> None:
 
     if importlib.util.find_spec("mcp") is None:
         fail("nightowl mcp needs the MCP SDK: pip install 'nightowl[mcp]'")
-    from nightowl.cli.common import runbook_library
+    from nightowl.cli.common import history_path, run_context, runbook_library
     from nightowl.mcp.config import ConfigError, load_config
     from nightowl.mcp.server import serve
     from nightowl.mcp.tools import Toolbox
@@ -48,10 +49,12 @@ def mcp(config_path: Path | None, out_dir: Path | None) -> None:
         config = load_config(config_path)
     except ConfigError as exc:
         fail(str(exc))
-    serve(Toolbox(run_for_mcp, config, out_dir, runbook_library()))
+    # the server's threads run outside this command's click context: what its options chose is handed in
+    run = functools.partial(run_for_mcp, context=run_context())
+    serve(Toolbox(run, config, out_dir, runbook_library(), history_path()))
 
 
-def run_for_mcp(request: Any) -> dict[str, Any]:
+def run_for_mcp(request: Any, context: Any = None) -> dict[str, Any]:
     """The one place the MCP server runs a runbook (a ``nightowl.mcp.hooks.RunRequest``), read-only.
 
     It runs as triage does (``nightowl.run.run_and_save`` through ``cli/running.run_or_exit``, whose
@@ -79,6 +82,7 @@ def run_for_mcp(request: Any) -> dict[str, Any]:
             request.params,
             request.out_dir,
             allow_invasive=False,
+            context=context,
             on_host_done=request.on_host_done,
         )
     from nightowl.outcome import outcome_from_run

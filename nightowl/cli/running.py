@@ -15,6 +15,7 @@ from nightowl.cli.common import fail
 from nightowl.cli.exit import ExitStatus
 
 if TYPE_CHECKING:
+    from nightowl.engine.context import RunContext
     from nightowl.run import RunResult
 
 
@@ -25,12 +26,14 @@ def run_or_exit(
     out_dir: Path,
     allow_invasive: bool,
     limits: dict[str, float | None] | None = None,
+    context: RunContext | None = None,
     **options: Any,
 ) -> RunResult:
     """``nightowl.run.run_and_save`` for a command: parameters it refuses exit 2 with the reason, an
     interrupt exits 130 (143 for SIGTERM) once the partial bundle is saved. ``options`` go to
-    ``run_and_save`` as they are (forks, drafts, on_host_done, start_order)."""
-    from nightowl import history
+    ``run_and_save`` as they are (forks, drafts, on_host_done, start_order). ``context``: the run's (None:
+    the one this command's options chose, cli/common.run_context; a caller in another thread hands its own)."""
+    from nightowl.cli.common import run_context
     from nightowl.run import Interrupted, RunHooks, RunRefused, RunSettings, run_and_save
 
     limits = limits or {}
@@ -50,7 +53,7 @@ def run_or_exit(
                 **switches,
             ),
             hooks=RunHooks(**options),
-            context=history.run_context(),  # the store and readers this command's options chose
+            context=context or run_context(),  # the store and readers this command's options chose
         )
     except RunRefused as exc:
         fail(str(exc))

@@ -53,7 +53,7 @@ def serve(config_path: Path, listen: str | None, out_dir: Path | None, log_forma
     Log lines go to stderr, as JSON lines (level, node, runbook, verdict, ...)
     unless stderr is a terminal or --log-format text.
     """
-    from nightowl.cli.common import runbook_library, stderr_logger
+    from nightowl.cli.common import history_path, runbook_library, stderr_logger
     from nightowl.logline import LogLine
     from nightowl.receiver.config import ConfigError, load_config
     from nightowl.receiver.http import make_server
@@ -61,7 +61,7 @@ def serve(config_path: Path, listen: str | None, out_dir: Path | None, log_forma
     from nightowl.receiver.queue import STOP_GRACE, Receiver
 
     try:
-        config = load_config(config_path, out_dir, runbooks=runbook_library())
+        config = load_config(config_path, out_dir, runbooks=runbook_library(), history=history_path())
     except ConfigError as exc:
         fail(str(exc))
     host, port = _listen(listen or config.listen)

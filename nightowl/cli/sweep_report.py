@@ -6,6 +6,7 @@ Each output format is declared once here (``RENDERERS``), with the ``--format`` 
 
 from __future__ import annotations
 
+import functools
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -66,9 +67,9 @@ def run_sweep(
     With a history store each host's kernel log is read from where the last read stopped (``full_read``: whole).
     A refused parameter exits 2 and an interrupt 130 or 143 once the partial bundle is saved (``run_or_exit``).
     """
+    from nightowl.cli.common import history_path
     from nightowl.cli.running import run_or_exit
     from nightowl.fleet.sweep import sweep
-    from nightowl.history import active_path
     from nightowl.history import cursors as positions
 
     progress, advance = _progress(len(transports), fmt)
@@ -87,9 +88,13 @@ def run_sweep(
             run=run_or_exit,
             on_host_done=advance,
             engine=engine,
-            cursors=positions.book(active_path(), full=full_read),
+            history_store=history_path(),
+            cursors=positions.book(history_path(), full=full_read),
         )
-    click.echo(renderer(fmt)(result.summary), nl=not RENDERERS[fmt][1])
+    render: Callable[..., str] = renderer(fmt)
+    if fmt == "prometheus":  # its GPU incidents come from the history store this command chose
+        render = functools.partial(render, history=history_path())
+    click.echo(render(result.summary), nl=not RENDERERS[fmt][1])
     return _finish(result, log_format)
 
 

@@ -193,7 +193,7 @@ def triage(
 
 def triage_alert(alert_file: Any, config_path: Path | None, fmt: str, out_dir: Path | None) -> ExitStatus:
     """`triage --alert`: what the receiver does with a delivery, done now, in the foreground."""
-    from nightowl.cli.common import runbook_library
+    from nightowl.cli.common import history_path, runbook_library
     from nightowl.receiver.capture import triage_alert_payload
     from nightowl.receiver.config import ConfigError, load_config
 
@@ -201,7 +201,7 @@ def triage_alert(alert_file: Any, config_path: Path | None, fmt: str, out_dir: P
         fail("--alert needs --config RULES (the `nightowl serve` rules file)")
     try:
         payload = json.load(alert_file)
-        config = load_config(config_path, out_dir, for_receiver=False, runbooks=runbook_library())
+        config = load_config(config_path, out_dir, False, runbook_library(), history_path())
     except (ValueError, ConfigError) as exc:
         fail(str(exc))
     results = [capture.to_json() for capture in triage_alert_payload(payload, config)]

@@ -142,7 +142,7 @@ def watch(
     health = health_file or state / "health.json"
     if probe:
         sys.exit(int(_probe(health, max_age)))
-    from nightowl.cli.common import load_runbook_or_exit, local_transports, param_values, stderr_logger
+    from nightowl.cli.common import load_runbook_or_exit, local_transports, param_values, run_context, stderr_logger
     from nightowl.paths import default_out_dir
     from nightowl.watch import triggers as trigger_table
     from nightowl.watch.judge import BurstJudge
@@ -160,7 +160,7 @@ def watch(
     followed, cursor = _open_source(file_path, source, from_start, state)
     _warm_up()
     out = out_dir or default_out_dir()
-    judge = BurstJudge(loaded, host, opener, values, limits, out, textfile, followed.name, log, notifier)
+    judge = BurstJudge(loaded, host, opener, values, limits, out, textfile, followed.name, log, notifier, run_context())
     try:
         status = _follow(followed, cursor, chosen, judge, health, debounce, max_burst, grace, log)
     finally:

@@ -79,6 +79,7 @@ def sweep(
     domains: dict[str, dict[str, str]] | None = None,
     textfile: Path | None = None,
     run: Runner | None = None,
+    history_store: Path | None = None,
     **hooks: Any,
 ) -> SweepResult:
     """Run a loaded runbook on the hosts of ``transports`` (name -> function opening its transport) into one
@@ -87,7 +88,8 @@ def sweep(
     ``params`` are the runbook's values, ``limits`` its command and host timeouts (``command_timeout``,
     ``host_timeout``). The dialer, when given, orders the hosts' starts and is closed here. ``domains`` maps a
     host to its failure domains (``HostSpec.domains``). ``textfile``: also write the node-exporter textfile
-    there (atomically; a failure is one of the result's ``problems``). ``hooks`` go to the run as they are:
+    there (atomically; a failure is one of the result's ``problems``), with the GPU incidents of the history
+    store ``history_store`` (the caller's choice; None: none). ``hooks`` go to the run as they are:
     ``on_host_done`` (progress), ``engine`` (worker processes: nightowl/fleet/workers.py), ``cursors`` (read
     positions: nightowl/history/cursors.py). A fleet's bundle gets no postmortem draft: drafts are per
     incident (`nightowl postmortem`). ``run`` raises what ``nightowl.run.run_and_save`` raises (RunRefused,
@@ -111,10 +113,12 @@ def sweep(
     finally:
         if dialer is not None:
             dialer.close()
-    return concluded(result, domains, textfile)
+    return concluded(result, domains, textfile, history_store)
 
 
-def concluded(result: Any, domains: dict[str, dict[str, str]] | None, textfile: Path | None) -> SweepResult:
+def concluded(
+    result: Any, domains: dict[str, dict[str, str]] | None, textfile: Path | None, history_store: Path | None = None
+) -> SweepResult:
     """The fleet's view of a run (``RunResult``): its facts, shared failure domains and breaker, the
     textfile written when asked, and what could not be written."""
     from nightowl.fleet.actions_log import breaker_state, watched_path
@@ -133,7 +137,7 @@ def concluded(result: Any, domains: dict[str, dict[str, str]] | None, textfile: 
         from nightowl.fleet.textfile import write_textfile
 
         try:
-            write_textfile(textfile, summary)  # atomic: node-exporter never reads a half-written file
+            write_textfile(textfile, summary, history_store)  # atomic: node-exporter never reads a half-written file
         except OSError as exc:
             problems.append(f"cannot write the textfile {textfile}: {exc.strerror or exc}")
     return SweepResult(summary, result, tuple(problems))

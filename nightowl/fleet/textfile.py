@@ -22,9 +22,10 @@ STATUSES = ("ok", "unreachable", "incomplete")
 class SweepCollector:
     """A prometheus_client collector over one sweep summary (what `nightowl sweep --format json` prints)."""
 
-    def __init__(self, summary: dict[str, Any], now: float | None = None) -> None:
+    def __init__(self, summary: dict[str, Any], now: float | None = None, history: Path | None = None) -> None:
         self.summary = summary
         self.now = time.time() if now is None else now
+        self.history = history  # the store the GPU incidents are read from (the command's; None: none)
 
     def collect(self) -> Iterator[Any]:
         from prometheus_client.core import GaugeMetricFamily, InfoMetricFamily
@@ -57,7 +58,7 @@ class SweepCollector:
         yield verdict
         yield needs_action
         yield from self._xid_events(runbook)
-        yield from gpu_incidents({str(h["host"]) for h in hosts})
+        yield from gpu_incidents({str(h["host"]) for h in hosts}, self.history)
         yield from self._sweep(runbook, hosts)
         yield from self._breaker()
 
@@ -109,15 +110,14 @@ class SweepCollector:
         yield _gauge("nightowl_sweep_timestamp_seconds", "When the last sweep finished (Unix time).", runbook, self.now)
 
 
-def gpu_incidents(hosts: set[str]) -> Iterator[Any]:
+def gpu_incidents(hosts: set[str], path: Path | None = None) -> Iterator[Any]:
     """``nightowl_gpu_incidents_total{host,gpu,code,action}``: the distinct GPU incidents (Xid, SXid, off the
     bus; code 79 for the last) the history store holds, with the action of the run that first saw each. The
     same Xid seen by every hourly check of a boot counts once. Nothing when the store is off or unreadable."""
     from prometheus_client.core import CounterMetricFamily
 
-    from nightowl.history import StoreError, active_path, query
+    from nightowl.history import StoreError, query
 
-    path = active_path()
     if path is None:
         return
     try:
@@ -142,23 +142,24 @@ def _gauge(name: str, documentation: str, runbook: str, value: float) -> Any:
     return family
 
 
-def registry_for(summary: dict[str, Any], now: float | None = None) -> Any:
+def registry_for(summary: dict[str, Any], now: float | None = None, history: Path | None = None) -> Any:
     from prometheus_client import CollectorRegistry
 
     registry = CollectorRegistry(auto_describe=False)
-    registry.register(SweepCollector(summary, now))
+    registry.register(SweepCollector(summary, now, history))
     return registry
 
 
-def prometheus_textfile(summary: dict[str, Any]) -> str:
-    """The text exposition format of the sweep (what --format prometheus prints)."""
+def prometheus_textfile(summary: dict[str, Any], history: Path | None = None) -> str:
+    """The text exposition format of the sweep (what --format prometheus prints); ``history``: the store
+    the GPU incidents are read from."""
     from prometheus_client import generate_latest
 
-    return generate_latest(registry_for(summary)).decode()
+    return generate_latest(registry_for(summary, history=history)).decode()
 
 
-def write_textfile(path: Path, summary: dict[str, Any]) -> None:
+def write_textfile(path: Path, summary: dict[str, Any], history: Path | None = None) -> None:
     """Atomically (temp file + rename), so node-exporter never reads half a file."""
     from prometheus_client import write_to_textfile
 
-    write_to_textfile(str(path), registry_for(summary))
+    write_to_textfile(str(path), registry_for(summary, history=history))

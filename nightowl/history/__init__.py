@@ -1,11 +1,11 @@
 """Memory across runs and boots: the embedded history store (docs/reference.md#history).
 
 Where it is: ``--history PATH``, else ``$NIGHTOWL_HISTORY``, else ``<state dir>/history.sqlite3``
-(``off`` for either turns it off). A command that runs runbooks chooses its store once (:func:`activate`,
-called by the ``--history`` option) and builds each run's ``RunContext`` from that choice
-(:func:`run_context`): the run records its bundle into the context's store (:func:`record_bundle`) and the
-``gpu-history`` collector reads through the readers the context hands it (:func:`readers`). Nothing is
-chosen for Python callers that did not ask (rehearsals stay hermetic).
+(``off`` for either turns it off). A command that runs runbooks chooses its store once (its ``--history``
+option, :func:`resolve`; the choice is the command's, kept in its click context, never here) and hands it to
+:func:`run_context`, which builds each run's ``RunContext``: the run records its bundle into the context's
+store (:func:`record_bundle`) and the ``gpu-history`` collector reads through the readers the context hands
+it (:func:`readers`). Nothing is chosen for Python callers that did not ask (rehearsals stay hermetic).
 
 A corrupt, locked or unwritable store is a warning and "no history": never a crash, never a lost
 bundle (the bundle is written before the store is touched).
@@ -26,9 +26,6 @@ if TYPE_CHECKING:
 
 OFF = "off"
 FILENAME = "history.sqlite3"
-# The command's choice, set by its options (``--history``, ``--history-from``) and read once per run into
-# its RunContext: "path" (absent: never chosen; None: off) and "prometheus" (a URL, or absent).
-_chosen: dict[str, Any] = {}
 
 
 def default_path() -> Path | None:
@@ -48,30 +45,6 @@ def resolve(path: str | Path | None) -> Path | None:
     return None if str(path) == OFF else Path(path).expanduser()
 
 
-def activate(path: str | Path | None = None) -> Path | None:
-    """The command's runs record into (and read from) this store; returns it (None: history is off)."""
-    _chosen["path"] = resolve(path)
-    return _chosen["path"]  # type: ignore[no-any-return]
-
-
-def deactivate() -> None:
-    """Forget the command's choice (tests; a command's end)."""
-    _chosen.clear()
-
-
-def active_path() -> Path | None:
-    """The store the command chose (None: none, or off)."""
-    return _chosen.get("path")
-
-
-def use_prometheus(url: str | None) -> None:
-    """``--history-from URL``: runs also read the node's earlier incidents from Prometheus (None: not)."""
-    if url:
-        _chosen["prometheus"] = url
-    else:
-        _chosen.pop("prometheus", None)
-
-
 def readers(path: Path | None, prometheus_url: str | None = None) -> dict[str, Callable[..., Any]]:
     """What the ``gpu-history`` collector may read, by the names it asks for (collectors/gpu/gpu_history.py):
     the store's rows of a host, and earlier incidents from Prometheus; handed to it through the run's context."""
@@ -87,13 +60,13 @@ def readers(path: Path | None, prometheus_url: str | None = None) -> dict[str, C
     return found
 
 
-def run_context() -> RunContext:
-    """The context a run of this command gets: the store it chose and the readers of it (built once per
-    command or receiver, then passed down)."""
+def run_context(path: Path | None = None, prometheus_url: str | None = None) -> RunContext:
+    """The context a run gets: the store ``path`` (None: no history) and the readers of it, and of the node's
+    earlier incidents in Prometheus at ``prometheus_url`` (``--history-from``). The command (or receiver)
+    that chose them builds it once and passes it down; with neither, a run records and reads nothing."""
     from nightowl.engine.context import RunContext
 
-    path = active_path()
-    return RunContext(path, readers(path, _chosen.get("prometheus")))
+    return RunContext(path, readers(path, prometheus_url))
 
 
 def _stderr(message: str) -> None:
@@ -131,7 +104,7 @@ def host_history(host: str, path: Path | None = None) -> dict[str, Any]:
     """Everything the store holds about one host: ``{events, runs, boots, gpus}`` (raises StoreError)."""
     from nightowl.history import store
 
-    store_path = path or active_path()
+    store_path = path
     if store_path is None:
         raise StoreError("history is off")
     return {
@@ -144,14 +117,10 @@ def host_history(host: str, path: Path | None = None) -> dict[str, Any]:
 
 __all__ = [
     "StoreError",
-    "activate",
-    "active_path",
-    "deactivate",
     "default_path",
     "host_history",
     "readers",
     "record_bundle",
     "resolve",
     "run_context",
-    "use_prometheus",
 ]

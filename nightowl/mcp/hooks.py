@@ -41,10 +41,11 @@ class RunRequest:
 RunHook = Callable[[RunRequest], dict[str, Any]]
 
 
-def host_history(host: str, gpu: str | None, since: str | None) -> Any:
-    """The timeline the history store holds for ``host`` (docs/reference.md#history): the one call into it."""
+def host_history(host: str, gpu: str | None, since: str | None, path: Path | None = None) -> Any:
+    """The timeline the history store ``path`` (the server's command chose it) holds for ``host``
+    (docs/reference.md#history): the one call into it."""
     try:
-        from nightowl.history import StoreError, active_path, query
+        from nightowl.history import StoreError, query
     except ImportError:
         raise ToolError("no history store in this build") from None
     from nightowl.ages import parse_age
@@ -54,7 +55,6 @@ def host_history(host: str, gpu: str | None, since: str | None) -> Any:
         seconds = parse_age(since)
         if seconds is None:
             raise ToolError(f"since {since!r}: expected an age such as 90m, 24h or 30d")
-    path = active_path()
     if path is None:
         raise ToolError("history is off for this server (--history off)")
     try:

@@ -44,12 +44,18 @@ class Toolbox:
     """The server's tools, built once from the runbooks the server can reach."""
 
     def __init__(
-        self, run: RunHook, config: ServerConfig | None = None, out_dir: Path | None = None, library: Any = None
+        self,
+        run: RunHook,
+        config: ServerConfig | None = None,
+        out_dir: Path | None = None,
+        library: Any = None,
+        history: Path | None = None,
     ) -> None:
         from nightowl.library.runbooks import RunbookLibrary
 
         self._run = run
         self.library: RunbookLibrary = library or RunbookLibrary()  # the starting command's runbook folders
+        self.history = history  # the starting command's history store (None: off)
         self.config = config or ServerConfig()
         self._out_dir = out_dir or self.config.out
         self._lock = threading.Lock()
@@ -336,7 +342,7 @@ class Toolbox:
         return read_bundle(str(self._readable(arguments["bundle"])))
 
     def _history(self, arguments: dict[str, Any], progress: Progress) -> dict[str, Any]:
-        answer = host_history(arguments["host"], arguments.get("gpu"), arguments.get("since"))
+        answer = host_history(arguments["host"], arguments.get("gpu"), arguments.get("since"), self.history)
         return {"host": arguments["host"], **answer, **NO_BUNDLE}  # each timeline row names its bundle
 
 

@@ -211,8 +211,8 @@ class Bundle:
     # The run's own parse results (engine/parse_memo.ParsedOutputs) while it renders its draft: the draft reads
     # what the verdict saw; None for a draft of a saved bundle (its ``parsed/`` copies serve).
     kept: Any = None
-    # The history store the run recorded into (its RunContext's), for "before this incident"; None: the one the
-    # command chose (nightowl.history.active_path), for a draft rendered after the run.
+    # The history store the run recorded into (its RunContext's), for "before this incident"; None: none (a draft
+    # rendered after the run reads no store).
     history: Path | None = None
     # Every output the draft parses again shares this deadline (engine/readback.py), however many hosts and files.
     read_by: float = field(default_factory=lambda: time.monotonic() + DRAFT_READ_SECONDS)

@@ -252,7 +252,7 @@ def run_capture(
                 forks=min(STORM_FORKS, len(transports)),
             ),
             hooks=RunHooks(extra_manifest=manifest, on_host_done=_storm_record(capture, manifest), lookup=lookup),
-            context=dataclasses.replace(history.run_context(), stop=stopping),  # the receiver's store, its stop
+            context=dataclasses.replace(history.run_context(config.history), stop=stopping),  # its store, its stop
         )
     except RunRefused as exc:
         capture.status, capture.reason, capture.input_error = "not_captured", str(exc), True

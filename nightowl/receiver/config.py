@@ -113,6 +113,7 @@ class ServeConfig:
     limits: RunLimits = RunLimits()  # the top-level command_timeout and host_timeout: rules that set none
     storm: StormConfig = StormConfig()
     runbooks: RunbookLibrary = RunbookLibrary()  # the folders of the command that read the config
+    history: Path | None = None  # the history store that command chose (--history; None: off)
 
     def rule_for(self, alert: Alert) -> Rule | None:
         return next((r for r in self.rules if r.matches(alert)), None)
@@ -222,10 +223,15 @@ def _default_limits(doc: Mapping[str, Any], where: str) -> RunLimits:
 
 
 def load_config(
-    path: Path, out_dir: Path | None = None, for_receiver: bool = True, runbooks: RunbookLibrary | None = None
+    path: Path,
+    out_dir: Path | None = None,
+    for_receiver: bool = True,
+    runbooks: RunbookLibrary | None = None,
+    history: Path | None = None,
 ) -> ServeConfig:
     """Read the YAML config of ``nightowl serve`` (see fixtures/alerts/serve.yaml); its rules' runbooks are
-    resolved through ``runbooks`` (the command's ``--runbook-path`` folders), kept for the captures."""
+    resolved through ``runbooks`` (the command's ``--runbook-path`` folders), kept for the captures with the
+    ``history`` store the command chose, which they record into."""
     import yaml
 
     where = str(path)
@@ -288,4 +294,5 @@ def load_config(
         limits=_default_limits(doc, where),
         storm=parse_storm(doc.get("storm"), where),
         runbooks=runbooks,
+        history=history,
     )

@@ -38,6 +38,7 @@ class BurstJudge:
     source_name: str
     log: Log
     notifier: Any | None = None  # receiver.notify.Notifier, started: told each run's Outcome
+    context: Any = None  # engine.context.RunContext: the history store and readers the command chose (None: none)
 
     def __call__(self, burst: Burst) -> dict[str, Any]:
         """Judge the burst, queue its Outcome for the notify targets (never waited on; their results go to
@@ -52,7 +53,7 @@ class BurstJudge:
     def judge(self, burst: Burst) -> tuple[dict[str, Any], Outcome]:
         """The run's record for the health file (bundle, status, verdict, action, problems, finding) and its
         Outcome. A refused parameter raises (checked at start, so only a changed policy file gets here)."""
-        from nightowl import history
+        from nightowl.engine.context import RunContext
         from nightowl.run import RunHooks, RunSettings, run_and_save
         from nightowl.watch.evidence import BurstTransport
 
@@ -70,7 +71,7 @@ class BurstJudge:
             params=self.params,
             settings=settings,
             hooks=RunHooks(extra_manifest=trigger),
-            context=history.run_context(),  # the store and readers the command's options chose
+            context=self.context or RunContext(),  # the store and readers the command's options chose
         )
         return self._told(run.summary), burst_outcome(run, self.host, burst)
 
@@ -81,7 +82,7 @@ class BurstJudge:
             from nightowl.fleet.textfile import write_textfile
 
             try:
-                write_textfile(self.textfile, summary)
+                write_textfile(self.textfile, summary, self.context.history if self.context is not None else None)
             except OSError as exc:
                 problems.append(f"cannot write the textfile {self.textfile}: {exc.strerror or exc}")
         entry = (summary.get("hosts") or [{}])[0]

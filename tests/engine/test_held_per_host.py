@@ -21,9 +21,12 @@ ROOT = Path(__file__).resolve().parents[2]
 HOSTS = ("xid79-previous-boot-same-gpu", "fabric-health-unhealthy-clique2")
 
 
-def _run(tmp_path: Path, history_on: bool = False):  # type: ignore[no-untyped-def]
+def _run(tmp_path: Path, history_on: bool = False, store: Path | None = None):  # type: ignore[no-untyped-def]
     transports = {name: (lambda n=name: ReplayTransport(ROOT / "fixtures" / "hosts" / n)) for name in HOSTS}
-    return run_and_save(runbooks.load("node-health"), transports, tmp_path, settings=RunSettings(history=history_on))
+    context = history.run_context(store)
+    return run_and_save(
+        runbooks.load("node-health"), transports, tmp_path, settings=RunSettings(history=history_on), context=context
+    )
 
 
 def test_runs_kept_after_a_host_hold_no_output_while_the_bundle_keeps_every_byte(tmp_path: Path) -> None:
@@ -64,11 +67,7 @@ def test_the_history_of_a_run_is_the_history_of_its_bundle_read_again(
         return rows[-1]
 
     monkeypatch.setattr(extract, "bundle_record", recording)
-    history.activate(tmp_path / "history.db")
-    try:
-        result = _run(tmp_path / "out", history_on=True)
-    finally:
-        history.deactivate()
+    result = _run(tmp_path / "out", history_on=True, store=tmp_path / "history.db")
     assert result.bundle is not None and rows
     # Every output the run parsed was found by the manifest's sha256; only empty ones (never parsed) are read.
     assert read and all(path.stat().st_size == 0 for path in read), [p for p in read if p.stat().st_size]

@@ -48,11 +48,10 @@ def test_rows_from_kept_results_are_the_rows_from_the_bundle(tmp_path: Path, mon
         return kept_rows[-1]
 
     monkeypatch.setattr(extract, "bundle_record", recording)
-    history.activate(tmp_path / "history.db")
-    try:
-        result = run_and_save(runbooks.load("node-health"), transports, tmp_path, params={"ib_window_seconds": 0})
-    finally:
-        history.deactivate()
+    context = history.run_context(tmp_path / "history.db")
+    result = run_and_save(
+        runbooks.load("node-health"), transports, tmp_path, params={"ib_window_seconds": 0}, context=context
+    )
     assert result.bundle is not None
     assert kept_rows, "the run recorded its bundle"
     assert {"kernel-log", "nvidia-smi", "fabric"} <= set(hits)

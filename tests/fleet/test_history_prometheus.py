@@ -11,7 +11,6 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from nightowl import history
 from nightowl.cli.main import main
 from tests.fleet.daemons import LOOPBACK, wait_for
 from tests.fleet.prometheus_stack import ROOT, PrometheusStack
@@ -33,11 +32,10 @@ def export_incidents(stack: PrometheusStack, tmp_path: Path) -> Path:
     result = CliRunner().invoke(main, ["triage", "xid", "--replay", str(earlier), "--history", str(db),
                                        "--out", str(tmp_path / "b"), "--format", "json"])  # fmt: skip
     assert json.loads(result.stdout)["hosts"][0]["verdict"]["action"] == "reboot-node"
-    history.activate(db)
 
     class Incidents:
         def collect(self):  # noqa: ANN202
-            return gpu_incidents({NODE})
+            return gpu_incidents({NODE}, db)
 
     registry = CollectorRegistry(auto_describe=False)
     registry.register(Incidents())
@@ -76,7 +74,6 @@ def test_history_from_prometheus_makes_a_repeat_fall_a_hardware_ticket(
         )
         time.sleep(1.5)  # a sample strictly before the boot below began
         url = f"http://{LOOPBACK}:{prometheus_stack.ports['prometheus']}"
-        history.deactivate()
 
         def triage(host: Path, *extra: str) -> dict:
             args = ["triage", "xid", "--replay", str(host), "--history", "off", "--out", str(tmp_path / "b"),
@@ -95,4 +92,3 @@ def test_history_from_prometheus_makes_a_repeat_fall_a_hardware_ticket(
         assert triage(rebooted, "--history-from", f"http://{LOOPBACK}:9")["action"] == "reboot-node"
     finally:
         textfile.unlink()
-        history.deactivate()

@@ -11,10 +11,10 @@ import json
 from pathlib import Path
 from typing import Any
 
+import click
 import pytest
 
-from nightowl import history
-from nightowl.cli.common import param_values
+from nightowl.cli.common import CommandChoices, param_values
 from nightowl.cli.sweep_report import run_sweep
 from nightowl.engine.incremental import CARRIED
 from nightowl.fleet.workers import engine_for
@@ -31,7 +31,6 @@ HOSTS = ["gpu-01", "gpu-02", "gpu-03"]
 def journal(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Journal:
     for name, value in install(tmp_path).items():
         monkeypatch.setenv(name, value)  # the worker processes inherit it
-    history.activate(tmp_path / "history.sqlite3")
     log = Journal(tmp_path / "journal.json")
     log.add(*BOOT)
     return log
@@ -42,7 +41,8 @@ def sweep(tmp_path: Path, workers: int, full_read: bool = False) -> tuple[dict[s
     transports = {name: functools.partial(LocalTransport, name) for name in HOSTS}  # picklable
     values = param_values((), None)
     out = tmp_path / f"bundles-{len(list(tmp_path.glob('bundles-*')))}"
-    with contextlib.redirect_stdout(io.StringIO()) as printed:
+    chose = CommandChoices(history=tmp_path / "history.sqlite3", history_chosen=True)  # as `--history` would
+    with contextlib.redirect_stdout(io.StringIO()) as printed, click.Context(click.Command("sweep"), obj=chose):
         run_sweep(
             loaded,
             transports,
@@ -71,8 +71,7 @@ def test_the_second_sweep_reads_only_what_followed_and_sees_the_new_xid(
 ) -> None:
     _, first = sweep(tmp_path, workers)
     assert reads(first) == dict.fromkeys(HOSTS, "full")
-    path = history.active_path()
-    assert path is not None
+    path = tmp_path / "history.sqlite3"
     saved = cursors.load(path, "gpu-02", "kernel-log")
     assert saved is not None and saved.bundle_id == first.name
     journal.add(XID79)

@@ -29,23 +29,25 @@ BOOT = [
 XID79 = "2024-06-01T11:00:00+0000 node kernel: NVRM: Xid (PCI:0000:5a:00): 79, pid=1234, GPU has fallen off the bus."
 XID13 = "2024-06-01T11:30:00+0000 node kernel: NVRM: Xid (PCI:0000:3b:00): 13, pid=77, name=python3, Graphics Exception"
 
+STORE = "history.sqlite3"  # the node's history store, in its folder
+
 
 @pytest.fixture
 def node(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     for name, value in install(tmp_path).items():
         monkeypatch.setenv(name, value)
-    history.activate(tmp_path / "history.sqlite3")
     return tmp_path
 
 
 def sweep(folder: Path, full: bool = False, with_cursors: bool = True) -> RunResult:
-    book = cursors.book(history.active_path(), full=full) if with_cursors else None
+    book = cursors.book(folder / STORE, full=full) if with_cursors else None
     return run_and_save(
         runbooks.load("xid"),
         {"node": lambda: LocalTransport("node")},
         folder / "out",
         settings=RunSettings(drafts=False, status_update=False),
         hooks=RunHooks(cursors=book),
+        context=history.run_context(folder / STORE),  # the store a sweep's command chose
     )
 
 
@@ -202,8 +204,7 @@ def test_positions_are_saved_with_the_bundle_that_read_them(node: Path) -> None:
     journal = Journal(node / "journal.json")
     journal.add(*BOOT)
     first = sweep(node)
-    path = history.active_path()
-    assert path is not None
+    path = node / STORE
     saved = cursors.load(path, "node", "kernel-log")
     assert saved is not None and saved.bundle_id == first.bundle.name  # type: ignore[union-attr]
     assert saved.bundle_sha256 == sha256_of(first.bundle) and saved.state["boot_id"] == "boot-1"
@@ -215,7 +216,7 @@ def test_positions_are_saved_with_the_bundle_that_read_them(node: Path) -> None:
 def test_a_store_that_cannot_be_written_costs_only_the_positions(node: Path) -> None:
     journal = Journal(node / "journal.json")
     journal.add(*BOOT)
-    book = cursors.book(history.active_path())
+    book = cursors.book(node / STORE)
     result = run_and_save(
         runbooks.load("xid"), {"node": lambda: LocalTransport("node")}, node / "out",
         settings=RunSettings(drafts=False, status_update=False, history=False), hooks=RunHooks(cursors=book),
@@ -225,4 +226,4 @@ def test_a_store_that_cannot_be_written_costs_only_the_positions(node: Path) -> 
     said: list[str] = []
     assert cursors.commit(book, result.bundle, node / "not-a-store", said.append) == 0
     assert said and "the next read is full" in said[0]
-    assert cursors.commit(book, result.bundle, history.active_path(), said.append) == 2  # kernel-log and boots
+    assert cursors.commit(book, result.bundle, node / STORE, said.append) == 2  # kernel-log and boots

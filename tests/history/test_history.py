@@ -231,19 +231,17 @@ def test_textfile_counts_incidents_per_gpu_and_action(tmp_path: Path) -> None:
     db = tmp_path / "h.sqlite3"
     for _ in range(2):
         triage(HOSTS / "xid79-fallen-off-bus", tmp_path / "b", "--history", str(db))
-    history.activate(db)
     from nightowl.fleet.textfile import prometheus_textfile
 
     summary = {"runbook": "xid", "hosts": [{"host": "xid79-fallen-off-bus", "status": "ok", "verdict": None}]}
-    text = prometheus_textfile(summary)
+    text = prometheus_textfile(summary, db)
     assert "# TYPE nightowl_gpu_incidents_total counter" in text
     # two runs, one Xid 79: one incident
     line = (
         'nightowl_gpu_incidents_total{action="reboot-node",code="79",gpu="0000:a1:00",host="xid79-fallen-off-bus"} 1.0'
     )
     assert line in text
-    history.activate("off")
-    assert "nightowl_gpu_incidents" not in prometheus_textfile(summary)
+    assert "nightowl_gpu_incidents" not in prometheus_textfile(summary)  # no store handed in (history off)
 
 
 def test_postmortem_cites_earlier_bundles_before_this_incident(tmp_path: Path) -> None:

@@ -189,7 +189,6 @@ def test_history_answers_from_the_store_naming_each_bundle(tmp_path: Path) -> No
     """A triage recorded into the store, then the tool: the Xid 79 event with the bundle id and sha256."""
     from click.testing import CliRunner
 
-    from nightowl import history
     from nightowl.cli.main import main
 
     store = tmp_path / "history.sqlite3"
@@ -197,14 +196,14 @@ def test_history_answers_from_the_store_naming_each_bundle(tmp_path: Path) -> No
     args = ["triage", "xid", "--replay", str(recorded), "--out", str(tmp_path / "b"), "--history", str(store)]
     result = CliRunner().invoke(main, [*args, "--format", "json"])
     assert result.exit_code == 1, result.output
-    history.activate(store)
-    answer = Toolbox(never_runs).call("history", {"host": "xid79-fallen-off-bus"})
+    toolbox = Toolbox(never_runs, history=store)  # the store the server's command chose
+    answer = toolbox.call("history", {"host": "xid79-fallen-off-bus"})
     events = [row for row in answer["timeline"] if row.get("code") == 79]
     assert events, answer
     assert all(row["bundle_sha256"] and row["bundle_id"] for row in events)
-    assert Toolbox(never_runs).call("history", {"host": "another-host"})["timeline"] == []
+    assert toolbox.call("history", {"host": "another-host"})["timeline"] == []
     with pytest.raises(ToolError, match="expected an age"):
-        Toolbox(never_runs).call("history", {"host": "gpu-17", "since": "soon"})
+        toolbox.call("history", {"host": "gpu-17", "since": "soon"})
 
 
 def test_parse_reads_regular_files_only_and_scrubs_its_answer(tmp_path: Path) -> None:
