@@ -326,6 +326,7 @@ def walk(node: Node) -> Iterable[Node]:
 
 # The key of each XML tag met (an 8-GPU `-q -x` has ~3,600 elements and ~450 distinct tags): one dict
 # look-up an element. Bounded: cleared when full, as a hostile document may hold any number of tags.
+# cache: keyed by the tag name, whose key the tag alone decides.
 _TAG_KEYS: dict[str, str] = {}
 _TAG_KEYS_MAX = 4096
 
