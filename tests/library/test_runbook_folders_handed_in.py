@@ -90,3 +90,23 @@ def test_the_mcp_tools_list_the_starting_commands_runbooks(site: Path) -> None:
 
     assert "gpu-temp" not in Toolbox(never_runs).runbooks()
     assert "gpu-temp" in Toolbox(never_runs, library=RunbookLibrary((site,))).runbooks()
+
+
+def test_rehearsal_workers_resolve_through_the_folders_their_jobs_carry(site: Path, tmp_path: Path) -> None:
+    """No environment names the folder: only the library each job carries can reach the site copy of
+    node-health (its kernel-log guard dropped), whose ablation findings prove the workers ran it."""
+    import yaml
+
+    from nightowl.library.rehearse import ablate_cases, ablation_pool, rehearsal_cases
+    from tests.runbooks.test_ablation import node_health_without_kernel_log_guard
+
+    (site / "node-health.yaml").write_text(node_health_without_kernel_log_guard())
+    case = next(c for c in rehearsal_cases("node-health") if c.get("host") == "healthy-l40s")
+    cases = tmp_path / "rehearsals.yaml"
+    cases.write_text(yaml.safe_dump([case]))
+    library = RunbookLibrary((site,))
+    with ablation_pool(1) as workers:
+        _, handed = ablate_cases(["node-health"], cases, pool=workers, library=library)
+        _, built_in = ablate_cases(["node-health"], cases, pool=workers)
+    assert {(f.output, f.mode) for f in handed} == {("kernel-log.out", "removed"), ("kernel-log.out", "emptied")}
+    assert not built_in  # the built-in keeps its guard: the site folder did not leak into the worker
