@@ -191,6 +191,10 @@ def test_first_read_full_then_cheap_with_the_full_reads_verdict_then_full_when_a
     saved = cursors.load(node / "history.sqlite3", "node", "nvidia-smi")  # the full text stays, cited by the cheap read
     assert saved is not None and saved.carried == XML and saved.bundle_id == second.bundle.name  # type: ignore[union-attr]
     assert saved.state["full_sha256"] == entry(first)["state"]["full_sha256"]
+    # postmortem --verify follows the cheap bundle's chain back to the full read
+    from nightowl.postmortem.carried_chain import verify_carried
+
+    assert second.bundle is not None and verify_carried(second.bundle) == ([], [])
     assert without_form(second) == without_form(first)
     assert "Read cheap: nvidia-smi and the fabric" in str(second.runs[0].verdict["summary"])  # type: ignore[index]
     assert "Read cheap" not in str(first.runs[0].verdict["summary"])  # type: ignore[index]
