@@ -34,27 +34,12 @@ def run_or_exit(
     ``run_and_save`` as they are (forks, drafts, on_host_done, start_order). ``context``: the run's (None:
     the one this command's options chose, cli/common.run_context; a caller in another thread hands its own)."""
     from nightowl.cli.common import run_context
-    from nightowl.run import Interrupted, RunHooks, RunRefused, RunSettings, run_and_save
+    from nightowl.fleet.sweep import run_and_save
+    from nightowl.run import Interrupted, RunRefused
 
-    limits = limits or {}
-    switches = {
-        name: options.pop(name) for name in ("forks", "drafts", "status_update", "history", "redact") if name in options
-    }
     try:
-        return run_and_save(
-            loaded,
-            transports,
-            out_dir,
-            params=params,
-            settings=RunSettings(
-                allow_invasive=allow_invasive,
-                command_timeout=limits.get("command_timeout"),
-                host_timeout=limits.get("host_timeout"),
-                **switches,
-            ),
-            hooks=RunHooks(**options),
-            context=context or run_context(),  # the store and readers this command's options chose
-        )
+        context = context or run_context()  # the store and readers this command's options chose
+        return run_and_save(loaded, transports, params, out_dir, allow_invasive, limits, context, **options)
     except RunRefused as exc:
         fail(str(exc))
     except Interrupted as exc:

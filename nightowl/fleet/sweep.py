@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
+    from nightowl.engine.context import RunContext
     from nightowl.run import RunResult
     from nightowl.transports.dial import Dialer
 
@@ -150,10 +151,12 @@ def run_and_save(
     out_dir: Path,
     allow_invasive: bool,
     limits: dict[str, float | None] | None = None,
+    context: RunContext | None = None,
     **options: Any,
 ) -> RunResult:
     """``nightowl.run.run_and_save`` in the ``Runner`` shape: ``options`` are its settings (forks, drafts, ...) and
-    hooks (on_host_done, start_order, engine, cursors) by name."""
+    hooks (on_host_done, start_order, engine, cursors) by name; ``context`` goes to it as it is. The CLI's
+    ``run_or_exit`` runs through this too, so the two cannot sort the options differently."""
     from nightowl.run import RunHooks, RunSettings
     from nightowl.run import run_and_save as run_runbook_and_save
 
@@ -172,6 +175,7 @@ def run_and_save(
             **settings,
         ),
         hooks=RunHooks(**options),
+        context=context,
     )
 
 
