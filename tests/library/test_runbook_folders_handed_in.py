@@ -9,41 +9,16 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from nightowl import paths
 from nightowl.cli.main import main
 from nightowl.library import runbooks
 from nightowl.library.runbooks import RunbookLibrary
-
-SITE_RUNBOOK = """\
-id: gpu-temp
-title: Site check of GPU temperature
-entry: collect
-nodes:
-  collect:
-    collect: [nvidia-smi]
-    next: judge
-  judge:
-    decide:
-      - when: "(nvidia_smi.gpus | default([])) | length > 0"
-        goto: ok
-    default: no-gpus
-  ok:
-    verdict: {id: ok, severity: ok, action: none, summary: nvidia-smi lists GPUs}
-  no-gpus:
-    verdict: {id: no-gpus, severity: critical, action: escalate, summary: nvidia-smi lists no GPU}
-"""
+from tests.site_runbooks import site_folder
 
 
 @pytest.fixture
 def site(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """A site folder that only a handed-in ``dirs`` reaches (no environment or XDG folder names it)."""
-    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))
-    monkeypatch.delenv("NIGHTOWL_RUNBOOK_PATH", raising=False)
-    monkeypatch.setattr(paths, "SITE_CONFIG_DIR", tmp_path / "etc")
-    folder = tmp_path / "team"
-    folder.mkdir()
-    (folder / "gpu-temp.yaml").write_text(SITE_RUNBOOK)
-    return folder
+    return site_folder(tmp_path, monkeypatch, "gpu-temp", "Site check of GPU temperature")
 
 
 def test_the_module_keeps_no_runbook_folders() -> None:

@@ -7,27 +7,9 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from nightowl import paths
 from nightowl.cli.main import main
+from tests.site_runbooks import site_folder
 
-SITE_RUNBOOK = """\
-id: gpu-count
-title: Site check that nvidia-smi lists GPUs
-entry: collect
-nodes:
-  collect:
-    collect: [nvidia-smi]
-    next: judge
-  judge:
-    decide:
-      - when: "(nvidia_smi.gpus | default([])) | length > 0"
-        goto: ok
-    default: no-gpus
-  ok:
-    verdict: {id: ok, severity: ok, action: none, summary: nvidia-smi lists GPUs}
-  no-gpus:
-    verdict: {id: no-gpus, severity: critical, action: escalate, summary: nvidia-smi lists no GPU}
-"""
 CASES = """\
 - name: a healthy L40S node
   host: healthy-l40s
@@ -37,12 +19,8 @@ CASES = """\
 
 @pytest.fixture
 def site(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))
-    monkeypatch.delenv("NIGHTOWL_RUNBOOK_PATH", raising=False)
-    monkeypatch.setattr(paths, "SITE_CONFIG_DIR", tmp_path / "etc")
-    folder = tmp_path / "team"
-    (folder / "rehearsals").mkdir(parents=True)
-    (folder / "gpu-count.yaml").write_text(SITE_RUNBOOK)
+    folder = site_folder(tmp_path, monkeypatch, "gpu-count", "Site check that nvidia-smi lists GPUs")
+    (folder / "rehearsals").mkdir()
     return folder
 
 
