@@ -13,6 +13,7 @@ from nightowl.receiver.capture import Capture, run_capture
 from nightowl.receiver.config import load_config
 from tests.receiver.test_storm import rack_hosts, storm_config
 from tests.receiver.test_storm_common_cause import storm_of
+from tests.reports.test_storm_unreachable import unreachable_storm
 
 
 def line(text: str, field: str) -> str:
@@ -54,17 +55,7 @@ def test_no_common_cause_in_the_status_update_without_a_shared_domain(tmp_path: 
 
 
 def test_an_unreachable_storms_status_update_names_every_hosts_reason(tmp_path: Path) -> None:
-    hosts = [f"r09-gpu-{n:02d}" for n in (1, 2, 3)]
-    reasons = {
-        hosts[0]: f"ssh: connect to host {hosts[0]} port 22: Connection refused",
-        hosts[1]: f"ssh: connect to host {hosts[1]} port 22: Connection refused",
-        hosts[2]: f"ssh: connect to host {hosts[2]} port 22: No route to host",
-    }
-    for host, reason in reasons.items():
-        (tmp_path / "hosts" / host).mkdir(parents=True)
-        (tmp_path / "hosts" / host / "unreachable").write_text(reason + "\n")
-    config = load_config(storm_config(tmp_path, "http://127.0.0.1:9/hook"))
-    capture = run_capture(storm_of(tmp_path, config, hosts, 2, "r09"), config)
+    hosts, capture = unreachable_storm(tmp_path)
     impact = line(Path(str(capture.status_update)).read_text(), "Impact")
     assert impact.startswith("Impact: not known yet: 3 hosts gave no verdict: ")
     assert f"{hosts[0]}, {hosts[1]} unreachable: " in impact and "port 22: Connection refused" in impact

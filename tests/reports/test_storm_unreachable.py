@@ -6,13 +6,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from nightowl.receiver.capture import run_capture
+from nightowl.receiver.capture import Capture, run_capture
 from nightowl.receiver.config import load_config
 from tests.receiver.test_storm import storm_config
 from tests.receiver.test_storm_common_cause import storm_of
 
 
-def test_every_unreachable_hosts_reason_is_named(tmp_path: Path) -> None:
+def unreachable_storm(tmp_path: Path) -> tuple[list[str], Capture]:
+    """Three hosts of rack r09 behind a dead path (two refused, one with no route), folded into one capture."""
     hosts = [f"r09-gpu-{n:02d}" for n in (1, 2, 3)]
     reasons = {
         hosts[0]: f"ssh: connect to host {hosts[0]} port 22: Connection refused",
@@ -23,7 +24,11 @@ def test_every_unreachable_hosts_reason_is_named(tmp_path: Path) -> None:
         (tmp_path / "hosts" / host).mkdir(parents=True)
         (tmp_path / "hosts" / host / "unreachable").write_text(reason + "\n")
     config = load_config(storm_config(tmp_path, "http://127.0.0.1:9/hook"))
-    capture = run_capture(storm_of(tmp_path, config, hosts, 2, "r09"), config)
+    return hosts, run_capture(storm_of(tmp_path, config, hosts, 2, "r09"), config)
+
+
+def test_every_unreachable_hosts_reason_is_named(tmp_path: Path) -> None:
+    hosts, capture = unreachable_storm(tmp_path)
     assert capture.status == "captured", capture.reason
     assert capture.storm is not None and {r["status"] for r in capture.storm.results} == {"unreachable"}
     error = str(capture.host_error)
