@@ -8,6 +8,7 @@ from pathlib import Path
 import click
 
 from nightowl.cli.common import (
+    FULL_EVERY_OPTION,
     FULL_OPTION,
     HISTORY_FROM_OPTION,
     HISTORY_OPTION,
@@ -31,6 +32,7 @@ from nightowl.cli.sweep_report import SWEEP_FORMAT_OPTION, run_sweep
 @PARAM_OPTION
 @SINCE_OPTION
 @FULL_OPTION
+@FULL_EVERY_OPTION
 @SWEEP_FORMAT_OPTION
 @TEXTFILE_OPTION
 @limit_options
@@ -43,6 +45,7 @@ def check(
     params: tuple[str, ...],
     since: str | None,
     full_read: bool,
+    full_every: float,
     fmt: str,
     textfile: Path | None,
     limits: dict[str, float | None],
@@ -75,5 +78,6 @@ def check(
         out_dir=out_dir,
         forks=1,
         full_read=full_read,
+        full_every=full_every,
     )
     sys.exit(int(status))

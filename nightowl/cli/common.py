@@ -325,6 +325,14 @@ FULL_OPTION = click.option(
     is_flag=True,
     help="read each host's kernel log whole, not from its last read's cursor (docs/reference.md#incremental-reads)",
 )
+FULL_EVERY_OPTION = click.option(
+    "--full-every",
+    "full_every",
+    type=click.FloatRange(min=0),
+    default=24.0,
+    show_default=True,
+    help="hours after which a host's nvidia-smi and fabric are read whole again (cheap --query-gpu reads between)",
+)
 
 
 def param_values(params: tuple[str, ...], since: str | None) -> dict[str, Any]:

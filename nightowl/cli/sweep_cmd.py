@@ -14,6 +14,7 @@ from typing import Any
 import click
 
 from nightowl.cli.common import (
+    FULL_EVERY_OPTION,
     FULL_OPTION,
     HISTORY_OPTION,
     INVASIVE_OPTION,
@@ -56,6 +57,7 @@ from nightowl.cli.sweep_report import SWEEP_FORMAT_OPTION, run_sweep
 @PARAM_OPTION
 @SINCE_OPTION
 @FULL_OPTION
+@FULL_EVERY_OPTION
 @SWEEP_FORMAT_OPTION
 @TEXTFILE_OPTION
 @INVASIVE_OPTION
@@ -73,6 +75,7 @@ def sweep(
     params: tuple[str, ...],
     since: str | None,
     full_read: bool,
+    full_every: float,
     fmt: str,
     textfile: Path | None,
     allow_invasive: bool,
@@ -128,6 +131,7 @@ def sweep(
         domains=domains,
         engine=engine_for(loaded, transports, pool, values, ssh.connect_timeout),
         full_read=full_read,
+        full_every=full_every,
     )
     sys.exit(int(status))
 

@@ -54,6 +54,7 @@ def run_sweep(
     domains: dict[str, dict[str, str]] | None = None,
     engine: Any = None,
     full_read: bool = False,
+    full_every: float = 24.0,
 ) -> ExitStatus:
     """Sweep a loaded runbook over the hosts of ``transports`` (name -> function opening its transport) into
     one bundle under ``out_dir`` (the default folder when None), print the report as ``fmt``, write the
@@ -64,7 +65,8 @@ def run_sweep(
     None (sweep) never logs. The dialer, when given, orders the hosts' starts and is closed after the run.
     ``domains`` maps a host to its failure domains (``HostSpec.domains``) for the report's `domains`.
     ``engine`` runs the hosts in place of the one-process engine (worker processes: nightowl/fleet/workers.py).
-    With a history store each host's kernel log is read from where the last read stopped (``full_read``: whole).
+    With a history store each host's kernel log is read from where the last read stopped (``full_read``: whole),
+    and its nvidia-smi and fabric cheap first, whole after ``full_every`` hours.
     A refused parameter exits 2 and an interrupt 130 or 143 once the partial bundle is saved (``run_or_exit``).
     """
     from nightowl.cli.common import history_path
@@ -89,7 +91,7 @@ def run_sweep(
             on_host_done=advance,
             engine=engine,
             history_store=history_path(),
-            cursors=positions.book(history_path(), full=full_read),
+            cursors=positions.book(history_path(), full=full_read, full_every=full_every * 3600),
         )
     render: Callable[..., str] = renderer(fmt)
     if fmt == "prometheus":  # its GPU incidents come from the history store this command chose

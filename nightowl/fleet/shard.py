@@ -71,6 +71,7 @@ class ShardJob:
     kill_at: int | None = None  # test hook: SIGKILL itself when opening its Nth host (workers.KILL_ENV)
     cursors: Path | None = None  # the history store whose read positions the hosts start from (None: full reads)
     full_read: bool = False  # --full: every read is full (positions are still staged)
+    full_every: float | None = None  # --full-every, in seconds: cheap-first sources read whole after it
 
 
 class ShardWriter(BundleWriter):
@@ -202,7 +203,7 @@ def shard_main(conn: Any, job: ShardJob) -> None:
         with sending:
             conn.send(message)
 
-    book = positions.book(job.cursors, job.full_read)
+    book = positions.book(job.cursors, job.full_read, job.full_every)
 
     def host_done(run: HostRun) -> None:
         report = writer.take(run)

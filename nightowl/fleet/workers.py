@@ -237,6 +237,7 @@ class WorkerEngine:
                     kill_at=kill.get(number),
                     cursors=getattr(getattr(writer, "cursors", None), "origin", None),
                     full_read=bool(getattr(getattr(writer, "cursors", None), "full", False)),
+                    full_every=getattr(getattr(writer, "cursors", None), "full_every", None),
                 )
             )
         return jobs

@@ -112,6 +112,12 @@ def test_a_full_read_that_found_something_is_read_in_full_again() -> None:
 
 @pytest.fixture
 def node(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    return install_node(tmp_path, monkeypatch)
+
+
+def install_node(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """This machine as an 8-GPU node: `nvidia-smi` (both forms of both readers), journal, ring and fabric manager
+    stand-ins first on PATH (tests/fleet/test_incremental_sweep.py's workers inherit them)."""
     for name, value in install(tmp_path).items():
         monkeypatch.setenv(name, value)
     bin_dir = tmp_path / "smi-bin"

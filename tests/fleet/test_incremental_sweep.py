@@ -21,6 +21,7 @@ from nightowl.fleet.workers import engine_for
 from nightowl.history import cursors
 from nightowl.library import runbooks
 from nightowl.transports.local import LocalTransport
+from tests.engine.test_cheap_forms import install_node
 from tests.history.cursor_standins import Journal, install
 from tests.history.test_cursor_read import BOOT, XID79
 
@@ -82,3 +83,30 @@ def test_the_second_sweep_reads_only_what_followed_and_sees_the_new_xid(
         assert (second / "hosts" / host / "kernel-log.out").read_text().count("\n") == 3  # last entry, new, cursor
     _, forced = sweep(tmp_path, workers, full_read=True)
     assert reads(forced) == dict.fromkeys(HOSTS, "full")
+
+
+def test_full_every_reaches_the_workers_and_reads_nvidia_smi_whole_once_the_last_full_read_is_older(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`--full-every` (hours) over worker processes: a second sweep reads nvidia-smi cheap, one with 0 whole."""
+    node = install_node(tmp_path, monkeypatch)
+    loaded = runbooks.load("node-health")
+    transports = {name: functools.partial(LocalTransport, name) for name in HOSTS[:2]}
+    values = param_values((), None)
+
+    def read_of(full_every: float) -> list[tuple[str, str | None]]:
+        out = node / f"bundles-{len(list(node.glob('bundles-*')))}"
+        chose = CommandChoices(history=node / "history.sqlite3", history_chosen=True)
+        with contextlib.redirect_stdout(io.StringIO()), click.Context(click.Command("sweep"), obj=chose):
+            run_sweep(
+                loaded, transports, values, {"command_timeout": None, "host_timeout": None}, fmt="json",
+                textfile=None, log_format=None, out_dir=out, forks=2,
+                engine=engine_for(loaded, transports, 2, values), full_every=full_every,
+            )  # fmt: skip
+        (bundle,) = out.iterdir()
+        hosts = json.loads((bundle / CARRIED).read_text())["hosts"]
+        return [(hosts[h]["nvidia-smi"]["read"], hosts[h]["nvidia-smi"]["why_full"]) for h in HOSTS[:2]]
+
+    assert [read for read, _ in read_of(24.0)] == ["full", "full"]
+    assert read_of(24.0) == [("cheap", None), ("cheap", None)]
+    assert all(read == "full" and "--full-every 0 h" in str(why) for read, why in read_of(0.0))
