@@ -7,14 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from nightowl.cli.common import param_values
 from nightowl.cli.exit import ExitStatus
-from nightowl.cli.sweep_report import run_sweep
 from nightowl.fleet.domains import domain_keys, domains_table, fleet_domains
 from nightowl.fleet.inventory import InventoryError, load_inventory
-from nightowl.library import runbooks
 from nightowl.paths import data_dir
-from nightowl.transports.replay import ReplayTransport
+from tests.fleet.replay_sweep import node_health_sweep
 
 HOSTS = data_dir("fixtures") / "hosts"
 NVLINK_FAULT = HOSTS / "xid145-nvlink-b200"  # recorded B200 with NVLink Xid 145
@@ -117,19 +114,7 @@ def test_inventories_give_domains(tmp_path: Path) -> None:
 
 
 def _sweep(tmp_path: Path, recorded: dict[str, Path], rack: str = "nvl72-a") -> dict:
-    transports = {name: (lambda d=d, n=name: ReplayTransport(d, n)) for name, d in recorded.items()}
-    status = run_sweep(
-        runbooks.load("node-health"),
-        transports,
-        param_values((), None),
-        {"command_timeout": None, "host_timeout": None},
-        fmt="json",
-        textfile=None,
-        log_format=None,
-        out_dir=tmp_path / "b",
-        forks=4,
-        domains={name: {"rack": rack} for name in recorded},
-    )
+    status = node_health_sweep(tmp_path, recorded, "json", {name: {"rack": rack} for name in recorded})
     assert status == ExitStatus.ACTION_NEEDED
     return status
 

@@ -12,13 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from nightowl.cli.common import param_values
-from nightowl.cli.sweep_report import run_sweep
 from nightowl.fleet.domains import fleet_domains, primary_node, with_fact_domains, xid_is_follower
 from nightowl.fleet.outliers import nvlink_domain
-from nightowl.library import runbooks
 from nightowl.paths import data_dir
-from nightowl.transports.replay import ReplayTransport
+from tests.fleet.replay_sweep import node_health_sweep
 
 HOSTS = data_dir("fixtures") / "hosts"
 CLIQUE_UNHEALTHY = HOSTS / "fabric-health-unhealthy-clique2"
@@ -28,19 +25,7 @@ CLUSTER = "dc6e40c4-d722-4357-9ba6-5291dd461278"  # the recording's ClusterUUID
 def sweep(
     tmp_path: Path, recorded: dict[str, Path], fmt: str, domains: dict[str, dict[str, str]] | None = None
 ) -> None:
-    transports = {name: (lambda d=d, n=name: ReplayTransport(d, n)) for name, d in recorded.items()}
-    run_sweep(
-        runbooks.load("node-health"),
-        transports,
-        param_values((), None),
-        {"command_timeout": None, "host_timeout": None},
-        fmt=fmt,
-        textfile=None,
-        log_format=None,
-        out_dir=tmp_path / "b",
-        forks=4,
-        domains=domains or {},
-    )
+    node_health_sweep(tmp_path, recorded, fmt, domains or {})
 
 
 def test_18_nodes_of_one_nvlink_domain_with_the_same_fabric_fault_are_one_finding_from_facts_alone(

@@ -9,29 +9,15 @@ from pathlib import Path
 
 import pytest
 
-from nightowl.cli.common import param_values
-from nightowl.cli.sweep_report import run_sweep
 from nightowl.fleet.table import GPUS_WIDTH, gpus_cell
-from nightowl.library import runbooks
 from nightowl.paths import data_dir
-from nightowl.transports.replay import ReplayTransport
+from tests.fleet.replay_sweep import node_health_sweep
 
 HOSTS = data_dir("fixtures") / "hosts"
 
 
 def sweep(tmp_path: Path, fmt: str, recorded: dict[str, str]) -> str:
-    transports = {name: (lambda d=HOSTS / d, n=name: ReplayTransport(d, n)) for name, d in recorded.items()}
-    run_sweep(
-        runbooks.load("node-health"),
-        transports,
-        param_values((), None),
-        {"command_timeout": None, "host_timeout": None},
-        fmt=fmt,
-        textfile=None,
-        log_format=None,
-        out_dir=tmp_path / "b",
-        forks=2,
-    )
+    node_health_sweep(tmp_path, {name: HOSTS / folder for name, folder in recorded.items()}, fmt, forks=2)
     return fmt
 
 
