@@ -78,13 +78,15 @@ def network_rows(
 ) -> list[dict[str, Any]]:
     """NIC port and NVLink fabric findings of one recorded host folder; an unreadable output is no row."""
     from nightowl.collectors.gpu import fabric
+    from nightowl.collectors.jsonable import from_jsonable  # the typed result from the kept JSON: parse once
     from nightowl.collectors.network import ib_ports, ib_ports_window
 
     rows: list[dict[str, Any]] = []
     reads: list[dict[str, Any]] = []
     for path in _outputs(host_dir, "ib-ports"):
         try:
-            reads.append(ib_ports.facts(_parsed("ib-ports", ib_ports.parse, path, digests, kept)))
+            kept_json = _parsed("ib-ports", ib_ports.parse, path, digests, kept, as_json=True)
+            reads.append(ib_ports.facts(from_jsonable(ib_ports.IbPortsResult, kept_json)))
         except Exception:  # noqa: BLE001 - an unreadable port list is no row, never a failed import
             continue
     down: dict[str, dict[str, Any]] = {}
@@ -117,7 +119,9 @@ def network_rows(
                 rows.append(_finding(host, kind, name, text, boot_id, when, max(count, 1)))
     for path in _outputs(host_dir, "fabric"):
         try:
-            found = fabric.facts(_parsed("fabric", fabric.parse, path, digests, kept))
+            found = fabric.facts(
+                from_jsonable(fabric.FabricResult, _parsed("fabric", fabric.parse, path, digests, kept, as_json=True))
+            )
         except Exception:  # noqa: BLE001 - an unreadable Fabric section is no row
             continue
         for entry in found.get("degraded") or []:
