@@ -8,6 +8,7 @@ import pytest
 
 from nightowl import knowledge
 from nightowl.llmperf import floor
+from tests.knowledge.bad_rows import load_error
 
 
 def rows() -> list[dict[str, object]]:
@@ -48,8 +49,6 @@ def test_the_floor_code_holds_no_figure_of_its_own() -> None:
 def test_a_bad_row_is_an_error_naming_it(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, entry: str, error: str
 ) -> None:
-    (tmp_path / "sku_profiles.yaml").write_text(f"memory_bandwidth:\n- {entry}\n")
-    monkeypatch.setattr(knowledge, "HERE", tmp_path)
-    with pytest.raises(knowledge.KnowledgeError, match=r"sku_profiles.yaml: memory_bandwidth\[0\]") as raised:
-        floor.gpu_bandwidth.__wrapped__()
-    assert error in str(raised.value)
+    text = f"memory_bandwidth:\n- {entry}\n"
+    loader = floor.gpu_bandwidth.__wrapped__
+    assert error in load_error(tmp_path, monkeypatch, "sku_profiles.yaml", text, loader, "memory_bandwidth[0]")

@@ -11,6 +11,7 @@ import yaml
 
 from nightowl import knowledge
 from nightowl.collectors.serving import engine_log
+from tests.knowledge.bad_rows import load_error
 
 # Two workers of one start (TP1 reports first), then TP1 again: the next start.
 ONE_START = [
@@ -65,9 +66,6 @@ def test_marking_another_row_makes_it_the_per_worker_minimum(tmp_path: Path, mon
 def test_an_unknown_way_of_combining_is_an_error_naming_the_row(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    (tmp_path / "engine_log.yaml").write_text(
-        'values:\n- {table: kv_cache, field: tokens, regex: "(\\\\d+)", source: s, across_workers: max}\n'
-    )
-    monkeypatch.setattr(knowledge, "HERE", tmp_path)
-    with pytest.raises(knowledge.KnowledgeError, match=r"engine_log.yaml: values\[0\].*'max' is not one of"):
-        engine_log.tables.__wrapped__()
+    text = 'values:\n- {table: kv_cache, field: tokens, regex: "(\\\\d+)", source: s, across_workers: max}\n'
+    error = load_error(tmp_path, monkeypatch, "engine_log.yaml", text, engine_log.tables.__wrapped__, "values[0]")
+    assert "'max' is not one of" in error

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from nightowl import knowledge
 from nightowl.collectors.serving import engine_log
+from tests.knowledge.bad_rows import load_error
 
 
 def test_every_value_table_has_rows_of_the_one_row_type() -> None:
@@ -52,11 +52,10 @@ def test_tables_read_only_their_own_rows() -> None:
 def test_a_bad_value_row_is_an_error_naming_the_row(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, row: str, error: str
 ) -> None:
-    (tmp_path / "engine_log.yaml").write_text(f"values:\n- {row}\n")
-    monkeypatch.setattr(knowledge, "HERE", tmp_path)
-    with pytest.raises(knowledge.KnowledgeError, match=r"engine_log.yaml: values\[0\]") as raised:
-        engine_log.tables.__wrapped__()  # the uncached loader: the shipped tables stay cached
-    assert error in str(raised.value)
+    text = f"values:\n- {row}\n"
+    assert error in load_error(
+        tmp_path, monkeypatch, "engine_log.yaml", text, engine_log.tables.__wrapped__, "values[0]"
+    )
 
 
 def test_engine_signatures_are_rows_of_the_data_file_only() -> None:
