@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import subprocess
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -30,6 +31,17 @@ def _nightowl(cluster: SlurmCluster, *args: str, path: Path | None = None) -> su
     return subprocess.Popen(
         [*nightowl_argv(), *args], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
     )
+
+
+def _actions(checks: list[subprocess.Popen[str]]) -> list[dict[str, Any]]:
+    """Each check's one action once it exits, in order; it exits 4 exactly when held, else 0."""
+    results = []
+    for check in checks:
+        out, err = check.communicate(timeout=120)
+        (action,) = json.loads(out)["actions"]
+        assert check.returncode == (4 if action["result"] == "held" else 0), (action, err)
+        results.append(action)
+    return results
 
 
 def _clean(cluster: SlurmCluster) -> None:
@@ -59,12 +71,7 @@ def test_twelve_fatal_at_once_under_a_cap_of_five(slurm_cluster: SlurmCluster, t
         assert not log.exists() and not any("drain" in cluster.node_state(n) for n in FATAL)
 
         checks = [_nightowl(cluster, "slurm", "drain", node, *drain_args, "--lock", str(lock)) for node in FATAL]
-        results = []
-        for check in checks:
-            out, err = check.communicate(timeout=120)
-            (action,) = json.loads(out)["actions"]
-            assert check.returncode == (4 if action["result"] == "held" else 0), (action, err)
-            results.append(action)
+        results = _actions(checks)
         drained = [r["node"] for r in results if r["result"] == "drained"]
         held = [r for r in results if r["result"] == "held"]
         print(f"\ncircuit breaker: {len(drained)} drained, {len(held)} held of {len(FATAL)} fatal (cap 5)")
@@ -161,12 +168,7 @@ def test_three_checks_without_a_lock_drain_at_most_the_cap(slurm_cluster: SlurmC
             _nightowl(cluster, "slurm", "drain", n, *args, "--actions-log", str(logs[n]), path=wrappers)
             for n in at_once
         ]
-        results = []
-        for check in checks:
-            out, err = check.communicate(timeout=120)
-            (action,) = json.loads(out)["actions"]
-            assert check.returncode == (4 if action["result"] == "held" else 0), (action, err)
-            results.append(action)
+        results = _actions(checks)
         drained = [r["node"] for r in results if r["result"] == "drained"]
         undone = [r["node"] for r in results if "its own drain undone" in r["why"]]
         print(f"\nno lock, cap 1: {len(drained)} drained, {len(undone)} undone their own, of {len(at_once)} at once")
