@@ -10,6 +10,7 @@ from click.testing import CliRunner
 
 from nightowl.cli.main import main
 from nightowl.paths import data_dir
+from tests.receiver.xid_alert import XID_ALERT, xid_rules
 
 HOSTS = data_dir("fixtures") / "hosts"
 CORPUS = data_dir("fixtures") / "corpus"
@@ -287,15 +288,7 @@ def test_bundled_data_ships_in_the_wheel(tmp_path: Path) -> None:
 
 
 def test_triage_alert_payload(tmp_path: Path) -> None:
-    config = tmp_path / "serve.yaml"
-    config.write_text(  # no token: that guards `serve`'s endpoint, not a one-off triage
-        "rules:\n"
-        "  - name: gpu-xid\n"
-        '    match: ["alertname=GpuXidErrors"]\n'
-        "    runbook: xid\n"
-        f'    host: "replay:{HOSTS}/{{{{ labels.Hostname }}}}"\n'
-    )
-    payload = str(data_dir("fixtures") / "alerts" / "alertmanager-xid-firing.json")
+    config, payload = xid_rules(tmp_path), str(XID_ALERT)
     result = invoke("triage", "--alert", payload, "--config", str(config), "--out", str(tmp_path), "--format", "json")
     captures = json.loads(result.output)["captures"]
     assert [c["status"] for c in captures] == ["captured", "captured", "ignored"]

@@ -16,6 +16,7 @@ from nightowl.library import runbooks
 from nightowl.paths import data_dir
 from nightowl.run import run_and_save
 from nightowl.transports.replay import ReplayTransport
+from tests.receiver.xid_alert import XID_ALERT, xid_rules
 
 HOSTS = data_dir("fixtures") / "hosts"
 
@@ -38,15 +39,7 @@ def test_a_commands_store_does_not_reach_a_later_run_that_was_handed_none(tmp_pa
 
 
 def test_an_alerts_capture_records_into_the_store_its_command_chose(tmp_path: Path) -> None:
-    config = tmp_path / "serve.yaml"
-    config.write_text(
-        "rules:\n"
-        "  - name: gpu-xid\n"
-        '    match: ["alertname=GpuXidErrors"]\n'
-        "    runbook: xid\n"
-        f'    host: "replay:{HOSTS}/{{{{ labels.Hostname }}}}"\n'
-    )
-    payload = str(data_dir("fixtures") / "alerts" / "alertmanager-xid-firing.json")
+    config, payload = xid_rules(tmp_path), str(XID_ALERT)
     db = tmp_path / "receiver.sqlite3"
     args = ["triage", "--alert", payload, "--config", str(config), "--out", str(tmp_path / "b"), "--history", str(db)]
     result = CliRunner().invoke(main, [*args, "--format", "json"])
