@@ -41,13 +41,13 @@ class _Echo(_Endless):
         return lambda text: {"chars": len(text)}
 
 
-def run_with_watchdog(target: Any, seconds: float = 30.0) -> Any:
-    """Run ``target`` in a thread; fail (instead of hanging the suite) if it does not return."""
+def run_with_watchdog(target: Any, seconds: float = 30.0, hung: str = "the parse hung past its budget") -> Any:
+    """Run ``target`` in a thread; fail saying ``hung`` (instead of hanging the suite) if it does not return."""
     box: dict[str, Any] = {}
     thread = threading.Thread(target=lambda: box.setdefault("value", target()), daemon=True)
     thread.start()
     thread.join(seconds)
-    assert not thread.is_alive(), "the parse hung past its budget"
+    assert not thread.is_alive(), hung
     return box["value"]
 
 

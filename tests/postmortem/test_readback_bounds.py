@@ -5,7 +5,6 @@ again with neither, so most of a minute went by after the verdict. Each bound is
 
 from __future__ import annotations
 
-import threading
 from pathlib import Path
 from typing import Any
 
@@ -15,16 +14,12 @@ from nightowl.engine.parse_budget import bounded_input
 from nightowl.engine.parse_memo import ParsedOutputs
 from nightowl.engine.readback import ReadBackTimedOut, read_as_parsed, read_back
 from nightowl.engine.runner import parse_output
+from tests.engine.test_parse_budget import run_with_watchdog
 from tests.postmortem.bundles import make_bundle
 
 
 def finishes(target: Any, seconds: float = 30.0) -> Any:
-    box: dict[str, Any] = {}
-    thread = threading.Thread(target=lambda: box.setdefault("value", target()), daemon=True)
-    thread.start()
-    thread.join(seconds)
-    assert not thread.is_alive(), "a reader of the bundle ran past its budget"
-    return box["value"]
+    return run_with_watchdog(target, seconds, "a reader of the bundle ran past its budget")
 
 
 def spin(text: str) -> Any:
