@@ -295,8 +295,11 @@ def _dependents(tree: Path, target: str) -> set[str]:
     changed = True
     while changed:
         changed = False
+        # A package imported afresh is a new module object without its submodules as attributes unless they
+        # are imported afresh too (``pkg.catalog`` would be missing), so a hit package takes its submodules.
+        packages = tuple(f"{name}." for name in hit if (tree / name.replace(".", "/") / "__init__.py").exists())
         for name, found in imports.items():
-            if name not in hit and found & hit:
+            if name not in hit and (found & hit or name.startswith(packages)):
                 hit.add(name)
                 changed = True
     return hit
@@ -323,9 +326,17 @@ def _warm(tree: Path, tests: list[str]) -> None:
 
 
 def _evict(names: set[str]) -> None:
+    """Forget the modules to import afresh, also as attributes of their parent package: ``from pkg import sub``
+    reads ``pkg.sub`` before sys.modules, so a parent left holding the old ``sub`` would hand a test the old
+    module beside a fresh one (``xid_catalog`` old, ``xid_catalog.rules`` new)."""
     for name in list(sys.modules):
         if name in names or name == "tests" or name.startswith("tests."):
-            del sys.modules[name]
+            module = sys.modules.pop(name)
+            parent, _, child = name.rpartition(".")
+            holder = sys.modules.get(parent)
+            if holder is not None and getattr(holder, child, None) is module:
+                with contextlib.suppress(AttributeError):
+                    delattr(holder, child)
 
 
 def _patch(target: str, path: Path) -> None:
