@@ -12,6 +12,7 @@ import os
 import subprocess
 import sys
 import threading
+from collections.abc import Iterator
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -161,28 +162,30 @@ def stuck_triage(id_: int, fifo: Path) -> dict[str, Any]:
     return {"jsonrpc": "2.0", "id": id_, "method": "tools/call", "params": {"name": "triage", "arguments": arguments}}
 
 
-def watched(proc: subprocess.Popen[str]) -> threading.Timer:
+@contextlib.contextmanager
+def watched(tmp_path: Path, timeout: float, extra: str = "") -> Iterator[subprocess.Popen[str]]:
+    """The server (``start``), killed by a watchdog past WATCHDOG seconds and, whatever the test did, at its end."""
+    proc = start(tmp_path, timeout=timeout, extra=extra)
     watchdog = threading.Timer(WATCHDOG, proc.kill)
     watchdog.start()
-    return watchdog
+    try:
+        yield proc
+    finally:
+        watchdog.cancel()
+        proc.kill()
+        proc.wait(timeout=WATCHDOG)
 
 
 @pytest.mark.integration
 def test_a_stuck_tool_answers_the_deadline_error_and_the_server_goes_on(tmp_path: Path) -> None:
     fifo = tmp_path / "policy.fifo"
     os.mkfifo(fifo)
-    proc = start(tmp_path, timeout=2)
-    watchdog = watched(proc)
-    try:
+    with watched(tmp_path, timeout=2) as proc:
         send(proc, *opening(), stuck_triage(2, fifo))
         stuck = answer_to(proc, 2)
         explain = {"name": "explain_xid", "arguments": {"codes": [79]}}
         send(proc, {"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": explain})
         after = answer_to(proc, 3)
-    finally:
-        watchdog.cancel()
-        proc.kill()
-        proc.wait(timeout=WATCHDOG)
     assert stuck["result"]["isError"] is True, stuck
     assert "did not finish within 2 s" in stuck["result"]["content"][0]["text"]
     assert not after["result"].get("isError") and after["result"]["structuredContent"]["events"]
@@ -192,19 +195,13 @@ def test_a_stuck_tool_answers_the_deadline_error_and_the_server_goes_on(tmp_path
 def test_the_server_exits_when_stdin_closes_while_a_tool_is_stuck(tmp_path: Path) -> None:
     fifo = tmp_path / "policy.fifo"
     os.mkfifo(fifo)
-    proc = start(tmp_path, timeout=600)
-    watchdog = watched(proc)
-    try:
+    with watched(tmp_path, timeout=600) as proc:
         # the ping is read after the call, so its answer says the call was handed to its thread
         send(proc, *opening(), stuck_triage(2, fifo), {"jsonrpc": "2.0", "id": 3, "method": "ping"})
         assert answer_to(proc, 3)["result"] == {}
         assert proc.stdin is not None
         proc.stdin.close()
         rc = proc.wait(timeout=WATCHDOG)  # the watchdog kills it first: rc -9
-    finally:
-        watchdog.cancel()
-        proc.kill()
-        proc.wait(timeout=WATCHDOG)
     assert rc == 0, f"the server outlived its client (rc {rc})"
 
 
@@ -266,20 +263,16 @@ def test_the_server_exits_past_a_collector_stuck_on_a_live_host(tmp_path: Path) 
     all the same when stdin closes (and the tail, orphaned, is let go by the test)."""
     fifo = tmp_path / "engine.log"
     os.mkfifo(fifo)
-    proc = start(tmp_path, timeout=600, extra="hosts: [local]\n")
-    watchdog = watched(proc)
     arguments = {"runbook": "engine-start", "hosts": ["local"], "params": {"engine_log_file": str(fifo)}}
     call = {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "triage", "arguments": arguments}}
     try:
-        send(proc, *opening(), call, {"jsonrpc": "2.0", "id": 3, "method": "ping"})
-        assert answer_to(proc, 3)["result"] == {}
-        assert proc.stdin is not None
-        proc.stdin.close()
-        rc = proc.wait(timeout=WATCHDOG)
+        with watched(tmp_path, timeout=600, extra="hosts: [local]\n") as proc:
+            send(proc, *opening(), call, {"jsonrpc": "2.0", "id": 3, "method": "ping"})
+            assert answer_to(proc, 3)["result"] == {}
+            assert proc.stdin is not None
+            proc.stdin.close()
+            rc = proc.wait(timeout=WATCHDOG)
     finally:
-        watchdog.cancel()
-        proc.kill()
-        proc.wait(timeout=WATCHDOG)
         with contextlib.suppress(OSError):  # let a tail still waiting on the FIFO see its end
             os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))
     assert rc == 0, f"the server outlived its client (rc {rc})"
