@@ -12,7 +12,6 @@ import random
 import re
 from bisect import bisect_right
 from itertools import accumulate
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -30,10 +29,9 @@ from nightowl.collectors.gpu.kernel_log import (
 from nightowl.collectors.gpu.kernel_log.parser import _Parser, _split
 from nightowl.collectors.gpu.kernel_log.patterns import _STAMP
 from nightowl.collectors.gpu.kernel_log_boots import _BOOT_ROW, _MARKER_LINE, MARKER
+from tests.collectors.gpu.test_kernel_log_boots_sections import OUTPUTS, ROOT
 from tests.collectors.gpu.test_kernel_log_boots_sections import reference_parse as reference_parse_by_lines
 
-ROOT = Path(__file__).resolve().parents[3]
-OUTPUTS = sorted((ROOT / "fixtures").rglob("kernel-log-boots*.out"))
 LOGS = sorted(p for p in (ROOT / "fixtures").rglob("kernel-log*.out") if p.stat().st_size < 2_000_000)
 LINE_BREAKS = ("\n", "\r\n", "\r", "\x0b", "\x0c", "\x1c", "\x1d", "\x1e", "\x85", "\u2028", "\u2029")
 
