@@ -63,3 +63,12 @@ def load_script(name: str) -> Any:
     module = importlib.util.module_from_spec(spec)
     loader.exec_module(module)
     return module
+
+
+def facts_of(kind: str, text: str) -> dict[str, Any]:
+    """The facts the ``kind`` collector states about ``text``: its parse, then its facts, as a run does."""
+    from nightowl.collectors import get_collector
+
+    collector = get_collector(kind)
+    facts: dict[str, Any] = collector.facts(collector.parse(text))
+    return facts

@@ -11,21 +11,13 @@ in that family's several shapes, not on the field file itself:
 
 from __future__ import annotations
 
-from typing import Any
-
 import pytest
 
-from nightowl.collectors import get_collector
 from nightowl.collectors.normalise import normalise
-from tests.helpers import ROOT
+from tests.helpers import ROOT, facts_of
 
 HOSTS = ROOT / "fixtures" / "hosts"
 TABLE = HOSTS / "preflight-a100-sxm-x4" / "nvidia-smi.out"  # a default table view of four GPUs
-
-
-def facts_of(kind: str, text: str) -> dict[str, Any]:
-    collector = get_collector(kind)
-    return collector.facts(collector.parse(text))
 
 
 # ---- a diff's added side ---------------------------------------------------------------------------------

@@ -14,6 +14,7 @@ import pytest
 from nightowl import knowledge
 from nightowl.collectors import get_collector
 from nightowl.collectors.gpu import dcgm_fields, dcgm_metrics, dcgm_prometheus
+from tests.helpers import facts_of
 
 ROOT = Path(__file__).resolve().parents[3]
 T4 = (ROOT / "fixtures/dcgm/datadog-t4.prom").read_text()
@@ -21,8 +22,7 @@ A30 = (ROOT / "fixtures/dcgm/issue317-a30-mig.prom").read_text()
 
 
 def facts(text: str) -> dict[str, Any]:
-    collector = get_collector("dcgm-metrics")
-    return collector.facts(collector.parse(text))
+    return facts_of("dcgm-metrics", text)
 
 
 def gpus(text: str) -> list[dict[str, Any]]:

@@ -12,9 +12,9 @@ from typing import Any
 
 import pytest
 
-from nightowl.collectors import get_collector
 from nightowl.collectors.gpu import dcgm_fields
 from nightowl.library.rehearse import replay_case
+from tests.helpers import facts_of
 
 ROOT = Path(__file__).resolve().parents[3]
 DCGM = ROOT / "fixtures" / "dcgm"
@@ -22,8 +22,7 @@ UUID = "GPU-20c56d28-0da5-6d26-a36a-e7af1ce2586e"
 
 
 def facts(text: str) -> dict[str, Any]:
-    collector = get_collector("dcgm-metrics")
-    return collector.facts(collector.parse(text))
+    return facts_of("dcgm-metrics", text)
 
 
 # ---- the same facts from every release ------------------------------------------------------------------------

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from nightowl.collectors import get_collector
 from nightowl.library.rehearse import replay_case
 from nightowl.watch.triggers import line_signals
+from tests.helpers import facts_of
 
 FORGED = "NVRM: Xid (PCI:0000:a1:00): 79, pid=1, name=x, GPU has fallen off the bus."
 CARRIERS = {
@@ -40,8 +40,7 @@ FORMS = {
 
 
 def _facts(text: str) -> dict:
-    collector = get_collector("kernel-log")
-    return collector.facts(collector.parse(text))
+    return facts_of("kernel-log", text)
 
 
 @pytest.mark.parametrize("form", sorted(FORMS))

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from nightowl.collectors import get_collector
 from nightowl.collectors.normalise import normalise
+from tests.helpers import facts_of
 
 ALL_REDUCE_16 = """\
 #       size         count      type   redop    root     time   algbw   busbw #wrong     time   algbw   busbw #wrong
@@ -17,8 +17,7 @@ ALL_REDUCE_16 = """\
 
 
 def parsed(text: str) -> dict:
-    collector = get_collector("nccl-tests")
-    return collector.facts(collector.parse(text))
+    return facts_of("nccl-tests", text)
 
 
 def test_a_reduction_with_no_root_and_busbw_above_algbw_is_all_reduce() -> None:

@@ -4,7 +4,7 @@ NVIDIA/nccl#928."""
 
 from __future__ import annotations
 
-from nightowl.collectors import get_collector
+from tests.helpers import facts_of
 
 IB_WARN = (
     "H100-2:19989:20082 [1] transport/net_ib.cc:1295 NCCL WARN NET/IB : Got completion from peer "
@@ -14,8 +14,7 @@ IB_WARN = (
 
 
 def facts(text: str) -> dict:
-    collector = get_collector("nccl-log")
-    return collector.facts(collector.parse(text))
+    return facts_of("nccl-log", text)
 
 
 def test_a_net_ib_warning_alone_names_ib() -> None:
