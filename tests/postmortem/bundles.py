@@ -61,3 +61,15 @@ def evidence_rows(markdown: str) -> dict[str, tuple[str, str]]:
 
 def section(markdown: str, title: str) -> str:
     return markdown.split(f"## {title}", 1)[1].split("\n## ", 1)[0]
+
+
+def rehearsed_bundle(out: Path, runbook: str, starts: str) -> tuple[Path, dict[str, Any]]:
+    """The bundle (the one folder made under ``out``) of ``runbook``'s rehearsal case whose name starts with
+    ``starts``, replayed as the rehearsal replays it, and the triage summary of that run."""
+    from nightowl.engine.bundle_summary import triage_summary
+    from nightowl.library.rehearse import rehearsal_cases, replay_case
+
+    case = next(c for c in rehearsal_cases(runbook) if c["name"].startswith(starts))
+    runs = replay_case(runbook, case, out_dir=out)
+    (bundle,) = [p for p in out.iterdir() if p.is_dir()]
+    return bundle, triage_summary(runbook, bundle.name, bundle, runs)

@@ -10,17 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from nightowl.engine.bundle_summary import triage_summary
-from nightowl.library.rehearse import rehearsal_cases, replay_case
 from nightowl.postmortem.render import render_bundle
 from nightowl.reports import status_update
-
-
-def _bundle(tmp_path: Path, runbook: str, starts: str) -> tuple[Path, dict]:
-    case = next(c for c in rehearsal_cases(runbook) if c["name"].startswith(starts))
-    runs = replay_case(runbook, case, out_dir=tmp_path)
-    (bundle,) = [p for p in tmp_path.iterdir() if p.is_dir()]
-    return bundle, triage_summary(runbook, bundle.name, bundle, runs)
+from tests.postmortem.bundles import rehearsed_bundle
 
 
 def _section(draft: str, name: str) -> str:
@@ -34,7 +26,7 @@ def _mitigations(draft: str) -> list[str]:
 
 
 def test_nccl_hang_draft_names_the_faulty_rank_host_only(tmp_path: Path) -> None:
-    bundle, _ = _bundle(tmp_path, "nccl-hang", "watchdog timeouts on one host, Xid 79")
+    bundle, _ = rehearsed_bundle(tmp_path, "nccl-hang", "watchdog timeouts on one host, Xid 79")
     draft = render_bundle(bundle)
     summary = _section(draft, "Summary")
     assert summary.count("\n- ") + summary.startswith("- ") == 1  # one bullet for the job
@@ -52,7 +44,7 @@ def test_nccl_hang_draft_names_the_faulty_rank_host_only(tmp_path: Path) -> None
 
 
 def test_silent_corruption_draft_states_the_window_of_possibly_wrong_answers(tmp_path: Path) -> None:
-    bundle, _ = _bundle(tmp_path, "silent-corruption", "one replica of three answers differently")
+    bundle, _ = rehearsed_bundle(tmp_path, "silent-corruption", "one replica of three answers differently")
     draft = render_bundle(bundle)
     impact = _section(draft, "Impact")
     assert "3 of 3" not in impact and "need action" not in impact.split("\n")[0]
@@ -70,7 +62,7 @@ def test_silent_corruption_draft_states_the_window_of_possibly_wrong_answers(tmp
 def test_status_update_names_the_implicated_members_once(
     tmp_path: Path, runbook: str, starts: str, implicated: str, others: str
 ) -> None:
-    _, summary = _bundle(tmp_path, runbook, starts)
+    _, summary = rehearsed_bundle(tmp_path, runbook, starts)
     text = status_update.render(summary, now=0)
     impact = next(line for line in text.splitlines() if line.startswith("Impact:"))
     assert f" on {implicated} (" in impact and impact.endswith(f"; not implicated: {others})")

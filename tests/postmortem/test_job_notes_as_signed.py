@@ -8,17 +8,9 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from nightowl.engine.bundle_summary import triage_summary
-from nightowl.library.rehearse import rehearsal_cases, replay_case
 from nightowl.postmortem.render import render_bundle
 from nightowl.reports import status_update
-
-
-def _bundle(tmp_path: Path, runbook: str, starts: str) -> tuple[Path, dict]:
-    case = next(c for c in rehearsal_cases(runbook) if c["name"].startswith(starts))
-    runs = replay_case(runbook, case, out_dir=tmp_path)
-    (bundle,) = [p for p in tmp_path.iterdir() if p.is_dir()]
-    return bundle, triage_summary(runbook, bundle.name, bundle, runs)
+from tests.postmortem.bundles import rehearsed_bundle
 
 
 def _field(text: str, name: str) -> str:
@@ -26,7 +18,7 @@ def _field(text: str, name: str) -> str:
 
 
 def test_nightowl_row_names_the_job_verdict_once_and_no_healthy_member_for_action(tmp_path: Path) -> None:
-    bundle, _ = _bundle(tmp_path, "nccl-hang", "watchdog timeouts on one host, Xid 79")
+    bundle, _ = rehearsed_bundle(tmp_path, "nccl-hang", "watchdog timeouts on one host, Xid 79")
     draft = render_bundle(bundle)
     (row,) = [r for r in draft.splitlines() if r.startswith("| ") and "| nightowl | diagnosis |" in r]
     assert "the job of 2 → `gpu-fault-on-rank-host` (drain-and-reset on nccl-xid-b; not implicated: nccl-xid-a)" in row
@@ -35,7 +27,7 @@ def test_nightowl_row_names_the_job_verdict_once_and_no_healthy_member_for_actio
 
 def test_an_empty_output_is_not_cited_for_a_value_another_member_shows(tmp_path: Path) -> None:
     """nccl-xid-b's NCCL log was not recorded (an empty file): `hang_evidence: true` rests on nccl-xid-a's."""
-    bundle, _ = _bundle(tmp_path, "nccl-hang", "watchdog timeouts on one host, Xid 79")
+    bundle, _ = rehearsed_bundle(tmp_path, "nccl-hang", "watchdog timeouts on one host, Xid 79")
     draft = render_bundle(bundle)
     summary_and_causes = draft.split("## Trigger", 1)[0]
     assert re.search(r"\[E\d+ nccl-log\.out:L1-L\d+\]", summary_and_causes)
@@ -43,7 +35,7 @@ def test_an_empty_output_is_not_cited_for_a_value_another_member_shows(tmp_path:
 
 
 def test_a_training_job_update_speaks_of_training_not_traffic(tmp_path: Path) -> None:
-    _, summary = _bundle(tmp_path, "nccl-hang", "watchdog timeouts on one host, Xid 79")
+    _, summary = rehearsed_bundle(tmp_path, "nccl-hang", "watchdog timeouts on one host, Xid 79")
     text = status_update.render(summary, now=0)
     assert _field(text, "What users see").startswith("no training progress")
     assert "traffic" not in text
@@ -52,7 +44,7 @@ def test_a_training_job_update_speaks_of_training_not_traffic(tmp_path: Path) ->
 
 
 def test_a_silent_corruption_update_dates_the_trouble_from_the_last_passing_probe(tmp_path: Path) -> None:
-    _, summary = _bundle(tmp_path, "silent-corruption", "one replica of three answers differently")
+    _, summary = rehearsed_bundle(tmp_path, "silent-corruption", "one replica of three answers differently")
     text = status_update.render(summary, now=0)
     since = _field(text, "Since")
     assert since.startswith("some time after 2024-06-12T13:00:00Z, up to this check")
@@ -62,6 +54,6 @@ def test_a_silent_corruption_update_dates_the_trouble_from_the_last_passing_prob
     # an all-clear of the same runbook claims no window and no wrong answers
     tmp = tmp_path / "good"
     tmp.mkdir()
-    _, summary = _bundle(tmp, "silent-corruption", "every replica gives the golden answer")
+    _, summary = rehearsed_bundle(tmp, "silent-corruption", "every replica gives the golden answer")
     text = status_update.render(summary, now=0)
     assert "wrong answers" not in _field(text, "What users see") and "known-answer probe" not in _field(text, "Since")
