@@ -1,0 +1,111 @@
+"""What a notify target posts, written out (nightowl/receiver/targets/): a message cut to its size limit at a
+line, with the mark that says so and never half an escape; the webhook's body fields; the PagerDuty note; the
+error an operator reads for a target without its URL (scripts/mutate's survivors led here)."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+from nightowl.receiver.notify import parse_notify, request_for
+from nightowl.receiver.targets.base import fit
+from tests.receiver.outcomes import outcome_of
+
+MARK = "… (cut to fit; the whole status update is in the bundle)"
+VERDICT = {"id": "gpu-fell-off-bus", "severity": "critical", "action": "reboot-node"}
+LINE = "gpu-fell-off-bus (critical) -> reboot-node"
+
+
+def outcome(update: str = "", **record: object) -> object:
+    made = outcome_of({"alert": "XidError", "host": "gpu-17", "verdict": VERDICT, **record}, LINE)
+    return replace(made, status_update_text=update)
+
+
+def test_lines_that_fit_exactly_are_all_kept() -> None:
+    assert fit(["aaaa", "bbbb"], 9) == "aaaa\nbbbb"
+    assert fit(["aaaa", "bbbb"], 9, " ") == "aaaa bbbb"
+    assert fit([], 5) == ""
+    assert fit(["a" * 5], 5) == "a" * 5
+
+
+def test_the_first_line_that_does_not_fit_is_cut_with_the_mark() -> None:
+    assert fit(["a" * 30, "b" * 200], 120) == "a" * 30 + "\n" + "b" * (120 - 31 - len(MARK)) + MARK
+    assert len(fit(["a" * 30, "b" * 200], 120)) == 120
+    assert fit(["x" * 200], 100) == "x" * (100 - len(MARK)) + MARK
+
+
+def test_a_cut_keeps_more_than_twenty_characters_or_none() -> None:
+    """Room for 20 characters of the next line is too little to be worth a cut: the message ends before it."""
+    assert fit(["a" * 30, "b" * 100], 30 + 1 + len(MARK) + 20) == "a" * 30
+    assert fit(["a" * 30, "b" * 100], 30 + 1 + len(MARK) + 21) == "a" * 30 + "\n" + "b" * 21 + MARK
+
+
+def test_no_room_for_the_next_line_cuts_the_last_kept_one_when_it_is_long() -> None:
+    assert fit(["a" * 100, "b" * 100], 120) == "a" * (100 - len(MARK)) + MARK
+    assert fit(["a" * (len(MARK) + 21), "b" * 100], len(MARK) + 40) == "a" * 21 + MARK
+    assert fit(["a" * (len(MARK) + 20), "b" * 100], len(MARK) + 40) == "a" * (len(MARK) + 20)  # too short to cut
+
+
+def test_a_cut_never_leaves_half_an_escape_or_trailing_blanks() -> None:
+    assert fit(["x" * 25 + "&lt;tag&gt;" + "y" * 200], len(MARK) + 27) == "x" * 25 + MARK
+    assert fit(["x" * 25 + "&lt;tag" + "y" * 200], len(MARK) + 30) == "x" * 25 + "&lt;t" + MARK
+    assert fit(["x" * 22 + "    " + "y" * 200], len(MARK) + 25) == "x" * 22 + MARK
+    assert fit(["&" + "x" * 30 + "y" * 200], len(MARK) + 25) == MARK  # a bare & with no ; after it: cut there
+
+
+def test_the_webhook_posts_the_headline_the_update_and_the_record() -> None:
+    [target] = parse_notify({"webhook": {"url": "https://hooks.example/n", "token": "t0k"}}, "serve.yaml").targets
+    url, headers, body = request_for(target, outcome("line one\n\nline two\n"), "https://x/draft")
+    assert url == "https://hooks.example/n" and headers == {"Authorization": "Bearer t0k"}
+    assert body["event"] == "nightowl.capture"
+    assert body["text"] == f"nightowl: XidError on gpu-17: {LINE}"
+    assert body["status_update_text"] == "line one\nline two"
+    assert body["note"].endswith("\n\nline one\nline two")
+    assert body["draft_url"] == "https://x/draft" and body["outcome"]["line"] == LINE
+    assert body["capture"]["alert"] == "XidError"
+    _, headers, body = request_for(replace(target, token=None), outcome(), None)
+    assert headers == {} and body["status_update_text"] is None
+
+
+def test_the_webhook_note_is_cut_at_16000_characters() -> None:
+    [target] = parse_notify({"webhook": {"url": "https://hooks.example/n"}}, "serve.yaml").targets
+    title = f"nightowl: XidError on gpu-17: {LINE}"
+    findings = len("\n".join(outcome().findings))  # type: ignore[attr-defined]
+    fits = 16000 - len(title) - findings - 3  # the title, the findings, a blank line, then the update's line
+    _, _, body = request_for(target, outcome("u" * fits), None)
+    assert len(body["note"]) == 16000 and body["note"].endswith("u" * fits)
+    _, _, body = request_for(target, outcome("u" * (fits + 1)), None)
+    assert body["note"].endswith(MARK) and len(body["note"]) <= 16000
+
+
+@pytest.mark.parametrize("kind", ["webhook", "chat"])
+def test_a_target_without_its_url_is_refused(kind: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("NIGHTOWL_TEST_NO_SUCH_URL", raising=False)
+    with pytest.raises(ValueError) as raised:
+        parse_notify({kind: {"url_env": "NIGHTOWL_TEST_NO_SUCH_URL"}}, "serve.yaml")
+    assert str(raised.value) == (
+        f"serve.yaml: notify.{kind}: needs url, url_file or url_env (the variable is unset or empty)"
+    )
+
+
+def test_the_pagerduty_note_goes_on_the_labelled_incident(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("NIGHTOWL_TEST_PD", "k3y")
+    doc = {"token_env": "NIGHTOWL_TEST_PD", "from": "oncall@example.com", "incident_label": "pd_incident"}
+    [target] = parse_notify({"pagerduty": doc}, "serve.yaml").targets
+    url, headers, body = request_for(target, outcome("up", labels={"pd_incident": "P/1"}), "https://x/d")
+    assert url == "https://api.pagerduty.com/incidents/P%2F1/notes"
+    assert headers == {
+        "Authorization": "Token token=k3y",
+        "From": "oncall@example.com",
+        "Accept": "application/vnd.pagerduty+json;version=2",
+    }
+    content = body["note"]["content"]
+    assert content.startswith(f"nightowl: XidError on gpu-17: {LINE}\n")
+    assert content.endswith("\n\nStatus update:\nup\nPostmortem draft: https://x/d")
+    with pytest.raises(LookupError) as raised:
+        request_for(target, outcome(source="alertmanager"), None)
+    assert (
+        str(raised.value)
+        == "no PagerDuty incident: the alert came from alertmanager and carries no `pd_incident` label"
+    )
