@@ -123,6 +123,13 @@ class Outcome:
         }
         return {**self.context, **shared}
 
+    def with_status_update(self, path: Path | None) -> Outcome:
+        """The outcome once the run's status update is written (it renders from this record, so it comes after):
+        its path, and its text read once here."""
+        if path is None:
+            return self
+        return replace(self, status_update=str(path), status_update_text=_read_head(path))
+
     def status_update_lines(self) -> list[str]:
         """The status update, one non-blank printable line each; empty when the run wrote none."""
         from nightowl.safetext import printable
@@ -199,6 +206,28 @@ def outcome_from_run(
         context=dict(context or {}),
     )
     return replace(outcome, line=line or verdict_line(verdict, named, host_status, host_error, failure))
+
+
+def read_bundle_outcome(bundle: Path) -> dict[str, Any] | None:
+    """A saved bundle's ``outcome.json`` (the run's :meth:`Outcome.as_json`), for a later reader (the postmortem
+    of a saved bundle, the MCP bundle tools); None when the bundle has none (written before it was kept) or it
+    cannot be used: a bundle is untrusted input, so an origin outside :data:`ORIGINS` or a verdict that is not
+    an object makes the record unusable rather than trusted."""
+    import json
+
+    from nightowl.engine import layout
+    from nightowl.engine.private_files import read_regular_text
+
+    path = Path(bundle) / layout.OUTCOME
+    try:
+        record = json.loads(read_regular_text(path)) if path.is_file() and not path.is_symlink() else None
+    except (OSError, ValueError, RecursionError):
+        return None
+    if not isinstance(record, dict) or record.get("origin") not in ORIGINS:
+        return None
+    if record.get("verdict") is not None and not isinstance(record.get("verdict"), dict):
+        return None
+    return record
 
 
 def chosen_run(runs: Sequence[Any]) -> Any | None:

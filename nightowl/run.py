@@ -44,6 +44,7 @@ from nightowl.engine.parse_memo import ParsedOutputs
 from nightowl.engine.runner import CollectorLike, HostRun, RunOptions
 from nightowl.engine.session import Interrupted, Terminated, close_live_transports, run_runbook
 from nightowl.engine.validate import LoadedRunbook
+from nightowl.outcome import Outcome
 from nightowl.transports.base import Transport
 
 __all__ = [
@@ -71,7 +72,9 @@ class RunSettings:
     ``host_timeout`` (one host's whole walk), ``forks`` (hosts at once), and what is written: ``drafts``
     (``postmortem.md``), ``status_update`` (``status-update.md``), ``history`` (the bundle recorded in the
     context's store; a failure there is a warning, never the run's), ``redact`` (secrets scrubbed from
-    everything written)."""
+    everything written). ``origin`` is what started the run (nightowl/outcome.py ``ORIGINS``: ``alert`` for
+    serve and ``triage --alert``, ``watch``, ``schedule`` for check and sweep, ``hand`` otherwise), told by
+    the run's Outcome."""
 
     allow_invasive: bool = False
     command_timeout: float | None = None
@@ -81,6 +84,7 @@ class RunSettings:
     status_update: bool = True
     history: bool = True
     redact: bool = True
+    origin: str = "hand"
 
 
 @dataclass(frozen=True)
@@ -90,7 +94,9 @@ class RunHooks:
     for ``engine.session.run_runbook`` (same arguments and result) and ``writer`` for the bundle writer it
     makes (a sweep over worker processes, nightowl/fleet/workers.py); ``cursors`` are read positions
     (engine/incremental.py, saved by ``_record_history``); ``extra_manifest`` adds manifest keys (the
-    receiver's alert)."""
+    receiver's alert); ``describe`` gives, from the finished hosts' runs, what the caller knows of the run for
+    its Outcome (``outcome_from_run``'s keywords: the alert's title, labels and incident, a storm's common
+    cause), so the Outcome in the bundle is the one the caller tells."""
 
     on_host_done: Callable[[HostRun], None] | None = None
     start_order: Iterable[str] | None = None
@@ -99,6 +105,7 @@ class RunHooks:
     writer: BundleWriter | None = None
     cursors: CursorBook | None = None
     extra_manifest: dict[str, Any] | None = None
+    describe: Callable[[list[HostRun]], Mapping[str, Any]] | None = None
 
 
 @dataclass
@@ -108,7 +115,9 @@ class RunResult:
     ``summary`` is the shape of docs/reference.md#verdicts (``runbook``, ``run_id``, ``bundle``,
     ``hosts``). ``bundle`` is None when the bundle could not be written (``bundle_error`` says why:
     the verdicts stand, the evidence is missing). ``status_update`` is the written
-    ``status-update.md``, None when not asked for or not written (``status_update_error``)."""
+    ``status-update.md``, None when not asked for or not written (``status_update_error``). ``outcome`` is
+    the run's one :class:`~nightowl.outcome.Outcome` (also the bundle's ``outcome.json``): its readers
+    (serve, watch, the MCP server) take it and add only what they know."""
 
     runbook: str
     runs: list[HostRun]
@@ -121,6 +130,7 @@ class RunResult:
     # What the run parsed (engine/parse_memo.py): the history writer and the postmortem read these, not the
     # scrubbed bundle parsed again.
     parsed: ParsedOutputs = field(default_factory=ParsedOutputs, repr=False)
+    outcome: Outcome | None = None
 
     @property
     def hosts(self) -> list[dict[str, Any]]:
@@ -210,10 +220,11 @@ def run_and_save(
     if isinstance(saved, RunResult):
         saved.params = values
         saved.parsed = context.parsed
+        saved.outcome = _outcome(saved, settings, hooks)
         return saved
     runs, bundle = saved
     result = RunResult(loaded.id, runs, {}, bundle, params=values, parsed=context.parsed)
-    _summarise(result, settings.status_update)
+    _summarise(result, settings, hooks)
     if settings.history:
         _record_history(bundle, hooks.cursors, context)
     return result
@@ -277,19 +288,47 @@ def _run(
     return saved
 
 
-def _summarise(result: RunResult, with_status_update: bool) -> None:
-    """The summary of the saved bundle, and its status update (a failure to write it costs only it)."""
+def _summarise(result: RunResult, settings: RunSettings, hooks: RunHooks) -> None:
+    """The summary of the saved bundle, the run's Outcome, the status update rendered from it (a failure to
+    write it costs only it), and the Outcome kept in the bundle as ``outcome.json``."""
     from nightowl.engine.bundle_summary import triage_summary
     from nightowl.reports import status_update
 
     assert result.bundle is not None
     result.summary = triage_summary(result.runbook, result.bundle.name, result.bundle, result.runs)
-    if not with_status_update:
-        return
+    outcome = _outcome(result, settings, hooks)
+    if settings.status_update:
+        try:
+            result.status_update = status_update.write(result.bundle, result.summary, outcome)
+        except Exception as exc:  # noqa: BLE001 - the evidence is saved; the message is a convenience
+            result.status_update_error = f"status update not written: {type(exc).__name__}: {exc}"
+    result.outcome = outcome.with_status_update(result.status_update)
+    if hooks.writer is None:  # a sweep worker writes into its parent's bundle, whose own run keeps the outcome
+        _write_outcome(result.bundle, result.outcome, settings.redact)
+
+
+def _outcome(result: RunResult, settings: RunSettings, hooks: RunHooks) -> Outcome:
+    """The run's one Outcome (nightowl/outcome.py), with what the caller knows of it (``hooks.describe``)."""
+    from nightowl.outcome import outcome_from_run
+
+    described = dict(hooks.describe(result.runs)) if hooks.describe is not None else {}
+    return outcome_from_run(result, settings.origin, **described)
+
+
+def _write_outcome(bundle: Path, outcome: Outcome, redact: bool) -> None:
+    """``outcome.json``: after the manifest, whose sha256 it names, every string scrubbed as the bundle's own
+    documents are (a host's error may quote a command); a failure to write it costs only it."""
+    import json
+
+    from nightowl.engine import layout
+    from nightowl.engine.bundle_writer import _scrub
+    from nightowl.engine.private_files import write_private
+
+    record = _scrub(outcome.as_json(), _redaction()[0]) if redact else outcome.as_json()
     try:
-        result.status_update = status_update.write(result.bundle, result.summary)
-    except Exception as exc:  # noqa: BLE001 - the evidence is saved; the message is a convenience
-        result.status_update_error = f"status update not written: {type(exc).__name__}: {exc}"
+        write_private(bundle / layout.OUTCOME, json.dumps(record, indent=2, sort_keys=True) + "\n")
+    except OSError as exc:
+        print(f"nightowl: {layout.OUTCOME} not written: {exc.strerror or exc}", file=sys.stderr)
 
 
 @contextmanager

@@ -85,9 +85,8 @@ def run_for_mcp(request: Any, context: Any = None) -> dict[str, Any]:
             context=context,
             on_host_done=request.on_host_done,
         )
-    from nightowl.outcome import outcome_from_run
-
-    summary = {**result.summary, "outcome": outcome_from_run(result, "hand").as_json()}  # an agent's ask
+    told = result.outcome.as_json() if result.outcome is not None else None  # an agent's ask: origin "hand"
+    summary = {**result.summary, "outcome": told}
     summary["exit_status"] = int(status_for(summary["hosts"]))
     return summary
 

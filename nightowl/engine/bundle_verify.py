@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from nightowl.engine.layout import AFTER_MANIFEST, MANIFEST, MANIFEST_HASH, NEXT, first_take
+from nightowl.engine.layout import AFTER_MANIFEST, MANIFEST, MANIFEST_HASH, NEXT, OUTCOME, first_take
 from nightowl.engine.private_files import sha256_file
 
 
@@ -19,7 +19,7 @@ def verify_bundle(bundle: Path) -> list[str]:
     manifest_path = root / MANIFEST
     if not manifest_path.is_file():
         return [f"missing: {MANIFEST} in {bundle}"]
-    problems = _verify_manifest_hash(root)
+    problems = _verify_manifest_hash(root) + _verify_outcome(root)
     try:
         manifest = json.loads(manifest_path.read_text(encoding="utf-8"))
         listed = {str(f["path"]): str(f["sha256"]) for f in manifest.get("files", [])}
@@ -44,6 +44,21 @@ def verify_bundle(bundle: Path) -> list[str]:
         if path.is_file() and rel not in (MANIFEST, MANIFEST_HASH) and rel not in listed:
             problems.append(f"not in manifest: {rel}")
     return problems
+
+
+def _verify_outcome(root: Path) -> list[str]:
+    """``outcome.json`` is written after the manifest, so the manifest cannot hash it; it names the manifest's
+    sha256 instead, which must be this manifest's (absent in bundles written before it was kept)."""
+    path = root / OUTCOME
+    if not path.is_file() or path.is_symlink():
+        return []
+    try:
+        cited = json.loads(path.read_text(encoding="utf-8", errors="replace")).get("sha256")
+    except (OSError, ValueError, AttributeError, RecursionError):
+        return [f"corrupt: {OUTCOME} is not the run's outcome record"]
+    if cited is not None and cited != sha256_file(root / MANIFEST):
+        return [f"changed: {OUTCOME} (names another manifest's sha256)"]
+    return []
 
 
 def _verify_manifest_hash(root: Path) -> list[str]:

@@ -10,6 +10,7 @@ the writer, the verifier, the postmortem and status-update drafts, the receiver,
     <run_id>/runbook.yaml       the runbook as it ran
     <run_id>/postmortem.md      the postmortem draft (postmortem.html beside it when rendered)
     <run_id>/status-update.md   the status update, re-rendered after the manifest
+    <run_id>/outcome.json       what the run concluded (nightowl/outcome.py), written after the manifest it cites
     <run_id>/hosts/<host>/<kind>.out   a collector's raw output (.err .rc .timeout .truncated .late beside it)
     <run_id>/next/              bundles of the runbooks ``triage --follow`` ran next
     <run_id>/parsed/hosts/<host>/<kind>.out.json   what the run parsed of an output it stored scrubbed
@@ -38,11 +39,14 @@ RUNBOOK = "runbook.yaml"
 POSTMORTEM = "postmortem.md"
 POSTMORTEM_HTML = "postmortem.html"
 STATUS_UPDATE = "status-update.md"
+# The run's Outcome as JSON (origin, verdict, host status, the manifest's sha256): written after the manifest,
+# since it names the manifest's sha256; bundles written before it was kept have none.
+OUTCOME = "outcome.json"
 HOSTS = "hosts"  # hosts/<host_dirname(host)>/<kind>.out
 NEXT = "next"  # next/<run_id>/: a followed runbook's own bundle
 PARSED = "parsed"  # parsed/<output's bundle path>.json: the run's parse of an output stored scrubbed
-# The drafts rendered from a bundle (never evidence of the run itself).
-DRAFT_FILES = frozenset({POSTMORTEM, POSTMORTEM_HTML, STATUS_UPDATE})
+# The drafts and the record rendered from a bundle (never evidence of the run itself).
+DRAFT_FILES = frozenset({POSTMORTEM, POSTMORTEM_HTML, STATUS_UPDATE, OUTCOME})
 
 _MAX_DIRNAME = 200  # file systems allow 255 bytes per name
 
@@ -68,8 +72,8 @@ def host_from_dirname(name: str) -> str:
     return unquote(name)
 
 
-# Written after the manifest: the status update (re-rendered from verdicts.json) and the HTML draft.
-AFTER_MANIFEST = frozenset({STATUS_UPDATE, POSTMORTEM_HTML})
+# Written after the manifest: the status update (re-rendered from verdicts.json), the HTML draft and the outcome.
+AFTER_MANIFEST = frozenset({STATUS_UPDATE, POSTMORTEM_HTML, OUTCOME})
 
 
 def host_folder(host: str) -> str:

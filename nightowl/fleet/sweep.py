@@ -109,6 +109,7 @@ def sweep(
             forks=forks,
             drafts=False,
             start_order=start_order,
+            origin="schedule",  # check and sweep: what started the run, as its Outcome tells it
             **hooks,
         )
     finally:
@@ -161,7 +162,7 @@ def run_and_save(
     from nightowl.run import run_and_save as run_runbook_and_save
 
     limits = limits or {}
-    switches = ("forks", "drafts", "status_update", "history", "redact")
+    switches = ("forks", "drafts", "status_update", "history", "redact", "origin")
     settings = {key: options.pop(key) for key in switches if key in options}
     return run_runbook_and_save(
         loaded,

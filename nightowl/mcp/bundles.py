@@ -23,9 +23,11 @@ _HEX64 = re.compile(r"^[0-9a-f]{64}$")
 
 
 def read_bundle(path: str) -> dict[str, Any]:
-    """Verdicts, evidence with the sha256 of the file each fact came from, the postmortem and the hashes."""
+    """Verdicts, evidence with the sha256 of the file each fact came from, the run's outcome, the postmortem
+    and the hashes."""
     from nightowl.engine.bundle_verify import verify_bundle
     from nightowl.engine.layout import MANIFEST_HASH
+    from nightowl.outcome import read_bundle_outcome
 
     root = Path(path).expanduser()
     if root.is_symlink() or not root.is_dir():
@@ -62,6 +64,8 @@ def read_bundle(path: str) -> dict[str, Any]:
         "hosts": hosts,
         "commands": [_command(c) for c in _list(manifest.get("commands"))],
         "files": [{"path": p, "sha256": d} for p, d in files.items()],
+        # what the run concluded (outcome.json: origin, verdict, host status), None for a bundle without one
+        "outcome": read_bundle_outcome(root),
         "postmortem": text[:MAX_TEXT_CHARS] if text is not None else None,
         "postmortem_truncated": text is not None and len(text) > MAX_TEXT_CHARS,
         "problems": problems,

@@ -25,6 +25,7 @@ from nightowl.engine.layout import (
     first_take,
     host_from_dirname,
 )
+from nightowl.outcome import read_bundle_outcome
 from nightowl.postmortem.clocks import stamp
 
 
@@ -214,6 +215,9 @@ class Bundle:
     # The history store the run recorded into (its RunContext's), for "before this incident"; None: none (a draft
     # rendered after the run reads no store).
     history: Path | None = None
+    # The run's Outcome as the bundle keeps it (outcome.json, nightowl/outcome.py), or None: a bundle written
+    # before it was kept, or the run's own draft (rendered before the run's Outcome is built).
+    outcome: dict[str, Any] | None = None
     # Every output the draft parses again shares this deadline (engine/readback.py), however many hosts and files.
     read_by: float = field(default_factory=lambda: time.monotonic() + DRAFT_READ_SECONDS)
 
@@ -227,6 +231,14 @@ class Bundle:
         """What started the run when no alert did: a watch burst (``origin``, ``first_line``, ``first_seen``)."""
         trigger = self.manifest.get("trigger")
         return trigger if isinstance(trigger, dict) and isinstance(trigger.get("origin"), str) else None
+
+    @property
+    def origin(self) -> str:
+        """What started the run: the Outcome's ``origin`` (alert, watch, schedule, hand); for a bundle without
+        outcome.json, told from the manifest as before it was kept: its alert, a watch's ``trigger``, else hand."""
+        if self.outcome is not None:
+            return str(self.outcome["origin"])
+        return "alert" if self.alert else "watch" if self.trigger is not None else "hand"
 
     def cite(self, rel_path: str | None) -> EvidenceFile | None:
         if rel_path and rel_path.endswith(OUT) and not (self.root / rel_path).exists():
@@ -265,6 +277,7 @@ def load(bundle: Path, read_seconds: float | None = None, with_runbook: bool = T
         verdicts=sane_verdicts(_read_json(root / VERDICTS) or {"hosts": []}),
         trace=sane_trace(_read_json(root / TRACE) or {"hosts": []}),
         runbook=read_runbook(root / RUNBOOK) if with_runbook else None,
+        outcome=read_bundle_outcome(root),
     )
     data.evidence = _catalog(data)
     data.read_by = time.monotonic() + (DRAFT_READ_SECONDS if read_seconds is None else read_seconds)

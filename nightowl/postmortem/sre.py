@@ -21,14 +21,20 @@ from nightowl.postmortem.outputs import metric_scrapes
 
 
 def title(data: Bundle) -> str:
-    """The draft's title: the verdict the run's Outcome names (nightowl/outcome.py: the most severe, the first
-    of equals), on its host."""
+    """The draft's title: the verdict the run's Outcome names, on its host: as the bundle's outcome.json says;
+    for a bundle without one (or the run's own draft, rendered before it), chosen as the Outcome chooses it
+    (nightowl/outcome.py: the most severe, the first of equals)."""
     hosts = data.verdicts.get("hosts", [])
+    others = f" and {len(hosts) - 1} other host(s)" if len(hosts) > 1 else ""
+    if data.outcome is not None:
+        verdict, host = data.outcome.get("verdict"), data.outcome.get("host")
+        if not isinstance(verdict, dict) or not verdict.get("id"):
+            return f"no verdict on {len(hosts)} host(s)"
+        return f"{verdict.get('id')} on {host if isinstance(host, str) else '?'}{others}"
     named = most_severe(h["verdict"] for h in hosts if h.get("verdict"))
     worst = next((h for h in hosts if named is not None and h.get("verdict") is named), None)
     if worst is None:
         return f"no verdict on {len(hosts)} host(s)"
-    others = f" and {len(hosts) - 1} other host(s)" if len(hosts) > 1 else ""
     return f"{worst['verdict'].get('id')} on {worst['host']}{others}"
 
 
@@ -226,8 +232,10 @@ def lessons(data: Bundle, placed: list[Moment], detect: str | None) -> dict[str,
         well.append(
             f"The alert `{alert.get('name')}` fired and evidence was captured automatically: was it early enough?"
         )
-    elif data.trigger is not None:
+    elif data.origin == "watch":
         well.append(f"{watched(data)}: was it early enough, and did the right people hear of it?")
+    elif data.origin == "schedule":
+        well.append("A scheduled check (`nightowl check` or `sweep`) captured the evidence: was it early enough?")
     else:
         wrong.append("No alert started this run: how was the problem noticed, and how late?")
     if detect:

@@ -10,6 +10,15 @@ from nightowl.postmortem.clocks import CLOCK_HOST_LOCAL, Moment, duration, epoch
 from nightowl.postmortem.outputs import FAULT_KINDS, kernel_events, metric_scrapes, parsed_output
 from nightowl.postmortem.sre import fault_moments, watched
 
+# How the draft tells what started the run (the Outcome's origin, nightowl/outcome.py ORIGINS): in words, and the
+# commands that start a run so.
+STARTED_BY = {
+    "alert": ("by an alert", "`nightowl serve` or `triage --alert`"),
+    "watch": ("by a watch burst", "`nightowl watch`"),
+    "schedule": ("by a schedule", "`nightowl check` or `sweep`"),
+    "hand": ("by hand", "`nightowl triage` or `demo`"),
+}
+
 
 def headline(data: Bundle) -> str:
     hosts = data.verdicts.get("hosts", [])
@@ -38,7 +47,10 @@ def detection(data: Bundle) -> dict[str, Any]:
         "fired_to_capture": duration(started - starts) if starts is not None and started else None,
         "summary": (alert.get("annotations") or {}).get("summary")
         or (alert.get("annotations") or {}).get("description"),
-        "watched": watched(data) if data.trigger is not None and not alert else None,
+        "watched": watched(data) if data.origin == "watch" and not alert else None,
+        "origin": data.origin,
+        "started_by": STARTED_BY[data.origin][0],
+        "started_with": STARTED_BY[data.origin][1],
     }
 
 

@@ -250,8 +250,14 @@ def run_capture(
                 command_timeout=limits.command_timeout,
                 host_timeout=limits.host_timeout,
                 forks=min(STORM_FORKS, len(transports)),
+                origin="alert",
             ),
-            hooks=RunHooks(extra_manifest=manifest, on_host_done=_storm_record(capture, manifest), lookup=lookup),
+            hooks=RunHooks(
+                extra_manifest=manifest,
+                on_host_done=_storm_record(capture, manifest),
+                lookup=lookup,
+                describe=_description(capture),
+            ),
             context=dataclasses.replace(history.run_context(config.history), stop=stopping),  # its store, its stop
         )
     except RunRefused as exc:
@@ -273,7 +279,8 @@ def run_capture(
 
 def _captured(capture: Capture, result: Any) -> None:
     """The capture's record of a run: its bundle, status update, and the run's outcome (the one host's
-    verdict, or a storm's most severe, led by the cause its hosts share)."""
+    verdict, or a storm's most severe, led by the cause its hosts share), as the run built it with what the
+    capture told it (``_description``); a result that carries none gets it built the same way."""
     from nightowl.outcome import outcome_from_run
 
     if result.bundle is None:  # the verdict stands; the evidence could not be written
@@ -283,19 +290,28 @@ def _captured(capture: Capture, result: Any) -> None:
     capture.status_update = str(result.status_update) if result.status_update else None
     if result.status_update_error:
         capture.reason = result.status_update_error
-    cause = _storm_results(capture, result.runs) if capture.storm is not None else None
-    outcome = outcome_from_run(
-        result,
-        "alert",
-        runbook=capture.runbook,
-        title=capture.alert.name,
-        host=capture.host,
-        common_cause=cause,
-        **_alert_fields(capture.alert, capture.manifest_alert()),
-    )
+    told = getattr(result, "outcome", None)
+    outcome = told or outcome_from_run(result, "alert", **_description(capture)(result.runs))
     capture.run_outcome = outcome
     capture.verdict = dict(outcome.verdict) if outcome.verdict is not None else None
     capture.host_status, capture.host_error = outcome.host_status, outcome.host_error
+
+
+def _description(capture: Capture) -> Callable[[list[Any]], dict[str, Any]]:
+    """What the capture tells the run's Outcome (``RunHooks.describe``): the alert's name, host, labels and
+    incident, and for a storm the cause its hosts share (its record completed from the finished runs)."""
+
+    def describe(runs: list[Any]) -> dict[str, Any]:
+        cause = _storm_results(capture, runs) if capture.storm is not None else None
+        return {
+            "runbook": capture.runbook,
+            "title": capture.alert.name,
+            "host": capture.host,
+            "common_cause": cause,
+            **_alert_fields(capture.alert, capture.manifest_alert()),
+        }
+
+    return describe
 
 
 def _alert_fields(alert: Alert, record: dict[str, Any]) -> dict[str, Any]:

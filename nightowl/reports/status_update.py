@@ -18,7 +18,7 @@ from nightowl import knowledge
 from nightowl.engine import layout
 from nightowl.engine.job import names_pattern
 from nightowl.knowledge import actions
-from nightowl.outcome import most_severe
+from nightowl.outcome import Outcome, most_severe
 from nightowl.paths import data_dir
 
 FILE_NAME = layout.STATUS_UPDATE
@@ -112,11 +112,12 @@ def _next_check(step: dict[str, Any], short: dict[str, str], implicated: list[st
     return f"run the {step['runbook']} runbook on {hosts or 'the hosts named'} (exact command in the report)"
 
 
-def context(summary: dict[str, Any], now: float | None = None) -> dict[str, Any]:
+def context(summary: dict[str, Any], now: float | None = None, outcome: Outcome | None = None) -> dict[str, Any]:
+    """What the template says. ``outcome`` is the run's (nightowl/outcome.py): its verdict and every host's
+    no-verdict reason are told as it names them; without one (a summary alone) they are chosen here the same way."""
     hosts = summary.get("hosts") or []
     job = summary.get("job") or {}
-    verdicts = [h["verdict"] for h in hosts if h.get("verdict")]
-    worst = job.get("verdict") or most_severe(verdicts)  # the verdict the run's Outcome names (nightowl/outcome.py)
+    worst = job.get("verdict") or _outcome_verdict(outcome, hosts)
     at = now if now is not None else time.time()
     stamp = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(at))
     names = [h["host"] for h in hosts]
@@ -126,7 +127,7 @@ def context(summary: dict[str, Any], now: float | None = None) -> dict[str, Any]
     checked = f"{len(names)} checked: {', '.join(short[n] for n in names)}"
     cause = summary.get("common_cause") if isinstance(summary.get("common_cause"), dict) else None
     if worst is None:
-        reasons = _no_verdict_reasons(hosts, short)
+        reasons = _no_verdict_reasons(hosts, short, outcome)
         impact = f"not known yet: {reasons or 'no verdict for ' + (', '.join(no_verdict) or 'any host')} ({checked})"
         action, users_see = "find out why nightowl got no evidence (see the bundle)", "not known yet"
         business = "none yet."
@@ -194,18 +195,38 @@ def _cause_action(cause: dict[str, Any], host_action: str, short: dict[str, str]
     )
 
 
-def _no_verdict_reasons(hosts: list[dict[str, Any]], short: dict[str, str]) -> str | None:
-    """Every host's reason for giving no verdict, each distinct reason once (nightowl/outcome.py), with short
-    names: an unreachable storm is not told as its first host's error (issue 45 item 9)."""
+def _outcome_verdict(outcome: Outcome | None, hosts: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """The verdict the run's Outcome names, as the hosts' own (a storm's common cause, which leads the
+    outcome's summary, is told here in its own line: the host's summary stays ``host_summary``)."""
+    if outcome is None:
+        return most_severe(h["verdict"] for h in hosts if h.get("verdict"))
+    if not outcome.verdict:
+        return None
+    verdict = dict(outcome.verdict)
+    if "host_summary" in verdict:
+        verdict["summary"] = verdict.pop("host_summary")
+        verdict.pop("common_cause", None)
+    return verdict
+
+
+def _no_verdict_reasons(hosts: list[dict[str, Any]], short: dict[str, str], outcome: Outcome | None) -> str | None:
+    """Every host's reason for giving no verdict, each distinct reason once, with short names: an unreachable
+    storm is not told as its first host's error (issue 45 item 9). The Outcome's ``host_error`` says it for a
+    run over several hosts; one host's reason is its own error, told in the same words."""
     from types import SimpleNamespace
 
     from nightowl.outcome import no_verdict_line
 
-    runs = [
-        SimpleNamespace(host=h["host"], verdict=h.get("verdict"), status=h.get("status"), error=h.get("error"))
-        for h in hosts
-    ]
-    line = no_verdict_line(runs)
+    if outcome is not None and len(hosts) > 1:
+        line = outcome.host_error
+    else:
+        runs = [
+            SimpleNamespace(host=h["host"], verdict=h.get("verdict"), status=h.get("status"), error=h.get("error"))
+            for h in hosts
+        ]
+        if outcome is not None and runs:  # the one host's status and reason as its Outcome tells them
+            runs[0].status, runs[0].error = outcome.host_status, outcome.host_error
+        line = no_verdict_line(runs)
     return _plain(line, short) if line and any(h.get("error") for h in hosts) else None
 
 
@@ -298,7 +319,7 @@ def _named_hosts(verdict: dict[str, Any], affected: list[str], names: list[str])
     return mentioned or affected
 
 
-def render(summary: dict[str, Any], now: float | None = None) -> str:
+def render(summary: dict[str, Any], now: float | None = None, outcome: Outcome | None = None) -> str:
     import jinja2  # lazy: keeps `nightowl --help` fast
 
     env = jinja2.Environment(
@@ -310,10 +331,11 @@ def render(summary: dict[str, Any], now: float | None = None) -> str:
 
     # Each value one printable line: an alert title or a replica's text never forges a line or
     # reaches a reader's terminal as an escape sequence.
-    return printable(env.get_template(TEMPLATE).render(**all_one_line(context(summary, now))))
+    return printable(env.get_template(TEMPLATE).render(**all_one_line(context(summary, now, outcome))))
 
 
-def write(bundle: Path, summary: dict[str, Any]) -> Path:
+def write(bundle: Path, summary: dict[str, Any], outcome: Outcome | None = None) -> Path:
+    """``status-update.md`` in ``bundle``, from the run's summary and its Outcome (``nightowl.run`` hands it)."""
     from nightowl.engine.private_files import write_private
     from nightowl.postmortem.onset import bundle_onset
 
@@ -321,7 +343,8 @@ def write(bundle: Path, summary: dict[str, Any]) -> Path:
     # the onset from the bundle only where the job's runbook did not date it (read only when needed)
     onset = None if _since(summary.get("job") or {}, {}) else bundle_onset(Path(bundle), summary)
     cause = storm_common_cause(Path(bundle)) if len(summary.get("hosts") or []) > 1 else None
-    write_private(path, render({**summary, "onset": onset, "common_cause": cause}))  # owner-only, as every bundle file
+    # owner-only, as every bundle file
+    write_private(path, render({**summary, "onset": onset, "common_cause": cause}, outcome=outcome))
     return path
 
 

@@ -205,9 +205,14 @@ def trigger_record(burst: Burst, source: str) -> dict[str, object]:
 
 def burst_outcome(result: Any, host: str, burst: Burst) -> Outcome:
     """The Outcome of the run one burst started (``nightowl.outcome``): what the notify targets are told, as a
-    serve capture's is, with the burst's triggers as its own record."""
+    serve capture's is, with the burst's triggers as its own record. The run builds it (``burst_description``
+    is what the burst tells it); a result that carries none gets it built the same way."""
     from nightowl.outcome import outcome_from_run
 
+    return getattr(result, "outcome", None) or outcome_from_run(result, "watch", **burst_description(host, burst))
+
+
+def burst_description(host: str, burst: Burst) -> dict[str, Any]:
+    """What a burst tells its run's Outcome (``RunHooks.describe``): its title, host and triggers."""
     title = "watch: " + ", ".join(sorted(burst.triggers))
-    context = {"triggers": dict(burst.triggers)}
-    return outcome_from_run(result, "watch", title=title, host=host, source="watch", context=context)
+    return {"title": title, "host": host, "source": "watch", "context": {"triggers": dict(burst.triggers)}}

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from nightowl.watch.burst import Burst, burst_outcome, trigger_record
+from nightowl.watch.burst import Burst, burst_description, burst_outcome, trigger_record
 
 if TYPE_CHECKING:
     from nightowl.outcome import Outcome
@@ -62,7 +62,9 @@ class BurstJudge:
 
         trigger = {"trigger": trigger_record(burst, self.source_name)}  # the postmortem's Detection: not by hand
         settings = RunSettings(
-            command_timeout=self.limits.get("command_timeout"), host_timeout=self.limits.get("host_timeout")
+            command_timeout=self.limits.get("command_timeout"),
+            host_timeout=self.limits.get("host_timeout"),
+            origin="watch",
         )
         run = run_and_save(
             self.loaded,
@@ -70,7 +72,7 @@ class BurstJudge:
             self.out_dir,
             params=self.params,
             settings=settings,
-            hooks=RunHooks(extra_manifest=trigger),
+            hooks=RunHooks(extra_manifest=trigger, describe=lambda _runs: burst_description(self.host, burst)),
             context=self.context or RunContext(),  # the store and readers the command's options chose
         )
         return self._told(run.summary), burst_outcome(run, self.host, burst)

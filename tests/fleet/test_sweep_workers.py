@@ -142,6 +142,8 @@ def bundle_files(bundle: Path, names: list[str]) -> dict[str, bytes | str]:
             text = re.sub(r'"full_at": [0-9.e+]+', '"full_at": "WHEN"', json.dumps(doc, sort_keys=True))
             files[rel] = text
             continue
+        if rel == "outcome.json":  # names the manifest's sha256, which holds the times: checked below
+            doc["sha256"] = "digest of manifest.json"
         if rel == "manifest.json":
             doc["commands"].sort(key=lambda c: (order[c["host"]], c["kind"], c["argv"]))
             for entry in doc["files"]:

@@ -19,6 +19,7 @@ from nightowl.collectors.base import parse_document
 from nightowl.mcp.config import ConfigError, load_config
 from nightowl.mcp.hooks import RunRequest, ToolError
 from nightowl.mcp.tools import Toolbox
+from nightowl.outcome import outcome_from_run
 
 ROOT = Path(__file__).resolve().parents[2]
 XID79 = ROOT / "fixtures" / "hosts" / "xid79-fallen-off-bus"
@@ -145,13 +146,16 @@ def test_the_one_call_into_the_run_path_refuses_invasive_collectors(monkeypatch:
         calls.append({"args": args, **kwargs})
         summary = {"runbook": "xid", "run_id": "r", "bundle": None, "hosts": []}
         unwritten = {"bundle": None, "bundle_error": None, "status_update": None}
-        return SimpleNamespace(summary=summary, runbook="xid", runs=[], **unwritten)
+        result = SimpleNamespace(summary=summary, runbook="xid", runs=[], **unwritten)
+        result.outcome = outcome_from_run(result, "hand", title="the run's own")  # as run_and_save builds it
+        return result
 
     monkeypatch.setattr(running, "run_or_exit", spy)
     request = RunRequest(runbooks.load("xid"), (XID79,), (), {}, Path("unused"))
     summary = mcp_cmd.run_for_mcp(request)
     assert calls[0]["allow_invasive"] is False and summary["exit_status"] == 0
     assert summary["outcome"]["origin"] == "hand" and summary["outcome"]["sha256"] is None  # the run's Outcome
+    assert summary["outcome"]["title"] == "the run's own"  # taken from the run, not built again
 
 
 def test_a_refusal_of_the_run_path_comes_back_with_its_message(tmp_path: Path) -> None:
