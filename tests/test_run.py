@@ -7,6 +7,7 @@ shows an application fault. Now it ends as triage does: refused, naming the file
 
 from __future__ import annotations
 
+import hashlib
 import json
 import time
 from pathlib import Path
@@ -133,6 +134,48 @@ def test_run_and_save_returns_the_bundle_summary_and_status_update(tmp_path: Pat
     )
     assert bare.bundle is not None and bare.status_update is None
     assert not (bare.bundle / "postmortem.md").exists() and not (bare.bundle / "status-update.md").exists()
+
+
+def test_the_runs_outcome_is_in_its_bundle_as_outcome_json(tmp_path: Path) -> None:
+    """One Outcome per run (issue 44 item 1): built once by run_and_save, kept as outcome.json after the manifest
+    it names, with the origin the caller gives; the status update is rendered from it."""
+    from nightowl.engine.bundle_verify import verify_bundle
+
+    def run(out: Path, **settings: Any) -> Any:
+        hosts = {"h": lambda: ReplayTransport(HOSTS / APP_FAULT, "h")}
+        return run_and_save(runbooks.load("xid"), hosts, out, settings=RunSettings(**settings))
+
+    result = run(tmp_path / "hand")
+    assert result.bundle is not None and result.outcome is not None
+    kept = json.loads((result.bundle / "outcome.json").read_text(encoding="utf-8"))
+    assert kept == result.outcome.as_json() and kept["origin"] == "hand"
+    assert kept["verdict"] == result.hosts[0]["verdict"] and kept["host"] == "h"
+    assert kept["sha256"] == hashlib.sha256((result.bundle / "manifest.json").read_bytes()).hexdigest()
+    assert kept["status_update"] == str(result.status_update)
+    assert result.outcome.status_update_text == result.status_update.read_text(encoding="utf-8")
+    assert verify_bundle(result.bundle) == []  # written after the manifest: postmortem --verify still passes
+    scheduled = run(tmp_path / "schedule", origin="schedule", status_update=False)
+    assert scheduled.outcome.origin == "schedule" and scheduled.outcome.status_update is None
+    assert json.loads((scheduled.bundle / "outcome.json").read_text())["origin"] == "schedule"
+    # what verify can check of it: the manifest it names is this bundle's
+    (scheduled.bundle / "outcome.json").write_text(json.dumps({**kept, "sha256": "0" * 64}))
+    assert verify_bundle(scheduled.bundle) == ["changed: outcome.json (names another manifest's sha256)"]
+    (scheduled.bundle / "outcome.json").write_text("{not json")
+    assert verify_bundle(scheduled.bundle) == ["corrupt: outcome.json is not the run's outcome record"]
+
+
+def test_the_status_update_tells_the_verdict_the_outcome_names(tmp_path: Path) -> None:
+    """The status update reads the verdict from the run's Outcome, not from the hosts again."""
+    import dataclasses
+
+    from nightowl.reports import status_update
+
+    result = run_and_save(runbooks.load("xid"), {"h": lambda: ReplayTransport(HOSTS / APP_FAULT, "h")}, tmp_path)
+    assert result.outcome is not None and result.outcome.verdict is not None
+    other = {**result.outcome.verdict, "action": "reboot-node", "summary": "Another verdict. More."}
+    told = status_update.context(result.summary, 0.0, dataclasses.replace(result.outcome, verdict=other))
+    assert told["action"] == "reboot-node: Another verdict."
+    assert status_update.context(result.summary, 0.0, result.outcome) == status_update.context(result.summary, 0.0)
 
 
 # --- the receiver's timeouts ------------------------------------------------------------------------
