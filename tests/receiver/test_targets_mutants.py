@@ -109,3 +109,54 @@ def test_the_pagerduty_note_goes_on_the_labelled_incident(monkeypatch: pytest.Mo
         str(raised.value)
         == "no PagerDuty incident: the alert came from alertmanager and carries no `pd_incident` label"
     )
+
+
+def test_the_pagerduty_note_is_cut_to_4000_characters_with_the_draft_link_kept(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("NIGHTOWL_TEST_PD", "k3y")
+    doc = {"token_env": "NIGHTOWL_TEST_PD", "from": "oncall@example.com"}
+    [target] = parse_notify({"pagerduty": doc}, "serve.yaml").targets
+    told = outcome(source="pagerduty", fingerprint="P1")
+    body_chars = len(request_for(target, told, None)[2]["note"]["content"])
+    tail = "\nPostmortem draft: https://x/d"
+    fits = 4000 - body_chars - len("\n\nStatus update:\n") - len(tail)
+    content = request_for(target, replace(told, status_update_text="u" * fits), "https://x/d")[2]["note"]["content"]
+    assert len(content) == 4000 and content.endswith("u" * fits + tail)
+    content = request_for(target, replace(told, status_update_text="u" * (fits + 1)), "https://x/d")[2]["note"][
+        "content"
+    ]
+    assert content.endswith(MARK + tail) and len(content) <= 4000
+
+
+def test_an_alert_with_no_source_and_no_label_is_skipped_saying_so(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("NIGHTOWL_TEST_PD", "k3y")
+    [target] = parse_notify({"pagerduty": {"token_env": "NIGHTOWL_TEST_PD", "from": "a@b"}}, "s").targets
+    with pytest.raises(LookupError) as raised:
+        request_for(target, outcome(), None)
+    assert str(raised.value) == "no PagerDuty incident: the alert came from ? and carries no `incident_label` label"
+
+
+def test_the_chat_message_blocks_and_fallback() -> None:
+    [target] = parse_notify({"chat": {"url": "https://chat.example/hook"}}, "serve.yaml").targets
+    url, headers, body = request_for(target, outcome("line one\nline two"), "https://x/d")
+    assert (url, headers) == ("https://chat.example/hook", {})
+    head = f"nightowl: XidError on gpu-17: {LINE}".replace(">", "&gt;")  # chat text is markup: escaped
+    findings = list(outcome().findings)  # type: ignore[attr-defined]
+    assert body["blocks"] == [
+        {"type": "section", "text": {"type": "mrkdwn", "text": "\n".join([head, *findings])}},
+        {"type": "context", "elements": [{"type": "mrkdwn", "text": "<https://x/d|postmortem draft>"}]},
+        {"type": "section", "text": {"type": "mrkdwn", "text": "```\nline one\nline two\n```"}},
+    ]
+    assert body["text"] == " ".join([head, *findings]) + " https://x/d"
+    assert [block["type"] for block in request_for(target, outcome(), None)[2]["blocks"]] == ["section"]
+
+
+def test_a_chat_section_is_cut_at_3000_characters() -> None:
+    [target] = parse_notify({"chat": {"url": "https://chat.example/hook"}}, "serve.yaml").targets
+    fits = 3000 - 8
+    shown = request_for(target, outcome("u" * fits), None)[2]["blocks"][1]["text"]["text"]
+    assert shown == f"```\n{'u' * fits}\n```" and len(shown) == 3000
+    shown = request_for(target, outcome("u" * (fits + 1)), None)[2]["blocks"][1]["text"]["text"]
+    assert shown.endswith(MARK + "\n```") and len(shown) <= 3000
+    long = outcome_of({"alert": "X" * 3000, "host": "gpu-17", "verdict": VERDICT}, LINE)
+    section = request_for(target, long, None)[2]["blocks"][0]["text"]["text"]
+    assert len(section) == 3000 and section.endswith(MARK)
