@@ -14,6 +14,7 @@ import pytest
 
 from nightowl.outcome import (
     REASON_CHARS,
+    STATUS_UPDATE_BYTES,
     Outcome,
     chosen_run,
     finding_lines,
@@ -266,3 +267,17 @@ def test_a_long_reason_is_cut_with_a_mark() -> None:
     assert no_verdict_line([host("h", None, "incomplete", " (only detail)")]) == (
         "1 host gave no verdict: h incomplete:  (only detail)"
     )
+
+
+def test_only_the_head_of_a_long_status_update_is_read(tmp_path: Path) -> None:
+    path = tmp_path / "status-update.md"
+    path.write_bytes(b"a" * (STATUS_UPDATE_BYTES + 10))
+    bare = Outcome(origin="watch", runbook="xid", host=None, title="t", line="l")
+    assert bare.with_status_update(path).status_update_text == "a" * STATUS_UPDATE_BYTES
+
+
+def test_a_status_update_that_is_not_utf8_is_read_with_replacements(tmp_path: Path) -> None:
+    path = tmp_path / "status-update.md"
+    path.write_bytes(b"GPU \xff gone\n")
+    bare = Outcome(origin="watch", runbook="xid", host=None, title="t", line="l")
+    assert bare.with_status_update(path).status_update_text == "GPU \ufffd gone\n"
