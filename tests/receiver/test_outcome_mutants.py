@@ -6,6 +6,7 @@ no-verdict line of a storm, and the verdict chosen among hosts. The runs are sta
 from __future__ import annotations
 
 import hashlib
+import json
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -22,6 +23,7 @@ from nightowl.outcome import (
     most_severe,
     no_verdict_line,
     outcome_from_run,
+    read_bundle_outcome,
     verdict_line,
 )
 
@@ -281,3 +283,21 @@ def test_a_status_update_that_is_not_utf8_is_read_with_replacements(tmp_path: Pa
     path.write_bytes(b"GPU \xff gone\n")
     bare = Outcome(origin="watch", runbook="xid", host=None, title="t", line="l")
     assert bare.with_status_update(path).status_update_text == "GPU \ufffd gone\n"
+
+
+def test_a_saved_bundles_outcome_is_read_back_only_when_it_can_be_used(tmp_path: Path) -> None:
+    """outcome.json is untrusted input: an origin outside ORIGINS, a verdict that is no object, bad JSON or a
+    symbolic link make it unusable (None), never trusted."""
+    record = full().as_json()
+    (tmp_path / "outcome.json").write_text(json.dumps(record))
+    assert read_bundle_outcome(tmp_path) == record
+    for bad in ({**record, "origin": "cron"}, {**record, "verdict": "gpu-fell-off-bus"}, [record], "{"):
+        (tmp_path / "outcome.json").write_text(bad if isinstance(bad, str) else json.dumps(bad))
+        assert read_bundle_outcome(tmp_path) is None, bad
+    (tmp_path / "outcome.json").write_text(json.dumps({**record, "verdict": None}))
+    assert read_bundle_outcome(tmp_path) == {**record, "verdict": None}
+    linked = tmp_path / "linked"
+    linked.mkdir()
+    (linked / "outcome.json").symlink_to(tmp_path / "outcome.json")
+    assert read_bundle_outcome(linked) is None
+    assert read_bundle_outcome(tmp_path / "absent") is None
