@@ -4,13 +4,16 @@ with the exit status they add up to."""
 
 from __future__ import annotations
 
+import functools
 import json
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NoReturn
 
 import click
 
-from nightowl.cli.common import parse_age
+from nightowl.cli.common import TEXT_JSON_OPTION, parse_age
 from nightowl.cli.exit import fail
 
 ACTIONS_LOG_OPTION = click.option(
@@ -91,6 +94,52 @@ def node_cap_options(command: Any) -> Any:
     return command
 
 
+@dataclass(frozen=True)
+class Acting:
+    """How a command acts on nodes, from the options every such command takes (``acting_options``): the node's
+    cap as given, the actions log, the lock the checks deciding at once share, a dry run, the output format."""
+
+    max_node_actions: int | None
+    node_actions_window: str
+    actions_log: Path | None
+    lock: Path | None
+    dry_run: bool
+    fmt: str
+
+    def node_cap(self) -> Any:
+        """The node's cap (``node_cap_or_exit``): read when the command asks, so its own checks keep their order."""
+        return node_cap_or_exit(self.max_node_actions, self.node_actions_window)
+
+    @property
+    def log(self) -> Path:
+        """--actions-log, else the default ($NIGHTOWL_ACTIONS_LOG, else actions.jsonl in the state dir)."""
+        return self.actions_log or default_actions_log()
+
+
+def acting_options(command: Callable[..., Any]) -> Callable[..., Any]:
+    """The node's cap options, --actions-log, --lock, --dry-run and --format, handed to ``command`` as one
+    ``acting`` (``Acting``), so the commands that act on nodes share one signature for them."""
+
+    @functools.wraps(command)
+    def with_acting(
+        *args: Any,
+        max_node_actions: int | None,
+        node_actions_window: str,
+        actions_log: Path | None,
+        lock: Path | None,
+        dry_run: bool,
+        fmt: str,
+        **kwargs: Any,
+    ) -> Any:
+        acting = Acting(max_node_actions, node_actions_window, actions_log, lock, dry_run, fmt)
+        return command(*args, acting=acting, **kwargs)
+
+    decorated: Callable[..., Any] = with_acting
+    for option in reversed((*NODE_CAP_OPTIONS, ACTIONS_LOG_OPTION, LOCK_OPTION, DRY_RUN_OPTION, TEXT_JSON_OPTION)):
+        decorated = option(decorated)
+    return decorated
+
+
 def node_cap_or_exit(max_node_actions: int | None, window: str) -> Any:
     """The node's cap from the options (None without --max-node-actions; exit 2 when the window cannot be read)."""
     from nightowl.fleet.node_caps import NodeCap
@@ -119,21 +168,15 @@ def default_actions_log() -> Path:
 
 
 def check_node_or_exit(
-    report: dict[str, Any] | None,
-    nodes: tuple[str, ...],
-    what: str,
-    log: Path,
-    dry_run: bool,
-    fmt: str,
-    for_other_node: bool,
+    report: dict[str, Any] | None, nodes: tuple[str, ...], what: str, acting: Acting, for_other_node: bool
 ) -> str | None:
     """A report belongs to its node (``scheduler_actions.check_node``): the refusals printed and exit 2, naming
     both nodes; else the note every line logged carries."""
     from nightowl.fleet.scheduler_actions import check_node
 
-    note, refused = check_node(report, nodes, what, log, dry_run, for_other_node)
+    note, refused = check_node(report, nodes, what, acting.log, acting.dry_run, for_other_node)
     if refused:
-        print_actions(refused, fmt, status=2)
+        print_actions(refused, acting.fmt, status=2)
     return note
 
 

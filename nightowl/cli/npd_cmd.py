@@ -6,24 +6,18 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-from pathlib import Path
 
 import click
 
-from nightowl.cli.common import TEXT_JSON_OPTION
 from nightowl.cli.exit import EXIT_HELP
 from nightowl.cli.node_actions import (
     ACTIONS_EXIT_HELP,
-    ACTIONS_LOG_OPTION,
-    DRY_RUN_OPTION,
-    LOCK_OPTION,
     REPORT_FOR_OTHER_NODE_OPTION,
+    Acting,
+    acting_options,
     caps_options,
     caps_or_exit,
     check_node_or_exit,
-    default_actions_log,
-    node_cap_options,
-    node_cap_or_exit,
     print_actions,
 )
 from nightowl.fleet.node_condition import NPD_DEFAULT_MAX_OUTPUT_LENGTH
@@ -71,11 +65,7 @@ def k8s() -> None:
 @click.option("--check-status", type=int, required=True, help="the exit status of `nightowl check`")
 @REPORT_FOR_OTHER_NODE_OPTION
 @caps_options("turned unhealthy (False) by nightowl")
-@node_cap_options
-@ACTIONS_LOG_OPTION
-@LOCK_OPTION
-@DRY_RUN_OPTION
-@TEXT_JSON_OPTION
+@acting_options
 def condition(
     node: str,
     check_status: int,
@@ -83,12 +73,7 @@ def condition(
     max_drain: int | None,
     max_drain_percent: float | None,
     window: str,
-    max_node_actions: int | None,
-    node_actions_window: str,
-    actions_log: Path | None,
-    lock: Path | None,
-    dry_run: bool,
-    fmt: str,
+    acting: Acting,
 ) -> None:
     """Read `nightowl check --format json` on stdin; set NODE's NightowlGPUHealthy condition with kubectl.
 
@@ -106,18 +91,27 @@ def condition(
     from nightowl.fleet.scheduler_actions import read_report, record_failure
 
     caps = caps_or_exit(max_drain, max_drain_percent, window)
-    node_cap = node_cap_or_exit(max_node_actions, node_actions_window)
+    node_cap = acting.node_cap()
     text = sys.stdin.read()
     report = read_report(text)
     if report is None and text.strip() not in ("", "null"):
         check_status = -1  # an unreadable report is no verdict: Unknown
-    log = actions_log or default_actions_log()
+    log, dry_run = acting.log, acting.dry_run
     # gpu-17's report never sets gpu-03's condition
-    note = check_node_or_exit(report, (node,), "condition", log, dry_run, fmt, report_for_other_node)
+    note = check_node_or_exit(report, (node,), "condition", acting, report_for_other_node)
     try:
         entry = set_condition(
-            Kubectl(), node, report, check_status, caps, log, dry_run=dry_run, note=note, lock=lock, node_cap=node_cap
+            Kubectl(),
+            node,
+            report,
+            check_status,
+            caps,
+            log,
+            dry_run=dry_run,
+            note=note,
+            lock=acting.lock,
+            node_cap=node_cap,
         )
     except (KubectlError, OSError, subprocess.TimeoutExpired) as exc:
         entry = record_failure(log, node, "condition", str(exc), dry_run)
-    print_actions([entry], fmt)
+    print_actions([entry], acting.fmt)

@@ -12,16 +12,12 @@ from nightowl.cli.common import TEXT_JSON_OPTION
 from nightowl.cli.exit import EXIT_HELP, fail
 from nightowl.cli.node_actions import (
     ACTIONS_EXIT_HELP,
-    ACTIONS_LOG_OPTION,
-    DRY_RUN_OPTION,
-    LOCK_OPTION,
     REPORT_FOR_OTHER_NODE_OPTION,
+    Acting,
+    acting_options,
     caps_options,
     caps_or_exit,
     check_node_or_exit,
-    default_actions_log,
-    node_cap_options,
-    node_cap_or_exit,
     print_actions,
 )
 
@@ -48,11 +44,7 @@ def slurm() -> None:
 )
 @REPORT_FOR_OTHER_NODE_OPTION
 @caps_options("drained by nightowl")
-@node_cap_options
-@ACTIONS_LOG_OPTION
-@LOCK_OPTION
-@DRY_RUN_OPTION
-@TEXT_JSON_OPTION
+@acting_options
 def drain(
     nodes: tuple[str, ...],
     verdict: str | None,
@@ -63,12 +55,7 @@ def drain(
     max_drain: int | None,
     max_drain_percent: float | None,
     window: str,
-    max_node_actions: int | None,
-    node_actions_window: str,
-    actions_log: Path | None,
-    lock: Path | None,
-    dry_run: bool,
-    fmt: str,
+    acting: Acting,
 ) -> None:
     """Drain NODES (in order) unless the circuit breaker is open; a held drain is logged as held, with why.
 
@@ -80,8 +67,7 @@ def drain(
     from nightowl.fleet.scheduler_actions import drain_nodes, read_report, verdict_from_report
 
     caps = caps_or_exit(max_drain, max_drain_percent, window)
-    node_cap = node_cap_or_exit(max_node_actions, node_actions_window)
-    log = actions_log or default_actions_log()
+    node_cap = acting.node_cap()
     note = None
     if report is not None:
         loaded = read_report(report.read())
@@ -89,7 +75,7 @@ def drain(
             verdict, verdict_action, bundle = verdict_from_report(loaded, verdict, verdict_action, bundle)
         except ValueError as exc:
             fail(str(exc))
-        note = check_node_or_exit(loaded, nodes, "drain", log, dry_run, fmt, report_for_other_node)
+        note = check_node_or_exit(loaded, nodes, "drain", acting, report_for_other_node)
     if not verdict or not verdict_action:
         fail("--verdict and --action (or a --report with a verdict) are required")
     done = drain_nodes(
@@ -97,32 +83,20 @@ def drain(
         verdict,
         verdict_action,
         caps,
-        log,
+        acting.log,
         bundle=bundle,
-        dry_run=dry_run,
-        lock=lock,
+        dry_run=acting.dry_run,
+        lock=acting.lock,
         note=note,
         node_cap=node_cap,
     )
-    print_actions(done, fmt)
+    print_actions(done, acting.fmt)
 
 
 @slurm.command(epilog=ACTIONS_EXIT_HELP)
 @click.argument("nodes", nargs=-1, required=True)
-@node_cap_options
-@ACTIONS_LOG_OPTION
-@LOCK_OPTION
-@DRY_RUN_OPTION
-@TEXT_JSON_OPTION
-def resume(
-    nodes: tuple[str, ...],
-    max_node_actions: int | None,
-    node_actions_window: str,
-    actions_log: Path | None,
-    lock: Path | None,
-    dry_run: bool,
-    fmt: str,
-) -> None:
+@acting_options
+def resume(nodes: tuple[str, ...], acting: Acting) -> None:
     """Resume NODES that nightowl drained (their reason is exactly the one it wrote); others stay drained.
 
     With --max-node-actions (an automatic resume), a node drained for a hardware ticket by its cap, or
@@ -130,11 +104,10 @@ def resume(
     """
     from nightowl.fleet.scheduler_actions import resume_nodes
 
-    log = actions_log or default_actions_log()
-    cap = node_cap_or_exit(max_node_actions, node_actions_window)
+    log, cap = acting.log, acting.node_cap()
     # a node someone else drained stays drained: a resume asked of it was refused
-    done = resume_nodes(nodes, log, dry_run=dry_run, lock=lock, node_cap=cap)
-    print_actions(done, fmt, refused=frozenset({"not-ours"}))
+    done = resume_nodes(nodes, log, dry_run=acting.dry_run, lock=acting.lock, node_cap=cap)
+    print_actions(done, acting.fmt, refused=frozenset({"not-ours"}))
 
 
 @slurm.command(epilog=EXIT_HELP)
