@@ -19,7 +19,8 @@ def verify_bundle(bundle: Path) -> list[str]:
     manifest_path = root / MANIFEST
     if not manifest_path.is_file():
         return [f"missing: {MANIFEST} in {bundle}"]
-    problems = _verify_manifest_hash(root) + _verify_outcome(root)
+    problems = _verify_manifest_hash(root)
+    problems += [] if problems else _verify_outcome(root)  # a changed manifest is the one problem to tell
     try:
         manifest = json.loads(manifest_path.read_text(encoding="utf-8"))
         listed = {str(f["path"]): str(f["sha256"]) for f in manifest.get("files", [])}
