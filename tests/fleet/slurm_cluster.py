@@ -247,6 +247,13 @@ PartitionName=debug Nodes=ALL Default=YES MaxTime=INFINITE State=UP
         except AssertionError as exc:
             raise AssertionError(f"node states seen: {' -> '.join(seen)}; reason {self.reason()!r}\n{exc}") from None
 
+    def reset_logging_to(self, log: Path, exports: str = "") -> Path:
+        """``reset``, then have the health check log nightowl's actions to ``log`` (``exports``: more settings
+        for it, ``NAME=value`` words). Returns ``log``."""
+        self.reset()
+        self.settings.write_text(f"export NIGHTOWL_ACTIONS_LOG='{log}'{' ' + exports if exports else ''}\n")
+        return log
+
     def reset(self) -> None:
         """Disarm the health check and bring the node back to idle, whatever a test left."""
         self.armed.unlink(missing_ok=True)

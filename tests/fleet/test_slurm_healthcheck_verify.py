@@ -46,9 +46,7 @@ def test_a_clean_check_resumes_nightowls_drain_only_when_verify_passes(
     slurm_cluster: SlurmCluster, tmp_path: Path
 ) -> None:
     cluster = slurm_cluster
-    cluster.reset()
-    log = tmp_path / "actions.jsonl"
-    cluster.settings.write_text(f"export NIGHTOWL_ACTIONS_LOG='{log}'\n")
+    log = cluster.reset_logging_to(tmp_path / "actions.jsonl")
     try:
         cluster.node.switch(XID79)
         cluster.armed.touch()

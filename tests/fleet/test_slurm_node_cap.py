@@ -36,9 +36,7 @@ def test_the_health_check_holds_a_node_for_a_ticket_on_the_fourth_drain_of_one_f
     slurm_cluster: SlurmCluster, tmp_path: Path
 ) -> None:
     cluster = slurm_cluster
-    cluster.reset()
-    log = tmp_path / "actions.jsonl"
-    cluster.settings.write_text(f"export NIGHTOWL_ACTIONS_LOG='{log}' NIGHTOWL_MAX_NODE_ACTIONS=3\n")
+    log = cluster.reset_logging_to(tmp_path / "actions.jsonl", "NIGHTOWL_MAX_NODE_ACTIONS=3")
     try:
         for cycle in (1, 2):  # the commands, on the same node and log
             bundle = _incident(tmp_path / f"incident-{cycle}", NODE)
