@@ -219,3 +219,22 @@ def test_the_first_folder_holding_a_fragment_wins(tmp_path: Path) -> None:
     assert includes.fragment_path("x", [first, second]) == first / "x.yaml"
     assert includes.fragment_path("y", [first, second]) is None
     assert includes.search_dirs(tmp_path / "rb.yaml", [first, first]) == (tmp_path / "fragments", first)
+
+
+def test_a_missing_fragment_in_a_block_list_names_its_own_line(tmp_path: Path) -> None:
+    runbook = RUNBOOK.replace("include: [shared]", "include:\n  - shared\n  - absent")
+    path = write(tmp_path, runbook=runbook)
+    assert messages(path) == [f"{path}:5: include: no fragment absent.yaml in {tmp_path / 'fragments'}"]
+
+
+def test_a_node_defined_twice_keeps_the_runbooks_own(tmp_path: Path) -> None:
+    """merge (the engine's Python entry) reports the clash and leaves the runbook's node in place."""
+    from nightowl.engine.yaml_lines import load_with_lines
+
+    fragment = FRAGMENT + "  good:\n    verdict: {id: g, severity: ok, action: none, summary: s}\n"
+    path = write(tmp_path, fragment=fragment)
+    data, lines = load_with_lines(path.read_text(), unique_keys=True)
+    fragments, node_files, problems = includes.merge(str(path), data, lines, path)
+    assert [f.name for f in fragments] == ["shared"] and len(problems) == 1
+    assert node_files == {"bad": str(tmp_path / "fragments" / "shared.yaml")}
+    assert data["nodes"]["good"]["verdict"]["id"] == "healthy" and lines[("nodes", "good")] == 14

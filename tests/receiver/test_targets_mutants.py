@@ -5,6 +5,7 @@ error an operator reads for a target without its URL (scripts/mutate's survivors
 from __future__ import annotations
 
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
 
@@ -160,3 +161,91 @@ def test_a_chat_section_is_cut_at_3000_characters() -> None:
     long = outcome_of({"alert": "X" * 3000, "host": "gpu-17", "verdict": VERDICT}, LINE)
     section = request_for(target, long, None)[2]["blocks"][0]["text"]["text"]
     assert len(section) == 3000 and section.endswith(MARK)
+
+
+def test_with_no_room_left_the_last_kept_line_is_cut_not_the_first() -> None:
+    assert fit(["a" * 10, "b" * 100, "c" * 100], 115) == "a" * 10 + "\n" + "b" * (100 - len(MARK)) + MARK
+
+
+def test_a_headline_without_a_title_or_host_says_so() -> None:
+    bare = replace(outcome(), title="", host=None)  # type: ignore[type-var]
+    [target] = parse_notify({"webhook": {"url": "https://hooks.example/n"}}, "serve.yaml").targets
+    assert request_for(target, bare, None)[2]["text"] == f"nightowl: alert on -: {LINE}"
+
+
+def test_a_url_that_is_not_http_is_refused_without_its_query() -> None:
+    url = "ftp://hooks.example/" + "p" * 60 + "?token=s3cret"
+    with pytest.raises(ValueError) as raised:
+        parse_notify({"webhook": {"url": url}}, "serve.yaml")
+    assert str(raised.value) == f"serve.yaml: notify.webhook: {url[:40]!r} is not an http(s) URL"
+    assert "s3cret" not in str(raised.value)
+    with pytest.raises(ValueError) as raised:
+        parse_notify({"chat": {"url": "ftp://h/x?token=s3cret"}}, "serve.yaml")
+    assert str(raised.value) == "serve.yaml: notify.chat: 'ftp://h/x' is not an http(s) URL"
+
+
+TARGET = """
+from nightowl.receiver.targets.base import Target
+
+KIND = "{kind}"
+RANK = {rank}
+KEYS = frozenset({{"url"}})
+
+
+def parse(doc, where):
+    return Target(KIND, str(doc["url"]))
+
+
+def request(target, outcome, link):
+    return target.url, {{}}, {{}}
+"""
+
+
+def test_targets_are_posted_in_rank_order_then_by_name(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """pagerduty (0), chat (1), webhook (2): a site's own target module comes where its RANK puts it."""
+    import sys
+
+    from nightowl.receiver import targets
+
+    for kind, rank in (("aaa", 2), ("zzz", 2), ("first", -1)):
+        (tmp_path / f"{kind}.py").write_text(TARGET.format(kind=kind, rank=rank))
+        monkeypatch.delitem(sys.modules, f"nightowl.receiver.targets.{kind}", raising=False)
+    monkeypatch.setattr(targets, "__path__", [*targets.__path__, str(tmp_path)])
+    targets.registry.cache_clear()
+    try:
+        assert list(targets.registry()) == ["first", "pagerduty", "chat", "aaa", "webhook", "zzz"]
+    finally:
+        targets.registry.cache_clear()
+
+
+def test_the_chat_fallback_text_is_cut_to_4000_characters_with_the_link() -> None:
+    [target] = parse_notify({"chat": {"url": "https://chat.example/hook"}}, "serve.yaml").targets
+    long = outcome_of({"alert": "X" * 5000, "host": "gpu-17", "verdict": VERDICT}, LINE)
+    text = request_for(target, long, "https://x/d")[2]["text"]
+    assert len(text) == 4000 and text.endswith(MARK + " https://x/d")
+    text = request_for(target, long, None)[2]["text"]
+    assert len(text) == 3999 and text.endswith(MARK)
+
+
+def test_pagerduty_needs_both_a_key_and_a_sender(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("NIGHTOWL_TEST_PD", "k3y")
+    says = "serve.yaml: notify.pagerduty: needs a REST API key (token_file or token_env) and `from` (a user's email)"
+    for doc in ({"token_env": "NIGHTOWL_TEST_PD"}, {"from": "a@b", "api_url": "https://pd.example"}):
+        with pytest.raises(ValueError) as raised:
+            parse_notify({"pagerduty": doc}, "serve.yaml")
+        assert str(raised.value) == says
+
+
+def test_pagerduty_api_url_with_a_trailing_slash(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("NIGHTOWL_TEST_PD", "k3y")
+    doc = {"token_env": "NIGHTOWL_TEST_PD", "from": "a@b", "api_url": "https://pd.example/v2//"}
+    [target] = parse_notify({"pagerduty": doc}, "serve.yaml").targets
+    url = request_for(target, outcome(source="pagerduty", fingerprint="P1"), None)[0]
+    assert url == "https://pd.example/v2/incidents/P1/notes"
+
+
+def test_the_webhook_carries_the_finding_lines() -> None:
+    [target] = parse_notify({"webhook": {"url": "https://hooks.example/n"}}, "serve.yaml").targets
+    told = outcome()
+    assert request_for(target, told, None)[2]["finding"] == list(told.findings)  # type: ignore[attr-defined]
+    assert told.findings == ("First action: reboot-node",)  # type: ignore[attr-defined]
