@@ -32,6 +32,7 @@ class Card:
     loose: dict | int = 0  # type: ignore[type-arg]
     seen: frozenset[int] = frozenset()
     names: list[str] = field(default_factory=list)
+    many: int | list[Port] = 0
     counted: int = field(default=0, init=False)
 
 
@@ -56,6 +57,11 @@ def test_a_result_with_every_shape_comes_back_equal() -> None:
 def test_a_union_of_a_result_and_a_plain_value_keeps_the_plain_value() -> None:
     assert from_jsonable(Card, {"either": "text", "loose": 7}) == Card(either="text", loose=7)
     assert from_jsonable(Card, {"spare": {"name": "s"}}).spare == Port("s")
+
+
+def test_a_union_of_a_plain_value_and_a_list_of_results_reads_the_list() -> None:
+    assert from_jsonable(Card, {"many": [{"name": "p"}]}).many == [Port("p")]
+    assert from_jsonable(Card, {"many": 3}).many == 3
 
 
 def test_missing_fields_take_their_defaults_and_unknown_keys_are_left_out() -> None:

@@ -108,3 +108,13 @@ def test_a_resume_the_scheduler_fails_on_is_logged_as_a_resume(tmp_path: Path, m
     failed = [("gpu-1", "resume", "failed"), ("gpu-2", "resume", "failed")]
     assert [(d["node"], d["what"], d["result"]) for d in done] == failed
     assert [json.loads(raw)["what"] for raw in log.read_text().splitlines()] == ["resume", "resume"]
+
+
+def test_a_report_of_another_shape_has_no_verdict() -> None:
+    """A report is untrusted JSON: hosts as an object, or a first host that is no object, holds no verdict."""
+    for report in ({"hosts": {"gpu-17": REPORT["hosts"][0]}}, {"hosts": ["gpu-17", REPORT["hosts"][0]]}):
+        with pytest.raises(ValueError) as raised:
+            verdict_from_report(report, None, None, None)
+        assert str(raised.value) == "--report: no verdict in the report (nightowl check --format json of the node)"
+    trailing = {"hosts": [REPORT["hosts"][0], "junk"]}
+    assert verdict_from_report(trailing, None, None, None) == ("gpu-fell-off-bus", "reboot-node", None)
