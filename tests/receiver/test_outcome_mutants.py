@@ -14,8 +14,6 @@ from typing import Any
 import pytest
 
 from nightowl.outcome import (
-    REASON_CHARS,
-    STATUS_UPDATE_BYTES,
     Outcome,
     chosen_run,
     finding_lines,
@@ -228,11 +226,11 @@ def test_the_one_line_account(args: tuple[Any, ...], line: str) -> None:
 
 
 def test_the_finding_lines_of_a_job() -> None:
-    job = {**VERDICT, "gpus": [3, 5], "implicated": ["w1"], "not_implicated": ["w0", "w2"]}
+    job = {**VERDICT, "gpus": [3, 5], "implicated": ["w1", "w3"], "not_implicated": ["w0", "w2"]}
     assert finding_lines(job) == [
         "GPU(s): 3, 5",
         "Why: GPU 3 is gone.",
-        "First action: reboot-node on w1 (not implicated: w0, w2)",
+        "First action: reboot-node on w1, w3 (not implicated: w0, w2)",
     ]
     assert (
         finding_lines({**VERDICT, "implicated": [], "whole_job": True})[-1]
@@ -261,10 +259,10 @@ def test_a_storms_no_verdict_line_groups_reasons_and_counts_the_rest() -> None:
 
 
 def test_a_long_reason_is_cut_with_a_mark() -> None:
-    long = "x" * (REASON_CHARS + 5)
+    long = "x" * 165
     line = no_verdict_line([host("h", None, "incomplete", long)])
-    assert line == f"1 host gave no verdict: h incomplete: {'x' * (REASON_CHARS - 1)}…"
-    exact = "y" * REASON_CHARS
+    assert line == f"1 host gave no verdict: h incomplete: {'x' * 159}…"  # 160 characters
+    exact = "y" * 160
     assert no_verdict_line([host("h", None, "incomplete", exact)]) == f"1 host gave no verdict: h incomplete: {exact}"
     assert no_verdict_line([host("h", None, "incomplete", " (only detail)")]) == (
         "1 host gave no verdict: h incomplete:  (only detail)"
@@ -273,9 +271,9 @@ def test_a_long_reason_is_cut_with_a_mark() -> None:
 
 def test_only_the_head_of_a_long_status_update_is_read(tmp_path: Path) -> None:
     path = tmp_path / "status-update.md"
-    path.write_bytes(b"a" * (STATUS_UPDATE_BYTES + 10))
+    path.write_bytes(b"a" * 16394)
     bare = Outcome(origin="watch", runbook="xid", host=None, title="t", line="l")
-    assert bare.with_status_update(path).status_update_text == "a" * STATUS_UPDATE_BYTES
+    assert bare.with_status_update(path).status_update_text == "a" * 16384  # 16 KiB: a chat message, not an archive
 
 
 def test_a_status_update_that_is_not_utf8_is_read_with_replacements(tmp_path: Path) -> None:
