@@ -207,13 +207,13 @@ def test_targets_are_posted_in_rank_order_then_by_name(tmp_path: Path, monkeypat
 
     from nightowl.receiver import targets
 
-    for kind, rank in (("aaa", 2), ("zzz", 2), ("first", -1)):
+    for kind, rank in (("aaa", 2), ("zzz", 2), ("zearly", -1)):
         (tmp_path / f"{kind}.py").write_text(TARGET.format(kind=kind, rank=rank))
         monkeypatch.delitem(sys.modules, f"nightowl.receiver.targets.{kind}", raising=False)
     monkeypatch.setattr(targets, "__path__", [*targets.__path__, str(tmp_path)])
     targets.registry.cache_clear()
     try:
-        assert list(targets.registry()) == ["first", "pagerduty", "chat", "aaa", "webhook", "zzz"]
+        assert list(targets.registry()) == ["zearly", "pagerduty", "chat", "aaa", "webhook", "zzz"]
     finally:
         targets.registry.cache_clear()
 
