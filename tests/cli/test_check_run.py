@@ -56,6 +56,7 @@ def test_check_runs_this_node_alone_without_ssh_or_the_sweep_command(
         "out_dir": tmp_path / "b",
         "forks": 1,
         "full_read": False,  # the kernel log from the saved cursor on (docs/reference.md#incremental-reads)
+        "full_every": 24.0,  # hours a host's cheap nvidia-smi read may rest on its last full read
     }  # no dialer, never invasive
 
 
