@@ -238,3 +238,24 @@ def test_a_node_defined_twice_keeps_the_runbooks_own(tmp_path: Path) -> None:
     assert [f.name for f in fragments] == ["shared"] and len(problems) == 1
     assert node_files == {"bad": str(tmp_path / "fragments" / "shared.yaml")}
     assert data["nodes"]["good"]["verdict"]["id"] == "healthy" and lines[("nodes", "good")] == 14
+
+
+def test_a_wrong_fragment_name_is_refused_at_its_own_line(tmp_path: Path) -> None:
+    fragment = "description: d\nfragment: other\nnodes:\n  bad:\n    verdict: {id: x, severity: ok, action: none}\n"
+    shared = tmp_path / "fragments" / "shared.yaml"
+    assert messages(write(tmp_path, fragment=fragment)) == [f"{shared}:2: fragment: must be 'shared', its file's name"]
+
+
+def test_merge_leaves_a_runbook_without_includes_or_nodes_alone(tmp_path: Path) -> None:
+    path = write(tmp_path)
+    assert includes.merge(str(path), {"id": "rb"}, {}, path) == ([], {}, [])
+    assert includes.merge(str(path), ["not", "a", "mapping"], {}, path) == ([], {}, [])
+    assert includes.merge(str(path), {"include": ["shared"], "nodes": ["x"]}, {}, path) == ([], {}, [])
+
+
+def test_the_runbook_as_it_ran_keeps_what_comes_before_the_include(tmp_path: Path) -> None:
+    runbook = "# the xid runbook, site copy\n" + RUNBOOK
+    loaded = load_runbook(write(tmp_path, runbook=runbook), known_collectors=KNOWN)
+    text = loaded.as_ran()
+    assert text.startswith("# the xid runbook, site copy\nid: rb\ntitle: t\n# include: [shared]")
+    assert text.endswith("summary: seen}\n") and not text.endswith("\n\n")
