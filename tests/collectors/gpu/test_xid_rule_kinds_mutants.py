@@ -106,3 +106,38 @@ def test_a_rule_that_is_no_mapping_is_refused(document: dict[str, Any]) -> None:
     with pytest.raises(knowledge.KnowledgeError) as raised:
         rules.rules()
     assert str(raised.value) == f"{knowledge.path('xid_rules.yaml')}: rules[0]: not a mapping"
+
+
+def test_a_rule_without_its_source_or_an_unknown_kind_is_refused(document: dict[str, Any]) -> None:
+    where = f"{knowledge.path('xid_rules.yaml')}: rules[0] (xid154-recovery-action)"
+    rule(document, "xid154-recovery-action").pop("source")
+    with pytest.raises(knowledge.KnowledgeError) as raised:
+        rules.rules()
+    assert str(raised.value) == f"{where}: missing 'source'"
+    rule(document, "xid154-recovery-action").update(source="s", kind="pairs")
+    rules.rules.cache_clear()
+    with pytest.raises(knowledge.KnowledgeError) as raised:
+        rules.rules()
+    kinds = "text_decides, escalating_pair, line_as_code, line_action, hung_task_after"
+    assert str(raised.value) == f"{where}: kind 'pairs' is not one of {kinds}"
+
+
+def test_the_first_unknown_action_is_named(document: dict[str, Any]) -> None:
+    rule(document, "nvlink5-severity")["actions"] = {"fatal": "panic", "nonfatal": "shrug"}
+    with pytest.raises(knowledge.KnowledgeError, match="action 'panic' is not in actions.csv"):
+        rules.rules()
+
+
+def test_an_unknown_code_escalates() -> None:
+    assert xc.action_for(99999) == "escalate"
+    assert xc.explain({"kind": "xid", "code": 99999, "pci": "p", "text": "?"})["action"] == "escalate"
+
+
+def test_a_hung_task_after_several_xids_names_them_all() -> None:
+    events = [
+        {"kind": "xid", "code": 45, "pci": "0000:01:00", "text": "x"},
+        {"kind": "xid", "code": 13, "pci": "0000:01:00", "text": "x"},
+        {"kind": "hung_task", "pci": None, "text": "INFO: task python:12 blocked for more than 120 seconds."},
+    ]
+    reasons = xc.judge(events)["reasons"]
+    assert "hung task after Xid 13, 45: wedged driver (processes stuck in D state) -> reboot-node" in reasons
