@@ -299,3 +299,29 @@ def test_a_saved_bundles_outcome_is_read_back_only_when_it_can_be_used(tmp_path:
     (linked / "outcome.json").symlink_to(tmp_path / "outcome.json")
     assert read_bundle_outcome(linked) is None
     assert read_bundle_outcome(tmp_path / "absent") is None
+
+
+def test_two_hosts_one_silent_names_the_silent_one() -> None:
+    runs = [host("a", VERDICT), host("b", None, "unreachable", "ssh: b refused")]
+    outcome = outcome_from_run(result(*runs), "alert")
+    assert outcome.host == "a" and outcome.host_error == "1 host gave no verdict: b unreachable: ssh: <host> refused"
+
+
+def test_a_run_that_never_ran_and_says_nothing() -> None:
+    outcome = outcome_from_run(None, "schedule")
+    assert (outcome.failure, outcome.line) == (None, "no verdict: host ? gave no verdict")
+
+
+def test_severities_rank_ok_info_warning_critical_and_unknown_lowest() -> None:
+    ok, info, warn, crit = ({"severity": s} for s in ("ok", "info", "warning", "critical"))
+    assert most_severe([ok, info]) is info and most_severe([info, warn]) is warn and most_severe([warn, crit]) is crit
+    bogus = {"severity": "bogus"}
+    assert most_severe([bogus, info]) is info and most_severe([bogus, ok]) is bogus  # unknown ranks as ok
+
+
+def test_four_reasons_are_all_told_with_no_tail() -> None:
+    runs = [host(f"r{i}", None, "unreachable", f"reason {i}") for i in range(4)]
+    assert no_verdict_line(runs) == (
+        "4 hosts gave no verdict: r0 unreachable: reason 0; r1 unreachable: reason 1; r2 unreachable: reason 2; "
+        "r3 unreachable: reason 3"
+    )

@@ -141,3 +141,9 @@ def test_a_hung_task_after_several_xids_names_them_all() -> None:
     ]
     reasons = xc.judge(events)["reasons"]
     assert "hung task after Xid 13, 45: wedged driver (processes stuck in D state) -> reboot-node" in reasons
+
+
+def test_a_catalog_bucket_the_action_table_lacks_escalates(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert xc.action_for(48) == "reset-gpu"
+    monkeypatch.setattr(rules, "_bucket_to_action", lambda: {})
+    assert xc.action_for(48) == "escalate"
