@@ -325,3 +325,8 @@ def test_four_reasons_are_all_told_with_no_tail() -> None:
         "4 hosts gave no verdict: r0 unreachable: reason 0; r1 unreachable: reason 1; r2 unreachable: reason 2; "
         "r3 unreachable: reason 3"
     )
+
+
+def test_the_why_line_is_the_summarys_first_sentence() -> None:
+    verdict = {**VERDICT, "summary": "GPU 3 fell off the bus. Reboot the node, then check the riser."}
+    assert finding_lines(verdict)[0] == "Why: GPU 3 fell off the bus."
