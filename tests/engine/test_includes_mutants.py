@@ -125,6 +125,10 @@ def test_a_fragment_owned_by_another_user_is_refused(tmp_path: Path) -> None:
     shared = tmp_path / "fragments" / "shared.yaml"
     if os.getuid() != 0:
         pytest.skip("only root can give a file to another user")
+    os.chown(shared, 1, -1)  # uid 1: only root (0) and the runner may own a fragment
+    assert messages(path) == [
+        f"{path}:3: include: shared: refused: {shared} is owned by uid 1, neither root nor the user running nightowl"
+    ]
     os.chown(shared, 12345, -1)
     assert messages(path) == [
         f"{path}:3: include: shared: refused: {shared} is owned by uid 12345,"
