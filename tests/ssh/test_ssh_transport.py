@@ -311,7 +311,9 @@ def test_stopping_a_fleet_leaves_no_process_behind(tmp_path: Path) -> None:
             break
         time.sleep(0.1)
     assert not left, [p.info["cmdline"] for p in left]
-    with socket.socket() as probe:  # the sshd port is free again
+    with socket.socket() as probe:  # the sshd port is free again: no listener (SO_REUSEADDR lets a bind past the
+        # TIME_WAIT of the connection sshd closed, never past a socket still listening there)
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         probe.bind(small.addresses["stuck"])
 
 
