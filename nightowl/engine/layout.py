@@ -42,11 +42,14 @@ STATUS_UPDATE = "status-update.md"
 # The run's Outcome as JSON (origin, verdict, host status, the manifest's sha256): written after the manifest,
 # since it names the manifest's sha256; bundles written before it was kept have none.
 OUTCOME = "outcome.json"
+# A sweep's fleet page (nightowl/fleet/sweep_page.py), written with its bundle after the manifest: `serve` shows
+# the newest one in its bundle folder (docs/receiver.md).
+SWEEP_PAGE = "sweep.html"
 HOSTS = "hosts"  # hosts/<host_dirname(host)>/<kind>.out
 NEXT = "next"  # next/<run_id>/: a followed runbook's own bundle
 PARSED = "parsed"  # parsed/<output's bundle path>.json: the run's parse of an output stored scrubbed
 # The drafts and the record rendered from a bundle (never evidence of the run itself).
-DRAFT_FILES = frozenset({POSTMORTEM, POSTMORTEM_HTML, STATUS_UPDATE, OUTCOME})
+DRAFT_FILES = frozenset({POSTMORTEM, POSTMORTEM_HTML, STATUS_UPDATE, OUTCOME, SWEEP_PAGE})
 
 _MAX_DIRNAME = 200  # file systems allow 255 bytes per name
 
@@ -72,8 +75,9 @@ def host_from_dirname(name: str) -> str:
     return unquote(name)
 
 
-# Written after the manifest: the status update (re-rendered from verdicts.json), the HTML draft and the outcome.
-AFTER_MANIFEST = frozenset({STATUS_UPDATE, POSTMORTEM_HTML, OUTCOME})
+# Written after the manifest: the status update (re-rendered from verdicts.json), the HTML draft, the outcome and a
+# sweep's fleet page.
+AFTER_MANIFEST = frozenset({STATUS_UPDATE, POSTMORTEM_HTML, OUTCOME, SWEEP_PAGE})
 
 
 def host_folder(host: str) -> str:

@@ -135,6 +135,9 @@ def concluded(
     if breaker is not None:
         summary["breaker"] = breaker
     problems = [summary["bundle_error"]] if summary.get("bundle_error") else []
+    page_problem = write_sweep_page(getattr(result, "bundle", None), summary)
+    if page_problem:
+        problems.append(page_problem)
     if textfile:
         from nightowl.fleet.textfile import write_textfile
 
@@ -143,6 +146,21 @@ def concluded(
         except OSError as exc:
             problems.append(f"cannot write the textfile {textfile}: {exc.strerror or exc}")
     return SweepResult(summary, result, tuple(problems))
+
+
+def write_sweep_page(bundle: Path | None, summary: dict[str, Any]) -> str | None:
+    """The fleet page (``sweep --format html``'s) kept in the sweep's bundle, so ``serve`` can show the last
+    sweep; None when written (or no bundle), else why not (the sweep's result stands without it)."""
+    if bundle is None:
+        return None
+    from nightowl.engine import layout
+    from nightowl.fleet.sweep_page import sweep_html
+
+    try:
+        (bundle / layout.SWEEP_PAGE).write_text(sweep_html(summary), encoding="utf-8")
+    except OSError as exc:
+        return f"cannot write the fleet page into {bundle}: {exc.strerror or exc}"
+    return None
 
 
 def run_and_save(

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import functools
 import json
+import os
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -139,7 +140,7 @@ class _Handler(BaseHTTPRequestHandler):
             self._deny(self.path)
             return
         if path == "/":
-            self._send(200, index_page(self.receiver.captures()), "text/html")
+            self._send(200, index_page(self.receiver.captures(), last_sweep(self.config.out_dir)), "text/html")
         elif path.startswith("/captures/"):
             self._capture_file(path)
         else:
@@ -161,6 +162,9 @@ class _Handler(BaseHTTPRequestHandler):
                 self._send(200, stored.read_text(encoding="utf-8", errors="replace"), "text/html")
             else:
                 self._json(500, {"error": "the draft could not be rendered"})
+        elif rel == layout.SWEEP_PAGE and (bundle / layout.SWEEP_PAGE).is_file():
+            # the fleet page nightowl wrote (autoescaped, no script): the one bundle file served as HTML
+            self._send(200, (bundle / layout.SWEEP_PAGE).read_text(encoding="utf-8", errors="replace"), "text/html")
         elif rel == "":
             self._send(200, _page(FILES_TEMPLATE, run_id=run_id, files=bundle_files(bundle)), "text/html")
         else:
@@ -276,6 +280,27 @@ def _bundle_dir(out_dir: Path, run_id: str) -> Path | None:
     return path if path.is_dir() and (path / layout.MANIFEST).is_file() else None
 
 
+SWEEPS_LOOKED_AT = 500  # the newest bundles searched for a sweep's fleet page on each index request
+
+
+def last_sweep(out_dir: Path) -> str | None:
+    """The run id of the newest bundle under ``out_dir`` holding a sweep's fleet page (a sweep run with
+    ``--out`` at serve's bundle folder), or None. Run ids start with their UTC time to the second, so the newest
+    sort last; within those, the page written last wins."""
+    try:
+        names = sorted((entry.name for entry in os.scandir(out_dir) if entry.is_dir()), reverse=True)
+    except OSError:
+        return None
+    found: list[tuple[int, str]] = []
+    for name in names[:SWEEPS_LOOKED_AT]:
+        bundle = _bundle_dir(out_dir, name)
+        try:
+            found.append(((bundle / layout.SWEEP_PAGE).stat().st_mtime_ns, name) if bundle is not None else (-1, ""))
+        except OSError:
+            continue  # no page: a capture, not a sweep
+    return max((f for f in found if f[1]), default=(0, None))[1]
+
+
 def bundle_file(bundle: Path, rel: str) -> Path | None:
     """``rel`` inside ``bundle`` as a regular file, or None: no ``..``, no hidden names, no symlink out."""
     parts = rel.split("/")
@@ -300,10 +325,11 @@ def bundle_files(bundle: Path) -> list[dict[str, Any]]:
 SEVERITIES = ("critical", "warning", "info", "ok")
 
 
-def index_page(captures: list[dict[str, Any]]) -> str:
-    """The HTML list of recent captures (newest first), rendered from the built-in template."""
+def index_page(captures: list[dict[str, Any]], sweep: str | None = None) -> str:
+    """The HTML list of recent captures (newest first), rendered from the built-in template, with a link to the
+    last sweep's fleet page when ``sweep`` names its bundle."""
     rows = [{"cells": _index_cells(c), "run_id": c.get("run_id") or "", "severity": _severity(c)[0]} for c in captures]
-    return _page(INDEX_TEMPLATE, rows=rows) + "\n"
+    return _page(INDEX_TEMPLATE, rows=rows, sweep=sweep, sweep_page=layout.SWEEP_PAGE) + "\n"
 
 
 def _severity(capture: dict[str, Any]) -> tuple[str, str]:

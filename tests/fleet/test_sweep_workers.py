@@ -128,6 +128,9 @@ def bundle_files(bundle: Path, names: list[str]) -> dict[str, bytes | str]:
         if rel == "manifest.sha256":
             files[rel] = "digest of manifest.json"  # that document holds the times: checked below
             continue
+        if rel == "sweep.html":  # the fleet page names the bundle it was written into
+            files[rel] = normalised(path.read_text(), bundle)
+            continue
         if rel == "status-update.md":  # says when (to the minute) and where the bundle is
             files[rel] = re.sub(r"(\d{4}-\d\d-\d\d )?\d\d:\d\d UTC", "WHEN", normalised(path.read_text(), bundle))
             continue
