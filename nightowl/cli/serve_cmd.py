@@ -35,8 +35,10 @@ def serve(config_path: Path, listen: str | None, out_dir: Path | None, log_forma
     GET  /healthz        liveness and queue depth, no token needed
     GET  /login          browser login: post the token, get a session cookie
                          (HttpOnly, SameSite=Strict, signed, expires)
-    GET  /               recent captures: severity, verdict, links to drafts
+    GET  /               recent captures: severity, verdict, links to drafts,
+                         and "Last sweep": the newest sweep bundle in out
     GET  /captures/RUN_ID/postmortem.md|html   one capture's draft
+    GET  /captures/RUN_ID/sweep.html   a sweep's or check's fleet page, as HTML
     GET  /captures/RUN_ID/[PATH]   the bundle's files, read-only
                          (pages need the bearer token or a session,
                          unless index_requires_token: false)
