@@ -44,3 +44,44 @@ def write_runbook(tmp_path: Path, text: str, name: str = "rb.yaml") -> Path:
     path = tmp_path / name
     path.write_text(textwrap.dedent(text), encoding="utf-8")
     return path
+
+
+# A runbook that includes the fragment ``shared`` (its ``include:`` on line 3, its node ``good`` on line 14),
+# and that fragment: the include tests (test_includes*.py) vary this pair.
+INCLUDING = """\
+id: rb
+title: t
+include: [shared]
+entry: start
+nodes:
+  start:
+    collect: [kernel-log]
+    next: check
+  check:
+    decide:
+      - when: "status.kernel_log != 'ok'"
+        goto: bad
+    default: good
+  good:
+    verdict: {id: healthy, severity: ok, action: none, summary: fine}
+"""
+
+SHARED_FRAGMENT = """\
+fragment: shared
+description: a verdict two runbooks share
+nodes:
+  bad:
+    verdict: {id: xid-seen, severity: warning, action: escalate, summary: seen}
+"""
+
+# The collectors the include tests' runbooks may name.
+KNOWN_COLLECTORS = ["kernel-log", "nvidia-smi"]
+
+
+def write_with_fragment(folder: Path, runbook: str = INCLUDING, fragment: str = SHARED_FRAGMENT) -> Path:
+    """``runbook`` written to ``folder/rb.yaml`` and ``fragment`` beside it as ``fragments/shared.yaml``."""
+    (folder / "fragments").mkdir(parents=True, exist_ok=True)
+    (folder / "fragments" / "shared.yaml").write_text(fragment)
+    path = folder / "rb.yaml"
+    path.write_text(runbook)
+    return path

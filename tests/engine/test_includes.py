@@ -13,28 +13,17 @@ import yaml
 from nightowl.engine import includes
 from nightowl.engine.validate import RunbookInvalid, load_runbook
 from nightowl.library import runbooks
+from tests.engine.runbook_texts import INCLUDING, variant, write_with_fragment
+from tests.engine.runbook_texts import KNOWN_COLLECTORS as KNOWN
 
-KNOWN = ["kernel-log", "nvidia-smi"]
-
-RUNBOOK = """\
-id: rb
-title: t
-include: [shared]
-entry: start
-nodes:
-  start:
-    collect: [kernel-log]
-    next: check
-  check:
-    decide:
-      - when: "status.kernel_log != 'ok'"
-        goto: bad
-      - when: "(kernel_log.xid_codes | default([])) | length > 0"
-        goto: bad
-    default: good
-  good:
-    verdict: {id: healthy, severity: ok, action: none, summary: fine}
-"""
+# The shared runbook with a second condition on the Xid codes, which the fragment's summary reads too.
+RUNBOOK = variant(
+    INCLUDING,
+    (
+        "        goto: bad\n",
+        '        goto: bad\n      - when: "(kernel_log.xid_codes | default([])) | length > 0"\n        goto: bad\n',
+    ),
+)
 
 FRAGMENT = """\
 fragment: shared
@@ -50,11 +39,7 @@ nodes:
 
 
 def write(folder: Path, runbook: str = RUNBOOK, fragment: str = FRAGMENT) -> Path:
-    (folder / "fragments").mkdir(parents=True, exist_ok=True)
-    (folder / "fragments" / "shared.yaml").write_text(fragment)
-    path = folder / "rb.yaml"
-    path.write_text(runbook)
-    return path
+    return write_with_fragment(folder, runbook, fragment)
 
 
 def issues_of(path: Path, **kwargs: object) -> list:

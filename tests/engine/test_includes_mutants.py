@@ -11,42 +11,10 @@ import pytest
 
 from nightowl.engine import includes
 from nightowl.engine.validate import RunbookInvalid, load_runbook
-
-KNOWN = ["kernel-log", "nvidia-smi"]
-
-RUNBOOK = """\
-id: rb
-title: t
-include: [shared]
-entry: start
-nodes:
-  start:
-    collect: [kernel-log]
-    next: check
-  check:
-    decide:
-      - when: "status.kernel_log != 'ok'"
-        goto: bad
-    default: good
-  good:
-    verdict: {id: healthy, severity: ok, action: none, summary: fine}
-"""
-
-FRAGMENT = """\
-fragment: shared
-description: a verdict two runbooks share
-nodes:
-  bad:
-    verdict: {id: xid-seen, severity: warning, action: escalate, summary: seen}
-"""
-
-
-def write(folder: Path, runbook: str = RUNBOOK, fragment: str = FRAGMENT) -> Path:
-    (folder / "fragments").mkdir(parents=True, exist_ok=True)
-    (folder / "fragments" / "shared.yaml").write_text(fragment)
-    path = folder / "rb.yaml"
-    path.write_text(runbook)
-    return path
+from tests.engine.runbook_texts import INCLUDING as RUNBOOK
+from tests.engine.runbook_texts import KNOWN_COLLECTORS as KNOWN
+from tests.engine.runbook_texts import SHARED_FRAGMENT as FRAGMENT
+from tests.engine.runbook_texts import write_with_fragment as write
 
 
 def messages(path: Path) -> list[str]:
