@@ -368,12 +368,3 @@ def storm_common_cause(bundle: Path) -> dict[str, Any] | None:
     if isinstance(primary, dict) and isinstance(primary.get("host"), str):
         kept["primary"] = {"host": primary["host"], "why": str(primary.get("why") or "")}
     return kept
-
-
-def write_for_runs(runbook_id: str, bundle: Path, runs: list[Any]) -> tuple[dict[str, Any], Path]:
-    """The one way a finished run gets its status update (``triage`` and ``serve`` alike): the run's
-    summary (docs/reference.md#verdicts) and the ``status-update.md`` written from it."""
-    from nightowl.engine.bundle_summary import triage_summary
-
-    summary = triage_summary(runbook_id, Path(bundle).name, Path(bundle), runs)
-    return summary, write(Path(bundle), summary)
