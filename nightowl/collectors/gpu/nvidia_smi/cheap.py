@@ -23,7 +23,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from nightowl.collectors.gpu.nvidia_smi import nvidia_smi_query as query
-from nightowl.collectors.gpu.nvidia_smi.tree import pcie_degraded
 
 # The fields of the cheap form (nvidia-smi --help-query-gpu; R470+ names all of these, and an older driver
 # that refuses one fails the cheap read, which is then a full read). fan/power/temperature are there for their
@@ -132,14 +131,8 @@ def judged_cheap(result: query.QueryResult) -> dict[str, Any] | str:
         "remap_failure_gpus": _ids(p for p, g in rows.items() if _yes(g.get("remapped_rows.failure"))),
         "retired_pages_pending_gpus": _ids(p for p, g in rows.items() if _yes(g.get("retired_pages.pending"))),
         "hw_slowdown_gpus": _ids(facts["hw_slowdown_gpus"]),
-        "pcie_degraded_gpus": _ids(p for p, g in rows.items() if _degraded(g)),
+        "pcie_degraded_gpus": _ids(facts["pcie_degraded_gpus"]),
     }
-
-
-def _degraded(gpu: Mapping[str, Any]) -> bool:
-    names = ("utilization.gpu", "pcie.link.gen.current", "pcie.link.gen.max", "pcie.link.width.current")
-    values = [gpu.get(n) for n in (*names, "pcie.link.width.max")]
-    return pcie_degraded(*(v if isinstance(v, (int, float)) and not isinstance(v, bool) else None for v in values))
 
 
 def differs(cheap: Mapping[str, Any] | str, full: Mapping[str, Any]) -> str | None:
