@@ -342,25 +342,20 @@ def write(bundle: Path, summary: dict[str, Any], outcome: Outcome | None = None)
     path = Path(bundle) / FILE_NAME
     # the onset from the bundle only where the job's runbook did not date it (read only when needed)
     onset = None if _since(summary.get("job") or {}, {}) else bundle_onset(Path(bundle), summary)
-    cause = storm_common_cause(Path(bundle)) if len(summary.get("hosts") or []) > 1 else None
+    cause = storm_common_cause(outcome) if len(summary.get("hosts") or []) > 1 else None
     # owner-only, as every bundle file
     write_private(path, render({**summary, "onset": onset, "common_cause": cause}, outcome=outcome))
     return path
 
 
-def storm_common_cause(bundle: Path) -> dict[str, Any] | None:
-    """The common cause a storm capture's manifest records (``alert.storm.common_cause``, the most widely shared
-    first: receiver/common_cause.py keeps it current as the hosts finish, so it is there when the run writes this
-    update), or None: no storm, no shared domain, or a manifest that cannot be read. Only its plain fields are kept."""
-    import json
-
-    try:
-        manifest = json.loads((Path(bundle) / layout.MANIFEST).read_text(encoding="utf-8"))
-        causes = manifest["alert"]["storm"]["common_cause"]
-    except (OSError, ValueError, KeyError, TypeError):
-        return None
-    first = causes[0] if isinstance(causes, list) and causes and isinstance(causes[0], dict) else None
-    if first is None or not all(isinstance(first.get(k), (str, int)) for k in ("kind", "name", "shared_by", "of")):
+def storm_common_cause(outcome: Outcome | None) -> dict[str, Any] | None:
+    """The common cause of a storm as the run's Outcome carries it (``verdict.common_cause``: the most widely shared
+    domain finding, receiver/common_cause.py, which ``outcome_from_run`` put there), or None: no Outcome, no storm,
+    no shared domain. Read from the record the run built, not from the manifest again. Only its plain fields are
+    kept."""
+    first = (outcome.verdict or {}).get("common_cause") if outcome is not None else None
+    named = ("kind", "name", "shared_by", "of")
+    if not isinstance(first, dict) or not all(isinstance(first.get(k), (str, int)) for k in named):
         return None
     kept = {k: first[k] for k in ("kind", "name", "suspect", "verdict", "host_action", "shared_by", "of") if k in first}
     kept["members"] = [str(m) for m in first.get("members") or [] if isinstance(m, str)]

@@ -4,6 +4,7 @@ run cannot disagree)."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
@@ -56,3 +57,33 @@ def test_the_status_update_and_the_outcome_name_the_same_verdict(verdicts: list[
     # rendered from the Outcome (the run hands it; a saved bundle keeps it as outcome.json): the same words
     assert status_update.context(summary, now=0.0, outcome=outcome) == told
     assert sre.title(SimpleNamespace(verdicts=summary, outcome=outcome.as_json())) == drafted
+
+
+def test_the_status_update_takes_a_storms_common_cause_from_the_outcome(tmp_path: Path) -> None:
+    """The cause is read from the Outcome the run hands ``write`` (its ``verdict.common_cause``), not from the
+    bundle's manifest again: a manifest with no storm record still gets the cause the Outcome names."""
+    (tmp_path / "manifest.json").write_text("{}")
+    verdicts = [verdict("gpu-fell-off-bus", "critical", "reboot-node") for _ in range(3)]
+    names = ["r12-gpu-01", "r12-gpu-02", "r12-gpu-03"]
+    hosts = [{"host": h, "status": "ok", "verdict": v} for h, v in zip(names, verdicts, strict=True)]
+    summary = {"runbook": "xid", "run_id": "r1", "bundle": str(tmp_path), "hosts": hosts}
+    runs = [SimpleNamespace(host=h, status="ok", verdict=v, error=None) for h, v in zip(names, verdicts, strict=True)]
+    result = SimpleNamespace(runbook="xid", runs=runs, bundle=None, bundle_error=None, status_update=None)
+    cause = {
+        "kind": "rack",
+        "name": "r12",
+        "suspect": "rack power",
+        "verdict": "gpu-fell-off-bus",
+        "host_action": "reboot-node",
+        "shared_by": 3,
+        "of": 3,
+        "members": names,
+        "primary": None,
+        "line": "common cause: rack r12",
+    }
+    outcome = outcome_from_run(result, "alert", common_cause=cause)
+    text = status_update.write(tmp_path, summary, outcome).read_text()
+    impact = next(row for row in text.splitlines() if row.startswith("Impact: "))
+    assert impact.startswith("Impact: common cause: rack r12 (rack power): check it before reboot-node on 3 nodes")
+    # without the Outcome (a summary alone) there is no cause to tell
+    assert "common cause" not in status_update.write(tmp_path, summary).read_text().lower()
