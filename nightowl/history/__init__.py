@@ -82,7 +82,6 @@ def record_bundle(
     ``parsed``: the run's parse results (engine/parse_memo.py), so the rows are of what its verdict saw."""
     if bundle is None or path is None:
         return 0
-    store_path = path
     from nightowl.history import extract, store
 
     try:
@@ -91,7 +90,7 @@ def record_bundle(
         warn(f"history: {bundle} is not a readable bundle, not recorded: {exc}")
         return 0
     try:
-        return store.write(store_path, record)
+        return store.write(path, record)
     except StoreError as exc:
         warn(f"history store unusable, this run is not recorded (no history): {exc}")
         return 0
@@ -104,14 +103,13 @@ def host_history(host: str, path: Path | None = None) -> dict[str, Any]:
     """Everything the store holds about one host: ``{events, runs, boots, gpus}`` (raises StoreError)."""
     from nightowl.history import store
 
-    store_path = path
-    if store_path is None:
+    if path is None:
         raise StoreError("history is off")
     return {
-        "events": store.read(store_path, "SELECT * FROM events WHERE host = ? ORDER BY first_ts", (host,)),
-        "runs": store.read(store_path, "SELECT * FROM runs WHERE host = ? ORDER BY started", (host,)),
-        "boots": store.read(store_path, "SELECT * FROM boots WHERE host = ?", (host,)),
-        "gpus": store.read(store_path, "SELECT DISTINCT pci, uuid, serial FROM gpus WHERE host = ?", (host,)),
+        "events": store.read(path, "SELECT * FROM events WHERE host = ? ORDER BY first_ts", (host,)),
+        "runs": store.read(path, "SELECT * FROM runs WHERE host = ? ORDER BY started", (host,)),
+        "boots": store.read(path, "SELECT * FROM boots WHERE host = ?", (host,)),
+        "gpus": store.read(path, "SELECT DISTINCT pci, uuid, serial FROM gpus WHERE host = ?", (host,)),
     }
 
 
