@@ -16,7 +16,6 @@ No click and nothing from the receiver or the CLI: Python callers build it as th
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -337,9 +336,10 @@ def manifest_sha256(bundle: Path) -> str | None:
     """The bundle's identity: the sha256 of its manifest.json (which hashes every other file), as the
     history store and ``verify`` cite it; None when it cannot be read."""
     from nightowl.engine import layout
+    from nightowl.engine.private_files import sha256_file
 
     try:
-        return hashlib.sha256((bundle / layout.MANIFEST).read_bytes()).hexdigest()
+        return sha256_file(bundle / layout.MANIFEST)
     except OSError:
         return None
 
