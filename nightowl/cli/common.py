@@ -243,12 +243,12 @@ def load_runbook_or_exit(name: str) -> Any:
 def parse_age(text: str) -> float:
     """An age option's value (``--prune``, ``--window``): ``90m``, ``12h``, ``30d``, ``2w`` -> seconds; the unit
     is required (nightowl.ages reads a bare number as seconds, which an option never means)."""
-    import re
+    from nightowl.ages import parse_age as seconds_of
 
-    match = re.match(r"^\s*(\d+(?:\.\d+)?)\s*([smhdw])\s*$", text)
-    if match is None:
+    seconds = seconds_of(text)
+    if seconds is None or not text.strip()[-1:].isalpha():
         raise ValueError(f"age {text!r}: expected a number and a unit s, m, h, d or w (e.g. 30d)")
-    return float(match.group(1)) * {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}[match.group(2)]
+    return seconds
 
 
 def parse_params(pairs: tuple[str, ...]) -> dict[str, Any]:

@@ -7,6 +7,7 @@ import os
 import time
 from pathlib import Path
 
+import pytest
 from click.testing import CliRunner
 
 from nightowl.cli.bundles_cmd import bundles, parse_age
@@ -46,3 +47,11 @@ def test_bad_age_and_empty_folder(tmp_path: Path) -> None:
     assert CliRunner().invoke(bundles, ["--out", str(tmp_path), "--prune", "soon"]).exit_code == 2
     assert "no bundles" in invoke("--out", str(tmp_path / "none")).output
     assert parse_age("90m") == 5400 and parse_age("2w") == 14 * 86400 and parse_age("1.5h") == 5400
+
+
+def test_an_age_option_needs_its_unit() -> None:
+    """cli/common.parse_age reads through nightowl.ages but refuses the bare number ages reads as seconds."""
+    assert parse_age(" 2 d ") == 2 * 86400 and parse_age("45s") == 45
+    for text in ("30", "30 ", "d", "", "3x", "-1d"):
+        with pytest.raises(ValueError, match="expected a number and a unit"):
+            parse_age(text)
