@@ -294,11 +294,13 @@ def last_sweep(out_dir: Path) -> str | None:
     found: list[tuple[int, str]] = []
     for name in names[:SWEEPS_LOOKED_AT]:
         bundle = _bundle_dir(out_dir, name)
+        if bundle is None:
+            continue
         try:
-            found.append(((bundle / layout.SWEEP_PAGE).stat().st_mtime_ns, name) if bundle is not None else (-1, ""))
+            found.append(((bundle / layout.SWEEP_PAGE).stat().st_mtime_ns, name))
         except OSError:
             continue  # no page: a capture, not a sweep
-    return max((f for f in found if f[1]), default=(0, None))[1]
+    return max(found)[1] if found else None
 
 
 def bundle_file(bundle: Path, rel: str) -> Path | None:
