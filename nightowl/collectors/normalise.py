@@ -148,9 +148,11 @@ _LEADING = re.compile(r"^[ \t]*")
 # A logfmt field holding a quoted value (Go's logrus/logfmt quoting: \" and \\ escaped) ...
 _LOGFMT_FIELD = re.compile(r'(?:^|\s)(?P<key>[A-Za-z_][\w.-]*)="(?P<value>(?:[^"\\]|\\.)*)"')
 # ... whose value is itself a log line: a kernel's [seconds] stamp or an ISO/syslog time, then its text.
-# (A stamp alone is the wrapper's own time= field, not a carried line: text must follow it.)
+# (A stamp alone is the wrapper's own time= field, not a carried line: text must follow it, and a zone is no
+# text: Go's time.String() writes "2025-08-13 00:17:30.1 +0000 UTC m=+0.1", others "... 00:17:30 UTC".)
 _CARRIED_LINE = re.compile(
-    r"(?:\[\s*\d+\.\d+\]|\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d\S*|[A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d)\s+\S"
+    r"(?:\[\s*\d+\.\d+\]|(?:\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d\S*|[A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d)"
+    r"(?!\s+(?:[+-]\d\d:?\d\d|[A-Z]{3,4})(?:\s|$)))\s+\S"
 )
 
 

@@ -4,6 +4,8 @@ kata11671 sample was a driver that does not support the GPU, read as nothing wro
 
 from __future__ import annotations
 
+import pytest
+
 from nightowl.collectors.gpu.kernel_log import parse as parse_kernel_log
 from nightowl.collectors.normalise import normalise
 
@@ -47,3 +49,31 @@ def test_a_field_on_few_lines_is_left_alone() -> None:
 def test_the_kernel_log_reader_sees_the_guests_driver_failure() -> None:
     facts = parse_kernel_log(normalise(shim_log(GUEST), "kernel-log").text)  # as the engine reads it
     assert [f["id"] for f in facts.driver_load_failures] == ["gpu_not_supported_by_release"]
+
+
+@pytest.mark.parametrize(
+    "stamp",
+    ["2025-08-13 00:17:3{i}.1 +0000 UTC m=+0.{i}", "2025-08-13 00:17:3{i} UTC", "Aug 13 00:17:3{i} +02:00"],
+)
+def test_the_carriers_own_stamp_with_a_zone_is_not_a_carried_line(stamp: str) -> None:
+    # a zone after the time is no carried text: reading it as one replaced every line by its time
+    own = "\n".join(f'time="{stamp.format(i=i)}" level=info msg="shim started" pid={i}' for i in range(4))
+    assert normalise(own, "kernel-log").families == ()
+
+
+WRAPS = {
+    "indent": ("    ", ()),
+    "quote": ("> ", ("quote",)),
+    "diff": ("+", ("diff",)),
+    "rank-tag": ("[rank0]: ", ()),
+    "diff-then-quote": ("+> ", ("diff", "quote")),
+}
+
+
+@pytest.mark.parametrize("wrap", sorted(WRAPS))
+def test_the_shim_log_pasted_or_prefixed_still_gives_the_guest_lines(wrap: str) -> None:
+    prefix, outer = WRAPS[wrap]
+    pasted = "".join(prefix + line + "\n" for line in shim_log(GUEST).splitlines())
+    result = normalise(pasted, "kernel-log")
+    assert result.families[: len(outer)] == outer and result.families[-1] == "logfmt-field"
+    assert result.text == "\n".join(GUEST) + "\n"
