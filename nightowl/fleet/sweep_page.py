@@ -45,7 +45,7 @@ def page_context(summary: Mapping[str, Any]) -> dict[str, Any]:
     tiles = {str(h["host"]): tile(h, summary.get("bundle")) for h in summary.get("hosts") or []}
     counts: dict[str, int] = {}
     for t in tiles.values():
-        counts[t["label"]] = counts.get(t["label"], 0) + 1
+        counts[t["verdict"]] = counts.get(t["verdict"], 0) + 1
     return {
         "runbook": summary.get("runbook"),
         "run_id": summary.get("run_id"),
@@ -56,7 +56,8 @@ def page_context(summary: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def tile(host: Mapping[str, Any], bundle: Any) -> dict[str, Any]:
-    """One host: its name, class (severity or status), verdict, action, GPUs, hover text and bundle link."""
+    """One host: its name, class (severity or status), verdict (the page counts hosts by it), action, GPUs,
+    hover text and bundle link."""
     from nightowl.fleet.table import gpus_cell
 
     verdict = host.get("verdict") or {}
@@ -65,10 +66,8 @@ def tile(host: Mapping[str, Any], bundle: Any) -> dict[str, Any]:
     if verdict:
         summary = str(verdict.get("summary") or "").partition(". ")[0]
         hover = f"{verdict.get('id')} ({severity}) -> {verdict.get('action')}: {summary}"
-        label = f"{verdict.get('id')}"
     else:
         hover = f"no verdict: {host.get('status')}" + (f": {host.get('error')}" if host.get("error") else "")
-        label = f"({host.get('status')})"
     return {
         "host": str(host["host"]),
         "css": css,
@@ -76,7 +75,6 @@ def tile(host: Mapping[str, Any], bundle: Any) -> dict[str, Any]:
         "action": verdict.get("action") or "-",
         "gpus": gpus_cell(verdict) if verdict else "-",
         "title": hover,
-        "label": label,
         "href": host_link(bundle, str(host["host"])),
     }
 

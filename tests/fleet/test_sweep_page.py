@@ -137,3 +137,20 @@ def test_headless_chromium_draws_the_fleet(page: str, tmp_path: Path) -> None:
     assert pixels("d64545") > 8 * tile  # 4 critical hosts, each drawn twice (racks, switches), and the frames
     assert pixels("2e9e44") > 4 * tile  # 2 healthy hosts, twice
     assert pixels("fde8e8") > 2 * tile  # the finding's frame filled around its members, in both kinds
+
+
+def test_the_counts_line_counts_hosts_by_verdict_or_status() -> None:
+    """The heading counts each verdict, and each reason for no verdict, once per host, most first."""
+    summary = {
+        "hosts": [
+            {"host": "a", "status": "ok", "verdict": {"id": "xid-79", "severity": "critical", "action": "drain"}},
+            {"host": "b", "status": "unreachable", "error": "timed out"},
+            {"host": "c", "status": "ok", "verdict": {"id": "xid-79", "severity": "critical", "action": "drain"}},
+            {"host": "d", "status": "ok", "verdict": {"id": "healthy", "severity": "ok", "action": "none"}},
+            {"host": "e", "status": "ok", "verdict": {"id": "xid-79", "severity": "critical", "action": "drain"}},
+            {"host": "f", "status": "unreachable", "error": "refused"},
+        ]
+    }
+    counts = page_context(summary)["counts"]
+    assert counts == [("xid-79", 3), ("(unreachable)", 2), ("healthy", 1)]
+    assert "xid-79: 3" in sweep_html(summary) and "(unreachable): 2" in sweep_html(summary)
