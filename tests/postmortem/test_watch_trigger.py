@@ -31,3 +31,15 @@ def test_a_watch_burst_is_the_detection_not_a_run_by_hand(tmp_path: Path) -> Non
 def test_without_an_alert_or_a_trigger_the_run_was_by_hand(tmp_path: Path) -> None:
     markdown = render_bundle(make_bundle(tmp_path, ["xid79-fallen-off-bus"]))
     assert "started by hand" in markdown.split("## Detection", 1)[1].split("\n## ", 1)[0]
+
+
+def test_the_html_draft_tells_a_watch_burst_as_the_markdown_does(tmp_path: Path) -> None:
+    """The HTML Detection shows the watch sentence's backticked spans as code (not raw backticks) and the first
+    fault the evidence shows, as the Markdown draft does."""
+    trigger = {"origin": "watch", "source": "/dev/kmsg", "first_line": LINE, "first_seen": time.time() - 1.2}
+    bundle = make_bundle(tmp_path, ["xid79-fallen-off-bus"], extra_manifest={"trigger": trigger})
+    markdown = render_bundle(bundle).split("## Detection", 1)[1].split("\n## ", 1)[0]
+    html = render_bundle(bundle, fmt="html").split("<h2>Detection</h2>", 1)[1].split("<h2>", 1)[0]
+    assert "<code>nightowl watch</code> captured evidence automatically" in html and "`" not in html
+    assert "The first fault the evidence shows: " in markdown
+    assert "The first fault the evidence shows: " in html
