@@ -333,13 +333,10 @@ class _Read:
     def _nothing(self, run: Any, text: str, file: str | None) -> Any:
         """An output that shows nothing, as the runner's ordinary path has it: no_data, or unreadable (text in
         no form the parser reads) with the parser's facts."""
-        from nightowl.engine.unread import text_coverage, unreadable_reason
+        from nightowl.engine.unread import nothing_status
 
-        shown = f" ({text.strip()[:80]})" if text.strip() else ""
-        run.status, run.reason = "no_data", f"the command printed nothing to read{shown}"
-        coverage = text_coverage(self.collector, text)
+        run.status, run.reason, coverage = nothing_status(self.collector, text)
         if coverage is not None:
-            run.status, run.reason = "unreadable", unreadable_reason(self.collector.kind, coverage)
             budget = max(0.0, self.parts.timeout_for(self.collector, self.options, self.deadline))
             run.facts, run.parse_error = self.parts.parse_output(self.collector, text, budget, 0, self.options.parsed)
         return run

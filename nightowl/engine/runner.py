@@ -29,7 +29,7 @@ from nightowl.engine.inflight import InFlight as InFlight  # re-exported: its ho
 from nightowl.engine.output_status import is_blank, output_status, shows_nothing
 from nightowl.engine.parse_budget import ParseBudgetExceeded, bounded_input, within
 from nightowl.engine.runbook_data import NodeData, split_entry  # not engine.model: no pydantic to run
-from nightowl.engine.unread import text_coverage, unread_facts, unread_reasons, unreadable, unreadable_reason
+from nightowl.engine.unread import nothing_status, unread_facts, unread_reasons, unreadable, unreadable_reason
 from nightowl.engine.validate import LoadedRunbook
 from nightowl.transports.base import CommandResult, Transport, TransportError, is_recorded
 
@@ -677,11 +677,8 @@ def _attempt(
     run.status, run.reason = output_status(chosen)
     if chosen is blank:  # only an answer that showed nothing is ever kept as "blank"
         # No output is not "output showing nothing wrong": no facts, so no rule can read it as clean.
-        shown = f" ({chosen.stdout.strip()[:80]})" if chosen.stdout.strip() else ""
-        run.status, run.reason = "no_data", f"the command printed nothing to read{shown}"
-        coverage = text_coverage(collector, chosen.stdout)
-        if coverage is not None:  # text in no form the parser reads (an HTML page, a cut fragment): unreadable
-            run.status, run.reason = "unreadable", unreadable_reason(kind, coverage)
+        run.status, run.reason, coverage = nothing_status(collector, chosen.stdout)
+        if coverage is not None:
             run.facts = {"kind": kind, "coverage": coverage}
     if keep_text:
         run.text = chosen.stdout

@@ -96,3 +96,14 @@ def text_coverage(collector: Any, text: str) -> dict[str, Any] | None:
     if not isinstance(coverage, dict) or coverage.get("understood") is not False or coverage.get("recognised"):
         return None  # read, but nothing in it (a NaN-only scrape, no ports listed): no data, not unreadable
     return coverage
+
+
+def nothing_status(collector: Any, text: str) -> tuple[str, str, dict[str, Any] | None]:
+    """The status, reason and coverage of an output that shows nothing to judge: no data (no facts, so no rule
+    can read it as clean), or unreadable when it holds text in no form its parser reads (``text_coverage``).
+    The one reading of it for the runner's commands and the incremental reads (engine/incremental.py)."""
+    coverage = text_coverage(collector, text)
+    if coverage is not None:  # an HTML page, a cut fragment: unreadable
+        return "unreadable", unreadable_reason(collector.kind, coverage), coverage
+    shown = f" ({text.strip()[:80]})" if text.strip() else ""
+    return "no_data", f"the command printed nothing to read{shown}", None
