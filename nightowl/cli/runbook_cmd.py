@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import json
 import sys
 from pathlib import Path
@@ -50,10 +49,12 @@ def show_cmd(runbook: str) -> None:
         text = library.resolve(runbook).read_text()
     except OSError as exc:
         fail(str(exc))
-    # an invalid runbook is shown as written (`runbook validate` says what is wrong with it); a valid one as
-    # it runs and its bundle keeps it, an `include:`d fragment's nodes written in, not the bare include line
-    with contextlib.suppress(RunbookInvalid, OSError, ValueError):
+    # an invalid runbook is shown as written (`runbook validate` says what is wrong with it), and stderr says
+    # so; a valid one as it runs and its bundle keeps it, an `include:`d fragment's nodes written in
+    try:
         text = library.load(runbook).as_ran()
+    except (RunbookInvalid, OSError, ValueError):
+        click.echo(f"nightowl: {runbook} is not valid, shown as written (nightowl runbook validate says why)", err=True)
     click.echo(text, nl=False)  # a closed pipe is the reader's choice, not an unreadable runbook
 
 

@@ -31,4 +31,11 @@ def test_show_prints_an_invalid_runbook_as_written(tmp_path) -> None:  # noqa: A
     broken = tmp_path / "broken.yaml"
     broken.write_text("id: broken\nentry: nowhere\nnodes: {}\n")
     shown = CliRunner().invoke(main, ["runbook", "show", str(broken)])
-    assert shown.exit_code == 0 and shown.output == broken.read_text(), shown.output
+    assert shown.exit_code == 0 and shown.stdout == broken.read_text(), shown.output
+    # and says it is not the runbook as it runs (stderr): the help promises that, an invalid one cannot run
+    assert "not valid, shown as written" in shown.output
+
+
+def test_show_says_nothing_else_about_a_valid_runbook() -> None:
+    shown = CliRunner().invoke(main, ["runbook", "show", "xid"])
+    assert shown.exit_code == 0 and "shown as written" not in shown.output
