@@ -40,7 +40,9 @@ def list_cmd() -> None:
 @runbook_group.command("show")
 @click.argument("runbook")
 def show_cmd(runbook: str) -> None:
-    """Print a runbook's YAML as it runs (built-in name or path), the nodes of fragments it includes written in."""
+    """Print a runbook's YAML as it runs (built-in name or path), the nodes of fragments it includes written in.
+
+    An invalid runbook is printed as written, and stderr says so (`runbook validate` says why)."""
     from nightowl.cli.common import runbook_library
     from nightowl.engine.validate import RunbookInvalid
 
