@@ -10,7 +10,6 @@ from nightowl.collectors.gpu.kernel_log.kernel_log import (
     MESSAGE_HINTS,
     may_continue_report,
     may_hold_message,
-    may_start_report,
     message_start,
     shows_nothing,
 )
@@ -29,6 +28,7 @@ from nightowl.collectors.gpu.kernel_log.parser import (
     parse,
     parse_lines,
 )
+from nightowl.collectors.gpu.kernel_log.patterns import may_start_report
 from nightowl.collectors.gpu.kernel_log.results import EVENT_KINDS, KIND, KernelLogResult
 from nightowl.collectors.gpu.kernel_log.timestamps import parse_time, seconds_of
 

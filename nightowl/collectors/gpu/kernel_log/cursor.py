@@ -27,7 +27,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from nightowl.collectors.gpu.kernel_log.patterns import _BLOCK_OPENER
+from nightowl.collectors.gpu.kernel_log.patterns import may_start_report
 
 KIND = "kernel-log"
 JOURNAL, RING = "journal", "dmesg"
@@ -182,7 +182,7 @@ HINTS = (
     "segfault at ",
 )  # fmt: skip
 _HINT = re.compile("|".join(re.escape(hint) for hint in HINTS))
-# Lines kept after a line that opens a report the parser waits on (kernel_log.may_start_report: AER reports,
+# Lines kept after a line that opens a report the parser waits on (patterns.may_start_report: AER reports,
 # multi-line NVRM blocks): its detail lines and the line that ends it. After a hung task's header, its stack
 # (driver_locks.MAX_STACK_LINES frames are read) and the line after it.
 REPORT_AFTER = 16
@@ -192,9 +192,7 @@ STACK_AFTER = 82
 def _after(line: str) -> int:
     if "state:D" in line or "blocked for more than" in line:
         return STACK_AFTER
-    # kernel_log.may_start_report (that module builds the collector with this cursor: not imported from here)
-    opens = "AER: " in line or "PCIe Bus Error" in line or ("NVRM: " in line and _BLOCK_OPENER.search(line) is not None)
-    return REPORT_AFTER if opens else 0
+    return REPORT_AFTER if may_start_report(line) else 0
 
 
 def keep_lines(text: str) -> str:

@@ -23,7 +23,7 @@ from nightowl.collectors.base import Collector, registered
 from nightowl.collectors.gpu.kernel_log.cursor import KERNEL_LOG_CURSOR
 from nightowl.collectors.gpu.kernel_log.log_facts import facts
 from nightowl.collectors.gpu.kernel_log.parser import parse
-from nightowl.collectors.gpu.kernel_log.patterns import _ANCHOR, _BLOCK_OPENER, aer_detail_in
+from nightowl.collectors.gpu.kernel_log.patterns import _ANCHOR, aer_detail_in
 from nightowl.collectors.gpu.kernel_log.results import KIND
 from nightowl.collectors.lines import iter_lines
 
@@ -82,13 +82,6 @@ def may_continue_report(line: str) -> bool:
     """Whether ``line`` may carry on a pending AER report (a detail line): only then does a line without
     a message leave the message before it pending; any other such line ends it."""
     return aer_detail_in(line)
-
-
-def may_start_report(line: str) -> bool:
-    """Whether ``line`` may hold a message that waits for the lines after it (an AER report, a multi-line
-    NVRM block): true of every line whose message the parser keeps pending (``_Message.waits``, read on
-    the message, which is a piece of the line), and cheap (``in`` tests first)."""
-    return "AER: " in line or "PCIe Bus Error" in line or ("NVRM: " in line and _BLOCK_OPENER.search(line) is not None)
 
 
 def message_start(text: str) -> int:

@@ -111,6 +111,16 @@ _BLOCK_CONTINUATION = re.compile(
     r"|the NVIDIA device\(s\)|Try unloading the conflicting|reconfigure your kernel without|driver\(s\)\), then"
     r"|again\.$|BAR\d is "
 )
+
+
+def may_start_report(line: str) -> bool:
+    """Whether ``line`` may hold a message that waits for the lines after it (an AER report, a multi-line
+    NVRM block): true of every line whose message the parser keeps pending (``_Message.waits``, read on
+    the message, which is a piece of the line), and cheap (``in`` tests first). Here, not in kernel_log.py,
+    so the cursor that module builds its collector with reads it too."""
+    return "AER: " in line or "PCIe Bus Error" in line or ("NVRM: " in line and _BLOCK_OPENER.search(line) is not None)
+
+
 # A GPU named by address after "GPU " / "PCI:" with or without the domain and function ("GPU 18:00.0").
 _GPU_ADDRESS = re.compile(
     r"(?:PCI:|GPU )(?P<addr>(?:[0-9a-fA-F]{4,8}:)?[0-9a-fA-F]{2}:[0-9a-fA-F]{2}(?:\.[0-7])?)"
