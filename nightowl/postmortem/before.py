@@ -55,10 +55,9 @@ def before_incident(data: Bundle) -> list[dict[str, Any]]:
     return sorted(found.values(), key=lambda r: r["when"] or "", reverse=True)[:LIMIT]
 
 
-def _stored_runs(hosts: list[str], started: Any, given: Path | None) -> list[dict[str, Any]]:
+def _stored_runs(hosts: list[str], started: Any, path: Path | None) -> list[dict[str, Any]]:
     from nightowl.history import StoreError, store
 
-    path = given
     if path is None or not hosts:
         return []
     before = float(started) if isinstance(started, (int, float)) else time.time()
