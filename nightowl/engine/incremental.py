@@ -306,7 +306,7 @@ class _Read:
 
     def parsed_run(self, result: CommandResult, text: str, file: str | None) -> Any:
         """A CollectorRun for ``text`` (carried + new) as the engine's ordinary path judges an output."""
-        from nightowl.engine.output_status import is_blank, output_status
+        from nightowl.engine.output_status import is_blank, output_status, shows_nothing
         from nightowl.engine.unread import unread_facts, unreadable, unreadable_reason
 
         kind = self.collector.kind
@@ -317,8 +317,8 @@ class _Read:
         if is_blank(text):
             run.status, run.reason = "no_data", "the command printed nothing to read"
             return run
-        shows_nothing = getattr(self.collector, "shows_nothing", None)
-        if getattr(self.reader, "applies_shows_nothing", False) and shows_nothing is not None and shows_nothing(text):
+        # the engine's one check (a collector's own that raises leaves the output to the parse, which says why)
+        if getattr(self.reader, "applies_shows_nothing", False) and shows_nothing(self.collector, text):
             return self._nothing(run, text, file)
         budget = max(0.0, self.parts.timeout_for(self.collector, self.options, self.deadline))
         cut = result.stdout_truncated_bytes
