@@ -59,6 +59,16 @@ def headline(outcome: Outcome) -> str:
     return one_line(f"nightowl: {outcome.title or 'alert'} on {outcome.host or '-'}: {outcome.line}")
 
 
+def required_url(doc: Mapping[str, Any], where: str) -> str:
+    """The target's ``url`` (``url``, ``url_file`` or ``url_env``, receiver/credentials.py), an http(s) URL."""
+    from nightowl.receiver.credentials import read_secret
+
+    url = read_secret(doc, "url", where)
+    if not url:
+        raise ValueError(f"{where}: needs url, url_file or url_env (the variable is unset or empty)")
+    return http_url(url, where)
+
+
 def http_url(url: str, where: str) -> str:
     if not url.startswith(("http://", "https://")):
         raise ValueError(f"{where}: {url.split('?')[0][:40]!r} is not an http(s) URL")

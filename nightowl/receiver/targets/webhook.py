@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from nightowl.receiver.credentials import read_secret
-from nightowl.receiver.targets.base import Request, Target, fit, headline, http_url
+from nightowl.receiver.targets.base import Request, Target, fit, headline, required_url
 
 if TYPE_CHECKING:
     from nightowl.outcome import Outcome
@@ -24,10 +24,7 @@ TEXT_CHARS = 16000
 
 
 def parse(doc: Mapping[str, Any], where: str) -> Target:
-    url = read_secret(doc, "url", where)
-    if not url:
-        raise ValueError(f"{where}: needs url, url_file or url_env (the variable is unset or empty)")
-    return Target(KIND, http_url(url, where), read_secret(doc, "token", where))
+    return Target(KIND, required_url(doc, where), read_secret(doc, "token", where))
 
 
 def request(target: Target, outcome: Outcome, link: str | None) -> Request:
