@@ -10,7 +10,7 @@ import click
 
 from nightowl.cli.common import INVASIVE_OPTION, TEXT_JSON_OPTION, limit_options, out_option, ssh_options
 from nightowl.cli.exit import ExitStatus, fail
-from nightowl.cli.node_actions import node_cap_options, node_cap_or_exit
+from nightowl.cli.node_actions import default_actions_log, node_cap_options, node_cap_or_exit
 
 VERIFY_EXIT_HELP = """\b
 Exit status:
@@ -105,7 +105,7 @@ def verify(
         fail(str(exc))
     transports = _transports(node, host_spec, replay, local, ssh)
     report = _run(node, incident, transports, expected_gpus, allow_invasive, limits, out_dir)
-    log = actions_log or _default_log()
+    log = actions_log or default_actions_log()
     status = _act(report, incident, resume, log, cap)
     _print(report, fmt)
     sys.exit(status)
@@ -207,12 +207,6 @@ def _diagnose(
     if run.bundle is not None:
         cite.update(id=run.bundle.name, sha256=bundle_sha256(run.bundle))
     return [{"check": "dcgm-diag", "result": result, "why": str(why)[:500]}], cite
-
-
-def _default_log() -> Path:
-    from nightowl.fleet.actions_log import default_path
-
-    return default_path()
 
 
 def _act(report: dict[str, Any], incident: Any, resume: str | None, log: Path, cap: Any) -> int:
