@@ -52,7 +52,7 @@ FORMS: dict[str, str] = {
     "gpus": FULL,  # each GPU's section as printed: carried while every judged value above is the same
     "read_form": CHEAP,
 }
-_FINE = {"full", "false", "healthy", "no", "n/a", "not supported", "", "none"}  # fabric._health_problems'
+_FINE = {"full", "false", "healthy", "no", "n/a", "not supported", ""}  # fabric._health_problems' own set
 _UNSET = {"n/a", "not supported", "", "unknown", "[n/a]"}
 
 
