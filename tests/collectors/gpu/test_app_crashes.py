@@ -64,3 +64,25 @@ def test_the_crash_reads_through_the_collector_however_the_log_arrives(wrap: Any
     assert [(c["process"], c["library"], c["count"], c["pid"]) for c in found] == [
         ("llama-server", "libcuda.so.575.64.05", 2, 383019)
     ]
+
+
+@pytest.mark.parametrize(
+    "before",
+    [
+        "",
+        # a report pending when the crash is logged: an NVRM block opener, an AER report
+        "[Sat Aug 23 11:05:43 2025] NVRM: The NVIDIA GPU 0000:3b:00.0\n",
+        "[Sat Aug 23 11:05:43 2025] pcieport 0000:00:01.0: AER: Uncorrected (Non-Fatal) error received: 0000:3b:00.0\n",
+    ],
+)
+def test_the_kernel_log_parse_reads_a_crash_wherever_it_falls(before: str) -> None:
+    from nightowl.collectors.gpu.kernel_log import parse
+
+    assert [c["process"] for c in parse(before + LIBCUDA).gpu_library_crashes] == ["llama-server"]
+
+
+def test_a_crashing_nvidia_modprobe_is_a_crash_too() -> None:
+    from nightowl.collectors.gpu.kernel_log import parse
+
+    line = LIBCUDA.replace("llama-server[383019]", "nvidia-modprobe[77]")  # a driver-load line and a crash
+    assert [c["process"] for c in parse(line).gpu_library_crashes] == ["nvidia-modprobe"]

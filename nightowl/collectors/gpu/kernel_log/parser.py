@@ -587,11 +587,15 @@ def parse_lines(lines: Iterable[str]) -> KernelLogResult:
                 saw_text = True
             if "modprobe" in line or "modules-load" in line or "attempt detected" in line:
                 load_lines.append(line)  # ("attempt detected": hardened usercopy refusing the driver's memory)
-            elif "segfault at " in line or "DMI: " in line or "Hypervisor detected: " in line:
-                host_lines.append(line)
+            if "segfault at " in line or "DMI: " in line or "Hypervisor detected: " in line:
+                host_lines.append(line)  # (a crashing nvidia-modprobe is one of both)
             continue
         else:
             known = None
+            # A crash or boot line read while a report is pending (just after an AER line or an NVRM block
+            # opener such as "The NVIDIA GPU ..."), or on a line with an AER/PCIe word: still the host's.
+            if "segfault at " in line or "DMI: " in line or "Hypervisor detected: " in line:
+                host_lines.append(line)
         # A blank prefix makes the line a continuation of the one before: feed() decides.
         if known is not None and not head.isspace():
             if known.__class__ is dict:  # inlined parser.repeat(): this is the hottest line
