@@ -87,10 +87,13 @@ def sweep(
 
     Prints one row per host (verdict, action, GPUs, duration) with the hosts that share a
     verdict and the ones that differ from the rest, JSON (docs/reference.md#verdicts, hosts in inventory
-    order), or a node-exporter textfile. The exit status tells a cron job whether any node
-    needs action. Connections are opened ahead (up to twice --forks waiting) and the hosts that answer
-    start first. Host keys are checked strictly against known_hosts unless --accept-new. The hosts are
-    spread over worker processes (--workers), the report and bundle being what one process gives.
+    order), a node-exporter textfile, or a page of the hosts by failure domain (--format html; the bundle
+    keeps that page as sweep.html, which `serve` links as the last sweep). The exit status tells a cron job
+    whether any node needs action. Later sweeps read each host's kernel log from where the last stopped
+    (its cursor in the history store; --full: whole). Connections are opened ahead (up to twice --forks
+    waiting) and the hosts that answer start first. Host keys are checked strictly against known_hosts
+    unless --accept-new. The hosts are spread over worker processes (--workers), the report and bundle
+    being what one process gives.
     """
     from nightowl.cli.common import load_runbook_or_exit
     from nightowl.fleet.workers import default_workers, engine_for, start_pool
