@@ -58,7 +58,9 @@ def check(
     Slurm script exports Slurm's node name), else the host name, in the JSON, the textfile and the
     bundle; an invalid $NODE_NAME is an error. The textfile (--textfile) holds
     nightowl_host_verdict_info{host,runbook,status,verdict,severity,action} (renamed from
-    nightowl_host_verdict), nightowl_host_needs_action and nightowl_xid_events.
+    nightowl_host_verdict), nightowl_host_needs_action and nightowl_xid_events. The bundle keeps the
+    page --format html prints as sweep.html; each check reads the kernel log from where the last one stopped
+    (--full: whole), and nvidia-smi and the fabric whole every --full-every hours (cheap reads between).
 
     Logs one line per check to stderr: JSON lines (level, node, runbook, verdict) unless stderr
     is a terminal or --log-format text (then the report itself is the log).
