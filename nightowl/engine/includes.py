@@ -13,14 +13,13 @@ written after its own, so a bundle's ``runbook.yaml`` stands alone, as it did be
 
 from __future__ import annotations
 
-import os
 import re
-import stat
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from nightowl.engine.file_trust import unsafe_reason
 from nightowl.engine.yaml_lines import YamlError, load_with_lines
 
 FOLDER = "fragments"  # beside the runbook: runbooks/fragments/NAME.yaml
@@ -66,17 +65,12 @@ def fragment_files(runbook_path: Path, fallback: Iterable[Path] = ()) -> dict[st
 
 
 def unsafe(path: Path) -> str | None:
-    """Why a fragment may not supply nodes: it or its folder is writable by every user or owned by someone
-    other than root or the user running nightowl (whoever can write it would choose what a run does)."""
+    """Why a fragment may not supply nodes: it or its folder may be written by someone else
+    (engine/file_trust.py: the rule a site runbook is held to)."""
     for item in (path.parent, path):
-        try:
-            info = item.stat()
-        except OSError as exc:
-            return f"{item}: cannot stat ({exc.strerror})"
-        if info.st_uid not in (0, os.getuid()):
-            return f"{item} is owned by uid {info.st_uid}, neither root nor the user running nightowl"
-        if stat.S_IMODE(info.st_mode) & stat.S_IWOTH:
-            return f"{item} is writable by every user"
+        problem = unsafe_reason(item)
+        if problem is not None:
+            return problem
     return None
 
 

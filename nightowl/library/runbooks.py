@@ -14,13 +14,12 @@ a receiver or a worker to pass down.
 from __future__ import annotations
 
 import contextlib
-import os
-import stat
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from nightowl.engine.file_trust import unsafe_reason  # the one rule, fragments' too
 from nightowl.paths import data_dir, runbook_dirs
 
 Dirs = Iterable[Path]
@@ -54,22 +53,6 @@ def builtin_paths() -> dict[str, Path]:
 class UnsafeSitePath(FileNotFoundError):
     """A site runbook that others than its owner or root may write (a FileNotFoundError, so every
     caller that reports an unknown runbook reports this too, exit 2)."""
-
-
-def unsafe_reason(path: Path) -> str | None:
-    """Why ``path`` may not supply a runbook (someone else may write it), or None."""
-    try:
-        info = path.stat()
-    except OSError as exc:
-        return f"{path}: cannot stat ({exc.strerror})"
-    mode = stat.S_IMODE(info.st_mode)
-    if info.st_uid not in (0, os.getuid()):
-        return f"{path} is owned by uid {info.st_uid}, neither root nor the user running nightowl"
-    if mode & stat.S_IWOTH:
-        return f"{path} is writable by every user (mode {mode:04o})"
-    if mode & stat.S_IWGRP and info.st_gid not in (0, os.getgid()):
-        return f"{path} is writable by group {info.st_gid} (mode {mode:04o})"
-    return None
 
 
 def site_paths(dirs: Dirs = ()) -> dict[str, Path]:

@@ -107,7 +107,24 @@ def test_a_fragment_owned_by_another_user_is_refused(tmp_path: Path) -> None:
 def test_a_fragment_folder_every_user_may_write_is_refused(tmp_path: Path) -> None:
     path = write(tmp_path)
     os.chmod(tmp_path / "fragments", 0o777)
-    assert messages(path) == [f"{path}:3: include: shared: refused: {tmp_path / 'fragments'} is writable by every user"]
+    folder = tmp_path / "fragments"
+    assert messages(path) == [f"{path}:3: include: shared: refused: {folder} is writable by every user (mode 0777)"]
+
+
+def test_a_fragment_a_foreign_group_may_write_is_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The rule a site runbook is held to (engine/file_trust.py): a group that is neither root's nor the runner's."""
+    path = write(tmp_path)
+    shared = tmp_path / "fragments" / "shared.yaml"
+    os.chmod(shared, 0o664)
+    if os.getuid() == 0:
+        os.chown(shared, -1, 12345)
+        group = 12345
+    else:  # the file keeps the runner's group: the runner is told it has another
+        group = shared.stat().st_gid
+        monkeypatch.setattr(os, "getgid", lambda: group + 1)
+    assert messages(path) == [f"{path}:3: include: shared: refused: {shared} is writable by group {group} (mode 0664)"]
+    os.chmod(shared, 0o644)  # the group may read it only: it supplies nodes
+    assert load_runbook(path, known_collectors=KNOWN).file_of("bad") == str(shared)
 
 
 def test_a_fragment_that_vanished_cannot_be_stat(tmp_path: Path) -> None:
