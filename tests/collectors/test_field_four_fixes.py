@@ -156,6 +156,9 @@ def test_vllms_platform_line_is_no_vote_but_its_other_lines_are() -> None:
         "hai-a100-3:376586:377441 [2] ibvwrap.c:130 NCCL WARN Call to ibv_create_qp failed",
         "[1,3]<stdout>:gpu-4:11:12 [3] misc/ibvwrap.cc:120 NCCL WARN Call to ibv_reg_mr failed with error Cannot "
         "allocate memory",
+        # NCCL 2.12+'s registration call, with the function name its WARN prefix carries
+        "misc/ibvwrap.cc:213 (wrap_ibv_reg_mr_iova2) NCCL WARN Call to ibv_reg_mr_iova2 failed with error Cannot "
+        "allocate memory",
     ],
 )
 def test_a_failed_connection_setup_verb_is_an_init_failure(line: str) -> None:

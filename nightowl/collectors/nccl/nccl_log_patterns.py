@@ -155,9 +155,13 @@ CAUSE_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
 # Verbs calls that set a connection up (QP creation and its state changes, memory registration, the device
 # context): their failure means the connections never formed - a GID index, rail, route, memlock limit or device
 # setting (nccl #2013: ibv_modify_qp ETIMEDOUT INIT->RTR across rails, fixed by NCCL_CROSS_NIC=0; nccl-tests
-# #185: "Network is unreachable"; nccl #925: "No such device"; nccl #562: ibv_create_qp under a memlock limit) -
-# an init failure, not a link that failed under traffic (a completion error, ibv_poll_cq, an async event).
-IBV_SETUP_CALL = re.compile(r"\bibv_(?:create_qp|modify_qp|reg_mr|reg_dmabuf_mr|create_cq|alloc_pd|open_device)\b")
+# #185: "Network is unreachable"; nccl #925: "No such device"; nccl #562: ibv_create_qp under a memlock limit;
+# NCCL 2.12+ registers with ibv_reg_mr_iova2: "Call to ibv_reg_mr_iova2 failed with error Cannot allocate memory"
+# under a memlock limit) - an init failure, not a link that failed under traffic (a completion error,
+# ibv_poll_cq, an async event).
+IBV_SETUP_CALL = re.compile(
+    r"\bibv_(?:create_qp|modify_qp|reg_mr(?:_iova2)?|reg_dmabuf_mr|create_cq|alloc_pd|open_device)\b"
+)
 WRAPPER_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("remote_error", re.compile(r"remote process exited or there was a network error|ncclRemoteError")),
     ("unhandled_system_error", re.compile(r"unhandled system error")),  # nccl_1332
