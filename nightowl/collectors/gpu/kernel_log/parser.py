@@ -562,6 +562,8 @@ def parse_lines(lines: Iterable[str]) -> KernelLogResult:
             in_stack = stacks.start(line)
         elif "ink " in line and ("Link " in line or "link status" in line):  # nic_links.HINTS (both hold "ink ")
             links.feed(line, seconds_of(line))
+        if "segfault at " in line or "DMI: " in line or "Hypervisor detected: " in line:  # on any path below
+            host_lines.append(line)  # (one logged while a report is pending, or by nvidia-modprobe, too)
         head, found, tail = line.partition("NVRM: ")
         if found and not message_prefix(head):
             found = ""  # "NVRM: " inside another message: the general path reads the line (and no Xid in it)
@@ -587,15 +589,9 @@ def parse_lines(lines: Iterable[str]) -> KernelLogResult:
                 saw_text = True
             if "modprobe" in line or "modules-load" in line or "attempt detected" in line:
                 load_lines.append(line)  # ("attempt detected": hardened usercopy refusing the driver's memory)
-            if "segfault at " in line or "DMI: " in line or "Hypervisor detected: " in line:
-                host_lines.append(line)  # (a crashing nvidia-modprobe is one of both)
             continue
         else:
             known = None
-            # A crash or boot line read while a report is pending (just after an AER line or an NVRM block
-            # opener such as "The NVIDIA GPU ..."), or on a line with an AER/PCIe word: still the host's.
-            if "segfault at " in line or "DMI: " in line or "Hypervisor detected: " in line:
-                host_lines.append(line)
         # A blank prefix makes the line a continuation of the one before: feed() decides.
         if known is not None and not head.isspace():
             if known.__class__ is dict:  # inlined parser.repeat(): this is the hottest line
