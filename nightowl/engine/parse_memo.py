@@ -63,9 +63,6 @@ class ParsedOutputs:
         self.scrub_json: Callable[[Any], Any] | None = None
         self._views: dict[Key, Any] = {}
 
-    def __bool__(self) -> bool:
-        return bool(self.kinds)
-
     def remember(self, kind: str, text: str, result: Any) -> None:
         """Keep ``result`` as what ``kind``'s parser gives ``text`` (only the kinds asked for)."""
         if kind not in self.kinds or len(self._kept) >= MAX_KEPT:
