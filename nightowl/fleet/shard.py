@@ -27,7 +27,7 @@ import traceback
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from nightowl.engine import layout
 from nightowl.engine.bundle_writer import BundleWriter
@@ -35,6 +35,9 @@ from nightowl.engine.parse_memo import HandedOver
 from nightowl.engine.runner import HostRun
 from nightowl.engine.session import without_outputs
 from nightowl.engine.validate import LoadedRunbook
+
+if TYPE_CHECKING:
+    from nightowl.run import RunSettings  # run.py imports no fleet module: no cycle
 
 
 @dataclass(frozen=True)
@@ -65,7 +68,7 @@ class ShardJob:
     bundle_tmp: Path  # the sweep's bundle folder while it is written (BundleWriter.tmp_path)
     run_id: str
     params: dict[str, Any]
-    settings: Any  # nightowl.run.RunSettings: the parent's, with this worker's share of --forks
+    settings: RunSettings  # the parent's, with this worker's share of --forks
     parsed_kinds: frozenset[str] = frozenset()  # what the parent's readers read back (its RunContext's)
     connect_timeout: float | None = None  # set: the worker dials its direct hosts ahead (transports/dial.py)
     kill_at: int | None = None  # test hook: SIGKILL itself when opening its Nth host (workers.KILL_ENV)
