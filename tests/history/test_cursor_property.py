@@ -96,7 +96,7 @@ def test_a_quiet_log_carries_almost_nothing() -> None:
 
 
 def test_the_lines_kept_after_an_opener_follow_the_parsers_own_test() -> None:
-    """cursor._after repeats kernel_log.may_start_report (it cannot import it): the two agree on every line."""
+    """cursor._after calls kernel_log.patterns.may_start_report (the parser's own test): the two agree on every line."""
     from nightowl.collectors.gpu.kernel_log import may_start_report
     from nightowl.collectors.gpu.kernel_log.cursor import REPORT_AFTER, _after
 
