@@ -350,3 +350,9 @@ def _read_head(path: Path) -> str:
             return handle.read(STATUS_UPDATE_BYTES).decode("utf-8", errors="replace")
     except OSError:
         return ""
+
+
+def counted(count: int, word: str) -> str:
+    """``1 host``, ``8 hosts``, ``1 other host``: a count with its noun in the number it takes, where the
+    drafts and the status update used to write ``host(s)``."""
+    return f"{count} {_plural(count, word)}"

@@ -10,6 +10,7 @@ from typing import Any
 from urllib.parse import quote
 
 from nightowl.engine import layout
+from nightowl.outcome import counted
 from nightowl.paths import data_dir
 from nightowl.postmortem.bundle_reader import RUN_DRAFT_READ_SECONDS, Bundle, load
 from nightowl.postmortem.context import bundle_context
@@ -45,6 +46,7 @@ def _shared_environment(folders: tuple[str, ...]) -> Any:
     )
     env.filters["md_cell"] = lambda v: str(v).replace("|", "\\|").replace("\n", " ")
     env.filters["code"] = _inline_code
+    env.filters["counted"] = counted  # "1 host", "8 hosts" (nightowl/outcome.py)
     # A bundle path as a link: host folders are percent-encoded names (``fe80%3A%3A1``), so the link
     # encodes the ``%`` again, or the browser would decode it and ask for a folder that does not exist.
     env.filters["urlpath"] = lambda v: quote(str(v), safe="/")

@@ -12,7 +12,7 @@ import re
 from typing import Any
 
 from nightowl.knowledge import actions
-from nightowl.outcome import most_severe
+from nightowl.outcome import counted, most_severe
 from nightowl.postmortem.bundle_reader import Bundle
 from nightowl.postmortem.candidates import candidates
 from nightowl.postmortem.clocks import CLOCK_NIGHTOWL, Moment, duration, epoch_of, stamp
@@ -25,16 +25,16 @@ def title(data: Bundle) -> str:
     for a bundle without one (or the run's own draft, rendered before it), chosen as the Outcome chooses it
     (nightowl/outcome.py: the most severe, the first of equals)."""
     hosts = data.verdicts.get("hosts", [])
-    others = f" and {len(hosts) - 1} other host(s)" if len(hosts) > 1 else ""
+    others = f" and {counted(len(hosts) - 1, 'other host')}" if len(hosts) > 1 else ""
     if data.outcome is not None:
         verdict, host = data.outcome.get("verdict"), data.outcome.get("host")
         if not isinstance(verdict, dict) or not verdict.get("id"):
-            return f"no verdict on {len(hosts)} host(s)"
+            return f"no verdict on {counted(len(hosts), 'host')}"
         return f"{verdict.get('id')} on {host if isinstance(host, str) else '?'}{others}"
     named = most_severe(h["verdict"] for h in hosts if h.get("verdict"))
     worst = next((h for h in hosts if named is not None and h.get("verdict") is named), None)
     if worst is None:
-        return f"no verdict on {len(hosts)} host(s)"
+        return f"no verdict on {counted(len(hosts), 'host')}"
     return f"{worst['verdict'].get('id')} on {worst['host']}{others}"
 
 
@@ -71,10 +71,10 @@ def impact_sentence(data: Bundle, placed: list[Moment]) -> str:
     if acting:
         what = f"GPU(s) {', '.join(gpus)} on " if gpus else ""
         parts.append(
-            f"{what}{len(acting)} of {len(hosts)} host(s) ({', '.join(h['host'] for h in acting)}) need action"
+            f"{what}{len(acting)} of {counted(len(hosts), 'host')} ({', '.join(h['host'] for h in acting)}) need action"
         )
     else:
-        parts.append(f"none of {len(hosts)} host(s) needs action by the evidence")
+        parts.append(f"none of {counted(len(hosts), 'host')} needs action by the evidence")
     if serving:
         parts.append(f"{len(serving)} serving replica(s) ({', '.join(serving)}) were examined")
     faults = [m.epoch for m in fault_moments(data, placed) if m.epoch]
@@ -224,7 +224,7 @@ def lessons(data: Bundle, placed: list[Moment], detect: str | None) -> dict[str,
     judged = [h for h in hosts if h.get("verdict")]
     if judged:
         well.append(
-            f"The runbook reached a verdict on {len(judged)} of {len(hosts)} host(s) from captured evidence: "
+            f"The runbook reached a verdict on {len(judged)} of {counted(len(hosts), 'host')} from captured evidence: "
             "was it right?"
         )
     alert = data.alert or {}

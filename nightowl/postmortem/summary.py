@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
+from nightowl.outcome import counted
 from nightowl.postmortem.bundle_reader import Bundle
 from nightowl.postmortem.clocks import CLOCK_HOST_LOCAL, Moment, duration, epoch_of, stamp
 from nightowl.postmortem.outputs import FAULT_KINDS, kernel_events, metric_scrapes, parsed_output
@@ -58,7 +59,7 @@ def impact(data: Bundle, placed: list[Moment]) -> list[str]:
     """Numbers the evidence has, for the person who writes the impact section."""
     hosts = data.verdicts.get("hosts", [])
     numbers = [
-        f"{len(hosts)} host(s) examined; "
+        f"{counted(len(hosts), 'host')} examined; "
         f"{sum(1 for h in hosts if (h.get('verdict') or {}).get('action') not in (None, 'none'))} need action; "
         f"{sum(1 for h in hosts if not h.get('verdict'))} without a verdict."
     ]

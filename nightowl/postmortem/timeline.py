@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from nightowl.engine import layout
+from nightowl.outcome import counted
 from nightowl.postmortem.bundle_reader import Bundle, command_outcome
 from nightowl.postmortem.citations import cite_numbers, json_lines
 from nightowl.postmortem.clocks import CLOCK_HOST_UTC, CLOCK_NIGHTOWL, Moment, duration, epoch_of, stamp
@@ -68,7 +69,7 @@ def _run_moments(data: Bundle) -> list[Moment]:
     ]
     failed = [f"{c.get('host')} {c.get('kind')}: {command_outcome(c)}" for c in commands if _failed(c)]
     what = (
-        f"nightowl ran runbook `{manifest.get('runbook')}` on {len(hosts)} host(s): "
+        f"nightowl ran runbook `{manifest.get('runbook')}` on {counted(len(hosts), 'host')}: "
         f"{len(commands)} command(s), {len(commands) - len(failed)} ok"
         + (f", {len(failed)} failed ({'; '.join(failed[:4])}{' …' if len(failed) > 4 else ''})" if failed else "")
     )

@@ -36,7 +36,7 @@ def test_nccl_hang_draft_names_the_faulty_rank_host_only(tmp_path: Path) -> None
     assert rows and all("nccl-xid-b" in r and "nccl-xid-a" not in r for r in rows)
     assert _section(draft, "Root causes").count("candidate;") == 1
     assert _section(draft, "Resolution").count("First action proposed") == 1
-    assert "2 of 2 host(s)" not in _section(draft, "Impact")
+    assert "2 of 2 hosts" not in _section(draft, "Impact")
     assert "not implicated: nccl-xid-a" in _section(draft, "Impact")
     timeline = _section(draft, "Timeline")
     assert "| nccl-xid-a |" in timeline and "| nccl-xid-b |" in timeline  # a lane per member

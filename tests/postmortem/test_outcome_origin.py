@@ -43,7 +43,7 @@ def saved(tmp_path: Path) -> Path:
 
 def test_the_draft_of_a_saved_bundle_follows_its_outcome_json(saved: Path) -> None:
     as_run = render_bundle(saved)
-    assert title(as_run) == f"# Postmortem: gpu-fell-off-bus on {FALLEN} and 1 other host(s)"
+    assert title(as_run) == f"# Postmortem: gpu-fell-off-bus on {FALLEN} and 1 other host"
     assert "the run was started by hand (`nightowl triage` or `demo`)" in detection(as_run)
 
     path = saved / "outcome.json"
@@ -53,7 +53,7 @@ def test_the_draft_of_a_saved_bundle_follows_its_outcome_json(saved: Path) -> No
     )
     path.write_text(json.dumps({**outcome, "origin": "schedule", "verdict": app_verdict, "host": APP}))
     edited = render_bundle(saved)
-    assert title(edited) == f"# Postmortem: {app_verdict['id']} on {APP} and 1 other host(s)"
+    assert title(edited) == f"# Postmortem: {app_verdict['id']} on {APP} and 1 other host"
     assert "the run was started by a schedule (`nightowl check` or `sweep`)" in detection(edited)
     assert "started by hand" not in edited and "A scheduled check" in edited
     assert "started by a schedule" in render_bundle(saved, fmt="html")
@@ -74,6 +74,6 @@ def test_a_bundle_without_outcome_json_is_told_from_its_manifest(tmp_path: Path)
     bundle = make_bundle(tmp_path, [FALLEN, APP])  # the engine alone: no outcome.json, as bundles before it
     assert not (bundle / "outcome.json").exists()
     markdown = render_bundle(bundle)
-    assert title(markdown) == f"# Postmortem: gpu-fell-off-bus on {FALLEN} and 1 other host(s)"
+    assert title(markdown) == f"# Postmortem: gpu-fell-off-bus on {FALLEN} and 1 other host"
     assert "the run was started by hand (`nightowl triage` or `demo`)" in detection(markdown)
     assert read_bundle(str(bundle))["outcome"] is None

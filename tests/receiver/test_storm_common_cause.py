@@ -100,7 +100,7 @@ def test_the_storms_draft_is_one_incident_with_a_row_per_host(rack_storm: tuple[
     _, bundle = rack_storm
     text = (bundle / "postmortem.md").read_text()
     hosts = [f"r07-gpu-{n:02d}" for n in range(1, 9)]
-    assert text.startswith("# Postmortem: storm rack=r07: gpu-fell-off-bus on 8 host(s)")
+    assert text.startswith("# Postmortem: storm rack=r07: gpu-fell-off-bus on 8 hosts")
     summary = section(text, "## Summary")
     assert "64 alerts from 8 hosts of `rack=r07`" in summary
     assert summary.index("**Common cause: rack r07 (") < summary.index("**`gpu-fell-off-bus`** (critical) on 8 of 8")
@@ -113,12 +113,12 @@ def test_the_storms_draft_is_one_incident_with_a_row_per_host(rack_storm: tuple[
     assert resolution.startswith("- First action proposed for the storm: **rack r07 (")
     assert resolution.count("**reboot-node**") == 1 and ", ".join(hosts) in resolution
     detection = section(text, "## Detection")
-    assert "Storm: 64 alerts of rule `gpu-xid` on 8 host(s) of `rack=r07`" in detection
+    assert "Storm: 64 alerts of rule `gpu-xid` on 8 hosts of `rack=r07`" in detection
     assert all(f"{h} ×8" in detection for h in hosts)
     assert section(text, "## Action items").splitlines()[2].startswith("| [ ] Common cause first: rack r07 (")
     paths = text.split("### Decision path", 1)[1].split("### Evidence", 1)[0]
     assert paths.count("nightowl runbook graph") == 1 and paths.count("\n#### ") == 1  # the graph: named once
-    assert "and 7 other host(s) on the same path" in paths
+    assert "and 7 other hosts on the same path" in paths
     assert "```mermaid" not in text  # the Markdown draft holds no Mermaid block (issue 45 item 9)
     checked, problems = verify_citations(bundle)  # every citation of the shorter draft still holds
     assert checked > 0 and not problems, problems
@@ -130,7 +130,7 @@ def test_the_storms_html_draft_is_one_incident_too(rack_storm: tuple[Capture, Pa
 
     _, bundle = rack_storm
     page = render_bundle(bundle, fmt="html")
-    assert "<h1>Postmortem: storm rack=r07: gpu-fell-off-bus on 8 host(s)" in page
+    assert "<h1>Postmortem: storm rack=r07: gpu-fell-off-bus on 8 hosts" in page
     summary = page.split("<h2>Summary</h2>", 1)[1].split("<h2>", 1)[0]
     assert '<li class="common-cause"><strong>Common cause: rack r07 (' in summary
     assert summary.count("<tr><td>r07-gpu-") == 8 and summary.count("fell off the PCIe bus") == 1

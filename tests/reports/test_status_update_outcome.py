@@ -53,7 +53,8 @@ def test_the_status_update_and_the_outcome_name_the_same_verdict(verdicts: list[
     assert told["action"] == f"{outcome.verdict['action']}: {outcome.verdict['id']} on its host."
     assert outcome.host == names[verdicts.index(next(v for v in verdicts if v["id"] == outcome.verdict["id"]))]
     drafted = sre.title(SimpleNamespace(verdicts=summary, outcome=None))  # the draft's title, without outcome.json
-    assert drafted == f"{named} on {outcome.host} and {len(names) - 1} other host(s)"
+    others = "1 other host" if len(names) == 2 else f"{len(names) - 1} other hosts"
+    assert drafted == f"{named} on {outcome.host} and {others}"
     # rendered from the Outcome (the run hands it; a saved bundle keeps it as outcome.json): the same words
     assert status_update.context(summary, now=0.0, outcome=outcome) == told
     assert sre.title(SimpleNamespace(verdicts=summary, outcome=outcome.as_json())) == drafted
