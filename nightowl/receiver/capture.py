@@ -21,6 +21,7 @@ from nightowl.receiver.rules import host_name, render_host, render_params
 
 if TYPE_CHECKING:
     from nightowl.outcome import Outcome
+    from nightowl.receiver.common_cause import StormRecord
 
 STORM_FORKS = 8  # hosts of one storm capture collected side by side
 
@@ -172,7 +173,9 @@ class Storm:
         """``storm rack=r07: 64 alerts on 8 hosts, 8 need action; common cause: rack r07 (...): inspect it
         before reboot-node on 8 nodes (...); worst: gpu-fell-off-bus ...``: the common cause comes first."""
         judged = f", {len(self.needing_action())} need action" if self.results else ""
-        scope = f"{len(self.members)} alerts on {len(self.hosts())} hosts"
+        from nightowl.outcome import counted
+
+        scope = f"{len(self.members)} alerts on {counted(len(self.hosts()), 'host')}"
         cause = f"; {self.common_cause[0]['line']}" if self.common_cause else ""
         return f"storm {self.by}={self.value}: {scope}{judged}{cause}; worst: {worst}"
 
@@ -240,6 +243,7 @@ def run_capture(
         transports = _transports(capture, config)
         limits = config.limits_for(capture.rule)
         manifest = {"alert": capture.manifest_alert()}
+        storm = _storm_record(capture, manifest)  # a storm's record in the manifest, and its common causes
         result = run_and_save(
             loaded,
             transports,
@@ -254,9 +258,9 @@ def run_capture(
             ),
             hooks=RunHooks(
                 extra_manifest=manifest,
-                on_host_done=_storm_record(capture, manifest),
+                on_host_done=storm.host_done if storm is not None else None,
                 lookup=lookup,
-                describe=_description(capture),
+                describe=_description(capture, storm),
             ),
             context=dataclasses.replace(history.run_context(config.history), stop=stopping),  # its store, its stop
         )
@@ -297,12 +301,13 @@ def _captured(capture: Capture, result: Any) -> None:
     capture.host_status, capture.host_error = outcome.host_status, outcome.host_error
 
 
-def _description(capture: Capture) -> Callable[[list[Any]], dict[str, Any]]:
+def _description(capture: Capture, storm: StormRecord | None = None) -> Callable[[list[Any]], dict[str, Any]]:
     """What the capture tells the run's Outcome (``RunHooks.describe``): the alert's name, host, labels and
-    incident, and for a storm the cause its hosts share (its record completed from the finished runs)."""
+    incident, and for a storm the cause its hosts share (its record completed from the finished runs, the
+    common causes those ``storm`` judged for the manifest)."""
 
     def describe(runs: list[Any]) -> dict[str, Any]:
-        cause = _storm_results(capture, runs) if capture.storm is not None else None
+        cause = _storm_results(capture, runs, storm) if capture.storm is not None else None
         return {
             "runbook": capture.runbook,
             "title": capture.alert.name,
@@ -326,25 +331,28 @@ def _alert_fields(alert: Alert, record: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def _storm_record(capture: Capture, manifest: dict[str, Any]) -> Callable[[Any], None] | None:
-    """For a storm: the callback that keeps the manifest's storm record (results, common cause) current as
-    each host finishes, so the bundle and its draft are written with them."""
+def _storm_record(capture: Capture, manifest: dict[str, Any]) -> StormRecord | None:
+    """For a storm: what keeps the manifest's storm record (results, common cause) current as each host
+    finishes (its ``host_done``), so the bundle and its draft are written with them."""
     if capture.storm is None or not isinstance(manifest["alert"].get("storm"), dict):
         return None
     from nightowl.receiver.common_cause import StormRecord
 
     storm = capture.storm
-    return StormRecord(manifest["alert"], storm.domains(), list(storm.hosts())).host_done
+    return StormRecord(manifest["alert"], storm.domains(), list(storm.hosts()))
 
 
-def _storm_results(capture: Capture, runs: list[Any]) -> dict[str, Any] | None:
-    """A storm's record: every host's outcome and the domains most of whose hosts share a fault; returns the
-    most widely shared (it leads the outcome's verdict), or None."""
+def _storm_results(capture: Capture, runs: list[Any], record: StormRecord | None) -> dict[str, Any] | None:
+    """A storm's record: every host's outcome and the domains most of whose hosts share a fault (those its
+    manifest ``record`` judged: once per storm); returns the most widely shared (it leads the outcome's
+    verdict, and so the status update's), or None."""
     from nightowl.receiver.common_cause import common_causes, result_of
 
     assert capture.storm is not None
     capture.storm.results = [result_of(run) for run in runs]
-    capture.storm.common_cause = common_causes(runs, capture.storm.domains(), capture.storm.alerts_by_host())
+    storm = capture.storm
+    causes = record.common_causes(runs) if record is not None else None
+    storm.common_cause = causes if causes is not None else common_causes(runs, storm.domains(), storm.alerts_by_host())
     return capture.storm.common_cause[0] if capture.storm.common_cause else None
 
 

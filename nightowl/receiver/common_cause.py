@@ -97,6 +97,7 @@ class StormRecord:
         self.labelled = labelled
         self.order = order
         self._runs: dict[str, Any] = {}
+        self._judged: list[dict[str, Any]] | None = None  # the common causes, once the last host is done
         self._lock = threading.Lock()
         self.alert.update(storm_scalars(alert["storm"]))
 
@@ -108,8 +109,18 @@ class StormRecord:
             storm = self.alert["storm"]
             storm["results"] = [result_of(r) for r in runs]
             if len(runs) >= len(self.order):  # judged once, when the last host is done (a storm may be 1024 hosts)
-                storm["common_cause"] = common_causes(runs, self.labelled, storm.get("alerts_by_host"))
+                storm["common_cause"] = self._judged = common_causes(runs, self.labelled, storm.get("alerts_by_host"))
             self.alert.update(storm_scalars(storm))
+
+    def common_causes(self, runs: list[Any]) -> list[dict[str, Any]]:
+        """The storm's domain findings for the run's Outcome (and so its status update and note): the ones
+        judged for the manifest when the last host was done, not judged again, so the bundle and what the
+        responders are told cannot differ. Judged here from ``runs`` only where no host was reported: a
+        job-scoped runbook runs its members as one, without ``on_host_done``."""
+        with self._lock:
+            if self._judged is None:
+                self._judged = common_causes(runs, self.labelled, self.alert["storm"].get("alerts_by_host"))
+            return self._judged
 
 
 def storm_scalars(storm: Mapping[str, Any]) -> dict[str, Any]:
