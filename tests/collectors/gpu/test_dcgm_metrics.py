@@ -255,7 +255,14 @@ def test_every_field_of_the_table_is_a_gpu_fact_and_every_name_feeds_one_field()
     assert len(metrics) == len(set(metrics)), "a metric name maps to two fields"
 
 
-UNIT_FACTORS = {("MHz", "Hz"): 1e6, ("mJ", "J"): 1e-3, ("MiB", "bytes"): 2**20, ("%", "ratio"): 0.01, ("ns", "s"): 1e-9}
+UNIT_FACTORS = {
+    ("MHz", "Hz"): 1e6,
+    ("mJ", "J"): 1e-3,
+    ("MiB", "bytes"): 2**20,
+    ("%", "ratio"): 0.01,
+    ("ns", "s"): 1e-9,
+    ("MB/s", "B/s"): 1000 * 1024,  # DCGM's NVLink "MB/s" is NVML's KiB/s divided by 1000 (NVIDIA/dcgm-exporter#658)
+}
 
 
 def test_each_unit_change_has_its_one_factor() -> None:

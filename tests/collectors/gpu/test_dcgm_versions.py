@@ -6,6 +6,7 @@ GPU. Fixtures and their sources: fixtures/dcgm/SOURCE.md."""
 from __future__ import annotations
 
 import json
+import re
 import shutil
 from pathlib import Path
 from typing import Any
@@ -108,6 +109,9 @@ RENAMED_4_9 = {  # old name -> (4.9.0 name, old value times this = new value)
     "DCGM_FI_DEV_NVLINK_CRC_DATA_ERROR_COUNT_TOTAL": ("DCGM_FI_DEV_NVLINK_CRC_DATA_ERROR_TOTAL", 1),
     "DCGM_FI_DEV_NVLINK_REPLAY_ERROR_COUNT_TOTAL": ("DCGM_FI_DEV_NVLINK_REPLAY_ERROR_TOTAL", 1),
     "DCGM_FI_DEV_NVLINK_RECOVERY_ERROR_COUNT_TOTAL": ("DCGM_FI_DEV_NVLINK_RECOVERY_ERROR_TOTAL", 1),
+    # "NVLink throughput from MB/s to bytes per second": field 449 is NVML's KiB/s divided by 1000
+    # (NVIDIA/dcgm-exporter#658 quoting DcgmCacheManager.cpp), the 4.9.0 field NVML's KiB/s times 1024
+    "DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL": ("DCGM_FI_DEV_NVLINK_THROUGHPUT_BYTES_PER_SECOND", 1000 * 1024),
 }
 RENAMED_4_10 = {  # release 4.10.0 notes: same unit (bytes per second)
     "DCGM_FI_PROF_PCIE_TX_BYTES": "DCGM_FI_PROF_PCIE_TX_BYTES_PER_SECOND",
@@ -125,6 +129,43 @@ def test_every_renamed_field_is_read_under_both_names_in_one_unit(old: str) -> N
     assert table[new].unit_out == table[old].unit_out
     assert table[old].factor == pytest.approx(scale * table[new].factor)  # the same reading, either name
     assert table[new].source and table[old].source
+
+
+# The NVLink rate field 449 printed while FSDP ran on an H200 (KempnerInstitute/kempnerpulse#10, `dcgmi dmon`:
+# 16721, in DCGM's MB/s); the same reading in bytes/s worked out by hand: MB/s -> KiB/s (x 1000) -> bytes/s (x 1024).
+NVLINK_MBPS = 16721
+NVLINK_BYTES_PER_S = 16721 * 1000 * 1024
+
+
+def with_nvlink(text: str, old: str, new: str, value: int) -> str:
+    """``text`` with its NVLink throughput line (value 0 in the T4 sample) renamed ``new`` and set to ``value``."""
+    line = re.compile(rf"^({old})(\{{.*\}}) 0$", re.MULTILINE)
+    assert line.search(text), old
+    return line.sub(lambda m: f"{new}{m.group(2)} {value}", text).replace(f" {old} ", f" {new} ")
+
+
+def test_nvlink_throughput_under_the_4_9_0_name_and_unit_is_the_older_fact() -> None:
+    """A 4.9.0 scrape (DCGM_FI_DEV_NVLINK_THROUGHPUT_BYTES_PER_SECOND, bytes/s) and a 2.x-4.8 one
+    (DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL, DCGM's MB/s) of the same reading give the same fact, in bytes/s; so do
+    the 1.x name and the DCGM 4.7 alias of field 449 (same MB/s)."""
+    base = "DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL"
+    old = with_nvlink((DCGM / "datadog-t4.prom").read_text(), base, base, NVLINK_MBPS)
+    new_name = "DCGM_FI_DEV_NVLINK_THROUGHPUT_BYTES_PER_SECOND"
+    new = with_nvlink((DCGM / "derived/t4-as-4.9.0.prom").read_text(), new_name, new_name, NVLINK_BYTES_PER_S)
+    one_x = with_nvlink(
+        (DCGM / "derived/t4-as-1.x.prom").read_text(),
+        "dcgm_nvlink_bandwidth_total",
+        "dcgm_nvlink_bandwidth_total",
+        NVLINK_MBPS,
+    )
+    alias = old.replace(base, "DCGM_FI_DEV_NVLINK_THROUGHPUT_TOTAL")
+    readings = {
+        name: facts(text)["gpus"][0] for name, text in (("old", old), ("4.9.0", new), ("1.x", one_x), ("alias", alias))
+    }
+    for name, gpu in readings.items():
+        assert gpu["nvlink_bandwidth_total"] == NVLINK_BYTES_PER_S, name
+    assert measured(readings["4.9.0"]) == measured(readings["old"])
+    assert "DCGM_FI_DEV_NVLINK_THROUGHPUT_BYTES_PER_SECOND" in facts(new)["metrics_read"]
 
 
 # ---- cumulative Xid totals (4.8.3+) ---------------------------------------------------------------------------
