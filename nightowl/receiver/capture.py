@@ -22,6 +22,7 @@ from nightowl.receiver.rules import host_name, render_host, render_params
 if TYPE_CHECKING:
     from nightowl.outcome import Outcome
     from nightowl.receiver.common_cause import StormRecord
+    from nightowl.run import RunResult
 
 STORM_FORKS = 8  # hosts of one storm capture collected side by side
 
@@ -281,12 +282,10 @@ def run_capture(
     return capture
 
 
-def _captured(capture: Capture, result: Any) -> None:
+def _captured(capture: Capture, result: RunResult) -> None:
     """The capture's record of a run: its bundle, status update, and the run's outcome (the one host's
     verdict, or a storm's most severe, led by the cause its hosts share), as the run built it with what the
-    capture told it (``_description``); a result that carries none gets it built the same way."""
-    from nightowl.outcome import outcome_from_run
-
+    capture told it (``_description``): ``run_and_save`` gives every result its Outcome, never rebuilt here."""
     if result.bundle is None:  # the verdict stands; the evidence could not be written
         capture.status, capture.reason = "failed", result.bundle_error
     else:
@@ -294,8 +293,8 @@ def _captured(capture: Capture, result: Any) -> None:
     capture.status_update = str(result.status_update) if result.status_update else None
     if result.status_update_error:
         capture.reason = result.status_update_error
-    told = getattr(result, "outcome", None)
-    outcome = told or outcome_from_run(result, "alert", **_description(capture)(result.runs))
+    outcome = result.outcome
+    assert outcome is not None, "run_and_save builds every run's Outcome"
     capture.run_outcome = outcome
     capture.verdict = dict(outcome.verdict) if outcome.verdict is not None else None
     capture.host_status, capture.host_error = outcome.host_status, outcome.host_error

@@ -15,14 +15,11 @@ from __future__ import annotations
 
 from collections import Counter, deque
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from nightowl.collectors.gpu import kernel_log
 from nightowl.watch.source import Batch, Position
 from nightowl.watch.triggers import LineJudge
-
-if TYPE_CHECKING:
-    from nightowl.outcome import Outcome
 
 MAX_LINES = 2000  # context lines
 MAX_CHARS = 1024 * 1024  # characters of context lines
@@ -201,15 +198,6 @@ def trigger_record(burst: Burst, source: str) -> dict[str, object]:
         "dropped_context": burst.dropped_context,
         "dropped_triggers": burst.dropped_triggers,
     }
-
-
-def burst_outcome(result: Any, host: str, burst: Burst) -> Outcome:
-    """The Outcome of the run one burst started (``nightowl.outcome``): what the notify targets are told, as a
-    serve capture's is, with the burst's triggers as its own record. The run builds it (``burst_description``
-    is what the burst tells it); a result that carries none gets it built the same way."""
-    from nightowl.outcome import outcome_from_run
-
-    return getattr(result, "outcome", None) or outcome_from_run(result, "watch", **burst_description(host, burst))
 
 
 def burst_description(host: str, burst: Burst) -> dict[str, Any]:

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from nightowl.watch.burst import Burst, burst_description, burst_outcome, trigger_record
+from nightowl.watch.burst import Burst, burst_description, trigger_record
 
 if TYPE_CHECKING:
     from nightowl.outcome import Outcome
@@ -75,7 +75,8 @@ class BurstJudge:
             hooks=RunHooks(extra_manifest=trigger, describe=lambda _runs: burst_description(self.host, burst)),
             context=self.context or RunContext(),  # the store and readers the command's options chose
         )
-        return self._told(run.summary), burst_outcome(run, self.host, burst)
+        assert run.outcome is not None, "run_and_save builds every run's Outcome"
+        return self._told(run.summary), run.outcome  # built by the run with what the burst told it (describe)
 
     def _told(self, summary: dict[str, Any]) -> dict[str, Any]:
         """The textfile written, the verdict logged; the record of the run."""

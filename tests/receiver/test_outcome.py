@@ -17,11 +17,11 @@ from typing import Any
 import pytest
 
 from nightowl.outcome import ORIGINS, Outcome, chosen_run, no_verdict_line, outcome_from_run, verdict_line
-from nightowl.receiver.capture import Capture, _captured, plan_capture
+from nightowl.receiver.capture import Capture, _captured, _description, plan_capture
 from nightowl.receiver.config import load_config
 from nightowl.receiver.notify import Target, request_for
 from nightowl.receiver.payload import parse_alertmanager
-from nightowl.watch.burst import burst_outcome
+from nightowl.watch.burst import burst_description
 from tests.receiver.test_storm import RECORDED, alert, storm_config
 
 CHAT = Target("chat", "https://chat.example/hook")
@@ -42,12 +42,19 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> Any:
 
 
 def serve_capture(tmp_path: Path, result: Any) -> Capture:
-    """The capture serve makes of an alert naming gpu-17, recording ``result`` as its run."""
+    """The capture serve makes of an alert naming gpu-17, recording ``result`` as its run, with the Outcome
+    run_and_save builds for serve's run (nightowl/run.py ``_outcome``: origin and what the capture describes)."""
     config = load_config(storm_config(tmp_path, "http://127.0.0.1:9/hook"))
     (planned,) = parse_alertmanager({"alerts": [alert("gpu-17", 0, None)]})
     capture = plan_capture(planned, config, 0.0)
-    _captured(capture, dataclasses.replace(result, outcome=None))  # the hand run's own is not serve's: built here
+    told = outcome_from_run(result, "alert", **_description(capture)(result.runs))
+    _captured(capture, dataclasses.replace(result, outcome=told))  # the hand run's own is not serve's
     return capture
+
+
+def watch_outcome(result: Any, burst: Any) -> Outcome:
+    """The Outcome run_and_save builds for the run a burst started on gpu-17 (what the burst describes)."""
+    return outcome_from_run(result, "watch", **burst_description("gpu-17", burst))
 
 
 def test_the_outcome_is_built_from_the_runs_result(run: Any) -> None:
@@ -73,9 +80,7 @@ def test_serve_and_watch_tell_the_same_run_the_same_way(run: Any, tmp_path: Path
     its own: now both come from the one Outcome, and differ only in what started the run."""
     capture = serve_capture(tmp_path, run)
     served = capture.notice()
-    watched = burst_outcome(
-        dataclasses.replace(run, outcome=None), "gpu-17", SimpleNamespace(triggers=Counter({"xid": 2}))
-    )
+    watched = watch_outcome(run, SimpleNamespace(triggers=Counter({"xid": 2})))
     assert (served.origin, watched.origin) == ("alert", "watch")
     assert watched.title == "watch: xid" and served.title == "GpuXidErrors"
     for field in ("verdict", "findings", "line", "status_update_text", "bundle", "run_id", "sha256", "host"):
