@@ -207,25 +207,31 @@ def outcome_from_run(
     return replace(outcome, line=line or verdict_line(verdict, named, host_status, host_error, failure))
 
 
-def read_bundle_outcome(bundle: Path) -> dict[str, Any] | None:
+def read_bundle_outcome(bundle: Path, problems: list[str] | None = None) -> dict[str, Any] | None:
     """A saved bundle's ``outcome.json`` (the run's :meth:`Outcome.as_json`), for a later reader (the postmortem
     of a saved bundle, the MCP bundle tools); None when the bundle has none (written before it was kept) or it
-    cannot be used: a bundle is untrusted input, so an origin outside :data:`ORIGINS` or a verdict that is not
-    an object makes the record unusable rather than trusted."""
-    import json
+    cannot be used. A bundle is untrusted input: the file is read as the history reads a bundle's JSON
+    (``history.bundle_files``: a regular file, no link followed, within its size cap), and an origin outside
+    :data:`ORIGINS` or a verdict that is not an object makes the record unusable rather than trusted. Why one
+    cannot be used is one line added to ``problems``, never an exception."""
+    import os
 
     from nightowl.engine import layout
-    from nightowl.engine.private_files import read_regular_text
+    from nightowl.history.bundle_files import read_json
 
     path = Path(bundle) / layout.OUTCOME
+    if not os.path.lexists(path):
+        return None
     try:
-        record = json.loads(read_regular_text(path)) if path.is_file() and not path.is_symlink() else None
-    except (OSError, ValueError, RecursionError):
-        return None
+        record = read_json(path)
+    except OSError as exc:
+        return _unusable(problems, exc.strerror or str(exc).removeprefix(f"{layout.OUTCOME}: "))  # a link, too big
+    except ValueError as exc:  # not JSON (undecodable bytes are a UnicodeDecodeError), or nested too deep
+        return _unusable(problems, f"not JSON: {exc}")
     if not isinstance(record, dict) or record.get("origin") not in ORIGINS:
-        return None
+        return _unusable(problems, f"not the run's outcome record (an object whose origin is one of {ORIGINS})")
     if record.get("verdict") is not None and not isinstance(record.get("verdict"), dict):
-        return None
+        return _unusable(problems, "not the run's outcome record (its verdict is not an object)")
     return record
 
 
@@ -356,3 +362,9 @@ def counted(count: int, word: str) -> str:
     """``1 host``, ``8 hosts``, ``1 other host``: a count with its noun in the number it takes, where the
     drafts and the status update used to write ``host(s)``."""
     return f"{count} {_plural(count, word)}"
+
+
+def _unusable(problems: list[str] | None, why: str) -> None:
+    """``outcome.json`` not used, and why, told to the reader's ``problems``."""
+    if problems is not None:
+        problems.append(f"outcome.json not used: {why}"[:500])

@@ -6,7 +6,9 @@ import json
 from pathlib import Path
 
 from nightowl.engine.layout import AFTER_MANIFEST, MANIFEST, MANIFEST_HASH, NEXT, OUTCOME, first_take
-from nightowl.engine.private_files import sha256_file
+from nightowl.engine.private_files import open_regular, sha256_file
+
+OUTCOME_MAX_BYTES = 16 * 1024 * 1024  # as history/bundle_files.py and the MCP tools cap a bundle's JSON
 
 
 def verify_bundle(bundle: Path) -> list[str]:
@@ -54,7 +56,11 @@ def _verify_outcome(root: Path) -> list[str]:
     if not path.is_file() or path.is_symlink():
         return []
     try:
-        cited = json.loads(path.read_text(encoding="utf-8", errors="replace")).get("sha256")
+        with open_regular(path) as handle:
+            data = handle.read(OUTCOME_MAX_BYTES + 1)
+        if len(data) > OUTCOME_MAX_BYTES:  # a received bundle's may be anything: never read whole
+            return [f"corrupt: {OUTCOME} is larger than {OUTCOME_MAX_BYTES} bytes, not the run's outcome record"]
+        cited = json.loads(data.decode("utf-8", errors="replace")).get("sha256")
     except (OSError, ValueError, AttributeError, RecursionError):
         return [f"corrupt: {OUTCOME} is not the run's outcome record"]
     if cited is not None and cited != sha256_file(root / MANIFEST):

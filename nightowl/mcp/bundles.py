@@ -65,7 +65,7 @@ def read_bundle(path: str) -> dict[str, Any]:
         "commands": [_command(c) for c in _list(manifest.get("commands"))],
         "files": [{"path": p, "sha256": d} for p, d in files.items()],
         # what the run concluded (outcome.json: origin, verdict, host status), None for a bundle without one
-        "outcome": read_bundle_outcome(root),
+        "outcome": read_bundle_outcome(root, problems),  # one that cannot be used is one of the problems
         "postmortem": text[:MAX_TEXT_CHARS] if text is not None else None,
         "postmortem_truncated": text is not None and len(text) > MAX_TEXT_CHARS,
         "problems": problems,

@@ -271,13 +271,15 @@ def load(bundle: Path, read_seconds: float | None = None, with_runbook: bool = T
     of its outputs again. ``with_runbook=False`` leaves the runbook unread (its validation imports pydantic,
     which `nightowl check` never loads): for a reader that needs no decision path."""
     root = Path(bundle)
+    unusable: list[str] = []  # an outcome.json that cannot be used: told in the draft, not trusted
     data = Bundle(
         root=root,
         manifest=_renumbered(root, sane_manifest(_read_json(root / MANIFEST) or {"commands": []})),
         verdicts=sane_verdicts(_read_json(root / VERDICTS) or {"hosts": []}),
         trace=sane_trace(_read_json(root / TRACE) or {"hosts": []}),
         runbook=read_runbook(root / RUNBOOK) if with_runbook else None,
-        outcome=read_bundle_outcome(root),
+        outcome=read_bundle_outcome(root, unusable),
+        unread=unusable,
     )
     data.evidence = _catalog(data)
     data.read_by = time.monotonic() + (DRAFT_READ_SECONDS if read_seconds is None else read_seconds)
