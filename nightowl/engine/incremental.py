@@ -10,7 +10,14 @@ Where a run has a :class:`CursorBook` (``RunOptions.cursors``: the sweeping mach
 the bundle's ``carried.json`` says why. The positions are saved only once the bundle is written
 (:meth:`CursorBook.commit`, with the bundle's id and sha256), so a carried line always names a bundle that
 exists. A replay of such a bundle reads ``carried.json`` back and parses the same text: the same verdict.
-docs/reference.md#incremental-reads.
+
+A reader whose later reads add nothing to a full text they stand for (``cites_text``: the cheap-first readers,
+collectors/gpu/nvidia_smi/cheap.py) is not copied into each bundle: its entry cites the full read's own output
+file (``carried_file``, in the bundle ``carried_from`` names, whose manifest lists the file's sha256), and its
+saved row stays the full read's until the next full read, so a pruned full read drops the row (a full read
+next). Any other carried text is copied into one bundle's carried.json, the first read to carry it; the reads
+after it that carry the same text on (a quiet log: no new line the reader keeps) cite that entry
+(``carried_in``), and the row keeps naming that bundle. docs/reference.md#incremental-reads.
 """
 
 from __future__ import annotations
@@ -28,6 +35,10 @@ from nightowl.engine import layout
 from nightowl.transports.base import CommandResult, Transport, is_recorded
 
 CARRIED = "carried.json"  # at the bundle's top level: per host folder, per kind, what was carried and why
+TEXT_FILE = "text_file"  # a citing reader's saved state: where in its bundle the full read's output is
+# A saved state whose bundle holds its carried text in full (its carried.json entry's, with this sha256): a
+# read that carries the same text on cites that entry instead of copying it again.
+HELD = "text_held"
 
 
 class Piece(Protocol):
@@ -122,14 +133,16 @@ class CursorBook:
 
     def document(self, scrub: Callable[[str], str] = str) -> dict[str, Any]:
         """``carried.json``: per host folder and kind, the read (full or incremental, and why full), the argv,
-        the positions before and after, and the carried text with its sha256 and the bundle it came from.
-        ``scrub``: the bundle's secret scrubbing, applied to the carried text as to every output it stores."""
+        the positions before and after, and the carried text with its sha256 (or, for a cited one, the file
+        that holds it: ``carried_file``) and the bundle it came from. ``scrub``: the bundle's secret scrubbing,
+        applied to the carried text as to every output it stores."""
         hosts: dict[str, dict[str, Any]] = {}
         with self._lock:
             for (host, kind), entry in sorted(self.staged.items()):
-                public = {k: v for k, v in entry.items() if k not in ("host", "kind", "keep")}
-                public["carried_text"] = text = scrub(public["carried_text"])
-                public["carried_sha256"] = digest(text)
+                public = {k: v for k, v in entry.items() if k not in ("host", "kind", "keep", "file", "same_text")}
+                if "carried_text" in public:
+                    public["carried_text"] = text = scrub(public["carried_text"])
+                    public["carried_sha256"] = entry["carried_sha256"] = digest(text)
                 hosts.setdefault(layout.host_dirname(host), {})[kind] = public
         return {"hosts": hosts}
 
@@ -140,15 +153,21 @@ class CursorBook:
             writer.add_file(CARRIED, json.dumps(document, indent=1, sort_keys=True) + "\n")
 
     def commit(self, bundle: Path, save: Callable[[str, str, dict[str, Any], str | None, str, str], None]) -> int:
-        """Save every staged position with the written bundle's id and sha256 (``None`` for the text: it is the
-        saved one still); the count saved."""
+        """Save every staged position with the bundle that holds its text (id and sha256; ``None`` for the text:
+        the saved one stands); the count saved. A read that cites its text's file (``carried_file``) saves
+        nothing: the row stays the full read's, which is what the next read cites."""
         sha = (bundle / layout.MANIFEST_HASH).read_text().split()[0]
         with self._lock:
-            staged = list(self.staged.values())
+            staged = [entry for entry in self.staged.values() if "carried_file" not in entry]
         for entry in staged:
-            # a cheap read keeps what the last full read left (state and text): only the citing bundle moves
-            keep = None if entry.get("read") == "cheap" else entry["keep"]
-            save(entry["host"], entry["kind"], entry["state"], keep, bundle.name, sha)
+            state = entry["state"] if entry.get("file") is None else {**entry["state"], TEXT_FILE: entry["file"]}
+            if not entry.get("same_text"):
+                save(entry["host"], entry["kind"], state, entry["keep"], bundle.name, sha)
+                continue
+            # the text carried on unchanged: held in full by this bundle (copied here) or by the one it cites
+            holder = entry["carried_from"] if entry.get("carried_in") else {"bundle": bundle.name, "sha256": sha}
+            state = {**state, HELD: entry["carried_sha256"]}
+            save(entry["host"], entry["kind"], state, None, holder["bundle"], holder["sha256"])
         return len(staged)
 
 
@@ -160,6 +179,49 @@ class EngineParts:
     parse_output: Callable[..., tuple[dict[str, Any], str | None]]
     timeout_for: Callable[[Any, Any, float | None], float]
     resolve_argv: Callable[[tuple[str, ...], dict[str, Any]], tuple[str, ...] | None]
+
+
+def cited_text(
+    bundle: Path, entry: Mapping[str, Any], where: tuple[str, str] = ("", "")
+) -> tuple[str | None, str | None]:
+    """(the text, None) of a citing entry of ``bundle``'s carried.json (``where``: its host folder and kind),
+    read from the bundle it cites (beside this one) and held to that bundle's manifest hash and the sha256 its
+    manifest lists for the file: the output file a ``carried_file`` names, or for ``carried_in`` that bundle's
+    carried.json, whose entry for the same host and kind holds the text (its sha256 the one cited); (None,
+    why) when it cannot be."""
+    cited = entry.get("carried_from") if isinstance(entry.get("carried_from"), Mapping) else {}
+    name = str(cited.get("bundle"))
+    path = CARRIED if entry.get("carried_in") else str(entry.get("carried_file"))
+    text, problem = _listed_file(bundle.parent / name, name, path, str(cited.get("sha256")))
+    if text is None or not entry.get("carried_in"):
+        return text, problem
+    try:
+        held = json.loads(text)["hosts"][where[0]][where[1]]["carried_text"]
+    except (ValueError, KeyError, TypeError):
+        return None, f"missing: {name} holds no carried text for {where[0]} {where[1]}"
+    if digest(str(held)) != entry.get("carried_sha256"):
+        return None, f"changed: {name}'s carried text for {where[0]} {where[1]} (not the sha256 cited)"
+    return str(held), None
+
+
+def _listed_file(earlier: Path, name: str, path: str, manifest_sha: str) -> tuple[str | None, str | None]:
+    """(the text, None) of ``path`` in the bundle ``earlier`` when its manifest is the one cited and lists the
+    file's sha256; (None, why) otherwise."""
+    try:
+        manifest = (earlier / layout.MANIFEST).read_bytes()
+        if hashlib.sha256(manifest).hexdigest() != manifest_sha:
+            return None, f"changed: {name} (its manifest is not the one cited)"
+        document = json.loads(manifest)
+        listed = {c.get("file"): c.get("sha256") for c in document.get("commands", [])}
+        listed |= {f.get("path"): f.get("sha256") for f in document.get("files", [])}
+        data = (earlier / path).read_bytes() if path in listed and ".." not in Path(path).parts else b""
+    except FileNotFoundError:
+        return None, f"not beside this bundle: {name}, whose {path} holds the carried text"
+    except (OSError, ValueError, AttributeError, TypeError) as exc:
+        return None, f"unreadable: {name}/{path} ({exc.__class__.__name__})"
+    if path not in listed or hashlib.sha256(data).hexdigest() != listed[path]:
+        return None, f"changed: {name}/{path} (not the output its manifest lists)"
+    return data.decode("utf-8", "surrogateescape"), None
 
 
 def cited_bundles(bundle: Path) -> set[str]:
@@ -248,6 +310,8 @@ class _Read:
             age = time.time() - full_at
             if age > book.full_every:
                 return f"the last full read is {age / 3600:.1f} h old (--full-every {book.full_every / 3600:g} h)"
+        if getattr(self.reader, "cites_text", False) and not saved.state.get(TEXT_FILE):
+            return "the last full read's output is in no bundle to cite"
         why_full = getattr(self.reader, "why_full", None)
         return why_full(saved.state) if why_full is not None else None
 
@@ -295,14 +359,31 @@ class _Read:
         if form is not None and isinstance(collected.facts, dict):
             collected.facts["read_form"] = form
         if book is not None and piece.state is not None and collected.status == "ok":
-            book.stage(host, kind, {
-                "host": host, "kind": kind, "read": read,
-                "why_full": None if saved is not None else why_full, "argv": list(argv),
-                "state_before": saved.state if saved is not None else None, "state": piece.state,
-                "carried_from": None if saved is None else {"bundle": saved.bundle_id, "sha256": saved.bundle_sha256},
-                "carried_text": carried, "carried_sha256": digest(carried), "keep": self.reader.keep(text),
-            })  # fmt: skip
+            book.stage(host, kind, self._entry(read, why_full, argv, saved, piece, carried, text, file))
         return collected
+
+    def _entry(
+        self, read: str, why_full: str | None, argv: tuple[str, ...], saved: SavedCursor | None, piece: Piece,
+        carried: str, text: str, file: str | None,
+    ) -> dict[str, Any]:  # fmt: skip
+        """What is staged of one read: carried.json's entry, and what the store keeps (``keep``, ``file``)."""
+        entry: dict[str, Any] = {
+            "host": self.transport.host, "kind": self.collector.kind, "read": read,
+            "why_full": None if saved is not None else why_full, "argv": list(argv),
+            "state_before": saved.state if saved is not None else None, "state": piece.state,
+            "carried_from": None if saved is None else {"bundle": saved.bundle_id, "sha256": saved.bundle_sha256},
+        }  # fmt: skip
+        cites = getattr(self.reader, "cites_text", False)
+        if cites and saved is not None and not piece.body and saved.state.get(TEXT_FILE):
+            return entry | {"carried_file": saved.state[TEXT_FILE]}  # adds nothing: cite the full read's file
+        if saved is not None and saved.state.get(HELD):  # the saved bundle's carried.json holds the text: cite it
+            entry |= {"carried_in": True, "carried_sha256": saved.state[HELD]}
+        else:
+            entry |= {"carried_text": carried, "carried_sha256": digest(carried)}
+        keep = self.reader.keep(text)
+        same = saved is not None and keep == carried  # nothing new kept: the text carries on as it is
+        entry |= {"keep": None if same else keep, "same_text": same}
+        return entry | ({"file": file} if cites else {})
 
     def parsed_run(self, result: CommandResult, text: str, file: str | None) -> Any:
         """A CollectorRun for ``text`` (carried + new) as the engine's ordinary path judges an output."""
@@ -352,9 +433,15 @@ class _Read:
             entry = document["hosts"][Path(folder).name][kind]
         except (OSError, ValueError, KeyError, TypeError):
             return None
-        carried = str(entry.get("carried_text") or "")
-        if digest(carried) != entry.get("carried_sha256"):
-            return self.parts.new_run(kind, kind, "error", f"{CARRIED}: the carried text's sha256 differs")
+        if entry.get("carried_file") or entry.get("carried_in"):
+            cited, problem = cited_text(Path(folder).parent.parent, entry, (Path(folder).name, kind))
+            if cited is None:
+                return self.parts.new_run(kind, kind, "error", f"{CARRIED}: the carried text is {problem}")
+            carried = cited
+        else:
+            carried = str(entry.get("carried_text") or "")
+            if digest(carried) != entry.get("carried_sha256"):
+                return self.parts.new_run(kind, kind, "error", f"{CARRIED}: the carried text's sha256 differs")
         argv = tuple(entry.get("argv") or ())
         result = self.transport.run(argv, self.collector.timeout, kind=kind)
         file = self.recorder.record_command(self.transport.host, kind, result, True)

@@ -41,12 +41,12 @@ def _save(
     bundle_id: str,
     sha256: str,
 ) -> None:
-    """One position; ``carried`` None: the row's text stands (a cheap read), only its bundle and time move, so
-    an hourly sweep does not rewrite every host's carried full read."""
+    """One position; ``carried`` None: the row's text stands (carried on unchanged), so an hourly sweep of
+    quiet logs does not rewrite every host's carried lines (engine/incremental.CursorBook.commit)."""
     if carried is None:
         conn.execute(
-            "UPDATE cursors SET bundle_id = ?, bundle_sha256 = ?, updated = ? WHERE host = ? AND kind = ?",
-            (bundle_id, sha256, time.time(), host, kind),
+            "UPDATE cursors SET state = ?, bundle_id = ?, bundle_sha256 = ?, updated = ? WHERE host = ? AND kind = ?",
+            (json.dumps(state, sort_keys=True), bundle_id, sha256, time.time(), host, kind),
         )
         return
     conn.execute(

@@ -5,6 +5,9 @@ sha256) and holds the carried text with its sha256. The check: the text matches 
 bundle is beside this one (the same output folder), its manifest hash is the one named, and what it read
 (its own carried text plus what it fetched, read again through the collector's cursor) carries on to exactly
 this text, and so on back to the last full read. A bundle not beside this one ends the check with a note.
+An entry that cites its text (``carried_file``: a cheap read's full output; ``carried_in``: another bundle's
+carried.json entry that holds it) is one link: the cited bundle's manifest is the one named, and it lists the
+file's sha256 (engine/incremental.cited_text); a held text's chain goes on from the entry that holds it.
 """
 
 from __future__ import annotations
@@ -14,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from nightowl.engine import layout
-from nightowl.engine.incremental import CARRIED, digest, joined
+from nightowl.engine.incremental import CARRIED, cited_text, digest, joined
 
 MAX_LINKS = 10_000  # a chain of hourly reads over a year of uptime, and no loop
 
@@ -58,6 +61,18 @@ def verify_carried(bundle: Path) -> tuple[list[str], list[str]]:
 def _follow(bundle: Path, host: str, kind: str, entry: dict[str, Any], problems: list[str], notes: list[str]) -> None:
     where = f"{CARRIED} {host} {kind}"
     for _ in range(MAX_LINKS):
+        if entry.get("carried_file") or entry.get("carried_in"):
+            _, problem = cited_text(bundle, entry, (host, kind))
+            if problem is not None and problem.startswith("not beside"):
+                notes.append(f"{where}: carried from {problem.removeprefix('not beside this bundle: ')}, not beside "
+                             "this bundle (checked this far)")  # fmt: skip
+            elif problem is not None:
+                problems.append(f"{problem} ({where} in {bundle.name})")
+            if problem is not None or entry.get("carried_file"):
+                return  # a cited output file is a full read's: the chain starts there
+            bundle = bundle.parent / str(entry["carried_from"]["bundle"])  # the entry that holds the text in full
+            entry = (_entries(bundle) or {})[host][kind]
+            continue
         if digest(str(entry.get("carried_text") or "")) != entry.get("carried_sha256"):
             problems.append(f"changed: {where} (the carried text's sha256 differs) in {bundle.name}")
             return

@@ -194,9 +194,12 @@ def test_first_read_full_then_cheap_with_the_full_reads_verdict_then_full_when_a
     assert entry(second)["read"] == "cheap" and entry(second)["why_full"] is None
     assert entry(second)["carried_from"]["bundle"] == first.bundle.name  # type: ignore[union-attr]
     assert smi_facts(second)["read_form"] == "cheap"
-    saved = cursors.load(node / "history.sqlite3", "node", "nvidia-smi")  # the full text stays, cited by the cheap read
-    assert saved is not None and saved.carried == XML and saved.bundle_id == second.bundle.name  # type: ignore[union-attr]
+    saved = cursors.load(node / "history.sqlite3", "node", "nvidia-smi")  # the full read's row stands, cited
+    assert saved is not None and saved.carried == XML and saved.bundle_id == first.bundle.name  # type: ignore[union-attr]
     assert saved.state["full_sha256"] == entry(first)["state"]["full_sha256"]
+    # the cheap read's bundle cites the full read's output file instead of holding a copy of it
+    assert "carried_text" not in entry(second) and entry(second)["carried_file"] == saved.state["text_file"]
+    assert (first.bundle / saved.state["text_file"]).read_text() == XML  # type: ignore[operator]
     # postmortem --verify follows the cheap bundle's chain back to the full read
     from nightowl.postmortem.carried_chain import verify_carried
 

@@ -13,9 +13,12 @@ from click.testing import CliRunner
 from nightowl.cli.bundles_cmd import prune
 from nightowl.cli.main import main
 from nightowl.engine.incremental import CARRIED
+from nightowl.library import runbooks
 from nightowl.postmortem.carried_chain import verify_carried
+from nightowl.run import RunSettings, run_and_save
+from nightowl.transports.replay import ReplayTransport
 from tests.history.cursor_standins import Journal
-from tests.history.test_cursor_read import BOOT, XID13, XID79, node, sweep
+from tests.history.test_cursor_read import BOOT, XID13, XID79, kernel_log, node, sweep
 
 __all__ = ["node"]  # the fixture
 
@@ -77,3 +80,44 @@ def test_prune_keeps_every_bundle_a_kept_one_cites(node: Path) -> None:
         manifest.write_text(json.dumps(document))
     gone = prune(out, 3600, dry_run=True, now=later - 3000)
     assert gone == [str(lone)]  # the chain's two older bundles are cited (one directly, one through it)
+
+
+def test_a_quiet_log_carries_its_text_in_one_bundle_and_the_later_ones_cite_it(node: Path) -> None:
+    """The first read to carry a text copies it; the reads after it that keep nothing new cite that copy
+    (``carried_in``), the store's row names the holder, and replay and verify read the text from it. A new line
+    the reader keeps (an Xid) is a new text: copied once again by the read after it."""
+    journal = Journal(node / "journal.json")
+    journal.add(*BOOT, XID79)
+    full, copied = sweep(node).bundle, sweep(node).bundle
+    quiet = []
+    for n in range(2):
+        journal.add(f"2024-06-01T10:01:0{n}+0000 node kernel: usb 1-{n}: new device")
+        quiet.append(sweep(node).bundle)
+    assert full and copied and all(quiet)
+    held = json.loads((copied / CARRIED).read_text())["hosts"]["node"]["kernel-log"]
+    assert held["carried_from"]["bundle"] == full.name and "): 79," in held["carried_text"]
+    for bundle in quiet:
+        entry = json.loads((bundle / CARRIED).read_text())["hosts"]["node"]["kernel-log"]
+        assert entry["carried_in"] is True and "carried_text" not in entry
+        assert entry["carried_from"]["bundle"] == copied.name and entry["carried_sha256"] == held["carried_sha256"]
+        assert verify_carried(bundle) == ([], [])
+    # the quiet read still judges the Xid the carried text holds, and so does its replay
+    assert kernel_log(sweep(node))["xid_codes"] == [79]
+    replayed = run_and_save(
+        runbooks.load("xid"),
+        {"node": lambda: ReplayTransport(quiet[-1] / "hosts" / "node")},  # type: ignore[operator]
+        node / "replays",
+        settings=RunSettings(drafts=False, status_update=False),
+    )
+    assert kernel_log(replayed)["xid_codes"] == [79]
+    # a held text changed in its bundle: verify says so
+    writable(copied / CARRIED).write_text((copied / CARRIED).read_text().replace("): 79,", "): 48,"))
+    problems, _ = verify_carried(quiet[-1])
+    assert problems and "changed" in problems[0], problems
+    # a new kept line: the text changes, and the next read copies the new one
+    journal.add(XID13)
+    sweep(node)
+    after = sweep(node).bundle
+    assert after is not None
+    entry = json.loads((after / CARRIED).read_text())["hosts"]["node"]["kernel-log"]
+    assert "carried_in" not in entry and "): 13," in entry["carried_text"]

@@ -188,6 +188,7 @@ class CheapFirst:
     the collector's module (no import back to it)."""
 
     follows_since = False  # `--since` windows the kernel log, not these
+    cites_text = True  # a cheap read adds no text: its bundle cites the full read's output (engine/incremental.py)
     applies_shows_nothing = True  # a full read that shows nothing is no_data, as the ordinary path has it
 
     def __init__(
