@@ -364,7 +364,8 @@ def counted(count: int, word: str) -> str:
     return f"{count} {_plural(count, word)}"
 
 
-def _unusable(problems: list[str] | None, why: str) -> None:
-    """``outcome.json`` not used, and why, told to the reader's ``problems``."""
+def _unusable(problems: list[str] | None, why: str) -> dict[str, Any] | None:
+    """``outcome.json`` not used (None, read_bundle_outcome's answer), and why, told to the reader's ``problems``."""
     if problems is not None:
         problems.append(f"outcome.json not used: {why}"[:500])
+    return None

@@ -2,53 +2,64 @@
 
 from __future__ import annotations
 
+import functools
+import inspect
 import os
 import signal
 import sys
 import threading
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn, ParamSpec
 
 import click
 
 from nightowl.cli.common import fail
 from nightowl.cli.exit import ExitStatus
+from nightowl.fleet.sweep import run_and_save
 
 if TYPE_CHECKING:
-    from nightowl.engine.context import RunContext
     from nightowl.run import RunResult
 
 
-def run_or_exit(
-    loaded: Any,
-    transports: dict[str, Any],
-    params: dict[str, Any],
-    out_dir: Path,
-    allow_invasive: bool,
-    limits: dict[str, float | None] | None = None,
-    context: RunContext | None = None,
-    **options: Any,
-) -> RunResult:
-    """``nightowl.run.run_and_save`` for a command: parameters it refuses exit 2 with the reason, an
-    interrupt exits 130 (143 for SIGTERM) once the partial bundle is saved. ``options`` go to
-    ``run_and_save`` as they are (forks, drafts, on_host_done, start_order). ``context``: the run's (None:
-    the one this command's options chose, cli/common.run_context; a caller in another thread hands its own)."""
-    from nightowl.cli.common import run_context
-    from nightowl.fleet.sweep import run_and_save
-    from nightowl.run import Interrupted, RunRefused
+P = ParamSpec("P")
 
-    try:
-        context = context or run_context()  # the store and readers this command's options chose
-        return run_and_save(loaded, transports, params, out_dir, allow_invasive, limits, context, **options)
-    except RunRefused as exc:
-        fail(str(exc))
-    except Interrupted as exc:
-        what = "terminated" if exc.terminated else "interrupted"
-        saved = f"partial bundle saved at {exc.bundle}" if exc.bundle else "nothing was collected yet"
-        click.echo(f"nightowl: {what}; {saved}", err=True)
-        _ignore_stop_signals()
-        exit_now(ExitStatus.TERMINATED if exc.terminated else ExitStatus.INTERRUPTED)
-    raise AssertionError("unreachable")  # fail and exit_now do not return
+
+def exiting(run: Callable[P, RunResult]) -> Callable[P, RunResult]:
+    """``run`` for a command, with ``run``'s own signature (so an option is declared once, where ``run`` takes
+    it, and mypy checks every caller against it): parameters it refuses exit 2 with the reason, an interrupt
+    exits 130 (143 for SIGTERM) once the partial bundle is saved. A ``context`` not handed in (None) is the one
+    this command's options chose (cli/common.run_context); a caller in another thread hands its own."""
+    signature = inspect.signature(run)
+    call: Callable[..., RunResult] = run  # the arguments as bound below: the ones P describes
+
+    @functools.wraps(run)
+    def run_or_exit(*args: P.args, **kwargs: P.kwargs) -> RunResult:
+        from nightowl.cli.common import run_context
+        from nightowl.run import Interrupted, RunRefused
+
+        bound = signature.bind(*args, **kwargs)
+        try:
+            if "context" in signature.parameters and bound.arguments.get("context") is None:
+                bound.arguments["context"] = run_context()  # the store and readers this command's options chose
+            return call(*bound.args, **bound.kwargs)
+        except RunRefused as exc:
+            fail(str(exc))
+        except Interrupted as exc:
+            what = "terminated" if exc.terminated else "interrupted"
+            saved = f"partial bundle saved at {exc.bundle}" if exc.bundle else "nothing was collected yet"
+            click.echo(f"nightowl: {what}; {saved}", err=True)
+            _ignore_stop_signals()
+            exit_now(ExitStatus.TERMINATED if exc.terminated else ExitStatus.INTERRUPTED)
+        raise AssertionError("unreachable")  # fail and exit_now do not return
+
+    return run_or_exit
+
+
+# ``nightowl.run.run_and_save`` in the shape every command and ``fleet.sweep.sweep`` call it (fleet/sweep.py's
+# ``run_and_save``: the runbook, hosts, parameters, folder, invasive switch, timeouts, context, then settings and
+# hooks by name), exiting as a command does. Its signature is that function's, not a copy of it.
+run_or_exit = exiting(run_and_save)
 
 
 # Threads the engine starts (concurrent.futures pools); a collector still running in one of them after an
