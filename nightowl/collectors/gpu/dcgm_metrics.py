@@ -18,12 +18,16 @@ answered with DCGM's "no value" sentinels, or stopped (stale for more than two s
 Prometheus window) is not judged, nor is any GPU of a text where DCGM says it cannot answer (its library and
 host engine versions disagree, "API version mismatch": nightowl/knowledge/dcgm_errors.csv), and
 ``health_reporting`` is false with ``blind_reason`` saying why; the xid and node-health runbooks then end
-"cannot judge: DCGM is not reporting health" (exit 3).
+"cannot judge: DCGM is not reporting health" (exit 3). So does an exporter that answers its GET with another
+HTTP status than 200 (dcgm-exporter answers 500 when it cannot gather from DCGM): the read runs without curl's
+``--fail`` and writes the status after the body (``# nightowl: HTTP 500``), so the answer is evidence about the
+monitor, not a failed command with curl's generic text.
 """
 
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -37,8 +41,15 @@ from nightowl.collectors.serving.metrics import Sample
 
 KIND = "dcgm-metrics"
 EXPORTER_URL = "http://127.0.0.1:9400/metrics"  # dcgm-exporter's default listener (:9400)
+# The exporter's HTTP status, written after its body (a comment line of the exposition format): no ``--fail``,
+# so a 500 is read as the monitor's answer. curl reads write-out names in any case; upper case keeps them apart
+# from the engine's lower-case {parameter} placeholders.
+HTTP_MARK = "# nightowl: HTTP "
+WRITE_OUT = "\\n" + HTTP_MARK + "%{HTTP_CODE}\\n"
+_HTTP_LINE = re.compile(r"(?:^|\n)" + re.escape(HTTP_MARK) + r"(\d{3})[ \t]*\n?\Z")
+HTTP_OK = 200
 COMMANDS: tuple[tuple[str, ...], ...] = (
-    ("curl", "-sS", "--fail", "--max-time", "5", "--", "{dcgm_url}"),
+    ("curl", "-sS", "--max-time", "5", "-w", WRITE_OUT, "--", "{dcgm_url}"),
     ("curl", "-sS", "--fail", "--max-time", "20", "--", "{dcgm_prometheus_query}"),
 )
 NOT_SEEN = "kernel log not read: the Xid is DCGM's last value; its text, its process and any earlier Xid are unknown"
@@ -98,9 +109,35 @@ def parse(text: str) -> DcgmScrape:
         stale = sum(old for old, _, _ in marks)
         win = {"end": window.end, "step": window.step, "series": len(window.samples), "stale_series": stale}
         return _scrape("prometheus", window.samples, marks, window.warnings, win)
+    text, status = http_status(text)
+    if status is not None and status != HTTP_OK:
+        return _not_a_scrape(text, status)
     read = metrics.read_samples(text)
     errors = dcgm_fields.dcgm_errors(text.splitlines())
     return _scrape("exporter", read.samples, [(False, False, None)] * len(read.samples), read.warnings, None, errors)
+
+
+def http_status(text: str) -> tuple[str, int | None]:
+    """The exporter's body and the HTTP status the read wrote after it (None: a saved scrape without it)."""
+    found = _HTTP_LINE.search(text)
+    if found is None:
+        return text, None
+    return text[: found.start()], int(found.group(1))
+
+
+def _not_a_scrape(body: str, status: int) -> DcgmScrape:
+    """An exporter that answered another status than 200: a blind monitor (no GPU judged), its body quoted."""
+    said = next((line.strip()[:160] for line in body.splitlines() if line.strip()), "")
+    answer = f"HTTP {status}" if status else "no HTTP status"
+    line = f"{answer}: {said}" if said else answer
+    means = f"dcgm-exporter answered {answer} instead of its metrics"
+    return DcgmScrape(
+        source="exporter",
+        health_reporting=False,
+        blind_reason=f"{means}" + (f" ({said!r})" if said else ""),
+        dcgm_errors=({"line": line, "means": means},),
+        warnings=(f"the metrics URL answered {answer}: no scrape read",),
+    )
 
 
 def _scrape(
@@ -335,7 +372,11 @@ def facts(result: DcgmScrape) -> dict[str, Any]:
 
 
 def shows_nothing(text: str) -> bool:
-    """Blank, or a Prometheus answer with no series of the node: no telemetry (no_data, never an all-clear)."""
+    """Blank, or a Prometheus answer with no series of the node: no telemetry (no_data, never an all-clear). An
+    exporter's answer with another HTTP status than 200 is evidence (a blind monitor), even with no body."""
+    text, status = http_status(text)
+    if status is not None and status != HTTP_OK:
+        return False
     if not text.strip():
         return True
     if dcgm_prometheus.is_answer(text):
