@@ -136,6 +136,7 @@ def test_curl_reads_a_200_scrape_to_the_same_facts_as_the_saved_one(exporter: tu
     read = {k: run.facts[k] for k in saved if k != "coverage"}  # the engine adds truncation and normalising marks
     assert read == {k: v for k, v in saved.items() if k != "coverage"}
     assert run.facts["health_reporting"] is True and run.facts["fallen_off_bus_gpus"]
+    assert run.facts["coverage"]["unread"] == []  # the status line is a known shape, not an unread line
 
 
 def test_the_status_line_is_read_and_taken_off() -> None:
