@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from nightowl.engine import layout
+from nightowl.engine.runbook_data import split_entry
 from nightowl.transports.base import CommandResult, Transport, is_recorded
 
 CARRIED = "carried.json"  # at the bundle's top level: per host folder, per kind, what was carried and why
@@ -127,6 +128,17 @@ class CursorBook:
         for entry in entries:
             self.stage(entry["host"], entry["kind"], entry)
 
+    def news(self, host: str, kind: str) -> str | None:
+        """What this run's read of ``host``'s ``kind`` found that the last one had not (None: nothing, or no
+        read staged): lines its reader keeps, or a full read (a gap, or no position before)."""
+        with self._lock:
+            entry = self.staged.get((host, kind))
+        if entry is None:
+            return None
+        if entry.get("read") == "full":
+            return "read in full (" + str(entry.get("why_full") or "no position") + ")"
+        return None if entry.get("same_text", True) else "new lines it keeps"
+
     def entries_for(self, host: str) -> list[dict[str, Any]]:
         with self._lock:
             return [entry for (h, _), entry in self.staged.items() if h == host]
@@ -181,6 +193,18 @@ class EngineParts:
     resolve_argv: Callable[[tuple[str, ...], dict[str, Any]], tuple[str, ...] | None]
 
 
+def waves(commands: list[str], lookup: Callable[[str], Any], options: Any) -> list[list[str]]:
+    """The collector entries of one batch in the order their reads may start: where the run keeps positions
+    (``options.cursors``), a collector whose cursor reads in full after news in another kind's read
+    (``full_after``, e.g. nvidia-smi after the kernel log) starts once that batch's other reads are done, so
+    its read can follow what they found (``CursorBook.news``); otherwise one wave."""
+    if getattr(options, "cursors", None) is None:
+        return [commands]
+    later = [e for e in commands if getattr(getattr(lookup(split_entry(e)[0]), "cursor", None), "full_after", ())]
+    first = [e for e in commands if e not in later]
+    return [wave for wave in (first, later) if wave]
+
+
 def cited_text(
     bundle: Path, entry: Mapping[str, Any], where: tuple[str, str] = ("", "")
 ) -> tuple[str | None, str | None]:
@@ -189,7 +213,8 @@ def cited_text(
     manifest lists for the file: the output file a ``carried_file`` names, or for ``carried_in`` that bundle's
     carried.json, whose entry for the same host and kind holds the text (its sha256 the one cited); (None,
     why) when it cannot be."""
-    cited = entry.get("carried_from") if isinstance(entry.get("carried_from"), Mapping) else {}
+    found = entry.get("carried_from")
+    cited: Mapping[str, Any] = found if isinstance(found, Mapping) else {}
     name = str(cited.get("bundle"))
     path = CARRIED if entry.get("carried_in") else str(entry.get("carried_file"))
     text, problem = _listed_file(bundle.parent / name, name, path, str(cited.get("sha256")))
@@ -312,6 +337,10 @@ class _Read:
                 return f"the last full read is {age / 3600:.1f} h old (--full-every {book.full_every / 3600:g} h)"
         if getattr(self.reader, "cites_text", False) and not saved.state.get(TEXT_FILE):
             return "the last full read's output is in no bundle to cite"
+        for kind in getattr(self.reader, "full_after", ()):
+            news = book.news(self.transport.host, kind)
+            if news is not None:
+                return f"this run's {kind} read found news ({news})"
         why_full = getattr(self.reader, "why_full", None)
         return why_full(saved.state) if why_full is not None else None
 

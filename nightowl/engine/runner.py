@@ -281,6 +281,15 @@ class HostRunner:
             return
         derived = [e for e in todo if is_derived(self.lookup, e)]
         commands = [e for e in todo if e not in derived]
+        for wave in incremental.waves(commands, self.lookup, self.options):
+            self._collect_wave(wave)
+        late = [self.run.collections[e] for e in commands if self.run.collections[e].status == "late"]
+        if late:
+            raise Overloaded(late)
+        for entry in derived:  # after the collectors whose facts they read
+            self.run.collections[entry] = self._derive_one(entry)
+
+    def _collect_wave(self, commands: list[str]) -> None:
         if commands and self.options.collect_pool is not None:
             self._collect_shared(commands, self.options.collect_pool)
         elif commands:
@@ -293,11 +302,6 @@ class HostRunner:
                 pool.shutdown(wait=False, cancel_futures=True)
                 raise
             pool.shutdown(wait=True)
-        late = [self.run.collections[e] for e in commands if self.run.collections[e].status == "late"]
-        if late:
-            raise Overloaded(late)
-        for entry in derived:  # after the collectors whose facts they read
-            self.run.collections[entry] = self._derive_one(entry)
 
     def _collect_shared(self, commands: list[str], pool: Executor) -> None:
         """The node's collectors on the run's shared threads, ``concurrency`` of them at a time."""

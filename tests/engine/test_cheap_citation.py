@@ -84,3 +84,26 @@ def test_a_saved_full_read_with_no_file_to_cite_is_read_in_full_again(node: Path
     conn.close()
     again = sweep(node)
     assert smi_calls(node) == ["-q -x"] and "in no bundle to cite" in entry(again)["why_full"]
+
+
+def add_journal_line(folder: Path, line: str) -> None:
+    state = json.loads((folder / "journal.json").read_text())
+    state["entries"].append([state["entries"][-1][0] + 1, line])
+    (folder / "journal.json").write_text(json.dumps(state))
+
+
+def test_news_in_the_same_runs_kernel_log_read_makes_the_nvidia_smi_read_full_at_once(node: Path) -> None:
+    """The cheap form does not wait a round for the log: nvidia-smi's read starts after the kernel log's, and a
+    line the log reader keeps (an Xid) makes it the full form in the same run (engine/incremental.waves)."""
+    sweep(node)
+    quiet = sweep(node)
+    assert entry(quiet)["read"] == "cheap"
+    add_journal_line(node, "2024-06-01T10:05:00+0000 node kernel: usb 1-9: new device")
+    assert entry(sweep(node))["read"] == "cheap"  # a line the log reader does not keep is no news
+    add_journal_line(node, "2024-06-01T10:06:00+0000 node kernel: NVRM: Xid (PCI:0000:5a:00): 13, pid=7, Graphics")
+    news = sweep(node)
+    assert smi_calls(node) == ["-q -x"]  # the full form alone: the cheap one was never asked
+    assert entry(news)["read"] == "full" and "kernel-log read found news" in entry(news)["why_full"]
+    assert entry(news, "fabric")["read"] == "full"
+    after = sweep(node)  # the log quiet again, the full read found nothing: cheap again
+    assert entry(after)["read"] == "cheap"

@@ -189,6 +189,9 @@ class CheapFirst:
 
     follows_since = False  # `--since` windows the kernel log, not these
     cites_text = True  # a cheap read adds no text: its bundle cites the full read's output (engine/incremental.py)
+    # News in the same run's kernel-log read (a line it keeps: an Xid, NVRM, AER...) reads the full form at once:
+    # the engine starts this read after that one (engine/incremental.waves).
+    full_after = ("kernel-log",)
     applies_shows_nothing = True  # a full read that shows nothing is no_data, as the ordinary path has it
 
     def __init__(
