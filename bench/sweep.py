@@ -441,7 +441,7 @@ def run_rounds(args: argparse.Namespace, root: Path) -> None:
         print(row)
     print("targets: ratio <= 1.2x, no verdict error, <= 30 ms CPU per real-size host, <= 400 MB RSS at 1,000 hosts")
     if BARE_FAILURES:
-        print(f"bare pool lost {len(BARE_FAILURES)} live host(s), e.g. {BARE_FAILURES[0]}")
+        print(f"bare pool lost {len(BARE_FAILURES)} live hosts, e.g. {BARE_FAILURES[0]}")
     if check is not None:
         print(
             f"nightowl check on one real-size node: {check[0]:.2f} s CPU, {check[1]:.2f} s wall, verdict {check[2]}"
