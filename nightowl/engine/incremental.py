@@ -40,6 +40,12 @@ TEXT_FILE = "text_file"  # a citing reader's saved state: where in its bundle th
 # A saved state whose bundle holds its carried text in full (its carried.json entry's, with this sha256): a
 # read that carries the same text on cites that entry instead of copying it again.
 HELD = "text_held"
+# A citing reader's saved state: the facts its full read parsed of the text (a later read that adds nothing
+# takes them instead of parsing the same text again). Kept out of carried.json: the bundle cites the text.
+PARSED = "parsed"
+
+
+_STORE_ONLY = ("host", "kind", "keep", "file", "same_text", "parsed")  # staged for the store, not carried.json
 
 
 class Piece(Protocol):
@@ -151,7 +157,10 @@ class CursorBook:
         hosts: dict[str, dict[str, Any]] = {}
         with self._lock:
             for (host, kind), entry in sorted(self.staged.items()):
-                public = {k: v for k, v in entry.items() if k not in ("host", "kind", "keep", "file", "same_text")}
+                public = {k: v for k, v in entry.items() if k not in _STORE_ONLY}
+                for key in ("state", "state_before"):
+                    if isinstance(public.get(key), dict) and PARSED in public[key]:
+                        public[key] = {k: v for k, v in public[key].items() if k != PARSED}
                 if "carried_text" in public:
                     public["carried_text"] = text = scrub(public["carried_text"])
                     public["carried_sha256"] = entry["carried_sha256"] = digest(text)
@@ -173,6 +182,8 @@ class CursorBook:
             staged = [entry for entry in self.staged.values() if "carried_file" not in entry]
         for entry in staged:
             state = entry["state"] if entry.get("file") is None else {**entry["state"], TEXT_FILE: entry["file"]}
+            if entry.get("parsed") is not None:
+                state = {**state, PARSED: entry["parsed"]}
             if not entry.get("same_text"):
                 save(entry["host"], entry["kind"], state, entry["keep"], bundle.name, sha)
                 continue
@@ -381,15 +392,27 @@ class _Read:
             file = self.recorder.record_command(host, kind, attempt, attempt is result) or file
         carried = saved.carried if saved is not None else ""
         text = joined(self.reader, carried, piece.body)
-        collected = self.parsed_run(result, text, file)
+        cites = getattr(self.reader, "cites_text", False)
+        known = saved.state.get(PARSED) if cites and saved is not None and not piece.body else None
+        collected = self._known_run(result, known, file) if known else self.parsed_run(result, text, file)
         collected.attempts = list(tried)
+        parsed = dict(collected.facts) if cites and isinstance(collected.facts, dict) else None
         form = getattr(piece, "read", None)  # a reader with forms (cheap, full) names the one read
         read = form or ("incremental" if saved is not None else "full")
         if form is not None and isinstance(collected.facts, dict):
             collected.facts["read_form"] = form
         if book is not None and piece.state is not None and collected.status == "ok":
-            book.stage(host, kind, self._entry(read, why_full, argv, saved, piece, carried, text, file))
+            entry = self._entry(read, why_full, argv, saved, piece, carried, text, file)
+            book.stage(host, kind, entry | ({"parsed": parsed} if parsed is not None and saved is None else {}))
         return collected
+
+    def _known_run(self, result: CommandResult, facts: Mapping[str, Any], file: str | None) -> Any:
+        """A read that adds nothing to a full text whose facts the store kept (``PARSED``): those facts, not a
+        parse of the same text again (the full read's parse is most of a cheap read's cost)."""
+        kind = self.collector.kind
+        run = self.parts.new_run(kind=kind, namespace=kind, status="ok", file=file)
+        run.facts = json.loads(json.dumps(facts))  # a copy: a run's facts are its own
+        return run
 
     def _entry(
         self, read: str, why_full: str | None, argv: tuple[str, ...], saved: SavedCursor | None, piece: Piece,

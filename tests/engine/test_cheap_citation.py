@@ -107,3 +107,24 @@ def test_news_in_the_same_runs_kernel_log_read_makes_the_nvidia_smi_read_full_at
     assert entry(news, "fabric")["read"] == "full"
     after = sweep(node)  # the log quiet again, the full read found nothing: cheap again
     assert entry(after)["read"] == "cheap"
+
+
+def test_a_cheap_read_takes_the_full_reads_parsed_facts_from_the_store_instead_of_parsing_its_text_again(
+    node: Path,
+) -> None:
+    first = sweep(node)
+    saved = cursors.load(node / "history.sqlite3", "node", "nvidia-smi")
+    assert saved is not None
+    facts = first.runs[0].collections["nvidia-smi"].facts
+    assert facts is not None and saved.state["parsed"] == {k: v for k, v in facts.items() if k != "read_form"}
+    assert "parsed" not in entry(first)["state"]  # the store's, not the bundle's: carried.json cites the text
+    # the kept facts are what a cheap read judges: a marker put there is in its facts
+    conn = sqlite3.connect(node / "history.sqlite3")
+    state = {**saved.state, "parsed": {**saved.state["parsed"], "marker": "from-the-store"}}
+    conn.execute("UPDATE cursors SET state = ? WHERE kind = 'nvidia-smi'", (json.dumps(state),))
+    conn.commit()
+    conn.close()
+    second = sweep(node)
+    smi = second.runs[0].collections["nvidia-smi"].facts
+    assert entry(second)["read"] == "cheap" and smi is not None and smi["marker"] == "from-the-store"
+    assert "parsed" not in entry(second)["state"] and "parsed" not in entry(second)["state_before"]
