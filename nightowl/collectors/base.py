@@ -279,6 +279,11 @@ class Collector:
         # entities, prefixes, indentation: collectors/normalise.py), so no parser sees them.
         if not getattr(self.parse, "strips_escapes", False):
             object.__setattr__(self, "parse", _normalising(self.parse, self.kind))
+        # ``shows_nothing`` is asked before the parse, of the same output: it reads the text as the parser does
+        # (a table quoted with "> " is a table, not "nothing to read").
+        check = self.shows_nothing
+        if check is not None and not getattr(check, "strips_escapes", False):
+            object.__setattr__(self, "shows_nothing", _normalising(check, self.kind))
 
     def assess(self, text: str, facts: dict[str, Any] | None) -> dict[str, Any]:
         """``coverage`` and ``normalised`` of one output and the facts parsed from it (collectors/coverage.py)."""

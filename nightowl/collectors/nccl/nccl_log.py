@@ -424,6 +424,8 @@ class _Builder:
             self._ib_completion(text, nccl.host if nccl else None)
         if nccl is not None and nccl.level != "WARN" and RETURN_CHAIN.match(nccl.msg):
             return
+        if nccl is not None and nccl.level == "WARN" and _benign(text):
+            return  # a warning that reports no failure (an IB subnet event: knowledge/nccl_benign_warnings.csv)
         self._classify(index, text, nccl.host if nccl else None, line.rank_hint)
 
     def _ib_completion(self, text: str, host: str | None) -> None:

@@ -161,6 +161,11 @@ class _State:
         return port
 
 
+# Logical port states a port reaches only once its physical link is LinkUp (IBTA InfiniBand Architecture
+# Specification vol. 1, PortInfo PortState: Init and Armed follow LinkUp training; Active too, not judged here).
+LINK_UP_STATES = ("INIT", "ARMED")
+
+
 def _state(text: str) -> str | None:
     match = _STATE_VALUE.match(text.strip())
     if match is None:
@@ -367,6 +372,8 @@ def parse(text: str) -> IbPortsResult:
     for port in ports:
         port.ca_type = state.ca_types.get(port.device)
         port.system_guid = state.system_guids.get(port.device)
+        if port.phys_state is None and port.state in LINK_UP_STATES:
+            port.phys_state = "LinkUp"  # ibv_devinfo without -v prints no physical state: Init implies it
     for label in sorted(state.unavailable):
         state.warnings.append(f"{label}: counters read N/A (no PMA): this driver keeps no port counters")
     if not ports:

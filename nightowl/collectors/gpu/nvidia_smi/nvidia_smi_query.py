@@ -243,11 +243,22 @@ _GPU_CELL = re.compile(
 )
 
 
+_UUID_CELL = re.compile(r"(?i)^GPU-[0-9a-f-]{8,}$")
+_BUS_CELL = re.compile(r"(?i)^[0-9a-f]{4,8}:[0-9a-f]{2}:[0-9a-f]{2}\.\d$")
+
+
 def _loose_row(cells: Sequence[str]) -> dict[str, Any] | None:
-    """A noheader row of fields nobody named, when one of its cells is a GPU's name, UUID or bus id."""
+    """A noheader row of fields nobody named, when one of its cells is a GPU's name, UUID or bus id. The
+    UUID or bus id cell names the GPU too, so a query sampled in a loop counts each GPU once."""
     if not any(_GPU_CELL.search(cell) for cell in cells):
         return None
-    return {f"column_{number}": cell.strip() for number, cell in enumerate(cells, start=1)}
+    row: dict[str, Any] = {f"column_{number}": cell.strip() for number, cell in enumerate(cells, start=1)}
+    for cell in (cell.strip() for cell in cells):
+        if "uuid" not in row and _UUID_CELL.match(cell):
+            row["uuid"] = cell
+        elif "pci.bus_id" not in row and _BUS_CELL.match(cell) and normalize_pci(cell) is not None:
+            row["pci.bus_id"] = cell
+    return row
 
 
 def parse(text: str) -> QueryResult:
