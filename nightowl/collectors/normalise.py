@@ -11,6 +11,9 @@ which keeps the output as received):
 - ``crlf``: CRLF line ends (Windows pastes, serial consoles);
 - ``html-entities``: ``&gt;``, ``&lt;``, ``&amp;``, ``&quot;``, ``&#39;``, ``&nbsp;`` of a web page, and
   no-break spaces (HTML Living Standard, "named character references");
+- ``autolinks``: what a web editor took for a URL and made a Markdown link of, the link's text being the URL
+  without its scheme (``transport/[net_ib.cc:101](http://net_ib.cc:101/)``, ``[10.1.3.201](http://10.1.3.201/)``),
+  put back as the text;
 - ``diff``: a block quoted on the added side of a unified diff, every line led by ``+`` (an output pasted into
   a README or runbook change and copied from the review: ``+> [Fri Aug 30 11:43:09 2024] NVRM: Xid ...``);
 - ``quote``: a whole block quoted with ``> `` (Markdown, e-mail) or ``# ``/``// `` comment markers;
@@ -46,7 +49,7 @@ SAMPLE_LINES = 400
 # Rounds of the steps at most (nested wrappers), and the families applied once only (unescaping twice would
 # turn an escaped "&amp;lt;" of the output itself into "<").
 MAX_ROUNDS = 4
-_ONCE = frozenset({"html-entities", "diff", "quote", "comment", "logfmt-field"})
+_ONCE = frozenset({"html-entities", "autolinks", "diff", "quote", "comment", "logfmt-field"})
 # Share of the sampled lines with text a per-line prefix must be on to be taken as the output's wrapper.
 PREFIX_SHARE = 0.6
 
@@ -200,6 +203,18 @@ def _html_entities(text: str, _kept: frozenset[str] = frozenset()) -> str | None
     if _RAW_TAG.search(head) and head.lstrip().startswith("<"):
         return None  # real XML/HTML: its entities are its own
     return html.unescape(text).replace("\xa0", " ")
+
+
+# A link whose target is its own text behind a scheme (GitHub's and most editors' autolinking of file names,
+# hosts and addresses); a link to anything else is the writer's own and stays.
+_AUTOLINK = re.compile(r"\[(?P<text>[^\[\]\s()]{1,200})\]\((?:(?:https?|ftp)://|mailto:)(?P=text)/?\)")
+
+
+def _autolinks(text: str, _kept: frozenset[str] = frozenset()) -> str | None:
+    if "](" not in text:
+        return None
+    changed = _AUTOLINK.sub(r"\g<text>", text)
+    return changed if changed != text else None
 
 
 def _sample(text: str) -> list[str]:
@@ -386,6 +401,7 @@ def _wrapped(text: str, _kept: frozenset[str] = frozenset()) -> str | None:
 # In this order: entities first (a page escapes everything), then the wrappers from the outside in.
 _STEPS = (
     ("html-entities", _html_entities),
+    ("autolinks", _autolinks),
     ("diff", _diff),
     ("quote", _quote),
     ("comment", _comment),
