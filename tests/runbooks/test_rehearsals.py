@@ -30,7 +30,6 @@ NOT_IN_CORPUS = {
         "uncontained-memory-error",
         "suspect-gpu",
         "unknown-xid",
-        "xid-requires-reboot",
         "xid-check-mechanicals",
         "xid-report-to-vendor",
         "thermal-or-power-slowdown",

@@ -10,6 +10,7 @@ from typing import Any
 from nightowl import knowledge
 from nightowl.collectors.base import to_jsonable
 from nightowl.collectors.gpu import xid_catalog
+from nightowl.collectors.gpu.kernel_log.patterns import GSP_RPC_DUMP
 from nightowl.collectors.gpu.kernel_log.results import KernelLogResult
 from nightowl.collectors.gpu.kernel_log.timestamps import _seconds
 from nightowl.collectors.pci import find_pci
@@ -282,6 +283,19 @@ def _driver_state_facts(events: list[dict[str, Any]], data: Mapping[str, Any]) -
     }
 
 
+# The line the GSP RPC debug dump opens with (kgspLogRpcDebugInfo), kept as an event of its own.
+_GSP_RPC_BUFFER = re.compile(r"GPU(?P<gpu>\d+) GSP RPC buffer contains function")
+
+
+def _gsp_dump_facts(events: list[dict[str, Any]], data: Mapping[str, Any]) -> dict[str, Any]:
+    """The GSP RPC debug dump (patterns.GSP_RPC_DUMP): printed only with a GSP RPC timeout or a fatal GSP error."""
+    titles = [str(t) for t in data.get("gsp_rpc_dumps") or []]
+    matches = [GSP_RPC_DUMP.match(t) for t in titles]
+    buffers = [_GSP_RPC_BUFFER.search(str(e.get("text") or "")) for e in events if e["kind"] == "other_nvrm"]
+    gpus = {int(m.group("gpu")) for m in [*matches, *buffers] if m is not None and m.group("gpu")}
+    return {"gsp_rpc_dump": bool(titles) or any(buffers), "gsp_rpc_dump_gpu_indexes": sorted(gpus)}
+
+
 def _event_text(event: Mapping[str, Any]) -> str:
     return " ".join([str(event.get("text") or ""), *(str(line) for line in event.get("lines") or ())])
 
@@ -344,6 +358,7 @@ def facts(result: KernelLogResult | Mapping[str, Any]) -> dict[str, Any]:
         **_nvrm_facts(events, data),
         **_remap_facts(xids),
         **_driver_state_facts(events, data),
+        **_gsp_dump_facts(events, data),
         **_storm_facts(data),
         **_link_facts(data),
     }

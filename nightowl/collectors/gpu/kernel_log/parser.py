@@ -26,11 +26,13 @@ from nightowl.collectors.gpu.kernel_log.patterns import (
     _OOM_CGROUP,
     _PCIE_BUS_ERROR,
     _STAMP,
+    GSP_RPC_DUMP,
     aer_detail_in,
     message_prefix,
 )
 from nightowl.collectors.gpu.kernel_log.platform import virtual_platform
 from nightowl.collectors.gpu.kernel_log.results import KernelLogResult
+from nightowl.collectors.gpu.kernel_log.splats import SplatScan
 from nightowl.collectors.gpu.kernel_log.timestamps import parse_time, seconds_of
 from nightowl.collectors.network.nic_links import LinkScan
 
@@ -192,6 +194,7 @@ class _Parser:
         self.nouveau: dict[str, None] = {}
         self.xid_codes_seen: dict[str | None, set[int]] = {}
         self.xid79: list[dict[str, Any]] = []  # Xid 79 events (fallen-off-the-bus lines join them)
+        self.gsp_rpc_dumps: list[str] = []  # titles of GSP RPC debug dumps (GSP_RPC_DUMP)
 
     def feed(self, line: str) -> None:
         """The general path for one line (``parse_lines`` short-cuts repeats of known messages)."""
@@ -267,6 +270,7 @@ class _Parser:
         if pending is None:
             if indented and body is not None and self.last_event is not None:
                 self._add_line(self.last_event, body)
+                self._gsp_dump(body)
                 return
         else:
             if body is not None and (indented or (message.continues_block and pending.opens_block)):
@@ -341,8 +345,16 @@ class _Parser:
         elif role == "detail":
             if self.last_event is not None:
                 self._add_line(self.last_event, found.text)
+            self._gsp_dump(found.text)
         else:
             self._note_host(found, prefix)
+
+    def _gsp_dump(self, text: str) -> None:
+        """Keep a title of the GSP RPC debug dump (``GSP_RPC_DUMP``) once, whatever event the detail joins."""
+        if ("GSP" in text or "entry function" in text) and GSP_RPC_DUMP.match(text):
+            title = " ".join(text.split())
+            if title not in self.gsp_rpc_dumps and len(self.gsp_rpc_dumps) < MAX_WARNINGS:
+                self.gsp_rpc_dumps.append(title)
 
     def _note_host(self, found: _Classified, prefix: str) -> None:
         role = found.role
@@ -532,6 +544,7 @@ class _Parser:
             host_errors=self.host_errors,
             hung_tasks=self.hung_tasks,
             nouveau_devices=sorted(self.nouveau),
+            gsp_rpc_dumps=self.gsp_rpc_dumps,
         )
 
 
@@ -545,7 +558,8 @@ def parse_lines(lines: Iterable[str]) -> KernelLogResult:
     parser = _Parser()
     stacks = DriverLockScan()
     links = LinkScan()
-    in_stack = False
+    splats = SplatScan()
+    in_stack = in_splat = False
     nvrm_seen = parser.seen_nvrm.get
     sxid_seen = parser.seen_sxid.get
     pending: _Draft | None = None
@@ -558,6 +572,10 @@ def parse_lines(lines: Iterable[str]) -> KernelLogResult:
         # A D-state task's header opens its stack; the frames after it are read only while it is open.
         if in_stack:
             in_stack = stacks.feed(line)
+        if in_splat:  # a kernel WARNING/BUG/Oops report: its task and frames (splats.py)
+            in_splat = splats.feed(line)
+        elif "cut here" in line or "BUG" in line or "Oops" in line or "protection fault" in line or "WARNING" in line:
+            in_splat = splats.start(line, len(load_lines))
         if "state:D" in line or "blocked for more than" in line:
             in_stack = stacks.start(line)
         elif "ink " in line and ("Link " in line or "link status" in line):  # nic_links.HINTS (both hold "ink ")
@@ -587,8 +605,8 @@ def parse_lines(lines: Iterable[str]) -> KernelLogResult:
             # No message we read (every _ANCHOR alternative holds one of these substrings).
             if not saw_text and line and not line.isspace():
                 saw_text = True
-            if "modprobe" in line or "modules-load" in line or "attempt detected" in line:
-                load_lines.append(line)  # ("attempt detected": hardened usercopy refusing the driver's memory)
+            if "modprobe" in line or "modules-load" in line or "attempt detected" in line or "taints kernel" in line:
+                load_lines.append(line)  # ("attempt detected": hardened usercopy; "taints kernel": a module loading)
             continue
         else:
             known = None
@@ -607,12 +625,19 @@ def parse_lines(lines: Iterable[str]) -> KernelLogResult:
         pending = parser.pending
     parser.saw_text = parser.saw_text or saw_text
     parser.lines_read = lines_read
+    return _result(parser, stacks, links, splats, load_lines, host_lines)
+
+
+def _result(
+    parser: _Parser, stacks: DriverLockScan, links: LinkScan, splats: SplatScan, load: list[str], host: list[str]
+) -> KernelLogResult:
+    """The parser's result with what the scans beside it read (``load``/``host``: the lines kept for them)."""
     result = parser.finish()
     result.driver_lock_waits = stacks.finish()
     result.nic_links = links.finish()
-    result.driver_load_failures = driver_load_failures("\n".join(load_lines))
-    result.virtual_platform = virtual_platform("\n".join(host_lines))
-    result.gpu_library_crashes = gpu_library_crashes("\n".join(host_lines))
+    result.driver_load_failures = driver_load_failures("\n".join(load)) + splats.finish(load)
+    result.virtual_platform = virtual_platform("\n".join(host))
+    result.gpu_library_crashes = gpu_library_crashes("\n".join(host))
     return result
 
 

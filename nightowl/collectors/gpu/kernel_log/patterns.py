@@ -140,6 +140,13 @@ _ESCAPED_NEWLINE = re.compile(r"#012(?:NVRM: )?")  # rsyslog writes a message's 
 # Rows of the driver's diagnostic tables (GSP RPC history) and crash reports are printed indented after
 # "NVRM: ", or under a "... history" header: details of the event before them, never events of their own.
 _DETAIL_HEADER = re.compile(r"(?:GPU\d+ )?RPC (?:event )?history|entry function ")
+# Of those, the GSP RPC debug dump (kgspLogRpcDebugInfo, src/nvidia/src/kernel/gpu/gsp/kernel_gsp.c): its two
+# tables' titles and column header. The driver prints it only with a GSP RPC timeout (Xid 119), a failed RPC
+# sanity check or a fatal GSP error (Xid 120): a GSP fault report even where its Xid line was cut off.
+GSP_RPC_DUMP = re.compile(
+    r"(?:GPU(?P<gpu>\d+) )?RPC (?:event )?history \(CPU (?:->|<-) GSP\)"
+    r"|entry function\s+sequence\s+data0\s+data1\s+ts_start\s+ts_end\s+duration"
+)
 # other_nvrm sub-kinds, first match wins (sources: corpus samples named in fixtures/corpus/gpu/INDEX.md).
 # New sub-kinds (GPU failures that are not Xids) read from the samples in fixtures/corpus-extra/kernel-log/.
 _OTHER_SUBKINDS: tuple[tuple[str, re.Pattern[str]], ...] = (
