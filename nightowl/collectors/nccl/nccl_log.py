@@ -638,8 +638,26 @@ def ranks_seen(result: NcclLogResult) -> list[int]:
     return sorted(seen)
 
 
+# NCCL's IB init opens every verbs device it sees, warns for one it cannot open (a device not given to this
+# container, a VF without its driver) and goes on to the next (NVIDIA/nccl src/transport/net_ib.cc ncclIbInit:
+# WARN("NET/IB : Unable to open device %s") then continue). Where it then names the IB devices it uses, those
+# failed opens are a note (devices_not_opened), not a failure.
+_OPEN_FAILED = re.compile(r"Call to ibv_open_device failed|NET/IB : Unable to open device (\S+)")
+
+
+def _survived_opens(result: NcclLogResult) -> tuple[list[Any], list[str]]:
+    """The ibv_open_device failures and warnings NCCL went on past (it lists IB devices in use); none otherwise."""
+    if not result.ib_devices:
+        return [], []
+    errors = [e for e in result.errors if e.kind == "ibv_failed" and _OPEN_FAILED.search(e.text or "")]
+    return errors, [w for w in result.warnings_nccl if _OPEN_FAILED.search(w)]
+
+
 def facts(result: NcclLogResult) -> dict[str, Any]:
     data: dict[str, Any] = to_jsonable(result)
+    survived, notes = _survived_opens(result)
+    errors = [e for e in result.errors if e not in survived]
+    data["devices_not_opened"] = sorted({m.group(1) for w in notes if (m := _OPEN_FAILED.search(w)) and m.group(1)})
     nranks = result.nranks
     complete = set(result.init_complete_ranks)
     seen = set(data.get("ranks_seen") or ranks_seen(result))
@@ -653,13 +671,13 @@ def facts(result: NcclLogResult) -> dict[str, Any]:
         else None
     )
     data["has_ib_errors"] = bool(result.ib_completion_errors) or any(
-        e.kind in ("ib_completion", "ibv_failed", "ib_async_event") for e in result.errors
+        e.kind in ("ib_completion", "ibv_failed", "ib_async_event") for e in errors
     )
-    kinds = {e.kind for e in result.errors}
+    kinds = {e.kind for e in errors}
     # An error whose chain went through bootstrap/init, or an interface NCCL could not use: the
     # communicator never formed (an init failure), not a slow or hung collective.
     # A verbs call that sets a connection up failed (IBV_SETUP_CALL): the connections never formed either.
-    setup_failed = any(e.kind == "ibv_failed" and IBV_SETUP_CALL.search(e.text or "") for e in result.errors)
+    setup_failed = any(e.kind == "ibv_failed" and IBV_SETUP_CALL.search(e.text or "") for e in errors)
     data["init_failed"] = bool(
         set(result.failed_in) & {"bootstrap", "init"}
         or kinds & {"no_socket_interface", "ofi_no_provider"}
@@ -673,8 +691,8 @@ def facts(result: NcclLogResult) -> dict[str, Any]:
     timeout_ranks = {t.rank for t in result.watchdog_timeouts if t.rank is not None}
     timeout_ranks |= {p.rank for p in result.progress if p.timed_out}
     data["timeout_ranks"] = sorted(timeout_ranks)
-    data["error_kinds"] = sorted({e.kind for e in result.errors})
-    data["warnings_unexplained"] = [w for w in result.warnings_nccl if not _benign(w)]
+    data["error_kinds"] = sorted(kinds)
+    data["warnings_unexplained"] = [w for w in result.warnings_nccl if not _benign(w) and w not in notes]
     # what went wrong, not which transport NCCL chose (a node without libibverbs on Socket: slow-transport's to judge)
     data["failure_kinds"] = [kind for kind in data["error_kinds"] if kind not in TRANSPORT_NOTE_KINDS]
     data["ranks_seen"] = ranks_seen(result)
