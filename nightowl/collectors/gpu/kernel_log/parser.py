@@ -15,6 +15,7 @@ from typing import Any
 from nightowl.collectors.gpu.driver_locks import DriverLockScan
 from nightowl.collectors.gpu.kernel_log.app_crashes import gpu_library_crashes
 from nightowl.collectors.gpu.kernel_log.classification import _Classified, classify
+from nightowl.collectors.gpu.kernel_log.driver_stacks import DriverStackScan, may_matter
 from nightowl.collectors.gpu.kernel_log.patterns import (
     _ADDRESS_FIRST,
     _AER_RECEIVED,
@@ -556,7 +557,7 @@ def parse_lines(lines: Iterable[str]) -> KernelLogResult:
     substring tests; everything else goes to ``_Parser.feed``, which looks what it can up by text too.
     """
     parser = _Parser()
-    stacks = DriverLockScan()
+    stacks, driver_stacks = DriverLockScan(), DriverStackScan()  # D-state stacks; driver frames, header or not
     links = LinkScan()
     splats = SplatScan()
     in_stack = in_splat = False
@@ -580,6 +581,8 @@ def parse_lines(lines: Iterable[str]) -> KernelLogResult:
             in_stack = stacks.start(line)
         elif "ink " in line and ("Link " in line or "link status" in line):  # nic_links.HINTS (both hold "ink ")
             links.feed(line, seconds_of(line))
+        if may_matter(line):  # a run of frames in the driver, under a D-state header or none (driver_stacks.py)
+            driver_stacks.feed(line, lines_read, stacks.current if in_stack else None, in_splat)
         if "segfault at " in line or "DMI: " in line or "Hypervisor detected: " in line:  # on any path below
             host_lines.append(line)  # (one logged while a report is pending, or by nvidia-modprobe, too)
         head, found, tail = line.partition("NVRM: ")
@@ -625,15 +628,20 @@ def parse_lines(lines: Iterable[str]) -> KernelLogResult:
         pending = parser.pending
     parser.saw_text = parser.saw_text or saw_text
     parser.lines_read = lines_read
-    return _result(parser, stacks, links, splats, load_lines, host_lines)
+    return _result(parser, (stacks, driver_stacks), links, splats, load_lines, host_lines)
 
 
 def _result(
-    parser: _Parser, stacks: DriverLockScan, links: LinkScan, splats: SplatScan, load: list[str], host: list[str]
+    parser: _Parser,
+    stacks: tuple[DriverLockScan, DriverStackScan],
+    links: LinkScan,
+    splats: SplatScan,
+    load: list[str],
+    host: list[str],
 ) -> KernelLogResult:
     """The parser's result with what the scans beside it read (``load``/``host``: the lines kept for them)."""
     result = parser.finish()
-    result.driver_lock_waits = stacks.finish()
+    result.driver_lock_waits = stacks[1].finish(stacks[0].finish())  # tasks stuck in the driver, header or not
     result.nic_links = links.finish()
     result.driver_load_failures = driver_load_failures("\n".join(load)) + splats.finish(load)
     result.virtual_platform = virtual_platform("\n".join(host))
