@@ -20,7 +20,8 @@ which keeps the output as received):
 - ``prompt``: shell prompts and the command line they echo (``$ nvidia-smi``, ``root@gpu-17:~# dmesg``);
 - ``launcher-prefix``: per-line tags of launchers and collectors on most lines: Open MPI's
   ``--tag-output`` ``[1,0]<stdout>:``, ``[0]``/``[rank0]:``/``[default0]:`` rank tags, srun ``--label``'s
-  ``0: ``, the CRI log format's ``<RFC3339> stdout F `` (Kubernetes' kubelet), docker's ``-t`` stamp,
+  ``0: ``, Ray's ``(<actor or task> pid=<pid>, ip=<ip>) `` and SkyPilot's ``(head, rank=0, pid=<pid>) ``
+  worker tags, the CRI log format's ``<RFC3339> stdout F `` (Kubernetes' kubelet), docker's ``-t`` stamp,
   ``kubectl logs --prefix``'s ``[pod/NAME/CONTAINER] ``, docker compose's ``service-1  | ``, pdsh/clush's
   ``host: `` and ``[date time] host:`` stamps;
 - ``logfmt-field``: another program's log line carried whole in one logfmt field of most lines (a Kata
@@ -69,8 +70,9 @@ KEPT_BY_KIND: dict[str, frozenset[str]] = {
     "dcgmi-diag": frozenset({"prompt"}),
     "nvidia-smi-query": frozenset({"prompt"}),
     "ib-ports": frozenset({"prompt"}),
-    # the engine-log reader reads docker compose's "service  | " itself (the service often names the engine)
-    "engine-log": frozenset({"compose", "prompt"}),
+    # the engine-log reader reads docker compose's "service  | " itself (the service often names the engine), and
+    # the "(Worker_TP1 pid=N) " tags of an engine's processes (a worker's name tells its rank)
+    "engine-log": frozenset({"compose", "prompt", "ray"}),
 }
 # Words that end in a colon at the start of log lines and are no host name (pdsh's "host: " prefix).
 _NOT_HOSTS = frozenset(
@@ -125,10 +127,24 @@ _BARE_PROMPT = re.compile(r"\s*(?:\([\w.-]+\)\s*)?[\w.-]+@[\w.-]+:?[^\s]*\s*[#$]
 _QUOTE_MARKS = ("> ", ">")
 _COMMENT_MARKS = ("# ", "// ")
 
+_RAY_PREFIX = re.compile(
+    r"^\((?:"
+    r"(?:[A-Za-z_][\w.:/<>-]*(?:\([^()\s]*\))?,? )?(?:rank=\d+,? )?pid=\d+"  # [name[,] ][rank=N[,] ]pid=N
+    r"|raylet|autoscaler(?: \+[\dhms]+)?"  # Ray's own processes: no pid
+    r")(?:, ip=[\w.:-]+)?\)(?: |$)"
+)
+# The tail Ray's log deduplication appends to a line it printed for several workers.
+_RAY_REPEATED = re.compile(r" \[repeated \d+x across cluster\]$")
 # Per-line prefixes of launchers and log collectors; group 0 is the prefix removed.
 _LAUNCHER_PREFIXES: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("cri", re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:Z|[+-]\d\d:?\d\d) (?:stdout|stderr) [FP] ")),
-    ("open-mpi", re.compile(r"^\[\d+,\d+\]<(?:stdout|stderr|stddiag)>:\s?")),
+    # the tag alone: the space after it may be the line's own (see _open_mpi_tag)
+    ("open-mpi", re.compile(r"^\[\d+,\d+\]<(?:stdout|stderr|stddiag)>:")),
+    # Ray's driver-forwarded worker output, "(<actor or task name> pid=<pid>, ip=<ip>) " (ray/_private/worker.py
+    # print_worker_logs; "(raylet) ", "(autoscaler +1m2s) " for its own processes), and SkyPilot's Ray-style job
+    # tags "(<task>, pid=<pid>) ", "(head, rank=0, pid=<pid>) ", "(worker1, rank=1, pid=<pid>, ip=<ip>) "
+    # (sky/skylet/executor); vLLM's own "(VllmWorker rank=0 pid=<pid>) " copies the shape.
+    ("ray", _RAY_PREFIX),
     ("kubectl-prefix", re.compile(r"^\[pod/[\w.-]+/[\w.-]+\] ")),
     ("compose", re.compile(r"^[\w.-]+(?:[-_]\d+)?\s+\| ")),
     ("rank-tag", re.compile(r"^\[(?:rank|default)?\d{1,5}\](?::\s?|\s|(?=\S))")),
@@ -140,7 +156,7 @@ _LAUNCHER_PREFIXES: tuple[tuple[str, re.Pattern[str]], ...] = (
         re.compile(r"^(?:\[\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d[^\]]*\]\s+)?[A-Za-z][\w.-]*\d[\w.-]*: "),
     ),
 )
-_UNMISTAKABLE = frozenset({"cri", "open-mpi", "kubectl-prefix", "docker-stamp"})
+_UNMISTAKABLE = frozenset({"cri", "open-mpi", "kubectl-prefix", "docker-stamp", "ray"})
 # A syslog (RFC 3164) or journal (``journalctl -o short``/``short-iso``) prefix naming a program.
 _SYSLOG_PREFIX = re.compile(
     r"^(?:<\d{1,3}>)?(?:[A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d"
@@ -303,11 +319,26 @@ def _launcher_prefix(text: str, kept: frozenset[str] = frozenset()) -> str | Non
             continue  # several hosts or services interleaved: not one output's wrapper
         if _name == "pdsh-host" and _wrapper_name(hits[0]).lower().startswith(tuple(_NOT_HOSTS)):
             continue
+        if _name == "open-mpi":
+            pattern = _open_mpi_tag(pattern, text)
         lines = [pattern.sub("", line, count=1) for line in text.split("\n")]
+        if _name == "ray":
+            lines = [_RAY_REPEATED.sub("", line) for line in lines]
         if _name in ("rank-tag", "open-mpi"):
             lines = _unglued(lines, {h.strip() for h in hits})
         return "\n".join(lines)
     return None
+
+
+def _open_mpi_tag(tag: re.Pattern[str], text: str) -> re.Pattern[str]:
+    """The tag and the space after it where every tagged line with text carries one (a paste or a wrapper that
+    wrote ``tag: line``), else the tag alone: ``mpirun --tag-output`` prints the line right after the tag, so a
+    space there is the line's own (a continuation line, a right-aligned column)."""
+    rests = [line[m.end() :] for line in text.split("\n")[:SAMPLE_LINES] if (m := tag.match(line))]
+    rests = [rest for rest in rests if rest.strip()]
+    if rests and all(rest.startswith(" ") for rest in rests):
+        return re.compile(tag.pattern + " ?")
+    return tag
 
 
 def _unglued(lines: list[str], tags: set[str]) -> list[str]:

@@ -73,6 +73,9 @@ WRAPPERS: dict[str, tuple[str, Callable[[str], str]]] = {
     "cri": ("launcher-prefix", _lines("2024-01-01T00:00:00.123456789Z stdout F ")),
     "kubectl-prefix": ("launcher-prefix", _lines("[pod/vllm-0/engine] ")),
     "pdsh-host": ("launcher-prefix", _lines("gpu-17: ")),
+    # Ray's driver-forwarded worker output, and SkyPilot's Ray-style tag of a multi-node job's worker
+    "ray": ("launcher-prefix", _lines("(RayWorkerWrapper pid=4242, ip=10.0.0.2) ")),
+    "skypilot": ("launcher-prefix", _lines("(worker1, rank=1, pid=4243, ip=10.0.0.3) ")),
     "syslog": ("syslog-prefix", _lines("Jan  2 03:04:05 gpu-17 nightowl-capture[4242]: ")),
 }
 
@@ -83,6 +86,8 @@ def recorded(kind: str) -> list[Path]:
     return [path for path in found if path.read_text(errors="replace").strip()]
 
 
+# Wrappers the normaliser reads as one of its launcher prefixes under another name (what KEPT_BY_KIND names).
+SUBFAMILY = {"skypilot": "ray"}
 # Per-line tags one line of text cannot show to be a wrapper (a bare "[0] " or "host: " may be the output's own).
 NEEDS_LINES = frozenset({"rank-tag", "srun-label", "pdsh-host", "syslog"})
 
@@ -91,7 +96,7 @@ def applies(kind: str, family: str, text: str = "") -> bool:
     """Whether the normaliser unwraps ``family`` for ``kind`` (a kind whose parser reads it keeps it) and
     ``text`` (one line cannot show a bare tag to be a wrapper)."""
     kept = KEPT_BY_KIND.get(kind, frozenset())
-    if WRAPPERS[family][0] in kept or family in kept:
+    if WRAPPERS[family][0] in kept or SUBFAMILY.get(family, family) in kept:
         return False
     return family not in NEEDS_LINES or sum(1 for line in text.splitlines() if line.strip()) >= 2
 
@@ -148,7 +153,8 @@ ALL = [(kind, path) for kind in KINDS for path in recorded(kind)]
 def test_wrapped_fixtures_read_alike(case: tuple[str, Path], families: list[str]) -> None:
     kind, path = case
     # Outside in, as a paste of a collector's output is wrapped: a launcher's tag, then a page or a terminal.
-    order = ["cri", "kubectl-prefix", "open-mpi", "rank-tag", "srun-label", "pdsh-host", "syslog", "escapes"]
+    order = ["cri", "kubectl-prefix", "ray", "skypilot", "open-mpi", "rank-tag", "srun-label", "pdsh-host", "syslog"]
+    order += ["escapes"]
     order += ["prompt", "indent", "quote", "crlf", "html-entities"]
     text = path.read_text(errors="replace")
     chosen = [family for family in order if family in families and applies(kind, family, text)]
