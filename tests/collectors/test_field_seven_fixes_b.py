@@ -135,3 +135,33 @@ DRIVER_DUMP = [
 )
 def test_frames_after_another_reports_header_or_too_few_are_no_stuck_task(lines: list[str]) -> None:
     assert facts_of("kernel-log", _as("dmesg", lines))["driver_deadlock"] is False
+
+
+# ---- incremental reads (the kernel-log cursor carries only the lines a reader needs) --------------------------
+
+
+def _incremental(first: str, then: str) -> dict[str, object]:
+    from nightowl.collectors.gpu.kernel_log.cursor import keep_lines
+
+    return facts_of("kernel-log", keep_lines(first) + then)
+
+
+@pytest.mark.parametrize("cut", [2, 3, 5])
+def test_an_incremental_read_keeps_a_headerless_run_and_its_end(cut: int) -> None:
+    """The frames of the first read are carried (a run cut between reads still counts), and so is the line that
+    ended a run: two short runs do not join into one."""
+    text = _as("syslog", ["Call Trace:", *OLD_FRAMES]).splitlines(keepends=True)
+    whole = facts_of("kernel-log", "".join(text))
+    carried = _incremental("".join(text[:cut]), "".join(text[cut:]))
+    assert carried["driver_deadlock_frames"] == whole["driver_deadlock_frames"]
+    runs_apart = _as("syslog", ["Call Trace:", *OLD_FRAMES[3:5], "Call Trace:", OLD_FRAMES[5]])
+    assert _incremental(runs_apart, "")["driver_deadlock"] is False
+
+
+@pytest.mark.parametrize("cut", [2, 4, 7])
+def test_an_incremental_read_keeps_the_dump_header_before_its_frames(cut: int) -> None:
+    """The driver's dump_stack cut between reads: its task line is carried, so the frames after it in the next
+    read are not taken for a headerless stack."""
+    lines = ["usb 1-1: new high-speed USB device number 2 using xhci_hcd", *DRIVER_DUMP[:3], *DRIVER_DUMP[6:]]
+    text = _as("dmesg", lines).splitlines(keepends=True)
+    assert _incremental("".join(text[:cut]), "".join(text[cut:]))["driver_deadlock"] is False

@@ -28,6 +28,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from nightowl.collectors.gpu.kernel_log.patterns import may_start_report
+from nightowl.collectors.gpu.kernel_log.splats import HINTS as SPLAT_HINTS
+from nightowl.collectors.gpu.kernel_log.splats import MAX_REPORT_LINES
 
 KIND = "kernel-log"
 JOURNAL, RING = "journal", "dmesg"
@@ -180,6 +182,8 @@ HINTS = (
     "NVRM", "Xid", "AER", "PCIe", "of memory", "EDAC", "Hardware Error", "INFO: task", "nouveau", "state:D",
     "blocked for more than", "Link ", "link status", "modprobe", "modules-load", "Hypervisor detected", "DMI: ",
     "segfault at ",
+    # driver frames and reports' task lines (driver_stacks.py); WARNING/BUG/Oops reports, module taints (splats.py)
+    "[nvidia", "omm: ", "task:", *SPLAT_HINTS, "taints kernel", "module verification failed",
 )  # fmt: skip
 _HINT = re.compile("|".join(re.escape(hint) for hint in HINTS))
 # Lines kept after a line that opens a report the parser waits on (patterns.may_start_report: AER reports,
@@ -192,6 +196,12 @@ STACK_AFTER = 82
 def _after(line: str) -> int:
     if "state:D" in line or "blocked for more than" in line:
         return STACK_AFTER
+    if any(hint in line for hint in SPLAT_HINTS):  # the report after it (splats.py)
+        return MAX_REPORT_LINES
+    if "omm: " in line or "task:" in line:  # a report's task line: the stack it covers (driver_stacks.WINDOW)
+        return STACK_AFTER
+    if "[nvidia" in line:  # the line after a driver frame: a run of frames ends where the log's did
+        return 1
     return REPORT_AFTER if may_start_report(line) else 0
 
 
