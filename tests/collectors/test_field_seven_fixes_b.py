@@ -71,8 +71,12 @@ def _verdict(tmp_path: Path, kernel_log: str) -> dict[str, object]:
     return entry.get("verdict") or {"action": "cannot-judge"}
 
 
+# The modern frames as a 5.18+ kernel built with CONFIG_STACKTRACE_BUILD_ID prints them (the module's build ID)
+BUILD_ID_FRAMES = [line.replace("[nvidia_uvm]", "[nvidia_uvm 8d0f5a2c41e3b7f9]") for line in MODERN_FRAMES]
+
+
 @pytest.mark.parametrize("form", FORMS)
-@pytest.mark.parametrize("frames", [OLD_FRAMES, MODERN_FRAMES], ids=["old", "modern"])
+@pytest.mark.parametrize("frames", [OLD_FRAMES, MODERN_FRAMES, BUILD_ID_FRAMES], ids=["old", "modern", "build-id"])
 def test_frames_in_the_driver_without_a_header_are_a_task_stuck_in_it(form: str, frames: list[str]) -> None:
     facts = facts_of("kernel-log", _as(form, frames))
     assert facts["driver_deadlock"] is True

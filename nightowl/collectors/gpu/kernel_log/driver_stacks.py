@@ -32,10 +32,11 @@ WINDOW = 80  # lines a stack spans after its header (driver_locks.MAX_STACK_LINE
 MAX_FRAMES_NAMED = 4
 
 # A frame in an nvidia module: modern (`` ? nvidia_ioctl+0x5c/0x90 [nvidia]``) and old (``[<addr>] ? func+...``)
-# forms; a name may carry a compiler suffix (``nvidia_ioctl.isra.22``).
+# forms; a name may carry a compiler suffix (``nvidia_ioctl.isra.22``), the module its build ID (5.18+,
+# CONFIG_STACKTRACE_BUILD_ID: ``[nvidia 3f0c...]``, lib/vsprintf.c).
 _FRAME = re.compile(
     r"(?:^|[\s>?])(?P<frame>[A-Za-z_][\w.]*)\+0x[0-9a-f]+/0x[0-9a-f]+ "
-    r"\[(?:nvidia|nvidia_uvm|nvidia_modeset|nvidia_drm|nvidia_peermem)\]"
+    r"\[(?:nvidia|nvidia_uvm|nvidia_modeset|nvidia_drm|nvidia_peermem)(?: [0-9a-f]+)?\]"
 )
 # The task lines of the reports whose stacks other readers judge (see the module docstring).
 _OTHER_HEADER = re.compile(r"\bCPU: \d+ (?:UID: \d+ )?PID: \d+ Comm: |\bPid: \d+, comm: |\btask:\S.*?\bstate:")
