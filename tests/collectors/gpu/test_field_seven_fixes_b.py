@@ -80,15 +80,25 @@ BUILD_ID_FRAMES = [line.replace("[nvidia_uvm]", "[nvidia_uvm 8d0f5a2c41e3b7f9]")
 def test_frames_in_the_driver_without_a_header_are_a_task_stuck_in_it(form: str, frames: list[str]) -> None:
     facts = facts_of("kernel-log", _as(form, frames))
     assert facts["driver_deadlock"] is True
-    named = [frame for frame in facts["driver_deadlock_frames"] if "header" not in frame]
+    named = facts["driver_deadlock_frames"]
     assert named and all(frame.split("+")[0] in " ".join(frames) for frame in named)
-    assert any("header is not in the log" in frame for frame in facts["driver_deadlock_frames"])
+    assert facts["driver_deadlock_seen"] == "frames"
 
 
 def test_the_field_stack_gets_the_header_cases_verdict(tmp_path: Path) -> None:
     (path,) = (ROOT / "fixtures/field/gpu-7").glob("*-kernel-stack-only-nvidia-ioctl-*")
     verdict = _verdict(tmp_path, path.read_text())
     assert (verdict["id"], verdict["action"]) == ("driver-deadlock", "reboot-node")
+    # the prose claims only what was read: frames without a header, neither a D state nor a lock
+    assert "without their report header" in verdict["summary"]
+    assert "D state" not in verdict["summary"] and "on a lock" not in verdict["summary"]
+
+
+def test_what_the_log_shows_of_the_stuck_task_is_told_the_strongest_first() -> None:
+    assert facts_of("kernel-log", _as("syslog", OLD_FRAMES))["driver_deadlock_seen"] == "frames"
+    blocked = _as("syslog", [HUNG_HEADERS[0], "Call Trace:", *OLD_FRAMES])
+    assert facts_of("kernel-log", blocked)["driver_deadlock_seen"] == "blocked"
+    assert facts_of("kernel-log", "")["driver_deadlock_seen"] is None
 
 
 HUNG_HEADERS = [
@@ -102,13 +112,13 @@ def test_under_a_hung_task_header_the_task_is_named_lock_frame_or_not(header: st
     """The old frames hold no lock frame (driver_lock_frames.csv): the task is stuck in the driver all the same."""
     facts = facts_of("kernel-log", _as("syslog", [header, "Call Trace:", *OLD_FRAMES]))
     assert facts["driver_deadlock_tasks"] == ["ollama_llama_se"]
-    assert "rm_ioctl" in facts["driver_deadlock_frames"]
+    assert "rm_ioctl" in facts["driver_deadlock_frames"] and facts["driver_deadlock_seen"] == "blocked"
     assert not any("header" in frame for frame in facts["driver_deadlock_frames"])
 
 
 def test_a_repeated_report_counts_once() -> None:
     text = _as("syslog", OLD_FRAMES) + _as("syslog", ["Call Trace:"]) + _as("syslog", OLD_FRAMES)
-    assert len(facts_of("kernel-log", text)["driver_deadlock_frames"]) == 4  # 3 names and the header note
+    assert len(facts_of("kernel-log", text)["driver_deadlock_frames"]) == 3
 
 
 # source: https://github.com/leptonai/gpud/blob/4092c3f14dbd639b67b813c604c879c25bc5cc7c/components/accelerator/

@@ -83,11 +83,13 @@ class DriverStackScan:
         self.run, self.run_owner = [], None
         if len(run) < MIN_RUN or len(self.tasks) >= MAX_RUNS or "os_dump_stack" in run:
             return
+        # ``seen``: what the log shows of the task (DriverLockScan's own tasks wait on a lock frame: "lock")
         if owner is not None:
-            self.tasks.append({"task": owner.get("task"), "pid": owner.get("pid"), "frames": _named(run)})
+            self.tasks.append(
+                {"task": owner.get("task"), "pid": owner.get("pid"), "frames": _named(run), "seen": "blocked"}
+            )
         elif headerless:
-            frames = [*_named(run), "(frames only: the report's header is not in the log)"]
-            self.tasks.append({"task": None, "pid": None, "frames": frames})
+            self.tasks.append({"task": None, "pid": None, "frames": _named(run), "seen": "frames"})
 
     def finish(self, lock_waits: list[dict[str, Any]]) -> list[dict[str, Any]]:
         """``lock_waits`` (DriverLockScan's tasks) with the stuck tasks this scan adds, one per task."""

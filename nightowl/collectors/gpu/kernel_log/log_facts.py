@@ -266,6 +266,14 @@ def _link_facts(data: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
+def _deadlock_seen(waits: list[dict[str, Any]]) -> str | None:
+    """What the log shows of the tasks stuck in the driver, the strongest first: ``lock`` (a D-state task waiting
+    on one of the driver's lock frames), ``blocked`` (a D-state task with driver frames, no lock frame named) or
+    ``frames`` (driver frames with no report header: which report, hung task or crash, is not in the log)."""
+    seen = {w.get("seen", "lock") for w in waits}
+    return next((kind for kind in ("lock", "blocked", "frames") if kind in seen), None)
+
+
 def _driver_state_facts(events: list[dict[str, Any]], data: Mapping[str, Any]) -> dict[str, Any]:
     waits: list[dict[str, Any]] = data.get("driver_lock_waits") or []
     refused = [e for e in events if _OPEN_MODULE_REFUSED.search(_event_text(e))]
@@ -275,6 +283,7 @@ def _driver_state_facts(events: list[dict[str, Any]], data: Mapping[str, Any]) -
         "driver_deadlock": bool(waits),
         "driver_deadlock_tasks": sorted({str(w["task"]) for w in waits if w.get("task")}),
         "driver_deadlock_frames": sorted({frame for w in waits for frame in w.get("frames", ())}),
+        "driver_deadlock_seen": _deadlock_seen(waits),
         "open_module_refused": bool(refused),
         "open_module_refused_gpus": refused_gpus,
         "open_module_probe_failed": bool(refused) and probe_failed,
