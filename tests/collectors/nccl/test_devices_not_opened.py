@@ -46,3 +46,37 @@ def test_another_verbs_failure_beside_the_devices_in_use_stays_a_failure() -> No
     )
     read = facts(WARNINGS + USING + other)
     assert read["has_ib_errors"] is True and "ibv_failed" in read["failure_kinds"]
+
+
+# Found after the fix (stackhpc/k8s-rdma-horovod README, 2020: pasted indented under Open MPI's timestamped tag): every
+# device fails to open; the same shape must still read as a failure, and the survived form as a note.
+def _pasted(text: str) -> str:
+    return "".join(f"    Thu Jun 18 14:28:58 2020[1,0]<stdout>:{line}\n" for line in text.splitlines())
+
+
+def test_the_family_reads_alike_pasted_indented_under_an_open_mpi_tag() -> None:
+    survived = facts(_pasted(WARNINGS + USING))
+    assert survived["devices_not_opened"] == ["mlx5_58", "mlx5_59"] and survived["failure_kinds"] == []
+    none_open = facts(
+        _pasted(WARNINGS) + "    Thu Jun 18 14:28:58 2020[1,0]<stdout>:pod:1:1 [0] NCCL INFO Using network Socket\n"
+    )
+    assert none_open["devices_not_opened"] == [] and "ibv_failed" in none_open["failure_kinds"]
+
+
+def test_the_cannot_judge_answer_names_the_devices_and_the_hang_they_can_cause(tmp_path) -> None:
+    from nightowl.library import runbooks
+    from nightowl.run import RunSettings, run_and_save
+    from nightowl.transports.replay import ReplayTransport
+
+    host = tmp_path / "node"
+    host.mkdir()
+    (host / "nccl-log.out").write_text(WARNINGS + USING)
+    result = run_and_save(
+        runbooks.load("nccl-hang"),
+        {"node": lambda: ReplayTransport(host, host="node")},
+        tmp_path / "out",
+        params={"nccl_log": "/var/log/nccl.log"},
+        settings=RunSettings(drafts=False, status_update=False),
+    )
+    run = result.runs[0]
+    assert run.verdict is None and "mlx5_58, mlx5_59" in str(run.error) and "NVIDIA/nccl#2428" in str(run.error)
