@@ -10,9 +10,8 @@ from __future__ import annotations
 
 import json
 import shutil
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +22,7 @@ from nightowl.collectors.gpu import dcgm_metrics
 from nightowl.engine.runner import RunOptions, collect_on
 from nightowl.transports.base import CommandResult
 from nightowl.transports.local import LocalTransport
-from tests.helpers import facts_of
+from tests.helpers import facts_of, loopback_http
 
 ROOT = Path(__file__).resolve().parents[3]
 XID79 = (ROOT / "fixtures/dcgm/derived/xid79-t4.prom").read_bytes()
@@ -55,15 +54,8 @@ def exporter() -> Iterator[tuple[str, Exporter]]:
         def log_message(self, *args: Any) -> None:
             return None
 
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}/metrics", state
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join(timeout=5)
+    with loopback_http(Handler) as url:
+        yield f"{url}/metrics", state
 
 
 def triage(runbook: str, url: str, out: Path) -> Any:

@@ -4,9 +4,8 @@ through the local transport, and two takes a window apart feed the p99 compariso
 from __future__ import annotations
 
 import shutil
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
 
 import pytest
@@ -16,7 +15,7 @@ from nightowl.collectors.serving.metrics_window import derive
 from nightowl.engine.runner import RunOptions, collect_on
 from nightowl.transports.base import CommandResult
 from nightowl.transports.local import LocalTransport
-from tests.helpers import ROOT
+from tests.helpers import ROOT, loopback_http
 
 HOST = ROOT / "fixtures" / "hosts" / "p99-vllm-queue-growth"
 
@@ -60,15 +59,8 @@ def server() -> Iterator[tuple[str, Scrapes]]:
         def log_message(self, *args: Any) -> None:
             return None
 
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{httpd.server_address[1]}", scrapes
-    finally:
-        httpd.shutdown()
-        httpd.server_close()
-        thread.join(timeout=5)
+    with loopback_http(Handler) as url:
+        yield url, scrapes
 
 
 def scrape(url: str) -> Any:
