@@ -323,7 +323,8 @@ FULL_OPTION = click.option(
     "--full",
     "full_read",
     is_flag=True,
-    help="read each host's kernel log whole, not from its last read's cursor (docs/reference.md#incremental-reads)",
+    help="read each host's kernel log, nvidia-smi and fabric whole, not from the last read's position "
+    "(docs/reference.md#incremental-reads)",
 )
 FULL_EVERY_OPTION = click.option(
     "--full-every",
