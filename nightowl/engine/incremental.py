@@ -115,23 +115,15 @@ class CursorBook:
         self.full_every = full_every
         self.origin = origin  # the store ``load`` reads (a sweep's workers open their own book on it)
         self.staged: dict[tuple[str, str], dict[str, Any]] = {}
-        self._loaded: dict[tuple[str, str], SavedCursor | None] = {}
         self._lock = threading.Lock()
 
     def saved(self, host: str, kind: str) -> SavedCursor | None:
-        """The saved position of ``host``'s ``kind``, read from the store once a run (``waves`` asks first)."""
         if self.full:
             return None
-        with self._lock:
-            if (host, kind) in self._loaded:
-                return self._loaded[(host, kind)]
         try:
-            found = self.load(host, kind)
+            return self.load(host, kind)
         except Exception:  # noqa: BLE001 - an unreadable store means a full read, never a failed host
-            found = None
-        with self._lock:
-            self._loaded[(host, kind)] = found
-        return found
+            return None
 
     def stage(self, host: str, kind: str, entry: dict[str, Any]) -> None:
         with self._lock:
@@ -212,22 +204,14 @@ class EngineParts:
     resolve_argv: Callable[[tuple[str, ...], dict[str, Any]], tuple[str, ...] | None]
 
 
-def waves(commands: list[str], lookup: Callable[[str], Any], options: Any, host: str) -> list[list[str]]:
+def waves(commands: list[str], lookup: Callable[[str], Any], options: Any) -> list[list[str]]:
     """The collector entries of one batch in the order their reads may start: where the run keeps positions
     (``options.cursors``), a collector whose cursor reads in full after news in another kind's read
-    (``full_after``, e.g. nvidia-smi after the kernel log) and has a saved position on ``host`` (so a cheap read
-    may stand for a full one) starts once that batch's other reads are done, so its read can follow what they
-    found (``CursorBook.news``); otherwise one wave (a first read is full whatever the log says)."""
-    book: CursorBook | None = getattr(options, "cursors", None)
-    if book is None:
+    (``full_after``, e.g. nvidia-smi after the kernel log) starts once that batch's other reads are done, so
+    its read can follow what they found (``CursorBook.news``); otherwise one wave."""
+    if getattr(options, "cursors", None) is None:
         return [commands]
-
-    def waits(entry: str) -> bool:
-        kind = split_entry(entry)[0]
-        after = getattr(getattr(lookup(kind), "cursor", None), "full_after", ())
-        return bool(after) and book.saved(host, kind) is not None
-
-    later = [e for e in commands if waits(e)]
+    later = [e for e in commands if getattr(getattr(lookup(split_entry(e)[0]), "cursor", None), "full_after", ())]
     first = [e for e in commands if e not in later]
     return [wave for wave in (first, later) if wave]
 

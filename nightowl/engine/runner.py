@@ -281,7 +281,7 @@ class HostRunner:
             return
         derived = [e for e in todo if is_derived(self.lookup, e)]
         commands = [e for e in todo if e not in derived]
-        for wave in incremental.waves(commands, self.lookup, self.options, self.transport.host):
+        for wave in incremental.waves(commands, self.lookup, self.options):
             self._collect_wave(wave)
         late = [self.run.collections[e] for e in commands if self.run.collections[e].status == "late"]
         if late:

@@ -128,26 +128,3 @@ def test_a_cheap_read_takes_the_full_reads_parsed_facts_from_the_store_instead_o
     smi = second.runs[0].collections["nvidia-smi"].facts
     assert entry(second)["read"] == "cheap" and smi is not None and smi["marker"] == "from-the-store"
     assert "parsed" not in entry(second)["state"] and "parsed" not in entry(second)["state_before"]
-
-
-def test_a_read_waits_for_the_log_only_where_a_cheap_read_may_stand_and_each_position_is_loaded_once() -> None:
-    """A host's first (full) read of nvidia-smi starts with the others: only a saved position makes the cheap
-    decision, and so the wait for the kernel log's news, worth it. The store is asked once per host and kind."""
-    from types import SimpleNamespace
-
-    from nightowl.collectors import get_collector
-    from nightowl.engine.incremental import CursorBook, SavedCursor, waves
-
-    loads: list[tuple[str, str]] = []
-
-    def load(host: str, kind: str) -> SavedCursor | None:
-        loads.append((host, kind))
-        return SavedCursor({"judged": {}}, "", "b1", "0" * 64) if host == "known" else None
-
-    book = CursorBook(load)
-    batch = ["kernel-log", "nvidia-smi", "fabric", "nvlink"]
-    options = SimpleNamespace(cursors=book)
-    assert waves(batch, get_collector, options, "new") == [batch]
-    assert waves(batch, get_collector, options, "known") == [["kernel-log", "nvlink"], ["nvidia-smi", "fabric"]]
-    assert waves(batch, get_collector, SimpleNamespace(cursors=None), "known") == [batch]
-    assert book.saved("known", "nvidia-smi") is not None and loads.count(("known", "nvidia-smi")) == 1
