@@ -238,6 +238,18 @@ STATS = (  # periodic load lines: vLLM loggers (V0 "Pending", V1 "Waiting"), SGL
     ("kv_cache_usage", re.compile(r"GPU KV cache usage: ([\d.]+)%|token usage: ([\d.]+)")),
     ("prefix_cache_hit_rate", re.compile(r"[Pp]refix cache hit rate: ([\d.]+)%")),
 )
+# vLLM's periodic stats line (V0 every 5 s while steps run: vllm/engine/metrics.py LoggingStatLogger, V1 every
+# 10 s): the tokens it moved in and out since the last one, and the requests it holds. SGLang's decode line is
+# no such measure: it is printed every 40 decode steps, so a stalled SGLang prints nothing, and the first line
+# after an idle spell averages over the spell (a healthy 1.06 token/s in fixtures/corpus/serving).
+THROUGHPUT = (
+    re.compile(r"Avg prompt throughput: ([\d.]+) tokens/s"),
+    re.compile(r"Avg generation throughput: ([\d.]+) tokens/s"),
+)
+VLLM_REQUESTS = (re.compile(r"Running: (\d+) reqs"), re.compile(r"(?:Waiting|Pending): (\d+) reqs"))
+# Under 1 token/s in and out with requests admitted or queued: no batch is being stepped (a healthy decode of
+# even one request on the slowest GPU moves several tokens a second); 3 lines in a row span 10 s or more.
+STALL_TOKENS_PER_S = 1.0
 
 
 @dataclass(frozen=True)
@@ -303,6 +315,7 @@ class EngineLog:
     total_gpu_gib: float | None = None
     preemptions_total: int | None = None
     last_stats: dict[str, float | None] | None = None
+    stalled_stats: int = 0  # the last stats lines in a row with requests but (almost) no tokens moved
     warnings: tuple[str, ...] = ()
     # new keys (issue 13): start-up limits of every era (TGI warm-up span, SGLang summary, TRT-LLM table)
     startup_limits: dict[str, Any] = field(default_factory=dict)
@@ -363,6 +376,7 @@ def parse(text: str) -> EngineLog:
         total_gpu_gib=settings.get("total_gpu_gib"),
         preemptions_total=settings.get("preemptions_total"),
         last_stats=_last_stats(lines),
+        stalled_stats=_stalled_stats(lines),
         warnings=tuple(warnings),
         startup_limits={k: v for k, v in limits.items() if k != "max_model_len"},
         kv_too_small_derived=derived is not None,
@@ -555,6 +569,30 @@ def _last_stats(lines: list[str]) -> dict[str, float | None] | None:
                 values["prefix_cache_hit_rate"] = values["prefix_cache_hit_rate"] / 100.0
             return values
     return None
+
+
+def _stalled_stats(lines: list[str]) -> int:
+    """How many of the last stats lines, in a row up to the log's end, show requests running or waiting but
+    under STALL_TOKENS_PER_S moved in (prompt) and out (generation): a stuck or pathologically slow engine."""
+    stalled = 0
+    for line in reversed(lines):
+        if "generation throughput" not in line:
+            continue
+        generation = THROUGHPUT[1].search(line)
+        running = VLLM_REQUESTS[0].search(line)
+        if generation is None or running is None:
+            continue
+        waiting, prompt = VLLM_REQUESTS[1].search(line), THROUGHPUT[0].search(line)
+        requests = sum(_first_number(m) for m in (running, waiting) if m is not None)
+        moved = max(_first_number(generation), _first_number(prompt) if prompt is not None else 0.0)
+        if requests < 1 or moved >= STALL_TOKENS_PER_S:
+            break
+        stalled += 1
+    return stalled
+
+
+def _first_number(match: re.Match[str]) -> float:
+    return float(next(g for g in match.groups() if g is not None))
 
 
 def facts(result: EngineLog) -> dict[str, Any]:

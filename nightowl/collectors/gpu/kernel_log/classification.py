@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import re
+from dataclasses import dataclass, replace
 from functools import cached_property
 from typing import Any
 
@@ -45,6 +46,7 @@ from nightowl.collectors.gpu.kernel_log.patterns import (
     _XID,
     _XID_MIG,
 )
+from nightowl.collectors.gpu.kernel_log.status_codes import with_status_named
 from nightowl.collectors.pci import find_pci, normalize_pci
 
 
@@ -170,6 +172,7 @@ def _classify_sxid(body: str) -> _Classified:
 def _classify_nvrm(body: str) -> _Classified:
     if body.startswith("Xid"):
         return _classify_xid(body)
+    body = with_status_named(body)
     if "#012" in body:
         body = " ".join(_ESCAPED_NEWLINE.sub(" ", body).split())
     if _DETAIL_HEADER.match(body):
@@ -230,8 +233,28 @@ def _classify_bandwidth(message: str) -> _Classified:
     return _Classified("bandwidth", pci=normalize_pci(match.group("pci")), text=message.strip(), extras=extras)
 
 
+_MODESET_GPU = re.compile(r"\bGPU:(\d+):")  # nvidia-modeset's "ERROR: GPU:0: ..." (the driver's GPU instance)
+
+
+def _classify_modeset(message: str) -> _Classified:
+    """An nvidia-modeset ERROR line: an event only where it names a state the NVRM patterns judge (the GPU needs
+    a reset, is lost, is in a full-chip reset), by name or as a status number; a display error alone is no GPU
+    fault a runbook acts on."""
+    found = _classify_nvrm(message[len("nvidia-modeset: ") :].strip())
+    subkind = dict(found.extras).get("subkind")
+    if found.role != "event" or (found.kind == "other_nvrm" and subkind is None):
+        return _IGNORE
+    found = replace(found, text=f"nvidia-modeset: {found.text}")
+    index = _MODESET_GPU.search(message)
+    if found.kind == "gpu_reset_required" and index is not None and not found.extras:
+        return replace(found, extras=(("gpu_index", int(index.group(1))),))
+    return found
+
+
 def classify(message: str) -> _Classified:
     """What a message (from its anchor to the end, continuation lines joined) is. Pure."""
+    if message.startswith("nvidia-modeset: "):
+        return _classify_modeset(message)
     if message.startswith("NVRM: "):
         if message[6:7] == " " and message[6:].strip():  # indented inside the message: a table row, a dump
             return _Classified("detail", text=message[6:].strip())

@@ -96,12 +96,12 @@ def _split(line: str) -> tuple[str, str, str] | None:
         return None
     start = match.start()
     prefix, tail = line[:start], line[start:]
-    if tail.startswith(("NVRM", "SXid", "Xid (")) and not message_prefix(prefix):
+    if tail.startswith(("NVRM", "SXid", "Xid (", "nvidia-modeset")) and not message_prefix(prefix):
         return None  # the driver's words inside another message (a file name, a product string): not the driver's
     message = tail.rstrip()
     if message.endswith('"') and prefix.endswith('"'):  # a tool quoting the line: [XID found] (...) "NVRM: ..."
         message = message[:-1]
-    if not message.startswith(("NVRM", "SXid", "Xid")):
+    if not message.startswith(("NVRM", "SXid", "Xid", "nvidia-modeset")):
         device = _DEVICE_TAIL.search(prefix) or _OOM_CGROUP.search(prefix)
         if device is not None:
             prefix, message = prefix[: device.start()], prefix[device.start() :] + message
@@ -564,8 +564,7 @@ def parse_lines(lines: Iterable[str]) -> KernelLogResult:
     nvrm_seen = parser.seen_nvrm.get
     sxid_seen = parser.seen_sxid.get
     pending: _Draft | None = None
-    lines_read = 0
-    saw_text = False
+    lines_read, saw_text = 0, False
     load_lines: list[str] = []  # the lines a driver-load failure can be read from (driver_load_failures)
     host_lines: list[str] = []  # boot lines naming the platform, processes crashing (platform.py, app_crashes.py)
     for line in lines:
@@ -604,6 +603,7 @@ def parse_lines(lines: Iterable[str]) -> KernelLogResult:
             and "Hardware Error]" not in line
             and "INFO: task " not in line
             and "nouveau " not in line
+            and "modeset: ERROR" not in line
         ):
             # No message we read (every _ANCHOR alternative holds one of these substrings).
             if not saw_text and line and not line.isspace():

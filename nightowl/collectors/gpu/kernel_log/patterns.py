@@ -12,7 +12,7 @@ from collections.abc import Iterator
 # (Plain literals: an optional group here makes every search several times slower.)
 _ANCHOR = re.compile(
     r"NVRM: |SXid \(|Xid \(|XidCriticalError|Out of memory|out of memory|AER: |PCIe Bus Error"
-    r"|available PCIe bandwidth|EDAC |Hardware Error\]: |INFO: task |nouveau "
+    r"|available PCIe bandwidth|EDAC |Hardware Error\]: |INFO: task |nouveau |nvidia-modeset: ERROR: "
 )
 # "pcieport 0000:00:02.0: " before an AER/bandwidth message: part of the message, not of the prefix.
 # (The lookbehind only skips starts inside a word, which could never be the leftmost match: same
