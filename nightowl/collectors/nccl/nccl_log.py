@@ -664,7 +664,11 @@ def facts(result: NcclLogResult) -> dict[str, Any]:
     # A rank this log shows without its Init COMPLETE is missing; one it never shows at all only when no rank
     # completed or the log shows trouble (an NCCL WARN, an error, a watchdog timeout): a multi-node job's log
     # taken on one node, or a pasted excerpt, holds some ranks alone, and the others' silence says nothing.
-    trouble = bool(result.errors or result.warnings_nccl or result.watchdog_timeouts or result.dist_backend_errors)
+    # Which transport NCCL chose (no IB device, no libibverbs: Socket) is a note, not trouble (TRANSPORT_NOTE_KINDS),
+    # as is a warning that reports no failure (knowledge/nccl_benign_warnings.csv).
+    failed = [e for e in result.errors if e.kind not in TRANSPORT_NOTE_KINDS]
+    warned = [w for w in result.warnings_nccl if not _benign(w) and not _transport_note(w)]
+    trouble = bool(failed or warned or result.watchdog_timeouts or result.dist_backend_errors)
     data["missing_init_ranks"] = (
         [rank for rank in range(nranks) if rank not in complete and (rank in seen or not complete or trouble)]
         if nranks
@@ -692,7 +696,9 @@ def facts(result: NcclLogResult) -> dict[str, Any]:
     timeout_ranks |= {p.rank for p in result.progress if p.timed_out}
     data["timeout_ranks"] = sorted(timeout_ranks)
     data["error_kinds"] = sorted(kinds)
-    data["warnings_unexplained"] = [w for w in result.warnings_nccl if not _benign(w) and w not in notes]
+    data["warnings_unexplained"] = [
+        w for w in result.warnings_nccl if not _benign(w) and w not in notes and not _transport_note(w)
+    ]
     # what went wrong, not which transport NCCL chose (a node without libibverbs on Socket: slow-transport's to judge)
     data["failure_kinds"] = [kind for kind in data["error_kinds"] if kind not in TRANSPORT_NOTE_KINDS]
     data["ranks_seen"] = ranks_seen(result)
@@ -725,6 +731,12 @@ def _benign(warning: str) -> bool:
 
 # Error kinds that say which transport NCCL fell back to, not that anything failed.
 TRANSPORT_NOTE_KINDS = frozenset({"ibverbs_missing", "socket_fallback"})
+
+
+def _transport_note(warning: str) -> bool:
+    """A WARN that only says which transport NCCL could use ("Failed to open libibverbs": Socket then; nccl-hang's
+    slow-transport says ib-not-used where InfiniBand is expected)."""
+    return any(kind in TRANSPORT_NOTE_KINDS and pattern.search(warning) for kind, pattern in CAUSE_PATTERNS)
 
 
 # Error kinds that show a collective stuck or a peer gone (a hang), not a slow one (nccl-hang's split).

@@ -138,6 +138,12 @@ CAUSE_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
     ),  # nccl-tests_24, alpaca_207
     ("ibv_failed", re.compile(r"Call to ibv_\w+ failed|\bibv_\w+ failed")),  # nccl_562
     ("ibverbs_missing", re.compile(r"Failed to open libibverbs")),  # nccl_857
+    # The CUDA runtime's own words for a GPU hardware fault (cudaGetErrorString of cudaErrorECCUncorrectable and
+    # cudaErrorNvlinkUncorrectable, CUDA Runtime API "Data types", cudaError), raised in a rank: its GPU faulted.
+    (
+        "gpu_hardware_error",
+        re.compile(r"uncorrectable ECC error encountered|uncorrectable NVLink error detected"),
+    ),  # sd-scripts#1434 (field set 8)
     ("no_route", re.compile(r"No route to host")),  # sglang_3820
     ("connection_refused", re.compile(r"Connection refused")),  # horovod_584
     ("connection_reset", re.compile(r"Connection reset by peer|Broken pipe")),  # nccl_2076, nccl_795

@@ -70,3 +70,21 @@ def test_sglang_decode_lines_are_no_stall_measure() -> None:
 
 def test_the_field_sample_is_an_escalation(tmp_path: Path) -> None:
     assert _action(tmp_path, FIELD_SAMPLE.read_text()) == "escalate"
+
+
+UNHEALTHY = (
+    "1758 -- Didn't receive health check response for replica Replica(id='rut1591v', deployment='vLLM:Qwen--Qwen3-32B',"
+    " app='RayServeApp') after 10.0s, marking it unhealthy.\n"
+)
+
+
+@pytest.mark.parametrize(
+    ("rows", "action"),
+    [
+        ([(27408.8, 4.9, 49, 951)], "scale-out"),  # a deep queue: too busy to answer (ray-project/ray#54070)
+        ([(0.0, 35.0, 4, 0)], "escalate"),  # no queue: the replica did not answer for another reason
+    ],
+)
+def test_a_replica_marked_unhealthy_is_overload_only_with_a_queue(tmp_path: Path, rows: list, action: str) -> None:
+    assert "replica-unhealthy" in facts_of("engine-log", UNHEALTHY)["error_kinds"]
+    assert _action(tmp_path, UNHEALTHY + _log("v0", rows)) == action

@@ -181,7 +181,7 @@ def _last_stamp(records: list[str]) -> str:
 HINTS = (
     "NVRM", "Xid", "AER", "PCIe", "of memory", "EDAC", "Hardware Error", "INFO: task", "nouveau", "state:D",
     "blocked for more than", "Link ", "link status", "modprobe", "modules-load", "Hypervisor detected", "DMI: ",
-    "segfault at ",
+    "segfault at ", "insmod", "modeset: ERROR",
     # driver frames and reports' task lines (driver_stacks.py); WARNING/BUG/Oops reports, module taints (splats.py)
     "[nvidia", "omm: ", "task:", *SPLAT_HINTS, "taints kernel", "module verification failed",
 )  # fmt: skip

@@ -64,7 +64,10 @@ COLLECTOR = Collector(
 
 # Every message ``_ANCHOR`` finds holds one of these (the substring tests of parse_lines' hot loop), and
 # ``in`` finds them at memory speed: text with none of them holds no event.
-MESSAGE_HINTS = ("NVRM: ", "Xid", "AER: ", "PCIe ", "of memory", "EDAC ", "Hardware Error]", "INFO: task ", "nouveau ")
+MESSAGE_HINTS = (
+    "NVRM: ", "Xid", "AER: ", "PCIe ", "of memory", "EDAC ", "Hardware Error]", "INFO: task ", "nouveau ",
+    "modeset: ERROR",
+)  # fmt: skip
 # Every message that can make an event or a warning holds one of these (an Xid, SXid, fallen-off-the-bus
 # or other NVRM message, an AER report, an OOM kill): the other messages with a MESSAGE_HINT are host
 # records (EDAC, GHES, hung tasks, nouveau) and PCIe bandwidth notes, which are no events, never warn and

@@ -608,7 +608,7 @@ def parse_lines(lines: Iterable[str]) -> KernelLogResult:
             # No message we read (every _ANCHOR alternative holds one of these substrings).
             if not saw_text and line and not line.isspace():
                 saw_text = True
-            if "modprobe" in line or "modules-load" in line or "attempt detected" in line or "taints kernel" in line:
+            if ("mod" in line and _loads_modules(line)) or "attempt detected" in line or "taints kernel" in line:
                 load_lines.append(line)  # ("attempt detected": hardened usercopy; "taints kernel": a module loading)
             continue
         else:
@@ -657,6 +657,11 @@ _MODULE_MISSING = re.compile(r"modprobe: FATAL: Module nvidia\S* not found|Faile
 _MODULE_MISSING_HINTS = ("modprobe: FATAL: Module nvidia", "Failed to find module 'nvidia")
 
 
+def _loads_modules(line: str) -> bool:
+    """A line of a module loader: modprobe, insmod or systemd-modules-load (parse_lines tests "mod" first)."""
+    return "modprobe" in line or "insmod" in line or "modules-load" in line
+
+
 def driver_module_missing(text: str) -> bool:
     """Whether modprobe or systemd-modules-load said the nvidia module is not there (``_MODULE_MISSING``)."""
     return any(hint in text for hint in _MODULE_MISSING_HINTS) and _MODULE_MISSING.search(text) is not None
@@ -675,6 +680,7 @@ _NVRM_LOAD_HINTS = ("not supported", "No NVIDIA", "None of", "failed to init", "
 # Every driver-load failure line holds one of these (found at memory speed before any pattern runs).
 _LOAD_FAILURE_HINTS = (
     "modprobe",
+    "insmod: ",
     "modules-load",
     "not supported by",
     "NVRM: No NVIDIA",
