@@ -57,9 +57,10 @@ PREFIX_SHARE = 0.6
 # Families a kind's own parser reads, so they are left to it: the kernel-log reader takes time and host
 # from syslog/journal prefixes, the NCCL log reader takes each line's rank from its launcher tag.
 KEPT_BY_KIND: dict[str, frozenset[str]] = {
-    "kernel-log": frozenset({"syslog-prefix"}),
-    "kernel-log-boots": frozenset({"syslog-prefix"}),
-    "fabric-manager": frozenset({"syslog-prefix"}),
+    # (and a bare "date time.ms " in front of a kernel or Fabric Manager line may be the log's own time)
+    "kernel-log": frozenset({"syslog-prefix", "collector-stamp"}),
+    "kernel-log-boots": frozenset({"syslog-prefix", "collector-stamp"}),
+    "fabric-manager": frozenset({"syslog-prefix", "collector-stamp"}),
     "nccl-log": frozenset({"launcher-prefix", "syslog-prefix"}),
     # Their own lines start with "# " (# HELP, nccl-tests' header): no comment block to unwrap. And these
     # readers take what they need from the echoed command itself (the collective of `./all_reduce_perf`, the
@@ -150,6 +151,9 @@ _LAUNCHER_PREFIXES: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("rank-tag", re.compile(r"^\[(?:rank|default)?\d{1,5}\](?::\s?|\s|(?=\S))")),
     ("srun-label", re.compile(r"^\s{0,4}\d{1,5}: ")),
     ("docker-stamp", re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6,9}Z ")),
+    # a log collector's or a console's "2024-06-25 12:27:29.905 " (Python logging's asctime "...,905 ") on every
+    # line, traceback lines too: what the program printed follows it
+    ("collector-stamp", re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d[.,]\d{3,9} ")),
     # pdsh/clush "host: ": a name with a digit in it (gpu-17, node01, dgx1), never a tool's own "NVRM: "
     (
         "pdsh-host",

@@ -77,6 +77,7 @@ WRAPPERS: dict[str, tuple[str, Callable[[str], str]]] = {
     "ray": ("launcher-prefix", _lines("(RayWorkerWrapper pid=4242, ip=10.0.0.2) ")),
     "skypilot": ("launcher-prefix", _lines("(worker1, rank=1, pid=4243, ip=10.0.0.3) ")),
     "syslog": ("syslog-prefix", _lines("Jan  2 03:04:05 gpu-17 nightowl-capture[4242]: ")),
+    "collector-stamp": ("launcher-prefix", _lines("2024-06-25 12:27:29.905 ")),
 }
 
 
@@ -89,7 +90,7 @@ def recorded(kind: str) -> list[Path]:
 # Wrappers the normaliser reads as one of its launcher prefixes under another name (what KEPT_BY_KIND names).
 SUBFAMILY = {"skypilot": "ray"}
 # Per-line tags one line of text cannot show to be a wrapper (a bare "[0] " or "host: " may be the output's own).
-NEEDS_LINES = frozenset({"rank-tag", "srun-label", "pdsh-host", "syslog"})
+NEEDS_LINES = frozenset({"rank-tag", "srun-label", "pdsh-host", "syslog", "collector-stamp"})
 
 
 def applies(kind: str, family: str, text: str = "") -> bool:

@@ -32,6 +32,10 @@ P2P_ONLY_VALUES = frozenset({"OK", "CNS", "GNS", "TNS", "NS", "DR"})
 
 _NVLINK = re.compile(r"^NV(?P<count>\d+)$")
 _DEVICE = re.compile(r"^(?:GPU\d+|NIC\d+|mlx\d+_\d+|ib\w*|eth\w*|en\w+|bnxt\w*|CPU\d+|NVS\w*)$")
+# Names and cells that lost the tab between them in a web paste ("NIC8NIC9", "NODEPXB"): split back only where the
+# whole token is such names or values end to end.
+_GLUED_DEVICES = re.compile(r"(?:GPU|NIC|CPU)\d+|mlx\d+_\d+")
+_GLUED_VALUES = re.compile(r"NV\d+|PIX|PXB|PHB|NODE|SYS|SOC|PXN|C2C|X")
 _NIC_LEGEND = re.compile(r"^(?P<nic>NIC\d+)\s*:\s*(?P<device>\S+)$")
 _LEGEND_ROW = re.compile(r"^\S+\s+=\s+.+$")
 _AFFINITY_IN_HEADER = re.compile("|".join(re.escape(name) for name in AFFINITY_COLUMNS))
@@ -75,6 +79,7 @@ def _header_columns(line: str) -> list[str] | None:
         columns.append(match.group(0))
         position = match.end()
     columns.extend(line[position:].split())
+    columns = _unglued(columns, _GLUED_DEVICES)
     devices = [column for column in columns if column not in AFFINITY_COLUMNS]
     if not devices or not all(_DEVICE.match(column) for column in devices):
         return None
@@ -112,6 +117,8 @@ class _Reader:
                 self.columns = header
                 return
         tokens = line.split()
+        if tokens and self.columns:
+            tokens = tokens[:1] + _unglued(tokens[1:], _GLUED_VALUES)
         if self.columns and tokens and _DEVICE.match(tokens[0]) and not self.in_legend:
             if tokens[0] in self.rows:
                 self.warnings.append(f"row {tokens[0]} repeated; keeping the first")
@@ -119,6 +126,15 @@ class _Reader:
                 self.rows[tokens[0]] = tokens[1:]
             return
         self.warnings.append(f"unrecognised line: {line[:200]}")
+
+
+def _unglued(tokens: list[str], names: re.Pattern[str]) -> list[str]:
+    """``tokens`` with each one made of two or more ``names`` end to end split into them."""
+    out: list[str] = []
+    for token in tokens:
+        parts = names.findall(token)
+        out.extend(parts if len(parts) > 1 and "".join(parts) == token else [token])
+    return out
 
 
 def _cell(value: str) -> str | None:

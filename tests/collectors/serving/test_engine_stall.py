@@ -55,9 +55,9 @@ def test_stalled_stats_count_the_last_lines_with_requests_and_no_tokens(form: st
     assert facts_of("engine-log", _log(form, rows))["stalled_stats"] == stalled
 
 
-@pytest.mark.parametrize(("lines", "action"), [(3, "escalate"), (2, "none")])
-def test_three_stalled_lines_are_an_escalation_two_are_not(tmp_path: Path, lines: int, action: str) -> None:
-    assert _action(tmp_path, _log("v1", [(0.0, 0.0, 1, 0)] * lines)) == action
+@pytest.mark.parametrize(("lines", "action"), [(3, "escalate"), (2, "cannot-judge"), (1, "cannot-judge"), (0, "none")])
+def test_three_stalled_lines_are_an_escalation_fewer_cannot_be_judged(tmp_path: Path, lines: int, action: str) -> None:
+    assert _action(tmp_path, _log("v1", [(0.0, 41.0, 1, 0)] + [(0.0, 0.0, 1, 0)] * lines)) == action
 
 
 def test_sglang_decode_lines_are_no_stall_measure() -> None:

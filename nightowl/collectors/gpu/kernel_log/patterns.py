@@ -169,6 +169,9 @@ _OTHER_SUBKINDS: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("nvlink_training_failed", re.compile(r"knvlink\w*:.*failed", re.I)),
     ("crash_dump", re.compile(r"crash dump has been created")),
     ("assertion_failed", re.compile(r"Assertion failed")),
+    # nvidia-modeset's (the only source of these words): the GPU's display engine did not idle (classify reads
+    # nvidia-modeset ERROR lines through the NVRM path)
+    ("display_engine_hang", re.compile(r"Idling display engine timed out")),
 )
 
 # --- other kernel messages ----------------------------------------------------------------------
