@@ -72,7 +72,9 @@ SOCKET_USING = re.compile(r"^NET/Socket\s*: Using (?P<list>\[.+)$")
 LEGACY_NET_USING = re.compile(r"^NET\s*: Using interface (?P<list>\S+)")
 INTERFACE = re.compile(r"(?:\[\d+\])?(?P<name>[A-Za-z][\w.\-@]*):(?P<address>[^\s<]+)<\d+>")
 CHANNEL_VIA = re.compile(r"^(?:Channel|Ring|Tree)\b.*?\bvia (?P<via>.+?)\s*$")
-COMM_LINE = re.compile(r"\bcomm (?P<ptr>0x[0-9a-fA-F]+) rank (?P<rank>\d+) nranks (?P<nranks>\d+)(?P<rest>.*)$")
+# "comm 0x.. rank 0 nranks 8 cudaDev 0 ..." (Init START/COMPLETE lines); NCCL 2.2x's topology summary writes
+# "comm 0x.. rank 0 nRanks 2 nNodes 1 localRanks 2 localRank 0 MNNVL 0" (src/init.cc; field accelerate#3240).
+COMM_LINE = re.compile(r"\bcomm (?P<ptr>0x[0-9a-fA-F]+) rank (?P<rank>\d+) n[Rr]anks (?P<nranks>\d+)(?P<rest>.*)$")
 COMM_FIELDS = {
     "cuda_dev": re.compile(r"\bcudaDev (\d+)"),
     "nvml_dev": re.compile(r"\bnvmlDev (\d+)"),

@@ -165,12 +165,37 @@ def _already_seen(timeout: WatchdogTimeout, seen: list[WatchdogTimeout]) -> bool
     return False
 
 
+def _whole_numbers(match: re.Match[str]) -> bool:
+    """Whether the work's numeric fields read as numbers (a blank put where a word was wrapped breaks one)."""
+    fields = _work_fields(match.group("work"))
+    return all(fields[key].isdigit() for key in ("SeqNum", "NumelIn", "NumelOut", "Timeout(ms)") if key in fields)
+
+
+def _watchdog_matches(joined: str) -> list[tuple[int, re.Match[str]]]:
+    """Each watchdog message (the offset of its "Watchdog caught" words, its match), in order, read with the line
+    breaks inside it taken out: a terminal may wrap the message anywhere, inside a word too ("...timeout: Work" /
+    "NCCL(SeqNum=1890, ..."), and PyTorch prints it on one line, so no break in it is the message's own: a break
+    is read as the blank it replaced, else as nothing."""
+    found: list[tuple[int, re.Match[str]]] = []
+    for trigger in WATCHDOG_TRIGGER.finditer(joined):
+        line = joined.rfind("\n", 0, trigger.start())
+        begin = joined.rfind("\n", 0, max(line, 0)) + 1  # the line before too: the rank tag may end it
+        text = joined[begin : trigger.end() + 1200]
+        for gap in (" ", ""):  # where a blank was (a wrap at a space), or inside a word
+            at = trigger.start() - begin - (0 if gap else text.count("\n", 0, trigger.start() - begin))
+            match = next((m for m in WATCHDOG.finditer(text.replace("\n", gap)) if m.start() <= at < m.end()), None)
+            if match is not None and _whole_numbers(match):
+                found.append((trigger.start(), match))
+                break
+    return found
+
+
 def read_watchdogs(joined: str) -> WatchdogReading:
     """Distinct watchdog timeouts in order of appearance, and a warning when some are unreadable."""
     sightings: list[WatchdogSighting] = []
     seen: list[WatchdogTimeout] = []
     matched = 0
-    for match in WATCHDOG.finditer(joined):
+    for offset, match in _watchdog_matches(joined):
         fields = _work_fields(match.group("work"))
         timeout = WatchdogTimeout(
             rank=int(match.group("rank")),
@@ -187,7 +212,7 @@ def read_watchdogs(joined: str) -> WatchdogReading:
             continue
         seen.append(timeout)
         text = " ".join(match.group(0).split())
-        sightings.append(WatchdogSighting(match.start("rank"), timeout, text))
+        sightings.append(WatchdogSighting(offset, timeout, text))
     warnings: list[str] = []
     mentioned = len(WATCHDOG_TRIGGER.findall(joined))
     if mentioned > matched:

@@ -608,8 +608,8 @@ def parse_lines(lines: Iterable[str]) -> KernelLogResult:
             # No message we read (every _ANCHOR alternative holds one of these substrings).
             if not saw_text and line and not line.isspace():
                 saw_text = True
-            if ("mod" in line and _loads_modules(line)) or "attempt detected" in line or "taints kernel" in line:
-                load_lines.append(line)  # ("attempt detected": hardened usercopy; "taints kernel": a module loading)
+            if _may_tell_of_loading(line):
+                load_lines.append(line)
             continue
         else:
             known = None
@@ -657,9 +657,13 @@ _MODULE_MISSING = re.compile(r"modprobe: FATAL: Module nvidia\S* not found|Faile
 _MODULE_MISSING_HINTS = ("modprobe: FATAL: Module nvidia", "Failed to find module 'nvidia")
 
 
-def _loads_modules(line: str) -> bool:
-    """A line of a module loader: modprobe, insmod or systemd-modules-load (parse_lines tests "mod" first)."""
-    return "modprobe" in line or "insmod" in line or "modules-load" in line
+def _may_tell_of_loading(line: str) -> bool:
+    """A line driver_load_failures and splats.py may read: a module loader's (modprobe, insmod,
+    systemd-modules-load), a module tainting the kernel as it loads, hardened usercopy refusing the driver's memory
+    ("attempt detected"), nvidia-drm's own errors."""
+    if "mod" in line and ("modprobe" in line or "insmod" in line or "modules-load" in line):
+        return True
+    return "taints kernel" in line or "attempt detected" in line or "[nvidia-drm]" in line
 
 
 def driver_module_missing(text: str) -> bool:
@@ -681,6 +685,7 @@ _NVRM_LOAD_HINTS = ("not supported", "No NVIDIA", "None of", "failed to init", "
 _LOAD_FAILURE_HINTS = (
     "modprobe",
     "insmod: ",
+    "[nvidia-drm]",
     "modules-load",
     "not supported by",
     "NVRM: No NVIDIA",
