@@ -76,6 +76,23 @@ class CursorReader(Protocol):
     def keep(self, text: str) -> str: ...
 
 
+def _counts_added(facts: Mapping[str, Any], read: Mapping[str, Any]) -> dict[str, Any]:
+    """What a parse counts of its text (``lines_read``, ``coverage``) with ``read``'s (the new lines') added: a
+    read that adds nothing its reader keeps takes the last parse's facts, and reads its own lines for these."""
+    out: dict[str, Any] = {}
+    if isinstance(facts.get("lines_read"), int) and isinstance(read.get("lines_read"), int):
+        out["lines_read"] = facts["lines_read"] + read["lines_read"]
+    before, now = facts.get("coverage"), read.get("coverage")
+    if isinstance(before, dict) and isinstance(now, dict):
+        out["coverage"] = {
+            "lines": before.get("lines", 0) + now.get("lines", 0),
+            "recognised": before.get("recognised", 0) + now.get("recognised", 0),
+            "understood": bool(before.get("understood")) or bool(now.get("understood")),
+            "unread": before.get("unread") or now.get("unread") or [],  # the first lines not recognised
+        }
+    return out
+
+
 def joined(reader: Any, carried: str, body: str) -> str:
     """The text a read parses: the carried text then the new one, or as the reader's ``join`` puts them."""
     join = getattr(reader, "join", None)
@@ -393,30 +410,51 @@ class _Read:
         carried = saved.carried if saved is not None else ""
         text = joined(self.reader, carried, piece.body)
         cites = getattr(self.reader, "cites_text", False)
-        known = saved.state.get(PARSED) if cites and saved is not None and not piece.body else None
-        collected = self._known_run(result, known, file) if known else self.parsed_run(result, text, file)
+        quiet = self._quiet(saved, carried, piece.body)
+        known = saved.state.get(PARSED) if saved is not None and (quiet or (cites and not piece.body)) else None
+        collected = self._known_run(result, known, file, piece.body if quiet else "") if known else None
+        if collected is None:
+            collected = self.parsed_run(result, text, file)
         collected.attempts = list(tried)
-        parsed = dict(collected.facts) if cites and isinstance(collected.facts, dict) else None
+        keeps_facts = cites or hasattr(self.reader, "adds_nothing")
+        parsed = dict(known or collected.facts) if keeps_facts and isinstance(collected.facts, dict) else None
         form = getattr(piece, "read", None)  # a reader with forms (cheap, full) names the one read
         read = form or ("incremental" if saved is not None else "full")
         if form is not None and isinstance(collected.facts, dict):
             collected.facts["read_form"] = form
         if book is not None and piece.state is not None and collected.status == "ok":
-            entry = self._entry(read, why_full, argv, saved, piece, carried, text, file)
-            book.stage(host, kind, entry | ({"parsed": parsed} if parsed is not None and saved is None else {}))
+            entry = self._entry(read, why_full, argv, saved, piece, carried, None if known and quiet else text, file)
+            stored = parsed is not None and (saved is None or not cites)  # a citing reader's stays its full read's
+            book.stage(host, kind, entry | ({"parsed": parsed} if stored else {}))
         return collected
 
-    def _known_run(self, result: CommandResult, facts: Mapping[str, Any], file: str | None) -> Any:
-        """A read that adds nothing to a full text whose facts the store kept (``PARSED``): those facts, not a
-        parse of the same text again (the full read's parse is most of a cheap read's cost)."""
+    def _quiet(self, saved: SavedCursor | None, carried: str, body: str) -> bool:
+        """Whether this read adds nothing its reader keeps to a text whose facts the store holds (``PARSED``):
+        those facts stand (a reader's ``adds_nothing``: the kernel log's quiet lines)."""
+        adds_nothing = getattr(self.reader, "adds_nothing", None)
+        return saved is not None and PARSED in saved.state and adds_nothing is not None and adds_nothing(carried, body)
+
+    def _known_run(self, result: CommandResult, facts: Mapping[str, Any], file: str | None, body: str) -> Any:
+        """A read that adds nothing to a text whose facts the store kept (``PARSED``): those facts, not a parse of
+        the same text again (the full read's parse is most of a cheap read's cost), or None where the command did
+        not answer as a read must. ``body``: the new lines read, whose lines are added to what was read."""
+        from nightowl.engine.output_status import output_status
+
         kind = self.collector.kind
         run = self.parts.new_run(kind=kind, namespace=kind, status="ok", file=file)
+        run.status, run.reason = output_status(result)
+        if run.status != "ok":
+            return None
         run.facts = dict(facts)  # the store's row is read afresh each run; a copy keeps read_form off its state
+        if body:
+            budget = max(0.0, self.parts.timeout_for(self.collector, self.options, self.deadline))
+            read, _ = self.parts.parse_output(self.collector, body, budget, 0, None)
+            run.facts.update(_counts_added(run.facts, read))
         return run
 
     def _entry(
         self, read: str, why_full: str | None, argv: tuple[str, ...], saved: SavedCursor | None, piece: Piece,
-        carried: str, text: str, file: str | None,
+        carried: str, text: str | None, file: str | None,
     ) -> dict[str, Any]:  # fmt: skip
         """What is staged of one read: carried.json's entry, and what the store keeps (``keep``, ``file``)."""
         entry: dict[str, Any] = {
@@ -432,7 +470,7 @@ class _Read:
             entry |= {"carried_in": True, "carried_sha256": saved.state[HELD]}
         else:
             entry |= {"carried_text": carried, "carried_sha256": digest(carried)}
-        keep = self.reader.keep(text)
+        keep = carried if text is None else self.reader.keep(text)  # None: the reader said it adds nothing
         same = saved is not None and keep == carried  # nothing new kept: the text carries on as it is
         entry |= {"keep": None if same else keep, "same_text": same}
         return entry | ({"file": file} if cites else {})

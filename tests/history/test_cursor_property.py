@@ -104,3 +104,39 @@ def test_the_lines_kept_after_an_opener_follow_the_parsers_own_test() -> None:
         for line in _lines(path):
             if "state:D" not in line and "blocked for more than" not in line:
                 assert (_after(line) == REPORT_AFTER) == may_start_report(line), line
+
+
+@functools.cache
+def _quiet_lines(path: Path) -> tuple[str, ...]:
+    """The log's own lines that hold no HINT (what a quiet hour of that node prints), and two the bench adds."""
+    from nightowl.collectors.gpu.kernel_log.cursor import _HINT
+
+    own = tuple(line for line in _lines(path) if line.strip() and _HINT.search(line) is None)
+    return own[:200] + ("usb 1-1: new high-speed USB device number 7 using xhci_hcd\n", "\n")
+
+
+@settings(max_examples=EXAMPLES)
+@given(st.data())
+def test_a_read_that_adds_nothing_keeps_the_last_reads_facts(data: st.DataObject) -> None:
+    """Issue 46: where the reader says new lines add nothing (``adds_nothing``), what it keeps of carried + new is
+    the carried text, and the facts of carried + new are the facts of the log before them: the engine takes the
+    stored facts of the last parse instead of parsing the same text again."""
+    path = data.draw(st.sampled_from(LOGS), label="log")
+    lines = _lines(path)
+    cut = data.draw(st.integers(0, len(lines)), label="cut")
+    before = "".join(lines[:cut])
+    carried = KERNEL_LOG_CURSOR.keep(before)
+    body = "".join(data.draw(st.lists(st.sampled_from(_quiet_lines(path)), max_size=6), label="new lines"))
+    if not KERNEL_LOG_CURSOR.adds_nothing(carried, body):
+        return
+    assert KERNEL_LOG_CURSOR.keep(carried + body) == carried
+    assert _facts(carried + body) == _facts(before), path
+
+
+def test_a_report_cut_at_the_end_of_a_read_is_not_quiet() -> None:
+    """The lines after a report's opener are kept with it: where the opener is near the end of what was carried,
+    the next read's first lines are the report's, never "nothing"."""
+    opener = "[  10.000000] INFO: task python3:4242 blocked for more than 120 seconds.\n"
+    carried = KERNEL_LOG_CURSOR.keep("[   0.000000] Linux version 6.8.0\n" + opener)
+    assert not KERNEL_LOG_CURSOR.adds_nothing(carried, "[  10.000001] Call Trace:\n")
+    assert KERNEL_LOG_CURSOR.adds_nothing(carried + "".join(f"[  11.{n:06d}] x\n" for n in range(90)), "[ 20.0] y\n")

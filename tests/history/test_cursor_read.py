@@ -227,3 +227,42 @@ def test_a_store_that_cannot_be_written_costs_only_the_positions(node: Path) -> 
     assert cursors.commit(book, result.bundle, node / "not-a-store", said.append) == 0
     assert said and "the next read is full" in said[0]
     assert cursors.commit(book, result.bundle, node / STORE, said.append) == 2  # kernel-log and boots
+
+
+def test_a_quiet_read_takes_the_last_parses_facts_and_parses_only_its_new_lines(node: Path) -> None:
+    """Issue 46: a read whose new lines the kernel log's reader keeps none of (``adds_nothing``) takes the facts the
+    store kept of the last parse (``PARSED``) and parses its new lines alone for what it counts; a replay of its
+    bundle, which parses carried + new, gives the same verdict and facts."""
+    from nightowl.collectors import get_collector
+
+    journal = Journal(node / "journal.json")
+    journal.add(*BOOT, XID79)
+    first = sweep(node)
+    quiet = [f"2024-06-01T12:00:{n:02d}+0000 node kernel: usb 2-{n}: new device" for n in range(3)]
+    journal.add(*quiet)
+    collector = get_collector("kernel-log")
+    parsed: list[str] = []
+    real_parse = collector.parse
+    object.__setattr__(collector, "parse", lambda text: parsed.append(text) or real_parse(text))  # a frozen dataclass
+    try:
+        second = sweep(node)
+    finally:
+        object.__setattr__(collector, "parse", real_parse)
+    assert parsed and all("NVRM" not in text for text in parsed)  # the carried Xid text was not parsed again
+    assert carried(second)["read"] == "incremental"
+    assert kernel_log(second)["xid_codes"] == [79]
+    assert kernel_log(second)["lines_read"] == kernel_log(first)["lines_read"] + len(quiet)
+    replayed = run_and_save(
+        runbooks.load("xid"),
+        {"node": lambda: ReplayTransport(second.bundle / "hosts" / "node", "node")},  # type: ignore[operator]
+        node / "replayed",
+        settings=RunSettings(drafts=False, status_update=False),
+    )
+    assert same_verdict(replayed) == same_verdict(second)
+    counts = ("lines_read", "coverage")
+    assert {k: v for k, v in kernel_log(replayed).items() if k not in counts} == {
+        k: v for k, v in kernel_log(second).items() if k not in counts
+    }
+    journal.add(XID13)  # news again: a full parse of carried + new
+    third = sweep(node)
+    assert kernel_log(third)["xid_codes"] == [13, 79]

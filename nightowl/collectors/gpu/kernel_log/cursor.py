@@ -125,6 +125,12 @@ class KernelLogCursor:
         """What later reads need of ``text`` (the log so far): see ``keep_lines``."""
         return keep_lines(text)
 
+    def adds_nothing(self, carried: str, body: str) -> bool:
+        """Whether ``keep(carried + body)`` is ``carried`` (the engine then takes the facts the last parse gave,
+        not a parse of the same text again): ``body`` holds no HINT, and no report or stack opened near the end
+        of ``carried`` reaches into it, and ``carried`` has its first line with text already."""
+        return bool(carried.strip()) and _HINT.search(body) is None and not _window_open(carried)
+
 
 def _read_journal(lines: list[str], state: Mapping[str, Any] | None) -> Piece:
     cursor = lines[-1][len(_CURSOR_MARK) :].strip() if lines and lines[-1].startswith(_CURSOR_MARK) else None
@@ -203,6 +209,18 @@ def _after(line: str) -> int:
     if "[nvidia" in line:  # the line after a driver frame: a run of frames ends where the log's did
         return 1
     return REPORT_AFTER if may_start_report(line) else 0
+
+
+def _window_open(carried: str) -> bool:
+    """Whether a line near the end of ``carried`` (a keep_lines text) opens a report or stack whose lines run past
+    its end: the next read's first lines would be kept with it."""
+    lines = carried.splitlines()
+    last = len(lines)
+    for index in range(max(0, last - STACK_AFTER - 1), last):
+        line = lines[index]
+        if _HINT.search(line) is not None and index + _after(line) >= last:
+            return True
+    return False
 
 
 def keep_lines(text: str) -> str:
