@@ -25,8 +25,8 @@ from typing import Protocol
 # PyTorch ProcessGroupNCCL. "[Rank 3]", "[PG 1 Rank 0]", "[PG 0 (default_pg) Rank 7]",
 # "[PG ID 0 PG GUID 0(default_pg) Rank 1]" (PyTorch 1.x to 2.6+ formats, corpus torch_*).
 RANK_TAG = r"\[(?P<tag>[^\[\]\n]*?)\bRank (?P<rank>\d+)\]"
-WATCHDOG = re.compile(
-    RANK_TAG + r"\s+Watchdog\s+caught\s+collective\s+operation\s+timeout:\s*"
+WATCHDOG = re.compile(  # the rank tag may be cut off a paste: the timeout stands, its rank unknown
+    r"(?:" + RANK_TAG + r"\s+)?Watchdog\s+caught\s+collective\s+operation\s+timeout:\s*"
     r"WorkNCCL\((?P<work>(?:[^()]|\([^()]*\))*)\)\s+ran\s+for\s+(?P<ran>\d+)\s+milliseconds"
 )
 WATCHDOG_TRIGGER = re.compile(r"Watchdog\s+caught\s+collective\s+operation\s+timeout")
@@ -198,12 +198,12 @@ def read_watchdogs(joined: str) -> WatchdogReading:
     for offset, match in _watchdog_matches(joined):
         fields = _work_fields(match.group("work"))
         timeout = WatchdogTimeout(
-            rank=int(match.group("rank")),
+            rank=int_or_none(match.group("rank")),
             seq=int_or_none(fields.get("SeqNum")),
             op=fields.get("OpType") or None,
             timeout_ms=int_or_none(fields.get("Timeout(ms)")),
             ran_ms=int(match.group("ran")),
-            pg=_pg(match.group("tag")),
+            pg=_pg(match.group("tag") or ""),
             numel_in=int_or_none(fields.get("NumelIn")),
             numel_out=int_or_none(fields.get("NumelOut")),
         )
@@ -229,7 +229,7 @@ def read_progress(joined: str) -> ProgressReading:
         rank = int(match.group("rank"))
         entry = WorkProgress(
             rank=rank,
-            pg=_pg(match.group("tag")),
+            pg=_pg(match.group("tag") or ""),
             at_work=int(at_work.group("seq")) if at_work else None,
             last_enqueued=int(match.group("enq")),
             last_completed=int(match.group("comp")),

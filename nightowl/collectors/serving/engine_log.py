@@ -250,6 +250,9 @@ VLLM_REQUESTS = (re.compile(r"Running: (\d+) reqs"), re.compile(r"(?:Waiting|Pen
 # Under 1 token/s in and out with requests admitted or queued: no batch is being stepped (a healthy decode of
 # even one request on the slowest GPU moves several tokens a second); 3 lines in a row span 10 s or more.
 STALL_TOKENS_PER_S = 1.0
+# The API server shutting down (uvicorn's lifespan lines, vLLM's launcher): after the server was ready, the engine no
+# longer serves, whatever stopped it (uvicorn/server.py, uvicorn/lifespan/on.py; vllm/entrypoints/launcher.py).
+SHUTDOWN = re.compile(r"Shutting down FastAPI HTTP server|Application shutdown complete|Finished server process \[")
 
 
 @dataclass(frozen=True)
@@ -316,6 +319,7 @@ class EngineLog:
     preemptions_total: int | None = None
     last_stats: dict[str, float | None] | None = None
     stalled_stats: int = 0  # the last stats lines in a row with requests but (almost) no tokens moved
+    shut_down: bool = False  # the server shut down after it was last ready
     warnings: tuple[str, ...] = ()
     # new keys (issue 13): start-up limits of every era (TGI warm-up span, SGLang summary, TRT-LLM table)
     startup_limits: dict[str, Any] = field(default_factory=dict)
@@ -377,6 +381,7 @@ def parse(text: str) -> EngineLog:
         preemptions_total=settings.get("preemptions_total"),
         last_stats=_last_stats(lines),
         stalled_stats=_stalled_stats(lines),
+        shut_down=_shut_down_after_ready(lines),
         warnings=tuple(warnings),
         startup_limits={k: v for k, v in limits.items() if k != "max_model_len"},
         kv_too_small_derived=derived is not None,
@@ -569,6 +574,18 @@ def _last_stats(lines: list[str]) -> dict[str, float | None] | None:
                 values["prefix_cache_hit_rate"] = values["prefix_cache_hit_rate"] / 100.0
             return values
     return None
+
+
+def _shut_down_after_ready(lines: list[str]) -> bool:
+    """Whether the server shut down after it last said it was ready (a later start-up may follow)."""
+    ready = tables().markers
+    last_ready = last_shutdown = -1
+    for index, line in enumerate(lines):
+        if SHUTDOWN.search(line):
+            last_shutdown = index
+        elif any(m.phase == "ready" and m.pattern.search(line) for m in ready):
+            last_ready = index
+    return last_ready >= 0 and last_shutdown > last_ready
 
 
 def _stalled_stats(lines: list[str]) -> int:
