@@ -40,6 +40,7 @@ from nightowl.collectors.base import Collector, registered, to_jsonable
 from nightowl.collectors.base import number as _number
 from nightowl.collectors.serving import engine_args as _args
 from nightowl.collectors.serving import engine_log_eras as _eras
+from nightowl.collectors.serving.replica_compare import KV_FULL
 
 KIND = "engine-log"
 LOG_LINES = "5000"
@@ -320,6 +321,7 @@ class EngineLog:
     last_stats: dict[str, float | None] | None = None
     stalled_stats: int = 0  # the last stats lines in a row with requests but (almost) no tokens moved
     shut_down: bool = False  # the server shut down after it was last ready
+    saturated_stats: int = 0  # the last stats lines in a row with requests waiting and the KV cache full
     warnings: tuple[str, ...] = ()
     # new keys (issue 13): start-up limits of every era (TGI warm-up span, SGLang summary, TRT-LLM table)
     startup_limits: dict[str, Any] = field(default_factory=dict)
@@ -382,6 +384,7 @@ def parse(text: str) -> EngineLog:
         last_stats=_last_stats(lines),
         stalled_stats=_stalled_stats(lines),
         shut_down=_shut_down_after_ready(lines),
+        saturated_stats=_saturated_stats(lines),
         warnings=tuple(warnings),
         startup_limits={k: v for k, v in limits.items() if k != "max_model_len"},
         kv_too_small_derived=derived is not None,
@@ -559,21 +562,43 @@ def _errors(lines: list[str]) -> tuple[EngineError, ...]:
     return tuple(seen.values())
 
 
+def _saturated_stats(lines: list[str]) -> int:
+    """How many of the last stats lines, in a row up to the log's end, show requests waiting while the KV cache is
+    full (first-look's KV_FULL): the engine cannot admit them for want of cache, not for want of work."""
+    saturated = 0
+    for line in reversed(lines):
+        values = _stats_of(line)
+        if values is None:
+            continue
+        if not (values["waiting"] or 0) >= 1 or (values["kv_cache_usage"] or 0) < KV_FULL:
+            break
+        saturated += 1
+    return saturated
+
+
 def _last_stats(lines: list[str]) -> dict[str, float | None] | None:
     """Load figures of the last periodic stats line (usage and hit rate as 0-1 fractions)."""
     for line in reversed(lines):
-        values: dict[str, float | None] = {}
-        for name, pattern in STATS:
-            match = pattern.search(line)
-            number = next((g for g in match.groups() if g is not None), None) if match else None
-            values[name] = float(number) if number is not None else None
-        if values["running"] is not None and values["kv_cache_usage"] is not None:
-            if "GPU KV cache usage" in line and values["kv_cache_usage"] is not None:
-                values["kv_cache_usage"] = values["kv_cache_usage"] / 100.0
-            if values["prefix_cache_hit_rate"] is not None:
-                values["prefix_cache_hit_rate"] = values["prefix_cache_hit_rate"] / 100.0
+        values = _stats_of(line)
+        if values is not None:
             return values
     return None
+
+
+def _stats_of(line: str) -> dict[str, float | None] | None:
+    """A periodic stats line's load figures (usage and hit rate as 0-1 fractions), None for any other line."""
+    values: dict[str, float | None] = {}
+    for name, pattern in STATS:
+        match = pattern.search(line)
+        number = next((g for g in match.groups() if g is not None), None) if match else None
+        values[name] = float(number) if number is not None else None
+    if values["running"] is None or values["kv_cache_usage"] is None:
+        return None
+    if "GPU KV cache usage" in line:
+        values["kv_cache_usage"] = values["kv_cache_usage"] / 100.0
+    if values["prefix_cache_hit_rate"] is not None:
+        values["prefix_cache_hit_rate"] = values["prefix_cache_hit_rate"] / 100.0
+    return values
 
 
 def _shut_down_after_ready(lines: list[str]) -> bool:

@@ -88,3 +88,24 @@ UNHEALTHY = (
 def test_a_replica_marked_unhealthy_is_overload_only_with_a_queue(tmp_path: Path, rows: list, action: str) -> None:
     assert "replica-unhealthy" in facts_of("engine-log", UNHEALTHY)["error_kinds"]
     assert _action(tmp_path, UNHEALTHY + _log("v0", rows)) == action
+
+
+@pytest.mark.parametrize(
+    ("rows", "kv", "saturated"),
+    [
+        ([(0.0, 2349.2, 233, 754), (0.0, 2103.3, 219, 768)], "99.9", 2),  # vllm#6737: a queue behind a full cache
+        ([(0.0, 2349.2, 233, 754), (0.0, 2103.3, 219, 768)], "76.0", 0),  # a queue, room in the cache: no finding
+        ([(0.0, 2349.2, 233, 0), (0.0, 2103.3, 219, 0)], "99.9", 0),  # a full cache, nothing waiting: no finding
+    ],
+)
+def test_requests_waiting_behind_a_full_kv_cache_are_counted(rows: list, kv: str, saturated: int) -> None:
+    text = _log("v0", rows).replace("GPU KV cache usage: 0.6%", f"GPU KV cache usage: {kv}%")
+    assert facts_of("engine-log", text)["saturated_stats"] == saturated
+
+
+@pytest.mark.parametrize(("lines", "action"), [(2, "scale-out"), (1, "none")])
+def test_two_saturated_lines_to_the_end_are_capacity(tmp_path: Path, lines: int, action: str) -> None:
+    text = _log("v0", [(0.0, 2103.3, 219, 768)] * lines).replace(
+        "GPU KV cache usage: 0.6%", "GPU KV cache usage: 99.9%"
+    )
+    assert _action(tmp_path, text) == action
