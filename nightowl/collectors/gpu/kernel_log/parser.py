@@ -644,6 +644,7 @@ def _result(
     result.driver_lock_waits = stacks[1].finish(stacks[0].finish())  # tasks stuck in the driver, header or not
     result.nic_links = links.finish()
     result.driver_load_failures = driver_load_failures("\n".join(load)) + splats.finish(load)
+    result.host_kernel_faults = splats.host_faults(load)
     result.virtual_platform = virtual_platform("\n".join(host))
     result.gpu_library_crashes = gpu_library_crashes("\n".join(host))
     return result

@@ -31,6 +31,8 @@ class KernelLogResult:
     gpu_library_crashes: list[dict[str, Any]] = field(default_factory=list)  # segfaults in libnccl, libcuda ...
     # the driver could not load or use any GPU: [{id, line}] (knowledge/driver_load_failures.csv)
     driver_load_failures: list[dict[str, str]] = field(default_factory=list)
+    # the kernel's own faults outside the driver (a BUG, an Oops, a general protection fault): [{id, line}]
+    host_kernel_faults: list[dict[str, str]] = field(default_factory=list)
     nic_links: list[dict[str, Any]] = field(default_factory=list)  # link downs/ups per NIC port (nic_links.py)
     # the titles of GSP RPC debug dumps (the driver prints them with Xid 119/120), whatever event they follow
     gsp_rpc_dumps: list[str] = field(default_factory=list)

@@ -65,6 +65,7 @@ class SplatScan:
 
     def __init__(self) -> None:
         self.reports: list[dict[str, Any]] = []
+        self.host: list[dict[str, Any]] = []  # faults (not WARNINGs) whose task and frames are not the driver's
         self.current: dict[str, Any] | None = None
         self.lines_left = 0
 
@@ -110,6 +111,8 @@ class SplatScan:
             return
         if current["nvidia"] or current["comm"] in _LOADERS:
             self.reports.append(current)
+        elif current["id"] != "warning":
+            self.host.append(current)
 
     def finish(self, load_lines: list[str]) -> list[dict[str, str]]:
         """The reports that are the NVIDIA driver's, as driver-load failures ``{id, line}`` (``load_lines``: the
@@ -120,6 +123,19 @@ class SplatScan:
             if report["nvidia"] or _last_module(load_lines[: report["position"]]).startswith("nvidia"):
                 failure = {"id": f"kernel_{report['id']}_in_nvidia_driver", "line": report["opener"]}
                 found.setdefault((failure["id"], failure["line"]), failure)
+        return list(found.values())
+
+
+    def host_faults(self, load_lines: list[str]) -> list[dict[str, str]]:
+        """The kernel's own faults (BUG, Oops, bad access, general protection fault; not a WARNING, which the kernel
+        survives) in reports that are not the driver's: ``{id, line}``, one per report text (call after ``finish``)."""
+        found: dict[str, dict[str, str]] = {}
+        for report in self.host + self.reports:
+            if report["id"] == "warning" or report["nvidia"]:
+                continue
+            if report in self.reports and _last_module(load_lines[: report["position"]]).startswith("nvidia"):
+                continue
+            found.setdefault(report["opener"], {"id": f"kernel_{report['id']}", "line": report["opener"]})
         return list(found.values())
 
 
