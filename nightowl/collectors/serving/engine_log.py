@@ -247,7 +247,6 @@ THROUGHPUT = (
     re.compile(r"Avg prompt throughput: ([\d.]+) tokens/s"),
     re.compile(r"Avg generation throughput: ([\d.]+) tokens/s"),
 )
-VLLM_REQUESTS = (re.compile(r"Running: (\d+) reqs"), re.compile(r"(?:Waiting|Pending): (\d+) reqs"))
 # Under 1 token/s in and out with requests admitted or queued: no batch is being stepped (a healthy decode of
 # even one request on the slowest GPU moves several tokens a second); 3 lines in a row span 10 s or more.
 STALL_TOKENS_PER_S = 1.0
@@ -565,15 +564,7 @@ def _errors(lines: list[str]) -> tuple[EngineError, ...]:
 def _saturated_stats(lines: list[str]) -> int:
     """How many of the last stats lines, in a row up to the log's end, show requests waiting while the KV cache is
     full (first-look's KV_FULL): the engine cannot admit them for want of cache, not for want of work."""
-    saturated = 0
-    for line in reversed(lines):
-        values = _stats_of(line)
-        if values is None:
-            continue
-        if not (values["waiting"] or 0) >= 1 or (values["kv_cache_usage"] or 0) < KV_FULL:
-            break
-        saturated += 1
-    return saturated
+    return _trailing_stats(lines, lambda _, v: (v["waiting"] or 0) >= 1 and (v["kv_cache_usage"] or 0) >= KV_FULL)
 
 
 def _last_stats(lines: list[str]) -> dict[str, float | None] | None:
@@ -616,25 +607,28 @@ def _shut_down_after_ready(lines: list[str]) -> bool:
 def _stalled_stats(lines: list[str]) -> int:
     """How many of the last stats lines, in a row up to the log's end, show requests running or waiting but
     under STALL_TOKENS_PER_S moved in (prompt) and out (generation): a stuck or pathologically slow engine."""
-    stalled = 0
+    return _trailing_stats(lines, _stalled)
+
+
+def _stalled(line: str, values: dict[str, float | None]) -> bool:
+    generation, prompt = THROUGHPUT[1].search(line), THROUGHPUT[0].search(line)
+    if generation is None:  # not vLLM's periodic line (SGLang's decode line is no such measure)
+        return False
+    moved = max(float(generation.group(1)), float(prompt.group(1)) if prompt is not None else 0.0)
+    return (values["running"] or 0) + (values["waiting"] or 0) >= 1 and moved < STALL_TOKENS_PER_S
+
+
+def _trailing_stats(lines: list[str], holds: Callable[[str, dict[str, float | None]], bool]) -> int:
+    """How many of the last periodic stats lines, in a row up to the log's end, ``holds`` is true of."""
+    count = 0
     for line in reversed(lines):
-        if "generation throughput" not in line:
+        values = _stats_of(line)
+        if values is None:
             continue
-        generation = THROUGHPUT[1].search(line)
-        running = VLLM_REQUESTS[0].search(line)
-        if generation is None or running is None:
-            continue
-        waiting, prompt = VLLM_REQUESTS[1].search(line), THROUGHPUT[0].search(line)
-        requests = sum(_first_number(m) for m in (running, waiting) if m is not None)
-        moved = max(_first_number(generation), _first_number(prompt) if prompt is not None else 0.0)
-        if requests < 1 or moved >= STALL_TOKENS_PER_S:
+        if not holds(line, values):
             break
-        stalled += 1
-    return stalled
-
-
-def _first_number(match: re.Match[str]) -> float:
-    return float(next(g for g in match.groups() if g is not None))
+        count += 1
+    return count
 
 
 def facts(result: EngineLog) -> dict[str, Any]:
