@@ -91,3 +91,30 @@ def loopback_http(handler: type[BaseHTTPRequestHandler]) -> Iterator[str]:
         server.shutdown()
         server.server_close()
         thread.join(timeout=5)
+
+
+def replayed_action(
+    tmp_path: Path, runbook: str, files: dict[str, str], base: str | None = None, params: tuple[str, ...] = ()
+) -> str:
+    """The first action ``runbook`` gives a recorded host (``fixtures/hosts/<base>`` copied, or an empty folder)
+    with ``files`` (name -> text) written into it, as `triage --replay` does; "cannot-judge" with no verdict. A
+    job runbook's (nccl-hang) verdict is the job's."""
+    import shutil
+    import tempfile
+
+    from click.testing import CliRunner
+
+    from nightowl.cli.main import main
+
+    work = Path(tempfile.mkdtemp(dir=tmp_path))
+    host = work / "host"
+    if base:
+        shutil.copytree(ROOT / "fixtures" / "hosts" / base, host)
+    else:
+        host.mkdir()
+    for name, text in files.items():
+        (host / name).write_text(text)
+    args = ["triage", runbook, "--replay", str(host), *params, "--format", "json", "--out", str(work / "out")]
+    summary = json.loads(CliRunner().invoke(main, args).output)
+    verdict = summary.get("verdict") or summary["hosts"][0].get("verdict")
+    return str((verdict or {}).get("action", "cannot-judge"))

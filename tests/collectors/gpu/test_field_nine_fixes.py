@@ -4,21 +4,14 @@ lost tabs between names and cells (vllm-project/vllm#13855) was read as no matri
 
 from __future__ import annotations
 
-import json
-import shutil
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
 
-from nightowl.cli.main import main
-from tests.helpers import ROOT, facts_of
+from tests.helpers import facts_of, replayed_action
 
 HEADER = "\tGPU0\tGPU1\tNIC0\tNIC1\tCPU Affinity\tNUMA Affinity\tGPU NUMA ID\n"
-ROWS = (
-    "GPU0\t X \tNV18\tPXB\tSYS\t0-55\t0\t\tN/A\n"
-    "GPU1\tNV18\t X \tSYS\tPXB\t56-111\t1\t\tN/A\n"
-)
+ROWS = "GPU0\t X \tNV18\tPXB\tSYS\t0-55\t0\t\tN/A\nGPU1\tNV18\t X \tSYS\tPXB\t56-111\t1\t\tN/A\n"
 
 
 @pytest.mark.parametrize(
@@ -42,12 +35,7 @@ def test_a_token_that_is_not_names_end_to_end_stays_as_it_is() -> None:
 
 
 def _xid_action(tmp_path: Path, kernel_log: str) -> str:
-    host = tmp_path / "host"
-    shutil.copytree(ROOT / "fixtures/hosts/healthy-l40s", host)
-    (host / "kernel-log.out").write_text(kernel_log)
-    args = ["triage", "xid", "--replay", str(host), "--format", "json", "--out", str(tmp_path / "out")]
-    (entry,) = json.loads(CliRunner().invoke(main, args).output)["hosts"]
-    return (entry.get("verdict") or {}).get("action", "cannot-judge")
+    return replayed_action(tmp_path, "xid", {"kernel-log.out": kernel_log}, "healthy-l40s")
 
 
 @pytest.mark.parametrize(

@@ -7,16 +7,12 @@ nvidia-modeset, was read as a healthy log.
 
 from __future__ import annotations
 
-import json
-import shutil
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
 
-from nightowl.cli.main import main
 from nightowl.collectors.gpu.kernel_log import status_codes
-from tests.helpers import ROOT, facts_of
+from tests.helpers import ROOT, facts_of, replayed_action
 
 FIELD_SAMPLE = (
     ROOT / "fixtures/field/kernel-log/indented-no-stamp-nvidia-modeset-display-engine-errors-unload-ogkm-pr1252.txt"
@@ -76,12 +72,8 @@ def test_other_nvidia_modeset_lines_are_no_event(line: str) -> None:
 
 
 def test_the_field_sample_gets_a_reset_not_healthy(tmp_path: Path) -> None:
-    host = tmp_path / "host"
-    shutil.copytree(ROOT / "fixtures/hosts/healthy-l40s", host)
-    shutil.copyfile(FIELD_SAMPLE, host / "kernel-log.out")
-    args = ["triage", "xid", "--replay", str(host), "--format", "json", "--out", str(tmp_path / "out")]
-    (entry,) = json.loads(CliRunner().invoke(main, args).output)["hosts"]
-    assert entry["verdict"]["action"] == "reset-gpu"
+    files = {"kernel-log.out": FIELD_SAMPLE.read_text()}
+    assert replayed_action(tmp_path, "xid", files, "healthy-l40s") == "reset-gpu"
 
 
 def test_the_rpc_status_of_a_lost_gpu_is_judged_as_the_named_one() -> None:

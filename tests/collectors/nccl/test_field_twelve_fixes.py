@@ -4,15 +4,10 @@ failing on "Cuda failure 999" (NVIDIA/nccl#1653) was a network misconfiguration.
 
 from __future__ import annotations
 
-import json
-import shutil
 from pathlib import Path
 
-from click.testing import CliRunner
-
-from nightowl.cli.main import main
 from nightowl.collectors.coverage import assess
-from tests.helpers import ROOT, facts_of
+from tests.helpers import ROOT, facts_of, replayed_action
 
 ECC = (
     "RuntimeError: CUDA error: uncorrectable ECC error encountered\n"
@@ -21,15 +16,9 @@ ECC = (
 )
 
 
-def _action(tmp_path: Path, log: str, name: str = "host") -> str:
-    host = tmp_path / name
-    shutil.copytree(ROOT / "fixtures/hosts/nccl-healthy-ib", host)
-    (host / "nccl-log.out").write_text(log)
-    args = ["triage", "nccl-hang", "--replay", str(host), "--param", "nccl_log=/var/log/nccl.log"]
-    summary = json.loads(
-        CliRunner().invoke(main, [*args, "--format", "json", "--out", str(tmp_path / f"{name}-out")]).output
-    )
-    return ((summary.get("verdict") or summary["hosts"][0].get("verdict")) or {}).get("action", "cannot-judge")
+def _action(tmp_path: Path, log: str) -> str:
+    params = ("--param", "nccl_log=/var/log/nccl.log")
+    return replayed_action(tmp_path, "nccl-hang", {"nccl-log.out": log}, "nccl-healthy-ib", params)
 
 
 def test_a_cuda_error_line_is_known_structure_of_a_job_log() -> None:
@@ -45,4 +34,4 @@ def test_an_init_that_fails_on_a_cuda_failure_is_escalated_not_reconfigured(tmp_
     log = (ROOT / "fixtures/hosts/nccl-cuda-failure-init/nccl-log.out").read_text()
     assert _action(tmp_path, log) == "escalate"
     network = log.replace("Cuda failure 999 'unknown error'", "Connection refused")
-    assert _action(tmp_path, network, "network") != "escalate"
+    assert _action(tmp_path, network) != "escalate"

@@ -5,15 +5,11 @@ hang or a slow job (facebookresearch/detectron2#4730)."""
 
 from __future__ import annotations
 
-import json
-import shutil
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
 
-from nightowl.cli.main import main
-from tests.helpers import ROOT, facts_of
+from tests.helpers import facts_of, replayed_action
 
 HEAD = (
     "node:398:398 [0] NCCL INFO Bootstrap : Using eth0:172.17.0.2<0>\n"
@@ -31,13 +27,8 @@ FAILURE = "node:398:412 [0] transport/net_socket.cc:424 NCCL WARN NET/Socket : p
 
 
 def _verdict(tmp_path: Path, log: str) -> str:
-    host = tmp_path / "host"
-    shutil.copytree(ROOT / "fixtures/hosts/nccl-healthy-ib", host)
-    (host / "nccl-log.out").write_text(log)
-    args = ["triage", "nccl-hang", "--replay", str(host), "--param", "nccl_log=/var/log/nccl.log"]
-    answer = CliRunner().invoke(main, [*args, "--format", "json", "--out", str(tmp_path / "out")])
-    summary = json.loads(answer.output)
-    return ((summary.get("verdict") or summary["hosts"][0].get("verdict")) or {}).get("action", "cannot-judge")
+    params = ("--param", "nccl_log=/var/log/nccl.log")
+    return replayed_action(tmp_path, "nccl-hang", {"nccl-log.out": log}, "nccl-healthy-ib", params)
 
 
 @pytest.mark.parametrize("note", ["", NO_VERBS])

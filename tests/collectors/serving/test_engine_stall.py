@@ -4,14 +4,11 @@ was called a clean start."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
 
-from nightowl.cli.main import main
-from tests.helpers import ROOT, facts_of
+from tests.helpers import ROOT, facts_of, replayed_action
 
 V0 = (
     "INFO 03-18 09:04:{s:02d} [metrics.py:481] Avg prompt throughput: {p} tokens/s, Avg generation throughput: {g} "
@@ -31,12 +28,7 @@ def _log(form: str, rows: list[tuple[float, float, int, int]]) -> str:
 
 
 def _action(tmp_path: Path, text: str) -> str:
-    host = tmp_path / "host"
-    host.mkdir()
-    (host / "engine-log.out").write_text(text)
-    args = ["triage", "engine-start", "--replay", str(host), "--format", "json", "--out", str(tmp_path / "out")]
-    (entry,) = json.loads(CliRunner().invoke(main, args).output)["hosts"]
-    return (entry.get("verdict") or {}).get("action", "cannot-judge")
+    return replayed_action(tmp_path, "engine-start", {"engine-log.out": text})
 
 
 @pytest.mark.parametrize("form", ["v0", "v1"])
