@@ -169,3 +169,23 @@ def test_new_patterns_have_no_nested_quantifiers() -> None:
     nested = re.compile(r"\((?:[^()]|\\\()*[*+]\)[*+]")
     for pattern in NEW_PATTERNS:
         assert not nested.search(pattern.pattern), pattern.pattern
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "[12146.826127] NVRM Xid (PCI:0000:0b:00) : 32, Channel ID 00000009 intr 00008000",  # pre-2015 drivers
+        "Mar  3 10:01:02 node kernel: NVRM: Xid (PCI:0000:0b:00) : 32, Channel ID 00000009 intr 00008000",
+        "[12146.826127] NVRM: Xid (PCI:0000:0b:00): 32, Channel ID 00000009 intr 00008000",
+    ],
+)
+def test_the_old_xid_line_without_a_colon_after_nvrm_or_before_the_code(line: str) -> None:
+    """The drivers before 2015 wrote "NVRM Xid (PCI:...) : 32" (no colon after NVRM, a blank before the colon:
+    fireice-uk/xmr-stak#2054): the same Xid as today's form, never nothing."""
+    events = to_jsonable(kernel_log.parse(f"{line}\n{line}"))["events"]
+    assert [(e["kind"], e["code"], e["pci"], e["count"]) for e in events] == [("xid", 32, "0000:0b:00", 2)]
+
+
+def test_nvrm_without_its_colon_inside_another_message_is_not_the_driver() -> None:
+    line = "[ 5.1] audit: type=1400 name=\"NVRM Xid (PCI:0000:0b:00) : 79\" comm=\"cat\""
+    assert to_jsonable(kernel_log.parse(line))["events"] == []

@@ -32,7 +32,8 @@ _STAMP = re.compile(  # always matches, maybe empty; no backtracking into the bl
 # What may stand before an NVRM/Xid/SXid message: only the prefixes kernel logs put there (blanks; a kmsg
 # priority or record header; a dmesg, dmesg -T, ISO or syslog stamp in any locale; a host and "kernel:";
 # dmesg -x's "kern  :err   :"; Talos's "ip: kern: level: [time]:"; an NVSwitch's device name; a scanning
-# tool's "[XID found] (54 minutes ago) \"" around a quoted line). Another subsystem's text before it (a
+# tool's "[XID found] (54 minutes ago) \"" around a quoted line; the pre-2015 drivers' "NVRM Xid (PCI:...) : 32"
+# with no colon after NVRM). Another subsystem's text before it (a
 # segfault naming the file it crashed in, an AppArmor name="...", a USB product string) carries a user's
 # words, never a kernel message of the driver (issue "trust, round four", item 1).
 _PREFIX_TOKEN = (
@@ -40,7 +41,7 @@ _PREFIX_TOKEN = (
     r"|\d{4}-\d\d-\d\d[T ][\d:.,]+(?:Z|[+-]\d\d:?\d\d)?"
     r"|\S{1,12}\.?\s+\d{1,2}\s+\d\d:\d\d:\d\d(?:[.,]\d+)?"
     r"|(?:[\w.-]+\s+)?kernel:|(?:[a-z]{1,8}\s+)?(?:kern|user|daemon|syslog|local\d)\s*:\s*[a-z]+\s*:"
-    r"|[\w.:<>-]+:\s+kern:\s+[a-z]+:|nvidia-nvswitch\d+:|[\w.-]+(?=\s+kernel:)"
+    r"|[\w.:<>-]+:\s+kern:\s+[a-z]+:|nvidia-nvswitch\d+:|[\w.-]+(?=\s+kernel:)|NVRM(?=\s)"
 )
 _MESSAGE_PREFIX = re.compile(f"(?:{_PREFIX_TOKEN})*")
 
@@ -75,8 +76,8 @@ _ADDRESS_FIRST = re.compile(r"[0-9a-fA-F]{4,8}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0
 _NVSWITCH_DEVICE = re.compile(r"(nvidia-nvswitch\d+):\s*$")
 
 # --- NVRM messages (text after "NVRM: ") -------------------------------------------------------
-_XID = re.compile(r"Xid \((?:PCI:)?(?P<pci>[^)]*)\):?\s*(?P<code>\d+)\b,?\s*(?P<rest>.*)$")
-_SXID = re.compile(r"SXid \((?:PCI:)?(?P<pci>[^)]*)\):?\s*(?P<code>\d+)\b,?\s*(?P<text>.*)$")
+_XID = re.compile(r"Xid \((?:PCI:)?(?P<pci>[^)]*)\) ?:?\s*(?P<code>\d+)\b,?\s*(?P<rest>.*)$")
+_SXID = re.compile(r"SXid \((?:PCI:)?(?P<pci>[^)]*)\) ?:?\s*(?P<code>\d+)\b,?\s*(?P<text>.*)$")
 _PID_NAME = re.compile(r"pid=(?P<pid>'?<unknown>'?|'?\d+'?),\s*name=(?P<name>[^,]*?)\s*(?:,\s*(?P<text>.*))?$")
 _SXID_DETAIL = re.compile(r"(?:Severity \d+|Data \{)")  # continuation lines of an SXid report
 _SXID_SEVERITY = re.compile(r"(non-?fatal|fatal)\b", re.I)
