@@ -332,7 +332,7 @@ class EngineLog:
 
 def parse(text: str) -> EngineLog:
     """Engine log text -> contract result; never raises, unreadable input yields nulls."""
-    lines = _eras.normalize(text.splitlines())
+    lines = _engine_services(_eras.normalize(text.splitlines()))
     engine = _engine(lines)
     completed, in_progress = _progress(lines)
     oom = _first_failure(lines, engine, completed, in_progress)
@@ -390,6 +390,26 @@ def parse(text: str) -> EngineLog:
         engine_args=engine_args,
         engine_args_source=engine_args_source,
     )
+
+
+# docker compose's "service-1  | " before each line (nightowl/collectors/normalise.py's compose family).
+_COMPOSE_SERVICE = re.compile(r"^([\w.-]+?)(?:[-_]\d+)?\s+\| ")
+
+
+def _engine_services(lines: list[str]) -> list[str]:
+    """A docker compose log of several services, the engine's among them: the engine's lines (and lines with no
+    service), so another service's access line or error is not the engine's. Other logs as they are."""
+    services: dict[str, list[str]] = {}
+    for line in lines:
+        match = _COMPOSE_SERVICE.match(line)
+        if match is not None:
+            services.setdefault(match.group(1), []).append(line)
+    if len(services) < 2:
+        return lines
+    engines = {name for name, own in services.items() if _engine(own) is not None}
+    if not engines or len(engines) == len(services):
+        return lines
+    return [line for line in lines if (match := _COMPOSE_SERVICE.match(line)) is None or match.group(1) in engines]
 
 
 def _failed_within(phase: str, completed: str | None) -> bool:

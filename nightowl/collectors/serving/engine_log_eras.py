@@ -35,7 +35,7 @@ def normalize(lines: list[str]) -> list[str]:
     prefix ("... (4.26 GiB KV cach" / "e is needed, ..."; vLLM V1 pasted from a terminal).
     """
     out: list[str] = []
-    for line in lines:
+    for line in _records(lines):
         stripped = line.strip()
         if stripped.startswith("│"):  # k9s / box-drawing log viewer frame (TGI issue 653)
             line = stripped[1:].removesuffix("│").strip()
@@ -50,6 +50,31 @@ def normalize(lines: list[str]) -> list[str]:
             out[-1] += line
             continue
         out.append(line)
+    return out
+
+
+# Where an engine's log record starts: vLLM's "ERROR 06-19 11:25:01 ", TGI's "2024-08-30T18:59:12.959986Z  INFO ",
+# SGLang's "[2024-08-30 18:59:12 TP0] ". A page that lost the log's newlines (a paste into a form, a web view)
+# runs the records together on one line, each head after a blank.
+_RECORD_HEAD = re.compile(
+    r"(?<= )(?:(?:INFO|WARNING|ERROR|DEBUG|CRITICAL) \d\d-\d\d \d\d:\d\d:\d\d "
+    r"|\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d+Z +(?:INFO|WARN|ERROR|DEBUG) "
+    r"|\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?: [A-Z]+\d+)*\] )"
+)
+
+
+def _records(lines: list[str]) -> list[str]:
+    """Each record on a line of its own where a page ran records together (a line that starts with a record's
+    head and holds another, or holds two or more: a prefix such as "(APIServer pid=1) " before each); other
+    lines as they are."""
+    out: list[str] = []
+    for line in lines:
+        heads = [m.start() for m in _RECORD_HEAD.finditer(line)] if len(line) > 120 else []
+        if len(heads) < 2 - bool(heads and _RECORD_HEAD.match(" " + line[:48], 1)):
+            out.append(line)
+            continue
+        starts = [0, *heads]
+        out.extend(line[a:b].rstrip() for a, b in zip(starts, [*heads, len(line)], strict=True) if line[a:b].strip())
     return out
 
 

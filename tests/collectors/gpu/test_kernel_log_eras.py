@@ -187,5 +187,5 @@ def test_the_old_xid_line_without_a_colon_after_nvrm_or_before_the_code(line: st
 
 
 def test_nvrm_without_its_colon_inside_another_message_is_not_the_driver() -> None:
-    line = "[ 5.1] audit: type=1400 name=\"NVRM Xid (PCI:0000:0b:00) : 79\" comm=\"cat\""
+    line = '[ 5.1] audit: type=1400 name="NVRM Xid (PCI:0000:0b:00) : 79" comm="cat"'
     assert to_jsonable(kernel_log.parse(line))["events"] == []
