@@ -124,6 +124,14 @@ _PROMPT = re.compile(
     r"|iblinkinfo|ibdev2netdev|systemctl|python3?|vllm|docker|kubectl|mpirun|srun|torchrun|text-generation-launcher"
     r"|curl|dcgmi|lspci|modprobe|nvidia-\w+|sh|bash|\./\S+|\S+_perf)\b.*$"
 )
+
+
+def echoed_command(line: str) -> bool:
+    """Whether ``line`` is a shell prompt with the command it ran (``$ sudo dmesg``, ``user@host:~# journalctl -k``):
+    no output of the command, what the prompt family removes."""
+    return _PROMPT.match(line) is not None
+
+
 _BARE_PROMPT = re.compile(r"\s*(?:\([\w.-]+\)\s*)?[\w.-]+@[\w.-]+:?[^\s]*\s*[#$]\s*|\s*\[[\w.-]+@[^\]]*\][#$]\s*")
 _QUOTE_MARKS = ("> ", ">")
 _COMMENT_MARKS = ("# ", "// ")

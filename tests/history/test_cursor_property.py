@@ -140,3 +140,17 @@ def test_a_report_cut_at_the_end_of_a_read_is_not_quiet() -> None:
     carried = KERNEL_LOG_CURSOR.keep("[   0.000000] Linux version 6.8.0\n" + opener)
     assert not KERNEL_LOG_CURSOR.adds_nothing(carried, "[  10.000001] Call Trace:\n")
     assert KERNEL_LOG_CURSOR.adds_nothing(carried + "".join(f"[  11.{n:06d}] x\n" for n in range(90)), "[ 20.0] y\n")
+
+
+def test_a_log_pasted_after_its_prompt_keeps_its_own_first_line_too() -> None:
+    """The first line with text of a pasted log may be the prompt that ran it ("# sudo dmesg --ctime"): kept with
+    the log's own first line, so the facts of what is carried are the facts of the log so far, never "empty"."""
+    before = "# sudo dmesg --ctime\n[Thu Jul 18 16:03:50 2024] Linux version 6.2.0-37-generic\n" + "".join(
+        f"[Thu Jul 18 16:03:5{n} 2024] usb 1-{n}: new device\n" for n in range(5)
+    )
+    carried = KERNEL_LOG_CURSOR.keep(before)
+    assert carried.splitlines()[:2] == before.splitlines()[:2]
+    assert KERNEL_LOG_CURSOR.adds_nothing(carried, "[Thu Jul 18 16:04:00 2024] usb 1-9: new device\n")
+    assert _facts(carried) == _facts(before)
+    only_prompt = KERNEL_LOG_CURSOR.keep("$ journalctl -k\n")
+    assert not KERNEL_LOG_CURSOR.adds_nothing(only_prompt, "[  1.0] usb 1-1: new device\n")

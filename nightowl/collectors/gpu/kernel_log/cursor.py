@@ -30,6 +30,7 @@ from typing import Any
 from nightowl.collectors.gpu.kernel_log.patterns import may_start_report
 from nightowl.collectors.gpu.kernel_log.splats import HINTS as SPLAT_HINTS
 from nightowl.collectors.gpu.kernel_log.splats import MAX_REPORT_LINES
+from nightowl.collectors.normalise import echoed_command
 
 KIND = "kernel-log"
 JOURNAL, RING = "journal", "dmesg"
@@ -128,8 +129,9 @@ class KernelLogCursor:
     def adds_nothing(self, carried: str, body: str) -> bool:
         """Whether ``keep(carried + body)`` is ``carried`` (the engine then takes the facts the last parse gave,
         not a parse of the same text again): ``body`` holds no HINT, and no report or stack opened near the end
-        of ``carried`` reaches into it, and ``carried`` has its first line with text already."""
-        return bool(carried.strip()) and _HINT.search(body) is None and not _window_open(carried)
+        of ``carried`` reaches into it, and ``carried`` has its first line with text already (not only a shell
+        prompt with its command)."""
+        return _has_first_line(carried) and _HINT.search(body) is None and not _window_open(carried)
 
 
 def _read_journal(lines: list[str], state: Mapping[str, Any] | None) -> Piece:
@@ -223,8 +225,13 @@ def _window_open(carried: str) -> bool:
     return False
 
 
+def _has_first_line(carried: str) -> bool:
+    return any(line.strip() and not echoed_command(line) for line in carried.splitlines())
+
+
 def keep_lines(text: str) -> str:
-    """The first line with text, each line holding a HINT, and the lines after one that opens a report or a
+    """The first line with text (and, while those are shell prompts with their command, the next), each line
+    holding a HINT, and the lines after one that opens a report or a
     stack (``_after``), in log order: every line the parser reads something from, and what it reads with it.
 
     Composes (``keep_lines(keep_lines(A) + B)`` is ``keep_lines(A + B)``): the lines after an opener are kept
@@ -240,9 +247,10 @@ def keep_lines(text: str) -> str:
         last = index
         stop = min(len(lines), index + 1 + _after(lines[index]))
         keep[index:stop] = b"\x01" * (stop - index)
-    first = next((n for n, line in enumerate(lines) if line.strip()), None)
-    if first is not None:
+    for first in (n for n, line in enumerate(lines) if line.strip()):
         keep[first] = 1
+        if not echoed_command(lines[first]):  # a pasted log's prompt: kept, with the log's own first line
+            break
     kept = [line for line, wanted in zip(lines, keep, strict=True) if wanted]
     if keep and keep[-1] and lines[-1] == lines[-1].splitlines()[0]:
         kept[-1] += "\n"  # the log's last line had no line end: the next read's lines follow it
