@@ -114,6 +114,23 @@ def grow_logs(fleet: Fleet, names: list[str], round_: int) -> None:
             out.write("\n".join(lines) + "\n")
 
 
+def vary_readings(fleet: Fleet, names: list[str], round_: int) -> None:
+    """Each live host's cheap nvidia-smi read says this round's utilization, temperature and power, as a working
+    node's does (no judged value changes, so the read stays cheap): a sweep cannot reuse last round's parse of
+    it, as it can of outputs that did not change (NVLink status, the list of boots)."""
+    from bench.real_evidence import XML_KIND
+    from tests.engine.cheap_csv import cheap_csv
+
+    for number, name in enumerate(names):
+        xml = fleet.host_dir(name) / f"{XML_KIND}.out"
+        if xml.exists():
+            changes = {
+                gpu: {"utilization.gpu": (round_ * 7 + number + gpu) % 100, "temperature.gpu": 40 + (round_ + gpu) % 9}
+                for gpu in range(8)
+            }
+            fleet.set_output(name, "nvidia-smi-query", out=cheap_csv(xml.read_text(), changes), sleep=QUERY_SECONDS)
+
+
 def sent_bytes(bundles: Path, live: int) -> dict[str, float]:
     """KB per live host the sweep read, by collector kind (every command's output, from the manifest)."""
     kinds: dict[str, float] = {}
@@ -161,6 +178,7 @@ def steady_rounds(
         )
         shutil.rmtree(out, ignore_errors=True)
         grow_logs(fleet, names, round_ + 1)
+        vary_readings(fleet, names, round_ + 1)
     return [_row("first", rounds[:1], inventory, names, dead, forks, workers)] + (
         [_row("steady", rounds[1:], inventory, names, dead, forks, workers)] if len(rounds) > 1 else []
     )

@@ -350,6 +350,12 @@ def main() -> None:
         "with the bytes each live host sent",
     )
     parser.add_argument(
+        "--every",
+        type=float,
+        help="with --steady: one `nightowl sweep --every EVERY` process for all rounds, its connections kept "
+        "between them (bench/repeated.py), in place of a new sweep per round",
+    )
+    parser.add_argument(
         "--evidence",
         choices=("small", "real"),
         default="small",
@@ -413,7 +419,12 @@ def run_rounds(args: argparse.Namespace, root: Path) -> None:
             serve_cheap_form(fleet, names)
         for forks in args.forks:
             for workers in args.workers:
-                if args.steady:
+                if args.steady and args.every:
+                    from bench.repeated import repeated_rounds
+
+                    this = sys.modules[__name__]
+                    rows += repeated_rounds(args, fleet, root, names, dead, inventory, forks, this)
+                elif args.steady:
                     from bench.steady import steady_rounds
 
                     this = sys.modules[__name__]
@@ -427,10 +438,11 @@ def run_rounds(args: argparse.Namespace, root: Path) -> None:
         f"{'every inventory host' if dead else 'the live hosts'})"
     )
     if args.steady:
+        from bench.repeated import HEADER as EVERY_HEADER
         from bench.steady import STEADY_HEADER, STEADY_TARGETS
 
-        print(STEADY_HEADER)
-        print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+        print(EVERY_HEADER if args.every else STEADY_HEADER)
+        print("|---" * (EVERY_HEADER if args.every else STEADY_HEADER).count(" | ") + "|---|")
         for row in rows:
             print(row)
         print(STEADY_TARGETS)

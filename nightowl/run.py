@@ -96,7 +96,8 @@ class RunHooks:
     (engine/incremental.py, saved by ``_record_history``); ``extra_manifest`` adds manifest keys (the
     receiver's alert); ``describe`` gives, from the finished hosts' runs, what the caller knows of the run for
     its Outcome (``outcome_from_run``'s keywords: the alert's title, labels and incident, a storm's common
-    cause), so the Outcome in the bundle is the one the caller tells."""
+    cause), so the Outcome in the bundle is the one the caller tells; ``flow`` carries the hosts in flight
+    from one run to the next of a caller that repeats (engine/flow.FlowMemory)."""
 
     on_host_done: Callable[[HostRun], None] | None = None
     start_order: Iterable[str] | None = None
@@ -106,6 +107,7 @@ class RunHooks:
     cursors: CursorBook | None = None
     extra_manifest: dict[str, Any] | None = None
     describe: Callable[[list[HostRun]], Mapping[str, Any]] | None = None
+    flow: Any = None  # engine/flow.FlowMemory: a repeating caller's pace, carried from one run to the next
 
 
 @dataclass
@@ -213,6 +215,7 @@ def run_and_save(
         # waits a moment for our own handler to set ``stop`` before it is judged an ordinary failure.
         stopping=context.stop or stop,
         cursors=hooks.cursors,
+        flow_memory=hooks.flow,
         parsed=context.parsed,
         readers=context.readers,
     )

@@ -29,7 +29,7 @@ from nightowl.cli.common import (
     param_values,
     ssh_options,
 )
-from nightowl.cli.exit import EXIT_HELP, fail
+from nightowl.cli.exit import EXIT_HELP, ExitStatus, fail
 from nightowl.cli.sweep_report import SWEEP_FORMAT_OPTION, run_sweep
 
 
@@ -54,6 +54,19 @@ from nightowl.cli.sweep_report import SWEEP_FORMAT_OPTION, run_sweep
     help="worker processes the hosts are spread over, --forks shared among them "
     "[default: one per core, at most one per 16 hosts; 1: all in this process]",
 )
+@click.option(
+    "--every",
+    type=click.FloatRange(min=1),
+    metavar="SECONDS",
+    help="sweep again every SECONDS (start to start) in this process, keeping each host's connection open "
+    "between rounds: each round its own bundle and report (docs/reference.md#repeated-sweeps); implies --workers 1",
+)
+@click.option(
+    "--rounds",
+    type=click.IntRange(min=0),
+    default=0,
+    help="with --every: stop after this many rounds, exiting with the last round's status [default: 0, until stopped]",
+)
 @PARAM_OPTION
 @SINCE_OPTION
 @FULL_OPTION
@@ -72,6 +85,8 @@ def sweep(
     limit: str | None,
     forks: int,
     workers: int | None,
+    every: float | None,
+    rounds: int,
     params: tuple[str, ...],
     since: str | None,
     full_read: bool,
@@ -93,15 +108,19 @@ def sweep(
     (its cursor in the history store; --full: whole). Connections are opened ahead (up to twice --forks
     waiting) and the hosts that answer start first. Host keys are checked strictly against known_hosts
     unless --accept-new. The hosts are spread over worker processes (--workers), the report and bundle
-    being what one process gives.
+    being what one process gives. With --every the sweep repeats in this process, each host's connection
+    kept open between rounds (--rounds: how many; each round prints its report, and says on stderr how long
+    it took and how many connections it reused).
     """
     from nightowl.cli.common import load_runbook_or_exit
     from nightowl.fleet.workers import default_workers, engine_for, start_pool
 
     if not inventory and not local_only:
         fail("give --inventory FILE or --local")
+    if rounds and every is None:
+        fail("--rounds needs --every")
     hosts = [] if local_only else _inventory_hosts(inventory, limit, ssh.ssh_config)
-    workers = 1 if local_only else workers or default_workers(len(hosts))
+    workers = 1 if local_only or every is not None else workers or default_workers(len(hosts))
     pool = start_pool(workers)  # loads while this process reads the runbook
     loaded = load_runbook_or_exit(runbook)
     dialer = None
@@ -111,7 +130,8 @@ def sweep(
     else:
         from nightowl.fleet.sweep import inventory_transports
 
-        transports, dialer, domains = inventory_transports(hosts, ssh.options(), forks, dial=workers == 1)
+        dial = workers == 1 and every is None  # --every dials each round (cli/sweep_every.py)
+        transports, dialer, domains = inventory_transports(hosts, ssh.options(), forks, dial=dial)
     if not transports:
         fail(f"no host left in {inventory} after --limit {limit}")
     values = param_values(params, since)
@@ -119,24 +139,48 @@ def sweep(
         from nightowl.fleet.inventory import declared_tenancies
 
         values["tenancy"] = declared_tenancies(hosts) or None  # each host's inventory label
-    status = run_sweep(
-        loaded,
-        transports,
-        values,
-        limits,
-        fmt=fmt,
-        textfile=textfile,
-        log_format=None,  # no log lines: a problem is one plain `nightowl: ...` line on stderr
-        out_dir=out_dir,
-        forks=forks,
-        allow_invasive=allow_invasive,
-        dialer=dialer,
-        domains=domains,
-        engine=engine_for(loaded, transports, pool, values, ssh.connect_timeout),
-        full_read=full_read,
-        full_every=full_every,
-    )
+    settings: dict[str, Any] = {
+        "fmt": fmt,
+        "textfile": textfile,
+        "log_format": None,  # no log lines: a problem is one plain `nightowl: ...` line on stderr
+        "out_dir": out_dir,
+        "forks": forks,
+        "allow_invasive": allow_invasive,
+        "full_read": full_read,
+        "full_every": full_every,
+    }
+    if every is not None:
+        from nightowl.cli.sweep_every import Rounds
+
+        sys.exit(int(_repeated(loaded, values, limits, settings, Rounds(every, rounds), hosts, transports, ssh)))
+    engine = engine_for(loaded, transports, pool, values, ssh.connect_timeout)
+    status = run_sweep(loaded, transports, values, limits, dialer=dialer, domains=domains, engine=engine, **settings)
     sys.exit(int(status))
+
+
+def _repeated(
+    loaded: Any,
+    values: dict[str, Any],
+    limits: dict[str, float | None],
+    settings: dict[str, Any],
+    rounds: Any,  # cli/sweep_every.Rounds
+    hosts: list[Any],
+    transports: dict[str, Any],
+    ssh: SSHArgs,
+) -> ExitStatus:
+    """--every: the sweep once per round over kept connections (cli/sweep_every.py)."""
+    from nightowl.cli.sweep_every import kept_hosts, sweep_every
+
+    def one_round(
+        openers: dict[str, Any], dialer: Any, domains: dict[str, Any], annotate: Any, flow: Any
+    ) -> ExitStatus:
+        return run_sweep(
+            loaded, openers, values, limits, dialer=dialer, domains=domains, annotate=annotate, flow=flow, **settings
+        )
+
+    if hosts:
+        return sweep_every(rounds, kept_hosts(hosts, ssh.options(), settings["forks"]), one_round)
+    return sweep_every(rounds, lambda _keeper: (transports, None, {}), one_round)
 
 
 def _inventory_hosts(inventory: Path | None, limit: str | None, ssh_config: Path | None) -> list[Any]:

@@ -55,6 +55,8 @@ def run_sweep(
     engine: Any = None,
     full_read: bool = False,
     full_every: float = 24.0,
+    annotate: Callable[[dict[str, Any]], None] | None = None,
+    flow: Any = None,
 ) -> ExitStatus:
     """Sweep a loaded runbook over the hosts of ``transports`` (name -> function opening its transport) into
     one bundle under ``out_dir`` (the default folder when None), print the report as ``fmt``, write the
@@ -67,6 +69,8 @@ def run_sweep(
     ``engine`` runs the hosts in place of the one-process engine (worker processes: nightowl/fleet/workers.py).
     With a history store each host's kernel log is read from where the last read stopped (``full_read``: whole),
     and its nvidia-smi and fabric cheap first, whole after ``full_every`` hours.
+    ``annotate`` adds to the summary before it is printed and ``flow`` carries the pace from one round to the
+    next (a repeated sweep's: cli/sweep_every.py).
     A refused parameter exits 2 and an interrupt 130 or 143 once the partial bundle is saved (``run_or_exit``).
     """
     from nightowl.cli.common import history_path
@@ -92,7 +96,10 @@ def run_sweep(
             engine=engine,
             history_store=history_path(),
             cursors=positions.book(history_path(), full=full_read, full_every=full_every * 3600),
+            **({"flow": flow} if flow is not None else {}),
         )
+    if annotate is not None:
+        annotate(result.summary)
     render: Callable[..., str] = renderer(fmt)
     if fmt == "prometheus":  # its GPU incidents come from the history store this command chose
         render = functools.partial(render, history=history_path())

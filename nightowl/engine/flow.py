@@ -24,6 +24,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 
 HIGH_LAG = 0.1  # seconds: a reader this late is behind (a command's output waits unread)
 LOW_LAG = 0.02  # seconds: a reader this prompt has room for another host
@@ -31,6 +32,19 @@ BUSY = 0.9  # share of one core over a sample past which the reader is behind
 COOLDOWN = 1.0  # seconds between two decreases
 SAMPLE_SECONDS = 0.25  # the sampler's sleep
 START = 4  # hosts in flight before the first sample says more
+
+
+@dataclass
+class FlowMemory:
+    """What a run learned of this process's pace, for the next run of a caller that repeats (``sweep --every``):
+    the limit its flow control last set (``AdaptiveLimit`` tells it each one). The next run starts there instead
+    of at START, so a steady round is not paced by a ramp it climbed already; the rule still halves the limit as
+    soon as the reader is behind."""
+
+    limit: int | None = None
+
+    def start(self, maximum: int) -> int:
+        return max(1, min(self.limit or START, maximum))
 
 
 class AdaptiveLimit:
@@ -43,6 +57,7 @@ class AdaptiveLimit:
         high: float = HIGH_LAG,
         low: float = LOW_LAG,
         cooldown: float = COOLDOWN,
+        memory: FlowMemory | None = None,
     ) -> None:
         self.maximum = max(1, maximum)
         self.limit = max(1, min(start, self.maximum))
@@ -54,6 +69,7 @@ class AdaptiveLimit:
         self._serving = 0  # next ticket let in
         self._gone: set[int] = set()  # tickets whose waiter gave up before its turn
         self._changed = threading.Condition()
+        self.memory = memory  # told every new limit: where the caller's next run starts (sweep --every)
 
     def observe(self, lag: float, now: float, busy: float = 0.0) -> int:
         """One sample at ``now`` (monotonic seconds): the sampler's ``lag`` (seconds late) and ``busy`` (CPU
@@ -67,6 +83,8 @@ class AdaptiveLimit:
                     self._last_decrease = now
             elif lag < self.low and self.in_flight >= self.limit:
                 self.limit = min(self.maximum, self.limit + 1)
+            if self.memory is not None:
+                self.memory.limit = self.limit
             self._changed.notify_all()
             return self.limit
 

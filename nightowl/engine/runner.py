@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import nightowl.knowledge.actions as actions  # the verdict's first steps by tenancy (data only, no GPU code)
-from nightowl.engine import incremental, layout
+from nightowl.engine import incremental, layout, same_text
 from nightowl.engine.background import Background, wait_seconds
 from nightowl.engine.expressions import (
     ExpressionError,
@@ -27,7 +27,8 @@ from nightowl.engine.expressions import (
 from nightowl.engine.gpu_findings import with_other_gpus  # every GPU with a fault of its own (issue 45.7)
 from nightowl.engine.inflight import InFlight as InFlight  # re-exported: its home until it moved
 from nightowl.engine.output_status import is_blank, output_status, shows_nothing
-from nightowl.engine.parse_budget import ParseBudgetExceeded, bounded_input, within
+from nightowl.engine.parse_output import mark_cut as mark_cut  # re-exported: their home until they moved
+from nightowl.engine.parse_output import parse_output as parse_output
 from nightowl.engine.runbook_data import NodeData, split_entry  # not engine.model: no pydantic to run
 from nightowl.engine.unread import nothing_status, unread_facts, unread_reasons, unreadable, unreadable_reason
 from nightowl.engine.validate import LoadedRunbook
@@ -196,6 +197,8 @@ class RunOptions:
     parsed: Any = field(default=None, compare=False, repr=False)
     # Named functions derived collectors may call (engine/context.RunContext.readers), as ``inputs["readers"]``.
     readers: Mapping[str, Callable[..., Any]] = field(default_factory=dict, compare=False, repr=False)
+    # The pace the caller's last run ended at (engine/flow.FlowMemory: a repeated sweep's); None: start afresh.
+    flow_memory: Any = field(default=None, compare=False, repr=False)
 
 
 # After a command died of a signal, how long to wait for the stop that may have sent it (the program's
@@ -206,37 +209,6 @@ SIGNALLED_GRACE_SECONDS = 2.0
 def is_derived(lookup: Callable[[str], CollectorLike], entry: str) -> bool:
     """Whether a ``collect:`` entry is a derived collector (it reads other facts and runs no command)."""
     return bool(getattr(lookup(split_entry(entry)[0]), "inputs", None))
-
-
-def parse_output(
-    collector: CollectorLike, text: str, seconds: float | None = None, cut_bytes: int = 0, kept: Any = None
-) -> tuple[dict[str, Any], str | None]:
-    """Parse and derive facts; a parser bug becomes a recorded error, never a traceback.
-
-    The parser sees at most PARSE_INPUT_CAP bytes (head and tail), and with ``seconds`` it is stopped
-    once they are spent (a recorded error). ``cut_bytes`` (what the transport cut) and the parse's own
-    cut land in the ``truncated`` facts. ``kept`` (the run's ParsedOutputs) keeps the parse for the bundle's readers."""
-    text, parse_cut = bounded_input(text)
-    ends = None if seconds is None else time.monotonic() + seconds
-
-    def bounded(step: Callable[[], dict[str, Any]]) -> dict[str, Any]:
-        return step() if ends is None else within(ends - time.monotonic(), step)
-
-    try:
-        parse = collector.parse if kept is None else lambda t: kept.parse_and_keep(collector.kind, collector.parse, t)
-        facts = bounded(lambda: collector.facts(parse(text)))
-        error = None
-    except (Exception, ParseBudgetExceeded) as exc:  # noqa: BLE001 - odd output is evidence, not a crash
-        error = f"{collector.kind} parser failed: {type(exc).__name__}: {exc}"
-        facts = {"kind": collector.kind, "warnings": [error]}
-    assess = getattr(collector, "assess", None)
-    if assess is not None and error is None:
-        try:  # the coverage counts against the same deadline: a busy machine must not stretch it
-            facts.update(bounded(lambda: assess(text, facts)))
-        except (Exception, ParseBudgetExceeded) as exc:  # noqa: BLE001 - a coverage bug is recorded, never a crash
-            facts.setdefault("warnings", []).append(f"coverage not measured: {type(exc).__name__}: {exc}")
-    mark_cut(facts, cut_bytes + parse_cut)
-    return facts, error
 
 
 class HostRunner:
@@ -630,9 +602,13 @@ def collect_on(
         run.status, run.reason = "error", "refused to run " + "; ".join(refused)
         return run
     commands = resolved[:1] if single_attempt else resolved
-    with options.inflight:  # a collector with a cursor may read only what is new (engine/incremental.py)
-        read = None if keep_text else incremental.collect(transport, collector, recorder, options, _PARTS, deadline)
-        return read or _attempt(transport, collector, recorder, options, run, commands, keep_text, deadline)
+    host = same_text.HOST.set(transport.host)  # whose output a repeating sweep's memo keeps (engine/same_text.py)
+    try:
+        with options.inflight:  # a collector with a cursor may read only what is new (engine/incremental.py)
+            read = None if keep_text else incremental.collect(transport, collector, recorder, options, _PARTS, deadline)
+            return read or _attempt(transport, collector, recorder, options, run, commands, keep_text, deadline)
+    finally:
+        same_text.HOST.reset(host)
 
 
 def _attempt(
@@ -729,13 +705,6 @@ def _interrupted(result: CommandResult, options: RunOptions) -> CommandResult:
     how = f"killed by signal {-result.rc}" if result.rc is not None and result.rc < 0 else "ended"
     why = "interrupted" if options.stop.is_set() else "stopped with nightowl"
     return dataclasses.replace(result, error=f"{why}: {how} after {result.duration:.1f}s, as nightowl was stopping")
-
-
-def mark_cut(facts: dict[str, Any], cut_bytes: int) -> None:
-    """Say in the facts whether the output was cut at the transport's cap, so a rule or a summary can
-    tell "no Xid in the log" from "no Xid in what was kept of it"."""
-    facts["truncated"] = cut_bytes > 0
-    facts["truncated_bytes"] = cut_bytes
 
 
 def cut_caveats(collections: list[CollectorRun]) -> list[str]:

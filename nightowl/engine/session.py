@@ -65,7 +65,14 @@ def close_live_transports() -> None:
         stop.set()
     for transport in live:
         with contextlib.suppress(Exception):
-            transport.close()
+            _end(transport)
+
+
+def _end(transport: Any) -> None:
+    """Close ``transport`` for good: ``end`` where it has one (a connection a repeated sweep keeps between
+    rounds, whose ``close`` only hands it back: transports/kept.py), else ``close``."""
+    end = getattr(transport, "end", None)
+    (end if callable(end) else transport.close)()
 
 
 def _starting(writer: BundleWriter, options: RunOptions) -> None:
@@ -132,7 +139,7 @@ def run_runbook(
     if loaded.runbook.scope == "job":
         return _run_job(loaded, transports, lookup, options, writer, render_postmortem, extra_manifest)
     workers = max(1, min(forks, len(names) or 1))
-    flow = AdaptiveLimit(workers)  # hosts in flight follow what this process keeps up with, up to --forks
+    flow = _flow(workers, options.flow_memory)  # hosts in flight follow what this process keeps up with
     sampler = LagSampler(flow) if workers > 1 else contextlib.nullcontext()
     pool, collectors, collect_threads = _pools(workers, _collect_threads(loaded, lookup, options))
     options = dataclasses.replace(options, collect_pool=collectors)
@@ -155,6 +162,12 @@ def run_runbook(
     if options.cursors is not None:  # what incremental reads carried, and why others were full (carried.json)
         options.cursors.add_to(writer)
     return runs, writer.finish(runs, render_postmortem=render_postmortem, extra=extra_manifest)
+
+
+def _flow(workers: int, memory: Any) -> AdaptiveLimit:
+    """Slots for hosts in flight, up to --forks: from where the caller's last run ended (``memory``, an
+    engine/flow.FlowMemory: sweep --every), else from the rule's start."""
+    return AdaptiveLimit(workers, start=memory.start(workers), memory=memory) if memory else AdaptiveLimit(workers)
 
 
 def _pools(workers: int, per_host: int) -> tuple[ThreadPoolExecutor, ThreadPoolExecutor, int]:
@@ -214,7 +227,7 @@ def _stop_own(options: RunOptions, opened: Iterable[Any]) -> None:
     options.stop.set()
     for transport in list(opened):
         with contextlib.suppress(Exception):
-            transport.close()
+            _end(transport)
 
 
 def _finish_partial(

@@ -434,6 +434,11 @@ class SSHTransport:
             late=late,
         )
 
+    def alive(self) -> bool:
+        """Whether the connection is open and answering (a repeated sweep keeps it: transports/kept.py)."""
+        transport = self._transport
+        return transport is not None and transport.is_active()
+
     def close(self) -> None:
         with self._lock:
             self._close_locked()

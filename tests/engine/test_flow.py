@@ -124,3 +124,21 @@ def test_a_connection_held_back_past_the_grace_time_is_dialed_anew(monkeypatch) 
         b.close()
     finally:
         server.close()
+
+
+def test_a_repeating_caller_starts_where_its_last_run_ended() -> None:
+    """sweep --every: the next round's first slots are the limit the last round reached, not the rule's START."""
+    from nightowl.engine.flow import START, FlowMemory
+
+    memory = FlowMemory()
+    assert memory.start(32) == START  # nothing learned yet
+    first = AdaptiveLimit(32, start=memory.start(32), memory=memory)
+    for _ in range(6):  # a prompt reader, every slot in use: one host more per sample
+        first.in_flight = first.limit
+        first.observe(0.0, 0.0)
+    assert memory.limit == first.limit == START + 6
+    second = AdaptiveLimit(32, start=memory.start(32), memory=memory)
+    assert second.limit == START + 6
+    second.observe(0.5, 10.0)  # behind: halved, and the memory follows
+    assert memory.limit == (START + 6) // 2
+    assert FlowMemory(limit=99).start(16) == 16  # never past this run's ceiling

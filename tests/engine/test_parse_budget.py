@@ -89,7 +89,7 @@ def test_a_parser_sees_at_most_the_cap_head_and_tail(monkeypatch: pytest.MonkeyP
 
 
 def test_the_parse_cut_is_counted_in_the_truncated_facts(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr("nightowl.engine.runner.bounded_input", lambda text: bounded_input(text, 100))
+    monkeypatch.setattr("nightowl.engine.parse_output.bounded_input", lambda text: bounded_input(text, 100))
     facts, error = parse_output(_Echo(), "y" * 50 + "\n" + "z" * 500 + "\n", seconds=5, cut_bytes=7)
     assert error is None and facts["truncated"] is True and facts["truncated_bytes"] > 7
 

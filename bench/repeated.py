@@ -1,0 +1,139 @@
+"""`bench/sweep.py --steady --every S`: the steady state of one `nightowl sweep --every S` process (issue 46).
+
+`--steady` alone times a new `nightowl sweep` per round (a cron job's sweep: an interpreter started, the
+runbook loaded, every host dialed again). Here one process sweeps ``repeat + 1`` rounds, keeping its
+connections between them (nightowl/cli/sweep_every.py); each round's wall and CPU seconds are the ones its
+JSON report gives (``round``: from the round's start to its report, this process's CPU). Between rounds,
+while the sweep waits for its next start, each live host's log grows and its GPU readings change
+(bench/steady.py ``grow_logs``, ``vary_readings``) and the bare pool does today's full reads, so the two never
+share the CPU. ``every`` must leave room for both.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import threading
+from pathlib import Path
+from typing import Any
+
+from bench.steady import grow_logs, vary_readings
+from tests.ssh.fleet import Fleet
+
+
+def repeated_rounds(
+    args: argparse.Namespace,
+    fleet: Fleet,
+    root: Path,
+    names: list[str],
+    dead: list[str],
+    inventory: list[str],
+    forks: int,
+    bench: Any,
+) -> list[str]:
+    """Two table rows, as bench/steady.py's: the first round and the median of the later ones."""
+    out = root / f"every-{forks}"
+    out.mkdir()
+    child = _start(args, fleet, out, inventory, forks, bench)
+    peak = [0.0]
+    sampling = threading.Event()
+    sampler = threading.Thread(target=_sample, args=(child.pid, peak, sampling, bench), daemon=True)
+    sampler.start()
+    rounds: list[dict[str, Any]] = []
+    assert child.stdout is not None
+    for report in _reports(child.stdout):
+        number = report["round"]["number"]
+        kb = _round_kb(Path(report["bundle"]), len(names))
+        wrong = bench.verdict_errors(report["hosts"], set(dead))
+        for line in wrong[:2]:
+            print(f"  round {number} forks {forks} wrong: {line}")
+        grow_logs(fleet, names, number)
+        vary_readings(fleet, names, number)
+        bare_wall, _ = bench.bare_pool(fleet, inventory if dead else names, forks)
+        seconds, cpu = report["round"]["seconds"], report["round"]["cpu_seconds"]
+        print(f"  round {number}: {seconds:.2f} s (bare {bare_wall:.2f} s), CPU {cpu:.2f} s, {kb:.1f} KB per live host")
+        rounds.append({"bare": bare_wall, "wall": seconds, "cpu": cpu / len(names), "wrong": len(wrong), "kb": kb})
+        rounds[-1]["connections"] = (report["round"]["connections_reused"], report["round"]["connections_opened"])
+    child.wait()
+    sampling.set()
+    sampler.join()
+    if child.returncode not in (0, 1, 3) or len(rounds) != args.repeat + 1:  # 3: unreachable hosts
+        assert child.stderr is not None
+        print(f"  sweep --every exited {child.returncode} after {len(rounds)} rounds: {child.stderr.read()[-400:]}")
+    rows = [_row("first", rounds[:1], inventory, names, dead, forks, peak[0])]
+    return rows + ([_row("steady", rounds[1:], inventory, names, dead, forks, peak[0])] if len(rounds) > 1 else [])
+
+
+def _start(
+    args: argparse.Namespace, fleet: Fleet, out: Path, inventory: list[str], forks: int, bench: Any
+) -> subprocess.Popen[str]:
+    hosts = fleet.write_inventory(out / "hosts.yaml", inventory)
+    argv = ["sweep", "--inventory", str(hosts), "--known-hosts", str(fleet.known_hosts)]
+    argv += ["--ssh-config", str(fleet.ssh_config), "--identity", str(fleet.client_key), "--forks", str(forks)]
+    argv += ["--format", "json", "--out", str(out / "bundles"), "--history", str(out / "history.db")]
+    argv += ["--every", str(args.every), "--rounds", str(args.repeat + 1)]
+    code = "import sys; from nightowl.cli.main import main; sys.exit(main())"
+    env = {**os.environ, **bench.BYTECODE_ENV, "PYTHONPATH": str(bench.ROOT), **bench.code_env(args.code)}
+    return subprocess.Popen(
+        [sys.executable, "-c", code, *argv],
+        cwd=bench.ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def _reports(stream: Any) -> Any:
+    """Each round's JSON report as the sweep prints it (one document after another, indented or not)."""
+    decoder, buffer = json.JSONDecoder(), ""
+    for line in stream:
+        buffer += line
+        try:
+            report, end = decoder.raw_decode(buffer.lstrip())
+        except ValueError:
+            continue
+        buffer = buffer.lstrip()[end:]
+        yield report
+
+
+def _round_kb(bundle: Path, live: int) -> float:
+    """KB per live host this round's bundle says its commands read."""
+    manifest = json.loads((bundle / "manifest.json").read_text())
+    return sum((entry.get("bytes") or 0) for entry in manifest.get("commands", [])) / 1024 / max(1, live)
+
+
+def _sample(pid: int, peak: list[float], stop: threading.Event, bench: Any) -> None:
+    while not stop.wait(0.2):
+        peak[0] = max(peak[0], bench.tree_rss_mb(pid))
+
+
+def _row(
+    label: str,
+    rounds: list[dict[str, Any]],
+    inventory: list[str],
+    names: list[str],
+    dead: list[str],
+    forks: int,
+    peak: float,
+) -> str:
+    def median(key: str) -> float:
+        return statistics.median(r[key] for r in rounds)
+
+    bare, wall = median("bare"), median("wall")
+    connections = ", ".join(f"{reused}/{opened}" for reused, opened in (r["connections"] for r in rounds))
+    return (
+        f"| {label} | {len(inventory)} ({len(names)}, {len(dead)}) | {forks} | {bare:.2f} | {wall:.2f} "
+        f"| {wall / bare:.2f}x | {', '.join(str(r['wrong']) for r in rounds)} | {median('cpu') * 1000:.0f} "
+        f"| {median('kb'):.1f} | {connections} | {peak:.0f} |"
+    )
+
+
+HEADER = (
+    "| round | hosts (live, refused) | forks | bare pool s | sweep s | ratio | verdict errors | CPU ms / live host "
+    "| KB / live host | connections reused/opened | sweep peak RSS MB |"
+)

@@ -1,0 +1,118 @@
+"""`nightowl sweep --every SECONDS`: the same sweep again and again in one process, its connections kept.
+
+A sweep run from cron starts an interpreter, loads the runbook and dials every host each time; once only the
+news is read (docs/reference.md#incremental-reads) that start and the SSH handshakes are most of a steady
+round's cost. Repeated here, each round is an ordinary sweep (its own bundle, report, textfile, the one
+history store) whose hosts are reached over the connections the last round left open
+(nightowl/transports/kept.py); a host whose connection was lost is dialed again, and that round's report
+says how many were kept and opened (``round`` in the JSON). A round also starts with as many hosts in flight
+as the last one ended with (engine/flow.FlowMemory), not ramping up from a few again. The rounds run in this process (as
+``--workers 1``): a worker process's connections would end with it.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import click
+
+from nightowl.cli.exit import ExitStatus
+from nightowl.engine import same_text
+from nightowl.engine.flow import FlowMemory
+from nightowl.transports.kept import KeptConnections
+
+
+@dataclass(frozen=True)
+class Rounds:
+    """How often (``every`` seconds from one round's start to the next) and how many (0: until stopped)."""
+
+    every: float
+    count: int = 0
+
+    def last(self, number: int) -> bool:
+        return bool(self.count) and number >= self.count
+
+
+def sweep_every(rounds: Rounds, round_transports: Any, sweep_round: Any) -> ExitStatus:
+    """Run ``sweep_round(transports, dialer, domains, annotate, flow)`` (``cli/sweep_report.run_sweep`` with the
+    command's settings bound) once per round over what ``round_transports(keeper)`` gives (``kept_hosts``
+    for an inventory), and return the last round's exit status. Ctrl-C or SIGTERM in a round exits as a
+    single sweep does (its partial bundle saved); between rounds it ends the sweep with 130."""
+    keeper, flow = KeptConnections(), FlowMemory()  # connections and pace carried from round to round
+    try:
+        with same_text.remembering():  # an output as last round's: its facts as last round's (engine/same_text.py)
+            return _rounds(rounds, round_transports, sweep_round, keeper, flow)
+    except KeyboardInterrupt:
+        return ExitStatus.INTERRUPTED
+    finally:
+        keeper.close_all()
+
+
+def _rounds(rounds: Rounds, round_transports: Any, sweep_round: Any, keeper: KeptConnections, flow: FlowMemory) -> Any:
+    number = 0
+    while True:
+        number += 1
+        started, cpu = time.monotonic(), _cpu_seconds()
+        transports, dialer, domains = round_transports(keeper)
+        annotate = _annotator(number, started, cpu, keeper, (keeper.reused, keeper.opened))
+        status = sweep_round(keeper.openers(transports), dialer, domains, annotate, flow)
+        if rounds.last(number):
+            return status
+        _wait(started + rounds.every, number)
+
+
+def kept_hosts(hosts: list[Any], ssh_options: Any, forks: int) -> Any:
+    """``round_transports`` for an inventory's ``hosts`` (``HostSpec``): each round's openers in inventory
+    order, the hosts whose kept connection is alive not dialed again."""
+    from nightowl.fleet.sweep import inventory_transports
+
+    def round_transports(keeper: KeptConnections) -> tuple[dict[str, Any], Any, dict[str, dict[str, str]]]:
+        alive = {host.name for host in hosts if keeper.alive(host.name)}
+        fresh = [host for host in hosts if host.name not in alive]
+        dialed, dialer, domains = inventory_transports(fresh, ssh_options, forks) if fresh else ({}, None, {})
+        kept = [host for host in hosts if host.name in alive]
+        again, _, kept_domains = inventory_transports(kept, ssh_options, forks, dial=False)
+        openers = dialed | again
+        return {host.name: openers[host.name] for host in hosts}, dialer, domains | kept_domains
+
+    return round_transports
+
+
+def _annotator(number: int, started: float, cpu: float, keeper: KeptConnections, before: tuple[int, int]) -> Any:
+    """What a round adds to its summary (``round``) and says on stderr: its number, wall and CPU seconds
+    (this process's, up to its report), and the connections it reused and opened."""
+
+    def annotate(summary: dict[str, Any]) -> None:
+        seconds, cpu_seconds = time.monotonic() - started, _cpu_seconds() - cpu
+        reused, opened = keeper.reused - before[0], keeper.opened - before[1]
+        summary["round"] = {
+            "number": number,
+            "seconds": round(seconds, 3),
+            "cpu_seconds": round(cpu_seconds, 3),
+            "connections_reused": reused,
+            "connections_opened": opened,
+        }
+        click.echo(
+            f"nightowl: round {number}: {seconds:.2f} s, {cpu_seconds:.2f} s CPU, connections: {reused} reused, "
+            f"{opened} opened",
+            err=True,
+        )
+
+    return annotate
+
+
+def _wait(until: float, number: int) -> None:
+    left = until - time.monotonic()
+    if left > 0:
+        time.sleep(left)
+    else:
+        click.echo(f"nightowl: round {number} took longer than --every: the next starts now", err=True)
+
+
+def _cpu_seconds() -> float:
+    """This process's CPU seconds, its threads' and the local commands it ran (reaped children) included."""
+    times = os.times()
+    return times.user + times.system + times.children_user + times.children_system

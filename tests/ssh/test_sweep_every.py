@@ -1,0 +1,88 @@
+"""`nightowl sweep --every` over real OpenSSH servers (issue 46): one process sweeps round after round over the
+connections its first round opened, and an Xid written on a host between two rounds is in the next round's
+verdict, read from where the last round stopped."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from nightowl.paths import data_dir
+from tests.history.cursor_standins import Journal, install
+from tests.history.test_cursor_read import BOOT, XID79
+
+HEALTHY = data_dir("fixtures") / "hosts" / "healthy-l40s"
+NAMES = ["every-a", "every-b"]
+
+
+@pytest.fixture(scope="module")
+def fleet(tmp_path_factory: pytest.TempPathFactory) -> Any:
+    from tests.ssh.fleet import SSHD, Fleet
+
+    if not SSHD.exists():
+        pytest.skip(f"{SSHD} is not installed (Debian package openssh-server)")
+    with Fleet(tmp_path_factory.mktemp("every-fleet"), dict.fromkeys(NAMES, HEALTHY)) as running:
+        install(running.root)  # a journalctl that keeps a real cursor, on the fleet's PATH
+        yield running
+
+
+def reports(stdout: str) -> list[dict[str, Any]]:
+    """Each round's JSON report, one document after another."""
+    decoder, found, rest = json.JSONDecoder(), [], stdout.strip()
+    while rest:
+        report, end = decoder.raw_decode(rest)
+        found.append(report)
+        rest = rest[end:].strip()
+    return found
+
+
+@pytest.mark.integration
+def test_rounds_reuse_their_connections_and_see_an_xid_written_between_them(fleet: Any, tmp_path: Path) -> None:
+    journals = {name: Journal(fleet.host_dir(name) / "journal.json") for name in NAMES}
+    for journal in journals.values():
+        journal.add(*BOOT)
+    inventory = fleet.write_inventory(tmp_path / "hosts.yaml", NAMES)
+    argv = ["sweep", "--history", str(tmp_path / "history.sqlite3"), "--inventory", str(inventory)]
+    argv += ["--known-hosts", str(fleet.known_hosts), "--ssh-config", str(fleet.ssh_config)]
+    argv += ["--identity", str(fleet.client_key), "--format", "json", "--out", str(tmp_path / "bundles")]
+    argv += ["--every", "4", "--rounds", "2"]
+    env = {k: v for k, v in os.environ.items() if k != "SSH_AUTH_SOCK"} | {"HOME": str(tmp_path)}
+    code = "import sys; from nightowl.cli.main import main; sys.exit(main())"
+    child = subprocess.Popen(
+        [sys.executable, "-c", code, *argv], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env
+    )
+    assert child.stderr is not None
+    said = []
+    for line in child.stderr:  # the round's line comes before its report, the next round 4 s after its start
+        said.append(line)
+        if line.startswith("nightowl: round 1:"):
+            journals["every-b"].add(XID79)
+            break
+    stdout, rest = child.communicate(timeout=120)
+    said.append(rest)
+    assert child.returncode == 1, "".join(said)  # the last round's status: a host needs action
+    first, second = reports(stdout)
+    assert [h["verdict"]["id"] for h in first["hosts"]] == ["healthy", "healthy"]
+    assert [h["verdict"]["id"] for h in second["hosts"]] == ["healthy", "gpu-fell-off-bus"]
+    assert (first["round"]["connections_opened"], first["round"]["connections_reused"]) == (2, 0)
+    assert (second["round"]["connections_opened"], second["round"]["connections_reused"]) == (0, 2)
+    carried = json.loads((Path(second["bundle"]) / "carried.json").read_text())["hosts"]
+    assert {host: entry["kernel-log"]["read"] for host, entry in carried.items()} == dict.fromkeys(NAMES, "incremental")
+    assert first["bundle"] != second["bundle"]  # a bundle per round
+
+
+def test_rounds_needs_every(tmp_path: Path) -> None:
+    from click.testing import CliRunner
+
+    from nightowl.cli.main import main
+
+    inventory = tmp_path / "hosts.yaml"
+    inventory.write_text("hosts: [{name: a, host: 127.0.0.1}]\n")
+    result = CliRunner().invoke(main, ["sweep", "--inventory", str(inventory), "--rounds", "2"])
+    assert result.exit_code == 2 and "--rounds needs --every" in result.output

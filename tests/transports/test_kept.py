@@ -1,0 +1,105 @@
+"""Connections a repeated sweep keeps between rounds (nightowl/transports/kept.py): reused while alive, opened
+anew (through that round's opener) once lost, never kept for a transport that cannot tell it is gone."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import pytest
+
+from nightowl.engine import session
+from nightowl.transports.base import CommandResult, TransportError
+from nightowl.transports.kept import KeptConnections
+
+
+class Connection:
+    """A transport whose connection can be lost (``alive``), counting what was asked of it."""
+
+    def __init__(self, host: str, refuse: bool = False) -> None:
+        self.host, self.refuse = host, refuse
+        self.connects = self.closes = 0
+        self.up = False
+
+    def alive(self) -> bool:
+        return self.up
+
+    def connect(self) -> None:
+        if self.refuse:
+            raise TransportError("connection refused")
+        self.connects += 1
+        self.up = True
+
+    def run(self, argv: Sequence[str], timeout: float, kind: str | None = None) -> CommandResult:
+        return CommandResult(argv=tuple(argv), rc=0, stdout="ok", stderr="", started=0.0, duration=0.0)
+
+    def close(self) -> None:
+        self.closes += 1
+        self.up = False
+
+
+class Local(Connection):
+    """A transport with nothing to keep (no ``alive``): local commands, a replay."""
+
+    alive = None  # type: ignore[assignment]
+
+
+def opener(made: list[Any], kind: type[Connection] = Connection, **options: Any) -> Any:
+    def open_one() -> Any:
+        made.append(kind("gpu-1", **options))
+        return made[-1]
+
+    return open_one
+
+
+def one_round(keeper: KeptConnections, open_one: Any) -> Any:
+    """What the engine does with a host's transport in a round: open, connect, run, close."""
+    transport = keeper.openers({"gpu-1": open_one})["gpu-1"]()
+    transport.connect()
+    transport.run(["true"], 5.0)
+    transport.close()
+    return transport
+
+
+def test_a_live_connection_is_taken_again_next_round() -> None:
+    keeper, made = KeptConnections(), []
+    one_round(keeper, opener(made))
+    one_round(keeper, opener(made))
+    assert len(made) == 1 and made[0].connects == 1 and made[0].closes == 0
+    assert (keeper.opened, keeper.reused) == (1, 1)
+    keeper.close_all()
+    assert made[0].closes == 1 and keeper.count() == 0
+
+
+def test_a_lost_connection_is_opened_anew_through_the_rounds_own_opener() -> None:
+    keeper, made = KeptConnections(), []
+    one_round(keeper, opener(made))
+    made[0].up = False  # the host rebooted, or sshd dropped it
+    one_round(keeper, opener(made))
+    assert len(made) == 2 and made[1].connects == 1
+    assert made[0].closes == 1  # the lost one is closed, not leaked
+    assert (keeper.opened, keeper.reused) == (2, 0)
+
+
+def test_a_transport_that_cannot_tell_it_is_gone_is_never_kept() -> None:
+    keeper, made = KeptConnections(), []
+    one_round(keeper, opener(made, Local))
+    one_round(keeper, opener(made, Local))
+    assert len(made) == 2 and keeper.count() == 0 and keeper.opened == 0
+
+
+def test_a_host_that_does_not_answer_keeps_nothing() -> None:
+    keeper, made = KeptConnections(), []
+    transport = keeper.openers({"gpu-1": opener(made, refuse=True)})["gpu-1"]()
+    with pytest.raises(TransportError):
+        transport.connect()
+    transport.close()
+    assert keeper.count() == 0 and not keeper.alive("gpu-1")
+
+
+def test_an_interrupt_ends_a_kept_connection_not_just_hands_it_back() -> None:
+    keeper, made = KeptConnections(), []
+    transport = keeper.openers({"gpu-1": opener(made)})["gpu-1"]()
+    transport.connect()
+    session._end(transport)  # what close_live_transports does on SIGINT / SIGTERM
+    assert made[0].closes == 1 and keeper.count() == 0
