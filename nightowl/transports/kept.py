@@ -99,6 +99,7 @@ class KeptTransport:
     def __init__(self, keeper: KeptConnections, name: str, inner: Any) -> None:
         self._keeper, self._name, self.inner = keeper, name, inner
         self.host = getattr(inner, "host", name)
+        self._unanswered = False  # a command got no exit status back: the connection itself may be stuck
 
     def __getattr__(self, attribute: str) -> Any:  # recorded, spec, options...: the transport's own
         return getattr(self.inner, attribute)
@@ -112,11 +113,14 @@ class KeptTransport:
 
     def run(self, argv: Sequence[str], timeout: float, kind: str | None = None) -> CommandResult:
         result: CommandResult = self.inner.run(argv, timeout, kind)
+        self._unanswered = self._unanswered or result.rc is None
         return result
 
     def close(self) -> None:
-        """The round is done with the host: a connection still alive stays for the next round."""
-        if not _alive(self.inner):
+        """The round is done with the host: a connection still alive stays for the next round, unless a command
+        got no exit status back over it (nightowl's own deadline, a channel that failed): a connection that
+        still looks open but stopped answering (a silent network) is dialed anew next round, not trusted again."""
+        if self._unanswered or not _alive(self.inner):
             self._keeper._drop(self._name, self.inner)  # noqa: SLF001 - the keeper's own bookkeeping
 
     def end(self) -> None:

@@ -103,3 +103,28 @@ def test_an_interrupt_ends_a_kept_connection_not_just_hands_it_back() -> None:
     transport.connect()
     session._end(transport)  # what close_live_transports does on SIGINT / SIGTERM
     assert made[0].closes == 1 and keeper.count() == 0
+
+
+class Silent(Connection):
+    """A connection that looks open but whose commands get no exit status back (a black-holed network)."""
+
+    def run(self, argv: Sequence[str], timeout: float, kind: str | None = None) -> CommandResult:
+        return CommandResult(argv=tuple(argv), rc=None, stdout="", stderr="", started=0.0, duration=timeout)
+
+
+def test_a_connection_that_stopped_answering_is_not_trusted_next_round() -> None:
+    keeper, made = KeptConnections(), []
+    one_round(keeper, opener(made, Silent))
+    one_round(keeper, opener(made, Silent))
+    assert len(made) == 2 and made[0].closes == 1 and keeper.reused == 0
+
+
+def test_a_command_the_host_itself_timed_out_keeps_the_connection() -> None:
+    class HostTimeout(Connection):
+        def run(self, argv: Sequence[str], timeout: float, kind: str | None = None) -> CommandResult:
+            return CommandResult(argv=tuple(argv), rc=124, stdout="", stderr="", started=0.0, duration=timeout)
+
+    keeper, made = KeptConnections(), []
+    one_round(keeper, opener(made, HostTimeout))
+    one_round(keeper, opener(made, HostTimeout))
+    assert len(made) == 1 and keeper.reused == 1
