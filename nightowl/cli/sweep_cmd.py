@@ -58,8 +58,9 @@ from nightowl.cli.sweep_report import SWEEP_FORMAT_OPTION, run_sweep
     "--every",
     type=click.FloatRange(min=1),
     metavar="SECONDS",
-    help="sweep again every SECONDS (start to start) in this process, keeping each host's connection open "
-    "between rounds: each round its own bundle and report (docs/reference.md#repeated-sweeps); implies --workers 1",
+    help="sweep again every SECONDS (start to start), keeping each host's connection open between rounds: each "
+    "round its own bundle and report; the first over --workers, the later ones in this process "
+    "(docs/reference.md#repeated-sweeps)",
 )
 @click.option(
     "--rounds",
@@ -120,7 +121,7 @@ def sweep(
     if rounds and every is None:
         fail("--rounds needs --every")
     hosts = [] if local_only else _inventory_hosts(inventory, limit, ssh.ssh_config)
-    workers = 1 if local_only or every is not None else workers or default_workers(len(hosts))
+    workers = 1 if local_only else workers or default_workers(len(hosts))
     pool = start_pool(workers)  # loads while this process reads the runbook
     loaded = load_runbook_or_exit(runbook)
     dialer = None
@@ -152,7 +153,9 @@ def sweep(
     if every is not None:
         from nightowl.cli.sweep_every import Rounds
 
-        sys.exit(int(_repeated(loaded, values, limits, settings, Rounds(every, rounds), hosts, transports, ssh)))
+        engine = engine_for(loaded, transports, pool, values, ssh.connect_timeout)  # the first round's (None: here)
+        repeat = Rounds(every, rounds)
+        sys.exit(int(_repeated(loaded, values, limits, settings, repeat, hosts, (transports, domains, engine), ssh)))
     engine = engine_for(loaded, transports, pool, values, ssh.connect_timeout)
     status = run_sweep(loaded, transports, values, limits, dialer=dialer, domains=domains, engine=engine, **settings)
     sys.exit(int(status))
@@ -165,10 +168,11 @@ def _repeated(
     settings: dict[str, Any],
     rounds: Any,  # cli/sweep_every.Rounds
     hosts: list[Any],
-    transports: dict[str, Any],
+    first: tuple[dict[str, Any], dict[str, Any], Any],
     ssh: SSHArgs,
 ) -> ExitStatus:
-    """--every: the sweep once per round over kept connections (cli/sweep_every.py)."""
+    """--every: the sweep once per round over kept connections (cli/sweep_every.py); ``first``: the openers,
+    failure domains and worker engine of a first round over worker processes (engine None: every round here)."""
     from nightowl.cli.sweep_every import kept_hosts, sweep_every
 
     def one_round(
@@ -178,8 +182,16 @@ def _repeated(
             loaded, openers, values, limits, dialer=dialer, domains=domains, annotate=annotate, flow=flow, **settings
         )
 
+    transports, domains, engine = first
+
+    def over_workers(annotate: Any) -> ExitStatus:
+        return run_sweep(
+            loaded, transports, values, limits, domains=domains, engine=engine, annotate=annotate, **settings
+        )
+
     if hosts:
-        return sweep_every(rounds, kept_hosts(hosts, ssh.options(), settings["forks"]), one_round)
+        rounds_over = kept_hosts(hosts, ssh.options(), settings["forks"])
+        return sweep_every(rounds, rounds_over, one_round, over_workers if engine is not None else None)
     return sweep_every(rounds, lambda _keeper: (transports, None, {}), one_round)
 
 

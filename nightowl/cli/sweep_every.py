@@ -6,8 +6,9 @@ round's cost. Repeated here, each round is an ordinary sweep (its own bundle, re
 history store) whose hosts are reached over the connections the last round left open
 (nightowl/transports/kept.py); a host whose connection was lost is dialed again, and that round's report
 says how many were kept and opened (``round`` in the JSON). A round also starts with as many hosts in flight
-as the last one ended with (engine/flow.FlowMemory), not ramping up from a few again. The rounds run in this process (as
-``--workers 1``): a worker process's connections would end with it.
+as the last one ended with (engine/flow.FlowMemory), not ramping up from a few again. The first round, which
+reads every host in full, is an ordinary sweep over ``--workers`` processes; the later ones run in this process,
+a worker process's connections ending with it.
 """
 
 from __future__ import annotations
@@ -36,29 +37,36 @@ class Rounds:
         return bool(self.count) and number >= self.count
 
 
-def sweep_every(rounds: Rounds, round_transports: Any, sweep_round: Any) -> ExitStatus:
+def sweep_every(rounds: Rounds, round_transports: Any, sweep_round: Any, first_round: Any = None) -> ExitStatus:
     """Run ``sweep_round(transports, dialer, domains, annotate, flow)`` (``cli/sweep_report.run_sweep`` with the
     command's settings bound) once per round over what ``round_transports(keeper)`` gives (``kept_hosts``
-    for an inventory), and return the last round's exit status. Ctrl-C or SIGTERM in a round exits as a
-    single sweep does (its partial bundle saved); between rounds it ends the sweep with 130."""
+    for an inventory), and return the last round's exit status. ``first_round(annotate)``, when given, runs
+    the first round instead (a sweep over worker processes: every host's full read spread over the cores;
+    the rounds after it open their connections once, here, and keep them). Ctrl-C or SIGTERM in a round
+    exits as a single sweep does (its partial bundle saved); between rounds it ends the sweep with 130."""
     keeper, flow = KeptConnections(), FlowMemory()  # connections and pace carried from round to round
     try:
         with same_text.remembering():  # an output as last round's: its facts as last round's (engine/same_text.py)
-            return _rounds(rounds, round_transports, sweep_round, keeper, flow)
+            return _rounds(rounds, round_transports, sweep_round, keeper, flow, first_round)
     except KeyboardInterrupt:
         return ExitStatus.INTERRUPTED
     finally:
         keeper.close_all()
 
 
-def _rounds(rounds: Rounds, round_transports: Any, sweep_round: Any, keeper: KeptConnections, flow: FlowMemory) -> Any:
+def _rounds(
+    rounds: Rounds, round_transports: Any, sweep_round: Any, keeper: KeptConnections, flow: FlowMemory, first: Any
+) -> Any:
     number = 0
     while True:
         number += 1
         started, cpu = time.monotonic(), _cpu_seconds()
-        transports, dialer, domains = round_transports(keeper)
         annotate = _annotator(number, started, cpu, keeper, (keeper.reused, keeper.opened))
-        status = sweep_round(keeper.openers(transports), dialer, domains, annotate, flow)
+        if number == 1 and first is not None:
+            status = first(annotate)
+        else:
+            transports, dialer, domains = round_transports(keeper)
+            status = sweep_round(keeper.openers(transports), dialer, domains, annotate, flow)
         if rounds.last(number):
             return status
         _wait(started + rounds.every, number)

@@ -77,6 +77,26 @@ def test_rounds_reuse_their_connections_and_see_an_xid_written_between_them(flee
     assert first["bundle"] != second["bundle"]  # a bundle per round
 
 
+@pytest.mark.integration
+def test_the_first_round_over_workers_then_one_process_keeps_the_connections(fleet: Any, tmp_path: Path) -> None:
+    """--workers 2: the first round (every host read in full) over worker processes, whose connections end with
+    them; the second opens its own in the sweeping process, the third reuses them."""
+    for name in NAMES:
+        Journal(fleet.host_dir(name) / "journal.json").add(*BOOT)
+    inventory = fleet.write_inventory(tmp_path / "hosts.yaml", NAMES)
+    argv = ["sweep", "--history", str(tmp_path / "history.sqlite3"), "--inventory", str(inventory)]
+    argv += ["--known-hosts", str(fleet.known_hosts), "--ssh-config", str(fleet.ssh_config)]
+    argv += ["--identity", str(fleet.client_key), "--format", "json", "--out", str(tmp_path / "bundles")]
+    argv += ["--every", "1", "--rounds", "3", "--workers", "2"]
+    env = {k: v for k, v in os.environ.items() if k != "SSH_AUTH_SOCK"} | {"HOME": str(tmp_path)}
+    code = "import sys; from nightowl.cli.main import main; sys.exit(main())"
+    done = subprocess.run([sys.executable, "-c", code, *argv], capture_output=True, text=True, env=env, timeout=120)
+    assert done.returncode == 0, done.stderr
+    rounds = [(r["round"]["connections_opened"], r["round"]["connections_reused"]) for r in reports(done.stdout)]
+    assert rounds == [(0, 0), (2, 0), (0, 2)]
+    assert all(h["verdict"]["id"] == "healthy" for r in reports(done.stdout) for h in r["hosts"])
+
+
 def test_rounds_needs_every(tmp_path: Path) -> None:
     from click.testing import CliRunner
 
