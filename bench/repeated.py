@@ -1,5 +1,9 @@
 """`bench/sweep.py --steady --every S`: the steady state of one `nightowl sweep --every S` process (issue 46).
 
+Its first round runs over the sweep's worker processes (a one-shot sweep's), its second opens the connections
+the sweeping process then keeps; the steady row is the median of the rounds after (``--repeat`` 4 or more gives
+three of them).
+
 `--steady` alone times a new `nightowl sweep` per round (a cron job's sweep: an interpreter started, the
 runbook loaded, every host dialed again). Here one process sweeps ``repeat + 1`` rounds, keeping its
 connections between them (nightowl/cli/sweep_every.py); each round's wall and CPU seconds are the ones its
@@ -35,7 +39,8 @@ def repeated_rounds(
     forks: int,
     bench: Any,
 ) -> list[str]:
-    """Two table rows, as bench/steady.py's: the first round and the median of the later ones."""
+    """Table rows, as bench/steady.py's: the first round (over the sweep's worker processes), the second (the
+    sweeping process opens its connections) and the median of the later ones (over those connections)."""
     out = root / f"every-{forks}"
     out.mkdir()
     child = _start(args, fleet, out, inventory, forks, bench)
@@ -64,8 +69,8 @@ def repeated_rounds(
     if child.returncode not in (0, 1, 3) or len(rounds) != args.repeat + 1:  # 3: unreachable hosts
         assert child.stderr is not None
         print(f"  sweep --every exited {child.returncode} after {len(rounds)} rounds: {child.stderr.read()[-400:]}")
-    rows = [_row("first", rounds[:1], inventory, names, dead, forks, peak[0])]
-    return rows + ([_row("steady", rounds[1:], inventory, names, dead, forks, peak[0])] if len(rounds) > 1 else [])
+    labels = (("first", rounds[:1]), ("second", rounds[1:2]), ("steady", rounds[2:]))
+    return [_row(label, part, inventory, names, dead, forks, peak[0]) for label, part in labels if part]
 
 
 def _start(
