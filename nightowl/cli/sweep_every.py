@@ -13,7 +13,9 @@ a worker process's connections ending with it.
 
 from __future__ import annotations
 
+import contextlib
 import os
+import signal
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -45,12 +47,17 @@ def sweep_every(rounds: Rounds, round_transports: Any, sweep_round: Any, first_r
     the rounds after it open their connections once, here, and keep them). Ctrl-C or SIGTERM in a round
     exits as a single sweep does (its partial bundle saved); between rounds it ends the sweep with 130."""
     keeper, flow = KeptConnections(), FlowMemory()  # connections and pace carried from round to round
+    _more_files()
+    previous = signal.signal(signal.SIGTERM, _terminated)  # a round's run puts its own in place while it runs
     try:
         with same_text.remembering():  # an output as last round's: its facts as last round's (engine/same_text.py)
             return _rounds(rounds, round_transports, sweep_round, keeper, flow, first_round)
     except KeyboardInterrupt:
         return ExitStatus.INTERRUPTED
+    except _Terminated:
+        return ExitStatus.TERMINATED
     finally:
+        signal.signal(signal.SIGTERM, previous)
         keeper.close_all()
 
 
@@ -112,12 +119,32 @@ def _annotator(number: int, started: float, cpu: float, keeper: KeptConnections,
     return annotate
 
 
+class _Terminated(Exception):
+    """SIGTERM outside a round's run (waiting for the next, printing a report): the sweep ends with 143, its
+    connections closed (inside a run, the run's own handler saves its partial bundle and exits 143)."""
+
+
 def _wait(until: float, number: int) -> None:
     left = until - time.monotonic()
     if left > 0:
         time.sleep(left)
     else:
         click.echo(f"nightowl: round {number} took longer than --every: the next starts now", err=True)
+
+
+def _terminated(_signum: int, _frame: Any) -> None:
+    raise _Terminated
+
+
+def _more_files() -> None:
+    """Each kept connection holds a socket for the sweep's life (one per host, not one per --forks): the soft
+    limit on open files goes up to the hard one, so a large fleet does not run out of them."""
+    with contextlib.suppress(ValueError, OSError, ImportError):
+        import resource
+
+        soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        if soft != hard and hard != resource.RLIM_INFINITY:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
 
 
 def _cpu_seconds() -> float:

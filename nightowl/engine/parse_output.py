@@ -55,7 +55,7 @@ def parse_output(
             clean = False
     mark_cut(facts, cut_bytes + parse_cut)
     if clean and len(parsed) == 1:
-        same_text.keep(key, parsed[0], facts)
+        same_text.keep(key, parsed[0], facts, len(text))
     return facts, error
 
 

@@ -23,21 +23,25 @@ import threading
 from collections.abc import Iterator
 from typing import Any
 
-MAX_TEXT_CHARS = 1024 * 1024  # larger: a full read (a boot's log, -q -x), rarely the same next round; not kept
-MAX_TEXTS = 16384  # distinct outputs kept (about nine per host of a 1,800-host sweep); the oldest go first
+MAX_TEXT_CHARS = 1024 * 1024  # a longer text is not kept (a full read: a boot's log, `-q -x`)
+MAX_KEPT_CHARS = 32 * 1024 * 1024  # the texts kept, all hosts together; past it the least recently used go
 
-Key = tuple[str, str, int, bytes, int]
+Key = tuple[str, str, int, bytes, int]  # host, kind, collector, SHA-256 of the text, bytes cut
 # The host whose output is being parsed (engine.runner.collect_on sets it); None: no host, nothing kept.
 HOST: contextvars.ContextVar[str | None] = contextvars.ContextVar("nightowl_same_text_host", default=None)
 
 
 class SameText:
-    """Parse results by (host, kind, collector, SHA-256 of the text, bytes cut); thread-safe, least recently used
-    out."""
+    """The last clean parse of each host's output of each collector (only the last text can come again next
+    round; one slot each, so a text that changes every round takes no more room), thread-safe, within a budget
+    of kept text: the least recently used go first."""
 
-    def __init__(self, size: int = MAX_TEXTS) -> None:
-        self.size = size
-        self._kept: collections.OrderedDict[Key, tuple[Any, bytes]] = collections.OrderedDict()
+    def __init__(self, budget: int = MAX_KEPT_CHARS) -> None:
+        self.budget = budget
+        self._kept: collections.OrderedDict[tuple[str, str, int], tuple[bytes, int, Any, bytes, int]] = (
+            collections.OrderedDict()
+        )
+        self._chars = 0
         self._lock = threading.Lock()
         self.hits = 0
         self.misses = 0
@@ -53,27 +57,32 @@ class SameText:
 
     def get(self, key: Key) -> tuple[Any, dict[str, Any]] | None:
         """(the parse result, a fresh copy of the facts) kept for ``key``, or None."""
+        slot, digest, cut = key[:3], key[3], key[4]
         with self._lock:
-            found = self._kept.get(key)
-            if found is None:
+            found = self._kept.get(slot)
+            if found is None or found[0] != digest or found[1] != cut:
                 self.misses += 1
                 return None
-            self._kept.move_to_end(key)
+            self._kept.move_to_end(slot)
             self.hits += 1
-        parsed, facts = found
-        return parsed, pickle.loads(facts)  # noqa: S301 - bytes this process pickled itself
+        return found[2], pickle.loads(found[3])  # noqa: S301 - bytes this process pickled itself
 
-    def put(self, key: Key, parsed: Any, facts: dict[str, Any]) -> None:
-        """Keep what a clean parse gave (facts that cannot be pickled are simply not kept)."""
+    def put(self, key: Key, parsed: Any, facts: dict[str, Any], chars: int) -> None:
+        """Keep what a clean parse of a text of ``chars`` characters gave, in its host's and collector's slot
+        (facts that cannot be pickled are simply not kept)."""
         try:
             blob = pickle.dumps(facts, protocol=pickle.HIGHEST_PROTOCOL)
-        except (pickle.PicklingError, TypeError, AttributeError):
+        except Exception:  # noqa: BLE001 - unpicklable or too deep: parsed again next time, as without a memo
             return
+        slot = key[:3]
         with self._lock:
-            self._kept[key] = (parsed, blob)
-            self._kept.move_to_end(key)
-            while len(self._kept) > self.size:
-                self._kept.popitem(last=False)
+            older = self._kept.pop(slot, None)
+            self._chars -= older[4] if older is not None else 0
+            self._kept[slot] = (key[3], key[4], parsed, blob, chars)
+            self._chars += chars
+            while self._chars > self.budget and len(self._kept) > 1:
+                _, dropped = self._kept.popitem(last=False)
+                self._chars -= dropped[4]
 
 
 _active: SameText | None = None
@@ -92,11 +101,11 @@ def recalled(collector: Any, text: str, cut_bytes: int, kept: Any) -> tuple[Key 
     return key, found[1]
 
 
-def keep(key: Key | None, parsed: Any, facts: dict[str, Any]) -> None:
-    """Keep a clean parse of the text of ``key`` (from ``recalled``) while a memo is in force."""
+def keep(key: Key | None, parsed: Any, facts: dict[str, Any], chars: int) -> None:
+    """Keep a clean parse of the text of ``key`` (from ``recalled``, ``chars`` long) while a memo is in force."""
     memo = _active
     if memo is not None and key is not None:
-        memo.put(key, parsed, facts)
+        memo.put(key, parsed, facts, chars)
 
 
 def active() -> SameText | None:
@@ -105,10 +114,10 @@ def active() -> SameText | None:
 
 
 @contextlib.contextmanager
-def remembering(size: int = MAX_TEXTS) -> Iterator[SameText]:
+def remembering(budget: int = MAX_KEPT_CHARS) -> Iterator[SameText]:
     """Keep parse results for as long as the block runs (a repeated sweep's life), then forget them."""
     global _active
-    previous, _active = _active, SameText(size)
+    previous, _active = _active, SameText(budget)
     try:
         yield _active
     finally:

@@ -8,8 +8,13 @@ connection back to the keeper; the next round's ``connect()`` takes it again whe
 opens a new one (through that round's opener, so through its dialer) when it is not. ``close_all`` ends
 them when the sweep stops.
 
-The keeper knows nothing of SSH: a transport whose connection can tell that it is gone (``alive``) is
-asked; any other (local, replay) is simply opened anew every round.
+A connection that looks open may not be: a NAT or a load balancer that dropped the idle flow, a host that
+lost power without a word. So a kept connection sends keepalives while it waits (``KEEPALIVE_SECONDS``: the
+flow stays in the NAT's table and a dead peer is noticed), a command over a connection taken again that
+fails for want of the connection (no channel, the connection lost) is run once more over a new one, and a
+connection over which a command got no answer at all is not taken again. The keeper knows nothing of SSH:
+a transport whose connection can tell that it is gone (``alive``) is kept; any other (local, replay) is
+opened anew every round.
 """
 
 from __future__ import annotations
@@ -20,6 +25,8 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from nightowl.transports.base import CommandResult, Transport
+
+KEEPALIVE_SECONDS = 30.0  # under the idle timeouts of common NATs and load balancers (about 350 s and 4 min)
 
 
 class KeptConnections:
@@ -32,31 +39,40 @@ class KeptConnections:
         self.opened = 0  # connections opened (first rounds, and a host whose connection was lost)
 
     def alive(self, name: str) -> bool:
-        """Whether ``name`` has a connection kept that still answers (a lost one is dropped here)."""
+        """Whether ``name`` has a connection kept that still looks open (a closed one is dropped here)."""
+        return self._alive_one(name) is not None
+
+    def _alive_one(self, name: str) -> Any:
         with self._lock:
             transport = self._open.get(name)
         if transport is None:
-            return False
+            return None
         if _alive(transport):
-            return True
-        self._drop(name, transport)
-        return False
+            return transport
+        self.drop(name, transport)
+        return None
 
     def openers(self, transports: Mapping[str, Callable[[], Any]]) -> dict[str, Callable[[], Any]]:
         """``transports`` (name -> opener) with each opener handing out a kept connection when one is alive."""
         return {name: _KeptOpener(self, name, opener) for name, opener in transports.items()}
 
-    def take(self, name: str, opener: Callable[[], Any]) -> Any:
-        """The kept transport of ``name`` when alive (counted as reused), else a fresh one from ``opener``
-        (counted when it connects)."""
-        if self.alive(name):
+    def take(self, name: str, opener: Callable[[], Any]) -> tuple[Any, bool]:
+        """(the kept transport of ``name`` when alive, counted as reused; else a fresh one from ``opener``,
+        counted when it connects), and whether it was taken again."""
+        kept = self._alive_one(name)
+        if kept is not None:
             with self._lock:
                 self.reused += 1
-                return self._open[name]
-        return opener()
+            return kept, True
+        return opener(), False
 
     def keep(self, name: str, transport: Any) -> None:
-        """``transport`` is ``name``'s connection from now on (a new one replaces and closes an older one)."""
+        """``transport`` is ``name``'s connection from now on (a new one replaces and closes an older one); it
+        sends keepalives while it waits for the next round."""
+        keepalive = getattr(transport, "keep_alive", None)
+        if callable(keepalive):
+            with contextlib.suppress(Exception):
+                keepalive(KEEPALIVE_SECONDS)
         with self._lock:
             older = self._open.get(name)
             self._open[name] = transport
@@ -64,7 +80,8 @@ class KeptConnections:
         if older is not None and older is not transport:
             _close(older)
 
-    def _drop(self, name: str, transport: Any) -> None:
+    def drop(self, name: str, transport: Any) -> None:
+        """Close ``transport`` and forget it, if it is still ``name``'s connection."""
         with self._lock:
             if self._open.get(name) is transport:
                 del self._open[name]
@@ -89,17 +106,21 @@ class _KeptOpener:
         self.keeper, self.name, self.opener = keeper, name, opener
 
     def __call__(self) -> Transport:
-        return KeptTransport(self.keeper, self.name, self.keeper.take(self.name, self.opener))
+        inner, reused = self.keeper.take(self.name, self.opener)
+        return KeptTransport(self.keeper, self.name, inner, self.opener if reused else None)
 
 
 class KeptTransport:
     """A host's transport for one round: the connection is the keeper's, so ``close`` hands it back instead of
-    ending it (``end`` ends it: an interrupt, a transport that broke). Everything else is the transport's own."""
+    ending it (``end`` ends it: an interrupt). ``redial``: the round's opener when the connection was taken
+    again from an earlier round (a command that fails for want of it is run once more over a new one).
+    Everything else is the transport's own."""
 
-    def __init__(self, keeper: KeptConnections, name: str, inner: Any) -> None:
-        self._keeper, self._name, self.inner = keeper, name, inner
+    def __init__(self, keeper: KeptConnections, name: str, inner: Any, redial: Callable[[], Any] | None) -> None:
+        self._keeper, self._name, self.inner, self._redial = keeper, name, inner, redial
         self.host = getattr(inner, "host", name)
-        self._unanswered = False  # a command got no exit status back: the connection itself may be stuck
+        self._unanswered = False  # a command got no answer over it: the connection itself may be stuck
+        self._lock = threading.Lock()
 
     def __getattr__(self, attribute: str) -> Any:  # recorded, spec, options...: the transport's own
         return getattr(self.inner, attribute)
@@ -112,19 +133,47 @@ class KeptTransport:
             self._keeper.keep(self._name, self.inner)
 
     def run(self, argv: Sequence[str], timeout: float, kind: str | None = None) -> CommandResult:
-        result: CommandResult = self.inner.run(argv, timeout, kind)
-        self._unanswered = self._unanswered or result.rc is None
+        used = self.inner
+        result: CommandResult = used.run(argv, timeout, kind)
+        if self._redial is not None and _connection_failed(result):
+            fresh = self._fresh(used)
+            if fresh is not None:
+                result = fresh.run(argv, timeout, kind)
+        # No exit status and not the host's own timeout: nightowl's deadline with no answer, or a failed channel.
+        self._unanswered = self._unanswered or (result.rc is None and not result.timed_out)
         return result
+
+    def _fresh(self, failed: Any) -> Any:
+        """A new connection in place of ``failed`` (once: the commands that failed over it at the same time
+        share it), or None when the host does not answer now."""
+        with self._lock:
+            if self.inner is failed and self._redial is not None:
+                self._keeper.drop(self._name, failed)
+                opener, self._redial = self._redial, None
+                try:
+                    fresh = opener()
+                    fresh.connect()
+                except Exception:  # noqa: BLE001 - unreachable now: the first failure is the evidence
+                    return None
+                self._keeper.keep(self._name, fresh)
+                self.inner = fresh
+            return self.inner if self.inner is not failed else None
 
     def close(self) -> None:
         """The round is done with the host: a connection still alive stays for the next round, unless a command
-        got no exit status back over it (nightowl's own deadline, a channel that failed): a connection that
-        still looks open but stopped answering (a silent network) is dialed anew next round, not trusted again."""
+        got no answer over it (nightowl's own deadline, a channel that failed): a connection that still looks
+        open but stopped answering (a silent network) is dialed anew next round, not trusted again."""
         if self._unanswered or not _alive(self.inner):
-            self._keeper._drop(self._name, self.inner)  # noqa: SLF001 - the keeper's own bookkeeping
+            self._keeper.drop(self._name, self.inner)
 
     def end(self) -> None:
-        self._keeper._drop(self._name, self.inner)  # noqa: SLF001
+        self._keeper.drop(self._name, self.inner)
+
+
+def _connection_failed(result: CommandResult) -> bool:
+    """The command never ran for want of the connection (no channel opened, the connection lost)."""
+    error = result.error or ""
+    return result.rc is None and not result.timed_out and error.startswith(("ssh error", "connection lost"))
 
 
 def _alive(transport: Any) -> bool:

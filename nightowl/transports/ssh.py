@@ -435,9 +435,16 @@ class SSHTransport:
         )
 
     def alive(self) -> bool:
-        """Whether the connection is open and answering (a repeated sweep keeps it: transports/kept.py)."""
+        """Whether the connection is still open as far as this end knows (a repeated sweep keeps it between
+        rounds: transports/kept.py, which also retries a command that finds it gone)."""
         transport = self._transport
         return transport is not None and transport.is_active()
+
+    def keep_alive(self, seconds: float) -> None:
+        """Send SSH keepalives after ``seconds`` idle (a kept connection: its NAT entry stays, a dead peer ends it)."""
+        transport = self._transport
+        if transport is not None:
+            transport.set_keepalive(max(1, int(seconds)))
 
     def close(self) -> None:
         with self._lock:

@@ -90,9 +90,20 @@ def test_a_hit_hands_the_parse_result_to_the_runs_readers() -> None:
     assert readers.recall("counting", "a\nb") == {"lines": ["a", "b"]}
 
 
-def test_the_oldest_text_goes_first() -> None:
+def test_one_slot_per_host_and_collector_the_newest_text_in_it() -> None:
     collector = Counting()
-    with same_text.remembering(size=2):
-        for text in ("1", "2", "3", "1"):
+    with same_text.remembering():
+        for text in ("1", "2", "1"):  # a text that changes every round replaces the last one
             parse_on("gpu-1", collector, text)
-    assert collector.parses == 4  # "1" was pushed out by "3"
+        parse_on("gpu-1", collector, "1")
+    assert collector.parses == 3
+
+
+def test_past_the_budget_the_least_recently_used_host_goes_first() -> None:
+    collector = Counting()
+    with same_text.remembering(budget=6):
+        for host in ("gpu-1", "gpu-2", "gpu-3"):
+            parse_on(host, collector, "abc")  # 9 characters kept in all: gpu-1's go
+        parse_on("gpu-3", collector, "abc")
+        parse_on("gpu-1", collector, "abc")
+    assert collector.parses == 4

@@ -120,11 +120,63 @@ def test_a_connection_that_stopped_answering_is_not_trusted_next_round() -> None
 
 
 def test_a_command_the_host_itself_timed_out_keeps_the_connection() -> None:
-    class HostTimeout(Connection):
+    class HostTimeout(Connection):  # as transports/ssh.py reports the host's `timeout` ending a command
         def run(self, argv: Sequence[str], timeout: float, kind: str | None = None) -> CommandResult:
-            return CommandResult(argv=tuple(argv), rc=124, stdout="", stderr="", started=0.0, duration=timeout)
+            return CommandResult(
+                argv=tuple(argv), rc=None, stdout="", stderr="", started=0.0, duration=timeout, timed_out=True,
+                error=f"timed out after {timeout:g}s (the host's timeout ended it)",
+            )  # fmt: skip
 
     keeper, made = KeptConnections(), []
     one_round(keeper, opener(made, HostTimeout))
     one_round(keeper, opener(made, HostTimeout))
     assert len(made) == 1 and keeper.reused == 1
+
+
+class Dropped(Connection):
+    """A connection a NAT dropped while it idled: it still looks open, its next command finds it gone."""
+
+    def __init__(self, host: str) -> None:
+        super().__init__(host)
+        self.dropped = False
+
+    def run(self, argv: Sequence[str], timeout: float, kind: str | None = None) -> CommandResult:
+        if self.dropped:
+            return CommandResult(
+                argv=tuple(argv), rc=None, stdout="", stderr="", started=0.0, duration=0.0,
+                error="ssh error: SSHException: Unable to open channel.",
+            )  # fmt: skip
+        return super().run(argv, timeout, kind)
+
+
+def test_a_connection_taken_again_that_is_gone_is_dialed_anew_and_the_command_run_again() -> None:
+    keeper, made = KeptConnections(), []
+    one_round(keeper, opener(made, Dropped))
+    made[0].dropped = True
+    transport = keeper.openers({"gpu-1": opener(made, Dropped)})["gpu-1"]()
+    transport.connect()
+    result = transport.run(["true"], 5.0)
+    assert result.rc == 0 and result.stdout == "ok"  # over the new connection
+    assert len(made) == 2 and made[0].closes == 1 and made[1].connects == 1
+    transport.close()
+    assert keeper.alive("gpu-1") and (keeper.opened, keeper.reused) == (2, 1)
+
+
+def test_a_new_connection_that_fails_is_not_retried() -> None:
+    keeper, made = KeptConnections(), []
+    transport = keeper.openers({"gpu-1": opener(made, Dropped)})["gpu-1"]()
+    transport.connect()
+    made[0].dropped = True
+    assert transport.run(["true"], 5.0).rc is None and len(made) == 1
+
+
+def test_a_kept_connection_sends_keepalives() -> None:
+    class Kept(Connection):
+        interval: float | None = None
+
+        def keep_alive(self, seconds: float) -> None:
+            self.interval = seconds
+
+    keeper, made = KeptConnections(), []
+    one_round(keeper, opener(made, Kept))
+    assert made[0].interval == 30.0
