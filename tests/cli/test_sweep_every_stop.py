@@ -19,7 +19,14 @@ def test_a_stop_between_rounds_exits_with_its_status(tmp_path: Path, signum: int
     code = "import sys; from nightowl.cli.main import main; sys.exit(main())"
     env = os.environ | {"HOME": str(tmp_path), "PATH": str(tmp_path)}  # no tool found: quick "cannot judge"
     child = subprocess.Popen(
-        [sys.executable, "-c", code, *argv], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env
+        [sys.executable, "-c", code, *argv],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+        # a job started in the background (CI) inherits SIGINT ignored, as `nohup` leaves it: the sweep then keeps
+        # ignoring it, rightly; this test is about a sweep that was started able to take Ctrl-C
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),  # noqa: PLW1509 - no threads in the child yet
     )
     assert child.stderr is not None
     for line in child.stderr:
