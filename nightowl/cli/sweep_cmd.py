@@ -7,6 +7,7 @@ lives in nightowl/fleet.
 
 from __future__ import annotations
 
+import functools
 import sys
 from pathlib import Path
 from typing import Any
@@ -176,22 +177,17 @@ def _repeated(
     from nightowl.cli.sweep_every import kept_hosts, sweep_every
 
     def one_round(
-        openers: dict[str, Any], dialer: Any, domains: dict[str, Any], annotate: Any, flow: Any
+        openers: dict[str, Any], dialer: Any, domains: dict[str, Any], annotate: Any, flow: Any = None, **engine: Any
     ) -> ExitStatus:
         return run_sweep(
-            loaded, openers, values, limits, dialer=dialer, domains=domains, annotate=annotate, flow=flow, **settings
-        )
+            loaded, openers, values, limits, dialer=dialer, domains=domains, annotate=annotate, flow=flow,
+            **engine, **settings,
+        )  # fmt: skip
 
     transports, domains, engine = first
-
-    def over_workers(annotate: Any) -> ExitStatus:
-        return run_sweep(
-            loaded, transports, values, limits, domains=domains, engine=engine, annotate=annotate, **settings
-        )
-
+    over_workers = functools.partial(one_round, transports, None, domains, engine=engine) if engine else None
     if hosts:
-        rounds_over = kept_hosts(hosts, ssh.options(), settings["forks"])
-        return sweep_every(rounds, rounds_over, one_round, over_workers if engine is not None else None)
+        return sweep_every(rounds, kept_hosts(hosts, ssh.options(), settings["forks"]), one_round, over_workers)
     return sweep_every(rounds, lambda _keeper: (transports, None, {}), one_round)
 
 

@@ -96,7 +96,7 @@ def run_sweep(
             engine=engine,
             history_store=history_path(),
             cursors=positions.book(history_path(), full=full_read, full_every=full_every * 3600),
-            **({"flow": flow} if flow is not None else {}),
+            flow=flow,
         )
     if annotate is not None:
         annotate(result.summary)

@@ -43,9 +43,6 @@ class FlowMemory:
 
     limit: int | None = None
 
-    def start(self, maximum: int) -> int:
-        return max(1, min(self.limit or START, maximum))
-
 
 class AdaptiveLimit:
     """Slots for hosts in flight, their number set by ``observe``; ``slot()`` waits for one in FIFO order."""
@@ -60,6 +57,7 @@ class AdaptiveLimit:
         memory: FlowMemory | None = None,
     ) -> None:
         self.maximum = max(1, maximum)
+        start = memory.limit if memory is not None and memory.limit else start  # where the last run ended
         self.limit = max(1, min(start, self.maximum))
         self.high, self.low, self.cooldown = high, low, cooldown
         self.in_flight = 0

@@ -139,7 +139,7 @@ def run_runbook(
     if loaded.runbook.scope == "job":
         return _run_job(loaded, transports, lookup, options, writer, render_postmortem, extra_manifest)
     workers = max(1, min(forks, len(names) or 1))
-    flow = _flow(workers, options.flow_memory)  # hosts in flight follow what this process keeps up with
+    flow = AdaptiveLimit(workers, memory=options.flow_memory)  # hosts in flight: what this process keeps up with
     sampler = LagSampler(flow) if workers > 1 else contextlib.nullcontext()
     pool, collectors, collect_threads = _pools(workers, _collect_threads(loaded, lookup, options))
     options = dataclasses.replace(options, collect_pool=collectors)
@@ -162,12 +162,6 @@ def run_runbook(
     if options.cursors is not None:  # what incremental reads carried, and why others were full (carried.json)
         options.cursors.add_to(writer)
     return runs, writer.finish(runs, render_postmortem=render_postmortem, extra=extra_manifest)
-
-
-def _flow(workers: int, memory: Any) -> AdaptiveLimit:
-    """Slots for hosts in flight, up to --forks: from where the caller's last run ended (``memory``, an
-    engine/flow.FlowMemory: sweep --every), else from the rule's start."""
-    return AdaptiveLimit(workers, start=memory.start(workers), memory=memory) if memory else AdaptiveLimit(workers)
 
 
 def _pools(workers: int, per_host: int) -> tuple[ThreadPoolExecutor, ThreadPoolExecutor, int]:

@@ -131,14 +131,14 @@ def test_a_repeating_caller_starts_where_its_last_run_ended() -> None:
     from nightowl.engine.flow import START, FlowMemory
 
     memory = FlowMemory()
-    assert memory.start(32) == START  # nothing learned yet
-    first = AdaptiveLimit(32, start=memory.start(32), memory=memory)
+    first = AdaptiveLimit(32, memory=memory)
+    assert first.limit == START  # nothing learned yet
     for _ in range(6):  # a prompt reader, every slot in use: one host more per sample
         first.in_flight = first.limit
         first.observe(0.0, 0.0)
     assert memory.limit == first.limit == START + 6
-    second = AdaptiveLimit(32, start=memory.start(32), memory=memory)
+    second = AdaptiveLimit(32, memory=memory)
     assert second.limit == START + 6
     second.observe(0.5, 10.0)  # behind: halved, and the memory follows
     assert memory.limit == (START + 6) // 2
-    assert FlowMemory(limit=99).start(16) == 16  # never past this run's ceiling
+    assert AdaptiveLimit(16, memory=FlowMemory(limit=99)).limit == 16  # never past this run's ceiling
