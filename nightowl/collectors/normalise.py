@@ -132,6 +132,16 @@ def echoed_command(line: str) -> bool:
     return _PROMPT.match(line) is not None
 
 
+# docker compose's "service-1  | " before each line (the compose family below).
+_COMPOSE_PREFIX = re.compile(r"^[\w.-]+(?:[-_]\d+)?\s+\| ")
+
+
+def compose_service(line: str) -> str | None:
+    """The service a docker compose prefix on ``line`` names (``tgi-service-1``), None without one."""
+    match = _COMPOSE_PREFIX.match(line)
+    return _wrapper_name(match.group(0)) if match is not None else None
+
+
 _BARE_PROMPT = re.compile(r"\s*(?:\([\w.-]+\)\s*)?[\w.-]+@[\w.-]+:?[^\s]*\s*[#$]\s*|\s*\[[\w.-]+@[^\]]*\][#$]\s*")
 _QUOTE_MARKS = ("> ", ">")
 _COMMENT_MARKS = ("# ", "// ")
@@ -155,7 +165,7 @@ _LAUNCHER_PREFIXES: tuple[tuple[str, re.Pattern[str]], ...] = (
     # (sky/skylet/executor); vLLM's own "(VllmWorker rank=0 pid=<pid>) " copies the shape.
     ("ray", _RAY_PREFIX),
     ("kubectl-prefix", re.compile(r"^\[pod/[\w.-]+/[\w.-]+\] ")),
-    ("compose", re.compile(r"^[\w.-]+(?:[-_]\d+)?\s+\| ")),
+    ("compose", _COMPOSE_PREFIX),
     ("rank-tag", re.compile(r"^\[(?:rank|default)?\d{1,5}\](?::\s?|\s|(?=\S))")),
     ("srun-label", re.compile(r"^\s{0,4}\d{1,5}: ")),
     ("docker-stamp", re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6,9}Z ")),

@@ -25,7 +25,7 @@ MAX_KEPT = 1024  # results kept at most (about 200 hosts); past it a reader pars
 Key = tuple[str, bytes]
 
 
-def _digest(text: str) -> bytes:
+def text_digest(text: str) -> bytes:
     """The SHA-256 of ``text`` as a file holding it has it (valid UTF-8 as it is); a text holding lone
     surrogates (undecodable bytes kept) reads back from its file as another text, so its digest is marked:
     no file digest ever finds it."""
@@ -67,7 +67,7 @@ class ParsedOutputs:
         """Keep ``result`` as what ``kind``'s parser gives ``text`` (only the kinds asked for)."""
         if kind not in self.kinds or len(self._kept) >= MAX_KEPT:
             return
-        key = (kind, _digest(text))
+        key = (kind, text_digest(text))
         with self._lock:
             self._kept[key] = result
 
@@ -82,9 +82,9 @@ class ParsedOutputs:
         """The bundle stores ``stored_texts`` (the output scrubbed, whole and as the parser's head and tail)
         where the parser read ``parsed_texts``: a reader asking for the stored text gets the parsed one's
         result. ``rel`` is the stored file's bundle path (None: not kept as a file)."""
-        parsed = [_digest(text) for text in parsed_texts]
+        parsed = [text_digest(text) for text in parsed_texts]
         with self._lock:
-            for stored, source in zip((_digest(text) for text in stored_texts), parsed, strict=False):
+            for stored, source in zip((text_digest(text) for text in stored_texts), parsed, strict=False):
                 self._aliases[stored] = source
             if rel is not None and parsed and kind in self.kinds:
                 self._scrubbed[rel] = (kind, parsed[-1])
@@ -117,7 +117,7 @@ class ParsedOutputs:
         plain JSON) also where the bundle stores ``text`` for what the run parsed: the run's result, scrubbed."""
         if not self._kept or kind not in self.kinds:
             return None
-        return self._find(kind, _digest(text), as_json)
+        return self._find(kind, text_digest(text), as_json)
 
     def recall_file(self, kind: str, sha256_hex: str | None, as_json: bool = False) -> Any | None:
         """The result kept for ``kind`` and the text of a file whose SHA-256 is ``sha256_hex`` (the

@@ -17,11 +17,12 @@ from __future__ import annotations
 import collections
 import contextlib
 import contextvars
-import hashlib
 import pickle
 import threading
 from collections.abc import Iterator
 from typing import Any
+
+from nightowl.engine.parse_memo import text_digest
 
 MAX_TEXT_CHARS = 1024 * 1024  # a longer text is not kept (a full read: a boot's log, `-q -x`)
 MAX_KEPT_CHARS = 32 * 1024 * 1024  # the texts kept, all hosts together; past it the least recently used go
@@ -52,8 +53,7 @@ class SameText:
         host = HOST.get()
         if host is None or len(text) > MAX_TEXT_CHARS:
             return None
-        digest = hashlib.sha256(text.encode("utf-8", "surrogateescape")).digest()
-        return (host, str(getattr(collector, "kind", "")), id(collector), digest, cut_bytes)
+        return (host, str(getattr(collector, "kind", "")), id(collector), text_digest(text), cut_bytes)
 
     def get(self, key: Key) -> tuple[Any, dict[str, Any]] | None:
         """(the parse result, a fresh copy of the facts) kept for ``key``, or None."""
@@ -106,11 +106,6 @@ def keep(key: Key | None, parsed: Any, facts: dict[str, Any], chars: int) -> Non
     memo = _active
     if memo is not None and key is not None:
         memo.put(key, parsed, facts, chars)
-
-
-def active() -> SameText | None:
-    """The memo in force (``remembering``), else None: a one-shot run parses every text it reads."""
-    return _active
 
 
 @contextlib.contextmanager

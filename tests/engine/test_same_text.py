@@ -54,7 +54,7 @@ def test_the_same_hosts_same_text_is_parsed_once_and_its_facts_are_a_fresh_copy(
         second = parse_on("gpu-1", collector, "a\nb")
     assert collector.parses == 1 and (memo.hits, memo.misses) == (1, 1)
     assert second == {"kind": "counting", "count": 2, "lines": ["a", "b"], "truncated": False, "truncated_bytes": 0}
-    assert same_text.active() is None  # forgotten with the block
+    assert same_text._active is None  # noqa: SLF001 - forgotten with the block
     parse_on("gpu-1", collector, "a\nb")
     assert collector.parses == 2
 

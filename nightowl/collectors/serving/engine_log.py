@@ -38,6 +38,7 @@ from typing import Any, NamedTuple
 from nightowl import knowledge
 from nightowl.collectors.base import Collector, registered, to_jsonable
 from nightowl.collectors.base import number as _number
+from nightowl.collectors.normalise import compose_service
 from nightowl.collectors.serving import engine_args as _args
 from nightowl.collectors.serving import engine_log_eras as _eras
 from nightowl.collectors.serving.replica_compare import KV_FULL
@@ -392,24 +393,20 @@ def parse(text: str) -> EngineLog:
     )
 
 
-# docker compose's "service-1  | " before each line (nightowl/collectors/normalise.py's compose family).
-_COMPOSE_SERVICE = re.compile(r"^([\w.-]+?)(?:[-_]\d+)?\s+\| ")
-
-
 def _engine_services(lines: list[str]) -> list[str]:
     """A docker compose log of several services, the engine's among them: the engine's lines (and lines with no
     service), so another service's access line or error is not the engine's. Other logs as they are."""
+    named = [(compose_service(line), line) for line in lines]
     services: dict[str, list[str]] = {}
-    for line in lines:
-        match = _COMPOSE_SERVICE.match(line)
-        if match is not None:
-            services.setdefault(match.group(1), []).append(line)
+    for service, line in named:
+        if service is not None:
+            services.setdefault(service, []).append(line)
     if len(services) < 2:
         return lines
     engines = {name for name, own in services.items() if _engine(own) is not None}
     if not engines or len(engines) == len(services):
         return lines
-    return [line for line in lines if (match := _COMPOSE_SERVICE.match(line)) is None or match.group(1) in engines]
+    return [line for service, line in named if service is None or service in engines]
 
 
 def _failed_within(phase: str, completed: str | None) -> bool:
