@@ -49,3 +49,15 @@ def hermetic_ssh(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     home.mkdir()
     monkeypatch.setenv("HOME", str(home))
     monkeypatch.delenv("SSH_AUTH_SOCK", raising=False)
+
+
+def cursor_fleet(factory: pytest.TempPathFactory, names: list[str]) -> Iterator[Fleet]:
+    """Healthy recorded hosts whose `journalctl` keeps a real cursor and `dmesg` a real ring, in front of the
+    fleet's own stand-ins (tests/history/cursor_standins.py): the fleet of the incremental-read tests."""
+    from tests.history.cursor_standins import install
+
+    if not SSHD.exists():
+        pytest.skip(f"{SSHD} is not installed (Debian package openssh-server)")
+    with Fleet(factory.mktemp("cursor-fleet"), dict.fromkeys(names, RECORDED / "healthy-l40s")) as running:
+        install(running.root)
+        yield running

@@ -5,6 +5,7 @@ OpenSSH servers whose `journalctl` keeps a real cursor and whose `dmesg` keeps a
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -13,23 +14,16 @@ from click.testing import CliRunner
 
 from nightowl.cli.main import main
 from nightowl.engine.incremental import CARRIED
-from nightowl.paths import data_dir
-from tests.history.cursor_standins import Journal, Ring, install
+from tests.history.cursor_standins import Journal, Ring
 from tests.history.test_cursor_read import BOOT, XID79
+from tests.ssh.conftest import cursor_fleet
 
-HEALTHY = data_dir("fixtures") / "hosts" / "healthy-l40s"
 NAMES = ["journal-node", "ring-node"]
 
 
 @pytest.fixture(scope="module")
-def fleet(tmp_path_factory: pytest.TempPathFactory) -> Any:
-    from tests.ssh.fleet import SSHD, Fleet
-
-    if not SSHD.exists():
-        pytest.skip(f"{SSHD} is not installed (Debian package openssh-server)")
-    with Fleet(tmp_path_factory.mktemp("incremental-fleet"), dict.fromkeys(NAMES, HEALTHY)) as running:
-        install(running.root)  # in front of the fleet's own stand-ins, on its sshd's PATH
-        yield running
+def fleet(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    yield from cursor_fleet(tmp_path_factory, NAMES)
 
 
 def sweep(fleet: Any, tmp_path: Path, round_: int) -> tuple[dict[str, Any], Path]:

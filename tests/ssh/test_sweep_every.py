@@ -8,28 +8,22 @@ import json
 import os
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from nightowl.paths import data_dir
-from tests.history.cursor_standins import Journal, install
+from tests.history.cursor_standins import Journal
 from tests.history.test_cursor_read import BOOT, XID79
+from tests.ssh.conftest import cursor_fleet
 
-HEALTHY = data_dir("fixtures") / "hosts" / "healthy-l40s"
 NAMES = ["every-a", "every-b"]
 
 
 @pytest.fixture(scope="module")
-def fleet(tmp_path_factory: pytest.TempPathFactory) -> Any:
-    from tests.ssh.fleet import SSHD, Fleet
-
-    if not SSHD.exists():
-        pytest.skip(f"{SSHD} is not installed (Debian package openssh-server)")
-    with Fleet(tmp_path_factory.mktemp("every-fleet"), dict.fromkeys(NAMES, HEALTHY)) as running:
-        install(running.root)  # a journalctl that keeps a real cursor, on the fleet's PATH
-        yield running
+def fleet(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    yield from cursor_fleet(tmp_path_factory, NAMES)
 
 
 def reports(stdout: str) -> list[dict[str, Any]]:
