@@ -15,18 +15,34 @@ fails for want of the connection (no channel, the connection lost) is run once m
 connection over which a command got no answer at all is not taken again. The keeper knows nothing of SSH:
 a transport whose connection can tell that it is gone (``alive``) is kept; any other (local, replay) is
 opened anew every round.
+
+A kept connection also learns what its host is asked each round: the commands asked in the last round with
+the same argv as in the round before (a read whose argv follows a position, such as the kernel log's journal
+cursor, changes as the log grows and is left out) are sent at the next round's first ask of one of them in
+one session (``run_batch``: transports/batch.py), and each ask takes its answer from there. An ask that
+finds no answer there after its patience (a batch held up by a command that hangs) runs its command alone,
+as every ask of a connection without batches does.
 """
 
 from __future__ import annotations
 
 import contextlib
 import threading
+import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from nightowl.transports.base import CommandResult, Transport
 
 KEEPALIVE_SECONDS = 30.0  # under the idle timeouts of common NATs and load balancers (about 350 s and 4 min)
+# How long an ask waits for its answer from the round's batch before running its command alone: this many
+# times the host's last batch, and at least BATCH_PATIENCE_SECONDS (a loaded client is slow to read it).
+BATCH_PATIENCE_TIMES, BATCH_PATIENCE_SECONDS = 3.0, 2.0
+# A host's batch is sent as this many sessions side by side (its asks dealt out in turn): the commands of one
+# session run one after the other, so two halve the wait for the last answer for one session more.
+BATCH_SESSIONS = 2
+
+Asked = dict[tuple[str, ...], tuple[float, "str | None"]]  # argv -> (timeout, kind) of a round's asks
 
 
 class KeptConnections:
@@ -37,6 +53,9 @@ class KeptConnections:
         self._lock = threading.Lock()
         self.reused = 0  # connections taken again, over the keeper's life
         self.opened = 0  # connections opened (first rounds, and a host whose connection was lost)
+        self.batched = 0  # commands answered from a batch (transports/batch.py)
+        self._asked: dict[str, tuple[Asked, Asked | None]] = {}  # host -> (last round's asks, the round before's)
+        self._batch_seconds: dict[str, float] = {}  # host -> how long its last batch took
 
     def alive(self, name: str) -> bool:
         """Whether ``name`` has a connection kept that still looks open (a closed one is dropped here)."""
@@ -91,6 +110,35 @@ class KeptConnections:
         with self._lock:
             return len(self._open)
 
+    def learn(self, name: str, asked: Asked) -> None:
+        """What ``name`` was asked this round (its commands that answered)."""
+        with self._lock:
+            last = self._asked.get(name)
+            self._asked[name] = (asked, last[0] if last is not None else None)
+
+    def plan(self, name: str) -> Asked:
+        """What to send ``name`` in one session next: last round's asks whose argv its kind also had the round
+        before (when that round is known: the first plan is last round's asks as they were)."""
+        with self._lock:
+            last, before = self._asked.get(name, ({}, None))
+        if before is None:
+            return dict(last)
+        kinds = {kind for (_, kind) in before.values()}
+        return {argv: ask for argv, ask in last.items() if argv in before or ask[1] not in kinds}
+
+    def patience(self, name: str) -> float:
+        with self._lock:
+            seconds = self._batch_seconds.get(name, 0.0)
+        return max(BATCH_PATIENCE_SECONDS, BATCH_PATIENCE_TIMES * seconds)
+
+    def timed(self, name: str, seconds: float) -> None:
+        with self._lock:
+            self._batch_seconds[name] = max(seconds, self._batch_seconds.get(name, 0.0) / 2)
+
+    def took_batched(self) -> None:
+        with self._lock:
+            self.batched += 1
+
     def close_all(self) -> None:
         """End every kept connection (the sweep stops)."""
         with self._lock:
@@ -121,6 +169,11 @@ class KeptTransport:
         self.host = getattr(inner, "host", name)
         self._unanswered = False  # a command got no answer over it: the connection itself may be stuck
         self._lock = threading.Lock()
+        self._asked: Asked = {}  # this round's asks that answered (the next round's batch plan learns from them)
+        batches = redial is not None and callable(getattr(inner, "run_batch", None))  # a connection taken again
+        plan = list(keeper.plan(name).items()) if batches else []
+        patience = keeper.patience(name)
+        self._batches = [_Batch(self, dict(plan[n::BATCH_SESSIONS]), patience) for n in range(BATCH_SESSIONS)]
 
     def __getattr__(self, attribute: str) -> Any:  # recorded, spec, options...: the transport's own
         return getattr(self.inner, attribute)
@@ -133,6 +186,12 @@ class KeptTransport:
             self._keeper.keep(self._name, self.inner)
 
     def run(self, argv: Sequence[str], timeout: float, kind: str | None = None) -> CommandResult:
+        argv = tuple(str(arg) for arg in argv)
+        batched = next((b.take(argv, timeout) for b in self._batches if argv in b.plan), None)
+        if batched is not None:
+            self._keeper.took_batched()
+            self._asked[argv] = (timeout, kind)
+            return batched
         used = self.inner
         result: CommandResult = used.run(argv, timeout, kind)
         if self._redial is not None and _connection_failed(result):
@@ -141,6 +200,8 @@ class KeptTransport:
                 result = fresh.run(argv, timeout, kind)
         # No exit status and not the host's own timeout: nightowl's deadline with no answer, or a failed channel.
         self._unanswered = self._unanswered or (result.rc is None and not result.timed_out)
+        if result.rc is not None:
+            self._asked[argv] = (timeout, kind)
         return result
 
     def _fresh(self, failed: Any) -> Any:
@@ -162,12 +223,50 @@ class KeptTransport:
     def close(self) -> None:
         """The round is done with the host: a connection still alive stays for the next round, unless a command
         got no answer over it (nightowl's own deadline, a channel that failed): a connection that still looks
-        open but stopped answering (a silent network) is dialed anew next round, not trusted again."""
-        if self._unanswered or not _alive(self.inner):
+        open but stopped answering (a silent network) is dialed anew next round, not trusted again; nor is one
+        whose batch is still running (a command in it hangs)."""
+        self._keeper.learn(self._name, dict(self._asked))
+        if self._unanswered or not _alive(self.inner) or any(batch.running() for batch in self._batches):
             self._keeper.drop(self._name, self.inner)
 
     def end(self) -> None:
         self._keeper.drop(self._name, self.inner)
+
+
+class _Batch:
+    """One round's batch for one host: sent at the first ask of a planned argv, on a thread of its own, so that
+    each ask waits for it only as long as its patience (and its own timeout) allow."""
+
+    def __init__(self, owner: KeptTransport, plan: Asked, patience: float) -> None:
+        self.owner, self.plan, self.patience = owner, plan, patience
+        self.answers: dict[tuple[str, ...], CommandResult] = {}
+        self.done = threading.Event()
+        self.thread: threading.Thread | None = None
+        self.lock = threading.Lock()
+
+    def take(self, argv: tuple[str, ...], timeout: float) -> CommandResult | None:
+        with self.lock:
+            if self.thread is None:
+                self.thread = threading.Thread(target=self._send, name="batch", daemon=True)
+                self.thread.start()
+        if not self.done.wait(max(0.0, min(timeout, self.patience))):
+            return None
+        with self.lock:
+            return self.answers.pop(argv, None)  # each answer is taken once (a second ask runs it again)
+
+    def _send(self) -> None:
+        started = time.monotonic()
+        try:
+            answers = self.owner.inner.run_batch([(argv, ask[0]) for argv, ask in self.plan.items()])
+        except Exception:  # noqa: BLE001 - a batch that fails leaves every ask to run alone
+            answers = {}
+        with self.lock:
+            self.answers = dict(answers)
+        self.owner._keeper.timed(self.owner._name, time.monotonic() - started)
+        self.done.set()
+
+    def running(self) -> bool:
+        return self.thread is not None and not self.done.is_set()
 
 
 def _connection_failed(result: CommandResult) -> bool:

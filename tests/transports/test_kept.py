@@ -3,12 +3,14 @@ anew (through that round's opener) once lost, never kept for a transport that ca
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 from typing import Any
 
 import pytest
 
 from nightowl.engine import session
+from nightowl.transports import kept
 from nightowl.transports.base import CommandResult, TransportError
 from nightowl.transports.kept import KeptConnections
 
@@ -180,3 +182,92 @@ def test_a_kept_connection_sends_keepalives() -> None:
     keeper, made = KeptConnections(), []
     one_round(keeper, opener(made, Kept))
     assert made[0].interval == 30.0
+
+
+class Batching(Connection):
+    """A connection that can send several commands in one session (``run_batch``), counting how each was run."""
+
+    def __init__(self, host: str) -> None:
+        super().__init__(host)
+        self.alone: list[tuple[str, ...]] = []
+        self.batches: list[list[tuple[str, ...]]] = []
+        self.delay = 0.0
+        self.unanswered: set[str] = set()  # argv[-1] of commands a batch does not answer
+
+    def run(self, argv: Sequence[str], timeout: float, kind: str | None = None) -> CommandResult:
+        self.alone.append(tuple(argv))
+        return CommandResult(argv=tuple(argv), rc=0, stdout="alone", stderr="", started=0.0, duration=0.0)
+
+    def run_batch(self, commands: Sequence[tuple[Sequence[str], float]]) -> dict[tuple[str, ...], CommandResult]:
+        self.batches.append([tuple(argv) for argv, _ in commands])
+        time.sleep(self.delay)
+        return {
+            tuple(argv): CommandResult(argv=tuple(argv), rc=0, stdout="batched", stderr="", started=0.0, duration=0.0)
+            for argv, _ in commands
+            if argv[-1] not in self.unanswered
+        }
+
+
+def asked_round(keeper: KeptConnections, open_one: Any, asks: list[tuple[tuple[str, ...], str]]) -> dict[str, str]:
+    """One round that asks each (argv, kind) in turn; what each kind's answer said."""
+    transport = keeper.openers({"gpu-1": open_one})["gpu-1"]()
+    transport.connect()
+    answers = {kind: transport.run(argv, 5.0, kind=kind).stdout for argv, kind in asks}
+    transport.close()
+    return answers
+
+
+STEADY = [(("nvidia-smi", "--query-gpu=x"), "nvidia-smi"), (("nvidia-smi", "nvlink", "-s"), "nvlink"),
+          (("systemctl", "is-active", "fm"), "fabric-manager")]  # fmt: skip
+
+
+def test_what_a_host_is_asked_every_round_comes_in_batches_from_the_second_round_of_a_kept_connection() -> None:
+    keeper, made = KeptConnections(), []
+    first = asked_round(keeper, opener(made, Batching), STEADY)
+    assert set(first.values()) == {"alone"} and made[0].batches == []  # a new connection: nothing learned yet
+    second = asked_round(keeper, opener(made, Batching), STEADY)
+    assert set(second.values()) == {"batched"}
+    assert sorted(argv for batch in made[0].batches for argv in batch) == sorted(argv for argv, _ in STEADY)
+    assert len(made[0].batches) == kept.BATCH_SESSIONS  # dealt out over that many sessions side by side
+    assert len(made[0].alone) == len(STEADY) and keeper.batched == len(STEADY)
+
+
+def test_a_read_whose_argv_follows_a_position_is_left_out_once_it_changed() -> None:
+    """The kernel log's journal cursor changes as the log grows: batched once at most, then asked alone."""
+    keeper, made = KeptConnections(), []
+    for number in range(4):
+        asked_round(keeper, opener(made, Batching), [*STEADY, (("journalctl", f"--cursor={number}"), "kernel-log")])
+    batched = [argv for batch in made[0].batches for argv in batch]
+    assert ("journalctl", "--cursor=0") in batched  # the first plan is last round's asks as they were
+    assert not any(argv[0] == "journalctl" for batch in made[0].batches[2:] for argv in batch)
+    alone = [argv for argv in made[0].alone if argv[0] == "journalctl"]
+    assert alone == [("journalctl", f"--cursor={number}") for number in range(4)]
+
+
+def test_an_ask_the_batch_does_not_answer_runs_alone() -> None:
+    keeper, made = KeptConnections(), []
+    asked_round(keeper, opener(made, Batching), STEADY)
+    made[0].unanswered = {"-s"}
+    answers = asked_round(keeper, opener(made, Batching), STEADY)
+    assert answers == {"nvidia-smi": "batched", "nvlink": "alone", "fabric-manager": "batched"}
+
+
+def test_a_batch_held_up_past_its_patience_leaves_the_asks_alone_and_its_connection_is_not_kept(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A command that hangs in a batch holds up the ones after it: each ask waits its patience, then runs alone;
+    the connection whose batch is still running is not taken again."""
+    monkeypatch.setattr(kept, "BATCH_PATIENCE_SECONDS", 0.05)
+    keeper, made = KeptConnections(), []
+    asked_round(keeper, opener(made, Batching), STEADY)
+    made[0].delay = 1.0
+    answers = asked_round(keeper, opener(made, Batching), STEADY)
+    assert set(answers.values()) == {"alone"}
+    assert made[0].closes == 1 and not keeper.alive("gpu-1")
+
+
+def test_a_connection_without_batches_runs_every_ask_alone() -> None:
+    keeper, made = KeptConnections(), []
+    for _ in range(3):
+        assert set(asked_round(keeper, opener(made), STEADY).values()) == {"ok"}
+    assert keeper.batched == 0

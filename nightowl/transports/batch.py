@@ -1,0 +1,100 @@
+"""Several commands over one SSH session: the reads a repeated sweep asks of a host round after round.
+
+Each command of a steady round costs a session on both ends: a channel opened, driven and closed over the
+connection in this process, and on the host sshd's session process and a shell, before the command itself
+runs. Most of a steady round's reads are the same argvs every round (nvidia-smi's cheap query, the NVLink
+counters, a service's state), so a kept connection (transports/kept.py) sends those together: each command
+exactly as it would be sent alone (``remote_command``: wrapped in the host's own ``timeout``), one after the
+other in one shell, stdin from /dev/null, each output framed on stdout and stderr by a line holding a
+random nonce (no output can hold it) and, after the output, the command's exit status.
+
+What cannot be taken from a batch is run alone, as before: a command whose frame did not come back whole,
+or that the host's ``timeout`` ended (its collector then times it out itself, as a hang is judged), and
+every command of a batch that failed, was cut or was late.
+"""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from nightowl.transports.base import REMOTE_TIMEOUT_EXITS, CommandResult
+
+BATCH_NOTE = "read in one SSH session with {others} other command(s); its start and duration are the session's"
+
+
+@dataclass(frozen=True)
+class Framed:
+    """One command's part of a batch's output: its exit status, stdout and stderr."""
+
+    rc: int
+    stdout: str
+    stderr: str
+
+
+def new_nonce() -> str:
+    return "nightowl-" + secrets.token_hex(12)
+
+
+def script(commands: Sequence[str], nonce: str) -> str:
+    """The shell text that runs ``commands`` (each a complete command line) one after the other, framed."""
+    lines = []
+    for number, command in enumerate(commands):
+        mark = f"{nonce} {number}"
+        lines.append(
+            f"printf '%s\\n' '{mark}'; printf '%s\\n' '{mark}' >&2; {command} </dev/null; "
+            f"printf '\\n%s %s\\n' '{mark} end' \"$?\"; printf '\\n%s\\n' '{mark} end' >&2"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def split(stdout: str, stderr: str, count: int, nonce: str) -> list[Framed | None]:
+    """Each command's part of a batch's output, in order; None for one whose frame is not whole."""
+    parts: list[Framed | None] = []
+    out_at = err_at = 0
+    for number in range(count):
+        mark = f"{nonce} {number}"
+        out = _between(stdout, out_at, f"{mark}\n", f"\n{mark} end ")
+        err = _between(stderr, err_at, f"{mark}\n", f"\n{mark} end")
+        if out is None or err is None:
+            parts.append(None)
+            continue
+        (out_text, out_at, status), (err_text, err_at, rest) = out, err
+        if not status.isdigit() or rest != "":
+            parts.append(None)
+            continue
+        parts.append(Framed(int(status), out_text, err_text))
+    return parts
+
+
+def _between(text: str, start: int, begin: str, end: str) -> tuple[str, int, str] | None:
+    """(what lies between ``begin`` and ``end`` from ``start``, where reading goes on, the rest of ``end``'s
+    line), or None."""
+    opened = text.find(begin, start)
+    if opened < 0:
+        return None
+    body_at = opened + len(begin)
+    closed = text.find(end, body_at)
+    line_end = text.find("\n", closed + len(end)) if closed >= 0 else -1
+    if line_end < 0:
+        return None
+    return text[body_at:closed], line_end + 1, text[closed + len(end) : line_end]
+
+
+def results(
+    argvs: Sequence[tuple[str, ...]], commands: Sequence[str], batch: CommandResult, nonce: str
+) -> dict[tuple[str, ...], CommandResult]:
+    """The commands a finished ``batch`` answers, as each would have answered alone (none when the batch
+    itself failed, timed out, was cut or late; none for a command the host's timeout ended)."""
+    if not batch.ok or batch.stdout_truncated_bytes or batch.extra.get("stderr_truncated_bytes"):
+        return {}
+    answered: dict[tuple[str, ...], CommandResult] = {}
+    for argv, command, part in zip(argvs, commands, split(batch.stdout, batch.stderr, len(argvs), nonce), strict=True):
+        if part is None or part.rc in REMOTE_TIMEOUT_EXITS:
+            continue
+        extra = {"remote_command": command, "batch": BATCH_NOTE.format(others=len(argvs) - 1)}
+        answered[argv] = CommandResult(
+            argv, part.rc, part.stdout, part.stderr, batch.started, batch.duration, extra=extra
+        )
+    return answered

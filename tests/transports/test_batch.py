@@ -1,0 +1,92 @@
+"""Several commands in one session (nightowl/transports/batch.py): each command's output, errors and exit
+status come back as it would alone, whatever the output holds, and what did not come back whole is left to
+run alone. The script runs here under a real ``sh``, as sshd runs it on a host."""
+
+from __future__ import annotations
+
+import shlex
+import subprocess
+
+import pytest
+
+from nightowl.transports import batch
+from nightowl.transports.base import CommandResult
+
+
+def run_script(lines: list[str], nonce: str) -> CommandResult:
+    started = 0.0
+    done = subprocess.run(
+        ["sh", "-c", batch.script(lines, nonce)], capture_output=True, text=True, input="stdin is not theirs\n"
+    )
+    return CommandResult(("sh", "-c", "..."), done.returncode, done.stdout, done.stderr, started, 0.5)
+
+
+ARGVS = [
+    ("printf", "no newline at the end"),
+    ("sh", "-c", "echo out; echo err >&2; exit 3"),
+    ("printf", "two\n\nblank lines\n\n"),
+    ("true",),
+    ("cat",),  # reads stdin: gets /dev/null, never the session's
+    ("printf", "%s\n", "a line that looks like a frame: nightowl-0000 0 end 0"),
+    ("timeout", "1", "sleep", "5"),  # the host's own timeout ended it
+    ("printf", "caf\u00e9 \u2014 UTF-8\n"),
+]
+
+
+def test_each_command_answers_as_it_would_alone() -> None:
+    nonce = batch.new_nonce()
+    lines = [shlex.join(argv) for argv in ARGVS]
+    answered = batch.results(ARGVS, lines, run_script(lines, nonce), nonce)
+    for argv in ARGVS:
+        if argv[0] == "timeout":
+            assert argv not in answered  # its collector runs it alone and judges the hang itself
+            continue
+        alone = subprocess.run(list(argv), capture_output=True, text=True, stdin=subprocess.DEVNULL)
+        got = answered[argv]
+        assert (got.rc, got.stdout, got.stderr) == (alone.returncode, alone.stdout, alone.stderr), argv
+        assert got.extra["remote_command"] == shlex.join(argv)
+        assert "one SSH session" in got.extra["batch"]
+
+
+def test_a_frame_cut_short_leaves_that_command_and_the_rest_to_run_alone() -> None:
+    nonce = batch.new_nonce()
+    lines = [shlex.join(argv) for argv in ARGVS[:3]]
+    whole = run_script(lines, nonce)
+    cut_at = whole.stdout.index(f"{nonce} 1 end")
+    cut = CommandResult(whole.argv, 0, whole.stdout[:cut_at], whole.stderr, 0.0, 0.5)
+    answered = batch.results(ARGVS[:3], lines, cut, nonce)
+    assert list(answered) == [ARGVS[0]]
+
+
+@pytest.mark.parametrize(
+    "problem",
+    [
+        {"rc": None, "error": "timed out after 9s", "timed_out": True},
+        {"rc": 1},  # the session itself failed
+        {"stdout_truncated_bytes": 10},
+        {"late": "no answer by the deadline"},
+    ],
+)
+def test_a_batch_that_failed_was_cut_or_late_answers_nothing(problem: dict) -> None:
+    nonce = batch.new_nonce()
+    lines = [shlex.join(argv) for argv in ARGVS[:2]]
+    whole = run_script(lines, nonce)
+    fields = {"argv": whole.argv, "rc": 0, "stdout": whole.stdout, "stderr": whole.stderr, "started": 0.0,
+              "duration": 0.5} | problem  # fmt: skip
+    assert batch.results(ARGVS[:2], lines, CommandResult(**fields), nonce) == {}
+
+
+def test_a_cut_stderr_answers_nothing() -> None:
+    nonce = batch.new_nonce()
+    lines = [shlex.join(argv) for argv in ARGVS[:2]]
+    whole = run_script(lines, nonce)
+    cut = CommandResult(whole.argv, 0, whole.stdout, whole.stderr, 0.0, 0.5, extra={"stderr_truncated_bytes": "9"})
+    assert batch.results(ARGVS[:2], lines, cut, nonce) == {}
+
+
+def test_another_nonce_frames_nothing() -> None:
+    """An output that holds a frame of another batch (a log that recorded one) is not read as one."""
+    nonce, other = batch.new_nonce(), batch.new_nonce()
+    assert nonce != other
+    lines = [shlex.join(argv) for argv in ARGVS[:2]]
+    assert batch.split(run_script(lines, nonce).stdout, "", 2, other) == [None, None]
