@@ -25,7 +25,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from nightowl.engine import jsondoc, layout
+from nightowl.engine import jsondoc, layout, same_file
 from nightowl.engine.bundle_summary import trace_document, triage_summary
 from nightowl.engine.private_files import private_dir, sha256_file, write_private
 from nightowl.engine.runner import HostRun
@@ -143,6 +143,8 @@ class BundleWriter:
             "sha256": (digest := hashlib.sha256(raw).hexdigest()),
             "file": None,
         }
+        if result.extra.get("batch"):  # read with others in one session: its start and duration are the session's
+            entry["batch"] = result.extra["batch"]
         rel: str | None = None
         if keep_output and self.write_error is None:
             try:
@@ -198,11 +200,16 @@ class BundleWriter:
 
     def _store(self, path: Path, text: str | bytes, known: tuple[int, str] | None = None) -> None:
         """Write a bundle file (owner-only) and remember its size and sha256 for the manifest (``known``:
-        the caller hashed these very bytes already)."""
-        data = write_private(path, text)
+        the caller hashed these very bytes already). In a repeating sweep, a file the last bundle holds with
+        these very bytes is a link to it (engine/same_file.py)."""
+        data = text if isinstance(text, bytes) else text.encode("utf-8", errors="surrogateescape")
         entry = known or (len(data), hashlib.sha256(data).hexdigest())
+        name = path.relative_to(self.tmp_path).as_posix()
+        links = same_file.active()
+        if links is None or not links.link(name, entry[0], entry[1], path):
+            write_private(path, data)
         with self._lock:
-            self._stored[path.relative_to(self.tmp_path).as_posix()] = entry
+            self._stored[name] = entry
 
     def _failed(self, exc: OSError) -> None:
         with self._lock:
@@ -315,6 +322,8 @@ class BundleWriter:
         digest = sha256_file(self.tmp_path / layout.MANIFEST)
         write_private(self.tmp_path / layout.MANIFEST_HASH, f"{digest}  {layout.MANIFEST}\n")
         os.replace(self.tmp_path, self.final_path)
+        if (links := same_file.active()) is not None:
+            links.remember(self.final_path, self._stored)
         return self.final_path
 
     def _write_parsed(self) -> None:
