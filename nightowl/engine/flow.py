@@ -37,9 +37,11 @@ START = 4  # hosts in flight before the first sample says more
 @dataclass
 class FlowMemory:
     """What a run learned of this process's pace, for the next run of a caller that repeats (``sweep --every``):
-    the limit its flow control last set (``AdaptiveLimit`` tells it each one). The next run starts there instead
-    of at START, so a steady round is not paced by a ramp it climbed already; the rule still halves the limit as
-    soon as the reader is behind."""
+    the highest limit its flow control set since the reader was last late (``AdaptiveLimit`` tells it each one).
+    The next run starts there instead of at START, so a steady round is not paced by a ramp it climbed already,
+    nor by a halving for a burst of CPU alone (``busy``: a round's hosts finishing at once), which costs no
+    verdict by itself; a late reader (``lag``) lowers it. The rule still halves the limit as soon as the reader
+    is behind."""
 
     limit: int | None = None
 
@@ -67,7 +69,8 @@ class AdaptiveLimit:
         self._serving = 0  # next ticket let in
         self._gone: set[int] = set()  # tickets whose waiter gave up before its turn
         self._changed = threading.Condition()
-        self.memory = memory  # told every new limit: where the caller's next run starts (sweep --every)
+        self.memory = memory  # told the peak: where the caller's next run starts (sweep --every)
+        self._peak = self.limit  # the highest limit since the reader was last late
 
     def observe(self, lag: float, now: float, busy: float = 0.0) -> int:
         """One sample at ``now`` (monotonic seconds): the sampler's ``lag`` (seconds late) and ``busy`` (CPU
@@ -79,10 +82,13 @@ class AdaptiveLimit:
                     self.limit = max(1, self.limit // 2)
                     self.lowest = min(self.lowest, self.limit)
                     self._last_decrease = now
+                if lag > self.high:
+                    self._peak = self.limit
             elif lag < self.low and self.in_flight >= self.limit:
                 self.limit = min(self.maximum, self.limit + 1)
+            self._peak = max(self._peak, self.limit)
             if self.memory is not None:
-                self.memory.limit = self.limit
+                self.memory.limit = self._peak
             self._changed.notify_all()
             return self.limit
 

@@ -87,7 +87,8 @@ class _Watchdog:
             if self._thread is None:
                 self._thread = threading.Thread(target=self._watch, name="parse-watchdog", daemon=True)
                 self._thread.start()
-            self._wake.notify()
+            if self._heap[0] is ticket:  # the watchdog sleeps until the first deadline: wake it only for an earlier one
+                self._wake.notify()
         return ticket
 
     def disarm(self, ticket: _Ticket) -> None:

@@ -9,6 +9,7 @@ files only, no link followed, a size cap); ``nightowl history import`` verifies 
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
 from collections.abc import Callable, Mapping
@@ -200,11 +201,20 @@ def bundle_sha256(bundle: Path) -> str:
 def _window_seconds(bundle: Path) -> float | None:
     """The ib_window_seconds the bundle's runbook declares (None: not declared or unreadable)."""
     try:
+        return _declared_window(read_capped(bundle / layout.RUNBOOK).decode(errors="replace"))
+    except OSError:
+        return None
+
+
+@functools.lru_cache(maxsize=8)
+def _declared_window(text: str) -> float | None:
+    """The window a runbook's text declares: parsed once per text (a repeating sweep's every bundle holds the
+    same runbook)."""
+    try:
         import yaml
 
         # libyaml's loader when there: the pure-Python one took a second of a sweep's CPU on a 50 KB runbook
         loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-        text = read_capped(bundle / layout.RUNBOOK).decode(errors="replace")
         declared = yaml.load(text, Loader=loader) or {}  # a safe loader
         value = declared["parameters"]["ib_window_seconds"]
         return float(value["default"] if isinstance(value, dict) else value)

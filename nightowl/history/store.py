@@ -13,7 +13,9 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import sqlite3
+import threading
 import time
 from collections.abc import Iterable, Mapping
 from pathlib import Path
@@ -116,13 +118,16 @@ EVENT_COLUMNS = (
 )  # fmt: skip
 
 
-def connect(path: Path, readonly: bool = False) -> sqlite3.Connection:
-    """A connection with WAL and a busy timeout; the schema is created when writing. Raises StoreError."""
+def connect(path: Path, readonly: bool = False, shared: bool = False) -> sqlite3.Connection:
+    """A connection with WAL and a busy timeout; the schema is created when writing. Raises StoreError.
+    ``shared``: usable from any thread, one at a time (``read``'s kept read-only connections)."""
     try:
         if readonly:
             if not path.is_file():
                 raise StoreError(f"{path}: no history store yet")
-            conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=BUSY_TIMEOUT_MS / 1000)
+            conn = sqlite3.connect(
+                f"file:{path}?mode=ro", uri=True, timeout=BUSY_TIMEOUT_MS / 1000, check_same_thread=not shared
+            )
         else:
             path.parent.mkdir(parents=True, exist_ok=True)
             conn = sqlite3.connect(str(path), timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None)
@@ -312,11 +317,55 @@ def rows(conn: sqlite3.Connection, sql: str, args: Iterable[Any] = ()) -> list[d
 
 
 def read(path: Path, sql: str, args: Iterable[Any] = ()) -> list[dict[str, Any]]:
-    """Rows of one query on a read-only connection. Raises StoreError (a missing store is one too)."""
-    conn = connect(path, readonly=True)
+    """Rows of one query on a read-only connection. Raises StoreError (a missing store is one too).
+
+    The connection is one this process keeps for the file (``_Readers``): a sweep reads each host's read
+    positions and GPU history, and opening the store for each query was a tenth of a steady round's CPU."""
+    conn, identity = _READERS.take(path)
     try:
-        return rows(conn, sql, args)
+        found = rows(conn, sql, args)
     except sqlite3.Error as exc:
-        raise StoreError(f"{path}: {exc}") from exc
-    finally:
         conn.close()
+        raise StoreError(f"{path}: {exc}") from exc
+    _READERS.give_back(path, identity, conn)
+    return found
+
+
+class _Readers:
+    """Read-only connections kept per store file, taken by one query at a time. Kept only for the same file
+    as when opened, in the same process: another file at the path (a new inode), other permissions or a
+    forked child opens its own (each query is its own read transaction, so a kept one sees every commit)."""
+
+    KEPT = 8  # per file: as many as the threads that read at once, within reason
+
+    def __init__(self) -> None:
+        self._kept: dict[str, tuple[tuple[int, ...], list[sqlite3.Connection]]] = {}
+        self._lock = threading.Lock()
+
+    def take(self, path: Path) -> tuple[sqlite3.Connection, tuple[int, ...]]:
+        try:
+            status = os.stat(path)
+        except OSError as exc:
+            raise StoreError(f"{path}: no history store yet") from exc
+        identity = (os.getpid(), status.st_dev, status.st_ino, status.st_mode)
+        with self._lock:
+            kept = self._kept.get(str(path))
+            if kept is not None and kept[0] == identity and kept[1]:
+                return kept[1].pop(), identity
+            if kept is not None and kept[0] != identity:
+                del self._kept[str(path)]
+                if kept[0][0] == identity[0]:  # a forked child leaves its parent's connections alone
+                    for conn in kept[1]:
+                        conn.close()
+        return connect(path, readonly=True, shared=True), identity
+
+    def give_back(self, path: Path, identity: tuple[int, ...], conn: sqlite3.Connection) -> None:
+        with self._lock:
+            kept = self._kept.setdefault(str(path), (identity, []))
+            if kept[0] == identity and len(kept[1]) < self.KEPT:
+                kept[1].append(conn)
+                return
+        conn.close()
+
+
+_READERS = _Readers()

@@ -142,3 +142,20 @@ def test_a_repeating_caller_starts_where_its_last_run_ended() -> None:
     second.observe(0.5, 10.0)  # behind: halved, and the memory follows
     assert memory.limit == (START + 6) // 2
     assert AdaptiveLimit(16, memory=FlowMemory(limit=99)).limit == 16  # never past this run's ceiling
+
+
+def test_a_burst_of_cpu_halves_the_limit_but_the_next_round_starts_from_the_peak() -> None:
+    """A round's hosts finishing at once use a whole core (``busy``) without the reader being late: the limit
+    halves within the round, but the next one starts where this one peaked; a late reader lowers that too."""
+    from nightowl.engine.flow import START, FlowMemory
+
+    memory = FlowMemory()
+    limit = AdaptiveLimit(32, memory=memory)
+    for _ in range(6):
+        limit.in_flight = limit.limit
+        limit.observe(0.0, 0.0)
+    limit.observe(0.0, 5.0, busy=0.95)
+    assert limit.limit == (START + 6) // 2 and memory.limit == START + 6
+    assert AdaptiveLimit(32, memory=memory).limit == START + 6
+    limit.observe(0.5, 10.0)  # late: the peak goes down with the limit
+    assert memory.limit == limit.limit == (START + 6) // 4
