@@ -23,7 +23,7 @@ from typing import Any
 import click
 
 from nightowl.cli.exit import ExitStatus
-from nightowl.engine import same_text
+from nightowl.engine import same_file, same_text
 from nightowl.engine.flow import FlowMemory
 from nightowl.transports.kept import KeptConnections
 
@@ -50,7 +50,9 @@ def sweep_every(rounds: Rounds, round_transports: Any, sweep_round: Any, first_r
     _more_files()
     previous = signal.signal(signal.SIGTERM, _terminated)  # a round's run puts its own in place while it runs
     try:
-        with same_text.remembering():  # an output as last round's: its facts as last round's (engine/same_text.py)
+        # an output as last round's: its facts as last round's (engine/same_text.py), its file a link to last
+        # round's (engine/same_file.py)
+        with same_text.remembering(), same_file.linking():
             return _rounds(rounds, round_transports, sweep_round, keeper, flow, first_round)
     except KeyboardInterrupt:
         return ExitStatus.INTERRUPTED
@@ -68,7 +70,7 @@ def _rounds(
     while True:
         number += 1
         started, cpu = time.monotonic(), _cpu_seconds()
-        annotate = _annotator(number, started, cpu, keeper, (keeper.reused, keeper.opened))
+        annotate = _annotator(number, started, cpu, keeper, _counts(keeper))
         if number == 1 and first is not None:
             status = first(annotate)
         else:
@@ -96,23 +98,34 @@ def kept_hosts(hosts: list[Any], ssh_options: Any, forks: int) -> Any:
     return round_transports
 
 
-def _annotator(number: int, started: float, cpu: float, keeper: KeptConnections, before: tuple[int, int]) -> Any:
+def _counts(keeper: KeptConnections) -> tuple[int, int, int, int]:
+    """Connections reused and opened, commands answered from batches and bundle files linked, so far."""
+    links = same_file.active()
+    return keeper.reused, keeper.opened, keeper.batched, links.linked if links is not None else 0
+
+
+def _annotator(
+    number: int, started: float, cpu: float, keeper: KeptConnections, before: tuple[int, int, int, int]
+) -> Any:
     """What a round adds to its summary (``round``) and says on stderr: its number, wall and CPU seconds
-    (this process's, up to its report), and the connections it reused and opened."""
+    (this process's, up to its report), the connections it reused and opened, the commands a batch answered
+    (transports/batch.py) and the bundle files it linked to the last bundle's (engine/same_file.py)."""
 
     def annotate(summary: dict[str, Any]) -> None:
         seconds, cpu_seconds = time.monotonic() - started, _cpu_seconds() - cpu
-        reused, opened = keeper.reused - before[0], keeper.opened - before[1]
+        reused, opened, batched, linked = (now - then for now, then in zip(_counts(keeper), before, strict=True))
         summary["round"] = {
             "number": number,
             "seconds": round(seconds, 3),
             "cpu_seconds": round(cpu_seconds, 3),
             "connections_reused": reused,
             "connections_opened": opened,
+            "commands_batched": batched,
+            "files_linked": linked,
         }
         click.echo(
             f"nightowl: round {number}: {seconds:.2f} s, {cpu_seconds:.2f} s CPU, connections: {reused} reused, "
-            f"{opened} opened",
+            f"{opened} opened; {batched} commands batched, {linked} files linked",
             err=True,
         )
 

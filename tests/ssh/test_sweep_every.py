@@ -91,6 +91,51 @@ def test_the_first_round_over_workers_then_one_process_keeps_the_connections(fle
     assert all(h["verdict"]["id"] == "healthy" for r in reports(done.stdout) for h in r["hosts"])
 
 
+@pytest.mark.integration
+def test_reads_asked_every_round_come_in_batches_and_an_xid_written_between_rounds_is_still_seen(
+    fleet: Any, tmp_path: Path
+) -> None:
+    """From the second round the reads a host was asked the round before come in two sessions (the kernel log's,
+    whose argv follows the journal's cursor, alone once it changed), the outputs the last bundle stored byte for
+    byte are links to its files, and the Xid written before the third round is in that round's verdict."""
+    journals = {name: Journal(fleet.host_dir(name) / "journal.json") for name in NAMES}
+    for journal in journals.values():
+        journal.add(*BOOT)
+    inventory = fleet.write_inventory(tmp_path / "hosts.yaml", NAMES)
+    argv = ["sweep", "--history", str(tmp_path / "history.sqlite3"), "--inventory", str(inventory)]
+    argv += ["--known-hosts", str(fleet.known_hosts), "--ssh-config", str(fleet.ssh_config)]
+    argv += ["--identity", str(fleet.client_key), "--format", "json", "--out", str(tmp_path / "bundles")]
+    argv += ["--every", "4", "--rounds", "3"]
+    env = {k: v for k, v in os.environ.items() if k != "SSH_AUTH_SOCK"} | {"HOME": str(tmp_path)}
+    code = "import sys; from nightowl.cli.main import main; sys.exit(main())"
+    child = subprocess.Popen(
+        [sys.executable, "-c", code, *argv], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env
+    )
+    assert child.stderr is not None
+    said = []
+    for line in child.stderr:
+        said.append(line)
+        if line.startswith("nightowl: round 2:"):
+            journals["every-a"].add(XID79)
+            break
+    stdout, rest = child.communicate(timeout=120)
+    said.append(rest)
+    assert child.returncode == 1, "".join(said)
+    rounds = reports(stdout)
+    assert [[h["verdict"]["id"] for h in r["hosts"]] for r in rounds] == [
+        ["healthy", "healthy"], ["healthy", "healthy"], ["gpu-fell-off-bus", "healthy"]
+    ]  # fmt: skip
+    assert rounds[0]["round"]["commands_batched"] == 0 and rounds[0]["round"]["files_linked"] == 0
+    for later in rounds[1:]:
+        assert later["round"]["commands_batched"] >= 2 * 5 and later["round"]["files_linked"] > 0, later["round"]
+    last = json.loads((Path(rounds[2]["bundle"]) / "manifest.json").read_text())
+    batched = {c["kind"] for c in last["commands"] if c["host"] == "every-b" and c.get("batch")}
+    assert "kernel-log" not in batched and {"nvidia-smi", "nvlink"} <= batched, batched
+    first = Path(rounds[0]["bundle"]) / "hosts" / "every-b"
+    for output in (Path(rounds[2]["bundle"]) / "hosts" / "every-b").glob("nvlink*.out"):
+        assert output.read_bytes() == (first / output.name).read_bytes()  # as the first round read it alone
+
+
 def test_rounds_needs_every(tmp_path: Path) -> None:
     from click.testing import CliRunner
 
