@@ -336,7 +336,7 @@ class _Readers:
     as when opened, in the same process: another file at the path (a new inode), other permissions or a
     forked child opens its own (each query is its own read transaction, so a kept one sees every commit)."""
 
-    KEPT = 8  # per file: as many as the threads that read at once, within reason
+    KEPT = 64  # per file: as many as the threads that read at once (a sweep's hosts in flight), within reason
 
     def __init__(self) -> None:
         self._kept: dict[str, tuple[tuple[int, ...], list[sqlite3.Connection]]] = {}
