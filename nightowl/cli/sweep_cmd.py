@@ -174,7 +174,7 @@ def _repeated(
 ) -> ExitStatus:
     """--every: the sweep once per round over kept connections (cli/sweep_every.py); ``first``: the openers,
     failure domains and worker engine of a first round over worker processes (engine None: every round here)."""
-    from nightowl.cli.sweep_every import kept_hosts, sweep_every
+    from nightowl.cli.sweep_every import batchable_kinds, kept_hosts, sweep_every
 
     def one_round(
         openers: dict[str, Any], dialer: Any, domains: dict[str, Any], annotate: Any, flow: Any = None, **engine: Any
@@ -186,9 +186,12 @@ def _repeated(
 
     transports, domains, engine = first
     over_workers = functools.partial(one_round, transports, None, domains, engine=engine) if engine else None
+    batchable = batchable_kinds(loaded)
     if hosts:
-        return sweep_every(rounds, kept_hosts(hosts, ssh.options(), settings["forks"]), one_round, over_workers)
-    return sweep_every(rounds, lambda _keeper: (transports, None, {}), one_round)
+        return sweep_every(
+            rounds, kept_hosts(hosts, ssh.options(), settings["forks"]), one_round, over_workers, batchable
+        )
+    return sweep_every(rounds, lambda _keeper: (transports, None, {}), one_round, batchable=batchable)
 
 
 def _inventory_hosts(inventory: Path | None, limit: str | None, ssh_config: Path | None) -> list[Any]:

@@ -39,14 +39,40 @@ class Rounds:
         return bool(self.count) and number >= self.count
 
 
-def sweep_every(rounds: Rounds, round_transports: Any, sweep_round: Any, first_round: Any = None) -> ExitStatus:
+def batchable_kinds(loaded: Any) -> frozenset[str]:
+    """The kinds whose reads a kept connection may send in a batch (transports/kept.py): the collectors of the
+    runbook's first node that run commands and change nothing (never an invasive one), asked of every host
+    every round; a read only a branch asks is never sent unasked."""
+    from nightowl.collectors import get_collector
+    from nightowl.engine.runbook_data import split_entry
+
+    node = loaded.runbook.nodes.get(loaded.runbook.entry)
+    kinds = set()
+    for entry in getattr(node, "collect", None) or []:
+        try:
+            collector = get_collector(split_entry(entry)[0])
+        except (KeyError, ValueError):
+            continue
+        if getattr(collector, "commands", None) and not collector.invasive and not getattr(collector, "inputs", ()):
+            kinds.add(collector.kind)
+    return frozenset(kinds)
+
+
+def sweep_every(
+    rounds: Rounds,
+    round_transports: Any,
+    sweep_round: Any,
+    first_round: Any = None,
+    batchable: frozenset[str] = frozenset(),
+) -> ExitStatus:
     """Run ``sweep_round(transports, dialer, domains, annotate, flow)`` (``cli/sweep_report.run_sweep`` with the
     command's settings bound) once per round over what ``round_transports(keeper)`` gives (``kept_hosts``
     for an inventory), and return the last round's exit status. ``first_round(annotate)``, when given, runs
     the first round instead (a sweep over worker processes: every host's full read spread over the cores;
-    the rounds after it open their connections once, here, and keep them). Ctrl-C or SIGTERM in a round
+    the rounds after it open their connections once, here, and keep them; ``batchable``: the kinds whose reads
+    they may send in batches, ``batchable_kinds``). Ctrl-C or SIGTERM in a round
     exits as a single sweep does (its partial bundle saved); between rounds it ends the sweep with 130."""
-    keeper, flow = KeptConnections(), FlowMemory()  # connections and pace carried from round to round
+    keeper, flow = KeptConnections(batchable), FlowMemory()  # connections and pace carried from round to round
     _more_files()
     previous = signal.signal(signal.SIGTERM, _terminated)  # a round's run puts its own in place while it runs
     try:

@@ -324,9 +324,11 @@ def read(path: Path, sql: str, args: Iterable[Any] = ()) -> list[dict[str, Any]]
     conn, identity = _READERS.take(path)
     try:
         found = rows(conn, sql, args)
-    except sqlite3.Error as exc:
+    except BaseException as exc:
         conn.close()
-        raise StoreError(f"{path}: {exc}") from exc
+        if isinstance(exc, sqlite3.Error):
+            raise StoreError(f"{path}: {exc}") from exc
+        raise
     _READERS.give_back(path, identity, conn)
     return found
 
@@ -334,12 +336,14 @@ def read(path: Path, sql: str, args: Iterable[Any] = ()) -> list[dict[str, Any]]
 class _Readers:
     """Read-only connections kept per store file, taken by one query at a time. Kept only for the same file
     as when opened, in the same process: another file at the path (a new inode), other permissions or a
-    forked child opens its own (each query is its own read transaction, so a kept one sees every commit)."""
+    forked child opens its own (each query is its own read transaction, so a kept one sees every commit; a
+    checkpoint that changes the file's ctime only costs a new connection)."""
 
     KEPT = 64  # per file: as many as the threads that read at once (a sweep's hosts in flight), within reason
 
     def __init__(self) -> None:
         self._kept: dict[str, tuple[tuple[int, ...], list[sqlite3.Connection]]] = {}
+        self._inherited: list[list[sqlite3.Connection]] = []
         self._lock = threading.Lock()
 
     def take(self, path: Path) -> tuple[sqlite3.Connection, tuple[int, ...]]:
@@ -347,16 +351,19 @@ class _Readers:
             status = os.stat(path)
         except OSError as exc:
             raise StoreError(f"{path}: no history store yet") from exc
-        identity = (os.getpid(), status.st_dev, status.st_ino, status.st_mode)
+        # ctime too: a store deleted and made again may get the freed inode's number back
+        identity = (os.getpid(), status.st_dev, status.st_ino, status.st_mode, status.st_ctime_ns)
         with self._lock:
             kept = self._kept.get(str(path))
             if kept is not None and kept[0] == identity and kept[1]:
                 return kept[1].pop(), identity
             if kept is not None and kept[0] != identity:
                 del self._kept[str(path)]
-                if kept[0][0] == identity[0]:  # a forked child leaves its parent's connections alone
+                if kept[0][0] == identity[0]:
                     for conn in kept[1]:
                         conn.close()
+                else:  # a forked child never closes its parent's connections (nor lets them be collected)
+                    self._inherited.append(kept[1])
         return connect(path, readonly=True, shared=True), identity
 
     def give_back(self, path: Path, identity: tuple[int, ...], conn: sqlite3.Connection) -> None:

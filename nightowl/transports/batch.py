@@ -8,9 +8,11 @@ exactly as it would be sent alone (``remote_command``: wrapped in the host's own
 other in one shell, stdin from /dev/null, each output framed on stdout and stderr by a line holding a
 random nonce (no output can hold it) and, after the output, the command's exit status.
 
-What cannot be taken from a batch is run alone, as before: a command whose frame did not come back whole,
-or that the host's ``timeout`` ended (its collector then times it out itself, as a hang is judged), and
-every command of a batch that failed, was cut or was late.
+A command the host's ``timeout`` ended (exit 124) is answered as a timed-out command, as ``run`` reports
+one alone: the host's own hang. What cannot be taken from a batch is run alone, as before: a command whose
+frame did not come back whole, one that exited past 128 (killed by a signal, or by ``timeout``'s SIGKILL:
+alone, sshd tells which, and the shell's own note would be in its errors here), and every command of a batch
+that failed, was cut or was late.
 """
 
 from __future__ import annotations
@@ -19,9 +21,10 @@ import secrets
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from nightowl.transports.base import REMOTE_TIMEOUT_EXITS, CommandResult
+from nightowl.transports.base import CommandResult
 
 BATCH_NOTE = "read in one SSH session with {others} other command(s); its start and duration are the session's"
+TIMED_OUT = 124  # coreutils `timeout`: the command ran past its limit on the host
 
 
 @dataclass(frozen=True)
@@ -83,17 +86,28 @@ def _between(text: str, start: int, begin: str, end: str) -> tuple[str, int, str
 
 
 def results(
-    argvs: Sequence[tuple[str, ...]], commands: Sequence[str], batch: CommandResult, nonce: str
+    argvs: Sequence[tuple[str, ...]],
+    commands: Sequence[str],
+    timeouts: Sequence[float],
+    batch: CommandResult,
+    nonce: str,
 ) -> dict[tuple[str, ...], CommandResult]:
-    """The commands a finished ``batch`` answers, as each would have answered alone (none when the batch
-    itself failed, timed out, was cut or late; none for a command the host's timeout ended)."""
+    """The commands a finished ``batch`` answers, as each would have answered alone (``timeouts``: the host's
+    own limit each ran under, 0 for none); none when the batch itself failed, timed out, was cut or was late."""
     if not batch.ok or batch.stdout_truncated_bytes or batch.extra.get("stderr_truncated_bytes"):
         return {}
     answered: dict[tuple[str, ...], CommandResult] = {}
-    for argv, command, part in zip(argvs, commands, split(batch.stdout, batch.stderr, len(argvs), nonce), strict=True):
-        if part is None or part.rc in REMOTE_TIMEOUT_EXITS:
+    parts = split(batch.stdout, batch.stderr, len(argvs), nonce)
+    for argv, command, timeout, part in zip(argvs, commands, timeouts, parts, strict=True):
+        if part is None or (part.rc > 128):
             continue
         extra = {"remote_command": command, "batch": BATCH_NOTE.format(others=len(argvs) - 1)}
+        if timeout > 0 and part.rc == TIMED_OUT:  # as transports/ssh.py reports the host's timeout ending it
+            error = f"timed out after {timeout:g}s (ended by the host's own timeout: exit {TIMED_OUT})"
+            answered[argv] = CommandResult(
+                argv, None, part.stdout, part.stderr, batch.started, batch.duration, True, error, extra=extra
+            )
+            continue
         answered[argv] = CommandResult(
             argv, part.rc, part.stdout, part.stderr, batch.started, batch.duration, extra=extra
         )

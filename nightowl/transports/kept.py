@@ -16,17 +16,22 @@ connection over which a command got no answer at all is not taken again. The kee
 a transport whose connection can tell that it is gone (``alive``) is kept; any other (local, replay) is
 opened anew every round.
 
-A kept connection also learns what its host is asked each round: the commands asked in the last round with
-the same argv as in the round before (a read whose argv follows a position, such as the kernel log's journal
-cursor, changes as the log grows and is left out) are sent at the next round's first ask of one of them in
-one session (``run_batch``: transports/batch.py), and each ask takes its answer from there. An ask that
-finds no answer there after its patience (a batch held up by a command that hangs) runs its command alone,
-as every ask of a connection without batches does.
+A kept connection also learns what its host is asked each round. The reads of ``batchable`` kinds (the
+sweep's: the read-only collectors of the runbook's first node, asked of every host every round) asked in the
+last round with the same argv and timeout as in the round before (a read whose argv follows a position, such
+as the kernel log's journal cursor, changes as the log grows and is left out) are sent at the next round's
+first ask of one of them, in two sessions side by side (``run_batch``: transports/batch.py), and each ask
+takes its answer from there, once. An ask runs its command alone, as every ask of a connection without
+batches does, when the batch has no answer for it (see batch.py), when its timeout is not the one the batch
+ran it with, or when the batch did not answer within its patience (a command that hangs holds up the ones
+after it); the batch's answer is then dropped, as every answer is once the walk waits (``forget_batched``:
+a read after a runbook's ``wait:`` is a read after the wait).
 """
 
 from __future__ import annotations
 
 import contextlib
+import math
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -36,8 +41,9 @@ from nightowl.transports.base import CommandResult, Transport
 
 KEEPALIVE_SECONDS = 30.0  # under the idle timeouts of common NATs and load balancers (about 350 s and 4 min)
 # How long an ask waits for its answer from the round's batch before running its command alone: this many
-# times the host's last batch, and at least BATCH_PATIENCE_SECONDS (a loaded client is slow to read it).
-BATCH_PATIENCE_TIMES, BATCH_PATIENCE_SECONDS = 3.0, 2.0
+# times the host's last batch, at least BATCH_PATIENCE_SECONDS (a loaded client is slow to read it) and at most
+# BATCH_PATIENCE_MAX (a batch that once hung does not make every later ask wait its whole timeout).
+BATCH_PATIENCE_TIMES, BATCH_PATIENCE_SECONDS, BATCH_PATIENCE_MAX = 3.0, 2.0, 10.0
 # A host's batch is sent as this many sessions side by side (its asks dealt out in turn): the commands of one
 # session run one after the other, so two halve the wait for the last answer for one session more.
 BATCH_SESSIONS = 2
@@ -48,7 +54,8 @@ Asked = dict[tuple[str, ...], tuple[float, "str | None"]]  # argv -> (timeout, k
 class KeptConnections:
     """Each host's open transport between rounds, by host name; thread-safe (a round runs hosts at once)."""
 
-    def __init__(self) -> None:
+    def __init__(self, batchable: frozenset[str] = frozenset()) -> None:
+        self.batchable = batchable  # the kinds whose reads may be sent in a batch (none: every ask alone)
         self._open: dict[str, Any] = {}
         self._lock = threading.Lock()
         self.reused = 0  # connections taken again, over the keeper's life
@@ -117,19 +124,20 @@ class KeptConnections:
             self._asked[name] = (asked, last[0] if last is not None else None)
 
     def plan(self, name: str) -> Asked:
-        """What to send ``name`` in one session next: last round's asks whose argv its kind also had the round
-        before (when that round is known: the first plan is last round's asks as they were)."""
+        """What to send ``name`` in a batch next: last round's asks of a batchable kind whose argv and timeout
+        its kind also had the round before (when that round is known: the first plan is last round's asks)."""
         with self._lock:
             last, before = self._asked.get(name, ({}, None))
+        batchable = {argv: ask for argv, ask in last.items() if ask[1] in self.batchable}
         if before is None:
-            return dict(last)
+            return batchable
         kinds = {kind for (_, kind) in before.values()}
-        return {argv: ask for argv, ask in last.items() if argv in before or ask[1] not in kinds}
+        return {argv: ask for argv, ask in batchable.items() if before.get(argv) == ask or ask[1] not in kinds}
 
     def patience(self, name: str) -> float:
         with self._lock:
             seconds = self._batch_seconds.get(name, 0.0)
-        return max(BATCH_PATIENCE_SECONDS, BATCH_PATIENCE_TIMES * seconds)
+        return min(BATCH_PATIENCE_MAX, max(BATCH_PATIENCE_SECONDS, BATCH_PATIENCE_TIMES * seconds))
 
     def timed(self, name: str, seconds: float) -> None:
         with self._lock:
@@ -204,6 +212,11 @@ class KeptTransport:
             self._asked[argv] = (timeout, kind)
         return result
 
+    def forget_batched(self) -> None:
+        """No ask from now on takes an answer a batch read before now (the walk waits: engine/runner.py)."""
+        for batch in self._batches:
+            batch.close()
+
     def _fresh(self, failed: Any) -> Any:
         """A new connection in place of ``failed`` (once: the commands that failed over it at the same time
         share it), or None when the host does not answer now."""
@@ -235,24 +248,47 @@ class KeptTransport:
 
 class _Batch:
     """One round's batch for one host: sent at the first ask of a planned argv, on a thread of its own, so that
-    each ask waits for it only as long as its patience (and its own timeout) allow."""
+    each ask waits for it only as long as its patience (and its own timeout) allow. An answer is taken once,
+    only by an ask with the timeout the batch ran it with, and never after the ask gave up on it or the batch
+    was closed (``close``: the walk waited)."""
 
     def __init__(self, owner: KeptTransport, plan: Asked, patience: float) -> None:
         self.owner, self.plan, self.patience = owner, plan, patience
         self.answers: dict[tuple[str, ...], CommandResult] = {}
+        self.dropped: set[tuple[str, ...]] = set()  # asked alone instead: its answer is not for a later ask
+        self.closed = False
         self.done = threading.Event()
         self.thread: threading.Thread | None = None
         self.lock = threading.Lock()
 
     def take(self, argv: tuple[str, ...], timeout: float) -> CommandResult | None:
-        with self.lock:
-            if self.thread is None:
-                self.thread = threading.Thread(target=self._send, name="batch", daemon=True)
-                self.thread.start()
-        if not self.done.wait(max(0.0, min(timeout, self.patience))):
+        same_limit = math.ceil(self.plan[argv][0]) == math.ceil(timeout)  # else the host's `timeout` would differ
+        if not (same_limit and self._started() and self.done.wait(max(0.0, min(timeout, self.patience)))):
+            self._drop(argv)
             return None
         with self.lock:
-            return self.answers.pop(argv, None)  # each answer is taken once (a second ask runs it again)
+            self.dropped.add(argv)  # taken once: a second ask of the same argv reads it again
+            return None if self.closed else self.answers.pop(argv, None)
+
+    def _started(self) -> bool:
+        with self.lock:
+            if self.closed:
+                return False
+            if self.thread is None:
+                thread = threading.Thread(target=self._send, name="batch", daemon=True)
+                try:
+                    thread.start()
+                except RuntimeError:  # no thread to be had (a huge fleet): every ask runs alone
+                    self.closed = True
+                    return False
+                self.thread = thread
+            return True
+
+    def _drop(self, argv: tuple[str, ...]) -> None:
+        with self.lock:
+            self.dropped.add(argv)
+            self.answers.pop(argv, None)
+        return None
 
     def _send(self) -> None:
         started = time.monotonic()
@@ -261,9 +297,15 @@ class _Batch:
         except Exception:  # noqa: BLE001 - a batch that fails leaves every ask to run alone
             answers = {}
         with self.lock:
-            self.answers = dict(answers)
+            if not self.closed:
+                self.answers = {argv: answer for argv, answer in answers.items() if argv not in self.dropped}
         self.owner._keeper.timed(self.owner._name, time.monotonic() - started)
         self.done.set()
+
+    def close(self) -> None:
+        with self.lock:
+            self.closed = True
+            self.answers.clear()
 
     def running(self) -> bool:
         return self.thread is not None and not self.done.is_set()

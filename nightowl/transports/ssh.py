@@ -388,7 +388,7 @@ class SSHTransport:
         lines = [remote_command(argv, timeout) for argv, timeout in zip(argvs, timeouts, strict=True)]
         nonce = new_nonce()
         seconds = sum(client_seconds(timeout, remote) for _, timeout in commands)
-        return results(argvs, lines, self.run(("sh", "-c", script(lines, nonce)), seconds), nonce)
+        return results(argvs, lines, timeouts, self.run(("sh", "-c", script(lines, nonce)), seconds), nonce)
 
     def _run_channel(
         self,

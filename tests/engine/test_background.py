@@ -178,3 +178,22 @@ def test_background_belongs_to_collect_nodes_without_wait() -> None:
         Node(collect=["quick"], background=True, wait=1, next="x")
     with pytest.raises(ValidationError, match="background"):
         Node(cannot_judge="x", background=True)
+
+
+def test_a_wait_tells_the_transport_to_forget_what_it_read_ahead(tmp_path: Path) -> None:
+    """A kept connection may have read a command ahead in a batch (transports/kept.py): after `wait:` the walk
+    asks for reads after the pause, so the transport is told to drop them before the later node's reads."""
+    said: list[str] = []
+
+    class ReadsAhead(LocalTransport):
+        def run(self, argv: Any, timeout: float, kind: str | None = None) -> Any:
+            said.append(f"run {kind}")
+            return super().run(argv, timeout, kind=kind)
+
+        def forget_batched(self) -> None:
+            said.append("forget")
+
+    run_, _ = run(tmp_path, background=False, transport=lambda: ReadsAhead("box"))
+    assert run_.verdict["id"] == "seen"
+    assert said.index("forget") > max(said.index("run slow"), said.index("run hangs"))
+    assert said.index("forget") < said.index("run quick") and said.count("forget") == 1

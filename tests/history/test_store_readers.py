@@ -4,7 +4,7 @@ error, and a forked child (a sweep's worker) opens its own."""
 
 from __future__ import annotations
 
-import multiprocessing
+import os
 import shutil
 from pathlib import Path
 
@@ -42,6 +42,18 @@ def test_another_file_at_the_path_is_read_afresh(tmp_path: Path) -> None:
     assert store.read(db, COUNT)[0]["n"] == kept + 1
 
 
+def test_a_store_deleted_and_made_again_is_read_afresh(tmp_path: Path) -> None:
+    """The new file may get the freed inode's number back: its connection is still not the old file's."""
+    db = tmp_path / "h.sqlite3"
+    store.connect(db).close()
+    add_meta(db, "only-in-the-old-one")
+    old = store.read(db, COUNT)[0]["n"]
+    for suffix in ("", "-wal", "-shm"):
+        Path(f"{db}{suffix}").unlink(missing_ok=True)
+    store.connect(db).close()
+    assert store.read(db, COUNT)[0]["n"] == old - 1
+
+
 def test_a_store_that_is_gone_is_an_error_not_a_kept_answer(tmp_path: Path) -> None:
     db = tmp_path / "h.sqlite3"
     store.connect(db).close()
@@ -51,19 +63,21 @@ def test_a_store_that_is_gone_is_an_error_not_a_kept_answer(tmp_path: Path) -> N
         store.read(db, COUNT)
 
 
-def _count_in_child(db: str, answer: multiprocessing.Queue) -> None:
-    add_meta(Path(db), "from-the-child")
-    answer.put(store.read(Path(db), COUNT)[0]["n"])
-
-
-def test_a_forked_child_opens_its_own_connection(tmp_path: Path) -> None:
+def test_a_forked_child_opens_its_own_connection_and_leaves_its_parents_open(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """sqlite's connections must not cross a fork: a process whose pid is not the one that kept them opens its
+    own, and never closes (or lets the collector close) the parent's."""
     db = tmp_path / "h.sqlite3"
     store.connect(db).close()
-    before = store.read(db, COUNT)[0]["n"]  # kept in this process before the fork
-    context = multiprocessing.get_context("fork")
-    answer = context.Queue()
-    child = context.Process(target=_count_in_child, args=(str(db), answer))
-    child.start()
-    child.join(30)
-    assert child.exitcode == 0 and answer.get(timeout=5) == before + 1
-    assert store.read(db, COUNT)[0]["n"] == before + 1
+    kept, identity = store._READERS.take(db)
+    store._READERS.give_back(db, identity, kept)
+    again, _ = store._READERS.take(db)
+    assert again is kept  # the same process takes its kept connection again
+    store._READERS.give_back(db, identity, again)
+    parent = os.getpid()
+    monkeypatch.setattr(store.os, "getpid", lambda: parent + 1)  # as a forked child sees itself
+    child, _ = store._READERS.take(db)
+    assert child is not kept
+    assert kept.execute("SELECT 1").fetchone() == (1,)  # the parent's is still open
+    child.close()

@@ -219,10 +219,16 @@ def asked_round(keeper: KeptConnections, open_one: Any, asks: list[tuple[tuple[s
 
 STEADY = [(("nvidia-smi", "--query-gpu=x"), "nvidia-smi"), (("nvidia-smi", "nvlink", "-s"), "nvlink"),
           (("systemctl", "is-active", "fm"), "fabric-manager")]  # fmt: skip
+# What the sweep lets a kept connection batch: its first node's read-only kinds (cli/sweep_every.batchable_kinds)
+BATCHABLE = frozenset({"nvidia-smi", "nvlink", "fabric-manager", "kernel-log"})
+
+
+def batching() -> KeptConnections:
+    return KeptConnections(BATCHABLE)
 
 
 def test_what_a_host_is_asked_every_round_comes_in_batches_from_the_second_round_of_a_kept_connection() -> None:
-    keeper, made = KeptConnections(), []
+    keeper, made = batching(), []
     first = asked_round(keeper, opener(made, Batching), STEADY)
     assert set(first.values()) == {"alone"} and made[0].batches == []  # a new connection: nothing learned yet
     second = asked_round(keeper, opener(made, Batching), STEADY)
@@ -234,7 +240,7 @@ def test_what_a_host_is_asked_every_round_comes_in_batches_from_the_second_round
 
 def test_a_read_whose_argv_follows_a_position_is_left_out_once_it_changed() -> None:
     """The kernel log's journal cursor changes as the log grows: batched once at most, then asked alone."""
-    keeper, made = KeptConnections(), []
+    keeper, made = batching(), []
     for number in range(4):
         asked_round(keeper, opener(made, Batching), [*STEADY, (("journalctl", f"--cursor={number}"), "kernel-log")])
     batched = [argv for batch in made[0].batches for argv in batch]
@@ -245,7 +251,7 @@ def test_a_read_whose_argv_follows_a_position_is_left_out_once_it_changed() -> N
 
 
 def test_an_ask_the_batch_does_not_answer_runs_alone() -> None:
-    keeper, made = KeptConnections(), []
+    keeper, made = batching(), []
     asked_round(keeper, opener(made, Batching), STEADY)
     made[0].unanswered = {"-s"}
     answers = asked_round(keeper, opener(made, Batching), STEADY)
@@ -258,7 +264,7 @@ def test_a_batch_held_up_past_its_patience_leaves_the_asks_alone_and_its_connect
     """A command that hangs in a batch holds up the ones after it: each ask waits its patience, then runs alone;
     the connection whose batch is still running is not taken again."""
     monkeypatch.setattr(kept, "BATCH_PATIENCE_SECONDS", 0.05)
-    keeper, made = KeptConnections(), []
+    keeper, made = batching(), []
     asked_round(keeper, opener(made, Batching), STEADY)
     made[0].delay = 1.0
     answers = asked_round(keeper, opener(made, Batching), STEADY)
@@ -271,3 +277,52 @@ def test_a_connection_without_batches_runs_every_ask_alone() -> None:
     for _ in range(3):
         assert set(asked_round(keeper, opener(made), STEADY).values()) == {"ok"}
     assert keeper.batched == 0
+
+
+def test_only_the_kinds_the_sweep_names_batchable_are_ever_batched() -> None:
+    """An invasive diagnostic, or a read only a branch asks, is never sent unasked in a later round's batch."""
+    diagnostic = (("dcgmi", "diag", "-r", "2"), "dcgm-diag")
+    keeper, made = batching(), []
+    for _ in range(3):
+        asked_round(keeper, opener(made, Batching), [*STEADY, diagnostic])
+    assert all(argv[0] != "dcgmi" for batch in made[0].batches for argv in batch)
+    assert made[0].alone.count(diagnostic[0]) == 3
+
+
+def test_an_ask_that_gave_up_on_its_batch_never_gets_its_late_answer_later(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The batch's read of an argv whose ask ran alone is not handed to a later ask of it: that ask reads anew."""
+    monkeypatch.setattr(kept, "BATCH_PATIENCE_SECONDS", 0.05)
+    keeper, made = batching(), []
+    asked_round(keeper, opener(made, Batching), STEADY)
+    made[0].delay = 0.3
+    transport = keeper.openers({"gpu-1": opener(made, Batching)})["gpu-1"]()
+    transport.connect()
+    argv, kind = STEADY[0]
+    assert transport.run(argv, 5.0, kind=kind).stdout == "alone"  # gave up after its patience
+    time.sleep(0.5)  # the batch has answered meanwhile
+    assert transport.run(argv, 5.0, kind=kind).stdout == "alone"
+    transport.close()
+
+
+def test_after_a_wait_no_ask_takes_what_the_batch_read_before_it() -> None:
+    keeper, made = batching(), []
+    asked_round(keeper, opener(made, Batching), STEADY)
+    transport = keeper.openers({"gpu-1": opener(made, Batching)})["gpu-1"]()
+    transport.connect()
+    (first, first_kind), (second, second_kind) = STEADY[0], STEADY[2]  # dealt to the same session
+    assert transport.run(first, 5.0, kind=first_kind).stdout == "batched"
+    transport.forget_batched()  # the walk waits (engine/runner.py)
+    assert transport.run(second, 5.0, kind=second_kind).stdout == "alone"
+    transport.close()
+
+
+def test_an_ask_whose_timeout_differs_from_the_batchs_runs_alone() -> None:
+    """The host's own `timeout` ends a command at its ask's limit: a read made under another limit is not it."""
+    keeper, made = batching(), []
+    asked_round(keeper, opener(made, Batching), STEADY)
+    transport = keeper.openers({"gpu-1": opener(made, Batching)})["gpu-1"]()
+    transport.connect()
+    argv, kind = STEADY[0]
+    assert transport.run(argv, 2.0, kind=kind).stdout == "alone"  # the batch ran it under 5 s
+    assert transport.run(STEADY[1][0], 5.0, kind=STEADY[1][1]).stdout == "batched"
+    transport.close()
