@@ -179,6 +179,9 @@ _LAUNCHER_PREFIXES: tuple[tuple[str, re.Pattern[str]], ...] = (
     ),
 )
 _UNMISTAKABLE = frozenset({"cri", "open-mpi", "kubectl-prefix", "docker-stamp", "ray"})
+# Any of them, in one pass a line: most outputs carry none, and trying each in turn on each sample line was most of
+# a steady sweep round's normalising.
+_ANY_LAUNCHER_PREFIX = re.compile("|".join(f"(?:{pattern.pattern})" for _, pattern in _LAUNCHER_PREFIXES))
 # A syslog (RFC 3164) or journal (``journalctl -o short``/``short-iso``) prefix naming a program.
 _SYSLOG_PREFIX = re.compile(
     r"^(?:<\d{1,3}>)?(?:[A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d"
@@ -326,7 +329,7 @@ def _prompt(text: str, _kept: frozenset[str] = frozenset()) -> str | None:
 
 def _launcher_prefix(text: str, kept: frozenset[str] = frozenset()) -> str | None:
     sample = _sample(text)
-    if not sample:
+    if not sample or not any(_ANY_LAUNCHER_PREFIX.match(line) for line in sample):
         return None
     for _name, pattern in _LAUNCHER_PREFIXES:
         if _name in kept:
