@@ -60,7 +60,11 @@ def repeated_rounds(
         vary_readings(fleet, names, number)
         bare_wall, _ = bench.bare_pool(fleet, inventory if dead else names, forks)
         seconds, cpu = report["round"]["seconds"], report["round"]["cpu_seconds"]
-        print(f"  round {number}: {seconds:.2f} s (bare {bare_wall:.2f} s), CPU {cpu:.2f} s, {kb:.1f} KB per live host")
+        batched, linked = report["round"].get("commands_batched", "-"), report["round"].get("files_linked", "-")
+        print(
+            f"  round {number}: {seconds:.2f} s (bare {bare_wall:.2f} s), CPU {cpu:.2f} s, {kb:.1f} KB per live host, "
+            f"{batched} commands batched, {linked} files linked"
+        )
         rounds.append({"bare": bare_wall, "wall": seconds, "cpu": cpu / len(names), "wrong": len(wrong), "kb": kb})
         rounds[-1]["connections"] = (report["round"]["connections_reused"], report["round"]["connections_opened"])
     child.wait()
