@@ -36,8 +36,10 @@ def reports(stdout: str) -> list[dict[str, Any]]:
     return found
 
 
-@pytest.mark.integration
-def test_rounds_reuse_their_connections_and_see_an_xid_written_between_them(fleet: Any, tmp_path: Path) -> None:
+def sweep_writing_an_xid(fleet: Any, tmp_path: Path, rounds: int, after: int, host: str) -> tuple[str, list[str]]:
+    """`sweep --every 4 --rounds N` over both hosts, whose journals hold a clean boot, and ``host``'s an Xid 79
+    written once round ``after`` said it was done (its line comes before its report, the next round 4 s after
+    its start): the reports printed, and what it said on stderr."""
     journals = {name: Journal(fleet.host_dir(name) / "journal.json") for name in NAMES}
     for journal in journals.values():
         journal.add(*BOOT)
@@ -45,7 +47,7 @@ def test_rounds_reuse_their_connections_and_see_an_xid_written_between_them(flee
     argv = ["sweep", "--history", str(tmp_path / "history.sqlite3"), "--inventory", str(inventory)]
     argv += ["--known-hosts", str(fleet.known_hosts), "--ssh-config", str(fleet.ssh_config)]
     argv += ["--identity", str(fleet.client_key), "--format", "json", "--out", str(tmp_path / "bundles")]
-    argv += ["--every", "4", "--rounds", "2"]
+    argv += ["--every", "4", "--rounds", str(rounds)]
     env = {k: v for k, v in os.environ.items() if k != "SSH_AUTH_SOCK"} | {"HOME": str(tmp_path)}
     code = "import sys; from nightowl.cli.main import main; sys.exit(main())"
     child = subprocess.Popen(
@@ -53,14 +55,20 @@ def test_rounds_reuse_their_connections_and_see_an_xid_written_between_them(flee
     )
     assert child.stderr is not None
     said = []
-    for line in child.stderr:  # the round's line comes before its report, the next round 4 s after its start
+    for line in child.stderr:
         said.append(line)
-        if line.startswith("nightowl: round 1:"):
-            journals["every-b"].add(XID79)
+        if line.startswith(f"nightowl: round {after}:"):
+            journals[host].add(XID79)
             break
     stdout, rest = child.communicate(timeout=120)
     said.append(rest)
     assert child.returncode == 1, "".join(said)  # the last round's status: a host needs action
+    return stdout, said
+
+
+@pytest.mark.integration
+def test_rounds_reuse_their_connections_and_see_an_xid_written_between_them(fleet: Any, tmp_path: Path) -> None:
+    stdout, said = sweep_writing_an_xid(fleet, tmp_path, rounds=2, after=1, host="every-b")
     first, second = reports(stdout)
     assert [h["verdict"]["id"] for h in first["hosts"]] == ["healthy", "healthy"]
     assert [h["verdict"]["id"] for h in second["hosts"]] == ["healthy", "gpu-fell-off-bus"]
@@ -98,29 +106,7 @@ def test_reads_asked_every_round_come_in_batches_and_an_xid_written_between_roun
     """From the second round the reads a host was asked the round before come in two sessions (the kernel log's,
     whose argv follows the journal's cursor, alone once it changed), the outputs the last bundle stored byte for
     byte are links to its files, and the Xid written before the third round is in that round's verdict."""
-    journals = {name: Journal(fleet.host_dir(name) / "journal.json") for name in NAMES}
-    for journal in journals.values():
-        journal.add(*BOOT)
-    inventory = fleet.write_inventory(tmp_path / "hosts.yaml", NAMES)
-    argv = ["sweep", "--history", str(tmp_path / "history.sqlite3"), "--inventory", str(inventory)]
-    argv += ["--known-hosts", str(fleet.known_hosts), "--ssh-config", str(fleet.ssh_config)]
-    argv += ["--identity", str(fleet.client_key), "--format", "json", "--out", str(tmp_path / "bundles")]
-    argv += ["--every", "4", "--rounds", "3"]
-    env = {k: v for k, v in os.environ.items() if k != "SSH_AUTH_SOCK"} | {"HOME": str(tmp_path)}
-    code = "import sys; from nightowl.cli.main import main; sys.exit(main())"
-    child = subprocess.Popen(
-        [sys.executable, "-c", code, *argv], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env
-    )
-    assert child.stderr is not None
-    said = []
-    for line in child.stderr:
-        said.append(line)
-        if line.startswith("nightowl: round 2:"):
-            journals["every-a"].add(XID79)
-            break
-    stdout, rest = child.communicate(timeout=120)
-    said.append(rest)
-    assert child.returncode == 1, "".join(said)
+    stdout, said = sweep_writing_an_xid(fleet, tmp_path, rounds=3, after=2, host="every-a")
     rounds = reports(stdout)
     assert [[h["verdict"]["id"] for h in r["hosts"]] for r in rounds] == [
         ["healthy", "healthy"], ["healthy", "healthy"], ["gpu-fell-off-bus", "healthy"]

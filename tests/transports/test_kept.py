@@ -289,14 +289,20 @@ def test_only_the_kinds_the_sweep_names_batchable_are_ever_batched() -> None:
     assert made[0].alone.count(diagnostic[0]) == 3
 
 
+def second_round(delay: float = 0.0) -> Any:
+    """A batching connection's second round, opened and connected: its asks may come from a batch."""
+    keeper, made = batching(), []
+    asked_round(keeper, opener(made, Batching), STEADY)
+    made[0].delay = delay
+    transport = keeper.openers({"gpu-1": opener(made, Batching)})["gpu-1"]()
+    transport.connect()
+    return transport
+
+
 def test_an_ask_that_gave_up_on_its_batch_never_gets_its_late_answer_later(monkeypatch: pytest.MonkeyPatch) -> None:
     """The batch's read of an argv whose ask ran alone is not handed to a later ask of it: that ask reads anew."""
     monkeypatch.setattr(kept, "BATCH_PATIENCE_SECONDS", 0.05)
-    keeper, made = batching(), []
-    asked_round(keeper, opener(made, Batching), STEADY)
-    made[0].delay = 0.3
-    transport = keeper.openers({"gpu-1": opener(made, Batching)})["gpu-1"]()
-    transport.connect()
+    transport = second_round(delay=0.3)
     argv, kind = STEADY[0]
     assert transport.run(argv, 5.0, kind=kind).stdout == "alone"  # gave up after its patience
     time.sleep(0.5)  # the batch has answered meanwhile
@@ -305,10 +311,7 @@ def test_an_ask_that_gave_up_on_its_batch_never_gets_its_late_answer_later(monke
 
 
 def test_after_a_wait_no_ask_takes_what_the_batch_read_before_it() -> None:
-    keeper, made = batching(), []
-    asked_round(keeper, opener(made, Batching), STEADY)
-    transport = keeper.openers({"gpu-1": opener(made, Batching)})["gpu-1"]()
-    transport.connect()
+    transport = second_round()
     (first, first_kind), (second, second_kind) = STEADY[0], STEADY[2]  # dealt to the same session
     assert transport.run(first, 5.0, kind=first_kind).stdout == "batched"
     transport.forget_batched()  # the walk waits (engine/runner.py)
@@ -318,10 +321,7 @@ def test_after_a_wait_no_ask_takes_what_the_batch_read_before_it() -> None:
 
 def test_an_ask_whose_timeout_differs_from_the_batchs_runs_alone() -> None:
     """The host's own `timeout` ends a command at its ask's limit: a read made under another limit is not it."""
-    keeper, made = batching(), []
-    asked_round(keeper, opener(made, Batching), STEADY)
-    transport = keeper.openers({"gpu-1": opener(made, Batching)})["gpu-1"]()
-    transport.connect()
+    transport = second_round()
     argv, kind = STEADY[0]
     assert transport.run(argv, 2.0, kind=kind).stdout == "alone"  # the batch ran it under 5 s
     assert transport.run(STEADY[1][0], 5.0, kind=STEADY[1][1]).stdout == "batched"
