@@ -322,9 +322,10 @@ class HostRunner:
             return
         seconds = wait_seconds(wait, self.options.params)
         if seconds is not None and seconds > 0:
-            forget = getattr(self.transport, "forget_batched", None)  # a read after the pause is read after it
-            if callable(forget):
-                forget()
+            for transport in getattr(self, "members", None) or [self.transport]:  # a job: every member's
+                forget = getattr(transport, "forget_batched", None)  # a read after the pause is read after it
+                if callable(forget):
+                    forget()
             if self.deadline is not None:  # --host-timeout bounds the pause too
                 seconds = min(float(seconds), max(0.0, self.deadline - time.monotonic()))
             self.options.stop.wait(min(float(seconds), 3600.0))

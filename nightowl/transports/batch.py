@@ -8,11 +8,12 @@ exactly as it would be sent alone (``remote_command``: wrapped in the host's own
 other in one shell, stdin from /dev/null, each output framed on stdout and stderr by a line holding a
 random nonce (no output can hold it) and, after the output, the command's exit status.
 
-A command the host's ``timeout`` ended (exit 124) is answered as a timed-out command, as ``run`` reports
-one alone: the host's own hang. What cannot be taken from a batch is run alone, as before: a command whose
-frame did not come back whole, one that exited past 128 (killed by a signal, or by ``timeout``'s SIGKILL:
-alone, sshd tells which, and the shell's own note would be in its errors here), and every command of a batch
-that failed, was cut or was late.
+A command the host's ``timeout`` ended (exit 124, or 137 once it had to SIGKILL it) is answered as a
+timed-out command, as ``run`` reports one alone: the host's own hang. What cannot be taken from a batch is run
+alone, as before: a command whose frame did not come back whole, one that exited past 128 otherwise (killed
+by a signal: alone, sshd tells which, and the shell's own note would be in its errors here), and every
+command of a batch that failed, was cut or was late. Only commands under the host's own limit are batched
+(``run_batch``): without it a command in a batch would have no limit of its own.
 """
 
 from __future__ import annotations
@@ -21,10 +22,9 @@ import secrets
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from nightowl.transports.base import CommandResult
+from nightowl.transports.base import REMOTE_TIMEOUT_EXITS, CommandResult
 
 BATCH_NOTE = "read in one SSH session with {others} other command(s); its start and duration are the session's"
-TIMED_OUT = 124  # coreutils `timeout`: the command ran past its limit on the host
 
 
 @dataclass(frozen=True)
@@ -99,11 +99,12 @@ def results(
     answered: dict[tuple[str, ...], CommandResult] = {}
     parts = split(batch.stdout, batch.stderr, len(argvs), nonce)
     for argv, command, timeout, part in zip(argvs, commands, timeouts, parts, strict=True):
-        if part is None or (part.rc > 128):
+        hung = timeout > 0 and part is not None and part.rc in REMOTE_TIMEOUT_EXITS
+        if part is None or (part.rc > 128 and not hung):
             continue
         extra = {"remote_command": command, "batch": BATCH_NOTE.format(others=len(argvs) - 1)}
-        if timeout > 0 and part.rc == TIMED_OUT:  # as transports/ssh.py reports the host's timeout ending it
-            error = f"timed out after {timeout:g}s (ended by the host's own timeout: exit {TIMED_OUT})"
+        if hung:  # as transports/ssh.py reports the host's timeout ending it
+            error = f"timed out after {timeout:g}s (ended by the host's own timeout: exit {part.rc})"
             answered[argv] = CommandResult(
                 argv, None, part.stdout, part.stderr, batch.started, batch.duration, True, error, extra=extra
             )

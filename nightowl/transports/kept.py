@@ -18,10 +18,10 @@ opened anew every round.
 
 A kept connection also learns what its host is asked each round. The reads of ``batchable`` kinds (the
 sweep's: the read-only collectors of the runbook's first node, asked of every host every round) asked in the
-last round with the same argv and timeout as in the round before (a read whose argv follows a position, such
-as the kernel log's journal cursor, changes as the log grows and is left out) are sent at the next round's
-first ask of one of them, in two sessions side by side (``run_batch``: transports/batch.py), and each ask
-takes its answer from there, once. An ask runs its command alone, as every ask of a connection without
+last round with a small answer, and with the same argv and timeout as in the round before once that is known
+(a read whose argv follows a position, such as the kernel log's journal cursor, changes as the log grows and
+is left out), are sent at the next round's first ask of one of them, in two sessions side by side
+(``run_batch``: transports/batch.py), and each ask takes its answer from there, once. An ask runs its command alone, as every ask of a connection without
 batches does, when the batch has no answer for it (see batch.py), when its timeout is not the one the batch
 ran it with, or when the batch did not answer within its patience (a command that hangs holds up the ones
 after it); the batch's answer is then dropped, as every answer is once the walk waits (``forget_batched``:
@@ -43,12 +43,16 @@ KEEPALIVE_SECONDS = 30.0  # under the idle timeouts of common NATs and load bala
 # How long an ask waits for its answer from the round's batch before running its command alone: this many
 # times the host's last batch, at least BATCH_PATIENCE_SECONDS (a loaded client is slow to read it) and at most
 # BATCH_PATIENCE_MAX (a batch that once hung does not make every later ask wait its whole timeout).
-BATCH_PATIENCE_TIMES, BATCH_PATIENCE_SECONDS, BATCH_PATIENCE_MAX = 3.0, 2.0, 10.0
+BATCH_PATIENCE_TIMES, BATCH_PATIENCE_SECONDS, BATCH_PATIENCE_MAX = 3.0, 2.0, 5.0
 # A host's batch is sent as this many sessions side by side (its asks dealt out in turn): the commands of one
 # session run one after the other, so two halve the wait for the last answer for one session more.
 BATCH_SESSIONS = 2
 
-Asked = dict[tuple[str, ...], tuple[float, "str | None"]]  # argv -> (timeout, kind) of a round's asks
+# argv -> (timeout, kind, bytes of its answer) of a round's asks that answered
+Asked = dict[tuple[str, ...], tuple[float, "str | None", int]]
+# Only a read whose last answer was at most this big is batched: a steady read's is a few KB, a full read's (a
+# whole boot's log, `-q -x`) is not, and a batch shares one output cap.
+BATCH_ANSWER_BYTES = 64 * 1024
 
 
 class KeptConnections:
@@ -124,15 +128,15 @@ class KeptConnections:
             self._asked[name] = (asked, last[0] if last is not None else None)
 
     def plan(self, name: str) -> Asked:
-        """What to send ``name`` in a batch next: last round's asks of a batchable kind whose argv and timeout
-        its kind also had the round before (when that round is known: the first plan is last round's asks)."""
+        """What to send ``name`` in a batch next: last round's asks of a batchable kind whose answer was small
+        (``BATCH_ANSWER_BYTES``: never a full read), and, once the round before is known, that were asked then
+        too with the same argv and timeout (a journal cursor's argv, which moves, is then asked alone)."""
         with self._lock:
             last, before = self._asked.get(name, ({}, None))
-        batchable = {argv: ask for argv, ask in last.items() if ask[1] in self.batchable}
+        plan = {a: ask for a, ask in last.items() if ask[1] in self.batchable and ask[2] <= BATCH_ANSWER_BYTES}
         if before is None:
-            return batchable
-        kinds = {kind for (_, kind) in before.values()}
-        return {argv: ask for argv, ask in batchable.items() if before.get(argv) == ask or ask[1] not in kinds}
+            return plan
+        return {argv: ask for argv, ask in plan.items() if argv in before and before[argv][:2] == ask[:2]}
 
     def patience(self, name: str) -> float:
         with self._lock:
@@ -198,7 +202,8 @@ class KeptTransport:
         batched = next((b.take(argv, timeout) for b in self._batches if argv in b.plan), None)
         if batched is not None:
             self._keeper.took_batched()
-            self._asked[argv] = (timeout, kind)
+            if batched.rc is not None:  # a read that hung is asked alone next round
+                self._asked[argv] = (timeout, kind, len(batched.stdout) + len(batched.stderr))
             return batched
         used = self.inner
         result: CommandResult = used.run(argv, timeout, kind)
@@ -209,7 +214,7 @@ class KeptTransport:
         # No exit status and not the host's own timeout: nightowl's deadline with no answer, or a failed channel.
         self._unanswered = self._unanswered or (result.rc is None and not result.timed_out)
         if result.rc is not None:
-            self._asked[argv] = (timeout, kind)
+            self._asked[argv] = (timeout, kind, len(result.stdout) + len(result.stderr))
         return result
 
     def forget_batched(self) -> None:
@@ -306,9 +311,10 @@ class _Batch:
         with self.lock:
             self.closed = True
             self.answers.clear()
+        self.done.set()  # an ask waiting for it runs alone now
 
     def running(self) -> bool:
-        return self.thread is not None and not self.done.is_set()
+        return self.thread is not None and self.thread.is_alive()
 
 
 def _connection_failed(result: CommandResult) -> bool:

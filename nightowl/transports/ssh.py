@@ -382,12 +382,13 @@ class SSHTransport:
         (transports/batch.py: what is missing runs alone)."""
         from nightowl.transports.batch import new_nonce, results, script
 
-        remote = self.options.remote_timeout
+        if not self.options.remote_timeout:  # each command's own limit is the host's `timeout`: none, no batch
+            return {}
         argvs = [tuple(str(arg) for arg in argv) for argv, _ in commands]
-        timeouts = [timeout if remote else 0 for _, timeout in commands]
+        timeouts = [timeout for _, timeout in commands]
         lines = [remote_command(argv, timeout) for argv, timeout in zip(argvs, timeouts, strict=True)]
         nonce = new_nonce()
-        seconds = sum(client_seconds(timeout, remote) for _, timeout in commands)
+        seconds = sum(client_seconds(timeout) for timeout in timeouts)
         return results(argvs, lines, timeouts, self.run(("sh", "-c", script(lines, nonce)), seconds), nonce)
 
     def _run_channel(

@@ -197,3 +197,40 @@ def test_a_wait_tells_the_transport_to_forget_what_it_read_ahead(tmp_path: Path)
     assert run_.verdict["id"] == "seen"
     assert said.index("forget") > max(said.index("run slow"), said.index("run hangs"))
     assert said.index("forget") < said.index("run quick") and said.count("forget") == 1
+
+
+JOB_WAITS = """\
+id: job-waits
+title: job-waits
+scope: job
+parameters:
+  window: {default: 0.2}
+entry: early
+nodes:
+  early:
+    collect: [quick]
+    next: later
+  later:
+    wait: window
+    collect: ["quick:again"]
+    next: done
+  done:
+    verdict: {id: done, severity: ok, action: none, summary: done}
+"""
+
+
+def test_a_jobs_wait_tells_every_members_transport_to_forget_what_it_read_ahead(tmp_path: Path) -> None:
+    """A job's collect node runs on every member: each member's read after the pause is read after it."""
+    said: list[str] = []
+
+    class ReadsAhead(LocalTransport):
+        def forget_batched(self) -> None:
+            said.append(self.host)
+
+    path = tmp_path / "job.yaml"
+    path.write_text(JOB_WAITS)
+    loaded = load_runbook(path, known_collectors=COLLECTORS)
+    members = {name: (lambda name=name: ReadsAhead(name)) for name in ("m1", "m2", "m3")}
+    options = RunOptions(params=loaded.resolve_params({}))
+    run_runbook(loaded, members, COLLECTORS.__getitem__, options, tmp_path / "out")
+    assert sorted(said) == ["m1", "m2", "m3"]

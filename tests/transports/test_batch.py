@@ -118,3 +118,15 @@ def test_another_nonce_frames_nothing() -> None:
     assert nonce != other
     lines = [shlex.join(argv) for argv in ARGVS[:2]]
     assert batch.split(run_script(lines, nonce).stdout, "", 2, other) == [None, None]
+
+
+def test_a_command_the_hosts_timeout_had_to_kill_is_a_timed_out_answer() -> None:
+    """One that ignores SIGTERM: `timeout -k` kills it (exit 137), as transports/ssh.py judges it alone."""
+    argvs = [("sh", "-c", "trap '' TERM; echo stubborn; sleep 9"), ("printf", "after it")]
+    nonce = batch.new_nonce()
+    lines = [remote_command(argv, 1) for argv in argvs]
+    answered = batch.results(argvs, lines, [1, 1], run_script(lines, nonce), nonce)
+    killed = answered[argvs[0]]
+    assert killed.timed_out and killed.rc is None and killed.stdout == "stubborn\n"
+    assert killed.error == "timed out after 1s (ended by the host's own timeout: exit 137)"
+    assert answered[argvs[1]].stdout == "after it"

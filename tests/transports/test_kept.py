@@ -326,3 +326,54 @@ def test_an_ask_whose_timeout_differs_from_the_batchs_runs_alone() -> None:
     assert transport.run(argv, 2.0, kind=kind).stdout == "alone"  # the batch ran it under 5 s
     assert transport.run(STEADY[1][0], 5.0, kind=STEADY[1][1]).stdout == "batched"
     transport.close()
+
+
+def test_a_timeout_with_the_same_whole_seconds_is_the_same_limit_on_the_host() -> None:
+    """The host's `timeout` takes whole seconds (transports/ssh.py remote_command): 4.2 s is the 5 s it ran
+    under, 5.1 s is not."""
+    transport = second_round()
+    assert transport.run(STEADY[0][0], 4.2, kind=STEADY[0][1]).stdout == "batched"
+    assert transport.run(STEADY[1][0], 5.1, kind=STEADY[1][1]).stdout == "alone"
+    transport.close()
+
+
+def test_a_read_whose_timeout_changed_since_the_round_before_is_not_planned() -> None:
+    keeper, made = batching(), []
+    asked_round(keeper, opener(made, Batching), STEADY)
+    transport = keeper.openers({"gpu-1": opener(made, Batching)})["gpu-1"]()
+    transport.connect()
+    for number, (argv, kind) in enumerate(STEADY):
+        transport.run(argv, 3.0 if number == 0 else 5.0, kind=kind)  # the host's deadline was nearer
+    transport.close()
+    assert STEADY[0][0] not in keeper.plan("gpu-1") and STEADY[1][0] in keeper.plan("gpu-1")
+
+
+def test_a_read_with_a_big_answer_is_never_batched() -> None:
+    """A full read (a whole boot's log, `-q -x`) is asked alone: a batch carries the small steady answers."""
+
+    class Big(Batching):
+        def run(self, argv: Sequence[str], timeout: float, kind: str | None = None) -> CommandResult:
+            big = "x" * (kept.BATCH_ANSWER_BYTES + 1) if kind == "nvidia-smi" else "small"
+            return CommandResult(argv=tuple(argv), rc=0, stdout=big, stderr="", started=0.0, duration=0.0)
+
+    keeper, made = batching(), []
+    for _ in range(3):
+        asked_round(keeper, opener(made, Big), STEADY)
+    batched = {argv for batch in made[0].batches for argv in batch}
+    assert STEADY[0][0] not in batched and STEADY[1][0] in batched
+
+
+def test_forgetting_wakes_an_ask_that_waits_for_its_batch(monkeypatch: pytest.MonkeyPatch) -> None:
+    import threading
+
+    monkeypatch.setattr(kept, "BATCH_PATIENCE_SECONDS", 5.0)
+    transport = second_round(delay=2.0)
+    answered: list[str] = []
+    ask = threading.Thread(target=lambda: answered.append(transport.run(STEADY[0][0], 5.0, kind="nvidia-smi").stdout))
+    started = time.monotonic()
+    ask.start()
+    time.sleep(0.2)
+    transport.forget_batched()
+    ask.join(5)
+    assert answered == ["alone"] and time.monotonic() - started < 1.5
+    transport.close()
