@@ -21,11 +21,12 @@ sweep's: the read-only collectors of the runbook's first node, asked of every ho
 last round with a small answer, and with the same argv and timeout as in the round before once that is known
 (a read whose argv follows a position, such as the kernel log's journal cursor, changes as the log grows and
 is left out), are sent at the next round's first ask of one of them, in two sessions side by side
-(``run_batch``: transports/batch.py), and each ask takes its answer from there, once. An ask runs its command alone, as every ask of a connection without
-batches does, when the batch has no answer for it (see batch.py), when its timeout is not the one the batch
-ran it with, or when the batch did not answer within its patience (a command that hangs holds up the ones
-after it); the batch's answer is then dropped, as every answer is once the walk waits (``forget_batched``:
-a read after a runbook's ``wait:`` is a read after the wait).
+(``run_batch``: transports/batch.py), and each ask takes its answer from there, once. An ask runs its
+command alone, as every ask of a connection without batches does, when the batch has no answer for it (see
+batch.py), when its timeout is not the one the batch ran it with, or when the batch did not answer within its
+patience (a command that hangs holds up the ones after it); the batch's answer is then dropped, as every
+answer is once the walk waits (``forget_batched``: a read after a runbook's ``wait:`` is a read after the
+wait).
 """
 
 from __future__ import annotations

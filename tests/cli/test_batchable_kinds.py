@@ -16,7 +16,8 @@ def loaded_with(first: list[str], other: list[str]) -> SimpleNamespace:
 
 
 def test_only_the_first_nodes_read_only_command_collectors() -> None:
-    loaded = loaded_with(["nvidia-smi", "dcgmi-diag-drained", "xid-judgement", "nvlink:before", "no-such-kind"], ["fabric"])
+    first = ["nvidia-smi", "dcgmi-diag-drained", "xid-judgement", "nvlink:before", "no-such-kind"]
+    loaded = loaded_with(first, ["fabric"])
     assert batchable_kinds(loaded) == frozenset({"nvidia-smi", "nvlink"})
 
 
