@@ -25,22 +25,15 @@ import threading
 from pathlib import Path
 from typing import Any
 
+from bench.fleet_run import FleetRun
 from bench.steady import grow_logs, vary_readings
 from tests.ssh.fleet import Fleet
 
 
-def repeated_rounds(
-    args: argparse.Namespace,
-    fleet: Fleet,
-    root: Path,
-    names: list[str],
-    dead: list[str],
-    inventory: list[str],
-    forks: int,
-    bench: Any,
-) -> list[str]:
+def repeated_rounds(run: FleetRun, forks: int, bench: Any) -> list[str]:
     """Table rows, as bench/steady.py's: the first round (over the sweep's worker processes), the second (the
     sweeping process opens its connections) and the median of the later ones (over those connections)."""
+    args, fleet, root, names, dead, inventory = run.args, run.fleet, run.root, run.names, run.dead, run.inventory
     out = root / f"every-{forks}"
     out.mkdir()
     child = _start(args, fleet, out, inventory, forks, bench)
@@ -58,7 +51,7 @@ def repeated_rounds(
             print(f"  round {number} forks {forks} wrong: {line}")
         grow_logs(fleet, names, number)
         vary_readings(fleet, names, number)
-        bare_wall, _ = bench.bare_pool(fleet, inventory if dead else names, forks)
+        bare_wall, _ = bench.bare_pool(fleet, run.pool_hosts, forks)
         seconds, cpu = report["round"]["seconds"], report["round"]["cpu_seconds"]
         batched, linked = report["round"].get("commands_batched", "-"), report["round"].get("files_linked", "-")
         print(

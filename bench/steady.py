@@ -10,7 +10,6 @@ position. The bare pool is the same as in the other rows: today's full reads (``
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import shutil
@@ -19,6 +18,7 @@ import statistics
 from pathlib import Path
 from typing import Any
 
+from bench.fleet_run import FleetRun
 from tests.ssh.fleet import Fleet
 
 STEADY_HEADER = (
@@ -141,25 +141,16 @@ def sent_bytes(bundles: Path, live: int) -> dict[str, float]:
     return kinds
 
 
-def steady_rounds(
-    args: argparse.Namespace,
-    fleet: Fleet,
-    root: Path,
-    names: list[str],
-    dead: list[str],
-    inventory: list[str],
-    forks: int,
-    workers: int | None,
-    bench: Any,
-) -> list[str]:
+def steady_rounds(run: FleetRun, forks: int, workers: int | None, bench: Any) -> list[str]:
     """Two table rows: the first round (a fresh store: every log read whole) and the steady state (the median
     of ``repeat`` later rounds, each after NEW_LINES new lines per host). ``bench``: bench/sweep.py as it runs
     (its ``__main__``, whose child processes read the compiled modules), for its pool, sweep and checks."""
+    args, fleet, root, names, dead, inventory = run.args, run.fleet, run.root, run.names, run.dead, run.inventory
     history = root / f"history-{forks}-{workers}.db"
     history.unlink(missing_ok=True)
     rounds: list[dict[str, Any]] = []
     for round_ in range(args.repeat + 1):
-        bare_wall, _ = bench.bare_pool(fleet, inventory if dead else names, forks)
+        bare_wall, _ = bench.bare_pool(fleet, run.pool_hosts, forks)
         out = root / f"steady-{forks}-{workers}-{round_}"
         out.mkdir()
         wall, cpu, rss, swept = bench.nightowl_sweep(fleet, inventory, forks, out, workers, args.code, history)

@@ -48,6 +48,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from bench.fleet_run import FleetRun  # noqa: E402
 from bench.real_evidence import NVIDIA_SMI_SECONDS  # noqa: E402
 from tests.ssh.fleet import Fault, Fleet  # noqa: E402
 
@@ -417,20 +418,21 @@ def run_rounds(args: argparse.Namespace, root: Path) -> None:
 
             cursor_journal_standin(fleet)
             serve_cheap_form(fleet, names)
+        run = FleetRun(args, fleet, root, names, dead, inventory)
         for forks in args.forks:
             for workers in args.workers:
                 if args.steady and args.every:
                     from bench.repeated import repeated_rounds
 
                     this = sys.modules[__name__]
-                    rows += repeated_rounds(args, fleet, root, names, dead, inventory, forks, this)
+                    rows += repeated_rounds(run, forks, this)
                 elif args.steady:
                     from bench.steady import steady_rounds
 
                     this = sys.modules[__name__]
-                    rows += steady_rounds(args, fleet, root, names, dead, inventory, forks, workers, this)
+                    rows += steady_rounds(run, forks, workers, this)
                 else:
-                    rows.append(_rounds(args, fleet, root, names, dead, inventory, forks, workers))
+                    rows.append(_rounds(run, forks, workers))
         check = check_cpu(fleet, names[0], root / "check") if args.check else None
     print(
         f"code={args.code} evidence={args.evidence} repeat={args.repeat} {'no-pyc' if args.no_pyc else 'pyc'} "
@@ -461,28 +463,20 @@ def run_rounds(args: argparse.Namespace, root: Path) -> None:
         )
 
 
-def _rounds(
-    args: argparse.Namespace,
-    fleet: Fleet,
-    root: Path,
-    names: list[str],
-    dead: list[str],
-    inventory: list[str],
-    forks: int,
-    workers: int | None = None,
-) -> str:
+def _rounds(run: FleetRun, forks: int, workers: int | None = None) -> str:
     """One table row: ``repeat`` rounds of the bare pool and the sweep at ``forks`` over ``workers``
     processes (None: the CLI's default). CPU and RSS are the whole process tree's (``run_nightowl``)."""
+    args, fleet, root, names, dead, inventory = run.args, run.fleet, run.root, run.names, run.dead, run.inventory
     bare, bare_cpus, floor_walls, floor_cpus, swept_walls, cpus, rsss, wrong_counts = [], [], [], [], [], [], [], []
     wrong_seen: list[str] = []
     for round_ in range(args.repeat):
-        bare_wall, bare_cpu = bare_pool(fleet, inventory if dead else names, forks)
+        bare_wall, bare_cpu = bare_pool(fleet, run.pool_hosts, forks)
         bare.append(bare_wall)
         bare_cpus.append(bare_cpu / len(names))
         if args.floor:
             kept = root / f"floor-{forks}-{workers}-{round_}"
             kept.mkdir()
-            floor_wall, floor_cpu = bare_pool(fleet, inventory if dead else names, forks, kept)
+            floor_wall, floor_cpu = bare_pool(fleet, run.pool_hosts, forks, kept)
             floor_walls.append(floor_wall)
             floor_cpus.append(floor_cpu / len(names))
             shutil.rmtree(kept, ignore_errors=True)
