@@ -46,34 +46,43 @@ def test_each_command_answers_as_it_would_alone() -> None:
         assert "one SSH session" in got.extra["batch"]
 
 
-def test_a_command_the_hosts_timeout_ended_is_a_timed_out_answer_not_run_again() -> None:
-    """The host's own hang, as transports/ssh.py reports one alone: timed out, no exit status, what it printed."""
-    argvs = [("sh", "-c", "echo started; sleep 5"), ("printf", "after it")]
+def batched(argvs: list[tuple[str, ...]], timeout: float) -> dict[tuple[str, ...], CommandResult]:
+    """What one batch of ``argvs`` answers, each under the host's ``timeout`` as SSHTransport sends it."""
     nonce = batch.new_nonce()
-    lines = [remote_command(argv, 1) for argv in argvs]
-    answered = batch.results(argvs, lines, [1, 1], run_script(lines, nonce), nonce)
+    lines = [remote_command(argv, timeout) for argv in argvs]
+    return batch.results(argvs, lines, [timeout] * len(argvs), run_script(lines, nonce), nonce)
+
+
+@pytest.mark.parametrize(
+    ("script", "printed", "status"),
+    [
+        ("echo started; sleep 5", "started\n", 124),  # ended by `timeout`'s TERM
+        ("trap '' TERM; echo stubborn; sleep 9", "stubborn\n", 137),  # ignores TERM: `timeout -k` kills it
+    ],
+)
+def test_a_command_the_hosts_timeout_ended_is_a_timed_out_answer_not_run_again(
+    script: str, printed: str, status: int
+) -> None:
+    """The host's own hang, as transports/ssh.py reports one alone: timed out, no exit status, what it printed;
+    the commands after it still answer."""
+    argvs = [("sh", "-c", script), ("printf", "after it")]
+    answered = batched(argvs, 1)
     hung = answered[argvs[0]]
-    assert hung.timed_out and hung.rc is None and hung.stdout == "started\n"
-    assert hung.error == "timed out after 1s (ended by the host's own timeout: exit 124)"
-    assert answered[argvs[1]].stdout == "after it"  # the commands after it still answer
+    assert hung.timed_out and hung.rc is None and hung.stdout == printed
+    assert hung.error == f"timed out after 1s (ended by the host's own timeout: exit {status})"
+    assert answered[argvs[1]].stdout == "after it"
 
 
 def test_without_the_hosts_timeout_an_exit_124_is_an_exit_124() -> None:
-    argvs = [("sh", "-c", "exit 124")]
-    nonce = batch.new_nonce()
-    lines = [remote_command(argvs[0], 0)]
-    answered = batch.results(argvs, lines, [0], run_script(lines, nonce), nonce)
-    assert answered[argvs[0]].rc == 124 and not answered[argvs[0]].timed_out
+    answered = batched([("sh", "-c", "exit 124")], 0)
+    assert answered[("sh", "-c", "exit 124")].rc == 124 and not answered[("sh", "-c", "exit 124")].timed_out
 
 
 def test_a_command_killed_by_a_signal_runs_alone() -> None:
     """Alone, sshd reports the signal (no exit status); here the shell would turn it into 128+n and a note of its
     own in the errors: not the same answer, so none."""
     argvs = [("sh", "-c", "echo partial; kill -SEGV $$"), ("printf", "fine")]
-    nonce = batch.new_nonce()
-    lines = [remote_command(argv, TIMEOUT) for argv in argvs]
-    answered = batch.results(argvs, lines, [TIMEOUT] * 2, run_script(lines, nonce), nonce)
-    assert list(answered) == [argvs[1]]
+    assert list(batched(argvs, TIMEOUT)) == [argvs[1]]
 
 
 def test_a_frame_cut_short_leaves_that_command_and_the_rest_to_run_alone() -> None:
@@ -119,14 +128,3 @@ def test_another_nonce_frames_nothing() -> None:
     lines = [shlex.join(argv) for argv in ARGVS[:2]]
     assert batch.split(run_script(lines, nonce).stdout, "", 2, other) == [None, None]
 
-
-def test_a_command_the_hosts_timeout_had_to_kill_is_a_timed_out_answer() -> None:
-    """One that ignores SIGTERM: `timeout -k` kills it (exit 137), as transports/ssh.py judges it alone."""
-    argvs = [("sh", "-c", "trap '' TERM; echo stubborn; sleep 9"), ("printf", "after it")]
-    nonce = batch.new_nonce()
-    lines = [remote_command(argv, 1) for argv in argvs]
-    answered = batch.results(argvs, lines, [1, 1], run_script(lines, nonce), nonce)
-    killed = answered[argvs[0]]
-    assert killed.timed_out and killed.rc is None and killed.stdout == "stubborn\n"
-    assert killed.error == "timed out after 1s (ended by the host's own timeout: exit 137)"
-    assert answered[argvs[1]].stdout == "after it"
