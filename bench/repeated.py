@@ -18,14 +18,13 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import statistics
 import subprocess
 import sys
 import threading
 from pathlib import Path
 from typing import Any
 
-from bench.fleet_run import FleetRun
+from bench.fleet_run import FleetRun, median_of
 from bench.steady import grow_logs, vary_readings
 from tests.ssh.fleet import Fleet
 
@@ -67,7 +66,7 @@ def repeated_rounds(run: FleetRun, forks: int, bench: Any) -> list[str]:
         assert child.stderr is not None
         print(f"  sweep --every exited {child.returncode} after {len(rounds)} rounds: {child.stderr.read()[-400:]}")
     labels = (("first", rounds[:1]), ("second", rounds[1:2]), ("steady", rounds[2:]))
-    return [_row(label, part, inventory, names, dead, forks, peak[0]) for label, part in labels if part]
+    return [_row(label, part, run, forks, peak[0]) for label, part in labels if part]
 
 
 def _start(
@@ -114,24 +113,13 @@ def _sample(pid: int, peak: list[float], stop: threading.Event, bench: Any) -> N
         peak[0] = max(peak[0], bench.tree_rss_mb(pid))
 
 
-def _row(
-    label: str,
-    rounds: list[dict[str, Any]],
-    inventory: list[str],
-    names: list[str],
-    dead: list[str],
-    forks: int,
-    peak: float,
-) -> str:
-    def median(key: str) -> float:
-        return statistics.median(r[key] for r in rounds)
-
-    bare, wall = median("bare"), median("wall")
+def _row(label: str, rounds: list[dict[str, Any]], run: FleetRun, forks: int, peak: float) -> str:
+    bare, wall = median_of(rounds, "bare"), median_of(rounds, "wall")
     connections = ", ".join(f"{reused}/{opened}" for reused, opened in (r["connections"] for r in rounds))
     return (
-        f"| {label} | {len(inventory)} ({len(names)}, {len(dead)}) | {forks} | {bare:.2f} | {wall:.2f} "
-        f"| {wall / bare:.2f}x | {', '.join(str(r['wrong']) for r in rounds)} | {median('cpu') * 1000:.0f} "
-        f"| {median('kb'):.1f} | {connections} | {peak:.0f} |"
+        f"| {label} | {run.hosts_cell} | {forks} | {bare:.2f} | {wall:.2f} "
+        f"| {wall / bare:.2f}x | {', '.join(str(r['wrong']) for r in rounds)} | {median_of(rounds, 'cpu') * 1000:.0f} "
+        f"| {median_of(rounds, 'kb'):.1f} | {connections} | {peak:.0f} |"
     )
 
 

@@ -14,11 +14,10 @@ import json
 import os
 import shutil
 import stat
-import statistics
 from pathlib import Path
 from typing import Any
 
-from bench.fleet_run import FleetRun
+from bench.fleet_run import FleetRun, median_of
 from tests.ssh.fleet import Fleet
 
 STEADY_HEADER = (
@@ -170,26 +169,18 @@ def steady_rounds(run: FleetRun, forks: int, workers: int | None, bench: Any) ->
         shutil.rmtree(out, ignore_errors=True)
         grow_logs(fleet, names, round_ + 1)
         vary_readings(fleet, names, round_ + 1)
-    return [_row("first", rounds[:1], inventory, names, dead, forks, workers)] + (
-        [_row("steady", rounds[1:], inventory, names, dead, forks, workers)] if len(rounds) > 1 else []
+    return [_row("first", rounds[:1], run, forks, workers)] + (
+        [_row("steady", rounds[1:], run, forks, workers)] if len(rounds) > 1 else []
     )
 
 
-def _row(
-    label: str,
-    rounds: list[dict[str, Any]],
-    inventory: list[str],
-    names: list[str],
-    dead: list[str],
-    forks: int,
-    workers: int | None,
-) -> str:
+def _row(label: str, rounds: list[dict[str, Any]], run: FleetRun, forks: int, workers: int | None) -> str:
     def median(key: str) -> float:
-        return statistics.median(r[key] for r in rounds)
+        return median_of(rounds, key)
 
     bare, wall = median("bare"), median("wall")
     return (
-        f"| {label} | {len(inventory)} ({len(names)}, {len(dead)}) | {forks} | {workers or 'default'} | {bare:.2f} "
+        f"| {label} | {run.hosts_cell} | {forks} | {workers or 'default'} | {bare:.2f} "
         f"| {wall:.2f} | {wall / bare:.2f}x | {', '.join(str(r['wrong']) for r in rounds)} "
         f"| {median('cpu') * 1000:.0f} | {median('kb'):.1f} | {median('kernel_kb'):.1f} | {median('smi_kb'):.1f} "
         f"| {max(r['rss'] for r in rounds):.0f} |"
