@@ -142,6 +142,11 @@ def compose_service(line: str) -> str | None:
     return _wrapper_name(match.group(0)) if match is not None else None
 
 
+def without_compose_prefix(line: str) -> str:
+    """``line`` as its service printed it: a docker compose ``service-1  | `` prefix taken off."""
+    return _COMPOSE_PREFIX.sub("", line, count=1)
+
+
 _BARE_PROMPT = re.compile(r"\s*(?:\([\w.-]+\)\s*)?[\w.-]+@[\w.-]+:?[^\s]*\s*[#$]\s*|\s*\[[\w.-]+@[^\]]*\][#$]\s*")
 _QUOTE_MARKS = ("> ", ">")
 _COMMENT_MARKS = ("# ", "// ")

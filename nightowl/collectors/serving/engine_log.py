@@ -38,7 +38,7 @@ from typing import Any, NamedTuple
 from nightowl import knowledge
 from nightowl.collectors.base import Collector, registered, to_jsonable
 from nightowl.collectors.base import number as _number
-from nightowl.collectors.normalise import compose_service
+from nightowl.collectors.normalise import compose_service, without_compose_prefix
 from nightowl.collectors.serving import engine_args as _args
 from nightowl.collectors.serving import engine_log_eras as _eras
 from nightowl.collectors.serving.replica_compare import KV_FULL
@@ -394,19 +394,19 @@ def parse(text: str) -> EngineLog:
 
 
 def _engine_services(lines: list[str]) -> list[str]:
-    """A docker compose log of several services, the engine's among them: the engine's lines (and lines with no
-    service), so another service's access line or error is not the engine's. Other logs as they are."""
+    """A docker compose log whose services include one engine: that engine's lines as it printed them (its
+    ``vllm-1  | `` prefix off, so a traceback starts its line) and the lines with no service; another service's
+    access line or error is not the engine's. A log with no engine service, or several, as it is."""
     named = [(compose_service(line), line) for line in lines]
     services: dict[str, list[str]] = {}
     for service, line in named:
         if service is not None:
             services.setdefault(service, []).append(line)
-    if len(services) < 2:
-        return lines
     engines = {name for name, own in services.items() if _engine(own) is not None}
-    if not engines or len(engines) == len(services):
+    if len(engines) != 1:
         return lines
-    return [line for service, line in named if service is None or service in engines]
+    return [line if service is None else without_compose_prefix(line) for service, line in named
+            if service is None or service in engines]  # fmt: skip
 
 
 def _failed_within(phase: str, completed: str | None) -> bool:

@@ -76,3 +76,30 @@ def test_the_engines_own_service_still_says_ready() -> None:
 def test_a_compose_log_with_one_service_is_read_whole() -> None:
     one = [line for line in COMPOSE if line.startswith("retriever")]
     assert facts_of("engine-log", "\n".join(one) + "\n")["last_phase"] == "ready"
+
+
+TRACEBACK = [
+    "INFO 06-19 11:25:00 api_server.py:1] vLLM API server version 0.5.0",
+    "INFO 06-19 11:25:01 model_runner.py:1] Loading model weights took 14.9 GiB",
+    "Traceback (most recent call last):",
+    '  File "x.py", line 1, in <module>',
+    "ValueError: the model name is not known",
+]
+NGINX = "nginx-1  | 2024/06/19 11:25:00 [error] 7#7: *1 connect() failed (111: Connection refused) upstream"
+
+
+@pytest.mark.parametrize(
+    "wrapped",
+    [
+        [f"vllm-1  | {line}" for line in TRACEBACK],  # one service
+        [NGINX, *(f"vllm-1  | {line}" for line in TRACEBACK)],  # another service beside it
+        [f"    {line}" for line in [NGINX, *(f"vllm-1  | {line}" for line in TRACEBACK)]],  # that, pasted indented
+        [f"vllm_server_1   | {line}" for line in TRACEBACK],  # compose v1's name
+    ],
+)
+def test_the_engines_compose_lines_read_as_it_printed_them(wrapped: list[str]) -> None:
+    """A traceback under the engine's compose prefix starts its line once the prefix is off: the exception the
+    bare log shows, not nothing wrong."""
+    bare = facts_of("engine-log", "\n".join(TRACEBACK) + "\n")
+    assert bare["error_kinds"] == ["unclassified-exception"]
+    assert facts_of("engine-log", "\n".join(wrapped) + "\n")["error_kinds"] == bare["error_kinds"]
