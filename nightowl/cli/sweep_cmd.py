@@ -59,9 +59,10 @@ from nightowl.cli.sweep_report import SWEEP_FORMAT_OPTION, run_sweep
     "--every",
     type=click.FloatRange(min=1),
     metavar="SECONDS",
-    help="sweep again every SECONDS (start to start), keeping each host's connection open between rounds: each "
-    "round its own bundle and report; the first over --workers, the later ones in this process "
-    "(docs/reference.md#repeated-sweeps)",
+    help="sweep again every SECONDS (start to start), keeping each host's connection open between rounds, sending "
+    "the reads it is asked every round together in two SSH sessions and linking unchanged output files to the "
+    "last bundle's: each round its own bundle and report; the first over --workers, the later ones in this "
+    "process (docs/reference.md#repeated-sweeps)",
 )
 @click.option(
     "--rounds",
@@ -111,8 +112,9 @@ def sweep(
     waiting) and the hosts that answer start first. Host keys are checked strictly against known_hosts
     unless --accept-new. The hosts are spread over worker processes (--workers), the report and bundle
     being what one process gives. With --every the sweep repeats in this process, each host's connection
-    kept open between rounds (--rounds: how many; each round prints its report, and says on stderr how long
-    it took and how many connections it reused).
+    kept open between rounds and the reads it is asked every round sent together (--rounds: how many; each
+    round prints its report, and says on stderr how long it took, how many connections it reused, how many
+    commands came in batches and how many bundle files are links to the last bundle's).
     """
     from nightowl.cli.common import load_runbook_or_exit
     from nightowl.fleet.workers import default_workers, engine_for, start_pool
