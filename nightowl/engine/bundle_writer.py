@@ -27,7 +27,7 @@ from typing import Any
 
 from nightowl.engine import jsondoc, layout, same_file
 from nightowl.engine.bundle_summary import trace_document, triage_summary
-from nightowl.engine.private_files import private_dir, sha256_file, write_private
+from nightowl.engine.private_files import encoded, private_dir, sha256_file, write_private
 from nightowl.engine.runner import HostRun
 from nightowl.transports.base import CommandResult
 
@@ -137,7 +137,7 @@ class BundleWriter:
             "exit_code": result.rc,
             "timed_out": result.timed_out,
             "error": self._redact(result.error) if result.error else None,
-            "bytes": len(raw := stored.encode("utf-8", errors="surrogateescape")),  # as write_private stores it
+            "bytes": len(raw := encoded(stored)),  # as write_private stores it
             "truncated_bytes": result.stdout_truncated_bytes,
             "late": result.late,
             "sha256": (digest := hashlib.sha256(raw).hexdigest()),
@@ -202,7 +202,7 @@ class BundleWriter:
         """Write a bundle file (owner-only) and remember its size and sha256 for the manifest (``known``:
         the caller hashed these very bytes already). In a repeating sweep, a file the last bundle holds with
         these very bytes is a link to it (engine/same_file.py)."""
-        data = text if isinstance(text, bytes) else text.encode("utf-8", errors="surrogateescape")
+        data = encoded(text)
         entry = known or (len(data), hashlib.sha256(data).hexdigest())
         name = path.relative_to(self.tmp_path).as_posix()
         links = same_file.active()

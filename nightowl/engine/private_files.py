@@ -9,13 +9,18 @@ from pathlib import Path
 from typing import Any
 
 
+def encoded(text: str | bytes) -> bytes:
+    """The bytes a bundle stores for ``text``: UTF-8, undecodable input kept as it came; bytes as they are."""
+    return text if isinstance(text, bytes) else text.encode("utf-8", errors="surrogateescape")
+
+
 def write_private(path: Path, text: str | bytes) -> bytes:
     """Write ``text`` to a file only its owner can read (0600 from creation, not chmod afterwards).
 
     Returns the bytes stored (UTF-8, undecodable input kept as it came), so the caller can hash them
     without reading the file back; bytes given (a caller that encoded them to hash them) are written as
     they are, not encoded a second time."""
-    data = text if isinstance(text, bytes) else text.encode("utf-8", errors="surrogateescape")
+    data = encoded(text)
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_NOFOLLOW", 0), 0o600)
     with os.fdopen(fd, "wb") as handle:
         os.fchmod(handle.fileno(), 0o600)

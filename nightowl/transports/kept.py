@@ -294,7 +294,6 @@ class _Batch:
         with self.lock:
             self.dropped.add(argv)
             self.answers.pop(argv, None)
-        return None
 
     def _send(self) -> None:
         started = time.monotonic()
