@@ -153,13 +153,12 @@ def sweep(
         "full_read": full_read,
         "full_every": full_every,
     }
+    engine = engine_for(loaded, transports, pool, values, ssh.connect_timeout)  # None: this process runs the hosts
     if every is not None:
         from nightowl.cli.sweep_every import Rounds
 
-        engine = engine_for(loaded, transports, pool, values, ssh.connect_timeout)  # the first round's (None: here)
-        repeat = Rounds(every, rounds)
+        repeat = Rounds(every, rounds)  # the first round over `engine`, the later ones here
         sys.exit(int(_repeated(loaded, values, limits, settings, repeat, hosts, (transports, domains, engine), ssh)))
-    engine = engine_for(loaded, transports, pool, values, ssh.connect_timeout)
     status = run_sweep(loaded, transports, values, limits, dialer=dialer, domains=domains, engine=engine, **settings)
     sys.exit(int(status))
 
