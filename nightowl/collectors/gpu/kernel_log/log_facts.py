@@ -192,8 +192,7 @@ def _nvrm_facts(events: list[dict[str, Any]], data: Mapping[str, Any]) -> dict[s
         ],
         "driver_conflict": bool(conflict) or bool(nouveau),
         "gpu_init_failed": bool(init_failed),
-        # a failure that names no GPU (the older drivers' words) is still one: "unknown", unless another names it
-        "adapter_init_failed_gpus": _sorted_pcis(e["pci"] for e in init_failed) or (["unknown"] if init_failed else []),
+        "adapter_init_failed_gpus": _sorted_pcis(e["pci"] for e in init_failed),  # bus addresses: none if unnamed
         "adapter_init_errors": sorted({e["init_error"] for e in init_failed if e.get("init_error")}),
         "gsp_errors": sorted({e["subkind"] for e in gsp}),
         "gsp_error_count": sum(e.get("count", 1) for e in gsp),
