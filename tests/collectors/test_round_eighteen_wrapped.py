@@ -20,7 +20,7 @@ OLD_XID = (
 UNNAMED = "[    5.100000] NVRM: rm_init_adapter failed\n[    5.100100] nvidia: probe of 0000:01:00.0 failed\n"
 FIXES: dict[str, tuple[str, str, Any]] = {
     "old-xid": ("kernel-log", OLD_XID, lambda f: f["xid_codes"] == [32]),
-    "rm-init-unnamed": ("kernel-log", UNNAMED, lambda f: f["adapter_init_failed_gpus"] == ["unknown"]),
+    "rm-init-unnamed": ("kernel-log", UNNAMED, lambda f: f["gpu_init_failed"] is True),
     "crashcat": ("kernel-log", CRASHCAT, lambda f: f["xid_judgement"]["action"] == "reset-gpu"),
     "engine-loop-gave-up": ("engine-log", f"{STATS}\n{TIMED_OUT}\n", lambda f: f["error_kinds"] == ["engine-dead"]),
     "records-run-together": (
