@@ -364,21 +364,34 @@ class BundleWriter:
 
 
 def _scrub(value: Any, redact: Callable[[str], str]) -> Any:
+    """``value`` with every string in it scrubbed. A list or dict met again (the same object: a verdict's evidence
+    and the trace's condition reads cite the same facts, an 8-GPU list three times a host) is scrubbed once."""
+    return _scrub_in(value, redact, {})
+
+
+def _scrub_in(value: Any, redact: Callable[[str], str], done: dict[int, tuple[Any, Any]]) -> Any:
     # The leaves (plain strings, numbers, booleans, None) are answered inside the comprehensions: a sweep's
     # documents hold tens of thousands of them, and a call of this function per leaf was most of the walk.
+    # ``done``: id -> (the container, its scrubbed copy); holding the container keeps its id from being reused.
     if isinstance(value, str):
         return redact(value)
+    if not isinstance(value, (dict, list, tuple)):
+        return value
+    seen = done.get(id(value))
+    if seen is not None and seen[0] is value:
+        return seen[1]
     if isinstance(value, dict):
-        return {
-            key: redact(item) if type(item) is str else item if type(item) in _LEAVES else _scrub(item, redact)
+        scrubbed: Any = {
+            key: redact(item) if type(item) is str else item if type(item) in _LEAVES else _scrub_in(item, redact, done)
             for key, item in value.items()
         }
-    if isinstance(value, (list, tuple)):
-        return [
-            redact(item) if type(item) is str else item if type(item) in _LEAVES else _scrub(item, redact)
+    else:
+        scrubbed = [
+            redact(item) if type(item) is str else item if type(item) in _LEAVES else _scrub_in(item, redact, done)
             for item in value
         ]
-    return value
+    done[id(value)] = (value, scrubbed)
+    return scrubbed
 
 
 # Types ``_scrub`` returns as they are (exactly these: a subclass of str still goes through ``_scrub``).

@@ -10,9 +10,11 @@ the hosts actually in flight follow an AIMD rule on the reader's lag, as TCP fol
   or when this process used a whole core over the sample (``busy``: the GIL is one core, so past that the
   threads queue for it however short each wait);
 * behind: the limit halves (at most once per ``cooldown``, so one burst is one decrease);
-* not behind, lag below ``low``, and every slot in use: one host more per sample. No slow start: hosts that
-  started cannot be stopped, so a burst of starts the reader cannot serve costs verdicts, while a sweep
-  that is CPU-bound gains nothing from more hosts in flight;
+* not behind, lag below ``low``, and every slot in use: one host more per sample; a quarter more (at least
+  one) while this process also used under half a core (``IDLE``: its hosts mostly wait for their hosts'
+  answers, as a steady round's do, so one more host a quarter second paced a round of a few seconds). No slow
+  start: hosts that started cannot be stopped, so a burst of starts the reader cannot serve costs verdicts,
+  while a sweep that is CPU-bound gains nothing from more hosts in flight;
 * the limit stays within 1 .. ``maximum``; hosts wait for a slot in the order they asked.
 
 The rule takes its inputs (``observe(lag, now)``) from outside, so a test drives it with a fake clock.
@@ -29,6 +31,7 @@ from dataclasses import dataclass
 HIGH_LAG = 0.1  # seconds: a reader this late is behind (a command's output waits unread)
 LOW_LAG = 0.02  # seconds: a reader this prompt has room for another host
 BUSY = 0.9  # share of one core over a sample past which the reader is behind
+IDLE = 0.5  # share of one core over a sample under which a prompt reader takes a quarter more hosts
 COOLDOWN = 1.0  # seconds between two decreases
 SAMPLE_SECONDS = 0.25  # the sampler's sleep
 START = 4  # hosts in flight before the first sample says more
@@ -85,7 +88,8 @@ class AdaptiveLimit:
                 if lag > self.high:
                     self._peak = self.limit
             elif lag < self.low and self.in_flight >= self.limit:
-                self.limit = min(self.maximum, self.limit + 1)
+                step = max(1, self.limit // 4) if busy < IDLE else 1
+                self.limit = min(self.maximum, self.limit + step)
             self._peak = max(self._peak, self.limit)
             if self.memory is not None:
                 self.memory.limit = self._peak

@@ -426,7 +426,19 @@ class _Read:
             entry = self._entry(read, why_full, argv, saved, piece, carried, None if known and quiet else text, file)
             stored = parsed is not None and (saved is None or not cites)  # a citing reader's stays its full read's
             book.stage(host, kind, entry | ({"parsed": parsed} if stored else {}))
+            self._name_next(argv, piece.state)
         return collected
+
+    def _name_next(self, argv: tuple[str, ...], state: Mapping[str, Any]) -> None:
+        """Tell a transport that learns what it is asked (a kept connection: transports/kept.py ``follow``) the
+        argv this read's next one starts with, from the position just staged."""
+        follow = getattr(self.transport, "follow", None)
+        if not callable(follow):
+            return
+        for template, params in self.reader.commands(state, self.options.params)[:1]:
+            following = self.parts.resolve_argv(template, {**self.options.params, **params})
+            if following is not None and self.collector.check_argv(following) is None:
+                follow(argv, following)
 
     def _quiet(self, saved: SavedCursor | None, carried: str, body: str) -> bool:
         """Whether this read adds nothing its reader keeps to a text whose facts the store holds (``PARSED``):

@@ -276,21 +276,32 @@ class HostRunner:
             pool.shutdown(wait=True)
 
     def _collect_shared(self, commands: list[str], pool: Executor) -> None:
-        """The node's collectors on the run's shared threads, ``concurrency`` of them at a time."""
-        slots = threading.BoundedSemaphore(max(1, self.options.concurrency))
+        """The node's collectors on the run's shared threads, ``concurrency`` of them at a time: as many tasks,
+        each taking the next collector when it is done with one. (One task a collector, each waiting for a turn
+        while it held a thread, let a few hosts' waiting collectors take every thread the pool has for all the
+        hosts in flight: the other hosts' collectors, their reads included, waited for a thread.)"""
+        todo, taking, done = iter(commands), threading.Lock(), {}
 
-        def one(entry: str) -> CollectorRun:
-            with slots:
-                return self._collect_one(entry)
+        def drain() -> None:
+            while not self.options.stop.is_set():
+                with taking:
+                    entry = next(todo, None)
+                if entry is None:
+                    return
+                done[entry] = self._collect_one(entry)
 
-        futures = [pool.submit(one, entry) for entry in commands]
+        futures = [pool.submit(drain) for _ in range(max(1, min(self.options.concurrency, len(commands))))]
         try:
-            for entry, future in zip(commands, futures, strict=True):
-                self.run.collections[entry] = future.result()
+            for future in futures:
+                future.result()
         except BaseException:  # an interrupt: what has not started yet never will
             for future in futures:
                 future.cancel()
             raise
+        finally:
+            self.run.collections.update((entry, done[entry]) for entry in commands if entry in done)
+        if len(done) < len(commands):  # stopped before every collector ran: the walk goes no further
+            self._check_stop()
 
     def _derive_one(self, entry: str) -> CollectorRun:
         """A derived collector runs no command: it computes facts from namespaces collected before."""

@@ -3,17 +3,18 @@
 Each command of a steady round costs a session on both ends: a channel opened, driven and closed over the
 connection in this process, and on the host sshd's session process and a shell, before the command itself
 runs. Most of a steady round's reads are the same argvs every round (nvidia-smi's cheap query, the NVLink
-counters, a service's state), so a kept connection (transports/kept.py) sends those together: each command
-exactly as it would be sent alone (``remote_command``: wrapped in the host's own ``timeout``), one after the
-other in one shell, stdin from /dev/null, each output framed on stdout and stderr by a line holding a
-random nonce (no output can hold it) and, after the output, the command's exit status.
+counters, a service's state), so a kept connection (transports/kept.py) sends those together: each command's
+argv as it is, one after the other in one shell, stdin from /dev/null, each output framed on stdout and stderr
+by a line holding a random nonce (no output can hold it) and, after the output, the command's exit status. The
+batch as a whole runs under the host's own ``timeout`` (``run_batch``: the sum of its commands' limits), not
+each command under its own: a ``timeout`` process per command was a third of what a batched read cost the host.
 
-A command the host's ``timeout`` ended (exit 124, or 137 once it had to SIGKILL it) is answered as a
-timed-out command, as ``run`` reports one alone: the host's own hang. What cannot be taken from a batch is run
-alone, as before: a command whose frame did not come back whole, one that exited past 128 otherwise (killed
-by a signal: alone, sshd tells which, and the shell's own note would be in its errors here), and every
-command of a batch that failed, was cut or was late. Only commands under the host's own limit are batched
-(``run_batch``): without it a command in a batch would have no limit of its own.
+What cannot be taken from a batch is run alone, as before, where the host's ``timeout`` limits it and judges a
+hang: a command whose frame did not come back whole (one that hung holds up the batch until its limit ends it:
+its frame and those after it are cut), one that exited 124 or 137 (alone, that is the host's ``timeout`` ending
+it: running it alone gives the answer it would have given) or past 128 otherwise (killed by a signal: alone,
+sshd tells which, and the shell's own note would be in its errors here), and every command of a batch that
+failed, was cut or was late. Only connections that limit commands on the host are batched (``run_batch``).
 """
 
 from __future__ import annotations
@@ -24,7 +25,10 @@ from dataclasses import dataclass
 
 from nightowl.transports.base import REMOTE_TIMEOUT_EXITS, CommandResult
 
-BATCH_NOTE = "read in one SSH session with {others} other command(s); its start and duration are the session's"
+BATCH_NOTE = (
+    "read in one SSH session with {others} other command(s), under the host's timeout of the whole session; its"
+    " start and duration are the session's"
+)
 
 
 @dataclass(frozen=True)
@@ -92,23 +96,17 @@ def results(
     batch: CommandResult,
     nonce: str,
 ) -> dict[tuple[str, ...], CommandResult]:
-    """The commands a finished ``batch`` answers, as each would have answered alone (``timeouts``: the host's
-    own limit each ran under, 0 for none); none when the batch itself failed, timed out, was cut or was late."""
+    """The commands a finished ``batch`` answers as each would have answered alone, under its own limit
+    (``timeouts``; 0 for none): none past it (the session took longer than the limit, so the command may have);
+    none when the batch itself failed, timed out, was cut or was late."""
     if not batch.ok or batch.stdout_truncated_bytes or batch.extra.get("stderr_truncated_bytes"):
         return {}
     answered: dict[tuple[str, ...], CommandResult] = {}
     parts = split(batch.stdout, batch.stderr, len(argvs), nonce)
     for argv, command, timeout, part in zip(argvs, commands, timeouts, parts, strict=True):
-        hung = timeout > 0 and part is not None and part.rc in REMOTE_TIMEOUT_EXITS
-        if part is None or (part.rc > 128 and not hung):
+        if part is None or part.rc > 128 or part.rc in REMOTE_TIMEOUT_EXITS or 0 < timeout < batch.duration:
             continue
         extra = {"remote_command": command, "batch": BATCH_NOTE.format(others=len(argvs) - 1)}
-        if hung:  # as transports/ssh.py reports the host's timeout ending it
-            error = f"timed out after {timeout:g}s (ended by the host's own timeout: exit {part.rc})"
-            answered[argv] = CommandResult(
-                argv, None, part.stdout, part.stderr, batch.started, batch.duration, True, error, extra=extra
-            )
-            continue
         answered[argv] = CommandResult(
             argv, part.rc, part.stdout, part.stderr, batch.started, batch.duration, extra=extra
         )

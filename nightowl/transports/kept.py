@@ -18,10 +18,11 @@ opened anew every round.
 
 A kept connection also learns what its host is asked each round. The reads of ``batchable`` kinds (the
 sweep's: the read-only collectors of the runbook's first node, asked of every host every round) asked in the
-last round with a small answer, and with the same argv and timeout as in the round before once that is known
-(a read whose argv follows a position, such as the kernel log's journal cursor, changes as the log grows and
-is left out), are sent at the next round's first ask of one of them, in two sessions side by side
-(``run_batch``: transports/batch.py), and each ask takes its answer from there, once. An ask runs its
+last round with a small answer, and with the same argv and timeout as in the round before once that is known,
+are sent at the next round's first ask of one of them, in one session (``run_batch``: transports/batch.py),
+and each ask takes its answer from there, once. A read whose argv follows a position (the kernel log's journal
+cursor: engine/incremental.py) changes as the log grows; its reader names the argv that follows (``follow``),
+and that one is sent next round in its place. An ask runs its
 command alone, as every ask of a connection without batches does, when the batch has no answer for it (see
 batch.py), when its timeout is not the one the batch ran it with, or when the batch did not answer within its
 patience (a command that hangs holds up the ones after it); the batch's answer is then dropped, as every
@@ -46,8 +47,9 @@ KEEPALIVE_SECONDS = 30.0  # under the idle timeouts of common NATs and load bala
 # BATCH_PATIENCE_MAX (a batch that once hung does not make every later ask wait its whole timeout).
 BATCH_PATIENCE_TIMES, BATCH_PATIENCE_SECONDS, BATCH_PATIENCE_MAX = 3.0, 2.0, 5.0
 # A host's batch is sent as this many sessions side by side (its asks dealt out in turn): the commands of one
-# session run one after the other, so two halve the wait for the last answer for one session more.
-BATCH_SESSIONS = 2
+# session run one after the other, so two would halve the wait for the last answer, for one session more on
+# both ends (on the host, sshd's session process and a shell: as much CPU as two batched reads).
+BATCH_SESSIONS = 1
 
 # argv -> (timeout, kind, bytes of its answer) of a round's asks that answered
 Asked = dict[tuple[str, ...], tuple[float, "str | None", int]]
@@ -66,7 +68,8 @@ class KeptConnections:
         self.reused = 0  # connections taken again, over the keeper's life
         self.opened = 0  # connections opened (first rounds, and a host whose connection was lost)
         self.batched = 0  # commands answered from a batch (transports/batch.py)
-        self._asked: dict[str, tuple[Asked, Asked | None]] = {}  # host -> (last round's asks, the round before's)
+        # host -> (last round's asks, the round before's, the argvs of the last that a reader named: ``follow``)
+        self._asked: dict[str, tuple[Asked, Asked | None, frozenset[tuple[str, ...]]]] = {}
         self._batch_seconds: dict[str, float] = {}  # host -> how long its last batch took
 
     def alive(self, name: str) -> bool:
@@ -122,22 +125,27 @@ class KeptConnections:
         with self._lock:
             return len(self._open)
 
-    def learn(self, name: str, asked: Asked) -> None:
-        """What ``name`` was asked this round (its commands that answered)."""
+    def learn(self, name: str, asked: Asked, followed: frozenset[tuple[str, ...]] = frozenset()) -> None:
+        """What ``name`` was asked this round (its commands that answered), ``followed``: the argvs among them
+        that a reader named as the ones that follow this round's (see ``KeptTransport.follow``)."""
         with self._lock:
             last = self._asked.get(name)
-            self._asked[name] = (asked, last[0] if last is not None else None)
+            self._asked[name] = (asked, last[0] if last is not None else None, followed)
 
     def plan(self, name: str) -> Asked:
         """What to send ``name`` in a batch next: last round's asks of a batchable kind whose answer was small
         (``BATCH_ANSWER_BYTES``: never a full read), and, once the round before is known, that were asked then
-        too with the same argv and timeout (a journal cursor's argv, which moves, is then asked alone)."""
+        too with the same argv and timeout, or that a reader named as the ones that follow (a journal cursor's)."""
         with self._lock:
-            last, before = self._asked.get(name, ({}, None))
+            last, before, followed = self._asked.get(name, ({}, None, frozenset()))
         plan = {a: ask for a, ask in last.items() if ask[1] in self.batchable and ask[2] <= BATCH_ANSWER_BYTES}
         if before is None:
             return plan
-        return {argv: ask for argv, ask in plan.items() if argv in before and before[argv][:2] == ask[:2]}
+        return {
+            argv: ask
+            for argv, ask in plan.items()
+            if argv in followed or (argv in before and before[argv][:2] == ask[:2])
+        }
 
     def patience(self, name: str) -> float:
         with self._lock:
@@ -183,6 +191,7 @@ class KeptTransport:
         self._unanswered = False  # a command got no answer over it: the connection itself may be stuck
         self._lock = threading.Lock()
         self._asked: Asked = {}  # this round's asks that answered (the next round's batch plan learns from them)
+        self._follows: dict[tuple[str, ...], tuple[str, ...]] = {}  # an ask -> the argv that follows it
         batches = redial is not None and callable(getattr(inner, "run_batch", None))  # a connection taken again
         plan = list(keeper.plan(name).items()) if batches else []
         patience = keeper.patience(name)
@@ -218,6 +227,13 @@ class KeptTransport:
             self._asked[argv] = (timeout, kind, len(result.stdout) + len(result.stderr))
         return result
 
+    def follow(self, argv: Sequence[str], following: Sequence[str]) -> None:
+        """Next round asks ``following`` in place of this round's ``argv`` (a reader that reads on from a position
+        names the argv of its next read), so the next round's batch sends it: as it sends a read asked the same
+        way two rounds running. Whatever is asked next round, only an ask of that very argv takes its answer."""
+        with self._lock:
+            self._follows[tuple(str(arg) for arg in argv)] = tuple(str(arg) for arg in following)
+
     def forget_batched(self) -> None:
         """No ask from now on takes an answer a batch read before now (the walk waits: engine/runner.py)."""
         for batch in self._batches:
@@ -244,7 +260,11 @@ class KeptTransport:
         got no answer over it (nightowl's own deadline, a channel that failed): a connection that still looks
         open but stopped answering (a silent network) is dialed anew next round, not trusted again; nor is one
         whose batch is still running (a command in it hangs)."""
-        self._keeper.learn(self._name, dict(self._asked))
+        asked = dict(self._asked)
+        with self._lock:
+            follows = dict(self._follows)
+        followed = {follows[argv]: asked.pop(argv) for argv in list(asked) if argv in follows}
+        self._keeper.learn(self._name, asked | followed, frozenset(followed))
         if self._unanswered or not _alive(self.inner) or any(batch.running() for batch in self._batches):
             self._keeper.drop(self._name, self.inner)
 

@@ -378,16 +378,16 @@ class SSHTransport:
             self._sessions.release()
 
     def run_batch(self, commands: Sequence[tuple[Sequence[str], float]]) -> dict[tuple[str, ...], CommandResult]:
-        """Several (argv, timeout) in one session, each sent as ``run`` sends it alone; the answers it got
-        (transports/batch.py: what is missing runs alone)."""
+        """Several (argv, timeout) in one session, under the host's own ``timeout`` of their limits' sum; the
+        answers it got (transports/batch.py: what is missing runs alone, under its own)."""
         from nightowl.transports.batch import new_nonce, results, script
 
-        if not self.options.remote_timeout:  # each command's own limit is the host's `timeout`: none, no batch
+        if not self.options.remote_timeout:  # the host's `timeout` limits the batch: without it, no batch
             return {}
         argvs = [tuple(str(arg) for arg in argv) for argv, _ in commands]
-        timeouts = [timeout for _, timeout in commands]
-        lines = [remote_command(argv, timeout) for argv, timeout in zip(argvs, timeouts, strict=True)]
+        lines = [shlex.join(argv) for argv in argvs]
         nonce = new_nonce()
+        timeouts = [timeout for _, timeout in commands]
         seconds = sum(client_seconds(timeout) for timeout in timeouts)
         return results(argvs, lines, timeouts, self.run(("sh", "-c", script(lines, nonce)), seconds), nonce)
 

@@ -59,3 +59,22 @@ def test_the_walk_gives_what_the_plain_walk_gives() -> None:
     )
     for document in documents:
         assert _same(_scrub(document, scrub_secrets), _reference(document, scrub_secrets))
+
+
+def test_a_container_met_again_is_scrubbed_once_and_read_the_same_everywhere() -> None:
+    """The same list in three places (a verdict's evidence and two condition reads cite one fact): scrubbed once,
+    and each place reads what the plain walk gives; an equal list that is another object is walked itself."""
+    gpus = [{"uuid": "GPU-1", "note": "token=abc123def456"}, {"uuid": "GPU-2", "note": "fine"}]
+    twin = [dict(gpu) for gpu in gpus]
+    document = {"evidence": [{"value": gpus}], "trace": [{"reads": {"gpus": gpus}}, {"reads": {"gpus": gpus}}]}
+    document["other"] = twin
+    calls: list[str] = []
+
+    def counting(text: str) -> str:
+        calls.append(text)
+        return scrub_secrets(text)
+
+    scrubbed = _scrub(document, counting)
+    assert _same(scrubbed, _reference(document, scrub_secrets))
+    assert "abc123def456" not in json.dumps(scrubbed)
+    assert calls.count("token=abc123def456") == 2  # the shared list once, its equal twin once

@@ -11,20 +11,33 @@ from nightowl.engine.flow import AdaptiveLimit
 
 def test_a_prompt_reader_adds_one_host_a_sample_and_a_lagging_or_busy_one_halves() -> None:
     flow = AdaptiveLimit(maximum=64, start=4, high=0.1, low=0.02, cooldown=1.0)
+    working = 0.7  # this process used 70% of a core over each sample: past IDLE, under BUSY
     flow.in_flight = 4  # every slot in use
-    assert flow.observe(0.0, 0.25) == 5
+    assert flow.observe(0.0, 0.25, working) == 5
     flow.in_flight = 2  # slots left unused: more would not be used either
-    assert flow.observe(0.0, 0.5) == 5
+    assert flow.observe(0.0, 0.5, working) == 5
     flow.in_flight = 5
-    assert [flow.observe(0.01, t) for t in (0.75, 1.0)] == [6, 6]  # a full slot each: +1, then 6 > 5 in use
+    assert [flow.observe(0.01, t, working) for t in (0.75, 1.0)] == [6, 6]  # a full slot each: +1, then 6 > 5
     flow.in_flight = 64
-    assert [flow.observe(0.0, 1.0 + i / 4) for i in range(1, 5)] == [7, 8, 9, 10]
+    assert [flow.observe(0.0, 1.0 + i / 4, working) for i in range(1, 5)] == [7, 8, 9, 10]
     assert flow.observe(0.5, 2.5) == 5  # behind: half
     assert flow.observe(0.5, 2.75) == 5  # the same burst (within the cooldown): no second cut
     assert flow.observe(0.0, 3.0, busy=1.0) == 5  # a whole core used, still within the cooldown
     assert flow.observe(0.0, 3.6, busy=1.0) == 2  # a second on, the GIL still saturated: half again
     assert flow.observe(0.05, 3.8) == 2  # between low and high: held
     assert flow.lowest == 2
+
+
+def test_a_prompt_reader_with_a_core_to_spare_adds_a_quarter_of_its_hosts_a_sample() -> None:
+    """Under IDLE (half a core) a prompt reader's hosts mostly wait for answers: a quarter more a sample, at least
+    one; at or past IDLE, one; never past the ceiling."""
+    from nightowl.engine.flow import IDLE
+
+    flow = AdaptiveLimit(maximum=40, start=4)
+    flow.in_flight = 40
+    assert [flow.observe(0.0, t / 4, busy=0.1) for t in range(1, 8)] == [5, 6, 7, 8, 10, 12, 15]
+    assert flow.observe(0.0, 2.0, busy=IDLE) == 16
+    assert [flow.observe(0.0, 2.25 + t / 4, busy=0.1) for t in range(5)] == [20, 25, 31, 38, 40]
 
 
 def test_the_limit_stays_within_one_and_the_ceiling() -> None:
@@ -133,9 +146,9 @@ def test_a_repeating_caller_starts_where_its_last_run_ended() -> None:
     memory = FlowMemory()
     first = AdaptiveLimit(32, memory=memory)
     assert first.limit == START  # nothing learned yet
-    for _ in range(6):  # a prompt reader, every slot in use: one host more per sample
+    for _ in range(6):  # a prompt reader, every slot in use, working: one host more per sample
         first.in_flight = first.limit
-        first.observe(0.0, 0.0)
+        first.observe(0.0, 0.0, busy=0.7)
     assert memory.limit == first.limit == START + 6
     second = AdaptiveLimit(32, memory=memory)
     assert second.limit == START + 6
@@ -153,7 +166,7 @@ def test_a_burst_of_cpu_halves_the_limit_but_the_next_round_starts_from_the_peak
     limit = AdaptiveLimit(32, memory=memory)
     for _ in range(6):
         limit.in_flight = limit.limit
-        limit.observe(0.0, 0.0)
+        limit.observe(0.0, 0.0, busy=0.7)
     limit.observe(0.0, 5.0, busy=0.95)
     assert limit.limit == (START + 6) // 2 and memory.limit == START + 6
     assert AdaptiveLimit(32, memory=memory).limit == START + 6

@@ -250,6 +250,31 @@ def test_a_read_whose_argv_follows_a_position_is_left_out_once_it_changed() -> N
     assert alone == [("journalctl", f"--cursor={number}") for number in range(4)]
 
 
+def test_a_read_whose_reader_names_the_argv_that_follows_is_batched_every_round() -> None:
+    """A reader that names its next argv (``follow``: the kernel log's next journal cursor) has that argv sent in
+    the next round's batch, and an ask of it takes the answer; a round whose ask is not the one named (a gap, a
+    full read) runs that ask alone and leaves the batched answer untaken."""
+    keeper, made = batching(), []
+
+    def cursor_round(asked: int, named: int) -> dict[str, str]:
+        transport = keeper.openers({"gpu-1": opener(made, Batching)})["gpu-1"]()
+        transport.connect()
+        answers = {kind: transport.run(argv, 5.0, kind=kind).stdout for argv, kind in STEADY}
+        argv = ("journalctl", f"--cursor={asked}")
+        answers["kernel-log"] = transport.run(argv, 5.0, kind="kernel-log").stdout
+        transport.follow(argv, ("journalctl", f"--cursor={named}"))
+        transport.close()
+        return answers
+
+    assert cursor_round(0, 1)["kernel-log"] == "alone"  # a new connection
+    assert [cursor_round(n, n + 1)["kernel-log"] for n in (1, 2, 3)] == ["batched"] * 3
+    assert cursor_round(9, 10)["kernel-log"] == "alone"  # not the argv named last round (4)
+    assert ("journalctl", "--cursor=4") in made[0].batches[-1]
+    assert [argv for argv in made[0].alone if argv[0] == "journalctl"] == [
+        ("journalctl", "--cursor=0"), ("journalctl", "--cursor=9")
+    ]  # fmt: skip
+
+
 def test_an_ask_the_batch_does_not_answer_runs_alone() -> None:
     keeper, made = batching(), []
     asked_round(keeper, opener(made, Batching), STEADY)
