@@ -119,4 +119,3 @@ def test_another_nonce_frames_nothing() -> None:
     assert nonce != other
     lines = [shlex.join(argv) for argv in ARGVS[:2]]
     assert batch.split(run_script(lines, nonce).stdout, "", 2, other) == [None, None]
-
