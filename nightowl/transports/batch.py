@@ -12,7 +12,8 @@ each command under its own: a ``timeout`` process per command was a third of wha
 What cannot be taken from a batch is run alone, as before, where the host's ``timeout`` limits it and judges a
 hang: a command whose frame did not come back whole (one that hung holds up the batch until its limit ends it:
 its frame and those after it are cut), one that exited 124 or 137 (alone, that is the host's ``timeout`` ending
-it: running it alone gives the answer it would have given) or past 128 otherwise (killed by a signal: alone,
+it: running it alone gives the answer it would have given), 126 or 127 (a command the host cannot run: alone,
+``timeout`` says so, here the shell would, in other words) or past 128 otherwise (killed by a signal: alone,
 sshd tells which, and the shell's own note would be in its errors here), and every command of a batch that
 failed, was cut or was late. Only connections that limit commands on the host are batched (``run_batch``).
 """
@@ -89,6 +90,11 @@ def _between(text: str, start: int, begin: str, end: str) -> tuple[str, int, str
     return text[body_at:closed], line_end + 1, text[closed + len(end) : line_end]
 
 
+# Exits whose answer alone is not the one a batch gives: the host's `timeout` ending the command (124, 137), and a
+# command the host cannot run (126, 127: alone `timeout` says so in its own words, here the shell in its own).
+_ALONE_EXITS = frozenset({*REMOTE_TIMEOUT_EXITS, 126, 127})
+
+
 def results(
     argvs: Sequence[tuple[str, ...]],
     commands: Sequence[str],
@@ -104,7 +110,7 @@ def results(
     answered: dict[tuple[str, ...], CommandResult] = {}
     parts = split(batch.stdout, batch.stderr, len(argvs), nonce)
     for argv, command, timeout, part in zip(argvs, commands, timeouts, parts, strict=True):
-        if part is None or part.rc > 128 or part.rc in REMOTE_TIMEOUT_EXITS or 0 < timeout < batch.duration:
+        if part is None or part.rc > 128 or part.rc in _ALONE_EXITS or 0 < timeout < batch.duration:
             continue
         extra = {"remote_command": command, "batch": BATCH_NOTE.format(others=len(argvs) - 1)}
         answered[argv] = CommandResult(

@@ -60,6 +60,13 @@ def test_an_exit_the_hosts_timeout_gives_runs_alone(status: int) -> None:
     assert list(batched(argvs, TIMEOUT)) == [argvs[1]]
 
 
+def test_a_command_the_host_cannot_run_runs_alone() -> None:
+    """Alone, the host's `timeout` says in its own words that it cannot run the command (exit 127, or 126); in a
+    batch the shell would say it in others, so the command is left to run alone."""
+    argvs = [("no-such-tool-here", "-x"), ("printf", "after it"), ("/dev/null",)]
+    assert list(batched(argvs, TIMEOUT)) == [argvs[1]]
+
+
 def test_a_command_whose_limit_is_shorter_than_the_session_runs_alone() -> None:
     """The session took 0.5 s (run_script): a command with a 0.2 s limit may have run past it, where alone the
     host's `timeout` would have ended it, so its answer is not taken; one with a limit of 1 s is."""
