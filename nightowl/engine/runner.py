@@ -9,7 +9,7 @@ import re
 import threading
 import time
 from collections.abc import Callable, Mapping
-from concurrent.futures import Executor, ThreadPoolExecutor
+from concurrent.futures import FIRST_EXCEPTION, Executor, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -280,10 +280,10 @@ class HostRunner:
         each taking the next collector when it is done with one. (One task a collector, each waiting for a turn
         while it held a thread, let a few hosts' waiting collectors take every thread the pool has for all the
         hosts in flight: the other hosts' collectors, their reads included, waited for a thread.)"""
-        todo, taking, done = iter(commands), threading.Lock(), {}
+        todo, taking, done, abandoned = iter(commands), threading.Lock(), {}, threading.Event()
 
         def drain() -> None:
-            while not self.options.stop.is_set():
+            while not (self.options.stop.is_set() or abandoned.is_set()):
                 with taking:
                     entry = next(todo, None)
                 if entry is None:
@@ -292,9 +292,11 @@ class HostRunner:
 
         futures = [pool.submit(drain) for _ in range(max(1, min(self.options.concurrency, len(commands))))]
         try:
-            for future in futures:
+            finished, _ = wait(futures, return_when=FIRST_EXCEPTION)
+            for future in [*finished, *futures]:  # a failure first, without waiting for the others
                 future.result()
-        except BaseException:  # an interrupt: what has not started yet never will
+        except BaseException:  # an interrupt or a failure: what has not started yet never will
+            abandoned.set()
             for future in futures:
                 future.cancel()
             raise

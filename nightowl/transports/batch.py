@@ -3,24 +3,28 @@
 Each command of a steady round costs a session on both ends: a channel opened, driven and closed over the
 connection in this process, and on the host sshd's session process and a shell, before the command itself
 runs. Most of a steady round's reads are the same argvs every round (nvidia-smi's cheap query, the NVLink
-counters, a service's state), so a kept connection (transports/kept.py) sends those together: each command's
-argv as it is, one after the other in one shell, stdin from /dev/null, each output framed on stdout and stderr
-by a line holding a random nonce (no output can hold it) and, after the output, the command's exit status. The
-batch as a whole runs under the host's own ``timeout`` (``run_batch``: the sum of its commands' limits), not
+counters, a service's state), so a kept connection (transports/kept.py) sends those together: each command as
+``timeout`` would start it alone (``command_line``), one after the other in one shell, stdin from /dev/null,
+each output framed on stdout and stderr by a line holding a random nonce (no output can hold it) and, after the
+output, the command's exit status. The
+batch as a whole runs under the host's own ``timeout`` (``run_batch``: the longest of its commands' limits), not
 each command under its own: a ``timeout`` process per command was a third of what a batched read cost the host.
+A command's answer is taken only when the whole session took no longer than that command's own limit.
 
 What cannot be taken from a batch is run alone, as before, where the host's ``timeout`` limits it and judges a
-hang: a command whose frame did not come back whole (one that hung holds up the batch until its limit ends it:
-its frame and those after it are cut), one that exited 124 or 137 (alone, that is the host's ``timeout`` ending
-it: running it alone gives the answer it would have given), 126 or 127 (a command the host cannot run: alone,
-``timeout`` says so, here the shell would, in other words) or past 128 otherwise (killed by a signal: alone,
-sshd tells which, and the shell's own note would be in its errors here), and every command of a batch that
-failed, was cut or was late. Only connections that limit commands on the host are batched (``run_batch``).
+hang: a command whose frame did not come back whole; one that exited 124 or 137 (alone, that is the host's
+``timeout`` ending it: running it alone gives the answer it would have given), 126 or 127 (a command the host
+cannot run: alone, ``timeout`` says so, here the shell would, in other words) or past 128 otherwise (killed by
+a signal: alone, sshd tells which, and the shell's own note would be in its errors here); and every command of
+a batch that failed, was cut or was late (a command that hangs holds up the session until its limit ends it:
+then none of its answers is taken). Only connections that limit commands on the host are batched
+(``run_batch``).
 """
 
 from __future__ import annotations
 
 import secrets
+import shlex
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -43,6 +47,13 @@ class Framed:
 
 def new_nonce() -> str:
     return "nightowl-" + secrets.token_hex(12)
+
+
+def command_line(argv: Sequence[str]) -> str:
+    """``argv`` as a batch runs it: as the host's ``timeout`` starts a command sent alone, the program itself
+    (exec, looked up on PATH) in a process of its own; never a builtin, function or assignment of the session's
+    shell, and nothing it does (``exit``, ``set``) reaches the commands after it."""
+    return f"( exec {shlex.join(argv)} )"
 
 
 def script(commands: Sequence[str], nonce: str) -> str:

@@ -24,7 +24,7 @@ and each ask takes its answer from there, once. A read whose argv follows a posi
 cursor: engine/incremental.py) changes as the log grows; its reader names the argv that follows (``follow``),
 and that one is sent next round in its place. An ask runs its
 command alone, as every ask of a connection without batches does, when the batch has no answer for it (see
-batch.py), when its timeout is not the one the batch ran it with, or when the batch did not answer within its
+batch.py), when its timeout is not the one the batch planned it with, or when the batch did not answer within its
 patience (a command that hangs holds up the ones after it); the batch's answer is then dropped, as every
 answer is once the walk waits (``forget_batched``: a read after a runbook's ``wait:`` is a read after the
 wait).
@@ -275,7 +275,8 @@ class KeptTransport:
 class _Batch:
     """One round's batch for one host: sent at the first ask of a planned argv, on a thread of its own, so that
     each ask waits for it only as long as its patience (and its own timeout) allow. An answer is taken once,
-    only by an ask with the timeout the batch ran it with, and never after the ask gave up on it or the batch
+    only by an ask with the timeout the batch planned it with (its answer was checked against that limit: batch.py
+    ``results``), and never after the ask gave up on it or the batch
     was closed (``close``: the walk waited)."""
 
     def __init__(self, owner: KeptTransport, plan: Asked, patience: float) -> None:
@@ -288,7 +289,7 @@ class _Batch:
         self.lock = threading.Lock()
 
     def take(self, argv: tuple[str, ...], timeout: float) -> CommandResult | None:
-        same_limit = math.ceil(self.plan[argv][0]) == math.ceil(timeout)  # else the host's `timeout` would differ
+        same_limit = math.ceil(self.plan[argv][0]) == math.ceil(timeout)  # the limit its answer was checked against
         if not (same_limit and self._started() and self.done.wait(max(0.0, min(timeout, self.patience)))):
             self._drop(argv)
             return None

@@ -378,18 +378,18 @@ class SSHTransport:
             self._sessions.release()
 
     def run_batch(self, commands: Sequence[tuple[Sequence[str], float]]) -> dict[tuple[str, ...], CommandResult]:
-        """Several (argv, timeout) in one session, under the host's own ``timeout`` of their limits' sum; the
-        answers it got (transports/batch.py: what is missing runs alone, under its own)."""
-        from nightowl.transports.batch import new_nonce, results, script
+        """Several (argv, timeout) in one session, under the host's own ``timeout`` of the longest limit (an
+        answer counts only from a session no longer than its command's limit); the answers it got
+        (transports/batch.py: what is missing runs alone, under its own limit)."""
+        from nightowl.transports.batch import command_line, new_nonce, results, script
 
-        if not self.options.remote_timeout:  # the host's `timeout` limits the batch: without it, no batch
+        if not self.options.remote_timeout or not commands:  # the host's `timeout` limits the batch: none, no batch
             return {}
         argvs = [tuple(str(arg) for arg in argv) for argv, _ in commands]
-        lines = [shlex.join(argv) for argv in argvs]
+        lines = [command_line(argv) for argv in argvs]
         nonce = new_nonce()
         timeouts = [timeout for _, timeout in commands]
-        seconds = sum(client_seconds(timeout) for timeout in timeouts)
-        return results(argvs, lines, timeouts, self.run(("sh", "-c", script(lines, nonce)), seconds), nonce)
+        return results(argvs, lines, timeouts, self.run(("sh", "-c", script(lines, nonce)), max(timeouts)), nonce)
 
     def _run_channel(
         self,

@@ -64,3 +64,29 @@ def test_a_stop_starts_no_further_collector() -> None:
     with ThreadPoolExecutor(2) as pool, pytest.raises(KeyboardInterrupt):
         HostRunner._collect_shared(runner, ["one", "two", "three"], pool)  # type: ignore[arg-type]
     assert ran == ["one"] and list(runner.run.collections) == ["one"]
+
+
+def test_a_collector_that_fails_stops_the_others_taking_more_and_is_raised_at_once() -> None:
+    """A bug in one collector (an exception, not evidence) ends the host's collection: no other task takes a
+    further collector after the walk has ended, and the failure is raised without waiting for the others."""
+    ran: list[str] = []
+    release = threading.Event()
+    options = SimpleNamespace(stop=threading.Event(), concurrency=2)
+
+    def collect_one(entry: str) -> Any:
+        ran.append(entry)
+        if entry == "fails":
+            raise RuntimeError("a bug")
+        release.wait(5.0)  # the other task is busy while the failure is raised
+        return SimpleNamespace(entry=entry)
+
+    runner = SimpleNamespace(
+        options=options, _collect_one=collect_one, run=SimpleNamespace(collections={}), _check_stop=lambda: None
+    )
+    with ThreadPoolExecutor(2) as pool:
+        with pytest.raises(RuntimeError, match="a bug"):
+            HostRunner._collect_shared(runner, ["slow", "fails", "later", "last"], pool)  # type: ignore[arg-type]
+        assert not release.is_set()  # raised while "slow" still ran
+        assert runner.run.collections == {}  # what had finished by then: nothing
+        release.set()
+    assert ran == ["slow", "fails"]  # the busy task finished its own and took nothing more

@@ -11,6 +11,7 @@ import pytest
 
 from nightowl.transports import batch
 from nightowl.transports.base import CommandResult
+from nightowl.transports.ssh import remote_command
 
 
 def run_script(lines: list[str], nonce: str) -> CommandResult:
@@ -34,11 +35,13 @@ TIMEOUT = 3  # each command's own limit (the batch's session took 0.5 s: run_scr
 
 
 def test_each_command_answers_as_it_would_alone() -> None:
+    """Alone, sshd's shell runs the command under the host's `timeout` (transports/ssh.py remote_command)."""
     nonce = batch.new_nonce()
-    lines = [shlex.join(argv) for argv in ARGVS]
+    lines = [batch.command_line(argv) for argv in ARGVS]
     answered = batch.results(ARGVS, lines, [TIMEOUT] * len(ARGVS), run_script(lines, nonce), nonce)
     for argv, line in zip(ARGVS, lines, strict=True):
-        alone = subprocess.run(["sh", "-c", line], capture_output=True, text=True, stdin=subprocess.DEVNULL)
+        sent_alone = remote_command(argv, TIMEOUT)
+        alone = subprocess.run(["sh", "-c", sent_alone], capture_output=True, text=True, stdin=subprocess.DEVNULL)
         got = answered[argv]
         assert (got.rc, got.stdout, got.stderr) == (alone.returncode, alone.stdout, alone.stderr), argv
         assert got.extra["remote_command"] == line and got.error is None and not got.timed_out
@@ -48,7 +51,7 @@ def test_each_command_answers_as_it_would_alone() -> None:
 def batched(argvs: list[tuple[str, ...]], timeout: float) -> dict[tuple[str, ...], CommandResult]:
     """What one batch of ``argvs`` answers, each with the limit ``timeout``, as SSHTransport sends them."""
     nonce = batch.new_nonce()
-    lines = [shlex.join(argv) for argv in argvs]
+    lines = [batch.command_line(argv) for argv in argvs]
     return batch.results(argvs, lines, [timeout] * len(argvs), run_script(lines, nonce), nonce)
 
 
@@ -67,12 +70,27 @@ def test_a_command_the_host_cannot_run_runs_alone() -> None:
     assert list(batched(argvs, TIMEOUT)) == [argvs[1]]
 
 
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ("exit", "0"),  # a builtin alone is a program `timeout` cannot find: never the session shell's exit
+        ("A=b", "printf", "x"),  # alone, `timeout` runs a program named A=b: never an assignment
+        ("set", "-e"),
+    ],
+)
+def test_a_word_the_shell_would_take_for_its_own_is_a_program_as_alone(argv: tuple[str, ...]) -> None:
+    """The session's shell never runs a command as a builtin, an assignment or a function: each is the program
+    exec finds (none here: exit 127, left to run alone), and the commands after it still answer."""
+    answered = batched([argv, ("printf", "after it")], TIMEOUT)
+    assert list(answered) == [("printf", "after it")] and answered[("printf", "after it")].stdout == "after it"
+
+
 def test_a_command_whose_limit_is_shorter_than_the_session_runs_alone() -> None:
     """The session took 0.5 s (run_script): a command with a 0.2 s limit may have run past it, where alone the
     host's `timeout` would have ended it, so its answer is not taken; one with a limit of 1 s is."""
     nonce = batch.new_nonce()
     argvs = [("printf", "quick"), ("printf", "also quick")]
-    lines = [shlex.join(argv) for argv in argvs]
+    lines = [batch.command_line(argv) for argv in argvs]
     answered = batch.results(argvs, lines, [0.2, 1.0], run_script(lines, nonce), nonce)
     assert list(answered) == [argvs[1]]
 
