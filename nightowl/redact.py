@@ -229,15 +229,6 @@ def _any_of(words: Iterable[str]) -> re.Pattern[str]:
 _TRIGGER = _any_of(_TRIGGERS)
 
 
-def might_hold_secrets(text: str) -> bool:
-    """False only when ``scrub_secrets`` would leave ``text`` and every part of it unchanged.
-
-    Sound for a JSON document too (``json.dumps(..., ensure_ascii=False)``): each string appears in it
-    as written apart from escaped quotes, backslashes and control characters, and no trigger holds one
-    (tests/test_redact.py checks), so a trigger inside any string is a trigger inside the document."""
-    return _has_trigger(text.lower())
-
-
 # Past this length one str.find per trigger (a fast substring search each) beats the alternation, which
 # Python's re tries position by position; below it, one regex call beats forty method calls.
 _LONG_TEXT = 4096

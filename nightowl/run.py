@@ -5,7 +5,7 @@
 the parameter checks ``triage`` made, so an unreadable site policy silently changed the verdict). Here
 are the steps once, in order: resolve the parameters and let every collector of the runbook check them,
 build the run options (command and host timeouts, invasive collectors, the program's stop), run with
-secrets scrubbed from the bundle (the prefilter skipping documents that cannot hold one), render the
+secrets scrubbed from the bundle, render the
 drafts and write the status update. No click: Python callers get a :class:`RunResult` or an exception.
 
 Usable from Python::
@@ -259,7 +259,7 @@ def _run(
     from nightowl.engine.bundle_summary import triage_summary
     from nightowl.engine.bundle_writer import BundleNotWritten
 
-    scrub, prefilter = _redaction() if settings.redact else (None, None)
+    scrub = _redaction() if settings.redact else None
     engine = hooks.engine or run_runbook
     try:
         with interruptible(options) as taken:
@@ -273,7 +273,6 @@ def _run(
                 on_host_done=hooks.on_host_done,
                 render_postmortem=_drafts(context.parsed, context.history) if settings.drafts else None,
                 redact=scrub,
-                redact_prefilter=prefilter,
                 extra_manifest=hooks.extra_manifest,
                 start_order=hooks.start_order,
                 writer=hooks.writer,
@@ -327,7 +326,7 @@ def _write_outcome(bundle: Path, outcome: Outcome, redact: bool) -> None:
     from nightowl.engine.bundle_writer import _scrub
     from nightowl.engine.private_files import write_private
 
-    record = _scrub(outcome.as_json(), _redaction()[0]) if redact else outcome.as_json()
+    record = _scrub(outcome.as_json(), _redaction()) if redact else outcome.as_json()
     try:
         write_private(bundle / layout.OUTCOME, json.dumps(record, indent=2, sort_keys=True) + "\n")
     except OSError as exc:
@@ -366,10 +365,10 @@ def interruptible(options: RunOptions) -> Iterator[list[int]]:
                 signal.signal(number, handler)
 
 
-def _redaction() -> tuple[Callable[[str], str], Callable[[str], bool]]:
-    from nightowl.redact import might_hold_secrets, scrub_secrets
+def _redaction() -> Callable[[str], str]:
+    from nightowl.redact import scrub_secrets
 
-    return scrub_secrets, might_hold_secrets
+    return scrub_secrets
 
 
 def _drafts(parsed: ParsedOutputs, history: Path | None) -> Callable[[Path], str]:

@@ -13,7 +13,7 @@ from click.testing import CliRunner
 from nightowl.cli.postmortem_cmd import postmortem
 from nightowl.engine.bundle_writer import BundleWriter
 from nightowl.receiver.payload import parse_payload
-from nightowl.redact import _TRIGGERS, MASK, Redactor, might_hold_secrets, scrub_secrets
+from nightowl.redact import MASK, Redactor, scrub_secrets
 from tests.postmortem.bundles import ALERTS, HOSTS, make_bundle
 from tests.postmortem.test_serving_draft import serving_bundle
 
@@ -86,17 +86,10 @@ def test_bundle_outputs_are_scrubbed(tmp_path: Path) -> None:
     assert "hf_AbCd" not in stored and f"HF_TOKEN={MASK}" in stored and "Xid (PCI:0000:a1:00): 79" in stored
 
 
-def test_no_trigger_holds_a_character_json_escapes() -> None:
-    """What makes might_hold_secrets sound on a whole JSON document (bundle.BundleWriter._write_json)."""
-    for trigger in _TRIGGERS:
-        assert json.dumps(trigger, ensure_ascii=False)[1:-1] == trigger
-
-
 @pytest.mark.parametrize(("raw", "scrubbed"), SECRET_CASES)
-def test_a_document_holding_a_secret_anywhere_is_not_cleared(raw: str, scrubbed: str, tmp_path: Path) -> None:
+def test_a_document_holding_a_secret_anywhere_is_scrubbed(raw: str, scrubbed: str, tmp_path: Path) -> None:
     document = {"hosts": [{"facts": {"lines": ['say "hi"\n\t' + raw + " \u00e9"]}}]}
-    assert might_hold_secrets(json.dumps(document, ensure_ascii=False))
-    writer = BundleWriter(tmp_path, "r", redact=scrub_secrets, redact_prefilter=might_hold_secrets)
+    writer = BundleWriter(tmp_path, "r", redact=scrub_secrets)
     writer._write_json("doc.json", document)
     stored = json.loads((writer.tmp_path / "doc.json").read_text())
     assert stored["hosts"][0]["facts"]["lines"][0] == scrub_secrets(document["hosts"][0]["facts"]["lines"][0])
@@ -104,18 +97,19 @@ def test_a_document_holding_a_secret_anywhere_is_not_cleared(raw: str, scrubbed:
 
 
 @pytest.mark.parametrize("text", KEPT)
-def test_a_document_the_prefilter_clears_is_not_walked(text: str, tmp_path: Path) -> None:
+def test_every_string_of_a_document_is_scrubbed_and_a_clean_one_kept(text: str, tmp_path: Path) -> None:
+    """No prefilter decides that a document is clean: every string goes through ``redact``, one without a secret
+    comes out as it was."""
     seen: list[str] = []
 
     def spy(value: str) -> str:
         seen.append(value)
         return scrub_secrets(value)
 
-    writer = BundleWriter(tmp_path, "r", redact=spy, redact_prefilter=might_hold_secrets)
+    writer = BundleWriter(tmp_path, "r", redact=spy)
     writer._write_json("doc.json", {"line": text, "n": 1})
     assert json.loads((writer.tmp_path / "doc.json").read_text()) == {"line": text, "n": 1}
-    cleared = not might_hold_secrets(json.dumps({"line": text, "n": 1}, ensure_ascii=False))
-    assert seen == ([] if cleared else [text])
+    assert seen == [text]
 
 
 def test_redactor_is_consistent_and_leaves_pci_and_times() -> None:

@@ -93,7 +93,6 @@ def run_runbook(
     on_host_done: Callable[[HostRun], None] | None = None,
     render_postmortem: Callable[[Path], str] | None = None,
     redact: Callable[[str], str] | None = None,
-    redact_prefilter: Callable[[str], bool] | None = None,
     extra_manifest: dict[str, Any] | None = None,
     start_order: Iterable[str] | None = None,
     writer: BundleWriter | None = None,
@@ -103,11 +102,11 @@ def run_runbook(
     ``transports`` maps each host to a function that opens its transport (a bad host spec makes that host
     unreachable, not the run fail); ``lookup`` gives the collector of a kind. Returns the runs in the order
     of ``transports`` and the bundle's folder, which appears only complete; on Ctrl-C a partial bundle is
-    saved and :class:`Interrupted` raised. ``redact`` scrubs every string written (``redact_prefilter`` says
-    cheaply of a document that it would change nothing); ``render_postmortem`` adds ``postmortem.md``;
-    ``extra_manifest`` adds manifest keys; ``start_order`` is the order hosts start in (a sweep's dialer's).
+    saved and :class:`Interrupted` raised. ``redact`` scrubs every string written; ``render_postmortem`` adds
+    ``postmortem.md``; ``extra_manifest`` adds manifest keys; ``start_order`` is the order hosts start in (a
+    sweep's dialer's).
     """
-    writer = writer or BundleWriter(out_dir, loaded.id, redact=redact, redact_prefilter=redact_prefilter)
+    writer = writer or BundleWriter(out_dir, loaded.id, redact=redact)
     _starting(writer, options)
     writer.add_file(layout.RUNBOOK, loaded.as_ran())  # with any fragments' nodes written in
     names = list(transports)

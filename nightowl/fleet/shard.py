@@ -88,11 +88,10 @@ class ShardWriter(BundleWriter):
         run_id: str,
         number: int,
         redact: Callable[[str], str] | None = None,
-        redact_prefilter: Callable[[str], bool] | None = None,
     ) -> None:
         # The base class makes a folder of its own (named per worker, so workers never race for it): unused.
         scratch = f"{run_id}.worker-{number}"
-        super().__init__(bundle_tmp, runbook_id, run_id=scratch, redact=redact, redact_prefilter=redact_prefilter)
+        super().__init__(bundle_tmp, runbook_id, run_id=scratch, redact=redact)
         shutil.rmtree(self.tmp_path, ignore_errors=True)
         self.run_id, self.tmp_path, self.final_path = run_id, bundle_tmp, bundle_tmp
         self._cursor = 0  # commands[:_cursor] are sorted into _by_host already
@@ -197,8 +196,8 @@ def shard_main(conn: Any, job: ShardJob) -> None:
     from nightowl.history import cursors as positions
     from nightowl.run import Interrupted, RunHooks, run_and_save
 
-    scrub, prefilter = _redaction() if job.settings.redact else (None, None)
-    writer = ShardWriter(job.bundle_tmp, job.runbook.id, job.run_id, job.number, scrub, prefilter)
+    scrub = _redaction() if job.settings.redact else None
+    writer = ShardWriter(job.bundle_tmp, job.runbook.id, job.run_id, job.number, scrub)
     sending = threading.Lock()
     sent: set[str] = set()
 
@@ -286,10 +285,10 @@ def _transports(job: ShardJob) -> tuple[dict[str, Callable[[], Any]], Any]:
     return {name: killing(opener) for name, opener in openers.items()}, dialer
 
 
-def _redaction() -> tuple[Callable[[str], str], Callable[[str], bool]]:
-    from nightowl.redact import might_hold_secrets, scrub_secrets
+def _redaction() -> Callable[[str], str]:
+    from nightowl.redact import scrub_secrets
 
-    return scrub_secrets, might_hold_secrets
+    return scrub_secrets
 
 
 if __name__ == "__main__":

@@ -148,11 +148,11 @@ class WorkerEngine:
         **run: Any,
     ) -> tuple[list[HostRun], Path]:
         """``run``: the keyword arguments ``run_and_save`` gives the engine, read by name (``forks``,
-        ``on_host_done``, ``render_postmortem``, ``redact``, ``redact_prefilter``, ``extra_manifest``), not
+        ``on_host_done``, ``render_postmortem``, ``redact``, ``extra_manifest``), not
         a copy of its signature."""
         assert run.get("writer") is None, "the parent writes the bundle itself"
         redact = run.get("redact")
-        writer = SweepWriter(out_dir, loaded.id, redact=redact, redact_prefilter=run.get("redact_prefilter"))
+        writer = SweepWriter(out_dir, loaded.id, redact=redact)
         writer.add_file(layout.RUNBOOK, loaded.as_ran())  # with any fragments' nodes written in
         writer.cursors = getattr(options, "cursors", None)
         writer.keep_for(getattr(options, "parsed", None))
