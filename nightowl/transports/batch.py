@@ -13,8 +13,8 @@ A command's answer is taken only when the whole session took no longer than that
 
 What cannot be taken from a batch is run alone, as before, where the host's ``timeout`` limits it and judges a
 hang: a command whose frame did not come back whole; one that exited 124 or 137 (alone, that is the host's
-``timeout`` ending it: running it alone gives the answer it would have given), 126 or 127 (a command the host
-cannot run: alone, ``timeout`` says so, here the shell would, in other words) or past 128 otherwise (killed by
+``timeout`` ending it: running it alone gives the answer it would have given), 126 or 127 from the shell (a
+program it found but could not run: alone, ``timeout`` says so, in other words) or past 128 otherwise (killed by
 a signal: alone, sshd tells which, and the shell's own note would be in its errors here); and every command of
 a batch that failed, was cut or was late (a command that hangs holds up the session until its limit ends it:
 then none of its answers is taken). Only connections that limit commands on the host are batched
@@ -43,17 +43,24 @@ class Framed:
     rc: int
     stdout: str
     stderr: str
+    alone: bool = False  # run as it is sent alone (``command_line``: a program the shell could not find)
 
 
 def new_nonce() -> str:
     return "nightowl-" + secrets.token_hex(12)
 
 
-def command_line(argv: Sequence[str]) -> str:
+WRAPPED = "alone"  # the status suffix of a command run as it is sent alone, under the host's `timeout`
+
+
+def command_line(argv: Sequence[str], alone: str) -> str:
     """``argv`` as a batch runs it: as the host's ``timeout`` starts a command sent alone, the program itself
     (exec, looked up on PATH) in a process of its own; never a builtin, function or assignment of the session's
-    shell, and nothing it does (``exit``, ``set``) reaches the commands after it."""
-    return f"( exec {shlex.join(argv)} )"
+    shell, and nothing it does (``exit``, ``set``) reaches the commands after it. A program the shell cannot find
+    (``command -v``, a builtin: no process) is run as ``alone`` (the line sent alone: the host's ``timeout``),
+    so its answer (exit 127 and ``timeout``'s own words) is the one it gives alone, and its status says so."""
+    found = f"command -v {shlex.quote(argv[0])} >/dev/null 2>&1"
+    return f"if {found}; then ( exec {shlex.join(argv)} ); else w={WRAPPED}; {alone}; fi"
 
 
 def script(commands: Sequence[str], nonce: str) -> str:
@@ -62,8 +69,8 @@ def script(commands: Sequence[str], nonce: str) -> str:
     for number, command in enumerate(commands):
         mark = f"{nonce} {number}"
         lines.append(
-            f"printf '%s\\n' '{mark}'; printf '%s\\n' '{mark}' >&2; {command} </dev/null; "
-            f"printf '\\n%s %s\\n' '{mark} end' \"$?\"; printf '\\n%s\\n' '{mark} end' >&2"
+            f"printf '%s\\n' '{mark}'; printf '%s\\n' '{mark}' >&2; w=; {command} </dev/null; "
+            f"printf '\\n%s %s%s\\n' '{mark} end' \"$?\" \"$w\"; printf '\\n%s\\n' '{mark} end' >&2"
         )
     return "\n".join(lines) + "\n"
 
@@ -80,10 +87,11 @@ def split(stdout: str, stderr: str, count: int, nonce: str) -> list[Framed | Non
             parts.append(None)
             continue
         (out_text, out_at, status), (err_text, err_at, rest) = out, err
-        if not status.isdigit() or rest != "":
+        code = status.removesuffix(WRAPPED)
+        if not code.isdigit() or rest != "":
             parts.append(None)
             continue
-        parts.append(Framed(int(status), out_text, err_text))
+        parts.append(Framed(int(code), out_text, err_text, code != status))
     return parts
 
 
@@ -102,7 +110,7 @@ def _between(text: str, start: int, begin: str, end: str) -> tuple[str, int, str
 
 
 # Exits whose answer alone is not the one a batch gives: the host's `timeout` ending the command (124, 137), and a
-# command the host cannot run (126, 127: alone `timeout` says so in its own words, here the shell in its own).
+# command the shell found but could not run (126, 127: alone `timeout` says so in its own words, here the shell).
 _ALONE_EXITS = frozenset({*REMOTE_TIMEOUT_EXITS, 126, 127})
 
 
@@ -121,7 +129,9 @@ def results(
     answered: dict[tuple[str, ...], CommandResult] = {}
     parts = split(batch.stdout, batch.stderr, len(argvs), nonce)
     for argv, command, timeout, part in zip(argvs, commands, timeouts, parts, strict=True):
-        if part is None or part.rc > 128 or part.rc in _ALONE_EXITS or 0 < timeout < batch.duration:
+        if part is None or part.rc > 128 or 0 < timeout < batch.duration:
+            continue
+        if part.rc in REMOTE_TIMEOUT_EXITS or (part.rc in _ALONE_EXITS and not part.alone):
             continue
         extra = {"remote_command": command, "batch": BATCH_NOTE.format(others=len(argvs) - 1)}
         answered[argv] = CommandResult(

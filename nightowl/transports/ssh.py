@@ -386,9 +386,9 @@ class SSHTransport:
         if not self.options.remote_timeout or not commands:  # the host's `timeout` limits the batch: none, no batch
             return {}
         argvs = [tuple(str(arg) for arg in argv) for argv, _ in commands]
-        lines = [command_line(argv) for argv in argvs]
-        nonce = new_nonce()
         timeouts = [timeout for _, timeout in commands]
+        lines = [command_line(argv, remote_command(argv, t)) for argv, t in zip(argvs, timeouts, strict=True)]
+        nonce = new_nonce()
         return results(argvs, lines, timeouts, self.run(("sh", "-c", script(lines, nonce)), max(timeouts)), nonce)
 
     def _run_channel(

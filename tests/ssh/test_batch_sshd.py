@@ -11,7 +11,7 @@ import pytest
 
 from nightowl.transports.batch import command_line
 from nightowl.transports.hostspec import parse_host_spec
-from nightowl.transports.ssh import SSHTransport, client_seconds
+from nightowl.transports.ssh import SSHTransport, client_seconds, remote_command
 from tests.ssh.fleet import SSHD, Fleet
 
 pytestmark = [
@@ -30,19 +30,20 @@ def test_each_batched_read_answers_as_it_does_alone(fleet: Fleet) -> None:
         (("journalctl", "-k", "--no-pager"), 20.0),
         (("systemctl", "is-active", "nvidia-fabricmanager"), 20.0),  # nothing recorded: the stand-in exits 127
         (("sh", "-c", "printf 'no line break'; echo on-stderr >&2; exit 3"), 20.0),
+        (("ibstat",), 20.0),  # no such program on the host: run as alone, under `timeout`, which says so
     ]
     with SSHTransport(parse_host_spec(fleet.spec("healthy"), fleet.ssh_config), fleet.options()) as transport:
         batched = transport.run_batch(commands)
         for argv, timeout in commands:
             alone = transport.run(argv, timeout)
-            if alone.rc == 127:  # alone, "cannot run it" is the host's `timeout`'s word: not taken from a batch
-                assert argv not in batched
+            if argv not in batched:  # the stand-in's own 127 (found, it exits so): a shell's 127 is not taken
+                assert alone.rc == 127 and argv[0] == "systemctl", argv
                 continue
             assert answers(batched[argv]) == answers(alone), argv
-            assert batched[argv].extra["remote_command"] == command_line(argv)  # the session has the limit
+            assert batched[argv].extra["remote_command"] == command_line(argv, remote_command(argv, timeout))
             assert alone.extra["remote_command"].endswith(" " + shlex.join(argv))  # alone: under its own
         assert batched[commands[0][0]].stdout.strip()  # the recorded nvidia-smi, not nothing
-        assert len(batched) == 3
+        assert len(batched) == 4 and batched[("ibstat",)].rc == 127
 
 
 def test_a_read_that_hangs_holds_up_the_batch_until_its_limit_and_nothing_of_it_is_taken(fleet: Fleet) -> None:

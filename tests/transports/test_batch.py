@@ -37,7 +37,7 @@ TIMEOUT = 3  # each command's own limit (the batch's session took 0.5 s: run_scr
 def test_each_command_answers_as_it_would_alone() -> None:
     """Alone, sshd's shell runs the command under the host's `timeout` (transports/ssh.py remote_command)."""
     nonce = batch.new_nonce()
-    lines = [batch.command_line(argv) for argv in ARGVS]
+    lines = [batch.command_line(argv, remote_command(argv, TIMEOUT)) for argv in ARGVS]
     answered = batch.results(ARGVS, lines, [TIMEOUT] * len(ARGVS), run_script(lines, nonce), nonce)
     for argv, line in zip(ARGVS, lines, strict=True):
         sent_alone = remote_command(argv, TIMEOUT)
@@ -51,8 +51,16 @@ def test_each_command_answers_as_it_would_alone() -> None:
 def batched(argvs: list[tuple[str, ...]], timeout: float) -> dict[tuple[str, ...], CommandResult]:
     """What one batch of ``argvs`` answers, each with the limit ``timeout``, as SSHTransport sends them."""
     nonce = batch.new_nonce()
-    lines = [batch.command_line(argv) for argv in argvs]
+    lines = [batch.command_line(argv, remote_command(argv, timeout)) for argv in argvs]
     return batch.results(argvs, lines, [timeout] * len(argvs), run_script(lines, nonce), nonce)
+
+
+def alone(argv: tuple[str, ...], timeout: float = TIMEOUT) -> tuple[int, str, str]:
+    """(exit status, stdout, stderr) of ``argv`` sent alone: sshd's shell runs it under the host's `timeout`."""
+    done = subprocess.run(
+        ["sh", "-c", remote_command(argv, timeout)], capture_output=True, text=True, stdin=subprocess.DEVNULL
+    )
+    return done.returncode, done.stdout, done.stderr
 
 
 @pytest.mark.parametrize("status", [124, 137])
@@ -63,11 +71,16 @@ def test_an_exit_the_hosts_timeout_gives_runs_alone(status: int) -> None:
     assert list(batched(argvs, TIMEOUT)) == [argvs[1]]
 
 
-def test_a_command_the_host_cannot_run_runs_alone() -> None:
-    """Alone, the host's `timeout` says in its own words that it cannot run the command (exit 127, or 126); in a
-    batch the shell would say it in others, so the command is left to run alone."""
+def test_a_program_the_host_does_not_have_answers_as_alone() -> None:
+    """A program the shell cannot find runs as it is sent alone (under the host's `timeout`, which says so in its
+    own words, exit 127): that answer is taken. One the shell finds but cannot run (exit 126 from the shell,
+    whose words alone would be `timeout`'s) is left to run alone."""
     argvs = [("no-such-tool-here", "-x"), ("printf", "after it"), ("/dev/null",)]
-    assert list(batched(argvs, TIMEOUT)) == [argvs[1]]
+    answered = batched(argvs, TIMEOUT)
+    assert list(answered) == argvs[:2]
+    missing = answered[argvs[0]]
+    assert (missing.rc, missing.stdout, missing.stderr) == alone(argvs[0]) and missing.rc == 127
+    assert "timeout" in missing.stderr
 
 
 @pytest.mark.parametrize(
@@ -76,13 +89,16 @@ def test_a_command_the_host_cannot_run_runs_alone() -> None:
         ("exit", "0"),  # a builtin alone is a program `timeout` cannot find: never the session shell's exit
         ("A=b", "printf", "x"),  # alone, `timeout` runs a program named A=b: never an assignment
         ("set", "-e"),
+        ("cd", "/"),
     ],
 )
 def test_a_word_the_shell_would_take_for_its_own_is_a_program_as_alone(argv: tuple[str, ...]) -> None:
-    """The session's shell never runs a command as a builtin, an assignment or a function: each is the program
-    exec finds (none here: exit 127, left to run alone), and the commands after it still answer."""
+    """The session's shell never runs a command as a builtin, an assignment or a function: what it answers is what
+    the program `timeout` would look for gives alone, or nothing (run alone then); the commands after it answer."""
     answered = batched([argv, ("printf", "after it")], TIMEOUT)
-    assert list(answered) == [("printf", "after it")] and answered[("printf", "after it")].stdout == "after it"
+    assert answered[("printf", "after it")].stdout == "after it"
+    if argv in answered:
+        assert (answered[argv].rc, answered[argv].stdout, answered[argv].stderr) == alone(argv)
 
 
 def test_a_command_whose_limit_is_shorter_than_the_session_runs_alone() -> None:
@@ -90,7 +106,7 @@ def test_a_command_whose_limit_is_shorter_than_the_session_runs_alone() -> None:
     host's `timeout` would have ended it, so its answer is not taken; one with a limit of 1 s is."""
     nonce = batch.new_nonce()
     argvs = [("printf", "quick"), ("printf", "also quick")]
-    lines = [batch.command_line(argv) for argv in argvs]
+    lines = [batch.command_line(argv, remote_command(argv, 1.0)) for argv in argvs]
     answered = batch.results(argvs, lines, [0.2, 1.0], run_script(lines, nonce), nonce)
     assert list(answered) == [argvs[1]]
 
