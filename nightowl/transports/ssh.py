@@ -53,7 +53,7 @@ DEFAULT_IDENTITIES = ("id_ed25519", "id_ecdsa", "id_rsa")
 # known_hosts stores RSA keys as "ssh-rsa"; these are the signature algorithms that verify them.
 RSA_HOSTKEY_ALGORITHMS = ("rsa-sha2-512", "rsa-sha2-256", "ssh-rsa")
 READ_CHUNK = 65536
-IDLE_WAKE_SECONDS = 1.0  # how often a kept connection's reader thread looks up while idle (``keep_alive``)
+IDLE_WAKE_SECONDS = 5.0  # how often a kept connection's reader thread looks up while idle (``keep_alive``)
 # The host's own `timeout` ends a command at the collector's timeout (rounded up to a whole second) and
 # SIGKILLs it KILL_AFTER seconds later; nightowl's own deadline comes REPORT_SLACK seconds after that, so a
 # command that really hangs is always reported by the host first (exit 124/137). A deadline that passes
@@ -461,9 +461,10 @@ class SSHTransport:
         transport = self._transport
         if transport is not None:
             transport.set_keepalive(max(1, int(seconds)))
-            # paramiko's reader wakes every 0.1 s to see whether it was closed or owes a keepalive: 0.5 ms of CPU a
-            # second per idle connection (32 kept: 156 ms in 10 s), half a core at 1,000 between a sweep's rounds.
-            # Data wakes it at once whatever this is; close() does not wait for it (paramiko Transport.stop_thread).
+            # paramiko's reader wakes every 0.1 s to see whether it was closed or owes a keepalive: about 1 ms of CPU
+            # a second per idle connection here (bench/kept_idle.py), a core at 1,000 between a sweep's rounds. Data
+            # wakes it at once whatever this is; close() does not wait for it (paramiko Transport.stop_thread); a
+            # keepalive goes at most this much late.
             with contextlib.suppress(OSError, AttributeError):
                 transport.sock.settimeout(IDLE_WAKE_SECONDS)
 
