@@ -109,9 +109,9 @@ def _between(text: str, start: int, begin: str, end: str) -> tuple[str, int, str
     return text[body_at:closed], line_end + 1, text[closed + len(end) : line_end]
 
 
-# Exits whose answer alone is not the one a batch gives: the host's `timeout` ending the command (124, 137), and a
-# command the shell found but could not run (126, 127: alone `timeout` says so in its own words, here the shell).
-_ALONE_EXITS = frozenset({*REMOTE_TIMEOUT_EXITS, 126, 127})
+# A program the shell found but could not run: alone, `timeout` says so in its own words (exit 126, 127), here the
+# shell would; from the command run as alone (``Framed.alone``) they are the answer alone gives.
+_CANNOT_RUN = frozenset({126, 127})
 
 
 def results(
@@ -131,7 +131,7 @@ def results(
     for argv, command, timeout, part in zip(argvs, commands, timeouts, parts, strict=True):
         if part is None or part.rc > 128 or 0 < timeout < batch.duration:
             continue
-        if part.rc in REMOTE_TIMEOUT_EXITS or (part.rc in _ALONE_EXITS and not part.alone):
+        if part.rc in REMOTE_TIMEOUT_EXITS or (part.rc in _CANNOT_RUN and not part.alone):
             continue
         extra = {"remote_command": command, "batch": BATCH_NOTE.format(others=len(argvs) - 1)}
         answered[argv] = CommandResult(

@@ -16,18 +16,17 @@ connection over which a command got no answer at all is not taken again. The kee
 a transport whose connection can tell that it is gone (``alive``) is kept; any other (local, replay) is
 opened anew every round.
 
-A kept connection also learns what its host is asked each round. The reads of ``batchable`` kinds (the
-sweep's: the read-only collectors of the runbook's first node, asked of every host every round) asked in the
-last round with a small answer, and with the same argv and timeout as in the round before once that is known,
-are sent at the next round's first ask of one of them, in one session (``run_batch``: transports/batch.py),
-and each ask takes its answer from there, once. A read whose argv follows a position (the kernel log's journal
-cursor: engine/incremental.py) changes as the log grows; its reader names the argv that follows (``follow``),
-and that one is sent next round in its place. An ask runs its
-command alone, as every ask of a connection without batches does, when the batch has no answer for it (see
-batch.py), when its timeout is not the one the batch planned it with, or when the batch did not answer within its
-patience (a command that hangs holds up the ones after it); the batch's answer is then dropped, as every
-answer is once the walk waits (``forget_batched``: a read after a runbook's ``wait:`` is a read after the
-wait).
+A kept connection also learns what its host is asked each round. The reads of ``batchable`` kinds (the sweep's:
+the read-only collectors of the runbook's first node, asked of every host every round) asked in the last round
+with a small answer, and with the same argv and timeout as in the round before once that is known, are sent at the
+next round's first ask of one of them, in one session (``run_batch``: transports/batch.py), and each ask takes its
+answer from there, once. A read whose argv follows a position (the kernel log's journal cursor:
+engine/incremental.py) changes as the log grows; its reader names the argv that follows (``follow``), and that one
+is sent next round in its place. An ask runs its command alone, as every ask of a connection without batches does,
+when the batch has no answer for it (see batch.py), when its timeout is not the one the batch planned it with, or
+when the batch did not answer within its patience (a command that hangs holds up the ones after it); the batch's
+answer is then dropped, as every answer is once the walk waits (``forget_batched``: a read after a runbook's
+``wait:`` is a read after the wait).
 """
 
 from __future__ import annotations
@@ -46,10 +45,9 @@ KEEPALIVE_SECONDS = 30.0  # under the idle timeouts of common NATs and load bala
 # times the host's last batch, at least BATCH_PATIENCE_SECONDS (a loaded client is slow to read it) and at most
 # BATCH_PATIENCE_MAX (a batch that once hung does not make every later ask wait its whole timeout).
 BATCH_PATIENCE_TIMES, BATCH_PATIENCE_SECONDS, BATCH_PATIENCE_MAX = 3.0, 2.0, 5.0
-# A host's batch is sent as this many sessions side by side (its asks dealt out in turn): the commands of one
-# session run one after the other, so two would halve the wait for the last answer, for one session more on
-# both ends (on the host, sshd's session process and a shell: as much CPU as two batched reads).
-BATCH_SESSIONS = 1
+# A host's batch is one session: its commands run one after the other. Two side by side halved the wait for the
+# last answer, for one session more on both ends (on the host, sshd's session process and a shell: as much CPU as
+# two batched reads), and a steady round is bound by the machine's CPU, not by one host's wait.
 
 # argv -> (timeout, kind, bytes of its answer) of a round's asks that answered
 Asked = dict[tuple[str, ...], tuple[float, "str | None", int]]
@@ -193,9 +191,9 @@ class KeptTransport:
         self._asked: Asked = {}  # this round's asks that answered (the next round's batch plan learns from them)
         self._follows: dict[tuple[str, ...], tuple[str, ...]] = {}  # an ask -> the argv that follows it
         batches = redial is not None and callable(getattr(inner, "run_batch", None))  # a connection taken again
-        plan = list(keeper.plan(name).items()) if batches else []
+        plan = keeper.plan(name) if batches else {}
         patience = keeper.patience(name)
-        self._batches = [_Batch(self, dict(plan[n::BATCH_SESSIONS]), patience) for n in range(BATCH_SESSIONS)]
+        self._batch = _Batch(self, dict(plan), patience)
 
     def __getattr__(self, attribute: str) -> Any:  # recorded, spec, options...: the transport's own
         return getattr(self.inner, attribute)
@@ -209,7 +207,7 @@ class KeptTransport:
 
     def run(self, argv: Sequence[str], timeout: float, kind: str | None = None) -> CommandResult:
         argv = tuple(str(arg) for arg in argv)
-        batched = next((b.take(argv, timeout) for b in self._batches if argv in b.plan), None)
+        batched = self._batch.take(argv, timeout) if argv in self._batch.plan else None
         if batched is not None:
             self._keeper.took_batched()
             if batched.rc is not None:  # a read that hung is asked alone next round
@@ -236,8 +234,7 @@ class KeptTransport:
 
     def forget_batched(self) -> None:
         """No ask from now on takes an answer a batch read before now (the walk waits: engine/runner.py)."""
-        for batch in self._batches:
-            batch.close()
+        self._batch.close()
 
     def _fresh(self, failed: Any) -> Any:
         """A new connection in place of ``failed`` (once: the commands that failed over it at the same time
@@ -265,7 +262,7 @@ class KeptTransport:
             follows = dict(self._follows)
         followed = {follows[argv]: asked.pop(argv) for argv in list(asked) if argv in follows}
         self._keeper.learn(self._name, asked | followed, frozenset(followed))
-        if self._unanswered or not _alive(self.inner) or any(batch.running() for batch in self._batches):
+        if self._unanswered or not _alive(self.inner) or self._batch.running():
             self._keeper.drop(self._name, self.inner)
 
     def end(self) -> None:
@@ -273,11 +270,10 @@ class KeptTransport:
 
 
 class _Batch:
-    """One round's batch for one host: sent at the first ask of a planned argv, on a thread of its own, so that
-    each ask waits for it only as long as its patience (and its own timeout) allow. An answer is taken once,
-    only by an ask with the timeout the batch planned it with (its answer was checked against that limit: batch.py
-    ``results``), and never after the ask gave up on it or the batch
-    was closed (``close``: the walk waited)."""
+    """One round's batch for one host: sent at the first ask of a planned argv, on a thread of its own, so that each ask
+    waits for it only as long as its patience (and its own timeout) allow. An answer is taken once, only by an
+    ask with the timeout the batch planned it with (its answer was checked against that limit: batch.py
+    ``results``), and never after the ask gave up on it or the batch was closed (``close``: the walk waited)."""
 
     def __init__(self, owner: KeptTransport, plan: Asked, patience: float) -> None:
         self.owner, self.plan, self.patience = owner, plan, patience
