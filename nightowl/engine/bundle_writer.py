@@ -142,6 +142,8 @@ class BundleWriter:
         }
         if result.extra.get("batch"):  # read with others in one session: its start and duration are the session's
             entry["batch"] = result.extra["batch"]
+            if (seconds := result.host_seconds) is not None:  # its own time, by the host's clock
+                entry["host_seconds"] = seconds
         rel: str | None = None
         if keep_output and self.write_error is None:
             try:

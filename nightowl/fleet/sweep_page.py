@@ -10,6 +10,7 @@ The tiles and groups are built here from the sweep's summary; templates/sweep.ht
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -25,11 +26,17 @@ SEVERITIES = ("ok", "info", "warning", "critical")
 
 def sweep_html(summary: dict[str, Any]) -> str:
     """The page for a sweep summary (``nightowl.run.RunResult.summary`` plus ``fleet`` and ``domains``)."""
+    return _environment().get_template(TEMPLATE).render(**page_context(summary))
+
+
+@functools.cache
+def _environment() -> Any:
+    """One environment a process: it keeps the compiled template (a repeating sweep writes one page a round)."""
     import jinja2  # lazy: keeps `nightowl --help` fast
 
     from nightowl.paths import data_dir
 
-    env = jinja2.Environment(
+    return jinja2.Environment(
         loader=jinja2.FileSystemLoader(str(data_dir("templates"))),
         autoescape=True,  # every host name, verdict and summary is escaped: a label is never markup
         trim_blocks=True,
@@ -37,7 +44,6 @@ def sweep_html(summary: dict[str, Any]) -> str:
         keep_trailing_newline=True,
         undefined=jinja2.StrictUndefined,
     )
-    return env.get_template(TEMPLATE).render(**page_context(summary))
 
 
 def page_context(summary: Mapping[str, Any]) -> dict[str, Any]:

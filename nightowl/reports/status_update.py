@@ -320,18 +320,23 @@ def _named_hosts(verdict: dict[str, Any], affected: list[str], names: list[str])
 
 
 def render(summary: dict[str, Any], now: float | None = None, outcome: Outcome | None = None) -> str:
-    import jinja2  # lazy: keeps `nightowl --help` fast
-
-    env = jinja2.Environment(
-        loader=jinja2.FileSystemLoader(str(data_dir("templates"))),
-        autoescape=False,  # noqa: S701 - plain text for chat, never HTML
-        keep_trailing_newline=True,
-    )
     from nightowl.safetext import all_one_line, printable
 
     # Each value one printable line: an alert title or a replica's text never forges a line or
     # reaches a reader's terminal as an escape sequence.
-    return printable(env.get_template(TEMPLATE).render(**all_one_line(context(summary, now, outcome))))
+    return printable(_environment().get_template(TEMPLATE).render(**all_one_line(context(summary, now, outcome))))
+
+
+@functools.cache
+def _environment() -> Any:
+    """One environment a process: it keeps the compiled template (a repeating sweep writes one update a round)."""
+    import jinja2  # lazy: keeps `nightowl --help` fast
+
+    return jinja2.Environment(
+        loader=jinja2.FileSystemLoader(str(data_dir("templates"))),
+        autoescape=False,  # noqa: S701 - plain text for chat, never HTML
+        keep_trailing_newline=True,
+    )
 
 
 def write(bundle: Path, summary: dict[str, Any], outcome: Outcome | None = None) -> Path:

@@ -34,6 +34,15 @@ class CommandResult:
     def ok(self) -> bool:
         return self.rc == 0 and not self.timed_out and self.error is None and self.late is None
 
+    @property
+    def host_seconds(self) -> float | None:
+        """The command's own time by the host's clock where a batch read it (``extra["host_seconds"]``:
+        transports/batch.py), or None (not batched, or the clock could not be read)."""
+        try:
+            return float(self.extra["host_seconds"])
+        except (KeyError, ValueError):
+            return None
+
 
 # How one CommandResult is kept on disk, in a recorded host and in a bundle's hosts/<host>/ (docs/reference.md
 # #recorded-hosts-and-bundles): ``<kind>.out`` and, each only when it says something, the files beside it.

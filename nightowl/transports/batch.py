@@ -6,7 +6,8 @@ runs. Most of a steady round's reads are the same argvs every round (nvidia-smi'
 counters, a service's state), so a kept connection (transports/kept.py) sends those together: each command as
 ``timeout`` would start it alone (``command_line``), one after the other in one shell, stdin from /dev/null,
 each output framed on stdout and stderr by a line holding a random nonce (no output can hold it) and, after the
-output, the command's exit status. The
+output, the command's exit status and two readings of the host's clock around it (``/proc/uptime``, read by the
+shell's own ``read``: no process more), so each command's own time on the host is known. The
 batch as a whole runs under the host's own ``timeout`` (``run_batch``: the longest of its commands' limits), not
 each command under its own: a ``timeout`` process per command was a third of what a batched read cost the host.
 A command's answer is taken only when the whole session took no longer than that command's own limit.
@@ -44,6 +45,7 @@ class Framed:
     stdout: str
     stderr: str
     alone: bool = False  # run as it is sent alone (``command_line``: a program the shell could not find)
+    seconds: float | None = None  # its own time on the host (``/proc/uptime``, to 10 ms); None: no clock read
 
 
 def new_nonce() -> str:
@@ -63,14 +65,21 @@ def command_line(argv: Sequence[str], alone: str) -> str:
     return f"if {found}; then ( exec {shlex.join(argv)} ); else w={WRAPPED}; {alone}; fi"
 
 
+# The host's seconds since boot into a variable, by the shell's ``read`` (a builtin: no process); empty where
+# /proc/uptime cannot be read (stderr first, so a missing file says nothing).
+_CLOCK = "read -r {} _ 2>/dev/null </proc/uptime"
+
+
 def script(commands: Sequence[str], nonce: str) -> str:
-    """The shell text that runs ``commands`` (each a complete command line) one after the other, framed."""
+    """The shell text that runs ``commands`` (each a complete command line) one after the other, framed: the
+    end line holds the exit status and the host's clock before and after the command."""
     lines = []
     for number, command in enumerate(commands):
         mark = f"{nonce} {number}"
         lines.append(
-            f"printf '%s\\n' '{mark}'; printf '%s\\n' '{mark}' >&2; w=; {command} </dev/null; "
-            f"printf '\\n%s %s%s\\n' '{mark} end' \"$?\" \"$w\"; printf '\\n%s\\n' '{mark} end' >&2"
+            f"printf '%s\\n' '{mark}'; printf '%s\\n' '{mark}' >&2; w=; t=; u=; {_CLOCK.format('t')}; "
+            f"{command} </dev/null; s=$?; {_CLOCK.format('u')}; "
+            f"printf '\\n%s %s%s %s %s\\n' '{mark} end' \"$s\" \"$w\" \"$t\" \"$u\"; printf '\\n%s\\n' '{mark} end' >&2"
         )
     return "\n".join(lines) + "\n"
 
@@ -86,13 +95,27 @@ def split(stdout: str, stderr: str, count: int, nonce: str) -> list[Framed | Non
         if out is None or err is None:
             parts.append(None)
             continue
-        (out_text, out_at, status), (err_text, err_at, rest) = out, err
+        (out_text, out_at, ended), (err_text, err_at, rest) = out, err
+        status, _, clock = ended.partition(" ")
         code = status.removesuffix(WRAPPED)
         if not code.isdigit() or rest != "":
             parts.append(None)
             continue
-        parts.append(Framed(int(code), out_text, err_text, code != status))
+        parts.append(Framed(int(code), out_text, err_text, code != status, _seconds(clock)))
     return parts
+
+
+def _seconds(clock: str) -> float | None:
+    """A command's own time from the two readings of the host's clock around it (``"T U"``); None when either
+    is missing or unreadable, or the clock went backwards."""
+    readings = clock.split(" ")
+    try:
+        before, after = (float(reading) for reading in readings) if len(readings) == 2 else (None, None)
+    except ValueError:
+        return None
+    if before is None or after is None or after < before:
+        return None
+    return round(after - before, 2)
 
 
 def _between(text: str, start: int, begin: str, end: str) -> tuple[str, int, str] | None:
@@ -134,6 +157,8 @@ def results(
         if part.rc in REMOTE_TIMEOUT_EXITS or (part.rc in _CANNOT_RUN and not part.alone):
             continue
         extra = {"remote_command": command, "batch": BATCH_NOTE.format(others=len(argvs) - 1)}
+        if part.seconds is not None:
+            extra["host_seconds"] = f"{part.seconds:.2f}"  # its own time, by the host's clock
         answered[argv] = CommandResult(
             argv, part.rc, part.stdout, part.stderr, batch.started, batch.duration, extra=extra
         )

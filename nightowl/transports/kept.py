@@ -45,12 +45,19 @@ KEEPALIVE_SECONDS = 30.0  # under the idle timeouts of common NATs and load bala
 # times the host's last batch, at least BATCH_PATIENCE_SECONDS (a loaded client is slow to read it) and at most
 # BATCH_PATIENCE_MAX (a batch that once hung does not make every later ask wait its whole timeout).
 BATCH_PATIENCE_TIMES, BATCH_PATIENCE_SECONDS, BATCH_PATIENCE_MAX = 3.0, 2.0, 5.0
-# A host's batch is one session: its commands run one after the other. Two side by side halved the wait for the
-# last answer, for one session more on both ends (on the host, sshd's session process and a shell: as much CPU as
-# two batched reads), and a steady round is bound by the machine's CPU, not by one host's wait.
+# A host's batch is one session, its commands one after the other: a session more costs both ends (on the host,
+# sshd's session process, a shell and a `timeout`: as much CPU as a few batched reads; here a channel and its
+# packets). Reads that take long on the host (nvidia-smi starts NVML: up to a second a call without persistence
+# mode) would wait for one another there, where alone they ran side by side, and a host's batch of four of them
+# would outlast the asks' patience; so once its longest read took SPLIT_SECONDS or more on the host last round
+# (batch.py reads the host's clock around each command), the batch is split (``sessions``) into the fewest
+# sessions side by side, at most MAX_SESSIONS, that bring the last answer within SPLIT_SLACK of the longest read.
+# Under SPLIT_SECONDS the session saved is worth more than the wait: on a 2-core machine serving 32 bench hosts,
+# splitting reads of 0.2 s into three sessions made the steady round slower (1.85 s against 1.3 to 1.5 s).
+SPLIT_SECONDS, SPLIT_SLACK, MAX_SESSIONS = 0.5, 0.1, 3
 
-# argv -> (timeout, kind, bytes of its answer) of a round's asks that answered
-Asked = dict[tuple[str, ...], tuple[float, "str | None", int]]
+# argv -> (timeout, kind, bytes of its answer, its time on the host or None) of a round's asks that answered
+Asked = dict[tuple[str, ...], tuple[float, "str | None", int, "float | None"]]
 # Only a read whose last answer was at most this big is batched: a steady read's is a few KB, a full read's (a
 # whole boot's log, `-q -x`) is not, and a batch shares one output cap.
 BATCH_ANSWER_BYTES = 64 * 1024
@@ -211,7 +218,8 @@ class KeptTransport:
         if batched is not None:
             self._keeper.took_batched()
             if batched.rc is not None:  # a read that hung is asked alone next round
-                self._asked[argv] = (timeout, kind, len(batched.stdout) + len(batched.stderr))
+                seconds = batched.host_seconds
+                self._asked[argv] = (timeout, kind, len(batched.stdout) + len(batched.stderr), seconds)
             return batched
         used = self.inner
         result: CommandResult = used.run(argv, timeout, kind)
@@ -222,7 +230,7 @@ class KeptTransport:
         # No exit status and not the host's own timeout: nightowl's deadline with no answer, or a failed channel.
         self._unanswered = self._unanswered or (result.rc is None and not result.timed_out)
         if result.rc is not None:
-            self._asked[argv] = (timeout, kind, len(result.stdout) + len(result.stderr))
+            self._asked[argv] = (timeout, kind, len(result.stdout) + len(result.stderr), result.duration)
         return result
 
     def follow(self, argv: Sequence[str], following: Sequence[str]) -> None:
@@ -314,15 +322,32 @@ class _Batch:
 
     def _send(self) -> None:
         started = time.monotonic()
-        try:
-            answers = self.owner.inner.run_batch([(argv, ask[0]) for argv, ask in self.plan.items()])
-        except Exception:  # noqa: BLE001 - a batch that fails leaves every ask to run alone
-            answers = {}
+        groups = sessions(self.plan)
+        got: list[dict[tuple[str, ...], CommandResult]] = [{} for _ in groups]  # each session's answers
+        helpers = []
+        for number in range(1, len(groups)):
+            helper = threading.Thread(target=self._send_one, args=(groups[number], got[number]), daemon=True)
+            try:
+                helper.start()
+            except RuntimeError:  # no thread to be had: that session's asks run alone
+                continue
+            helpers.append(helper)
+        self._send_one(groups[0], got[0])
+        for helper in helpers:
+            helper.join()
+        answers = {argv: answer for part in got for argv, answer in part.items()}
         with self.lock:
             if not self.closed:
                 self.answers = {argv: answer for argv, answer in answers.items() if argv not in self.dropped}
         self.owner._keeper.timed(self.owner._name, time.monotonic() - started)
         self.done.set()
+
+    def _send_one(self, group: list[tuple[str, ...]], answers: dict[tuple[str, ...], CommandResult]) -> None:
+        """One session's batch; its answers into ``answers`` (this session's own dict)."""
+        try:
+            answers.update(self.owner.inner.run_batch([(argv, self.plan[argv][0]) for argv in group]))
+        except Exception:  # noqa: BLE001 - a batch that fails leaves its asks to run alone
+            return
 
     def close(self) -> None:
         with self.lock:
@@ -332,6 +357,29 @@ class _Batch:
 
     def running(self) -> bool:
         return self.thread is not None and self.thread.is_alive()
+
+
+def sessions(plan: Asked) -> list[list[tuple[str, ...]]]:
+    """``plan``'s argvs in the sessions that send them side by side: one, unless its longest read took
+    SPLIT_SECONDS or more on the host last round; then the fewest (at most MAX_SESSIONS) whose last answer comes
+    within SPLIT_SLACK of that read, each read put in the session with the least time so far, longest first (a
+    read of unknown time counts as none)."""
+    argvs = list(plan)
+    took = {argv: plan[argv][3] or 0.0 for argv in argvs}
+    longest = max(took.values(), default=0.0)
+    if longest < SPLIT_SECONDS:
+        return [argvs]
+    by_time = sorted(argvs, key=lambda argv: -took[argv])
+    for count in range(2, MAX_SESSIONS + 1):
+        groups: list[list[tuple[str, ...]]] = [[] for _ in range(count)]
+        totals = [0.0] * count
+        for argv in by_time:
+            least = totals.index(min(totals))
+            groups[least].append(argv)
+            totals[least] += took[argv]
+        if max(totals) <= longest + SPLIT_SLACK:
+            break
+    return [group for group in groups if group]
 
 
 def _connection_failed(result: CommandResult) -> bool:

@@ -42,6 +42,8 @@ def test_each_batched_read_answers_as_it_does_alone(fleet: Fleet) -> None:
             assert answers(batched[argv]) == answers(alone), argv
             assert batched[argv].extra["remote_command"] == command_line(argv, remote_command(argv, timeout))
             assert alone.extra["remote_command"].endswith(" " + shlex.join(argv))  # alone: under its own
+            took = batched[argv].host_seconds  # by the host's clock
+            assert took is not None and 0 <= took <= batched[argv].duration + 0.01
         assert batched[commands[0][0]].stdout.strip()  # the recorded nvidia-smi, not nothing
         assert len(batched) == 4 and batched[("ibstat",)].rc == 127
 

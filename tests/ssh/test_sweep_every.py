@@ -125,6 +125,8 @@ def test_reads_asked_every_round_come_in_batches_and_an_xid_written_between_roun
         assert {"kernel-log", "kernel-log-boots", "fabric"} <= set(batched) and "nvlink" not in batched, batched
         sessions = {c["start"] for c in batched.values()}
         assert len(sessions) == 1, sessions  # one session: its start is each batched read's
+        took = [c["host_seconds"] for c in batched.values()]  # each read's own time, by the host's clock
+        assert all(0 <= t <= c["duration"] + 0.01 for t, c in zip(took, batched.values(), strict=True)), batched
     # ibstat is no program on these hosts: batched, as sent alone (the host's `timeout` says so, exit 127)
     missing = [c for c in last["commands"] if c["argv"] == ["ibstat"]]
     assert missing and all(c.get("batch") and c["exit_code"] == 127 for c in missing)

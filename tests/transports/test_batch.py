@@ -160,3 +160,28 @@ def test_another_nonce_frames_nothing() -> None:
     assert nonce != other
     lines = [shlex.join(argv) for argv in ARGVS[:2]]
     assert batch.split(run_script(lines, nonce).stdout, "", 2, other) == [None, None]
+
+
+def test_each_command_is_timed_by_the_hosts_clock() -> None:
+    """The host's clock (/proc/uptime, by the shell's own ``read``) around each command: its own time, not the
+    session's, so a kept connection knows which reads take long (transports/kept.py ``sessions``)."""
+    argvs = [("sleep", "0.3"), ("true",)]
+    answered = batched(argvs, TIMEOUT)
+    slow, fast = answered[argvs[0]].host_seconds, answered[argvs[1]].host_seconds
+    assert slow is not None and 0.25 <= slow <= 1.0
+    assert fast is not None and fast < 0.1
+    assert answered[argvs[0]].duration == 0.5  # the session's (run_script's), as the manifest's note says
+
+
+@pytest.mark.parametrize("clock", ["", " ", "12.50", "12.50 x", "12.50 12.40", "1 2 3"])
+def test_a_clock_that_cannot_be_read_leaves_the_time_unknown_and_the_answer_whole(clock: str) -> None:
+    """No /proc/uptime (another kernel, a jail), a reading cut or going backwards: the command's answer stands,
+    its own time is unknown (None: never split on it)."""
+    nonce = "nightowl-test"
+    stdout = f"{nonce} 0\nout\n\n{nonce} 0 end 0 {clock}\n"
+    stderr = f"{nonce} 0\n\n{nonce} 0 end\n"
+    whole = CommandResult(("sh",), 0, stdout, stderr, 0.0, 0.5)
+    answered = batch.results([("true",)], ["true"], [TIMEOUT], whole, nonce)
+    assert answered[("true",)].stdout == "out\n" and answered[("true",)].host_seconds is None
+    good = batch.split(stdout.replace(f"end 0 {clock}", "end 0 12.50 12.75"), stderr, 1, nonce)[0]
+    assert good is not None and good.seconds == 0.25

@@ -402,3 +402,66 @@ def test_forgetting_wakes_an_ask_that_waits_for_its_batch(monkeypatch: pytest.Mo
     ask.join(5)
     assert answered == ["alone"] and time.monotonic() - started < 1.5
     transport.close()
+
+
+def planned(*seconds: float | None) -> kept.Asked:
+    return {("read", str(n)): (5.0, "nvidia-smi", 10, took) for n, took in enumerate(seconds)}
+
+
+def session_times(plan: kept.Asked) -> list[float]:
+    return sorted(sum(plan[argv][3] or 0.0 for argv in group) for group in kept.sessions(plan))
+
+
+@pytest.mark.parametrize(
+    ("seconds", "times"),
+    [
+        ((0.02, 0.01, 0.45, None), [0.48]),  # every read under half a second: one session
+        ((0.5, 0.02, 0.01), [0.03, 0.5]),  # one long read: a session of its own, the short ones in another
+        ((0.6, 0.6, 0.09), [0.6, 0.69]),  # two long reads apart; the short one within the slack of the longest
+        ((0.6, 0.6, 0.11), [0.11, 0.6, 0.6]),  # past the slack in two sessions: three
+        ((0.6, 0.6, 0.6, 0.6), [0.6, 0.6, 1.2]),  # never more than three sessions
+        ((0.5, None, None), [0.0, 0.5]),  # a read of unknown time counts as none
+    ],
+)
+def test_a_batch_is_split_only_where_its_reads_take_long_on_the_host(
+    seconds: tuple[float | None, ...], times: list[float]
+) -> None:
+    plan = planned(*seconds)
+    assert session_times(plan) == pytest.approx(times)
+    assert sorted(argv for group in kept.sessions(plan) for argv in group) == sorted(plan)  # each read once
+
+
+class Timed(Batching):
+    """Each batched read reports its own time on the host (``host_seconds``, as transports/batch.py reads it);
+    each session takes ``delay``."""
+
+    took = {"--query-gpu=x": 0.8, "-s": 0.8, "fm": 0.01}
+    sessions: list[tuple[float, float]] = []
+
+    def run_batch(self, commands: Sequence[tuple[Sequence[str], float]]) -> dict[tuple[str, ...], CommandResult]:
+        started = time.monotonic()
+        answers = super().run_batch(commands)
+        self.sessions.append((started, time.monotonic()))
+        for argv, answer in answers.items():
+            answer.extra["host_seconds"] = str(self.took[argv[-1]])  # as transports/batch.py writes it
+        return answers
+
+    def run(self, argv: Sequence[str], timeout: float, kind: str | None = None) -> CommandResult:
+        result = super().run(argv, timeout, kind)
+        return CommandResult(result.argv, 0, "alone", "", 0.0, self.took[argv[-1]])
+
+
+def test_reads_that_took_long_on_the_host_are_sent_in_sessions_side_by_side() -> None:
+    """Two reads of 0.8 s (nvidia-smi's NVML start) that ran side by side alone are not made to wait for each
+    other in one batch: the next round sends them in two sessions at once, and each ask takes its answer."""
+    keeper, made = batching(), []
+    Timed.sessions = []
+    asked_round(keeper, opener(made, Timed), STEADY)  # alone: each read's duration is learned
+    made[0].delay = 0.2
+    answers = asked_round(keeper, opener(made, Timed), STEADY)
+    assert set(answers.values()) == {"batched"}
+    assert sorted(len(batch) for batch in made[0].batches) == [1, 2]  # nvlink -s alone; the query with fm
+    (first_start, first_end), (second_start, second_end) = Timed.sessions
+    assert second_start < first_end and first_start < second_end  # side by side, not one after the other
+    asked_round(keeper, opener(made, Timed), STEADY)  # learned again from the batches' host_seconds
+    assert sorted(len(batch) for batch in made[0].batches[2:]) == [1, 2]
