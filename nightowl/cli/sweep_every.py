@@ -72,7 +72,7 @@ def sweep_every(
     the rounds after it open their connections once, here, and keep them; ``batchable``: the kinds whose reads
     they may send in batches, ``batchable_kinds``). Ctrl-C or SIGTERM in a round
     exits as a single sweep does (its partial bundle saved); between rounds it ends the sweep with 130."""
-    keeper, flow = KeptConnections(batchable), FlowMemory()  # connections and pace carried from round to round
+    keeper, flow = KeptConnections(batchable), FlowMemory()  # connections, pace, threads: carried round to round
     _more_files()
     previous = signal.signal(signal.SIGTERM, _terminated)  # a round's run puts its own in place while it runs
     try:
@@ -87,6 +87,7 @@ def sweep_every(
     finally:
         signal.signal(signal.SIGTERM, previous)
         keeper.close_all()
+        flow.drop_pools()
 
 
 def _rounds(

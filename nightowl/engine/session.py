@@ -19,7 +19,7 @@ from typing import Any
 
 from nightowl.engine import layout
 from nightowl.engine.bundle_writer import BundleWriter
-from nightowl.engine.flow import AdaptiveLimit, LagSampler
+from nightowl.engine.flow import AdaptiveLimit, FlowMemory, LagSampler
 from nightowl.engine.runbook_data import split_entry
 from nightowl.engine.runner import CollectorLike, HostRun, HostRunner, RunOptions, is_derived
 from nightowl.engine.validate import LoadedRunbook
@@ -140,7 +140,8 @@ def run_runbook(
     workers = max(1, min(forks, len(names) or 1))
     flow = AdaptiveLimit(workers, memory=options.flow_memory)  # hosts in flight: what this process keeps up with
     sampler = LagSampler(flow) if workers > 1 else contextlib.nullcontext()
-    pool, collectors, collect_threads = _pools(workers, _collect_threads(loaded, lookup, options))
+    memory = options.flow_memory
+    pool, collectors, collect_threads = _pools(workers, _collect_threads(loaded, lookup, options), memory)
     options = dataclasses.replace(options, collect_pool=collectors)
     finished = functools.partial(_in_order, results, names)
     try:
@@ -149,13 +150,17 @@ def run_runbook(
         with sampler:
             list(pool.map(one, _each_once(start_order, names)))
     except KeyboardInterrupt as exc:
+        _drop_kept(memory)
         stopped = _Stopped(options, opened, (pool, collectors), isinstance(exc, Terminated))
         raise stopped.save(writer, finished, render_postmortem, extra_manifest) from None
     except Exception as exc:
+        _drop_kept(memory)
         _shut_down(pool, collectors, wait=False)
         _save_partial(exc, writer, finished())
         raise
-    _shut_down(pool, collectors, wait=True)
+    if memory is None or not options.inflight.wait_idle(0):  # a collector still running: not the next run's
+        _drop_kept(memory)
+        _shut_down(pool, collectors, wait=True)
     runs = [results[n] for n in names]
     options.saving.set()
     if options.cursors is not None:  # what incremental reads carried, and why others were full (carried.json)
@@ -163,11 +168,21 @@ def run_runbook(
     return runs, writer.finish(runs, render_postmortem=render_postmortem, extra=extra_manifest)
 
 
-def _pools(workers: int, per_host: int) -> tuple[ThreadPoolExecutor, ThreadPoolExecutor, int]:
-    """The pool of hosts in flight, the pool their collectors run in, and that pool's size."""
+def _pools(
+    workers: int, per_host: int, memory: FlowMemory | None
+) -> tuple[ThreadPoolExecutor, ThreadPoolExecutor, int]:
+    """The pool of hosts in flight, the pool their collectors run in, and that pool's size: new, or the ones a
+    repeating caller's last run left idle (``memory``: engine/flow.FlowMemory)."""
     collect_threads = workers * per_host
+    if memory is not None:
+        return memory.pool("host", workers), memory.pool("collect", collect_threads), collect_threads
     pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="host")
     return pool, ThreadPoolExecutor(max_workers=collect_threads, thread_name_prefix="collect"), collect_threads
+
+
+def _drop_kept(memory: FlowMemory | None) -> None:
+    if memory is not None:
+        memory.drop_pools()
 
 
 def _in_order(results: Mapping[str, HostRun], names: Iterable[str]) -> list[HostRun]:

@@ -172,3 +172,44 @@ def test_a_burst_of_cpu_halves_the_limit_but_the_next_round_starts_from_the_peak
     assert AdaptiveLimit(32, memory=memory).limit == START + 6
     limit.observe(0.5, 10.0)  # late: the peak goes down with the limit
     assert memory.limit == limit.limit == (START + 6) // 4
+
+
+def _collect_threads_alive() -> int:
+    return sum(1 for thread in threading.enumerate() if thread.name.startswith(("host_", "collect_")))
+
+
+def test_a_repeating_caller_runs_on_the_threads_its_last_run_left_idle(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """sweep --every: a round's host and collector threads are the last round's, kept idle (FlowMemory.pool),
+    not started anew each round; a run without a memory ends its own; dropping the memory's pools ends them."""
+    from pathlib import Path
+
+    from nightowl.collectors import get_collector
+    from nightowl.engine.flow import FlowMemory
+    from nightowl.engine.runner import RunOptions
+    from nightowl.engine.session import run_runbook
+    from nightowl.library import runbooks
+    from nightowl.transports.replay import ReplayTransport
+
+    folder = Path(__file__).resolve().parents[2] / "fixtures" / "hosts" / "healthy-l40s"
+    loaded = runbooks.load("node-health")
+    memory = FlowMemory()
+
+    def one_run(number: int, memory: FlowMemory | None) -> None:
+        options = RunOptions(params=loaded.resolve_params({}), flow_memory=memory)
+        hosts = {f"gpu-{n}": (lambda n=n: ReplayTransport(folder, f"gpu-{n}")) for n in range(3)}
+        runs, _ = run_runbook(loaded, hosts, get_collector, options, tmp_path / f"run-{number}", forks=3)
+        assert [run.verdict["action"] for run in runs] == ["none"] * 3
+
+    before = _collect_threads_alive()
+    one_run(1, memory)
+    kept = {name: pool for name, (_, pool) in memory.pools.items()}
+    assert set(kept) == {"host", "collect"} and _collect_threads_alive() > before  # idle, kept
+    alive = _collect_threads_alive()
+    one_run(2, memory)
+    assert {name: pool for name, (_, pool) in memory.pools.items()} == kept  # the same pools
+    assert _collect_threads_alive() == alive  # no thread more
+    one_run(3, None)
+    assert _collect_threads_alive() == alive  # its own pools ended with it
+    memory.drop_pools()
+    _wait_until(lambda: _collect_threads_alive() == before)
+    assert memory.pools == {}

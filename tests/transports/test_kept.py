@@ -465,3 +465,25 @@ def test_reads_that_took_long_on_the_host_are_sent_in_sessions_side_by_side() ->
     assert second_start < first_end and first_start < second_end  # side by side, not one after the other
     asked_round(keeper, opener(made, Timed), STEADY)  # learned again from the batches' host_seconds
     assert sorted(len(batch) for batch in made[0].batches[2:]) == [1, 2]
+
+
+def test_a_connection_with_a_batch_planned_reads_one_collector_at_a_time() -> None:
+    """While a round's batch is planned its reads come together, so the engine runs the node's collectors one
+    after the other (``reads_at_once`` 1); with no batch, or once the walk waited (the batch is closed), as many
+    as it allows (None)."""
+    keeper, made = batching(), []
+
+    def reads_at_once_now(forget: bool = False) -> int | None:
+        transport = keeper.openers({"gpu-1": opener(made, Batching)})["gpu-1"]()
+        transport.connect()
+        if forget:
+            transport.forget_batched()
+        told = transport.reads_at_once()
+        for argv, kind in STEADY:
+            transport.run(argv, 5.0, kind=kind)
+        transport.close()
+        return told
+
+    assert reads_at_once_now() is None  # a new connection: nothing planned
+    assert reads_at_once_now() == 1
+    assert reads_at_once_now(forget=True) is None
