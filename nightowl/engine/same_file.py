@@ -25,6 +25,7 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 
 LINKED = ("hosts/", "runbook.yaml")  # the bundle's outputs, and the runbook: the files a steady round repeats
+SCRUBBED_CHARS = 64 * 1024  # an output kept with its scrubbed form: a steady read's size, never a full boot log
 
 
 class SameFile:
@@ -34,6 +35,21 @@ class SameFile:
         self._kept: dict[str, tuple[str, int, int, int, str]] = {}
         self._lock = threading.Lock()
         self.linked = 0
+        # (host, kind) -> (the output as received, as stored: scrubbed and encoded, its sha256): the last one of
+        # each, up to SCRUBBED_CHARS, so the same output is not scrubbed and hashed again (bundle_writer.py)
+        self._scrubbed: dict[tuple[str, str], tuple[str, str, bytes, str]] = {}
+
+    def scrubbed(self, host: str, kind: str, text: str) -> tuple[str, bytes, str] | None:
+        """(scrubbed text, its bytes, their sha256) of ``text`` when it is the very output last stored for
+        ``host``'s ``kind`` (by the same process's bundle writer, with the same scrubbing), else None."""
+        with self._lock:
+            kept = self._scrubbed.get((host, kind))
+        return kept[1:] if kept is not None and kept[0] == text else None
+
+    def keep_scrubbed(self, host: str, kind: str, text: str, stored: str, raw: bytes, sha256: str) -> None:
+        if len(text) <= SCRUBBED_CHARS:
+            with self._lock:
+                self._scrubbed[(host, kind)] = (text, stored, raw, sha256)
 
     def link(self, name: str, size: int, sha256: str, target: Path) -> bool:
         """Link ``target`` to the last bundle's file ``name`` when that holds these bytes; False: write it."""

@@ -62,3 +62,32 @@ def test_a_file_that_changed_since_it_was_stored_is_written_anew(tmp_path: Path)
 def test_without_a_repeating_sweep_every_file_is_its_own(tmp_path: Path) -> None:
     first, second = bundle_of(HOST, tmp_path), bundle_of(HOST, tmp_path)
     assert all(path.stat().st_nlink == 1 for path in outputs(first) + outputs(second))
+
+
+def test_an_output_stored_last_round_is_not_scrubbed_and_hashed_again(tmp_path: Path) -> None:
+    """The same output as the one last stored for the host and kind takes its scrubbed bytes and sha256; another
+    is scrubbed (a secret in it never reaches the file), and without a repeating sweep every output is."""
+    from nightowl.engine.bundle_writer import BundleWriter
+    from nightowl.redact import scrub_secrets
+    from nightowl.transports.base import CommandResult
+
+    scrubbed: list[str] = []
+
+    def redact(text: str) -> str:
+        scrubbed.append(text)
+        return scrub_secrets(text)
+
+    def record(out: Path, text: str) -> dict:
+        writer = BundleWriter(out, "xid", redact=redact)
+        writer.record_command("gpu-1", "kernel-log", CommandResult(("dmesg",), 0, text, "", 0.0, 0.1), True)
+        return writer.commands[0]
+
+    same = "NVRM: Xid (PCI:0000:18:00): 79, GPU has fallen off the bus. token=s3cr3tvalue42\n"
+    with same_file.linking():
+        first, second = record(tmp_path / "a", same), record(tmp_path / "b", same)
+        other = record(tmp_path / "c", same + "one more line\n")
+    assert scrubbed.count(same) == 1 and first["sha256"] == second["sha256"] and first["bytes"] == second["bytes"]
+    assert same + "one more line\n" in scrubbed and other["sha256"] != first["sha256"]
+    assert "s3cr3tvalue42" not in (tmp_path / "b").glob(".*/hosts/*/kernel-log.out").__next__().read_text()
+    record(tmp_path / "d", same)  # not in a repeating sweep
+    assert scrubbed.count(same) == 2
