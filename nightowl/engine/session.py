@@ -154,13 +154,10 @@ def run_runbook(
         stopped = _Stopped(options, opened, (pool, collectors), isinstance(exc, Terminated))
         raise stopped.save(writer, finished, render_postmortem, extra_manifest) from None
     except Exception as exc:
-        _drop_kept(memory)
-        _shut_down(pool, collectors, wait=False)
+        _drop_kept(memory, pool, collectors)
         _save_partial(exc, writer, finished())
         raise
-    if memory is None or not options.inflight.wait_idle(0):  # a collector still running: not the next run's
-        _drop_kept(memory)
-        _shut_down(pool, collectors, wait=True)
+    _release(memory, options, pool, collectors)
     runs = [results[n] for n in names]
     options.saving.set()
     if options.cursors is not None:  # what incremental reads carried, and why others were full (carried.json)
@@ -180,9 +177,20 @@ def _pools(
     return pool, ThreadPoolExecutor(max_workers=collect_threads, thread_name_prefix="collect"), collect_threads
 
 
-def _drop_kept(memory: FlowMemory | None) -> None:
+def _drop_kept(memory: FlowMemory | None, *pools: ThreadPoolExecutor) -> None:
+    """End the pools (a run that failed or was stopped), the ones a repeating caller kept for its next run too."""
     if memory is not None:
         memory.drop_pools()
+    _shut_down(*pools, wait=False)
+
+
+def _release(memory: FlowMemory | None, options: RunOptions, *pools: ThreadPoolExecutor) -> None:
+    """At a run's end its pools stay for a repeating caller's next run (``memory``), idle; without one, or with
+    a collector still running (not the next run's to wait for), they end."""
+    if memory is None or not options.inflight.wait_idle(0):
+        if memory is not None:
+            memory.drop_pools()
+        _shut_down(*pools, wait=True)
 
 
 def _in_order(results: Mapping[str, HostRun], names: Iterable[str]) -> list[HostRun]:
