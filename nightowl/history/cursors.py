@@ -51,7 +51,8 @@ class _Memo:
     only its own commits change them. Valid while nobody else wrote the store: SQLite's ``data_version`` on the
     memo's own connection changes with every commit of another connection (another process, a prune), not with
     its own; ``commit`` writes through that connection. A store replaced at the path, or a forked child, gets a
-    memo of its own."""
+    memo of its own. It holds at most MEMO_CHARS characters of rows (a row's carried text is up to a boot's log);
+    past that a row is read with a query, as without it."""
 
     _all: dict[tuple[int, int, int], _Memo] = {}
     _all_lock = threading.Lock()
@@ -62,6 +63,7 @@ class _Memo:
         self.rows: dict[tuple[str, str], dict[str, Any] | None] = {}
         self.seen = self._data_version()
         self.learned = 0  # rows learned from this process's own commits (``learn``): a read from before is older
+        self.chars = 0  # the characters the rows kept hold
 
     @classmethod
     def of(cls, path: Path) -> _Memo | None:
@@ -75,9 +77,15 @@ class _Memo:
             memo = cls._all.get(key)
             if memo is None:
                 try:
-                    memo = cls._all[key] = cls(store.connect(path, shared=True))
+                    memo = cls(store.connect(path, shared=True))
                 except (store.StoreError, sqlite3.Error):
                     return None
+                if len(cls._all) >= MEMO_STORES:  # the oldest goes: a process reads one store, tests many
+                    oldest = cls._all.pop(next(iter(cls._all)))
+                    if oldest.lock.acquire(timeout=1):
+                        oldest.conn.close()  # else in use: left to the garbage collector
+                        oldest.lock.release()
+                cls._all[key] = memo
             return memo
 
     def _data_version(self) -> int:
@@ -100,7 +108,7 @@ class _Memo:
                 return _MISSING
             if now != self.seen:
                 self.rows.clear()
-                self.seen = now
+                self.seen, self.chars = now, 0
             return self.rows.get((host, kind), _MISSING)
 
     def put(self, host: str, kind: str, row: dict[str, Any] | None, version: tuple[int, int] | None) -> None:
@@ -108,7 +116,7 @@ class _Memo:
         (another connection, or a commit of this process's: the row read may be older than the one it learned)."""
         with self.lock:
             if version is not None and version == (self.seen, self.learned):
-                self.rows[(host, kind)] = row
+                self._keep((host, kind), row)
 
     def learn(self, written: list[tuple[Any, ...]]) -> None:
         """The rows ``_save`` just committed through this memo's connection (its lock held): (host, kind, state,
@@ -117,11 +125,26 @@ class _Memo:
         for host, kind, state, carried, bundle_id, sha256 in written:
             known = self.rows.get((host, kind))
             if carried is None and not known:
-                self.rows.pop((host, kind), None)  # the text is the store's: read it next time
+                self._keep((host, kind), _MISSING)  # the text is the store's: read it next time
                 continue
             text = carried if carried is not None else known["carried"]  # type: ignore[index]
             row = {"state": json.dumps(state, sort_keys=True), "carried": text, "bundle_id": bundle_id}
-            self.rows[(host, kind)] = {**row, "bundle_sha256": sha256}
+            self._keep((host, kind), {**row, "bundle_sha256": sha256})
+
+    def _keep(self, key: tuple[str, str], row: Any) -> None:
+        """``row`` in place of what is kept for ``key`` (_MISSING: nothing), within MEMO_CHARS (its lock held)."""
+        self.chars -= _chars(self.rows.pop(key, None))
+        if row is not _MISSING and self.chars + _chars(row) <= MEMO_CHARS:
+            self.rows[key] = row
+            self.chars += _chars(row)
+
+
+MEMO_STORES = 8  # stores with a memo in one process
+MEMO_CHARS = 64 * 1024 * 1024  # rows kept in memory per store (``_Memo``): four a host, 0.1 to 0.2 MB each at real size
+
+
+def _chars(row: dict[str, Any] | None) -> int:
+    return len(row["state"]) + len(row["carried"] or "") if row else 0
 
 
 def _save(

@@ -127,3 +127,16 @@ def test_a_failed_commit_teaches_the_memo_nothing(path: Path) -> None:
     assert cursors.commit(Failing({("gpu-5", "kernel-log"): ({}, None)}), Path("b2"), path, said.append) == 0
     assert said and "not saved" in said[0]
     assert cursors.load(path, "gpu-5", "kernel-log").state == {"cursor": "kept"}  # type: ignore[union-attr]
+
+
+def test_rows_past_the_memos_size_are_read_with_a_query(
+    path: Path, queries: list, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A 1,000-host sweep's rows (a boot's log carried in each) are not all held in memory: past MEMO_CHARS a row
+    is read from the store each time, as without the memo."""
+    monkeypatch.setattr(cursors, "MEMO_CHARS", 1000)
+    commit(path, "b1", {("gpu-6", "kernel-log"): ({"n": 1}, "a" * 600), ("gpu-7", "kernel-log"): ({"n": 2}, "b" * 600)})
+    assert cursors.load(path, "gpu-6", "kernel-log").carried == "a" * 600  # type: ignore[union-attr]
+    assert cursors.load(path, "gpu-7", "kernel-log").carried == "b" * 600  # type: ignore[union-attr]
+    assert cursors.load(path, "gpu-7", "kernel-log").carried == "b" * 600  # type: ignore[union-attr]
+    assert queries == [("gpu-7", "kernel-log"), ("gpu-7", "kernel-log")]  # the first fits, the second never does
