@@ -32,7 +32,7 @@ from nightowl.engine.parse_output import parse_output as parse_output
 from nightowl.engine.runbook_data import NodeData, split_entry  # not engine.model: no pydantic to run
 from nightowl.engine.unread import nothing_status, unread_facts, unread_reasons, unreadable, unreadable_reason
 from nightowl.engine.validate import LoadedRunbook
-from nightowl.transports.base import CommandResult, Transport, TransportError, is_recorded, reads_at_once
+from nightowl.transports.base import CommandResult, Transport, TransportError, is_recorded
 
 TRACE_LIST_CAP = 25  # values recorded in the trace are trimmed; the raw output is in the bundle
 
@@ -265,7 +265,8 @@ class HostRunner:
         if commands and self.options.collect_pool is not None:
             self._collect_shared(commands, self.options.collect_pool)
         elif commands:
-            pool = ThreadPoolExecutor(max_workers=self._side_by_side(len(commands)), thread_name_prefix="collect")
+            workers = max(1, min(self.options.concurrency, len(commands)))
+            pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="collect")
             try:
                 for entry, run in zip(commands, pool.map(self._collect_one, commands), strict=True):
                     self.run.collections[entry] = run
@@ -273,13 +274,6 @@ class HostRunner:
                 pool.shutdown(wait=False, cancel_futures=True)
                 raise
             pool.shutdown(wait=True)
-
-    def _side_by_side(self, commands: int) -> int:
-        """How many of a node's ``commands`` collectors run at once: ``concurrency``, or fewer where the
-        transport says more buy nothing (a kept connection that sends the reads together in one batch: its
-        collectors only take their answers, and a thread each cost CPU for the GIL's turns and nothing else)."""
-        told = reads_at_once(self.transport)
-        return max(1, min(self.options.concurrency, commands, told or commands))
 
     def _collect_shared(self, commands: list[str], pool: Executor) -> None:
         """The node's collectors on the run's shared threads, ``concurrency`` of them at a time: as many tasks,
@@ -296,7 +290,7 @@ class HostRunner:
                     return
                 done[entry] = self._collect_one(entry)
 
-        futures = [pool.submit(drain) for _ in range(self._side_by_side(len(commands)))]
+        futures = [pool.submit(drain) for _ in range(max(1, min(self.options.concurrency, len(commands))))]
         try:
             finished, _ = wait(futures, return_when=FIRST_EXCEPTION)
             for future in [*finished, *futures]:  # a failure first, without waiting for the others

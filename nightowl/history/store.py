@@ -120,7 +120,7 @@ EVENT_COLUMNS = (
 
 def connect(path: Path, readonly: bool = False, shared: bool = False) -> sqlite3.Connection:
     """A connection with WAL and a busy timeout; the schema is created when writing. Raises StoreError.
-    ``shared``: usable from any thread, one at a time (``read``'s kept read-only connections, the cursor memo's)."""
+    ``shared``: usable from any thread, one at a time (``read``'s kept read-only connections)."""
     try:
         if readonly:
             if not path.is_file():
@@ -130,9 +130,7 @@ def connect(path: Path, readonly: bool = False, shared: bool = False) -> sqlite3
             )
         else:
             path.parent.mkdir(parents=True, exist_ok=True)
-            conn = sqlite3.connect(
-                str(path), timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None, check_same_thread=not shared
-            )
+            conn = sqlite3.connect(str(path), timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None)
         conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
         if not readonly:
             conn.execute("PRAGMA synchronous = NORMAL")  # WAL: a commit is durable at the next checkpoint

@@ -85,13 +85,6 @@ class Transport(Protocol):
         """Release the connection."""
 
 
-def reads_at_once(transport: object) -> int | None:
-    """How many reads over ``transport`` are worth running side by side, where it says (a kept connection whose
-    reads come together in one batch: transports/kept.py); None: as many as the caller allows."""
-    told = getattr(transport, "reads_at_once", None)
-    return told() if callable(told) else None
-
-
 def is_recorded(transport: object) -> bool:
     """Whether ``transport`` hands out a recording (replay, a host recorded unreachable): one take per kind,
     no fallback commands, and a capture time that is the replay's, not the incident's."""

@@ -230,15 +230,9 @@ class KeptTransport:
         # No exit status and not the host's own timeout: nightowl's deadline with no answer, or a failed channel.
         self._unanswered = self._unanswered or (result.rc is None and not result.timed_out)
         if result.rc is not None:
-            self._asked[argv] = (timeout, kind, len(result.stdout) + len(result.stderr), result.duration)
+            # its time on the host is unknown: the client's wall (a channel, the network, a busy client) is not it
+            self._asked[argv] = (timeout, kind, len(result.stdout) + len(result.stderr), None)
         return result
-
-    def reads_at_once(self) -> int | None:
-        """1 while this round's batch is planned: its reads come together (one session, or a few side by side:
-        ``sessions``), so a node's collectors only take their answers, one after the other, on one thread (a
-        thread each only cost CPU for the GIL's turns); a read the batch does not answer then runs alone after
-        the others. None (no batch): as many as the engine allows."""
-        return 1 if self._batch.plan and not self._batch.closed else None
 
     def follow(self, argv: Sequence[str], following: Sequence[str]) -> None:
         """Next round asks ``following`` in place of this round's ``argv`` (a reader that reads on from a position

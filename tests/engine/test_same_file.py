@@ -91,3 +91,21 @@ def test_an_output_stored_last_round_is_not_scrubbed_and_hashed_again(tmp_path: 
     assert "s3cr3tvalue42" not in (tmp_path / "b").glob(".*/hosts/*/kernel-log.out").__next__().read_text()
     record(tmp_path / "d", same)  # not in a repeating sweep
     assert scrubbed.count(same) == 2
+
+
+def test_scrubbed_outputs_are_kept_only_for_what_the_last_bundle_read_and_within_a_total(
+    tmp_path: Path, monkeypatch
+) -> None:  # type: ignore[no-untyped-def]
+    """A host gone from the inventory (or a kind no longer read) leaves the memo at the next bundle's end; and
+    past SCRUBBED_TOTAL an output is not kept (it is scrubbed again next time)."""
+    links = same_file.SameFile()
+    links.keep_scrubbed("gpu-1", "nvlink", "a", "a", b"a", "sha-a")
+    links.keep_scrubbed("gpu-2", "nvlink", "b", "b", b"b", "sha-b")
+    links.remember(tmp_path, {})  # the first bundle: both written
+    assert links.scrubbed("gpu-1", "nvlink", "a") == ("a", b"a", "sha-a")  # gpu-1 read again; gpu-2 is not
+    links.remember(tmp_path, {})
+    assert links.scrubbed("gpu-2", "nvlink", "b") is None
+    assert links.scrubbed("gpu-1", "nvlink", "a") == ("a", b"a", "sha-a")
+    monkeypatch.setattr(same_file, "SCRUBBED_TOTAL", 10)
+    links.keep_scrubbed("gpu-3", "nvlink", "c" * 4, "c" * 4, b"c" * 4, "sha-c")  # 12 with the 3 kept: past 10
+    assert links.scrubbed("gpu-3", "nvlink", "c" * 4) is None

@@ -26,17 +26,9 @@ def host(started: dict[str, threading.Event], name: str, others: list[str], seen
         return SimpleNamespace(entry=entry)
 
     options = SimpleNamespace(stop=threading.Event(), concurrency=CONCURRENCY)
-    return stand_in(
+    return SimpleNamespace(
         options=options, _collect_one=collect_one, run=SimpleNamespace(collections={}), _check_stop=lambda: None
     )
-
-
-def stand_in(**fields: Any) -> Any:
-    """A HostRunner's fields for ``_collect_shared``, over a transport that says nothing of how many reads it runs
-    at once (``reads_at_once``): ``concurrency`` collectors at a time."""
-    runner = SimpleNamespace(transport=object(), **fields)
-    runner._side_by_side = lambda commands: HostRunner._side_by_side(runner, commands)  # type: ignore[arg-type]
-    return runner
 
 
 def test_every_host_in_flight_gets_collector_threads_at_once() -> None:
@@ -66,7 +58,7 @@ def test_a_stop_starts_no_further_collector() -> None:
     def check_stop() -> None:
         raise KeyboardInterrupt
 
-    runner = stand_in(
+    runner = SimpleNamespace(
         options=options, _collect_one=collect_one, run=SimpleNamespace(collections={}), _check_stop=check_stop
     )
     with ThreadPoolExecutor(2) as pool, pytest.raises(KeyboardInterrupt):
@@ -88,7 +80,7 @@ def test_a_collector_that_fails_stops_the_others_taking_more_and_is_raised_at_on
         release.wait(5.0)  # the other task is busy while the failure is raised
         return SimpleNamespace(entry=entry)
 
-    runner = stand_in(
+    runner = SimpleNamespace(
         options=options, _collect_one=collect_one, run=SimpleNamespace(collections={}), _check_stop=lambda: None
     )
     with ThreadPoolExecutor(2) as pool:
@@ -98,27 +90,3 @@ def test_a_collector_that_fails_stops_the_others_taking_more_and_is_raised_at_on
         assert runner.run.collections == {}  # what had finished by then: nothing
         release.set()
     assert ran == ["slow", "fails"]  # the busy task finished its own and took nothing more
-
-
-@pytest.mark.parametrize(("told", "expected"), [(1, 1), (None, 3), (8, 3)])
-def test_a_transport_that_reads_together_gets_one_collector_at_a_time(told: int | None, expected: int) -> None:
-    """A kept connection whose reads come in one batch (``reads_at_once`` 1: transports/kept.py) has its node's
-    collectors take their answers one after the other on one thread; any other, ``concurrency`` at a time."""
-    at_once, running, lock = [], [0], threading.Lock()
-
-    def collect_one(entry: str) -> Any:
-        with lock:
-            running[0] += 1
-            at_once.append(running[0])
-        threading.Event().wait(0.05)
-        with lock:
-            running[0] -= 1
-        return SimpleNamespace(entry=entry)
-
-    options = SimpleNamespace(stop=threading.Event(), concurrency=3)
-    runner = stand_in(options=options, _collect_one=collect_one, run=SimpleNamespace(collections={}))
-    runner.transport = SimpleNamespace(reads_at_once=lambda: told)
-    with ThreadPoolExecutor(4) as pool:
-        HostRunner._collect_shared(runner, [f"kind-{n}" for n in range(6)], pool)  # type: ignore[arg-type]
-    assert max(at_once) == expected, at_once
-    assert len(runner.run.collections) == 6
