@@ -124,7 +124,7 @@ class BundleWriter:
         Secrets are scrubbed (``redact``) before anything is written, the manifest included, and
         the manifest's sha256 is of what is stored.
         """
-        stored, raw, digest = self._scrubbed(host, kind, result.stdout)
+        stored = self._redact(result.stdout)
         entry: dict[str, Any] = {
             "host": host,
             "kind": kind,
@@ -134,10 +134,10 @@ class BundleWriter:
             "exit_code": result.rc,
             "timed_out": result.timed_out,
             "error": self._redact(result.error) if result.error else None,
-            "bytes": len(raw),  # as write_private stores it
+            "bytes": len(raw := encoded(stored)),  # as write_private stores it
             "truncated_bytes": result.stdout_truncated_bytes,
             "late": result.late,
-            "sha256": digest,
+            "sha256": (digest := hashlib.sha256(raw).hexdigest()),
             "file": None,
         }
         if result.extra.get("batch"):  # read with others in one session: its start and duration are the session's
@@ -158,20 +158,6 @@ class BundleWriter:
                 return None
             self.commands.append(entry)
         return rel
-
-    def _scrubbed(self, host: str, kind: str, text: str) -> tuple[str, bytes, str]:
-        """(``text`` scrubbed, its bytes as stored, their sha256); in a repeating sweep the same output as the
-        last round's takes the last round's (engine/same_file.py: scrubbing and hashing it again gives the same)."""
-        links = same_file.active()
-        known = links.scrubbed(host, kind, text) if links is not None else None
-        if known is not None:
-            return known
-        stored = self._redact(text)
-        raw = encoded(stored)
-        digest = hashlib.sha256(raw).hexdigest()
-        if links is not None:
-            links.keep_scrubbed(host, kind, text, stored, raw, digest)
-        return stored, raw, digest
 
     def keep_for(self, parsed: Any) -> None:
         """Note outputs this writer stores scrubbed in the run's parse results (engine/parse_memo.py), which

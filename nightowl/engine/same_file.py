@@ -25,12 +25,6 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 
 LINKED = ("hosts/", "runbook.yaml")  # the bundle's outputs, and the runbook: the files a steady round repeats
-SCRUBBED_CHARS = 64 * 1024  # an output kept with its scrubbed form: a steady read's size, never a full boot log
-SCRUBBED_TOTAL = 64 * 1024 * 1024  # all of them (characters and bytes): ~4,000 real-size hosts' steady reads
-
-
-def _size(kept: tuple[str, str, bytes, str] | None) -> int:
-    return len(kept[0]) + len(kept[1]) + len(kept[2]) if kept is not None else 0
 
 
 class SameFile:
@@ -40,31 +34,6 @@ class SameFile:
         self._kept: dict[str, tuple[str, int, int, int, str]] = {}
         self._lock = threading.Lock()
         self.linked = 0
-        # (host, kind) -> (the output as received, as stored: scrubbed and encoded, its sha256): the last one of
-        # each, up to SCRUBBED_CHARS, so the same output is not scrubbed and hashed again (bundle_writer.py)
-        # Only the outputs of the bundle being written and the last one are kept, SCRUBBED_TOTAL in all.
-        self._scrubbed: dict[tuple[str, str], tuple[str, str, bytes, str]] = {}
-        self._touched: set[tuple[str, str]] = set()  # the keys the bundle being written stored
-        self._scrubbed_chars = 0
-
-    def scrubbed(self, host: str, kind: str, text: str) -> tuple[str, bytes, str] | None:
-        """(scrubbed text, its bytes, their sha256) of ``text`` when it is the very output last stored for
-        ``host``'s ``kind`` (by the same process's bundle writer, with the same scrubbing), else None."""
-        with self._lock:
-            kept = self._scrubbed.get((host, kind))
-            if kept is None or kept[0] != text:
-                return None
-            self._touched.add((host, kind))
-        return kept[1:]
-
-    def keep_scrubbed(self, host: str, kind: str, text: str, stored: str, raw: bytes, sha256: str) -> None:
-        size = len(text) + len(stored) + len(raw)
-        with self._lock:
-            self._scrubbed_chars -= _size(self._scrubbed.pop((host, kind), None))
-            if len(text) <= SCRUBBED_CHARS and self._scrubbed_chars + size <= SCRUBBED_TOTAL:
-                self._scrubbed[(host, kind)] = (text, stored, raw, sha256)
-                self._scrubbed_chars += size
-                self._touched.add((host, kind))
 
     def link(self, name: str, size: int, sha256: str, target: Path) -> bool:
         """Link ``target`` to the last bundle's file ``name`` when that holds these bytes; False: write it."""
@@ -95,9 +64,6 @@ class SameFile:
                     found[name] = (sha256, size, status.st_ino, status.st_mtime_ns, str(path))
         with self._lock:
             self._kept.update(found)
-            for key in [key for key in self._scrubbed if key not in self._touched]:  # hosts and kinds not read
-                self._scrubbed_chars -= _size(self._scrubbed.pop(key))
-            self._touched = set()
 
 
 _ACTIVE: SameFile | None = None

@@ -188,8 +188,7 @@ def _release(memory: FlowMemory | None, options: RunOptions, *pools: ThreadPoolE
     """At a run's end its pools stay for a repeating caller's next run (``memory``), idle; without one, or with
     a collector still running (not the next run's to wait for), they end."""
     if memory is None or not options.inflight.wait_idle(0):
-        if memory is not None:
-            memory.drop_pools()
+        _drop_kept(memory)
         _shut_down(*pools, wait=True)
 
 

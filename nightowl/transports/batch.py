@@ -109,13 +109,13 @@ def _seconds(clock: str) -> float | None:
     """A command's own time from the two readings of the host's clock around it (``"T U"``); None when either
     is missing or unreadable, or the clock went backwards."""
     readings = clock.split(" ")
+    if len(readings) != 2:
+        return None
     try:
-        before, after = (float(reading) for reading in readings) if len(readings) == 2 else (None, None)
+        before, after = float(readings[0]), float(readings[1])
     except ValueError:
         return None
-    if before is None or after is None or after < before:
-        return None
-    return round(after - before, 2)
+    return round(after - before, 2) if after >= before else None
 
 
 def _between(text: str, start: int, begin: str, end: str) -> tuple[str, int, str] | None:
