@@ -133,6 +133,19 @@ def network_rows(
     return list({r["key"]: r for r in rows}.values())
 
 
+def _gpus_read(text: str) -> Any:
+    """nvidia-smi's parse of a recorded output, or for the cheap ``--query-gpu`` CSV (a steady round's, which
+    cites the full read it stands for) ``{"gpus": [], "cheap_rows": [...]}``: the GPUs it shows, each with its
+    identity and what the query shows of its counters (nvidia_smi/cheap.py ``history_rows``)."""
+    from nightowl.collectors.gpu.nvidia_smi import cheap, nvidia_smi
+
+    result = nvidia_smi.parse(text)
+    if result.gpus:
+        return result
+    rows = cheap.history_rows(text)
+    return {"gpus": [], "cheap_rows": rows} if rows else result
+
+
 def host_rows(
     host: str,
     host_dir: Path,
@@ -146,7 +159,6 @@ def host_rows(
     from the manifest; ``kept``: the run's parse results, engine/parse_memo.py)."""
     from nightowl.collectors.base import to_jsonable
     from nightowl.collectors.gpu import kernel_log, kernel_log_boots
-    from nightowl.collectors.gpu.nvidia_smi import nvidia_smi
 
     boots: list[dict[str, Any]] = []
     boot_id = None
@@ -165,9 +177,10 @@ def host_rows(
     gpus: dict[str, dict[str, Any]] = {}
     for path in _outputs(host_dir, "nvidia-smi"):
         try:
-            parsed = to_jsonable(_parsed("nvidia-smi", nvidia_smi.parse, path, digests, kept, as_json=True))
+            parsed = to_jsonable(_parsed("nvidia-smi", _gpus_read, path, digests, kept, as_json=True))
         except Exception:  # noqa: BLE001 - an unreadable nvidia-smi is no GPU row, never a failed import
             continue
+        gpus.update((row["pci"], row) for row in parsed.get("cheap_rows") or [])
         for gpu in parsed.get("gpus") or []:
             if gpu.get("pci"):
                 gpus[gpu["pci"]] = {

@@ -25,6 +25,7 @@ def cheap_csv(full_xml: str, changes: Mapping[int, Mapping[str, Any]] | None = N
             "pci.bus_id": "0000" + gpu["pci"].upper() + ".0",
             "name": gpu["name"],
             "uuid": gpu["uuid"],
+            "serial": gpu.get("serial"),
             "driver_version": facts["driver_version"],
             "utilization.gpu": gpu["utilization_gpu"],
             "ecc.errors.uncorrected.volatile.total": 0,

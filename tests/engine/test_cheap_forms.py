@@ -276,3 +276,26 @@ def test_the_fabric_is_read_cheap_after_a_full_read_and_in_full_when_a_gpu_leave
         entry(third, "fabric")["read"] == "full"
         and "differs from the last full read in gpus" in entry(third, "fabric")["why_full"]
     )
+
+
+def test_a_cheap_read_still_records_its_gpus_in_the_history_with_what_it_read_of_them(node: Path) -> None:
+    """A steady round's bundle holds the cheap CSV, not a full read: the history still sees its GPUs that round
+    (identity as the full read names them, the counters under the query's names, marked cheap)."""
+    import sqlite3
+
+    first, second = sweep(node), sweep(node)
+    assert entry(second)["read"] == "cheap"
+    store = sqlite3.connect(node / "history.sqlite3")
+    rows = store.execute("SELECT pci, uuid, serial, name, counters, last_bundle FROM gpus").fetchall()
+    by_bundle: dict[str, dict[str, tuple[Any, ...]]] = {}
+    for pci, uuid, serial, name, counters, last in rows:
+        by_bundle.setdefault(last, {})[pci] = (uuid, serial, name, json.loads(counters))
+    full, seen = by_bundle[first.bundle.name], by_bundle[second.bundle.name]  # type: ignore[union-attr]
+    assert len(full) == len(seen) == 8 and set(full) == set(seen)
+    for pci, (uuid, serial, name, counters) in seen.items():
+        assert (uuid, serial, name) == full[pci][:3] and serial
+        assert counters["read"] == "cheap" and counters["ecc.errors.uncorrected.volatile.total"] == 0
+        assert "ecc" in full[pci][3] and "read" not in full[pci][3]
+    history_rows = cheap.history_rows(cheap_csv(XML, {3: {"remapped_rows.pending": "Yes"}}))
+    assert [row["counters"]["remapped_rows.pending"] for row in history_rows].count("Yes") == 1
+    assert cheap.history_rows(XML) == [] and cheap.history_rows("") == []

@@ -32,6 +32,7 @@ CHEAP_FIELDS: tuple[str, ...] = (
     "pci.bus_id",
     "name",
     "uuid",
+    "serial",  # not judged: the history's GPU rows (history/extract.py) name the board as a full read's do
     "driver_version",
     "utilization.gpu",
     "ecc.errors.uncorrected.volatile.total",
@@ -133,6 +134,31 @@ def judged_cheap(result: query.QueryResult) -> dict[str, Any] | str:
         "hw_slowdown_gpus": _ids(facts["hw_slowdown_gpus"]),
         "pcie_degraded_gpus": _ids(facts["pcie_degraded_gpus"]),
     }
+
+
+# What a cheap read shows of the counters the history keeps per GPU (a full read's ECC, remapped rows and
+# retired pages): under their query names, so a row never passes for a full read's.
+_HISTORY_COUNTERS = (
+    "ecc.errors.uncorrected.volatile.total",
+    "remapped_rows.pending",
+    "remapped_rows.failure",
+    "retired_pages.pending",
+)
+
+
+def history_rows(text: str) -> list[dict[str, Any]]:
+    """The GPUs a cheap read saw, as the history keeps a GPU (history/extract.py ``host_rows``): bus id, UUID,
+    serial, name, and the counters the query shows (``read: cheap``). A steady round's bundle holds this CSV
+    and not a full read, which it cites (carried.json); its GPUs are still seen. Pure; a text that is no
+    query CSV gives no rows."""
+    rows = []
+    for gpu in query.parse(text).gpus:
+        pci = query.gpu_id(gpu)
+        if isinstance(pci, str):
+            counters: dict[str, Any] = {"read": CHEAP} | {name: gpu.get(name) for name in _HISTORY_COUNTERS}
+            rows.append({"pci": pci, "uuid": _text(gpu.get("uuid")), "serial": _text(gpu.get("serial")),
+                         "name": _text(gpu.get("name")), "counters": counters})  # fmt: skip
+    return rows
 
 
 def differs(cheap: Mapping[str, Any] | str, full: Mapping[str, Any]) -> str | None:
