@@ -2,7 +2,9 @@
 node answers (issue "Real evidence at real size").
 
 * ``nvidia-smi.out``: a real 8-GPU H100 SXM ``nvidia-smi -q`` (80 KB), the answer to ``nvidia-smi -q``
-  (the fabric collector's command);
+  (the fabric collector's command), with each GPU's bus id and product name those of the XML's GPU at its
+  place (tests/engine/cheap_csv.py ``one_node_q``: the two forms are of two nodes, and one host names one set
+  of GPUs, as the query both cheap forms share shows);
 * ``nvidia-smi-xml.out``: a real 8-GPU ``nvidia-smi -q -x`` (228 KB, eight V100S, driver 460), the answer
   to ``nvidia-smi -q -x`` (``nvidia_smi_standin``), which the nvidia-smi collector runs first: a real node
   answers it in XML, larger than the text (fixtures/hosts/real-size-8gpu, SOURCE.md names both reports);
@@ -81,9 +83,13 @@ def kernel_log(lines: int = BOOT_LINES) -> str:
 def recorded_host(dest: Path) -> Path:
     """A recorded host folder holding the real-size outputs (the fleet serves one per live host)."""
     dest.mkdir(parents=True, exist_ok=True)
-    for name in ("nvidia-smi.out", "nvlink.out"):
-        shutil.copyfile(RECORDED / name, dest / name)
-    shutil.copyfile(RECORDED / "nvidia-smi-q-x.xml", dest / f"{XML_KIND}.out")
+    from tests.engine.cheap_csv import one_node_q
+
+    shutil.copyfile(RECORDED / "nvlink.out", dest / "nvlink.out")
+    xml = (RECORDED / "nvidia-smi-q-x.xml").read_text()
+    (dest / f"{XML_KIND}.out").write_text(xml)
+    # the -q names the XML's GPUs (bus ids, product names): one host's two forms name one set of GPUs
+    (dest / "nvidia-smi.out").write_text(one_node_q((RECORDED / "nvidia-smi.out").read_text(), xml))
     (dest / "kernel-log.out").write_text(kernel_log())
     # An NVSwitch board's GPUs report a fabric, so node-health expects nvidia-fabricmanager: a healthy
     # node has it running (`systemctl is-active` prints "active").

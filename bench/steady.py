@@ -34,6 +34,7 @@ NEW_LINES = 3  # per host between two rounds
 # for this bench: NVML's start is most of nvidia-smi's time, so half the -q stand-in's 0.4 s is assumed.
 QUERY_SECONDS = 0.2
 FABRIC_QUERY_KIND = "nvidia-smi-fabric-query"  # what the fleet's stand-in serves for the fabric's cheap form
+SHARED_QUERY_KIND = "nvidia-smi-shared-query"  # and for the query both cheap forms share (cheap.SHARED_ARGV)
 
 # sh: the host's folder from $SSH_CONNECTION (as the fleet's stand-in finds it); a cursor is "s=bench;i=N;b=B":
 # entry N is line N of kernel-log.out.
@@ -73,28 +74,41 @@ def cursor_journal_standin(fleet: Fleet) -> None:
 def serve_cheap_form(fleet: Fleet, names: list[str]) -> None:
     """Each live host answers the cheap forms (issue 46 item 3) after QUERY_SECONDS: nvidia-smi's
     `--query-gpu=... --format=csv,nounits` with the CSV its recorded ``-q -x`` says, the fabric's (its Fabric
-    fields) with the CSV its recorded ``-q`` says (tests/engine/cheap_csv.py). The fleet's stand-in serves the
-    first as the kind nvidia-smi-query (its `--query-gpu*` glob); a front routes the fabric's to its own kind."""
-    from bench.real_evidence import XML_KIND, _front, _served
-    from tests.engine.cheap_csv import cheap_csv, fabric_csv
+    fields) with the CSV its recorded ``-q`` says, the query both share with the two joined
+    (tests/engine/cheap_csv.py). The fleet's stand-in serves the first as the kind nvidia-smi-query (its
+    `--query-gpu*` glob); a front routes the other two to their own kinds."""
+    from bench.real_evidence import _front, _served
 
     for name in names:
-        folder = fleet.host_dir(name)
-        if (folder / f"{XML_KIND}.out").exists():
-            csv = cheap_csv((folder / f"{XML_KIND}.out").read_text())
-            fleet.set_output(name, "nvidia-smi-query", out=csv, sleep=QUERY_SECONDS)
-        if (folder / "nvidia-smi.out").exists():
-            csv = fabric_csv((folder / "nvidia-smi.out").read_text())
-            fleet.set_output(name, FABRIC_QUERY_KIND, out=csv, sleep=QUERY_SECONDS)
+        serve_queries(fleet, name)
     bin_dir = fleet.root / "bin"
     fabric, other = _served(bin_dir, FABRIC_QUERY_KIND), bin_dir / "served" / "nvidia-smi-before-fabric-query"
+    shared = _served(bin_dir, SHARED_QUERY_KIND)
     current = bin_dir / "nvidia-smi"
     if current.is_symlink():  # the fleet's own stand-in: called by its name, it serves nvidia-smi's kinds
         other = _served(bin_dir, "nvidia-smi")
         current.unlink()
     else:  # a front already (bench/real_evidence.py's -x one)
         shutil.move(current, other)
-    _front(bin_dir, "nvidia-smi", f'case "$*" in *fabric.state*) exec {fabric} "$@" ;; esac\nexec {other} "$@"\n')
+    routes = f'*index,*fabric.state*) exec {shared} "$@" ;; *fabric.state*) exec {fabric} "$@" ;;'
+    _front(bin_dir, "nvidia-smi", f'case "$*" in {routes} esac\nexec {other} "$@"\n')
+
+
+def serve_queries(fleet: Fleet, name: str, changes: dict[int, dict[str, Any]] | None = None) -> None:
+    """``name``'s three cheap queries (``changes``: per GPU, the values its nvidia-smi query says this round)."""
+    from bench.real_evidence import XML_KIND
+    from tests.engine.cheap_csv import cheap_csv, fabric_csv, shared_csv
+
+    folder = fleet.host_dir(name)
+    xml, text = folder / f"{XML_KIND}.out", folder / "nvidia-smi.out"
+    query = cheap_csv(xml.read_text(), changes) if xml.exists() else None
+    fabric = fabric_csv(text.read_text()) if text.exists() else None
+    if query is not None:
+        fleet.set_output(name, "nvidia-smi-query", out=query, sleep=QUERY_SECONDS)
+    if fabric is not None:
+        fleet.set_output(name, FABRIC_QUERY_KIND, out=fabric, sleep=QUERY_SECONDS)
+    if query is not None and fabric is not None:
+        fleet.set_output(name, SHARED_QUERY_KIND, out=shared_csv(query, fabric), sleep=QUERY_SECONDS)
 
 
 def grow_logs(fleet: Fleet, names: list[str], round_: int) -> None:
@@ -114,20 +128,15 @@ def grow_logs(fleet: Fleet, names: list[str], round_: int) -> None:
 
 
 def vary_readings(fleet: Fleet, names: list[str], round_: int) -> None:
-    """Each live host's cheap nvidia-smi read says this round's utilization, temperature and power, as a working
-    node's does (no judged value changes, so the read stays cheap): a sweep cannot reuse last round's parse of
-    it, as it can of outputs that did not change (NVLink status, the list of boots)."""
-    from bench.real_evidence import XML_KIND
-    from tests.engine.cheap_csv import cheap_csv
-
+    """Each live host's cheap nvidia-smi reads say this round's utilization and temperature, as a working node's
+    do (no judged value changes, so the read stays cheap): a sweep cannot reuse last round's parse of it, as it
+    can of outputs that did not change (NVLink status, the list of boots)."""
     for number, name in enumerate(names):
-        xml = fleet.host_dir(name) / f"{XML_KIND}.out"
-        if xml.exists():
-            changes = {
-                gpu: {"utilization.gpu": (round_ * 7 + number + gpu) % 100, "temperature.gpu": 40 + (round_ + gpu) % 9}
-                for gpu in range(8)
-            }
-            fleet.set_output(name, "nvidia-smi-query", out=cheap_csv(xml.read_text(), changes), sleep=QUERY_SECONDS)
+        changes = {
+            gpu: {"utilization.gpu": (round_ * 7 + number + gpu) % 100, "temperature.gpu": 40 + (round_ + gpu) % 9}
+            for gpu in range(8)
+        }
+        serve_queries(fleet, name, changes)
 
 
 def sent_bytes(bundles: Path, live: int) -> dict[str, float]:
@@ -135,6 +144,8 @@ def sent_bytes(bundles: Path, live: int) -> dict[str, float]:
     kinds: dict[str, float] = {}
     for manifest in bundles.glob("*/manifest.json"):
         for entry in json.loads(manifest.read_text()).get("commands", []):
+            if entry.get("answer_of"):  # another kind's read, given to this one too: nothing more was read
+                continue
             kind = str(entry.get("kind"))
             kinds[kind] = kinds.get(kind, 0.0) + (entry.get("bytes") or 0) / 1024 / max(1, live)
     return kinds

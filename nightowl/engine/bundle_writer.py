@@ -140,6 +140,8 @@ class BundleWriter:
             "sha256": (digest := hashlib.sha256(raw).hexdigest()),
             "file": None,
         }
+        if result.extra.get("answer_of"):  # another kind's run of the same argv: it ran once (shared_reads.py)
+            entry["answer_of"] = result.extra["answer_of"]
         if result.extra.get("batch"):  # read with others in one session: its start and duration are the session's
             entry["batch"] = result.extra["batch"]
             if (seconds := result.host_seconds) is not None:  # its own time, by the host's clock

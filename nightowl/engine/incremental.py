@@ -33,6 +33,7 @@ from typing import Any, Protocol
 
 from nightowl.engine import layout
 from nightowl.engine.runbook_data import split_entry
+from nightowl.engine.shared_reads import SharedReads
 from nightowl.transports.base import CommandResult, Transport, is_recorded
 
 CARRIED = "carried.json"  # at the bundle's top level: per host folder, per kind, what was carried and why
@@ -132,6 +133,7 @@ class CursorBook:
         self.full_every = full_every
         self.origin = origin  # the store ``load`` reads (a sweep's workers open their own book on it)
         self.staged: dict[tuple[str, str], dict[str, Any]] = {}
+        self.shared = SharedReads()  # what readers of two kinds ask alike runs once a host (shared_reads.py)
         self._lock = threading.Lock()
 
     def saved(self, host: str, kind: str) -> SavedCursor | None:
@@ -382,7 +384,7 @@ class _Read:
             timeout = self.parts.timeout_for(self.collector, self.options, self.deadline)
             if timeout <= 0 or self.options.stop.is_set():
                 return None
-            result = self.transport.run(argv, timeout, kind=self.collector.kind)
+            result = self._run(argv, timeout)
             tried.append(result)
             if result.timed_out or result.late:
                 return argv, result, _Failed()
@@ -392,6 +394,18 @@ class _Read:
             if piece.state is not None:
                 return argv, result, piece
         return None
+
+    def _run(self, argv: tuple[str, ...], timeout: float) -> CommandResult:
+        """The command's answer: an argv the reader shares (``shares``) runs once a host and run for every kind
+        that asks it (engine/shared_reads.py)."""
+
+        def run() -> CommandResult:
+            return self.transport.run(argv, timeout, kind=self.collector.kind)
+
+        book: CursorBook | None = getattr(self.options, "cursors", None)
+        if book is None or argv not in getattr(self.reader, "shares", ()):
+            return run()
+        return book.shared.run(self.transport.host, self.collector.kind, argv, timeout, run)
 
     def _finish(
         self,

@@ -140,7 +140,8 @@ class KeptConnections:
     def plan(self, name: str) -> Asked:
         """What to send ``name`` in a batch next: last round's asks of a batchable kind whose answer was small
         (``BATCH_ANSWER_BYTES``: never a full read), and, once the round before is known, that were asked then
-        too with the same argv and timeout, or that a reader named as the ones that follow (a journal cursor's)."""
+        too with the same argv and timeout, or that a reader named as the ones that follow (a journal cursor's).
+        Not the same kind: an argv two kinds share (engine/shared_reads.py) is asked by whichever comes first."""
         with self._lock:
             last, before, followed = self._asked.get(name, ({}, None, frozenset()))
         plan = {a: ask for a, ask in last.items() if ask[1] in self.batchable and ask[2] <= BATCH_ANSWER_BYTES}
@@ -149,7 +150,7 @@ class KeptConnections:
         return {
             argv: ask
             for argv, ask in plan.items()
-            if argv in followed or (argv in before and before[argv][:2] == ask[:2])
+            if argv in followed or (argv in before and before[argv][0] == ask[0])
         }
 
     def patience(self, name: str) -> float:

@@ -68,3 +68,38 @@ def fabric_csv(full_q: str, changes: Mapping[int, Mapping[str, Any]] | None = No
         values.update((changes or {}).get(number, {}))
         rows.append(", ".join(_cell(values[name]) for name in FABRIC_FIELDS))
     return ", ".join(FABRIC_FIELDS) + "\n" + "\n".join(rows) + "\n"
+
+
+def shared_csv(query: str, fabric: str) -> str:
+    """The query both cheap forms share (cheap.SHARED_ARGV) on a host whose own two cheap CSVs are ``query``
+    and ``fabric`` (cheap_csv's and fabric_csv's): each GPU's two rows joined on its bus id."""
+    from nightowl.collectors.gpu.nvidia_smi.cheap import SHARED_FIELDS
+
+    def rows(text: str) -> list[dict[str, str]]:
+        head, *lines = text.splitlines()
+        names = [cell.strip() for cell in head.split(",")]
+        return [dict(zip(names, (cell.strip() for cell in line.split(",")), strict=True)) for line in lines if line]
+
+    fabric_rows = {row["pci.bus_id"]: row for row in rows(fabric)}
+    joined = [{**fabric_rows[row["pci.bus_id"]], **row} for row in rows(query)]
+    lines = [", ".join(row[name] for name in SHARED_FIELDS) for row in joined]
+    return ", ".join(SHARED_FIELDS) + "\n" + "\n".join(lines) + "\n"
+
+
+def one_node_q(full_q: str, full_xml: str) -> str:
+    """``full_q`` (a real ``nvidia-smi -q``) with each GPU's bus id and product name those of the GPU at the same
+    place in ``full_xml`` (a real ``-q -x``). fixtures/hosts/real-size-8gpu's two forms are of two nodes (no
+    public report holds both of one); one host's query of both collectors' fields names one set of GPUs, so a
+    stand-in host whose two full reads are these must name the same GPUs in both."""
+    import re
+
+    gpus = nvidia_smi.facts(nvidia_smi.parse(full_xml))["gpus"]
+    blocks = re.split(r"(?m)^(?=GPU [0-9A-Fa-f]{8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.\d\s*$)", full_q)
+    out = [blocks[0]]
+    for block, gpu in zip(blocks[1:], gpus, strict=True):
+        old = block.split(None, 2)[1]
+        new = "0000" + gpu["pci"].upper() + ".0"
+        block = block.replace(old, new)
+        block = re.sub(r"(?m)^(\s*Product Name\s*: ).*$", lambda m, name=gpu["name"]: m.group(1) + name, block, count=1)
+        out.append(re.sub(r"(?m)^(\s*Bus\s*: 0x)[0-9A-Fa-f]+$", lambda m, bus=new[9:11]: m.group(1) + bus, block))
+    return "".join(out)

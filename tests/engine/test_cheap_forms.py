@@ -18,6 +18,7 @@ import pytest
 import yaml
 
 from nightowl import history
+from nightowl.collectors.gpu import fabric
 from nightowl.collectors.gpu.nvidia_smi import cheap, cheap_fabric, nvidia_smi
 from nightowl.collectors.gpu.nvidia_smi import nvidia_smi_query as query
 from nightowl.engine.incremental import CARRIED
@@ -26,12 +27,13 @@ from nightowl.library import runbooks
 from nightowl.run import RunHooks, RunResult, RunSettings, run_and_save
 from nightowl.transports.local import LocalTransport
 from nightowl.transports.replay import ReplayTransport
-from tests.engine.cheap_csv import cheap_csv, fabric_csv
+from tests.engine.cheap_csv import cheap_csv, fabric_csv, one_node_q, shared_csv
 from tests.history.cursor_standins import install
 
 ROOT = Path(__file__).resolve().parents[2]
 XML = (ROOT / "fixtures" / "hosts" / "real-size-8gpu" / "nvidia-smi-q-x.xml").read_text()
-TEXT = (ROOT / "fixtures" / "hosts" / "real-size-8gpu" / "nvidia-smi.out").read_text()  # -q: the fabric's read
+# -q: the fabric's read, naming the XML's GPUs (one host's two forms name one set of GPUs: cheap_csv.one_node_q)
+TEXT = one_node_q((ROOT / "fixtures" / "hosts" / "real-size-8gpu" / "nvidia-smi.out").read_text(), XML)
 FULL = cheap.judged_full(nvidia_smi.facts(nvidia_smi.parse(XML)))
 
 STANDIN = r"""#!PYTHON
@@ -41,6 +43,23 @@ with open(os.path.join(folder, "calls"), "a") as log:
     log.write(" ".join(sys.argv[1:]) + "\n")
 args = sys.argv[1:]
 query = next((a for a in args if a.startswith("--query-gpu=")), None)
+fields = query[len("--query-gpu="):].split(",") if query else []
+if "index" in fields and "fabric.state" in fields:  # the shared query: both CSVs joined on the bus id
+    tables = []
+    for name in ("query.csv", "fabric.csv"):
+        path = os.path.join(folder, name)
+        if not os.path.exists(path):  # a driver that knows no such field (exit 2, nvidia-smi's words)
+            print('Field "fabric.state" is not a valid field to query.')
+            sys.exit(2)
+        head, *lines = open(path).read().splitlines()
+        names = [cell.strip() for cell in head.split(",")]
+        tables.append([dict(zip(names, (c.strip() for c in line.split(",")))) for line in lines if line])
+    fabric = {row["pci.bus_id"]: row for row in tables[1]}
+    print(", ".join(fields))
+    for row in tables[0]:
+        row = {**fabric.get(row["pci.bus_id"], {}), **row}
+        print(", ".join(row.get(name, "[N/A]") for name in fields))
+    sys.exit(0)
 full = {("-q", "-x"): "full.xml", ("-q",): "full.txt"}.get(tuple(args))
 name = ("fabric.csv" if "fabric.state" in query else "query.csv") if query else full
 path = os.path.join(folder, name) if name else None
@@ -160,8 +179,12 @@ def entry(result: RunResult, kind: str = "nvidia-smi") -> dict[str, Any]:
     return json.loads((result.bundle / CARRIED).read_text())["hosts"]["node"][kind]  # type: ignore[no-any-return]
 
 
+SHARED = " ".join(cheap.SHARED_ARGV[1:])  # the query both cheap forms ask first, run once a host for both
+
+
 def smi_calls(folder: Path) -> list[str]:
-    """The calls of nvidia-smi's own reads (the fabric's -q and Fabric query aside)."""
+    """The calls of nvidia-smi's own reads: -q -x and its own query (the query it shares with the fabric's
+    read, the fabric's -q and its own query aside)."""
     lines = (folder / "calls").read_text().splitlines()
     return [line for line in lines if line == "-q -x" or ("--query-gpu" in line and "fabric.state" not in line)]
 
@@ -190,7 +213,11 @@ def test_first_read_full_then_cheap_with_the_full_reads_verdict_then_full_when_a
     assert entry(first)["read"] == "full" and "no position" in entry(first)["why_full"]
     assert smi_calls(node) == ["-q -x"] and smi_facts(first)["read_form"] == "full"
     second = sweep(node)
-    assert smi_calls(node) == [" ".join(cheap.CHEAP_ARGV[1:])]  # the cheap form alone
+    queries = [line for line in (node / "calls").read_text().splitlines() if line.startswith(("-q", "--query"))]
+    assert queries == [SHARED]  # the cheap forms alone, in one call for both collectors
+    answers = [c for c in json.loads((second.bundle / "manifest.json").read_text())["commands"] if c["argv"][1:] == list(cheap.SHARED_ARGV[1:])]  # type: ignore[operator]  # noqa: E501
+    assert sorted(c["kind"] for c in answers) == ["fabric", "nvidia-smi"]  # each kind's evidence, one run
+    assert sorted(str(c.get("answer_of")) for c in answers) in (["None", "fabric"], ["None", "nvidia-smi"])
     assert entry(second)["read"] == "cheap" and entry(second)["why_full"] is None
     assert entry(second)["carried_from"]["bundle"] == first.bundle.name  # type: ignore[union-attr]
     assert smi_facts(second)["read_form"] == "cheap"
@@ -226,13 +253,15 @@ def test_first_read_full_then_cheap_with_the_full_reads_verdict_then_full_when_a
     ecc = XML[:start] + XML[start:].replace("<device_memory>0<", "<device_memory>1<", 1)
     (node / "full.xml").write_text(ecc)
     third = sweep(node)
-    assert smi_calls(node) == [" ".join(cheap.CHEAP_ARGV[1:]), "-q -x"]
+    assert smi_calls(node) == ["-q -x"] and SHARED in (node / "calls").read_text().splitlines()
     assert entry(third)["read"] == "full" and "dram_uncorrectable_volatile_gpus" in entry(third)["why_full"]
     assert smi_facts(third)["read_form"] == "full" and smi_facts(third)["dram_uncorrectable_volatile_gpus"]
     assert (third.runs[0].verdict or {}).get("id") == "uncorrectable-ecc"
     # while the last full read found something, every read is full
     fourth = sweep(node)
-    assert smi_calls(node) == ["-q -x"] and "found dram_uncorrectable_volatile_gpus" in entry(fourth)["why_full"]
+    assert "found dram_uncorrectable_volatile_gpus" in entry(fourth)["why_full"] and entry(fourth)["read"] == "full"
+    assert smi_calls(node) == ["-q -x"]
+    assert entry(fourth, "fabric")["read"] == "cheap"
 
 
 @pytest.mark.parametrize(
@@ -264,7 +293,7 @@ def test_the_fabric_is_read_cheap_after_a_full_read_and_in_full_when_a_gpu_leave
     first = sweep(node)
     assert entry(first, "fabric")["read"] == "full" and fabric_calls(node) == ["-q"]
     second = sweep(node)
-    assert entry(second, "fabric")["read"] == "cheap" and fabric_calls(node) == [" ".join(cheap_fabric.CHEAP_ARGV[1:])]
+    assert entry(second, "fabric")["read"] == "cheap" and fabric_calls(node) == [SHARED]
     assert second.runs[0].collections["fabric"].facts == {
         **first.runs[0].collections["fabric"].facts,
         "read_form": "cheap",
@@ -299,3 +328,30 @@ def test_a_cheap_read_still_records_its_gpus_in_the_history_with_what_it_read_of
     history_rows = cheap.history_rows(cheap_csv(XML, {3: {"remapped_rows.pending": "Yes"}}))
     assert [row["counters"]["remapped_rows.pending"] for row in history_rows].count("Yes") == 1
     assert cheap.history_rows(XML) == [] and cheap.history_rows("") == []
+
+
+def test_a_driver_that_refuses_the_shared_query_reads_each_collectors_own_cheap_query(node: Path) -> None:
+    """The shared query names the Fabric fields (R570+): an older driver refuses it whole (exit 2), and each
+    cheap form then asks its own query; the fabric's is refused too there, so the fabric reads in full."""
+    first = sweep(node)
+    (node / "fabric.csv").unlink()  # the stand-in's driver knows no Fabric field now
+    second = sweep(node)
+    calls = [line for line in (node / "calls").read_text().splitlines() if line.startswith(("-q", "--query"))]
+    own = [" ".join(argv[1:]) for argv in (cheap.CHEAP_ARGV, cheap_fabric.CHEAP_ARGV)]
+    assert sorted(calls) == sorted([SHARED, *own, "-q"])  # the shared query once for both kinds
+    assert entry(second)["read"] == "cheap" and entry(second)["argv"][1:] == list(cheap.CHEAP_ARGV[1:])
+    assert entry(second, "fabric")["read"] == "full"
+    assert without_form(second) == without_form(first)
+
+
+def test_an_error_in_the_other_collectors_fields_of_the_shared_query_does_not_stop_a_cheap_read() -> None:
+    shared = shared_csv(cheap_csv(XML), fabric_csv(TEXT))
+    fabric_error = shared_csv(cheap_csv(XML), fabric_csv(TEXT, {2: {"fabric.health.summary": "[Unknown Error]"}}))
+    smi_error = shared_csv(cheap_csv(XML, {2: {"power.draw": "[Unknown Error]"}}), fabric_csv(TEXT))
+    fabric_full = cheap_fabric.judged_full(fabric.facts(fabric.parse(TEXT)))
+    assert cheap.differs(cheap.NVIDIA_SMI.judged_cheap(shared), FULL) is None
+    assert cheap.differs(cheap_fabric.judged_cheap(shared), fabric_full) is None
+    assert cheap.differs(cheap.NVIDIA_SMI.judged_cheap(fabric_error), FULL) is None
+    assert "error" in str(cheap.differs(cheap_fabric.judged_cheap(fabric_error), fabric_full))
+    assert cheap.differs(cheap_fabric.judged_cheap(smi_error), fabric_full) is None
+    assert "error" in str(cheap.differs(cheap.NVIDIA_SMI.judged_cheap(smi_error), FULL))

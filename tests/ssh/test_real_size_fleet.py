@@ -20,6 +20,7 @@ from nightowl.collectors import get_collector
 from nightowl.collectors.gpu import kernel_log_boots
 from nightowl.transports.hostspec import parse_host_spec
 from nightowl.transports.ssh import SSHTransport
+from tests.engine.cheap_csv import one_node_q
 from tests.ssh.fleet import SSHD, Fleet
 
 pytestmark = [
@@ -39,7 +40,9 @@ def test_the_real_size_node_answers_both_nvidia_smi_forms_as_a_node_does(tmp_pat
             boots = transport.run(["journalctl", "--list-boots", "--no-pager"], timeout=10, kind="kernel-log-boots")
     assert xml.rc == text.rc == links.rc == boots.rc == 0
     assert xml.stdout == (RECORDED / "nvidia-smi-q-x.xml").read_text()
-    assert text.stdout == (RECORDED / "nvidia-smi.out").read_text()
+    # the recorded -q, naming the XML's GPUs (bench/real_evidence.py: one host names one set of GPUs)
+    assert text.stdout == one_node_q((RECORDED / "nvidia-smi.out").read_text(), xml.stdout)
+    assert len(text.stdout) == len((RECORDED / "nvidia-smi.out").read_text())
     assert links.stdout == (RECORDED / "nvlink.out").read_text()
     assert boots.stdout == LIST_BOOTS
     assert min(xml.duration, text.duration) >= NVIDIA_SMI_SECONDS

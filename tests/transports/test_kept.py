@@ -373,6 +373,17 @@ def test_a_read_whose_timeout_changed_since_the_round_before_is_not_planned() ->
     assert STEADY[0][0] not in keeper.plan("gpu-1") and STEADY[1][0] in keeper.plan("gpu-1")
 
 
+def test_an_argv_two_kinds_share_stays_planned_whichever_kind_asked_it_first() -> None:
+    """The query the nvidia-smi and fabric readers share (engine/shared_reads.py) reaches the connection from
+    whichever of them asks first, a different one from round to round."""
+    shared = ("nvidia-smi", "--query-gpu=index,fabric.state")
+    keeper, made = KeptConnections(BATCHABLE | {"fabric"}), []
+    for kind in ("nvidia-smi", "fabric", "nvidia-smi", "fabric"):
+        asked_round(keeper, opener(made, Batching), [(shared, kind)])
+        assert shared in keeper.plan("gpu-1")
+    assert made[0].batches[-1] == [shared]
+
+
 def test_a_read_with_a_big_answer_is_never_batched() -> None:
     """A full read (a whole boot's log, `-q -x`) is asked alone: a batch carries the small steady answers."""
 

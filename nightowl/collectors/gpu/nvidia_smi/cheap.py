@@ -50,6 +50,31 @@ CHEAP_FIELDS: tuple[str, ...] = (
 )
 # With its header: the CSV names its own columns, so query.parse reads it whatever the driver prints.
 CHEAP_ARGV: tuple[str, ...] = ("nvidia-smi", "--query-gpu=" + ",".join(CHEAP_FIELDS), "--format=csv,nounits")
+# The fabric collector's cheap fields (cheap_fabric.py: nvidia-smi --help-query-gpu, R570+).
+FABRIC_HEALTH_FIELDS: tuple[str, ...] = (
+    "fabric.health.bandwidth",
+    "fabric.health.route_recovery_in_progress",
+    "fabric.health.route_unhealthy",
+    "fabric.health.access_timeout_recovery",
+    "fabric.health.incorrect_configuration",
+    "fabric.health.summary",
+)
+FABRIC_FIELDS: tuple[str, ...] = (
+    "pci.bus_id",
+    "name",
+    "fabric.state",
+    "fabric.status",
+    "fabric.clique",
+    "fabric.cluster",
+    *FABRIC_HEALTH_FIELDS,
+)
+# One query of both collectors' cheap fields, tried first by each: every nvidia-smi call starts NVML on every GPU
+# (up to a second without persistence mode), so a steady round asks it once, not twice, and a kept connection's
+# batch sends it once for both (transports/kept.py: each kind takes the answer once). A driver that refuses a
+# field fails the whole query (`Field "..." is not a valid field to query.`, exit 2): each collector's own
+# cheap query is tried next, as ``Forms.cheap_argvs`` orders them.
+SHARED_FIELDS: tuple[str, ...] = CHEAP_FIELDS + tuple(f for f in FABRIC_FIELDS if f not in CHEAP_FIELDS)
+SHARED_ARGV: tuple[str, ...] = ("nvidia-smi", "--query-gpu=" + ",".join(SHARED_FIELDS), "--format=csv,nounits")
 FULL_ARGVS: tuple[tuple[str, ...], ...] = (("nvidia-smi", "-q", "-x"), ("nvidia-smi", "-q"))
 
 CHEAP, FULL = "cheap", "full"
@@ -110,12 +135,19 @@ def _yes(value: Any) -> bool:
     return isinstance(value, str) and value.strip().lower() in ("yes", "true", "enabled")
 
 
+def errors_in(result: query.QueryResult, fields: tuple[str, ...]) -> list[query.QueryError]:
+    """The errors of a query that concern ``fields`` (a shared query's other collector's fields aside), and
+    every error that names no field (the tool's own)."""
+    return [e for e in result.errors if e.field is None or e.field in fields]
+
+
 def judged_cheap(result: query.QueryResult) -> dict[str, Any] | str:
     """The cheap form's judged values, or why it cannot be compared with a full read."""
     if result.warnings or not result.gpus:
         return "the cheap read has unread lines" if result.warnings else "the cheap read lists no GPU"
-    if result.errors:
-        return "the cheap read shows an error: " + "; ".join(e.message for e in result.errors)[:200]
+    errors = errors_in(result, CHEAP_FIELDS)
+    if errors:
+        return "the cheap read shows an error: " + "; ".join(e.message for e in errors)[:200]
     missing = [name for name in CHEAP_FIELDS if name not in result.fields]
     if missing:
         return "the cheap read lacks " + ", ".join(missing)
@@ -181,11 +213,12 @@ class Piece:
 
 @dataclass(frozen=True)
 class Forms:
-    """A collector's two forms: the cheap argv, the full argvs, and what each says of the judged values
-    (``judged_full`` of the full form's facts, ``judged_cheap`` of the cheap form's text: a dict, or why it
-    cannot be compared), and ``findings``: the names of the judged values that hold a finding."""
+    """A collector's two forms: the cheap argvs (the first that answers is read: the shared query, then the
+    collector's own), the full argvs, and what each says of the judged values (``judged_full`` of the full
+    form's facts, ``judged_cheap`` of the cheap form's text: a dict, or why it cannot be compared), and
+    ``findings``: the names of the judged values that hold a finding."""
 
-    cheap_argv: tuple[str, ...]
+    cheap_argvs: tuple[tuple[str, ...], ...]
     full_argvs: tuple[tuple[str, ...], ...]
     judged_full: Callable[[Mapping[str, Any]], dict[str, Any]]
     judged_cheap: Callable[[str], dict[str, Any] | str]
@@ -199,7 +232,7 @@ def _smi_findings(judged: Mapping[str, Any]) -> list[str]:
 
 
 NVIDIA_SMI = Forms(
-    CHEAP_ARGV,
+    (SHARED_ARGV, CHEAP_ARGV),
     FULL_ARGVS,
     judged_full,
     lambda text: judged_cheap(query.parse(text)),
@@ -219,19 +252,20 @@ class CheapFirst:
     # the engine starts this read after that one (engine/incremental.waves).
     full_after = ("kernel-log",)
     applies_shows_nothing = True  # a full read that shows nothing is no_data, as the ordinary path has it
+    shares = (SHARED_ARGV,)  # run once a host for both readers that ask it (engine/shared_reads.py)
 
     def __init__(
         self, parse: Callable[[str], Any], facts: Callable[[Any], dict[str, Any]], forms: Forms = NVIDIA_SMI
     ) -> None:
         self.parse, self.facts, self.forms = parse, facts, forms
-        self.shapes = (forms.cheap_argv,)  # collectors/readonly_commands.yaml lists it under the kind
+        self.shapes = forms.cheap_argvs  # collectors/readonly_commands.yaml lists them under the kind
 
     def commands(
         self, state: Mapping[str, Any] | None, params: Mapping[str, Any]
     ) -> list[tuple[tuple[str, ...], dict[str, str]]]:
         if state is None:
             return [(argv, {}) for argv in self.forms.full_argvs]
-        return [(self.forms.cheap_argv, {})]
+        return [(argv, {}) for argv in self.forms.cheap_argvs]
 
     def why_full(self, state: Mapping[str, Any]) -> str | None:
         """A saved full read the cheap form may not stand for: one that found something, or an old-shaped one."""
@@ -242,7 +276,7 @@ class CheapFirst:
         return "the last full read found " + ", ".join(found) + ": read in full until it clears" if found else None
 
     def read(self, argv: tuple[str, ...], stdout: str, state: Mapping[str, Any] | None) -> Piece:
-        if tuple(argv) != self.forms.cheap_argv:
+        if tuple(argv) not in self.forms.cheap_argvs:
             return self._full(tuple(argv), stdout)
         if state is None or not isinstance(state.get("judged"), Mapping):
             return Piece("", None, "no full read to compare the cheap read with", CHEAP)

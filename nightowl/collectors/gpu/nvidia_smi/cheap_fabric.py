@@ -4,7 +4,8 @@
 The fabric collector (collectors/gpu/fabric.py) reads the Fabric section of a full ``nvidia-smi -q`` (~80 KB for
 8 GPUs). nvidia-smi names the same fields for ``--query-gpu`` (``fabric.state``, ``fabric.status``,
 ``fabric.clique``, ``fabric.cluster`` and the ``fabric.health.*`` block: nvidia-smi --help-query-gpu, R570+;
-an older driver refuses one, so its cheap read fails and the full form is read). What the fabric verdicts judge
+an older driver refuses one, so its cheap read fails and the full form is read). They are asked first in one
+query with nvidia-smi's own cheap fields (cheap.SHARED_ARGV), then alone. What the fabric verdicts judge
 of a GPU (its state, status, clique, cluster and whether any health field reports trouble) is compared per GPU
 with the carried full read's; any difference, or a full read that found a degraded or registering GPU, means
 the full form (cheap.CheapFirst). ``FORMS`` names the form that provides each judged fact.
@@ -16,26 +17,10 @@ from collections.abc import Mapping
 from typing import Any
 
 from nightowl.collectors.gpu.nvidia_smi import nvidia_smi_query as query
-from nightowl.collectors.gpu.nvidia_smi.cheap import CHEAP, FULL, Forms
+from nightowl.collectors.gpu.nvidia_smi.cheap import CHEAP, FABRIC_FIELDS, FULL, SHARED_ARGV, Forms, errors_in
+from nightowl.collectors.gpu.nvidia_smi.cheap import FABRIC_HEALTH_FIELDS as HEALTH_FIELDS
 from nightowl.collectors.pci import normalize_pci
 
-HEALTH_FIELDS: tuple[str, ...] = (
-    "fabric.health.bandwidth",
-    "fabric.health.route_recovery_in_progress",
-    "fabric.health.route_unhealthy",
-    "fabric.health.access_timeout_recovery",
-    "fabric.health.incorrect_configuration",
-    "fabric.health.summary",
-)
-FABRIC_FIELDS: tuple[str, ...] = (
-    "pci.bus_id",
-    "name",
-    "fabric.state",
-    "fabric.status",
-    "fabric.clique",
-    "fabric.cluster",
-    *HEALTH_FIELDS,
-)
 CHEAP_ARGV: tuple[str, ...] = ("nvidia-smi", "--query-gpu=" + ",".join(FABRIC_FIELDS), "--format=csv,nounits")
 FULL_ARGVS: tuple[tuple[str, ...], ...] = (("nvidia-smi", "-q"),)
 
@@ -97,7 +82,7 @@ def judged_cheap(text: str) -> dict[str, Any] | str:
     """The cheap form's judged values, or why it cannot be compared with a full read. Its findings are left
     empty: a full read that had any is read in full again (``findings``), so only a clean one is compared."""
     result = query.parse(text)
-    if result.warnings or result.errors or not result.gpus:
+    if result.warnings or errors_in(result, FABRIC_FIELDS) or not result.gpus:
         return "the cheap fabric read has unread lines, errors or no GPU"
     missing = [name for name in FABRIC_FIELDS if name not in result.fields]
     if missing:
@@ -116,4 +101,4 @@ def findings(judged: Mapping[str, Any]) -> list[str]:
     return [name for name in ("degraded_gpus", "in_progress_gpus") if judged.get(name)]
 
 
-FABRIC = Forms(CHEAP_ARGV, FULL_ARGVS, judged_full, judged_cheap, findings)
+FABRIC = Forms((SHARED_ARGV, CHEAP_ARGV), FULL_ARGVS, judged_full, judged_cheap, findings)
