@@ -29,6 +29,7 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any, Protocol
 
 from nightowl.engine import layout
@@ -381,7 +382,9 @@ class _Read:
             argv = self.parts.resolve_argv(template, {**self.options.params, **params})
             if argv is None or self.collector.check_argv(argv) is not None:
                 continue
-            timeout = self.parts.timeout_for(self.collector, self.options, self.deadline)
+            shared_limit = getattr(self.reader, "shares", {}).get(argv)  # one limit for every reader sharing it
+            limit = self.collector if shared_limit is None else SimpleNamespace(timeout=shared_limit)
+            timeout = self.parts.timeout_for(limit, self.options, self.deadline)
             if timeout <= 0 or self.options.stop.is_set():
                 return None
             result = self._run(argv, timeout)
@@ -396,8 +399,8 @@ class _Read:
         return None
 
     def _run(self, argv: tuple[str, ...], timeout: float) -> CommandResult:
-        """The command's answer: an argv the reader shares (``shares``) runs once a host and run for every kind
-        that asks it (engine/shared_reads.py)."""
+        """The command's answer: an argv the reader shares (``shares``: argv -> the limit every reader runs it
+        under) runs once a host and run for every kind that asks it (engine/shared_reads.py)."""
 
         def run() -> CommandResult:
             return self.transport.run(argv, timeout, kind=self.collector.kind)

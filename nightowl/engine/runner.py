@@ -339,6 +339,9 @@ class HostRunner:
                 forget = getattr(transport, "forget_batched", None)  # a read after the pause is read after it
                 if callable(forget):
                     forget()
+                shared = getattr(self.options.cursors, "shared", None)  # nor does a reader take an answer from before
+                if shared is not None:
+                    shared.forget(transport.host)
             if self.deadline is not None:  # --host-timeout bounds the pause too
                 seconds = min(float(seconds), max(0.0, self.deadline - time.monotonic()))
             self.options.stop.wait(min(float(seconds), 3600.0))

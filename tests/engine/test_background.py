@@ -17,6 +17,7 @@ from nightowl.engine.model import Node
 from nightowl.engine.runner import RunOptions
 from nightowl.engine.session import run_runbook
 from nightowl.engine.validate import load_runbook
+from nightowl.transports.base import CommandResult
 from nightowl.transports.local import LocalTransport
 from nightowl.transports.replay import ReplayTransport
 
@@ -234,3 +235,23 @@ def test_a_jobs_wait_tells_every_members_transport_to_forget_what_it_read_ahead(
     options = RunOptions(params=loaded.resolve_params({}))
     run_runbook(loaded, members, COLLECTORS.__getitem__, options, tmp_path / "out")
     assert sorted(said) == ["m1", "m2", "m3"]
+
+
+def test_a_wait_drops_the_answers_readers_share_so_none_is_taken_after_it(tmp_path: Path) -> None:
+    """An answer one reader's run left for another kind (engine/shared_reads.py) was read before the pause: a
+    later node's reader of another kind runs its own."""
+    from nightowl.engine.incremental import CursorBook
+
+    book = CursorBook(lambda host, kind: None)
+    argv = ("nvidia-smi", "--query-gpu=index")
+    book.shared.run("m1", "nvidia-smi", argv, 5.0, lambda: CommandResult(argv, 0, "before\n", "", 0.0, 0.0))
+    book.shared.run("m2", "nvidia-smi", argv, 5.0, lambda: CommandResult(argv, 0, "before\n", "", 0.0, 0.0))
+    path = tmp_path / "job.yaml"
+    path.write_text(JOB_WAITS)
+    loaded = load_runbook(path, known_collectors=COLLECTORS)
+    members = {"m1": lambda: LocalTransport("m1")}
+    options = RunOptions(params=loaded.resolve_params({}), cursors=book)
+    run_runbook(loaded, members, COLLECTORS.__getitem__, options, tmp_path / "out")
+    after = book.shared.run("m1", "fabric", argv, 5.0, lambda: CommandResult(argv, 0, "after\n", "", 0.0, 0.0))
+    kept = book.shared.run("m2", "fabric", argv, 5.0, lambda: CommandResult(argv, 0, "after\n", "", 0.0, 0.0))
+    assert after.stdout == "after\n" and kept.stdout == "before\n"  # only the host that waited forgets

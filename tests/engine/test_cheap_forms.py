@@ -355,3 +355,27 @@ def test_an_error_in_the_other_collectors_fields_of_the_shared_query_does_not_st
     assert "error" in str(cheap.differs(cheap_fabric.judged_cheap(fabric_error), fabric_full))
     assert cheap.differs(cheap_fabric.judged_cheap(smi_error), fabric_full) is None
     assert "error" in str(cheap.differs(cheap.NVIDIA_SMI.judged_cheap(smi_error), FULL))
+
+
+def test_the_shared_query_runs_under_the_longer_of_the_two_collectors_limits() -> None:
+    """Neither reader gets less time than alone, and both ask it under one limit: whichever runs it, its answer
+    (a timeout on the host included) is the one the other's own run had to go by."""
+    from nightowl.collectors import get_collector
+
+    limits = [get_collector(kind).timeout for kind in ("nvidia-smi", "fabric")]
+    assert max(limits) == cheap.SHARED_SECONDS
+    for forms in (cheap.NVIDIA_SMI, cheap_fabric.FABRIC):
+        reader = cheap.CheapFirst(lambda text: None, lambda result: {}, forms)
+        assert reader.shares == {cheap.SHARED_ARGV: cheap.SHARED_SECONDS}
+        assert forms.cheap_argvs[0] == cheap.SHARED_ARGV
+
+
+def test_a_bundle_of_the_earlier_cheap_query_replays_as_a_cheap_read() -> None:
+    (earlier,) = cheap.EARLIER_CHEAP_ARGVS
+    reader = cheap.CheapFirst(nvidia_smi.parse, nvidia_smi.facts)
+    state = {"judged": FULL}
+    assert cheap.CHEAP_FIELDS[4] == "serial"
+    lines = cheap_csv(XML).splitlines()
+    csv = "\n".join(", ".join(c for i, c in enumerate(line.split(", ")) if i != 4) for line in lines)
+    piece = reader.read(earlier, csv, state)
+    assert piece.read == "cheap" and piece.body == "" and piece.gap is None

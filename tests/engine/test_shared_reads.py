@@ -20,11 +20,13 @@ class Host:
     def __init__(self, seconds: float = 0.0, fail: bool = False) -> None:
         self.runs, self.seconds, self.fail = 0, seconds, fail
         self.lock = threading.Lock()
+        self.started = threading.Event()  # a run has begun (so another ask finds it running)
 
     def __call__(self) -> CommandResult:
         with self.lock:
             self.runs += 1
             number = self.runs
+        self.started.set()
         time.sleep(self.seconds)
         if self.fail:
             raise RuntimeError("the channel broke")
@@ -55,20 +57,40 @@ def test_a_kind_that_asks_while_the_other_runs_waits_for_its_answer() -> None:
     got: dict[str, CommandResult] = {}
     owner = threading.Thread(target=lambda: got.update(a=shared.run("gpu-1", "nvidia-smi", ARGV, 5.0, host)))
     owner.start()
-    time.sleep(0.05)
+    assert host.started.wait(5.0)
     got["b"] = shared.run("gpu-1", "fabric", ARGV, 5.0, host)
     owner.join()
     assert host.runs == 1 and got["b"].stdout == got["a"].stdout and got["b"].extra["answer_of"] == "nvidia-smi"
 
 
-def test_a_kind_that_cannot_wait_that_long_runs_its_own() -> None:
-    shared, host = SharedReads(), Host(seconds=0.5)
-    owner = threading.Thread(target=shared.run, args=("gpu-1", "nvidia-smi", ARGV, 5.0, host))
+def test_a_run_stuck_well_past_its_limit_is_no_answer_and_the_other_kind_runs_its_own(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(shared_reads, "GRACE_SECONDS", 0.1)
+    shared, host = SharedReads(), Host(seconds=0.6)
+    owner = threading.Thread(target=shared.run, args=("gpu-1", "nvidia-smi", ARGV, 0.1, host))
     owner.start()
-    time.sleep(0.05)
-    own = shared.run("gpu-1", "fabric", ARGV, 0.1, host)  # its own timeout passes first
+    assert host.started.wait(5.0)
+    own = shared.run("gpu-1", "fabric", ARGV, 0.1, host)  # the limit and the grace pass first
     owner.join()
     assert host.runs == 2 and "answer_of" not in own.extra
+
+
+def test_a_timeout_on_the_host_is_the_answer_for_both_kinds_under_the_same_limit() -> None:
+    shared = SharedReads()
+    hung = CommandResult(ARGV, None, "", "", time.time(), 30.0, timed_out=True, error="timed out after 30 s")
+    shared.run("gpu-1", "nvidia-smi", ARGV, 30.0, lambda: hung)
+    taken = shared.run("gpu-1", "fabric", ARGV, 30.0, Host())
+    assert taken.timed_out and taken.extra["answer_of"] == "nvidia-smi"
+
+
+def test_after_a_wait_no_kind_takes_an_answer_read_before_it() -> None:
+    shared, host = SharedReads(), Host()
+    shared.run("gpu-1", "nvidia-smi", ARGV, 5.0, host)
+    shared.run("gpu-2", "nvidia-smi", ARGV, 5.0, host)
+    shared.forget("gpu-1")  # the walk waited on gpu-1
+    assert shared.run("gpu-1", "fabric", ARGV, 5.0, host).stdout == "answer 3\n"
+    assert shared.run("gpu-2", "fabric", ARGV, 5.0, host).stdout == "answer 2\n"
 
 
 def test_a_run_that_raised_is_no_answer_and_the_other_kind_runs_its_own() -> None:

@@ -75,6 +75,14 @@ FABRIC_FIELDS: tuple[str, ...] = (
 # cheap query is tried next, as ``Forms.cheap_argvs`` orders them.
 SHARED_FIELDS: tuple[str, ...] = CHEAP_FIELDS + tuple(f for f in FABRIC_FIELDS if f not in CHEAP_FIELDS)
 SHARED_ARGV: tuple[str, ...] = ("nvidia-smi", "--query-gpu=" + ",".join(SHARED_FIELDS), "--format=csv,nounits")
+# The limit the shared query runs under for both readers: the longer of the two collectors' own (the fabric's
+# 30 s; nvidia-smi's is 20 s: collectors/gpu/facts.yaml, tests/engine/test_cheap_forms.py holds them equal), so
+# neither reader gets less time than it had alone, and whichever asks first, its answer is the other's too.
+SHARED_SECONDS = 30.0
+# The cheap query as earlier releases asked it (before ``serial``): a bundle they wrote replays as a cheap read.
+EARLIER_CHEAP_ARGVS: tuple[tuple[str, ...], ...] = (
+    ("nvidia-smi", "--query-gpu=" + ",".join(f for f in CHEAP_FIELDS if f != "serial"), "--format=csv,nounits"),
+)
 FULL_ARGVS: tuple[tuple[str, ...], ...] = (("nvidia-smi", "-q", "-x"), ("nvidia-smi", "-q"))
 
 CHEAP, FULL = "cheap", "full"
@@ -148,7 +156,7 @@ def judged_cheap(result: query.QueryResult) -> dict[str, Any] | str:
     errors = errors_in(result, CHEAP_FIELDS)
     if errors:
         return "the cheap read shows an error: " + "; ".join(e.message for e in errors)[:200]
-    missing = [name for name in CHEAP_FIELDS if name not in result.fields]
+    missing = [name for name in CHEAP_FIELDS if name not in result.fields and name != "serial"]  # serial: not judged
     if missing:
         return "the cheap read lacks " + ", ".join(missing)
     facts = query.facts(result)
@@ -252,7 +260,8 @@ class CheapFirst:
     # the engine starts this read after that one (engine/incremental.waves).
     full_after = ("kernel-log",)
     applies_shows_nothing = True  # a full read that shows nothing is no_data, as the ordinary path has it
-    shares = (SHARED_ARGV,)  # run once a host for both readers that ask it (engine/shared_reads.py)
+    # run once a host, under this limit, for both readers that ask it (engine/shared_reads.py)
+    shares = {SHARED_ARGV: SHARED_SECONDS}
 
     def __init__(
         self, parse: Callable[[str], Any], facts: Callable[[Any], dict[str, Any]], forms: Forms = NVIDIA_SMI
@@ -276,7 +285,7 @@ class CheapFirst:
         return "the last full read found " + ", ".join(found) + ": read in full until it clears" if found else None
 
     def read(self, argv: tuple[str, ...], stdout: str, state: Mapping[str, Any] | None) -> Piece:
-        if tuple(argv) not in self.forms.cheap_argvs:
+        if tuple(argv) not in self.forms.cheap_argvs and tuple(argv) not in EARLIER_CHEAP_ARGVS:
             return self._full(tuple(argv), stdout)
         if state is None or not isinstance(state.get("judged"), Mapping):
             return Piece("", None, "no full read to compare the cheap read with", CHEAP)
