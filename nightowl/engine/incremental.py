@@ -109,6 +109,9 @@ class SavedCursor:
     carried: str
     bundle_id: str
     bundle_sha256: str
+    # The carried text was left in the store ("" here): a citing reader whose row holds the full read's facts
+    # (``PARSED``) needs none of it (CursorBook.saved with ``text=False``).
+    text_left: bool = False
 
 
 def digest(text: str) -> str:
@@ -126,6 +129,7 @@ class CursorBook:
         full: bool = False,
         origin: Path | None = None,
         full_every: float | None = None,
+        load_state: Callable[[str, str], SavedCursor | None] | None = None,
     ) -> None:
         self.load = load
         self.full = full
@@ -133,15 +137,18 @@ class CursorBook:
         # again once it is older than this many seconds (--full-every); None: never.
         self.full_every = full_every
         self.origin = origin  # the store ``load`` reads (a sweep's workers open their own book on it)
+        self.load_state = load_state  # ``load`` less the carried text (SavedCursor.text_left), or None
         self.staged: dict[tuple[str, str], dict[str, Any]] = {}
         self.shared = SharedReads()  # what readers of two kinds ask alike runs once a host (shared_reads.py)
         self._lock = threading.Lock()
 
-    def saved(self, host: str, kind: str) -> SavedCursor | None:
+    def saved(self, host: str, kind: str, text: bool = True) -> SavedCursor | None:
+        """The saved position; with ``text`` False, without its carried text where the store can leave it
+        (``load_state``: a cheap read's row holds a full read's 0.1 to 0.2 MB, read every round for nothing)."""
         if self.full:
             return None
         try:
-            return self.load(host, kind)
+            return self.load(host, kind) if text or self.load_state is None else self.load_state(host, kind)
         except Exception:  # noqa: BLE001 - an unreadable store means a full read, never a failed host
             return None
 
@@ -337,7 +344,7 @@ class _Read:
 
     def live(self, book: CursorBook) -> Any:
         """From the saved position; a gap (or no position) means a full read, and the bundle says why."""
-        saved = book.saved(self.transport.host, self.collector.kind)
+        saved = self._saved(book)
         why_full = "forced full read (--full)" if book.full else "no position saved for this host yet"
         stale = None if saved is None else self._stale(book, saved)
         if stale is not None:
@@ -356,6 +363,15 @@ class _Read:
         for attempt in tried:  # recorded, none kept: the ordinary commands run next
             self.recorder.record_command(self.transport.host, self.collector.kind, attempt, False)
         return None
+
+    def _saved(self, book: CursorBook) -> SavedCursor | None:
+        """The saved position; a citing reader's without its carried text while its row holds the facts it needs
+        (``PARSED``): a cheap read takes those, a full read reads anew, neither reads the text (``_finish``)."""
+        host, kind = self.transport.host, self.collector.kind
+        saved = book.saved(host, kind, text=not getattr(self.reader, "cites_text", False))
+        if saved is not None and saved.text_left and PARSED not in saved.state:
+            return book.saved(host, kind)  # one read of the whole row: its text and state are one row's
+        return saved
 
     def _stale(self, book: CursorBook, saved: SavedCursor) -> str | None:
         """Why a saved position may not be read from although it exists: its full read is older than

@@ -20,16 +20,19 @@ from nightowl.engine.incremental import CursorBook, SavedCursor
 from nightowl.history import store
 
 
-def load(path: Path, host: str, kind: str) -> SavedCursor | None:
-    """The saved position of ``host``'s ``kind``, or None (none yet, or no store)."""
+def load(path: Path, host: str, kind: str, text: bool = True) -> SavedCursor | None:
+    """The saved position of ``host``'s ``kind``, or None (none yet, or no store). ``text`` False leaves the
+    carried text in the store (SavedCursor.text_left)."""
+    columns = "state, carried, bundle_id, bundle_sha256" if text else "state, bundle_id, bundle_sha256"
     try:
-        found = store.read(path, "SELECT * FROM cursors WHERE host = ? AND kind = ?", (host, kind))
+        found = store.read(path, f"SELECT {columns} FROM cursors WHERE host = ? AND kind = ?", (host, kind))
     except store.StoreError:
         return None
     if not found:
         return None
     row = found[0]
-    return SavedCursor(json.loads(row["state"]), row["carried"], row["bundle_id"], row["bundle_sha256"])
+    carried = row["carried"] if text else ""
+    return SavedCursor(json.loads(row["state"]), carried, row["bundle_id"], row["bundle_sha256"], not text)
 
 
 def _save(
@@ -62,7 +65,13 @@ def book(path: Path | None, full: bool = False, full_every: float | None = FULL_
     """The run's cursor book over the store at ``path`` (None: history off, so every read is full)."""
     if path is None:
         return None
-    return CursorBook(lambda host, kind: load(path, host, kind), full=full, origin=path, full_every=full_every)
+    return CursorBook(
+        lambda host, kind: load(path, host, kind),
+        full=full,
+        origin=path,
+        full_every=full_every,
+        load_state=lambda host, kind: load(path, host, kind, text=False),
+    )
 
 
 def commit(cursors: CursorBook | None, bundle: Path | None, path: Path | None, warn: Callable[[str], None]) -> int:

@@ -379,3 +379,37 @@ def test_a_bundle_of_the_earlier_cheap_query_replays_as_a_cheap_read() -> None:
     csv = "\n".join(", ".join(c for i, c in enumerate(line.split(", ")) if i != 4) for line in lines)
     piece = reader.read(earlier, csv, state)
     assert piece.read == "cheap" and piece.body == "" and piece.gap is None
+
+
+def test_a_cheap_read_leaves_the_full_reads_text_in_the_store_while_its_row_holds_the_facts(
+    node: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A cheap read takes the facts the full read's row kept (``parsed``): the full read's 0.2 MB text is not
+    read out of the store for it. A row without them (a store written before they were kept) is read whole."""
+    import sqlite3
+
+    first = sweep(node)
+    asked: list[tuple[str, bool]] = []
+    real_load = cursors.load
+
+    def load(path: Path, host: str, kind: str, text: bool = True) -> Any:
+        asked.append((kind, text))
+        return real_load(path, host, kind, text)
+
+    monkeypatch.setattr(cursors, "load", load)
+    second = sweep(node)
+    assert entry(second)["read"] == entry(second, "fabric")["read"] == "cheap"
+    assert sorted(a for a in asked if a[0] in ("nvidia-smi", "fabric")) == [("fabric", False), ("nvidia-smi", False)]
+    assert ("kernel-log", True) in asked  # a reader that needs its carried lines reads them
+    assert without_form(second) == without_form(first)
+    store = sqlite3.connect(node / "history.sqlite3")
+    (state,) = store.execute("SELECT state FROM cursors WHERE kind = 'nvidia-smi'").fetchone()
+    store.execute("UPDATE cursors SET state = ? WHERE kind = 'nvidia-smi'", (json.dumps(
+        {k: v for k, v in json.loads(state).items() if k != "parsed"}),))  # fmt: skip
+    store.commit()
+    store.close()
+    asked.clear()
+    third = sweep(node)
+    assert [a for a in asked if a[0] == "nvidia-smi"] == [("nvidia-smi", False), ("nvidia-smi", True)]
+    assert entry(third)["read"] == "cheap" and without_form(third) == without_form(first)
+    assert smi_facts(third) == smi_facts(second)
