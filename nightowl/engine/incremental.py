@@ -369,7 +369,7 @@ class _Read:
         (``PARSED``): a cheap read takes those, a full read reads anew, neither reads the text (``_finish``)."""
         host, kind = self.transport.host, self.collector.kind
         saved = book.saved(host, kind, text=not getattr(self.reader, "cites_text", False))
-        if saved is not None and saved.text_left and PARSED not in saved.state:
+        if saved is not None and saved.text_left and not saved.state.get(PARSED):  # as _finish takes them
             return book.saved(host, kind)  # one read of the whole row: its text and state are one row's
         return saved
 

@@ -207,14 +207,24 @@ def smi_facts(result: RunResult) -> dict[str, Any]:
 
 
 def test_first_read_full_then_cheap_with_the_full_reads_verdict_then_full_when_a_judged_value_changes(
-    node: Path,
+    node: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     first = sweep(node)
     assert entry(first)["read"] == "full" and "no position" in entry(first)["why_full"]
     assert smi_calls(node) == ["-q -x"] and smi_facts(first)["read_form"] == "full"
+    limits: list[float] = []
+    real_run = LocalTransport.run
+
+    def run(self: LocalTransport, argv: Any, timeout: float, kind: str | None = None) -> Any:
+        if tuple(argv) == cheap.SHARED_ARGV:
+            limits.append(timeout)
+        return real_run(self, argv, timeout, kind=kind)
+
+    monkeypatch.setattr(LocalTransport, "run", run)
     second = sweep(node)
     queries = [line for line in (node / "calls").read_text().splitlines() if line.startswith(("-q", "--query"))]
     assert queries == [SHARED]  # the cheap forms alone, in one call for both collectors
+    assert limits == [cheap.SHARED_SECONDS]  # under the one limit both share (nvidia-smi's own is 20 s)
     answers = [c for c in json.loads((second.bundle / "manifest.json").read_text())["commands"] if c["argv"][1:] == list(cheap.SHARED_ARGV[1:])]  # type: ignore[operator]  # noqa: E501
     assert sorted(c["kind"] for c in answers) == ["fabric", "nvidia-smi"]  # each kind's evidence, one run
     assert sorted(str(c.get("answer_of")) for c in answers) in (["None", "fabric"], ["None", "nvidia-smi"])
