@@ -103,11 +103,10 @@ def _reports(stream: Any) -> Any:
 
 
 def _round_kb(bundle: Path, live: int) -> float:
-    """KB per live host this round's bundle says its commands read (an entry with ``answer_of`` is another kind's
-    read given to this one too: nothing more was read)."""
-    manifest = json.loads((bundle / "manifest.json").read_text())
-    read = [entry for entry in manifest.get("commands", []) if not entry.get("answer_of")]
-    return sum((entry.get("bytes") or 0) for entry in read) / 1024 / max(1, live)
+    """KB per live host this round's bundle says its commands read (a shared answer once: steady.reads)."""
+    from bench.steady import reads
+
+    return sum((entry.get("bytes") or 0) for entry in reads(bundle / "manifest.json")) / 1024 / max(1, live)
 
 
 def _sample(pid: int, peak: list[float], stop: threading.Event, bench: Any) -> None:

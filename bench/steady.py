@@ -139,13 +139,17 @@ def vary_readings(fleet: Fleet, names: list[str], round_: int) -> None:
         serve_queries(fleet, name, changes)
 
 
+def reads(manifest: Path) -> list[dict[str, Any]]:
+    """A bundle's command entries that read something: not one with ``answer_of`` (another kind's read, given to
+    this one too: nothing more was read)."""
+    return [entry for entry in json.loads(manifest.read_text()).get("commands", []) if not entry.get("answer_of")]
+
+
 def sent_bytes(bundles: Path, live: int) -> dict[str, float]:
     """KB per live host the sweep read, by collector kind (every command's output, from the manifest)."""
     kinds: dict[str, float] = {}
     for manifest in bundles.glob("*/manifest.json"):
-        for entry in json.loads(manifest.read_text()).get("commands", []):
-            if entry.get("answer_of"):  # another kind's read, given to this one too: nothing more was read
-                continue
+        for entry in reads(manifest):
             kind = str(entry.get("kind"))
             kinds[kind] = kinds.get(kind, 0.0) + (entry.get("bytes") or 0) / 1024 / max(1, live)
     return kinds

@@ -10,7 +10,6 @@ The tiles and groups are built here from the sweep's summary; templates/sweep.ht
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -26,24 +25,11 @@ SEVERITIES = ("ok", "info", "warning", "critical")
 
 def sweep_html(summary: dict[str, Any]) -> str:
     """The page for a sweep summary (``nightowl.run.RunResult.summary`` plus ``fleet`` and ``domains``)."""
-    return _environment().get_template(TEMPLATE).render(**page_context(summary))
+    from nightowl.bundled_templates import environment
 
-
-@functools.cache
-def _environment() -> Any:
-    """One environment a process: it keeps the compiled template (a repeating sweep writes one page a round)."""
-    import jinja2  # lazy: keeps `nightowl --help` fast
-
-    from nightowl.paths import data_dir
-
-    return jinja2.Environment(
-        loader=jinja2.FileSystemLoader(str(data_dir("templates"))),
-        autoescape=True,  # every host name, verdict and summary is escaped: a label is never markup
-        trim_blocks=True,
-        lstrip_blocks=True,
-        keep_trailing_newline=True,
-        undefined=jinja2.StrictUndefined,
-    )
+    # every host name, verdict and summary is escaped: a label is never markup
+    page = environment(autoescape=True, trimmed=True, strict=True).get_template(TEMPLATE)
+    return page.render(**page_context(summary))
 
 
 def page_context(summary: Mapping[str, Any]) -> dict[str, Any]:

@@ -19,7 +19,6 @@ from nightowl.engine import layout
 from nightowl.engine.job import names_pattern
 from nightowl.knowledge import actions
 from nightowl.outcome import Outcome, most_severe
-from nightowl.paths import data_dir
 
 FILE_NAME = layout.STATUS_UPDATE
 TEMPLATE = "status-update.md.j2"
@@ -320,23 +319,13 @@ def _named_hosts(verdict: dict[str, Any], affected: list[str], names: list[str])
 
 
 def render(summary: dict[str, Any], now: float | None = None, outcome: Outcome | None = None) -> str:
+    from nightowl.bundled_templates import environment
     from nightowl.safetext import all_one_line, printable
 
     # Each value one printable line: an alert title or a replica's text never forges a line or
     # reaches a reader's terminal as an escape sequence.
-    return printable(_environment().get_template(TEMPLATE).render(**all_one_line(context(summary, now, outcome))))
-
-
-@functools.cache
-def _environment() -> Any:
-    """One environment a process: it keeps the compiled template (a repeating sweep writes one update a round)."""
-    import jinja2  # lazy: keeps `nightowl --help` fast
-
-    return jinja2.Environment(
-        loader=jinja2.FileSystemLoader(str(data_dir("templates"))),
-        autoescape=False,  # noqa: S701 - plain text for chat, never HTML
-        keep_trailing_newline=True,
-    )
+    page = environment(autoescape=False).get_template(TEMPLATE)  # plain text for chat, never HTML
+    return printable(page.render(**all_one_line(context(summary, now, outcome))))
 
 
 def write(bundle: Path, summary: dict[str, Any], outcome: Outcome | None = None) -> Path:

@@ -19,7 +19,7 @@ from nightowl.library import runbooks
 from nightowl.postmortem.carried_chain import verify_carried
 from nightowl.run import RunResult, RunSettings, run_and_save
 from nightowl.transports.replay import ReplayTransport
-from tests.engine.test_cheap_forms import XML, entry, install_node, smi_calls, sweep
+from tests.engine.test_cheap_forms import XML, drop_saved, entry, install_node, smi_calls, sweep
 
 
 @pytest.fixture
@@ -76,12 +76,7 @@ def test_a_cited_file_that_changed_or_is_gone_is_told_and_a_replay_cannot_judge_
 
 def test_a_saved_full_read_with_no_file_to_cite_is_read_in_full_again(node: Path) -> None:
     sweep(node)
-    conn = sqlite3.connect(node / "history.sqlite3")
-    (state,) = conn.execute("SELECT state FROM cursors WHERE kind = 'nvidia-smi'").fetchone()
-    conn.execute("UPDATE cursors SET state = ? WHERE kind = 'nvidia-smi'", (json.dumps(
-        {k: v for k, v in json.loads(state).items() if k != "text_file"}),))  # fmt: skip
-    conn.commit()
-    conn.close()
+    drop_saved(node, "nvidia-smi", "text_file")
     again = sweep(node)
     assert smi_calls(node) == ["-q -x"] and "in no bundle to cite" in entry(again)["why_full"]
 

@@ -174,6 +174,18 @@ def sweep(
     )
 
 
+def drop_saved(folder: Path, kind: str, key: str) -> None:
+    """Take ``key`` out of the node's saved ``kind`` state in its store (a row an earlier release wrote)."""
+    import sqlite3
+
+    conn = sqlite3.connect(folder / "history.sqlite3")
+    (state,) = conn.execute("SELECT state FROM cursors WHERE kind = ?", (kind,)).fetchone()
+    kept = {k: v for k, v in json.loads(state).items() if k != key}
+    conn.execute("UPDATE cursors SET state = ? WHERE kind = ?", (json.dumps(kept), kind))
+    conn.commit()
+    conn.close()
+
+
 def entry(result: RunResult, kind: str = "nvidia-smi") -> dict[str, Any]:
     assert result.bundle is not None
     return json.loads((result.bundle / CARRIED).read_text())["hosts"]["node"][kind]  # type: ignore[no-any-return]
@@ -396,7 +408,6 @@ def test_a_cheap_read_leaves_the_full_reads_text_in_the_store_while_its_row_hold
 ) -> None:
     """A cheap read takes the facts the full read's row kept (``parsed``): the full read's 0.2 MB text is not
     read out of the store for it. A row without them (a store written before they were kept) is read whole."""
-    import sqlite3
 
     first = sweep(node)
     asked: list[tuple[str, bool]] = []
@@ -412,12 +423,7 @@ def test_a_cheap_read_leaves_the_full_reads_text_in_the_store_while_its_row_hold
     assert sorted(a for a in asked if a[0] in ("nvidia-smi", "fabric")) == [("fabric", False), ("nvidia-smi", False)]
     assert ("kernel-log", True) in asked  # a reader that needs its carried lines reads them
     assert without_form(second) == without_form(first)
-    store = sqlite3.connect(node / "history.sqlite3")
-    (state,) = store.execute("SELECT state FROM cursors WHERE kind = 'nvidia-smi'").fetchone()
-    store.execute("UPDATE cursors SET state = ? WHERE kind = 'nvidia-smi'", (json.dumps(
-        {k: v for k, v in json.loads(state).items() if k != "parsed"}),))  # fmt: skip
-    store.commit()
-    store.close()
+    drop_saved(node, "nvidia-smi", "parsed")
     asked.clear()
     third = sweep(node)
     assert [a for a in asked if a[0] == "nvidia-smi"] == [("nvidia-smi", False), ("nvidia-smi", True)]

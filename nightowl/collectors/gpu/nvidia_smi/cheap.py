@@ -48,6 +48,8 @@ CHEAP_FIELDS: tuple[str, ...] = (
     "power.draw",
     "fan.speed",
 )
+# What judged_cheap requires of a cheap read: every field but serial (which names the board for the history).
+_JUDGED_FIELDS = tuple(f for f in CHEAP_FIELDS if f != "serial")
 # With its header: the CSV names its own columns, so query.parse reads it whatever the driver prints.
 CHEAP_ARGV: tuple[str, ...] = ("nvidia-smi", "--query-gpu=" + ",".join(CHEAP_FIELDS), "--format=csv,nounits")
 # The fabric collector's cheap fields (cheap_fabric.py: nvidia-smi --help-query-gpu, R570+).
@@ -81,7 +83,7 @@ SHARED_ARGV: tuple[str, ...] = ("nvidia-smi", "--query-gpu=" + ",".join(SHARED_F
 SHARED_SECONDS = 30.0
 # The cheap query as earlier releases asked it (before ``serial``): a bundle they wrote replays as a cheap read.
 EARLIER_CHEAP_ARGVS: tuple[tuple[str, ...], ...] = (
-    ("nvidia-smi", "--query-gpu=" + ",".join(f for f in CHEAP_FIELDS if f != "serial"), "--format=csv,nounits"),
+    ("nvidia-smi", "--query-gpu=" + ",".join(_JUDGED_FIELDS), "--format=csv,nounits"),
 )
 FULL_ARGVS: tuple[tuple[str, ...], ...] = (("nvidia-smi", "-q", "-x"), ("nvidia-smi", "-q"))
 
@@ -156,7 +158,7 @@ def judged_cheap(result: query.QueryResult) -> dict[str, Any] | str:
     errors = errors_in(result, CHEAP_FIELDS)
     if errors:
         return "the cheap read shows an error: " + "; ".join(e.message for e in errors)[:200]
-    missing = [name for name in CHEAP_FIELDS if name not in result.fields and name != "serial"]  # serial: not judged
+    missing = [name for name in _JUDGED_FIELDS if name not in result.fields]
     if missing:
         return "the cheap read lacks " + ", ".join(missing)
     facts = query.facts(result)
