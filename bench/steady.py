@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import stat
 from pathlib import Path
@@ -125,6 +126,23 @@ def grow_logs(fleet: Fleet, names: list[str], round_: int) -> None:
                 lines.append(f"2024-11-14T07:{round_ % 60:02d}:{n:02d}+0000 gpu-node kernel: {message}")
         with log.open("a", encoding="utf-8") as out:
             out.write("\n".join(lines) + "\n")
+    move_last_entry(fleet, round_)
+
+
+def move_last_entry(fleet: Fleet, round_: int) -> None:
+    """The boot list's current boot (bench/real_evidence.py's ``LIST_BOOTS``) ends at this round's newest entry:
+    a real node's `journalctl --list-boots` shows the last entry of the boot it is in, which moves as its log
+    grows (journalctl(1)), so its text is not last round's."""
+    listing = fleet.root / "bin" / "list-boots.txt"
+    if not listing.is_file():
+        return
+    rows = listing.read_text().splitlines(keepends=True)
+    minutes = 7 * 60 + 30 + round_  # the list's 07:30:00, a minute on each round
+    newest = f"{minutes // 60 % 24:02d}:{minutes % 60:02d}:00 UTC\n"
+    for number, row in enumerate(rows):
+        if row.split()[:1] == ["0"]:
+            rows[number] = re.sub(r"\d\d:\d\d:\d\d UTC\s*$", newest, row)
+    listing.write_text("".join(rows))
 
 
 def vary_readings(fleet: Fleet, names: list[str], round_: int) -> None:

@@ -45,9 +45,13 @@ HELD = "text_held"
 # A citing reader's saved state: the facts its full read parsed of the text (a later read that adds nothing
 # takes them instead of parsing the same text again). Kept out of carried.json: the bundle cites the text.
 PARSED = "parsed"
+# A saved state whose carried text ends settled (its reader's ``settled``: nothing near its end that later lines
+# would join): a read whose new lines the reader finds ``quiet`` then adds nothing to it, told without the text,
+# which stays in the store (a quiet kernel log's 0.1 MB a host, read every round for nothing).
+SETTLED = "settled"
 
 
-_STORE_ONLY = ("host", "kind", "keep", "file", "same_text", "parsed")  # staged for the store, not carried.json
+_STORE_ONLY = ("host", "kind", "keep", "file", "same_text", "parsed", "settled")  # for the store, not carried.json
 
 
 class Piece(Protocol):
@@ -211,6 +215,8 @@ class CursorBook:
             state = entry["state"] if entry.get("file") is None else {**entry["state"], TEXT_FILE: entry["file"]}
             if entry.get("parsed") is not None:
                 state = {**state, PARSED: entry["parsed"]}
+            if entry.get("settled") is not None:
+                state = {**state, SETTLED: entry["settled"]}
             if not entry.get("same_text"):
                 save(entry["host"], entry["kind"], state, entry["keep"], bundle.name, sha)
                 continue
@@ -355,8 +361,14 @@ class _Read:
             if answer is not None and answer[2].state is None:  # timed out or late
                 return self._finish(None, tried, answer, None)
             if answer is not None and answer[2].gap is None:
-                return self._finish(book, tried, answer, saved)
-            why_full = answer[2].gap or why_full if answer is not None else "no read from the saved position answered"
+                whole = self._with_text(book, saved, answer[2].body)
+                if whole is not None:
+                    return self._finish(book, tried, answer, whole)
+                why_full = "the saved position changed while it was read (another run of this host saved its own)"
+            elif answer is None:
+                why_full = "no read from the saved position answered"
+            else:
+                why_full = answer[2].gap or why_full
         answer = self._first_answer(None, tried)
         if answer is not None and (answer[2].state is not None or not answer[1].ok):
             return self._finish(book, tried, answer, None, why_full)
@@ -365,13 +377,31 @@ class _Read:
         return None
 
     def _saved(self, book: CursorBook) -> SavedCursor | None:
-        """The saved position; a citing reader's without its carried text while its row holds the facts it needs
-        (``PARSED``): a cheap read takes those, a full read reads anew, neither reads the text (``_finish``)."""
-        host, kind = self.transport.host, self.collector.kind
-        saved = book.saved(host, kind, text=not getattr(self.reader, "cites_text", False))
-        if saved is not None and saved.text_left and not saved.state.get(PARSED):  # as _finish takes them
-            return book.saved(host, kind)  # one read of the whole row: its text and state are one row's
-        return saved
+        """The saved position, without its carried text where a read may need none of it (a citing reader's, or
+        one that can tell a quiet read from its new lines alone): ``_with_text`` reads it once the answer says
+        it is needed."""
+        text_free = getattr(self.reader, "cites_text", False) or hasattr(self.reader, "quiet")
+        return book.saved(self.transport.host, self.collector.kind, text=not text_free)
+
+    def _with_text(self, book: CursorBook, saved: SavedCursor, body: str) -> SavedCursor | None:
+        """``saved`` with its carried text where this read (new part ``body``) needs it; None when the row that
+        holds it is no longer the one whose position was read (another run of the host saved its own)."""
+        if not saved.text_left or not self._needs_text(saved.state, body):
+            return saved
+        whole = book.saved(self.transport.host, self.collector.kind)  # one query: its text and state are one row's
+        if whole is None or (whole.state, whole.bundle_id) != (saved.state, saved.bundle_id):
+            return None
+        return whole
+
+    def _needs_text(self, state: Mapping[str, Any], body: str) -> bool:
+        """Whether ``_finish`` reads the carried text: a citing reader's row without the full read's facts
+        (``PARSED``: a cheap read takes those, a full read reads anew), or a read that is not quiet on a settled
+        text whose facts and bundle the row holds (``SETTLED``, ``PARSED``, ``HELD``)."""
+        if getattr(self.reader, "cites_text", False):
+            return not state.get(PARSED)
+        quiet = getattr(self.reader, "quiet", None)
+        known = state.get(SETTLED) is True and PARSED in state and bool(state.get(HELD))
+        return not (known and quiet is not None and quiet(body))
 
     def _stale(self, book: CursorBook, saved: SavedCursor) -> str | None:
         """Why a saved position may not be read from although it exists: its full read is older than
@@ -475,9 +505,14 @@ class _Read:
 
     def _quiet(self, saved: SavedCursor | None, carried: str, body: str) -> bool:
         """Whether this read adds nothing its reader keeps to a text whose facts the store holds (``PARSED``):
-        those facts stand (a reader's ``adds_nothing``: the kernel log's quiet lines)."""
+        those facts stand (a reader's ``adds_nothing``: the kernel log's quiet lines). A text left in the store
+        was left because its state says it is ``SETTLED`` and the new lines are ``quiet`` (``_needs_text``)."""
+        if saved is None or PARSED not in saved.state:
+            return False
+        if saved.text_left:
+            return not self._needs_text(saved.state, body)
         adds_nothing = getattr(self.reader, "adds_nothing", None)
-        return saved is not None and PARSED in saved.state and adds_nothing is not None and adds_nothing(carried, body)
+        return adds_nothing is not None and adds_nothing(carried, body)
 
     def _known_run(self, result: CommandResult, facts: Mapping[str, Any], file: str | None, body: str) -> Any:
         """A read that adds nothing to a text whose facts the store kept (``PARSED``): those facts, not a parse of
@@ -494,7 +529,8 @@ class _Read:
         if body:
             budget = max(0.0, self.parts.timeout_for(self.collector, self.options, self.deadline))
             read, _ = self.parts.parse_output(self.collector, body, budget, 0, None)
-            run.facts.update(_counts_added(run.facts, read))
+            refresh = getattr(self.reader, "refresh", _counts_added)  # what the new lines alone change
+            run.facts.update(refresh(run.facts, read))
         return run
 
     def _entry(
@@ -517,8 +553,18 @@ class _Read:
             entry |= {"carried_text": carried, "carried_sha256": digest(carried)}
         keep = carried if text is None else self.reader.keep(text)  # None: the reader said it adds nothing
         same = saved is not None and keep == carried  # nothing new kept: the text carries on as it is
-        entry |= {"keep": None if same else keep, "same_text": same}
+        entry |= {"keep": None if same else keep, "same_text": same, "settled": self._settled(saved, same, keep)}
         return entry | ({"file": file} if cites else {})
+
+    def _settled(self, saved: SavedCursor | None, same: bool, keep: str) -> bool | None:
+        """``SETTLED`` for the text carried on (``keep``): the saved state's where that text is the one left in the
+        store, else the reader's ``settled`` of it (None: a reader without one)."""
+        settled = getattr(self.reader, "settled", None)
+        if settled is None:
+            return None
+        if same and saved is not None and saved.text_left:
+            return bool(saved.state.get(SETTLED))
+        return bool(settled(keep))
 
     def parsed_run(self, result: CommandResult, text: str, file: str | None) -> Any:
         """A CollectorRun for ``text`` (carried + new) as the engine's ordinary path judges an output."""

@@ -99,15 +99,23 @@ def record_bundle(
         return 0
 
 
+# A host's runs that needed action, and its last five: what the gpu-history collector reads of them (its last
+# verdicts, the mean time between incidents), not every run the store holds (a sweep every 5 minutes adds 288 a
+# day a host, each read again every round).
+_RUNS = """SELECT * FROM runs WHERE host = ? AND (action != 'none'
+    OR rowid IN (SELECT rowid FROM runs WHERE host = ? ORDER BY started DESC LIMIT 5)) ORDER BY started"""
+
+
 def host_history(host: str, path: Path | None = None) -> dict[str, Any]:
-    """Everything the store holds about one host: ``{events, runs, boots, gpus}`` (raises StoreError)."""
+    """What the store holds about one host that the gpu-history collector reads: ``{events, runs, boots, gpus}``,
+    its runs those that needed action and the last five (``_RUNS``). Raises StoreError."""
     from nightowl.history import store
 
     if path is None:
         raise StoreError("history is off")
     return {
         "events": store.read(path, "SELECT * FROM events WHERE host = ? ORDER BY first_ts", (host,)),
-        "runs": store.read(path, "SELECT * FROM runs WHERE host = ? ORDER BY started", (host,)),
+        "runs": store.read(path, _RUNS, (host, host)),
         "boots": store.read(path, "SELECT * FROM boots WHERE host = ?", (host,)),
         "gpus": store.read(path, "SELECT DISTINCT pci, uuid, serial FROM gpus WHERE host = ?", (host,)),
     }

@@ -1,10 +1,10 @@
 """Saved read positions in the history store (table ``cursors``; docs/reference.md#incremental-reads).
 
 One row per host and kind: the reader's state (a journal cursor and boot id, or a dmesg stamp, boot id and
-hash), the lines later reads still need, and the bundle (id, sha256) whose read they come from. The store is
-the sweeping machine's (``--history``, the state dir), so a sweep, ``check`` under a scheduler and ``watch``
-each keep their own. A row whose bundle was pruned is dropped (``forget_bundles``): that host's next read is
-full, so no carried line ever names a bundle that is gone.
+hash) and the bundle (id, sha256) whose read they come from; beside it (table ``cursor_texts``) the lines later
+reads still need. The store is the sweeping machine's (``--history``, the state dir), so a sweep, ``check``
+under a scheduler and ``watch`` each keep their own. A row whose bundle was pruned is dropped
+(``forget_bundles``): that host's next read is full, so no carried line ever names a bundle that is gone.
 """
 
 from __future__ import annotations
@@ -22,10 +22,17 @@ from nightowl.history import store
 
 def load(path: Path, host: str, kind: str, text: bool = True) -> SavedCursor | None:
     """The saved position of ``host``'s ``kind``, or None (none yet, or no store). ``text`` False leaves the
-    carried text in the store (SavedCursor.text_left)."""
-    columns = "state, carried, bundle_id, bundle_sha256" if text else "state, bundle_id, bundle_sha256"
+    carried text in the store (SavedCursor.text_left): the position alone is read, none of the text's pages.
+    With the text, one query reads both (one snapshot: a writer beside this one cannot come between them)."""
+    if text:
+        sql = (
+            "SELECT state, carried, bundle_id, bundle_sha256 FROM cursors JOIN cursor_texts USING (host, kind) "
+            "WHERE host = ? AND kind = ?"
+        )
+    else:
+        sql = "SELECT state, bundle_id, bundle_sha256 FROM cursors WHERE host = ? AND kind = ?"
     try:
-        found = store.read(path, f"SELECT {columns} FROM cursors WHERE host = ? AND kind = ?", (host, kind))
+        found = store.read(path, sql, (host, kind))
     except store.StoreError:
         return None
     if not found:
@@ -53,9 +60,10 @@ def _save(
         )
         return
     conn.execute(
-        "INSERT OR REPLACE INTO cursors VALUES (?, ?, ?, ?, ?, ?, ?)",
-        (host, kind, json.dumps(state, sort_keys=True), carried, bundle_id, sha256, time.time()),
+        "INSERT OR REPLACE INTO cursors VALUES (?, ?, ?, ?, ?, ?)",
+        (host, kind, json.dumps(state, sort_keys=True), bundle_id, sha256, time.time()),
     )
+    conn.execute("INSERT OR REPLACE INTO cursor_texts VALUES (?, ?, ?)", (host, kind, carried))
 
 
 FULL_EVERY = 24 * 3600.0  # a cheap-first source's full form is read again after this long (issue 46 item 3)
@@ -101,6 +109,14 @@ def forget_bundles(path: Path, bundle_ids: Iterable[str]) -> int:
     conn = store.connect(path)
     try:
         marks = ",".join("?" * len(ids))
-        return int(conn.execute(f"DELETE FROM cursors WHERE bundle_id IN ({marks})", ids).rowcount)
+        conn.execute("BEGIN IMMEDIATE")
+        conn.execute(
+            "DELETE FROM cursor_texts WHERE (host, kind) IN "
+            f"(SELECT host, kind FROM cursors WHERE bundle_id IN ({marks}))",
+            ids,
+        )
+        dropped = int(conn.execute(f"DELETE FROM cursors WHERE bundle_id IN ({marks})", ids).rowcount)
+        conn.execute("COMMIT")
+        return dropped
     finally:
         conn.close()

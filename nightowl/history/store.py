@@ -21,10 +21,23 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-SCHEMA_VERSION = 3  # 2: events.monotonic; 3: cursors
+SCHEMA_VERSION = 4  # 2: events.monotonic; 3: cursors; 4: cursor_texts
 BUSY_TIMEOUT_MS = 15_000
 
-SCHEMA = """
+# where the last read of a host's source stopped (history/cursors.py): the reader's state and the bundle that
+# read them (docs/reference.md#incremental-reads)
+CURSORS = """CREATE TABLE IF NOT EXISTS cursors (
+    host TEXT NOT NULL,
+    kind TEXT NOT NULL,
+    state TEXT NOT NULL,
+    bundle_id TEXT NOT NULL,
+    bundle_sha256 TEXT NOT NULL,
+    updated REAL NOT NULL,
+    PRIMARY KEY (host, kind)
+);
+"""
+
+SCHEMA = f"""
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 -- one row per host per bundle: what the run concluded
 CREATE TABLE IF NOT EXISTS runs (
@@ -88,16 +101,13 @@ CREATE TABLE IF NOT EXISTS boots (
     last_entry TEXT,
     PRIMARY KEY (host, boot_id)
 );
--- where the last read of a host's source stopped (history/cursors.py): the reader's state, the lines later reads
--- need, and the bundle that read them (docs/reference.md#incremental-reads)
-CREATE TABLE IF NOT EXISTS cursors (
+{CURSORS}-- the lines later reads of that source need (0.1 to 0.3 MB a host and kind), apart from the position: SQLite
+-- reads a row's columns through the pages its long values overflow into, so a read that needs only the
+-- position (most steady reads) and a position saved anew each round (the text unchanged) touch none of them
+CREATE TABLE IF NOT EXISTS cursor_texts (
     host TEXT NOT NULL,
     kind TEXT NOT NULL,
-    state TEXT NOT NULL,
     carried TEXT NOT NULL,
-    bundle_id TEXT NOT NULL,
-    bundle_sha256 TEXT NOT NULL,
-    updated REAL NOT NULL,
     PRIMARY KEY (host, kind)
 );
 """
@@ -138,6 +148,7 @@ def connect(path: Path, readonly: bool = False, shared: bool = False) -> sqlite3
                 conn.execute("PRAGMA journal_mode = WAL")
                 conn.executescript(SCHEMA)
                 _add_column(conn, "events", "monotonic REAL")  # a version 1 store
+                _split_cursor_texts(conn)  # a version 3 store
                 conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
                 conn.execute("INSERT OR IGNORE INTO meta VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
                 path.chmod(0o600)
@@ -155,6 +166,25 @@ def _add_column(conn: sqlite3.Connection, table: str, column: str) -> None:
     except sqlite3.OperationalError as exc:
         if "duplicate column" not in str(exc):
             raise
+
+
+def _split_cursor_texts(conn: sqlite3.Connection) -> None:
+    """A version 3 store's ``cursors`` rows hold their carried text: moved into ``cursor_texts``, the positions
+    kept (a table rebuilt, which any SQLite can do), unless a writer beside this one moved them first."""
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        if "carried" in {row[1] for row in conn.execute("PRAGMA table_info(cursors)")}:
+            conn.execute("ALTER TABLE cursors RENAME TO cursors_v3")
+            conn.execute(CURSORS)
+            conn.execute(
+                "INSERT INTO cursors SELECT host, kind, state, bundle_id, bundle_sha256, updated FROM cursors_v3"
+            )
+            conn.execute("INSERT OR REPLACE INTO cursor_texts SELECT host, kind, carried FROM cursors_v3")
+            conn.execute("DROP TABLE cursors_v3")
+        conn.execute("COMMIT")
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
 
 
 def write(path: Path, record: Mapping[str, Any]) -> int:

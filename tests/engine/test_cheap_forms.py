@@ -28,7 +28,7 @@ from nightowl.run import RunHooks, RunResult, RunSettings, run_and_save
 from nightowl.transports.local import LocalTransport
 from nightowl.transports.replay import ReplayTransport
 from tests.engine.cheap_csv import cheap_csv, fabric_csv, one_node_q, shared_csv
-from tests.history.cursor_standins import install
+from tests.history.cursor_standins import install, record_loads
 
 ROOT = Path(__file__).resolve().parents[2]
 XML = (ROOT / "fixtures" / "hosts" / "real-size-8gpu" / "nvidia-smi-q-x.xml").read_text()
@@ -329,13 +329,23 @@ def test_the_fabric_is_read_cheap_after_a_full_read_and_in_full_when_a_gpu_leave
     )
 
 
-def test_a_cheap_read_still_records_its_gpus_in_the_history_with_what_it_read_of_them(node: Path) -> None:
+def test_a_cheap_read_still_records_its_gpus_in_the_history_with_what_it_read_of_them(
+    node: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """A steady round's bundle holds the cheap CSV, not a full read: the history still sees its GPUs that round
-    (identity as the full read names them, the counters under the query's names, marked cheap)."""
+    (identity as the full read names them, the counters under the query's names, marked cheap). The CSV is parsed
+    once for the two cheap readers that judge it and the history that reads it back (``cheap.parsed``)."""
     import sqlite3
 
-    first, second = sweep(node), sweep(node)
+    first = sweep(node)
+    cheap.parsed.cache_clear()
+    parses: list[str] = []
+    real_parse = query.parse
+    monkeypatch.setattr(query, "parse", lambda text: parses.append(text) or real_parse(text))
+    second = sweep(node)
+    monkeypatch.undo()
     assert entry(second)["read"] == "cheap"
+    assert len(parses) == 1 and parses[0].startswith("index, pci.bus_id")  # the shared answer, parsed once
     store = sqlite3.connect(node / "history.sqlite3")
     rows = store.execute("SELECT pci, uuid, serial, name, counters, last_bundle FROM gpus").fetchall()
     by_bundle: dict[str, dict[str, tuple[Any, ...]]] = {}
@@ -410,14 +420,7 @@ def test_a_cheap_read_leaves_the_full_reads_text_in_the_store_while_its_row_hold
     read out of the store for it. A row without them (a store written before they were kept) is read whole."""
 
     first = sweep(node)
-    asked: list[tuple[str, bool]] = []
-    real_load = cursors.load
-
-    def load(path: Path, host: str, kind: str, text: bool = True) -> Any:
-        asked.append((kind, text))
-        return real_load(path, host, kind, text)
-
-    monkeypatch.setattr(cursors, "load", load)
+    asked = record_loads(monkeypatch)
     second = sweep(node)
     assert entry(second)["read"] == entry(second, "fabric")["read"] == "cheap"
     assert sorted(a for a in asked if a[0] in ("nvidia-smi", "fabric")) == [("fabric", False), ("nvidia-smi", False)]

@@ -12,6 +12,9 @@ import json
 import os
 import sys
 from pathlib import Path
+from typing import Any
+
+import pytest
 
 # Under a fleet's sshd (tests/ssh/fleet.py) the state is in the host's folder, found as its stand-ins find it.
 _HERE = r"""
@@ -27,8 +30,10 @@ state = json.load(open(os.environ.get("STANDIN_JOURNAL") or here("journal.json")
 boot, entries = state["boot"], state["entries"]
 if "--list-boots" in args:  # one boot listed, the current one (journalctl(1): IDX, boot id, first and last entry)
     import hashlib
+    last = entries[-1][0] if entries else 0  # its last entry moves as the journal grows, as a real one's does
     print("IDX BOOT ID                          FIRST ENTRY                 LAST ENTRY")
-    print(f"  0 {hashlib.md5(boot.encode()).hexdigest()} Sat 2024-06-01 10:00:00 UTC Sat 2024-06-01 12:00:00 UTC")
+    print(f"  0 {hashlib.md5(boot.encode()).hexdigest()} Sat 2024-06-01 10:00:00 UTC "
+          f"Sat 2024-06-01 {12 + last // 3600 % 12:02d}:{last // 60 % 60:02d}:{last % 60:02d} UTC")
     sys.exit(0)
 if "-k" not in args or any(a.startswith("-") and a[1:].isdigit() for a in args):
     sys.exit(1)  # no earlier boot is kept
@@ -117,3 +122,18 @@ class Ring:
 
     def save(self) -> None:
         self.path.write_text(json.dumps({"records": self.records, "size": self.size}))
+
+
+def record_loads(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, bool]]:
+    """(kind, whether its carried text was read) of every saved position loaded from now on."""
+    from nightowl.history import cursors
+
+    seen: list[tuple[str, bool]] = []
+    real = cursors.load
+
+    def load(path: Path, host: str, kind: str, text: bool = True) -> Any:
+        seen.append((kind, text))
+        return real(path, host, kind, text)
+
+    monkeypatch.setattr(cursors, "load", load)
+    return seen

@@ -208,9 +208,10 @@ def test_positions_are_saved_with_the_bundle_that_read_them(node: Path) -> None:
     saved = cursors.load(path, "node", "kernel-log")
     assert saved is not None and saved.bundle_id == first.bundle.name  # type: ignore[union-attr]
     assert saved.bundle_sha256 == sha256_of(first.bundle) and saved.state["boot_id"] == "boot-1"
-    assert store.read(path, "PRAGMA user_version")[0]["user_version"] == store.SCHEMA_VERSION == 3
+    assert store.read(path, "PRAGMA user_version")[0]["user_version"] == store.SCHEMA_VERSION == 4
     assert cursors.forget_bundles(path, [first.bundle.name]) == 2  # type: ignore[union-attr]  # and the boots
     assert cursors.load(path, "node", "kernel-log") is None
+    assert store.read(path, "SELECT count(*) AS n FROM cursor_texts")[0]["n"] == 0  # their texts with them
 
 
 def test_a_store_that_cannot_be_written_costs_only_the_positions(node: Path) -> None:

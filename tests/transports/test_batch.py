@@ -4,8 +4,13 @@ run alone. The script runs here under a real ``sh``, as sshd runs it on a host."
 
 from __future__ import annotations
 
+import os
+import select
 import shlex
+import shutil
 import subprocess
+import time
+from pathlib import Path
 
 import pytest
 
@@ -185,3 +190,29 @@ def test_a_clock_that_cannot_be_read_leaves_the_time_unknown_and_the_answer_whol
     assert answered[("true",)].stdout == "out\n" and answered[("true",)].host_seconds is None
     good = batch.split(stdout.replace(f"end 0 {clock}", "end 0 12.50 12.75"), stderr, 1, nonce)[0]
     assert good is not None and good.seconds == 0.25
+
+
+def _first_bytes_after(lines: list[str], path: str) -> float:
+    """Seconds until the batch's stdout first has bytes to read, run with ``path`` as its PATH."""
+    nonce = batch.new_nonce()
+    started = time.monotonic()
+    child = subprocess.Popen(
+        ["/bin/sh", "-c", batch.script(lines, nonce)], stdout=subprocess.PIPE, env={**os.environ, "PATH": path}
+    )
+    assert child.stdout is not None
+    select.select([child.stdout], [], [], 5)
+    waited = time.monotonic() - started
+    child.communicate(timeout=10)
+    return waited
+
+
+def test_the_host_sends_a_batchs_output_in_one_piece_where_it_has_dd(tmp_path: Path) -> None:
+    """sshd sends each write it reads as a packet: the frames are gathered (``dd``) and written at the end, so the
+    first command's output is not on its way while the second runs; a host without dd sends them as they come."""
+    lines = [batch.command_line(("echo", "first"), "echo first"), batch.command_line(("sleep", "0.4"), "sleep 0.4")]
+    assert _first_bytes_after(lines, "/usr/bin:/bin") >= 0.35
+    bare = tmp_path / "bin"  # echo and sleep, no dd
+    bare.mkdir()
+    for program in ("echo", "sleep"):
+        (bare / program).symlink_to(shutil.which(program) or program)
+    assert _first_bytes_after(lines, str(bare)) < 0.3

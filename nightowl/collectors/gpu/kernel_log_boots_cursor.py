@@ -97,6 +97,40 @@ class KernelLogBootsCursor:
                 return "".join(lines[index:])
         return ""
 
+    def settled(self, carried: str) -> bool:
+        """Always: an earlier boot's section ends with that boot, and a list never joins it."""
+        return True
+
+    def quiet(self, body: str) -> bool:
+        """Whether ``body`` is a list alone (no section): it keeps nothing, so the carried sections stand."""
+        return not any(self._is_marker(line) for line in body.splitlines())
+
+    def adds_nothing(self, carried: str, body: str) -> bool:
+        """Whether ``keep(join(carried, body))`` is ``carried``: ``body`` is ``quiet`` (engine/incremental.py then
+        takes the last parse's facts and ``refresh``es them with the fresh list's, not a parse of the sections)."""
+        return self.quiet(body)
+
+    @staticmethod
+    def refresh(facts: Mapping[str, Any], listed: Mapping[str, Any]) -> dict[str, Any]:
+        """What a fresh list changes in the facts of the last parse of a list and the carried sections: the boots
+        it lists, the current boot, each earlier boot's ids and entry times, and the list's warnings; the sections'
+        events and warnings stand. ``listed``: the facts of the fresh list alone (kernel_log_boots.facts)."""
+        boots = list(listed.get("boots") or [])
+        by_offset = {boot.get("offset"): boot for boot in boots}
+        times = ("boot_id", "first_entry", "last_entry")
+        previous = [
+            {**boot, **{key: by_offset.get(boot.get("offset"), {}).get(key) for key in times}}
+            for boot in facts.get("previous") or []
+        ]
+        sections = [w for w in facts.get("warnings") or [] if str(w).startswith("boot ")]  # "boot -1: ..."
+        return {
+            "boots": boots,
+            "current_boot_id": listed.get("current_boot_id"),
+            "reboots_listed": listed.get("reboots_listed"),
+            "previous": previous,
+            "warnings": [*(listed.get("warnings") or []), *sections],
+        }
+
     def join(self, carried: str, body: str) -> str:
         """The fresh list first, then the carried sections (the order a full read prints them in)."""
         if not carried:

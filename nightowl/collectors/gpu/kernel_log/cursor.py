@@ -128,10 +128,18 @@ class KernelLogCursor:
 
     def adds_nothing(self, carried: str, body: str) -> bool:
         """Whether ``keep(carried + body)`` is ``carried`` (the engine then takes the facts the last parse gave,
-        not a parse of the same text again): ``body`` holds no HINT, and no report or stack opened near the end
-        of ``carried`` reaches into it, and ``carried`` has its first line with text already (not only a shell
-        prompt with its command)."""
-        return _has_first_line(carried) and _HINT.search(body) is None and not _window_open(carried)
+        not a parse of the same text again): ``carried`` is ``settled`` and ``body`` is ``quiet``."""
+        return self.settled(carried) and self.quiet(body)
+
+    def settled(self, carried: str) -> bool:
+        """Whether lines after ``carried`` are never kept with it: no report or stack opened near its end reaches
+        past it, and it has its first line with text already (not only a shell prompt with its command). The
+        engine saves this with the position, so a quiet read is told from its new lines alone."""
+        return _has_first_line(carried) and not _window_open(carried)
+
+    def quiet(self, body: str) -> bool:
+        """Whether new lines ``body`` hold no line this reader keeps by itself (no HINT)."""
+        return _HINT.search(body) is None
 
 
 def _read_journal(lines: list[str], state: Mapping[str, Any] | None) -> Piece:

@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from nightowl.collectors.gpu.nvidia_smi import nvidia_smi_query as query
-from nightowl.collectors.gpu.nvidia_smi.cheap import CHEAP, FABRIC_FIELDS, FULL, SHARED_ARGV, Forms, errors_in
+from nightowl.collectors.gpu.nvidia_smi.cheap import CHEAP, FABRIC_FIELDS, FULL, SHARED_ARGV, Forms, errors_in, parsed
 from nightowl.collectors.gpu.nvidia_smi.cheap import FABRIC_HEALTH_FIELDS as HEALTH_FIELDS
 from nightowl.collectors.pci import normalize_pci
 
@@ -81,7 +81,7 @@ def judged_full(facts: Mapping[str, Any]) -> dict[str, Any]:
 def judged_cheap(text: str) -> dict[str, Any] | str:
     """The cheap form's judged values, or why it cannot be compared with a full read. Its findings are left
     empty: a full read that had any is read in full again (``findings``), so only a clean one is compared."""
-    result = query.parse(text)
+    result = parsed(text)
     if result.warnings or errors_in(result, FABRIC_FIELDS) or not result.gpus:
         return "the cheap fabric read has unread lines, errors or no GPU"
     missing = [name for name in FABRIC_FIELDS if name not in result.fields]

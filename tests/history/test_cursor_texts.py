@@ -1,0 +1,58 @@
+"""The history store keeps a read position apart from its carried text (table ``cursor_texts``): a read that
+needs only the position reads none of the text, and a version 3 store (one table) is moved over, positions kept."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from pathlib import Path
+
+from nightowl.history import cursors, store
+
+V3_CURSORS = """CREATE TABLE cursors (host TEXT NOT NULL, kind TEXT NOT NULL, state TEXT NOT NULL,
+carried TEXT NOT NULL, bundle_id TEXT NOT NULL, bundle_sha256 TEXT NOT NULL, updated REAL NOT NULL,
+PRIMARY KEY (host, kind))"""
+
+
+def _v3_store(path: Path) -> None:
+    conn = sqlite3.connect(path, isolation_level=None)
+    conn.execute("CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
+    conn.execute(V3_CURSORS)
+    rows = [("gpu-1", "kernel-log", {"cursor": "s=1"}, "NVRM: loaded\n"), ("gpu-2", "nvidia-smi", {"judged": {}}, "x")]
+    for host, kind, state, carried in rows:
+        values = (host, kind, json.dumps(state), carried, "b1", "s1", 1.0)
+        conn.execute("INSERT INTO cursors VALUES (?, ?, ?, ?, ?, ?, ?)", values)
+    conn.execute("PRAGMA user_version = 3")
+    conn.close()
+
+
+def test_a_version_3_store_keeps_its_positions_and_texts(tmp_path: Path) -> None:
+    path = tmp_path / "history.db"
+    _v3_store(path)
+    store.connect(path).close()  # a writer opens it: moved over
+    saved = cursors.load(path, "gpu-1", "kernel-log")
+    assert saved is not None and saved.state == {"cursor": "s=1"} and saved.carried == "NVRM: loaded\n"
+    assert (saved.bundle_id, saved.bundle_sha256, saved.text_left) == ("b1", "s1", False)
+    alone = cursors.load(path, "gpu-2", "nvidia-smi", text=False)
+    assert alone is not None and alone.state == {"judged": {}} and alone.carried == "" and alone.text_left
+    columns = [row["name"] for row in store.read(path, "PRAGMA table_info(cursors)")]
+    assert "carried" not in columns and store.read(path, "PRAGMA user_version")[0]["user_version"] == 4
+    store.connect(path).close()  # and opened again: nothing to move, nothing lost
+    again = cursors.load(path, "gpu-2", "nvidia-smi")
+    assert again is not None and again.carried == "x"
+
+
+def test_a_position_saved_anew_leaves_its_text_and_a_new_text_replaces_it(tmp_path: Path) -> None:
+    path = tmp_path / "history.db"
+    conn = store.connect(path)
+    cursors._save(conn, "gpu-1", "kernel-log", {"n": 1}, "first\n", "b1", "s1")
+    cursors._save(conn, "gpu-1", "kernel-log", {"n": 2}, None, "b2", "s2")  # the text carried on unchanged
+    conn.close()
+    saved = cursors.load(path, "gpu-1", "kernel-log")
+    assert saved is not None and (saved.state, saved.carried, saved.bundle_id) == ({"n": 2}, "first\n", "b2")
+    conn = store.connect(path)
+    cursors._save(conn, "gpu-1", "kernel-log", {"n": 3}, "second\n", "b3", "s3")
+    conn.close()
+    saved = cursors.load(path, "gpu-1", "kernel-log")
+    assert saved is not None and (saved.state, saved.carried) == ({"n": 3}, "second\n")
+    assert store.read(path, "SELECT count(*) AS n FROM cursor_texts")[0]["n"] == 1
