@@ -117,8 +117,8 @@ def _rounds(
 # (25 to 45 ms more). Frozen (gc.freeze) at each round's start, those objects are out of its sight, and
 # young passes run every YOUNG_OBJECTS new objects (Python's default: 700), so most of a round's objects
 # are freed by their reference counts before a pass meets them. Every FULL_COLLECTION_ROUNDS rounds a full
-# collection over all of them frees any cycles that became garbage since: a sweep that runs for weeks
-# holds no more than it would without.
+# collection over all of them frees any cycles that became garbage since (until then such garbage stays
+# frozen: bounded by what those rounds leave, so a sweep that runs for weeks does not grow with them).
 FULL_COLLECTION_ROUNDS = 10
 YOUNG_OBJECTS = 7000
 

@@ -49,9 +49,21 @@ PARSED = "parsed"
 # would join): a read whose new lines the reader finds ``quiet`` then adds nothing to it, told without the text,
 # which stays in the store (a quiet kernel log's 0.1 MB a host, read every round for nothing).
 SETTLED = "settled"
+# The nightowl release whose parser gave ``PARSED``: another release's facts are never taken (a parser fixed in
+# an upgrade reads the text again), and a citing reader then reads its full form anew.
+PARSED_BY = "parsed_by"
 
 
 _STORE_ONLY = ("host", "kind", "keep", "file", "same_text", "parsed", "settled")  # for the store, not carried.json
+
+
+_ENGINE_STATE = (PARSED, PARSED_BY, HELD, SETTLED)  # what the engine adds to a reader's state: kept out of carried.json
+
+
+def kept_facts(state: Mapping[str, Any], release: str) -> Mapping[str, Any] | None:
+    """The last parse's facts a saved state holds (``PARSED``), where ``release``'s parser gave them; else None."""
+    facts = state.get(PARSED)
+    return facts if facts and isinstance(facts, Mapping) and state.get(PARSED_BY) == release else None
 
 
 class Piece(Protocol):
@@ -134,6 +146,7 @@ class CursorBook:
         origin: Path | None = None,
         full_every: float | None = None,
         load_state: Callable[[str, str], SavedCursor | None] | None = None,
+        release: str = "",
     ) -> None:
         self.load = load
         self.full = full
@@ -142,6 +155,7 @@ class CursorBook:
         self.full_every = full_every
         self.origin = origin  # the store ``load`` reads (a sweep's workers open their own book on it)
         self.load_state = load_state  # ``load`` less the carried text (SavedCursor.text_left), or None
+        self.release = release  # the release whose parsers give this run's facts (``PARSED_BY``)
         self.staged: dict[tuple[str, str], dict[str, Any]] = {}
         self.shared = SharedReads()  # what readers of two kinds ask alike runs once a host (shared_reads.py)
         self._lock = threading.Lock()
@@ -190,8 +204,8 @@ class CursorBook:
             for (host, kind), entry in sorted(self.staged.items()):
                 public = {k: v for k, v in entry.items() if k not in _STORE_ONLY}
                 for key in ("state", "state_before"):
-                    if isinstance(public.get(key), dict) and PARSED in public[key]:
-                        public[key] = {k: v for k, v in public[key].items() if k != PARSED}
+                    if isinstance(public.get(key), dict):
+                        public[key] = {k: v for k, v in public[key].items() if k not in _ENGINE_STATE}
                 if "carried_text" in public:
                     public["carried_text"] = text = scrub(public["carried_text"])
                     public["carried_sha256"] = entry["carried_sha256"] = digest(text)
@@ -204,17 +218,18 @@ class CursorBook:
             document = self.document(getattr(writer, "scrub", str))
             writer.add_file(CARRIED, json.dumps(document, indent=1, sort_keys=True) + "\n")
 
-    def commit(self, bundle: Path, save: Callable[[str, str, dict[str, Any], str | None, str, str], None]) -> int:
+    def commit(self, bundle: Path, save: Callable[..., None]) -> int:
         """Save every staged position with the bundle that holds its text (id and sha256; ``None`` for the text:
-        the saved one stands); the count saved. A read that cites its text's file (``carried_file``) saves
-        nothing: the row stays the full read's, which is what the next read cites."""
+        the saved one stands, where the row is still the one read: ``read_from``, its bundle); the count saved. A
+        read that cites its text's file (``carried_file``) saves nothing: the row stays the full read's, which is
+        what the next read cites."""
         sha = (bundle / layout.MANIFEST_HASH).read_text().split()[0]
         with self._lock:
             staged = [entry for entry in self.staged.values() if "carried_file" not in entry]
         for entry in staged:
             state = entry["state"] if entry.get("file") is None else {**entry["state"], TEXT_FILE: entry["file"]}
             if entry.get("parsed") is not None:
-                state = {**state, PARSED: entry["parsed"]}
+                state = {**state, PARSED: entry["parsed"], PARSED_BY: self.release}
             if entry.get("settled") is not None:
                 state = {**state, SETTLED: entry["settled"]}
             if not entry.get("same_text"):
@@ -223,7 +238,8 @@ class CursorBook:
             # the text carried on unchanged: held in full by this bundle (copied here) or by the one it cites
             holder = entry["carried_from"] if entry.get("carried_in") else {"bundle": bundle.name, "sha256": sha}
             state = {**state, HELD: entry["carried_sha256"]}
-            save(entry["host"], entry["kind"], state, None, holder["bundle"], holder["sha256"])
+            read_from = (entry.get("carried_from") or {}).get("bundle")  # the row as it was read: still that one's
+            save(entry["host"], entry["kind"], state, None, holder["bundle"], holder["sha256"], read_from)
         return len(staged)
 
 
@@ -361,10 +377,9 @@ class _Read:
             if answer is not None and answer[2].state is None:  # timed out or late
                 return self._finish(None, tried, answer, None)
             if answer is not None and answer[2].gap is None:
-                whole = self._with_text(book, saved, answer[2].body)
+                whole, why_full = self._with_text(book, saved, answer[2].body)
                 if whole is not None:
                     return self._finish(book, tried, answer, whole)
-                why_full = "the saved position changed while it was read (another run of this host saved its own)"
             elif answer is None:
                 why_full = "no read from the saved position answered"
             else:
@@ -383,24 +398,30 @@ class _Read:
         text_free = getattr(self.reader, "cites_text", False) or hasattr(self.reader, "quiet")
         return book.saved(self.transport.host, self.collector.kind, text=not text_free)
 
-    def _with_text(self, book: CursorBook, saved: SavedCursor, body: str) -> SavedCursor | None:
-        """``saved`` with its carried text where this read (new part ``body``) needs it; None when the row that
-        holds it is no longer the one whose position was read (another run of the host saved its own)."""
+    def _kept(self, state: Mapping[str, Any]) -> Mapping[str, Any] | None:
+        """``kept_facts`` of ``state`` for the run's book's release."""
+        return kept_facts(state, getattr(getattr(self.options, "cursors", None), "release", ""))
+
+    def _with_text(self, book: CursorBook, saved: SavedCursor, body: str) -> tuple[SavedCursor | None, str]:
+        """(``saved`` with its carried text where this read, new part ``body``, needs it, ""), or (None, why not:
+        the text could not be read, or the row is no longer the one whose position was read)."""
         if not saved.text_left or not self._needs_text(saved.state, body):
-            return saved
+            return saved, ""
         whole = book.saved(self.transport.host, self.collector.kind)  # one query: its text and state are one row's
-        if whole is None or (whole.state, whole.bundle_id) != (saved.state, saved.bundle_id):
-            return None
-        return whole
+        if whole is None:
+            return None, "the saved position's carried text could not be read from the store"
+        if (whole.state, whole.bundle_id) != (saved.state, saved.bundle_id):
+            return None, "the saved position changed while it was read (another run of this host saved its own)"
+        return whole, ""
 
     def _needs_text(self, state: Mapping[str, Any], body: str) -> bool:
         """Whether ``_finish`` reads the carried text: a citing reader's row without the full read's facts
         (``PARSED``: a cheap read takes those, a full read reads anew), or a read that is not quiet on a settled
         text whose facts and bundle the row holds (``SETTLED``, ``PARSED``, ``HELD``)."""
         if getattr(self.reader, "cites_text", False):
-            return not state.get(PARSED)
+            return self._kept(state) is None
         quiet = getattr(self.reader, "quiet", None)
-        known = state.get(SETTLED) is True and PARSED in state and bool(state.get(HELD))
+        known = state.get(SETTLED) is True and self._kept(state) is not None and bool(state.get(HELD))
         return not (known and quiet is not None and quiet(body))
 
     def _stale(self, book: CursorBook, saved: SavedCursor) -> str | None:
@@ -414,6 +435,8 @@ class _Read:
                 return f"the last full read is {age / 3600:.1f} h old (--full-every {book.full_every / 3600:g} h)"
         if getattr(self.reader, "cites_text", False) and not saved.state.get(TEXT_FILE):
             return "the last full read's output is in no bundle to cite"
+        if getattr(self.reader, "cites_text", False) and PARSED in saved.state and self._kept(saved.state) is None:
+            return "the last full read's facts are another nightowl release's"
         for kind in getattr(self.reader, "full_after", ()):
             news = book.news(self.transport.host, kind)
             if news is not None:
@@ -474,7 +497,7 @@ class _Read:
         text = joined(self.reader, carried, piece.body)
         cites = getattr(self.reader, "cites_text", False)
         quiet = self._quiet(saved, carried, piece.body)
-        known = saved.state.get(PARSED) if saved is not None and (quiet or (cites and not piece.body)) else None
+        known = self._kept(saved.state) if saved is not None and (quiet or (cites and not piece.body)) else None
         collected = self._known_run(result, known, file, piece.body if quiet else "") if known else None
         if collected is None:
             collected = self.parsed_run(result, text, file)
@@ -507,7 +530,7 @@ class _Read:
         """Whether this read adds nothing its reader keeps to a text whose facts the store holds (``PARSED``):
         those facts stand (a reader's ``adds_nothing``: the kernel log's quiet lines). A text left in the store
         was left because its state says it is ``SETTLED`` and the new lines are ``quiet`` (``_needs_text``)."""
-        if saved is None or PARSED not in saved.state:
+        if saved is None or self._kept(saved.state) is None:
             return False
         if saved.text_left:
             return not self._needs_text(saved.state, body)
@@ -528,7 +551,10 @@ class _Read:
         run.facts = dict(facts)  # the store's row is read afresh each run; a copy keeps read_form off its state
         if body:
             budget = max(0.0, self.parts.timeout_for(self.collector, self.options, self.deadline))
-            read, _ = self.parts.parse_output(self.collector, body, budget, 0, None)
+            read, error = self.parts.parse_output(self.collector, body, budget, 0, None)
+            if error:  # as a parse of the whole text that failed: an error, never the last facts as they were
+                run.status, run.reason, run.parse_error, run.facts = "error", error, error, read
+                return run
             refresh = getattr(self.reader, "refresh", _counts_added)  # what the new lines alone change
             run.facts.update(refresh(run.facts, read))
         return run

@@ -103,7 +103,8 @@ def record_bundle(
 # verdicts, the mean time between incidents), not every run the store holds (a sweep every 5 minutes adds 288 a
 # day a host, each read again every round).
 _RUNS = """SELECT * FROM runs WHERE host = ? AND (action != 'none'
-    OR rowid IN (SELECT rowid FROM runs WHERE host = ? ORDER BY started DESC LIMIT 5)) ORDER BY started"""
+    OR rowid IN (SELECT rowid FROM runs WHERE host = ? ORDER BY started DESC, rowid DESC LIMIT 5))
+    ORDER BY started, rowid"""
 
 
 def host_history(host: str, path: Path | None = None) -> dict[str, Any]:

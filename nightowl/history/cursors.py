@@ -34,12 +34,20 @@ def load(path: Path, host: str, kind: str, text: bool = True) -> SavedCursor | N
     try:
         found = store.read(path, sql, (host, kind))
     except store.StoreError:
-        return None
+        if not text:
+            return None
+        try:  # a version 3 store no writer has opened yet (history/store._split_cursor_texts): its one table
+            found = store.read(path, _V3_TEXT, (host, kind))
+        except store.StoreError:
+            return None
     if not found:
         return None
     row = found[0]
     carried = row["carried"] if text else ""
     return SavedCursor(json.loads(row["state"]), carried, row["bundle_id"], row["bundle_sha256"], not text)
+
+
+_V3_TEXT = "SELECT state, carried, bundle_id, bundle_sha256 FROM cursors WHERE host = ? AND kind = ?"
 
 
 def _save(
@@ -50,13 +58,17 @@ def _save(
     carried: str | None,
     bundle_id: str,
     sha256: str,
+    read_from: str | None = None,
 ) -> None:
     """One position; ``carried`` None: the row's text stands (carried on unchanged), so an hourly sweep of
-    quiet logs does not rewrite every host's carried lines (engine/incremental.CursorBook.commit)."""
+    quiet logs does not rewrite every host's carried lines (engine/incremental.CursorBook.commit); only while
+    the row is still the one this read started from (``read_from``: its bundle): a row another run of the host
+    saved meanwhile, with a text of its own, keeps that run's state."""
     if carried is None:
         conn.execute(
-            "UPDATE cursors SET state = ?, bundle_id = ?, bundle_sha256 = ?, updated = ? WHERE host = ? AND kind = ?",
-            (json.dumps(state, sort_keys=True), bundle_id, sha256, time.time(), host, kind),
+            "UPDATE cursors SET state = ?, bundle_id = ?, bundle_sha256 = ?, updated = ? WHERE host = ? AND kind = ?"
+            " AND bundle_id = coalesce(?, bundle_id)",
+            (json.dumps(state, sort_keys=True), bundle_id, sha256, time.time(), host, kind, read_from),
         )
         return
     conn.execute(
@@ -73,12 +85,15 @@ def book(path: Path | None, full: bool = False, full_every: float | None = FULL_
     """The run's cursor book over the store at ``path`` (None: history off, so every read is full)."""
     if path is None:
         return None
+    from nightowl import __version__
+
     return CursorBook(
         lambda host, kind: load(path, host, kind),
         full=full,
         origin=path,
         full_every=full_every,
         load_state=lambda host, kind: load(path, host, kind, text=False),
+        release=__version__,  # facts another release's parser gave are never taken (engine/incremental.PARSED_BY)
     )
 
 

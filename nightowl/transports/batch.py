@@ -70,18 +70,24 @@ def command_line(argv: Sequence[str], alone: str) -> str:
 _CLOCK = "read -r {} _ 2>/dev/null </proc/uptime"
 
 
-# What the host sends of a batch: stdout and stderr each in one write at its end (``dd`` gathers up to a MiB,
-# then writes it whole), not a write per frame line: sshd sends each write it reads as a packet of its own, and a
-# packet cost this process its decryption, dispatch and a wake of the reading thread (33 packets a host for a
-# steady round's nine reads, 1.7 ms of CPU in decryption alone). A host without ``dd`` runs the batch unbuffered.
-# The host's ``timeout`` ends the ``dd``s with the rest (its signal goes to its whole process group).
-_GATHER = "dd obs=1048576 status=none"
+# What the host sends of a batch: stdout and stderr each in one write at its end (``dd`` gathers up to a MiB a
+# write, and writes what it holds when the batch ends), not a write per frame line: sshd sends each write it reads
+# as a packet of its own, and a packet cost this process its decryption, dispatch and a wake of the reading thread
+# (33 packets a host for a steady round's nine reads, 1.7 ms of CPU in decryption alone). ``dd`` is tried first
+# on nothing (``_CAN_GATHER``): a host without it, or whose ``dd`` refuses ``obs`` (a busybox built without it),
+# runs the batch as it did, its output sent as it comes. Each ``dd``'s own report goes to /dev/null (fd 4 is the
+# session's stderr, where the batch's stderr goes). GNU ``timeout`` ends the ``dd``s with the rest (its signal
+# goes to its whole process group; a busybox ``timeout`` signals the shell alone, and the batch's reads after the
+# one it stopped at then run on, their answers dropped with the rest).
+_GATHER = "dd obs=1048576 2>/dev/null"
+_CAN_GATHER = f"{_GATHER} </dev/null"
+_GATHERED = f"{{ {{ b 2>&1 1>&3 3>&- 4>&- | {_GATHER} 1>&4 3>&- 4>&-; }} 3>&1 | {_GATHER} 4>&-; }} 4>&2"
 
 
 def script(commands: Sequence[str], nonce: str) -> str:
     """The shell text that runs ``commands`` (each a complete command line) one after the other, framed: the
     end line holds the exit status and the host's clock before and after the command. Its stdout and stderr
-    are each sent in one piece at the end where the host has ``dd`` (``_GATHER``)."""
+    are each sent in one piece at the end where the host's ``dd`` can gather them (``_GATHER``)."""
     lines = []
     for number, command in enumerate(commands):
         mark = f"{nonce} {number}"
@@ -90,8 +96,7 @@ def script(commands: Sequence[str], nonce: str) -> str:
             f"{command} </dev/null; s=$?; {_CLOCK.format('u')}; "
             f"printf '\\n%s %s%s %s %s\\n' '{mark} end' \"$s\" \"$w\" \"$t\" \"$u\"; printf '\\n%s\\n' '{mark} end' >&2"
         )
-    gathered = f"{{ b 2>&1 1>&3 | {_GATHER} >&2; }} 3>&1 | {_GATHER}"  # b's stderr, then its stdout, each gathered
-    return "b() {\n" + "\n".join(lines) + f"\n}}\nif command -v dd >/dev/null 2>&1; then {gathered}; else b; fi\n"
+    return "b() {\n" + "\n".join(lines) + f"\n}}\nif {_CAN_GATHER}; then {_GATHERED}; else b; fi\n"
 
 
 def split(stdout: str, stderr: str, count: int, nonce: str) -> list[Framed | None]:

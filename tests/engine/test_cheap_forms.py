@@ -432,3 +432,15 @@ def test_a_cheap_read_leaves_the_full_reads_text_in_the_store_while_its_row_hold
     assert [a for a in asked if a[0] == "nvidia-smi"] == [("nvidia-smi", False), ("nvidia-smi", True)]
     assert entry(third)["read"] == "cheap" and without_form(third) == without_form(first)
     assert smi_facts(third) == smi_facts(second)
+
+
+def test_a_full_read_whose_facts_another_release_parsed_is_read_in_full_again(
+    node: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import nightowl
+
+    sweep(node)
+    monkeypatch.setattr(nightowl, "__version__", "an-upgrade")
+    second = sweep(node)
+    assert entry(second)["read"] == "full" and "another nightowl release" in entry(second)["why_full"]
+    assert entry(sweep(node))["read"] == "cheap"  # and this release's facts are taken after it

@@ -5,10 +5,11 @@ reads the position alone; a read with news reads the text too, and both give a f
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from nightowl.engine.incremental import HELD, PARSED, SETTLED
+from nightowl.engine.incremental import HELD, PARSED, PARSED_BY, SETTLED
 from nightowl.history import cursors
 from tests.history.cursor_standins import Journal, record_loads
 from tests.history.test_cursor_read import BOOT, STORE, XID13, XID79, carried, kernel_log, node, sweep
@@ -52,3 +53,50 @@ def test_a_quiet_read_leaves_the_text_in_the_store_and_news_reads_it(node: Path,
     fourth = sweep(node)
     assert ("kernel-log", True) in loads
     assert kernel_log(fourth)["xid_codes"] == [13, 79]
+
+
+def _two_sweeps(node: Path) -> Journal:
+    """A full read, then one whose text is copied into its bundle: the next quiet read cites it (HELD)."""
+    journal = Journal(node / "journal.json")
+    journal.add(*BOOT, XID79)
+    sweep(node)
+    journal.add(*quiet_lines(0))
+    sweep(node)
+    journal.add(*quiet_lines(1))
+    return journal
+
+
+def test_a_fresh_list_that_fails_to_parse_is_an_error_never_the_last_facts(node: Path) -> None:
+    from nightowl.collectors import get_collector
+
+    _two_sweeps(node)
+    collector = get_collector("kernel-log-boots")
+    real_parse = collector.parse
+
+    def broken(text: str) -> Any:
+        raise ValueError("a parser bug")
+
+    object.__setattr__(collector, "parse", broken)  # a frozen dataclass
+    try:
+        third = sweep(node)
+    finally:
+        object.__setattr__(collector, "parse", real_parse)
+    boots = third.runs[0].collections["kernel-log-boots"]
+    assert boots.status == "error" and "a parser bug" in str(boots.reason)
+
+
+def test_facts_another_release_parsed_are_never_taken(
+    node: Path, loads: list[tuple[str, bool]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An upgrade's parser reads the carried text again (a quiet read), and the cheap readers read in full."""
+    import nightowl
+
+    _two_sweeps(node)
+    loads.clear()
+    monkeypatch.setattr(nightowl, "__version__", "an-upgrade")
+    third = sweep(node)
+    assert ("kernel-log", True) in loads and ("kernel-log-boots", True) in loads  # parsed again, with their text
+    assert kernel_log(third)["xid_codes"] == [79] and carried(third)["read"] == "incremental"
+    for kind in KINDS:  # and saved as this release's: the next quiet read takes them
+        saved = cursors.load(node / STORE, "node", kind, text=False)
+        assert saved is not None and saved.state[PARSED_BY] == "an-upgrade"

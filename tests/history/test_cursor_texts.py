@@ -26,6 +26,15 @@ def _v3_store(path: Path) -> None:
     conn.close()
 
 
+def test_a_version_3_store_is_read_before_a_writer_moves_it_over(tmp_path: Path) -> None:
+    path = tmp_path / "history.db"
+    _v3_store(path)  # a sweep reads positions before it writes anything
+    saved = cursors.load(path, "gpu-1", "kernel-log")
+    assert saved is not None and saved.carried == "NVRM: loaded\n" and not saved.text_left
+    alone = cursors.load(path, "gpu-1", "kernel-log", text=False)
+    assert alone is not None and alone.state == {"cursor": "s=1"} and alone.text_left
+
+
 def test_a_version_3_store_keeps_its_positions_and_texts(tmp_path: Path) -> None:
     path = tmp_path / "history.db"
     _v3_store(path)
@@ -56,3 +65,16 @@ def test_a_position_saved_anew_leaves_its_text_and_a_new_text_replaces_it(tmp_pa
     saved = cursors.load(path, "gpu-1", "kernel-log")
     assert saved is not None and (saved.state, saved.carried) == ({"n": 3}, "second\n")
     assert store.read(path, "SELECT count(*) AS n FROM cursor_texts")[0]["n"] == 1
+
+
+def test_a_text_carried_on_is_saved_only_over_the_row_it_was_read_from(tmp_path: Path) -> None:
+    """Another run of the host saved its own text and state meanwhile: this run's position, read from the row
+    before, does not land beside that text (a quiet read trusts its state without reading the text)."""
+    path = tmp_path / "history.db"
+    conn = store.connect(path)
+    cursors._save(conn, "gpu-1", "kernel-log", {"n": 1}, "first\n", "b1", "s1")
+    cursors._save(conn, "gpu-1", "kernel-log", {"n": 9}, "another run's\n", "b9", "s9")  # the other run
+    cursors._save(conn, "gpu-1", "kernel-log", {"n": 2}, None, "b2", "s2", "b1")  # this run, read from b1
+    conn.close()
+    saved = cursors.load(path, "gpu-1", "kernel-log")
+    assert saved is not None and (saved.state, saved.carried, saved.bundle_id) == ({"n": 9}, "another run's\n", "b9")

@@ -192,27 +192,45 @@ def test_a_clock_that_cannot_be_read_leaves_the_time_unknown_and_the_answer_whol
     assert good is not None and good.seconds == 0.25
 
 
-def _first_bytes_after(lines: list[str], path: str) -> float:
-    """Seconds until the batch's stdout first has bytes to read, run with ``path`` as its PATH."""
+def _first_bytes_after(lines: list[str], path: str) -> tuple[float, list[batch.Framed | None]]:
+    """Seconds until the batch's stdout first has bytes to read, run with ``path`` as its PATH; and its frames."""
     nonce = batch.new_nonce()
     started = time.monotonic()
     child = subprocess.Popen(
-        ["/bin/sh", "-c", batch.script(lines, nonce)], stdout=subprocess.PIPE, env={**os.environ, "PATH": path}
+        ["/bin/sh", "-c", batch.script(lines, nonce)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env={**os.environ, "PATH": path},
+        text=True,
     )
     assert child.stdout is not None
     select.select([child.stdout], [], [], 5)
     waited = time.monotonic() - started
-    child.communicate(timeout=10)
-    return waited
+    out, err = child.communicate(timeout=10)
+    return waited, batch.split(out, err, len(lines), nonce)
 
 
-def test_the_host_sends_a_batchs_output_in_one_piece_where_it_has_dd(tmp_path: Path) -> None:
+def _bin(folder: Path, *programs: str) -> str:
+    """A PATH of ``folder`` holding these programs (links to this machine's)."""
+    folder.mkdir()
+    for program in programs:
+        (folder / program).symlink_to(shutil.which(program) or program)
+    return str(folder)
+
+
+SLOW = [batch.command_line(("echo", "first"), "echo first"), batch.command_line(("sleep", "0.8"), "sleep 0.8")]
+
+
+def test_the_host_sends_a_batchs_output_in_one_piece_where_its_dd_can_gather_it(tmp_path: Path) -> None:
     """sshd sends each write it reads as a packet: the frames are gathered (``dd``) and written at the end, so the
-    first command's output is not on its way while the second runs; a host without dd sends them as they come."""
-    lines = [batch.command_line(("echo", "first"), "echo first"), batch.command_line(("sleep", "0.4"), "sleep 0.4")]
-    assert _first_bytes_after(lines, "/usr/bin:/bin") >= 0.35
-    bare = tmp_path / "bin"  # echo and sleep, no dd
-    bare.mkdir()
-    for program in ("echo", "sleep"):
-        (bare / program).symlink_to(shutil.which(program) or program)
-    assert _first_bytes_after(lines, str(bare)) < 0.3
+    first command's output is not on its way while the second runs; a host without dd, or whose dd refuses to
+    gather, sends them as they come. Each way the frames are whole."""
+    waited, frames = _first_bytes_after(SLOW, _bin(tmp_path / "all", "echo", "sleep", "dd"))
+    assert waited >= 0.75 and frames[0] is not None and frames[0].stdout == "first\n"
+    waited, frames = _first_bytes_after(SLOW, _bin(tmp_path / "no-dd", "echo", "sleep"))
+    assert waited < 0.6 and frames[0] is not None and frames[0].stdout == "first\n" and frames[1] is not None
+    refusing = _bin(tmp_path / "old-dd", "echo", "sleep")
+    (Path(refusing) / "dd").write_text("#!/bin/sh\necho 'dd: unknown operand obs=1048576' >&2\nexit 1\n")
+    (Path(refusing) / "dd").chmod(0o755)
+    waited, frames = _first_bytes_after(SLOW, refusing)
+    assert waited < 0.6 and frames[0] is not None and frames[0].stdout == "first\n" and frames[1] is not None

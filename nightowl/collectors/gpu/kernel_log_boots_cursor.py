@@ -84,7 +84,7 @@ class KernelLogBootsCursor:
         if argv[:1] == ("sh",):  # a full read: the list, then each earlier boot's section
             asked = argv[-1]
             return Piece(stdout, {"boots": earlier, "current": current, "previous_boots": asked})
-        new = dict(state or {}, boots=earlier, current=current)
+        new = {"boots": earlier, "current": current, "previous_boots": (state or {}).get("previous_boots")}
         if state is None or earlier != state.get("boots") or current != state.get("current"):
             return Piece("", new, "the boot list changed (a reboot, or a boot gone from the journal)")
         return Piece(stdout, new)
