@@ -420,9 +420,17 @@ class _Read:
         text whose facts and bundle the row holds (``SETTLED``, ``PARSED``, ``HELD``)."""
         if getattr(self.reader, "cites_text", False):
             return self._kept(state) is None
-        quiet = getattr(self.reader, "quiet", None)
-        known = state.get(SETTLED) is True and self._kept(state) is not None and bool(state.get(HELD))
-        return not (known and quiet is not None and quiet(body))
+        return not (state.get(SETTLED) is True and bool(state.get(HELD)) and self._quiet_on(state, None, body))
+
+    def _quiet_on(self, state: Mapping[str, Any], carried: str | None, body: str) -> bool:
+        """Whether ``body`` adds nothing the reader keeps to a carried text whose facts ``state`` holds for this
+        release: the text ends ``settled`` (as ``state`` says, or its reader of ``carried``) and ``body`` is
+        ``quiet``. ``carried`` None: the text was left in the store, and only ``state`` can say."""
+        settled, quiet = getattr(self.reader, "settled", None), getattr(self.reader, "quiet", None)
+        if settled is None or quiet is None or self._kept(state) is None:
+            return False
+        ends_settled = state[SETTLED] if SETTLED in state else carried is not None and settled(carried)
+        return bool(ends_settled) and bool(quiet(body))
 
     def _stale(self, book: CursorBook, saved: SavedCursor) -> str | None:
         """Why a saved position may not be read from although it exists: its full read is older than
@@ -502,7 +510,7 @@ class _Read:
         if collected is None:
             collected = self.parsed_run(result, text, file)
         collected.attempts = list(tried)
-        keeps_facts = cites or hasattr(self.reader, "adds_nothing")
+        keeps_facts = cites or hasattr(self.reader, "quiet")
         parsed = dict(known or collected.facts) if keeps_facts and isinstance(collected.facts, dict) else None
         form = getattr(piece, "read", None)  # a reader with forms (cheap, full) names the one read
         read = form or ("incremental" if saved is not None else "full")
@@ -528,14 +536,8 @@ class _Read:
 
     def _quiet(self, saved: SavedCursor | None, carried: str, body: str) -> bool:
         """Whether this read adds nothing its reader keeps to a text whose facts the store holds (``PARSED``):
-        those facts stand (a reader's ``adds_nothing``: the kernel log's quiet lines). A text left in the store
-        was left because its state says it is ``SETTLED`` and the new lines are ``quiet`` (``_needs_text``)."""
-        if saved is None or self._kept(saved.state) is None:
-            return False
-        if saved.text_left:
-            return not self._needs_text(saved.state, body)
-        adds_nothing = getattr(self.reader, "adds_nothing", None)
-        return adds_nothing is not None and adds_nothing(carried, body)
+        those facts stand (the kernel log's quiet lines, a fresh list of boots). ``_quiet_on``."""
+        return saved is not None and self._quiet_on(saved.state, None if saved.text_left else carried, body)
 
     def _known_run(self, result: CommandResult, facts: Mapping[str, Any], file: str | None, body: str) -> Any:
         """A read that adds nothing to a text whose facts the store kept (``PARSED``): those facts, not a parse of
@@ -583,13 +585,13 @@ class _Read:
         return entry | ({"file": file} if cites else {})
 
     def _settled(self, saved: SavedCursor | None, same: bool, keep: str) -> bool | None:
-        """``SETTLED`` for the text carried on (``keep``): the saved state's where that text is the one left in the
-        store, else the reader's ``settled`` of it (None: a reader without one)."""
+        """``SETTLED`` for the text carried on (``keep``): the saved state's where that text carries on unchanged
+        and the state says, else the reader's ``settled`` of it (None: a reader without one)."""
         settled = getattr(self.reader, "settled", None)
         if settled is None:
             return None
-        if same and saved is not None and saved.text_left:
-            return bool(saved.state.get(SETTLED))
+        if same and saved is not None and SETTLED in saved.state:
+            return bool(saved.state[SETTLED])
         return bool(settled(keep))
 
     def parsed_run(self, result: CommandResult, text: str, file: str | None) -> Any:

@@ -150,7 +150,7 @@ def connect(path: Path, readonly: bool = False, shared: bool = False) -> sqlite3
                 _add_column(conn, "events", "monotonic REAL")  # a version 1 store
                 _split_cursor_texts(conn)  # a version 3 store
                 conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
-                conn.execute("INSERT OR IGNORE INTO meta VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
+                conn.execute("INSERT OR REPLACE INTO meta VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
                 path.chmod(0o600)
         else:
             conn.execute("SELECT count(*) FROM meta").fetchone()  # a file that is not a store fails here

@@ -51,9 +51,10 @@ def test_cycles_frozen_as_garbage_are_freed_at_the_next_full_collection() -> Non
     for number in range(3, sweep_every.FULL_COLLECTION_ROUNDS):
         sweep_every.settle_heap(number)
         assert dead() is not None
+    alive = [[] for _ in range(3)]
     sweep_every.settle_heap(sweep_every.FULL_COLLECTION_ROUNDS)
     assert dead() is None
-    assert gc.get_freeze_count() > 0  # and what lives on is frozen again
+    assert not any(item is alive[-1] for item in gc.get_objects())  # and what lives on is frozen again
 
 
 def test_the_rounds_run_with_young_passes_spaced_and_the_collector_restored_after() -> None:

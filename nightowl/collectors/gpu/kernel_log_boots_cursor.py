@@ -102,13 +102,9 @@ class KernelLogBootsCursor:
         return True
 
     def quiet(self, body: str) -> bool:
-        """Whether ``body`` is a list alone (no section): it keeps nothing, so the carried sections stand."""
+        """Whether ``body`` is a list alone (no section): ``keep(join(carried, body))`` is then ``carried``, and
+        engine/incremental.py takes the last parse's facts ``refresh``ed with the fresh list's."""
         return not any(self._is_marker(line) for line in body.splitlines())
-
-    def adds_nothing(self, carried: str, body: str) -> bool:
-        """Whether ``keep(join(carried, body))`` is ``carried``: ``body`` is ``quiet`` (engine/incremental.py then
-        takes the last parse's facts and ``refresh``es them with the fresh list's, not a parse of the sections)."""
-        return self.quiet(body)
 
     @staticmethod
     def refresh(facts: Mapping[str, Any], listed: Mapping[str, Any]) -> dict[str, Any]:

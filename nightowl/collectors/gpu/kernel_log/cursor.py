@@ -127,8 +127,9 @@ class KernelLogCursor:
         return keep_lines(text)
 
     def adds_nothing(self, carried: str, body: str) -> bool:
-        """Whether ``keep(carried + body)`` is ``carried`` (the engine then takes the facts the last parse gave,
-        not a parse of the same text again): ``carried`` is ``settled`` and ``body`` is ``quiet``."""
+        """Whether ``keep(carried + body)`` is ``carried``: ``carried`` is ``settled`` and ``body`` is ``quiet``,
+        as the engine asks them (engine/incremental.py ``_quiet_on``, which then takes the facts the last parse
+        gave); tests/history/test_cursor_property.py holds it for random splits of every recorded log."""
         return self.settled(carried) and self.quiet(body)
 
     def settled(self, carried: str) -> bool:
