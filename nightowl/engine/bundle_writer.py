@@ -78,6 +78,9 @@ class BundleWriter:
         # What this writer stored, by path inside the bundle: (bytes, sha256). The manifest lists every
         # file; these need not be read back (a 1,000-host sweep writes thousands of files).
         self._stored: dict[str, tuple[int, str]] = {}
+        # In a repeating sweep, the outputs this bundle holds by (bytes, sha256): a later one with the very same
+        # bytes (the shared query's answer stored as each reader's output, an empty listing) is linked to it.
+        self._twins: dict[tuple[int, str], Path] = {}
         self._hosts_made: Path | None = None
         # A full disk or an unwritable --out must not cost the verdict: the run goes on without writing and
         # ``finish`` raises BundleNotWritten (with the runs) after removing what was half written.
@@ -207,10 +210,28 @@ class BundleWriter:
         entry = known or (len(data), hashlib.sha256(data).hexdigest())
         name = path.relative_to(self.tmp_path).as_posix()
         links = same_file.active()
-        if links is None or not links.link(name, entry[0], entry[1], path):
+        if links is None or not (links.link(name, *entry, path) or self._link_twin(name, entry, path, links)):
             write_private(path, data)
         with self._lock:
             self._stored[name] = entry
+            if links is not None and name.startswith(same_file.LINKED[0]):
+                self._twins.setdefault(entry, path)
+
+    def _link_twin(self, name: str, entry: tuple[int, str], path: Path, links: same_file.SameFile) -> bool:
+        """Link ``path`` to an output of this bundle holding the same bytes (engine/same_file.py: a file
+        costs the filesystem an inode, a link a twentieth of that); False: write it."""
+        if not name.startswith(same_file.LINKED[0]):
+            return False
+        with self._lock:
+            twin = self._twins.get(entry)
+        if twin is None:
+            return False
+        try:  # a twin renamed meanwhile (a second take's ``kind.1``) is gone from its path: written as before
+            os.link(twin, path)
+        except OSError:
+            return False
+        links.count_link()
+        return True
 
     def _failed(self, exc: OSError) -> None:
         with self._lock:
@@ -314,13 +335,13 @@ class BundleWriter:
         }
         if replayed := [run.host for run in runs if run.replayed]:
             manifest["replayed_hosts"] = replayed  # evidence from recordings: capture time is the replay's
-        self._write_json(layout.MANIFEST, manifest)
         self._write_parsed()
         if render_postmortem is not None:
+            self._write_json(layout.MANIFEST, manifest)  # the renderer reads the bundle, its manifest too
             self._store(self.tmp_path / layout.POSTMORTEM, _safe_render(render_postmortem, self.tmp_path))
         manifest["files"] = self._file_hashes()
         self._write_json(layout.MANIFEST, manifest)
-        digest = sha256_file(self.tmp_path / layout.MANIFEST)
+        digest = self._stored[layout.MANIFEST][1]  # of the bytes just written (_store)
         write_private(self.tmp_path / layout.MANIFEST_HASH, f"{digest}  {layout.MANIFEST}\n")
         os.replace(self.tmp_path, self.final_path)
         if (links := same_file.active()) is not None:

@@ -50,9 +50,13 @@ class SameFile:
             os.link(kept[4], target)
         except OSError:  # gone (pruned), another filesystem, no links there: written as before
             return False
+        self.count_link()
+        return True
+
+    def count_link(self) -> None:
+        """One more file linked, not written (the round line's "files linked")."""
         with self._lock:
             self.linked += 1
-        return True
 
     def remember(self, bundle: Path, stored: Mapping[str, tuple[int, str]]) -> None:
         """The files of ``bundle`` (finished, at its final path) that a later bundle may link."""

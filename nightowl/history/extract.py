@@ -12,6 +12,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import os
+import re
 from collections.abc import Callable, Mapping
 from datetime import datetime, timezone
 from pathlib import Path
@@ -23,8 +24,16 @@ from nightowl.engine import layout
 from nightowl.history.bundle_files import read_capped, read_json, read_output
 
 
-def _outputs(host_dir: Path, kind: str) -> list[Path]:
-    return sorted([*host_dir.glob(f"{kind}{layout.OUT}"), *host_dir.glob(f"{kind}.[0-9]*{layout.OUT}")])
+def _outputs(host_dir: Path, kind: str, names: list[str] | None = None) -> list[Path]:
+    """The outputs of ``kind`` in ``host_dir``: ``kind.out`` and a second take's ``kind.<n>.out``, as the globs
+    ``kind.out`` and ``kind.[0-9]*.out`` find them (``names``: the folder's entries, listed once for all kinds)."""
+    names = os.listdir(host_dir) if names is None else names
+    return sorted(host_dir / name for name in names if _output_name(kind).fullmatch(name))
+
+
+@functools.lru_cache(maxsize=32)
+def _output_name(kind: str) -> re.Pattern[str]:
+    return re.compile(re.escape(kind) + r"(?:\.[0-9].*)?" + re.escape(layout.OUT), re.DOTALL)
 
 
 # The kinds read back here; a run keeps what it parsed of them (nightowl/engine/parse_memo.py) and hands it in.
@@ -76,15 +85,18 @@ def network_rows(
     window: float | None = None,
     digests: Mapping[str, str] | None = None,
     kept: Any = None,
+    names: list[str] | None = None,
 ) -> list[dict[str, Any]]:
-    """NIC port and NVLink fabric findings of one recorded host folder; an unreadable output is no row."""
+    """NIC port and NVLink fabric findings of one recorded host folder; an unreadable output is no row
+    (``names``: the folder's entries, when the caller listed them)."""
     from nightowl.collectors.gpu import fabric
     from nightowl.collectors.jsonable import from_jsonable  # the typed result from the kept JSON: parse once
     from nightowl.collectors.network import ib_ports, ib_ports_window
 
     rows: list[dict[str, Any]] = []
     reads: list[dict[str, Any]] = []
-    for path in _outputs(host_dir, "ib-ports"):
+    names = os.listdir(host_dir) if names is None else names
+    for path in _outputs(host_dir, "ib-ports", names):
         try:
             kept_json = _parsed("ib-ports", ib_ports.parse, path, digests, kept, as_json=True)
             reads.append(ib_ports.facts(from_jsonable(ib_ports.IbPortsResult, kept_json)))
@@ -118,7 +130,7 @@ def network_rows(
                 what = "link went down" if kind == "nic_link_flapping" else "symbol errors above the IBTA limit"
                 text = f"{name} {what} in the window (+{count})"
                 rows.append(_finding(host, kind, name, text, boot_id, when, max(count, 1)))
-    for path in _outputs(host_dir, "fabric"):
+    for path in _outputs(host_dir, "fabric", names):
         try:
             found = fabric.facts(
                 from_jsonable(fabric.FabricResult, _parsed("fabric", fabric.parse, path, digests, kept, as_json=True))
@@ -163,19 +175,20 @@ def host_rows(
     boots: list[dict[str, Any]] = []
     boot_id = None
     earlier: list[tuple[dict[str, Any], str | None]] = []
-    for path in _outputs(host_dir, "kernel-log-boots"):
+    names = os.listdir(host_dir)
+    for path in _outputs(host_dir, "kernel-log-boots", names):
         parsed = _parsed("kernel-log-boots", kernel_log_boots.parse, path, digests, kept, as_json=True)
         boots = [b for b in parsed["boots"] if b.get("boot_id")]
         boot_id = parsed["current_boot_id"] or boot_id
         earlier += [(e, b["boot_id"]) for b in parsed["previous"] for e in b["events"]]
     events: list[dict[str, Any]] = []
-    for path in _outputs(host_dir, "kernel-log"):
+    for path in _outputs(host_dir, "kernel-log", names):
         parsed = to_jsonable(_parsed("kernel-log", kernel_log.parse, path, digests, kept, as_json=True))
         events += [event_row(host, e, boot_id) for e in parsed.get("events") or [] if e["kind"] not in SKIPPED_KINDS]
     faulty = sorted({e["pci"] for e in events if e["pci"] and e["kind"] in ("xid", "sxid", "fallen_off_bus")})
     events += [event_row(host, e, b) for e, b in earlier if e.get("kind") not in SKIPPED_KINDS]
     gpus: dict[str, dict[str, Any]] = {}
-    for path in _outputs(host_dir, "nvidia-smi"):
+    for path in _outputs(host_dir, "nvidia-smi", names):
         try:
             parsed = to_jsonable(_parsed("nvidia-smi", _gpus_read, path, digests, kept, as_json=True))
         except Exception:  # noqa: BLE001 - an unreadable nvidia-smi is no GPU row, never a failed import
@@ -194,7 +207,7 @@ def host_rows(
                         "retired_pages": gpu.get("retired_pages"),
                     },  # fmt: skip
                 }
-    events += network_rows(host_dir, host, boot_id, when, window, digests, kept)
+    events += network_rows(host_dir, host, boot_id, when, window, digests, kept, names)
     uuids = {g["pci"]: g["uuid"] for g in gpus.values() if g.get("uuid")}
     for event in events:  # the kernel names the bus, nvidia-smi the GPU in it
         event["uuid"] = event["uuid"] or uuids.get(event["pci"] or "")

@@ -14,8 +14,10 @@ from click.testing import CliRunner
 
 from nightowl.cli.main import main
 from nightowl.engine import same_file
+from nightowl.engine.bundle_writer import BundleWriter
 from nightowl.engine.bundle_verify import verify_bundle
 from nightowl.paths import data_dir
+from nightowl.transports.base import CommandResult
 
 HOST = data_dir("fixtures") / "hosts" / "xid79-fallen-off-bus"
 
@@ -62,3 +64,42 @@ def test_a_file_that_changed_since_it_was_stored_is_written_anew(tmp_path: Path)
 def test_without_a_repeating_sweep_every_file_is_its_own(tmp_path: Path) -> None:
     first, second = bundle_of(HOST, tmp_path), bundle_of(HOST, tmp_path)
     assert all(path.stat().st_nlink == 1 for path in outputs(first) + outputs(second))
+
+
+def result(argv: list[str], stdout: str) -> CommandResult:
+    return CommandResult(argv, 0, stdout, "", 0.0, 0.1)
+
+
+def test_outputs_of_one_bundle_with_the_same_bytes_are_one_file(tmp_path: Path) -> None:
+    """The shared query's answer stored as two readers' outputs (nvidia-smi.out and fabric.out) is one inode;
+    an output with other bytes, or a bundle outside a repeating sweep, has its own."""
+    answer = "index, pci.bus_id\n0, 00000000:18:00.0\n"
+    with same_file.linking() as links:
+        writer = BundleWriter(tmp_path, "node-health")
+        writer.record_command("gpu-1", "nvidia-smi", result(["nvidia-smi"], answer), True)
+        writer.record_command("gpu-1", "fabric", result(["nvidia-smi"], answer), True)
+        writer.record_command("gpu-2", "fabric", result(["nvidia-smi"], answer), True)
+        writer.record_command("gpu-1", "nvlink", result(["nvidia-smi", "nvlink", "-s"], answer + "more\n"), True)
+        bundle = writer.finish([], False)
+    host = bundle / "hosts" / "gpu-1"
+    assert os.path.samefile(host / "nvidia-smi.out", host / "fabric.out")
+    assert os.path.samefile(host / "fabric.out", bundle / "hosts" / "gpu-2" / "fabric.out")
+    assert not os.path.samefile(host / "nvidia-smi.out", host / "nvlink.out")
+    assert links.linked == 2 and (host / "fabric.out").read_text() == answer
+    assert stat.S_IMODE((host / "fabric.out").stat().st_mode) == 0o600 and verify_bundle(bundle) == []
+    alone = BundleWriter(tmp_path / "alone", "node-health")
+    alone.record_command("gpu-1", "nvidia-smi", result(["nvidia-smi"], answer), True)
+    alone.record_command("gpu-1", "fabric", result(["nvidia-smi"], answer), True)
+    assert (alone.finish([], False) / "hosts" / "gpu-1" / "fabric.out").stat().st_nlink == 1
+
+
+def test_a_twin_renamed_by_a_second_take_is_not_linked_to_its_old_name(tmp_path: Path) -> None:
+    with same_file.linking():
+        writer = BundleWriter(tmp_path, "node-health")
+        writer.record_command("gpu-1", "nvidia-smi", result(["nvidia-smi"], "same\n"), True)
+        writer.record_command("gpu-1", "nvidia-smi", result(["nvidia-smi"], "other\n"), True)  # .out -> .1.out
+        writer.record_command("gpu-1", "fabric", result(["nvidia-smi"], "same\n"), True)
+        bundle = writer.finish([], False)
+    host = bundle / "hosts" / "gpu-1"
+    assert (host / "nvidia-smi.1.out").read_text() == (host / "fabric.out").read_text() == "same\n"
+    assert (host / "nvidia-smi.2.out").read_text() == "other\n" and verify_bundle(bundle) == []
