@@ -14,8 +14,8 @@ from click.testing import CliRunner
 
 from nightowl.cli.main import main
 from nightowl.engine import same_file
-from nightowl.engine.bundle_writer import BundleWriter
 from nightowl.engine.bundle_verify import verify_bundle
+from nightowl.engine.bundle_writer import BundleWriter
 from nightowl.paths import data_dir
 from nightowl.transports.base import CommandResult
 
