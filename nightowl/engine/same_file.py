@@ -12,7 +12,9 @@ other documents change every round anyway); anything else, a link that fails inc
 
 One caveat, in docs/reference.md#repeated-sweeps: a file written over in place in one bundle after the fact
 changes in the bundles that link it too; each bundle's manifest names the sha256 it had, so
-`postmortem --verify` tells of the change in each.
+`postmortem --verify` tells of the change in each. Within one bundle, an output holding the very bytes of one
+stored before it (the shared query's answer, kept as each of its readers' output) is linked to that one on the
+same terms (``BundleWriter._link_twin``).
 """
 
 from __future__ import annotations
