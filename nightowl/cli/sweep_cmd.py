@@ -115,8 +115,7 @@ def sweep(
     being what one process gives. With --every the sweep repeats in this process, each host's connection
     kept open between rounds and the reads it is asked every round sent together (--rounds: how many; each
     round prints its report, and says on stderr how long it took, how many connections it reused, how many
-    commands came in batches and how many bundle files are links, to the last bundle's or to an output of
-    the round with the same bytes).
+    commands came in batches and how many bundle files are links to files holding the same bytes).
     """
     from nightowl.cli.common import load_runbook_or_exit
     from nightowl.fleet.workers import default_workers, engine_for, start_pool
