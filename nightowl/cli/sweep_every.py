@@ -172,7 +172,8 @@ def _annotator(
 ) -> Any:
     """What a round adds to its summary (``round``) and says on stderr: its number, wall and CPU seconds
     (this process's, up to its report), the connections it reused and opened, the commands a batch answered
-    (transports/batch.py) and the bundle files it linked to the last bundle's (engine/same_file.py)."""
+    (transports/batch.py) and the bundle files it linked to a file with the same bytes, the last bundle's or its
+    own (engine/same_file.py)."""
 
     def annotate(summary: dict[str, Any]) -> None:
         seconds, cpu_seconds = time.monotonic() - started, _cpu_seconds() - cpu

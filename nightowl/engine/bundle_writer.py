@@ -78,8 +78,9 @@ class BundleWriter:
         # What this writer stored, by path inside the bundle: (bytes, sha256). The manifest lists every
         # file; these need not be read back (a 1,000-host sweep writes thousands of files).
         self._stored: dict[str, tuple[int, str]] = {}
-        # In a repeating sweep, the outputs this bundle holds by (bytes, sha256): a later one with the very same
-        # bytes (the shared query's answer stored as each reader's output, an empty listing) is linked to it.
+        # In a repeating sweep, the files this bundle holds under hosts/ by (bytes, sha256): a later one with the
+        # very same bytes (the shared query's answer stored as each reader's output, an empty listing, an exit
+        # status) is linked to it.
         self._twins: dict[tuple[int, str], Path] = {}
         self._hosts_made: Path | None = None
         # A full disk or an unwritable --out must not cost the verdict: the run goes on without writing and
@@ -214,19 +215,20 @@ class BundleWriter:
             write_private(path, data)
         with self._lock:
             self._stored[name] = entry
-            if links is not None and name.startswith(same_file.LINKED[0]):
+            if links is not None and name.startswith(same_file.OUTPUTS):
                 self._twins.setdefault(entry, path)
 
     def _link_twin(self, name: str, entry: tuple[int, str], path: Path, links: same_file.SameFile) -> bool:
-        """Link ``path`` to an output of this bundle holding the same bytes (engine/same_file.py: a file
-        costs the filesystem an inode, a link a twentieth of that); False: write it."""
-        if not name.startswith(same_file.LINKED[0]):
+        """Link ``path`` to a file of this bundle under hosts/ holding the same bytes (engine/same_file.py: a file
+        costs the filesystem an inode, a link a twentieth of that); False: write it. No check of the file as
+        ``SameFile.link`` makes: it is this writer's own, in its owner-only folder, written moments ago."""
+        if not name.startswith(same_file.OUTPUTS):
             return False
         with self._lock:
             twin = self._twins.get(entry)
         if twin is None:
             return False
-        try:  # a twin renamed meanwhile (a second take's ``kind.1``) is gone from its path: written as before
+        try:  # a failed link (a filesystem's cap on links to one file, EMLINK) writes the file as before
             os.link(twin, path)
         except OSError:
             return False
@@ -255,6 +257,8 @@ class BundleWriter:
                     known = self._stored.pop(old.relative_to(self.tmp_path).as_posix(), None)
                     if known is not None:
                         self._stored[new.relative_to(self.tmp_path).as_posix()] = known
+                        if self._twins.get(known) == old:  # its bytes are linked to from where it now is
+                            self._twins[known] = new
             first = f"{layout.host_folder(host)}/{kind}{layout.OUT}"
             self.renamed[first] = layout.first_take(first)
             for command in self.commands:

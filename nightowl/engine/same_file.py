@@ -12,9 +12,9 @@ other documents change every round anyway); anything else, a link that fails inc
 
 One caveat, in docs/reference.md#repeated-sweeps: a file written over in place in one bundle after the fact
 changes in the bundles that link it too; each bundle's manifest names the sha256 it had, so
-`postmortem --verify` tells of the change in each. Within one bundle, an output holding the very bytes of one
-stored before it (the shared query's answer, kept as each of its readers' output) is linked to that one on the
-same terms (``BundleWriter._link_twin``).
+`postmortem --verify` tells of the change in each. Within one bundle, a file under ``hosts/`` holding the very
+bytes of one stored before it (the shared query's answer, kept as each of its readers' output; an empty listing)
+is linked to that one (``BundleWriter._link_twin``; the writer's own file, so without the checks above).
 """
 
 from __future__ import annotations
@@ -26,7 +26,8 @@ import threading
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 
-LINKED = ("hosts/", "runbook.yaml")  # the bundle's outputs, and the runbook: the files a steady round repeats
+OUTPUTS = "hosts/"  # the bundle's outputs (and their exit statuses and errors), one folder a host
+LINKED = (OUTPUTS, "runbook.yaml")  # the bundle's outputs, and the runbook: the files a steady round repeats
 
 
 class SameFile:

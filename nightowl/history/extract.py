@@ -25,10 +25,19 @@ from nightowl.history.bundle_files import read_capped, read_json, read_output
 
 
 def _outputs(host_dir: Path, kind: str, names: list[str] | None = None) -> list[Path]:
-    """The outputs of ``kind`` in ``host_dir``: ``kind.out`` and a second take's ``kind.<n>.out``, as the globs
-    ``kind.out`` and ``kind.[0-9]*.out`` find them (``names``: the folder's entries, listed once for all kinds)."""
-    names = os.listdir(host_dir) if names is None else names
+    """The outputs of ``kind`` in ``host_dir``: ``kind.out`` and a second take's ``kind.<n>.out``, the names the
+    globs ``kind.out`` and ``kind.[0-9]*.out`` match (``names``: the folder's entries, listed once for all kinds;
+    ``_entries``). A name that is a link is listed: its reader refuses it."""
+    names = _entries(host_dir) if names is None else names
     return sorted(host_dir / name for name in names if _output_name(kind).fullmatch(name))
+
+
+def _entries(host_dir: Path) -> list[str]:
+    """The folder's entries; none where it cannot be listed (as a glob finds nothing there)."""
+    try:
+        return os.listdir(host_dir)
+    except OSError:
+        return []
 
 
 @functools.lru_cache(maxsize=32)
@@ -95,7 +104,7 @@ def network_rows(
 
     rows: list[dict[str, Any]] = []
     reads: list[dict[str, Any]] = []
-    names = os.listdir(host_dir) if names is None else names
+    names = _entries(host_dir) if names is None else names
     for path in _outputs(host_dir, "ib-ports", names):
         try:
             kept_json = _parsed("ib-ports", ib_ports.parse, path, digests, kept, as_json=True)
@@ -175,7 +184,7 @@ def host_rows(
     boots: list[dict[str, Any]] = []
     boot_id = None
     earlier: list[tuple[dict[str, Any], str | None]] = []
-    names = os.listdir(host_dir)
+    names = _entries(host_dir)
     for path in _outputs(host_dir, "kernel-log-boots", names):
         parsed = _parsed("kernel-log-boots", kernel_log_boots.parse, path, digests, kept, as_json=True)
         boots = [b for b in parsed["boots"] if b.get("boot_id")]

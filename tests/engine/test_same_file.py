@@ -93,7 +93,7 @@ def test_outputs_of_one_bundle_with_the_same_bytes_are_one_file(tmp_path: Path) 
     assert (alone.finish([], False) / "hosts" / "gpu-1" / "fabric.out").stat().st_nlink == 1
 
 
-def test_a_twin_renamed_by_a_second_take_is_not_linked_to_its_old_name(tmp_path: Path) -> None:
+def test_a_twin_renamed_by_a_second_take_is_linked_where_it_now_is(tmp_path: Path) -> None:
     with same_file.linking():
         writer = BundleWriter(tmp_path, "node-health")
         writer.record_command("gpu-1", "nvidia-smi", result(["nvidia-smi"], "same\n"), True)
@@ -102,4 +102,5 @@ def test_a_twin_renamed_by_a_second_take_is_not_linked_to_its_old_name(tmp_path:
         bundle = writer.finish([], False)
     host = bundle / "hosts" / "gpu-1"
     assert (host / "nvidia-smi.1.out").read_text() == (host / "fabric.out").read_text() == "same\n"
+    assert os.path.samefile(host / "nvidia-smi.1.out", host / "fabric.out")
     assert (host / "nvidia-smi.2.out").read_text() == "other\n" and verify_bundle(bundle) == []

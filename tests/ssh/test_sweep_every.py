@@ -120,7 +120,7 @@ def test_reads_asked_every_round_come_in_batches_and_an_xid_written_between_roun
     ]  # fmt: skip
     # the first round has no last bundle: its only links are outputs holding the bytes of another of its own
     assert rounds[0]["round"]["commands_batched"] == 0
-    assert rounds[0]["round"]["files_linked"] == links_within(Path(rounds[0]["bundle"]))
+    assert rounds[0]["round"]["files_linked"] == links_within(Path(rounds[0]["bundle"])) > 0  # exit statuses alike
     for later in rounds[1:]:
         # 4 a host: the ones a host cannot run (exit 127 here: no recording, as a node without the tool) run alone
         assert later["round"]["commands_batched"] >= 2 * 4 and later["round"]["files_linked"] > 0, later["round"]
