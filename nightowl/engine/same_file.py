@@ -26,8 +26,10 @@ import threading
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 
-OUTPUTS = "hosts/"  # the bundle's outputs (and their exit statuses and errors), one folder a host
-LINKED = (OUTPUTS, "runbook.yaml")  # the bundle's outputs, and the runbook: the files a steady round repeats
+from nightowl.engine import layout
+
+OUTPUTS = layout.HOSTS + "/"  # the bundle's outputs (and their exit statuses and errors), one folder a host
+LINKED = (OUTPUTS, layout.RUNBOOK)  # the bundle's outputs, and the runbook: the files a steady round repeats
 
 
 class SameFile:
