@@ -586,11 +586,12 @@ class _Read:
 
     def _settled(self, saved: SavedCursor | None, same: bool, keep: str) -> bool | None:
         """``SETTLED`` for the text carried on (``keep``): the saved state's where that text carries on unchanged
-        and the state says, else the reader's ``settled`` of it (None: a reader without one)."""
+        and the state says it for this release (its ``PARSED_BY``: another release's reader may tell otherwise),
+        else the reader's ``settled`` of it (None: a reader without one)."""
         settled = getattr(self.reader, "settled", None)
         if settled is None:
             return None
-        if same and saved is not None and SETTLED in saved.state:
+        if same and saved is not None and SETTLED in saved.state and self._kept(saved.state) is not None:
             return bool(saved.state[SETTLED])
         return bool(settled(keep))
 

@@ -33,8 +33,8 @@ def load(path: Path, host: str, kind: str, text: bool = True) -> SavedCursor | N
         sql = "SELECT state, bundle_id, bundle_sha256 FROM cursors WHERE host = ? AND kind = ?"
     try:
         found = store.read(path, sql, (host, kind))
-    except store.StoreError:
-        if not text:
+    except store.StoreError as exc:
+        if not text or "cursor_texts" not in str(exc):  # no store, a busy or broken one: not asked twice
             return None
         try:  # a version 3 store no writer has opened yet (history/store._split_cursor_texts): its one table
             found = store.read(path, _V3_TEXT, (host, kind))

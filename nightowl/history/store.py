@@ -144,7 +144,11 @@ def connect(path: Path, readonly: bool = False, shared: bool = False) -> sqlite3
         conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
         if not readonly:
             conn.execute("PRAGMA synchronous = NORMAL")  # WAL: a commit is durable at the next checkpoint
-            if conn.execute("PRAGMA user_version").fetchone()[0] != SCHEMA_VERSION:  # new (or older) store
+            version = conn.execute("PRAGMA user_version").fetchone()[0]
+            if version > SCHEMA_VERSION:  # a later release's layout: never moved back, nor written over
+                conn.close()
+                raise StoreError(f"{path}: made by a later nightowl (schema {version}, this one's {SCHEMA_VERSION})")
+            if version < SCHEMA_VERSION:  # new (or older) store
                 conn.execute("PRAGMA journal_mode = WAL")
                 conn.executescript(SCHEMA)
                 _add_column(conn, "events", "monotonic REAL")  # a version 1 store

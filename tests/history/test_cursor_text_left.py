@@ -100,3 +100,26 @@ def test_facts_another_release_parsed_are_never_taken(
     for kind in KINDS:  # and saved as this release's: the next quiet read takes them
         saved = cursors.load(node / STORE, "node", kind, text=False)
         assert saved is not None and saved.state[PARSED_BY] == "an-upgrade"
+
+
+def test_an_upgrade_works_out_settled_again_not_from_the_earlier_release(
+    node: Path, loads: list[tuple[str, bool]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The earlier release's ``SETTLED`` is its reader's word: the upgrade, which reads the text again, saves its
+    own reader's, even where the text carries on unchanged."""
+    import json
+    import sqlite3
+
+    import nightowl
+
+    _two_sweeps(node)
+    with sqlite3.connect(node / STORE) as conn:  # the earlier release said otherwise of the same text
+        (state,) = conn.execute("SELECT state FROM cursors WHERE host = 'node' AND kind = 'kernel-log'").fetchone()
+        conn.execute(
+            "UPDATE cursors SET state = ? WHERE host = 'node' AND kind = 'kernel-log'",
+            (json.dumps({**json.loads(state), SETTLED: False}),),
+        )
+    monkeypatch.setattr(nightowl, "__version__", "an-upgrade")
+    sweep(node)
+    saved = cursors.load(node / STORE, "node", "kernel-log", text=False)
+    assert saved is not None and saved.state[PARSED_BY] == "an-upgrade" and saved.state[SETTLED] is True

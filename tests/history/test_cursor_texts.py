@@ -7,6 +7,8 @@ import json
 import sqlite3
 from pathlib import Path
 
+import pytest
+
 from nightowl.history import cursors, store
 
 V3_CURSORS = """CREATE TABLE cursors (host TEXT NOT NULL, kind TEXT NOT NULL, state TEXT NOT NULL,
@@ -17,6 +19,7 @@ PRIMARY KEY (host, kind))"""
 def _v3_store(path: Path) -> None:
     conn = sqlite3.connect(path, isolation_level=None)
     conn.execute("CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
+    conn.execute("INSERT INTO meta VALUES ('schema_version', '3')")
     conn.execute(V3_CURSORS)
     rows = [("gpu-1", "kernel-log", {"cursor": "s=1"}, "NVRM: loaded\n"), ("gpu-2", "nvidia-smi", {"judged": {}}, "x")]
     for host, kind, state, carried in rows:
@@ -78,3 +81,26 @@ def test_a_text_carried_on_is_saved_only_over_the_row_it_was_read_from(tmp_path:
     conn.close()
     saved = cursors.load(path, "gpu-1", "kernel-log")
     assert saved is not None and (saved.state, saved.carried, saved.bundle_id) == ({"n": 9}, "another run's\n", "b9")
+
+
+def test_a_moved_store_says_its_version_and_a_later_releases_store_is_left_as_it_is(tmp_path: Path) -> None:
+    path = tmp_path / "history.db"
+    _v3_store(path)
+    store.connect(path).close()
+    conn = sqlite3.connect(path)
+    said = conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
+    assert said == (str(store.SCHEMA_VERSION),)
+    conn.execute(f"PRAGMA user_version = {store.SCHEMA_VERSION + 1}")  # a later nightowl's layout
+    conn.commit()
+    conn.close()
+    with pytest.raises(store.StoreError, match="later nightowl"):
+        store.connect(path)
+    assert sqlite3.connect(path).execute("PRAGMA user_version").fetchone() == (store.SCHEMA_VERSION + 1,)
+
+
+def test_only_a_version_3_store_is_asked_twice(tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """No store yet (a first run) is one query, not the version 3 query after it."""
+    asked: list[str] = []
+    real = store.read
+    monkeypatch.setattr(store, "read", lambda path, sql, args=(): asked.append(sql) or real(path, sql, args))
+    assert cursors.load(tmp_path / "none.db", "gpu-1", "kernel-log") is None and len(asked) == 1
