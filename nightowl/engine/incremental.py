@@ -420,7 +420,7 @@ class _Read:
         text whose facts and bundle the row holds (``SETTLED``, ``PARSED``, ``HELD``)."""
         if getattr(self.reader, "cites_text", False):
             return self._kept(state) is None
-        return not (state.get(SETTLED) is True and bool(state.get(HELD)) and self._quiet_on(state, None, body))
+        return not (state.get(HELD) and self._quiet_on(state, None, body))  # without the text: SETTLED decides
 
     def _quiet_on(self, state: Mapping[str, Any], carried: str | None, body: str) -> bool:
         """Whether ``body`` adds nothing the reader keeps to a carried text whose facts ``state`` holds for this

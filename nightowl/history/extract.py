@@ -24,11 +24,10 @@ from nightowl.engine import layout
 from nightowl.history.bundle_files import read_capped, read_json, read_output
 
 
-def _outputs(host_dir: Path, kind: str, names: list[str] | None = None) -> list[Path]:
+def _outputs(host_dir: Path, kind: str, names: list[str]) -> list[Path]:
     """The outputs of ``kind`` in ``host_dir``: ``kind.out`` and a second take's ``kind.<n>.out``, the names the
-    globs ``kind.out`` and ``kind.[0-9]*.out`` match (``names``: the folder's entries, listed once for all kinds;
-    ``_entries``). A name that is a link is listed: its reader refuses it."""
-    names = _entries(host_dir) if names is None else names
+    globs ``kind.out`` and ``kind.[0-9]*.out`` match (``names``: the folder's entries, ``_entries``, listed once
+    for all kinds). A name that is a link is listed: its reader refuses it."""
     return sorted(host_dir / name for name in names if _output_name(kind).fullmatch(name))
 
 

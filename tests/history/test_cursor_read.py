@@ -231,9 +231,9 @@ def test_a_store_that_cannot_be_written_costs_only_the_positions(node: Path) -> 
 
 
 def test_a_quiet_read_takes_the_last_parses_facts_and_parses_only_its_new_lines(node: Path) -> None:
-    """Issue 46: a read whose new lines the kernel log's reader keeps none of (``adds_nothing``) takes the facts the
-    store kept of the last parse (``PARSED``) and parses its new lines alone for what it counts; a replay of its
-    bundle, which parses carried + new, gives the same verdict and facts."""
+    """Issue 46: a read whose new lines the kernel log's reader keeps none of (``settled`` and ``quiet``) takes the
+    facts the store kept of the last parse (``PARSED``) and parses its new lines alone for what it counts; a replay
+    of its bundle, which parses carried + new, gives the same verdict and facts."""
     from nightowl.collectors import get_collector
 
     journal = Journal(node / "journal.json")

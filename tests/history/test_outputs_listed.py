@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from nightowl.history.extract import _outputs
+from nightowl.history.extract import _entries, _outputs
 
 NAMES = [
     "kernel-log.out", "kernel-log.1.out", "kernel-log.2.out", "kernel-log.12abc.out", "kernel-log..out",
@@ -21,8 +21,8 @@ def test_the_outputs_of_a_kind_are_the_names_its_globs_match(kind: str, tmp_path
     for name in NAMES:
         (tmp_path / name).write_text("")
     globbed = sorted([*tmp_path.glob(f"{kind}.out"), *tmp_path.glob(f"{kind}.[0-9]*.out")])
-    assert _outputs(tmp_path, kind) == globbed == _outputs(tmp_path, kind, sorted(p.name for p in tmp_path.iterdir()))
+    assert _outputs(tmp_path, kind, _entries(tmp_path)) == globbed
 
 
 def test_a_folder_that_cannot_be_listed_has_no_outputs(tmp_path: Path) -> None:
-    assert _outputs(tmp_path / "gone", "kernel-log") == []
+    assert _entries(tmp_path / "gone") == [] and _outputs(tmp_path / "gone", "kernel-log", []) == []

@@ -126,12 +126,6 @@ class KernelLogCursor:
         """What later reads need of ``text`` (the log so far): see ``keep_lines``."""
         return keep_lines(text)
 
-    def adds_nothing(self, carried: str, body: str) -> bool:
-        """Whether ``keep(carried + body)`` is ``carried``: ``carried`` is ``settled`` and ``body`` is ``quiet``,
-        as the engine asks them (engine/incremental.py ``_quiet_on``, which then takes the facts the last parse
-        gave); tests/history/test_cursor_property.py holds it for random splits of every recorded log."""
-        return self.settled(carried) and self.quiet(body)
-
     def settled(self, carried: str) -> bool:
         """Whether lines after ``carried`` are never kept with it: no report or stack opened near its end reaches
         past it, and it has its first line with text already (not only a shell prompt with its command). The
