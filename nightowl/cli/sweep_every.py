@@ -196,9 +196,11 @@ def _annotator(
     return annotate
 
 
-class _Terminated(Exception):
+class _Terminated(BaseException):
     """SIGTERM outside a round's run (waiting for the next, printing a report): the sweep ends with 143, its
-    connections closed (inside a run, the run's own handler saves its partial bundle and exits 143)."""
+    connections closed (inside a run, the run's own handler saves its partial bundle and exits 143). Not an
+    Exception, as KeyboardInterrupt is not: a report's writer that turns its own failures into a warning
+    (``except Exception``) must not take the stop for one, and the sweep wait for its next round."""
 
 
 def _wait(until: float, number: int) -> None:
