@@ -60,8 +60,8 @@ from nightowl.cli.sweep_report import SWEEP_FORMAT_OPTION, run_sweep
     type=click.FloatRange(min=1),
     metavar="SECONDS",
     help="sweep again every SECONDS (start to start), keeping each host's connection open between rounds, sending "
-    "the reads it is asked every round together in one SSH session (split side by side where a read took half a "
-    "second or more on the host) and linking unchanged output files to the "
+    "the reads it is asked every round together in one SSH session (in lanes side by side where one took long on "
+    "the host) and linking unchanged output files to the "
     "last bundle's: each round its own bundle and report; the first over --workers, the later ones in this "
     "process (docs/reference.md#repeated-sweeps)",
 )

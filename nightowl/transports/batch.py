@@ -4,7 +4,8 @@ Each command of a steady round costs a session on both ends: a channel opened, d
 connection in this process, and on the host sshd's session process and a shell, before the command itself
 runs. Most of a steady round's reads are the same argvs every round (nvidia-smi's cheap query, the NVLink
 counters, a service's state), so a kept connection (transports/kept.py) sends those together: each command as
-``timeout`` would start it alone (``command_line``), one after the other in one shell, stdin from /dev/null,
+``timeout`` would start it alone (``command_line``), one after the other in one shell or in lanes side by side
+(``script``: where one read would hold up the rest, transports/kept.py ``lanes``), stdin from /dev/null,
 each output framed on stdout and stderr by a line holding a random nonce (no output can hold it) and, after the
 output, the command's exit status and two readings of the host's clock around it (``/proc/uptime``, read by the
 shell's own ``read``: no process more), so each command's own time on the host is known. The
@@ -75,28 +76,58 @@ _CLOCK = "read -r {} _ 2>/dev/null </proc/uptime"
 # as a packet of its own, and a packet cost this process its decryption, dispatch and a wake of the reading thread
 # (33 packets a host for a steady round's nine reads, 1.7 ms of CPU in decryption alone). ``dd`` is tried first
 # on nothing (``_CAN_GATHER``): a host without it, or whose ``dd`` refuses ``obs`` (a busybox built without it),
-# runs the batch as it did, its output sent as it comes. Each ``dd``'s own report goes to /dev/null (fd 4 is the
-# session's stderr, where the batch's stderr goes). GNU ``timeout`` ends the ``dd``s with the rest (its signal
-# goes to its whole process group; a busybox ``timeout`` signals the shell alone, and the batch's reads after the
-# one it stopped at then run on, their answers dropped with the rest).
+# runs the batch as it did, its lanes one after the other, its output sent as it comes. Each ``dd``'s own report
+# goes to /dev/null (fd 4 is the session's stderr, where the batch's stderr goes). GNU ``timeout`` ends the
+# ``dd``s with the rest (its signal goes to its whole process group; a busybox ``timeout`` signals the shell alone,
+# and the batch's reads after the one it stopped at then run on, their answers dropped with the rest).
 _GATHER = "dd obs=1048576 2>/dev/null"
 _CAN_GATHER = f"{_GATHER} </dev/null"
-_GATHERED = f"{{ {{ b 2>&1 1>&3 3>&- 4>&- | {_GATHER} 1>&4 3>&- 4>&-; }} 3>&1 | {_GATHER} 4>&-; }} 4>&2"
 
 
-def script(commands: Sequence[str], nonce: str) -> str:
-    """The shell text that runs ``commands`` (each a complete command line) one after the other, framed: the
-    end line holds the exit status and the host's clock before and after the command. Its stdout and stderr
-    are each sent in one piece at the end where the host's ``dd`` can gather them (``_GATHER``)."""
-    lines = []
-    for number, command in enumerate(commands):
-        mark = f"{nonce} {number}"
-        lines.append(
-            f"printf '%s\\n' '{mark}'; printf '%s\\n' '{mark}' >&2; w=; t=; u=; {_CLOCK.format('t')}; "
-            f"{command} </dev/null; s=$?; {_CLOCK.format('u')}; "
-            f"printf '\\n%s %s%s %s %s\\n' '{mark} end' \"$s\" \"$w\" \"$t\" \"$u\"; printf '\\n%s\\n' '{mark} end' >&2"
-        )
-    return "b() {\n" + "\n".join(lines) + f"\n}}\nif {_CAN_GATHER}; then {_GATHERED}; else b; fi\n"
+def _gathered(command: str) -> str:
+    """``command`` (a function call or a group) with its stdout and stderr each written in one piece when it ends."""
+    return f"{{ {{ {command} 2>&1 1>&3 3>&- 4>&- | {_GATHER} 1>&4 3>&- 4>&-; }} 3>&1 | {_GATHER} 4>&-; }} 4>&2"
+
+
+def _side_by_side(lanes: int) -> str:
+    """Lanes ``l0`` .. ``l{lanes-1}`` started together, their frames in lane order. Each lane after the first runs
+    in the background with its output gathered (``dd``) and written only when the lanes before it have ended: the
+    group that gathers it holds the gatherer's pipes open until then (fds 5 and 6 are where the lanes before it
+    write, past the gatherer). A lane that writes more than a gather holds (a MiB) before then has its first MiB
+    written early, into the earlier lanes' frames: ``split`` finds the nonce inside a frame and takes neither."""
+    body = "l0"
+    for lane in range(1, lanes):
+        body = f"{{ {{ {_gathered(f'{{ l{lane} & {{ {body}; }} 1>&5 2>&6 5>&- 6>&-; wait; }}')}; }} 5>&1 6>&2; }}"
+    return body
+
+
+def _frame(number: int, command: str, nonce: str) -> str:
+    """The shell line that runs ``command`` framed: the end line holds its exit status and the host's clock
+    before and after it."""
+    mark = f"{nonce} {number}"
+    return (
+        f"printf '%s\\n' '{mark}'; printf '%s\\n' '{mark}' >&2; w=; t=; u=; {_CLOCK.format('t')}; "
+        f"{command} </dev/null; s=$?; {_CLOCK.format('u')}; "
+        f"printf '\\n%s %s%s %s %s\\n' '{mark} end' \"$s\" \"$w\" \"$t\" \"$u\"; printf '\\n%s\\n' '{mark} end' >&2"
+    )
+
+
+def script(commands: Sequence[str], nonce: str, lanes: Sequence[int] = ()) -> str:
+    """The shell text that runs ``commands`` (each a complete command line), framed. ``lanes``: how many of the
+    commands, in order, each lane runs (none: all in one): the commands of a lane run one after the other, the
+    lanes side by side (``_side_by_side``), and the frames come in the commands' order either way. Its stdout and
+    stderr are each sent in one piece at the end where the host's ``dd`` can gather them (``_GATHER``)."""
+    sizes = [size for size in lanes if size > 0] or [len(commands)]
+    if sum(sizes) != len(commands):
+        raise ValueError(f"lanes {list(lanes)} do not hold the {len(commands)} commands")
+    functions, first = [], 0
+    for lane, size in enumerate(sizes):
+        frames = (_frame(number, commands[number], nonce) for number in range(first, first + size))
+        functions.append(f"l{lane}() {{\n" + "\n".join(frames) + "\n}")
+        first += size
+    in_turn = "; ".join(f"l{lane}" for lane in range(len(sizes)))
+    together = _side_by_side(len(sizes))
+    return "\n".join(functions) + f"\nif {_CAN_GATHER}; then {_gathered(together)}; else {in_turn}; fi\n"
 
 
 def split(stdout: str, stderr: str, count: int, nonce: str) -> list[Framed | None]:
@@ -113,7 +144,7 @@ def split(stdout: str, stderr: str, count: int, nonce: str) -> list[Framed | Non
         (out_text, out_at, ended), (err_text, err_at, rest) = out, err
         status, _, clock = ended.partition(" ")
         code = status.removesuffix(WRAPPED)
-        if not code.isdigit() or rest != "":
+        if not code.isdigit() or rest != "" or nonce in out_text or nonce in err_text:  # another frame inside it
             parts.append(None)
             continue
         parts.append(Framed(int(code), out_text, err_text, code != status, _seconds(clock)))

@@ -45,16 +45,15 @@ KEEPALIVE_SECONDS = 30.0  # under the idle timeouts of common NATs and load bala
 # times the host's last batch, at least BATCH_PATIENCE_SECONDS (a loaded client is slow to read it) and at most
 # BATCH_PATIENCE_MAX (a batch that once hung does not make every later ask wait its whole timeout).
 BATCH_PATIENCE_TIMES, BATCH_PATIENCE_SECONDS, BATCH_PATIENCE_MAX = 3.0, 2.0, 5.0
-# A host's batch is one session, its commands one after the other: a session more costs both ends (on the host,
-# sshd's session process, a shell and a `timeout`: as much CPU as a few batched reads; here a channel and its
-# packets). Reads that take long on the host (nvidia-smi starts NVML: up to a second a call without persistence
-# mode) would wait for one another there, where alone they ran side by side, and a host's batch of four of them
-# would outlast the asks' patience; so once its longest read took SPLIT_SECONDS or more on the host last round
-# (batch.py reads the host's clock around each command), the batch is split (``sessions``) into the fewest
-# sessions side by side, at most MAX_SESSIONS, that bring the last answer within SPLIT_SLACK of the longest read.
-# Under SPLIT_SECONDS the session saved is worth more than the wait: on a 2-core machine serving 32 bench hosts,
-# splitting reads of 0.2 s into three sessions made the steady round slower (1.85 s against 1.3 to 1.5 s).
-SPLIT_SECONDS, SPLIT_SLACK, MAX_SESSIONS = 0.5, 0.1, 3
+# A host's batch is one session (a session more costs both ends: on the host, sshd's session process, a shell and a
+# `timeout`, as much CPU as a few batched reads; here a channel and its packets). One after the other in it, a read
+# that takes long on the host (nvidia-smi starts NVML: 0.2 s a call with persistence mode, up to a second without)
+# holds up every read after it, where alone they ran side by side; so once the last round's batch timed a host's
+# reads by its clock (batch.py reads it around each command), they run in lanes side by side within the session
+# (``lanes``, batch.py ``script``): the fewest, at most MAX_LANES, that bring the last answer within LANE_SLACK of
+# the longest read. A lane more costs the host a subshell and two `dd`s, no session. On the 2-core machine serving
+# 32 bench hosts, two lanes brought a steady round from 0.91 and 0.92 s to 0.82 and 0.86 s (bench/README.md).
+LANE_SLACK, MAX_LANES = 0.05, 3
 
 # argv -> (timeout, kind, bytes of its answer, its time on the host or None) of a round's asks that answered
 Asked = dict[tuple[str, ...], tuple[float, "str | None", int, "float | None"]]
@@ -324,32 +323,17 @@ class _Batch:
 
     def _send(self) -> None:
         started = time.monotonic()
-        groups = sessions(self.plan)
-        got: list[dict[tuple[str, ...], CommandResult]] = [{} for _ in groups]  # each session's answers
-        helpers = []
-        for number in range(1, len(groups)):
-            helper = threading.Thread(target=self._send_one, args=(groups[number], got[number]), daemon=True)
-            try:
-                helper.start()
-            except RuntimeError:  # no thread to be had: that session's asks run alone
-                continue
-            helpers.append(helper)
-        self._send_one(groups[0], got[0])
-        for helper in helpers:
-            helper.join()
-        answers = {argv: answer for part in got for argv, answer in part.items()}
+        groups = lanes(self.plan)
+        commands = [(argv, self.plan[argv][0]) for group in groups for argv in group]
+        try:
+            answers = self.owner.inner.run_batch(commands, lanes=[len(group) for group in groups])
+        except Exception:  # noqa: BLE001 - a batch that fails leaves its asks to run alone
+            answers = {}
         with self.lock:
             if not self.closed:
                 self.answers = {argv: answer for argv, answer in answers.items() if argv not in self.dropped}
         self.owner._keeper.timed(self.owner._name, time.monotonic() - started)
         self.done.set()
-
-    def _send_one(self, group: list[tuple[str, ...]], answers: dict[tuple[str, ...], CommandResult]) -> None:
-        """One session's batch; its answers into ``answers`` (this session's own dict)."""
-        try:
-            answers.update(self.owner.inner.run_batch([(argv, self.plan[argv][0]) for argv in group]))
-        except Exception:  # noqa: BLE001 - a batch that fails leaves its asks to run alone
-            return
 
     def close(self) -> None:
         with self.lock:
@@ -361,25 +345,24 @@ class _Batch:
         return self.thread is not None and self.thread.is_alive()
 
 
-def sessions(plan: Asked) -> list[list[tuple[str, ...]]]:
-    """``plan``'s argvs in the sessions that send them side by side: one, unless its longest read took
-    SPLIT_SECONDS or more on the host last round; then the fewest (at most MAX_SESSIONS) whose last answer comes
-    within SPLIT_SLACK of that read, each read put in the session with the least time so far, longest first (a
-    read of unknown time counts as none)."""
+def lanes(plan: Asked) -> list[list[tuple[str, ...]]]:
+    """``plan``'s argvs in the lanes a batch runs side by side: the fewest (at most MAX_LANES) whose last answer
+    comes within LANE_SLACK of its longest read by the host's clock last round, each read put in the lane with the
+    least time so far, longest first (a read of unknown time counts as none: one read alone last round)."""
     argvs = list(plan)
     took = {argv: plan[argv][3] or 0.0 for argv in argvs}
     longest = max(took.values(), default=0.0)
-    if longest < SPLIT_SECONDS:
+    if sum(took.values()) <= longest + LANE_SLACK:
         return [argvs]
     by_time = sorted(argvs, key=lambda argv: -took[argv])
-    for count in range(2, MAX_SESSIONS + 1):
+    for count in range(2, MAX_LANES + 1):
         groups: list[list[tuple[str, ...]]] = [[] for _ in range(count)]
         totals = [0.0] * count
         for argv in by_time:
             least = totals.index(min(totals))
             groups[least].append(argv)
             totals[least] += took[argv]
-        if max(totals) <= longest + SPLIT_SLACK:
+        if max(totals) <= longest + LANE_SLACK:
             break
     return [group for group in groups if group]
 

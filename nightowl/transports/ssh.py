@@ -378,10 +378,13 @@ class SSHTransport:
         finally:
             self._sessions.release()
 
-    def run_batch(self, commands: Sequence[tuple[Sequence[str], float]]) -> dict[tuple[str, ...], CommandResult]:
+    def run_batch(
+        self, commands: Sequence[tuple[Sequence[str], float]], lanes: Sequence[int] = ()
+    ) -> dict[tuple[str, ...], CommandResult]:
         """Several (argv, timeout) in one session, under the host's own ``timeout`` of the longest limit (an
         answer counts only from a session no longer than its command's limit); the answers it got
-        (transports/batch.py: what is missing runs alone, under its own limit)."""
+        (transports/batch.py: what is missing runs alone, under its own limit). ``lanes``: how many of the
+        commands, in order, each lane runs side by side (none: one after the other)."""
         from nightowl.transports.batch import command_line, new_nonce, results, script
 
         if not self.options.remote_timeout or not commands:  # the host's `timeout` limits the batch: none, no batch
@@ -390,7 +393,8 @@ class SSHTransport:
         timeouts = [timeout for _, timeout in commands]
         lines = [command_line(argv, remote_command(argv, t)) for argv, t in zip(argvs, timeouts, strict=True)]
         nonce = new_nonce()
-        return results(argvs, lines, timeouts, self.run(("sh", "-c", script(lines, nonce)), max(timeouts)), nonce)
+        session = self.run(("sh", "-c", script(lines, nonce, lanes)), max(timeouts))
+        return results(argvs, lines, timeouts, session, nonce)
 
     def _run_channel(
         self,

@@ -24,7 +24,9 @@ def answers(result: object) -> tuple[object, ...]:
     return tuple(getattr(result, name) for name in ("rc", "stdout", "stderr", "timed_out", "error", "late"))
 
 
-def test_each_batched_read_answers_as_it_does_alone(fleet: Fleet) -> None:
+@pytest.mark.parametrize("lanes", [(), (2, 3)])
+def test_each_batched_read_answers_as_it_does_alone(fleet: Fleet, lanes: tuple[int, ...]) -> None:
+    """One after the other, or in lanes side by side (transports/kept.py ``lanes``)."""
     commands = [
         (("nvidia-smi", "-q"), 20.0),
         (("journalctl", "-k", "--no-pager"), 20.0),
@@ -33,7 +35,7 @@ def test_each_batched_read_answers_as_it_does_alone(fleet: Fleet) -> None:
         (("ibstat",), 20.0),  # no such program on the host: run as alone, under `timeout`, which says so
     ]
     with SSHTransport(parse_host_spec(fleet.spec("healthy"), fleet.ssh_config), fleet.options()) as transport:
-        batched = transport.run_batch(commands)
+        batched = transport.run_batch(commands, lanes)
         for argv, timeout in commands:
             alone = transport.run(argv, timeout)
             if argv not in batched:  # the stand-in's own 127 (found, it exits so): a shell's 127 is not taken

@@ -19,10 +19,10 @@ from nightowl.transports.base import CommandResult
 from nightowl.transports.ssh import remote_command
 
 
-def run_script(lines: list[str], nonce: str) -> CommandResult:
+def run_script(lines: list[str], nonce: str, lanes: tuple[int, ...] = ()) -> CommandResult:
     started = 0.0
     done = subprocess.run(
-        ["sh", "-c", batch.script(lines, nonce)], capture_output=True, text=True, input="stdin is not theirs\n"
+        ["sh", "-c", batch.script(lines, nonce, lanes)], capture_output=True, text=True, input="stdin is not theirs\n"
     )
     return CommandResult(("sh", "-c", "..."), done.returncode, done.stdout, done.stderr, started, 0.5)
 
@@ -39,11 +39,13 @@ ARGVS = [
 TIMEOUT = 3  # each command's own limit (the batch's session took 0.5 s: run_script)
 
 
-def test_each_command_answers_as_it_would_alone() -> None:
-    """Alone, sshd's shell runs the command under the host's `timeout` (transports/ssh.py remote_command)."""
+@pytest.mark.parametrize("lanes", [(), (3, 2, 2), (1, 6)])
+def test_each_command_answers_as_it_would_alone(lanes: tuple[int, ...]) -> None:
+    """Alone, sshd's shell runs the command under the host's `timeout` (transports/ssh.py remote_command); so does
+    each command of a batch whose reads run in lanes side by side."""
     nonce = batch.new_nonce()
     lines = [batch.command_line(argv, remote_command(argv, TIMEOUT)) for argv in ARGVS]
-    answered = batch.results(ARGVS, lines, [TIMEOUT] * len(ARGVS), run_script(lines, nonce), nonce)
+    answered = batch.results(ARGVS, lines, [TIMEOUT] * len(ARGVS), run_script(lines, nonce, lanes), nonce)
     for argv, line in zip(ARGVS, lines, strict=True):
         sent_alone = remote_command(argv, TIMEOUT)
         alone = subprocess.run(["sh", "-c", sent_alone], capture_output=True, text=True, stdin=subprocess.DEVNULL)
@@ -53,11 +55,13 @@ def test_each_command_answers_as_it_would_alone() -> None:
         assert "one SSH session" in got.extra["batch"]
 
 
-def batched(argvs: list[tuple[str, ...]], timeout: float) -> dict[tuple[str, ...], CommandResult]:
+def batched(
+    argvs: list[tuple[str, ...]], timeout: float, lanes: tuple[int, ...] = ()
+) -> dict[tuple[str, ...], CommandResult]:
     """What one batch of ``argvs`` answers, each with the limit ``timeout``, as SSHTransport sends them."""
     nonce = batch.new_nonce()
     lines = [batch.command_line(argv, remote_command(argv, timeout)) for argv in argvs]
-    return batch.results(argvs, lines, [timeout] * len(argvs), run_script(lines, nonce), nonce)
+    return batch.results(argvs, lines, [timeout] * len(argvs), run_script(lines, nonce, lanes), nonce)
 
 
 def alone(argv: tuple[str, ...], timeout: float = TIMEOUT) -> tuple[int, str, str]:
@@ -192,12 +196,14 @@ def test_a_clock_that_cannot_be_read_leaves_the_time_unknown_and_the_answer_whol
     assert good is not None and good.seconds == 0.25
 
 
-def _first_bytes_after(lines: list[str], path: str) -> tuple[float, list[batch.Framed | None]]:
+def _first_bytes_after(
+    lines: list[str], path: str, lanes: tuple[int, ...] = ()
+) -> tuple[float, list[batch.Framed | None]]:
     """Seconds until the batch's stdout first has bytes to read, run with ``path`` as its PATH; and its frames."""
     nonce = batch.new_nonce()
     started = time.monotonic()
     child = subprocess.Popen(
-        ["/bin/sh", "-c", batch.script(lines, nonce)],
+        ["/bin/sh", "-c", batch.script(lines, nonce, lanes)],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         env={**os.environ, "PATH": path},
@@ -229,8 +235,37 @@ def test_the_host_sends_a_batchs_output_in_one_piece_where_its_dd_can_gather_it(
     assert waited >= 1.4 and frames[0] is not None and frames[0].stdout == "first\n"
     waited, frames = _first_bytes_after(SLOW, _bin(tmp_path / "no-dd", "echo", "sleep"))
     assert waited < 1.0 and frames[0] is not None and frames[0].stdout == "first\n" and frames[1] is not None
+    waited, frames = _first_bytes_after(SLOW, str(tmp_path / "no-dd"), lanes=(1, 1))  # lanes in turn, as they come
+    assert waited < 1.0 and frames[0] is not None and frames[0].stdout == "first\n" and frames[1] is not None
+    waited, frames = _first_bytes_after(SLOW, str(tmp_path / "all"), lanes=(1, 1))
+    assert waited >= 1.4 and frames[0] is not None and frames[0].stdout == "first\n" and frames[1] is not None
     refusing = _bin(tmp_path / "old-dd", "echo", "sleep")
     (Path(refusing) / "dd").write_text("#!/bin/sh\necho 'dd: unknown operand obs=1048576' >&2\nexit 1\n")
     (Path(refusing) / "dd").chmod(0o755)
     waited, frames = _first_bytes_after(SLOW, refusing)
     assert waited < 1.0 and frames[0] is not None and frames[0].stdout == "first\n" and frames[1] is not None
+
+
+def test_lanes_run_side_by_side_and_each_read_is_timed_as_its_own() -> None:
+    """Two reads of 0.8 s in two lanes take the session about 0.8 s, not 1.6; each frame's clock is its own."""
+    argvs = [("sleep", "0.8"), ("sleep", "0.81"), ("printf", "quick")]
+    started = time.monotonic()
+    answered = batched(argvs, TIMEOUT, lanes=(1, 2))
+    took = time.monotonic() - started
+    assert list(answered) == argvs and answered[argvs[2]].stdout == "quick"
+    assert all(0.75 <= (answered[argv].host_seconds or 0) <= 1.5 for argv in argvs[:2])
+    assert took < 1.5  # one after the other: at least 1.6 s
+
+
+def test_a_lane_that_outgrows_its_gather_while_the_lanes_before_it_run_is_not_taken() -> None:
+    """A lane beside the first holds its output until the first has ended, up to a gather (a MiB); past that,
+    ``dd`` writes it early, into the first lane's frame. Neither frame is taken (each holds the other's nonce), so
+    both run alone; the frame after it is whole and is taken."""
+    argvs = [("sh", "-c", "echo a; sleep 1; echo b"), ("printf", "after"), ("sh", "-c", "yes | head -c 1100000")]
+    answered = batched(argvs, TIMEOUT, lanes=(2, 1))
+    assert list(answered) == [argvs[1]] and answered[argvs[1]].stdout == "after"
+
+
+def test_lanes_must_hold_the_commands() -> None:
+    with pytest.raises(ValueError, match="do not hold"):
+        batch.script(["true", "true"], batch.new_nonce(), (1, 2))

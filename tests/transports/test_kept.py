@@ -191,6 +191,7 @@ class Batching(Connection):
         super().__init__(host)
         self.alone: list[tuple[str, ...]] = []
         self.batches: list[list[tuple[str, ...]]] = []
+        self.lanes: list[list[int]] = []  # each batch's lanes, as run_batch was asked
         self.delay = 0.0
         self.unanswered: set[str] = set()  # argv[-1] of commands a batch does not answer
 
@@ -198,8 +199,11 @@ class Batching(Connection):
         self.alone.append(tuple(argv))
         return CommandResult(argv=tuple(argv), rc=0, stdout="alone", stderr="", started=0.0, duration=0.0)
 
-    def run_batch(self, commands: Sequence[tuple[Sequence[str], float]]) -> dict[tuple[str, ...], CommandResult]:
+    def run_batch(
+        self, commands: Sequence[tuple[Sequence[str], float]], lanes: Sequence[int] = ()
+    ) -> dict[tuple[str, ...], CommandResult]:
         self.batches.append([tuple(argv) for argv, _ in commands])
+        self.lanes.append(list(lanes))
         time.sleep(self.delay)
         return {
             tuple(argv): CommandResult(argv=tuple(argv), rc=0, stdout="batched", stderr="", started=0.0, duration=0.0)
@@ -419,40 +423,47 @@ def planned(*seconds: float | None) -> kept.Asked:
     return {("read", str(n)): (5.0, "nvidia-smi", 10, took) for n, took in enumerate(seconds)}
 
 
-def session_times(plan: kept.Asked) -> list[float]:
-    return sorted(sum(plan[argv][3] or 0.0 for argv in group) for group in kept.sessions(plan))
+def lane_times(plan: kept.Asked) -> list[float]:
+    return sorted(sum(plan[argv][3] or 0.0 for argv in group) for group in kept.lanes(plan))
 
 
 @pytest.mark.parametrize(
     ("seconds", "times"),
     [
-        ((0.02, 0.01, 0.45, None), [0.48]),  # every read under half a second: one session
-        ((0.5, 0.02, 0.01), [0.03, 0.5]),  # one long read: a session of its own, the short ones in another
-        ((0.6, 0.6, 0.09), [0.6, 0.69]),  # two long reads apart; the short one within the slack of the longest
-        ((0.6, 0.6, 0.11), [0.11, 0.6, 0.6]),  # past the slack in two sessions: three
-        ((0.6, 0.6, 0.6, 0.6), [0.6, 0.6, 1.2]),  # never more than three sessions
-        ((0.5, None, None), [0.0, 0.5]),  # a read of unknown time counts as none
+        ((0.02, 0.01, 0.05, None), [0.08]),  # all within the slack of the longest: one lane
+        ((0.2, 0.05, 0.05, 0.04, 0.03), [0.17, 0.2]),  # nvidia-smi's query beside the short reads
+        ((0.5, 0.02, 0.01), [0.53]),  # the short ones after a long read within the slack: one lane
+        ((0.5, 0.08, 0.07), [0.15, 0.5]),  # past it: the long read in a lane of its own, the short ones beside it
+        ((0.6, 0.6, 0.04), [0.6, 0.64]),  # two long reads apart; the short one within the slack of the longest
+        ((0.6, 0.6, 0.11), [0.11, 0.6, 0.6]),  # past the slack in two lanes: three
+        ((0.6, 0.6, 0.6, 0.6), [0.6, 0.6, 1.2]),  # never more than three lanes
+        ((0.5, None, None), [0.5]),  # a read of unknown time counts as none: within the slack
+        ((0.5, 0.2, None), [0.2, 0.5]),  # and goes to the lane with the least time
+        ((None, None, None), [0.0]),  # nothing timed (every read alone last round): one lane
     ],
 )
-def test_a_batch_is_split_only_where_its_reads_take_long_on_the_host(
+def test_a_batch_runs_in_lanes_where_one_after_the_other_would_wait_on_a_long_read(
     seconds: tuple[float | None, ...], times: list[float]
 ) -> None:
     plan = planned(*seconds)
-    assert session_times(plan) == pytest.approx(times)
-    assert sorted(argv for group in kept.sessions(plan) for argv in group) == sorted(plan)  # each read once
+    assert lane_times(plan) == pytest.approx(times)
+    assert sorted(argv for group in kept.lanes(plan) for argv in group) == sorted(plan)  # each read once
+
+
+def test_one_lane_keeps_the_order_the_reads_were_asked_in() -> None:
+    plan = planned(0.01, 0.05, 0.02)
+    assert kept.lanes(plan) == [list(plan)]
 
 
 class Timed(Batching):
-    """Each batched read reports its own time on the host (``host_seconds``, as transports/batch.py reads it);
-    each session takes ``delay``."""
+    """Each batched read reports its own time on the host (``host_seconds``, as transports/batch.py writes it)."""
 
     took = {"--query-gpu=x": 0.8, "-s": 0.8, "fm": 0.01}
-    sessions: list[tuple[float, float]] = []
 
-    def run_batch(self, commands: Sequence[tuple[Sequence[str], float]]) -> dict[tuple[str, ...], CommandResult]:
-        started = time.monotonic()
-        answers = super().run_batch(commands)
-        self.sessions.append((started, time.monotonic()))
+    def run_batch(
+        self, commands: Sequence[tuple[Sequence[str], float]], lanes: Sequence[int] = ()
+    ) -> dict[tuple[str, ...], CommandResult]:
+        answers = super().run_batch(commands, lanes)
         for argv, answer in answers.items():
             answer.extra["host_seconds"] = str(self.took[argv[-1]])  # as transports/batch.py writes it
         return answers
@@ -462,21 +473,19 @@ class Timed(Batching):
         return CommandResult(result.argv, 0, "alone", "", 0.0, self.took[argv[-1]])  # the client's wall: not known
 
 
-def test_reads_that_took_long_on_the_host_are_sent_in_sessions_side_by_side() -> None:
+def test_reads_that_took_long_on_the_host_are_sent_in_lanes_side_by_side() -> None:
     """Two reads of 0.8 s on the host (nvidia-smi's NVML start) are not made to wait for each other in one batch
-    once the host's clock said so: the round after sends them in two sessions at once, and each ask takes its
-    answer. A read run alone says nothing of its time on the host (its wall is the client's: a channel, the
-    network, a busy client), so the first batch is one session."""
+    once the host's clock said so: the round after sends them in one session, in two lanes side by side
+    (transports/batch.py runs them), and each ask takes its answer. A read run alone says nothing of its time on
+    the host (its wall is the client's: a channel, the network, a busy client), so the first batch is one lane."""
     keeper, made = batching(), []
-    Timed.sessions = []
     asked_round(keeper, opener(made, Timed), STEADY)  # alone: nothing learned of the host's time
-    made[0].delay = 0.2
     assert set(asked_round(keeper, opener(made, Timed), STEADY).values()) == {"batched"}
-    assert [len(batch) for batch in made[0].batches] == [3]  # one session; the host's clock timed each read
+    assert made[0].lanes == [[3]]  # one lane; the host's clock timed each read
     answers = asked_round(keeper, opener(made, Timed), STEADY)
     assert set(answers.values()) == {"batched"}
-    assert sorted(len(batch) for batch in made[0].batches[1:]) == [1, 2]  # nvlink -s alone; the query with fm
-    (first_start, first_end), (second_start, second_end) = Timed.sessions[1:]
-    assert second_start < first_end and first_start < second_end  # side by side, not one after the other
+    assert len(made[0].batches) == 2 and sorted(made[0].lanes[1]) == [1, 2]  # one session, two lanes
+    first, *second = made[0].batches[1]
+    assert first[-1] in ("--query-gpu=x", "-s") and sorted(argv[-1] for argv in second) != ["--query-gpu=x", "-s"]
     asked_round(keeper, opener(made, Timed), STEADY)  # learned again from the batches' host_seconds
-    assert sorted(len(batch) for batch in made[0].batches[3:]) == [1, 2]
+    assert sorted(made[0].lanes[2]) == [1, 2]
