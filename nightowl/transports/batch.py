@@ -14,7 +14,8 @@ each command under its own: a ``timeout`` process per command was a third of wha
 A command's answer is taken only when the whole session took no longer than that command's own limit.
 
 What cannot be taken from a batch is run alone, as before, where the host's ``timeout`` limits it and judges a
-hang: a command whose frame did not come back whole; one that exited 124 or 137 (alone, that is the host's
+hang: every command of a batch one of whose frames did not come back whole (or holds another's nonce: a lane's
+output written early, ``_side_by_side``); a command that exited 124 or 137 (alone, that is the host's
 ``timeout`` ending it: running it alone gives the answer it would have given), 126 or 127 from the shell (a
 program it found but could not run: alone, ``timeout`` says so, in other words) or past 128 otherwise (killed by
 a signal: alone, sshd tells which, and the shell's own note would be in its errors here); and every command of
@@ -93,11 +94,14 @@ def _side_by_side(lanes: int) -> str:
     """Lanes ``l0`` .. ``l{lanes-1}`` started together, their frames in lane order. Each lane after the first runs
     in the background with its output gathered (``dd``) and written only when the lanes before it have ended: the
     group that gathers it holds the gatherer's pipes open until then (fds 5 and 6 are where the lanes before it
-    write, past the gatherer). A lane that writes more than a gather holds (a MiB) before then has its first MiB
-    written early, into the earlier lanes' frames: ``split`` finds the nonce inside a frame and takes neither."""
+    write, past the gatherer; closed for the lane itself, so a program it leaves behind holds no pipe of theirs).
+    A lane that writes more than a gather holds (a MiB) before then has its output written early, among the earlier
+    lanes' frames, starting with its own first frame's line: then a frame is not found in order or holds another's
+    nonce, and the batch answers nothing (``results``)."""
     body = "l0"
     for lane in range(1, lanes):
-        body = f"{{ {{ {_gathered(f'{{ l{lane} & {{ {body}; }} 1>&5 2>&6 5>&- 6>&-; wait; }}')}; }} 5>&1 6>&2; }}"
+        inner = f"{{ l{lane} 5>&- 6>&- & {{ {body}; }} 1>&5 2>&6 5>&- 6>&-; wait; }}"
+        body = f"{{ {{ {_gathered(inner)}; }} 5>&1 6>&2; }}"
     return body
 
 
@@ -192,11 +196,15 @@ def results(
 ) -> dict[tuple[str, ...], CommandResult]:
     """The commands a finished ``batch`` answers as each would have answered alone, under its own limit
     (``timeouts``; 0 for none): none past it (the session took longer than the limit, so the command may have);
-    none when the batch itself failed, timed out, was cut or was late."""
+    none when the batch itself failed, timed out, was cut or was late, nor when any frame is not whole: a lane's
+    output written early lands among the earlier lanes' frames (``_side_by_side``), and only its first part holds
+    a frame line; a frame it landed in may not show it."""
     if not batch.ok or batch.stdout_truncated_bytes or batch.extra.get("stderr_truncated_bytes"):
         return {}
     answered: dict[tuple[str, ...], CommandResult] = {}
     parts = split(batch.stdout, batch.stderr, len(argvs), nonce)
+    if None in parts:
+        return {}
     for argv, command, timeout, part in zip(argvs, commands, timeouts, parts, strict=True):
         if part is None or part.rc > 128 or 0 < timeout < batch.duration:
             continue

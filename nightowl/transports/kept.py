@@ -348,13 +348,16 @@ class _Batch:
 def lanes(plan: Asked) -> list[list[tuple[str, ...]]]:
     """``plan``'s argvs in the lanes a batch runs side by side: the fewest (at most MAX_LANES) whose last answer
     comes within LANE_SLACK of its longest read by the host's clock last round, each read put in the lane with the
-    least time so far, longest first (a read of unknown time counts as none: one read alone last round)."""
+    least time so far, longest first (a read of unknown time counts as none: one read alone last round); never a
+    lane more that brings the last answer no sooner."""
     argvs = list(plan)
     took = {argv: plan[argv][3] or 0.0 for argv in argvs}
     longest = max(took.values(), default=0.0)
     if sum(took.values()) <= longest + LANE_SLACK:
         return [argvs]
     by_time = sorted(argvs, key=lambda argv: -took[argv])
+    best: list[list[tuple[str, ...]]] = [argvs]
+    best_end = sum(took.values())
     for count in range(2, MAX_LANES + 1):
         groups: list[list[tuple[str, ...]]] = [[] for _ in range(count)]
         totals = [0.0] * count
@@ -362,9 +365,12 @@ def lanes(plan: Asked) -> list[list[tuple[str, ...]]]:
             least = totals.index(min(totals))
             groups[least].append(argv)
             totals[least] += took[argv]
-        if max(totals) <= longest + LANE_SLACK:
+        if max(totals) >= best_end:  # a lane more that brings the last answer no sooner
             break
-    return [group for group in groups if group]
+        best, best_end = [group for group in groups if group], max(totals)
+        if best_end <= longest + LANE_SLACK:
+            break
+    return best
 
 
 def _connection_failed(result: CommandResult) -> bool:

@@ -127,14 +127,16 @@ def test_a_command_killed_by_a_signal_runs_alone() -> None:
     assert list(batched(argvs, TIMEOUT)) == [argvs[1]]
 
 
-def test_a_frame_cut_short_leaves_that_command_and_the_rest_to_run_alone() -> None:
+def test_a_frame_cut_short_leaves_every_command_to_run_alone() -> None:
+    """A frame not whole may be where a lane's output was written early (``_side_by_side``): its other parts may sit
+    in frames that look whole, so none is taken."""
     nonce = batch.new_nonce()
     lines = [shlex.join(argv) for argv in ARGVS[:3]]
     whole = run_script(lines, nonce)
+    assert list(batch.results(ARGVS[:3], lines, [0] * 3, whole, nonce)) == ARGVS[:3]
     cut_at = whole.stdout.index(f"{nonce} 1 end")
     cut = CommandResult(whole.argv, 0, whole.stdout[:cut_at], whole.stderr, 0.0, 0.5)
-    answered = batch.results(ARGVS[:3], lines, [0] * 3, cut, nonce)
-    assert list(answered) == [ARGVS[0]]
+    assert batch.results(ARGVS[:3], lines, [0] * 3, cut, nonce) == {}
 
 
 @pytest.mark.parametrize(
@@ -257,13 +259,34 @@ def test_lanes_run_side_by_side_and_each_read_is_timed_as_its_own() -> None:
     assert took < 1.5  # one after the other: at least 1.6 s
 
 
-def test_a_lane_that_outgrows_its_gather_while_the_lanes_before_it_run_is_not_taken() -> None:
+@pytest.mark.parametrize(
+    "spill",
+    [
+        "yes | head -c 1100000",  # its first MiB, with its frame's first line, lands in the first lane's first frame
+        # its second MiB, with no frame line in it, lands in the first lane's second frame, which looks whole
+        "yes x | head -c 1100000; sleep 0.45; yes y | head -c 1100000",
+        "yes x | head -c 2200000 >&2",  # the same on stderr
+    ],
+)
+def test_a_lane_that_outgrows_its_gather_while_the_lanes_before_it_run_answers_nothing(spill: str) -> None:
     """A lane beside the first holds its output until the first has ended, up to a gather (a MiB); past that,
-    ``dd`` writes it early, into the first lane's frame. Neither frame is taken (each holds the other's nonce), so
-    both run alone; the frame after it is whole and is taken."""
-    argvs = [("sh", "-c", "echo a; sleep 1; echo b"), ("printf", "after"), ("sh", "-c", "yes | head -c 1100000")]
-    answered = batched(argvs, TIMEOUT, lanes=(2, 1))
-    assert list(answered) == [argvs[1]] and answered[argvs[1]].stdout == "after"
+    ``dd`` writes it early, among the first lane's frames, and nothing of the batch is taken: every read runs
+    alone."""
+    first = [("sh", "-c", "sleep 0.3; echo a"), ("sh", "-c", "sleep 0.6; echo b")]
+    assert batched([*first, ("sh", "-c", spill)], TIMEOUT, lanes=(2, 1)) == {}
+    small = [*first, ("sh", "-c", "echo small")]
+    assert list(batched(small, TIMEOUT, lanes=(2, 1))) == small
+
+
+def test_a_program_a_later_lane_leaves_behind_holds_up_nothing() -> None:
+    """A lane's program that leaves a child behind (its own output elsewhere) does not keep the session open: the
+    lane holds no pipe of the lanes before it."""
+    leaves = ("sh", "-c", "sleep 5 </dev/null >/dev/null 2>&1 &")
+    for lanes in ((1, 1), (1, 1, 1)):
+        argvs = [("printf", "a"), ("printf", "b"), leaves][-sum(lanes) :]
+        started = time.monotonic()
+        assert list(batched(argvs, 10, lanes)) == argvs
+        assert time.monotonic() - started < 3, lanes
 
 
 def test_lanes_must_hold_the_commands() -> None:

@@ -436,7 +436,8 @@ def lane_times(plan: kept.Asked) -> list[float]:
         ((0.5, 0.08, 0.07), [0.15, 0.5]),  # past it: the long read in a lane of its own, the short ones beside it
         ((0.6, 0.6, 0.04), [0.6, 0.64]),  # two long reads apart; the short one within the slack of the longest
         ((0.6, 0.6, 0.11), [0.11, 0.6, 0.6]),  # past the slack in two lanes: three
-        ((0.6, 0.6, 0.6, 0.6), [0.6, 0.6, 1.2]),  # never more than three lanes
+        ((0.6, 0.6, 0.6, 0.6), [1.2, 1.2]),  # a third lane would bring the last answer no sooner
+        ((0.6, 0.6, 0.6, 0.6, 0.6, 0.6, 0.6), [1.2, 1.2, 1.8]),  # never more than three lanes
         ((0.5, None, None), [0.5]),  # a read of unknown time counts as none: within the slack
         ((0.5, 0.2, None), [0.2, 0.5]),  # and goes to the lane with the least time
         ((None, None, None), [0.0]),  # nothing timed (every read alone last round): one lane
