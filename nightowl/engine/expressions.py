@@ -145,9 +145,11 @@ def compiled_here(kind: str, sources: Iterable[str]) -> dict[str, CodeType]:
 
 
 def _template_of(code: CodeType) -> Any:
-    """The template of compiled code, as ``from_string`` and ``compile_expression`` make it."""
+    """The template of compiled code, as ``from_string`` and ``compile_expression`` make it, its globals a
+    plain dict (the environment's, which nothing changes once made): every call copies them into its context,
+    and copying Jinja's ``ChainMap`` of them was a quarter of a condition's evaluation."""
     env = environment()
-    return env.template_class.from_code(env, code, env.make_globals(None), None)
+    return env.template_class.from_code(env, code, dict(env.make_globals(None)), None)
 
 
 def _from_code(kind: str, source: str) -> Any:

@@ -8,6 +8,7 @@ Units (``[%]`` in the header, ``81559 MiB`` in values) are stripped and numbers 
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -116,6 +117,9 @@ def parse_header(line: str) -> tuple[list[str], dict[str, str]] | None:
     return names, units
 
 
+# A sweep parses every host's query every round, and most of its cells (names, UUIDs, bus ids, link widths) are
+# the same each time: a cell's value is remembered (a value is a str, number or None: nothing to share by mistake).
+@functools.lru_cache(maxsize=16384)
 def convert(field_name: str, raw: str) -> tuple[Any, bool]:
     """(value, is_error): numbers parsed, N/A -> None, error tokens -> (None, True)."""
     value = raw.strip()
