@@ -32,7 +32,7 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any, Protocol
 
-from nightowl.engine import layout
+from nightowl.engine import jsondoc, layout
 from nightowl.engine.runbook_data import split_entry
 from nightowl.engine.shared_reads import SharedReads
 from nightowl.transports.base import CommandResult, Transport, is_recorded
@@ -216,7 +216,8 @@ class CursorBook:
         """Write ``carried.json`` into the bundle before it is finished (so the manifest hashes it)."""
         if self.staged:
             document = self.document(getattr(writer, "scrub", str))
-            writer.add_file(CARRIED, json.dumps(document, indent=1, sort_keys=True) + "\n")
+            hosts = len(document["hosts"])  # a sweep's is compact, as its other documents (engine/jsondoc.py)
+            writer.add_file(CARRIED, jsondoc.dumps(document, hosts, indent=1, sort_keys=True) + "\n")
 
     def commit(self, bundle: Path, save: Callable[..., None]) -> int:
         """Save every staged position with the bundle that holds its text (id and sha256; ``None`` for the text:

@@ -15,7 +15,7 @@ from typing import Any
 COMPACT_AFTER_HOSTS = 16
 
 
-def dumps(data: Any, hosts: int) -> str:
-    """``data`` as JSON (non-JSON values as ``str``), indented by 2 unless it covers more than
+def dumps(data: Any, hosts: int, indent: int = 2, sort_keys: bool = False) -> str:
+    """``data`` as JSON (non-JSON values as ``str``), indented by ``indent`` unless it covers more than
     ``COMPACT_AFTER_HOSTS`` hosts."""
-    return json.dumps(data, indent=None if hosts > COMPACT_AFTER_HOSTS else 2, default=str)
+    return json.dumps(data, indent=None if hosts > COMPACT_AFTER_HOSTS else indent, default=str, sort_keys=sort_keys)
