@@ -52,7 +52,8 @@ BATCH_PATIENCE_TIMES, BATCH_PATIENCE_SECONDS, BATCH_PATIENCE_MAX = 3.0, 2.0, 5.0
 # reads by its clock (batch.py reads it around each command), they run in lanes side by side within the session
 # (``lanes``, batch.py ``script``): the fewest, at most MAX_LANES, that bring the last answer within LANE_SLACK of
 # the longest read. A lane more costs the host a subshell and two `dd`s, no session. On the 2-core machine serving
-# 32 bench hosts, two lanes brought a steady round from 0.91 and 0.92 s to 0.82 and 0.86 s (bench/README.md).
+# the bench's hosts, steady rounds with and without lanes taken in turn in one sweep took 0.89 against 0.97 s
+# (median, 32 hosts) and 1.65 against 1.74 s (64 hosts) (bench/README.md).
 LANE_SLACK, MAX_LANES = 0.05, 3
 
 # argv -> (timeout, kind, bytes of its answer, its time on the host or None) of a round's asks that answered
