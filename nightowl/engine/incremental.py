@@ -216,7 +216,7 @@ class CursorBook:
         """Write ``carried.json`` into the bundle before it is finished (so the manifest hashes it)."""
         if self.staged:
             document = self.document(getattr(writer, "scrub", str))
-            hosts = len(document["hosts"])  # a sweep's is compact, as its other documents (engine/jsondoc.py)
+            hosts = len(document["hosts"])  # compact past 16 hosts read from a position (engine/jsondoc.py)
             writer.add_file(CARRIED, jsondoc.dumps(document, hosts, indent=1, sort_keys=True) + "\n")
 
     def commit(self, bundle: Path, save: Callable[..., None]) -> int:

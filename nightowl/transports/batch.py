@@ -121,8 +121,8 @@ def script(commands: Sequence[str], nonce: str, lanes: Sequence[int] = ()) -> st
     commands, in order, each lane runs (none: all in one): the commands of a lane run one after the other, the
     lanes side by side (``_side_by_side``), and the frames come in the commands' order either way. Its stdout and
     stderr are each sent in one piece at the end where the host's ``dd`` can gather them (``_GATHER``)."""
-    sizes = [size for size in lanes if size > 0] or [len(commands)]
-    if sum(sizes) != len(commands):
+    sizes = list(lanes) or [len(commands)]
+    if sum(sizes) != len(commands) or min(sizes) < 1:
         raise ValueError(f"lanes {list(lanes)} do not hold the {len(commands)} commands")
     functions, first = [], 0
     for lane, size in enumerate(sizes):
@@ -134,23 +134,23 @@ def script(commands: Sequence[str], nonce: str, lanes: Sequence[int] = ()) -> st
     return "\n".join(functions) + f"\nif {_CAN_GATHER}; then {_gathered(together)}; else {in_turn}; fi\n"
 
 
-def split(stdout: str, stderr: str, count: int, nonce: str) -> list[Framed | None]:
-    """Each command's part of a batch's output, in order; None for one whose frame is not whole."""
-    parts: list[Framed | None] = []
+def split(stdout: str, stderr: str, count: int, nonce: str) -> list[Framed] | None:
+    """Each command's part of a batch's output, in order; None when any frame is not whole, is out of order or
+    holds another frame's line (a lane's output written early, ``_side_by_side``: its later parts may sit in frames
+    that look whole, so no frame of the batch is trusted)."""
+    parts: list[Framed] = []
     out_at = err_at = 0
     for number in range(count):
         mark = f"{nonce} {number}"
         out = _between(stdout, out_at, f"{mark}\n", f"\n{mark} end ")
         err = _between(stderr, err_at, f"{mark}\n", f"\n{mark} end")
         if out is None or err is None:
-            parts.append(None)
-            continue
+            return None
         (out_text, out_at, ended), (err_text, err_at, rest) = out, err
         status, _, clock = ended.partition(" ")
         code = status.removesuffix(WRAPPED)
         if not code.isdigit() or rest != "" or nonce in out_text or nonce in err_text:  # another frame inside it
-            parts.append(None)
-            continue
+            return None
         parts.append(Framed(int(code), out_text, err_text, code != status, _seconds(clock)))
     return parts
 
@@ -196,17 +196,15 @@ def results(
 ) -> dict[tuple[str, ...], CommandResult]:
     """The commands a finished ``batch`` answers as each would have answered alone, under its own limit
     (``timeouts``; 0 for none): none past it (the session took longer than the limit, so the command may have);
-    none when the batch itself failed, timed out, was cut or was late, nor when any frame is not whole: a lane's
-    output written early lands among the earlier lanes' frames (``_side_by_side``), and only its first part holds
-    a frame line; a frame it landed in may not show it."""
+    none when the batch itself failed, timed out, was cut or was late, nor when any frame is not whole (``split``)."""
     if not batch.ok or batch.stdout_truncated_bytes or batch.extra.get("stderr_truncated_bytes"):
         return {}
     answered: dict[tuple[str, ...], CommandResult] = {}
     parts = split(batch.stdout, batch.stderr, len(argvs), nonce)
-    if None in parts:
+    if parts is None:
         return {}
     for argv, command, timeout, part in zip(argvs, commands, timeouts, parts, strict=True):
-        if part is None or part.rc > 128 or 0 < timeout < batch.duration:
+        if part.rc > 128 or 0 < timeout < batch.duration:
             continue
         if part.rc in REMOTE_TIMEOUT_EXITS or (part.rc in _CANNOT_RUN and not part.alone):
             continue

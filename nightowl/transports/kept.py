@@ -353,12 +353,11 @@ def lanes(plan: Asked) -> list[list[tuple[str, ...]]]:
     lane more that brings the last answer no sooner."""
     argvs = list(plan)
     took = {argv: plan[argv][3] or 0.0 for argv in argvs}
-    longest = max(took.values(), default=0.0)
-    if sum(took.values()) <= longest + LANE_SLACK:
-        return [argvs]
-    by_time = sorted(argvs, key=lambda argv: -took[argv])
+    longest, best_end = max(took.values(), default=0.0), sum(took.values())
     best: list[list[tuple[str, ...]]] = [argvs]
-    best_end = sum(took.values())
+    if best_end <= longest + LANE_SLACK:
+        return best
+    by_time = sorted(argvs, key=lambda argv: -took[argv])
     for count in range(2, MAX_LANES + 1):
         groups: list[list[tuple[str, ...]]] = [[] for _ in range(count)]
         totals = [0.0] * count

@@ -25,4 +25,5 @@ def test_the_outputs_of_a_kind_are_the_names_its_globs_match(kind: str, tmp_path
 
 
 def test_a_folder_that_cannot_be_listed_has_no_outputs(tmp_path: Path) -> None:
-    assert _entries(tmp_path / "gone") == [] and _outputs(tmp_path / "gone", "kernel-log", []) == []
+    gone = tmp_path / "gone"
+    assert _entries(gone) == [] and _outputs(gone, "kernel-log", _entries(gone)) == []
