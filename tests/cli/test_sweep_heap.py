@@ -57,16 +57,17 @@ def test_cycles_frozen_as_garbage_are_freed_at_the_next_full_collection() -> Non
     assert not any(item is alive[-1] for item in gc.get_objects())  # and what lives on is frozen again
 
 
-def test_the_rounds_run_with_young_passes_spaced_and_the_collector_restored_after() -> None:
+def test_the_rounds_run_with_young_and_middle_passes_spaced_and_the_collector_restored_after() -> None:
     before = gc.get_threshold()
     seen: list[tuple[Any, ...]] = []
 
     def sweep_round(*_args: Any) -> int:
-        seen.append((gc.get_threshold()[0], gc.get_freeze_count() > 0))
+        seen.append((gc.get_threshold()[:2], gc.get_freeze_count() > 0))
         return 0
 
     status = sweep_every.sweep_every(sweep_every.Rounds(0.0, 3), lambda keeper: ({}, None, {}), sweep_round)
     assert status == 0
-    assert seen == [(sweep_every.YOUNG_OBJECTS, True)] * 3  # every round frozen first, young passes spaced
+    spaced = (sweep_every.YOUNG_OBJECTS, sweep_every.MIDDLE_PASSES)
+    assert seen == [(spaced, True)] * 3  # every round frozen first, young and middle passes spaced
     assert gc.get_threshold() == before
     assert gc.get_freeze_count() == 0
