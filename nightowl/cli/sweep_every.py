@@ -120,9 +120,10 @@ def _rounds(
 # collection over all of them frees any cycles that became garbage since (until then such garbage stays
 # frozen: bounded by what those rounds leave, so a sweep that runs for weeks does not grow with them).
 # Within a round the middle generation is passed over only every MIDDLE_PASSES young passes (Python's
-# default: 10): what a round keeps to its end (its hosts' runs, trace and summary) is the middle generation,
-# and its passes cost 42 to 80 ms of a 1,000-host round (0.64 to 0.80 ms a live host, 64 live) to free no
-# object at all in the bench's steady rounds; what such a pass would free waits for the next full collection.
+# default: 10; CPython's generational collector, as up to 3.13): what a round keeps to its end (its hosts'
+# runs, trace and summary) is the middle generation, and its passes cost 42 to 80 ms of a 1,000-host round
+# (0.64 to 0.80 ms a live host, 64 live) to free no object at all in the bench's steady rounds; what such a
+# pass would free waits for the next full collection.
 FULL_COLLECTION_ROUNDS = 10
 YOUNG_OBJECTS = 7000
 MIDDLE_PASSES = 1000

@@ -128,19 +128,27 @@ class AdaptiveLimit:
         (936 refused at once) some 4 ms of its hosts' threads' CPU a live host (bench/README.md)."""
         with self._lock:
             self.asked += 1
+            if stop is not None and stop.is_set():
+                return False
             if not self._waiting and self.in_flight < self.limit:
                 self.in_flight += 1
                 return True
             turn = threading.Lock()
             turn.acquire()
             self._waiting.append(turn)
-        while not turn.acquire(timeout=0.2 if stop is not None else -1):
-            if stop is not None and stop.is_set():
-                return self._give_up(turn)
+        try:
+            while not turn.acquire(timeout=0.2 if stop is not None else -1):
+                if stop is not None and stop.is_set():
+                    return self._give_up(turn)
+        except BaseException:  # an interrupt while waiting: the place, or a slot that came, is not kept
+            self._give_up(turn)
+            raise
+        if stop is not None and stop.is_set():  # the slot came as the stop did: handed on, not taken
+            return self._give_up(turn)
         return True
 
     def _give_up(self, turn: threading.Lock) -> bool:
-        """A waiter stopped: out of the queue, or, when its slot came meanwhile, that slot handed on."""
+        """A waiter stopped: out of the queue, or, when its slot came meanwhile, that slot handed on. False."""
         with self._lock:
             if turn in self._waiting:
                 self._waiting.remove(turn)
