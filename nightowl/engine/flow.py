@@ -37,6 +37,7 @@ IDLE = 0.5  # share of one core over a sample under which a prompt reader takes 
 COOLDOWN = 1.0  # seconds between two decreases
 SAMPLE_SECONDS = 0.25  # the sampler's sleep
 START = 4  # hosts in flight before the first sample says more
+STOP_LOOK = 0.2  # seconds: how often a host waiting for a slot looks whether the run was stopped
 
 
 @dataclass
@@ -137,13 +138,11 @@ class AdaptiveLimit:
             turn.acquire()
             self._waiting.append(turn)
         try:
-            while not turn.acquire(timeout=0.2 if stop is not None else -1):
-                if stop is not None and stop.is_set():
-                    return self._give_up(turn)
+            _wait_turn(turn, stop)
         except BaseException:  # an interrupt while waiting: the place, or a slot that came, is not kept
             self._give_up(turn)
             raise
-        if stop is not None and stop.is_set():  # the slot came as the stop did: handed on, not taken
+        if stop is not None and stop.is_set():  # stopped while waiting, or as its slot came: no slot taken
             return self._give_up(turn)
         return True
 
@@ -177,6 +176,16 @@ class AdaptiveLimit:
         finally:
             if taken:
                 self.release()
+
+
+def _wait_turn(turn: threading.Lock, stop: threading.Event | None) -> None:
+    """Wait until ``turn`` is released (the waiter's slot came) or ``stop`` is set (looked at every STOP_LOOK
+    seconds)."""
+    if stop is None:
+        turn.acquire()
+        return
+    while not turn.acquire(timeout=STOP_LOOK) and not stop.is_set():
+        pass
 
 
 class LagSampler:

@@ -194,6 +194,39 @@ def test_an_interrupt_while_waiting_leaves_no_place_in_the_queue(monkeypatch: py
     assert flow.in_flight == 0 and flow.acquire() and flow.in_flight == 1
 
 
+def test_a_slot_that_comes_with_the_stop_goes_to_the_next_in_line() -> None:
+    flow = AdaptiveLimit(maximum=4, start=1)
+    assert flow.acquire()
+    stop = threading.Event()
+    outcome: dict[str, bool] = {}
+    stopped = threading.Thread(target=lambda: outcome.update(stopped=flow.acquire(stop)), daemon=True)
+    stopped.start()
+    _wait_until(lambda: len(flow._waiting) == 1)
+    behind = threading.Thread(target=lambda: outcome.update(behind=flow.acquire()), daemon=True)
+    behind.start()
+    _wait_until(lambda: len(flow._waiting) == 2)
+    stop.set()
+    flow.release()  # the slot goes to the stopped waiter (or, had it just looked, past it): either way on
+    stopped.join(5)
+    behind.join(5)
+    assert outcome == {"stopped": False, "behind": True} and flow.in_flight == 1
+
+
+def test_a_waiter_with_a_stop_not_set_waits_past_its_looks_for_its_slot() -> None:
+    flow = AdaptiveLimit(maximum=4, start=1)
+    assert flow.acquire()
+    stop = threading.Event()
+    outcome: list[bool] = []
+    waiter = threading.Thread(target=lambda: outcome.append(flow.acquire(stop)), daemon=True)
+    waiter.start()
+    _wait_until(lambda: flow.asked == 2)
+    threading.Event().wait(flow_module.STOP_LOOK * 2.5)  # it looked at the stop twice meanwhile
+    assert outcome == [] and len(flow._waiting) == 1
+    flow.release()
+    waiter.join(5)
+    assert outcome == [True] and flow.in_flight == 1
+
+
 def _wait_until(condition, seconds: float = 5.0) -> None:  # type: ignore[no-untyped-def]
     event = threading.Event()
     for _ in range(int(seconds / 0.005)):
