@@ -176,3 +176,17 @@ def test_header_row_names_the_columns_in_any_order() -> None:
     rows = [line.split(", ") for line in text.splitlines()]
     reversed_text = "\n".join(", ".join(row[i] for i in order) for row in rows)
     assert parse(reversed_text).gpus == result.gpus
+
+
+def test_a_long_cell_is_converted_as_a_short_one_but_not_remembered() -> None:
+    """Short cells repeat from round to round and are remembered; a long one (a garbled output's) is converted
+    each time and never held by the cache."""
+    from nightowl.collectors.gpu.nvidia_smi import nvidia_smi_query as query
+
+    long_cell = " NVIDIA " + "H" * (query.SHORT_CELL * 4) + " "
+    held = query._remembered.cache_info().currsize
+    assert query.convert("name", long_cell) == (long_cell.strip(), False)
+    assert query._remembered.cache_info().currsize == held
+    assert query.convert("memory.total [MiB]", " 81559 MiB") == (81559, False)
+    assert query.convert("memory.total [MiB]", "[N/A]") == (None, False)
+    assert query._remembered.cache_info().currsize >= held + 1

@@ -118,10 +118,24 @@ def parse_header(line: str) -> tuple[list[str], dict[str, str]] | None:
 
 
 # A sweep parses every host's query every round, and most of its cells (names, UUIDs, bus ids, link widths) are
-# the same each time: a cell's value is remembered (a value is a str, number or None: nothing to share by mistake).
-@functools.lru_cache(maxsize=16384)
+# the same each time: a short cell's value is remembered (a value is a str, number or None: nothing to share by
+# mistake). A long one is not: a garbled output's megabyte-long cells would be held by the cache.
+SHORT_CELL = 128
+
+
 def convert(field_name: str, raw: str) -> tuple[Any, bool]:
     """(value, is_error): numbers parsed, N/A -> None, error tokens -> (None, True)."""
+    if len(raw) > SHORT_CELL:
+        return _convert(field_name, raw)
+    return _remembered(field_name, raw)
+
+
+@functools.lru_cache(maxsize=16384)
+def _remembered(field_name: str, raw: str) -> tuple[Any, bool]:
+    return _convert(field_name, raw)
+
+
+def _convert(field_name: str, raw: str) -> tuple[Any, bool]:
     value = raw.strip()
     if is_error_value(value):  # the -q parser's vocabulary: error tokens -> null plus an error entry
         return None, True
