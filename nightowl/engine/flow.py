@@ -151,10 +151,10 @@ class AdaptiveLimit:
         with self._lock:
             if turn in self._waiting:
                 self._waiting.remove(turn)
-                return False
-            self.in_flight -= 1
-            self._admit()
-            return False
+            else:
+                self.in_flight -= 1
+                self._admit()
+        return False
 
     def _admit(self) -> None:
         """Let the first waiters in while slots are free (the caller holds ``_lock``)."""
