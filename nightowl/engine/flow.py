@@ -5,10 +5,14 @@ busy to read it ends "cannot judge: nightowl was overloaded" (transports/base.py
 that starts more hosts than its reader can serve buys nothing but lost verdicts. ``--forks`` is the ceiling;
 the hosts actually in flight follow an AIMD rule on the reader's lag, as TCP follows loss:
 
-* the reader is behind when a short sleep of a sampler thread wakes late (``LagSampler``: what any reading
-  thread waits, behind the GIL or behind other processes on the cores, before it can read what arrived),
-  or when this process used a whole core over the sample (``busy``: the GIL is one core, so past that the
-  threads queue for it however short each wait);
+* the reader is behind when a short sleep of a sampler thread wakes late twice in a row (``LagSampler``:
+  what any reading thread waits, behind the GIL or behind other processes on the cores, before it can read
+  what arrived), or when this process used a whole core over the sample (``busy``: the GIL is one core, so
+  past that the threads queue for it however short each wait). One late wake alone is the scheduler's noise,
+  not a backlog: on a 2-core machine busy with other processes a 0.25 s sleep woke 0.1 to 0.15 s late every
+  few seconds while this process used a tenth of a core, and halving on each such wake held a 64-host steady
+  round to 9 to 25 hosts in flight, 4.5 to 5 s against 1.5 to 1.9 s at its ceiling (bench/README.md). An
+  output waits past its command's deadline (seconds) only behind a lag that lasts;
 * behind: the limit halves (at most once per ``cooldown``, so one burst is one decrease);
 * not behind, lag below ``low``, and every slot in use: one host more per sample; a quarter more (at least
   one) while this process also used under half a core (``IDLE``: its hosts mostly wait for their hosts'
@@ -97,18 +101,22 @@ class AdaptiveLimit:
         self._lock = threading.Lock()
         self.memory = memory  # told the peak: where the caller's next run starts (sweep --every)
         self._peak = self.limit  # the highest limit since the reader was last late
+        self._late = False  # the last sample woke late (``high``): one more in a row is a reader behind
 
     def observe(self, lag: float, now: float, busy: float = 0.0) -> int:
         """One sample at ``now`` (monotonic seconds): the sampler's ``lag`` (seconds late) and ``busy`` (CPU
         seconds this process used per second over it); returns the new limit."""
         with self._lock:
-            if lag > self.high or busy > BUSY:
+            late, was_late = lag > self.high, self._late
+            self._late = late
+            lagging = late and was_late
+            if lagging or busy > BUSY:
                 recent = self._last_decrease is not None and now - self._last_decrease < self.cooldown
                 if not recent:
                     self.limit = max(1, self.limit // 2)
                     self.lowest = min(self.lowest, self.limit)
                     self._last_decrease = now
-                if lag > self.high:
+                if lagging:
                     self._peak = self.limit
             elif lag < self.low and self.in_flight >= self.limit:
                 step = max(1, self.limit // 4) if busy < IDLE else 1

@@ -24,11 +24,14 @@ def test_a_prompt_reader_adds_one_host_a_sample_and_a_lagging_or_busy_one_halves
     assert [flow.observe(0.01, t, working) for t in (0.75, 1.0)] == [6, 6]  # a full slot each: +1, then 6 > 5
     flow.in_flight = 64
     assert [flow.observe(0.0, 1.0 + i / 4, working) for i in range(1, 5)] == [7, 8, 9, 10]
-    assert flow.observe(0.5, 2.5) == 5  # behind: half
-    assert flow.observe(0.5, 2.75) == 5  # the same burst (within the cooldown): no second cut
-    assert flow.observe(0.0, 3.0, busy=1.0) == 5  # a whole core used, still within the cooldown
-    assert flow.observe(0.0, 3.6, busy=1.0) == 2  # a second on, the GIL still saturated: half again
-    assert flow.observe(0.05, 3.8) == 2  # between low and high: held
+    assert flow.observe(0.5, 2.5, working) == 10  # one late wake alone (the scheduler's noise): held
+    assert flow.observe(0.0, 2.75, working) == 11  # prompt again: one more
+    assert flow.observe(0.5, 3.0, working) == 11  # late again, but not twice in a row: held
+    assert flow.observe(0.5, 3.25, working) == 5  # late twice in a row: behind, half
+    assert flow.observe(0.5, 3.5) == 5  # the same burst (within the cooldown): no second cut
+    assert flow.observe(0.0, 3.75, busy=1.0) == 5  # a whole core used, still within the cooldown
+    assert flow.observe(0.0, 4.3, busy=1.0) == 2  # a second on, the GIL still saturated: half again
+    assert flow.observe(0.05, 4.5) == 2  # between low and high: held
     assert flow.lowest == 2
 
 
@@ -273,7 +276,9 @@ def test_a_repeating_caller_starts_where_its_last_run_ended() -> None:
     assert memory.limit == first.limit == START + 6
     second = AdaptiveLimit(32, memory=memory)
     assert second.limit == START + 6
-    second.observe(0.5, 10.0)  # behind: halved, and the memory follows
+    second.observe(0.5, 10.0)  # one late wake: held, and so is the memory
+    assert memory.limit == second.limit == START + 6
+    second.observe(0.5, 10.25)  # late twice in a row: behind, halved, and the memory follows
     assert memory.limit == (START + 6) // 2
     assert AdaptiveLimit(16, memory=FlowMemory(limit=99)).limit == 16  # never past this run's ceiling
 
@@ -291,7 +296,8 @@ def test_a_burst_of_cpu_halves_the_limit_but_the_next_round_starts_from_the_peak
     limit.observe(0.0, 5.0, busy=0.95)
     assert limit.limit == (START + 6) // 2 and memory.limit == START + 6
     assert AdaptiveLimit(32, memory=memory).limit == START + 6
-    limit.observe(0.5, 10.0)  # late: the peak goes down with the limit
+    limit.observe(0.5, 10.0)
+    limit.observe(0.5, 10.25)  # late twice in a row: the peak goes down with the limit
     assert memory.limit == limit.limit == (START + 6) // 4
 
 
