@@ -10,7 +10,11 @@ connections between them (nightowl/cli/sweep_every.py); each round's wall and CP
 JSON report gives (``round``: from the round's start to its report, this process's CPU). Between rounds,
 while the sweep waits for its next start, each live host's log grows and its GPU readings change
 (bench/steady.py ``grow_logs``, ``vary_readings``) and the bare pool does today's full reads, so the two never
-share the CPU. ``every`` must leave room for both.
+share the CPU. ``every`` must leave room for both: a round that started while the bench was still at its own work
+for the round before (``shared``: by how much, by the one clock both processes read) shared the two cores with the
+bare pool's 64 full reads, and took two to three times as long at 64 hosts (4.4 to 5.4 s against 1.7 to 2.1 s,
+``--every 8``). Each round's line says so, and the row counts them: a row with any is not a measurement of the
+sweep alone (raise ``--every``).
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ import os
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -41,8 +46,10 @@ def repeated_rounds(run: FleetRun, forks: int, bench: Any) -> list[str]:
     sampler = threading.Thread(target=_sample, args=(child.pid, peak, sampling, bench), daemon=True)
     sampler.start()
     rounds: list[dict[str, Any]] = []
+    late = 0.0  # how far the bench's own work for the last round ran into this one (seconds)
     assert child.stdout is not None
     for report in _reports(child.stdout):
+        arrived = time.monotonic()
         number = report["round"]["number"]
         kb = _round_kb(Path(report["bundle"]), len(names))
         wrong = bench.verdict_errors(report["hosts"], set(dead))
@@ -53,11 +60,14 @@ def repeated_rounds(run: FleetRun, forks: int, bench: Any) -> list[str]:
         bare_wall, _ = bench.bare_pool(fleet, run.pool_hosts, forks)
         seconds, cpu = report["round"]["seconds"], report["round"]["cpu_seconds"]
         batched, linked = report["round"].get("commands_batched", "-"), report["round"].get("files_linked", "-")
+        shared = f", started {late:.2f} s before the bench's own work ended" if late > 0 else ""
         print(
             f"  round {number}: {seconds:.2f} s (bare {bare_wall:.2f} s), CPU {cpu:.2f} s, {kb:.1f} KB per live host, "
-            f"{batched} commands batched, {linked} files linked"
+            f"{batched} commands batched, {linked} files linked{shared}"
         )
         rounds.append({"bare": bare_wall, "wall": seconds, "cpu": cpu / len(names), "wrong": len(wrong), "kb": kb})
+        rounds[-1]["shared"] = late
+        late = time.monotonic() - (arrived - seconds + args.every)  # past the next round's start: it shares the CPU
         rounds[-1]["connections"] = (report["round"]["connections_reused"], report["round"]["connections_opened"])
     child.wait()
     sampling.set()
@@ -117,14 +127,15 @@ def _sample(pid: int, peak: list[float], stop: threading.Event, bench: Any) -> N
 def _row(label: str, rounds: list[dict[str, Any]], run: FleetRun, forks: int, peak: float) -> str:
     bare, wall = median_of(rounds, "bare"), median_of(rounds, "wall")
     connections = ", ".join(f"{reused}/{opened}" for reused, opened in (r["connections"] for r in rounds))
+    shared = sum(1 for r in rounds if r["shared"] > 0)
     return (
         f"| {label} | {run.hosts_cell} | {forks} | {bare:.2f} | {wall:.2f} "
         f"| {wall / bare:.2f}x | {', '.join(str(r['wrong']) for r in rounds)} | {median_of(rounds, 'cpu') * 1000:.0f} "
-        f"| {median_of(rounds, 'kb'):.1f} | {connections} | {peak:.0f} |"
+        f"| {median_of(rounds, 'kb'):.1f} | {connections} | {peak:.0f} | {shared} of {len(rounds)} |"
     )
 
 
 HEADER = (
     "| round | hosts (live, refused) | forks | bare pool s | sweep s | ratio | verdict errors | CPU ms / live host "
-    "| KB / live host | connections reused/opened | sweep peak RSS MB |"
+    "| KB / live host | connections reused/opened | sweep peak RSS MB | rounds begun while the bench worked |"
 )
