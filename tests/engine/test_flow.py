@@ -35,6 +35,20 @@ def test_a_prompt_reader_adds_one_host_a_sample_and_a_lagging_or_busy_one_halves
     assert flow.lowest == 2
 
 
+def test_the_rule_at_its_bounds() -> None:
+    """A wake exactly ``high`` late is not late, a core used exactly at BUSY is not busy, a wake exactly ``low``
+    late is not prompt, and a second cut exactly ``cooldown`` after the first is no longer the same burst."""
+    from nightowl.engine.flow import BUSY
+
+    flow = AdaptiveLimit(maximum=64, start=16, high=0.1, low=0.02, cooldown=1.0)
+    flow.in_flight = 64
+    assert [flow.observe(0.1, t) for t in (0.25, 0.5, 0.75)] == [16, 16, 16]  # at high, three in a row: held
+    assert flow.observe(0.0, 1.0, busy=BUSY) == 17  # at BUSY: not behind (and past IDLE: one more)
+    assert flow.observe(0.02, 1.25, busy=BUSY) == 17  # at low: not prompt, held
+    assert flow.observe(0.0, 1.5, busy=1.0) == 8  # busy: half
+    assert flow.observe(0.0, 2.5, busy=1.0) == 4  # exactly the cooldown later: half again
+
+
 def test_a_prompt_reader_with_a_core_to_spare_adds_a_quarter_of_its_hosts_a_sample() -> None:
     """Under IDLE (half a core) a prompt reader's hosts mostly wait for answers: a quarter more a sample, at least
     one; at or past IDLE, one; never past the ceiling."""
