@@ -12,11 +12,11 @@ while the sweep waits for its next start, each live host's log grows and its GPU
 (bench/steady.py ``grow_logs``, ``vary_readings``) and the bare pool does today's full reads, so the two never
 share the CPU. ``every`` must leave room for both: a round that started while the bench was still at its own work
 for the round before (``shared``: by how much, by the one clock both processes read) shared the two cores with the
-bare pool's 64 full reads, and took two to three times as long at 64 hosts (4.4 to 5.4 s against 1.7 to 2.1 s,
-``--every 8``). Each round's line says so, and the row counts them: a row with any is not a measurement of the
-sweep alone (raise ``--every``). Beside the sweep's CPU a live host the row gives the bare pool's, the same
-full reads every round: the machine's own pace, by which the same code's figure moved 1.6-fold within an hour
-(12 to 20 ms a live host at 64 hosts on the 2-core machine).
+bare pool's 64 full reads, and took two to three times as long at 64 hosts (4.08 s, begun 3.88 s early, against
+1.56 to 1.75 s for the rounds after it, ``--every 8``). Each round's line says so, and the row counts them: a row
+with any is not a measurement of the sweep alone (raise ``--every``). Beside the sweep's CPU a live host the row
+gives the bare pool's, the same full reads every round: the machine's own pace, by which the same code's figure
+moved 1.8-fold within two hours (12 to 22 ms a live host at 64 hosts on the 2-core machine).
 """
 
 from __future__ import annotations
