@@ -13,8 +13,10 @@ while the sweep waits for its next start, each live host's log grows and its GPU
 share the CPU. ``every`` must leave room for both: a round that started while the bench was still at its own work
 for the round before (``shared``: by how much, by the one clock both processes read) shared the two cores with the
 bare pool's 64 full reads, and took two to three times as long at 64 hosts (4.08 s, begun 3.88 s early, against
-1.56 to 1.75 s for the rounds after it, ``--every 8``). Each round's line says so, and the row counts them: a row
-with any is not a measurement of the sweep alone (raise ``--every``). Beside the sweep's CPU a live host the row
+1.56 to 1.75 s for the rounds after it, ``--every 8``); the round before it, whose bare pool ran into it, has its
+ratio skewed too. The next round starts ``every`` after the last one started, or at once when that one ran past
+it. Each round's line says which, and the row counts the rounds with either: a row with any is not a measurement
+of the sweep alone (raise ``--every``). Beside the sweep's CPU a live host the row
 gives the bare pool's, the same full reads every round: the machine's own pace, by which the same code's figure
 moved 1.8-fold within two hours (12 to 22 ms a live host at 64 hosts on the 2-core machine).
 """
@@ -48,7 +50,7 @@ def repeated_rounds(run: FleetRun, forks: int, bench: Any) -> list[str]:
     sampler = threading.Thread(target=_sample, args=(child.pid, peak, sampling, bench), daemon=True)
     sampler.start()
     rounds: list[dict[str, Any]] = []
-    late = 0.0  # how far the bench's own work for the last round ran into this one (seconds)
+    late = 0.0  # how far the bench's own work for the last round (its logs, its bare pool) ran into this one (s)
     assert child.stdout is not None
     for report in _reports(child.stdout):
         arrived = time.monotonic()
@@ -60,17 +62,21 @@ def repeated_rounds(run: FleetRun, forks: int, bench: Any) -> list[str]:
         grow_logs(fleet, names, number)
         vary_readings(fleet, names, number)
         bare_wall, bare_cpu = bench.bare_pool(fleet, run.pool_hosts, forks)
+        # The next round starts `every` after this one started, or at once when this one ran past that.
+        next_start = max(arrived - report["round"]["seconds"] + args.every, arrived)
+        overran = time.monotonic() - next_start if number <= args.repeat else 0.0  # the bare pool beside it
         seconds, cpu = report["round"]["seconds"], report["round"]["cpu_seconds"]
         batched, linked = report["round"].get("commands_batched", "-"), report["round"].get("files_linked", "-")
         shared = f", started {late:.2f} s before the bench's own work ended" if late > 0 else ""
+        shared += f", its bare pool ran {overran:.2f} s into the next round" if overran > 0 else ""
         print(
             f"  round {number}: {seconds:.2f} s (bare {bare_wall:.2f} s), CPU {cpu:.2f} s, {kb:.1f} KB per live host, "
             f"{batched} commands batched, {linked} files linked{shared}"
         )
         rounds.append({"bare": bare_wall, "wall": seconds, "cpu": cpu / len(names), "wrong": len(wrong), "kb": kb})
-        rounds[-1]["shared"] = late
+        rounds[-1]["shared"] = max(late, overran)  # its sweep or its bare pool shared the cores with the other
         rounds[-1]["bare_cpu"] = bare_cpu / len(names)  # the machine's pace: the same reads' cost, round by round
-        late = time.monotonic() - (arrived - seconds + args.every)  # past the next round's start: it shares the CPU
+        late = overran
         rounds[-1]["connections"] = (report["round"]["connections_reused"], report["round"]["connections_opened"])
     child.wait()
     sampling.set()
@@ -142,5 +148,5 @@ def _row(label: str, rounds: list[dict[str, Any]], run: FleetRun, forks: int, pe
 HEADER = (
     "| round | hosts (live, refused) | forks | bare pool s | sweep s | ratio | verdict errors | CPU ms / live host "
     "| bare pool CPU ms / live host | KB / live host | connections reused/opened | sweep peak RSS MB "
-    "| rounds begun while the bench worked |"
+    "| rounds sharing the cores with the bench's work |"
 )

@@ -5,14 +5,14 @@ busy to read it ends "cannot judge: nightowl was overloaded" (transports/base.py
 that starts more hosts than its reader can serve buys nothing but lost verdicts. ``--forks`` is the ceiling;
 the hosts actually in flight follow an AIMD rule on the reader's lag, as TCP follows loss:
 
-* the reader is behind when a short sleep of a sampler thread wakes late twice in a row (``LagSampler``:
-  what any reading thread waits, behind the GIL or behind other processes on the cores, before it can read
-  what arrived), or when this process used a whole core over the sample (``busy``: the GIL is one core, so
-  past that the threads queue for it however short each wait). One late wake alone is the scheduler's noise,
-  not a backlog: on a 2-core machine busy with other processes a 0.25 s sleep woke 0.1 to 0.15 s late every
-  few seconds while this process used a tenth of a core, and halving on each such wake held a 64-host steady
-  round to 9 to 25 hosts in flight, 4.5 to 5 s against 1.5 to 1.9 s at its ceiling (bench/README.md). An
-  output waits past its command's deadline (seconds) only behind a lag that lasts;
+* the reader is behind when a short sleep of a sampler thread wakes late twice in a row, or once past
+  ``stall`` (``LagSampler``: what any reading thread waits, behind the GIL or behind other processes on the
+  cores, before it can read what arrived), or when this process used a whole core over the sample (``busy``:
+  the GIL is one core, so past that the threads queue for it however short each wait). One wake a little
+  late is the scheduler's noise, not a backlog: on a 2-core machine busy with other processes a 0.25 s sleep
+  woke 0.1 to 0.34 s late every few seconds while this process used under half a core, and halving on each
+  such wake held a 64-host steady round to 9 to 25 of its 32 slots (bench/README.md, twenty-seventh session).
+  An output waits past its command's deadline (seconds) only behind a lag that lasts or a long stall;
 * behind: the limit halves (at most once per ``cooldown``, so one burst is one decrease);
 * not behind, lag below ``low``, and every slot in use: one host more per sample; a quarter more (at least
   one) while this process also used under half a core (``IDLE``: its hosts mostly wait for their hosts'
@@ -34,7 +34,8 @@ from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
-HIGH_LAG = 0.1  # seconds: a reader this late is behind (a command's output waits unread)
+HIGH_LAG = 0.1  # seconds: a reader this late twice in a row is behind (a command's output waits unread)
+STALL = 0.5  # seconds: a reader this late once is behind (twice the sample: no scheduler's noise seen here)
 LOW_LAG = 0.02  # seconds: a reader this prompt has room for another host
 BUSY = 0.9  # share of one core over a sample past which the reader is behind
 IDLE = 0.5  # share of one core over a sample under which a prompt reader takes a quarter more hosts
@@ -47,10 +48,10 @@ STOP_LOOK = 0.2  # seconds: how often a host waiting for a slot looks whether th
 @dataclass
 class FlowMemory:
     """What a run learned of this process's pace, for the next run of a caller that repeats (``sweep --every``):
-    the highest limit its flow control set since the reader was last late (``AdaptiveLimit`` tells it each one).
-    The next run starts there instead of at START, so a steady round is not paced by a ramp it climbed already,
-    nor by a halving for a burst of CPU alone (``busy``: a round's hosts finishing at once), which costs no
-    verdict by itself; a late reader (``lag``) lowers it. The rule still halves the limit as soon as the reader
+    the highest limit its flow control set since the reader was last behind on lag (``AdaptiveLimit`` tells it
+    each one). The next run starts there instead of at START, so a steady round is not paced by a ramp it climbed
+    already, nor by a halving for a burst of CPU alone (``busy``: a round's hosts finishing at once), which costs
+    no verdict by itself; a reader behind on lag lowers it. The rule still halves the limit as soon as the reader
     is behind."""
 
     limit: int | None = None
@@ -85,6 +86,7 @@ class AdaptiveLimit:
         maximum: int,
         start: int = START,
         high: float = HIGH_LAG,
+        stall: float = STALL,
         low: float = LOW_LAG,
         cooldown: float = COOLDOWN,
         memory: FlowMemory | None = None,
@@ -92,7 +94,7 @@ class AdaptiveLimit:
         self.maximum = max(1, maximum)
         start = memory.limit if memory is not None and memory.limit else start  # where the last run ended
         self.limit = max(1, min(start, self.maximum))
-        self.high, self.low, self.cooldown = high, low, cooldown
+        self.high, self.low, self.cooldown, self.stall = high, low, cooldown, stall
         self.in_flight = 0
         self.lowest = self.limit  # the smallest limit it went down to (the report's "flow control held ...")
         self._last_decrease: float | None = None
@@ -100,7 +102,7 @@ class AdaptiveLimit:
         self._waiting: deque[threading.Lock] = deque()  # each waiter's lock, in the order they asked
         self._lock = threading.Lock()
         self.memory = memory  # told the peak: where the caller's next run starts (sweep --every)
-        self._peak = self.limit  # the highest limit since the reader was last late
+        self._peak = self.limit  # the highest limit since the reader was last behind on lag
         self._late = False  # the last sample woke late (``high``): one more in a row is a reader behind
 
     def observe(self, lag: float, now: float, busy: float = 0.0) -> int:
@@ -109,7 +111,7 @@ class AdaptiveLimit:
         with self._lock:
             late, was_late = lag > self.high, self._late
             self._late = late
-            lagging = late and was_late
+            lagging = (late and was_late) or lag > self.stall
             if lagging or busy > BUSY:
                 recent = self._last_decrease is not None and now - self._last_decrease < self.cooldown
                 if not recent:

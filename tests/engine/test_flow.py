@@ -24,10 +24,10 @@ def test_a_prompt_reader_adds_one_host_a_sample_and_a_lagging_or_busy_one_halves
     assert [flow.observe(0.01, t, working) for t in (0.75, 1.0)] == [6, 6]  # a full slot each: +1, then 6 > 5
     flow.in_flight = 64
     assert [flow.observe(0.0, 1.0 + i / 4, working) for i in range(1, 5)] == [7, 8, 9, 10]
-    assert flow.observe(0.5, 2.5, working) == 10  # one late wake alone (the scheduler's noise): held
+    assert flow.observe(0.3, 2.5, working) == 10  # one late wake alone (the scheduler's noise): held
     assert flow.observe(0.0, 2.75, working) == 11  # prompt again: one more
-    assert flow.observe(0.5, 3.0, working) == 11  # late again, but not twice in a row: held
-    assert flow.observe(0.5, 3.25, working) == 5  # late twice in a row: behind, half
+    assert flow.observe(0.3, 3.0, working) == 11  # late again, but not twice in a row: held
+    assert flow.observe(0.3, 3.25, working) == 5  # late twice in a row: behind, half
     assert flow.observe(0.5, 3.5) == 5  # the same burst (within the cooldown): no second cut
     assert flow.observe(0.0, 3.75, busy=1.0) == 5  # a whole core used, still within the cooldown
     assert flow.observe(0.0, 4.3, busy=1.0) == 2  # a second on, the GIL still saturated: half again
@@ -47,6 +47,26 @@ def test_the_rule_at_its_bounds() -> None:
     assert flow.observe(0.02, 1.25, busy=BUSY) == 17  # at low: not prompt, held
     assert flow.observe(0.0, 1.5, busy=1.0) == 8  # busy: half
     assert flow.observe(0.0, 2.5, busy=1.0) == 4  # exactly the cooldown later: half again
+    stalled = AdaptiveLimit(maximum=64, start=16, high=0.1, stall=0.5)
+    assert stalled.observe(0.5, 0.25) == 16  # once exactly at the stall: a late wake like any other, held
+    assert stalled.observe(0.0, 0.5) == 16
+    assert stalled.observe(0.51, 0.75) == 8  # once past it: behind at once, half
+
+
+def test_one_long_stall_is_behind_and_lowers_where_the_next_round_starts() -> None:
+    """A wake past ``stall`` (outputs waited that long unread, whatever held the cores) halves alone, and the
+    next round starts from there; so does a lag that lasts, one sample late within the cooldown included."""
+    from nightowl.engine.flow import FlowMemory
+
+    memory = FlowMemory()
+    flow = AdaptiveLimit(32, start=20, memory=memory)
+    flow.in_flight = 20
+    assert flow.observe(2.0, 1.0) == 10 and memory.limit == 10  # half, and the peak with it
+    assert AdaptiveLimit(32, memory=memory).limit == 10
+    busy_then_late = AdaptiveLimit(32, start=16, memory=FlowMemory())
+    assert busy_then_late.observe(0.3, 1.0, busy=1.0) == 8  # busy and late: half, for the CPU
+    assert busy_then_late.observe(0.3, 1.5, busy=0.1) == 8  # late again within the cooldown: no second cut
+    assert busy_then_late.memory is not None and busy_then_late.memory.limit == 8  # but the lag lowers the peak
 
 
 def test_a_prompt_reader_with_a_core_to_spare_adds_a_quarter_of_its_hosts_a_sample() -> None:
