@@ -62,10 +62,10 @@ def repeated_rounds(run: FleetRun, forks: int, bench: Any) -> list[str]:
         grow_logs(fleet, names, number)
         vary_readings(fleet, names, number)
         bare_wall, bare_cpu = bench.bare_pool(fleet, run.pool_hosts, forks)
-        # The next round starts `every` after this one started, or at once when this one ran past that.
-        next_start = max(arrived - report["round"]["seconds"] + args.every, arrived)
-        overran = time.monotonic() - next_start if number <= args.repeat else 0.0  # the bare pool beside it
         seconds, cpu = report["round"]["seconds"], report["round"]["cpu_seconds"]
+        # The next round starts `every` after this one started, or at once when this one ran past that.
+        next_start = max(arrived - seconds + args.every, arrived)
+        overran = time.monotonic() - next_start if number <= args.repeat else 0.0  # the bare pool beside it
         batched, linked = report["round"].get("commands_batched", "-"), report["round"].get("files_linked", "-")
         shared = f", started {late:.2f} s before the bench's own work ended" if late > 0 else ""
         shared += f", its bare pool ran {overran:.2f} s into the next round" if overran > 0 else ""

@@ -86,9 +86,9 @@ class AdaptiveLimit:
         maximum: int,
         start: int = START,
         high: float = HIGH_LAG,
-        stall: float = STALL,
         low: float = LOW_LAG,
         cooldown: float = COOLDOWN,
+        stall: float = STALL,
         memory: FlowMemory | None = None,
     ) -> None:
         self.maximum = max(1, maximum)
