@@ -102,3 +102,48 @@ def test_a_cardinality_explosion_is_cut_to_the_budget() -> None:
     facts, error = run_with_watchdog(lambda: parse_output(get_collector("metrics"), text, seconds=0.5))
     assert error is not None and "ParseBudgetExceeded" in error
     assert facts["truncated"] is True  # what the parser was handed was cut to the cap first
+
+
+def _sleeping_until(dog: Any, deadline: float, seconds: float = 10.0) -> None:
+    """Wait (bounded) until ``dog``'s thread sleeps until ``deadline``."""
+    give_up = time.monotonic() + seconds
+    while time.monotonic() < give_up:
+        with dog._lock:
+            if dog._sleeps_until == deadline and dog._thread is not None:
+                return
+        time.sleep(0.01)
+    raise AssertionError(f"the watchdog never slept until {deadline}")
+
+
+def test_the_watchdog_is_woken_only_for_a_deadline_before_the_one_it_sleeps_until(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Each wake of its thread is a context switch on a sweep's busy threads: a ticket due after the deadline
+    the thread already sleeps until does not wake it; an earlier one does, and still fires on time."""
+    dog = parse_budget._Watchdog()
+    wakes: list[int] = []
+    notify = dog._wake.notify
+    monkeypatch.setattr(dog._wake, "notify", lambda n=1: (wakes.append(n), notify(n)))
+    ident, now = threading.get_ident(), time.monotonic()
+    first = dog.arm(ident, now + 300)
+    assert wakes == [1] and dog._sleeps_until == first.deadline  # it had not started; now it sleeps until then
+    _sleeping_until(dog, first.deadline)
+    later = dog.arm(ident, now + 600)
+    again = dog.arm(ident, now + 300)  # the very deadline it sleeps until
+    assert wakes == [1]
+    stopped: list[str] = []
+
+    def endless() -> None:
+        ticket = dog.arm(threading.get_ident(), time.monotonic() + 0.2)
+        try:
+            while True:
+                pass
+        except ParseBudgetExceeded:
+            stopped.append("stopped")
+        finally:
+            dog.disarm(ticket)
+
+    run_with_watchdog(endless, hung="an earlier deadline did not wake the watchdog")
+    assert stopped == ["stopped"] and wakes == [1, 1]
+    for ticket in (first, later, again):
+        dog.disarm(ticket)
