@@ -18,7 +18,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from nightowl.engine import layout
+from nightowl.engine import layout, same_text
 from nightowl.engine.parse_budget import PARSE_INPUT_CAP, ParseBudgetExceeded, within
 from nightowl.engine.private_files import open_regular
 from nightowl.transports.capped import CappedOutput
@@ -70,6 +70,8 @@ def read_back(
     found = kept.recall_file(kind, digest, as_json) if kept is not None else None
     if found is None and as_json and bundle_copy:
         found = bundle_parsed(kind, path)
+    if found is None and as_json:
+        found = same_text.recalled_file(kind, digest, parse, reader)  # an earlier round's parse of these bytes
     if found is not None:
         return found
     text = reader(path)
@@ -79,9 +81,12 @@ def read_back(
     if seconds <= 0:
         raise ReadBackTimedOut(f"no time was left to parse {path.name} again")
     try:
-        return within(seconds, lambda: parse(text))
+        result = within(seconds, lambda: parse(text))
     except ParseBudgetExceeded:
         raise ReadBackTimedOut(f"parsing {path.name} again took more than {seconds:.1f} s") from None
+    if as_json and getattr(kept, "to_json", None) is not None:
+        same_text.keep_file(kind, digest, parse, reader, kept.to_json(result))
+    return result
 
 
 PARSED_MAX_BYTES = 64 * 1024 * 1024  # a kept parse bigger than this is not read (the file is parsed again)

@@ -17,15 +17,20 @@ from __future__ import annotations
 import collections
 import contextlib
 import contextvars
+import json
 import pickle
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from nightowl.engine.parse_memo import text_digest
 
 MAX_TEXT_CHARS = 1024 * 1024  # a longer text is not kept (a full read: a boot's log, `-q -x`)
 MAX_KEPT_CHARS = 32 * 1024 * 1024  # the texts kept, all hosts together; past it the least recently used go
+# A bundle reader's parse of a stored file, kept as JSON (``recalled_file``): at most this much a result, and
+# all of them together.
+MAX_FILE_RESULT_CHARS = 256 * 1024
+MAX_FILE_RESULTS_CHARS = 8 * 1024 * 1024
 
 Key = tuple[str, str, int, bytes, int]  # host, kind, collector, SHA-256 of the text, bytes cut
 # The host whose output is being parsed (engine.runner.collect_on sets it); None: no host, nothing kept.
@@ -46,6 +51,8 @@ class SameText:
         self._lock = threading.Lock()
         self.hits = 0
         self.misses = 0
+        self._files: collections.OrderedDict[FileKey, str] = collections.OrderedDict()  # -> the result as JSON
+        self._file_chars = 0
 
     @staticmethod
     def key(collector: Any, text: str, cut_bytes: int) -> Key | None:
@@ -84,8 +91,70 @@ class SameText:
                 _, dropped = self._kept.popitem(last=False)
                 self._chars -= dropped[4]
 
+    def file_result(self, key: FileKey) -> Any | None:
+        """A fresh copy of the JSON result kept for ``key`` (``recalled_file``), or None."""
+        with self._lock:
+            found = self._files.get(key)
+            if found is not None:
+                self._files.move_to_end(key)
+        return None if found is None else json.loads(found)
+
+    def keep_file_result(self, key: FileKey, encoded: str) -> None:
+        if len(encoded) > MAX_FILE_RESULT_CHARS:
+            return
+        with self._lock:
+            older = self._files.pop(key, None)
+            self._file_chars += len(encoded) - (len(older) if older is not None else 0)
+            self._files[key] = encoded
+            while self._file_chars > MAX_FILE_RESULTS_CHARS and self._files:
+                _, dropped = self._files.popitem(last=False)
+                self._file_chars -= len(dropped)
+
 
 _active: SameText | None = None
+
+# A stored file's parse by a bundle reader: its kind, the file's SHA-256 (the manifest's), the parser and the
+# file reader (module and qualified name: a module's functions only, never a closure whose id could be reused).
+FileKey = tuple[str, str, str, str]
+Function = Callable[..., Any]
+
+
+def _file_key(kind: str, sha256_hex: str | None, parse: Function, reader: Function) -> FileKey | None:
+    parser, read = _stable_name(parse), _stable_name(reader)
+    return (kind, sha256_hex, parser, read) if sha256_hex and parser and read else None
+
+
+def _stable_name(function: Function) -> str | None:
+    """``module.qualname`` of a module's function; None for a lambda or a function made in a call."""
+    name = getattr(function, "__qualname__", "")
+    return None if not name or "<" in name else f"{getattr(function, '__module__', '')}.{name}"
+
+
+def recalled_file(kind: str, sha256_hex: str | None, parse: Function, reader: Function) -> Any | None:
+    """What ``parse`` gave a bundle file of these very bytes (``sha256_hex``), as JSON, read by ``reader``, in an
+    earlier round of this process; None when none is kept or no memo is in force.
+
+    A steady round stores most outputs as the last round did (the files are links: engine/same_file.py), and the
+    history store's rows of them (history/extract.py) parsed each again every round: a parser is a pure function
+    of its text, and the text a pure function of the bytes its reader reads."""
+    memo = _active
+    key = _file_key(kind, sha256_hex, parse, reader) if memo is not None else None
+    return memo.file_result(key) if memo is not None and key is not None else None
+
+
+def keep_file(kind: str, sha256_hex: str | None, parse: Function, reader: Function, result: Any) -> None:
+    """Keep ``result`` (plain JSON) as what ``parse`` gives the file of ``sha256_hex`` (``recalled_file``)."""
+    memo = _active
+    key = _file_key(kind, sha256_hex, parse, reader) if memo is not None else None
+    if memo is None or key is None:
+        return
+    try:
+        encoded = json.dumps(result, ensure_ascii=False)
+        same = json.loads(encoded) == result  # a tuple, a number as a key, NaN: not what a copy would give back
+    except (TypeError, ValueError, RecursionError):
+        return
+    if same:
+        memo.keep_file_result(key, encoded)
 
 
 def recalled(collector: Any, text: str, cut_bytes: int, kept: Any) -> tuple[Key | None, dict[str, Any] | None]:

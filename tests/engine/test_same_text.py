@@ -107,3 +107,79 @@ def test_past_the_budget_the_least_recently_used_host_goes_first() -> None:
         parse_on("gpu-3", collector, "abc")
         parse_on("gpu-1", collector, "abc")
     assert collector.parses == 4
+
+
+# A bundle reader's parse of a stored file (engine/readback.py ``read_back``), kept across a repeating sweep's
+# rounds by the file's SHA-256: module functions (a stable name), as the history store's reader uses.
+FILE_PARSES: list[str] = []
+
+
+def parse_counted(text: str) -> dict[str, Any]:
+    FILE_PARSES.append(text)
+    return {"lines": text.splitlines(), "chars": len(text)}
+
+
+def parse_as_tuple(text: str) -> tuple[str, ...]:
+    FILE_PARSES.append(text)
+    return tuple(text.splitlines())
+
+
+def read_text(path: Any) -> str:
+    return str(path.read_text())
+
+
+def read_file_back(path: Any, parse: Any = parse_counted, reader: Any = read_text) -> Any:
+    import hashlib
+
+    from nightowl.collectors.base import to_jsonable
+    from nightowl.engine.readback import read_back
+
+    digest = hashlib.sha256(path.read_bytes()).hexdigest()
+    kept = ParsedOutputs((), to_jsonable)  # the run's results: none for this file, as in a steady round's history
+    return read_back("counting", parse, path, digest, reader=reader, kept=kept, as_json=True)
+
+
+def test_a_stored_files_bytes_are_parsed_once_across_rounds_and_each_round_gets_its_own_copy(tmp_path: Any) -> None:
+    FILE_PARSES.clear()
+    first, second, other = tmp_path / "round-1.out", tmp_path / "round-2.out", tmp_path / "other.out"
+    first.write_text("a\nb\n")
+    second.write_text("a\nb\n")
+    other.write_text("a\nc\n")
+    with same_text.remembering():
+        found = read_file_back(first)
+        found["lines"].append("changed by a reader")
+        assert read_file_back(second) == {"lines": ["a", "b"], "chars": 4}
+        assert read_file_back(other) == {"lines": ["a", "c"], "chars": 4}
+        assert FILE_PARSES == ["a\nb\n", "a\nc\n"]
+        read_file_back(second, reader=lambda path: path.read_text())  # a reader without a stable name
+        read_file_back(second, parse=lambda text: parse_counted(text))  # nor a parser
+        assert len(FILE_PARSES) == 4
+    read_file_back(second)  # the sweep is over: nothing kept
+    assert len(FILE_PARSES) == 5
+
+
+def test_a_result_that_json_does_not_give_back_as_it_was_is_parsed_again(tmp_path: Any) -> None:
+    FILE_PARSES.clear()
+    path = tmp_path / "out"
+    path.write_text("x\ny\n")
+    with same_text.remembering():
+        assert read_file_back(path, parse=parse_as_tuple) == ("x", "y")
+        assert read_file_back(path, parse=parse_as_tuple) == ["x", "y"]  # as JSON (to_jsonable's): what it keeps
+        assert len(FILE_PARSES) == 1
+        same_text.keep_file("counting", "ab" * 32, parse_counted, read_text, {"0": float("nan")})
+        same_text.keep_file("counting", "cd" * 32, parse_counted, read_text, {"pair": (1, 2)})
+        assert same_text.recalled_file("counting", "ab" * 32, parse_counted, read_text) is None
+        assert same_text.recalled_file("counting", "cd" * 32, parse_counted, read_text) is None
+        same_text.keep_file("counting", "ef" * 32, parse_counted, read_text, {"1": [1.5, None]})
+        assert same_text.recalled_file("counting", "ef" * 32, parse_counted, read_text) == {"1": [1.5, None]}
+        assert same_text.recalled_file("counting", None, parse_counted, read_text) is None
+
+
+def test_the_file_results_kept_stay_within_their_budget(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(same_text, "MAX_FILE_RESULTS_CHARS", 30)
+    monkeypatch.setattr(same_text, "MAX_FILE_RESULT_CHARS", 25)
+    with same_text.remembering():
+        for n, text in enumerate(("a" * 10, "b" * 10, "c" * 10, "d" * 30)):
+            same_text.keep_file("counting", f"{n:064x}", parse_counted, read_text, text)
+        kept = [same_text.recalled_file("counting", f"{n:064x}", parse_counted, read_text) for n in range(4)]
+    assert kept == [None, "b" * 10, "c" * 10, None]  # the oldest went first; one over its own cap never came in
