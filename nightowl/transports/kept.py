@@ -76,6 +76,7 @@ class KeptConnections:
         # host -> (last round's asks, the round before's, the argvs of the last that a reader named: ``follow``)
         self._asked: dict[str, tuple[Asked, Asked | None, frozenset[tuple[str, ...]]]] = {}
         self._batch_seconds: dict[str, float] = {}  # host -> how long its last batch took
+        self._busy: dict[str, tuple[Any, threading.Event]] = {}  # host -> (its connection, its batch's end)
 
     def alive(self, name: str) -> bool:
         """Whether ``name`` has a connection kept that still looks open (a closed one is dropped here)."""
@@ -84,12 +85,23 @@ class KeptConnections:
     def _alive_one(self, name: str) -> Any:
         with self._lock:
             transport = self._open.get(name)
+            busy = self._busy.pop(name, None)
         if transport is None:
             return None
-        if _alive(transport):
+        still_running = busy is not None and busy[0] is transport and not busy[1].is_set()
+        if _alive(transport) and not still_running:
             return transport
         self.drop(name, transport)
         return None
+
+    def busy(self, name: str, transport: Any, ended: threading.Event) -> None:
+        """``transport``, kept, still runs its round's batch (its asks gave up waiting: a command in it hangs, or
+        the client was too busy to read it in time): the next round takes it only if that batch has ended by
+        then, else it is dropped and a new one opened. Dropped at once, a client slow for a moment paid a new
+        handshake for each such host the next round (the slower for it)."""
+        with self._lock:
+            if self._open.get(name) is transport:
+                self._busy[name] = (transport, ended)
 
     def openers(self, transports: Mapping[str, Callable[[], Any]]) -> dict[str, Callable[[], Any]]:
         """``transports`` (name -> opener) with each opener handing out a kept connection when one is alive."""
@@ -266,14 +278,16 @@ class KeptTransport:
         """The round is done with the host: a connection still alive stays for the next round, unless a command
         got no answer over it (nightowl's own deadline, a channel that failed): a connection that still looks
         open but stopped answering (a silent network) is dialed anew next round, not trusted again; nor is one
-        whose batch is still running (a command in it hangs)."""
+        whose batch is still running when the next round takes it (a command in it hangs: ``busy``)."""
         asked = dict(self._asked)
         with self._lock:
             follows = dict(self._follows)
         followed = {follows[argv]: asked.pop(argv) for argv in list(asked) if argv in follows}
         self._keeper.learn(self._name, asked | followed, frozenset(followed))
-        if self._unanswered or not _alive(self.inner) or self._batch.running():
+        if self._unanswered or not _alive(self.inner):
             self._keeper.drop(self._name, self.inner)
+        elif self._batch.running():
+            self._keeper.busy(self._name, self.inner, self._batch.ended)
 
     def end(self) -> None:
         self._keeper.drop(self._name, self.inner)
@@ -291,6 +305,7 @@ class _Batch:
         self.dropped: set[tuple[str, ...]] = set()  # asked alone instead: its answer is not for a later ask
         self.closed = False
         self.done = threading.Event()
+        self.ended = threading.Event()  # the session is over (answered or failed), whether its thread is gone or not
         self.thread: threading.Thread | None = None
         self.lock = threading.Lock()
 
@@ -330,6 +345,8 @@ class _Batch:
             answers = self.owner.inner.run_batch(commands, lanes=[len(group) for group in groups])
         except Exception:  # noqa: BLE001 - a batch that fails leaves its asks to run alone
             answers = {}
+        finally:
+            self.ended.set()
         with self.lock:
             if not self.closed:
                 self.answers = {argv: answer for argv, answer in answers.items() if argv not in self.dropped}
@@ -343,7 +360,10 @@ class _Batch:
         self.done.set()  # an ask waiting for it runs alone now
 
     def running(self) -> bool:
-        return self.thread is not None and self.thread.is_alive()
+        """Whether its session is still on the connection: sent and not over. Not its thread: the host's walk
+        may end (its last ask answered) while the thread that handed the answers over has yet to return, and on a
+        busy client that moment is long enough that a connection with nothing left on it was dropped."""
+        return self.thread is not None and not self.ended.is_set()
 
 
 def lanes(plan: Asked) -> list[list[tuple[str, ...]]]:

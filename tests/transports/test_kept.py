@@ -291,14 +291,49 @@ def test_a_batch_held_up_past_its_patience_leaves_the_asks_alone_and_its_connect
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """A command that hangs in a batch holds up the ones after it: each ask waits its patience, then runs alone;
-    the connection whose batch is still running is not taken again."""
+    the connection whose batch is still running when the next round takes it is dropped, and a new one opened."""
     monkeypatch.setattr(kept, "BATCH_PATIENCE_SECONDS", 0.05)
     keeper, made = batching(), []
     asked_round(keeper, opener(made, Batching), STEADY)
     made[0].delay = 1.0
     answers = asked_round(keeper, opener(made, Batching), STEADY)
     assert set(answers.values()) == {"alone"}
-    assert made[0].closes == 1 and not keeper.alive("gpu-1")
+    assert made[0].closes == 0  # kept while its batch runs: the next round decides
+    asked_round(keeper, opener(made, Batching), STEADY)
+    assert made[0].closes == 1 and len(made) == 2 and made[1].connects == 1
+
+
+def test_a_batch_that_ended_before_the_next_round_leaves_its_connection_to_be_taken_again(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A batch held up past its patience by a busy client, but over before the next round, costs no handshake."""
+    monkeypatch.setattr(kept, "BATCH_PATIENCE_SECONDS", 0.05)
+    keeper, made = batching(), []
+    asked_round(keeper, opener(made, Batching), STEADY)
+    made[0].delay = 0.3
+    assert set(asked_round(keeper, opener(made, Batching), STEADY).values()) == {"alone"}
+    time.sleep(0.6)
+    made[0].delay = 0.0
+    assert set(asked_round(keeper, opener(made, Batching), STEADY).values()) == {"batched"}
+    assert len(made) == 1 and made[0].closes == 0 and keeper.reused == 2
+
+
+def test_a_batch_whose_session_ended_is_not_running_though_its_thread_has_yet_to_return() -> None:
+    """What keeps a connection is its session, not the thread that handed its answers over (on a busy client that
+    thread may not have returned when the host's walk ends)."""
+    import threading
+
+    transport = second_round()
+    batch = transport._batch
+    release = threading.Event()
+    batch.thread = threading.Thread(target=release.wait, daemon=True)
+    batch.thread.start()
+    try:
+        assert batch.running()
+        batch.ended.set()
+        assert batch.thread.is_alive() and not batch.running()
+    finally:
+        release.set()
 
 
 def test_a_connection_without_batches_runs_every_ask_alone() -> None:
