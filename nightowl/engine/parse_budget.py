@@ -15,7 +15,6 @@ from __future__ import annotations
 import ctypes
 import heapq
 import itertools
-import math
 import threading
 import time
 from collections.abc import Callable
@@ -72,12 +71,7 @@ class _Ticket:
 
 
 class _Watchdog:
-    """One daemon thread for every parse in the process, started on first use.
-
-    It is woken only for a deadline before the one it already sleeps until (``_sleeps_until``): a steady sweep
-    round arms a ticket for each of a few hundred small parses, nearly all with a later deadline than one
-    already armed, and waking the thread for each cost two context switches (a GIL handoff each, on a sweep's
-    busy threads) to learn that it had nothing to do yet."""
+    """One daemon thread for every parse in the process, started on first use."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
@@ -85,7 +79,6 @@ class _Watchdog:
         self._heap: list[_Ticket] = []
         self._numbers = itertools.count()
         self._thread: threading.Thread | None = None
-        self._sleeps_until = math.inf  # when the thread wakes by itself (inf: not until woken; or not started)
 
     def arm(self, thread: int, deadline: float) -> _Ticket:
         ticket = _Ticket(deadline, next(self._numbers), thread)
@@ -94,8 +87,7 @@ class _Watchdog:
             if self._thread is None:
                 self._thread = threading.Thread(target=self._watch, name="parse-watchdog", daemon=True)
                 self._thread.start()
-            if deadline < self._sleeps_until:  # it sleeps past this deadline: wake it (it then sleeps until this one)
-                self._sleeps_until = deadline
+            if self._heap[0] is ticket:  # the watchdog sleeps until the first deadline: wake it only for an earlier one
                 self._wake.notify()
         return ticket
 
@@ -111,13 +103,11 @@ class _Watchdog:
                 while self._heap and self._heap[0].done:
                     heapq.heappop(self._heap)
                 if not self._heap:
-                    self._sleeps_until = math.inf
                     self._wake.wait()
                     continue
                 first = self._heap[0]
                 left = first.deadline - time.monotonic()
                 if left > 0:
-                    self._sleeps_until = first.deadline
                     self._wake.wait(left)
                     continue
                 heapq.heappop(self._heap)
