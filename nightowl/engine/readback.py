@@ -85,7 +85,7 @@ def read_back(
     except ParseBudgetExceeded:
         raise ReadBackTimedOut(f"parsing {path.name} again took more than {seconds:.1f} s") from None
     if as_json and getattr(kept, "to_json", None) is not None:
-        same_text.keep_file(kind, digest, parse, reader, kept.to_json(result))
+        same_text.keep_file(kind, digest, parse, reader, result, kept.to_json)
     return result
 
 

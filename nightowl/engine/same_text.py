@@ -19,6 +19,7 @@ import contextlib
 import contextvars
 import json
 import pickle
+import sys
 import threading
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -33,6 +34,10 @@ MAX_FILE_RESULT_CHARS = 256 * 1024
 MAX_FILE_RESULTS_CHARS = 8 * 1024 * 1024
 
 Key = tuple[str, str, int, bytes, int]  # host, kind, collector, SHA-256 of the text, bytes cut
+# A stored file's parse by a bundle reader: its kind, the file's SHA-256 (the manifest's), the parser and the
+# file reader, each by the name its module gives it (``_stable_name``).
+FileKey = tuple[str, str, str, str]
+Function = Callable[..., Any]
 # The host whose output is being parsed (engine.runner.collect_on sets it); None: no host, nothing kept.
 HOST: contextvars.ContextVar[str | None] = contextvars.ContextVar("nightowl_same_text_host", default=None)
 
@@ -100,8 +105,7 @@ class SameText:
         return None if found is None else json.loads(found)
 
     def keep_file_result(self, key: FileKey, encoded: str) -> None:
-        if len(encoded) > MAX_FILE_RESULT_CHARS:
-            return
+        """Keep ``encoded`` (a result as JSON) for ``key``, within MAX_FILE_RESULTS_CHARS (oldest out first)."""
         with self._lock:
             older = self._files.pop(key, None)
             self._file_chars += len(encoded) - (len(older) if older is not None else 0)
@@ -113,11 +117,6 @@ class SameText:
 
 _active: SameText | None = None
 
-# A stored file's parse by a bundle reader: its kind, the file's SHA-256 (the manifest's), the parser and the
-# file reader (module and qualified name: a module's functions only, never a closure whose id could be reused).
-FileKey = tuple[str, str, str, str]
-Function = Callable[..., Any]
-
 
 def _file_key(kind: str, sha256_hex: str | None, parse: Function, reader: Function) -> FileKey | None:
     parser, read = _stable_name(parse), _stable_name(reader)
@@ -125,9 +124,16 @@ def _file_key(kind: str, sha256_hex: str | None, parse: Function, reader: Functi
 
 
 def _stable_name(function: Function) -> str | None:
-    """``module.qualname`` of a module's function; None for a lambda or a function made in a call."""
-    name = getattr(function, "__qualname__", "")
-    return None if not name or "<" in name else f"{getattr(function, '__module__', '')}.{name}"
+    """``module.qualname`` of a function its module holds under that very name; None for anything else (a
+    lambda, a closure, a wrapper that took the name of what it wraps, a bound method): only such a name says
+    which function it is, and only such a function is the same one in every round."""
+    module, name = getattr(function, "__module__", None), getattr(function, "__qualname__", None)
+    if not module or not name:
+        return None
+    found: Any = sys.modules.get(module)
+    for part in name.split("."):
+        found = getattr(found, part, None)
+    return f"{module}.{name}" if found is function else None
 
 
 def recalled_file(kind: str, sha256_hex: str | None, parse: Function, reader: Function) -> Any | None:
@@ -139,22 +145,26 @@ def recalled_file(kind: str, sha256_hex: str | None, parse: Function, reader: Fu
     of its text, and the text a pure function of the bytes its reader reads."""
     memo = _active
     key = _file_key(kind, sha256_hex, parse, reader) if memo is not None else None
-    return memo.file_result(key) if memo is not None and key is not None else None
+    return None if key is None else memo.file_result(key)  # type: ignore[union-attr]  # a key: a memo
 
 
-def keep_file(kind: str, sha256_hex: str | None, parse: Function, reader: Function, result: Any) -> None:
-    """Keep ``result`` (plain JSON) as what ``parse`` gives the file of ``sha256_hex`` (``recalled_file``)."""
+def keep_file(
+    kind: str, sha256_hex: str | None, parse: Function, reader: Function, result: Any, to_json: Function
+) -> None:
+    """Keep ``to_json(result)`` as what ``parse`` gives the file of ``sha256_hex`` (``recalled_file``) while a memo
+    is in force: only what JSON gives back as it was (NaN does not), within MAX_FILE_RESULT_CHARS. Whatever fails
+    here only means the file is parsed again next round."""
     memo = _active
     key = _file_key(kind, sha256_hex, parse, reader) if memo is not None else None
-    if memo is None or key is None:
+    if key is None:
         return
     try:
-        encoded = json.dumps(result, ensure_ascii=False)
-        same = json.loads(encoded) == result  # a tuple, a number as a key, NaN: not what a copy would give back
-    except (TypeError, ValueError, RecursionError):
+        plain = to_json(result)
+        encoded = json.dumps(plain, ensure_ascii=False)
+        if len(encoded) <= MAX_FILE_RESULT_CHARS and json.loads(encoded) == plain:
+            memo.keep_file_result(key, encoded)  # type: ignore[union-attr]  # a key: a memo
+    except Exception:  # noqa: BLE001 - not plain JSON, too deep: not kept
         return
-    if same:
-        memo.keep_file_result(key, encoded)
 
 
 def recalled(collector: Any, text: str, cut_bytes: int, kept: Any) -> tuple[Key | None, dict[str, Any] | None]:

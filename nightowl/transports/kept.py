@@ -79,7 +79,8 @@ class KeptConnections:
         self._busy: dict[str, tuple[Any, threading.Event]] = {}  # host -> (its connection, its batch's end)
 
     def alive(self, name: str) -> bool:
-        """Whether ``name`` has a connection kept that still looks open (a closed one is dropped here)."""
+        """Whether ``name`` has a connection kept that still looks open and whose last batch has ended (``busy``);
+        any other is dropped here (a round's start asks this of every host: cli/sweep_every.py)."""
         return self._alive_one(name) is not None
 
     def _alive_one(self, name: str) -> Any:
@@ -136,6 +137,8 @@ class KeptConnections:
         with self._lock:
             if self._open.get(name) is transport:
                 del self._open[name]
+            if self._busy.get(name, (None,))[0] is transport:
+                del self._busy[name]
         _close(transport)
 
     def count(self) -> int:
@@ -182,6 +185,7 @@ class KeptConnections:
         """End every kept connection (the sweep stops)."""
         with self._lock:
             kept, self._open = list(self._open.values()), {}
+            self._busy.clear()
         for transport in kept:
             _close(transport)
 
@@ -342,16 +346,17 @@ class _Batch:
         groups = lanes(self.plan)
         commands = [(argv, self.plan[argv][0]) for group in groups for argv in group]
         try:
-            answers = self.owner.inner.run_batch(commands, lanes=[len(group) for group in groups])
-        except Exception:  # noqa: BLE001 - a batch that fails leaves its asks to run alone
-            answers = {}
+            try:
+                answers = self.owner.inner.run_batch(commands, lanes=[len(group) for group in groups])
+            except Exception:  # noqa: BLE001 - a batch that fails leaves its asks to run alone
+                answers = {}
+            with self.lock:
+                if not self.closed:
+                    self.answers = {argv: answer for argv, answer in answers.items() if argv not in self.dropped}
+            self.owner._keeper.timed(self.owner._name, time.monotonic() - started)
         finally:
-            self.ended.set()
-        with self.lock:
-            if not self.closed:
-                self.answers = {argv: answer for argv, answer in answers.items() if argv not in self.dropped}
-        self.owner._keeper.timed(self.owner._name, time.monotonic() - started)
-        self.done.set()
+            self.ended.set()  # after ``timed``: the next round's patience is this batch's
+            self.done.set()
 
     def close(self) -> None:
         with self.lock:

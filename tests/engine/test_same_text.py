@@ -128,7 +128,7 @@ def read_text(path: Any) -> str:
     return str(path.read_text())
 
 
-def read_file_back(path: Any, parse: Any = parse_counted, reader: Any = read_text) -> Any:
+def read_file_back(path: Any, parse: Any = parse_counted, reader: Any = read_text, as_json: bool = True) -> Any:
     import hashlib
 
     from nightowl.collectors.base import to_jsonable
@@ -136,7 +136,7 @@ def read_file_back(path: Any, parse: Any = parse_counted, reader: Any = read_tex
 
     digest = hashlib.sha256(path.read_bytes()).hexdigest()
     kept = ParsedOutputs((), to_jsonable)  # the run's results: none for this file, as in a steady round's history
-    return read_back("counting", parse, path, digest, reader=reader, kept=kept, as_json=True)
+    return read_back("counting", parse, path, digest, reader=reader, kept=kept, as_json=as_json)
 
 
 def test_a_stored_files_bytes_are_parsed_once_across_rounds_and_each_round_gets_its_own_copy(tmp_path: Any) -> None:
@@ -158,28 +158,61 @@ def test_a_stored_files_bytes_are_parsed_once_across_rounds_and_each_round_gets_
     assert len(FILE_PARSES) == 5
 
 
-def test_a_result_that_json_does_not_give_back_as_it_was_is_parsed_again(tmp_path: Any) -> None:
+def test_a_result_is_kept_as_a_reader_takes_it_and_only_what_json_gives_back_as_it_was(tmp_path: Any) -> None:
     FILE_PARSES.clear()
     path = tmp_path / "out"
     path.write_text("x\ny\n")
+
+    def plain(value: Any) -> Any:
+        return value
+
     with same_text.remembering():
-        assert read_file_back(path, parse=parse_as_tuple) == ("x", "y")
-        assert read_file_back(path, parse=parse_as_tuple) == ["x", "y"]  # as JSON (to_jsonable's): what it keeps
+        assert read_file_back(path, parse=parse_as_tuple) == ("x", "y")  # this round: the parse itself
+        assert read_file_back(path, parse=parse_as_tuple) == ["x", "y"]  # as JSON (to_jsonable's): as kept
         assert len(FILE_PARSES) == 1
-        same_text.keep_file("counting", "ab" * 32, parse_counted, read_text, {"0": float("nan")})
-        same_text.keep_file("counting", "cd" * 32, parse_counted, read_text, {"pair": (1, 2)})
-        assert same_text.recalled_file("counting", "ab" * 32, parse_counted, read_text) is None
-        assert same_text.recalled_file("counting", "cd" * 32, parse_counted, read_text) is None
-        same_text.keep_file("counting", "ef" * 32, parse_counted, read_text, {"1": [1.5, None]})
-        assert same_text.recalled_file("counting", "ef" * 32, parse_counted, read_text) == {"1": [1.5, None]}
+        assert read_file_back(path, parse=parse_as_tuple, as_json=False) == ("x", "y")  # a reader of the object
+        assert len(FILE_PARSES) == 2
+        for n, result in enumerate(({"0": float("nan")}, {"pair": (1, 2)}, {"1": [1.5, None]})):
+            same_text.keep_file("counting", f"{n:064x}", parse_counted, read_text, result, plain)
+        kept = [same_text.recalled_file("counting", f"{n:064x}", parse_counted, read_text) for n in range(3)]
+        assert kept == [None, None, {"1": [1.5, None]}]
+        same_text.keep_file("counting", None, parse_counted, read_text, {"no": "digest"}, plain)
         assert same_text.recalled_file("counting", None, parse_counted, read_text) is None
 
 
+def test_only_a_function_its_module_holds_by_its_name_keys_a_kept_result() -> None:
+    """A wrapper that took the name of what it wraps (``functools.wraps``: a collector's normalising parse), a bound
+    method or a lambda may differ from the function that name gives: nothing is kept for them."""
+    import functools
+
+    @functools.wraps(parse_counted)
+    def wrapper(text: str) -> dict[str, Any]:
+        return {"wrapped": parse_counted(text)}
+
+    assert same_text._stable_name(parse_counted) == f"{__name__}.parse_counted"
+    assert same_text._stable_name(wrapper) is None
+    assert same_text._stable_name(Counting().parse) is None
+    assert same_text._stable_name(lambda text: text) is None
+    assert same_text._stable_name(Counting()) is None  # an object (its class's module, no name of its own)
+
+
 def test_the_file_results_kept_stay_within_their_budget(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(same_text, "MAX_FILE_RESULTS_CHARS", 30)
+    monkeypatch.setattr(same_text, "MAX_FILE_RESULTS_CHARS", 36)
     monkeypatch.setattr(same_text, "MAX_FILE_RESULT_CHARS", 25)
+
+    def keep(n: int, text: str) -> None:
+        same_text.keep_file("counting", f"{n:064x}", parse_counted, read_text, text, str)
+
+    def kept() -> list[str | None]:
+        return [same_text.recalled_file("counting", f"{n:064x}", parse_counted, read_text) for n in range(5)]
+
     with same_text.remembering():
-        for n, text in enumerate(("a" * 10, "b" * 10, "c" * 10, "d" * 30)):
-            same_text.keep_file("counting", f"{n:064x}", parse_counted, read_text, text)
-        kept = [same_text.recalled_file("counting", f"{n:064x}", parse_counted, read_text) for n in range(4)]
-    assert kept == [None, "b" * 10, "c" * 10, None]  # the oldest went first; one over its own cap never came in
+        for n, text in enumerate(("a" * 10, "é" * 10, "c" * 10)):  # 12 characters of JSON each: 36 in all
+            keep(n, text)
+        assert kept() == ["a" * 10, "é" * 10, "c" * 10, None, None]
+        assert same_text.recalled_file("counting", f"{0:064x}", parse_counted, read_text) == "a" * 10  # used last
+        keep(3, "x")  # 3 more: the least recently used goes
+        keep(4, "d" * 24)  # 26: over a result's own cap, never kept
+        assert kept() == ["a" * 10, None, "c" * 10, "x", None]
+        keep(4, "d" * 23)  # 25: at it
+        assert kept()[4] == "d" * 23

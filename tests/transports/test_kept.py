@@ -3,6 +3,7 @@ anew (through that round's opener) once lost, never kept for a transport that ca
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Sequence
 from typing import Any
@@ -193,6 +194,7 @@ class Batching(Connection):
         self.batches: list[list[tuple[str, ...]]] = []
         self.lanes: list[list[int]] = []  # each batch's lanes, as run_batch was asked
         self.delay = 0.0
+        self.gate: threading.Event | None = None  # when set: each batch waits for it (at most 10 s)
         self.unanswered: set[str] = set()  # argv[-1] of commands a batch does not answer
 
     def run(self, argv: Sequence[str], timeout: float, kind: str | None = None) -> CommandResult:
@@ -205,6 +207,8 @@ class Batching(Connection):
         self.batches.append([tuple(argv) for argv, _ in commands])
         self.lanes.append(list(lanes))
         time.sleep(self.delay)
+        if self.gate is not None:
+            self.gate.wait(10.0)
         return {
             tuple(argv): CommandResult(argv=tuple(argv), rc=0, stdout="batched", stderr="", started=0.0, duration=0.0)
             for argv, _ in commands
@@ -287,33 +291,42 @@ def test_an_ask_the_batch_does_not_answer_runs_alone() -> None:
     assert answers == {"nvidia-smi": "batched", "nvlink": "alone", "fabric-manager": "batched"}
 
 
-def test_a_batch_held_up_past_its_patience_leaves_the_asks_alone_and_its_connection_is_not_kept(
+def test_a_batch_held_up_past_its_patience_leaves_the_asks_alone_and_its_connection_is_not_taken_while_it_runs(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """A command that hangs in a batch holds up the ones after it: each ask waits its patience, then runs alone;
-    the connection whose batch is still running when the next round takes it is dropped, and a new one opened."""
+    the connection whose batch is still running when the next round starts is dropped, and a new one opened."""
     monkeypatch.setattr(kept, "BATCH_PATIENCE_SECONDS", 0.05)
     keeper, made = batching(), []
     asked_round(keeper, opener(made, Batching), STEADY)
-    made[0].delay = 1.0
-    answers = asked_round(keeper, opener(made, Batching), STEADY)
-    assert set(answers.values()) == {"alone"}
-    assert made[0].closes == 0  # kept while its batch runs: the next round decides
-    asked_round(keeper, opener(made, Batching), STEADY)
-    assert made[0].closes == 1 and len(made) == 2 and made[1].connects == 1
+    made[0].gate = threading.Event()  # the batch hangs until the gate opens
+    try:
+        assert set(asked_round(keeper, opener(made, Batching), STEADY).values()) == {"alone"}
+        assert made[0].closes == 0  # kept while its batch runs: the next round decides
+        assert not keeper.alive("gpu-1")  # what a round's start asks (cli/sweep_every.py kept_hosts)
+        assert made[0].closes == 1
+        asked_round(keeper, opener(made, Batching), STEADY)
+        assert len(made) == 2 and made[1].connects == 1
+    finally:
+        made[0].gate.set()
 
 
 def test_a_batch_that_ended_before_the_next_round_leaves_its_connection_to_be_taken_again(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """A batch held up past its patience by a busy client, but over before the next round, costs no handshake."""
+    """A batch held up past its patience (a busy client, slow to read it), but over before the next round, costs
+    that host no handshake."""
     monkeypatch.setattr(kept, "BATCH_PATIENCE_SECONDS", 0.05)
     keeper, made = batching(), []
     asked_round(keeper, opener(made, Batching), STEADY)
-    made[0].delay = 0.3
+    made[0].gate = threading.Event()
     assert set(asked_round(keeper, opener(made, Batching), STEADY).values()) == {"alone"}
-    time.sleep(0.6)
-    made[0].delay = 0.0
+    ended = keeper._busy["gpu-1"][1]
+    time.sleep(0.7)  # the batch takes at least this long
+    made[0].gate.set()
+    assert ended.wait(10.0)
+    assert keeper.patience("gpu-1") >= 3 * 0.7  # timed before it ended: the next round waits for it as long
+    assert keeper.alive("gpu-1")
     assert set(asked_round(keeper, opener(made, Batching), STEADY).values()) == {"batched"}
     assert len(made) == 1 and made[0].closes == 0 and keeper.reused == 2
 
@@ -321,8 +334,6 @@ def test_a_batch_that_ended_before_the_next_round_leaves_its_connection_to_be_ta
 def test_a_batch_whose_session_ended_is_not_running_though_its_thread_has_yet_to_return() -> None:
     """What keeps a connection is its session, not the thread that handed its answers over (on a busy client that
     thread may not have returned when the host's walk ends)."""
-    import threading
-
     transport = second_round()
     batch = transport._batch
     release = threading.Event()
