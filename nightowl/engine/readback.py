@@ -18,7 +18,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from nightowl.engine import layout, same_text
+from nightowl.engine import layout
 from nightowl.engine.parse_budget import PARSE_INPUT_CAP, ParseBudgetExceeded, within
 from nightowl.engine.private_files import open_regular
 from nightowl.transports.capped import CappedOutput
@@ -70,8 +70,6 @@ def read_back(
     found = kept.recall_file(kind, digest, as_json) if kept is not None else None
     if found is None and as_json and bundle_copy:
         found = bundle_parsed(kind, path)
-    if found is None and as_json:
-        found = same_text.recalled_file(kind, digest, parse, reader)  # an earlier round's parse of these bytes
     if found is not None:
         return found
     text = reader(path)
@@ -81,12 +79,9 @@ def read_back(
     if seconds <= 0:
         raise ReadBackTimedOut(f"no time was left to parse {path.name} again")
     try:
-        result = within(seconds, lambda: parse(text))
+        return within(seconds, lambda: parse(text))
     except ParseBudgetExceeded:
         raise ReadBackTimedOut(f"parsing {path.name} again took more than {seconds:.1f} s") from None
-    if as_json and getattr(kept, "to_json", None) is not None:
-        same_text.keep_file(kind, digest, parse, reader, result, kept.to_json)
-    return result
 
 
 PARSED_MAX_BYTES = 64 * 1024 * 1024  # a kept parse bigger than this is not read (the file is parsed again)
@@ -95,10 +90,16 @@ PARSED_MAX_BYTES = 64 * 1024 * 1024  # a kept parse bigger than this is not read
 def bundle_parsed(kind: str, path: Path) -> Any | None:
     """What the run parsed of the output at ``path`` (``<bundle>/hosts/<host>/<file>``) when the bundle kept it
     (``parsed/hosts/<host>/<file>.json``: an output stored scrubbed), as JSON; else None."""
-    if len(path.parts) < 3 or path.parent.parent.name != layout.HOSTS:
+    host_dir = os.path.dirname(path)
+    hosts_dir = os.path.dirname(host_dir)
+    if os.path.basename(hosts_dir) != layout.HOSTS:
         return None
-    root = path.parent.parent.parent
-    kept = root / layout.PARSED / path.relative_to(root).with_name(path.name + ".json")
+    root = os.path.dirname(hosts_dir)
+    # Most bundles store no output scrubbed, so keep no parse: their folder says so in one look. Opening each
+    # file that is not there, its path built by pathlib, was a third of a steady sweep's history rows.
+    if not os.path.isdir(os.path.join(root, layout.PARSED)):
+        return None
+    kept = Path(root, layout.PARSED, layout.HOSTS, os.path.basename(host_dir), path.name + ".json")
     try:
         with open_regular(kept) as handle:
             data = handle.read(PARSED_MAX_BYTES + 1)

@@ -17,27 +17,17 @@ from __future__ import annotations
 import collections
 import contextlib
 import contextvars
-import json
 import pickle
-import sys
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 from nightowl.engine.parse_memo import text_digest
 
 MAX_TEXT_CHARS = 1024 * 1024  # a longer text is not kept (a full read: a boot's log, `-q -x`)
 MAX_KEPT_CHARS = 32 * 1024 * 1024  # the texts kept, all hosts together; past it the least recently used go
-# A bundle reader's parse of a stored file, kept as JSON (``recalled_file``): at most this much a result, and
-# all of them together.
-MAX_FILE_RESULT_CHARS = 256 * 1024
-MAX_FILE_RESULTS_CHARS = 8 * 1024 * 1024
 
 Key = tuple[str, str, int, bytes, int]  # host, kind, collector, SHA-256 of the text, bytes cut
-# A stored file's parse by a bundle reader: its kind, the file's SHA-256 (the manifest's), the parser and the
-# file reader, each by the name its module gives it (``_stable_name``).
-FileKey = tuple[str, str, str, str]
-Function = Callable[..., Any]
 # The host whose output is being parsed (engine.runner.collect_on sets it); None: no host, nothing kept.
 HOST: contextvars.ContextVar[str | None] = contextvars.ContextVar("nightowl_same_text_host", default=None)
 
@@ -56,8 +46,6 @@ class SameText:
         self._lock = threading.Lock()
         self.hits = 0
         self.misses = 0
-        self._files: collections.OrderedDict[FileKey, str] = collections.OrderedDict()  # -> the result as JSON
-        self._file_chars = 0
 
     @staticmethod
     def key(collector: Any, text: str, cut_bytes: int) -> Key | None:
@@ -96,75 +84,8 @@ class SameText:
                 _, dropped = self._kept.popitem(last=False)
                 self._chars -= dropped[4]
 
-    def file_result(self, key: FileKey) -> Any | None:
-        """A fresh copy of the JSON result kept for ``key`` (``recalled_file``), or None."""
-        with self._lock:
-            found = self._files.get(key)
-            if found is not None:
-                self._files.move_to_end(key)
-        return None if found is None else json.loads(found)
-
-    def keep_file_result(self, key: FileKey, encoded: str) -> None:
-        """Keep ``encoded`` (a result as JSON) for ``key``, within MAX_FILE_RESULTS_CHARS (oldest out first)."""
-        with self._lock:
-            older = self._files.pop(key, None)
-            self._file_chars += len(encoded) - (len(older) if older is not None else 0)
-            self._files[key] = encoded
-            while self._file_chars > MAX_FILE_RESULTS_CHARS and self._files:
-                _, dropped = self._files.popitem(last=False)
-                self._file_chars -= len(dropped)
-
 
 _active: SameText | None = None
-
-
-def _file_key(kind: str, sha256_hex: str | None, parse: Function, reader: Function) -> FileKey | None:
-    parser, read = _stable_name(parse), _stable_name(reader)
-    return (kind, sha256_hex, parser, read) if sha256_hex and parser and read else None
-
-
-def _stable_name(function: Function) -> str | None:
-    """``module.qualname`` of a function its module holds under that very name; None for anything else (a
-    lambda, a closure, a wrapper that took the name of what it wraps, a bound method): only such a name says
-    which function it is, and only such a function is the same one in every round."""
-    module, name = getattr(function, "__module__", None), getattr(function, "__qualname__", None)
-    if not module or not name:
-        return None
-    found: Any = sys.modules.get(module)
-    for part in name.split("."):
-        found = getattr(found, part, None)
-    return f"{module}.{name}" if found is function else None
-
-
-def recalled_file(kind: str, sha256_hex: str | None, parse: Function, reader: Function) -> Any | None:
-    """What ``parse`` gave a bundle file of these very bytes (``sha256_hex``), as JSON, read by ``reader``, in an
-    earlier round of this process; None when none is kept or no memo is in force.
-
-    A steady round stores most outputs as the last round did (the files are links: engine/same_file.py), and the
-    history store's rows of them (history/extract.py) parsed each again every round: a parser is a pure function
-    of its text, and the text a pure function of the bytes its reader reads."""
-    memo = _active
-    key = _file_key(kind, sha256_hex, parse, reader) if memo is not None else None
-    return None if key is None else memo.file_result(key)  # type: ignore[union-attr]  # a key: a memo
-
-
-def keep_file(
-    kind: str, sha256_hex: str | None, parse: Function, reader: Function, result: Any, to_json: Function
-) -> None:
-    """Keep ``to_json(result)`` as what ``parse`` gives the file of ``sha256_hex`` (``recalled_file``) while a memo
-    is in force: only what JSON gives back as it was (NaN does not), within MAX_FILE_RESULT_CHARS. Whatever fails
-    here only means the file is parsed again next round."""
-    memo = _active
-    key = _file_key(kind, sha256_hex, parse, reader) if memo is not None else None
-    if key is None:
-        return
-    try:
-        plain = to_json(result)
-        encoded = json.dumps(plain, ensure_ascii=False)
-        if len(encoded) <= MAX_FILE_RESULT_CHARS and json.loads(encoded) == plain:
-            memo.keep_file_result(key, encoded)  # type: ignore[union-attr]  # a key: a memo
-    except Exception:  # noqa: BLE001 - not plain JSON, too deep: not kept
-        return
 
 
 def recalled(collector: Any, text: str, cut_bytes: int, kept: Any) -> tuple[Key | None, dict[str, Any] | None]:
