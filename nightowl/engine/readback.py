@@ -95,8 +95,9 @@ def bundle_parsed(kind: str, path: Path) -> Any | None:
     if os.path.basename(hosts_dir) != layout.HOSTS:
         return None
     root = os.path.dirname(hosts_dir)
-    # Most bundles store no output scrubbed, so keep no parse: their folder says so in one look. Opening each
-    # file that is not there, its path built by pathlib, was a third of a steady sweep's history rows.
+    # Most bundles store no output scrubbed, so keep no parse: one look at the folder says so. Building each
+    # copy's path with pathlib and opening a file that is not there was two fifths of a steady sweep's history
+    # rows (1.04 against 0.62 ms a host on two real 64-host bundles).
     if not os.path.isdir(os.path.join(root, layout.PARSED)):
         return None
     kept = Path(root, layout.PARSED, layout.HOSTS, os.path.basename(host_dir), path.name + ".json")

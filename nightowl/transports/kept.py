@@ -76,7 +76,9 @@ class KeptConnections:
         # host -> (last round's asks, the round before's, the argvs of the last that a reader named: ``follow``)
         self._asked: dict[str, tuple[Asked, Asked | None, frozenset[tuple[str, ...]]]] = {}
         self._batch_seconds: dict[str, float] = {}  # host -> how long its last batch took
-        self._busy: dict[str, tuple[Any, threading.Event]] = {}  # host -> (its connection, its batch's end)
+        # host -> (its connection, its batch's end): read once, at the next round's look (``_alive_one``), which
+        # heeds it only for the connection kept then
+        self._busy: dict[str, tuple[Any, threading.Event]] = {}
 
     def alive(self, name: str) -> bool:
         """Whether ``name`` has a connection kept that still looks open and whose last batch has ended (``busy``);
@@ -137,8 +139,6 @@ class KeptConnections:
         with self._lock:
             if self._open.get(name) is transport:
                 del self._open[name]
-            if self._busy.get(name, (None,))[0] is transport:
-                del self._busy[name]
         _close(transport)
 
     def count(self) -> int:
@@ -185,7 +185,6 @@ class KeptConnections:
         """End every kept connection (the sweep stops)."""
         with self._lock:
             kept, self._open = list(self._open.values()), {}
-            self._busy.clear()
         for transport in kept:
             _close(transport)
 
