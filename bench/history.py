@@ -179,6 +179,21 @@ def write_cost(db: Path, args: argparse.Namespace, runs: int = 40) -> float:
     return statistics.median(times) * 1000
 
 
+def read_cost(db: Path, hosts: int) -> float:
+    """Median ms of what each run of a host reads of its past (``history.host_history``: its events, the runs that
+    needed action and its last five, its boots and GPUs), on the kept read connections a sweep uses."""
+    from nightowl.history import host_history
+
+    names = [f"node-{i:04d}" for i in range(hosts)]
+    host_history(names[0], db)  # the kept connection opened
+    times = []
+    for name in names:
+        started = time.perf_counter()
+        host_history(name, db)
+        times.append(time.perf_counter() - started)
+    return statistics.median(times) * 1000
+
+
 def size_of(db: Path) -> int:
     return sum(p.stat().st_size for p in db.parent.glob(db.name + "*"))
 
@@ -228,6 +243,8 @@ def main() -> None:
         print(f"full: {args.sample_hosts * factor} hosts x {args.days} days = {full_runs} runs (sample copied in SQL)")
         print(f"  size {full_size / 1e6:.0f} MB = {full_size / full_runs:.0f} bytes per run")
         print(f"  store.write per run into the full store (open, write, close): {per_write:.2f} ms")
+        per_read = read_cost(db, args.sample_hosts)
+        print(f"  a host's past as each of its runs reads it (history.host_history): {per_read:.2f} ms")
         print(
             f"  a central store for the fleet: {full_runs / (args.days * 86400):.2f} writes/s needed, "
             f"{full_runs * per_write / 1000 / (args.days * 86400) * 100:.2f}% of one writer's time"

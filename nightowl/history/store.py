@@ -128,6 +128,15 @@ EVENT_COLUMNS = (
 )  # fmt: skip
 
 
+# The runs that needed action, apart: what each run of a host reads of its past (history.host_history) is these
+# and its last five, not every run a sweep every few minutes has added for months. Made by every writer that
+# opens the store, not by a new layout: an index changes nothing an earlier release reads or writes (SQLite keeps
+# it up to date for any writer), and once made this is a look at the schema, with no lock taken.
+# (``action`` in it too: SQLite reads a term the partial index implies from the row, so without it the count went
+# to each such run's row.)
+INDEXES = "CREATE INDEX IF NOT EXISTS runs_acted ON runs (host, started, action) WHERE action != 'none'"
+
+
 def connect(path: Path, readonly: bool = False, shared: bool = False) -> sqlite3.Connection:
     """A connection with WAL and a busy timeout; the schema is created when writing. Raises StoreError.
     ``shared``: usable from any thread, one at a time (``read``'s kept read-only connections)."""
@@ -156,6 +165,7 @@ def connect(path: Path, readonly: bool = False, shared: bool = False) -> sqlite3
                 conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
                 conn.execute("INSERT OR REPLACE INTO meta VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
                 path.chmod(0o600)
+            conn.execute(INDEXES)
         else:
             conn.execute("SELECT count(*) FROM meta").fetchone()  # a file that is not a store fails here
         return conn

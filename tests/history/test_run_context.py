@@ -55,7 +55,7 @@ def test_the_collector_reads_only_the_readers_it_is_handed() -> None:
 
     def store_reader(host: str) -> dict[str, Any]:
         asked.append(host)
-        return {"events": [], "runs": [], "boots": []}
+        return {"events": [], "runs": [], "incidents": {"count": 0}}
 
     inputs: dict[str, Any] = {"kernel_log": {"events": []}, "hosts": {"gpu-17": {}}}
     assert gpu_history.derive(inputs, {})["store"] == "off"

@@ -38,7 +38,8 @@ DEFAULT_WINDOW = "24h"
 SAME_INCIDENT_SECONDS = 60.0
 
 # The readers this collector asks the run's context for (``inputs["readers"]``), by name:
-# host -> {"events": [...], "runs": [...], "boots": [...]}; raises when the store cannot be read.
+# host -> {"events": [...], "runs": [...], "incidents": {...}} (history.host_history); raises when the store
+# cannot be read.
 STORE_READER = "history-store"
 # (host, this boot's start) -> [{gpu, code, incidents}] before it (Prometheus, `--history-from`); may raise.
 PRIOR_READER = "prior-incidents"
@@ -293,15 +294,17 @@ def _judge_code(
 
 
 def _runs_facts(stored: Mapping[str, Any] | None) -> dict[str, Any]:
-    """The last verdicts the store holds for the host, and the mean time between its incidents."""
-    runs = list((stored or {}).get("runs") or [])
-    incidents = sorted(r["started"] for r in runs if r.get("action") not in (None, "none") and r.get("started"))
-    gaps = [b - a for a, b in zip(incidents, incidents[1:], strict=False)]
+    """The last verdicts the store holds for the host (its last five runs, oldest first), and the mean time between
+    its incidents (runs that needed action: the mean of the gaps between their starts is their span over one
+    fewer than their count; ``incidents``: history.host_history)."""
+    runs = (stored or {}).get("runs") or []
+    incidents = (stored or {}).get("incidents") or {"count": 0}
+    count = incidents["count"]
     return {
         "last_verdicts": [
-            {k: r.get(k) for k in ("bundle_id", "bundle_sha256", "started", "verdict_id", "action")} for r in runs[-5:]
+            {k: r.get(k) for k in ("bundle_id", "bundle_sha256", "started", "verdict_id", "action")} for r in runs
         ],
-        "mean_seconds_between_incidents": sum(gaps) / len(gaps) if gaps else None,
+        "mean_seconds_between_incidents": (incidents["last"] - incidents["first"]) / (count - 1) if count > 1 else None,
     }
 
 
