@@ -122,8 +122,8 @@ def bare_pool(fleet: Fleet, names: list[str], forks: int, floor: Path | None = N
             connect_and_run(name)
         except OSError:  # ECONNREFUSED from an unreachable address
             pass
-        except (paramiko.SSHException, EOFError) as exc:  # a live host the bare pool lost (sshd busy, or it
-            BARE_FAILURES.append(f"{name}: {exc!r}")  # closed the connection mid-command): counted, not fatal
+        except (paramiko.SSHException, EOFError, BareLost) as exc:  # a live host the bare pool lost (sshd busy,
+            BARE_FAILURES.append(f"{name}: {exc!r}")  # a connection or channel closed mid-command): counted, not fatal
 
     def connect_and_run(name: str) -> None:
         ip, port = fleet.addresses[name]
@@ -147,8 +147,10 @@ def bare_pool(fleet: Fleet, names: list[str], forks: int, floor: Path | None = N
         def run(number: int, command: str) -> None:
             _, stdout, stderr = client.exec_command(command, timeout=20)
             data = stdout.read()
-            stderr.read()
-            stdout.channel.recv_exit_status()
+            said = stderr.read()
+            status = stdout.channel.recv_exit_status()
+            if status == -1:  # the channel closed with no exit status: what it read is not the command's output
+                raise BareLost(f"{command!r}: no exit status, {said[-200:]!r}")
             if keep is not None:
                 keep(number, data)
 
@@ -311,6 +313,10 @@ def verdict_errors(hosts: list[dict[str, Any]], dead: set[str]) -> list[str]:
 
 
 BARE_FAILURES: list[str] = []  # live hosts a bare pool run lost (it did less work than asked)
+
+
+class BareLost(Exception):
+    """A command the bare pool ran that did not end well (no exit status: its channel closed under it)."""
 
 
 def spread(reachable: list[str], dead: list[str]) -> list[str]:
