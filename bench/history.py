@@ -180,8 +180,8 @@ def write_cost(db: Path, args: argparse.Namespace, runs: int = 40) -> float:
 
 
 def read_cost(db: Path, hosts: int) -> float:
-    """Median ms of what each run of a host reads of its past (``history.host_history``: its events, the runs that
-    needed action and its last five, its boots and GPUs), on the kept read connections a sweep uses."""
+    """Median ms of what each run of a host reads of its past (``history.host_history``: its events, its last five
+    runs and the count of those that needed action), on the kept read connections a sweep uses."""
     from nightowl.history import host_history
 
     names = [f"node-{i:04d}" for i in range(hosts)]

@@ -154,9 +154,11 @@ def bare_pool(fleet: Fleet, names: list[str], forks: int, floor: Path | None = N
             if keep is not None:
                 keep(number, data)
 
-        with ThreadPoolExecutor(max_workers=len(commands)) as pool:
-            list(pool.map(run, range(len(commands)), commands))
-        client.close()
+        try:
+            with ThreadPoolExecutor(max_workers=len(commands)) as pool:
+                list(pool.map(run, range(len(commands)), commands))
+        finally:  # a host lost mid-command too: its connection is not left to the next round's pool
+            client.close()
 
     cpu0, started = time.process_time(), time.monotonic()
     with ThreadPoolExecutor(max_workers=forks) as pool:

@@ -101,9 +101,9 @@ def record_bundle(
 
 # What the gpu-history collector reads of a host's runs (its last verdicts, the mean time between incidents): its
 # last five runs, and the count, first and last start of those that needed action; never the runs themselves, as
-# many as a sweep every few minutes adds (288 a day a host), nor a look at each to find them: each through an index
-# (the second through the partial index ``runs_acted``: store.py). With 10,000 runs of a host, of which the ones
-# that needed action were read whole, a read took 2.3 ms; a host needing action for weeks read every such run.
+# many as a sweep every few minutes adds (288 a day a host). Each through an index: the count through the partial
+# index ``runs_acted`` (store.py), one index entry a run that needed action and none for the others. Before, every
+# run of the host was looked at (2.3 ms with 10,000 runs that needed none) and each that needed action read whole.
 _LAST_RUNS = """SELECT * FROM runs WHERE rowid IN (
     SELECT rowid FROM runs WHERE host = ? ORDER BY started DESC, rowid DESC LIMIT 5) ORDER BY started, rowid"""
 _INCIDENTS = """SELECT count(*) AS count, min(started) AS first, max(started) AS last FROM runs
