@@ -82,6 +82,11 @@ def step_real(repeat: int) -> float:
     return statistics.median(times)
 
 
+def node_name(number: int) -> str:
+    """The sample fleet's host names (``fleet_records`` writes them, ``read_cost`` reads them back)."""
+    return f"node-{number:04d}"
+
+
 def fleet_records(hosts: int, days: int, boot_days: int, incident_rate: float, seed: int = 29) -> Any:
     """Every hourly record of the sample fleet, in time order."""
     from nightowl.collectors.gpu.history_rows import event_row
@@ -93,7 +98,7 @@ def fleet_records(hosts: int, days: int, boot_days: int, incident_rate: float, s
     for hour in range(days * 24):
         now = start + hour * 3600
         for h in range(hosts):
-            name = f"node-{h:04d}"
+            name = node_name(h)
             if hour and hour % (boot_days * 24) == (h * 7) % (boot_days * 24):  # reboots spread over the fleet
                 boot_of[h] += 1
                 boot_events[h] = []
@@ -184,8 +189,9 @@ def read_cost(db: Path, hosts: int) -> float:
     runs and the count of those that needed action), on the kept read connections a sweep uses."""
     from nightowl.history import host_history
 
-    names = [f"node-{i:04d}" for i in range(hosts)]
-    host_history(names[0], db)  # the kept connection opened
+    names = [node_name(number) for number in range(hosts)]
+    if not host_history(names[0], db)["runs"]:  # the kept connection opened, and a host that is there read
+        raise SystemExit(f"read_cost: {names[0]} has no runs in {db}: the names are not the fleet's")
     times = []
     for name in names:
         started = time.perf_counter()

@@ -360,7 +360,7 @@ class BundleWriter:
         self.parsed.rename(self.renamed)
         for rel, (kind, result) in sorted(self.parsed.scrubbed_results().items()):  # JSON, scrubbed already
             document = {"kind": kind, "file": rel, "result": result}
-            path = self.tmp_path / layout.PARSED / f"{rel}.json"
+            path = self.tmp_path / layout.parsed_copy(rel)
             for folder in reversed([path.parent, *path.parent.parents][: len(Path(rel).parts)]):
                 private_dir(folder)  # parsed/, parsed/hosts/, parsed/hosts/<host>/: owner-only, as every folder
             self._store(path, json.dumps(_scrub(document, self._redact), ensure_ascii=False, default=str) + "\n")

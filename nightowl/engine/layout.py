@@ -85,6 +85,11 @@ def host_folder(host: str) -> str:
     return f"{HOSTS}/{host_dirname(host)}"
 
 
+def parsed_copy(rel: str) -> str:
+    """Where a bundle keeps what the run parsed of its output ``rel`` (``hosts/<host>/<kind>.out``), when it kept it."""
+    return f"{PARSED}/{rel}.json"
+
+
 def first_take(rel: str) -> str:
     """``kind.out`` renamed ``kind.1.out`` when the collector ran twice (the writer's ``_next_stem``)."""
     return rel[: -len(OUT)] + ".1" + OUT if rel.endswith(OUT) else rel

@@ -100,7 +100,7 @@ def bundle_parsed(kind: str, path: Path) -> Any | None:
     # rows (1.04 against 0.62 ms a host on two real 64-host bundles).
     if not os.path.isdir(os.path.join(root, layout.PARSED)):
         return None
-    kept = Path(root, layout.PARSED, layout.HOSTS, os.path.basename(host_dir), path.name + ".json")
+    kept = Path(root, layout.parsed_copy(f"{layout.HOSTS}/{os.path.basename(host_dir)}/{path.name}"))
     try:
         with open_regular(kept) as handle:
             data = handle.read(PARSED_MAX_BYTES + 1)

@@ -134,7 +134,7 @@ EVENT_COLUMNS = (
 # it up to date for any writer), and once made this is a look at the schema, with no lock taken.
 # (``action`` in it too: SQLite reads a term the partial index implies from the row, so without it the count went
 # to each such run's row.)
-INDEXES = "CREATE INDEX IF NOT EXISTS runs_acted ON runs (host, started, action) WHERE action != 'none'"
+RUNS_ACTED_INDEX = "CREATE INDEX IF NOT EXISTS runs_acted ON runs (host, started, action) WHERE action != 'none'"
 
 
 def connect(path: Path, readonly: bool = False, shared: bool = False) -> sqlite3.Connection:
@@ -165,7 +165,7 @@ def connect(path: Path, readonly: bool = False, shared: bool = False) -> sqlite3
                 conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
                 conn.execute("INSERT OR REPLACE INTO meta VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
                 path.chmod(0o600)
-            conn.execute(INDEXES)
+            conn.execute(RUNS_ACTED_INDEX)
         else:
             conn.execute("SELECT count(*) FROM meta").fetchone()  # a file that is not a store fails here
         return conn
